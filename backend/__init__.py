@@ -1,0 +1,1 @@
+"""The domain: ingest, inspect, compatibility, optimize, benchmark, worker, CLI. Never imports streamlit."""

@@ -1,0 +1,99 @@
+"""Typed results of one configuration; stored as JSON payload plus a few indexed columns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Milliseconds per inference call (one call processes one batch)."""
+
+    count: int
+    mean: float
+    std: float
+    min: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    max: float
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float] | np.ndarray) -> LatencyStats:
+        data = np.asarray(samples_ms, dtype=np.float64)
+        if data.size == 0:
+            raise ValueError("no latency samples")
+        p50, p90, p95, p99 = np.percentile(data, [50, 90, 95, 99])
+        return cls(
+            count=int(data.size),
+            mean=float(data.mean()),
+            std=float(data.std(ddof=1)) if data.size > 1 else 0.0,
+            min=float(data.min()),
+            p50=float(p50),
+            p90=float(p90),
+            p95=float(p95),
+            p99=float(p99),
+            max=float(data.max()),
+        )
+
+
+@dataclass(frozen=True)
+class AccuracyReport:
+    """Agreement of a configuration's outputs with the FP32 reference on the same inputs."""
+
+    max_abs_error: float
+    mean_rel_error: float
+    cosine_similarity: float
+    top1_agreement: float | None = None
+    compared_outputs: int = 0
+    samples: int = 0
+
+
+@dataclass
+class ConfigurationResult:
+    """Everything measured for one configuration, or why it could not be."""
+
+    config_key: str
+    configuration: dict[str, Any]
+    status: str  # "ok", "failed" or "unavailable"
+    error: str | None = None
+    providers_requested: list[str] = field(default_factory=list)
+    providers_used: list[str] = field(default_factory=list)
+    session_create_ms: float | None = None
+    first_inference_ms: float | None = None
+    latency: LatencyStats | None = None
+    throughput: float | None = None  # samples (batch items) per second
+    stable: bool | None = None
+    windows: list[float] = field(default_factory=list)  # p50 per window, ms
+    measure_seconds: float | None = None
+    peak_rss_mb: float | None = None
+    gpu_memory_mb: float | None = None
+    model_size_bytes: int | None = None
+    optimized_sha256: str | None = None
+    node_count_before: int | None = None
+    node_count_after: int | None = None
+    accuracy: AccuracyReport | None = None
+    notes: list[str] = field(default_factory=list)  # plain "why" lines for the user
+    environment: dict[str, Any] = field(default_factory=dict)
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    samples_ms: list[float] = field(default_factory=list)
+
+    def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        if not with_samples:
+            data.pop("samples_ms")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConfigurationResult:
+        data = dict(data)
+        if data.get("latency"):
+            data["latency"] = LatencyStats(**data["latency"])
+        if data.get("accuracy"):
+            data["accuracy"] = AccuracyReport(**data["accuracy"])
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,1 @@
+"""Persistence: schema, sessions, migrations and the content-addressed artifact store."""

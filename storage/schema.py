@@ -1,0 +1,181 @@
+"""SQLAlchemy 2 typed schema; Alembic revisions in storage/migrations mirror it."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    """Naive UTC: SQLite drops tzinfo, so every timestamp is naive UTC everywhere."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class JobState(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+class ArtifactKind(str, enum.Enum):
+    ORIGINAL = "original"
+    CONVERTED = "converted"
+    OPTIMIZED = "optimized"
+    CONVERSION_LOG = "conversion_log"
+    CALIBRATION = "calibration"
+
+
+class Model(Base):
+    __tablename__ = "models"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    format: Mapped[str] = mapped_column(String(32))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    opset: Mapped[int | None] = mapped_column(Integer)
+    ir_version: Mapped[int | None] = mapped_column(Integer)
+    producer: Mapped[str | None] = mapped_column(String(255))
+    inputs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    outputs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    op_histogram: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    parameter_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    node_count: Mapped[int] = mapped_column(Integer, default=0)
+    warnings: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+
+    artifacts: Mapped[list[Artifact]] = relationship(
+        back_populates="model", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Artifact(Base):
+    __tablename__ = "artifacts"
+    __table_args__ = (UniqueConstraint("model_id", "kind", "sha256", name="uq_artifact"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    filename: Mapped[str] = mapped_column(String(255))
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+
+    model: Mapped[Model] = relationship(back_populates="artifacts")
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED.value, index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    label: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    worker_id: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime())
+    progress_done: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Result(Base):
+    """One measured (or failed) configuration of a job; unique per job so a retry never duplicates."""
+
+    __tablename__ = "results"
+    __table_args__ = (UniqueConstraint("job_id", "config_key", name="uq_result_config"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    config_key: Mapped[str] = mapped_column(String(255))
+    configuration: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    p50_ms: Mapped[float | None] = mapped_column(Float)
+    p90_ms: Mapped[float | None] = mapped_column(Float)
+    p99_ms: Mapped[float | None] = mapped_column(Float)
+    throughput: Mapped[float | None] = mapped_column(Float)
+    peak_rss_mb: Mapped[float | None] = mapped_column(Float)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+
+
+class ResultSamples(Base):
+    """Raw per-inference latencies, one row per result (kept apart so listings stay light)."""
+
+    __tablename__ = "result_samples"
+
+    result_id: Mapped[int] = mapped_column(
+        ForeignKey("results.id", ondelete="CASCADE"), primary_key=True
+    )
+    samples_ms: Mapped[list[Any]] = mapped_column(JSON)
+
+
+class Event(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), index=True
+    )
+    level: Mapped[str] = mapped_column(String(16), default="info")
+    message: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+
+
+class Worker(Base):
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    hardware: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    providers: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    started_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    current_job_id: Mapped[int | None] = mapped_column(Integer)
+
+
+class CompatCache(Base):
+    """Compatibility matrix per model sha256 and runtime-version fingerprint."""
+
+    __tablename__ = "compat_cache"
+    __table_args__ = (UniqueConstraint("model_sha256", "fingerprint", name="uq_compat"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_sha256: Mapped[str] = mapped_column(String(64), index=True)
+    fingerprint: Mapped[str] = mapped_column(String(255))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
