@@ -1,0 +1,117 @@
+"""The runtime-backend interface: one module per runtime, registered by name in runtimes/__init__."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from backend.errors import UnavailableError
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    """Whether a backend can run on one device kind here, and if not, why not."""
+
+    name: str  # short name used in configs: "cpu", "cuda", "tensorrt"
+    available: bool
+    reason: str = ""  # why it is unavailable, or a detail such as the device name
+    native_name: str = ""  # the runtime's own name, e.g. CUDAExecutionProvider
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    provider: str = "cpu"
+    optimization_level: str = "all"
+    intra_op_threads: int = 0
+    optimized_model_path: Path | None = None  # where the runtime may save its optimized graph
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Runner(ABC):
+    """An open inference session. The base owns timing; subclasses fill the *_impl hooks."""
+
+    def __init__(self, model_path: Path, options: SessionOptions) -> None:
+        self.model_path = Path(model_path)
+        self.options = options
+        self.session_create_ms: float | None = None
+        self.providers_used: list[str] = []
+
+    def __enter__(self) -> Runner:
+        started = time.perf_counter()
+        self.activate_impl()
+        self.session_create_ms = (time.perf_counter() - started) * 1e3
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.deactivate_impl()
+
+    @abstractmethod
+    def activate_impl(self) -> None:
+        """Create the session; must set providers_used from what the runtime really took."""
+
+    @abstractmethod
+    def deactivate_impl(self) -> None: ...
+
+    @abstractmethod
+    def input_specs(self) -> list[dict[str, Any]]:
+        """[{name, dtype (numpy name), shape (ints or dim names)}] as the session sees them."""
+
+    @abstractmethod
+    def output_names(self) -> list[str]: ...
+
+    @abstractmethod
+    def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Run once on host arrays and return host arrays (copies included in the timing)."""
+
+
+class RuntimeBackend(ABC):
+    """A runtime such as ONNX Runtime or TensorRT: says what it can run here, opens runners."""
+
+    name: str = ""
+
+    @abstractmethod
+    def version(self) -> str: ...
+
+    @abstractmethod
+    def providers(self) -> list[ProviderStatus]:
+        """Every device kind this backend knows, available or with the reason it is not."""
+
+    @abstractmethod
+    def open(self, model_path: Path, options: SessionOptions) -> Runner:
+        """A runner for the model; raises UnavailableError if options.provider cannot be used."""
+
+    def require(self, provider: str) -> ProviderStatus:
+        for status in self.providers():
+            if status.name == provider:
+                if not status.available:
+                    raise UnavailableError(
+                        f"{self.name} provider {provider!r} is unavailable here: {status.reason}"
+                    )
+                return status
+        known = ", ".join(s.name for s in self.providers())
+        raise UnavailableError(
+            f"{self.name} has no provider {provider!r}; known providers: {known}."
+        )
+
+
+class MissingBackend(RuntimeBackend):
+    """A backend whose library is not installed: it reports why instead of failing late."""
+
+    def __init__(self, name: str, reason: str, provider_names: tuple[str, ...] = ("gpu",)) -> None:
+        self.name = name
+        self.reason = reason
+        self.provider_names = provider_names
+
+    def version(self) -> str:
+        return "not installed"
+
+    def providers(self) -> list[ProviderStatus]:
+        return [ProviderStatus(p, False, self.reason) for p in self.provider_names]
+
+    def open(self, model_path: Path, options: SessionOptions) -> Runner:
+        raise UnavailableError(f"{self.name} is unavailable here: {self.reason}")

@@ -1,0 +1,39 @@
+"""Shared fixtures: every test gets its own real SQLite file and artifact store."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests import models as model_factory  # noqa: E402
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh data directory (SQLite file + artifacts) used through the normal settings."""
+    directory = tmp_path / "data"
+    directory.mkdir()
+    monkeypatch.setenv("OPTIBOARD_DATA_DIR", str(directory))
+    monkeypatch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+    return directory
+
+
+@pytest.fixture
+def mlp_path(tmp_path: Path) -> Path:
+    return model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
+
+
+@pytest.fixture
+def cnn_path(tmp_path: Path) -> Path:
+    return model_factory.save(model_factory.make_cnn(), tmp_path / "cnn.onnx")
+
+
+@pytest.fixture
+def transformer_path(tmp_path: Path) -> Path:
+    return model_factory.save(model_factory.make_transformer(), tmp_path / "transformer.onnx")

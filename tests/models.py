@@ -1,0 +1,161 @@
+"""Small real ONNX models built with onnx.helper, shared by tests and bench/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(array.astype(np.float32), name)
+
+
+def _finish(graph: onnx.GraphProto, opset: int = OPSET) -> onnx.ModelProto:
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="optiboard-tests"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def make_mlp(features: int = 16, hidden: int = 32, classes: int = 10, seed: int = 0) -> onnx.ModelProto:
+    """Gemm-Relu-Gemm-Softmax with a dynamic batch axis named N."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        _init("w1", rng.normal(0, 0.3, (features, hidden))),
+        _init("b1", rng.normal(0, 0.1, (hidden,))),
+        _init("w2", rng.normal(0, 0.3, (hidden, classes))),
+        _init("b2", rng.normal(0, 0.1, (classes,))),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h0"]),
+        helper.make_node("Add", ["h0", "b1"], ["h1"]),
+        helper.make_node("Relu", ["h1"], ["h2"]),
+        helper.make_node("MatMul", ["h2", "w2"], ["l0"]),
+        helper.make_node("Add", ["l0", "b2"], ["logits"]),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", features])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", classes])],
+        inits,
+    )
+    return _finish(graph)
+
+
+def make_cnn(
+    channels: int = 32, blocks: int = 2, image: int = 32, classes: int = 10, seed: int = 0
+) -> onnx.ModelProto:
+    """A ResNet-style CNN: conv stem, residual blocks (conv-relu-conv + skip), pool, FC."""
+    rng = np.random.default_rng(seed)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def conv(inp: str, out: str, cin: int, cout: int, k: int = 3, stride: int = 1) -> None:
+        w = f"{out}_w"
+        b = f"{out}_b"
+        scale = np.sqrt(2.0 / (cin * k * k))
+        inits.append(_init(w, rng.normal(0, scale, (cout, cin, k, k))))
+        inits.append(_init(b, rng.normal(0, 0.01, (cout,))))
+        pad = k // 2
+        nodes.append(
+            helper.make_node(
+                "Conv", [inp, w, b], [out], kernel_shape=[k, k], pads=[pad] * 4,
+                strides=[stride, stride],
+            )
+        )
+
+    conv("input", "stem", 3, channels)
+    nodes.append(helper.make_node("Relu", ["stem"], ["x0"]))
+    current = "x0"
+    for i in range(blocks):
+        conv(current, f"b{i}c1", channels, channels)
+        nodes.append(helper.make_node("Relu", [f"b{i}c1"], [f"b{i}r1"]))
+        conv(f"b{i}r1", f"b{i}c2", channels, channels)
+        nodes.append(helper.make_node("Add", [f"b{i}c2", current], [f"b{i}sum"]))
+        nodes.append(helper.make_node("Relu", [f"b{i}sum"], [f"x{i + 1}"]))
+        current = f"x{i + 1}"
+    nodes.append(helper.make_node("GlobalAveragePool", [current], ["pooled"]))
+    nodes.append(helper.make_node("Flatten", ["pooled"], ["flat"], axis=1))
+    inits.append(_init("fc_w", rng.normal(0, 0.2, (classes, channels))))
+    inits.append(_init("fc_b", rng.normal(0, 0.01, (classes,))))
+    nodes.append(helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], transB=1))
+    graph = helper.make_graph(
+        nodes,
+        "resnet_style_cnn",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, image, image])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])],
+        inits,
+    )
+    return _finish(graph)
+
+
+def make_transformer(
+    d_model: int = 32, heads: int = 4, vocab: int = 50, seed: int = 0
+) -> onnx.ModelProto:
+    """One encoder block: embedding Gather, self-attention, LayerNorm, FFN; dims batch and seq."""
+    rng = np.random.default_rng(seed)
+    head = d_model // heads
+    inits = [
+        _init("embed", rng.normal(0, 0.5, (vocab, d_model))),
+        _init("wq", rng.normal(0, 0.2, (d_model, d_model))),
+        _init("wk", rng.normal(0, 0.2, (d_model, d_model))),
+        _init("wv", rng.normal(0, 0.2, (d_model, d_model))),
+        _init("wo", rng.normal(0, 0.2, (d_model, d_model))),
+        _init("ln_scale", np.ones(d_model)),
+        _init("ln_bias", np.zeros(d_model)),
+        _init("ff1", rng.normal(0, 0.2, (d_model, 4 * d_model))),
+        _init("ff2", rng.normal(0, 0.2, (4 * d_model, d_model))),
+        _init("attn_scale", np.array(1.0 / np.sqrt(head))),
+        numpy_helper.from_array(np.array([0, 0, heads, head], dtype=np.int64), "split_shape"),
+        numpy_helper.from_array(np.array([0, 0, d_model], dtype=np.int64), "merge_shape"),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("Gather", ["embed", "tokens"], ["h"], axis=0),
+        n("MatMul", ["h", "wq"], ["q0"]),
+        n("MatMul", ["h", "wk"], ["k0"]),
+        n("MatMul", ["h", "wv"], ["v0"]),
+        n("Reshape", ["q0", "split_shape"], ["q1"]),
+        n("Reshape", ["k0", "split_shape"], ["k1"]),
+        n("Reshape", ["v0", "split_shape"], ["v1"]),
+        n("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3]),
+        n("Transpose", ["k1"], ["kt"], perm=[0, 2, 3, 1]),
+        n("Transpose", ["v1"], ["v"], perm=[0, 2, 1, 3]),
+        n("MatMul", ["q", "kt"], ["scores0"]),
+        n("Mul", ["scores0", "attn_scale"], ["scores"]),
+        n("Softmax", ["scores"], ["attn"], axis=-1),
+        n("MatMul", ["attn", "v"], ["ctx0"]),
+        n("Transpose", ["ctx0"], ["ctx1"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["ctx1", "merge_shape"], ["ctx"]),
+        n("MatMul", ["ctx", "wo"], ["attn_out"]),
+        n("Add", ["attn_out", "h"], ["res1"]),
+        n("LayerNormalization", ["res1", "ln_scale", "ln_bias"], ["norm1"], axis=-1),
+        n("MatMul", ["norm1", "ff1"], ["ff_h0"]),
+        n("Relu", ["ff_h0"], ["ff_h"]),
+        n("MatMul", ["ff_h", "ff2"], ["ff_out"]),
+        n("Add", ["ff_out", "norm1"], ["hidden"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny_transformer",
+        [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "seq", d_model])],
+        inits,
+    )
+    return _finish(graph)
