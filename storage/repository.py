@@ -245,7 +245,7 @@ def model_file(model_id: int, url: str | None = None) -> ArtifactRow:
     arts = list_artifacts(model_id, url)
     for kind in ("converted", "original"):
         for art in arts:
-            if art.kind == kind and art.filename.endswith((".onnx", ".zip")):
+            if art.kind == kind and art.filename.endswith(".onnx"):
                 return art
     raise LookupError(f"model {model_id} has no ONNX artifact")
 
@@ -326,7 +326,13 @@ def claim_job(worker_id: str, lease_seconds: float, url: str | None = None) -> J
             else:
                 job.state = JobState.QUEUED.value
                 job.worker_id = None
-            session.add(Event(job_id=job.id, level="warning", message=f"lease expired: {job.error or 'requeued'}"))
+            session.add(
+                Event(
+                    job_id=job.id,
+                    level="warning",
+                    message=f"lease expired: {job.error or 'requeued'}",
+                )
+            )
         session.flush()
         candidates = session.scalars(
             select(Job.id)
@@ -358,8 +364,9 @@ def renew_lease(job_id: int, worker_id: str, lease_seconds: float, url: str | No
     with session_scope(url) as session:
         renewed = session.execute(
             update(Job)
-            .where(Job.id == job_id, Job.worker_id == worker_id,
-                   Job.state == JobState.RUNNING.value)
+            .where(
+                Job.id == job_id, Job.worker_id == worker_id, Job.state == JobState.RUNNING.value
+            )
             .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
         )
         return renewed.rowcount == 1
@@ -371,7 +378,10 @@ def set_progress(job_id: int, done: int, url: str | None = None) -> None:
 
 
 def finish_job(
-    job_id: int, state: JobState, error: str | None = None, worker_id: str | None = None,
+    job_id: int,
+    state: JobState,
+    error: str | None = None,
+    worker_id: str | None = None,
     url: str | None = None,
 ) -> bool:
     """Move a running job to a final state; False when it is not (any longer) ours to finish."""
@@ -380,8 +390,9 @@ def finish_job(
         if worker_id is not None:
             query = query.where(Job.worker_id == worker_id)
         done = session.execute(
-            query.values(state=state.value, error=error, finished_at=utcnow(),
-                         lease_expires_at=None)
+            query.values(
+                state=state.value, error=error, finished_at=utcnow(), lease_expires_at=None
+            )
         )
         if done.rowcount == 1:
             msg = f"{state.value}" + (f": {error.splitlines()[-1]}" if error else "")
@@ -440,14 +451,16 @@ def retry_job(job_id: int, url: str | None = None) -> JobRow:
 # ---- results --------------------------------------------------------------------------------
 
 
-def save_result(job_id: int, payload: dict[str, Any], samples_ms: list[float],
-                url: str | None = None) -> ResultRow:
+def save_result(
+    job_id: int, payload: dict[str, Any], samples_ms: list[float], url: str | None = None
+) -> ResultRow:
     """Store one configuration's result; a second write of the same key replaces the first."""
     latency = payload.get("latency") or {}
     with session_scope(url) as session:
         existing = session.scalar(
-            select(Result).where(Result.job_id == job_id,
-                                 Result.config_key == payload["config_key"])
+            select(Result).where(
+                Result.job_id == job_id, Result.config_key == payload["config_key"]
+            )
         )
         if existing is not None:
             session.delete(existing)
@@ -468,7 +481,9 @@ def save_result(job_id: int, payload: dict[str, Any], samples_ms: list[float],
         session.add(row)
         session.flush()
         session.add(ResultSamples(result_id=row.id, samples_ms=list(samples_ms)))
-        done = session.scalar(select(func.count()).select_from(Result).where(Result.job_id == job_id))
+        done = session.scalar(
+            select(func.count()).select_from(Result).where(Result.job_id == job_id)
+        )
         session.execute(update(Job).where(Job.id == job_id).values(progress_done=done))
         return _row(ResultRow, row)
 
@@ -508,12 +523,16 @@ def result_samples(result_ids: list[int], url: str | None = None) -> dict[int, l
 # ---- events and workers ---------------------------------------------------------------------
 
 
-def log_event(job_id: int | None, message: str, level: str = "info", url: str | None = None) -> None:
+def log_event(
+    job_id: int | None, message: str, level: str = "info", url: str | None = None
+) -> None:
     with session_scope(url) as session:
         session.add(Event(job_id=job_id, level=level, message=message))
 
 
-def list_events(job_id: int | None = None, limit: int = 200, url: str | None = None) -> list[EventRow]:
+def list_events(
+    job_id: int | None = None, limit: int = 200, url: str | None = None
+) -> list[EventRow]:
     with session_scope(url) as session:
         query = select(Event).order_by(Event.id.desc()).limit(limit)
         if job_id is not None:
@@ -521,8 +540,14 @@ def list_events(job_id: int | None = None, limit: int = 200, url: str | None = N
         return [_row(EventRow, e) for e in session.scalars(query)][::-1]
 
 
-def register_worker(worker_id: str, hostname: str, pid: int, hardware: dict[str, Any],
-                    providers: dict[str, Any], url: str | None = None) -> None:
+def register_worker(
+    worker_id: str,
+    hostname: str,
+    pid: int,
+    hardware: dict[str, Any],
+    providers: dict[str, Any],
+    url: str | None = None,
+) -> None:
     with session_scope(url) as session:
         worker = session.get(Worker, worker_id) or Worker(id=worker_id)
         worker.hostname, worker.pid = hostname, pid
@@ -534,12 +559,15 @@ def register_worker(worker_id: str, hostname: str, pid: int, hardware: dict[str,
 def worker_heartbeat(worker_id: str, current_job_id: int | None, url: str | None = None) -> None:
     with session_scope(url) as session:
         session.execute(
-            update(Worker).where(Worker.id == worker_id)
+            update(Worker)
+            .where(Worker.id == worker_id)
             .values(heartbeat_at=utcnow(), current_job_id=current_job_id)
         )
 
 
-def list_workers(alive_within_seconds: float | None = None, url: str | None = None) -> list[WorkerRow]:
+def list_workers(
+    alive_within_seconds: float | None = None, url: str | None = None
+) -> list[WorkerRow]:
     with session_scope(url) as session:
         query = select(Worker).order_by(Worker.heartbeat_at.desc())
         if alive_within_seconds is not None:
@@ -552,7 +580,9 @@ def list_workers(alive_within_seconds: float | None = None, url: str | None = No
 # ---- compatibility cache --------------------------------------------------------------------
 
 
-def get_compat(model_sha256: str, fingerprint: str, url: str | None = None) -> dict[str, Any] | None:
+def get_compat(
+    model_sha256: str, fingerprint: str, url: str | None = None
+) -> dict[str, Any] | None:
     with session_scope(url) as session:
         return session.scalar(
             select(CompatCache.payload).where(
@@ -561,12 +591,15 @@ def get_compat(model_sha256: str, fingerprint: str, url: str | None = None) -> d
         )
 
 
-def put_compat(model_sha256: str, fingerprint: str, payload: dict[str, Any],
-               url: str | None = None) -> None:
+def put_compat(
+    model_sha256: str, fingerprint: str, payload: dict[str, Any], url: str | None = None
+) -> None:
     with session_scope(url) as session:
         session.execute(
             delete(CompatCache).where(
                 CompatCache.model_sha256 == model_sha256, CompatCache.fingerprint == fingerprint
             )
         )
-        session.add(CompatCache(model_sha256=model_sha256, fingerprint=fingerprint, payload=payload))
+        session.add(
+            CompatCache(model_sha256=model_sha256, fingerprint=fingerprint, payload=payload)
+        )

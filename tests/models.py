@@ -31,7 +31,9 @@ def save(model: onnx.ModelProto, path: Path) -> Path:
     return path
 
 
-def make_mlp(features: int = 16, hidden: int = 32, classes: int = 10, seed: int = 0) -> onnx.ModelProto:
+def make_mlp(
+    features: int = 16, hidden: int = 32, classes: int = 10, seed: int = 0
+) -> onnx.ModelProto:
     """Gemm-Relu-Gemm-Softmax with a dynamic batch axis named N."""
     rng = np.random.default_rng(seed)
     inits = [
@@ -75,7 +77,11 @@ def make_cnn(
         pad = k // 2
         nodes.append(
             helper.make_node(
-                "Conv", [inp, w, b], [out], kernel_shape=[k, k], pads=[pad] * 4,
+                "Conv",
+                [inp, w, b],
+                [out],
+                kernel_shape=[k, k],
+                pads=[pad] * 4,
                 strides=[stride, stride],
             )
         )

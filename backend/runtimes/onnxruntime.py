@@ -96,7 +96,9 @@ def detect_providers() -> tuple[ProviderStatus, ...]:
             session = ort.InferenceSession(probe, options, providers=[native])
             got = session.get_providers()
         except Exception as exc:  # the runtime's own reason is the most useful message
-            statuses.append(ProviderStatus(short, False, f"{native} failed to start: {exc}", native))
+            statuses.append(
+                ProviderStatus(short, False, f"{native} failed to start: {exc}", native)
+            )
             continue
         if native in got:
             statuses.append(ProviderStatus(short, True, _device_detail(short), native))
