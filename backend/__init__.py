@@ -1,1 +1,1 @@
-"""The domain: ingest, inspect, compatibility, optimize, benchmark, worker, CLI. Never imports streamlit."""
+"""The domain: ingest, inspect, compat, optimize, benchmark, worker, CLI; no streamlit here."""

@@ -31,7 +31,7 @@ OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """How long and how carefully to measure; defaults follow perf_analyzer (3 windows within 10%)."""
+    """How long and how carefully to measure; defaults follow perf_analyzer (3 windows, 10%)."""
 
     warmup_runs: int = 10
     window_runs: int = 50

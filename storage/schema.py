@@ -112,7 +112,7 @@ class Job(Base):
 
 
 class Result(Base):
-    """One measured (or failed) configuration of a job; unique per job so a retry never duplicates."""
+    """One measured (or failed) configuration; unique per job so retries never duplicate."""
 
     __tablename__ = "results"
     __table_args__ = (UniqueConstraint("job_id", "config_key", name="uq_result_config"),)

@@ -1,4 +1,4 @@
-"""The runtime-backend interface: one module per runtime, registered by name in runtimes/__init__."""
+"""The runtime-backend interface: one module per runtime, registered by name."""
 
 from __future__ import annotations
 
