@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from backend.config import SweepSpec
 from backend.errors import UserError
 from backend.library import get_model
@@ -66,3 +68,22 @@ def spec_of(job: JobRow) -> SweepSpec:
 
 def list_workers(alive_within_seconds: float | None = 30.0) -> list[repository.WorkerRow]:
     return repository.list_workers(alive_within_seconds=alive_within_seconds)
+
+
+def store_calibration(model_id: int, npz_path: Path, filename: str = "calibration.npz") -> str:
+    """Check a calibration .npz against the model's inputs, store it, and return its sha256."""
+    from backend.inputs import input_specs_of, load_calibration_npz
+    from backend.library import onnx_path, store
+
+    load_calibration_npz(Path(npz_path), input_specs_of(onnx_path(model_id)), {})
+    stored = store().put_file(Path(npz_path))
+    repository.add_artifact(
+        model_id,
+        repository.NewArtifact(
+            kind="calibration",
+            sha256=stored.sha256,
+            size_bytes=stored.size_bytes,
+            filename=filename,
+        ),
+    )
+    return stored.sha256
