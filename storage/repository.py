@@ -305,8 +305,10 @@ def count_jobs_by_state(url: str | None = None) -> dict[str, int]:
         return {state: count for state, count in rows}
 
 
-def claim_job(worker_id: str, lease_seconds: float, url: str | None = None) -> JobRow | None:
-    """Atomically take the oldest queued job, or one whose running lease has expired.
+def claim_job(
+    worker_id: str, lease_seconds: float, job_id: int | None = None, url: str | None = None
+) -> JobRow | None:
+    """Atomically take the oldest queued job (or job_id), requeueing jobs whose lease expired.
 
     The conditional UPDATE is the lock: two workers racing for one row cannot both match it.
     """
@@ -334,16 +336,16 @@ def claim_job(worker_id: str, lease_seconds: float, url: str | None = None) -> J
                 )
             )
         session.flush()
-        candidates = session.scalars(
-            select(Job.id)
-            .where(Job.state == JobState.QUEUED.value, Job.cancel_requested.is_(False))
-            .order_by(Job.id)
-            .limit(5)
-        ).all()
-        for job_id in candidates:
+        query = select(Job.id).where(
+            Job.state == JobState.QUEUED.value, Job.cancel_requested.is_(False)
+        )
+        if job_id is not None:
+            query = query.where(Job.id == job_id)
+        candidates = session.scalars(query.order_by(Job.id).limit(5)).all()
+        for candidate in candidates:
             claimed = session.execute(
                 update(Job)
-                .where(Job.id == job_id, Job.state == JobState.QUEUED.value)
+                .where(Job.id == candidate, Job.state == JobState.QUEUED.value)
                 .values(
                     state=JobState.RUNNING.value,
                     worker_id=worker_id,
@@ -353,9 +355,13 @@ def claim_job(worker_id: str, lease_seconds: float, url: str | None = None) -> J
                 )
             )
             if claimed.rowcount == 1:
-                session.add(Event(job_id=job_id, level="info", message=f"claimed by {worker_id}"))
+                session.add(
+                    Event(job_id=candidate, level="info", message=f"claimed by {worker_id}")
+                )
                 session.flush()
-                return _row(JobRow, session.get(Job, job_id))
+                job = session.get(Job, candidate)
+                session.refresh(job)
+                return _row(JobRow, job)
         return None
 
 

@@ -1,0 +1,388 @@
+"""Command line: everything the dashboard does, from a terminal. `python -m backend.cli --help`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from backend import jobs, library
+from backend.config import MeasureSettings, Precision, SweepSpec
+from backend.errors import UserError
+from backend.results import ConfigurationResult
+
+QUICK = MeasureSettings(
+    warmup_runs=3, window_runs=20, window_min_seconds=0.1, max_seconds=5.0, accuracy_samples=2
+)
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _dims(pairs: list[str]) -> dict[str, int]:
+    dims = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise UserError(f"--dim takes NAME=VALUE, e.g. --dim seq=128, not {pair!r}.")
+        dims[name.strip()] = int(value)
+    return dims
+
+
+def _spec(args: argparse.Namespace) -> SweepSpec:
+    try:
+        precisions = tuple(Precision(p) for p in _csv(args.precisions))
+    except ValueError:
+        choices = ", ".join(p.value for p in Precision)
+        raise UserError(
+            f"Unknown precision in {args.precisions!r}; choose from {choices}."
+        ) from None
+    try:
+        batches = tuple(int(b) for b in _csv(args.batch_sizes))
+    except ValueError:
+        raise UserError(
+            f"Batch sizes must be integers, e.g. 1,4,16, not {args.batch_sizes!r}."
+        ) from None
+    calibration = None
+    if args.calibration:
+        calibration = jobs.store_calibration(
+            args.model, Path(args.calibration), Path(args.calibration).name
+        )
+    return SweepSpec(
+        precisions=precisions,
+        providers=tuple(_csv(args.providers)),
+        batch_sizes=batches,
+        fixed_shapes=not args.dynamic,
+        symbolic_dims=tuple(_dims(args.dim).items()),
+        optimization_level=args.opt_level,
+        intra_op_threads=args.threads,
+        simplify=args.simplify,
+        calibration_sha256=calibration,
+        calibration_samples=args.calibration_samples,
+        measure=QUICK if args.quick else MeasureSettings(max_seconds=args.max_seconds),
+    )
+
+
+def _table(rows: list[list[Any]], headers: list[str]) -> str:
+    cells = [[str(c) for c in row] for row in [headers, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def results_table(results: list[ConfigurationResult]) -> str:
+    rows = []
+    for r in results:
+        lat, acc = r.latency, r.accuracy
+        rows.append(
+            [
+                r.config_key,
+                r.status,
+                _fmt(lat.p50 if lat else None),
+                _fmt(lat.p99 if lat else None),
+                _fmt(r.throughput, 1),
+                _fmt(r.peak_rss_mb, 0),
+                _fmt(acc.cosine_similarity if acc else None, 5),
+                "-" if not acc or acc.top1_agreement is None else f"{acc.top1_agreement:.1%}",
+                (r.error or "").splitlines()[-1][:80] if r.error else "",
+            ]
+        )
+    return _table(
+        rows,
+        [
+            "configuration",
+            "status",
+            "p50 ms",
+            "p99 ms",
+            "samples/s",
+            "RSS MB",
+            "cosine",
+            "top-1",
+            "error",
+        ],
+    )
+
+
+def _why_lines(results: list[ConfigurationResult]) -> list[str]:
+    lines = []
+    for r in results:
+        for note in r.notes:
+            lines.append(f"  {r.config_key}: {note}")
+    return lines
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from backend.ingest import ingest_file
+
+    model = ingest_file(Path(args.path), Path(args.path).name, name=args.name)
+    print(
+        f"added model {model.id}: {model.name} ({model.format}, opset {model.opset}, "
+        f"{model.size_bytes / 2**20:.1f} MiB, {model.parameter_count:,} parameters)"
+    )
+    for warning in model.warnings:
+        print(f"warning: {warning}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    rows = [
+        [
+            m.id,
+            m.name,
+            m.format,
+            m.opset,
+            f"{m.size_bytes / 2**20:.2f}",
+            m.node_count,
+            f"{m.parameter_count:,}",
+        ]
+        for m in library.list_models()
+    ]
+    print(
+        _table(rows, ["id", "name", "format", "opset", "MiB", "nodes", "parameters"])
+        if rows
+        else "no models yet: add one with `optiboard add model.onnx`"
+    )
+    return 0
+
+
+def _shape(spec: dict[str, Any]) -> str:
+    return f"{spec['name']}: {spec['dtype']}[{', '.join(str(d) for d in spec['shape'])}]"
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    m = library.get_model(args.model)
+    print(
+        f"model {m.id}: {m.name}\n  format {m.format}, opset {m.opset}, IR {m.ir_version}, "
+        f"producer {m.producer}\n  {m.node_count} nodes, {m.parameter_count:,} parameters, "
+        f"{m.size_bytes:,} bytes, sha256 {m.sha256}"
+    )
+    print("inputs:\n" + "\n".join(f"  {_shape(i)}" for i in m.inputs))
+    print("outputs:\n" + "\n".join(f"  {_shape(o)}" for o in m.outputs))
+    ops = sorted(m.op_histogram.items(), key=lambda kv: -kv[1])
+    print("ops:\n" + "\n".join(f"  {op:<28}{count}" for op, count in ops))
+    for warning in m.warnings:
+        print(f"warning: {warning}")
+    print("artifacts:")
+    for a in library.list_artifacts(m.id):
+        print(f"  {a.kind:<15}{a.filename:<50}{a.size_bytes:>12,}  {a.sha256[:12]}")
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    job = jobs.submit_sweep(args.model, _spec(args), label=args.label)
+    print(
+        f"queued job {job.id} with {job.progress_total} configurations; "
+        f"follow it with `optiboard show {job.id}`"
+    )
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a sweep now in this terminal; it is stored like any job."""
+    from backend.worker import JobRunner, register, worker_id_for_this_process
+    from storage import repository
+
+    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
+    worker_id = worker_id_for_this_process()
+    register(worker_id)
+    claimed = repository.claim_job(worker_id, lease_seconds=300, job_id=job.id)
+    if claimed is None:
+        raise UserError(
+            f"Job {job.id} was taken by a running worker; follow it with `optiboard show {job.id}`."
+        )
+    collected: list[ConfigurationResult] = []
+
+    def progress(result: ConfigurationResult, index: int, total: int) -> None:
+        collected.append(result)
+        width = 30
+        filled = round(width * len(collected) / total)
+        bar = "#" * filled + "." * (width - filled)
+        status = f"p50 {result.latency.p50:.3f} ms" if result.latency else result.status
+        print(f"[{bar}] {len(collected)}/{total} {result.config_key}: {status}", flush=True)
+
+    print(f"job {job.id}: {job.progress_total} configurations")
+    outcome = JobRunner(worker_id, lease_seconds=300, on_result=progress).run(claimed)
+    print()
+    print(results_table(collected))
+    why = _why_lines(collected)
+    if why:
+        print("\nwhy:")
+        print("\n".join(why))
+    print(f"\njob {job.id} {outcome.state.value}")
+    return 0 if outcome.state.value == "succeeded" else 1
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    rows = [
+        [
+            j.id,
+            j.model_id,
+            j.state.value,
+            f"{j.progress_done}/{j.progress_total}",
+            j.attempts,
+            j.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            (j.error or "").splitlines()[-1:] or "",
+        ]
+        for j in jobs.list_jobs(limit=args.limit)
+    ]
+    print(
+        _table(rows, ["id", "model", "state", "progress", "attempts", "created", "error"])
+        if rows
+        else "no jobs yet: submit one with `optiboard submit MODEL_ID`"
+    )
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    job = jobs.get_job(args.job)
+    print(
+        f"job {job.id}: model {job.model_id}, {job.state.value}, "
+        f"{job.progress_done}/{job.progress_total} configurations, attempt {job.attempts}"
+    )
+    if job.error:
+        print(f"error: {job.error}")
+    results = [ConfigurationResult.from_dict(r.payload) for r in jobs.job_results(job.id)]
+    if results:
+        print(results_table(results))
+        why = _why_lines(results)
+        if why:
+            print("why:\n" + "\n".join(why))
+    if args.log:
+        for event in jobs.job_events(job.id):
+            print(f"{event.created_at:%H:%M:%S} {event.level:<8}{event.message}")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    state = jobs.cancel_job(args.job)
+    print(f"job {args.job}: {'cancelled' if state.value == 'cancelled' else 'cancel requested'}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from backend import reporting
+
+    frame = reporting.results_frame(job_ids=args.job)
+    if frame.empty:
+        raise UserError(f"Jobs {', '.join(map(str, args.job))} have no results to export yet.")
+    text = (
+        reporting.to_csv(frame)
+        if args.format == "csv"
+        else json.dumps(reporting.to_json_records(job_ids=args.job), indent=2, default=str)
+    )
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {len(frame)} results to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_providers(args: argparse.Namespace) -> int:
+    from backend.runtimes import all_provider_statuses
+
+    rows = []
+    for backend, statuses in all_provider_statuses().items():
+        for s in statuses:
+            rows.append([backend, s.name, "yes" if s.available else "no", s.reason])
+    print(_table(rows, ["backend", "provider", "available", "detail"]))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from backend.worker import main as worker_main
+
+    return worker_main(args.worker_args)
+
+
+def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
+    parser.add_argument(
+        "--precisions",
+        default="fp32,int8_static",
+        help="comma list of " + ", ".join(p.value for p in Precision),
+    )
+    parser.add_argument("--providers", default="cpu", help="comma list: cpu, cuda, tensorrt")
+    parser.add_argument("--batch-sizes", default="1", help="comma list, e.g. 1,8,32")
+    parser.add_argument("--dynamic", action="store_true", help="keep the batch axis dynamic")
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="value for a symbolic dimension other than batch, e.g. seq=128",
+    )
+    parser.add_argument(
+        "--opt-level", default="all", choices=["disable", "basic", "extended", "all"]
+    )
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads; 0 = runtime's")
+    parser.add_argument("--simplify", action="store_true", help="simplify with onnxslim first")
+    parser.add_argument("--calibration", help=".npz of real input samples for static INT8")
+    parser.add_argument("--calibration-samples", type=int, default=16)
+    parser.add_argument(
+        "--max-seconds", type=float, default=30.0, help="time cap per configuration's measurement"
+    )
+    parser.add_argument("--quick", action="store_true", help="short measurement (smoke tests)")
+    parser.add_argument("--label", help="a name for the job")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="optiboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("add", help="add a model (.onnx, .zip with external data, SavedModel .zip)")
+    p.add_argument("path")
+    p.add_argument("--name")
+    p.set_defaults(func=cmd_add)
+    sub.add_parser("models", help="list models").set_defaults(func=cmd_models)
+    p = sub.add_parser("inspect", help="show a model's metadata")
+    p.add_argument("model", type=int)
+    p.set_defaults(func=cmd_inspect)
+    p = sub.add_parser("submit", help="queue a sweep for the worker")
+    _add_sweep_options(p)
+    p.set_defaults(func=cmd_submit)
+    p = sub.add_parser("run", help="run a sweep now, in the foreground, without a worker")
+    _add_sweep_options(p)
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("jobs", help="list jobs")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=cmd_jobs)
+    p = sub.add_parser("show", help="show a job and its results")
+    p.add_argument("job", type=int)
+    p.add_argument("--log", action="store_true", help="also print the job's events")
+    p.set_defaults(func=cmd_show)
+    p = sub.add_parser("cancel", help="cancel a queued or running job")
+    p.add_argument("job", type=int)
+    p.set_defaults(func=cmd_cancel)
+    p = sub.add_parser("export", help="export results as CSV or JSON")
+    p.add_argument("job", type=int, nargs="+")
+    p.add_argument("--format", choices=["csv", "json"], default="csv")
+    p.add_argument("-o", "--output")
+    p.set_defaults(func=cmd_export)
+    sub.add_parser(
+        "providers", help="which backends and providers work here, and why not"
+    ).set_defaults(func=cmd_providers)
+    p = sub.add_parser("worker", help="run a worker (same as python -m backend.worker)")
+    p.add_argument("worker_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_worker)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
