@@ -1,0 +1,127 @@
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from storage import repository
+from storage.db import get_engine
+from storage.schema import Base, JobState, utcnow
+
+
+def _model(name: str = "m") -> repository.ModelRow:
+    return repository.create_model(
+        name=name,
+        sha256="a" * 64,
+        format="onnx",
+        size_bytes=10,
+        metadata={"opset": 17, "inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 4]}]},
+        artifacts=[repository.NewArtifact("original", "a" * 64, 10, "m.onnx")],
+    )
+
+
+def test_sqlite_runs_in_wal_mode_with_foreign_keys(data_dir: Path) -> None:
+    engine = get_engine()
+    with engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 30000
+    assert (data_dir / "optiboard.db").is_file()
+
+
+def test_migrations_create_exactly_the_schema_the_models_declare(data_dir: Path) -> None:
+    tables = set(inspect(get_engine()).get_table_names()) - {"alembic_version"}
+    assert tables == set(Base.metadata.tables)
+    for name, table in Base.metadata.tables.items():
+        columns = {c["name"] for c in inspect(get_engine()).get_columns(name)}
+        assert columns == {c.name for c in table.columns}, name
+
+
+def test_two_claims_of_one_job_give_it_to_one_worker(data_dir: Path) -> None:
+    job = repository.create_job(_model().id, {}, total=1)
+    first = repository.claim_job("w1", 30)
+    second = repository.claim_job("w2", 30)
+    assert first is not None and first.id == job.id and first.worker_id == "w1"
+    assert first.state == JobState.RUNNING and first.attempts == 1
+    assert second is None
+
+
+def test_expired_lease_requeues_then_fails_after_max_attempts(data_dir: Path) -> None:
+    job = repository.create_job(_model().id, {}, total=1, max_attempts=2)
+    assert repository.claim_job("w1", lease_seconds=-1).id == job.id  # lease already expired
+    again = repository.claim_job("w2", lease_seconds=-1)
+    assert again.id == job.id and again.attempts == 2 and again.worker_id == "w2"
+    assert repository.claim_job("w3", 30) is None
+    final = repository.get_job(job.id)
+    assert final.state == JobState.FAILED and "gave up after 2 attempts" in final.error
+
+
+def test_saving_a_result_twice_keeps_one_row_and_counts_progress(data_dir: Path) -> None:
+    job = repository.create_job(_model().id, {}, total=2)
+    payload = {"config_key": "k1", "configuration": {}, "status": "ok", "latency": {"p50": 2.0}}
+    repository.save_result(job.id, payload, [1.0, 2.0, 3.0])
+    repository.save_result(job.id, {**payload, "latency": {"p50": 1.5}}, [1.5])
+    results = repository.list_results(job_ids=[job.id])
+    assert [r.p50_ms for r in results] == [1.5]
+    assert repository.result_samples([results[0].id]) == {results[0].id: [1.5]}
+    assert repository.get_job(job.id).progress_done == 1
+
+
+def test_cancel_queued_is_immediate_and_running_is_a_request(data_dir: Path) -> None:
+    model = _model()
+    queued = repository.create_job(model.id, {}, total=1)
+    assert repository.cancel_job(queued.id) == JobState.CANCELLED
+    running = repository.create_job(model.id, {}, total=1)
+    repository.claim_job("w1", 30)
+    assert repository.cancel_job(running.id) == JobState.RUNNING
+    assert repository.is_cancel_requested(running.id)
+    assert repository.claim_job("w2", 30) is None
+
+
+def test_finish_by_a_worker_that_lost_the_lease_is_refused(data_dir: Path) -> None:
+    job = repository.create_job(_model().id, {}, total=1)
+    repository.claim_job("w1", lease_seconds=-1)
+    repository.claim_job("w2", lease_seconds=30)
+    assert not repository.finish_job(job.id, JobState.SUCCEEDED, worker_id="w1")
+    assert repository.finish_job(job.id, JobState.SUCCEEDED, worker_id="w2")
+
+
+def test_deleting_a_model_removes_jobs_results_and_unshared_blobs(data_dir: Path) -> None:
+    from storage.artifacts import ArtifactStore
+
+    store = ArtifactStore()
+    blob = store.put_bytes(b"weights")
+    model = repository.create_model(
+        name="m",
+        sha256=blob.sha256,
+        format="onnx",
+        size_bytes=7,
+        metadata={},
+        artifacts=[repository.NewArtifact("original", blob.sha256, 7, "m.onnx")],
+    )
+    job = repository.create_job(model.id, {}, total=1)
+    repository.save_result(job.id, {"config_key": "k", "configuration": {}, "status": "ok"}, [1])
+    repository.delete_model(model.id, store=store)
+    assert repository.list_models() == [] and repository.list_jobs() == []
+    assert repository.list_results() == []
+    assert not store.exists(blob.sha256)
+
+
+def test_workers_list_only_recent_heartbeats(data_dir: Path) -> None:
+    repository.register_worker("w1", "host", 1, {"cpu": "x"}, {})
+    assert [w.id for w in repository.list_workers(alive_within_seconds=30)] == ["w1"]
+    from storage.db import session_scope
+    from storage.schema import Worker
+
+    with session_scope() as session:
+        session.get(Worker, "w1").heartbeat_at = utcnow() - timedelta(minutes=5)
+    assert repository.list_workers(alive_within_seconds=30) == []
+
+
+def test_database_url_setting_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    monkeypatch.setenv("OPTIBOARD_DATABASE_URL", url)
+    monkeypatch.setenv("OPTIBOARD_DATA_DIR", str(tmp_path / "data"))
+    _model("elsewhere")
+    assert (tmp_path / "elsewhere.db").is_file()
+    assert [m.name for m in repository.list_models()] == ["elsewhere"]
