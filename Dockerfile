@@ -1,0 +1,13 @@
+# Optiboard on a CPU host: docker build -t optiboard . && docker run -p 8501:8501 -v $PWD/data:/app/data optiboard
+# For a GPU host, build FROM an nvidia/cuda 13 runtime image with OPTIBOARD_REQUIREMENTS=requirements-gpu.txt.
+FROM python:3.11-slim
+ARG OPTIBOARD_REQUIREMENTS=requirements.txt
+WORKDIR /app
+COPY requirements*.txt ./
+RUN python -m venv .venv && .venv/bin/pip install --no-cache-dir -r ${OPTIBOARD_REQUIREMENTS}
+COPY . .
+ENV OPTIBOARD_DATA_DIR=/app/data OPTIBOARD_ADDRESS=0.0.0.0 OPTIBOARD_PORT=8501
+EXPOSE 8501
+VOLUME /app/data
+# The venv is already built, so scripts/run only starts the worker and the dashboard.
+CMD ["scripts/run"]
