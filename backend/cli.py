@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from backend import jobs, library
 from backend.config import MeasureSettings, Precision, SweepSpec
 from backend.errors import UserError
@@ -268,21 +270,32 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """CSV: the comparison table. JSON: every result's full record (environment, samples)."""
     from backend import reporting
 
     frame = reporting.results_frame(job_ids=args.job)
     if frame.empty:
         raise UserError(f"Jobs {', '.join(map(str, args.job))} have no results to export yet.")
-    text = (
-        reporting.to_csv(frame)
-        if args.format == "csv"
-        else json.dumps(reporting.to_json_records(job_ids=args.job), indent=2, default=str)
-    )
+    if args.format == "csv":
+        data = reporting.export_csv(frame)
+    else:
+        rows = [r for job_id in args.job for r in jobs.job_results(job_id)]
+        samples = reporting.samples_for([r.id for r in rows])
+        records = [
+            {
+                "result_id": r.id,
+                "job_id": r.job_id,
+                **r.payload,
+                "samples_ms": samples.get(r.id, np.array([])).tolist(),
+            }
+            for r in rows
+        ]
+        data = json.dumps(records, indent=2, default=str).encode()
     if args.output:
-        Path(args.output).write_text(text)
+        Path(args.output).write_bytes(data)
         print(f"wrote {len(frame)} results to {args.output}")
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(data.decode())
     return 0
 
 

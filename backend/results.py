@@ -77,7 +77,8 @@ class ConfigurationResult:
     node_count_before: int | None = None
     node_count_after: int | None = None
     accuracy: AccuracyReport | None = None
-    notes: list[str] = field(default_factory=list)  # plain "why" lines for the user
+    steps: list[str] = field(default_factory=list)  # what was done to build the variant
+    notes: list[str] = field(default_factory=list)  # plain "why" lines and warnings for the user
     environment: dict[str, Any] = field(default_factory=dict)
     telemetry: dict[str, Any] = field(default_factory=dict)
     samples_ms: list[float] = field(default_factory=list)

@@ -90,7 +90,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
         result.node_count_before = variant.node_count_before
         result.node_count_after = variant.node_count_after
         result.model_size_bytes = variant.size_bytes
-        result.notes.extend(variant.steps)
+        result.steps.extend(variant.steps)
         result.notes.extend(variant.notes)
 
         rss_before_session = _peak_rss_mb()

@@ -1,0 +1,75 @@
+"""The CLI as a user types it, in a subprocess, over a real data directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def optiboard(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "backend.cli", *args],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_add_inspect_run_show_and_export(data_dir: Path, cnn_path: Path, tmp_path: Path) -> None:
+    added = optiboard("add", str(cnn_path), "--name", "resnetish")
+    assert added.returncode == 0, added.stderr
+    assert "added model 1: resnetish (onnx, opset 17" in added.stdout
+
+    inspected = optiboard("inspect", "1")
+    assert "input: float32[batch, 3, 32, 32]" in inspected.stdout
+    assert "Conv" in inspected.stdout and "original" in inspected.stdout
+
+    run = optiboard(
+        "run", "1", "--precisions", "fp32,int8_static", "--batch-sizes", "1,2", "--quick"
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "4/4" in run.stdout and "job 1 succeeded" in run.stdout
+    assert run.stdout.count("onnxruntime/cpu/int8_static/") >= 2
+
+    shown = optiboard("show", "1", "--log")
+    assert "succeeded, 4/4 configurations" in shown.stdout and "claimed by" in shown.stdout
+
+    csv_path, json_path = tmp_path / "r.csv", tmp_path / "r.json"
+    assert optiboard("export", "1", "--format", "csv", "-o", str(csv_path)).returncode == 0
+    assert optiboard("export", "1", "--format", "json", "-o", str(json_path)).returncode == 0
+    lines = csv_path.read_text().splitlines()
+    assert len(lines) == 5 and "p50_ms" in lines[0]
+    records = json.loads(json_path.read_text())
+    assert len(records) == 4 and all(r["samples_ms"] for r in records)
+    assert {r["configuration"]["precision"] for r in records} == {"fp32", "int8_static"}
+
+
+def test_submit_queues_a_job_for_the_worker(data_dir: Path, mlp_path: Path) -> None:
+    assert optiboard("add", str(mlp_path)).returncode == 0
+    submitted = optiboard(
+        "submit", "1", "--precisions", "fp32,fp16", "--batch-sizes", "1,8", "--providers", "cpu"
+    )
+    assert "queued job 1 with 4 configurations" in submitted.stdout
+    listed = optiboard("jobs")
+    assert "queued" in listed.stdout and "0/4" in listed.stdout
+    assert "cancelled" in optiboard("cancel", "1").stdout
+
+
+def test_bad_input_is_one_clear_line_and_exit_code_2(data_dir: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    result = optiboard("add", str(empty))
+    assert result.returncode == 2 and result.stderr.startswith("error: ")
+    assert "Traceback" not in result.stderr
+    assert "no models yet" in optiboard("models").stdout
+    bad = optiboard("submit", "1")
+    assert bad.returncode == 2 and "There is no model 1" in bad.stderr
+    providers = optiboard("providers")
+    assert "onnxruntime" in providers.stdout and "cpu" in providers.stdout
