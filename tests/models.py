@@ -165,3 +165,98 @@ def make_transformer(
         inits,
     )
     return _finish(graph)
+
+
+# ---- ingestion builders (custom ops, external data, TensorFlow SavedModels, zips) -------------
+
+
+def make_custom_op_model(domain: str = "com.acme", op_type: str = "MyOp") -> onnx.ModelProto:
+    """Relu followed by one op from a custom domain that no runtime knows."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["h"], name="relu"),
+        helper.make_node(op_type, ["h"], ["y"], name="custom", domain=domain),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "custom_op",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(domain, 1)],
+        producer_name="optiboard-tests",
+    )
+    model.ir_version = 8
+    return model
+
+
+def save_with_external_data(
+    model: onnx.ModelProto, directory: Path, stem: str = "model", location: str = "model.data"
+) -> Path:
+    """Save `model` as stem.onnx plus every tensor in one external data file."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{stem}.onnx"
+    onnx.save(
+        model,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=location,
+        size_threshold=0,
+    )
+    return path
+
+
+def zip_folder(folder: Path, zip_path: Path, top: str | None = None) -> Path:
+    """Zip every file under `folder`, optionally inside a top folder named `top`."""
+    import zipfile
+
+    folder, zip_path = Path(folder), Path(zip_path)
+    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file in sorted(folder.rglob("*")):
+            if file.is_file():
+                name = file.relative_to(folder).as_posix()
+                archive.write(file, f"{top}/{name}" if top else name)
+    return zip_path
+
+
+def save_dense_savedmodel(
+    directory: Path, features: int = 8, units: int = 4, seed: int = 0
+) -> Path:
+    """A TF SavedModel: relu(x @ w + b) with a serving_default signature over [None, features]."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+
+    class Dense(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = tf.Variable(rng.normal(0, 0.5, (features, units)).astype(np.float32))
+            self.b = tf.Variable(rng.normal(0, 0.1, (units,)).astype(np.float32))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, features], tf.float32, name="x")])
+        def serve(self, x: tf.Tensor) -> dict[str, tf.Tensor]:
+            return {"y": tf.nn.relu(tf.matmul(x, self.w) + self.b)}
+
+    module = Dense()
+    tf.saved_model.save(module, str(directory), signatures={"serving_default": module.serve})
+    return Path(directory)
+
+
+def save_savedmodel_without_signatures(directory: Path) -> Path:
+    """A TF SavedModel whose only tf.function is not exported as a signature."""
+    import tensorflow as tf
+
+    class NoSignature(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = tf.Variable(np.ones((8, 4), np.float32))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+        def apply(self, x: tf.Tensor) -> tf.Tensor:
+            return tf.matmul(x, self.w)
+
+    tf.saved_model.save(NoSignature(), str(directory), signatures={})
+    return Path(directory)
