@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from backend.config import Configuration, MeasureSettings, Precision
 from backend.environment import TelemetrySampler, describe_environment
@@ -92,6 +93,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
         result.model_size_bytes = variant.size_bytes
         result.steps.extend(variant.steps)
         result.notes.extend(variant.notes)
+        variant_ops = optimize.op_histogram(onnx.load(str(variant.path), load_external_data=False))
 
         rss_before_session = _peak_rss_mb()
         options = SessionOptions(
@@ -131,6 +133,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             **telemetry.summary(),
             "stop_reason": measurement.stop_reason,
             "rss_before_session_mb": rss_before_session,
+            "variant_op_histogram": variant_ops,
         }
         if not measurement.stable:
             result.notes.append(

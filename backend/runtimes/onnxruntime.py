@@ -38,7 +38,7 @@ ORT_TYPE_TO_NUMPY = {
 }
 
 
-def _graph_level(name: str) -> Any:
+def graph_level(name: str) -> Any:
     import onnxruntime as ort
 
     levels = {
@@ -137,7 +137,7 @@ class OnnxRuntimeRunner(Runner):
 
         native = NATIVE_PROVIDERS[self.options.provider]
         session_options = ort.SessionOptions()
-        session_options.graph_optimization_level = _graph_level(self.options.optimization_level)
+        session_options.graph_optimization_level = graph_level(self.options.optimization_level)
         session_options.log_severity_level = 3
         if self.options.intra_op_threads:
             session_options.intra_op_num_threads = self.options.intra_op_threads
