@@ -85,14 +85,18 @@ class RuntimeBackend(ABC):
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
         """A runner for the model; raises UnavailableError if options.provider cannot be used."""
 
+    def provider_status(self, provider: str) -> ProviderStatus | None:
+        """One provider's status; backends override it when probing all of them is costly."""
+        return next((s for s in self.providers() if s.name == provider), None)
+
     def require(self, provider: str) -> ProviderStatus:
-        for status in self.providers():
-            if status.name == provider:
-                if not status.available:
-                    raise UnavailableError(
-                        f"{self.name} provider {provider!r} is unavailable here: {status.reason}"
-                    )
-                return status
+        status = self.provider_status(provider)
+        if status is not None:
+            if not status.available:
+                raise UnavailableError(
+                    f"{self.name} provider {provider!r} is unavailable here: {status.reason}"
+                )
+            return status
         known = ", ".join(s.name for s in self.providers())
         raise UnavailableError(
             f"{self.name} has no provider {provider!r}; known providers: {known}."

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -65,61 +71,94 @@ def _probe_model_bytes() -> bytes:
     return model.SerializeToString()
 
 
-@lru_cache(maxsize=1)
-def detect_providers() -> tuple[ProviderStatus, ...]:
-    """Open a tiny session per provider and read get_providers(): the list ORT advertises lies.
+@contextmanager
+def _captured_stderr() -> Iterator[list[str]]:
+    """Collect what ORT's C++ logger writes to fd 2, where its real reasons go."""
+    lines: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines.extend(sink.read().decode(errors="replace").splitlines())
+
+
+def _loader_reason(lines: list[str]) -> str:
+    """The first 'cannot open shared object' style line, which names the missing library."""
+    for line in lines:
+        match = re.search(r"with error: (.+?)$", line) or re.search(r"(lib\S+\.so\S*: .+)$", line)
+        if match:
+            return match.group(1).strip()
+    return "its CUDA/cuDNN/TensorRT libraries could not be loaded on this machine"
+
+
+@lru_cache(maxsize=8)
+def probe_provider(short: str) -> ProviderStatus:
+    """Open a tiny session on one provider and read get_providers(): ORT's own list lies.
 
     onnxruntime-gpu on a host without CUDA lists CUDA and TensorRT as available and then falls
     back to CPU with only a log line; a real session is the only honest test.
     """
     import onnxruntime as ort
 
+    native = NATIVE_PROVIDERS[short]
     listed = set(ort.get_available_providers())
-    statuses = []
-    probe = _probe_model_bytes()
     build = "GPU build (onnxruntime-gpu)" if "CUDAExecutionProvider" in listed else "CPU build"
-    for short, native in NATIVE_PROVIDERS.items():
-        if native not in listed:
-            statuses.append(
-                ProviderStatus(
-                    short,
-                    False,
-                    f"onnxruntime {ort.__version__} is the {build} and has no {native}; "
-                    "install requirements-gpu.txt on a CUDA host",
-                    native,
-                )
-            )
-            continue
-        try:
+    if native not in listed:
+        return ProviderStatus(
+            short,
+            False,
+            f"onnxruntime {ort.__version__} is the {build} and has no {native}; "
+            "install requirements-gpu.txt on a CUDA host",
+            native,
+        )
+    if short != "cpu":
+        _preload_cuda_libraries(ort)
+    try:
+        with _captured_stderr() as logged:
             options = ort.SessionOptions()
             options.log_severity_level = 3
-            session = ort.InferenceSession(probe, options, providers=[native])
+            session = ort.InferenceSession(_probe_model_bytes(), options, providers=[native])
             got = session.get_providers()
-        except Exception as exc:  # the runtime's own reason is the most useful message
-            statuses.append(
-                ProviderStatus(short, False, f"{native} failed to start: {exc}", native)
-            )
-            continue
-        if native in got:
-            statuses.append(ProviderStatus(short, True, _device_detail(short), native))
-        else:
-            statuses.append(
-                ProviderStatus(
-                    short,
-                    False,
-                    f"{native} is listed but a real session fell back to {', '.join(got)}: "
-                    "its CUDA/cuDNN/TensorRT libraries could not be loaded on this machine",
-                    native,
-                )
-            )
-    return tuple(statuses)
+    except Exception as exc:  # the runtime's own reason is the most useful message
+        return ProviderStatus(short, False, f"{native} failed to start: {exc}", native)
+    if native in got:
+        return ProviderStatus(short, True, _device_detail(short), native)
+    return ProviderStatus(
+        short,
+        False,
+        f"{native} is listed but a real session fell back to {', '.join(got)}: "
+        f"{_loader_reason(logged)}",
+        native,
+    )
+
+
+def detect_providers() -> tuple[ProviderStatus, ...]:
+    return tuple(probe_provider(short) for short in NATIVE_PROVIDERS)
+
+
+def _preload_cuda_libraries(ort: Any) -> None:
+    """Load CUDA/cuDNN from pip's nvidia-* packages (as torch installs them) when present."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return
+    try:
+        preload()
+    except Exception as exc:  # the session probe below reports what is really missing
+        log.info("onnxruntime.preload_dlls failed: %s", exc)
 
 
 def _device_detail(short: str) -> str:
     if short == "cpu":
-        import platform
+        from backend.environment import describe_environment
 
-        return platform.processor() or platform.machine()
+        return describe_environment()["cpu"]
     try:
         import pynvml
 
@@ -190,6 +229,9 @@ class OnnxRuntimeBackend(RuntimeBackend):
 
     def providers(self) -> list[ProviderStatus]:
         return list(detect_providers())
+
+    def provider_status(self, provider: str) -> ProviderStatus | None:
+        return probe_provider(provider) if provider in NATIVE_PROVIDERS else None
 
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
         self.require(options.provider)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Verify the GPU paths on an NVIDIA host for real: provider detection, a CPU/CUDA/TensorRT sweep
+# through the same worker code, and where available the compatibility placement on CUDA.
+# Usage (repo root, Python with onnxruntime-gpu importable): bench/gpu_verify.sh OUTDIR
+set -uo pipefail
+out="${1:-gpu-verify}"
+mkdir -p "$out"
+export OPTIBOARD_DATA_DIR="$(mktemp -d)"
+py="${PYTHON:-python3}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+$py -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())"
+$py -m backend.cli providers
+$py - <<'PY'
+import sys; sys.path.insert(0, ".")
+from tests import models
+models.save(models.make_cnn(channels=64, blocks=4, image=64, classes=100), "/tmp/cnn.onnx")
+models.save(models.make_transformer(d_model=128, heads=4, vocab=1000), "/tmp/transformer.onnx")
+PY
+$py -m backend.cli add /tmp/cnn.onnx --name resnet-style
+$py -m backend.cli add /tmp/transformer.onnx --name transformer
+$py -m backend.cli run 1 --providers cpu,cuda,tensorrt --precisions fp32,fp16,int8_static \
+    --batch-sizes 1,16 --max-seconds 5 2>&1 | tee "$out/cnn_sweep.txt"
+$py -m backend.cli run 2 --providers cpu,cuda --precisions fp32,fp16 --batch-sizes 1,16 \
+    --dim seq=128 --max-seconds 5 2>&1 | tee "$out/transformer_sweep.txt"
+$py - "$out" <<'PY'
+import json, sys
+sys.path.insert(0, ".")
+from storage import repository
+rows = repository.list_results()
+json.dump([{"job_id": r.job_id, **r.payload} for r in rows], open(f"{sys.argv[1]}/results.json", "w"),
+          indent=1, default=str)
+print(len(rows), "results written")
+PY
+for model in cnn transformer; do
+    $py - "$model" "$out" <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, ".")
+from backend.compat import build_matrix
+name, out = sys.argv[1], sys.argv[2]
+matrix = build_matrix(Path(f"/tmp/{name}.onnx"))
+for summary in matrix.summary():
+    print(name, summary)
+Path(f"{out}/compat_{name}.json").write_text(matrix.to_json())
+PY
+done
