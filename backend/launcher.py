@@ -100,3 +100,26 @@ def run_in_child(
             process.kill()
             process.join(5)
         parent_conn.close()
+
+
+def run_module(module: str, *args: str, timeout_s: float, what: str) -> str:
+    """`python -m module args` from the repo root; its stdout, or RuntimeError saying how it died.
+
+    For children that talk JSON over stdout (registry dumps, matrix builds) and may segfault.
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if proc.returncode != 0:
+        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
+        tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
+        raise RuntimeError(f"{what} crashed ({how}) {tail[0]}".strip())
+    return proc.stdout

@@ -740,23 +740,16 @@ def build_matrix_in_child(
 ) -> CompatMatrix:
     """build_matrix in a child process: onnx's C++ function builders can crash on odd models,
     and that must not take the dashboard or the worker down."""
-    import subprocess
-    import sys
+    from backend.launcher import run_module
 
-    from backend.compat.registry import ROOT
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "backend.compat.matrix", str(model_path), model_format],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    stdout = run_module(
+        "backend.compat.matrix",
+        str(model_path),
+        model_format,
+        timeout_s=timeout,
+        what="building the compatibility matrix",
     )
-    if proc.returncode != 0:
-        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
-        tail = (proc.stderr.strip().splitlines() or [""])[-1]
-        raise RuntimeError(f"building the compatibility matrix crashed ({how}): {tail}")
-    return CompatMatrix.from_dict(json.loads(proc.stdout))
+    return CompatMatrix.from_dict(json.loads(stdout))
 
 
 if __name__ == "__main__":

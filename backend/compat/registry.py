@@ -105,18 +105,11 @@ def _from_json(payload: dict[str, Any]) -> KernelRegistry:
 
 def read_in_child(timeout: float = 180.0) -> dict[str, Any]:
     """Run the registry dump in a child; raise RuntimeError with the reason when it fails."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "backend.compat.registry"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    from backend.launcher import run_module
+
+    return json.loads(
+        run_module("backend.compat.registry", timeout_s=timeout, what="the kernel-registry child")
     )
-    if proc.returncode != 0:
-        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
-        tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
-        raise RuntimeError(f"the kernel-registry child crashed ({how}) {tail[0]}".strip())
-    return json.loads(proc.stdout)
 
 
 def load_registry(refresh: bool = False) -> KernelRegistry:
