@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import re
 import signal
 import time
 import traceback
@@ -120,6 +121,7 @@ def run_module(module: str, *args: str, timeout_s: float, what: str) -> str:
     )
     if proc.returncode != 0:
         how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
-        tail = (proc.stderr or "").strip().splitlines()[-1:] or [""]
+        text = re.sub(r"\x1b\[[0-9;]*m", "", proc.stderr or "")  # ORT colours its log lines
+        tail = [line for line in text.strip().splitlines() if line.strip()][-1:] or [""]
         raise RuntimeError(f"{what} crashed ({how}) {tail[0]}".strip())
     return proc.stdout

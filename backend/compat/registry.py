@@ -141,6 +141,12 @@ def dump() -> dict[str, Any]:
     label = (
         f"{installed[0]} {installed[1]}" if installed else f"onnxruntime {onnxruntime.__version__}"
     )
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        # seen on an H200 with CUDA from pip's nvidia-* packages: without the preload the CUDA
+        # provider fails to load and get_all_opkernel_def() segfaults, as on a host without CUDA
+        from backend.runtimes.onnxruntime import preload_cuda_libraries
+
+        preload_cuda_libraries(onnxruntime)
     kernels = [
         {
             "op": k.op_name,

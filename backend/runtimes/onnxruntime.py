@@ -119,7 +119,7 @@ def probe_provider(short: str) -> ProviderStatus:
             native,
         )
     if short != "cpu":
-        _preload_cuda_libraries(ort)
+        preload_cuda_libraries(ort)
     try:
         with _captured_stderr() as logged:
             options = ort.SessionOptions()
@@ -143,7 +143,7 @@ def detect_providers() -> tuple[ProviderStatus, ...]:
     return tuple(probe_provider(short) for short in NATIVE_PROVIDERS)
 
 
-def _preload_cuda_libraries(ort: Any) -> None:
+def preload_cuda_libraries(ort: Any) -> None:
     """Load CUDA/cuDNN from pip's nvidia-* packages (as torch installs them) when present."""
     preload = getattr(ort, "preload_dlls", None)
     if preload is None:

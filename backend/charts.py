@@ -1,0 +1,226 @@
+"""Plotly figures built from reporting DataFrames; no Streamlit here, so reports reuse them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Safe
+# Above this many series, distributions are drawn as boxes from precomputed quantiles of the raw
+# samples rather than violins of every sample: the page stays fast and still readable.
+MAX_VIOLINS = 12
+
+
+def _colors(series: list[str]) -> dict[str, str]:
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    hex_color = hex_color.lstrip("#")
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> go.Figure:
+    fig.update_layout(
+        title=title,
+        xaxis_title=x,
+        yaxis_title=y,
+        hovermode="closest",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+        template="plotly_white",
+    )
+    if log_x:
+        fig.update_xaxes(type="log", dtick=np.log10(2))
+    return fig
+
+
+def _ok(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
+
+
+def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
+    """p50 per call against batch size, one line per configuration, shaded up to p99."""
+    data = _ok(frame)
+    fig = go.Figure()
+    colors = _colors(list(dict.fromkeys(data["series"])))
+    for name, group in data.groupby("series", sort=False):
+        group = group.sort_values("batch_size")
+        color = colors[name]
+        x = group["batch_size"].tolist()
+        fig.add_trace(
+            go.Scatter(
+                x=x + x[::-1],
+                y=group["p99_ms"].tolist() + group["p50_ms"].tolist()[::-1],
+                fill="toself",
+                fillcolor=_rgba(color, 0.15),
+                line={"width": 0},
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=name,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=group["p90_ms"],
+                mode="lines",
+                line={"color": color, "dash": "dot", "width": 1},
+                name=f"{name} p90",
+                legendgroup=name,
+                showlegend=False,
+                hovertemplate="batch %{x}<br>p90 %{y:.3f} ms<extra>" + name + "</extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=group["p50_ms"],
+                mode="lines+markers",
+                line={"color": color},
+                name=name,
+                legendgroup=name,
+                customdata=np.stack([group["p90_ms"], group["p99_ms"]], axis=-1),
+                hovertemplate=(
+                    "batch %{x}<br>p50 %{y:.3f} ms<br>p90 %{customdata[0]:.3f} ms"
+                    "<br>p99 %{customdata[1]:.3f} ms<extra>" + name + "</extra>"
+                ),
+            )
+        )
+    return _layout(
+        fig, "Latency per call (p50, band to p99, dotted p90)", "batch size", "ms", log_x=True
+    )
+
+
+def throughput_vs_batch(frame: pd.DataFrame) -> go.Figure:
+    data = _ok(frame)
+    fig = go.Figure()
+    colors = _colors(list(dict.fromkeys(data["series"])))
+    for name, group in data.groupby("series", sort=False):
+        group = group.sort_values("batch_size")
+        fig.add_trace(
+            go.Scatter(
+                x=group["batch_size"],
+                y=group["throughput"],
+                mode="lines+markers",
+                name=name,
+                line={"color": colors[name]},
+                hovertemplate="batch %{x}<br>%{y:,.1f} samples/s<extra>" + name + "</extra>",
+            )
+        )
+    return _layout(fig, "Throughput", "batch size", "samples / s", log_x=True)
+
+
+def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) -> go.Figure:
+    """Distribution of raw per-call latencies of each configuration."""
+    data = _ok(frame)
+    data = data[data["result_id"].isin(list(samples))]
+    fig = go.Figure()
+    colors = _colors(list(dict.fromkeys(data["series"])))
+    many = len(data) > MAX_VIOLINS
+    for row in data.itertuples(index=False):
+        values = samples[row.result_id]
+        if values.size == 0:
+            continue
+        color = colors[row.series]
+        if many:
+            q1, med, q3, lo, hi = np.percentile(values, [25, 50, 75, 1, 99])
+            fig.add_trace(
+                go.Box(
+                    x=[row.label],
+                    q1=[q1],
+                    median=[med],
+                    q3=[q3],
+                    lowerfence=[lo],
+                    upperfence=[hi],
+                    mean=[float(values.mean())],
+                    name=row.label,
+                    marker_color=color,
+                    showlegend=False,
+                )
+            )
+        else:
+            fig.add_trace(
+                go.Violin(
+                    y=values,
+                    name=row.label,
+                    line_color=color,
+                    box_visible=True,
+                    meanline_visible=True,
+                    points=False,
+                    showlegend=False,
+                )
+            )
+    title = "Latency distribution of every call"
+    if many:
+        title += " (box: quartiles, whiskers p1–p99)"
+    fig = _layout(fig, title, "", "ms")
+    fig.update_xaxes(tickangle=-30, automargin=True)
+    return fig
+
+
+def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
+    """Speedup against accuracy loss; the Pareto front (best trade-offs) is joined and starred."""
+    data = frame[frame["speedup"].notna() & frame["accuracy_loss"].notna()]
+    fig = go.Figure()
+    colors = _colors(list(dict.fromkeys(data["series"])))
+    for name, group in data.groupby("series", sort=False):
+        fig.add_trace(
+            go.Scatter(
+                x=group["speedup"],
+                y=group["accuracy_loss"],
+                mode="markers",
+                name=name,
+                marker={"color": colors[name], "size": 10},
+                text=group["label"],
+                hovertemplate="%{text}<br>speedup %{x:.2f}x<br>loss %{y:.3g}<extra></extra>",
+            )
+        )
+    front = data[data["pareto"]].sort_values("speedup")
+    if not front.empty:
+        fig.add_trace(
+            go.Scatter(
+                x=front["speedup"],
+                y=front["accuracy_loss"],
+                mode="lines+markers",
+                name="Pareto front",
+                line={"color": "black", "dash": "dash"},
+                marker={"symbol": "star", "size": 16, "color": "gold", "line": {"width": 1}},
+                text=front["label"],
+                hovertemplate="%{text}<br>on the Pareto front<extra></extra>",
+            )
+        )
+    return _layout(fig, "Accuracy loss against speedup", "speedup vs baseline (x)", loss_label)
+
+
+def memory_chart(frame: pd.DataFrame) -> go.Figure:
+    data = _ok(frame)
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(x=data["label"], y=data["peak_rss_mb"], name="peak RSS (MB)", marker_color="#636efa")
+    )
+    if data["gpu_memory_mb"].notna().any():
+        fig.add_trace(go.Bar(x=data["label"], y=data["gpu_memory_mb"], name="GPU memory (MB)"))
+    fig = _layout(fig, "Memory", "", "MB")
+    fig.update_xaxes(tickangle=-30, automargin=True)
+    return fig
+
+
+def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:
+    """How often each operator type occurs in the graph, most common first."""
+    items = sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    fig = go.Figure(
+        go.Bar(
+            x=[count for _, count in items][::-1],
+            y=[op for op, _ in items][::-1],
+            orientation="h",
+            marker_color="#00a3a3",
+            hovertemplate="%{y}: %{x}<extra></extra>",
+        )
+    )
+    fig = _layout(fig, "Operators", "count", "")
+    fig.update_layout(height=max(260, 22 * len(items) + 80))
+    return fig

@@ -1,0 +1,154 @@
+"""The Netron graph viewer, served by the dashboard itself and patched to work offline for good.
+
+The netron package ships its whole browser viewer. We copy it under static/netron (Streamlit
+serves that folder at /app/static/netron) and patch three behaviours of the packaged build:
+
+- the build-date check that refuses to open anything once the build is 180 days old;
+- the cookie-consent dialog that blocks the viewer until clicked (it also asks ipinfo.io first);
+- Google Analytics telemetry (page views, errors and events sent with navigator.sendBeacon).
+
+Every patch must match exactly once or `prepare_viewer` raises ViewerPatchError naming it, so a
+netron upgrade that moves the code fails loudly (and tests/backend/test_viewer.py fails) instead
+of silently showing a dialog. A Content-Security-Policy allowing only same-origin connections
+backs the telemetry patch up inside the browser.
+
+Models are never copied into static/: the page hands the viewer a short-lived, per-session URL
+(see pages/graph.py), so an upload is not published as a public file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[1]
+STATIC_DIR = ROOT / "static" / "netron"
+URL_PATH = "/app/static/netron/index.html"
+PATCH_VERSION = 1
+MARKER = "optiboard-viewer.json"
+# The browser holds the whole model in memory; past this the page offers a download instead.
+MAX_VIEWER_BYTES = 512 * 1024 * 1024
+
+CSP = (
+    "script-src 'self'; frame-src 'none'; connect-src 'self' blob: data:; "
+    "img-src 'self' data: blob:; worker-src 'self' blob:"
+)
+
+
+class ViewerPatchError(RuntimeError):
+    """The installed netron no longer matches a patch; update backend/viewer.py for it."""
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One textual change to one viewer file; `pattern` must match exactly once."""
+
+    name: str
+    file: str
+    pattern: str  # a regular expression
+    replacement: str
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "build-date expiry",
+        "browser.js",
+        r"const age = async \(\) => \{",
+        "const age = async () => { return; /* optiboard: never expire */",
+    ),
+    Patch(
+        "cookie consent dialog",
+        "browser.js",
+        r"const consent = async \(\) => \{",
+        "const consent = async () => { return; /* optiboard: no dialog, no ipinfo.io */",
+    ),
+    Patch(
+        "telemetry",
+        "browser.js",
+        r"const telemetry = async \(\) => \{",
+        "const telemetry = async () => { return; /* optiboard: no analytics */",
+    ),
+    Patch(
+        "build date meta",
+        "index.html",
+        r'<meta name="date" content="[^"]*">',
+        "",
+    ),
+    Patch(
+        "content security policy",
+        "index.html",
+        r'<meta http-equiv="Content-Security-Policy" content="[^"]*">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+    ),
+)
+
+
+def netron_package_dir() -> Path:
+    import netron
+
+    return Path(netron.__file__).resolve().parent
+
+
+def netron_version() -> str:
+    import netron
+
+    return str(getattr(netron, "__version__", "unknown"))
+
+
+def apply_patches(files: dict[str, str]) -> dict[str, str]:
+    """Return patched copies of the viewer's texts; raise if any patch no longer applies."""
+    patched = dict(files)
+    for patch in PATCHES:
+        text = patched[patch.file]
+        found = len(re.findall(patch.pattern, text))
+        if found != 1:
+            raise ViewerPatchError(
+                f"Netron patch {patch.name!r} matched {found} times in {patch.file} "
+                f"(netron {netron_version()}); update backend/viewer.py for this netron version."
+            )
+        patched[patch.file] = re.sub(patch.pattern, lambda _m, p=patch: p.replacement, text)
+    return patched
+
+
+def prepare_viewer(target: Path = STATIC_DIR, force: bool = False) -> Path:
+    """Copy netron's static viewer to `target` and patch it; cheap when already up to date."""
+    target = Path(target)
+    stamp = {"netron": netron_version(), "patch_version": PATCH_VERSION}
+    marker = target / MARKER
+    if not force and marker.is_file() and json.loads(marker.read_text()) == stamp:
+        return target
+    source = netron_package_dir()
+    texts = {
+        name: (source / name).read_text(encoding="utf-8")
+        for name in {patch.file for patch in PATCHES}
+    }
+    patched = apply_patches(texts)  # fails before anything is written
+    staging = target.with_name(target.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging, ignore=shutil.ignore_patterns("*.py", "__pycache__", "*.pyc"))
+    for name, text in patched.items():
+        (staging / name).write_text(text, encoding="utf-8")
+    (staging / MARKER).write_text(json.dumps(stamp))
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def viewer_url(model_url: str, filename: str) -> str:
+    """The iframe address that makes the viewer fetch `model_url` (same origin) as `filename`."""
+    return f"{URL_PATH}?url={quote(model_url, safe='/')}&identifier={quote(filename, safe='')}"
+
+
+def op_histogram(path: Path) -> dict[str, int]:
+    """Operator counts of an ONNX graph (weights are not loaded), for graphs ingestion never saw."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return counts
