@@ -15,12 +15,13 @@ import sys; sys.path.insert(0, ".")
 from tests import models
 models.save(models.make_cnn(channels=64, blocks=4, image=64, classes=100), "/tmp/cnn.onnx")
 models.save(models.make_transformer(d_model=128, heads=4, vocab=1000), "/tmp/transformer.onnx")
+models.save(models.make_cuda_fallback_model(), "/tmp/fallback.onnx")
 PY
 $py -m backend.cli add /tmp/cnn.onnx --name resnet-style
 $py -m backend.cli add /tmp/transformer.onnx --name transformer
-$py -m backend.cli run 1 --providers cpu,cuda,tensorrt --precisions fp32,fp16,int8_static \
+[ -n "${SKIP_SWEEPS:-}" ] || $py -m backend.cli run 1 --providers cpu,cuda,tensorrt --precisions fp32,fp16,int8_static \
     --batch-sizes 1,16 --max-seconds 5 2>&1 | tee "$out/cnn_sweep.txt"
-$py -m backend.cli run 2 --providers cpu,cuda --precisions fp32,fp16 --batch-sizes 1,16 \
+[ -n "${SKIP_SWEEPS:-}" ] || $py -m backend.cli run 2 --providers cpu,cuda --precisions fp32,fp16 --batch-sizes 1,16 \
     --dim seq=128 --max-seconds 5 2>&1 | tee "$out/transformer_sweep.txt"
 $py - "$out" <<'PY'
 import json, sys
@@ -31,7 +32,7 @@ json.dump([{"job_id": r.job_id, **r.payload} for r in rows], open(f"{sys.argv[1]
           indent=1, default=str)
 print(len(rows), "results written")
 PY
-for model in cnn transformer; do
+for model in cnn transformer fallback; do
     $py - "$model" "$out" <<'PY'
 import sys
 from pathlib import Path

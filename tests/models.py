@@ -260,3 +260,19 @@ def save_savedmodel_without_signatures(directory: Path) -> Path:
 
     tf.saved_model.save(NoSignature(), str(directory), signatures={})
     return Path(directory)
+
+
+def make_cuda_fallback_model() -> onnx.ModelProto:
+    """Relu -> Hardmax -> Add: Hardmax has a CPU kernel but none on CUDA, so it falls back."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Hardmax", ["r"], ["h"], axis=-1),
+        helper.make_node("Add", ["h", "r"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cuda_fallback",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])],
+    )
+    return _finish(graph)

@@ -607,6 +607,26 @@ def _cuda_predictor(registry: KernelRegistry) -> tuple[OrtPredictor, datafiles.S
     )
 
 
+def _cells_from_placement(
+    nodes: list[NodeFacts], predicted: list[CompatCell], placement: Placement, why: str
+) -> list[CompatCell]:
+    """Without a readable registry, a real CPU session is the next-best source for the column.
+
+    Seen on an H200 host whose onnxruntime-gpu lacked TensorRT: the registry dump segfaults while
+    loading the TensorRT provider, yet sessions open fine.
+    """
+    cells = []
+    for node, cell in zip(nodes, predicted, strict=True):
+        if cell.status == UNKNOWN and placement.nodes.get(node.name) == placement.requested:
+            cell = CompatCell(
+                SUPPORTED,
+                f"a real CPU session ran it (kernel registry unreadable: {why.splitlines()[0]})",
+                "placement",
+            )
+        cells.append(cell)
+    return cells
+
+
 def build_matrix(
     model_path: Path, model_format: str = "onnx", with_placement: bool = True
 ) -> CompatMatrix:
@@ -671,6 +691,8 @@ def build_matrix(
     placements: dict[str, Placement] = {}
     if with_placement:
         placements = real_placements(Path(model_path))
+    if registry.error and CPU in placements and placements[CPU].ok:
+        cells[CPU] = _cells_from_placement(nodes, cells[CPU], placements[CPU], registry.error)
     sources = [
         {
             "backend": b,

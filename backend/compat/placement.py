@@ -26,8 +26,9 @@ PROVIDERS = {
 }
 _PLACED = re.compile(r"placed on \[(\w+)\]\.\s*Number of nodes:\s*(\d+)")
 _ALL_PLACED = re.compile(r"All nodes placed on \[(\w+)\]\.\s*Number of nodes:\s*(\d+)")
-_NODE_LINE = re.compile(r"^\s+(\S+) \((.*)\)\s*$")
-_LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+_NODE_LINE = re.compile(r"^\s*(\w[\w.:]*) \((.*)\)\s*$")
+_LOG_ENTRY = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\S* \[[^\]]*\] ?(.*)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,10 @@ def parse_placement_log(text: str) -> tuple[dict[str, str], dict[str, int], str 
     counts: dict[str, int] = {}
     everything_on: str | None = None
     current: str | None = None
-    for line in text.splitlines():
+    for raw in _ANSI.sub("", text).splitlines():
+        # a node line may be its own log entry: "<time> [V:onnxruntime:, f.cc:1 F]  Op (name)"
+        prefixed = _LOG_ENTRY.match(raw)
+        line = prefixed.group(1) if prefixed else raw
         every = _ALL_PLACED.search(line)
         if every:
             everything_on = every.group(1)
@@ -93,9 +97,9 @@ def parse_placement_log(text: str) -> tuple[dict[str, str], dict[str, int], str 
             continue
         if current is not None:
             node = _NODE_LINE.match(line)
-            if node and not _LOG_PREFIX.match(line):
+            if node:
                 nodes[node.group(2)] = current
-            elif _LOG_PREFIX.match(line) and "placed on" not in line:
+            elif prefixed or not line.strip():
                 current = None
     return nodes, counts, everything_on
 
