@@ -55,6 +55,7 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
             go.Scatter(
                 x=x + x[::-1],
                 y=group["p99_ms"].tolist() + group["p50_ms"].tolist()[::-1],
+                mode="lines",
                 fill="toself",
                 fillcolor=_rgba(color, 0.15),
                 line={"width": 0},
@@ -67,7 +68,8 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
             go.Scatter(
                 x=x,
                 y=group["p90_ms"],
-                mode="lines",
+                mode="lines+markers",
+                marker={"symbol": "line-ew-open", "size": 12, "color": color},
                 line={"color": color, "dash": "dot", "width": 1},
                 name=f"{name} p90",
                 legendgroup=name,
@@ -83,6 +85,14 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
                 line={"color": color},
                 name=name,
                 legendgroup=name,
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": (group["p99_ms"] - group["p50_ms"]).tolist(),
+                    "arrayminus": [0.0] * len(group),
+                    "color": _rgba(color, 0.5),
+                    "thickness": 1,
+                },
                 customdata=np.stack([group["p90_ms"], group["p99_ms"]], axis=-1),
                 hovertemplate=(
                     "batch %{x}<br>p50 %{y:.3f} ms<br>p90 %{customdata[0]:.3f} ms"
@@ -91,7 +101,11 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
             )
         )
     return _layout(
-        fig, "Latency per call (p50, band to p99, dotted p90)", "batch size", "ms", log_x=True
+        fig,
+        "Latency per call (p50; band and whisker to p99; dotted p90)",
+        "batch size",
+        "ms",
+        log_x=True,
     )
 
 
@@ -121,33 +135,30 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
     fig = go.Figure()
     colors = _colors(list(dict.fromkeys(data["series"])))
     many = len(data) > MAX_VIOLINS
-    for row in data.itertuples(index=False):
-        values = samples[row.result_id]
-        if values.size == 0:
-            continue
-        color = colors[row.series]
-        if many:
-            q1, med, q3, lo, hi = np.percentile(values, [25, 50, 75, 1, 99])
-            fig.add_trace(
-                go.Box(
-                    x=[row.label],
-                    q1=[q1],
-                    median=[med],
-                    q3=[q3],
-                    lowerfence=[lo],
-                    upperfence=[hi],
-                    mean=[float(values.mean())],
-                    name=row.label,
-                    marker_color=color,
-                    showlegend=False,
-                )
+    rows = [row for row in data.itertuples(index=False) if samples[row.result_id].size]
+    if many:  # one trace of precomputed boxes: hundreds of traces are slow to build and draw
+        stats = np.array([np.percentile(samples[r.result_id], [25, 50, 75, 1, 99]) for r in rows])
+        stats = stats.reshape(-1, 5)
+        fig.add_trace(
+            go.Box(
+                x=[r.label for r in rows],
+                q1=stats[:, 0],
+                median=stats[:, 1],
+                q3=stats[:, 2],
+                lowerfence=stats[:, 3],
+                upperfence=stats[:, 4],
+                mean=[float(samples[r.result_id].mean()) for r in rows],
+                marker_color=PALETTE[0],
+                showlegend=False,
             )
-        else:
+        )
+    else:
+        for row in rows:
             fig.add_trace(
                 go.Violin(
-                    y=values,
+                    y=samples[row.result_id],
                     name=row.label,
-                    line_color=color,
+                    line_color=colors[row.series],
                     box_visible=True,
                     meanline_visible=True,
                     points=False,

@@ -196,11 +196,18 @@ def results_frame(
     )
 
 
-def comparable_jobs(limit: int = 500) -> pd.DataFrame:
-    """Jobs with results or still to produce them, newest first, for the Compare picker."""
+def comparable_jobs(limit: int = 500, include: tuple[int, ...] = ()) -> pd.DataFrame:
+    """Jobs with results or still to produce them, newest first, for the Compare picker.
+
+    `include` adds older jobs that a shared link names, however far back they are.
+    """
     jobs = [
         j for j in repository.list_jobs(limit=limit) if j.progress_done > 0 or not j.state.finished
     ]
+    known = {j.id for j in jobs}
+    for job_id in include:
+        if job_id not in known and (job := repository.get_job(job_id)) is not None:
+            jobs.append(job)
     names = {m.id: m.name for m in repository.list_models()}
     return pd.DataFrame(
         {

@@ -1,0 +1,46 @@
+"""Optiboard's entry: the page router and the shared sidebar, nothing else."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from backend import viewer
+from backend.jobs import list_workers
+from storage.db import database_url
+
+st.set_page_config(page_title="Optiboard", page_icon="⚡", layout="wide")
+
+
+@st.cache_resource(show_spinner="Preparing the graph viewer…")
+def _prepare_viewer() -> str:
+    """Copy and patch Netron's static viewer once per server process."""
+    return str(viewer.prepare_viewer())
+
+
+_prepare_viewer()
+
+PAGES = [
+    st.Page("pages/home.py", title="Home", url_path="home", icon="🏠", default=True),
+    st.Page("pages/models.py", title="Models", url_path="models", icon="📦"),
+    st.Page("pages/graph.py", title="Graph", url_path="graph", icon="🕸️"),
+    st.Page("pages/compatibility.py", title="Compatibility", url_path="compatibility", icon="🧩"),
+    st.Page("pages/optimize.py", title="Optimize", url_path="optimize", icon="🛠️"),
+    st.Page("pages/jobs.py", title="Jobs", url_path="jobs", icon="⏱️"),
+    st.Page("pages/compare.py", title="Compare", url_path="compare", icon="📊"),
+]
+page = st.navigation(PAGES)
+
+with st.sidebar:
+    workers = list_workers()
+    if workers:
+        st.success(f"{len(workers)} worker{'s' if len(workers) > 1 else ''} alive", icon="🟢")
+    else:
+        st.warning("No worker running: start one with `python -m backend.worker`.", icon="🟠")
+    url = database_url()
+    shown = url.replace("sqlite:///", "") if url.startswith("sqlite") else url.split("@")[-1]
+    st.caption(f"Database: `{shown}`")
+    st.caption(f"Data directory: `{os.environ.get('OPTIBOARD_DATA_DIR', 'data')}`")
+
+page.run()

@@ -1,0 +1,230 @@
+"""Compare: results across jobs and models as charts, speedups against a baseline, and exports."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from backend import charts, reporting
+from pages.components import (
+    bound_multiselect,
+    bound_pills,
+    bound_selectbox,
+    page_header,
+    refresh_every,
+    set_url,
+    url_list,
+    url_value,
+    work_in_progress,
+)
+
+CHARTS = {
+    "latency": "Latency vs batch",
+    "throughput": "Throughput vs batch",
+    "distribution": "Latency distribution",
+    "pareto": "Accuracy vs speedup",
+    "memory": "Memory",
+}
+
+page_header("Compare", "Pick results across jobs and models; every choice is kept in the link.")
+
+wanted_jobs = tuple(int(v) for v in url_list("jobs") if v.isdigit())
+available = reporting.comparable_jobs(include=wanted_jobs)
+
+
+@st.fragment(run_every=refresh_every(True))
+def wait_for_first_result() -> None:
+    """While the picked jobs have nothing yet, look again until their first result lands."""
+    fresh = reporting.comparable_jobs(include=wanted_jobs)
+    if fresh["results"].sum() > 0 or not work_in_progress():
+        st.rerun()
+    st.caption("Waiting for the first result…")
+
+
+if available.empty:
+    st.info(
+        "No results to compare yet. Submit a sweep on the Optimize page; its results appear here "
+        "as soon as the worker measures them.",
+        icon="📊",
+    )
+    st.page_link("pages/optimize.py", label="Optimize a model", icon="🛠️")
+    st.stop()
+
+job_meta = available.set_index("job_id")
+job_ids = bound_multiselect(
+    "Jobs",
+    job_meta.index.tolist(),
+    "jobs",
+    default=job_meta.index.tolist()[:1],
+    format_func=lambda jid: (
+        f"#{jid} {job_meta.at[jid, 'model']}"
+        + (f" · {job_meta.at[jid, 'label']}" if job_meta.at[jid, "label"] else "")
+    ),  # stable labels: a label that changed as results arrive would reset the widget
+)
+if not job_ids:
+    st.info("Pick at least one job above.")
+    st.stop()
+ACTIVE = bool(job_meta.loc[job_ids, "state"].isin(["queued", "running"]).any())
+if int(job_meta.loc[job_ids, "results"].sum()) == 0:
+    st.info("These jobs have no results yet; this page fills in as the worker measures them.")
+    if ACTIVE:
+        wait_for_first_result()
+    st.stop()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _frame(job_ids: tuple[int, ...], progress: tuple[int, ...]) -> pd.DataFrame:
+    """Cached per selection and per progress, so a new result invalidates it."""
+    del progress
+    return reporting.results_frame(job_ids=list(job_ids))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _samples(result_ids: tuple[int, ...]) -> dict:
+    return reporting.samples_for(list(result_ids))
+
+
+def _figures(
+    view: pd.DataFrame, chosen: list[str], samples: dict, loss_label: str
+) -> list[tuple[str, object]]:
+    builders = {
+        "latency": lambda: charts.latency_vs_batch(view),
+        "throughput": lambda: charts.throughput_vs_batch(view),
+        "distribution": lambda: charts.latency_distribution(view, samples),
+        "pareto": lambda: charts.accuracy_vs_speedup(view, loss_label),
+        "memory": lambda: charts.memory_chart(view),
+    }
+    return [(key, builders[key]()) for key in CHARTS if key in chosen]
+
+
+@st.fragment(run_every=refresh_every(ACTIVE))
+def comparison() -> None:
+    meta = reporting.comparable_jobs(include=tuple(job_ids))
+    if ACTIVE and not meta[meta["job_id"].isin(job_ids)]["state"].isin(["queued", "running"]).any():
+        st.rerun()
+    progress = tuple(
+        int(meta.loc[meta["job_id"] == jid, "results"].sum()) for jid in sorted(job_ids)
+    )
+    frame = _frame(tuple(sorted(job_ids)), progress)
+    if frame.empty:
+        st.info("These jobs have no results yet; this page fills in as they arrive.")
+        return
+    ok = frame[frame["status"] == "ok"]
+    labels = dict(zip(frame["result_id"], frame["label"], strict=True))
+
+    controls = st.columns([3, 2, 2])
+    with controls[0]:
+        everything = st.toggle(
+            "All measured configurations (new results join as they arrive)",
+            value=url_value("all") != "0",
+            key="url_all",
+        )
+        set_url("all", None if everything else "0")
+        if everything:
+            selected = ok["result_id"].tolist()
+        else:
+            selected = bound_multiselect(
+                "Configurations",
+                frame["result_id"].tolist(),
+                "configs",
+                default=ok["result_id"].tolist(),
+                format_func=lambda rid: labels.get(rid, str(rid)),
+            )
+    view = frame[frame["result_id"].isin(selected)]
+    series = list(dict.fromkeys(view["series"]))
+    fp32 = [s for s in series if "FP32" in s]
+    with controls[1]:
+        baseline = bound_selectbox(
+            "Baseline", series, "baseline", default=fp32[0] if fp32 else None
+        )
+    with controls[2]:
+        loss_metric = bound_selectbox(
+            "Accuracy loss",
+            list(reporting.LOSS_METRICS),
+            "loss",
+            format_func=reporting.LOSS_METRICS.get,
+        )
+    chosen = bound_pills(
+        "Charts", list(CHARTS), "charts", default=list(CHARTS), format_func=CHARTS.get
+    )
+
+    if view.empty:
+        st.info("No configuration selected.")
+        return
+    view = reporting.add_speedups(view, baseline)
+    view = reporting.add_accuracy_loss(view, loss_metric or "mean_rel_error")
+    view = view.assign(pareto=reporting.pareto_mask(view["speedup"], view["accuracy_loss"]))
+    loss_label = reporting.LOSS_METRICS[loss_metric or "mean_rel_error"]
+    measured = view[view["status"] == "ok"]
+    samples = _samples(tuple(measured["result_id"])) if "distribution" in chosen else {}
+
+    st.caption(
+        f"{len(measured)} measured configurations in {len(series)} series"
+        + (" · refreshing while the sweep runs" if ACTIVE else "")
+    )
+    figures = _figures(view, chosen, samples, loss_label)
+    for index in range(0, len(figures), 2):
+        cols = st.columns(2)
+        for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
+            col.plotly_chart(figure, key=f"chart_{key}")
+
+    st.subheader("Speedups" + (f" against {baseline}" if baseline else ""))
+    st.dataframe(
+        view[
+            [
+                "label",
+                "status",
+                "p50_ms",
+                "p90_ms",
+                "p99_ms",
+                "throughput",
+                "speedup",
+                "throughput_ratio",
+                "accuracy_loss",
+                "pareto",
+                "peak_rss_mb",
+                "notes",
+            ]
+        ],
+        hide_index=True,
+        column_config={
+            "p50_ms": st.column_config.NumberColumn("p50 ms", format="%.3f"),
+            "p90_ms": st.column_config.NumberColumn("p90 ms", format="%.3f"),
+            "p99_ms": st.column_config.NumberColumn("p99 ms", format="%.3f"),
+            "throughput": st.column_config.NumberColumn("samples/s", format="%.1f"),
+            "speedup": st.column_config.NumberColumn("speedup (p50)", format="%.2fx"),
+            "throughput_ratio": st.column_config.NumberColumn("throughput ratio", format="%.2fx"),
+            "accuracy_loss": st.column_config.NumberColumn(loss_label, format="%.2e"),
+            "pareto": st.column_config.CheckboxColumn("Pareto"),
+            "peak_rss_mb": st.column_config.NumberColumn("peak RSS MB", format="%.0f"),
+        },
+        key="speedup_table",
+    )
+    failed = frame[frame["status"] != "ok"]
+    if not failed.empty:
+        with st.expander(f"{len(failed)} configurations did not run"):
+            st.dataframe(failed[["label", "status", "error"]], hide_index=True)
+
+    downloads = st.columns(3)
+    downloads[0].download_button(
+        "CSV", reporting.export_csv(view), "optiboard-results.csv", "text/csv", icon="⬇️"
+    )
+    downloads[1].download_button(
+        "JSON",
+        reporting.export_json(view),
+        "optiboard-results.json",
+        "application/json",
+        icon="⬇️",
+    )
+
+    def report() -> str:
+        every = _figures(view, list(CHARTS), _samples(tuple(measured["result_id"])), loss_label)
+        title = "Optiboard comparison: " + ", ".join(f"job {j}" for j in sorted(job_ids))
+        return reporting.html_report(title, view, [f for _, f in every], baseline)
+
+    downloads[2].download_button(
+        "HTML report", report, "optiboard-report.html", "text/html", icon="📄"
+    )
+
+
+comparison()

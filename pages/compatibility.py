@@ -1,0 +1,198 @@
+"""Compatibility: which backend can run each node of a model, why, and where ORT really put it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from backend.compat import BACKEND_LABELS, CompatMatrix, matrix_for_model
+from backend.errors import UserError
+from pages.components import (
+    bound_selectbox,
+    load_models,
+    model_picker,
+    page_header,
+    set_url,
+    show_error,
+    url_value,
+)
+
+STATUS_COLOR = {"supported": 0, "unknown": 1, "partial": 2, "unsupported": 3}
+COLORSCALE = [
+    [0.0, "#2e7d32"],
+    [0.25, "#2e7d32"],
+    [0.25, "#9e9e9e"],
+    [0.5, "#9e9e9e"],
+    [0.5, "#f9a825"],
+    [0.75, "#f9a825"],
+    [0.75, "#c62828"],
+    [1.0, "#c62828"],
+]
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load_matrix(model_id: int, sha256: str, refresh_token: int) -> dict:
+    """The matrix as a plain dict (cacheable); sha256 keys the cache to the model's content."""
+    return matrix_for_model(model_id, refresh=refresh_token > 0).to_dict()
+
+
+def heat_map(ops: pd.DataFrame, backends: list[str]) -> go.Figure:
+    order = list(dict.fromkeys(ops["op"]))
+    z, text, hover = [], [], []
+    for op in order:
+        row_z, row_t, row_h = [], [], []
+        for backend in backends:
+            hit = ops[(ops["op"] == op) & (ops["backend"] == backend)]
+            status = hit["status"].iloc[0] if not hit.empty else "unknown"
+            nodes = int(hit["nodes"].iloc[0]) if not hit.empty else 0
+            row_z.append(STATUS_COLOR[status])
+            row_t.append(str(nodes))
+            row_h.append(f"{op} on {BACKEND_LABELS[backend]}: {status}, {nodes} node(s)")
+        z.append(row_z)
+        text.append(row_t)
+        hover.append(row_h)
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[BACKEND_LABELS[b] for b in backends],
+            y=order,
+            text=text,
+            texttemplate="%{text}",
+            hovertext=hover,
+            hoverinfo="text",
+            zmin=0,
+            zmax=3,
+            colorscale=COLORSCALE,
+            showscale=False,
+        )
+    )
+    figure.update_layout(
+        height=max(260, 28 * len(order) + 80),
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        yaxis={"autorange": "reversed"},
+        xaxis={"side": "top"},
+    )
+    return figure
+
+
+page_header(
+    "Compatibility",
+    "Every node against every backend: supported, partial, unsupported or unknown, with the "
+    "reason and its source. Real placement from ONNX Runtime sessions sits beside the prediction.",
+)
+
+models = load_models()
+if not models:
+    st.info(
+        "No models yet. Upload an ONNX model or a SavedModel on the Models page to see which "
+        "backends can run its operators.",
+        icon="📦",
+    )
+    st.stop()
+
+model = model_picker(models)
+if model is None:
+    st.stop()
+
+refresh = st.button("Recompute", help="Rebuild the matrix instead of using the cached one")
+try:
+    with st.spinner("Reading kernels and opening real sessions…"):
+        data = load_matrix(model.id, model.sha256, int(refresh))
+except UserError as exc:
+    show_error(exc)
+    st.stop()
+
+matrix = CompatMatrix.from_dict(data)
+summaries = matrix.summary()
+
+st.subheader("Per backend")
+columns = st.columns(len(summaries))
+for column, s in zip(columns, summaries, strict=True):
+    with column:
+        if not s.applicable:
+            st.metric(s.label, "n/a")
+            st.caption(s.note)
+            continue
+        st.metric(s.label, f"{s.share:.0%}", help=f"{s.supported + s.partial} of {s.nodes} nodes")
+        parts = [f"{s.unsupported} unsupported", f"{s.partial} partial"]
+        if s.unknown:
+            parts.append(f"{s.unknown} unknown")
+        if s.backend in ("ort-cuda", "ort-tensorrt") or s.fallbacks:
+            parts.append(f"{s.fallbacks} fall back")
+        st.caption(", ".join(parts))
+        if s.placement is not None:
+            if s.placement.get("error"):
+                st.caption(f"Real session failed: {s.placement['error']}")
+            else:
+                counts = ", ".join(f"{p}: {n}" for p, n in s.placement["counts"].items())
+                st.caption(f"Real placement: {counts}")
+
+suggestions = [(s.label, text) for s in summaries for text in s.suggestions]
+if suggestions:
+    with st.expander(f"Suggested fixes ({len(suggestions)})", expanded=True):
+        for label, text in suggestions:
+            st.markdown(f"- **{label}**: {text}")
+
+frame = matrix.to_frame()
+ops = matrix.op_frame()
+
+problems_only = st.toggle(
+    "Problem ops only",
+    value=url_value("problems") == "1",
+    help="Hide ops every backend supports",
+    key="problems_toggle",
+)
+set_url("problems", problems_only)
+if problems_only and not ops.empty:
+    bad = set(ops.loc[ops["status"] != "supported", "op"])
+    ops = ops[ops["op"].isin(bad)]
+
+st.subheader("Heat map")
+st.caption("Ops by backend; the number is the node count, the colour the worst status.")
+if ops.empty:
+    st.success("Every op of this model is supported by every backend.")
+    selected_op = None
+else:
+    chart = st.plotly_chart(
+        heat_map(ops, matrix.backends),
+        use_container_width=True,
+        on_select="rerun",
+        selection_mode="points",
+        key="compat_heatmap",
+    )
+    points = (chart or {}).get("selection", {}).get("points", []) if chart else []
+    if points:
+        set_url("op", points[0].get("y"))
+    op_names = list(dict.fromkeys(ops["op"]))
+    selected_op = bound_selectbox("Nodes behind op", op_names, "op")
+
+if selected_op is not None:
+    labels = {b: BACKEND_LABELS[b] for b in matrix.backends}
+    backend = bound_selectbox("Backend", list(labels), "backend", format_func=lambda b: labels[b])
+    op_type = selected_op.split("::")[-1]
+    domain = selected_op.split("::")[0] if "::" in selected_op else "ai.onnx"
+    rows = frame[
+        (frame["op_type"] == op_type) & (frame["domain"] == domain) & (frame["backend"] == backend)
+    ]
+    shown = rows[
+        ["node", "op_version", "input_types", "output_types", "status", "reason", "source"]
+    ].copy()
+    if rows["placed_on"].astype(bool).any():
+        shown.insert(5, "placed_on (real)", rows["placed_on"])
+    st.dataframe(shown, hide_index=True, use_container_width=True)
+
+with st.expander("Data sources"):
+    st.dataframe(pd.DataFrame(matrix.sources), hide_index=True, use_container_width=True)
+    st.caption(f"Runtime: {matrix.runtime}")
+
+left, right = st.columns(2)
+left.download_button(
+    "Download CSV", matrix.to_csv(), file_name=f"{model.name}-compat.csv", mime="text/csv"
+)
+right.download_button(
+    "Download JSON",
+    matrix.to_json(),
+    file_name=f"{model.name}-compat.json",
+    mime="application/json",
+)

@@ -1,0 +1,128 @@
+"""Graph: the Netron viewer served by the dashboard, the operator histogram and the I/O table.
+
+The model reaches the viewer as a short-lived URL of Streamlit's own media store, registered for
+this session only and named with a per-session secret: only someone looking at this page can load
+it, it is never written to static/, and it is dropped once the session leaves the page.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import streamlit as st
+from streamlit import runtime
+
+from backend import charts, library, viewer
+from backend.errors import UserError
+from pages.components import (
+    bound_selectbox,
+    fmt_bytes,
+    fmt_shape,
+    model_picker,
+    no_models_yet,
+    page_header,
+    show_error,
+)
+
+page_header("Graph", "The model's graph in Netron, with its operators and inputs/outputs.")
+
+
+@st.cache_resource(show_spinner=False)
+def _viewer_ready() -> str:
+    return str(viewer.prepare_viewer())
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _histogram(sha256: str) -> dict[str, int]:
+    return viewer.op_histogram(library.artifact_path(sha256))
+
+
+def _private_model_url(sha256: str, filename: str) -> str:
+    """Register the model in this session's media store under an unguessable name."""
+    salt = st.session_state.setdefault("_viewer_secret", secrets.token_hex(16))
+    path = library.artifact_path(sha256)
+    if not runtime.exists():  # bare `python pages/graph.py`: there is no server to serve it
+        return ""
+    return runtime.get_instance().media_file_mgr.add(
+        str(path), "application/octet-stream", "optiboard.graph.viewer", f"{salt}-{filename}"
+    )
+
+
+models = library.list_models()
+if not models:
+    no_models_yet("see its graph")
+    st.stop()
+
+model = model_picker(models)
+assert model is not None
+onnx_files = [a for a in library.list_artifacts(model.id) if a.filename.endswith(".onnx")]
+if not onnx_files:
+    st.error("This model has no ONNX file to draw; re-upload it on the Models page.")
+    st.stop()
+by_id = {a.id: a for a in onnx_files}
+kind_order = {"converted": 0, "original": 1, "optimized": 2}
+ordered = sorted(onnx_files, key=lambda a: (kind_order.get(a.kind, 3), a.id))
+artifact_id = bound_selectbox(
+    "Graph",
+    [a.id for a in ordered],
+    "artifact",
+    format_func=lambda aid: (
+        f"{by_id[aid].kind}: {by_id[aid].filename}"
+        + (f" ({by_id[aid].meta.get('config_key')})" if by_id[aid].meta.get("config_key") else "")
+    ),
+)
+artifact = by_id[artifact_id]
+
+graph_col, side_col = st.columns([3, 2])
+with graph_col:
+    try:
+        _viewer_ready()
+        if artifact.size_bytes > viewer.MAX_VIEWER_BYTES:
+            st.info(
+                f"This graph is {fmt_bytes(artifact.size_bytes)}, more than a browser tab can "
+                f"hold comfortably ({fmt_bytes(viewer.MAX_VIEWER_BYTES)}); download it from the "
+                "Models page and open it in the Netron desktop app."
+            )
+        else:
+            media_url = _private_model_url(artifact.sha256, artifact.filename)
+            st.iframe(
+                viewer.viewer_url(media_url, artifact.filename),
+                height=720,
+                alt=f"Netron graph of {model.name}",
+            )
+            st.caption(
+                "Netron viewer, served by this dashboard (works offline). Scroll to zoom, "
+                "click a node for its attributes."
+            )
+    except UserError as exc:
+        show_error(exc)
+    except viewer.ViewerPatchError as exc:
+        st.error(f"The graph viewer could not be prepared: {exc}")
+
+with side_col:
+    histogram = (
+        model.op_histogram
+        if artifact.kind in ("original", "converted") and model.op_histogram
+        else _histogram(artifact.sha256)
+    )
+    if histogram:
+        st.plotly_chart(charts.op_histogram(histogram), key="ops")
+    else:
+        st.caption("No operators recorded for this graph.")
+    st.markdown("**Inputs and outputs**")
+    st.dataframe(
+        [
+            {
+                "role": role,
+                "name": value.get("name"),
+                "dtype": value.get("dtype"),
+                "shape": fmt_shape(value.get("shape")),
+            }
+            for role, values in (("input", model.inputs), ("output", model.outputs))
+            for value in values
+        ],
+        hide_index=True,
+    )
+    st.page_link(
+        "pages/optimize.py", label="Optimize this model", icon="🛠️", query_params={"model": model.id}
+    )

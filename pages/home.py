@@ -1,0 +1,137 @@
+"""Home: what is here, what is running, which workers are alive, and one obvious way to start."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend import jobs, library
+from pages.components import (
+    fmt_ago,
+    fmt_bytes,
+    page_header,
+    refresh_every,
+    rerun_if_changed,
+    work_in_progress,
+)
+from storage.schema import JobState, utcnow
+
+page_header("Optiboard", "Upload a model, sweep precisions and providers, compare the results.")
+
+models = library.list_models()
+if not models:
+    st.info(
+        "Nothing here yet. Start by uploading an ONNX model (or a .zip of ONNX with external "
+        "data, or a TensorFlow SavedModel).",
+        icon="👋",
+    )
+    st.page_link("pages/models.py", label="Upload your first model", icon="⬆️")
+
+
+ACTIVE = work_in_progress()
+
+
+@st.fragment(run_every=refresh_every(ACTIVE))
+def overview() -> None:
+    rerun_if_changed(ACTIVE)
+    counts = jobs.job_counts()
+    running = counts.get(JobState.RUNNING.value, 0)
+    queued = counts.get(JobState.QUEUED.value, 0)
+    cols = st.columns(4)
+    cols[0].metric("Models", len(library.list_models()))
+    cols[1].metric("Jobs running", running)
+    cols[2].metric("Jobs queued", queued)
+    cols[3].metric("Jobs finished", sum(counts.get(s.value, 0) for s in JobState if s.finished))
+    if models:
+        st.page_link("pages/models.py", label="Upload another model", icon="⬆️")
+
+    now = utcnow()
+    st.subheader("Workers")
+    workers = jobs.list_workers()
+    if not workers:
+        st.warning(
+            "No worker is alive, so queued jobs wait. Start one on any machine that shares the "
+            "database: `python -m backend.worker`.",
+            icon="🟠",
+        )
+    else:
+        st.dataframe(
+            [
+                {
+                    "worker": w.id,
+                    "host": w.hostname,
+                    "CPU": w.hardware.get("cpu", "?"),
+                    "threads": w.hardware.get("cpu_count_logical"),
+                    "memory": fmt_bytes((w.hardware.get("memory_total_mb") or 0) * 2**20),
+                    "GPUs": ", ".join(
+                        g.get("name", "?") if isinstance(g, dict) else str(g)
+                        for g in w.hardware.get("gpus") or []
+                    )
+                    or "none",
+                    "providers": ", ".join(
+                        f"{backend}:{p['name']}"
+                        for backend, statuses in (w.providers or {}).items()
+                        for p in statuses
+                        if isinstance(p, dict) and p.get("available")
+                    ),
+                    "busy with": f"job {w.current_job_id}" if w.current_job_id else "idle",
+                    "last heartbeat": fmt_ago(w.heartbeat_at, now),
+                }
+                for w in workers
+            ],
+            hide_index=True,
+        )
+
+    st.subheader("Latest jobs")
+    recent = jobs.list_jobs(limit=8)
+    if not recent:
+        st.caption("No jobs yet. Pick a model on the Optimize page and submit a sweep.")
+        if models:
+            st.page_link("pages/optimize.py", label="Optimize a model", icon="🛠️")
+        return
+    names = {m.id: m.name for m in models}
+    st.dataframe(
+        [
+            {
+                "job": j.id,
+                "model": names.get(j.model_id, j.model_id),
+                "label": j.label or "",
+                "state": j.state.value,
+                "progress": j.progress_done / j.progress_total if j.progress_total else 0.0,
+                "configurations": j.progress_total,
+                "created": fmt_ago(j.created_at, now),
+            }
+            for j in recent
+        ],
+        hide_index=True,
+        column_config={
+            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0)
+        },
+    )
+    done = [j for j in recent if j.progress_done]
+    if done:
+        st.page_link(
+            "pages/compare.py",
+            label=f"Compare the results of job {done[0].id}",
+            icon="📊",
+            query_params={"jobs": str(done[0].id)},
+        )
+
+
+overview()
+
+if models:
+    st.subheader("Models")
+    st.dataframe(
+        [
+            {
+                "model": m.name,
+                "format": m.format,
+                "opset": m.opset,
+                "size": fmt_bytes(m.size_bytes),
+                "parameters": m.parameter_count,
+                "uploaded": m.created_at.strftime("%Y-%m-%d %H:%M"),
+            }
+            for m in models[:10]
+        ],
+        hide_index=True,
+    )

@@ -1,0 +1,235 @@
+"""Jobs: a live table of sweeps, and for one job its configurations, log, cancel and retry."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from backend import jobs, library
+from backend.config import SweepSpec
+from backend.errors import UserError
+from pages.components import (
+    bound_multiselect,
+    fmt_duration,
+    page_header,
+    refresh_every,
+    rerun_if_changed,
+    set_url,
+    show_error,
+    spec_query,
+    url_int,
+    work_in_progress,
+)
+from storage.repository import JobRow
+from storage.schema import JobState, utcnow
+
+STATE_ICONS = {
+    "queued": "⏳ queued",
+    "running": "▶️ running",
+    "succeeded": "✅ succeeded",
+    "failed": "❌ failed",
+    "cancelled": "⏹️ cancelled",
+}
+
+page_header("Jobs", "Every sweep with its progress; pick one for its configurations and log.")
+
+models = {m.id: m for m in library.list_models()}
+ACTIVE = work_in_progress()
+
+filters = st.columns([2, 2])
+with filters[0]:
+    states = bound_multiselect(
+        "States", [s.value for s in JobState], "states", format_func=lambda v: STATE_ICONS[v]
+    )
+with filters[1]:
+    model_filter = bound_multiselect(
+        "Models",
+        list(models),
+        "models",
+        format_func=lambda mid: f"{models[mid].name} (#{mid})",
+    )
+
+
+def _duration(job: JobRow, now) -> float | None:  # noqa: ANN001 - naive UTC datetime
+    if job.started_at is None:
+        return None
+    return ((job.finished_at or now) - job.started_at).total_seconds()
+
+
+def _last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def _jobs_frame(rows: list[JobRow]) -> pd.DataFrame:
+    now = utcnow()
+    return pd.DataFrame(
+        {
+            "job": [j.id for j in rows],
+            "model": [models[j.model_id].name if j.model_id in models else "?" for j in rows],
+            "label": [j.label or "" for j in rows],
+            "state": [STATE_ICONS[j.state.value] for j in rows],
+            "progress": [
+                j.progress_done / j.progress_total if j.progress_total else 0.0 for j in rows
+            ],
+            "configurations": [f"{j.progress_done}/{j.progress_total}" for j in rows],
+            "duration": [fmt_duration(_duration(j, now)) for j in rows],
+            "created": [j.created_at for j in rows],
+            "attempts": [j.attempts for j in rows],
+            "error": [_last_line(j.error) for j in rows],
+        }
+    )
+
+
+@st.fragment(run_every=refresh_every(ACTIVE))
+def job_table() -> None:
+    rerun_if_changed(ACTIVE)
+    rows = jobs.list_jobs(states=[JobState(s) for s in states] or None)
+    if model_filter:
+        rows = [j for j in rows if j.model_id in set(model_filter)]
+    if not rows:
+        if states or model_filter:
+            st.info("No jobs match these filters.")
+        else:
+            st.info("No jobs yet. Submit a sweep on the Optimize page.", icon="🛠️")
+            st.page_link("pages/optimize.py", label="Optimize a model", icon="🛠️")
+        return
+    counts = jobs.job_counts()
+    st.caption(
+        " · ".join(f"{STATE_ICONS[s.value]}: {counts.get(s.value, 0)}" for s in JobState)
+        + (" · refreshing every few seconds" if ACTIVE else "")
+    )
+    event = st.dataframe(
+        _jobs_frame(rows),
+        hide_index=True,
+        height=min(420, 38 + 35 * len(rows)),
+        column_config={
+            "progress": st.column_config.ProgressColumn(
+                "progress", min_value=0.0, max_value=1.0, format="percent"
+            ),
+            "created": st.column_config.DatetimeColumn("created (UTC)", format="YYYY-MM-DD HH:mm"),
+        },
+        on_select="rerun",
+        selection_mode="single-row",
+        key="job_table",
+    )
+    picked = event.selection.rows if event is not None else []
+    if picked:
+        chosen = int(rows[picked[0]].id)
+        if chosen != url_int("job"):
+            set_url("job", chosen)
+            st.rerun()
+
+
+job_table()
+
+job_id = url_int("job")
+if job_id is None:
+    recent = jobs.list_jobs(limit=1)
+    if not recent:
+        st.stop()
+    job_id = recent[0].id
+    st.caption("Click a row above to see another job.")
+
+
+@st.fragment(run_every=refresh_every(ACTIVE))
+def job_detail(job_id: int) -> None:
+    try:
+        job = jobs.get_job(job_id)
+    except UserError as exc:
+        show_error(exc)
+        return
+    model = models.get(job.model_id)
+    title = f"Job {job.id}" + (f" · {job.label}" if job.label else "")
+    st.subheader(f"{title} · {model.name if model else '?'}")
+    done, total = job.progress_done, max(job.progress_total, 1)
+    st.progress(
+        done / total, text=f"{STATE_ICONS[job.state.value]} · {done} of {total} configurations"
+    )
+    info = st.columns(4)
+    info[0].metric("State", job.state.value)
+    info[1].metric("Duration", fmt_duration(_duration(job, utcnow())))
+    info[2].metric("Attempts", f"{job.attempts}/{job.max_attempts}")
+    info[3].metric("Worker", job.worker_id or "–")
+    if job.error:
+        st.error(job.error.strip().splitlines()[-1])
+        with st.expander("Full error"):
+            st.code(job.error, language=None)
+
+    actions = st.columns(4)
+    if not job.state.finished:
+        if actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
+            state = jobs.cancel_job(job.id)
+            st.toast(f"Job {job.id}: {'cancelled' if state.finished else 'cancel requested'}.")
+            st.rerun()
+    else:
+        if actions[0].button("Retry", key=f"retry_{job.id}", icon="🔁"):
+            try:
+                new = jobs.retry_job(job.id)
+            except UserError as exc:
+                show_error(exc)
+            else:
+                set_url("job", new.id)
+                st.toast(f"Queued job {new.id}, a copy of job {job.id}.")
+                st.rerun()
+    try:
+        spec = jobs.spec_of(job)
+    except UserError as exc:
+        spec = None
+        st.warning(f"This job's sweep can no longer be read: {exc}")
+    if spec is not None:
+        actions[1].page_link(
+            "pages/optimize.py",
+            label="Run again with changes",
+            icon="✏️",
+            query_params=spec_query(job.model_id, spec, job_id=job.id),
+        )
+    if done:
+        actions[2].page_link(
+            "pages/compare.py", label="Compare results", icon="📊", query_params={"jobs": job.id}
+        )
+
+    st.markdown("**Configurations**")
+    results = {r.config_key: r for r in jobs.job_results(job.id)}
+    configurations = spec.configurations() if isinstance(spec, SweepSpec) else []
+    table = []
+    pending = "not run" if job.state.finished else "pending"
+    for config in configurations:
+        result = results.get(config.key)
+        payload = result.payload if result else {}
+        table.append(
+            {
+                "configuration": config.label,
+                "status": result.status if result else pending,
+                "p50 ms": result.p50_ms if result else None,
+                "p99 ms": result.p99_ms if result else None,
+                "throughput /s": result.throughput if result else None,
+                "why / error": (result.error or "; ".join(payload.get("notes") or []))
+                if result
+                else "",
+                "key": config.key,
+            }
+        )
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "p50 ms": st.column_config.NumberColumn(format="%.3f"),
+            "p99 ms": st.column_config.NumberColumn(format="%.3f"),
+            "throughput /s": st.column_config.NumberColumn(format="%.1f"),
+        },
+    )
+    with st.expander("Log", expanded=job.state == JobState.FAILED):
+        events = jobs.job_events(job.id)
+        if not events:
+            st.caption("No log lines yet.")
+        else:
+            st.code(
+                "\n".join(
+                    f"{e.created_at:%H:%M:%S} {e.level.upper():7} {e.message}" for e in events
+                ),
+                language=None,
+            )
+
+
+job_detail(job_id)

@@ -1,0 +1,192 @@
+"""Models: upload through the browser, the library with metadata, downloads and delete."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import streamlit as st
+from streamlit.runtime.uploaded_file_manager import UploadedFile
+
+from backend import library
+from backend.errors import UserError
+from pages.components import (
+    fmt_bytes,
+    fmt_count,
+    fmt_shape,
+    model_picker,
+    page_header,
+    set_url,
+    show_error,
+)
+from storage.repository import ArtifactRow, ModelRow
+
+MAX_UPLOAD_MB = int(os.environ.get("OPTIBOARD_MAX_UPLOAD_MB", "2048"))
+COPY_CHUNK = 8 << 20
+KIND_LABELS = {
+    "original": "Original upload",
+    "converted": "Converted to ONNX",
+    "optimized": "Optimized",
+    "conversion_log": "Conversion log",
+    "calibration": "Calibration data",
+}
+
+page_header("Models", "Upload models and manage the library.")
+
+
+def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
+    """Copy the upload to disk with a progress bar, then hand it to ingestion."""
+    from backend.ingest import ingest_file
+
+    progress = st.progress(0.0, text="Saving the upload…")
+    with tempfile.TemporaryDirectory(prefix="optiboard-upload-") as tmp:
+        path = Path(tmp) / Path(upload.name).name
+        total = max(upload.size, 1)
+        done = 0
+        upload.seek(0)
+        with open(path, "wb") as out:
+            while chunk := upload.read(COPY_CHUNK):
+                out.write(chunk)
+                done += len(chunk)
+                progress.progress(min(done / total, 1.0), text="Saving the upload…")
+        progress.progress(1.0, text="Checking and inspecting the model…")
+        try:
+            return ingest_file(path, upload.name, name=name or None)
+        finally:
+            progress.empty()
+
+
+with st.expander("⬆️ Upload a model", expanded=not library.list_models()):
+    st.markdown(
+        "Accepted: **.onnx**, a **.zip** of an ONNX model with its external-data files, or a "
+        f"**.zip** of a TensorFlow SavedModel (converted with tf2onnx). Up to {MAX_UPLOAD_MB} MB "
+        "(`server.maxUploadSize` in `.streamlit/config.toml`)."
+    )
+    with st.form("upload", clear_on_submit=True, border=False):
+        upload = st.file_uploader(
+            "Model file", type=["onnx", "zip"], max_upload_size=MAX_UPLOAD_MB, key="upload_file"
+        )
+        name = st.text_input("Name (optional)", placeholder="defaults to the file name")
+        submitted = st.form_submit_button("Add to library", type="primary")
+    if submitted:
+        if upload is None:
+            st.error("Choose a file first: drag it onto the box above or click Browse files.")
+        else:
+            try:
+                with st.spinner(f"Ingesting {upload.name}…"):
+                    added = _ingest(upload, name.strip())
+            except UserError as exc:
+                show_error(exc)
+            else:
+                set_url("model", added.id)
+                st.session_state.pop("url_model", None)
+                st.success(f"Added {added.name} ({added.format}, {fmt_bytes(added.size_bytes)}).")
+                for warning in added.warnings:
+                    st.warning(warning)
+
+models = library.list_models()
+if not models:
+    st.info("The library is empty. Upload a model above to inspect, optimize and compare it.")
+    st.stop()
+
+st.subheader(f"Library ({len(models)})")
+st.dataframe(
+    [
+        {
+            "id": m.id,
+            "name": m.name,
+            "format": m.format,
+            "opset": m.opset,
+            "size": fmt_bytes(m.size_bytes),
+            "parameters": fmt_count(m.parameter_count),
+            "nodes": m.node_count,
+            "inputs": ", ".join(f"{i.get('name')}{fmt_shape(i.get('shape'))}" for i in m.inputs),
+            "outputs": ", ".join(o.get("name", "?") for o in m.outputs),
+            "uploaded": m.created_at.strftime("%Y-%m-%d %H:%M"),
+        }
+        for m in models
+    ],
+    hide_index=True,
+)
+
+model = model_picker(models)
+assert model is not None
+
+cols = st.columns(5)
+cols[0].metric("Format", model.format)
+cols[1].metric("Opset", model.opset if model.opset is not None else "–")
+cols[2].metric("Size", fmt_bytes(model.size_bytes))
+cols[3].metric("Parameters", fmt_count(model.parameter_count))
+cols[4].metric("Nodes", model.node_count)
+for warning in model.warnings:
+    st.warning(warning)
+
+left, right = st.columns(2)
+with left:
+    st.markdown("**Inputs**")
+    st.dataframe(
+        [
+            {"name": i.get("name"), "dtype": i.get("dtype"), "shape": fmt_shape(i.get("shape"))}
+            for i in model.inputs
+        ],
+        hide_index=True,
+    )
+with right:
+    st.markdown("**Outputs**")
+    st.dataframe(
+        [
+            {"name": o.get("name"), "dtype": o.get("dtype"), "shape": fmt_shape(o.get("shape"))}
+            for o in model.outputs
+        ],
+        hide_index=True,
+    )
+
+links = st.columns(3)
+links[0].page_link("pages/graph.py", label="View graph", icon="🕸️", query_params={"model": model.id})
+links[1].page_link(
+    "pages/optimize.py", label="Optimize", icon="🛠️", query_params={"model": model.id}
+)
+links[2].page_link("pages/jobs.py", label="Jobs", icon="⏱️", query_params={"model": model.id})
+
+
+def _reader(sha256: str) -> Callable[[], bytes]:
+    """Read the file only when the user clicks Download, not on every rerun."""
+    return lambda: library.artifact_path(sha256).read_bytes()
+
+
+st.markdown("**Artifacts**")
+artifacts: list[ArtifactRow] = library.list_artifacts(model.id)
+if not artifacts:
+    st.caption("No stored files for this model.")
+for art in artifacts:
+    row = st.columns([2, 4, 1, 1], vertical_alignment="center")
+    row[0].write(KIND_LABELS.get(art.kind, art.kind))
+    detail = art.meta.get("config_key") if isinstance(art.meta, dict) else None
+    row[1].write(f"`{art.filename}`" + (f" · {detail}" if detail else ""))
+    row[2].write(fmt_bytes(art.size_bytes))
+    row[3].download_button(
+        "Download",
+        data=_reader(art.sha256),
+        file_name=art.filename,
+        mime="application/octet-stream",
+        key=f"dl_{art.id}",
+        icon="⬇️",
+    )
+
+with st.expander("🗑️ Delete this model"):
+    st.write(
+        f"Deletes **{model.name}** with its jobs, results and stored files. This cannot be undone."
+    )
+    sure = st.checkbox(f"Yes, delete {model.name}", key=f"confirm_delete_{model.id}")
+    if st.button("Delete model", disabled=not sure, type="primary", key="delete_model"):
+        try:
+            library.delete_model(model.id)
+        except UserError as exc:
+            show_error(exc)
+        else:
+            set_url("model", None)
+            st.session_state.pop("url_model", None)
+            st.toast(f"Deleted {model.name}.")
+            st.rerun()

@@ -1,0 +1,271 @@
+"""Optimize: choose precisions, providers, batch sizes and knobs; submit them as one sweep."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from backend import jobs, library
+from backend.config import OPTIMIZATION_LEVELS, MeasureSettings, Precision, SweepSpec
+from backend.errors import UserError
+from backend.runtimes import all_provider_statuses
+from pages.components import (
+    MEASURE_PRESETS,
+    bound_multiselect,
+    bound_selectbox,
+    model_picker,
+    no_models_yet,
+    page_header,
+    set_url,
+    show_error,
+    url_int,
+    url_list,
+    url_value,
+)
+
+BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+DEFAULT_DIM = 16
+
+page_header("Optimize", "Every combination you pick becomes one configuration of a sweep.")
+
+models = library.list_models()
+if not models:
+    no_models_yet("optimize it")
+    st.stop()
+
+from_job = url_int("from_job")
+if from_job is not None:
+    st.info(f"Changing the sweep of job {from_job}: adjust anything, then submit it as a new job.")
+
+model = model_picker(models)
+assert model is not None
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _local_providers() -> dict[str, list[dict]]:
+    return {
+        backend: [s.__dict__ for s in statuses]
+        for backend, statuses in all_provider_statuses().items()
+    }
+
+
+def _provider_table() -> tuple[dict[str, list[dict]], str]:
+    """Providers of the alive workers (they run the jobs), else of this machine."""
+    workers = jobs.list_workers()
+    if workers:
+        merged: dict[str, dict[str, dict]] = {}
+        for worker in workers:
+            for backend, statuses in (worker.providers or {}).items():
+                for status in statuses:
+                    known = merged.setdefault(backend, {}).get(status["name"])
+                    if known is None or (status.get("available") and not known.get("available")):
+                        merged[backend][status["name"]] = status
+        hosts = ", ".join(sorted({w.hostname for w in workers}))
+        return {b: list(s.values()) for b, s in merged.items()}, f"on the workers ({hosts})"
+    return _local_providers(), "on this machine (no worker is alive right now)"
+
+
+providers, where = _provider_table()
+usable = {b: [s["name"] for s in st_ if s.get("available")] for b, st_ in providers.items()}
+usable = {b: names for b, names in usable.items() if names}
+
+left, right = st.columns(2)
+with left:
+    st.subheader("What to build")
+    precisions = bound_multiselect(
+        "Precisions",
+        [p.value for p in Precision],
+        "precisions",
+        default=[Precision.FP32.value, Precision.INT8_STATIC.value],
+        format_func=lambda v: Precision(v).label,
+        help="FP32 is the reference every other precision's accuracy is compared with.",
+    )
+    backend = bound_selectbox(
+        "Runtime",
+        list(usable) or ["onnxruntime"],
+        "backend",
+        default="onnxruntime",
+    )
+    provider_names = bound_multiselect(
+        "Execution providers",
+        usable.get(backend or "", []),
+        "providers",
+        default=["cpu"],
+        format_func=str.upper,
+        help=f"Providers available {where}.",
+    )
+    unavailable = [
+        {"runtime": b, "provider": s["name"].upper(), "why not": s.get("reason", "")}
+        for b, statuses in providers.items()
+        for s in statuses
+        if not s.get("available")
+    ]
+    if unavailable:
+        with st.expander(f"Unavailable {where} ({len(unavailable)})"):
+            st.dataframe(unavailable, hide_index=True)
+    batches = bound_multiselect(
+        "Batch sizes",
+        BATCH_CHOICES,
+        "batches",
+        default=[1],
+        help="Latency is per call; a call processes one batch.",
+    )
+    simplify = st.toggle(
+        "Simplify the graph first (onnxslim)",
+        value=url_value("simplify") == "1",
+        key="url_simplify",
+    )
+    set_url("simplify", "1" if simplify else None)
+
+with right:
+    st.subheader("How to run it")
+    shapes = bound_selectbox(
+        "Shapes",
+        ["fixed", "dynamic"],
+        "shapes",
+        format_func=lambda v: {
+            "fixed": "Fixed: bake the batch size and dims into the graph",
+            "dynamic": "Dynamic: keep symbolic dims in the graph",
+        }[v],
+    )
+    symbolic = sorted(
+        {
+            str(dim)
+            for value in model.inputs
+            for dim in (value.get("shape") or [])[1:]
+            if isinstance(dim, str) and dim
+        }
+    )
+    url_dims = dict(
+        part.split(":", 1) for part in url_list("dims") if ":" in part and part.split(":")[1]
+    )
+    dims: dict[str, int] = {}
+    if symbolic:
+        st.caption("Values for the model's other symbolic dimensions (the first is the batch):")
+        dim_cols = st.columns(min(len(symbolic), 4))
+        for index, name in enumerate(symbolic):
+            wanted = url_dims.get(name, "")
+            default = int(wanted) if wanted.isdigit() else DEFAULT_DIM
+            dims[name] = int(
+                dim_cols[index % len(dim_cols)].number_input(
+                    name, min_value=1, value=default, step=1, key=f"dim_{name}"
+                )
+            )
+        set_url("dims", [f"{k}:{v}" for k, v in dims.items()])
+    level = bound_selectbox(
+        "Graph optimization level",
+        list(OPTIMIZATION_LEVELS),
+        "opt",
+        default="all",
+        help="ONNX Runtime's graph optimizations; 'all' includes layout changes.",
+    )
+    threads = int(
+        st.number_input(
+            "Intra-op threads (0 = let the runtime choose)",
+            min_value=0,
+            max_value=256,
+            value=url_int("threads") or 0,
+            key="url_threads",
+        )
+    )
+    set_url("threads", threads or None)
+    preset = bound_selectbox(
+        "Measurement",
+        list(MEASURE_PRESETS),
+        "measure",
+        default="standard",
+        format_func=lambda v: {
+            "quick": "Quick: a few seconds per configuration, for a first look",
+            "standard": "Standard: 3 stable windows within 10%",
+            "thorough": "Thorough: 5 stable windows within 5%",
+        }[v],
+    )
+    calibration_file = None
+    source = "random"
+    samples = 16
+    if Precision.INT8_STATIC.value in precisions:
+        source = st.radio(
+            "INT8 static calibration data",
+            ["random", "npz"],
+            format_func=lambda v: {
+                "random": "Random inputs",
+                "npz": "Upload a .npz",
+            }[v],
+            horizontal=True,
+            key="calibration_source",
+        )
+        if source == "npz":
+            calibration_file = st.file_uploader(
+                "Calibration .npz: one array per input name, samples along the first axis",
+                type=["npz"],
+                key="calibration_file",
+            )
+        else:
+            samples = int(
+                st.number_input("Random calibration samples", min_value=1, max_value=1024, value=16)
+            )
+    label = st.text_input("Label (optional)", placeholder="e.g. first INT8 try", key="label")
+
+try:
+    spec = SweepSpec(
+        precisions=tuple(precisions),
+        providers=tuple(provider_names),
+        batch_sizes=tuple(batches),
+        backend=backend or "onnxruntime",
+        fixed_shapes=shapes != "dynamic",
+        symbolic_dims=tuple(dims.items()),
+        optimization_level=level or "all",
+        intra_op_threads=threads,
+        simplify=simplify,
+        calibration_samples=samples,
+        measure=MeasureSettings(**MEASURE_PRESETS[preset or "standard"]),
+    )
+except UserError as exc:
+    spec = None
+    st.warning(str(exc), icon="✋")
+
+st.divider()
+count = len(spec.configurations()) if spec else 0
+summary, button = st.columns([3, 1], vertical_alignment="center")
+summary.metric("Configurations in this sweep", count)
+if spec is not None:
+    with summary.expander("Show them"):
+        st.dataframe(
+            [{"configuration": c.label, "key": c.key} for c in spec.configurations()],
+            hide_index=True,
+        )
+if button.button(
+    f"Submit sweep ({count})", type="primary", disabled=spec is None, key="submit_sweep"
+):
+    assert spec is not None
+    try:
+        if calibration_file is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "calibration.npz"
+                path.write_bytes(calibration_file.getvalue())
+                sha = jobs.store_calibration(model.id, path, calibration_file.name)
+            spec = SweepSpec.from_dict({**spec.to_dict(), "calibration_sha256": sha})
+        elif Precision.INT8_STATIC.value in precisions and source == "npz":
+            raise UserError("Upload the calibration .npz, or choose random inputs.")
+        if from_job is not None:
+            job = jobs.resubmit_with_changes(from_job, spec, label=label or None)
+        else:
+            job = jobs.submit_sweep(model.id, spec, label=label or None)
+    except UserError as exc:
+        show_error(exc)
+    else:
+        st.success(f"Queued job {job.id} with {job.progress_total} configurations.", icon="✅")
+        links = st.columns(2)
+        links[0].page_link(
+            "pages/jobs.py", label=f"Follow job {job.id}", icon="⏱️", query_params={"job": job.id}
+        )
+        links[1].page_link(
+            "pages/compare.py",
+            label="Compare its results as they arrive",
+            icon="📊",
+            query_params={"jobs": job.id},
+        )
+        if not jobs.list_workers():
+            st.warning("No worker is alive; start one with `python -m backend.worker`.")

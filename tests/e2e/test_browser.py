@@ -1,0 +1,173 @@
+"""The dashboard in a real headless Chromium, against a real `streamlit run` and a real worker.
+
+Upload a model through the file input, submit FP32 + INT8 static, watch Compare fill in, open
+the page's shared link in a fresh browser context, and see Netron draw the graph. Screenshots
+land in test-artifacts/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import models as model_factory
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+pytestmark = pytest.mark.e2e
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError("streamlit did not become healthy")
+
+
+@pytest.fixture
+def dashboard(tmp_path: Path) -> Iterator[str]:
+    """A real server and a real worker sharing one fresh data directory."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(tmp_path / "data"), "PYTHONUNBUFFERED": "1"}
+    env.pop("OPTIBOARD_DATABASE_URL", None)
+    port = _free_port()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+        + ["--server.headless", "true", "--server.fileWatcherType", "none"],
+        cwd=ROOT,
+        env=env,
+        stdout=open(logs / "streamlit.log", "wb"),  # noqa: SIM115 - closed with the process
+        stderr=subprocess.STDOUT,
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "backend.worker", "--poll-seconds", "0.5"],
+        cwd=ROOT,
+        env=env,
+        stdout=open(logs / "worker.log", "wb"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, server)
+        yield url
+    finally:
+        for proc in (worker, server):
+            proc.terminate()
+        for proc in (worker, server):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for log in logs.iterdir():
+            (ARTIFACTS / f"e2e-{log.name}").write_bytes(log.read_bytes())
+
+
+def _legend(page) -> set[str]:  # noqa: ANN001 - playwright Page
+    return {t.text_content() or "" for t in page.locator(".js-plotly-plot .legendtext").all()}
+
+
+def _wait_for(page, predicate, timeout: float, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(1.0)
+    page.screenshot(path=str(ARTIFACTS / "e2e-timeout.png"), full_page=True)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
+    dashboard: str, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    model_file = model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
+    external: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1600, "height": 1100})
+        page = context.new_page()
+        page.on(
+            "request",
+            lambda r: external.append(r.url) if not r.url.startswith(dashboard) else None,
+        )
+
+        # 1. Upload through the browser's file input.
+        page.goto(f"{dashboard}/models")
+        expect(page.get_by_text("The library is empty")).to_be_visible(timeout=60_000)
+        page.locator("input[type=file]").first.set_input_files(str(model_file))
+        expect(page.get_by_text("mlp.onnx").first).to_be_visible(timeout=30_000)
+        page.get_by_role("button", name="Add to library").click()
+        expect(page.get_by_text("Added mlp")).to_be_visible(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "e2e-1-models.png"), full_page=True)
+
+        # 2. Submit FP32 + INT8 static (the defaults) with the quick measurement preset.
+        page.goto(f"{dashboard}/optimize?model=1&measure=quick")
+        submit = page.get_by_role("button", name=re.compile(r"Submit sweep \(2\)"))
+        expect(submit).to_be_visible(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "e2e-2-optimize.png"), full_page=True)
+        submit.click()
+        expect(page.get_by_text("Queued job 1 with 2 configurations")).to_be_visible(timeout=30_000)
+
+        # 3. Compare fills in by itself as the worker measures.
+        page.goto(f"{dashboard}/compare?jobs=1")
+        wanted = {"#1 mlp CPU FP32", "#1 mlp CPU INT8 static (QDQ)"}
+        _wait_for(page, lambda: wanted <= _legend(page), 180, "both configurations on the chart")
+        page.screenshot(path=str(ARTIFACTS / "e2e-3-compare.png"), full_page=True)
+
+        # 4. The page's shared link shows the same configurations in a fresh browser.
+        page.get_by_role("button", name=re.compile("Copy link")).click()
+        link = page.locator("[data-testid=stPopoverBody] code").first.inner_text().strip()
+        assert link.startswith(dashboard) and "jobs=1" in link
+        fresh = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
+        fresh.goto(link)
+        _wait_for(fresh, lambda: wanted <= _legend(fresh), 60, "the shared view's configurations")
+        assert _legend(fresh) == _legend(page)
+        fresh.screenshot(path=str(ARTIFACTS / "e2e-4-shared-link.png"), full_page=True)
+
+        # 5. Netron draws the graph inside the page, from the dashboard's own origin.
+        page.goto(f"{dashboard}/graph?model=1")
+        viewer = page.frame_locator("iframe[title='Netron graph of mlp']")
+        expect(viewer.locator("svg g.node").first).to_be_visible(timeout=60_000)
+        assert viewer.locator("svg g.node").count() >= 6
+        expect(viewer.get_by_text("Accept")).to_have_count(0)  # no consent dialog
+        page.screenshot(path=str(ARTIFACTS / "e2e-5-graph.png"), full_page=True)
+        browser.close()
+    assert external == [], f"the dashboard reached outside its origin: {external}"

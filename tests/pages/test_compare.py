@@ -1,0 +1,76 @@
+"""Compare page: charts across jobs, speedups against a baseline, URL state, exports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from backend.config import Precision, SweepSpec
+from tests.pages.seed import add_job, add_model, add_result, finished_sweep, open_page, texts
+
+
+def test_empty_compare_page_points_to_optimize(data_dir: Path) -> None:
+    at = open_page("compare")
+    assert not at.exception
+    assert "No results to compare yet" in texts(at)
+
+
+def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path, "mlp")
+    job, rows = finished_sweep(model.id)
+    at = open_page("compare", jobs=job.id)
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 5
+    table = at.dataframe[0].value
+    assert len(table) == len(rows) == 4
+    baseline = at.selectbox(key="url_baseline").value
+    assert "FP32" in baseline
+    fp32 = table[table["label"].str.contains("FP32")]
+    int8 = table[table["label"].str.contains("INT8")]
+    assert (fp32["speedup"] == 1.0).all()
+    assert (int8["speedup"] > 1.5).all()  # seeded INT8 is twice as fast
+    assert table["pareto"].any()
+
+
+def test_compare_state_lives_in_the_url_and_restores_the_same_view(
+    data_dir: Path, mlp_path: Path, cnn_path: Path
+) -> None:
+    first, _ = finished_sweep(add_model(mlp_path, "mlp").id, label="mlp sweep")
+    second, rows = finished_sweep(
+        add_model(cnn_path, "cnn").id, precisions=(Precision.FP32, Precision.FP16), seed=1
+    )
+    at = open_page("compare", jobs=f"{first.id},{second.id}")
+    at.toggle(key="url_all").set_value(False).run()
+    keep = [r.id for r in rows[:2]]
+    at.multiselect(key="url_configs").set_value(keep).run()
+    at.pills(key="url_charts").set_value(["latency", "pareto"]).run()
+    url = {k: at.query_params[k] for k in ("jobs", "configs", "charts", "all", "baseline")}
+    assert url["configs"] == ",".join(str(r) for r in keep)
+
+    fresh = open_page("compare", **url)
+    assert not fresh.exception
+    assert fresh.multiselect(key="url_jobs").value == [first.id, second.id]
+    assert fresh.multiselect(key="url_configs").value == keep
+    assert len(fresh.get("plotly_chart")) == 2
+    assert len(fresh.dataframe[0].value) == 2
+    assert fresh.selectbox(key="url_baseline").value == url["baseline"]
+
+
+def test_failed_configurations_are_listed_with_their_error(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    spec = SweepSpec(precisions=(Precision.FP32, Precision.FP16))
+    job = add_job(model.id, spec)
+    fp32, fp16 = spec.configurations()
+    add_result(job.id, fp32, np.full(20, 1.0))
+    add_result(job.id, fp16, np.zeros(1), status="unavailable", error="no GPU here")
+    at = open_page("compare", jobs=job.id)
+    failed = at.dataframe[1].value
+    assert list(failed["error"]) == ["no GPU here"]
+
+
+def test_downloads_offer_csv_json_and_html_report(data_dir: Path, mlp_path: Path) -> None:
+    job, _ = finished_sweep(add_model(mlp_path).id)
+    at = open_page("compare", jobs=job.id)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["CSV", "JSON", "HTML report"]

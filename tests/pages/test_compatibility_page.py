@@ -1,0 +1,70 @@
+"""The Compatibility page rendered by Streamlit's AppTest over a real SQLite library."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper
+from streamlit.testing.v1 import AppTest
+
+from storage import repository
+from storage.artifacts import ArtifactStore
+from storage.repository import NewArtifact
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compatibility.py")
+
+
+def _store(path: Path, name: str) -> int:
+    stored = ArtifactStore().put_file(path)
+    return repository.create_model(
+        name=name,
+        sha256=stored.sha256,
+        format="onnx",
+        size_bytes=stored.size_bytes,
+        metadata={"opset": 17},
+        artifacts=[NewArtifact("original", stored.sha256, stored.size_bytes, f"{name}.onnx")],
+    ).id
+
+
+def _bf16_model(path: Path) -> Path:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Identity", ["h"], ["y"])],
+        "bf16",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_empty_library_says_to_upload_a_model_first(data_dir):
+    app = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not app.exception
+    assert "No models yet" in app.info[0].value
+
+
+def test_page_shows_per_backend_summary_heat_map_and_nodes_behind_a_problem_op(data_dir, tmp_path):
+    model_id = _store(_bf16_model(tmp_path / "bf16.onnx"), "bf16-relu")
+    app = AppTest.from_file(PAGE, default_timeout=120)
+    app.query_params["model"] = str(model_id)
+    app.query_params["op"] = "Relu"
+    app.query_params["backend"] = "ort-cpu"
+    app.run()
+    assert not app.exception
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["ONNX Runtime CPU"] == "50%"  # Identity runs, Relu has no bfloat16 kernel
+    assert metrics["ONNX Runtime CUDA"] == "100%"
+    assert metrics["TF-TRT"] == "n/a"
+    assert any("Real session failed" in c.value for c in app.caption)
+    chart = app.get("plotly_chart")
+    assert len(chart) == 1
+    table = app.dataframe[0].value
+    assert list(table["node"]) == ["Relu_0"]
+    assert table["reason"].iloc[0].startswith("no bfloat16 kernel for Relu on CPU")
+
+    app.toggle(key="problems_toggle").set_value(True).run()
+    assert not app.exception
+    assert app.query_params["problems"] == "1"

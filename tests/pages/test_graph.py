@@ -1,0 +1,51 @@
+"""Graph page: the Netron iframe with a private model URL, operators and I/O."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+from tests.pages.seed import add_model, open_page, texts
+
+
+def _iframe_src(at) -> str:  # noqa: ANN001 - AppTest
+    frames = at.get("iframe")
+    assert frames, "the Graph page must embed the viewer"
+    return frames[0].proto.src
+
+
+def test_empty_graph_page_points_to_upload(data_dir: Path) -> None:
+    at = open_page("graph")
+    assert not at.exception
+    assert "No models yet" in texts(at)
+    assert not at.get("iframe")
+
+
+def test_graph_embeds_netron_from_the_dashboard_with_a_session_private_model_url(
+    data_dir: Path, cnn_path: Path
+) -> None:
+    model = add_model(cnn_path, "cnn")
+    at = open_page("graph", model=model.id)
+    assert not at.exception
+    src = _iframe_src(at)
+    parsed = urlparse(src)
+    assert parsed.path == "/app/static/netron/index.html" and not parsed.netloc
+    query = parse_qs(parsed.query)
+    assert query["identifier"] == ["cnn.onnx"]
+    assert "/media/" in query["url"][0]  # Streamlit's media store (AppTest mounts it at /mock)
+    # Another session (a teammate opening the same link) gets its own URL for the same model.
+    other = _iframe_src(open_page("graph", model=model.id))
+    assert parse_qs(urlparse(other).query)["url"] != query["url"]
+    # The viewer's files were prepared, never the model itself.
+    static = Path(__file__).resolve().parents[2] / "static"
+    assert not list(static.rglob("*.onnx"))
+
+
+def test_graph_shows_operator_histogram_and_io_table(data_dir: Path, cnn_path: Path) -> None:
+    model = add_model(cnn_path, "cnn")
+    at = open_page("graph", model=model.id)
+    charts = at.get("plotly_chart")
+    assert charts
+    io = at.dataframe[0].value
+    assert list(io["role"]) == ["input", "output"]
+    assert list(io["name"]) == ["input", "logits"]

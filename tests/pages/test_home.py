@@ -1,0 +1,38 @@
+"""Home page: empty library, a populated one, and the worker list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storage import repository
+from tests.pages.seed import add_model, finished_sweep, open_page, texts
+
+
+def test_empty_home_says_nothing_is_here_and_points_to_upload(data_dir: Path) -> None:
+    at = open_page("home")
+    assert not at.exception
+    assert "Nothing here yet" in texts(at)
+    assert "Jobs running=0" in texts(at)
+    assert "No worker is alive" in texts(at)
+
+
+def test_populated_home_counts_models_and_lists_latest_jobs(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path, "mlp")
+    job, _ = finished_sweep(model.id, label="first sweep")
+    at = open_page("home")
+    assert not at.exception
+    assert "Models=1" in texts(at)
+    assert "Jobs finished=1" in texts(at)
+    latest = next(d.value for d in at.dataframe if "label" in d.value.columns)
+    assert "first sweep" in set(latest["label"])
+
+
+def test_alive_worker_is_listed_with_its_hardware(data_dir: Path) -> None:
+    repository.register_worker(
+        "w-1", "bench-host", 4242, {"cpu": "Test CPU 9000", "gpus": []}, {"onnxruntime": []}
+    )
+    at = open_page("home")
+    workers = at.dataframe[0].value
+    assert list(workers["host"]) == ["bench-host"]
+    assert list(workers["CPU"]) == ["Test CPU 9000"]
+    assert "No worker is alive" not in texts(at)

@@ -1,0 +1,86 @@
+"""Jobs page: the table, one job's configurations and log, cancel and retry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from backend import jobs
+from backend.config import Configuration, Precision, SweepSpec
+from storage.schema import JobState
+from tests.pages.seed import add_job, add_model, add_result, finished_sweep, open_page, texts
+
+
+def test_empty_jobs_page_points_to_optimize(data_dir: Path) -> None:
+    at = open_page("jobs")
+    assert not at.exception
+    assert "No jobs yet" in texts(at)
+
+
+def test_table_lists_jobs_with_state_and_progress(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    done, _ = finished_sweep(model.id, label="done one")
+    queued = add_job(model.id, SweepSpec(batch_sizes=(1, 2, 4)), label="waiting")
+    at = open_page("jobs")
+    table = at.dataframe[0].value
+    assert list(table["job"]) == [queued.id, done.id]
+    assert list(table["configurations"]) == ["0/3", "4/4"]
+    assert "refreshing every few seconds" in texts(at)
+
+
+def test_job_detail_shows_configurations_results_and_failures(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path)
+    spec = SweepSpec(precisions=(Precision.FP32, Precision.FP16))
+    job = add_job(model.id, spec)
+    fp32, fp16 = spec.configurations()
+    add_result(job.id, fp32, np.full(50, 0.5))
+    add_result(job.id, fp16, np.full(1, 0.0), status="failed", error="FP16 conversion failed")
+    at = open_page("jobs", job=job.id)
+    assert not at.exception
+    configs = next(d.value for d in at.dataframe if "configuration" in d.value.columns)
+    assert list(configs["status"]) == ["ok", "failed"]
+    assert configs["why / error"].iloc[1] == "FP16 conversion failed"
+    assert f"Job {job.id}" in texts(at)
+
+
+def test_cancel_a_queued_job(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    job = add_job(model.id, SweepSpec())
+    at = open_page("jobs", job=job.id)
+    at.button(key=f"cancel_{job.id}").click().run()
+    assert jobs.get_job(job.id).state == JobState.CANCELLED
+
+
+def test_retry_a_finished_job_queues_a_copy_and_shows_it(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    job, _ = finished_sweep(model.id)
+    at = open_page("jobs", job=job.id)
+    at.button(key=f"retry_{job.id}").click().run()
+    newest = jobs.list_jobs()[0]
+    assert newest.id != job.id and newest.state == JobState.QUEUED
+    assert newest.spec == job.spec
+    assert at.query_params["job"] == str(newest.id)
+
+
+def test_run_again_with_changes_links_to_optimize_with_the_sweep(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path)
+    job, _ = finished_sweep(model.id, batch_sizes=(1, 4))
+    at = open_page("jobs", job=job.id)
+    links = [e for e in at.get("page_link") if "Run again" in e.proto.label]
+    assert links
+    query = links[0].proto.query_string
+    assert links[0].proto.page == "optimize"
+    assert "batches=1%2C4" in query and f"from_job={job.id}" in query
+
+
+def test_states_filter_comes_from_the_url(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    finished_sweep(model.id)
+    add_job(model.id, SweepSpec(precisions=(Configuration(Precision.FP32).precision,)))
+    at = open_page("jobs", states="queued")
+    assert list(at.dataframe[0].value["configurations"]) == ["0/1"]

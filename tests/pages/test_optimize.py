@@ -1,0 +1,86 @@
+"""Optimize page: defaults, the configuration count, submission, unavailable providers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend import jobs
+from backend.config import Precision
+from tests.pages.seed import add_model, finished_sweep, open_page, texts
+
+
+def test_empty_optimize_page_asks_for_a_model(data_dir: Path) -> None:
+    at = open_page("optimize")
+    assert not at.exception
+    assert "No models yet" in texts(at)
+
+
+def test_defaults_are_fp32_and_int8_static_at_batch_1_on_cpu(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id)
+    assert not at.exception
+    assert at.multiselect(key="url_precisions").value == ["fp32", "int8_static"]
+    assert at.multiselect(key="url_providers").value == ["cpu"]
+    assert at.multiselect(key="url_batches").value == [1]
+    assert "Configurations in this sweep=2" in texts(at)
+
+
+def test_submitting_creates_one_job_with_every_chosen_configuration(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id)
+    at.multiselect(key="url_precisions").set_value(["fp32", "fp16", "int8_dynamic"])
+    at.multiselect(key="url_batches").set_value([1, 8])
+    at.selectbox(key="url_measure").set_value("quick")
+    at.run()
+    assert "Configurations in this sweep=6" in texts(at)
+    at.button(key="submit_sweep").click().run()
+    assert not at.exception
+    [job] = jobs.list_jobs()
+    spec = jobs.spec_of(job)
+    assert job.progress_total == 6
+    assert set(spec.precisions) == {Precision.FP32, Precision.FP16, Precision.INT8_DYNAMIC}
+    assert spec.batch_sizes == (1, 8)
+    assert spec.measure.max_seconds == 5.0  # the quick preset
+    assert f"Queued job {job.id} with 6 configurations" in texts(at)
+
+
+def test_transformer_dims_get_inputs_and_reach_the_sweep(
+    data_dir: Path, transformer_path: Path
+) -> None:
+    model = add_model(transformer_path)
+    at = open_page("optimize", model=model.id)
+    at.number_input(key="dim_seq").set_value(24).run()
+    at.button(key="submit_sweep").click().run()
+    [job] = jobs.list_jobs()
+    assert dict(jobs.spec_of(job).symbolic_dims) == {"seq": 24}
+
+
+def test_unavailable_providers_are_listed_with_their_reason(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id)
+    unavailable = next(d.value for d in at.dataframe if "why not" in d.value.columns)
+    assert "tensorrt" in set(unavailable["runtime"])
+    assert all(reason for reason in unavailable["why not"])
+    assert "tensorrt" not in at.multiselect(key="url_providers").options
+
+
+def test_no_precision_disables_submit_with_a_clear_reason(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id)
+    at.multiselect(key="url_precisions").set_value([]).run()
+    assert "Pick at least one precision." in texts(at)
+    assert at.button(key="submit_sweep").disabled
+
+
+def test_run_again_with_changes_prefills_from_the_url(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    old, _ = finished_sweep(model.id, batch_sizes=(2, 4))
+    at = open_page("optimize", model=model.id, precisions="fp16", batches="2,4", from_job=old.id)
+    assert at.multiselect(key="url_precisions").value == ["fp16"]
+    at.button(key="submit_sweep").click().run()
+    newest = jobs.list_jobs()[0]
+    assert newest.id != old.id and jobs.spec_of(newest).batch_sizes == (2, 4)
