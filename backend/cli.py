@@ -51,7 +51,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
     calibration = None
     if args.calibration:
         calibration = jobs.store_calibration(
-            args.model, Path(args.calibration), Path(args.calibration).name
+            args.model, Path(args.calibration), Path(args.calibration).name, _dims(args.dim)
         )
     return SweepSpec(
         precisions=precisions,

@@ -70,12 +70,19 @@ def list_workers(alive_within_seconds: float | None = 30.0) -> list[repository.W
     return repository.list_workers(alive_within_seconds=alive_within_seconds)
 
 
-def store_calibration(model_id: int, npz_path: Path, filename: str = "calibration.npz") -> str:
+def store_calibration(
+    model_id: int,
+    npz_path: Path,
+    filename: str = "calibration.npz",
+    symbolic_dims: dict[str, int] | None = None,
+) -> str:
     """Check a calibration .npz against the model's inputs, store it, and return its sha256."""
     from backend.inputs import input_specs_of, load_calibration_npz
     from backend.library import onnx_path, store
 
-    load_calibration_npz(Path(npz_path), input_specs_of(onnx_path(model_id)), {})
+    load_calibration_npz(
+        Path(npz_path), input_specs_of(onnx_path(model_id)), dict(symbolic_dims or {})
+    )
     stored = store().put_file(Path(npz_path))
     repository.add_artifact(
         model_id,

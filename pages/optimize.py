@@ -245,7 +245,9 @@ if button.button(
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "calibration.npz"
                 path.write_bytes(calibration_file.getvalue())
-                sha = jobs.store_calibration(model.id, path, calibration_file.name)
+                sha = jobs.store_calibration(
+                    model.id, path, calibration_file.name, dict(spec.symbolic_dims)
+                )
             spec = SweepSpec.from_dict({**spec.to_dict(), "calibration_sha256": sha})
         elif Precision.INT8_STATIC.value in precisions and source == "npz":
             raise UserError("Upload the calibration .npz, or choose random inputs.")

@@ -73,3 +73,26 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(data_dir: Path, tmp_path: P
     assert bad.returncode == 2 and "There is no model 1" in bad.stderr
     providers = optiboard("providers")
     assert "onnxruntime" in providers.stdout and "cpu" in providers.stdout
+
+
+def test_real_calibration_samples_reach_static_int8(
+    data_dir: Path, cnn_path: Path, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    assert optiboard("add", str(cnn_path)).returncode == 0
+    samples = np.random.default_rng(3).standard_normal((6, 3, 32, 32)).astype(np.float32)
+    npz = tmp_path / "calib.npz"
+    np.savez(npz, input=samples)
+    run = optiboard("run", "1", "--precisions", "int8_static", "--calibration", str(npz), "--quick")
+    assert run.returncode == 0, run.stdout + run.stderr
+    records = json.loads(optiboard("export", "1", "--format", "json").stdout)
+    steps = " ".join(records[0]["steps"])
+    assert "6 calibration samples" in steps and "random" not in steps
+
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, tokens=samples)
+    bad = optiboard("submit", "1", "--precisions", "int8_static", "--calibration", str(wrong))
+    assert bad.returncode == 2 and "input" in bad.stderr
+    listed = optiboard("jobs").stdout
+    assert "queued" not in listed and listed.count("succeeded") == 1  # nothing was submitted
