@@ -157,3 +157,18 @@ def test_frame_has_one_row_per_node_and_backend_with_real_placement(data_dir, cn
     ops = matrix.op_frame()
     conv = ops[(ops["op"] == "Conv") & (ops["backend"] == CPU)]
     assert int(conv["nodes"].iloc[0]) == 5
+
+
+def test_unreadable_registry_falls_back_to_the_real_cpu_session(mlp_path):
+    """Seen on an H200: the registry dump crashed, so the CPU column came from placement."""
+    from backend.compat.matrix import UNKNOWN, CompatCell, _cells_from_placement
+    from backend.compat.nodes import read_nodes
+    from backend.compat.placement import read_placement
+
+    model = onnx.load(str(mlp_path))
+    nodes = read_nodes(model)
+    unknown = [CompatCell(UNKNOWN, "kernel registry unreadable", "registry") for _ in nodes]
+    placement = read_placement(mlp_path, "cpu")
+    cells = _cells_from_placement(nodes, unknown, placement, "child crashed (signal 11)")
+    assert [c.status for c in cells] == ["supported"] * len(nodes)
+    assert all(c.source == "placement" and "signal 11" in c.reason for c in cells)

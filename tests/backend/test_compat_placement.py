@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import onnx
 
@@ -70,3 +71,14 @@ def test_provider_missing_here_falls_back_to_cpu_and_says_so(mlp_path):
     assert not placement.requested_active
     assert set(placement.nodes.values()) == {"CPUExecutionProvider"}
     assert len(placement.fallbacks()) == 6
+
+
+def test_parser_reads_real_cuda_placement_with_a_cpu_fallback():
+    """ORT 1.31.1 (onnxruntime-gpu) on an H200 logged this for make_cuda_fallback_model()."""
+    log = (Path(__file__).parent / "data" / "ort_1.31.1_cuda_h200_placement.log").read_text()
+    nodes, counts, everything_on = parse_placement_log(log)
+    assert everything_on is None
+    assert counts == {"CPUExecutionProvider": 1, "CUDAExecutionProvider": 4}
+    assert nodes["Hardmax_1"] == "CPUExecutionProvider"
+    assert nodes["Relu_0"] == nodes["Add_2"] == "CUDAExecutionProvider"
+    assert nodes["Memcpy"] == "CUDAExecutionProvider"  # the copies ORT inserted around Hardmax
