@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_S)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         serve(once=args.once, poll_seconds=args.poll_seconds, lease_seconds=args.lease_seconds)
     except KeyboardInterrupt:
