@@ -149,6 +149,11 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
         shutil.copyfile(variant.path, output)
         result.status = "ok"
         result.environment["optimized_path"] = str(output)
+        if config.precision == Precision.FP32 and config.optimization_level != "disable":
+            # the graph ORT really runs after its own fusions, for download and Netron
+            ort_graph = output.with_name(f"{output.stem}.ort-{config.optimization_level}.onnx")
+            optimize.save_ort_optimized(variant.path, config.optimization_level, ort_graph)
+            result.environment["ort_optimized_path"] = str(ort_graph)
     except UnavailableError as exc:
         result.status, result.error = "unavailable", str(exc)
     except UserError as exc:

@@ -188,19 +188,28 @@ class JobRunner:
             result.telemetry["speedup_vs_fp32"] = speedup
 
     def _store(self, job: JobRow, result: ConfigurationResult) -> None:
-        optimized = result.environment.pop("optimized_path", None)
-        if optimized and Path(optimized).is_file():
-            stored = self.store.put_file(Path(optimized))
-            Path(optimized).unlink()
-            result.optimized_sha256 = stored.sha256
+        for key, suffix in (("optimized_path", ""), ("ort_optimized_path", ".ort")):
+            produced = result.environment.pop(key, None)
+            if not produced or not Path(produced).is_file():
+                continue
+            stored = self.store.put_file(Path(produced))
+            Path(produced).unlink()
+            if not suffix:
+                result.optimized_sha256 = stored.sha256
             repository.add_artifact(
                 job.model_id,
                 NewArtifact(
                     kind="optimized",
                     sha256=stored.sha256,
                     size_bytes=stored.size_bytes,
-                    filename=f"{result.config_key.replace('/', '_')}.onnx",
-                    meta={"job_id": job.id, "config_key": result.config_key},
+                    filename=Path(produced).name,
+                    meta={
+                        "job_id": job.id,
+                        "config_key": result.config_key,
+                        "graph": "after ONNX Runtime's optimizations"
+                        if suffix
+                        else "as built by Optiboard",
+                    },
                 ),
             )
         repository.save_result(job.id, result.to_dict(), result.samples_ms)

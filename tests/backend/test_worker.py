@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import onnx
 import pytest
 
 from backend import jobs, library
@@ -74,7 +75,11 @@ def test_worker_runs_a_sweep_and_stores_every_configuration(data_dir: Path, mlp_
         # never a silent CPU fallback: the GPU rows say why they did not run
         assert all(r.status == "unavailable" and "CUDAExecutionProvider" in r.error for r in cuda)
     optimized = [a for a in library.list_artifacts(model.id) if a.kind == "optimized"]
-    assert len(optimized) == 4 and all(library.artifact_path(a.sha256).is_file() for a in optimized)
+    built = [a for a in optimized if ".ort-" not in a.filename]
+    ort_graphs = [a for a in optimized if ".ort-all" in a.filename]
+    assert len(built) == 4 and len(ort_graphs) == 2  # ORT's own graph for each FP32 config
+    for artifact in optimized:
+        onnx.checker.check_model(str(library.artifact_path(artifact.sha256)))
     workers = jobs.list_workers()
     assert workers and workers[0].providers["onnxruntime"][0]["name"] == "cpu"
 
