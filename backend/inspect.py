@@ -110,6 +110,18 @@ def _count(dims: Any) -> int:
     return math.prod(int(d) for d in dims)
 
 
+def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
+    """Node count per op, subgraphs included; ops outside the default domain as 'domain::Op'."""
+    counts: dict[str, int] = {}
+    for graph in _graphs(model.graph):
+        for node in graph.node:
+            key = (
+                node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}::{node.op_type}"
+            )
+            counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def inspect_model(path: Path, display_name: str | None = None) -> ModelMetadata:
     """Check the model, infer shapes and summarise it; invalid models raise UserError.
 
@@ -144,7 +156,6 @@ def inspect_model(path: Path, display_name: str | None = None) -> ModelMetadata:
             "some tools may refuse it."
         )
     local_functions = {(f.domain, f.name) for f in model.functions}
-    histogram: dict[str, int] = {}
     custom: list[str] = []
     flagged: set[tuple[str, str]] = set()
     parameters = 0
@@ -155,8 +166,6 @@ def inspect_model(path: Path, display_name: str | None = None) -> ModelMetadata:
         for index, node in enumerate(graph.node):
             nodes += 1
             domain = node.domain
-            key = node.op_type if domain in DEFAULT_DOMAINS else f"{domain}::{node.op_type}"
-            histogram[key] = histogram.get(key, 0) + 1
             if domain in KNOWN_DOMAINS or (domain, node.op_type) in local_functions:
                 continue
             if domain not in custom:
@@ -178,7 +187,7 @@ def inspect_model(path: Path, display_name: str | None = None) -> ModelMetadata:
         producer=producer,
         inputs=[_value_info(v) for v in model.graph.input if v.name not in initializer_names],
         outputs=[_value_info(v) for v in model.graph.output],
-        op_histogram=dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
+        op_histogram=op_histogram(model),
         parameter_count=parameters,
         node_count=nodes,
         custom_domains=custom,

@@ -20,6 +20,7 @@ import onnx
 from backend.config import Configuration, Precision
 from backend.errors import UserError
 from backend.inputs import concrete_shape, random_inputs, specs_of_model, value_ranges_of_model
+from backend.inspect import op_histogram
 
 CONV_OPS = {"Conv", "ConvTranspose"}
 
@@ -56,14 +57,6 @@ class _Build:
         path = self.tmpdir / name
         onnx.save(model if model is not None else self.model, str(path))
         return path
-
-
-def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
-    """How many nodes of each op type the top-level graph has."""
-    counts: dict[str, int] = {}
-    for node in model.graph.node:
-        counts[node.op_type] = counts.get(node.op_type, 0) + 1
-    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 # --- shapes -------------------------------------------------------------------------------------

@@ -147,8 +147,6 @@ def op_histogram(path: Path) -> dict[str, int]:
     """Operator counts of an ONNX graph (weights are not loaded), for graphs ingestion never saw."""
     import onnx
 
-    model = onnx.load(str(path), load_external_data=False)
-    counts: dict[str, int] = {}
-    for node in model.graph.node:
-        counts[node.op_type] = counts.get(node.op_type, 0) + 1
-    return counts
+    from backend.inspect import op_histogram as histogram_of
+
+    return histogram_of(onnx.load(str(path), load_external_data=False))
