@@ -18,12 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.compat.registry import ROOT
+from backend.runtimes.onnxruntime import NATIVE_PROVIDERS
 
-PROVIDERS = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-}
 _PLACED = re.compile(r"placed on \[(\w+)\]\.\s*Number of nodes:\s*(\d+)")
 _ALL_PLACED = re.compile(r"All nodes placed on \[(\w+)\]\.\s*Number of nodes:\s*(\d+)")
 _NODE_LINE = re.compile(r"^\s*(\w[\w.:]*) \((.*)\)\s*$")
@@ -106,7 +102,7 @@ def parse_placement_log(text: str) -> tuple[dict[str, str], dict[str, int], str 
 
 def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> Placement:
     """Create a session for `provider` (with CPU fallback) in a child and read its placement."""
-    native = PROVIDERS.get(provider, provider)
+    native = NATIVE_PROVIDERS.get(provider, provider)
     import onnx
 
     from backend.compat.nodes import read_nodes, unique_names
