@@ -378,11 +378,6 @@ def renew_lease(job_id: int, worker_id: str, lease_seconds: float, url: str | No
         return renewed.rowcount == 1
 
 
-def set_progress(job_id: int, done: int, url: str | None = None) -> None:
-    with session_scope(url) as session:
-        session.execute(update(Job).where(Job.id == job_id).values(progress_done=done))
-
-
 def finish_job(
     job_id: int,
     state: JobState,
@@ -404,23 +399,6 @@ def finish_job(
             msg = f"{state.value}" + (f": {error.splitlines()[-1]}" if error else "")
             session.add(Event(job_id=job_id, level="error" if error else "info", message=msg))
         return done.rowcount == 1
-
-
-def requeue_job(job_id: int, reason: str, url: str | None = None) -> None:
-    """Give a running job back to the queue (a crashed child), or fail it past its attempt limit."""
-    with session_scope(url) as session:
-        job = session.get(Job, job_id)
-        if job is None or job.state != JobState.RUNNING.value:
-            return
-        if job.attempts >= job.max_attempts:
-            job.state = JobState.FAILED.value
-            job.finished_at = utcnow()
-            job.error = f"{reason} (gave up after {job.attempts} attempts)"
-        else:
-            job.state = JobState.QUEUED.value
-            job.worker_id = None
-            job.lease_expires_at = None
-        session.add(Event(job_id=job_id, level="warning", message=reason))
 
 
 def cancel_job(job_id: int, url: str | None = None) -> JobState:

@@ -42,14 +42,6 @@ class JobState(str, enum.Enum):
         return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
-class ArtifactKind(str, enum.Enum):
-    ORIGINAL = "original"
-    CONVERTED = "converted"
-    OPTIMIZED = "optimized"
-    CONVERSION_LOG = "conversion_log"
-    CALIBRATION = "calibration"
-
-
 class Model(Base):
     __tablename__ = "models"
 
