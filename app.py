@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import streamlit as st
 
 from backend import viewer
 from backend.jobs import list_workers
-from storage.db import database_url
+from storage.db import data_dir, database_url
 
 st.set_page_config(page_title="Optiboard", page_icon="⚡", layout="wide")
 
@@ -41,6 +39,6 @@ with st.sidebar:
     url = database_url()
     shown = url.replace("sqlite:///", "") if url.startswith("sqlite") else url.split("@")[-1]
     st.caption(f"Database: `{shown}`")
-    st.caption(f"Data directory: `{os.environ.get('OPTIBOARD_DATA_DIR', 'data')}`")
+    st.caption(f"Data directory: `{data_dir()}`")
 
 page.run()

@@ -106,6 +106,14 @@ def bound_selectbox(
     return value
 
 
+def _url_selection(key: str, options: list[T], default: Sequence[T]) -> list[T]:
+    """The options ?key=a,b names when the URL has the key, else the defaults among options."""
+    if url_value(key) is None:
+        return [d for d in default if d in options]
+    by_text = {str(o): o for o in options}
+    return [by_text[v] for v in url_list(key) if v in by_text]
+
+
 def bound_multiselect(
     label: str,
     options: Sequence[T],
@@ -116,9 +124,7 @@ def bound_multiselect(
 ) -> list[T]:
     """A multiselect initialised from ?key=a,b and written back to it."""
     options = list(options)
-    by_text = {str(o): o for o in options}
-    wanted = [by_text[v] for v in url_list(key) if v in by_text]
-    initial = wanted if url_value(key) is not None else [d for d in default if d in options]
+    initial = _url_selection(key, options, default)
     value = st.multiselect(
         label, options, default=initial, key=f"url_{key}", format_func=format_func, **kwargs
     )
@@ -135,9 +141,7 @@ def bound_pills(
 ) -> list[T]:
     """Multi-select pills (chart choices) kept in the URL."""
     options = list(options)
-    by_text = {str(o): o for o in options}
-    raw = url_value(key)
-    initial = [by_text[v] for v in url_list(key) if v in by_text] if raw else list(default)
+    initial = _url_selection(key, options, default)
     value = st.pills(
         label,
         options,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from storage.db import data_dir
 
 CHUNK = 1 << 20
 
@@ -32,7 +33,7 @@ class ArtifactStore:
 
     def __init__(self, root: Path | str | None = None) -> None:
         if root is None:
-            root = Path(os.environ.get("OPTIBOARD_DATA_DIR", "data")) / "artifacts"
+            root = data_dir() / "artifacts"
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
@@ -84,7 +85,3 @@ class ArtifactStore:
 
     def delete(self, sha256: str) -> None:
         self.path_for(sha256).unlink(missing_ok=True)
-
-    def copy_out(self, sha256: str, destination: Path) -> Path:
-        shutil.copyfile(self.path_for(sha256), destination)
-        return destination

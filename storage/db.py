@@ -11,8 +11,12 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-DEFAULT_DATA_DIR = Path(os.environ.get("OPTIBOARD_DATA_DIR", "data"))
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def data_dir() -> Path:
+    """The one data-directory setting, read on each call so tests and tools can change it."""
+    return Path(os.environ.get("OPTIBOARD_DATA_DIR", "data"))
 
 
 def database_url() -> str:
@@ -20,9 +24,9 @@ def database_url() -> str:
     url = os.environ.get("OPTIBOARD_DATABASE_URL")
     if url:
         return url
-    data_dir = Path(os.environ.get("OPTIBOARD_DATA_DIR", "data"))
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{(data_dir / 'optiboard.db').resolve()}"
+    directory = data_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from storage.db import data_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 INT_MAX = 2147483647
 ORT_DISTRIBUTIONS = (
@@ -85,7 +87,7 @@ def installed_runtime() -> tuple[str, str] | None:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("OPTIBOARD_DATA_DIR", "data")) / "cache"
+    return data_dir() / "cache"
 
 
 def _from_json(payload: dict[str, Any]) -> KernelRegistry:
