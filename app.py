@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from backend import viewer
-from backend.jobs import list_workers
+from backend.queue.jobs import list_workers
 from storage.db import data_dir, database_url
 
 st.set_page_config(page_title="Optiboard", page_icon="⚡", layout="wide")
@@ -35,7 +35,7 @@ with st.sidebar:
     if workers:
         st.success(f"{len(workers)} worker{'s' if len(workers) > 1 else ''} alive", icon="🟢")
     else:
-        st.warning("No worker running: start one with `python -m backend.worker`.", icon="🟠")
+        st.warning("No worker running: start one with `python -m backend.queue.worker`.", icon="🟠")
     url = database_url()
     shown = url.replace("sqlite:///", "") if url.startswith("sqlite") else url.split("@")[-1]
     st.caption(f"Database: `{shown}`")

@@ -10,14 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from backend import jobs, library
-from backend.config import MeasureSettings, Precision, SweepSpec
 from backend.errors import UserError
+from backend.models import library
+from backend.queue import jobs
 from backend.results import ConfigurationResult
-
-QUICK = MeasureSettings(
-    warmup_runs=3, window_runs=20, window_min_seconds=0.1, max_seconds=5.0, accuracy_samples=2
-)
+from backend.specs import MEASURE_PRESETS, MeasureSettings, Precision, SweepSpec
 
 
 def _csv(text: str) -> list[str]:
@@ -64,7 +61,9 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         simplify=args.simplify,
         calibration_sha256=calibration,
         calibration_samples=args.calibration_samples,
-        measure=QUICK if args.quick else MeasureSettings(max_seconds=args.max_seconds),
+        measure=MEASURE_PRESETS["quick"]
+        if args.quick
+        else MeasureSettings(max_seconds=args.max_seconds),
     )
 
 
@@ -122,7 +121,7 @@ def _why_lines(results: list[ConfigurationResult]) -> list[str]:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from backend.ingest import ingest_file
+    from backend.models.ingest import ingest_file
 
     model = ingest_file(Path(args.path), Path(args.path).name, name=args.name)
     print(
@@ -189,13 +188,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a sweep now in this terminal; it is stored like any job."""
-    from backend.worker import JobRunner, register, worker_id_for_this_process
-    from storage import repository
+    from backend.queue.worker import JobRunner, register, worker_id_for_this_process
+    from storage.repo import jobs as job_store
 
     job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
     worker_id = worker_id_for_this_process()
     register(worker_id)
-    claimed = repository.claim_job(worker_id, lease_seconds=300, job_id=job.id)
+    claimed = job_store.claim_job(worker_id, lease_seconds=300, job_id=job.id)
     if claimed is None:
         raise UserError(
             f"Job {job.id} was taken by a running worker; follow it with `optiboard show {job.id}`."
@@ -271,16 +270,16 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """CSV: the comparison table. JSON: every result's full record (environment, samples)."""
-    from backend import reporting
+    from backend.reporting import frames
 
-    frame = reporting.results_frame(job_ids=args.job)
+    frame = frames.results_frame(job_ids=args.job)
     if frame.empty:
         raise UserError(f"Jobs {', '.join(map(str, args.job))} have no results to export yet.")
     if args.format == "csv":
-        data = reporting.export_csv(frame)
+        data = frames.export_csv(frame)
     else:
         rows = [r for job_id in args.job for r in jobs.job_results(job_id)]
-        samples = reporting.samples_for([r.id for r in rows])
+        samples = frames.samples_for([r.id for r in rows])
         records = [
             {
                 "result_id": r.id,
@@ -311,7 +310,7 @@ def cmd_providers(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from backend.worker import main as worker_main
+    from backend.queue.worker import main as worker_main
 
     return worker_main(args.worker_args)
 
@@ -382,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "providers", help="which backends and providers work here, and why not"
     ).set_defaults(func=cmd_providers)
-    p = sub.add_parser("worker", help="run a worker (same as python -m backend.worker)")
+    p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
     p.add_argument("worker_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_worker)
     return parser

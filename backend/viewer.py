@@ -147,6 +147,6 @@ def op_histogram(path: Path) -> dict[str, int]:
     """Operator counts of an ONNX graph (weights are not loaded), for graphs ingestion never saw."""
     import onnx
 
-    from backend.inspect import op_histogram as histogram_of
+    from backend.models.inspect import op_histogram as histogram_of
 
     return histogram_of(onnx.load(str(path), load_external_data=False))

@@ -22,10 +22,11 @@ os.environ.pop("OPTIBOARD_DATABASE_URL", None)
 
 import numpy as np  # noqa: E402
 
-from backend.config import Precision, SweepSpec  # noqa: E402
-from storage import repository  # noqa: E402
+from backend.specs import Precision, SweepSpec  # noqa: E402
 from storage.db import session_scope  # noqa: E402
-from storage.schema import Job, JobState  # noqa: E402
+from storage.repo import jobs as job_store  # noqa: E402
+from storage.schema import Job  # noqa: E402
+from storage.states import JobState  # noqa: E402
 from tests import models as model_factory  # noqa: E402
 from tests.pages.seed import add_model, add_result, open_page  # noqa: E402
 
@@ -43,13 +44,13 @@ def populate() -> list[int]:
     result_jobs = []
     spec = SweepSpec(precisions=tuple(Precision), batch_sizes=tuple(range(1, 11)))
     for _ in range(CONFIGS // len(spec.configurations())):
-        job = repository.create_job(model.id, spec.to_dict(), total=len(spec.configurations()))
+        job = job_store.create_job(model.id, spec.to_dict(), total=len(spec.configurations()))
         for config in spec.configurations():
             add_result(job.id, config, rng.gamma(20.0, 0.05, SAMPLES))
         result_jobs.append(job.id)
     states = [JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.QUEUED]
     small = SweepSpec().to_dict()
-    with session_scope() as session:  # bulk insert; the page reads them through repository
+    with session_scope() as session:  # bulk insert; the page reads them through the job store
         session.add_all(
             Job(
                 model_id=model.id,

@@ -15,10 +15,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.config import MeasureSettings  # noqa: E402
-from backend.measure import measure  # noqa: E402
+from backend.engine.measure import measure  # noqa: E402
 from backend.runtimes import get_backend  # noqa: E402
 from backend.runtimes.base import SessionOptions  # noqa: E402
+from backend.specs import MeasureSettings  # noqa: E402
 from tests import models  # noqa: E402
 
 ROUNDS = 8

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/int8_vs_fp32.py [--threads 1] [--rounds 10] [--runs 100]
 
-All variants are built with backend.optimize.build_variant, opened side by side and timed
+All variants are built with backend.engine.variants.build_variant, opened side by side and timed
 interleaved in rounds (the order rotates each round) so drift on a shared machine hits all of
 them alike. Each timed call is session.run on host arrays; warm-up calls are not timed.
 """
@@ -22,11 +22,11 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.accuracy import compare_outputs  # noqa: E402
-from backend.config import Configuration, Precision  # noqa: E402
-from backend.explain import cpu_features, explain  # noqa: E402
-from backend.inputs import input_specs_of, random_inputs  # noqa: E402
-from backend.optimize import build_variant, op_histogram  # noqa: E402
+from backend.engine.accuracy import compare_outputs  # noqa: E402
+from backend.engine.explain import cpu_features, explain  # noqa: E402
+from backend.engine.inputs import input_specs_of, random_inputs  # noqa: E402
+from backend.engine.variants import build_variant, op_histogram  # noqa: E402
+from backend.specs import Configuration, Precision  # noqa: E402
 from tests import models  # noqa: E402
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend import charts, reporting
+from backend.reporting import charts, frames
 from pages.components import (
     bound_multiselect,
     bound_pills,
@@ -29,13 +29,13 @@ CHARTS = {
 page_header("Compare", "Pick results across jobs and models; every choice is kept in the link.")
 
 wanted_jobs = tuple(int(v) for v in url_list("jobs") if v.isdigit())
-available = reporting.comparable_jobs(include=wanted_jobs)
+available = frames.comparable_jobs(include=wanted_jobs)
 
 
 @st.fragment(run_every=refresh_every(True))
 def wait_for_first_result() -> None:
     """While the picked jobs have nothing yet, look again until their first result lands."""
-    fresh = reporting.comparable_jobs(include=wanted_jobs)
+    fresh = frames.comparable_jobs(include=wanted_jobs)
     if fresh["results"].sum() > 0 or not work_in_progress():
         st.rerun()
     st.caption("Waiting for the first result…")
@@ -76,12 +76,12 @@ if int(job_meta.loc[job_ids, "results"].sum()) == 0:
 def _frame(job_ids: tuple[int, ...], progress: tuple[int, ...]) -> pd.DataFrame:
     """Cached per selection and per progress, so a new result invalidates it."""
     del progress
-    return reporting.results_frame(job_ids=list(job_ids))
+    return frames.results_frame(job_ids=list(job_ids))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _samples(result_ids: tuple[int, ...]) -> dict:
-    return reporting.samples_for(list(result_ids))
+    return frames.samples_for(list(result_ids))
 
 
 def _figures(
@@ -99,7 +99,7 @@ def _figures(
 
 @st.fragment(run_every=refresh_every(ACTIVE))
 def comparison() -> None:
-    meta = reporting.comparable_jobs(include=tuple(job_ids))
+    meta = frames.comparable_jobs(include=tuple(job_ids))
     if ACTIVE and not meta[meta["job_id"].isin(job_ids)]["state"].isin(["queued", "running"]).any():
         st.rerun()
     progress = tuple(
@@ -140,9 +140,9 @@ def comparison() -> None:
     with controls[2]:
         loss_metric = bound_selectbox(
             "Accuracy loss",
-            list(reporting.LOSS_METRICS),
+            list(frames.LOSS_METRICS),
             "loss",
-            format_func=reporting.LOSS_METRICS.get,
+            format_func=frames.LOSS_METRICS.get,
         )
     chosen = bound_pills(
         "Charts", list(CHARTS), "charts", default=list(CHARTS), format_func=CHARTS.get
@@ -151,10 +151,10 @@ def comparison() -> None:
     if view.empty:
         st.info("No configuration selected.")
         return
-    view = reporting.add_speedups(view, baseline)
-    view = reporting.add_accuracy_loss(view, loss_metric or "mean_rel_error")
-    view = view.assign(pareto=reporting.pareto_mask(view["speedup"], view["accuracy_loss"]))
-    loss_label = reporting.LOSS_METRICS[loss_metric or "mean_rel_error"]
+    view = frames.add_speedups(view, baseline)
+    view = frames.add_accuracy_loss(view, loss_metric or "mean_rel_error")
+    view = view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
+    loss_label = frames.LOSS_METRICS[loss_metric or "mean_rel_error"]
     measured = view[view["status"] == "ok"]
     samples = _samples(tuple(measured["result_id"])) if "distribution" in chosen else {}
 
@@ -207,11 +207,11 @@ def comparison() -> None:
 
     downloads = st.columns(3)
     downloads[0].download_button(
-        "CSV", reporting.export_csv(view), "optiboard-results.csv", "text/csv", icon="⬇️"
+        "CSV", frames.export_csv(view), "optiboard-results.csv", "text/csv", icon="⬇️"
     )
     downloads[1].download_button(
         "JSON",
-        reporting.export_json(view),
+        frames.export_json(view),
         "optiboard-results.json",
         "application/json",
         icon="⬇️",
@@ -220,7 +220,7 @@ def comparison() -> None:
     def report() -> str:
         every = _figures(view, list(CHARTS), _samples(tuple(measured["result_id"])), loss_label)
         title = "Optiboard comparison: " + ", ".join(f"job {j}" for j in sorted(job_ids))
-        return reporting.html_report(title, view, [f for _, f in every], baseline)
+        return frames.html_report(title, view, [f for _, f in every], baseline)
 
     downloads[2].download_button(
         "HTML report", report, "optiboard-report.html", "text/html", icon="📄"

@@ -15,9 +15,10 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from backend import library
 from backend.errors import UserError
-from storage.repository import ModelRow
+from backend.models import library
+from backend.specs import preset_name
+from storage.repo.models import ModelRow
 
 T = TypeVar("T")
 
@@ -181,8 +182,8 @@ def page_header(title: str, caption: str | None = None) -> None:
 
 def work_in_progress() -> bool:
     """True while any job is queued or running: the signal for pages to refresh themselves."""
-    from backend.jobs import job_counts
-    from storage.schema import JobState
+    from backend.queue.jobs import job_counts
+    from storage.states import JobState
 
     counts = job_counts()
     return bool(counts.get(JobState.QUEUED.value) or counts.get(JobState.RUNNING.value))
@@ -278,42 +279,10 @@ def fmt_shape(shape: Any) -> str:
 
 # ---- sweeps in the URL ----------------------------------------------------------------------
 
-MEASURE_PRESETS = {
-    "quick": dict(
-        warmup_runs=3,
-        window_runs=20,
-        window_min_seconds=0.1,
-        stable_windows=2,
-        stability_tolerance=0.25,
-        max_seconds=5.0,
-        accuracy_samples=2,
-    ),
-    "standard": {},
-    "thorough": dict(
-        warmup_runs=50,
-        window_runs=100,
-        window_min_seconds=1.0,
-        stable_windows=5,
-        stability_tolerance=0.05,
-        max_seconds=120.0,
-        accuracy_samples=16,
-    ),
-}
-
 
 def spec_query(model_id: int, spec: Any, job_id: int | None = None) -> dict[str, str]:
     """Optimize-page URL parameters that reproduce a sweep, for "run again with changes"."""
-    from dataclasses import asdict
-
-    measure = asdict(spec.measure)
-    preset = next(
-        (
-            name
-            for name, values in MEASURE_PRESETS.items()
-            if {**asdict(type(spec.measure)()), **values} == measure
-        ),
-        "standard",
-    )
+    preset = preset_name(spec.measure) or "standard"
     params = {
         "model": str(model_id),
         "precisions": ",".join(p.value for p in spec.precisions),

@@ -12,8 +12,10 @@ import secrets
 import streamlit as st
 from streamlit import runtime
 
-from backend import charts, library, viewer
+from backend import viewer
 from backend.errors import UserError
+from backend.models import library
+from backend.reporting import charts
 from pages.components import (
     bound_selectbox,
     fmt_bytes,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend import jobs, library
+from backend.models import library
+from backend.queue import jobs
 from pages.components import (
     fmt_ago,
     fmt_bytes,
@@ -13,7 +14,7 @@ from pages.components import (
     rerun_if_changed,
     work_in_progress,
 )
-from storage.schema import JobState, utcnow
+from storage.states import JobState, utcnow
 
 page_header("Optiboard", "Upload a model, sweep precisions and providers, compare the results.")
 
@@ -50,7 +51,7 @@ def overview() -> None:
     if not workers:
         st.warning(
             "No worker is alive, so queued jobs wait. Start one on any machine that shares the "
-            "database: `python -m backend.worker`.",
+            "database: `python -m backend.queue.worker`.",
             icon="🟠",
         )
     else:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend import jobs, library
-from backend.config import SweepSpec
 from backend.errors import UserError
+from backend.models import library
+from backend.queue import jobs
+from backend.specs import SweepSpec
 from pages.components import (
     bound_multiselect,
     fmt_duration,
@@ -20,8 +21,8 @@ from pages.components import (
     url_int,
     work_in_progress,
 )
-from storage.repository import JobRow
-from storage.schema import JobState, utcnow
+from storage.repo.jobs import JobRow
+from storage.states import JobState, utcnow
 
 STATE_ICONS = {
     "queued": "⏳ queued",

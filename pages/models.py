@@ -10,8 +10,8 @@ from pathlib import Path
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
-from backend import library
 from backend.errors import UserError
+from backend.models import library
 from pages.components import (
     fmt_bytes,
     fmt_count,
@@ -21,7 +21,7 @@ from pages.components import (
     set_url,
     show_error,
 )
-from storage.repository import ArtifactRow, ModelRow
+from storage.repo.models import ArtifactRow, ModelRow
 
 MAX_UPLOAD_MB = int(os.environ.get("OPTIBOARD_MAX_UPLOAD_MB", "2048"))
 COPY_CHUNK = 8 << 20
@@ -38,7 +38,7 @@ page_header("Models", "Upload models and manage the library.")
 
 def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
     """Copy the upload to disk with a progress bar, then hand it to ingestion."""
-    from backend.ingest import ingest_file
+    from backend.models.ingest import ingest_file
 
     progress = st.progress(0.0, text="Saving the upload…")
     with tempfile.TemporaryDirectory(prefix="optiboard-upload-") as tmp:

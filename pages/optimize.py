@@ -7,12 +7,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from backend import jobs, library
-from backend.config import OPTIMIZATION_LEVELS, MeasureSettings, Precision, SweepSpec
 from backend.errors import UserError
+from backend.models import library
+from backend.queue import jobs
 from backend.runtimes import all_provider_statuses
+from backend.specs import MEASURE_PRESETS, OPTIMIZATION_LEVELS, Precision, SweepSpec
 from pages.components import (
-    MEASURE_PRESETS,
     bound_multiselect,
     bound_selectbox,
     model_picker,
@@ -220,7 +220,7 @@ try:
         intra_op_threads=threads,
         simplify=simplify,
         calibration_samples=samples,
-        measure=MeasureSettings(**MEASURE_PRESETS[preset or "standard"]),
+        measure=MEASURE_PRESETS[preset or "standard"],
     )
 except UserError as exc:
     spec = None
@@ -270,4 +270,4 @@ if button.button(
             query_params={"jobs": job.id},
         )
         if not jobs.list_workers():
-            st.warning("No worker is alive; start one with `python -m backend.worker`.")
+            st.warning("No worker is alive; start one with `python -m backend.queue.worker`.")

@@ -1,5 +1,6 @@
 """Operator compatibility: which backend can run each node of a model, and why (issue 4)."""
 
+from backend.compat.facts import NodeFacts
 from backend.compat.matrix import (
     BACKEND_LABELS,
     STATUSES,
@@ -9,7 +10,6 @@ from backend.compat.matrix import (
     build_matrix,
     matrix_for_model,
 )
-from backend.compat.nodes import NodeFacts
 from backend.compat.placement import Placement
 
 __all__ = [

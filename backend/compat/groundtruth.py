@@ -22,8 +22,8 @@ from typing import Any
 
 import onnx
 
+from backend.compat.facts import node_protos, read_nodes, value_types
 from backend.compat.matrix import PARTIAL, SUPPORTED, predict_cpu
-from backend.compat.nodes import node_protos, read_nodes, value_types
 from backend.compat.registry import ROOT, KernelRegistry, load_registry
 
 

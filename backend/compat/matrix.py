@@ -20,7 +20,7 @@ from typing import Any
 import onnx
 
 from backend.compat import datafiles
-from backend.compat.nodes import (
+from backend.compat.facts import (
     NodeFacts,
     expand_function,
     function_body,
@@ -741,19 +741,19 @@ def real_placements(model_path: Path) -> dict[str, Placement]:
 
 def matrix_for_model(model_id: int, refresh: bool = False) -> CompatMatrix:
     """The matrix of a library model, cached per model sha256 and runtime/data-file versions."""
-    from backend import library
-    from storage import repository
+    from backend.models import library
+    from storage.repo import caches as compat_cache
 
     model = library.get_model(model_id)
     path = library.onnx_path(model_id)
     registry = load_registry()
     key = fingerprint(registry, with_placement=True)
     if not refresh:
-        cached = repository.get_compat(model.sha256, key)
+        cached = compat_cache.get_compat(model.sha256, key)
         if cached is not None and cached.get("version") == MATRIX_VERSION:
             return CompatMatrix.from_dict(cached)
     matrix = build_matrix_in_child(path, model.format)
-    repository.put_compat(model.sha256, key, matrix.to_dict())
+    compat_cache.put_compat(model.sha256, key, matrix.to_dict())
     return matrix
 
 
@@ -762,7 +762,7 @@ def build_matrix_in_child(
 ) -> CompatMatrix:
     """build_matrix in a child process: onnx's C++ function builders can crash on odd models,
     and that must not take the dashboard or the worker down."""
-    from backend.launcher import run_module
+    from backend.queue.children import run_module
 
     stdout = run_module(
         "backend.compat.matrix",

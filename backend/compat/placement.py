@@ -105,7 +105,7 @@ def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> P
     native = NATIVE_PROVIDERS.get(provider, provider)
     import onnx
 
-    from backend.compat.nodes import read_nodes, unique_names
+    from backend.compat.facts import read_nodes, unique_names
 
     model = onnx.load(str(model_path), load_external_data=False)
     names = [f.name for f in read_nodes(model)]

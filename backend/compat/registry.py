@@ -107,7 +107,7 @@ def _from_json(payload: dict[str, Any]) -> KernelRegistry:
 
 def read_in_child(timeout: float = 180.0) -> dict[str, Any]:
     """Run the registry dump in a child; raise RuntimeError with the reason when it fails."""
-    from backend.launcher import run_module
+    from backend.queue.children import run_module
 
     return json.loads(
         run_module("backend.compat.registry", timeout_s=timeout, what="the kernel-registry child")

@@ -76,7 +76,7 @@ def dashboard(tmp_path: Path) -> Iterator[str]:
         stderr=subprocess.STDOUT,
     )
     worker = subprocess.Popen(
-        [sys.executable, "-m", "backend.worker", "--poll-seconds", "0.5"],
+        [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.5"],
         cwd=ROOT,
         env=env,
         stdout=open(logs / "worker.log", "wb"),  # noqa: SIM115

@@ -9,12 +9,16 @@ import numpy as np
 import onnx
 from streamlit.testing.v1 import AppTest
 
-from backend.config import Configuration, Precision, SweepSpec
 from backend.results import AccuracyReport, ConfigurationResult, LatencyStats
-from storage import repository
+from backend.specs import Configuration, Precision, SweepSpec
 from storage.artifacts import ArtifactStore
-from storage.repository import JobRow, ModelRow, NewArtifact, ResultRow
-from storage.schema import JobState
+from storage.repo import jobs as job_store
+from storage.repo import models as model_store
+from storage.repo import results as result_store
+from storage.repo.jobs import JobRow
+from storage.repo.models import ModelRow, NewArtifact
+from storage.repo.results import ResultRow
+from storage.states import JobState
 
 
 def _dims(value: onnx.ValueInfoProto) -> list[int | str]:
@@ -45,7 +49,7 @@ def add_model(path: Path, name: str | None = None) -> ModelRow:
         "parameter_count": params,
         "node_count": len(model.graph.node),
     }
-    return repository.create_model(
+    return model_store.create_model(
         name=name or path.stem,
         sha256=stored.sha256,
         format="onnx",
@@ -56,7 +60,7 @@ def add_model(path: Path, name: str | None = None) -> ModelRow:
 
 
 def add_job(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
-    return repository.create_job(
+    return job_store.create_job(
         model_id, spec.to_dict(), total=len(spec.configurations()), label=label
     )
 
@@ -94,7 +98,7 @@ def add_result(
         notes=["INT8 kernels ran with VNNI"] if config.precision == Precision.INT8_STATIC else [],
         environment={"onnxruntime": "1.32.0"},
     )
-    return repository.save_result(
+    return result_store.save_result(
         job_id, result.to_dict(), [float(x) for x in samples_ms] if ok else []
     )
 
@@ -111,7 +115,7 @@ def finished_sweep(
     rng = np.random.default_rng(seed)
     spec = SweepSpec(precisions=precisions, batch_sizes=batch_sizes)
     job = add_job(model_id, spec, label=label)
-    claimed = repository.claim_job("seed-worker", 60)
+    claimed = job_store.claim_job("seed-worker", 60)
     assert claimed is not None and claimed.id == job.id, "seed finished sweeps before queued jobs"
     rows = []
     for config in spec.configurations():
@@ -129,8 +133,8 @@ def finished_sweep(
             samples=4,
         )
         rows.append(add_result(job.id, config, draws, accuracy))
-    repository.finish_job(job.id, JobState.SUCCEEDED)
-    return repository.get_job(job.id), rows
+    job_store.finish_job(job.id, JobState.SUCCEEDED)
+    return job_store.get_job(job.id), rows
 
 
 ROOT = Path(__file__).resolve().parents[2]

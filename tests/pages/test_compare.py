@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.config import Precision, SweepSpec
+from backend.specs import Precision, SweepSpec
 from tests.pages.seed import add_job, add_model, add_result, finished_sweep, open_page, texts
 
 

@@ -8,16 +8,16 @@ import onnx
 from onnx import TensorProto, helper
 from streamlit.testing.v1 import AppTest
 
-from storage import repository
 from storage.artifacts import ArtifactStore
-from storage.repository import NewArtifact
+from storage.repo import models as model_store
+from storage.repo.models import NewArtifact
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compatibility.py")
 
 
 def _store(path: Path, name: str) -> int:
     stored = ArtifactStore().put_file(path)
-    return repository.create_model(
+    return model_store.create_model(
         name=name,
         sha256=stored.sha256,
         format="onnx",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storage import repository
+from storage.repo import workers as worker_store
 from tests.pages.seed import add_model, finished_sweep, open_page, texts
 
 
@@ -28,7 +28,7 @@ def test_populated_home_counts_models_and_lists_latest_jobs(data_dir: Path, mlp_
 
 
 def test_alive_worker_is_listed_with_its_hardware(data_dir: Path) -> None:
-    repository.register_worker(
+    worker_store.register_worker(
         "w-1", "bench-host", 4242, {"cpu": "Test CPU 9000", "gpus": []}, {"onnxruntime": []}
     )
     at = open_page("home")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from backend import jobs
-from backend.config import Configuration, Precision, SweepSpec
-from storage.schema import JobState
+from backend.queue import jobs
+from backend.specs import Configuration, Precision, SweepSpec
+from storage.states import JobState
 from tests.pages.seed import add_job, add_model, add_result, finished_sweep, open_page, texts
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend import library
+from backend.models import library
 from tests.pages.seed import add_model, open_page, texts
 
 

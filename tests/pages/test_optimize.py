@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend import jobs
-from backend.config import Precision
+from backend.queue import jobs
+from backend.specs import Precision
 from tests.pages.seed import add_model, finished_sweep, open_page, texts
 
 

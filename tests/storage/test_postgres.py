@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from storage import repository
-from storage.schema import JobState
+from storage.repo import jobs as job_store
+from storage.repo import models as model_store
+from storage.repo import results as result_store
+from storage.states import JobState
 
 
 def _pg_bin(name: str) -> str | None:
@@ -63,26 +65,27 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_schema_queue_and_results_work_on_postgresql(postgres_url: str, data_dir: Path) -> None:
-    url = postgres_url
-    model = repository.create_model(
+def test_schema_queue_and_results_work_on_postgresql(
+    postgres_url: str, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPTIBOARD_DATABASE_URL", postgres_url)
+    model = model_store.create_model(
         name="pg",
         sha256="b" * 64,
         format="onnx",
         size_bytes=1,
         metadata={"opset": 17},
-        artifacts=[repository.NewArtifact("original", "b" * 64, 1, "m.onnx")],
-        url=url,
+        artifacts=[model_store.NewArtifact("original", "b" * 64, 1, "m.onnx")],
     )
-    job = repository.create_job(model.id, {"precisions": ["fp32"]}, total=2, url=url)
-    claimed = repository.claim_job("w1", 30, url=url)
+    job = job_store.create_job(model.id, {"precisions": ["fp32"]}, total=2)
+    claimed = job_store.claim_job("w1", 30)
     assert claimed.id == job.id and claimed.state == JobState.RUNNING
-    assert repository.claim_job("w2", 30, url=url) is None
+    assert job_store.claim_job("w2", 30) is None
     payload = {"config_key": "k", "configuration": {}, "status": "ok", "latency": {"p50": 1.0}}
-    repository.save_result(job.id, payload, [1.0, 1.1], url=url)
-    repository.save_result(job.id, payload, [0.9], url=url)
-    (row,) = repository.list_results(job_ids=[job.id], url=url)
-    assert repository.result_samples([row.id], url=url) == {row.id: [0.9]}
-    assert repository.finish_job(job.id, JobState.SUCCEEDED, worker_id="w1", url=url)
-    repository.delete_model(model.id, url=url)
-    assert repository.list_jobs(url=url) == []
+    result_store.save_result(job.id, payload, [1.0, 1.1])
+    result_store.save_result(job.id, payload, [0.9])
+    (row,) = result_store.list_results(job_ids=[job.id])
+    assert result_store.result_samples([row.id]) == {row.id: [0.9]}
+    assert job_store.finish_job(job.id, JobState.SUCCEEDED, worker_id="w1")
+    model_store.delete_model(model.id)
+    assert job_store.list_jobs() == []

@@ -4,19 +4,23 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
-from storage import repository
 from storage.db import get_engine
-from storage.schema import Base, JobState, utcnow
+from storage.repo import jobs as job_store
+from storage.repo import models as model_store
+from storage.repo import results as result_store
+from storage.repo import workers as worker_store
+from storage.schema import Base
+from storage.states import JobState, utcnow
 
 
-def _model(name: str = "m") -> repository.ModelRow:
-    return repository.create_model(
+def _model(name: str = "m") -> model_store.ModelRow:
+    return model_store.create_model(
         name=name,
         sha256="a" * 64,
         format="onnx",
         size_bytes=10,
         metadata={"opset": 17, "inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 4]}]},
-        artifacts=[repository.NewArtifact("original", "a" * 64, 10, "m.onnx")],
+        artifacts=[model_store.NewArtifact("original", "a" * 64, 10, "m.onnx")],
     )
 
 
@@ -38,52 +42,52 @@ def test_migrations_create_exactly_the_schema_the_models_declare(data_dir: Path)
 
 
 def test_two_claims_of_one_job_give_it_to_one_worker(data_dir: Path) -> None:
-    job = repository.create_job(_model().id, {}, total=1)
-    first = repository.claim_job("w1", 30)
-    second = repository.claim_job("w2", 30)
+    job = job_store.create_job(_model().id, {}, total=1)
+    first = job_store.claim_job("w1", 30)
+    second = job_store.claim_job("w2", 30)
     assert first is not None and first.id == job.id and first.worker_id == "w1"
     assert first.state == JobState.RUNNING and first.attempts == 1
     assert second is None
 
 
 def test_expired_lease_requeues_then_fails_after_max_attempts(data_dir: Path) -> None:
-    job = repository.create_job(_model().id, {}, total=1, max_attempts=2)
-    assert repository.claim_job("w1", lease_seconds=-1).id == job.id  # lease already expired
-    again = repository.claim_job("w2", lease_seconds=-1)
+    job = job_store.create_job(_model().id, {}, total=1, max_attempts=2)
+    assert job_store.claim_job("w1", lease_seconds=-1).id == job.id  # lease already expired
+    again = job_store.claim_job("w2", lease_seconds=-1)
     assert again.id == job.id and again.attempts == 2 and again.worker_id == "w2"
-    assert repository.claim_job("w3", 30) is None
-    final = repository.get_job(job.id)
+    assert job_store.claim_job("w3", 30) is None
+    final = job_store.get_job(job.id)
     assert final.state == JobState.FAILED and "gave up after 2 attempts" in final.error
 
 
 def test_saving_a_result_twice_keeps_one_row_and_counts_progress(data_dir: Path) -> None:
-    job = repository.create_job(_model().id, {}, total=2)
+    job = job_store.create_job(_model().id, {}, total=2)
     payload = {"config_key": "k1", "configuration": {}, "status": "ok", "latency": {"p50": 2.0}}
-    repository.save_result(job.id, payload, [1.0, 2.0, 3.0])
-    repository.save_result(job.id, {**payload, "latency": {"p50": 1.5}}, [1.5])
-    results = repository.list_results(job_ids=[job.id])
+    result_store.save_result(job.id, payload, [1.0, 2.0, 3.0])
+    result_store.save_result(job.id, {**payload, "latency": {"p50": 1.5}}, [1.5])
+    results = result_store.list_results(job_ids=[job.id])
     assert [r.p50_ms for r in results] == [1.5]
-    assert repository.result_samples([results[0].id]) == {results[0].id: [1.5]}
-    assert repository.get_job(job.id).progress_done == 1
+    assert result_store.result_samples([results[0].id]) == {results[0].id: [1.5]}
+    assert job_store.get_job(job.id).progress_done == 1
 
 
 def test_cancel_queued_is_immediate_and_running_is_a_request(data_dir: Path) -> None:
     model = _model()
-    queued = repository.create_job(model.id, {}, total=1)
-    assert repository.cancel_job(queued.id) == JobState.CANCELLED
-    running = repository.create_job(model.id, {}, total=1)
-    repository.claim_job("w1", 30)
-    assert repository.cancel_job(running.id) == JobState.RUNNING
-    assert repository.is_cancel_requested(running.id)
-    assert repository.claim_job("w2", 30) is None
+    queued = job_store.create_job(model.id, {}, total=1)
+    assert job_store.cancel_job(queued.id) == JobState.CANCELLED
+    running = job_store.create_job(model.id, {}, total=1)
+    job_store.claim_job("w1", 30)
+    assert job_store.cancel_job(running.id) == JobState.RUNNING
+    assert job_store.is_cancel_requested(running.id)
+    assert job_store.claim_job("w2", 30) is None
 
 
 def test_finish_by_a_worker_that_lost_the_lease_is_refused(data_dir: Path) -> None:
-    job = repository.create_job(_model().id, {}, total=1)
-    repository.claim_job("w1", lease_seconds=-1)
-    repository.claim_job("w2", lease_seconds=30)
-    assert not repository.finish_job(job.id, JobState.SUCCEEDED, worker_id="w1")
-    assert repository.finish_job(job.id, JobState.SUCCEEDED, worker_id="w2")
+    job = job_store.create_job(_model().id, {}, total=1)
+    job_store.claim_job("w1", lease_seconds=-1)
+    job_store.claim_job("w2", lease_seconds=30)
+    assert not job_store.finish_job(job.id, JobState.SUCCEEDED, worker_id="w1")
+    assert job_store.finish_job(job.id, JobState.SUCCEEDED, worker_id="w2")
 
 
 def test_deleting_a_model_removes_jobs_results_and_unshared_blobs(data_dir: Path) -> None:
@@ -91,31 +95,31 @@ def test_deleting_a_model_removes_jobs_results_and_unshared_blobs(data_dir: Path
 
     store = ArtifactStore()
     blob = store.put_bytes(b"weights")
-    model = repository.create_model(
+    model = model_store.create_model(
         name="m",
         sha256=blob.sha256,
         format="onnx",
         size_bytes=7,
         metadata={},
-        artifacts=[repository.NewArtifact("original", blob.sha256, 7, "m.onnx")],
+        artifacts=[model_store.NewArtifact("original", blob.sha256, 7, "m.onnx")],
     )
-    job = repository.create_job(model.id, {}, total=1)
-    repository.save_result(job.id, {"config_key": "k", "configuration": {}, "status": "ok"}, [1])
-    repository.delete_model(model.id, store=store)
-    assert repository.list_models() == [] and repository.list_jobs() == []
-    assert repository.list_results() == []
+    job = job_store.create_job(model.id, {}, total=1)
+    result_store.save_result(job.id, {"config_key": "k", "configuration": {}, "status": "ok"}, [1])
+    model_store.delete_model(model.id, store=store)
+    assert model_store.list_models() == [] and job_store.list_jobs() == []
+    assert result_store.list_results() == []
     assert not store.exists(blob.sha256)
 
 
 def test_workers_list_only_recent_heartbeats(data_dir: Path) -> None:
-    repository.register_worker("w1", "host", 1, {"cpu": "x"}, {})
-    assert [w.id for w in repository.list_workers(alive_within_seconds=30)] == ["w1"]
+    worker_store.register_worker("w1", "host", 1, {"cpu": "x"}, {})
+    assert [w.id for w in worker_store.list_workers(alive_within_seconds=30)] == ["w1"]
     from storage.db import session_scope
     from storage.schema import Worker
 
     with session_scope() as session:
         session.get(Worker, "w1").heartbeat_at = utcnow() - timedelta(minutes=5)
-    assert repository.list_workers(alive_within_seconds=30) == []
+    assert worker_store.list_workers(alive_within_seconds=30) == []
 
 
 def test_database_url_setting_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,4 +128,4 @@ def test_database_url_setting_is_honoured(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("OPTIBOARD_DATA_DIR", str(tmp_path / "data"))
     _model("elsewhere")
     assert (tmp_path / "elsewhere.db").is_file()
-    assert [m.name for m in repository.list_models()] == ["elsewhere"]
+    assert [m.name for m in model_store.list_models()] == ["elsewhere"]

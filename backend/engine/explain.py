@@ -1,0 +1,150 @@
+"""Plain "why" lines next to slow or lossy configurations; silent when nothing is remarkable.
+
+Each rule looks only at what was measured (speed-up, accuracy), the graph's op counts and the
+CPU's flags, and says only what follows from them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.results import AccuracyReport
+from backend.specs import Precision
+
+SLOWER = 0.9  # speedup_vs_fp32 below this counts as slower than FP32
+FASTER = 1.2  # and above this as clearly faster
+MIN_TOP1 = 0.99
+MIN_COSINE = 0.99
+MIN_COSINE_FP16 = 0.999
+
+_FLAGS = {
+    "avx2": ("avx2",),
+    "avx512f": ("avx512f",),
+    "avx512_vnni": ("avx512_vnni", "avx_vnni"),
+    "amx": ("amx_int8", "amx_tile"),
+}
+
+
+def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, bool]:
+    """Which int8/float SIMD extensions this CPU has (all False where /proc/cpuinfo is absent)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        text = ""
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags") and ":" in line:
+            flags.update(line.split(":", 1)[1].split())
+    return {name: any(f in flags for f in names) for name, names in _FLAGS.items()}
+
+
+def _has_conv(ops: dict[str, int]) -> bool:
+    return any(ops.get(op, 0) for op in ("Conv", "ConvInteger", "ConvTranspose"))
+
+
+def _speed_lines(
+    precision: Precision, provider: str, speedup: float, ops: dict[str, int], cpu: dict[str, bool]
+) -> list[str]:
+    lines: list[str] = []
+    on_cpu = provider == "cpu"
+    if precision == Precision.FP16 and on_cpu and speedup < FASTER:
+        how = f"ran at {speedup:.2f}x the speed of" if speedup < SLOWER else "was no faster than"
+        lines.append(
+            f"FP16 {how} FP32: ONNX Runtime's CPU provider has few float16 kernels, so it runs "
+            "most ops in float32 with Cast nodes around them (at level 'all' it folds them away "
+            "and runs plain FP32); FP16 pays off on GPUs (CUDA/TensorRT)."
+        )
+    if precision == Precision.INT8_DYNAMIC and on_cpu and speedup < SLOWER and _has_conv(ops):
+        lines.append(
+            f"Dynamic INT8 ran at {speedup:.2f}x the speed of FP32: it turns Conv into "
+            "ConvInteger, which has no fast CPU kernel, and quantizes activations at run time; "
+            "use static INT8 (QDQ) for conv nets."
+        )
+    if precision == Precision.INT8_STATIC and on_cpu:
+        vnni = cpu.get("avx512_vnni", False) or cpu.get("amx", False)
+        if speedup >= FASTER and vnni:
+            lines.append(
+                f"Static INT8 is {speedup:.2f}x faster than FP32 thanks to this CPU's VNNI "
+                "instructions, which do four int8 multiply-adds where float32 does one."
+            )
+        elif speedup < FASTER and not vnni:
+            lines.append(
+                f"Static INT8 ran at {speedup:.2f}x the speed of FP32: no VNNI on this CPU, so "
+                "INT8 gains are small."
+            )
+        elif speedup < SLOWER:
+            q_ops = ops.get("QuantizeLinear", 0) + ops.get("DequantizeLinear", 0)
+            nodes = f"its {q_ops} Quantize/DequantizeLinear nodes" if q_ops else "the conversions"
+            lines.append(
+                f"Static INT8 ran at {speedup:.2f}x the speed of FP32 although this CPU has VNNI: "
+                f"{nodes} between float and int8 cost more than the int8 math saves when the "
+                "model does little work per node."
+            )
+    if precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC) and provider == "cuda":
+        if speedup < SLOWER:
+            lines.append(
+                f"INT8 on {provider.upper()} ran at {speedup:.2f}x the speed of FP32: ONNX "
+                "Runtime's CUDA provider runs most quantized ops by dequantizing to float; INT8 "
+                "pays off with TensorRT."
+            )
+    return lines
+
+
+def _accuracy_lines(precision: Precision, accuracy: AccuracyReport) -> list[str]:
+    top1 = accuracy.top1_agreement
+    cosine = accuracy.cosine_similarity
+    facts = []
+    if top1 is not None and top1 < MIN_TOP1:
+        facts.append(f"top-1 agrees with FP32 on only {top1:.1%} of rows")
+    if precision == Precision.FP16:
+        if cosine < MIN_COSINE_FP16:
+            facts.append(f"cosine similarity to FP32 is {cosine:.4f}")
+        if not facts:
+            return []
+        return [
+            "FP16 changed the outputs noticeably (" + "; ".join(facts) + "): some values "
+            "overflow or lose precision in float16; keep the sensitive ops in FP32 "
+            "(convert_float_to_float16 op_block_list) or use auto mixed precision."
+        ]
+    if precision not in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC):
+        return []
+    if cosine < MIN_COSINE:
+        facts.append(f"cosine similarity to FP32 is {cosine:.3f}")
+    if not facts:
+        return []
+    if precision == Precision.INT8_STATIC:
+        advice = (
+            "calibrate with more real samples (a calibration .npz of a few hundred typical "
+            "inputs), and keep the first and last layers in FP32; weights are already "
+            "quantized per channel"
+        )
+    else:
+        advice = (
+            "try static INT8 with real calibration samples, or keep the first and last layers "
+            "in FP32"
+        )
+    return ["INT8 accuracy warning: " + "; ".join(facts) + ". To improve it, " + advice + "."]
+
+
+def explain(
+    precision: Precision,
+    provider: str,
+    speedup_vs_fp32: float | None,
+    op_histogram: dict[str, int],
+    cpu: dict[str, bool] | None = None,
+    accuracy: AccuracyReport | None = None,
+) -> list[str]:
+    """Short plain lines saying why this configuration is slow, fast or lossy; [] if unremarkable.
+
+    speedup_vs_fp32 is FP32 latency divided by this configuration's latency (above 1 is faster).
+    """
+    precision = Precision(precision)
+    provider = provider.lower()
+    lines: list[str] = []
+    if speedup_vs_fp32 is not None and precision != Precision.FP32:
+        if cpu is None:
+            cpu = cpu_features() if provider == "cpu" else {}
+        lines += _speed_lines(precision, provider, speedup_vs_fp32, op_histogram, cpu)
+    if accuracy is not None:
+        lines += _accuracy_lines(precision, accuracy)
+    return lines

@@ -1,0 +1,81 @@
+"""The measurement loop: warm-up, then timed windows until the last ones agree."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from backend.specs import MeasureSettings
+
+
+@dataclass
+class Measurement:
+    """Raw samples of the windows that count, and how the loop got there."""
+
+    first_inference_ms: float
+    samples_ms: list[float]
+    window_p50_ms: list[float] = field(default_factory=list)
+    stable: bool = False
+    seconds: float = 0.0
+    stop_reason: str = ""
+
+
+def _agree(values: list[float], tolerance: float) -> bool:
+    """True when every value lies within tolerance of the mean of the values."""
+    mean = sum(values) / len(values)
+    return mean > 0 and all(abs(v - mean) <= tolerance * mean for v in values)
+
+
+def measure(infer: Callable[[], object], settings: MeasureSettings) -> Measurement:
+    """Time infer() per call with perf_counter_ns; only the stable windows' samples are kept.
+
+    The first call is timed apart (lazy allocation, kernel selection), then warm-up runs are
+    discarded. Each window runs at least window_runs calls and window_min_seconds; measurement
+    stops when the last `stable_windows` window medians agree within the tolerance, or at the
+    time cap, in which case the result says it is not stable.
+    """
+    clock = time.perf_counter_ns
+    start = clock()
+    infer()
+    first_ms = (clock() - start) / 1e6
+    for _ in range(settings.warmup_runs):
+        infer()
+
+    loop_start = time.perf_counter()
+    deadline = loop_start + settings.max_seconds
+    windows: list[np.ndarray] = []
+    medians: list[float] = []
+    stable = False
+    reason = "time cap reached before windows agreed"
+    min_window_ns = settings.window_min_seconds * 1e9
+    while True:
+        window: list[int] = []
+        window_start = clock()
+        while len(window) < settings.window_runs or clock() - window_start < min_window_ns:
+            t0 = clock()
+            infer()
+            window.append(clock() - t0)
+            if time.perf_counter() > deadline:
+                break
+        samples = np.asarray(window, dtype=np.float64) / 1e6
+        windows.append(samples)
+        medians.append(float(np.median(samples)))
+        recent = medians[-settings.stable_windows :]
+        if len(recent) == settings.stable_windows and _agree(recent, settings.stability_tolerance):
+            stable = True
+            reason = f"{settings.stable_windows} windows within {settings.stability_tolerance:.0%}"
+            break
+        if time.perf_counter() > deadline:
+            break
+    kept = np.concatenate(windows[-settings.stable_windows :])
+    return Measurement(
+        first_inference_ms=first_ms,
+        samples_ms=kept.tolist(),
+        window_p50_ms=medians,
+        stable=stable,
+        seconds=time.perf_counter() - loop_start,
+        stop_reason=reason,
+    )

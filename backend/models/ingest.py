@@ -1,0 +1,300 @@
+"""Turn one upload (.onnx, zipped ONNX with external data, zipped SavedModel) into a library model.
+
+All or nothing: every check runs before the first blob is written, blobs this call added are
+removed again if anything later fails, and the model row and its artifacts are one transaction.
+Nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from backend.errors import UserError
+from backend.models.inspect import (
+    PROTOBUF_LIMIT,
+    ModelMetadata,
+    external_data_files,
+    external_tensors,
+    inspect_model,
+    load_proto,
+)
+from backend.models.safezip import extract_zip
+from backend.models.tfconvert import DEFAULT_OPSET, convert_savedmodel
+from storage.artifacts import ArtifactStore, sha256_file
+from storage.repo import models as model_store
+from storage.repo.models import ModelRow, NewArtifact
+
+MB = 1 << 20
+SAVEDMODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def max_upload_bytes() -> int:
+    return int(os.environ.get("OPTIBOARD_MAX_UPLOAD_MB", "2048")) * MB
+
+
+@dataclass
+class _Plan:
+    """What a checked upload becomes: a format, its metadata and the files to store."""
+
+    format: str
+    metadata: ModelMetadata
+    files: list[tuple[str, Path, str, dict[str, Any]]] = field(default_factory=list)
+
+
+def ingest_file(
+    path: Path,
+    original_filename: str,
+    name: str | None = None,
+    store: ArtifactStore | None = None,
+) -> ModelRow:
+    """Check, convert if needed, store and register one uploaded file; UserError says why not."""
+    path = Path(path)
+    store = store or ArtifactStore()
+    filename = _clean_filename(original_filename)
+    size = path.stat().st_size
+    if size == 0:
+        raise UserError(f"The file {filename!r} is empty; choose the model file and upload again.")
+    limit = max_upload_bytes()
+    if size > limit:
+        raise UserError(
+            f"The file {filename!r} is {size / MB:.1f} MB, over the upload limit of "
+            f"{limit / MB:.0f} MB; upload a smaller model or raise OPTIBOARD_MAX_UPLOAD_MB."
+        )
+    is_zip = _sniff(path, filename)
+    model_name = ((name or "").strip() or Path(filename).stem or "model")[:255]
+
+    work_root = store.root.parent / "tmp"
+    work_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="ingest-", dir=work_root))
+    new_blobs: list[str] = []
+    try:
+        plan = _plan_zip(path, filename, work) if is_zip else _plan_onnx(path, filename)
+        upload_sha = sha256_file(path)
+        artifacts = [NewArtifact("original", upload_sha, size, filename, {})]
+        _put(store, path, upload_sha, new_blobs)
+        for kind, file, stored_name, meta in plan.files:
+            sha = sha256_file(file)
+            _put(store, file, sha, new_blobs)
+            artifacts.append(NewArtifact(kind, sha, file.stat().st_size, stored_name, meta))
+        return model_store.create_model(
+            name=model_name,
+            sha256=upload_sha,
+            format=plan.format,
+            size_bytes=size,
+            metadata=plan.metadata.to_dict(),
+            artifacts=artifacts,
+        )
+    except BaseException:
+        for sha in new_blobs:
+            store.delete(sha)
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _put(store: ArtifactStore, file: Path, sha: str, new_blobs: list[str]) -> None:
+    """Store a blob, remembering it only if this call created it (so cleanup spares others)."""
+    existed = store.exists(sha)
+    stored = store.put_file(file)
+    if not existed and stored.sha256 not in new_blobs:
+        new_blobs.append(stored.sha256)
+
+
+def _clean_filename(original_filename: str) -> str:
+    """The base name a browser sent, without any directory part."""
+    base = original_filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    return (base or "upload")[:255]
+
+
+def _looks_like_text(head: bytes) -> bool:
+    if not head or b"\x00" in head:
+        return False
+    for cut in range(4):  # the sample may end inside a multi-byte character
+        try:
+            text = head[: len(head) - cut].decode("utf-8")
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        return False
+    return all(c.isprintable() or c in "\r\n\t\f" for c in text)
+
+
+def _sniff(path: Path, filename: str) -> bool:
+    """True for a zip, False for a would-be ONNX protobuf; known non-model files are refused."""
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    lower = filename.lower()
+    if head.startswith(ZIP_MAGIC) or lower.endswith(".zip"):
+        return True
+    if head.startswith(b"\x89HDF"):
+        raise UserError(
+            f"The file {filename!r} is a Keras HDF5 file, not an ONNX model; save it as a "
+            "SavedModel and upload the folder as a .zip, or export it to ONNX."
+        )
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        raise UserError(
+            f"The file {filename!r} is a Python pickle, which is never loaded here; "
+            "export the model to ONNX and upload the .onnx file."
+        )
+    if lower in SAVEDMODEL_FILES:
+        raise UserError(
+            f"The file {filename!r} is only part of a TensorFlow SavedModel; zip the whole "
+            "SavedModel folder (with variables/) and upload the .zip."
+        )
+    if _looks_like_text(head):
+        raise UserError(
+            f"The file {filename!r} is a text file, not a model; upload a .onnx file, or a .zip "
+            "of an ONNX model with external data or of a TensorFlow SavedModel."
+        )
+    return False
+
+
+def _onnx_name(filename: str) -> str:
+    return filename if filename.lower().endswith(".onnx") else f"{Path(filename).stem}.onnx"
+
+
+def _plan_onnx(path: Path, filename: str) -> _Plan:
+    """A single .onnx upload: valid and self-contained, stored as is."""
+    model = load_proto(path, display_name=filename)
+    missing = external_data_files(model)
+    if missing:
+        raise UserError(
+            f"The model {filename!r} keeps its weights in the external data file "
+            f"{missing[0]!r}, which a single upload cannot include; upload a .zip holding "
+            "the .onnx and its data files."
+        )
+    del model
+    metadata = inspect_model(path, display_name=filename)
+    plan = _Plan(format="onnx", metadata=metadata)
+    if not filename.lower().endswith(".onnx"):
+        # model_file() needs a name ending in .onnx; the upload itself is stored as original.
+        plan.files.append(("converted", path, _onnx_name(filename), {"from": "renamed"}))
+    return plan
+
+
+def _is_ignored(relative: Path) -> bool:
+    """macOS zip noise: __MACOSX folders, AppleDouble ._ files, .DS_Store."""
+    return (
+        "__MACOSX" in relative.parts
+        or relative.name.startswith("._")
+        or relative.name == ".DS_Store"
+    )
+
+
+def _plan_zip(path: Path, filename: str, work: Path) -> _Plan:
+    folder = extract_zip(path, parent=work)
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
+    files = [p for p in files if not _is_ignored(p.relative_to(folder))]
+    onnx_files = [p for p in files if p.suffix.lower() == ".onnx"]
+    saved_models = [p for p in files if p.name in SAVEDMODEL_FILES]
+    shown = [p.relative_to(folder).as_posix() for p in onnx_files + saved_models]
+    if onnx_files and saved_models:
+        raise UserError(
+            f"The zip {filename!r} holds both ONNX files and a SavedModel ({', '.join(shown)}); "
+            "upload one model per zip."
+        )
+    if len(onnx_files) > 1:
+        raise UserError(
+            f"The zip {filename!r} holds {len(onnx_files)} .onnx files ({', '.join(shown)}); "
+            "upload one model per zip."
+        )
+    if len(saved_models) > 1:
+        raise UserError(
+            f"The zip {filename!r} holds {len(saved_models)} SavedModels ({', '.join(shown)}); "
+            "upload one model per zip."
+        )
+    if onnx_files:
+        return _plan_external_data(onnx_files[0], folder, work)
+    if saved_models:
+        return _plan_savedmodel(saved_models[0].parent, filename, work)
+    raise UserError(
+        f"The zip {filename!r} holds neither an .onnx file nor a TensorFlow SavedModel "
+        "(saved_model.pb); zip the .onnx with its external data files, or the SavedModel folder."
+    )
+
+
+def _plan_external_data(model_path: Path, folder: Path, work: Path) -> _Plan:
+    """An .onnx with its data files: check every reference, then internalise into one file."""
+    shown = model_path.relative_to(folder).as_posix()
+    model = load_proto(model_path, display_name=shown)
+    base = model_path.parent
+    locations = external_data_files(model)
+    for location in locations:
+        target = (base / location).resolve()
+        if not target.is_relative_to(folder.resolve()):
+            raise UserError(
+                f"The model {shown!r} refers to external data {location!r} outside the zip; "
+                "re-save it with its data files next to the .onnx."
+            )
+        if not target.is_file():
+            raise UserError(
+                f"The model {shown!r} needs the external data file {location!r}, which is not "
+                "in the zip; add it next to the .onnx and zip them again."
+            )
+    one_file = _internalised_size(model, base)
+    if one_file > PROTOBUF_LIMIT:
+        raise UserError(
+            f"The model {shown!r} would be {one_file / 2**30:.2f} GB as one ONNX file, over "
+            "protobuf's 2 GB limit, so it cannot be optimized here; upload a smaller model."
+        )
+    del model
+    metadata = inspect_model(model_path, display_name=shown)
+    try:
+        full = onnx.load(str(model_path), load_external_data=True)
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"The external data of {shown!r} could not be read ({exc}); re-export the model "
+            "and zip the .onnx with all its data files."
+        ) from None
+    if full.ByteSize() > PROTOBUF_LIMIT:
+        raise UserError(
+            f"The model {shown!r} is over protobuf's 2 GB limit as one ONNX file, so it cannot "
+            "be optimized here; upload a smaller model."
+        )
+    converted = work / model_path.name
+    onnx.save(full, str(converted))
+    plan = _Plan(format="onnx-external-data" if locations else "onnx", metadata=metadata)
+    meta = {"from": "external-data", "data_files": locations, "source": shown}
+    plan.files.append(("converted", converted, _onnx_name(model_path.name), meta))
+    return plan
+
+
+def _internalised_size(model: onnx.ModelProto, base: Path) -> int:
+    """Bytes the model takes with its external tensors inlined (a close upper bound)."""
+    total = model.ByteSize()
+    for graph_tensor in external_tensors(model):
+        entries = {e.key: e.value for e in graph_tensor.external_data}
+        if "length" in entries:
+            total += int(entries["length"])
+        else:
+            file = base / entries.get("location", "")
+            total += max(file.stat().st_size - int(entries.get("offset", "0")), 0)
+    return total
+
+
+def _plan_savedmodel(saved_model_dir: Path, filename: str, work: Path) -> _Plan:
+    """A zipped SavedModel: convert in a child process and keep the log."""
+    stem = Path(filename).stem or "model"
+    conversion = convert_savedmodel(saved_model_dir, work / f"{stem}.onnx", opset=DEFAULT_OPSET)
+    metadata = inspect_model(conversion.onnx_path, display_name=f"{stem}.onnx")
+    log_path = work / "conversion_log.txt"
+    log_path.write_text(conversion.log, encoding="utf-8")
+    plan = _Plan(format="savedmodel", metadata=metadata)
+    meta = {
+        "signature": conversion.signature,
+        "opset": conversion.opset,
+        "tf2onnx_version": conversion.tf2onnx_version,
+        "tensorflow_version": conversion.tensorflow_version,
+    }
+    plan.files.append(("converted", conversion.onnx_path, f"{stem}.onnx", meta))
+    plan.files.append(("conversion_log", log_path, "conversion_log.txt", meta))
+    return plan

@@ -1,0 +1,222 @@
+"""Validate an ONNX file and summarise it (opset, I/O, ops, parameters) for the model library."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import TensorProto, helper
+
+from backend.errors import UserError
+
+PROTOBUF_LIMIT = 2**31 - 1
+DEFAULT_DOMAINS = ("", "ai.onnx")
+KNOWN_DOMAINS = (*DEFAULT_DOMAINS, "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training")
+
+
+@dataclass
+class ModelMetadata:
+    opset: int | None
+    ir_version: int
+    producer: str | None
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    op_histogram: dict[str, int] = field(default_factory=dict)
+    parameter_count: int = 0
+    node_count: int = 0
+    custom_domains: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keys model_store.create_model(metadata=...) reads, plus custom_domains."""
+        return asdict(self)
+
+
+def load_proto(path: Path, display_name: str | None = None) -> onnx.ModelProto:
+    """The model graph without external tensor data, or a UserError saying why it can't be read."""
+    path = Path(path)
+    shown = display_name or path.name
+    size = path.stat().st_size
+    if size == 0:
+        raise UserError(f"The file {shown!r} is empty; upload the .onnx file again.")
+    if size > PROTOBUF_LIMIT:
+        raise UserError(
+            f"The file {shown!r} is larger than 2 GB, which one ONNX protobuf cannot hold; "
+            "export it with external data and upload the .onnx and its data files as a zip."
+        )
+    with open(path, "rb") as handle:
+        # onnx writes ir_version (field 1, varint) first, so real ONNX files start with 0x08.
+        starts_like_onnx = handle.read(1) == b"\x08"
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+        complete = bool(model.ir_version and model.HasField("graph") and model.opset_import)
+    except (DecodeError, RuntimeWarning, ValueError):
+        complete = False
+    if not complete:
+        if starts_like_onnx:
+            raise UserError(
+                f"The file {shown!r} is a truncated or damaged ONNX file (its protobuf does not "
+                "parse to a complete model); upload the complete .onnx file again."
+            )
+        raise UserError(
+            f"The file {shown!r} is not an ONNX model; upload a .onnx file, or a .zip of an ONNX "
+            "model with external data or of a TensorFlow SavedModel."
+        )
+    return model
+
+
+def _value_info(value: onnx.ValueInfoProto) -> dict[str, Any]:
+    kind = value.type.WhichOneof("value")
+    if kind != "tensor_type":
+        return {"name": value.name, "dtype": kind or "unknown", "shape": None}
+    tensor = value.type.tensor_type
+    try:
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+    except (KeyError, TypeError, ValueError):
+        dtype = TensorProto.DataType.Name(tensor.elem_type).lower()
+    if dtype == "uint16" and tensor.elem_type == TensorProto.BFLOAT16:
+        dtype = "bfloat16"
+    shape: list[int | str] | None = None
+    if tensor.HasField("shape"):
+        shape = []
+        for dim in tensor.shape.dim:
+            if dim.HasField("dim_value"):
+                shape.append(int(dim.dim_value))
+            elif dim.dim_param:
+                shape.append(dim.dim_param)
+            else:
+                shape.append("?")
+    return {"name": value.name, "dtype": dtype, "shape": shape}
+
+
+def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """The graph and every subgraph (If/Loop/Scan bodies), depth first."""
+    found = [graph]
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                found += _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    found += _graphs(sub)
+    return found
+
+
+def _count(dims: Any) -> int:
+    return math.prod(int(d) for d in dims)
+
+
+def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
+    """Node count per op, subgraphs included; ops outside the default domain as 'domain::Op'."""
+    counts: dict[str, int] = {}
+    for graph in _graphs(model.graph):
+        for node in graph.node:
+            key = (
+                node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}::{node.op_type}"
+            )
+            counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def inspect_model(path: Path, display_name: str | None = None) -> ModelMetadata:
+    """Check the model, infer shapes and summarise it; invalid models raise UserError.
+
+    External data is never read: parameter counts come from the tensor dims in the graph.
+    """
+    path = Path(path)
+    shown = display_name or path.name
+    model = load_proto(path, shown)
+    warnings: list[str] = []
+    try:
+        # Path-based so external data files are checked for existence and location.
+        onnx.checker.check_model(str(path), full_check=False)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"The model {shown!r} is not valid ONNX ({first}); re-export it or fix the graph."
+        ) from None
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        warnings.append(
+            f"Shape inference failed ({first}); shapes inside the graph are unknown, "
+            "which some optimizations need."
+        )
+
+    opset = next((int(o.version) for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
+    latest = onnx.defs.onnx_opset_version()
+    if opset is not None and opset > latest:
+        warnings.append(
+            f"The model uses opset {opset}, newer than {latest} that this onnx knows; "
+            "some tools may refuse it."
+        )
+    local_functions = {(f.domain, f.name) for f in model.functions}
+    custom: list[str] = []
+    flagged: set[tuple[str, str]] = set()
+    parameters = 0
+    nodes = 0
+    for graph in _graphs(model.graph):
+        parameters += sum(_count(t.dims) for t in graph.initializer)
+        parameters += sum(_count(t.dims) for t in graph.sparse_initializer)
+        for index, node in enumerate(graph.node):
+            nodes += 1
+            domain = node.domain
+            if domain in KNOWN_DOMAINS or (domain, node.op_type) in local_functions:
+                continue
+            if domain not in custom:
+                custom.append(domain)
+            if (domain, node.op_type) not in flagged:
+                flagged.add((domain, node.op_type))
+                label = node.name or (node.output[0] if node.output else f"#{index}")
+                warnings.append(
+                    f"Node {label!r} uses op {node.op_type!r} from custom domain {domain!r} "
+                    "that no backend can run; the benchmark will fail unless a custom-op "
+                    "library is registered."
+                )
+
+    initializer_names = {t.name for t in model.graph.initializer}
+    producer = " ".join(p for p in (model.producer_name, model.producer_version) if p) or None
+    return ModelMetadata(
+        opset=opset,
+        ir_version=int(model.ir_version),
+        producer=producer,
+        inputs=[_value_info(v) for v in model.graph.input if v.name not in initializer_names],
+        outputs=[_value_info(v) for v in model.graph.output],
+        op_histogram=op_histogram(model),
+        parameter_count=parameters,
+        node_count=nodes,
+        custom_domains=custom,
+        warnings=warnings,
+    )
+
+
+def external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """Every tensor (initializers, sparse parts, Constant attributes) stored as external data."""
+    found: list[onnx.TensorProto] = []
+    for graph in _graphs(model.graph):
+        tensors = list(graph.initializer)
+        tensors += [s.values for s in graph.sparse_initializer]
+        tensors += [s.indices for s in graph.sparse_initializer]
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    tensors.append(attr.t)
+                elif attr.type == onnx.AttributeProto.TENSORS:
+                    tensors += list(attr.tensors)
+        found += [t for t in tensors if t.data_location == TensorProto.EXTERNAL]
+    return found
+
+
+def external_data_files(model: onnx.ModelProto) -> list[str]:
+    """Locations of external tensor data the model refers to, in first-use order."""
+    found: list[str] = []
+    for tensor in external_tensors(model):
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        if location and location not in found:
+            found.append(location)
+    return found

@@ -1,0 +1,47 @@
+"""The model library as pages and the CLI see it: reads, downloads and deletes over storage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.errors import UserError
+from storage.artifacts import ArtifactStore
+from storage.repo import models as model_store
+from storage.repo.models import ArtifactRow, ModelRow
+
+
+def store() -> ArtifactStore:
+    return ArtifactStore()
+
+
+def list_models() -> list[ModelRow]:
+    return model_store.list_models()
+
+
+def get_model(model_id: int) -> ModelRow:
+    model = model_store.get_model(model_id)
+    if model is None:
+        raise UserError(f"There is no model {model_id}; pick one from the model library.")
+    return model
+
+
+def list_artifacts(model_id: int) -> list[ArtifactRow]:
+    return model_store.list_artifacts(model_id)
+
+
+def artifact_path(sha256: str) -> Path:
+    path = store().path_for(sha256)
+    if not path.is_file():
+        raise UserError(f"Artifact {sha256[:12]} is missing from the store; re-upload the model.")
+    return path
+
+
+def onnx_path(model_id: int) -> Path:
+    """The ONNX file to optimize and inspect (converted for SavedModels, else the upload)."""
+    get_model(model_id)
+    return artifact_path(model_store.model_file(model_id).sha256)
+
+
+def delete_model(model_id: int) -> None:
+    get_model(model_id)
+    model_store.delete_model(model_id, store=store())

@@ -1,0 +1,257 @@
+"""TensorFlow SavedModel to ONNX with tf2onnx, always in a child process.
+
+TensorFlow is heavy (seconds to import, hundreds of MB resident) and an untrusted SavedModel can
+crash it, so the caller only starts `python -m backend.models.tfconvert` and reads back a small JSON
+result file plus the child's full output as the conversion log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.errors import UserError
+
+DEFAULT_OPSET = 17
+MIN_OPSET, MAX_OPSET = 9, 18  # the range tf2onnx 1.17 converts to
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ConversionFailed(UserError):
+    """tf2onnx could not convert the SavedModel; `log` holds the child's full output."""
+
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@dataclass(frozen=True)
+class Conversion:
+    onnx_path: Path
+    signature: str
+    opset: int
+    log: str
+    tf2onnx_version: str
+    tensorflow_version: str
+
+
+def default_timeout_s() -> float:
+    return float(os.environ.get("OPTIBOARD_CONVERT_TIMEOUT_S", "600"))
+
+
+def convert_savedmodel(
+    saved_model_dir: Path,
+    output_path: Path,
+    opset: int = DEFAULT_OPSET,
+    signature: str | None = None,
+    timeout_s: float | None = None,
+) -> Conversion:
+    """Convert one signature of a SavedModel to `output_path` in a child process."""
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UserError(
+            f"Opset {opset} is outside what tf2onnx can produce; pick one from "
+            f"{MIN_OPSET} to {MAX_OPSET}."
+        )
+    timeout = default_timeout_s() if timeout_s is None else timeout_s
+    output_path = Path(output_path)
+    with tempfile.TemporaryDirectory(prefix="tfconvert-") as work:
+        result_file = Path(work) / "result.json"
+        command = [
+            sys.executable,
+            "-m",
+            "backend.models.tfconvert",
+            "--saved-model",
+            str(Path(saved_model_dir).resolve()),
+            "--output",
+            str(output_path.resolve()),
+            "--opset",
+            str(opset),
+            "--result",
+            str(result_file),
+        ]
+        if signature is not None:
+            command += ["--signature", signature]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+        )
+        try:
+            done = subprocess.run(
+                command,
+                cwd=work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as expired:
+            log = _text(expired.output)
+            raise ConversionFailed(
+                f"The TensorFlow conversion took longer than {timeout:g} s and was stopped; "
+                "upload a smaller model or raise OPTIBOARD_CONVERT_TIMEOUT_S.",
+                log,
+            ) from None
+        log = _text(done.stdout)
+        result: dict[str, Any] = {}
+        if result_file.is_file():
+            result = json.loads(result_file.read_text())
+    error = result.get("error")
+    if error is not None:
+        raise ConversionFailed(_error_message(error, result), log)
+    if done.returncode != 0 or not output_path.is_file():
+        last = _last_line(log)
+        raise ConversionFailed(
+            f"The TensorFlow conversion crashed (exit code {done.returncode}, last message: "
+            f"{last!r}); check that the SavedModel loads in TensorFlow {_tf_hint(result)}.",
+            log,
+        )
+    return Conversion(
+        onnx_path=output_path,
+        signature=result["signature"],
+        opset=opset,
+        log=log,
+        tf2onnx_version=result.get("tf2onnx_version", "unknown"),
+        tensorflow_version=result.get("tensorflow_version", "unknown"),
+    )
+
+
+def _text(output: bytes | str | None) -> str:
+    if output is None:
+        return ""
+    if isinstance(output, bytes):
+        return output.decode("utf-8", errors="replace")
+    return output
+
+
+def _last_line(log: str) -> str:
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _tf_hint(result: dict[str, Any]) -> str:
+    return result.get("tensorflow_version", "2.x")
+
+
+def _error_message(error: str, result: dict[str, Any]) -> str:
+    signatures = result.get("signatures", [])
+    listed = ", ".join(repr(s) for s in signatures)
+    detail = str(result.get("detail", ""))[:300]
+    if error == "no_signature":
+        return (
+            "The SavedModel has no serving signature to convert; save it with "
+            'tf.saved_model.save(model, path, signatures={"serving_default": fn}).'
+        )
+    if error == "ambiguous_signature":
+        return (
+            f"The SavedModel has several signatures ({listed}) and none is 'serving_default'; "
+            "choose one of them or re-save the model with a 'serving_default' signature."
+        )
+    if error == "unknown_signature":
+        return (
+            f"The SavedModel has no signature {result.get('requested')!r}; choose one of: {listed}."
+        )
+    if error == "unusable_signature":
+        return (
+            f"The SavedModel signature {result.get('signature')!r} takes inputs that are not "
+            f"plain tensors ({detail}); re-save it with a tf.TensorSpec input signature."
+        )
+    if error == "load":
+        return (
+            f"TensorFlow could not load the SavedModel ({detail}); check that the zip holds the "
+            "whole SavedModel folder (saved_model.pb and variables/)."
+        )
+    return (
+        f"tf2onnx could not convert the SavedModel ({detail}); see the conversion log for the "
+        "unsupported operation, or try another opset."
+    )
+
+
+# ---- child process ----------------------------------------------------------------------------
+
+
+def _pick_signature(signatures: list[str], requested: str | None) -> tuple[str | None, str | None]:
+    """(signature, error code) following serving_default, else the only one."""
+    if requested is not None:
+        return (requested, None) if requested in signatures else (None, "unknown_signature")
+    if "serving_default" in signatures:
+        return "serving_default", None
+    if len(signatures) == 1:
+        return signatures[0], None
+    if not signatures:
+        return None, "no_signature"
+    return None, "ambiguous_signature"
+
+
+def _child(args: argparse.Namespace) -> dict[str, Any]:
+    import tensorflow as tf
+    import tf2onnx
+
+    result: dict[str, Any] = {
+        "tensorflow_version": tf.__version__,
+        "tf2onnx_version": tf2onnx.__version__,
+    }
+    try:
+        loaded = tf.saved_model.load(args.saved_model)
+    except Exception as exc:  # reported to the parent as a user-facing error
+        traceback.print_exc()
+        return {**result, "error": "load", "detail": f"{type(exc).__name__}: {exc}"}
+    signatures = sorted(k for k in loaded.signatures.keys() if not k.startswith("__"))
+    result["signatures"] = signatures
+    signature, error = _pick_signature(signatures, args.signature)
+    if error is not None:
+        return {**result, "error": error, "requested": args.signature}
+    result["signature"] = signature
+    function = loaded.signatures[signature]
+    _, kwargs = function.structured_input_signature
+    odd = [k for k, v in kwargs.items() if not isinstance(v, tf.TensorSpec)]
+    if not kwargs or odd:
+        detail = f"inputs {odd}" if odd else "no inputs"
+        return {**result, "error": "unusable_signature", "detail": detail}
+    del loaded, function
+    print(f"optiboard: converting signature {signature!r} at opset {args.opset}", flush=True)
+    sys.argv = [
+        "tf2onnx.convert",
+        "--saved-model",
+        args.saved_model,
+        "--signature_def",
+        signature,
+        "--opset",
+        str(args.opset),
+        "--output",
+        args.output,
+    ]
+    try:
+        tf2onnx.convert.main()
+    except Exception as exc:  # reported to the parent as a user-facing error
+        traceback.print_exc()
+        Path(args.output).unlink(missing_ok=True)
+        return {**result, "error": "convert", "detail": f"{type(exc).__name__}: {exc}"}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the child: convert, then write a JSON result file for the parent."""
+    parser = argparse.ArgumentParser(prog="python -m backend.models.tfconvert")
+    parser.add_argument("--saved-model", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    parser.add_argument("--result", required=True)
+    parser.add_argument("--signature", default=None)
+    args = parser.parse_args(argv)
+    result = _child(args)
+    Path(args.result).write_text(json.dumps(result))
+    return 0 if "error" not in result else 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

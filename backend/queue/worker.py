@@ -1,0 +1,283 @@
+"""The worker: claims queued jobs, runs each configuration in a child, writes results as they land.
+
+Run it with `python -m backend.queue.worker`. Several workers may share one database: claiming is an
+atomic conditional UPDATE, and a worker that dies loses its lease, so its job is requeued and
+resumed by another worker without duplicating the configurations already stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from backend.engine.explain import cpu_features, explain
+from backend.engine.host import describe_environment
+from backend.engine.run import ConfigurationTask, run_configuration
+from backend.queue.children import run_in_child
+from backend.results import ConfigurationResult
+from backend.runtimes import all_provider_statuses
+from backend.specs import Configuration, Precision, SweepSpec
+from storage.artifacts import ArtifactStore
+from storage.repo import jobs as job_store
+from storage.repo import models as model_store
+from storage.repo import results as result_store
+from storage.repo import workers as worker_store
+from storage.repo.jobs import JobRow
+from storage.repo.models import NewArtifact
+from storage.states import JobState
+
+log = logging.getLogger("optiboard.worker")
+
+DEFAULT_LEASE_S = float(os.environ.get("OPTIBOARD_LEASE_SECONDS", "60"))
+CONFIG_BUILD_ALLOWANCE_S = float(os.environ.get("OPTIBOARD_CONFIG_TIMEOUT_S", "900"))
+
+
+def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
+    """FP32 first, so every other precision can be explained against its FP32 baseline."""
+    return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
+
+
+@dataclass
+class JobOutcome:
+    state: JobState
+    error: str | None = None
+
+
+class JobRunner:
+    """Runs one claimed job to the end; shared by the worker process and the CLI's `run`."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        lease_seconds: float = DEFAULT_LEASE_S,
+        on_result: Callable[[ConfigurationResult, int, int], None] | None = None,
+    ) -> None:
+        self.worker_id = worker_id
+        self.lease_seconds = lease_seconds
+        self.on_result = on_result
+        self.store = ArtifactStore()
+        self._last_renew = 0.0
+        self.lost_lease = False
+
+    def _tick(self, job_id: int) -> None:
+        now = time.monotonic()
+        if now - self._last_renew >= self.lease_seconds / 3:
+            self._last_renew = now
+            if not job_store.renew_lease(job_id, self.worker_id, self.lease_seconds):
+                self.lost_lease = True
+            worker_store.worker_heartbeat(self.worker_id, job_id)
+
+    def _should_stop(self, job_id: int) -> bool:
+        return self.lost_lease or job_store.is_cancel_requested(job_id)
+
+    def run(self, job: JobRow) -> JobOutcome:
+        try:
+            return self._run(job)
+        except Exception as exc:  # the worker boundary: record, never crash the worker
+            import traceback
+
+            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            job_store.finish_job(job.id, JobState.FAILED, error=error, worker_id=self.worker_id)
+            return JobOutcome(JobState.FAILED, error)
+
+    def _run(self, job: JobRow) -> JobOutcome:
+        spec = SweepSpec.from_dict(job.spec)
+        source = self._source_path(job.model_id)
+        calibration = (
+            str(self.store.path_for(spec.calibration_sha256)) if spec.calibration_sha256 else None
+        )
+        model = model_store.get_model(job.model_id)
+        op_histogram = model.op_histogram if model else {}
+        configurations = ordered_configurations(spec)
+        done = result_store.finished_config_keys(job.id)
+        if done:
+            job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
+        cpu = cpu_features()
+        output_dir = Path(tempfile.mkdtemp(prefix=f"optiboard-job{job.id}-"))
+        timeout = spec.measure.max_seconds + CONFIG_BUILD_ALLOWANCE_S
+        for index, config in enumerate(configurations, start=1):
+            if config.key in done:
+                continue
+            if self._should_stop(job.id):
+                break
+            job_store.log_event(job.id, f"[{index}/{len(configurations)}] {config.label}")
+            task = ConfigurationTask(
+                source_path=str(source),
+                configuration=config.to_dict(),
+                measure=asdict(spec.measure),
+                output_dir=str(output_dir),
+                calibration_path=calibration,
+            )
+            outcome = run_in_child(
+                run_configuration,
+                task,
+                timeout_s=timeout,
+                should_cancel=lambda: self._should_stop(job.id),
+                on_tick=lambda: self._tick(job.id),
+            )
+            if outcome.cancelled:
+                break
+            if outcome.ok:
+                result = ConfigurationResult.from_dict(outcome.value)
+            else:
+                result = ConfigurationResult(
+                    config_key=config.key,
+                    configuration=config.to_dict(),
+                    status="failed",
+                    error=outcome.error,
+                    providers_requested=[config.provider],
+                )
+            self._annotate(job.id, result, config, op_histogram, cpu)
+            self._store(job, result)
+            if self.on_result:
+                self.on_result(result, index, len(configurations))
+        if self.lost_lease:
+            job_store.log_event(
+                job.id, "lease lost; another worker owns this job now", level="warning"
+            )
+            return JobOutcome(JobState.RUNNING, "lease lost")
+        if job_store.is_cancel_requested(job.id):
+            job_store.finish_job(job.id, JobState.CANCELLED, worker_id=self.worker_id)
+            return JobOutcome(JobState.CANCELLED)
+        results = result_store.list_results(job_ids=[job.id])
+        failures = [r for r in results if r.status != "ok"]
+        if results and len(failures) == len(results):
+            error = f"all {len(results)} configurations failed; first: {failures[0].error}"
+            job_store.finish_job(job.id, JobState.FAILED, error=error, worker_id=self.worker_id)
+            return JobOutcome(JobState.FAILED, error)
+        job_store.finish_job(job.id, JobState.SUCCEEDED, worker_id=self.worker_id)
+        return JobOutcome(JobState.SUCCEEDED)
+
+    def _source_path(self, model_id: int) -> Path:
+        artifact = model_store.model_file(model_id)
+        return self.store.path_for(artifact.sha256)
+
+    def _annotate(
+        self,
+        job_id: int,
+        result: ConfigurationResult,
+        config: Configuration,
+        op_histogram: dict[str, int],
+        cpu: dict[str, bool],
+    ) -> None:
+        """Add the plain "why" lines, against the FP32 result of the same provider and batch."""
+        if result.status != "ok" or result.latency is None:
+            return
+        speedup = None
+        if config.precision != Precision.FP32:
+            for row in result_store.list_results(job_ids=[job_id]):
+                c = row.configuration
+                if (
+                    row.status == "ok"
+                    and c["precision"] == "fp32"
+                    and c["provider"] == config.provider
+                    and c["batch_size"] == config.batch_size
+                    and row.p50_ms
+                ):
+                    speedup = row.p50_ms / result.latency.p50
+                    break
+        result.notes.extend(
+            explain(config.precision, config.provider, speedup, op_histogram, cpu, result.accuracy)
+        )
+        if speedup is not None:
+            result.telemetry["speedup_vs_fp32"] = speedup
+
+    def _store(self, job: JobRow, result: ConfigurationResult) -> None:
+        for key, suffix in (("optimized_path", ""), ("ort_optimized_path", ".ort")):
+            produced = result.environment.pop(key, None)
+            if not produced or not Path(produced).is_file():
+                continue
+            stored = self.store.put_file(Path(produced))
+            Path(produced).unlink()
+            if not suffix:
+                result.optimized_sha256 = stored.sha256
+            model_store.add_artifact(
+                job.model_id,
+                NewArtifact(
+                    kind="optimized",
+                    sha256=stored.sha256,
+                    size_bytes=stored.size_bytes,
+                    filename=Path(produced).name,
+                    meta={
+                        "job_id": job.id,
+                        "config_key": result.config_key,
+                        "graph": "after ONNX Runtime's optimizations"
+                        if suffix
+                        else "as built by Optiboard",
+                    },
+                ),
+            )
+        result_store.save_result(job.id, result.to_dict(), result.samples_ms)
+        status = (
+            result.status
+            if result.status != "ok"
+            else (f"p50 {result.latency.p50:.3f} ms" if result.latency else "ok")
+        )
+        job_store.log_event(
+            job.id,
+            f"{result.config_key}: {status}",
+            level="error" if result.status == "failed" else "info",
+        )
+
+
+def worker_id_for_this_process() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def register(worker_id: str) -> None:
+    providers = {
+        name: [s.__dict__ for s in statuses] for name, statuses in all_provider_statuses().items()
+    }
+    worker_store.register_worker(
+        worker_id, socket.gethostname(), os.getpid(), describe_environment(), providers
+    )
+
+
+def serve(
+    once: bool = False, poll_seconds: float = 1.0, lease_seconds: float = DEFAULT_LEASE_S
+) -> int:
+    """Claim and run jobs until stopped; with once=True, until the queue is empty."""
+    worker_id = worker_id_for_this_process()
+    register(worker_id)
+    log.info("worker %s ready", worker_id)
+    processed = 0
+    while True:
+        worker_store.worker_heartbeat(worker_id, None)
+        job = job_store.claim_job(worker_id, lease_seconds)
+        if job is None:
+            if once:
+                return processed
+            time.sleep(poll_seconds)
+            continue
+        log.info("job %s claimed (attempt %s)", job.id, job.attempts)
+        outcome = JobRunner(worker_id, lease_seconds).run(job)
+        log.info("job %s %s", job.id, outcome.state.value)
+        processed += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="optiboard-worker", description=__doc__)
+    parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
+    parser.add_argument("--poll-seconds", type=float, default=1.0)
+    parser.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_S)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        serve(once=args.once, poll_seconds=args.poll_seconds, lease_seconds=args.lease_seconds)
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Typed sweep and configuration specs; stored as JSON on the job, validated on construction."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from backend.errors import UserError
+
+
+class Precision(str, enum.Enum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8_DYNAMIC = "int8_dynamic"
+    INT8_STATIC = "int8_static"
+
+    @property
+    def label(self) -> str:
+        return {
+            "fp32": "FP32",
+            "fp16": "FP16",
+            "int8_dynamic": "INT8 dynamic",
+            "int8_static": "INT8 static (QDQ)",
+        }[self.value]
+
+
+OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How long and how carefully to measure; defaults follow perf_analyzer (3 windows, 10%)."""
+
+    warmup_runs: int = 10
+    window_runs: int = 50
+    window_min_seconds: float = 0.5
+    stable_windows: int = 3
+    stability_tolerance: float = 0.10
+    max_seconds: float = 30.0
+    accuracy_samples: int = 4
+
+    def __post_init__(self) -> None:
+        if self.warmup_runs < 0:
+            raise UserError("Warm-up runs cannot be negative; use 0 or more.")
+        if self.window_runs < 1:
+            raise UserError("A measurement window needs at least one run.")
+        if self.stable_windows < 1:
+            raise UserError("Stability needs at least one window.")
+        if not 0 < self.stability_tolerance < 1:
+            raise UserError("Stability tolerance must be between 0 and 1 (0.10 means 10%).")
+        if self.max_seconds <= 0:
+            raise UserError("The time cap per configuration must be positive.")
+
+
+MEASURE_PRESETS: dict[str, MeasureSettings] = {
+    "quick": MeasureSettings(
+        warmup_runs=3,
+        window_runs=20,
+        window_min_seconds=0.1,
+        stable_windows=2,
+        stability_tolerance=0.25,
+        max_seconds=5.0,
+        accuracy_samples=2,
+    ),
+    "standard": MeasureSettings(),
+    "thorough": MeasureSettings(
+        warmup_runs=50,
+        window_runs=100,
+        window_min_seconds=1.0,
+        stable_windows=5,
+        stability_tolerance=0.05,
+        max_seconds=120.0,
+        accuracy_samples=16,
+    ),
+}
+
+
+def preset_name(settings: MeasureSettings) -> str | None:
+    """The preset these settings equal, or None for custom settings."""
+    return next((name for name, preset in MEASURE_PRESETS.items() if preset == settings), None)
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One point of a sweep: what to build and how to run it."""
+
+    precision: Precision
+    provider: str = "cpu"
+    batch_size: int = 1
+    backend: str = "onnxruntime"
+    fixed_shapes: bool = True
+    symbolic_dims: tuple[tuple[str, int], ...] = ()
+    optimization_level: str = "all"
+    intra_op_threads: int = 0
+    simplify: bool = False
+    calibration_sha256: str | None = None
+    calibration_samples: int = 16
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", Precision(self.precision))
+        if self.batch_size < 1:
+            raise UserError(f"Batch size must be at least 1, not {self.batch_size}.")
+        if self.optimization_level not in OPTIMIZATION_LEVELS:
+            raise UserError(
+                f"Unknown optimization level {self.optimization_level!r}; "
+                f"choose one of {', '.join(OPTIMIZATION_LEVELS)}."
+            )
+        if self.intra_op_threads < 0:
+            raise UserError("Thread count cannot be negative; 0 lets the runtime choose.")
+        dims = tuple(sorted((str(k), int(v)) for k, v in dict(self.symbolic_dims).items()))
+        for name, value in dims:
+            if value < 1:
+                raise UserError(f"Symbolic dimension {name!r} must be at least 1, not {value}.")
+        object.__setattr__(self, "symbolic_dims", dims)
+
+    @property
+    def key(self) -> str:
+        """Stable identity inside a job; the unique key that prevents duplicate results."""
+        shape = "fixed" if self.fixed_shapes else "dynamic"
+        dims = ",".join(f"{k}={v}" for k, v in self.symbolic_dims)
+        parts = [self.backend, self.provider, self.precision.value, f"b{self.batch_size}", shape]
+        parts += [self.optimization_level, f"t{self.intra_op_threads}"]
+        if self.simplify:
+            parts.append("simplified")
+        if dims:
+            parts.append(dims)
+        return "/".join(parts)
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider.upper()} {self.precision.label} b{self.batch_size}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["precision"] = self.precision.value
+        data["symbolic_dims"] = dict(self.symbolic_dims)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Configuration:
+        data = dict(data)
+        data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A job submission: the cross product of precisions, providers and batch sizes."""
+
+    precisions: tuple[Precision, ...] = (Precision.FP32,)
+    providers: tuple[str, ...] = ("cpu",)
+    batch_sizes: tuple[int, ...] = (1,)
+    backend: str = "onnxruntime"
+    fixed_shapes: bool = True
+    symbolic_dims: tuple[tuple[str, int], ...] = ()
+    optimization_level: str = "all"
+    intra_op_threads: int = 0
+    simplify: bool = False
+    calibration_sha256: str | None = None
+    calibration_samples: int = 16
+    measure: MeasureSettings = field(default_factory=MeasureSettings)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
+        object.__setattr__(self, "providers", tuple(str(p).lower() for p in self.providers))
+        object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
+        object.__setattr__(self, "symbolic_dims", tuple(dict(self.symbolic_dims).items()))
+        if isinstance(self.measure, dict):
+            object.__setattr__(self, "measure", MeasureSettings(**self.measure))
+        if not self.precisions:
+            raise UserError("Pick at least one precision.")
+        if not self.providers:
+            raise UserError("Pick at least one execution provider.")
+        if not self.batch_sizes:
+            raise UserError("Pick at least one batch size.")
+        self.configurations()  # validates every point now, not in the worker
+
+    def configurations(self) -> list[Configuration]:
+        points = itertools.product(self.providers, self.precisions, sorted(set(self.batch_sizes)))
+        return [
+            Configuration(
+                precision=precision,
+                provider=provider,
+                batch_size=batch,
+                backend=self.backend,
+                fixed_shapes=self.fixed_shapes,
+                symbolic_dims=self.symbolic_dims,
+                optimization_level=self.optimization_level,
+                intra_op_threads=self.intra_op_threads,
+                simplify=self.simplify,
+                calibration_sha256=self.calibration_sha256,
+                calibration_samples=self.calibration_samples,
+            )
+            for provider, precision, batch in points
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["precisions"] = [p.value for p in self.precisions]
+        data["providers"] = list(self.providers)
+        data["batch_sizes"] = list(self.batch_sizes)
+        data["symbolic_dims"] = dict(self.symbolic_dims)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepSpec:
+        data = dict(data)
+        data["precisions"] = tuple(data.get("precisions", ("fp32",)))
+        data["providers"] = tuple(data.get("providers", ("cpu",)))
+        data["batch_sizes"] = tuple(data.get("batch_sizes", (1,)))
+        data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
+        data["measure"] = MeasureSettings(**(data.get("measure") or {}))
+        return cls(**data)

@@ -1,0 +1,1 @@
+"""Repositories, one module per aggregate; the only code that reads or writes rows."""

@@ -1,0 +1,171 @@
+"""Models and their artifacts: created together, deleted together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+
+from storage.artifacts import ArtifactStore
+from storage.db import session_scope
+from storage.repo.rows import row_of
+from storage.schema import Artifact, Model
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    id: int
+    name: str
+    sha256: str
+    format: str
+    size_bytes: int
+    opset: int | None
+    ir_version: int | None
+    producer: str | None
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    op_histogram: dict[str, int]
+    parameter_count: int
+    node_count: int
+    warnings: list[str]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ArtifactRow:
+    id: int
+    model_id: int
+    kind: str
+    sha256: str
+    size_bytes: int
+    filename: str
+    meta: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass
+class NewArtifact:
+    """A file already in the artifact store, to be linked to a model."""
+
+    kind: str
+    sha256: str
+    size_bytes: int
+    filename: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def create_model(
+    *,
+    name: str,
+    sha256: str,
+    format: str,
+    size_bytes: int,
+    metadata: dict[str, Any],
+    artifacts: list[NewArtifact],
+) -> ModelRow:
+    """Insert a model and its artifacts in one transaction (all or nothing)."""
+    with session_scope() as session:
+        model = Model(
+            name=name,
+            sha256=sha256,
+            format=format,
+            size_bytes=size_bytes,
+            opset=metadata.get("opset"),
+            ir_version=metadata.get("ir_version"),
+            producer=metadata.get("producer"),
+            inputs=metadata.get("inputs", []),
+            outputs=metadata.get("outputs", []),
+            op_histogram=metadata.get("op_histogram", {}),
+            parameter_count=metadata.get("parameter_count", 0),
+            node_count=metadata.get("node_count", 0),
+            warnings=metadata.get("warnings", []),
+        )
+        session.add(model)
+        session.flush()
+        for art in artifacts:
+            session.add(
+                Artifact(
+                    model_id=model.id,
+                    kind=art.kind,
+                    sha256=art.sha256,
+                    size_bytes=art.size_bytes,
+                    filename=art.filename,
+                    meta=art.meta,
+                )
+            )
+        session.flush()
+        return row_of(ModelRow, model)
+
+
+def list_models(url: str | None = None) -> list[ModelRow]:
+    with session_scope() as session:
+        models = session.scalars(select(Model).order_by(Model.created_at.desc(), Model.id.desc()))
+        return [row_of(ModelRow, m) for m in models]
+
+
+def get_model(model_id: int) -> ModelRow | None:
+    with session_scope() as session:
+        model = session.get(Model, model_id)
+        return row_of(ModelRow, model) if model else None
+
+
+def delete_model(model_id: int, store: ArtifactStore | None = None) -> None:
+    """Delete a model with its jobs and results; blobs no other row references are removed."""
+    with session_scope() as session:
+        shas = set(session.scalars(select(Artifact.sha256).where(Artifact.model_id == model_id)))
+        session.execute(delete(Model).where(Model.id == model_id))
+        session.flush()
+        still_used = set(session.scalars(select(Artifact.sha256).where(Artifact.sha256.in_(shas))))
+    if store is not None:
+        for sha in shas - still_used:
+            store.delete(sha)
+
+
+def add_artifact(model_id: int, art: NewArtifact) -> ArtifactRow:
+    """Link a stored file to a model; linking the same content twice returns the existing row."""
+    with session_scope() as session:
+        existing = session.scalar(
+            select(Artifact).where(
+                Artifact.model_id == model_id,
+                Artifact.kind == art.kind,
+                Artifact.sha256 == art.sha256,
+            )
+        )
+        if existing:
+            return row_of(ArtifactRow, existing)
+        row = Artifact(
+            model_id=model_id,
+            kind=art.kind,
+            sha256=art.sha256,
+            size_bytes=art.size_bytes,
+            filename=art.filename,
+            meta=art.meta,
+        )
+        session.add(row)
+        try:
+            session.flush()
+        except IntegrityError:
+            session.rollback()
+            return add_artifact(model_id, art)
+        return row_of(ArtifactRow, row)
+
+
+def list_artifacts(model_id: int) -> list[ArtifactRow]:
+    with session_scope() as session:
+        rows = session.scalars(
+            select(Artifact).where(Artifact.model_id == model_id).order_by(Artifact.id)
+        )
+        return [row_of(ArtifactRow, a) for a in rows]
+
+
+def model_file(model_id: int) -> ArtifactRow:
+    """The ONNX file to optimize: the converted one for SavedModels, else the original."""
+    arts = list_artifacts(model_id)
+    for kind in ("converted", "original"):
+        for art in arts:
+            if art.kind == kind and art.filename.endswith(".onnx"):
+                return art
+    raise LookupError(f"model {model_id} has no ONNX artifact")

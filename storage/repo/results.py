@@ -1,0 +1,96 @@
+"""Results of configurations and their raw samples; a retry replaces, never duplicates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from storage.db import session_scope
+from storage.repo.rows import row_of
+from storage.schema import Job, Result, ResultSamples
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    id: int
+    job_id: int
+    config_key: str
+    configuration: dict[str, Any]
+    status: str
+    error: str | None
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    throughput: float | None
+    peak_rss_mb: float | None
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+def save_result(job_id: int, payload: dict[str, Any], samples_ms: list[float]) -> ResultRow:
+    """Store one configuration's result; a second write of the same key replaces the first."""
+    latency = payload.get("latency") or {}
+    with session_scope() as session:
+        existing = session.scalar(
+            select(Result).where(
+                Result.job_id == job_id, Result.config_key == payload["config_key"]
+            )
+        )
+        if existing is not None:
+            session.delete(existing)
+            session.flush()
+        row = Result(
+            job_id=job_id,
+            config_key=payload["config_key"],
+            configuration=payload["configuration"],
+            status=payload["status"],
+            error=payload.get("error"),
+            p50_ms=latency.get("p50"),
+            p90_ms=latency.get("p90"),
+            p99_ms=latency.get("p99"),
+            throughput=payload.get("throughput"),
+            peak_rss_mb=payload.get("peak_rss_mb"),
+            payload=payload,
+        )
+        session.add(row)
+        session.flush()
+        session.add(ResultSamples(result_id=row.id, samples_ms=list(samples_ms)))
+        done = session.scalar(
+            select(func.count()).select_from(Result).where(Result.job_id == job_id)
+        )
+        session.execute(update(Job).where(Job.id == job_id).values(progress_done=done))
+        return row_of(ResultRow, row)
+
+
+def finished_config_keys(job_id: int) -> set[str]:
+    with session_scope() as session:
+        return set(session.scalars(select(Result.config_key).where(Result.job_id == job_id)))
+
+
+def list_results(
+    job_ids: list[int] | None = None,
+    model_id: int | None = None,
+    result_ids: list[int] | None = None,
+) -> list[ResultRow]:
+    with session_scope() as session:
+        query = select(Result).order_by(Result.id)
+        if job_ids is not None:
+            query = query.where(Result.job_id.in_(job_ids))
+        if result_ids is not None:
+            query = query.where(Result.id.in_(result_ids))
+        if model_id is not None:
+            query = query.join(Job, Job.id == Result.job_id).where(Job.model_id == model_id)
+        return [row_of(ResultRow, r) for r in session.scalars(query)]
+
+
+def result_samples(result_ids: list[int]) -> dict[int, list[float]]:
+    with session_scope() as session:
+        rows = session.execute(
+            select(ResultSamples.result_id, ResultSamples.samples_ms).where(
+                ResultSamples.result_id.in_(result_ids)
+            )
+        )
+        return {rid: list(samples) for rid, samples in rows}

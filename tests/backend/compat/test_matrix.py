@@ -1,0 +1,175 @@
+"""The compatibility matrix on small real models with known outcomes, against real sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper
+
+from backend.compat import build_matrix, matrix_for_model
+from backend.compat.matrix import CPU, CUDA, OPENVINO, TFTRT, TRT, TRT_EP
+from storage.artifacts import ArtifactStore
+from storage.repo import caches as compat_cache
+from storage.repo import models as model_store
+from storage.repo.models import NewArtifact
+from tests import models as model_factory
+
+
+def _single_op(path: Path, op: str, dtype: int, opset: int = 17, domain: str = "") -> Path:
+    node = helper.make_node(op, ["x"], ["y"], domain=domain)
+    graph = helper.make_graph(
+        [node],
+        f"{op.lower()}_model",
+        [helper.make_tensor_value_info("x", dtype, [2, 3])],
+        [helper.make_tensor_value_info("y", dtype, [2, 3])],
+    )
+    imports = [helper.make_opsetid("", opset)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, 1))
+    model = helper.make_model(graph, opset_imports=imports)
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def _by_backend(matrix, index: int = 0) -> dict:
+    return {b: matrix.cell(b, index) for b in matrix.backends}
+
+
+def test_mlp_runs_on_every_backend_and_real_cpu_placement_agrees(data_dir, mlp_path):
+    matrix = build_matrix(mlp_path)
+    summary = {s.backend: s for s in matrix.summary()}
+    assert summary[CPU].share == 1.0 and summary[CPU].unsupported == 0
+    assert all(c.source.startswith("registry: onnxruntime") for c in matrix.cells[CPU])
+    assert matrix.cell(CPU, 0).reason.startswith("CPU kernel MatMul")
+    placement = matrix.placements[CPU]
+    assert placement.ok and placement.requested_active
+    assert set(placement.nodes) == {n.name for n in matrix.nodes}
+    assert set(placement.nodes.values()) == {"CPUExecutionProvider"}
+    assert summary[CPU].fallbacks == 0
+    assert "list: ONNX Runtime CUDAExecutionProvider" in matrix.cell(CUDA, 0).source
+    assert summary[TFTRT].applicable is False and "SavedModel" in summary[TFTRT].note
+
+
+def test_node_with_no_kernel_for_its_type_is_unsupported_and_the_real_session_fails(
+    data_dir, tmp_path
+):
+    path = _single_op(tmp_path / "relu_bf16.onnx", "Relu", TensorProto.BFLOAT16)
+    matrix = build_matrix(path)
+    cells = _by_backend(matrix)
+    assert cells[CPU].status == "unsupported"
+    assert cells[CPU].reason.startswith("no bfloat16 kernel for Relu on CPU")
+    assert "its ONNX function needs Max" in cells[CPU].reason  # inlining would not help either
+    # The published CUDA kernel list has Relu 14+ for bfloat16: the GPU build would run it.
+    assert cells[CUDA].status == "supported" and cells[CUDA].source.startswith("list:")
+    placement = matrix.placements[CPU]
+    assert not placement.ok
+    assert "Could not find an implementation for Relu(14)" in placement.error
+    summary = {s.backend: s for s in matrix.summary()}
+    assert summary[CPU].share == 0.0
+    assert summary[CPU].placement["error"] == placement.error
+
+
+def test_float16_node_without_cpu_kernel_is_partial_because_ort_casts_it(data_dir, tmp_path):
+    path = _single_op(tmp_path / "sin_fp16.onnx", "Sin", TensorProto.FLOAT16)
+    matrix = build_matrix(path)
+    cell = matrix.cell(CPU, 0)
+    assert cell.status == "partial"
+    assert "no float16 kernel for Sin" in cell.reason and "casts it to float32" in cell.reason
+    assert matrix.placements[CPU].ok  # the real session does load it
+    assert matrix.cell(CUDA, 0).status == "supported"
+    assert any("FP32" in s for s in matrix.summary()[0].suggestions)
+
+
+def test_custom_domain_op_is_unsupported_on_every_backend(data_dir, tmp_path):
+    path = _single_op(tmp_path / "acme.onnx", "Frobnicate", TensorProto.FLOAT, domain="com.acme")
+    matrix = build_matrix(path)
+    for backend, cell in _by_backend(matrix).items():
+        assert cell.status == "unsupported", backend
+        assert cell.reason == (
+            "custom domain 'com.acme': no backend has a kernel; register a custom-op library"
+        )
+    assert not matrix.placements[CPU].ok
+    assert "register a custom-op library for 'com.acme' (1 node)" in matrix.summary()[0].suggestions
+
+
+def test_old_opset_is_rejected_by_tensorrt_with_an_opset_fix(data_dir, tmp_path):
+    model = model_factory.make_mlp()
+    model.opset_import[0].version = 8
+    path = tmp_path / "mlp8.onnx"
+    onnx.save(model, str(path))
+    matrix = build_matrix(path, with_placement=False)
+    for backend in (TRT, TRT_EP):
+        cell = matrix.cell(backend, 0)
+        assert cell.status == "unsupported"
+        assert "parses opset 9-24; this model is opset 8" in cell.reason
+        assert cell.fix == "change opset: convert the model to opset 9"
+    assert "hands it to CUDA/CPU" in matrix.cell(TRT_EP, 0).reason
+    assert matrix.cell(OPENVINO, 0).status == "supported"
+    assert matrix.placements == {}
+
+
+def test_savedmodel_uploads_get_a_tftrt_column(data_dir, mlp_path):
+    matrix = build_matrix(mlp_path, model_format="savedmodel", with_placement=False)
+    assert TFTRT in matrix.backends
+    assert matrix.cell(TFTRT, 0).status == "unknown"
+    assert "TF-TRT converts TensorFlow ops" in matrix.cell(TFTRT, 0).reason
+
+
+def _stored_model(path: Path, name: str) -> int:
+    stored = ArtifactStore().put_file(path)
+    row = model_store.create_model(
+        name=name,
+        sha256=stored.sha256,
+        format="onnx",
+        size_bytes=stored.size_bytes,
+        metadata={"opset": 17},
+        artifacts=[NewArtifact("original", stored.sha256, stored.size_bytes, f"{name}.onnx")],
+    )
+    return row.id
+
+
+def test_library_model_matrix_is_cached_and_exports_csv_and_json(data_dir, cnn_path):
+    model_id = _stored_model(cnn_path, "cnn")
+    first = matrix_for_model(model_id)
+    sha = model_store.get_model(model_id).sha256
+    assert compat_cache.get_compat(sha, first.fingerprint) is not None
+    again = matrix_for_model(model_id)
+    assert again.to_dict() == first.to_dict()
+
+    lines = first.to_csv().strip().splitlines()
+    assert lines[0].startswith("node,index,op_type,domain,op_version")
+    assert len(lines) == 1 + len(first.nodes) * len(first.backends)
+    exported = json.loads(first.to_json())
+    assert {s["backend"] for s in exported["summary"]} >= {CPU, CUDA, TRT, OPENVINO}
+    assert exported["nodes"][0]["op_type"] == "Conv"
+    assert "onnxruntime 1.32.0" in first.fingerprint and "tensorrt:" in first.fingerprint
+
+
+def test_frame_has_one_row_per_node_and_backend_with_real_placement(data_dir, cnn_path):
+    matrix = build_matrix(cnn_path)
+    frame = matrix.to_frame()
+    assert len(frame) == len(matrix.nodes) * len(matrix.backends)
+    cpu_rows = frame[frame["backend"] == CPU]
+    assert (cpu_rows["placed_on"] == "CPUExecutionProvider").all()
+    assert set(cpu_rows["input_types"].iloc[:1]) == {"float, float, float"}
+    ops = matrix.op_frame()
+    conv = ops[(ops["op"] == "Conv") & (ops["backend"] == CPU)]
+    assert int(conv["nodes"].iloc[0]) == 5
+
+
+def test_unreadable_registry_falls_back_to_the_real_cpu_session(mlp_path):
+    """Seen on an H200: the registry dump crashed, so the CPU column came from placement."""
+    from backend.compat.facts import read_nodes
+    from backend.compat.matrix import UNKNOWN, CompatCell, _cells_from_placement
+    from backend.compat.placement import read_placement
+
+    model = onnx.load(str(mlp_path))
+    nodes = read_nodes(model)
+    unknown = [CompatCell(UNKNOWN, "kernel registry unreadable", "registry") for _ in nodes]
+    placement = read_placement(mlp_path, "cpu")
+    cells = _cells_from_placement(nodes, unknown, placement, "child crashed (signal 11)")
+    assert [c.status for c in cells] == ["supported"] * len(nodes)
+    assert all(c.source == "placement" and "signal 11" in c.reason for c in cells)

@@ -1,0 +1,84 @@
+"""Reading real node placement from ONNX Runtime's own verbose log."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+
+from backend.compat.facts import unique_names
+from backend.compat.placement import parse_placement_log, read_placement
+from backend.compat.registry import ROOT
+
+
+def test_placement_of_a_real_cpu_session_lists_every_node(mlp_path):
+    placement = read_placement(mlp_path, "cpu")
+    assert placement.ok and placement.session_providers == ["CPUExecutionProvider"]
+    assert placement.counts == {"CPUExecutionProvider": 6}
+    assert sorted(placement.nodes) == sorted(
+        ["MatMul_0", "Add_1", "Relu_2", "MatMul_3", "Add_4", "Softmax_5"]
+    )
+    assert placement.fallbacks() == []
+
+
+def test_parser_reads_the_real_verbose_log_of_the_runtime(tmp_path, cnn_path):
+    named = tmp_path / "named.onnx"
+    onnx.save(unique_names(onnx.load(str(cnn_path))), str(named))
+    proc = subprocess.run(
+        [sys.executable, "-m", "backend.compat.placement", str(named), "CPUExecutionProvider"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "Node placements" in proc.stderr
+    nodes, counts, everything_on = parse_placement_log(proc.stderr)
+    assert everything_on == "CPUExecutionProvider"
+    assert counts == {"CPUExecutionProvider": len(onnx.load(str(cnn_path)).graph.node)}
+
+
+def test_parser_splits_nodes_across_providers_in_the_multi_provider_format():
+    # ORT's session_state.cc format when nodes land on more than one provider (GPU hosts).
+    log = (
+        "2026-01-01 00:00:00.0 [V:onnxruntime:, session_state.cc:1598 "
+        "VerifyEachNodeIsAssignedToAnEp] Node placements\n"
+        "2026-01-01 00:00:00.0 [V:onnxruntime:, session_state.cc:1641 "
+        "VerifyEachNodeIsAssignedToAnEp]  Node(s) placed on [CUDAExecutionProvider]. "
+        "Number of nodes: 2\n"
+        "  Conv (conv1)\n"
+        "  Relu (relu1)\n"
+        "2026-01-01 00:00:00.0 [V:onnxruntime:, session_state.cc:1641 "
+        "VerifyEachNodeIsAssignedToAnEp]  Node(s) placed on [CPUExecutionProvider]. "
+        "Number of nodes: 1\n"
+        "  NonMaxSuppression (nms)\n"
+        "2026-01-01 00:00:00.0 [V:onnxruntime:, session_state.cc:99 Other] done\n"
+    )
+    nodes, counts, everything_on = parse_placement_log(log)
+    assert everything_on is None
+    assert counts == {"CUDAExecutionProvider": 2, "CPUExecutionProvider": 1}
+    assert nodes == {
+        "conv1": "CUDAExecutionProvider",
+        "relu1": "CUDAExecutionProvider",
+        "nms": "CPUExecutionProvider",
+    }
+
+
+def test_provider_missing_here_falls_back_to_cpu_and_says_so(mlp_path):
+    placement = read_placement(mlp_path, "cuda")
+    assert placement.ok
+    assert not placement.requested_active
+    assert set(placement.nodes.values()) == {"CPUExecutionProvider"}
+    assert len(placement.fallbacks()) == 6
+
+
+def test_parser_reads_real_cuda_placement_with_a_cpu_fallback():
+    """ORT 1.31.1 (onnxruntime-gpu) on an H200 logged this for make_cuda_fallback_model()."""
+    log = (Path(__file__).parent / "data" / "ort_1.31.1_cuda_h200_placement.log").read_text()
+    nodes, counts, everything_on = parse_placement_log(log)
+    assert everything_on is None
+    assert counts == {"CPUExecutionProvider": 1, "CUDAExecutionProvider": 4}
+    assert nodes["Hardmax_1"] == "CPUExecutionProvider"
+    assert nodes["Relu_0"] == nodes["Add_2"] == "CUDAExecutionProvider"
+    assert nodes["Memcpy"] == "CUDAExecutionProvider"  # the copies ORT inserted around Hardmax

@@ -1,0 +1,68 @@
+"""Accuracy metrics checked on hand-made arrays whose answers are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backend.engine.accuracy import compare_outputs
+
+
+def test_identical_outputs_are_a_perfect_match() -> None:
+    scores = np.array([[0.1, 0.9, 0.0], [0.7, 0.2, 0.1]], np.float32)
+    report = compare_outputs([[scores]], [[scores.copy()]])
+    assert report.max_abs_error == 0.0
+    assert report.mean_rel_error == 0.0
+    assert report.cosine_similarity == pytest.approx(1.0)
+    assert report.top1_agreement == 1.0
+    assert report.compared_outputs == 1 and report.samples == 1
+
+
+def test_one_swapped_argmax_of_two_rows_gives_half_top1_agreement() -> None:
+    reference = np.array([[1.0, 2.0], [3.0, 1.0]], np.float32)
+    candidate = np.array([[1.0, 2.0], [1.0, 3.0]], np.float32)
+    report = compare_outputs([[reference]], [[candidate]])
+    assert report.top1_agreement == 0.5
+    assert report.max_abs_error == pytest.approx(2.0)
+
+
+def test_errors_and_cosine_have_their_textbook_values() -> None:
+    reference = np.array([1.0, 2.0, 4.0], np.float32)
+    candidate = reference * 1.1  # 10% relative error everywhere, same direction
+    report = compare_outputs([[reference]], [[candidate]])
+    assert report.max_abs_error == pytest.approx(0.4, rel=1e-5)
+    assert report.mean_rel_error == pytest.approx(0.1, rel=1e-2)
+    assert report.cosine_similarity == pytest.approx(1.0, abs=1e-6)
+    assert report.top1_agreement is None  # 1-D: not class scores
+
+    orthogonal = compare_outputs([[np.array([1.0, 0.0])]], [[np.array([0.0, 1.0])]])
+    assert orthogonal.cosine_similarity == pytest.approx(0.0)
+    opposite = compare_outputs([[np.array([1.0, 2.0])]], [[np.array([-1.0, -2.0])]])
+    assert opposite.cosine_similarity == pytest.approx(-1.0)
+
+
+def test_metrics_aggregate_over_samples_and_skip_integer_outputs() -> None:
+    ids = np.array([1, 2, 3], np.int64)
+    same = np.array([[0.0, 1.0]], np.float32)
+    flipped = np.array([[1.0, 0.0]], np.float32)
+    report = compare_outputs(
+        [[same, ids], [same, ids]], [[same, ids * 5], [flipped, ids]], output_names=["p", "ids"]
+    )
+    assert report.samples == 2
+    assert report.compared_outputs == 1
+    assert report.top1_agreement == 0.5
+    assert report.cosine_similarity == pytest.approx(0.5)  # mean of 1 and 0
+    assert report.max_abs_error == pytest.approx(1.0)
+
+
+def test_near_zero_reference_values_do_not_blow_up_relative_error() -> None:
+    reference = np.array([1.0, 1e-9, 1.0, 1.0], np.float32)
+    candidate = np.array([1.0, 2e-9, 1.0, 1.0], np.float32)
+    assert compare_outputs([[reference]], [[candidate]]).mean_rel_error < 1e-5
+
+
+def test_shape_mismatch_names_the_output_and_sample() -> None:
+    with pytest.raises(ValueError, match=r"output 'logits' of sample 0 has shape \[1, 3\]"):
+        compare_outputs([[np.zeros((1, 4))]], [[np.zeros((1, 3))]], output_names=["logits"])
+    with pytest.raises(ValueError, match="2 samples but candidate has 1"):
+        compare_outputs([[np.zeros(2)], [np.zeros(2)]], [[np.zeros(2)]])

@@ -1,0 +1,67 @@
+"""The "why" lines appear when measurements call for them and stay silent otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.engine.explain import cpu_features, explain
+from backend.results import AccuracyReport
+from backend.specs import Precision
+
+VNNI_CPU = {"avx2": True, "avx512f": True, "avx512_vnni": True, "amx": False}
+OLD_CPU = {"avx2": True, "avx512f": False, "avx512_vnni": False, "amx": False}
+CNN_OPS = {"Conv": 5, "Relu": 5, "Add": 2, "GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}
+GOOD = AccuracyReport(1e-3, 1e-3, 0.9995, 1.0, 1, 64)
+
+
+def test_fp16_slower_on_cpu_explains_missing_float16_kernels() -> None:
+    lines = explain(Precision.FP16, "cpu", 0.4, CNN_OPS, VNNI_CPU)
+    assert len(lines) == 1
+    assert "0.40x" in lines[0] and "few float16 kernels" in lines[0]
+    assert "GPUs (CUDA/TensorRT)" in lines[0]
+    same = explain(Precision.FP16, "cpu", 1.0, CNN_OPS, VNNI_CPU)
+    assert len(same) == 1 and same[0].startswith("FP16 was no faster than FP32")
+
+
+def test_dynamic_int8_slower_on_a_conv_net_blames_conv_integer() -> None:
+    ops = {"ConvInteger": 5, "DynamicQuantizeLinear": 5, "Relu": 5}
+    lines = explain(Precision.INT8_DYNAMIC, "cpu", 0.2, ops, VNNI_CPU)
+    assert len(lines) == 1 and "ConvInteger" in lines[0] and "static INT8 (QDQ)" in lines[0]
+    assert explain(Precision.INT8_DYNAMIC, "cpu", 0.2, {"MatMulInteger": 2}, VNNI_CPU) == []
+
+
+def test_static_int8_speedup_is_credited_to_vnni_or_its_absence() -> None:
+    fast = explain(Precision.INT8_STATIC, "cpu", 2.7, CNN_OPS, VNNI_CPU)
+    assert len(fast) == 1 and "2.70x faster" in fast[0] and "VNNI" in fast[0]
+    slow = explain(Precision.INT8_STATIC, "cpu", 1.05, CNN_OPS, OLD_CPU)
+    assert len(slow) == 1 and "no VNNI on this CPU" in slow[0]
+
+
+def test_int8_with_low_top1_or_cosine_warns_with_concrete_advice() -> None:
+    poor = AccuracyReport(2.0, 0.3, 0.97, 0.9, 1, 64)
+    lines = explain(Precision.INT8_STATIC, "cpu", 1.0, CNN_OPS, VNNI_CPU, accuracy=poor)
+    assert len(lines) == 1
+    assert "top-1 agrees with FP32 on only 90.0% of rows" in lines[0]
+    assert "cosine similarity to FP32 is 0.970" in lines[0]
+    assert "more real samples" in lines[0] and "first and last layers in FP32" in lines[0]
+
+
+def test_unremarkable_results_get_no_lines() -> None:
+    assert explain(Precision.FP32, "cpu", 1.0, CNN_OPS, VNNI_CPU, accuracy=None) == []
+    assert explain(Precision.INT8_STATIC, "cpu", 1.0, CNN_OPS, VNNI_CPU, accuracy=GOOD) == []
+    assert explain(Precision.INT8_DYNAMIC, "cpu", 1.5, {"MatMulInteger": 2}, VNNI_CPU) == []
+    assert explain(Precision.FP16, "cuda", 1.8, CNN_OPS, {}, accuracy=GOOD) == []
+    assert explain(Precision.FP16, "cpu", None, CNN_OPS, VNNI_CPU) == []  # nothing measured
+
+
+def test_cpu_features_read_proc_cpuinfo_flags(tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor : 0\nflags : fpu sse avx2 avx512f avx512_vnni\n")
+    assert cpu_features(cpuinfo) == {
+        "avx2": True,
+        "avx512f": True,
+        "avx512_vnni": True,
+        "amx": False,
+    }
+    assert cpu_features(tmp_path / "missing") == dict.fromkeys(VNNI_CPU, False)
+    assert set(cpu_features()) == set(VNNI_CPU)

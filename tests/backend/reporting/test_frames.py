@@ -1,0 +1,53 @@
+"""Results as DataFrames: speedups per batch, the Pareto front, exports and the HTML report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from backend.reporting import charts, frames
+from backend.specs import Precision
+from tests.pages.seed import add_model, finished_sweep
+
+
+def test_results_frame_has_one_row_per_configuration_with_latency(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    job, rows = finished_sweep(add_model(mlp_path, "mlp").id)
+    frame = frames.results_frame(job_ids=[job.id])
+    assert sorted(frame["result_id"]) == sorted(r.id for r in rows)
+    assert set(frame["model"]) == {"mlp"}
+    assert (frame["p50_ms"] <= frame["p99_ms"]).all()
+    assert set(frame["batch_size"]) == {1, 4}
+
+
+def test_speedup_compares_with_the_baseline_at_the_same_batch(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    job, _ = finished_sweep(add_model(mlp_path).id)
+    frame = frames.results_frame(job_ids=[job.id])
+    fp32 = next(s for s in frame["series"] if "FP32" in s)
+    out = frames.add_speedups(frame, fp32)
+    for row in out.itertuples():
+        base = frame[(frame["series"] == fp32) & (frame["batch_size"] == row.batch_size)]
+        assert np.isclose(row.speedup, base["p50_ms"].iloc[0] / row.p50_ms)
+
+
+def test_pareto_front_keeps_only_undominated_points() -> None:
+    speedup = np.array([1.0, 2.0, 2.0, 1.5, np.nan])
+    loss = np.array([0.0, 0.01, 0.02, 0.05, 0.0])
+    assert frames.pareto_mask(speedup, loss).tolist() == [True, True, False, False, False]
+
+
+def test_exports_round_trip_and_report_is_self_contained(data_dir: Path, mlp_path: Path) -> None:
+    job, _ = finished_sweep(add_model(mlp_path).id, precisions=(Precision.FP32,))
+    frame = frames.results_frame(job_ids=[job.id])
+    frame = frames.add_accuracy_loss(frames.add_speedups(frame, frame["series"][0]))
+    records = json.loads(frames.export_json(frame))
+    assert [r["result_id"] for r in records] == frame["result_id"].tolist()
+    assert frames.export_csv(frame).decode().splitlines()[0].startswith("result_id,")
+    html = frames.html_report("t", frame, [charts.latency_vs_batch(frame)], None)
+    assert "<script src=" not in html  # plotly.js is inlined, nothing is fetched
+    assert "Plotly.newPlot" in html and len(html) > 1_000_000
