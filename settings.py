@@ -1,0 +1,139 @@
+"""Every OPTIBOARD_* setting, typed and documented in one place; the README table is checked against it.
+
+A leaf module beneath every layer (pages -> backend -> storage -> settings), so storage can read the
+data directory and database URL without importing upward. Values are read from the environment on
+each call, so tests and tools can change them at run time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+PROJECT_ROOT = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """One environment variable: its default, how to parse it, and what it is for."""
+
+    name: str
+    default: str
+    parse: Callable[[str], T]
+    help: str
+    shell_only: bool = False  # read by scripts/run, not by Python
+
+    def get(self) -> T:
+        return self.parse(os.environ.get(self.name, self.default))
+
+
+def _path(text: str) -> Path:
+    return Path(text)
+
+
+SETTINGS: dict[str, Setting] = {}
+
+
+def _declare(setting: Setting[T]) -> Setting[T]:
+    SETTINGS[setting.name] = setting
+    return setting
+
+
+DATA_DIR = _declare(
+    Setting("OPTIBOARD_DATA_DIR", "data", _path, "SQLite file, artifact store, caches")
+)
+DATABASE_URL = _declare(
+    Setting(
+        "OPTIBOARD_DATABASE_URL",
+        "",
+        str,
+        "any SQLAlchemy URL; empty means `sqlite:///$OPTIBOARD_DATA_DIR/optiboard.db`. "
+        "PostgreSQL works (`postgresql+psycopg://...`)",
+    )
+)
+ADDRESS = _declare(
+    Setting(
+        "OPTIBOARD_ADDRESS",
+        "127.0.0.1",
+        str,
+        "where `scripts/run` serves the dashboard; use `0.0.0.0` so teammates can open shared links",
+        shell_only=True,
+    )
+)
+PORT = _declare(
+    Setting("OPTIBOARD_PORT", "8501", int, "the dashboard's port (`scripts/run`)", shell_only=True)
+)
+REQUIREMENTS = _declare(
+    Setting(
+        "OPTIBOARD_REQUIREMENTS",
+        "requirements.txt",
+        str,
+        "`requirements-gpu.txt` on a GPU host",
+        shell_only=True,
+    )
+)
+MAX_UPLOAD_MB = _declare(
+    Setting(
+        "OPTIBOARD_MAX_UPLOAD_MB",
+        "2048",
+        int,
+        "largest accepted upload (the Streamlit limit in `.streamlit/config.toml` matches)",
+    )
+)
+MAX_UNCOMPRESSED_MB = _declare(
+    Setting("OPTIBOARD_MAX_UNCOMPRESSED_MB", "8192", int, "cap on a zip's total uncompressed size")
+)
+MAX_ZIP_MEMBERS = _declare(
+    Setting("OPTIBOARD_MAX_ZIP_MEMBERS", "10000", int, "cap on the number of entries in a zip")
+)
+MAX_COMPRESSION_RATIO = _declare(
+    Setting(
+        "OPTIBOARD_MAX_COMPRESSION_RATIO",
+        "200",
+        float,
+        "cap on a zip entry's uncompressed/compressed size ratio",
+    )
+)
+CONVERT_TIMEOUT_S = _declare(
+    Setting(
+        "OPTIBOARD_CONVERT_TIMEOUT_S",
+        "600",
+        float,
+        "time limit of the SavedModel -> ONNX conversion (a child process)",
+    )
+)
+LEASE_SECONDS = _declare(
+    Setting(
+        "OPTIBOARD_LEASE_SECONDS",
+        "60",
+        float,
+        "a worker's lease on a running job; a dead worker's job is requeued after it",
+    )
+)
+CONFIG_TIMEOUT_S = _declare(
+    Setting(
+        "OPTIBOARD_CONFIG_TIMEOUT_S",
+        "900",
+        float,
+        "time allowed per configuration on top of its measurement cap",
+    )
+)
+
+
+def data_dir() -> Path:
+    return DATA_DIR.get()
+
+
+def database_url() -> str:
+    """The configured URL, or SQLite under the data directory (created on first use)."""
+    url = DATABASE_URL.get()
+    if url:
+        return url
+    directory = data_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
