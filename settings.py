@@ -1,4 +1,4 @@
-"""Every OPTIBOARD_* setting, typed and documented in one place; the README table is checked against it.
+"""Every OPTIBOARD_* setting, typed and documented in one place; the README table matches it.
 
 A leaf module beneath every layer (pages -> backend -> storage -> settings), so storage can read the
 data directory and database URL without importing upward. Values are read from the environment on
@@ -61,7 +61,7 @@ ADDRESS = _declare(
         "OPTIBOARD_ADDRESS",
         "127.0.0.1",
         str,
-        "where `scripts/run` serves the dashboard; use `0.0.0.0` so teammates can open shared links",
+        "where `scripts/run` serves the dashboard; `0.0.0.0` lets teammates open shared links",
         shell_only=True,
     )
 )
