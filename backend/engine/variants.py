@@ -25,6 +25,8 @@ from backend.engine.inputs import (
 )
 from backend.errors import UserError
 from backend.models.inspect import op_histogram
+from backend.runtimes import get_backend
+from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, Precision
 
 CONV_OPS = {"Conv", "ConvTranspose"}
@@ -147,12 +149,9 @@ def _simplify(build: _Build) -> None:
 
 def _check_loads(path: Path) -> None:
     """ORT must be able to open the file; raises the runtime's own exception if not."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    options = SessionOptions(provider="cpu", optimization_level="disable")
+    with get_backend("onnxruntime").open(path, options):
+        pass
 
 
 def _to_fp32(build: _Build) -> Path:
@@ -410,19 +409,13 @@ def build_variant(
 
 def save_ort_optimized(model_path: Path, level: str, out_path: Path) -> Path:
     """Write the graph ONNX Runtime runs after its own optimizations, for download and Netron."""
-    import onnxruntime as ort
-
-    from backend.runtimes.onnxruntime import graph_level
-
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     partial = out_path.with_name(f".{out_path.name}.partial")
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = graph_level(level)
-    options.optimized_model_filepath = str(partial)
+    options = SessionOptions(provider="cpu", optimization_level=level, optimized_model_path=partial)
     try:
-        ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        with get_backend("onnxruntime").open(model_path, options):
+            pass  # opening the session is what writes the optimized graph
         os.replace(partial, out_path)
     finally:
         partial.unlink(missing_ok=True)
