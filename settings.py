@@ -52,6 +52,27 @@ def _declare(setting: Setting[T]) -> Setting[T]:
     return setting
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def settings_table() -> str:
+    """The README's settings table, in markdown; tests/test_docs.py keeps the README equal to it."""
+    lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for setting in SETTINGS.values():
+        default = setting.shown_default or setting.default
+        lines.append(f"| `{setting.name}` | `{_cell(default)}` | {_cell(setting.help)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    # Print from the imported module, so every declaration in this file counts, wherever it is.
+    import settings
+
+    print(settings.settings_table(), end="")
+    raise SystemExit(0)
+
+
 DATA_DIR = _declare(
     Setting("OPTIBOARD_DATA_DIR", "data", _path, "SQLite file, artifact store, caches")
 )
@@ -145,20 +166,3 @@ def database_url() -> str:
     directory = data_dir()
     directory.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def settings_table() -> str:
-    """The README's settings table, in markdown; tests/test_docs.py keeps the README equal to it."""
-    lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
-    for setting in SETTINGS.values():
-        default = setting.shown_default or setting.default
-        lines.append(f"| `{setting.name}` | `{_cell(default)}` | {_cell(setting.help)} |")
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    print(settings_table(), end="")
