@@ -15,6 +15,7 @@ class Precision(str, enum.Enum):
     FP16 = "fp16"
     INT8_DYNAMIC = "int8_dynamic"
     INT8_STATIC = "int8_static"
+    BF16 = "bf16"  # OpenVINO on CPUs with AVX-512 BF16 or AMX; offered only where supported
 
     @property
     def label(self) -> str:
@@ -23,7 +24,15 @@ class Precision(str, enum.Enum):
             "fp16": "FP16",
             "int8_dynamic": "INT8 dynamic",
             "int8_static": "INT8 static (QDQ)",
+            "bf16": "BF16",
         }[self.value]
+
+
+class PerformanceHint(enum.StrEnum):
+    """OpenVINO's PERFORMANCE_HINT: one request as fast as possible, or most requests per second."""
+
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
 
 
 OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
@@ -97,9 +106,14 @@ class Configuration:
     simplify: bool = False
     calibration_sha256: str | None = None
     calibration_samples: int = 16
+    performance_hint: PerformanceHint = PerformanceHint.LATENCY  # runtimes with hints (OpenVINO)
+    streams: int = 0  # OpenVINO inference streams; 0 lets the hint choose
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", Precision(self.precision))
+        object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
+        if self.streams < 0:
+            raise UserError("Streams cannot be negative; 0 lets the runtime choose.")
         if self.batch_size < 1:
             raise UserError(f"Batch size must be at least 1, not {self.batch_size}.")
         if self.optimization_level not in OPTIMIZATION_LEVELS:
@@ -122,6 +136,8 @@ class Configuration:
         dims = ",".join(f"{k}={v}" for k, v in self.symbolic_dims)
         parts = [self.backend, self.provider, self.precision.value, f"b{self.batch_size}", shape]
         parts += [self.optimization_level, f"t{self.intra_op_threads}"]
+        if self.backend != "onnxruntime":  # ONNX Runtime keys stay as they were before hints
+            parts += [self.performance_hint.value, f"s{self.streams}"]
         if self.simplify:
             parts.append("simplified")
         if dims:
@@ -130,11 +146,13 @@ class Configuration:
 
     @property
     def label(self) -> str:
-        return f"{self.provider.upper()} {self.precision.label} b{self.batch_size}"
+        runtime = "" if self.backend == "onnxruntime" else f"{self.backend} "
+        return f"{runtime}{self.provider.upper()} {self.precision.label} b{self.batch_size}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["precision"] = self.precision.value
+        data["performance_hint"] = self.performance_hint.value
         data["symbolic_dims"] = dict(self.symbolic_dims)
         return data
 
@@ -161,12 +179,17 @@ class SweepSpec:
     calibration_sha256: str | None = None
     calibration_samples: int = 16
     measure: MeasureSettings = field(default_factory=MeasureSettings)
+    backends: tuple[str, ...] = ()  # several runtimes side by side; empty means (backend,)
+    performance_hint: PerformanceHint = PerformanceHint.LATENCY
+    streams: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
         object.__setattr__(self, "providers", tuple(str(p).lower() for p in self.providers))
         object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
         object.__setattr__(self, "symbolic_dims", tuple(dict(self.symbolic_dims).items()))
+        object.__setattr__(self, "backends", tuple(str(b) for b in self.backends))
+        object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
         if isinstance(self.measure, dict):
             object.__setattr__(self, "measure", MeasureSettings(**self.measure))
         if not self.precisions:
@@ -177,14 +200,20 @@ class SweepSpec:
             raise UserError("Pick at least one batch size.")
         self.configurations()  # validates every point now, not in the worker
 
+    @property
+    def runtimes(self) -> tuple[str, ...]:
+        """The backends this sweep runs on, in the order picked."""
+        return self.backends or (self.backend,)
+
     def configurations(self) -> list[Configuration]:
-        points = itertools.product(self.providers, self.precisions, sorted(set(self.batch_sizes)))
+        batches = sorted(set(self.batch_sizes))
+        points = itertools.product(self.runtimes, self.providers, self.precisions, batches)
         return [
             Configuration(
                 precision=precision,
                 provider=provider,
                 batch_size=batch,
-                backend=self.backend,
+                backend=runtime,
                 fixed_shapes=self.fixed_shapes,
                 symbolic_dims=self.symbolic_dims,
                 optimization_level=self.optimization_level,
@@ -192,8 +221,10 @@ class SweepSpec:
                 simplify=self.simplify,
                 calibration_sha256=self.calibration_sha256,
                 calibration_samples=self.calibration_samples,
+                performance_hint=self.performance_hint,
+                streams=self.streams,
             )
-            for provider, precision, batch in points
+            for runtime, provider, precision, batch in points
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -202,6 +233,8 @@ class SweepSpec:
         data["providers"] = list(self.providers)
         data["batch_sizes"] = list(self.batch_sizes)
         data["symbolic_dims"] = dict(self.symbolic_dims)
+        data["backends"] = list(self.backends)
+        data["performance_hint"] = self.performance_hint.value
         return data
 
     @classmethod
@@ -212,4 +245,13 @@ class SweepSpec:
         data["batch_sizes"] = tuple(data.get("batch_sizes", (1,)))
         data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
         data["measure"] = MeasureSettings(**(data.get("measure") or {}))
+        data["backends"] = tuple(data.get("backends") or ())
         return cls(**data)
+
+
+def _hint(value: object) -> PerformanceHint:
+    try:
+        return PerformanceHint(value)
+    except ValueError:
+        choices = ", ".join(h.value for h in PerformanceHint)
+        raise UserError(f"Unknown performance hint {value!r}; choose one of {choices}.") from None

@@ -15,6 +15,15 @@ def _onnxruntime() -> RuntimeBackend:
     return OnnxRuntimeBackend()
 
 
+def _openvino() -> RuntimeBackend:
+    if importlib.util.find_spec("openvino") is None:
+        reason = "the 'openvino' Python package is not installed (pip install -r requirements.txt)"
+        return MissingBackend("openvino", reason, ("cpu", "gpu", "npu"))
+    from backend.runtimes.openvino import OpenVinoBackend
+
+    return OpenVinoBackend()
+
+
 def _not_yet(name: str, module: str, what: str) -> Callable[[], RuntimeBackend]:
     def factory() -> RuntimeBackend:
         if importlib.util.find_spec(module) is None:
@@ -29,7 +38,7 @@ def _not_yet(name: str, module: str, what: str) -> Callable[[], RuntimeBackend]:
 BACKENDS: dict[str, Callable[[], RuntimeBackend]] = {
     "onnxruntime": _onnxruntime,
     "tensorrt": _not_yet("tensorrt", "tensorrt", "needs an NVIDIA GPU; see requirements-gpu.txt"),
-    "openvino": _not_yet("openvino", "openvino", "pip install openvino"),
+    "openvino": _openvino,
 }
 
 _instances: dict[str, RuntimeBackend] = {}

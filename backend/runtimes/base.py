@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from backend.errors import UnavailableError
+from backend.specs import Precision
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class Runner(ABC):
         self.options = options
         self.session_create_ms: float | None = None
         self.providers_used: list[str] = []
+        # what the runtime says it really runs (e.g. execution precision, device, streams), read
+        # back from the compiled model rather than echoed from the request
+        self.facts: dict[str, Any] = {}
 
     def __enter__(self) -> Runner:
         started = time.perf_counter()
@@ -68,6 +72,10 @@ class Runner(ABC):
     def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on host arrays and return host arrays (copies included in the timing)."""
 
+    def layer_profile(self) -> list[dict[str, Any]]:
+        """Per-layer counters of the last inference, where the runtime keeps them."""
+        return []
+
 
 class RuntimeBackend(ABC):
     """A runtime such as ONNX Runtime or TensorRT: says what it can run here, opens runners."""
@@ -84,6 +92,10 @@ class RuntimeBackend(ABC):
     @abstractmethod
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
         """A runner for the model; raises UnavailableError if options.provider cannot be used."""
+
+    def precision_unavailable(self, precision: Precision, provider: str) -> str | None:
+        """Why this backend cannot run `precision` on `provider` here, or None when it can."""
+        return None
 
     def provider_status(self, provider: str) -> ProviderStatus | None:
         """One provider's status; backends override it when probing all of them is costly."""

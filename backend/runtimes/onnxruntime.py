@@ -17,6 +17,7 @@ import numpy as np
 
 from backend.errors import UnavailableError
 from backend.runtimes.base import ProviderStatus, Runner, RuntimeBackend, SessionOptions
+from backend.specs import Precision
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,10 @@ NATIVE_PROVIDERS = {
     "tensorrt": "TensorrtExecutionProvider",
 }
 SHORT_NAMES = {v: k for k, v in NATIVE_PROVIDERS.items()}
+# execution providers shipped as plugin libraries: short name -> (Python package, EP name, pip name)
+PLUGIN_PROVIDERS = {
+    "openvino": ("onnxruntime_ep_openvino", "OpenVINOExecutionProvider", "onnxruntime-ep-openvino"),
+}
 
 ORT_TYPE_TO_NUMPY = {
     "tensor(float)": "float32",
@@ -139,6 +144,54 @@ def probe_provider(short: str) -> ProviderStatus:
     )
 
 
+def _plugin_devices(ort: Any, native: str) -> list[Any]:
+    return [d for d in ort.get_ep_devices() if d.ep_name == native]
+
+
+def _discovered(ort: Any) -> str:
+    """The hardware ONNX Runtime's device discovery found, e.g. 'CPU (AMD, vendor id 0x1022)'."""
+    seen = {
+        f"{d.device.type.name} ({d.device.vendor}, vendor id 0x{d.device.vendor_id:04x})"
+        for d in ort.get_ep_devices()
+    }
+    return ", ".join(sorted(seen)) or "no device"
+
+
+@lru_cache(maxsize=4)
+def probe_plugin(short: str) -> ProviderStatus:
+    """Register a plugin EP library and ask ONNX Runtime's device discovery what it offers.
+
+    Plugin providers run only on the OrtEpDevices their factory accepts; a plugin that loads but
+    accepts none of the discovered devices cannot run anything here, and says so.
+    """
+    import importlib
+    import importlib.util
+
+    import onnxruntime as ort
+
+    module, native, pip_name = PLUGIN_PROVIDERS[short]
+    if importlib.util.find_spec(module) is None:
+        reason = f"the {pip_name} plugin package is not installed (pip install {pip_name})"
+        return ProviderStatus(short, False, reason, native)
+    try:
+        if not _plugin_devices(ort, native):
+            library = importlib.import_module(module).get_library_path()
+            ort.register_execution_provider_library(native, library)
+    except Exception as exc:  # the loader's own words name the missing library or symbol
+        return ProviderStatus(short, False, f"ONNX Runtime could not load {pip_name}: {exc}", native)
+    devices = _plugin_devices(ort, native)
+    if not devices:
+        return ProviderStatus(
+            short,
+            False,
+            f"{pip_name} loaded, but ONNX Runtime's device discovery found {_discovered(ort)} "
+            f"and the plugin accepted none of them, so {native} has no device here",
+            native,
+        )
+    names = ", ".join(f"{d.device.type.name} ({d.device.vendor})" for d in devices)
+    return ProviderStatus(short, True, names, native)
+
+
 def detect_providers() -> tuple[ProviderStatus, ...]:
     return tuple(probe_provider(short) for short in NATIVE_PROVIDERS)
 
@@ -168,7 +221,10 @@ class OnnxRuntimeRunner(Runner):
     def activate_impl(self) -> None:
         import onnxruntime as ort
 
-        native = NATIVE_PROVIDERS[self.options.provider]
+        if self.options.provider in PLUGIN_PROVIDERS:
+            native = PLUGIN_PROVIDERS[self.options.provider][1]
+        else:
+            native = NATIVE_PROVIDERS[self.options.provider]
         session_options = ort.SessionOptions()
         session_options.graph_optimization_level = graph_level(self.options.optimization_level)
         session_options.log_severity_level = 3
@@ -177,8 +233,12 @@ class OnnxRuntimeRunner(Runner):
         if self.options.optimized_model_path is not None:
             session_options.optimized_model_filepath = str(self.options.optimized_model_path)
         provider_options = self.options.extra.get("provider_options", {})
-        providers: list[Any] = [(native, provider_options)] if provider_options else [native]
-        if native != "CPUExecutionProvider":
+        providers: list[Any] | None = [(native, provider_options)] if provider_options else [native]
+        if self.options.provider in PLUGIN_PROVIDERS:  # plugins are bound to discovered devices
+            devices = _plugin_devices(ort, native)
+            session_options.add_provider_for_devices(devices, provider_options)
+            providers = None
+        elif native != "CPUExecutionProvider":
             providers.append("CPUExecutionProvider")  # for nodes the device cannot take
         self.session = ort.InferenceSession(
             str(self.model_path), session_options, providers=providers
@@ -222,10 +282,20 @@ class OnnxRuntimeBackend(RuntimeBackend):
         return ort.__version__
 
     def providers(self) -> list[ProviderStatus]:
-        return list(detect_providers())
+        return [*detect_providers(), *(probe_plugin(short) for short in PLUGIN_PROVIDERS)]
 
     def provider_status(self, provider: str) -> ProviderStatus | None:
+        if provider in PLUGIN_PROVIDERS:
+            return probe_plugin(provider)
         return probe_provider(provider) if provider in NATIVE_PROVIDERS else None
+
+    def precision_unavailable(self, precision: Precision, provider: str) -> str | None:
+        if precision == Precision.BF16:
+            return (
+                "Optiboard runs BF16 only through OpenVINO (ONNX Runtime's CPU provider has no "
+                "bfloat16 kernels for most ops); pick the openvino runtime for BF16"
+            )
+        return None
 
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
         self.require(options.provider)

@@ -1,0 +1,218 @@
+"""OpenVINO backend: CPU (and GPU/NPU where OpenVINO finds them), precisions read back.
+
+OpenVINO's CPU plugin runs bf16 by default on CPUs with AVX-512 BF16 or AMX, so an "FP32" row that
+only asks for FP32 silently measures bf16. Every runner sets INFERENCE_PRECISION_HINT itself and
+reads it back from the compiled model; a mismatch refuses to measure rather than mislabel.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from backend.errors import UnavailableError
+from backend.runtimes.base import ProviderStatus, Runner, RuntimeBackend, SessionOptions
+from backend.specs import PerformanceHint, Precision
+
+DEVICES = {"cpu": "CPU", "gpu": "GPU", "npu": "NPU"}
+
+# the execution precision each Optiboard precision asks OpenVINO for; INT8 keeps the layers NNCF
+# left in float at f32 (not bf16), FP16 is weight compression with f32 arithmetic
+EXECUTION_PRECISION = {
+    Precision.FP32: "f32",
+    Precision.FP16: "f32",
+    Precision.INT8_STATIC: "f32",
+    Precision.BF16: "bf16",
+}
+# OPTIMIZATION_CAPABILITIES entries each execution precision needs on a device
+CAPABILITY = {"f32": "FP32", "bf16": "BF16", "f16": "FP16"}
+
+
+@lru_cache(maxsize=1)
+def _core() -> Any:
+    import openvino as ov
+
+    return ov.Core()
+
+
+@lru_cache(maxsize=8)
+def device_capabilities(device: str) -> tuple[str, ...]:
+    """OPTIMIZATION_CAPABILITIES of one device, e.g. ('BF16', 'FP32', 'INT8', ...)."""
+    return tuple(_core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
+
+
+def _status(short: str) -> ProviderStatus:
+    native = DEVICES[short]
+    core = _core()
+    found = core.available_devices
+    if not any(d == native or d.startswith(f"{native}.") for d in found):
+        return ProviderStatus(
+            short,
+            False,
+            f"OpenVINO found no {native} device here (it found: {', '.join(found) or 'none'})",
+            native,
+        )
+    return ProviderStatus(short, True, str(core.get_property(native, "FULL_DEVICE_NAME")), native)
+
+
+def _compile_config(options: SessionOptions, precision: str) -> dict[str, Any]:
+    extra = options.extra
+    hint = PerformanceHint(extra.get("performance_hint", PerformanceHint.LATENCY))
+    config: dict[str, Any] = {
+        "INFERENCE_PRECISION_HINT": precision,
+        "PERFORMANCE_HINT": hint.value.upper(),
+        "PERF_COUNT": bool(extra.get("perf_counters", True)),
+    }
+    if extra.get("streams"):
+        config["NUM_STREAMS"] = int(extra["streams"])
+    if options.intra_op_threads:
+        config["INFERENCE_NUM_THREADS"] = options.intra_op_threads
+    return config
+
+
+def _compress_weights(model: Any) -> Any:
+    """FP16 weight compression as OpenVINO's own save_model does it, read back from the IR."""
+    import openvino as ov
+
+    with tempfile.TemporaryDirectory(prefix="optiboard-ov-") as tmp:
+        path = Path(tmp) / "model.xml"
+        ov.save_model(model, str(path), compress_to_fp16=True)
+        return _core().read_model(str(path))
+
+
+def _weight_types(model: Any) -> dict[str, int]:
+    """Element types of the model's constants (the weights), counted."""
+    types = Counter(
+        op.get_element_type().get_type_name()
+        for op in model.get_ops()
+        if op.get_type_name() == "Constant" and op.get_output_size() == 1
+    )
+    return dict(types)
+
+
+def _runtime_precisions(compiled: Any) -> dict[str, int]:
+    """How many layers of the compiled graph run at each precision (rt_info runtimePrecision)."""
+    counts: Counter[str] = Counter()
+    for op in compiled.get_runtime_model().get_ops():
+        info = op.get_rt_info()
+        if info["layerType"].astype(str) not in {"Input", "Output", "Const"}:
+            counts[info["runtimePrecision"].astype(str)] += 1
+    return dict(counts)
+
+
+class OpenVinoRunner(Runner):
+    """One compiled model and one infer request; the precision asked is the one read back."""
+
+    def activate_impl(self) -> None:
+        precision = Precision(self.options.extra.get("precision", Precision.FP32))
+        asked = EXECUTION_PRECISION[precision]
+        device = DEVICES[self.options.provider]
+        core = _core()
+        model = core.read_model(str(self.model_path))
+        if precision == Precision.FP16:
+            model = _compress_weights(model)
+        compiled = core.compile_model(model, device, _compile_config(self.options, asked))
+        got = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        if got != asked:
+            raise UnavailableError(
+                f"OpenVINO compiled this model at {got} when {asked} was asked; refusing to "
+                f"report {got} numbers as {precision.label}"
+            )
+        self.compiled = compiled
+        self.request = compiled.create_infer_request()
+        self.providers_used = [f"OpenVINO {d}" for d in compiled.get_property("EXECUTION_DEVICES")]
+        self.facts = {
+            "execution_precision": got,
+            "execution_devices": list(compiled.get_property("EXECUTION_DEVICES")),
+            "streams": int(compiled.get_property("NUM_STREAMS")),
+            "threads": int(compiled.get_property("INFERENCE_NUM_THREADS")),
+            "performance_hint": str(compiled.get_property("PERFORMANCE_HINT")).lower(),
+            "layer_precisions": _runtime_precisions(compiled),
+            "weight_types": _weight_types(model),
+        }
+        self._inputs = list(compiled.inputs)
+        self._outputs = list(compiled.outputs)
+
+    def deactivate_impl(self) -> None:
+        self.request = None
+        self.compiled = None
+
+    def input_specs(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": port.get_any_name(),
+                "dtype": np.dtype(port.get_element_type().to_dtype()).name,
+                "shape": [d.get_length() if d.is_static else "?" for d in port.get_partial_shape()],
+            }
+            for port in self._inputs
+        ]
+
+    def output_names(self) -> list[str]:
+        return [port.get_any_name() for port in self._outputs]
+
+    def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.request.infer(feeds)
+        return [self.request.get_output_tensor(i).data.copy() for i in range(len(self._outputs))]
+
+    def layer_profile(self) -> list[dict[str, Any]]:
+        """OpenVINO's PERF_COUNT counters of the last inference, executed layers only."""
+        from openvino import ProfilingInfo
+
+        return [
+            {
+                "node": info.node_name,
+                "type": info.node_type,
+                "exec_type": info.exec_type,
+                "real_time_us": info.real_time.total_seconds() * 1e6,
+                "cpu_time_us": info.cpu_time.total_seconds() * 1e6,
+            }
+            for info in self.request.get_profiling_info()
+            if info.status == ProfilingInfo.Status.EXECUTED
+        ]
+
+
+class OpenVinoBackend(RuntimeBackend):
+    name = "openvino"
+
+    def version(self) -> str:
+        import openvino as ov
+
+        return ov.get_version().split("-")[0]
+
+    def providers(self) -> list[ProviderStatus]:
+        return [_status(short) for short in DEVICES]
+
+    def provider_status(self, provider: str) -> ProviderStatus | None:
+        return _status(provider) if provider in DEVICES else None
+
+    def precision_unavailable(self, precision: Precision, provider: str) -> str | None:
+        if precision not in EXECUTION_PRECISION:
+            return (
+                f"OpenVINO has no {precision.label} mode; pick INT8 static, which OpenVINO "
+                "quantizes with NNCF"
+            )
+        status = self.provider_status(provider)
+        if status is None or not status.available:
+            return None  # require() reports the device itself
+        needed = CAPABILITY[EXECUTION_PRECISION[precision]]
+        capabilities = device_capabilities(DEVICES[provider])
+        if needed not in capabilities:
+            return (
+                f"OpenVINO's {DEVICES[provider]} device has no {needed} support on this machine "
+                f"(its capabilities: {', '.join(capabilities)})"
+            )
+        return None
+
+    def open(self, model_path: Path, options: SessionOptions) -> Runner:
+        self.require(options.provider)
+        reason = self.precision_unavailable(
+            Precision(options.extra.get("precision", Precision.FP32)), options.provider
+        )
+        if reason:
+            raise UnavailableError(reason)
+        return OpenVinoRunner(model_path, options)
