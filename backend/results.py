@@ -81,6 +81,9 @@ class ConfigurationResult:
     notes: list[str] = field(default_factory=list)  # plain "why" lines and warnings for the user
     environment: dict[str, Any] = field(default_factory=dict)
     telemetry: dict[str, Any] = field(default_factory=dict)
+    # what the runtime reports it really ran (execution precision, devices, streams...), read back
+    runtime_facts: dict[str, Any] = field(default_factory=dict)
+    layer_profile: list[dict[str, Any]] = field(default_factory=list)  # per-layer counters
     samples_ms: list[float] = field(default_factory=list)
 
     def to_dict(self, with_samples: bool = False) -> dict[str, Any]:

@@ -52,6 +52,15 @@ def _reference_outputs(
         return [runner.infer(feed) for feed in feeds]
 
 
+def _runtime_knobs(config: Configuration) -> dict[str, Any]:
+    """What a runner needs beyond provider and threads; ONNX Runtime ignores these."""
+    return {
+        "precision": config.precision.value,
+        "performance_hint": config.performance_hint.value,
+        "streams": config.streams,
+    }
+
+
 def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     """Measure one configuration; returns ConfigurationResult.to_dict(with_samples=True)."""
     from backend.engine import accuracy, inputs, variants
@@ -74,6 +83,9 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     }
     try:
         backend.require(config.provider)
+        reason = backend.precision_unavailable(config.precision, config.provider)
+        if reason:
+            raise UnavailableError(reason)
     except UnavailableError as exc:
         result.status, result.error = "unavailable", str(exc)
         return result.to_dict(with_samples=True)
@@ -100,10 +112,12 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             provider=config.provider,
             optimization_level=config.optimization_level,
             intra_op_threads=config.intra_op_threads,
+            extra=_runtime_knobs(config),
         )
         with backend.open(variant.path, options) as runner:
             result.session_create_ms = runner.session_create_ms
             result.providers_used = list(runner.providers_used)
+            result.runtime_facts = dict(runner.facts)
             specs = runner.input_specs()
             ranges = inputs.value_ranges(source)
             dims = dict(config.symbolic_dims)
@@ -120,6 +134,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
                 ranges=ranges,
             )
             candidate = [runner.infer(f) for f in accuracy_feeds]
+            result.layer_profile = runner.layer_profile()
         reference = _reference_outputs(source, accuracy_feeds, config.intra_op_threads)
         result.accuracy = accuracy.compare_outputs(reference, candidate, runner.output_names())
         result.first_inference_ms = measurement.first_inference_ms
@@ -149,7 +164,8 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
         shutil.copyfile(variant.path, output)
         result.status = "ok"
         result.environment["optimized_path"] = str(output)
-        if config.precision == Precision.FP32 and config.optimization_level != "disable":
+        ort_graph_wanted = config.backend == "onnxruntime" and config.precision == Precision.FP32
+        if ort_graph_wanted and config.optimization_level != "disable":
             # the graph ORT really runs after its own fusions, for download and Netron
             ort_graph = output.with_name(f"{output.stem}.ort-{config.optimization_level}.onnx")
             variants.save_ort_optimized(variant.path, config.optimization_level, ort_graph)

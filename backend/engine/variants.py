@@ -72,9 +72,6 @@ class _Build:
         return path
 
 
-# --- shapes -------------------------------------------------------------------------------------
-
-
 def _batch_dim_names(model: onnx.ModelProto) -> set[str]:
     names = set()
     for spec in specs_of_model(model):
@@ -150,9 +147,6 @@ def _simplify(build: _Build) -> None:
     build.steps.append(f"simplified with onnxslim: {before} -> {len(slimmed.graph.node)} nodes")
 
 
-# --- precisions ---------------------------------------------------------------------------------
-
-
 def _check_loads(path: Path) -> None:
     """ORT must be able to open the file; raises the runtime's own exception if not."""
     options = SessionOptions(provider="cpu", optimization_level="disable")
@@ -220,7 +214,8 @@ def _to_int8_dynamic(build: _Build) -> Path:
     return path
 
 
-def _calibration_feeds(build: _Build) -> list[dict[str, np.ndarray]]:
+def _calibration_feeds(build: _Build, method: str) -> list[dict[str, np.ndarray]]:
+    """The calibration samples both runtimes' static INT8 use: the file's, or seeded random."""
     config = build.config
     if build.calibration is not None:
         if not build.calibration:
@@ -237,9 +232,7 @@ def _calibration_feeds(build: _Build) -> list[dict[str, np.ndarray]]:
         feeds = random_inputs(specs, 1, dict(config.symbolic_dims), count, seed=0, ranges=ranges)
         source = "random"
         build.notes.append("random calibration data: accuracy numbers are indicative only")
-    build.steps.append(
-        f"quantize_static QDQ per-channel, {len(feeds)} calibration samples ({source})"
-    )
+    build.steps.append(f"{method}, {len(feeds)} calibration samples ({source})")
     return batched_feeds(feeds, input_batch(build.model))
 
 
@@ -254,7 +247,7 @@ def _to_int8_static(build: _Build) -> Path:
     source = build.save("float.onnx")
     prepared = build.tmpdir / "prepared.onnx"
     path = build.tmpdir / "model.onnx"
-    feeds = _calibration_feeds(build)
+    feeds = _calibration_feeds(build, "quantize_static QDQ per-channel")
 
     class Reader(FeedReader, CalibrationDataReader):  # ORT imported lazily, so defined here
         pass
@@ -286,17 +279,53 @@ def _to_int8_static(build: _Build) -> Path:
     return path
 
 
-PRECISION_BUILDERS: dict[Precision, Callable[[_Build], Path]] = {
-    Precision.FP32: _to_fp32,
-    Precision.FP16: _to_fp16,
-    Precision.INT8_DYNAMIC: _to_int8_dynamic,
-    Precision.INT8_STATIC: _to_int8_static,
+def _for_openvino(build: _Build) -> Path:
+    """FP32, BF16 and FP16 weight compression are all OpenVINO compile settings on this graph."""
+    done = {
+        Precision.FP32: "compiles it with INFERENCE_PRECISION_HINT f32",
+        Precision.BF16: "compiles it with INFERENCE_PRECISION_HINT bf16",
+        Precision.FP16: "compresses the weights to FP16 when it compiles (f32 arithmetic)",
+    }
+    build.steps.append(f"kept FP32; OpenVINO {done[build.config.precision]}")
+    return build.save("model.onnx")
+
+
+def _to_int8_nncf(build: _Build) -> Path:
+    """NNCF post-training quantization (its ONNX backend, QDQ), on ORT static INT8's samples."""
+    import nncf
+
+    feeds = _calibration_feeds(build, "NNCF post-training quantization (QDQ, CPU preset)")
+    try:
+        quantized = nncf.quantize(build.model, nncf.Dataset(feeds), subset_size=len(feeds))
+    except Exception as exc:
+        raise OptimizationError(
+            f"NNCF cannot quantize this graph to INT8: {exc}; run it in FP32 or BF16, or check "
+            "that the calibration data matches the inputs."
+        ) from exc
+    return build.save("model.onnx", quantized)
+
+
+PRECISION_BUILDERS: dict[str, dict[Precision, Callable[[_Build], Path]]] = {
+    "onnxruntime": {
+        Precision.FP32: _to_fp32,
+        Precision.FP16: _to_fp16,
+        Precision.INT8_DYNAMIC: _to_int8_dynamic,
+        Precision.INT8_STATIC: _to_int8_static,
+    },
+    "openvino": {
+        Precision.FP32: _for_openvino,
+        Precision.BF16: _for_openvino,
+        Precision.FP16: _for_openvino,
+        Precision.INT8_STATIC: _to_int8_nncf,
+    },
 }
 
 
 def variant_name(source: Path, config: Configuration) -> str:
     """A file name made of what changes the built graph (not provider, threads or ORT level)."""
     parts = [source.stem, config.precision.value]
+    if config.backend == "openvino" and config.precision == Precision.INT8_STATIC:
+        parts.append("nncf")
     parts.append(f"b{config.batch_size}" if config.fixed_shapes else "dynamic")
     parts += [f"{k}{v}" for k, v in config.symbolic_dims]
     if config.simplify:
@@ -329,7 +358,13 @@ def build_variant(
         _fix_shapes(build)
         if config.simplify:
             _simplify(build)
-        built = PRECISION_BUILDERS[config.precision](build)
+        builders = PRECISION_BUILDERS.get(config.backend, PRECISION_BUILDERS["onnxruntime"])
+        if config.precision not in builders:
+            raise OptimizationError(
+                f"{config.backend} cannot build {config.precision.label}; pick one of "
+                f"{', '.join(p.label for p in builders)}."
+            )
+        built = builders[config.precision](build)
         final = workdir / variant_name(source, config)
         os.replace(built, final)
     finally:

@@ -178,7 +178,9 @@ def probe_plugin(short: str) -> ProviderStatus:
             library = importlib.import_module(module).get_library_path()
             ort.register_execution_provider_library(native, library)
     except Exception as exc:  # the loader's own words name the missing library or symbol
-        return ProviderStatus(short, False, f"ONNX Runtime could not load {pip_name}: {exc}", native)
+        return ProviderStatus(
+            short, False, f"ONNX Runtime could not load {pip_name}: {exc}", native
+        )
     devices = _plugin_devices(ort, native)
     if not devices:
         return ProviderStatus(
