@@ -9,12 +9,20 @@ import onnx
 from onnx import TensorProto, helper
 
 from backend.compat import build_matrix, matrix_for_model
-from backend.compat.matrix import CPU, CUDA, OPENVINO, TFTRT, TRT, TRT_EP
 from storage.artifacts import ArtifactStore
 from storage.repo import caches as compat_cache
 from storage.repo import models as model_store
 from storage.repo.models import NewArtifact
 from tests import models as model_factory
+
+CPU, CUDA, TRT_EP, TRT, OPENVINO, TFTRT = (
+    "ort-cpu",
+    "ort-cuda",
+    "ort-tensorrt",
+    "tensorrt",
+    "openvino",
+    "tf-trt",
+)
 
 
 def _single_op(path: Path, op: str, dtype: int, opset: int = 17, domain: str = "") -> Path:
@@ -162,14 +170,17 @@ def test_frame_has_one_row_per_node_and_backend_with_real_placement(data_dir, cn
 
 def test_unreadable_registry_falls_back_to_the_real_cpu_session(mlp_path):
     """Seen on an H200: the registry dump crashed, so the CPU column came from placement."""
+    from backend.compat.cells import CellStatus, CompatCell
+    from backend.compat.columns.ort_cpu import cells_from_placement
     from backend.compat.facts import read_nodes
-    from backend.compat.matrix import UNKNOWN, CompatCell, _cells_from_placement
     from backend.compat.placement import read_placement
 
     model = onnx.load(str(mlp_path))
     nodes = read_nodes(model)
-    unknown = [CompatCell(UNKNOWN, "kernel registry unreadable", "registry") for _ in nodes]
+    unknown = [
+        CompatCell(CellStatus.UNKNOWN, "kernel registry unreadable", "registry") for _ in nodes
+    ]
     placement = read_placement(mlp_path, "cpu")
-    cells = _cells_from_placement(nodes, unknown, placement, "child crashed (signal 11)")
+    cells = cells_from_placement(nodes, unknown, placement, "child crashed (signal 11)")
     assert [c.status for c in cells] == ["supported"] * len(nodes)
     assert all(c.source == "placement" and "signal 11" in c.reason for c in cells)
