@@ -153,6 +153,7 @@ def test_library_model_matrix_is_cached_and_exports_csv_and_json(data_dir, cnn_p
     exported = json.loads(first.to_json())
     assert {s["backend"] for s in exported["summary"]} >= {CPU, CUDA, TRT, OPENVINO}
     assert exported["nodes"][0]["op_type"] == "Conv"
+    assert exported["cells"][CPU][0]["status"] == "supported"  # the string caches store
     assert "onnxruntime 1.32.0" in first.fingerprint and "tensorrt:" in first.fingerprint
 
 
