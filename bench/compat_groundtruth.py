@@ -1,9 +1,10 @@
 """Ground truth for the compatibility matrix's CPU column: ONNX's own backend node tests.
 
-The full sweep (about 1,900 cases, a few minutes); tests/backend/compat/test_groundtruth.py runs
-a sample. For every node test case shipped in the installed `onnx` package, compare the prediction (from
-ONNX Runtime's kernel registry) with whether ONNX Runtime really loads and runs the model on the
-case's inputs. Prints the confusion counts, the agreement and the disagreements grouped by op.
+The full sweep (about 1,900 cases, a few minutes); tests/backend/compat/test_groundtruth.py
+runs a sample. For every node test case shipped in the installed `onnx` package, compare the
+prediction (from ONNX Runtime's kernel registry) with whether ONNX Runtime really loads and runs
+the model on the case's inputs. Prints the confusion counts, the accuracy (agreement), the
+disagreements grouped by op and the seconds taken.
 
     .venv/bin/python bench/compat_groundtruth.py [--limit N] [--jobs 2]
 """
