@@ -17,6 +17,7 @@ import numpy as np
 
 from backend.errors import UnavailableError
 from backend.runtimes.base import ProviderStatus, Runner, RuntimeBackend, SessionOptions
+from backend.runtimes.ort_plugins import PLUGIN_PROVIDERS, plugin_devices, probe_plugin
 from backend.specs import Precision
 
 log = logging.getLogger(__name__)
@@ -27,10 +28,6 @@ NATIVE_PROVIDERS = {
     "tensorrt": "TensorrtExecutionProvider",
 }
 SHORT_NAMES = {v: k for k, v in NATIVE_PROVIDERS.items()}
-# execution providers shipped as plugin libraries: short name -> (Python package, EP name, pip name)
-PLUGIN_PROVIDERS = {
-    "openvino": ("onnxruntime_ep_openvino", "OpenVINOExecutionProvider", "onnxruntime-ep-openvino"),
-}
 
 ORT_TYPE_TO_NUMPY = {
     "tensor(float)": "float32",
@@ -144,56 +141,6 @@ def probe_provider(short: str) -> ProviderStatus:
     )
 
 
-def _plugin_devices(ort: Any, native: str) -> list[Any]:
-    return [d for d in ort.get_ep_devices() if d.ep_name == native]
-
-
-def _discovered(ort: Any) -> str:
-    """The hardware ONNX Runtime's device discovery found, e.g. 'CPU (AMD, vendor id 0x1022)'."""
-    seen = {
-        f"{d.device.type.name} ({d.device.vendor}, vendor id 0x{d.device.vendor_id:04x})"
-        for d in ort.get_ep_devices()
-    }
-    return ", ".join(sorted(seen)) or "no device"
-
-
-@lru_cache(maxsize=4)
-def probe_plugin(short: str) -> ProviderStatus:
-    """Register a plugin EP library and ask ONNX Runtime's device discovery what it offers.
-
-    Plugin providers run only on the OrtEpDevices their factory accepts; a plugin that loads but
-    accepts none of the discovered devices cannot run anything here, and says so.
-    """
-    import importlib
-    import importlib.util
-
-    import onnxruntime as ort
-
-    module, native, pip_name = PLUGIN_PROVIDERS[short]
-    if importlib.util.find_spec(module) is None:
-        reason = f"the {pip_name} plugin package is not installed (pip install {pip_name})"
-        return ProviderStatus(short, False, reason, native)
-    try:
-        if not _plugin_devices(ort, native):
-            library = importlib.import_module(module).get_library_path()
-            ort.register_execution_provider_library(native, library)
-    except Exception as exc:  # the loader's own words name the missing library or symbol
-        return ProviderStatus(
-            short, False, f"ONNX Runtime could not load {pip_name}: {exc}", native
-        )
-    devices = _plugin_devices(ort, native)
-    if not devices:
-        return ProviderStatus(
-            short,
-            False,
-            f"{pip_name} loaded, but ONNX Runtime's device discovery found {_discovered(ort)} "
-            f"and the plugin accepted none of them, so {native} has no device here",
-            native,
-        )
-    names = ", ".join(f"{d.device.type.name} ({d.device.vendor})" for d in devices)
-    return ProviderStatus(short, True, names, native)
-
-
 def detect_providers() -> tuple[ProviderStatus, ...]:
     return tuple(probe_provider(short) for short in NATIVE_PROVIDERS)
 
@@ -237,7 +184,7 @@ class OnnxRuntimeRunner(Runner):
         provider_options = self.options.extra.get("provider_options", {})
         providers: list[Any] | None = [(native, provider_options)] if provider_options else [native]
         if self.options.provider in PLUGIN_PROVIDERS:  # plugins are bound to discovered devices
-            devices = _plugin_devices(ort, native)
+            devices = plugin_devices(ort, native)
             session_options.add_provider_for_devices(devices, provider_options)
             providers = None
         elif native != "CPUExecutionProvider":
