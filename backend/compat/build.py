@@ -65,6 +65,7 @@ def model_context(
         registry=load_registry(),
         protos=node_protos(model),
         types=value_types(model),
+        model_path=Path(model_path),
     )
     return read_nodes(model), context
 

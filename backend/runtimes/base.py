@@ -33,6 +33,23 @@ class SessionOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ModelQuery:
+    """A runtime's own answer, per tensor of the model, of what one device takes.
+
+    tensors maps each named output tensor of the source graph to the runtime op types, among the
+    ops computing it, that the device does NOT take (empty: it takes them all). When the model
+    cannot be read or compiled, stage says which step failed and error holds the runtime's words.
+    """
+
+    runtime: str
+    device: str
+    tensors: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    stage: str = ""  # "", "read" or "compile"
+    error: str = ""
+    failed_ops: tuple[str, ...] = ()  # op names the runtime's error lists, e.g. ("Bernoulli-15",)
+
+
 class Runner(ABC):
     """An open inference session. The base owns timing; subclasses fill the *_impl hooks."""
 
@@ -95,6 +112,10 @@ class RuntimeBackend(ABC):
 
     def precision_unavailable(self, precision: Precision, provider: str) -> str | None:
         """Why this backend cannot run `precision` on `provider` here, or None when it can."""
+        return None
+
+    def query_model(self, model_path: Path, provider: str) -> ModelQuery | None:
+        """The runtime's own per-node answer for a model, or None where it has no such query."""
         return None
 
     def provider_status(self, provider: str) -> ProviderStatus | None:

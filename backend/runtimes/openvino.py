@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 
 from backend.errors import UnavailableError
-from backend.runtimes.base import ProviderStatus, Runner, RuntimeBackend, SessionOptions
+from backend.runtimes.base import (
+    ModelQuery,
+    ProviderStatus,
+    Runner,
+    RuntimeBackend,
+    SessionOptions,
+)
 from backend.specs import PerformanceHint, Precision
 
 DEVICES = {"cpu": "CPU", "gpu": "GPU", "npu": "NPU"}
@@ -103,6 +109,47 @@ def _runtime_precisions(compiled: Any) -> dict[str, int]:
         if info["layerType"].astype(str) not in {"Input", "Output", "Const"}:
             counts[info["runtimePrecision"].astype(str)] += 1
     return dict(counts)
+
+
+def _failed_ops(error: str) -> tuple[str, ...]:
+    """The ops OpenVINO's frontend report lists ('No conversion rule found for operations: ...')."""
+    found: list[str] = []
+    for line in error.splitlines():
+        if "for operations:" in line or "operations:" in line.lower():
+            found += [op.strip() for op in line.split(":", 1)[1].split(",") if op.strip()]
+    return tuple(found)
+
+
+def _first_lines(error: str, limit: int = 4) -> str:
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith(("Exception from", "Check 'false'"))]
+    return " ".join(useful[:limit])[:500]
+
+
+def _unsupported_per_tensor(model: Any, supported: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """For each named tensor, the op types computing it (back to the previous named tensors)
+    that the device does not take. OpenVINO's ONNX frontend names an ONNX node's outputs on the
+    last op it translates that node into; the ops before it are unnamed."""
+    answer: dict[str, tuple[str, ...]] = {}
+    for op in model.get_ordered_ops():
+        names = {name for output in op.outputs() for name in output.get_names()}
+        if not names:
+            continue
+        missing: set[str] = set()
+        stack, seen = [op], set()
+        while stack:
+            current = stack.pop()
+            if current.get_friendly_name() in seen:
+                continue
+            seen.add(current.get_friendly_name())
+            if current.get_friendly_name() not in supported:
+                missing.add(current.get_type_name())
+            for value in current.input_values():
+                if not value.get_names():  # unnamed: part of the same ONNX node
+                    stack.append(value.get_node())
+        for name in names:
+            answer[name] = tuple(sorted(missing))
+    return answer
 
 
 class OpenVinoRunner(Runner):
@@ -207,6 +254,28 @@ class OpenVinoBackend(RuntimeBackend):
                 f"(its capabilities: {', '.join(capabilities)})"
             )
         return None
+
+    def query_model(self, model_path: Path, provider: str) -> ModelQuery | None:
+        """query_model per op, then a real compile_model; failures keep OpenVINO's own words."""
+        device = DEVICES.get(provider, provider.upper())
+        runtime = f"openvino {self.version()}"
+        core = _core()
+        try:
+            model = core.read_model(str(model_path))
+        except Exception as exc:  # the frontend's report names the ops it cannot convert
+            text = str(exc)
+            return ModelQuery(runtime, device, {}, "read", _first_lines(text), _failed_ops(text))
+        tensors: dict[str, tuple[str, ...]] = {}
+        try:
+            tensors = _unsupported_per_tensor(model, core.query_model(model, device))
+            if not any(tensors.values()):
+                core.compile_model(model, device)
+        except Exception as exc:
+            text = str(exc)
+            return ModelQuery(
+                runtime, device, tensors, "compile", _first_lines(text), _failed_ops(text)
+            )
+        return ModelQuery(runtime, device, tensors)
 
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
         self.require(options.provider)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import onnx
@@ -42,6 +43,7 @@ class ModelContext:
     registry: KernelRegistry
     protos: list[onnx.NodeProto] = field(default_factory=list)  # by NodeFacts.index
     types: dict[str, onnx.TypeProto] = field(default_factory=dict)
+    model_path: Path | None = None  # for columns that ask a runtime about the whole model
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
     def proto(self, node: NodeFacts) -> onnx.NodeProto | None:

@@ -1,11 +1,19 @@
-"""OpenVINO, predicted from the transcribed list of its ONNX frontend's op translators."""
+"""OpenVINO, answered by OpenVINO itself where it is installed: read_model, query_model per op
+and a real compile_model on the CPU. Where it is not installed, the transcribed list of its ONNX
+frontend's translators (data/openvino.json) predicts instead, and the cells say so.
+"""
 
 from __future__ import annotations
+
+import dataclasses
+import re
 
 from backend.compat import datafiles
 from backend.compat.cells import PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, CompatCell
 from backend.compat.columns.base import CompatColumn, ModelContext, list_source
 from backend.compat.facts import NodeFacts
+from backend.runtimes import get_backend
+from backend.runtimes.base import ModelQuery
 
 
 def openvino_cell(node: NodeFacts, support: datafiles.SupportList) -> CompatCell:
@@ -39,12 +47,75 @@ def openvino_cell(node: NodeFacts, support: datafiles.SupportList) -> CompatCell
     )
 
 
+def named_in(node: NodeFacts, failed_ops: tuple[str, ...]) -> str | None:
+    """The entry of OpenVINO's failure report that names this node's op, e.g. 'Bernoulli-15'."""
+    wanted = {node.op_type, f"{node.domain}.{node.op_type}"}
+    for entry in failed_ops:
+        if re.sub(r"-\d+$", "", entry) in wanted:
+            return entry
+    return None
+
+
+def query_cell(
+    node: NodeFacts, outputs: list[str], query: ModelQuery, fallback: CompatCell
+) -> CompatCell:
+    """One node from OpenVINO's own answer; fallback (the list's cell) where it has none."""
+    source = f"query_model: {query.runtime} {query.device}"
+    if query.stage:
+        entry = named_in(node, query.failed_ops)
+        step = "read_model (ONNX frontend)" if query.stage == "read" else "compile_model"
+        if entry is not None:
+            return CompatCell(UNSUPPORTED, f"OpenVINO {step} fails on {entry}", source)
+        if query.stage == "read":  # another op broke the read; this one keeps the list's answer
+            reason = f"{fallback.reason}; OpenVINO could not read this model: {query.error}"
+            return dataclasses.replace(fallback, reason=reason[:400])
+        if not query.tensors or not any(query.tensors.values()):
+            reason = f"OpenVINO reads the model but {step} fails: {query.error}"
+            return CompatCell(UNSUPPORTED, reason[:400], source)
+    known = [query.tensors[name] for name in outputs if name in query.tensors]
+    missing = sorted({op for ops in known for op in ops})
+    if missing:
+        return CompatCell(
+            UNSUPPORTED,
+            f"OpenVINO's {query.device} plugin does not take {', '.join(missing)} (query_model)",
+            source,
+        )
+    if not known:
+        return CompatCell(
+            SUPPORTED, "OpenVINO translated it and folded it into its neighbours", source
+        )
+    return CompatCell(SUPPORTED, f"OpenVINO {query.device} takes it (query_model)", source)
+
+
 class OpenVINOColumn(CompatColumn):
     name = "openvino"
     label = "OpenVINO"
 
+    def _query(self, context: ModelContext) -> ModelQuery | None:
+        """OpenVINO's answer for the whole model, once; None where OpenVINO is not installed."""
+        if context.model_path is None:
+            return None
+        path = context.model_path
+        return context.remember(
+            ("query", self.name), lambda: get_backend("openvino").query_model(path, "cpu")
+        )
+
     def cell(self, node: NodeFacts, context: ModelContext) -> CompatCell:
-        return openvino_cell(node, datafiles.load("openvino"))
+        listed = openvino_cell(node, datafiles.load("openvino"))
+        query = self._query(context)
+        proto = context.proto(node)
+        if query is None or proto is None or node.graph != "main":
+            return listed
+        return query_cell(node, [name for name in proto.output if name], query, listed)
 
     def source(self, context: ModelContext) -> dict[str, str]:
-        return list_source(self.name, datafiles.load("openvino"))
+        query = self._query(context)
+        if query is None:
+            return list_source(self.name, datafiles.load("openvino"))
+        return {
+            "backend": self.name,
+            "title": "OpenVINO read_model, query_model and compile_model on this machine",
+            "release": query.runtime,
+            "source": f"the installed openvino package, device {query.device}",
+            "retrieved": "when the matrix was built",
+        }
