@@ -147,20 +147,24 @@ def _worker(batch_file: str, results_file: str) -> None:
             results.flush()
 
 
-def _read_results(path: Path) -> dict[str, str]:
+def _read_results(path: Path) -> dict[str, dict[str, Any]]:
+    """name -> the child's row ({'error': ...} and whatever else the child reports)."""
     results = {}
     for line in path.read_text().splitlines() if path.is_file() else []:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:  # a line cut short by a crash
             continue
-        results[row["name"]] = row["error"]
+        results[row["name"]] = row
     return results
 
 
-def _run_batch(batch: list[NodeCase], timeout: float) -> dict[str, str]:
-    """Run a batch in a child; a crash marks the case it was on failed and the rest continue."""
-    results: dict[str, str] = {}
+def run_batch(
+    batch: list[NodeCase], timeout: float, module: str = "backend.compat.groundtruth"
+) -> dict[str, dict[str, Any]]:
+    """Run a batch in a child (`python -m module CASES RESULTS`); a crash marks the case it was
+    on failed ({'error': the crash}) and the rest continue in a new child."""
+    results: dict[str, dict[str, Any]] = {}
     pending = list(batch)
     with tempfile.TemporaryDirectory(prefix="optiboard-groundtruth-") as tmp:
         while pending:
@@ -170,7 +174,7 @@ def _run_batch(batch: list[NodeCase], timeout: float) -> dict[str, str]:
             crash = ""
             try:
                 run_module(
-                    "backend.compat.groundtruth",
+                    module,
                     str(cases),
                     str(done),
                     timeout_s=timeout,
@@ -184,7 +188,7 @@ def _run_batch(batch: list[NodeCase], timeout: float) -> dict[str, str]:
             if not crash:
                 break
             if pending:
-                results[pending.pop(0).name] = crash
+                results[pending.pop(0).name] = {"error": crash}
     return results
 
 
@@ -196,8 +200,8 @@ def run_cases(
     batches = [cases[i : i + batch] for i in range(0, len(cases), batch)]
     errors: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for result in pool.map(lambda b: _run_batch(b, timeout=600), batches):
-            errors.update(result)
+        for result in pool.map(lambda b: run_batch(b, timeout=600), batches):
+            errors.update({name: row["error"] for name, row in result.items()})
     confusion = Confusion()
     for case in cases:
         predicted, reason = predict_case(case.model, registry)

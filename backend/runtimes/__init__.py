@@ -93,6 +93,13 @@ def run_on_cpu_once(model_bytes: bytes, inputs: list[Any]) -> str:
     return run_once(model_bytes, inputs)
 
 
+def run_on_openvino_once(model_bytes: bytes, inputs: list[Any]) -> str:
+    """'' when OpenVINO's CPU plugin compiles and runs the model on the inputs, else its error."""
+    from backend.runtimes.openvino import run_once
+
+    return run_once(model_bytes, inputs)
+
+
 __all__ = [
     "BACKENDS",
     "ProviderStatus",
@@ -103,4 +110,5 @@ __all__ = [
     "onnxruntime_provider_name",
     "placement_session",
     "run_on_cpu_once",
+    "run_on_openvino_once",
 ]

@@ -47,7 +47,8 @@ class ModelQuery:
     tensors: dict[str, tuple[str, ...]] = field(default_factory=dict)
     stage: str = ""  # "", "read" or "compile"
     error: str = ""
-    failed_ops: tuple[str, ...] = ()  # op names the runtime's error lists, e.g. ("Bernoulli-15",)
+    # ops the runtime's error names, e.g. {"Col2Im-18": "output_size must be ... Got: [3]"}
+    failed_ops: dict[str, str] = field(default_factory=dict)
 
 
 class Runner(ABC):

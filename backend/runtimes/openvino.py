@@ -111,13 +111,28 @@ def _runtime_precisions(compiled: Any) -> dict[str, int]:
     return dict(counts)
 
 
-def _failed_ops(error: str) -> tuple[str, ...]:
-    """The ops OpenVINO's frontend report lists ('No conversion rule found for operations: ...')."""
-    found: list[str] = []
-    for line in error.splitlines():
-        if "for operations:" in line or "operations:" in line.lower():
-            found += [op.strip() for op in line.split(":", 1)[1].split(",") if op.strip()]
-    return tuple(found)
+def _failed_ops(error: str) -> dict[str, str]:
+    """The ops OpenVINO's frontend report names, each with the last line of its message.
+
+    The report lists '-- Col2Im-18 with a message:' blocks, then a summary such as
+    '-- No conversion rule found for operations: Bernoulli-15, com.acme.MyOp'.
+    """
+    found: dict[str, str] = {}
+    current = ""
+    for raw in error.splitlines():
+        line = raw.strip()
+        if line.startswith("-- ") and line.endswith("with a message:"):
+            current = line[3:].removesuffix("with a message:").strip()
+            found[current] = ""
+        elif line.startswith("-- ") and ":" in line:
+            summary, ops = line[3:].split(":", 1)
+            for op in (o.strip() for o in ops.split(",")):
+                if op:
+                    found.setdefault(op, summary.strip())
+            current = ""
+        elif current and line and not line.startswith("Summary"):
+            found[current] = line  # the last line of the block says what is wrong
+    return found
 
 
 def _first_lines(error: str, limit: int = 4) -> str:
@@ -285,3 +300,56 @@ class OpenVinoBackend(RuntimeBackend):
         if reason:
             raise UnavailableError(reason)
         return OpenVinoRunner(model_path, options)
+
+
+# ml_dtypes element types numpy has no code for, as OpenVINO types; 4-bit ones are packed
+_RAW_TYPES = {
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "f8e4m3",
+    "float8_e5m2": "f8e5m2",
+    "int4": "i4",
+    "uint4": "u4",
+    "float4_e2m1fn": "f4e2m1",
+}
+
+
+def _ov_input(value: Any) -> Any:
+    """A node-test input as OpenVINO takes it: ml_dtypes arrays as raw bits in an ov.Tensor."""
+    import openvino as ov
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(value, TensorProto):
+        value = numpy_helper.to_array(value)
+    value = np.asarray(value)  # not ascontiguousarray: that turns 0-d scalars into shape (1,)
+    if value.dtype.name not in _RAW_TYPES:
+        return value
+    raw = value.copy(order="C").reshape(-1).view(np.uint8)
+    if value.dtype.itemsize == 1 and _RAW_TYPES[value.dtype.name] in {"i4", "u4", "f4e2m1"}:
+        nibbles = np.append(raw & 0x0F, [0] * (raw.size % 2)).astype(np.uint8)
+        raw = (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)  # low nibble first
+    kind = getattr(ov.Type, _RAW_TYPES[value.dtype.name])
+    return ov.Tensor(raw, ov.Shape(list(value.shape)), kind)
+
+
+def run_once(model_bytes: bytes, inputs: list[Any], device: str = "CPU") -> str:
+    """'' when OpenVINO reads, compiles and runs the model on the inputs, else its error."""
+    import onnx
+
+    graph = onnx.load_from_string(model_bytes).graph
+    constants = {init.name for init in graph.initializer}
+    names = [value.name for value in graph.input if value.name not in constants]
+    try:
+        with tempfile.TemporaryDirectory(prefix="optiboard-ov-") as tmp:
+            path = Path(tmp) / "model.onnx"
+            path.write_bytes(model_bytes)
+            compiled = _core().compile_model(_core().read_model(str(path)), device)
+        ports = {name for port in compiled.inputs for name in port.get_names()}
+        feeds = {  # inputs OpenVINO folded away (e.g. CastLike's 'like') have no port to feed
+            n: _ov_input(v)
+            for n, v in zip(names, inputs, strict=False)
+            if v is not None and n in ports
+        }
+        compiled.create_infer_request().infer(feeds)
+    except Exception as exc:  # the failure is the measurement
+        return _first_lines(str(exc), limit=2)[:300] or type(exc).__name__
+    return ""

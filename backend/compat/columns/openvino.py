@@ -47,31 +47,34 @@ def openvino_cell(node: NodeFacts, support: datafiles.SupportList) -> CompatCell
     )
 
 
-def named_in(node: NodeFacts, failed_ops: tuple[str, ...]) -> str | None:
-    """The entry of OpenVINO's failure report that names this node's op, e.g. 'Bernoulli-15'."""
-    wanted = {node.op_type, f"{node.domain}.{node.op_type}"}
-    for entry in failed_ops:
-        if re.sub(r"-\d+$", "", entry) in wanted:
-            return entry
-    return None
+def named_in(op_type: str, domain: str, failed_ops: dict[str, str]) -> str | None:
+    """The entry of OpenVINO's failure report that names this op, e.g. 'Bernoulli-15'."""
+    wanted = {op_type, f"{domain}.{op_type}"}
+    return next((e for e in failed_ops if re.sub(r"-\d+$", "", e) in wanted), None)
 
 
-def query_cell(
-    node: NodeFacts, outputs: list[str], query: ModelQuery, fallback: CompatCell
+def failure_cell(
+    node: NodeFacts, query: ModelQuery, attributed: bool, listed: CompatCell
 ) -> CompatCell:
-    """One node from OpenVINO's own answer; fallback (the list's cell) where it has none."""
+    """A node of a model OpenVINO could not read or compile: the named op is unsupported; the
+    others keep the list's answer when some op was named, else the model's failure is theirs."""
+    source = f"{query.stage}: {query.runtime} {query.device}"
+    step = "read_model (its ONNX frontend)" if query.stage == "read" else "compile_model"
+    entry = named_in(node.op_type, node.domain, query.failed_ops)
+    if entry is not None:
+        detail = query.failed_ops[entry]
+        reason = f"OpenVINO {step} fails on {entry}" + (f": {detail}" if detail else "")
+        return CompatCell(UNSUPPORTED, reason[:400], source)
+    if attributed:
+        reason = f"{listed.reason}; OpenVINO cannot read this model because of another op"
+        return dataclasses.replace(listed, reason=reason[:400])
+    reason = f"OpenVINO {step} fails on this model and names no op: {query.error}"
+    return CompatCell(UNSUPPORTED, reason[:400], source)
+
+
+def query_cell(node: NodeFacts, outputs: list[str], query: ModelQuery) -> CompatCell:
+    """One node of a model OpenVINO compiled, from query_model's answer for its outputs."""
     source = f"query_model: {query.runtime} {query.device}"
-    if query.stage:
-        entry = named_in(node, query.failed_ops)
-        step = "read_model (ONNX frontend)" if query.stage == "read" else "compile_model"
-        if entry is not None:
-            return CompatCell(UNSUPPORTED, f"OpenVINO {step} fails on {entry}", source)
-        if query.stage == "read":  # another op broke the read; this one keeps the list's answer
-            reason = f"{fallback.reason}; OpenVINO could not read this model: {query.error}"
-            return dataclasses.replace(fallback, reason=reason[:400])
-        if not query.tensors or not any(query.tensors.values()):
-            reason = f"OpenVINO reads the model but {step} fails: {query.error}"
-            return CompatCell(UNSUPPORTED, reason[:400], source)
     known = [query.tensors[name] for name in outputs if name in query.tensors]
     missing = sorted({op for ops in known for op in ops})
     if missing:
@@ -100,13 +103,24 @@ class OpenVINOColumn(CompatColumn):
             ("query", self.name), lambda: get_backend("openvino").query_model(path, "cpu")
         )
 
+    def _attributed(self, query: ModelQuery, context: ModelContext) -> bool:
+        """Whether OpenVINO's failure report names an op of this model."""
+        return any(named_in(p.op_type, p.domain, query.failed_ops) for p in context.protos)
+
     def cell(self, node: NodeFacts, context: ModelContext) -> CompatCell:
         listed = openvino_cell(node, datafiles.load("openvino"))
         query = self._query(context)
-        proto = context.proto(node)
-        if query is None or proto is None or node.graph != "main":
+        if query is None:
             return listed
-        return query_cell(node, [name for name in proto.output if name], query, listed)
+        if query.stage and (query.stage == "read" or not any(query.tensors.values())):
+            attributed = context.remember(
+                ("attributed", self.name), lambda: self._attributed(query, context)
+            )
+            return failure_cell(node, query, attributed, listed)
+        proto = context.proto(node)
+        if proto is None or node.graph != "main":  # subgraph ops have no tensors of their own
+            return listed
+        return query_cell(node, [name for name in proto.output if name], query)
 
     def source(self, context: ModelContext) -> dict[str, str]:
         query = self._query(context)
