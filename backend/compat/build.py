@@ -50,9 +50,17 @@ def runtime_label(registry: KernelRegistry | None = None) -> str:
 
 
 def fingerprint(registry: KernelRegistry, with_placement: bool) -> str:
-    """Runtime versions + data-file versions: a change in either expires cached matrices."""
+    """Runtime versions + data-file versions: a change in either expires cached matrices
+    (OpenVINO's version too: its column is answered by the installed OpenVINO)."""
     runtime = runtime_label(registry)
-    return f"{MATRIX_VERSION}|{runtime}|{datafiles.fingerprint()}|placement={int(with_placement)}"
+    try:
+        openvino = importlib.metadata.version("openvino")
+    except importlib.metadata.PackageNotFoundError:
+        openvino = "none"
+    return (
+        f"{MATRIX_VERSION}|{runtime}|openvino {openvino}|{datafiles.fingerprint()}|"
+        f"placement={int(with_placement)}"
+    )
 
 
 def model_context(

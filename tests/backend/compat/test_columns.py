@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
-from backend.compat import build_matrix
+from backend.compat import build_matrix, datafiles
 from backend.compat import export as compat_export
 from backend.compat.build import model_context
 from backend.compat.cells import CellStatus, CompatCell
 from backend.compat.columns import COLUMNS, CompatColumn, ModelContext
+from backend.compat.columns.openvino import openvino_cell
 from backend.compat.facts import NodeFacts
 from tests import models as model_factory
 
@@ -89,13 +91,51 @@ def test_tensorrt_and_its_ort_provider_apply_the_parser_rules(data_dir, tmp_path
     assert native.fix == ep.fix == "change opset: convert the model to opset 9"
 
 
-def test_openvino_knows_ops_without_a_translator(data_dir, tmp_path):
-    softmax = _cell("openvino", _one_node(tmp_path / "softmax.onnx", "Softmax"))
+def test_openvino_list_knows_ops_without_a_translator(data_dir, tmp_path):
+    """The transcribed list: the fallback where OpenVINO is not installed."""
+    support = datafiles.load("openvino")
+    nodes, _ = model_context(_one_node(tmp_path / "softmax.onnx", "Softmax"))
+    softmax = openvino_cell(nodes[0], support)
     assert softmax.status == CellStatus.SUPPORTED
     assert softmax.reason == "OpenVINO translator for Softmax (version 13)"
-    bernoulli = _cell("openvino", _one_node(tmp_path / "bernoulli.onnx", "Bernoulli", opset=15))
+    nodes, _ = model_context(_one_node(tmp_path / "bernoulli.onnx", "Bernoulli", opset=15))
+    bernoulli = openvino_cell(nodes[0], support)
     assert bernoulli.status == CellStatus.UNSUPPORTED
     assert "no translator for Bernoulli" in bernoulli.reason
+
+
+def test_openvino_column_is_answered_by_openvino_itself(data_dir, tmp_path, cnn_path):
+    pytest.importorskip("openvino")
+    nodes, context = model_context(cnn_path)
+    cells = [COLUMNS["openvino"].cell(node, context) for node in nodes]
+    assert {c.status for c in cells} == {CellStatus.SUPPORTED}
+    assert all(c.source.startswith("query_model: openvino ") for c in cells)
+    assert any(c.reason == "OpenVINO CPU takes it (query_model)" for c in cells)
+    assert COLUMNS["openvino"].source(context)["release"].startswith("openvino 20")
+
+
+def test_openvino_column_names_the_op_openvino_lacks(data_dir, tmp_path):
+    """Bernoulli is a standard ONNX op OpenVINO's frontend cannot convert: read_model fails and
+    its report names the op, so only that node is unsupported; Relu keeps the list's answer."""
+    pytest.importorskip("openvino")
+    relu = helper.make_node("Relu", ["x"], ["r"])
+    bernoulli = helper.make_node("Bernoulli", ["r"], ["y"])
+    graph = helper.make_graph(
+        [relu, bernoulli],
+        "bernoulli",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "bernoulli.onnx"))
+    nodes, context = model_context(tmp_path / "bernoulli.onnx")
+    relu_cell, bernoulli_cell = (COLUMNS["openvino"].cell(node, context) for node in nodes)
+    assert bernoulli_cell.status == CellStatus.UNSUPPORTED
+    assert bernoulli_cell.reason.startswith("OpenVINO read_model (its ONNX frontend) fails on ")
+    assert "Bernoulli-15" in bernoulli_cell.reason and bernoulli_cell.source.startswith("read: ")
+    assert relu_cell.status == CellStatus.SUPPORTED
+    assert relu_cell.reason.endswith("cannot read this model because of another op")
 
 
 def test_tftrt_is_unavailable_for_onnx_uploads_and_says_why(data_dir, mlp_path):
