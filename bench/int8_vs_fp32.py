@@ -64,6 +64,8 @@ def main() -> None:
 
     variants = {}
     for precision in Precision:
+        if precision == Precision.BF16:  # an OpenVINO precision; bench/openvino_vs_ort.py has it
+            continue
         config = Configuration(precision=precision, batch_size=1, calibration_samples=32)
         started = time.perf_counter()
         variants[precision] = build_variant(source, config, workdir / "variants")

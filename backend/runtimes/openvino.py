@@ -218,7 +218,7 @@ class OpenVinoRunner(Runner):
         return [port.get_any_name() for port in self._outputs]
 
     def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        self.request.infer(feeds)
+        self.request.infer(feeds, share_inputs=True)  # outputs are copied below
         return [self.request.get_output_tensor(i).data.copy() for i in range(len(self._outputs))]
 
     def layer_profile(self) -> list[dict[str, Any]]:
