@@ -137,3 +137,22 @@ def database_url() -> str:
     directory = data_dir()
     directory.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
+
+
+# --- zip uploads (zipsafe) ---
+UPLOAD_DISK_QUOTA_MB = _declare(
+    Setting(
+        "OPTIBOARD_UPLOAD_DISK_QUOTA_MB",
+        "10240",
+        int,
+        "disk space all zip uploads being unpacked at once may use (under the data dir's tmp/)",
+    )
+)
+MIN_FREE_DISK_MB = _declare(
+    Setting(
+        "OPTIBOARD_MIN_FREE_DISK_MB",
+        "1024",
+        int,
+        "a zip upload is refused if unpacking it would leave less free disk than this",
+    )
+)
