@@ -33,6 +33,7 @@ from backend.compat.facts import (
 )
 from backend.compat.placement import Placement, read_placement
 from backend.compat.registry import Kernel, KernelRegistry, load_registry
+from backend.reporting.csvsafe import safe_frame
 
 SUPPORTED, PARTIAL, UNSUPPORTED, UNKNOWN = "supported", "partial", "unsupported", "unknown"
 STATUSES = (SUPPORTED, PARTIAL, UNSUPPORTED, UNKNOWN)
@@ -258,7 +259,7 @@ class CompatMatrix:
         return json.dumps(payload, indent=1)
 
     def to_csv(self) -> str:
-        frame = self.to_frame()
+        frame = safe_frame(self.to_frame())
         buffer = io.StringIO()
         frame.to_csv(buffer, index=False, quoting=csv.QUOTE_MINIMAL)
         return buffer.getvalue()
