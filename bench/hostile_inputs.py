@@ -138,6 +138,10 @@ def cases(folder: Path, canary: Path) -> list[tuple[str, Callable[[], str]]]:
     for place, build in hostile.EXTERNAL_PLACES.items():
         path = hostile.save_model(build("weights.bin"), folder / f"ext_{len(rows)}.onnx")
         rows.append((f"external data in {place} (.onnx)", upload(path, "m.onnx", "UNEXPECTED")))
+    for place, build in hostile.EXTERNAL_PLACES.items():
+        path = hostile.zip_model_with_data(build("weights.bin"), folder / f"ext_{len(rows)}.zip")
+        note = "weights taken into the stored file, which refers to nothing outside"
+        rows.append((f"external data in {place} (.zip)", upload(path, "m.zip", note)))
     marker = hostile.save_model(
         hostile.external_in_function(hostile.ORT_MEMORY_MARKER), folder / "marker.onnx"
     )
