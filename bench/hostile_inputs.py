@@ -126,6 +126,7 @@ def cases(folder: Path, canary: Path) -> list[tuple[str, Callable[[], str]]]:
         "ZIP64 locator past the end": hostile.zip64_locator_lie_zip,
         "ZIP64 size lie (1 TiB declared)": hostile.zip64_size_lie_zip,
         "directory offset past the end": hostile.directory_offset_lie_zip,
+        "60 KB entry names": hostile.long_names_zip,
         "zip bomb (64 MB of zeros)": hostile.zip_bomb,
         "path traversal ../../": hostile.traversal_zip,
         "absolute path": hostile.absolute_path_zip,

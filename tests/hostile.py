@@ -246,6 +246,19 @@ def directory_offset_lie_zip(path: Path) -> Path:
     return Path(path)
 
 
+def long_names_zip(path: Path, entries: int = 2, name_bytes: int = 60_000) -> Path:
+    """Entries with ~64 KB names: few entries, yet a directory zipfile must read whole."""
+    local, central = io.BytesIO(), io.BytesIO()
+    for i in range(entries):
+        name = f"{i}".encode().ljust(name_bytes, b"a")
+        offset = local.tell()
+        local.write(_local(name, 0, 0, 0, method=0))
+        central.write(_central(name, 0, 0, 0, offset, method=0))
+    tail = _end(entries, central.tell(), local.tell())
+    Path(path).write_bytes(local.getvalue() + central.getvalue() + tail)
+    return Path(path)
+
+
 def zip_bomb(path: Path, megabytes: int = 64) -> Path:
     """One member of zeros: ~1000x compression."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:

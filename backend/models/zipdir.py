@@ -23,6 +23,8 @@ EOCD64 = struct.Struct("<4sQ2H2L4Q")  # ZIP64 end of central directory, 56 bytes
 CENTRAL = struct.Struct("<4s6H3L5H2L")  # one central directory header, 46 bytes
 LOCAL = struct.Struct("<4s5H3L2H")  # one local file header, 30 bytes
 MAX_COMMENT = 0xFFFF
+MAX_NAME = 4096  # PATH_MAX; longer names only serve to swell the directory zipfile reads whole
+MAX_EXTRA = 4096  # extra field plus comment of one entry
 REBUILD = "re-create the zip with a standard tool (zip, 7-Zip) and upload it again"
 
 
@@ -110,9 +112,14 @@ def _walk(handle: BinaryIO, start: int, end: int, max_members: int) -> int:
         raw = handle.read(CENTRAL.size)
         if len(raw) < CENTRAL.size or not raw.startswith(b"PK\x01\x02"):
             raise _damaged(f"entry {count + 1} of its directory has no valid header")
-        fields = CENTRAL.unpack(raw)
-        extra = fields[10] + fields[11] + fields[12]  # name, extra field and comment lengths
-        position += CENTRAL.size + extra
+        name_length, extra_length, comment_length = CENTRAL.unpack(raw)[10:13]
+        if name_length > MAX_NAME or extra_length + comment_length > MAX_EXTRA:
+            raise _damaged(
+                f"entry {count + 1} of its directory has a {name_length}-byte name and "
+                f"{extra_length + comment_length} bytes of extra fields (limits {MAX_NAME} "
+                f"and {MAX_EXTRA})"
+            )
+        position += CENTRAL.size + name_length + extra_length + comment_length
         handle.seek(position)
         count += 1
         if count > max_members:

@@ -22,6 +22,7 @@ HOSTILE: list[tuple[str, Callable[[Path], Path], str]] = [
     ("zip64 locator lie", hostile.zip64_locator_lie_zip, "ZIP64 locator points past"),
     ("zip64 size lie", hostile.zip64_size_lie_zip, "'model.data' expands .* zip bomb"),
     ("directory offset lie", hostile.directory_offset_lie_zip, "directory claims .* past the"),
+    ("long names", hostile.long_names_zip, "has a 60000-byte name"),
     ("zip bomb", hostile.zip_bomb, "'model.onnx' expands 10.. times"),
     ("traversal", hostile.traversal_zip, "'../../evil.onnx' points outside the archive"),
     ("absolute path", hostile.absolute_path_zip, "'/tmp/evil.onnx' has an absolute path"),
