@@ -11,7 +11,7 @@ import pytest
 
 from backend.errors import UserError
 from backend.models.safezip import MB, ZipLimits, extract_zip
-from backend.models.zipdir import read_directory
+from backend.models.zipdir import check_layout, read_directory
 from tests import hostile
 from tests.backend.models.test_ingest import reject
 
@@ -140,4 +140,18 @@ def test_duplicate_names_are_refused(tmp_path: Path) -> None:
         handle.writestr("model.onnx", b"a")
         handle.writestr("model.onnx", b"b")
     with pytest.raises(UserError, match="holds 'model.onnx' twice"):
+        extract_zip(archive, parent=tmp_path / "scratch")
+
+
+def test_standard_zip64_end_records_are_read(tmp_path: Path) -> None:
+    """More than 65535 entries make zipfile write ZIP64 end records; an honest one passes."""
+    archive = tmp_path / "z64.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        for i in range(0x10000 + 10):
+            handle.writestr(f"f{i}", b"x")
+    directory = read_directory(archive, max_members=70_000)
+    assert directory.entries == 0x10000 + 10
+    with zipfile.ZipFile(archive) as handle:
+        check_layout(archive, handle.infolist(), directory)
+    with pytest.raises(UserError, match="holds 65546 entries, more than the limit of 10000"):
         extract_zip(archive, parent=tmp_path / "scratch")
