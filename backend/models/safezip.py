@@ -125,13 +125,13 @@ def _bytes_under(root: Path) -> int:
     return total
 
 
-def _disk_budget(declared: int, limits: ZipLimits, quota_root: Path) -> int:
+def _disk_budget(declared: int, limits: ZipLimits, quota_root: Path | None, disk: Path) -> int:
     """Bytes this extraction may write: within the scratch quota and above the free-disk floor.
 
     The quota covers every upload being unpacked under `quota_root` at once, so parallel uploads
     cannot together fill the disk that the database and artifact store live on.
     """
-    in_use = _bytes_under(quota_root) if quota_root.is_dir() else 0
+    in_use = _bytes_under(quota_root) if quota_root is not None and quota_root.is_dir() else 0
     budget = limits.disk_quota_bytes - in_use
     if declared > budget:
         raise UserError(
@@ -140,12 +140,12 @@ def _disk_budget(declared: int, limits: ZipLimits, quota_root: Path) -> int:
             "other uploads to finish, upload a smaller model or raise "
             "OPTIBOARD_UPLOAD_DISK_QUOTA_MB."
         )
-    _check_free_disk(quota_root, declared, limits)
+    _check_free_disk(disk, declared, limits)
     return budget
 
 
 def _check_free_disk(where: Path, still_to_write: int, limits: ZipLimits) -> None:
-    probe = where if where.exists() else Path(tempfile.gettempdir())
+    probe = next((p for p in (where, *where.parents) if p.exists()), Path(tempfile.gettempdir()))
     free = shutil.disk_usage(probe).free
     if free - still_to_write < limits.min_free_bytes:
         raise UserError(
@@ -202,14 +202,16 @@ def extract_zip(
     """Unpack `archive` into a new temp folder (under `parent`) and return it; caller removes it.
 
     `quota_root` is the folder whose contents count against the upload disk quota (default
-    `parent`); every check runs before the temp folder is created.
+    `parent`; with neither, only this zip counts); every check runs before the temp folder is
+    created.
     """
     limits = limits or ZipLimits()
     with _open_checked(Path(archive), limits) as handle:
         plan = _plan(handle, limits)
         declared = _check_totals(handle.infolist(), limits)
-        root = Path(quota_root or parent or tempfile.gettempdir())
-        budget = min(_disk_budget(declared, limits, root), limits.max_total_bytes)
+        root = Path(quota_root or parent) if (quota_root or parent) else None
+        disk = Path(parent or quota_root or tempfile.gettempdir())
+        budget = min(_disk_budget(declared, limits, root, disk), limits.max_total_bytes)
         if parent is not None:
             Path(parent).mkdir(parents=True, exist_ok=True)
         target = Path(tempfile.mkdtemp(prefix="unzip-", dir=parent)).resolve()
