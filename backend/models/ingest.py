@@ -289,6 +289,7 @@ def _plan_savedmodel(saved_model_dir: Path, filename: str, work: Path) -> _Plan:
     """A zipped SavedModel: convert in a child process and keep the log."""
     stem = Path(filename).stem or "model"
     conversion = convert_savedmodel(saved_model_dir, work / f"{stem}.onnx", opset=DEFAULT_OPSET)
+    check_self_contained(load_proto(conversion.onnx_path), f"{stem}.onnx")
     metadata = inspect_model(conversion.onnx_path, display_name=f"{stem}.onnx")
     log_path = work / "conversion_log.txt"
     log_path.write_text(conversion.log, encoding="utf-8")
