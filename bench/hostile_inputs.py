@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import settings  # noqa: E402
 from backend.errors import UserError  # noqa: E402
 from backend.models.ingest import ingest_file  # noqa: E402
 from tests import hostile  # noqa: E402
@@ -200,8 +201,8 @@ def main() -> None:
         root = Path(scratch)
         data = root / "data"
         data.mkdir()
-        os.environ["OPTIBOARD_DATA_DIR"] = str(data)
-        os.environ.pop("OPTIBOARD_DATABASE_URL", None)
+        settings.DATA_DIR.set(str(data))
+        settings.DATABASE_URL.set(None)  # the fresh SQLite file under that directory
         inputs = root / "inputs"
         inputs.mkdir()
         canary = root / "canary.txt"
