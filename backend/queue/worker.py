@@ -1,8 +1,9 @@
 """The worker: claims queued jobs, runs each configuration in a child, writes results as they land.
 
-Run it with `python -m backend.queue.worker`. Several workers may share one database: claiming is an
-atomic conditional UPDATE, and a worker that dies loses its lease, so its job is requeued and
-resumed by another worker without duplicating the configurations already stored.
+Run it with `python -m backend.queue.worker` (or `scripts/worker`, which restarts it when it dies).
+Several workers may share one database: claiming is an atomic conditional UPDATE, leases are timed
+on the database's clock, and a worker that dies loses its lease, so its job is requeued and resumed
+by another worker without duplicating the configurations already stored.
 """
 
 from __future__ import annotations
