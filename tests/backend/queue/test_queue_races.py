@@ -32,7 +32,6 @@ from backend.specs import MeasureSettings, SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
-from storage.repo import workers as worker_store
 from storage.states import JobState
 from tests.postgres import PostgresServer
 
@@ -105,6 +104,17 @@ def test_expired_job_with_a_cancel_request_ends_cancelled(database: str) -> None
     assert final.state == JobState.CANCELLED and final.finished_at is not None
     assert not job_store.finish_job(job.id, JobState.SUCCEEDED, worker_id="w1", attempt=1)
     assert not job_store.renew_lease(job.id, "w1", 30, attempt=claimed.attempts)
+
+
+def test_expired_lease_requeues_then_fails_after_max_attempts(database: str) -> None:
+    job = job_store.create_job(_model().id, {}, total=1, max_attempts=2)
+    assert job_store.claim_job("w1", lease_seconds=-1).id == job.id  # lease already expired
+    again = job_store.claim_job("w2", lease_seconds=-1)
+    assert again.id == job.id and again.attempts == 2 and again.worker_id == "w2"
+    assert job_store.claim_job("w3", 30) is None
+    final = job_store.get_job(job.id)
+    assert final.state == JobState.FAILED
+    assert final.error == "worker w2 stopped answering; gave up after 2 attempts"
 
 
 def test_worker_that_lost_its_lease_writes_nothing_and_no_result_is_replaced(
@@ -212,23 +222,27 @@ def test_workers_with_one_clock_five_minutes_ahead_run_every_job_exactly_once(
     assert sum(claimers.values()) == 6
 
 
-def test_worker_loop_survives_a_database_outage(
+def test_worker_loop_survives_a_database_outage_in_the_middle_of_a_job(
     postgres_server: PostgresServer, postgres_url: str, mlp_path: Path
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
-    worker = _start_worker(env={"OPTIBOARD_DB_RETRY_MAX_S": "1"})
+    job = jobs.submit_sweep(model.id, SweepSpec(measure=TINY))
+    env = {"OPTIBOARD_DB_RETRY_MAX_S": "1", "OPTIBOARD_LEASE_SECONDS": "5"}
+    worker = _start_worker(env=env)
     try:
-        _wait_for(lambda: len(worker_store.list_workers()) == 1, what="the worker")
+        _wait_for(lambda: jobs.get_job(job.id).state == JobState.RUNNING, what="the job to run")
         postgres_server.stop()
         try:
             time.sleep(3.0)  # several failed tries, each followed by a wait of at most 1 s
             assert worker.poll() is None
         finally:
             postgres_server.start()
-        job = jobs.submit_sweep(model.id, SweepSpec(measure=TINY))
         _wait_for(lambda: jobs.get_job(job.id).state.finished, what="the job after the outage")
         assert worker.poll() is None
     finally:
         (output,) = _stop(worker)
-    assert jobs.get_job(job.id).state == JobState.SUCCEEDED
     assert "database unavailable, retrying in 1 s" in output, output
+    final = jobs.get_job(job.id)
+    assert final.state == JobState.SUCCEEDED, final
+    (result,) = jobs.job_results(job.id)  # stored once, whichever attempt ran it
+    assert result.status == "ok"
