@@ -6,7 +6,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, String, cast, func, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    and_,
+    cast,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 
 from storage.clock import db_utcnow
 from storage.db import session_scope
@@ -168,11 +179,13 @@ def requeue_expired() -> list[int]:
             "lease expired: requeued",
         ),
     ]
+    if not _anything_to_requeue(outcomes):
+        return []
     changed: list[int] = []
-    with session_scope() as session:
-        for where, values, message in outcomes:
-            final = values["state"] != JobState.QUEUED.value
-            extra = {"finished_at": now} if final else {}
+    for where, values, message in outcomes:  # one transaction each: no locks held across them
+        final = values["state"] != JobState.QUEUED.value
+        extra = {"finished_at": now} if final else {}
+        with session_scope() as session:
             ids = session.scalars(
                 update(Job)
                 .where(*where)
@@ -184,6 +197,13 @@ def requeue_expired() -> list[int]:
             session.add_all(Event(job_id=i, level=level, message=message) for i in ids)
             changed.extend(ids)
     return changed
+
+
+def _anything_to_requeue(outcomes: list[tuple[list[ColumnElement[bool]], Any, str]]) -> bool:
+    """A plain read first, so an idle poll takes no write lock (SQLite has one for the file)."""
+    with session_scope() as session:
+        any_match = or_(*(and_(*where) for where, _, _ in outcomes))
+        return bool(session.scalar(select(exists().where(any_match))))
 
 
 def claim_job(worker_id: str, lease_seconds: float, job_id: int | None = None) -> JobRow | None:
