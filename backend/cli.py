@@ -45,6 +45,11 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         raise UserError(
             f"Batch sizes must be integers, e.g. 1,4,16, not {args.batch_sizes!r}."
         ) from None
+    from backend.runtimes import BACKENDS
+
+    unknown = [name for name in _csv(args.runtimes) if name not in BACKENDS]
+    if unknown:
+        raise UserError(f"Unknown runtime {unknown[0]!r}; choose from {', '.join(BACKENDS)}.")
     calibration = None
     if args.calibration:
         calibration = jobs.store_calibration(
@@ -61,6 +66,9 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         simplify=args.simplify,
         calibration_sha256=calibration,
         calibration_samples=args.calibration_samples,
+        backends=tuple(_csv(args.runtimes)),
+        performance_hint=args.hint,
+        streams=args.streams,
         measure=MEASURE_PRESETS["quick"]
         if args.quick
         else MeasureSettings(max_seconds=args.max_seconds),
@@ -323,6 +331,13 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
         help="comma list of " + ", ".join(p.value for p in Precision),
     )
     parser.add_argument("--providers", default="cpu", help="comma list: cpu, cuda, tensorrt")
+    parser.add_argument(
+        "--runtimes", default="onnxruntime", help="comma list: onnxruntime, openvino"
+    )
+    parser.add_argument(
+        "--hint", default="latency", help="OpenVINO performance hint: latency or throughput"
+    )
+    parser.add_argument("--streams", type=int, default=0, help="OpenVINO streams; 0 = the hint's")
     parser.add_argument("--batch-sizes", default="1", help="comma list, e.g. 1,8,32")
     parser.add_argument("--dynamic", action="store_true", help="keep the batch axis dynamic")
     parser.add_argument(

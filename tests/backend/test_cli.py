@@ -96,3 +96,36 @@ def test_real_calibration_samples_reach_static_int8(
     assert bad.returncode == 2 and "input" in bad.stderr
     listed = optiboard("jobs").stdout
     assert "queued" not in listed and listed.count("succeeded") == 1  # nothing was submitted
+
+
+def test_run_measures_onnxruntime_and_openvino_side_by_side(
+    data_dir: Path, cnn_path: Path, tmp_path: Path
+) -> None:
+    """One job over two runtimes: each precision on each runtime, or why it cannot run there."""
+    assert optiboard("add", str(cnn_path)).returncode == 0
+    unknown = optiboard("submit", "1", "--runtimes", "onnxruntime,tflite")
+    assert unknown.returncode == 2 and "Unknown runtime 'tflite'" in unknown.stderr
+    run = optiboard(
+        "run", "1", "--runtimes", "onnxruntime,openvino", "--precisions", "fp32,bf16", "--quick"
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    json_path = tmp_path / "r.json"
+    assert optiboard("export", "1", "--format", "json", "-o", str(json_path)).returncode == 0
+    records = {
+        r["config_key"].split("/")[0] + "/" + r["configuration"]["precision"]: r
+        for r in json.loads(json_path.read_text())
+    }
+    assert set(records) == {
+        "onnxruntime/fp32",
+        "onnxruntime/bf16",
+        "openvino/fp32",
+        "openvino/bf16",
+    }
+    assert records["onnxruntime/bf16"]["status"] == "unavailable"
+    assert "only through OpenVINO" in records["onnxruntime/bf16"]["error"]
+    assert records["openvino/fp32"]["status"] == "ok"
+    assert records["openvino/fp32"]["runtime_facts"]["execution_precision"] == "f32"
+    assert records["openvino/fp32"]["layer_profile"]
+    assert records["openvino/bf16"]["status"] in {"ok", "unavailable"}
+    if records["openvino/bf16"]["status"] == "ok":
+        assert records["openvino/bf16"]["runtime_facts"]["execution_precision"] == "bf16"
