@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from backend.auth.cli import register as register_users
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
@@ -384,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
     p.add_argument("worker_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_worker)
+    register_users(sub)
     return parser
 
 
