@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -71,10 +71,20 @@ def current() -> Principal:
     """The principal gate() resolved; nobody reaches a page without one."""
     principal = st.session_state.get(PRINCIPAL_KEY)
     if principal is None:
-        if not settings.AUTH.get():
-            return OPEN
-        st.stop()  # a page run outside app.py's gate shows nothing
+        _through_the_gate()
     return principal
+
+
+def _through_the_gate() -> NoReturn:
+    """A page ran without app.py (Streamlit's legacy pages/ mode): rerun it through the gate.
+
+    Streamlit runs a pages/ file on its own until the entry file has once called st.navigation;
+    components.ensure_router handles that once per process, this catches every other case.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+    st.rerun()
 
 
 def can(permission: Permission) -> bool:

@@ -140,9 +140,29 @@ def finished_sweep(
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def open_page(page: str, **query: object) -> AppTest:
-    """Run app.py (router, sidebar and all) on one page, with the given URL query."""
+def sign_in_as(at: AppTest, role: str) -> AppTest:
+    """A session signed in to a real account of that role (made on first use, named after it)."""
+    from backend.auth import accounts
+    from backend.auth.cli import cli_principal
+    from pages.access import ACCOUNT_KEY
+
+    if accounts.principal_for(role) is None:
+        accounts.add_account(cli_principal(), role, role, "correct horse battery")
+    at.session_state[ACCOUNT_KEY] = role
+    return at
+
+
+def open_page(page: str, role: str | None = "admin", **query: object) -> AppTest:
+    """Run app.py (router, gate, sidebar and all) on one page, with the given URL query.
+
+    The session is signed in with that role; role=None leaves it signed out.
+    """
+    from pages import components
+
+    components._ROUTER_CHECKED = False  # AppTest starts each app in legacy pages/ mode again
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    if role is not None:
+        sign_in_as(at, role)
     for key, value in query.items():
         at.query_params[key] = str(value)
     at.switch_page(f"pages/{page}.py")
