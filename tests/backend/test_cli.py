@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
@@ -96,3 +97,25 @@ def test_real_calibration_samples_reach_static_int8(
     assert bad.returncode == 2 and "input" in bad.stderr
     listed = optiboard("jobs").stdout
     assert "queued" not in listed and listed.count("succeeded") == 1  # nothing was submitted
+
+
+def test_users_cli_makes_the_first_admin_who_can_then_sign_in(data_dir: Path) -> None:
+    from backend.auth import accounts
+    from backend.auth.audit import recent
+
+    added = subprocess.run(
+        [sys.executable, "-m", "backend.cli", "users", "add", "root", "--role", "admin"]
+        + ["--password-stdin"],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        input="correct horse battery\n",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert added.returncode == 0, added.stderr
+    assert accounts.sign_in("root", "correct horse battery").role.value == "admin"
+    assert "root  admin" in optiboard("users", "list").stdout
+    refused = optiboard("users", "remove", "root")
+    assert refused.returncode == 2 and "last admin" in refused.stderr
+    assert {e.actor for e in recent()} == {f"cli:{getpass.getuser()}"}
