@@ -140,15 +140,24 @@ def finished_sweep(
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def sign_in_as(at: AppTest, role: str) -> AppTest:
-    """A session signed in to a real account of that role (made on first use, named after it)."""
+ACCOUNT_PASSWORD = "correct horse battery"
+
+
+def make_account(role: str) -> str:
+    """A real account of that role, named after it (made on first use); returns its name."""
     from backend.auth import accounts
     from backend.auth.cli import cli_principal
-    from pages.access import ACCOUNT_KEY
 
     if accounts.principal_for(role) is None:
-        accounts.add_account(cli_principal(), role, role, "correct horse battery")
-    at.session_state[ACCOUNT_KEY] = role
+        accounts.add_account(cli_principal(), role, role, ACCOUNT_PASSWORD)
+    return role
+
+
+def sign_in_as(at: AppTest, role: str) -> AppTest:
+    """A session signed in to a real account of that role, as the sign-in form leaves it."""
+    from pages.access import ACCOUNT_KEY
+
+    at.session_state[ACCOUNT_KEY] = make_account(role)
     return at
 
 
@@ -157,9 +166,6 @@ def open_page(page: str, role: str | None = "admin", **query: object) -> AppTest
 
     The session is signed in with that role; role=None leaves it signed out.
     """
-    from pages import components
-
-    components._ROUTER_CHECKED = False  # AppTest starts each app in legacy pages/ mode again
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     if role is not None:
         sign_in_as(at, role)
