@@ -108,13 +108,14 @@ def sign_out_control(principal: Principal) -> None:
     if principal.via == Via.OPEN:
         st.caption("Access control is off (OPTIBOARD_AUTH=off).")
         return
-    st.caption(f"Signed in as **{principal.name}** ({principal.role.value})")
+    st.text(f"Signed in as {principal.name} ({principal.role.value})")  # text: no markdown
     if st.button("Sign out", key="sign_out"):
         st.session_state.pop(ACCOUNT_KEY, None)
         st.session_state.pop(PRINCIPAL_KEY, None)
         if principal.via == Via.OIDC:
-            st.logout()
-        st.rerun()
+            st.logout()  # clears Streamlit's identity cookie, then the provider's session
+        else:
+            st.rerun()
 
 
 def link_scope(frame: pd.DataFrame, column: str = "job_id") -> pd.DataFrame:
