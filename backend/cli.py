@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from backend.auth.audit import Action, audited
+from backend.auth.cli import cli_principal
 from backend.auth.cli import register as register_users
 from backend.errors import UserError
 from backend.models import library
@@ -124,7 +126,8 @@ def _why_lines(results: list[ConfigurationResult]) -> list[str]:
 def cmd_add(args: argparse.Namespace) -> int:
     from backend.models.ingest import ingest_file
 
-    model = ingest_file(Path(args.path), Path(args.path).name, name=args.name)
+    with audited(cli_principal(), Action.UPLOAD, Path(args.path).name):
+        model = ingest_file(Path(args.path), Path(args.path).name, name=args.name)
     print(
         f"added model {model.id}: {model.name} ({model.format}, opset {model.opset}, "
         f"{model.size_bytes / 2**20:.1f} MiB, {model.parameter_count:,} parameters)"
@@ -179,7 +182,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    job = jobs.submit_sweep(args.model, _spec(args), label=args.label)
+    with audited(cli_principal(), Action.SUBMIT, f"model {args.model}"):
+        job = jobs.submit_sweep(args.model, _spec(args), label=args.label)
     print(
         f"queued job {job.id} with {job.progress_total} configurations; "
         f"follow it with `optiboard show {job.id}`"
@@ -192,7 +196,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from backend.queue.worker import JobRunner, register, worker_id_for_this_process
     from storage.repo import jobs as job_store
 
-    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
+    with audited(cli_principal(), Action.SUBMIT, f"model {args.model}"):
+        job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
     worker_id = worker_id_for_this_process()
     register(worker_id)
     claimed = job_store.claim_job(worker_id, lease_seconds=300, job_id=job.id)
@@ -264,7 +269,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    state = jobs.cancel_job(args.job)
+    with audited(cli_principal(), Action.CANCEL, f"job {args.job}"):
+        state = jobs.cancel_job(args.job)
     print(f"job {args.job}: {'cancelled' if state.value == 'cancelled' else 'cancel requested'}")
     return 0
 

@@ -61,6 +61,15 @@ def test_submit_queues_a_job_for_the_worker(data_dir: Path, mlp_path: Path) -> N
     listed = optiboard("jobs")
     assert "queued" in listed.stdout and "0/4" in listed.stdout
     assert "cancelled" in optiboard("cancel", "1").stdout
+    from backend.auth.audit import recent
+
+    log = [(e.actor, e.action, e.target, e.outcome) for e in reversed(recent())]
+    who = f"cli:{getpass.getuser()}"
+    assert log == [
+        (who, "upload", "mlp.onnx", "ok"),
+        (who, "submit", "model 1", "ok"),
+        (who, "cancel", "job 1", "ok"),
+    ]
 
 
 def test_bad_input_is_one_clear_line_and_exit_code_2(data_dir: Path, tmp_path: Path) -> None:
@@ -72,6 +81,9 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(data_dir: Path, tmp_path: P
     assert "no models yet" in optiboard("models").stdout
     bad = optiboard("submit", "1")
     assert bad.returncode == 2 and "There is no model 1" in bad.stderr
+    from backend.auth.audit import recent
+
+    assert [(e.action, e.outcome) for e in recent()] == [("submit", "failed"), ("upload", "failed")]
     providers = optiboard("providers")
     assert "onnxruntime" in providers.stdout and "cpu" in providers.stdout
 
