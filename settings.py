@@ -172,6 +172,16 @@ LINK_MAX_DAYS = _declare(
         "OPTIBOARD_LINK_MAX_DAYS", "30", float, "longest life of a signed read-only comparison link"
     )
 )
+ALLOWED_HOSTS = _declare(
+    Setting(
+        "OPTIBOARD_ALLOWED_HOSTS",
+        "",
+        str,
+        "host names teammates use to reach the dashboard (comma-separated), besides loopback; "
+        "`scripts/run` passes them to Streamlit's `server.allowedHosts`",
+        shell_only=True,
+    )
+)
 OIDC_DEFAULT_ROLE = _declare(
     Setting(
         "OPTIBOARD_OIDC_DEFAULT_ROLE",

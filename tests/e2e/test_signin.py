@@ -27,6 +27,8 @@ from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_he
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 PASSWORD = "correct horse battery"
+# A name that resolves to the dashboard, as a DNS-rebinding attacker's page would.
+REBIND_RULE = "--host-resolver-rules=MAP rebind.test 127.0.0.1"
 pytestmark = pytest.mark.e2e
 
 
@@ -35,6 +37,7 @@ class Dashboard:
     url: str
     job_id: int
     data_dir: Path
+    log: Path  # the server's output
 
 
 def _wait_for_provider(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
@@ -123,7 +126,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     try:
         _wait_for_provider(idp, provider)
         _wait_healthy(url, server)
-        yield Dashboard(url, job_id, data_dir)
+        yield Dashboard(url, job_id, data_dir, logs / "streamlit.log")
     finally:
         for proc in (server, provider):
             proc.terminate()
@@ -142,7 +145,9 @@ def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, REBIND_RULE]
+        )
         yield chromium
         chromium.close()
 
@@ -275,4 +280,21 @@ def test_oidc_sign_in_round_trip_through_a_real_provider(
     page.wait_for_url(re.compile(r".*/oauth2/end_session.*"), timeout=60_000)  # the provider's
     page.goto(f"{dashboard.url}/")
     expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    page.context.close()
+
+
+def test_a_page_reached_through_another_host_name_gets_no_session(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """DNS rebinding: a web page whose name resolves to 127.0.0.1 cannot open the app."""
+    port = dashboard.url.rsplit(":", 1)[1]
+    page = _page(browser)
+    page.goto(f"http://rebind.test:{port}/")
+    rejected = f"disallowed Origin or Host header: origin=http://rebind.test:{port}"
+    deadline = time.monotonic() + 60
+    while rejected not in dashboard.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert rejected in dashboard.log.read_text()
+    assert "Sign in to Optiboard" not in page.inner_text("body")
     page.context.close()
