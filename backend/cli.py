@@ -10,9 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.auth.audit import Action, audited
-from backend.auth.cli import cli_principal
-from backend.auth.cli import register as register_users
+from backend.auth.cli import register_users, run_command
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
@@ -126,8 +124,7 @@ def _why_lines(results: list[ConfigurationResult]) -> list[str]:
 def cmd_add(args: argparse.Namespace) -> int:
     from backend.models.ingest import ingest_file
 
-    with audited(cli_principal(), Action.UPLOAD, Path(args.path).name):
-        model = ingest_file(Path(args.path), Path(args.path).name, name=args.name)
+    model = ingest_file(Path(args.path), Path(args.path).name, name=args.name)
     print(
         f"added model {model.id}: {model.name} ({model.format}, opset {model.opset}, "
         f"{model.size_bytes / 2**20:.1f} MiB, {model.parameter_count:,} parameters)"
@@ -182,8 +179,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    with audited(cli_principal(), Action.SUBMIT, f"model {args.model}"):
-        job = jobs.submit_sweep(args.model, _spec(args), label=args.label)
+    job = jobs.submit_sweep(args.model, _spec(args), label=args.label)
     print(
         f"queued job {job.id} with {job.progress_total} configurations; "
         f"follow it with `optiboard show {job.id}`"
@@ -196,8 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from backend.queue.worker import JobRunner, register, worker_id_for_this_process
     from storage.repo import jobs as job_store
 
-    with audited(cli_principal(), Action.SUBMIT, f"model {args.model}"):
-        job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
+    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
     worker_id = worker_id_for_this_process()
     register(worker_id)
     claimed = job_store.claim_job(worker_id, lease_seconds=300, job_id=job.id)
@@ -217,12 +212,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     print(f"job {job.id}: {job.progress_total} configurations")
     outcome = JobRunner(worker_id, lease_seconds=300, on_result=progress).run(claimed)
-    print()
-    print(results_table(collected))
+    print("\n" + results_table(collected))
     why = _why_lines(collected)
     if why:
-        print("\nwhy:")
-        print("\n".join(why))
+        print("\nwhy:\n" + "\n".join(why))
     print(f"\njob {job.id} {outcome.state.value}")
     return 0 if outcome.state.value == "succeeded" else 1
 
@@ -269,8 +262,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    with audited(cli_principal(), Action.CANCEL, f"job {args.job}"):
-        state = jobs.cancel_job(args.job)
+    state = jobs.cancel_job(args.job)
     print(f"job {args.job}: {'cancelled' if state.value == 'cancelled' else 'cancel requested'}")
     return 0
 
@@ -398,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        return run_command(args)  # audited when it changes something
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

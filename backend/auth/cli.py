@@ -10,8 +10,11 @@ import argparse
 import getpass
 import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from backend.auth import accounts
+from backend.auth.audit import Action, audited
 from backend.auth.roles import Principal, Role, Via
 from backend.errors import UserError
 
@@ -70,7 +73,28 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+# The commands that change something, with what the audit log names as their target.
+AUDITED: dict[str, tuple[Action, Callable[[argparse.Namespace], str]]] = {
+    "add": (Action.UPLOAD, lambda args: Path(args.path).name),
+    "submit": (Action.SUBMIT, lambda args: f"model {args.model}"),
+    "run": (Action.SUBMIT, lambda args: f"model {args.model}"),
+    "cancel": (Action.CANCEL, lambda args: f"job {args.job}"),
+}
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command; one that changes something is audited as `cli:<os user>`.
+
+    `users` commands audit themselves in backend.auth.accounts, with the account as target.
+    """
+    if args.command not in AUDITED:
+        return args.func(args)
+    action, target = AUDITED[args.command]
+    with audited(cli_principal(), action, target(args)):
+        return args.func(args)
+
+
+def register_users(sub: argparse._SubParsersAction) -> None:
     """Add `users` and its subcommands to the main parser."""
     users = sub.add_parser("users", help="accounts and roles (the first admin is made here)")
     verbs = users.add_subparsers(dest="users_command", required=True)
