@@ -157,8 +157,9 @@ def job_detail(job_id: int) -> None:
     info[3].metric("Worker", job.worker_id or "–")
     if job.error:
         st.error(job.error.strip().splitlines()[-1])
-        with st.expander("Full error"):
-            st.code(job.error, language=None)
+        if can(Permission.USERS):  # the traceback names server paths: admins (operators) only
+            with st.expander("Full error"):
+                st.code(job.error, language=None)
 
     actions = st.columns(4)
     if not job.state.finished:

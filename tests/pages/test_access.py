@@ -159,3 +159,23 @@ def test_the_sidebar_shows_no_server_paths(data_dir: Path) -> None:
     at = open_page("home")
     shown = "\n".join(str(e.value) for e in at.sidebar.caption) + texts(at)
     assert str(data_dir) not in shown and "sqlite" not in shown
+
+
+def test_a_failed_jobs_traceback_with_server_paths_is_for_admins_only(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    from storage.repo import jobs as job_store
+    from storage.states import JobState
+
+    job = add_job(add_model(mlp_path).id, SweepSpec())
+    assert job_store.claim_job("w", 60, job_id=job.id) is not None
+    traceback = (
+        'Traceback (most recent call last):\n  File "/srv/optiboard/backend/engine/run.py", '
+        "line 1, in run\nRuntimeError: the session could not be created"
+    )
+    job_store.finish_job(job.id, JobState.FAILED, error=traceback, worker_id="w")
+    at = open_page("jobs", role="editor", job=job.id)
+    assert at.error[0].value == "RuntimeError: the session could not be created"
+    assert "/srv/optiboard" not in "\n".join(c.value for c in at.code)
+    at = open_page("jobs", role="admin", job=job.id)
+    assert any("/srv/optiboard" in c.value for c in at.code)
