@@ -56,3 +56,26 @@ def test_names_are_unique_and_the_audit_log_keeps_its_order(database: str) -> No
     ]
     assert rows[1].detail == {"role": "admin"}
     assert audit_store.list_entries(actor="ada")[0].id == second
+
+
+def test_revision_0002_goes_down_to_0001_and_up_again(tmp_path: Path) -> None:
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import inspect
+
+    from storage.db import MIGRATIONS_DIR, make_engine
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'migrate.db'}")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+
+    def migrate(step: object, target: str) -> set[str]:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            step(config, target)
+        return set(inspect(engine).get_table_names())
+
+    assert {"users", "audit_log"} <= migrate(command.upgrade, "head")
+    down = migrate(command.downgrade, "0001")
+    assert "users" not in down and "audit_log" not in down and "jobs" in down
+    assert {"users", "audit_log"} <= migrate(command.upgrade, "0002_users_audit")
