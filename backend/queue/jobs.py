@@ -6,6 +6,7 @@ from pathlib import Path
 
 from backend.errors import UserError
 from backend.models.library import get_model
+from backend.runtimes import BACKENDS
 from backend.specs import SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -19,6 +20,9 @@ from storage.states import JobState
 def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
     """Queue one job holding every configuration of the sweep."""
     get_model(model_id)
+    unknown = [name for name in spec.runtimes if name not in BACKENDS]
+    if unknown:
+        raise UserError(f"Unknown runtime {unknown[0]!r}; choose from {', '.join(BACKENDS)}.")
     configurations = spec.configurations()
     return job_store.create_job(model_id, spec.to_dict(), total=len(configurations), label=label)
 
