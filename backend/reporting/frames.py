@@ -96,6 +96,7 @@ COLUMNS = [
     "cosine_similarity",
     "top1_agreement",
     "providers_used",
+    "execution_precision",
     "notes",
 ]
 
@@ -167,6 +168,8 @@ def _record(row: ResultRow, job: JobRow | None, model: str) -> dict[str, Any]:
         "cosine_similarity": accuracy.get("cosine_similarity"),
         "top1_agreement": accuracy.get("top1_agreement"),
         "providers_used": ", ".join(payload.get("providers_used") or []),
+        # what the runtime says it ran (OpenVINO's compiled precision), where it says so
+        "execution_precision": (payload.get("runtime_facts") or {}).get("execution_precision"),
         "notes": "; ".join(payload.get("notes") or []),
     }
 

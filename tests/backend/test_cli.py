@@ -143,6 +143,19 @@ def test_run_measures_onnxruntime_and_openvino_side_by_side(
     if records["openvino/bf16"]["status"] == "ok":
         assert records["openvino/bf16"]["runtime_facts"]["execution_precision"] == "bf16"
 
+    from backend.reporting import frames
+    from backend.reporting.side_by_side import runtimes_side_by_side
+
+    table = runtimes_side_by_side(frames.results_frame(job_ids=[1])).set_index("precision")
+    assert list(table.index) == ["FP32", "BF16"]  # one row per precision, runtimes side by side
+    assert table.at["FP32", "ONNX Runtime CPU · vs FP32"] == 1.0
+    assert table.at["FP32", "OpenVINO CPU · ran as"] == "f32"
+    assert table.at["FP32", "OpenVINO CPU · cosine"] > 0.9999
+    assert table.at["BF16", "ONNX Runtime CPU · ran as"].startswith("unavailable: ")
+    if records["openvino/bf16"]["status"] == "ok":
+        assert table.at["BF16", "OpenVINO CPU · ran as"] == "bf16"
+        assert table.at["BF16", "OpenVINO CPU · vs FP32"] > 0
+
 
 def test_users_cli_makes_the_first_admin_who_can_then_sign_in(data_dir: Path) -> None:
     from backend.auth import accounts

@@ -1,0 +1,71 @@
+"""Runtimes side by side: one row per precision and batch, one column group per runtime.
+
+Every configuration's accuracy is already measured against the same reference (ONNX Runtime's
+CPU on the uploaded FP32 model, same inputs), so the cells of a row compare directly. Speed is the
+reference runtime's FP32 latency at the same batch divided by the cell's (above 1 is faster).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from backend.specs import Precision
+
+REFERENCE_RUNTIME = "onnxruntime"
+FIELDS = {
+    "p50_ms": "p50 ms",
+    "vs_fp32": "vs FP32",
+    "cosine_similarity": "cosine",
+    "top1_agreement": "top-1",
+    "ran_as": "ran as",
+}
+
+
+def runtime_label(backend: str, provider: str) -> str:
+    name = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}.get(backend, backend)
+    return f"{name} {provider.upper()}"
+
+
+def _ran_as(row: pd.Series) -> str:
+    """What really ran: the runtime's own execution precision, or why nothing ran."""
+    if row["status"] != "ok":
+        return f"{row['status']}: {row['error'] or ''}".strip(": ")
+    return str(row.get("execution_precision") or "as built")
+
+
+def runtimes_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows (model, precision, batch) x columns '<runtime> · <field>'; empty without 2 runtimes."""
+    if frame.empty or frame["backend"].nunique() < 2:
+        return pd.DataFrame()
+    data = frame.assign(
+        runtime=[
+            runtime_label(b, p) for b, p in zip(frame["backend"], frame["provider"], strict=True)
+        ],
+        ran_as=frame.apply(_ran_as, axis=1),
+    )
+    reference = data[
+        (data["backend"] == REFERENCE_RUNTIME)
+        & (data["precision"] == Precision.FP32.value)
+        & (data["status"] == "ok")
+    ]
+    fp32 = reference.groupby(["model", "batch_size"])["p50_ms"].min()
+    keys = list(zip(data["model"], data["batch_size"], strict=True))
+    base = pd.Series([fp32.get(key) for key in keys], index=data.index, dtype=float)
+    data["vs_fp32"] = base / data["p50_ms"].astype(float)
+    data["precision"] = [Precision(p).label for p in data["precision"]]
+    wide = data.pivot_table(
+        index=["model", "precision", "batch_size"],
+        columns="runtime",
+        values=list(FIELDS),
+        aggfunc="first",
+        dropna=False,
+    )
+    runtimes = list(dict.fromkeys(data["runtime"]))
+    columns = [(field, runtime) for runtime in runtimes for field in FIELDS]
+    wide = wide.reindex(columns=pd.MultiIndex.from_tuples(columns))
+    wide.columns = [f"{runtime} · {FIELDS[field]}" for field, runtime in columns]
+    order = {p.label: i for i, p in enumerate(Precision)}
+    wide = wide.reset_index().rename(columns={"batch_size": "batch"})
+    return wide.sort_values(
+        ["model", "precision", "batch"], key=lambda c: c.map(order) if c.name == "precision" else c
+    ).reset_index(drop=True)
