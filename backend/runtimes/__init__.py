@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from backend.errors import UnavailableError
 from backend.runtimes.base import MissingBackend, ProviderStatus, RuntimeBackend
+from backend.specs import Precision
 
 
 def _onnxruntime() -> RuntimeBackend:
@@ -60,6 +62,35 @@ def all_provider_statuses() -> dict[str, list[ProviderStatus]]:
     return {name: get_backend(name).providers() for name in BACKENDS}
 
 
+@dataclass(frozen=True)
+class PrecisionGap:
+    """A precision one runtime cannot run on one provider here, and why."""
+
+    runtime: str
+    provider: str
+    precision: Precision
+    reason: str
+
+
+def precision_gaps(
+    runtimes: list[str], providers: list[str], precisions: list[Precision]
+) -> list[PrecisionGap]:
+    """Every picked (runtime, provider, precision) this machine cannot run, with the reason;
+    providers a runtime lacks altogether are its provider status's business, not listed here."""
+    gaps = []
+    for runtime in runtimes:
+        backend = get_backend(runtime)
+        for provider in providers:
+            status = backend.provider_status(provider)
+            if status is None or not status.available:
+                continue
+            for precision in precisions:
+                reason = backend.precision_unavailable(Precision(precision), provider)
+                if reason:
+                    gaps.append(PrecisionGap(runtime, provider, Precision(precision), reason))
+    return gaps
+
+
 # ---- ONNX Runtime sessions the compatibility matrix needs --------------------------------------
 # compat/ reaches ONNX Runtime only through these, so runtimes/ stays the one place that opens a
 # session. Each is a plain module-level function so that it can be the target of a child process.
@@ -102,6 +133,8 @@ def run_on_openvino_once(model_bytes: bytes, inputs: list[Any]) -> str:
 
 __all__ = [
     "BACKENDS",
+    "PrecisionGap",
+    "precision_gaps",
     "ProviderStatus",
     "RuntimeBackend",
     "all_provider_statuses",

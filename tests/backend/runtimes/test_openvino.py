@@ -155,3 +155,16 @@ def test_ort_openvino_plugin_is_usable_only_where_discovery_gives_it_a_device(
         return
     with backend.open(mlp_path, SessionOptions(provider="openvino")) as runner:
         assert "OpenVINOExecutionProvider" in runner.providers_used
+
+
+def test_precision_gaps_list_what_this_machine_cannot_run_and_why() -> None:
+    from backend.runtimes import precision_gaps
+
+    picked = [Precision.FP32, Precision.BF16, Precision.INT8_DYNAMIC]
+    gaps = precision_gaps(["onnxruntime", "openvino"], ["cpu", "cuda"], picked)
+    found = {(g.runtime, g.provider, g.precision) for g in gaps}
+    assert ("onnxruntime", "cpu", Precision.BF16) in found
+    assert ("openvino", "cpu", Precision.INT8_DYNAMIC) in found
+    assert all(g.precision != Precision.FP32 for g in gaps)
+    assert (("openvino", "cpu", Precision.BF16) in found) == (_bf16_reason() is not None)
+    assert all(g.reason for g in gaps)
