@@ -1,12 +1,12 @@
 """One configuration end to end: build the variant, open a session, measure, check accuracy.
 
-run_configuration runs inside a child process (backend.queue.children) so that peak memory is the
-configuration's own and a crash in a runtime only fails that configuration.
+run_configuration runs inside a child process (backend.queue.children) so that a crash in a
+runtime only fails that configuration; peak memory is taken over the session and the timed loop
+only (PeakRss), not over calibration or the FP32 reference session that follow or precede them.
 """
 
 from __future__ import annotations
 
-import resource
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -17,9 +17,9 @@ import numpy as np
 import onnx
 
 from backend.engine.host import TelemetrySampler, describe_environment
-from backend.engine.measure import measure
+from backend.engine.measure import PeakRss, measure
 from backend.errors import UnavailableError, UserError
-from backend.results import ConfigurationResult, LatencyStats
+from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, MeasureSettings, Precision
@@ -36,10 +36,6 @@ class ConfigurationTask:
     measure: dict[str, Any]
     output_dir: str  # where the optimized model is left for the parent to store
     calibration_path: str | None = None
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
 def _reference_outputs(
@@ -62,7 +58,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     result = ConfigurationResult(
         config_key=config.key,
         configuration=config.to_dict(),
-        status="failed",
+        status=ResultStatus.FAILED,
         providers_requested=[config.provider],
         environment=describe_environment(),
     )
@@ -75,7 +71,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     try:
         backend.require(config.provider)
     except UnavailableError as exc:
-        result.status, result.error = "unavailable", str(exc)
+        result.status, result.error = ResultStatus.UNAVAILABLE, str(exc)
         return result.to_dict(with_samples=True)
 
     workdir = Path(tempfile.mkdtemp(prefix="optiboard-config-"))
@@ -95,7 +91,9 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
         result.notes.extend(variant.notes)
         variant_ops = variants.op_histogram(onnx.load(str(variant.path), load_external_data=False))
 
-        rss_before_session = _peak_rss_mb()
+        peak = PeakRss().start()
+        rss_before_session = peak.stop()
+        peak.start()  # the peak of what follows: session creation and the timed loop
         options = SessionOptions(
             provider=config.provider,
             optimization_level=config.optimization_level,
@@ -111,6 +109,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             gpu_index = 0 if config.provider in ("cuda", "tensorrt") else None
             with TelemetrySampler(gpu_index=gpu_index) as telemetry:
                 measurement = measure(lambda: runner.infer(feed), settings)
+            peak.stop()
             accuracy_feeds = inputs.random_inputs(
                 specs,
                 config.batch_size,
@@ -141,13 +140,14 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
                 f"{settings.stability_tolerance:.0%} in {settings.max_seconds:.0f} s; "
                 "the machine was busy or the run too short. Treat these numbers with care."
             )
-        result.peak_rss_mb = _peak_rss_mb()
+        result.peak_rss_mb = peak.peak_mb
+        result.peak_rss_scope = peak.scope
         if "gpu_memory_used_mb_max" in result.telemetry:
             result.gpu_memory_mb = result.telemetry["gpu_memory_used_mb_max"]
         output = Path(task.output_dir) / f"{config.key.replace('/', '_')}.onnx"
         output.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(variant.path, output)
-        result.status = "ok"
+        result.status = ResultStatus.OK
         result.environment["optimized_path"] = str(output)
         if config.precision == Precision.FP32 and config.optimization_level != "disable":
             # the graph ORT really runs after its own fusions, for download and Netron
@@ -155,9 +155,9 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             variants.save_ort_optimized(variant.path, config.optimization_level, ort_graph)
             result.environment["ort_optimized_path"] = str(ort_graph)
     except UnavailableError as exc:
-        result.status, result.error = "unavailable", str(exc)
+        result.status, result.error = ResultStatus.UNAVAILABLE, str(exc)
     except UserError as exc:
-        result.status, result.error = "failed", str(exc)
+        result.status, result.error = ResultStatus.FAILED, str(exc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result.to_dict(with_samples=True)

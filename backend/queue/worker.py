@@ -23,7 +23,8 @@ from backend.engine.explain import cpu_features, explain
 from backend.engine.host import describe_environment
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.queue.children import run_in_child
-from backend.results import ConfigurationResult
+from backend.queue.jobs import stored_results
+from backend.results import ConfigurationResult, ResultStatus, StoredResult
 from backend.runtimes import all_provider_statuses
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.artifacts import ArtifactStore
@@ -44,6 +45,22 @@ CONFIG_BUILD_ALLOWANCE_S = float(os.environ.get("OPTIBOARD_CONFIG_TIMEOUT_S", "9
 def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
     """FP32 first, so every other precision can be explained against its FP32 baseline."""
     return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
+
+
+def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
+    """The measured FP32 result this configuration is compared with: same provider and batch."""
+    return next(
+        (
+            r
+            for r in stored
+            if r.ok
+            and r.latency is not None
+            and r.configuration.precision == Precision.FP32
+            and r.configuration.provider == config.provider
+            and r.configuration.batch_size == config.batch_size
+        ),
+        None,
+    )
 
 
 @dataclass
@@ -132,7 +149,7 @@ class JobRunner:
                 result = ConfigurationResult(
                     config_key=config.key,
                     configuration=config.to_dict(),
-                    status="failed",
+                    status=ResultStatus.FAILED,
                     error=outcome.error,
                     providers_requested=[config.provider],
                 )
@@ -148,8 +165,8 @@ class JobRunner:
         if job_store.is_cancel_requested(job.id):
             job_store.finish_job(job.id, JobState.CANCELLED, worker_id=self.worker_id)
             return JobOutcome(JobState.CANCELLED)
-        results = result_store.list_results(job_ids=[job.id])
-        failures = [r for r in results if r.status != "ok"]
+        results = stored_results(job.id)
+        failures = [r for r in results if not r.ok]
         if results and len(failures) == len(results):
             error = f"all {len(results)} configurations failed; first: {failures[0].error}"
             job_store.finish_job(job.id, JobState.FAILED, error=error, worker_id=self.worker_id)
@@ -170,21 +187,13 @@ class JobRunner:
         cpu: dict[str, bool],
     ) -> None:
         """Add the plain "why" lines, against the FP32 result of the same provider and batch."""
-        if result.status != "ok" or result.latency is None:
+        if not result.ok or result.latency is None:
             return
         speedup = None
         if config.precision != Precision.FP32:
-            for row in result_store.list_results(job_ids=[job_id]):
-                c = row.configuration
-                if (
-                    row.status == "ok"
-                    and c["precision"] == "fp32"
-                    and c["provider"] == config.provider
-                    and c["batch_size"] == config.batch_size
-                    and row.p50_ms
-                ):
-                    speedup = row.p50_ms / result.latency.p50
-                    break
+            baseline = fp32_baseline(stored_results(job_id), config)
+            if baseline is not None and baseline.latency is not None:
+                speedup = baseline.latency.p50 / result.latency.p50
         result.notes.extend(
             explain(config.precision, config.provider, speedup, op_histogram, cpu, result.accuracy)
         )
@@ -218,14 +227,14 @@ class JobRunner:
             )
         result_store.save_result(job.id, result.to_dict(), result.samples_ms)
         status = (
-            result.status
-            if result.status != "ok"
-            else (f"p50 {result.latency.p50:.3f} ms" if result.latency else "ok")
+            f"p50 {result.latency.p50:.3f} ms"
+            if result.ok and result.latency
+            else result.status.value
         )
         job_store.log_event(
             job.id,
             f"{result.config_key}: {status}",
-            level="error" if result.status == "failed" else "info",
+            level="error" if result.status == ResultStatus.FAILED else "info",
         )
 
 

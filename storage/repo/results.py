@@ -1,4 +1,9 @@
-"""Results of configurations and their raw samples; a retry replaces, never duplicates."""
+"""Results of configurations and their raw samples; a retry replaces, never duplicates.
+
+Latency statistics live once, in the payload (derived from the samples by the engine); there are
+no separate latency columns to drift from it (migration 0002_results dropped them). Readers parse
+rows into backend.results.StoredResult.
+"""
 
 from __future__ import annotations
 
@@ -21,9 +26,6 @@ class ResultRow:
     configuration: dict[str, Any]
     status: str
     error: str | None
-    p50_ms: float | None
-    p90_ms: float | None
-    p99_ms: float | None
     throughput: float | None
     peak_rss_mb: float | None
     payload: dict[str, Any]
@@ -32,7 +34,6 @@ class ResultRow:
 
 def save_result(job_id: int, payload: dict[str, Any], samples_ms: list[float]) -> ResultRow:
     """Store one configuration's result; a second write of the same key replaces the first."""
-    latency = payload.get("latency") or {}
     with session_scope() as session:
         existing = session.scalar(
             select(Result).where(
@@ -48,9 +49,6 @@ def save_result(job_id: int, payload: dict[str, Any], samples_ms: list[float]) -
             configuration=payload["configuration"],
             status=payload["status"],
             error=payload.get("error"),
-            p50_ms=latency.get("p50"),
-            p90_ms=latency.get("p90"),
-            p99_ms=latency.get("p99"),
             throughput=payload.get("throughput"),
             peak_rss_mb=payload.get("peak_rss_mb"),
             payload=payload,
