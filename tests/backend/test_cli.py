@@ -96,3 +96,21 @@ def test_real_calibration_samples_reach_static_int8(
     assert bad.returncode == 2 and "input" in bad.stderr
     listed = optiboard("jobs").stdout
     assert "queued" not in listed and listed.count("succeeded") == 1  # nothing was submitted
+
+
+def test_presets_are_the_optimize_pages_and_quick_is_an_alias(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    from backend.cli import main
+    from backend.queue import jobs
+    from backend.specs import MEASURE_PRESETS
+
+    assert main(["add", str(mlp_path)]) == 0
+    for args in (["--quick"], ["--preset", "quick"], ["--preset", "thorough"], []):
+        assert main(["submit", "1", "--precisions", "fp32", *args]) == 0
+    measures = [jobs.spec_of(j).measure for j in reversed(jobs.list_jobs())]
+    quick, thorough, standard = (MEASURE_PRESETS[n] for n in ("quick", "thorough", "standard"))
+    assert measures == [quick, quick, thorough, standard]
+    assert main(["submit", "1", "--preset", "thorough", "--max-seconds", "7"]) == 0
+    capped = jobs.spec_of(jobs.list_jobs()[0]).measure
+    assert capped.max_seconds == 7 and capped.window_runs == thorough.window_runs
