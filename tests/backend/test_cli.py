@@ -37,6 +37,7 @@ def test_add_inspect_run_show_and_export(data_dir: Path, cnn_path: Path, tmp_pat
     assert run.returncode == 0, run.stdout + run.stderr
     assert "4/4" in run.stdout and "job 1 succeeded" in run.stdout
     assert run.stdout.count("onnxruntime/cpu/int8_static/") >= 2
+    assert "RSS MB: peak resident memory over session + timed loop." in run.stdout
 
     shown = optiboard("show", "1", "--log")
     assert "succeeded, 4/4 configurations" in shown.stdout and "claimed by" in shown.stdout
