@@ -79,7 +79,11 @@ def test_worker_runs_a_sweep_and_stores_every_configuration(data_dir: Path, mlp_
         assert r.result.environment["packages"]["onnxruntime"]
         assert r.result.peak_rss_mb > 0 and r.result.peak_rss_scope == PEAK_SCOPE
     cuda = [r for r in results.values() if r.configuration.provider == "cuda"]
-    if not any(s.available for s in library_providers() if s.name == "cuda"):
+    assert len(cuda) == 4
+    if any(s.available for s in library_providers() if s.name == "cuda"):
+        assert all(r.status == ResultStatus.OK for r in cuda)
+        assert all("CUDAExecutionProvider" in r.result.providers_used for r in cuda)
+    else:
         # never a silent CPU fallback: the GPU rows say why they did not run
         assert all(
             r.status == ResultStatus.UNAVAILABLE and "CUDAExecutionProvider" in r.error
