@@ -47,10 +47,6 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
     ("backend/compat/matrix.py", "module-size"): _COMPAT,
     ("backend/compat/matrix.py", "function-size"): _COMPAT + " (build_matrix)",
     ("backend/queue/worker.py", "function-size"): "wt-queue/wt-typed rewrite JobRunner._run",
-    ("backend/engine/run.py", "function-size"): (
-        "wt-typed and wt-launcher rewrite run_configuration (typed results, memory over the "
-        "session and timed loop only)"
-    ),
     ("backend/engine/inputs.py", "function-size"): (
         "wt-launcher edits engine/inputs.py (calibration parsing, read_calibration_npz)"
     ),
