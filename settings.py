@@ -166,3 +166,24 @@ def database_url() -> str:
     directory = data_dir()
     directory.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
+
+
+# --- queue ---
+DB_RETRY_MAX_S = _declare(
+    Setting(
+        "OPTIBOARD_DB_RETRY_MAX_S",
+        "60",
+        float,
+        "longest wait between a worker's retries while the database does not answer "
+        "(the wait doubles from 1 s up to this)",
+    )
+)
+WORKER_RESTART_S = _declare(
+    Setting(
+        "OPTIBOARD_WORKER_RESTART_S",
+        "5",
+        float,
+        "pause before `scripts/run` restarts a worker that died",
+        shell_only=True,
+    )
+)
