@@ -10,12 +10,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from backend.reporting.csvsafe import safe_frame
 from backend.results import StoredResult
 from storage.repo import results as result_store
 
 
 def export_csv(frame: pd.DataFrame) -> bytes:
-    return frame.to_csv(index=False).encode("utf-8")
+    """Cells that a spreadsheet would run as formulas are defused (see csvsafe)."""
+    return safe_frame(frame).to_csv(index=False).encode("utf-8")
 
 
 def export_json(frame: pd.DataFrame) -> bytes:
