@@ -1,8 +1,8 @@
 """Results of configurations and their raw samples: written once, by the job's lease holder.
 
 Latency statistics live once, in the payload (derived from the samples by the engine); there are
-no separate latency columns to drift from it (migration 0002_results dropped them). Readers parse
-rows into backend.results.StoredResult.
+no separate latency columns to drift from it (revision 0002_results, 0003_typed_results.py,
+dropped them). Readers parse rows into backend.results.StoredResult.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Migrations on a real SQLite file that already holds data: 0002 keeps latency in the payload."""
+"""Migrations on a real SQLite file that holds data: 0002_results keeps latency in the payload."""
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ def _columns(url: str) -> set[str]:
     return {c["name"] for c in inspect(create_engine(url)).get_columns("results")}
 
 
-def test_0002_drops_latency_copies_keeps_the_payload_and_downgrades_back(tmp_path: Path) -> None:
+def test_0002_results_drops_latency_copies_keeps_the_payload_and_downgrades_back(
+    tmp_path: Path,
+) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     _seed_at_0001(url)
     _migrate(url, "0002_results")

@@ -1,7 +1,11 @@
 """latency stored once: drop the p50/p90/p99 copies of the payload's latency
 
 Revision ID: 0002_results
-Revises: 0001
+Revises: 0002_users_audit
+
+The id "0002_results" was agreed with the users/audit branch before either landed; that branch
+landed first, so this revision follows it (one linear history, one head).
+
 Create Date: 2026-12-03 06:40:00
 
 The payload's LatencyStats (derived from the raw samples) is the one source of truth; readers
@@ -12,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0002_results"
-down_revision = "0001"
+down_revision = "0002_users_audit"
 branch_labels = None
 depends_on = None
 
