@@ -152,9 +152,7 @@ CHILD_CPU_S = _declare(
     Setting("OPTIBOARD_CHILD_CPU_S", "7200", int, "CPU-time limit (RLIMIT_CPU) of every child")
 )
 CHILD_FILE_MB = _declare(
-    Setting(
-        "OPTIBOARD_CHILD_FILE_MB", "8192", int, "largest file a child may write (RLIMIT_FSIZE)"
-    )
+    Setting("OPTIBOARD_CHILD_FILE_MB", "8192", int, "largest file a child may write (RLIMIT_FSIZE)")
 )
 CHILD_PROCS = _declare(
     Setting(

@@ -1,28 +1,31 @@
-"""TensorFlow SavedModel to ONNX with tf2onnx, always in a child process.
+"""TensorFlow SavedModel to ONNX with tf2onnx, always in a sandboxed, limited child process.
 
-TensorFlow is heavy (seconds to import, hundreds of MB resident) and an untrusted SavedModel can
-crash it, so the caller only starts `python -m backend.models.tfconvert` and reads back a small JSON
-result file plus the child's full output as the conversion log.
+Loading a SavedModel runs the initializers of the resources it holds, i.e. the uploader's code, so
+the conversion only ever runs under bubblewrap (backend.queue.sandbox): read-only view, scratch
+folder as the only writable place, empty environment, no network. Without a working sandbox it is
+refused, never run unsandboxed. The parent reads back a small JSON result file and the child's
+full output as the conversion log.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
+import shutil
 import sys
-import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import settings
 from backend.errors import UserError
+from backend.queue import sandbox
+from backend.queue.children import RESULT_CAP, child_folder, run_process
+from backend.queue.limits import ChildLimits, sentence
 
 DEFAULT_OPSET = 17
 MIN_OPSET, MAX_OPSET = 9, 18  # the range tf2onnx 1.17 converts to
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ConversionFailed(UserError):
@@ -44,7 +47,7 @@ class Conversion:
 
 
 def default_timeout_s() -> float:
-    return float(os.environ.get("OPTIBOARD_CONVERT_TIMEOUT_S", "600"))
+    return settings.CONVERT_TIMEOUT_S.get()
 
 
 def convert_savedmodel(
@@ -60,51 +63,43 @@ def convert_savedmodel(
             f"Opset {opset} is outside what tf2onnx can produce; pick one from "
             f"{MIN_OPSET} to {MAX_OPSET}."
         )
+    state = sandbox.available()
+    if not state.ok:
+        raise UserError(
+            f"TensorFlow SavedModels are refused here because {state.reason} (loading one runs "
+            "the uploader's code, which only ever happens inside that sandbox)."
+        )
     timeout = default_timeout_s() if timeout_s is None else timeout_s
     output_path = Path(output_path)
-    with tempfile.TemporaryDirectory(prefix="tfconvert-") as work:
-        result_file = Path(work) / "result.json"
-        command = [
-            sys.executable,
-            "-m",
-            "backend.models.tfconvert",
-            "--saved-model",
-            str(Path(saved_model_dir).resolve()),
-            "--output",
-            str(output_path.resolve()),
-            "--opset",
-            str(opset),
-            "--result",
-            str(result_file),
-        ]
+    source = Path(saved_model_dir).resolve()
+    with child_folder() as folder:
+        produced, result_file = folder.scratch / "model.onnx", folder.scratch / "result.json"
+        entry = ["module", "backend.models.tfconvert", "--saved-model", str(source)]
+        entry += ["--output", str(produced), "--opset", str(opset), "--result", str(result_file)]
         if signature is not None:
-            command += ["--signature", signature]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+            entry += ["--signature", signature]
+        done = run_process(
+            entry, folder, timeout_s=timeout, sandboxed=True, read_only=[source], merge_output=True
         )
-        try:
-            done = subprocess.run(
-                command,
-                cwd=work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as expired:
-            log = _text(expired.output)
+        log = done.stdout
+        if done.timed_out:
             raise ConversionFailed(
                 f"The TensorFlow conversion took longer than {timeout:g} s and was stopped; "
                 "upload a smaller model or raise OPTIBOARD_CONVERT_TIMEOUT_S.",
                 log,
-            ) from None
-        log = _text(done.stdout)
+            )
+        if done.limit:
+            what = "The TensorFlow conversion"
+            raise ConversionFailed(sentence(done.limit, what, ChildLimits.from_settings()), log)
         result: dict[str, Any] = {}
-        if result_file.is_file():
-            result = json.loads(result_file.read_text())
+        if result_file.is_file() and result_file.stat().st_size < RESULT_CAP:
+            try:
+                loaded = json.loads(result_file.read_text())
+            except ValueError:
+                loaded = None
+            result = loaded if isinstance(loaded, dict) else {}
+        if result.get("error") is None and done.returncode == 0 and produced.is_file():
+            shutil.move(produced, output_path)
     error = result.get("error")
     if error is not None:
         raise ConversionFailed(_error_message(error, result), log)
@@ -123,14 +118,6 @@ def convert_savedmodel(
         tf2onnx_version=result.get("tf2onnx_version", "unknown"),
         tensorflow_version=result.get("tensorflow_version", "unknown"),
     )
-
-
-def _text(output: bytes | str | None) -> str:
-    if output is None:
-        return ""
-    if isinstance(output, bytes):
-        return output.decode("utf-8", errors="replace")
-    return output
 
 
 def _last_line(log: str) -> str:

@@ -241,7 +241,8 @@ def _outcome(
         return ChildOutcome(False, kind, result["text"], done.returncode)  # type: ignore[index]
     error = _describe_exit(done.returncode)
     last = _last_line(done.stderr)
-    return ChildOutcome(False, error=f"{error}: {last}" if last else error, exitcode=done.returncode)
+    error = f"{error}: {last}" if last else error
+    return ChildOutcome(False, error=error, exitcode=done.returncode)
 
 
 def run_in_child(
@@ -301,7 +302,9 @@ def run_call(
                     shutil.move(produced, destination)
             return outcome.value
     if outcome.timed_out:
-        raise UserError(f"{what} took longer than {timeout_s:g} s and was stopped; try a smaller file.")
+        raise UserError(
+            f"{what} took longer than {timeout_s:g} s and was stopped; try a smaller file."
+        )
     if outcome.value in ("user_error", "limit"):
         raise UserError(outcome.error or what)
     if outcome.value == "error":
@@ -370,6 +373,8 @@ def main(argv: list[str]) -> int:
         runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
         return 0
     request, result = Path(rest[0]), Path(rest[1])
+    if mode == "call":
+        os.chdir(result.parent)  # files a call leaves behind go to its scratch folder
     if mode == "pickle":
 
         def body() -> Any:

@@ -1,4 +1,4 @@
-"""bubblewrap sandbox for children that touch untrusted files (SavedModel conversion, upload parsing).
+"""bubblewrap sandbox for children that touch untrusted files (SavedModel conversion, parsing).
 
 The child sees a read-only view of only what Python needs (system libraries, the interpreter, the
 venv, the project's code and the input paths it is given), one fresh scratch folder as its only
