@@ -80,7 +80,8 @@ def command(
     paths = [Path(p) for p in SYSTEM_DIRS + SYSTEM_FILES]
     paths += [*_python_paths(), *code, *(Path(p) for p in read_only)]
     args += _mounts(sorted(paths, key=lambda p: len(p.parts)), "--ro-bind")  # parents first
-    args += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch), "--", *argv]
+    args += ["--bind", str(scratch), str(scratch), "--remount-ro", "/"]  # scratch stays writable
+    args += ["--chdir", str(scratch), "--", *argv]
     return args
 
 
