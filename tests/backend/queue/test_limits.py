@@ -1,4 +1,4 @@
-"""Real resource limits hit in real children: each fails alone with one sentence naming the limit."""
+"""Real resource limits hit in real children; each fails alone with a sentence naming its limit."""
 
 from __future__ import annotations
 
