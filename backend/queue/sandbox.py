@@ -2,7 +2,8 @@
 
 The child sees a read-only view of only what Python needs (system libraries, the interpreter, the
 venv, the project's code and the input paths it is given), one fresh scratch folder as its only
-writable place, an empty environment apart from PATH/HOME/PYTHONPATH, no network (every namespace
+writable place, an empty environment apart from PATH/HOME/PYTHONPATH and the parsing caps among
+the OPTIBOARD_* settings, no network (every namespace
 unshared), its own session, and it dies with its parent. The resource limits of limits.py are set
 by the child itself before it runs (see children.py).
 """
@@ -10,6 +11,7 @@ by the child itself before it runs (see children.py).
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -23,6 +25,14 @@ import settings
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+# the only settings a sandboxed child sees (parsing caps); never the database URL or secrets
+PASSED_SETTINGS = (
+    settings.MAX_INPUT_MB,
+    settings.MAX_COMPRESSION_RATIO,
+    settings.MAX_UPLOAD_MB,
+    settings.MAX_UNCOMPRESSED_MB,
+    settings.MAX_ZIP_MEMBERS,
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,9 @@ def command(
         "--proc", "/proc",
         "--dev", "/dev",
     ]  # fmt: skip
+    for setting in PASSED_SETTINGS:
+        if setting.name in os.environ:
+            args += ["--setenv", setting.name, os.environ[setting.name]]
     paths = [Path(p) for p in SYSTEM_DIRS + SYSTEM_FILES]
     paths += [*_python_paths(), *code, *(Path(p) for p in read_only)]
     args += _mounts(sorted(paths, key=lambda p: len(p.parts)), "--ro-bind")  # parents first
