@@ -91,13 +91,7 @@ def convert_savedmodel(
         if done.limit:
             what = "The TensorFlow conversion"
             raise ConversionFailed(sentence(done.limit, what, ChildLimits.from_settings()), log)
-        result: dict[str, Any] = {}
-        if result_file.is_file() and result_file.stat().st_size < RESULT_CAP:
-            try:
-                loaded = json.loads(result_file.read_text())
-            except ValueError:
-                loaded = None
-            result = loaded if isinstance(loaded, dict) else {}
+        result = _read_result(result_file)
         if result.get("error") is None and done.returncode == 0 and produced.is_file():
             shutil.move(produced, output_path)
     error = result.get("error")
@@ -118,6 +112,17 @@ def convert_savedmodel(
         tf2onnx_version=result.get("tf2onnx_version", "unknown"),
         tensorflow_version=result.get("tensorflow_version", "unknown"),
     )
+
+
+def _read_result(result_file: Path) -> dict[str, Any]:
+    """The child's JSON result, or {} when it left none (or nothing sensible)."""
+    if not result_file.is_file() or result_file.stat().st_size > RESULT_CAP:
+        return {}
+    try:
+        loaded = json.loads(result_file.read_text())
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def _last_line(log: str) -> str:

@@ -125,6 +125,29 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
+def _wait(
+    process: subprocess.Popen,
+    timeout_s: float,
+    should_cancel: Callable[[], bool] | None,
+    on_tick: Callable[[], None] | None,
+    tick_s: float,
+) -> tuple[bool, bool]:
+    """(timed_out, cancelled) once the child exits or one of the two happens."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            process.wait(timeout=tick_s)
+            return False, False
+        except subprocess.TimeoutExpired:
+            pass
+        if on_tick is not None:
+            on_tick()
+        if should_cancel is not None and should_cancel():
+            return False, True
+        if time.monotonic() > deadline:
+            return True, False
+
+
 def run_process(
     entry: Sequence[str],
     folder: ChildFolder,
@@ -161,23 +184,8 @@ def run_process(
             env=_environment(sandboxed),
             start_new_session=True,  # one process group, killed as a whole
         )
-    deadline = time.monotonic() + timeout_s
-    timed_out = cancelled = False
     try:
-        while True:
-            try:
-                process.wait(timeout=tick_s)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if on_tick is not None:
-                on_tick()
-            if should_cancel is not None and should_cancel():
-                cancelled = True
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
+        timed_out, cancelled = _wait(process, timeout_s, should_cancel, on_tick, tick_s)
     finally:
         if process.poll() is None:
             _kill_group(process)
