@@ -6,7 +6,7 @@ import streamlit as st
 
 from backend import viewer
 from backend.queue.jobs import list_workers
-from storage.db import data_dir, database_url
+from settings import data_dir, database_url
 
 st.set_page_config(page_title="Optiboard", page_icon="⚡", layout="wide")
 

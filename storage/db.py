@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -11,22 +10,11 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from settings import data_dir, database_url
+
+__all__ = ["data_dir", "database_url", "get_engine", "make_engine", "session_scope", "upgrade"]
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-
-
-def data_dir() -> Path:
-    """The one data-directory setting, read on each call so tests and tools can change it."""
-    return Path(os.environ.get("OPTIBOARD_DATA_DIR", "data"))
-
-
-def database_url() -> str:
-    """The one database setting; defaults to SQLite under the data directory."""
-    url = os.environ.get("OPTIBOARD_DATABASE_URL")
-    if url:
-        return url
-    directory = data_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

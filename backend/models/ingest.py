@@ -8,13 +8,13 @@ and shape inference run in a limited child (backend.models.parse).
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import settings
 from backend.errors import UserError
 from backend.models import parse
 from backend.models.inspect import ModelMetadata
@@ -30,7 +30,7 @@ ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def max_upload_bytes() -> int:
-    return int(os.environ.get("OPTIBOARD_MAX_UPLOAD_MB", "2048")) * MB
+    return settings.MAX_UPLOAD_MB.get() * MB
 
 
 @dataclass

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import settings
 from backend.engine.explain import cpu_features, explain
 from backend.engine.host import describe_environment
 from backend.engine.run import ConfigurationTask, run_configuration
@@ -36,9 +37,6 @@ from storage.repo.models import NewArtifact
 from storage.states import JobState
 
 log = logging.getLogger("optiboard.worker")
-
-DEFAULT_LEASE_S = float(os.environ.get("OPTIBOARD_LEASE_SECONDS", "60"))
-CONFIG_BUILD_ALLOWANCE_S = float(os.environ.get("OPTIBOARD_CONFIG_TIMEOUT_S", "900"))
 
 
 def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
@@ -58,11 +56,13 @@ class JobRunner:
     def __init__(
         self,
         worker_id: str,
-        lease_seconds: float = DEFAULT_LEASE_S,
+        lease_seconds: float | None = None,
         on_result: Callable[[ConfigurationResult, int, int], None] | None = None,
     ) -> None:
         self.worker_id = worker_id
-        self.lease_seconds = lease_seconds
+        self.lease_seconds = (
+            settings.LEASE_SECONDS.get() if lease_seconds is None else lease_seconds
+        )
         self.on_result = on_result
         self.store = ArtifactStore()
         self._last_renew = 0.0
@@ -103,7 +103,7 @@ class JobRunner:
             job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
         cpu = cpu_features()
         output_dir = Path(tempfile.mkdtemp(prefix=f"optiboard-job{job.id}-"))
-        timeout = spec.measure.max_seconds + CONFIG_BUILD_ALLOWANCE_S
+        timeout = spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get()
         for index, config in enumerate(configurations, start=1):
             if config.key in done:
                 continue
@@ -242,10 +242,10 @@ def register(worker_id: str) -> None:
     )
 
 
-def serve(
-    once: bool = False, poll_seconds: float = 1.0, lease_seconds: float = DEFAULT_LEASE_S
-) -> int:
+def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | None = None) -> int:
     """Claim and run jobs until stopped; with once=True, until the queue is empty."""
+    if lease_seconds is None:
+        lease_seconds = settings.LEASE_SECONDS.get()
     worker_id = worker_id_for_this_process()
     register(worker_id)
     log.info("worker %s ready", worker_id)
@@ -268,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="optiboard-worker", description=__doc__)
     parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
     parser.add_argument("--poll-seconds", type=float, default=1.0)
-    parser.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_S)
+    parser.add_argument(
+        "--lease-seconds", type=float, default=None, help="default: $OPTIBOARD_LEASE_SECONDS"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)

@@ -159,15 +159,9 @@ def _device_detail(short: str) -> str:
         from backend.engine.host import describe_environment
 
         return describe_environment()["cpu"]
-    try:
-        import pynvml
+    from backend.hardware import gpu_name
 
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        name = pynvml.nvmlDeviceGetName(handle)
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:
-        return "GPU"
+    return gpu_name(0) or "GPU"
 
 
 class OnnxRuntimeRunner(Runner):

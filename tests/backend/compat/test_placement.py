@@ -11,6 +11,7 @@ import onnx
 from backend.compat.facts import unique_names
 from backend.compat.placement import parse_placement_log, read_placement
 from backend.compat.registry import ROOT
+from backend.runtimes import get_backend
 
 
 def test_placement_of_a_real_cpu_session_lists_every_node(mlp_path):
@@ -65,12 +66,17 @@ def test_parser_splits_nodes_across_providers_in_the_multi_provider_format():
     }
 
 
-def test_provider_missing_here_falls_back_to_cpu_and_says_so(mlp_path):
+def test_cuda_placement_is_real_on_a_gpu_and_an_announced_cpu_fallback_elsewhere(mlp_path):
+    cuda_works = get_backend("onnxruntime").provider_status("cuda").available
     placement = read_placement(mlp_path, "cuda")
     assert placement.ok
-    assert not placement.requested_active
-    assert set(placement.nodes.values()) == {"CPUExecutionProvider"}
-    assert len(placement.fallbacks()) == 6
+    assert placement.requested_active == cuda_works
+    if cuda_works:
+        assert "CUDAExecutionProvider" in set(placement.nodes.values())
+        assert len(placement.fallbacks()) < 6
+    else:
+        assert set(placement.nodes.values()) == {"CPUExecutionProvider"}
+        assert len(placement.fallbacks()) == 6
 
 
 def test_parser_reads_real_cuda_placement_with_a_cpu_fallback():
