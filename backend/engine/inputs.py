@@ -293,13 +293,9 @@ def check_npz_headers(path: Path, expected: list[str]) -> None:
                 )
 
 
-def read_calibration_npz(
-    path: Path, specs: list[dict], symbolic_dims: dict[str, int]
-) -> CalibrationSet:
-    """Check a calibration .npz against the model inputs and split it into batch-1 feeds."""
-    name = Path(path).name
-    expected = [spec["name"] for spec in specs]
-    check_npz_headers(Path(path), expected)
+def _load_arrays(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
+    """The arrays of an .npz whose headers check_npz_headers has already accepted."""
+    name = path.name
     try:
         archive = np.load(str(path), allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
@@ -313,55 +309,60 @@ def read_calibration_npz(
             f"array per input named {', '.join(expected)}."
         )
     with archive:
-        keys = list(archive.files)
-        if sorted(keys) != sorted(expected):
+        try:
+            return {key: archive[key] for key in expected}
+        except ValueError as exc:  # numpy refuses object arrays without allow_pickle
             raise UserError(
-                f"{name} has arrays named {', '.join(keys) or 'nothing'}, but the model's inputs "
-                f"are {', '.join(expected)}; use exactly those names as keys."
+                f"An array in {name} is an object array, which is refused because it would need "
+                "unpickling; save plain numeric arrays."
+            ) from exc
+
+
+def _conform(
+    array: np.ndarray, spec: dict, name: str, symbolic_dims: dict[str, int], notes: list[str]
+) -> np.ndarray:
+    """The array cast to the input's dtype, or UserError when its dtype, rank or dims do not fit."""
+    key = spec["name"]
+    target = np.dtype(spec["dtype"])
+    if array.dtype != target:
+        if not _castable(array.dtype, target):
+            raise UserError(
+                f"Array {key!r} in {name} has dtype {array.dtype}, but input {key!r} takes "
+                f"{target}; save it as {target}."
             )
-        arrays: dict[str, np.ndarray] = {}
-        for key in expected:
-            try:
-                arrays[key] = archive[key]
-            except ValueError as exc:  # numpy refuses object arrays without allow_pickle
-                raise UserError(
-                    f"Array {key!r} in {name} is an object array, which is refused because it "
-                    "would need unpickling; save plain numeric arrays."
-                ) from exc
+        notes.append(f"calibration array {key!r} cast from {array.dtype} to {target}")
+        array = array.astype(target)
+    rank = len(spec["shape"])
+    if array.ndim != rank:
+        raise UserError(
+            f"Array {key!r} in {name} has {array.ndim} dimensions, but input {key!r} has "
+            f"{rank}; the first axis holds the samples and the rest must match the input "
+            f"shape {spec['shape'][1:]}."
+        )
+    for index, dim in enumerate(spec["shape"][1:], start=1):
+        wanted = dim if isinstance(dim, int) and dim > 0 else symbolic_dims.get(str(dim))
+        if wanted is not None and array.shape[index] != wanted:
+            raise UserError(
+                f"Array {key!r} in {name} has size {array.shape[index]} on axis {index}, but "
+                f"the input needs {wanted} there (dimension {dim!r})."
+            )
+    return array
+
+
+def read_calibration_npz(
+    path: Path, specs: list[dict], symbolic_dims: dict[str, int]
+) -> CalibrationSet:
+    """Check a calibration .npz against the model inputs and split it into batch-1 feeds.
+
+    Headers first (check_npz_headers), so nothing is loaded from a file that lies about its size.
+    """
+    path, name = Path(path), Path(path).name
+    expected = [spec["name"] for spec in specs]
+    check_npz_headers(path, expected)
+    loaded = _load_arrays(path, expected)
     notes: list[str] = []
-    counts = set()
-    for spec in specs:
-        key = spec["name"]
-        array = arrays[key]
-        target = np.dtype(spec["dtype"])
-        if array.dtype.kind == "O":
-            raise UserError(
-                f"Array {key!r} in {name} is an object array; save plain numeric arrays."
-            )
-        if array.dtype != target:
-            if not _castable(array.dtype, target):
-                raise UserError(
-                    f"Array {key!r} in {name} has dtype {array.dtype}, but input {key!r} takes "
-                    f"{target}; save it as {target}."
-                )
-            notes.append(f"calibration array {key!r} cast from {array.dtype} to {target}")
-            array = array.astype(target)
-        rank = len(spec["shape"])
-        if array.ndim != rank:
-            raise UserError(
-                f"Array {key!r} in {name} has {array.ndim} dimensions, but input {key!r} has "
-                f"{rank}; the first axis holds the samples and the rest must match the input "
-                f"shape {spec['shape'][1:]}."
-            )
-        for index, dim in enumerate(spec["shape"][1:], start=1):
-            wanted = dim if isinstance(dim, int) and dim > 0 else symbolic_dims.get(str(dim))
-            if wanted is not None and array.shape[index] != wanted:
-                raise UserError(
-                    f"Array {key!r} in {name} has size {array.shape[index]} on axis {index}, but "
-                    f"the input needs {wanted} there (dimension {dim!r})."
-                )
-        counts.add(array.shape[0])
-        arrays[key] = array
+    arrays = {s["name"]: _conform(loaded[s["name"]], s, name, symbolic_dims, notes) for s in specs}
+    counts = {array.shape[0] for array in arrays.values()}
     if len(counts) != 1:
         raise UserError(
             f"The arrays in {name} hold different numbers of samples ({sorted(counts)}); every "

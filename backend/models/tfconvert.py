@@ -21,7 +21,7 @@ from typing import Any
 import settings
 from backend.errors import UserError
 from backend.queue import sandbox
-from backend.queue.children import RESULT_CAP, child_folder, run_process
+from backend.queue.children import RESULT_CAP, ProcessOutcome, child_folder, run_process
 from backend.queue.limits import ChildLimits, sentence
 
 DEFAULT_OPSET = 17
@@ -63,12 +63,7 @@ def convert_savedmodel(
             f"Opset {opset} is outside what tf2onnx can produce; pick one from "
             f"{MIN_OPSET} to {MAX_OPSET}."
         )
-    state = sandbox.available()
-    if not state.ok:
-        raise UserError(
-            f"TensorFlow SavedModels are refused here because {state.reason} (loading one runs "
-            "the uploader's code, which only ever happens inside that sandbox)."
-        )
+    _require_sandbox()
     timeout = default_timeout_s() if timeout_s is None else timeout_s
     output_path = Path(output_path)
     source = Path(saved_model_dir).resolve()
@@ -82,15 +77,7 @@ def convert_savedmodel(
             entry, folder, timeout_s=timeout, sandboxed=True, read_only=[source], merge_output=True
         )
         log = done.stdout
-        if done.timed_out:
-            raise ConversionFailed(
-                f"The TensorFlow conversion took longer than {timeout:g} s and was stopped; "
-                "upload a smaller model or raise OPTIBOARD_CONVERT_TIMEOUT_S.",
-                log,
-            )
-        if done.limit:
-            what = "The TensorFlow conversion"
-            raise ConversionFailed(sentence(done.limit, what, ChildLimits.from_settings()), log)
+        _raise_if_stopped(done, timeout)
         result = _read_result(result_file)
         if result.get("error") is None and done.returncode == 0 and produced.is_file():
             shutil.move(produced, output_path)
@@ -112,6 +99,30 @@ def convert_savedmodel(
         tf2onnx_version=result.get("tf2onnx_version", "unknown"),
         tensorflow_version=result.get("tensorflow_version", "unknown"),
     )
+
+
+def _require_sandbox() -> None:
+    """Never convert without the sandbox: loading a SavedModel runs the uploader's code."""
+    state = sandbox.available()
+    if not state.ok:
+        raise UserError(
+            f"TensorFlow SavedModels are refused here because {state.reason} (loading one runs "
+            "the uploader's code, which only ever happens inside that sandbox)."
+        )
+
+
+def _raise_if_stopped(done: ProcessOutcome, timeout: float) -> None:
+    """ConversionFailed naming the time limit or resource limit that stopped the child."""
+    if done.timed_out:
+        raise ConversionFailed(
+            f"The TensorFlow conversion took longer than {timeout:g} s and was stopped; "
+            "upload a smaller model or raise OPTIBOARD_CONVERT_TIMEOUT_S.",
+            done.stdout,
+        )
+    if done.limit:
+        what = "The TensorFlow conversion"
+        limits = ChildLimits.from_settings()
+        raise ConversionFailed(sentence(done.limit, what, limits), done.stdout)
 
 
 def _read_result(result_file: Path) -> dict[str, Any]:
