@@ -174,7 +174,8 @@ CHILD_MEMORY_MB = _declare(
         "OPTIBOARD_CHILD_MEMORY_MB",
         "0",
         int,
-        "address-space limit (RLIMIT_AS) of every child process; 0 means half of the host's RAM",
+        "address-space limit (RLIMIT_AS) of every child process; 0 means half of the host's RAM "
+        "(at least 16384 on an NVIDIA host: CUDA reserves ~14 GB of address space)",
     )
 )
 CHILD_CPU_S = _declare(

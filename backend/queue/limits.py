@@ -1,6 +1,8 @@
 """Resource limits applied inside every child before it runs, and the sentence for each one hit.
 
-Memory is RLIMIT_AS (address space), CPU is RLIMIT_CPU (SIGXCPU at the soft limit, SIGKILL five
+Memory is RLIMIT_AS (address space; the CUDA driver reserves ~14 GB of it, so the default never
+goes below CUDA_ADDRESS_SPACE on an NVIDIA host, and a lower OPTIBOARD_CHILD_MEMORY_MB stops CUDA
+from starting), CPU is RLIMIT_CPU (SIGXCPU at the soft limit, SIGKILL five
 seconds later), file size is RLIMIT_FSIZE (Python ignores SIGXFSZ, so a write past it raises
 OSError EFBIG). RLIMIT_NPROC counts every process *and thread* of the user on the whole host, so a
 fixed small cap would break ONNX Runtime's and TensorFlow's thread pools (and count the
@@ -25,6 +27,9 @@ import settings
 MB = 1 << 20
 PR_SET_PDEATHSIG = 1
 CPU_GRACE_S = 5  # between SIGXCPU (soft) and SIGKILL (hard)
+# Measured on an H200 host: the CUDA driver's cuInit + context reserve ~14 GB of address space
+# (VmPeak), so cuInit fails under RLIMIT_AS of 8 GB and works at 16 GB.
+CUDA_ADDRESS_SPACE = 16 << 30
 OUT_OF_MEMORY_MARKERS = ("bad_alloc", "bad allocation", "Failed to allocate memory", "MemoryError")
 
 
@@ -40,7 +45,7 @@ class ChildLimits:
     @classmethod
     def from_settings(cls) -> ChildLimits:
         memory_mb = settings.CHILD_MEMORY_MB.get()
-        memory = memory_mb * MB if memory_mb > 0 else _ram_bytes() // 2
+        memory = memory_mb * MB if memory_mb > 0 else _default_memory_bytes()
         return cls(
             memory_bytes=memory,
             cpu_s=settings.CHILD_CPU_S.get(),
@@ -54,6 +59,12 @@ class ChildLimits:
 
 def _ram_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _default_memory_bytes() -> int:
+    """Half of RAM; on an NVIDIA host at least CUDA_ADDRESS_SPACE, or CUDA cannot start."""
+    half = _ram_bytes() // 2
+    return max(half, CUDA_ADDRESS_SPACE) if Path("/dev/nvidiactl").exists() else half
 
 
 def _user_tasks(uid: int) -> int:
