@@ -205,6 +205,8 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     }
     try:
         loaded = tf.saved_model.load(args.saved_model)
+    except MemoryError:
+        raise  # the parent names the memory limit
     except Exception as exc:  # reported to the parent as a user-facing error
         traceback.print_exc()
         return {**result, "error": "load", "detail": f"{type(exc).__name__}: {exc}"}
@@ -235,6 +237,8 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     ]
     try:
         tf2onnx.convert.main()
+    except MemoryError:
+        raise  # the parent names the memory limit
     except Exception as exc:  # reported to the parent as a user-facing error
         traceback.print_exc()
         Path(args.output).unlink(missing_ok=True)
