@@ -168,6 +168,46 @@ def database_url() -> str:
     return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
 
 
+# --- queue ---
+DB_RETRY_MAX_S = _declare(
+    Setting(
+        "OPTIBOARD_DB_RETRY_MAX_S",
+        "60",
+        float,
+        "longest wait between a worker's retries while the database does not answer "
+        "(the wait doubles from 1 s up to this)",
+    )
+)
+WORKER_RESTART_S = _declare(
+    Setting(
+        "OPTIBOARD_WORKER_RESTART_S",
+        "5",
+        float,
+        "pause before `scripts/run` restarts a worker that died",
+        shell_only=True,
+    )
+)
+
+
+# --- zip uploads (zipsafe) ---
+UPLOAD_DISK_QUOTA_MB = _declare(
+    Setting(
+        "OPTIBOARD_UPLOAD_DISK_QUOTA_MB",
+        "10240",
+        int,
+        "disk space all zip uploads being unpacked at once may use (under the data dir's tmp/)",
+    )
+)
+MIN_FREE_DISK_MB = _declare(
+    Setting(
+        "OPTIBOARD_MIN_FREE_DISK_MB",
+        "1024",
+        int,
+        "a zip upload is refused if unpacking it would leave less free disk than this",
+    )
+)
+
+
 # --- child limits and sandbox ---
 CHILD_MEMORY_MB = _declare(
     Setting(

@@ -175,7 +175,7 @@ def _is_ignored(relative: Path) -> bool:
 
 
 def _plan_zip(path: Path, filename: str, work: Path) -> _Plan:
-    folder = extract_zip(path, parent=work)
+    folder = extract_zip(path, parent=work, quota_root=work.parent)
     files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
     files = [p for p in files if not _is_ignored(p.relative_to(folder))]
     onnx_files = [p for p in files if p.suffix.lower() == ".onnx"]

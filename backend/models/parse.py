@@ -76,7 +76,12 @@ def check_calibration(path: Path, specs: list[dict], symbolic_dims: dict[str, in
 
 
 def child_check_onnx(path: str, shown: str) -> dict[str, Any]:
-    from backend.models.inspect import external_data_files, inspect_model, load_proto
+    from backend.models.inspect import (
+        check_self_contained,
+        external_data_files,
+        inspect_model,
+        load_proto,
+    )
 
     model = load_proto(Path(path), display_name=shown)
     missing = external_data_files(model)
@@ -86,13 +91,16 @@ def child_check_onnx(path: str, shown: str) -> dict[str, Any]:
             f"{missing[0]!r}, which a single upload cannot include; upload a .zip holding "
             "the .onnx and its data files."
         )
+    check_self_contained(model, shown)
     del model
     return inspect_model(Path(path), display_name=shown).to_dict()
 
 
 def child_inspect(path: str, shown: str) -> dict[str, Any]:
-    from backend.models.inspect import inspect_model
+    """inspect_model of a file about to be stored, which must hold all its own weights."""
+    from backend.models.inspect import check_self_contained, inspect_model, load_proto
 
+    check_self_contained(load_proto(Path(path), display_name=shown), shown)
     return inspect_model(Path(path), display_name=shown).to_dict()
 
 
@@ -102,6 +110,7 @@ def child_internalise(model_file: str, folder_text: str, shown: str) -> dict[str
 
     from backend.models.inspect import (
         PROTOBUF_LIMIT,
+        check_self_contained,
         external_data_files,
         inspect_model,
         load_proto,
@@ -109,6 +118,7 @@ def child_internalise(model_file: str, folder_text: str, shown: str) -> dict[str
 
     model_path, folder = Path(model_file), Path(folder_text)
     model = load_proto(model_path, display_name=shown)
+    check_self_contained(model, shown, memory_only=True)
     base = model_path.parent
     locations = external_data_files(model)
     for location in locations:
@@ -142,6 +152,7 @@ def child_internalise(model_file: str, folder_text: str, shown: str) -> dict[str
             f"The model {shown!r} is over protobuf's 2 GB limit as one ONNX file, so it cannot "
             "be optimized here; upload a smaller model."
         )
+    check_self_contained(full, shown)
     onnx.save(full, "internalised.onnx")  # into the child's scratch folder (its cwd)
     return {"metadata": metadata, "locations": locations}
 
