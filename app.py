@@ -5,8 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from backend import viewer
+from backend.auth.roles import Permission, Via
 from backend.queue.jobs import list_workers
-from settings import data_dir, database_url
+from pages import access, signin
 
 st.set_page_config(page_title="Optiboard", page_icon="⚡", layout="wide")
 
@@ -28,7 +29,17 @@ PAGES = [
     st.Page("pages/jobs.py", title="Jobs", url_path="jobs", icon="⏱️"),
     st.Page("pages/compare.py", title="Compare", url_path="compare", icon="📊"),
 ]
-page = st.navigation(PAGES)
+USERS = st.Page("pages/users.py", title="Users", url_path="users", icon="👤")
+
+principal = access.gate()
+if principal is None:  # routed but not run: the address (page + query) survives sign-in
+    st.navigation([*PAGES, USERS], position="hidden")
+    signin.render()
+    st.stop()
+if principal.via == Via.LINK:  # a signed link: that comparison, read-only, and nothing else
+    st.navigation([PAGES[-1]], position="hidden").run()
+    st.stop()
+page = st.navigation([*PAGES, USERS] if principal.can(Permission.USERS) else PAGES)
 
 with st.sidebar:
     workers = list_workers()
@@ -36,9 +47,6 @@ with st.sidebar:
         st.success(f"{len(workers)} worker{'s' if len(workers) > 1 else ''} alive", icon="🟢")
     else:
         st.warning("No worker running: start one with `python -m backend.queue.worker`.", icon="🟠")
-    url = database_url()
-    shown = url.replace("sqlite:///", "") if url.startswith("sqlite") else url.split("@")[-1]
-    st.caption(f"Database: `{shown}`")
-    st.caption(f"Data directory: `{data_dir()}`")
+    access.sign_out_control(principal)
 
 page.run()

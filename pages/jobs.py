@@ -5,10 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from backend.auth.audit import Action
+from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
 from backend.specs import SweepSpec
+from pages.access import can, guarded
 from pages.components import (
     bound_multiselect,
     fmt_duration,
@@ -154,19 +157,22 @@ def job_detail(job_id: int) -> None:
     info[3].metric("Worker", job.worker_id or "–")
     if job.error:
         st.error(job.error.strip().splitlines()[-1])
-        with st.expander("Full error"):
-            st.code(job.error, language=None)
+        if can(Permission.USERS):  # the traceback names server paths: admins (operators) only
+            with st.expander("Full error"):
+                st.code(job.error, language=None)
 
     actions = st.columns(4)
     if not job.state.finished:
-        if actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
-            state = jobs.cancel_job(job.id)
+        if can(Permission.CANCEL) and actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
+            with guarded(Action.CANCEL, f"job {job.id}"):
+                state = jobs.cancel_job(job.id)
             st.toast(f"Job {job.id}: {'cancelled' if state.finished else 'cancel requested'}.")
             st.rerun()
     else:
-        if actions[0].button("Retry", key=f"retry_{job.id}", icon="🔁"):
+        if can(Permission.SUBMIT) and actions[0].button("Retry", key=f"retry_{job.id}", icon="🔁"):
             try:
-                new = jobs.retry_job(job.id)
+                with guarded(Action.RETRY, f"job {job.id}"):
+                    new = jobs.retry_job(job.id)
             except UserError as exc:
                 show_error(exc)
             else:

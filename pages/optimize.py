@@ -7,11 +7,14 @@ from pathlib import Path
 
 import streamlit as st
 
+from backend.auth.audit import Action
+from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
 from backend.runtimes import all_provider_statuses
 from backend.specs import MEASURE_PRESETS, OPTIMIZATION_LEVELS, Precision, SweepSpec
+from pages.access import can, guarded
 from pages.components import (
     bound_multiselect,
     bound_selectbox,
@@ -237,24 +240,28 @@ if spec is not None:
             hide_index=True,
         )
 if button.button(
-    f"Submit sweep ({count})", type="primary", disabled=spec is None, key="submit_sweep"
+    f"Submit sweep ({count})",
+    type="primary",
+    disabled=spec is None or not can(Permission.SUBMIT),
+    key="submit_sweep",
 ):
     assert spec is not None
     try:
-        if calibration_file is not None:
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "calibration.npz"
-                path.write_bytes(calibration_file.getvalue())
-                sha = jobs.store_calibration(
-                    model.id, path, calibration_file.name, dict(spec.symbolic_dims)
-                )
-            spec = SweepSpec.from_dict({**spec.to_dict(), "calibration_sha256": sha})
-        elif Precision.INT8_STATIC.value in precisions and source == "npz":
-            raise UserError("Upload the calibration .npz, or choose random inputs.")
-        if from_job is not None:
-            job = jobs.resubmit_with_changes(from_job, spec, label=label or None)
-        else:
-            job = jobs.submit_sweep(model.id, spec, label=label or None)
+        with guarded(Action.SUBMIT, f"model {model.id}", configurations=count):
+            if calibration_file is not None:
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = Path(tmp) / "calibration.npz"
+                    path.write_bytes(calibration_file.getvalue())
+                    sha = jobs.store_calibration(
+                        model.id, path, calibration_file.name, dict(spec.symbolic_dims)
+                    )
+                spec = SweepSpec.from_dict({**spec.to_dict(), "calibration_sha256": sha})
+            elif Precision.INT8_STATIC.value in precisions and source == "npz":
+                raise UserError("Upload the calibration .npz, or choose random inputs.")
+            if from_job is not None:
+                job = jobs.resubmit_with_changes(from_job, spec, label=label or None)
+            else:
+                job = jobs.submit_sweep(model.id, spec, label=label or None)
     except UserError as exc:
         show_error(exc)
     else:
