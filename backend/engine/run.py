@@ -71,6 +71,9 @@ def _build(
     from backend.engine import inputs, variants
 
     source = Path(task.source_path)
+    inputs.check_input_size(  # before anything is allocated for a huge batch or dim
+        inputs.input_specs_of(source), config.batch_size, dict(config.symbolic_dims)
+    )
     calibration = None
     if config.precision == Precision.INT8_STATIC and task.calibration_path:
         calibration = inputs.load_calibration_npz(
