@@ -150,6 +150,7 @@ class JobRunner:
                 task,
                 timeout_s=timeout,
                 should_cancel=lambda: self._should_stop(job.id),
+                what=f"Configuration {config.key}",
             )
             if outcome.cancelled:
                 break
