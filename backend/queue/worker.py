@@ -152,6 +152,7 @@ class JobRunner:
                 task,
                 timeout_s=timeout,
                 should_cancel=lambda: self._should_stop(job.id),
+                what=f"Configuration {config.key}",
             )
             if outcome.cancelled:
                 break

@@ -1,7 +1,7 @@
 """Results of configurations and their raw samples: written once, by the job's lease holder.
 
 Latency statistics live once, in the payload (derived from the samples by the engine); there are
-no separate latency columns to drift from it (revision 0002_results, 0003_typed_results.py,
+no separate latency columns to drift from it (migration 0003_typed_results
 dropped them). Readers parse rows into backend.results.StoredResult.
 """
 

@@ -1,4 +1,4 @@
-"""Migrations on a real SQLite file that holds data: 0002_results keeps latency in the payload."""
+"""Migrations on a real SQLite file that holds data: 0003 keeps latency in the payload."""
 
 from __future__ import annotations
 
@@ -42,17 +42,17 @@ def _columns(url: str) -> set[str]:
     return {c["name"] for c in inspect(create_engine(url)).get_columns("results")}
 
 
-def test_0002_results_drops_latency_copies_keeps_the_payload_and_downgrades_back(
+def test_0003_drops_latency_copies_keeps_the_payload_and_downgrades_back(
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     _seed_at_0001(url)
-    _migrate(url, "0002_results")
+    _migrate(url, "0003_typed_results")
     assert not {"p50_ms", "p90_ms", "p99_ms"} & _columns(url)
     with create_engine(url).connect() as conn:
         payload = json.loads(conn.execute(text("SELECT payload FROM results")).scalar_one())
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
-    assert payload["latency"] == LATENCY and version == "0002_results"
+    assert payload["latency"] == LATENCY and version == "0003_typed_results"
 
     _migrate(url, "0001", down=True)
     with create_engine(url).connect() as conn:

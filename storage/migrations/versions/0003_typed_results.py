@@ -1,10 +1,7 @@
 """latency stored once: drop the p50/p90/p99 copies of the payload's latency
 
-Revision ID: 0002_results
+Revision ID: 0003_typed_results
 Revises: 0002_users_audit
-
-The id "0002_results" was agreed with the users/audit branch before either landed; that branch
-landed first, so this revision follows it (one linear history, one head).
 
 Create Date: 2026-12-03 06:40:00
 
@@ -15,7 +12,7 @@ compute every latency column from it. Downgrade restores the columns, filled fro
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002_results"
+revision = "0003_typed_results"
 down_revision = "0002_users_audit"
 branch_labels = None
 depends_on = None
