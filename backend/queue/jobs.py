@@ -84,6 +84,8 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
     query = {
         "precisions": ",".join(p.value for p in spec.precisions),
         "backend": spec.backend,
+        "hint": spec.performance_hint.value,
+        "streams": str(spec.streams),
         "providers": ",".join(spec.providers),
         "batches": ",".join(str(b) for b in spec.batch_sizes),
         "shapes": "fixed" if spec.fixed_shapes else "dynamic",
@@ -93,6 +95,8 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
         "cal_samples": str(spec.calibration_samples),
         "measure": preset_name(spec.measure) or CUSTOM_MEASURE,
     }
+    if spec.backends:
+        query["runtimes"] = ",".join(spec.backends)
     if spec.symbolic_dims:
         query["dims"] = ",".join(f"{k}:{v}" for k, v in spec.symbolic_dims)
     if spec.calibration_sha256:
@@ -138,6 +142,12 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
             values["batch_sizes"] = tuple(int(b) for b in batches)
         if backend := query.get("backend"):
             values["backend"] = backend
+        if runtimes := _csv(query, "runtimes"):
+            values["backends"] = tuple(runtimes)
+        if hint := query.get("hint"):
+            values["performance_hint"] = hint
+        if streams := query.get("streams"):
+            values["streams"] = int(streams)
         if shapes := query.get("shapes"):
             values["fixed_shapes"] = shapes != "dynamic"
         dims = [part.split(":", 1) for part in _csv(query, "dims") if ":" in part]

@@ -12,7 +12,13 @@ from backend.errors import UserError
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.results import ResultStatus
-from backend.specs import MEASURE_PRESETS, MeasureSettings, Precision, SweepSpec
+from backend.specs import (
+    MEASURE_PRESETS,
+    MeasureSettings,
+    PerformanceHint,
+    Precision,
+    SweepSpec,
+)
 
 EVERY_FIELD_CHANGED = SweepSpec(
     precisions=(Precision.FP16, Precision.INT8_STATIC),
@@ -26,6 +32,9 @@ EVERY_FIELD_CHANGED = SweepSpec(
     simplify=True,
     calibration_sha256="c" * 64,
     calibration_samples=7,
+    backends=("openvino", "onnxruntime"),
+    performance_hint=PerformanceHint.THROUGHPUT,
+    streams=2,
     measure=MeasureSettings(
         warmup_runs=4,
         window_runs=9,
