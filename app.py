@@ -6,7 +6,6 @@ import streamlit as st
 
 from backend import viewer
 from backend.queue.jobs import list_workers
-from storage.db import data_dir, database_url
 
 st.set_page_config(page_title="Optiboard", page_icon="⚡", layout="wide")
 
@@ -36,9 +35,6 @@ with st.sidebar:
         st.success(f"{len(workers)} worker{'s' if len(workers) > 1 else ''} alive", icon="🟢")
     else:
         st.warning("No worker running: start one with `python -m backend.queue.worker`.", icon="🟠")
-    url = database_url()
-    shown = url.replace("sqlite:///", "") if url.startswith("sqlite") else url.split("@")[-1]
-    st.caption(f"Database: `{shown}`")
-    st.caption(f"Data directory: `{data_dir()}`")
+    # No server paths or database addresses here: anyone who can open the page reads the sidebar.
 
 page.run()

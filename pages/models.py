@@ -12,16 +12,10 @@ from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from backend.errors import UserError
 from backend.models import library
-from pages.components import (
-    fmt_bytes,
-    fmt_count,
-    fmt_shape,
-    model_picker,
-    page_header,
-    set_url,
-    show_error,
-)
-from storage.repo.models import ArtifactRow, ModelRow
+from backend.records import ArtifactRow, ModelRow
+from pages.components.formatting import fmt_bytes, fmt_count, fmt_shape, plain
+from pages.components.url_state import set_url
+from pages.components.widgets import model_picker, page_header, show_error
 
 MAX_UPLOAD_MB = int(os.environ.get("OPTIBOARD_MAX_UPLOAD_MB", "2048"))
 COPY_CHUNK = 8 << 20
@@ -75,16 +69,18 @@ with st.expander("⬆️ Upload a model", expanded=not library.list_models()):
             st.error("Choose a file first: drag it onto the box above or click Browse files.")
         else:
             try:
-                with st.spinner(f"Ingesting {upload.name}…"):
+                with st.spinner(f"Ingesting {plain(upload.name)}…"):
                     added = _ingest(upload, name.strip())
             except UserError as exc:
                 show_error(exc)
             else:
                 set_url("model", added.id)
                 st.session_state.pop("url_model", None)
-                st.success(f"Added {added.name} ({added.format}, {fmt_bytes(added.size_bytes)}).")
+                st.success(
+                    f"Added {plain(added.name)} ({added.format}, {fmt_bytes(added.size_bytes)})."
+                )
                 for warning in added.warnings:
-                    st.warning(warning)
+                    st.warning(plain(warning))
 
 models = library.list_models()
 if not models:
@@ -121,7 +117,7 @@ cols[2].metric("Size", fmt_bytes(model.size_bytes))
 cols[3].metric("Parameters", fmt_count(model.parameter_count))
 cols[4].metric("Nodes", model.node_count)
 for warning in model.warnings:
-    st.warning(warning)
+    st.warning(plain(warning))
 
 left, right = st.columns(2)
 with left:
@@ -162,10 +158,10 @@ if not artifacts:
     st.caption("No stored files for this model.")
 for art in artifacts:
     row = st.columns([2, 4, 1, 1], vertical_alignment="center")
-    row[0].write(KIND_LABELS.get(art.kind, art.kind))
+    row[0].text(KIND_LABELS.get(art.kind, art.kind))
     detail = art.meta.get("config_key") if isinstance(art.meta, dict) else None
-    row[1].write(f"`{art.filename}`" + (f" · {detail}" if detail else ""))
-    row[2].write(fmt_bytes(art.size_bytes))
+    row[1].text(art.filename + (f" · {detail}" if detail else ""))
+    row[2].text(fmt_bytes(art.size_bytes))
     row[3].download_button(
         "Download",
         data=_reader(art.sha256),
@@ -176,10 +172,11 @@ for art in artifacts:
     )
 
 with st.expander("🗑️ Delete this model"):
-    st.write(
-        f"Deletes **{model.name}** with its jobs, results and stored files. This cannot be undone."
+    st.markdown(
+        f"Deletes **{plain(model.name)}** with its jobs, results and stored files. "
+        "This cannot be undone."
     )
-    sure = st.checkbox(f"Yes, delete {model.name}", key=f"confirm_delete_{model.id}")
+    sure = st.checkbox(f"Yes, delete {plain(model.name)}", key=f"confirm_delete_{model.id}")
     if st.button("Delete model", disabled=not sure, type="primary", key="delete_model"):
         try:
             library.delete_model(model.id)
@@ -188,5 +185,5 @@ with st.expander("🗑️ Delete this model"):
         else:
             set_url("model", None)
             st.session_state.pop("url_model", None)
-            st.toast(f"Deleted {model.name}.")
+            st.toast(f"Deleted {plain(model.name)}.")
             st.rerun()

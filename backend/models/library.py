@@ -42,6 +42,21 @@ def onnx_path(model_id: int) -> Path:
     return artifact_path(model_store.model_file(model_id).sha256)
 
 
+def symbolic_dims(model: ModelRow) -> list[str]:
+    """Names of the inputs' symbolic dimensions past the first (the first is the batch size).
+
+    These are the dims a sweep must be given values for; sorted, so a form lists them stably.
+    """
+    return sorted(
+        {
+            str(dim)
+            for value in model.inputs
+            for dim in (value.get("shape") or [])[1:]
+            if isinstance(dim, str) and dim
+        }
+    )
+
+
 def delete_model(model_id: int) -> None:
     get_model(model_id)
     model_store.delete_model(model_id, store=store())

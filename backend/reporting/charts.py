@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -36,6 +38,11 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> 
     if log_x:
         fig.update_xaxes(type="log", dtick=np.log10(2))
     return fig
+
+
+def _svg_text(text: str) -> str:
+    """An untrusted name (op type, domain) for Plotly labels, which read <a href> and <b> tags."""
+    return html.escape(str(text), quote=False)
 
 
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
@@ -226,7 +233,7 @@ def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:
     fig = go.Figure(
         go.Bar(
             x=[count for _, count in items][::-1],
-            y=[op for op, _ in items][::-1],
+            y=[_svg_text(op) for op, _ in items][::-1],
             orientation="h",
             marker_color="#00a3a3",
             hovertemplate="%{y}: %{x}<extra></extra>",
@@ -235,3 +242,63 @@ def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:
     fig = _layout(fig, "Operators", "count", "")
     fig.update_layout(height=max(260, 22 * len(items) + 80))
     return fig
+
+
+# Compatibility statuses, best to worst, as heat-map levels and their colours (a stepped scale).
+COMPAT_LEVELS = {"supported": 0, "unknown": 1, "partial": 2, "unsupported": 3}
+COMPAT_COLORSCALE = [
+    [0.0, "#2e7d32"],
+    [0.25, "#2e7d32"],
+    [0.25, "#9e9e9e"],
+    [0.5, "#9e9e9e"],
+    [0.5, "#f9a825"],
+    [0.75, "#f9a825"],
+    [0.75, "#c62828"],
+    [1.0, "#c62828"],
+]
+
+
+def compat_heat_map(ops: pd.DataFrame, backends: list[str], labels: dict[str, str]) -> go.Figure:
+    """Ops (rows) by backend (columns) from CompatMatrix.op_frame(): colour the worst status,
+    number the node count. labels: backend key -> the name shown on the axis."""
+    order = list(dict.fromkeys(ops["op"]))
+    cells = {(row.op, row.backend): (row.status, int(row.nodes)) for row in ops.itertuples()}
+    z, text, hover = [], [], []
+    for op in order:
+        statuses = [cells.get((op, backend), ("unknown", 0)) for backend in backends]
+        z.append([COMPAT_LEVELS[status] for status, _ in statuses])
+        text.append([str(nodes) for _, nodes in statuses])
+        hover.append(
+            [
+                f"{_svg_text(op)} on {labels[backend]}: {status}, {nodes} node(s)"
+                for backend, (status, nodes) in zip(backends, statuses, strict=True)
+            ]
+        )
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[labels[b] for b in backends],
+            y=order,
+            text=text,
+            texttemplate="%{text}",
+            hovertext=hover,
+            hoverinfo="text",
+            zmin=0,
+            zmax=3,
+            colorscale=COMPAT_COLORSCALE,
+            showscale=False,
+        )
+    )
+    figure.update_layout(
+        height=max(260, 28 * len(order) + 80),
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        # y stays the op's own name (selections report it); only the drawn labels are escaped
+        yaxis={
+            "autorange": "reversed",
+            "tickmode": "array",
+            "tickvals": order,
+            "ticktext": [_svg_text(op) for op in order],
+        },
+        xaxis={"side": "top"},
+    )
+    return figure
