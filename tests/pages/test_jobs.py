@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
+import pytest
 
 from backend.queue import jobs
-from backend.specs import Configuration, Precision, SweepSpec
-from storage.states import JobState
-from tests.pages.seed import add_job, add_model, add_result, finished_sweep, open_page, texts
+from backend.records import JobState
+from backend.specs import Precision, SweepSpec
+from tests.pages.seed import (
+    add_job,
+    add_model,
+    finished_sweep,
+    open_page,
+    run_sweep,
+    texts,
+    unavailable_provider,
+)
 
 
 def test_empty_jobs_page_points_to_optimize(data_dir: Path) -> None:
@@ -32,17 +40,17 @@ def test_table_lists_jobs_with_state_and_progress(data_dir: Path, mlp_path: Path
 def test_job_detail_shows_configurations_results_and_failures(
     data_dir: Path, mlp_path: Path
 ) -> None:
+    missing = unavailable_provider()
+    if missing is None:
+        pytest.skip("every ONNX Runtime provider is available on this machine")
     model = add_model(mlp_path)
-    spec = SweepSpec(precisions=(Precision.FP32, Precision.FP16))
-    job = add_job(model.id, spec)
-    fp32, fp16 = spec.configurations()
-    add_result(job.id, fp32, np.full(50, 0.5))
-    add_result(job.id, fp16, np.full(1, 0.0), status="failed", error="FP16 conversion failed")
+    job = run_sweep(model.id, SweepSpec(providers=("cpu", missing)))
     at = open_page("jobs", job=job.id)
     assert not at.exception
     configs = next(d.value for d in at.dataframe if "configuration" in d.value.columns)
-    assert list(configs["status"]) == ["ok", "failed"]
-    assert configs["why / error"].iloc[1] == "FP16 conversion failed"
+    assert list(configs["status"]) == ["ok", "unavailable"]
+    stored = {r.config_key: r for r in jobs.job_results(job.id)}
+    assert configs["why / error"].iloc[1] == stored[configs["key"].iloc[1]].error
     assert f"Job {job.id}" in texts(at)
 
 
@@ -81,6 +89,6 @@ def test_run_again_with_changes_links_to_optimize_with_the_sweep(
 def test_states_filter_comes_from_the_url(data_dir: Path, mlp_path: Path) -> None:
     model = add_model(mlp_path)
     finished_sweep(model.id)
-    add_job(model.id, SweepSpec(precisions=(Configuration(Precision.FP32).precision,)))
+    add_job(model.id, SweepSpec(precisions=(Precision.FP32,)))
     at = open_page("jobs", states="queued")
     assert list(at.dataframe[0].value["configurations"]) == ["0/1"]
