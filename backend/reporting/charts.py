@@ -41,12 +41,19 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> 
 
 
 def _svg_text(text: str) -> str:
-    """An untrusted name (op type, domain) for Plotly labels, which read <a href> and <b> tags."""
+    """An untrusted name (model, op type, domain) for Plotly, whose text reads <a href> tags."""
     return html.escape(str(text), quote=False)
 
 
+def _named(frame: pd.DataFrame) -> pd.DataFrame:
+    """Series and labels (they hold model names from uploads) escaped for Plotly's text markup."""
+    return frame.assign(
+        **{col: frame[col].map(_svg_text) for col in ("series", "label") if col in frame}
+    )
+
+
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
+    return _named(frame[(frame["status"] == "ok") & frame["p50_ms"].notna()])
 
 
 def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
@@ -182,7 +189,7 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
 
 def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
     """Speedup against accuracy loss; the Pareto front (best trade-offs) is joined and starred."""
-    data = frame[frame["speedup"].notna() & frame["accuracy_loss"].notna()]
+    data = _named(frame[frame["speedup"].notna() & frame["accuracy_loss"].notna()])
     fig = go.Figure()
     colors = _colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
