@@ -35,17 +35,18 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     baseline = at.selectbox(key="url_baseline").value
     assert "FP32" in baseline
     batch = table["label"].str.extract(r"b(\d+)$")[0]
-    fp32_p50 = table[table["label"].str.contains("FP32")].set_index(batch)["p50_ms"]
-    assert np.allclose(table["speedup"], fp32_p50.loc[batch].to_numpy() / table["p50_ms"])
+    fp32 = table["label"].str.contains("FP32")
+    baseline_p50 = dict(zip(batch[fp32], table.loc[fp32, "p50_ms"], strict=True))
+    assert np.allclose(table["speedup"], batch.map(baseline_p50) / table["p50_ms"])
     assert table["pareto"].any()
 
 
 def test_compare_state_lives_in_the_url_and_restores_the_same_view(
     data_dir: Path, mlp_path: Path, cnn_path: Path
 ) -> None:
-    first, _ = finished_sweep(add_model(mlp_path, "mlp").id, label="mlp sweep")
+    first, _ = finished_sweep(add_model(mlp_path, "mlp").id, batch_sizes=(1,), label="mlp sweep")
     second, rows = finished_sweep(
-        add_model(cnn_path, "cnn").id, precisions=(Precision.FP32, Precision.FP16)
+        add_model(cnn_path, "cnn").id, precisions=(Precision.FP32, Precision.FP16), batch_sizes=(1,)
     )
     at = open_page("compare", jobs=f"{first.id},{second.id}")
     at.toggle(key="url_all").set_value(False).run()
@@ -77,7 +78,7 @@ def test_failed_configurations_are_listed_with_their_error(data_dir: Path, mlp_p
 
 
 def test_downloads_offer_csv_json_and_html_report(data_dir: Path, mlp_path: Path) -> None:
-    job, _ = finished_sweep(add_model(mlp_path).id)
+    job, _ = finished_sweep(add_model(mlp_path).id, precisions=(Precision.FP32,), batch_sizes=(1,))
     at = open_page("compare", jobs=job.id)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["CSV", "JSON", "HTML report"]

@@ -20,7 +20,7 @@ def test_empty_home_says_nothing_is_here_and_points_to_upload(data_dir: Path) ->
 
 def test_populated_home_counts_models_and_lists_latest_jobs(data_dir: Path, mlp_path: Path) -> None:
     model = add_model(mlp_path, "mlp")
-    job, _ = finished_sweep(model.id, label="first sweep")
+    finished_sweep(model.id, batch_sizes=(1,), label="first sweep")
     at = open_page("home")
     assert not at.exception
     assert "Models=1" in texts(at)
