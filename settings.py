@@ -27,9 +27,17 @@ class Setting(Generic[T]):
     parse: Callable[[str], T]
     help: str
     shell_only: bool = False  # read by scripts/run, not by Python
+    shown_default: str = ""  # what the README shows when the raw default means something else
 
     def get(self) -> T:
         return self.parse(os.environ.get(self.name, self.default))
+
+    def set(self, value: str | None) -> None:
+        """Change it for this process and the children it starts (None restores the default)."""
+        if value is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = value
 
 
 def _path(text: str) -> Path:
@@ -44,6 +52,27 @@ def _declare(setting: Setting[T]) -> Setting[T]:
     return setting
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def settings_table() -> str:
+    """The README's settings table, in markdown; tests/test_docs.py keeps the README equal to it."""
+    lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for setting in SETTINGS.values():
+        default = setting.shown_default or setting.default
+        lines.append(f"| `{setting.name}` | `{_cell(default)}` | {_cell(setting.help)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    # Print from the imported module, so every declaration in this file counts, wherever it is.
+    import settings
+
+    print(settings.settings_table(), end="")
+    raise SystemExit(0)
+
+
 DATA_DIR = _declare(
     Setting("OPTIBOARD_DATA_DIR", "data", _path, "SQLite file, artifact store, caches")
 )
@@ -52,8 +81,8 @@ DATABASE_URL = _declare(
         "OPTIBOARD_DATABASE_URL",
         "",
         str,
-        "any SQLAlchemy URL; empty means `sqlite:///$OPTIBOARD_DATA_DIR/optiboard.db`. "
-        "PostgreSQL works (`postgresql+psycopg://...`)",
+        "any SQLAlchemy URL; PostgreSQL works (`postgresql+psycopg://...`)",
+        shown_default="sqlite:///$OPTIBOARD_DATA_DIR/optiboard.db",
     )
 )
 ADDRESS = _declare(
@@ -137,3 +166,24 @@ def database_url() -> str:
     directory = data_dir()
     directory.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
+
+
+# --- queue ---
+DB_RETRY_MAX_S = _declare(
+    Setting(
+        "OPTIBOARD_DB_RETRY_MAX_S",
+        "60",
+        float,
+        "longest wait between a worker's retries while the database does not answer "
+        "(the wait doubles from 1 s up to this)",
+    )
+)
+WORKER_RESTART_S = _declare(
+    Setting(
+        "OPTIBOARD_WORKER_RESTART_S",
+        "5",
+        float,
+        "pause before `scripts/run` restarts a worker that died",
+        shell_only=True,
+    )
+)

@@ -9,7 +9,6 @@ Goal: under one second each.
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import tempfile
@@ -18,11 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ["OPTIBOARD_DATA_DIR"] = tempfile.mkdtemp(prefix="optiboard-bench-")
-os.environ.pop("OPTIBOARD_DATABASE_URL", None)
 
 import numpy as np  # noqa: E402
 
+import settings  # noqa: E402
 from backend.specs import Precision, SweepSpec  # noqa: E402
 from storage.db import session_scope  # noqa: E402
 from storage.repo import jobs as job_store  # noqa: E402
@@ -79,6 +77,8 @@ def time_page(page: str, **query: object) -> tuple[float, float, int]:
 
 
 def main() -> None:
+    settings.DATA_DIR.set(tempfile.mkdtemp(prefix="optiboard-bench-"))
+    settings.DATABASE_URL.set(None)  # the fresh SQLite file under that directory
     started = time.perf_counter()
     job_ids = populate()
     print(

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from backend.compat import BACKEND_LABELS, CompatMatrix, matrix_for_model
+from backend.compat import export as compat_export
 from backend.errors import UserError
 from backend.models import library
 from backend.reporting import charts
@@ -48,7 +49,7 @@ except UserError as exc:
     st.stop()
 
 matrix = CompatMatrix.from_dict(data)
-summaries = matrix.summary()
+summaries = compat_export.summary(matrix)
 
 st.subheader("Per backend")
 columns = st.columns(len(summaries))
@@ -78,8 +79,8 @@ if suggestions:
         for label, text in suggestions:
             st.markdown(f"- **{plain(label)}**: {plain(text)}")
 
-frame = matrix.to_frame()
-ops = matrix.op_frame()
+frame = compat_export.to_frame(matrix)
+ops = compat_export.op_frame(matrix)
 
 problems_only = st.toggle(
     "Problem ops only",
@@ -132,11 +133,14 @@ with st.expander("Data sources"):
 
 left, right = st.columns(2)
 left.download_button(
-    "Download CSV", matrix.to_csv(), file_name=f"{model.name}-compat.csv", mime="text/csv"
+    "Download CSV",
+    compat_export.to_csv(matrix),
+    file_name=f"{model.name}-compat.csv",
+    mime="text/csv",
 )
 right.download_button(
     "Download JSON",
-    matrix.to_json(),
+    compat_export.to_json(matrix),
     file_name=f"{model.name}-compat.json",
     mime="application/json",
 )

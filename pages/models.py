@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
+import settings
 from backend.errors import UserError
 from backend.models import library
 from backend.records import ArtifactRow, ModelRow
@@ -17,7 +17,6 @@ from pages.components.formatting import fmt_bytes, fmt_count, fmt_shape, plain
 from pages.components.url_state import set_url
 from pages.components.widgets import model_picker, page_header, show_error
 
-MAX_UPLOAD_MB = int(os.environ.get("OPTIBOARD_MAX_UPLOAD_MB", "2048"))
 COPY_CHUNK = 8 << 20
 KIND_LABELS = {
     "original": "Original upload",
@@ -53,14 +52,15 @@ def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
 
 
 with st.expander("⬆️ Upload a model", expanded=not library.list_models()):
+    max_upload_mb = settings.MAX_UPLOAD_MB.get()
     st.markdown(
         "Accepted: **.onnx**, a **.zip** of an ONNX model with its external-data files, or a "
-        f"**.zip** of a TensorFlow SavedModel (converted with tf2onnx). Up to {MAX_UPLOAD_MB} MB "
+        f"**.zip** of a TensorFlow SavedModel (converted with tf2onnx). Up to {max_upload_mb} MB "
         "(`server.maxUploadSize` in `.streamlit/config.toml`)."
     )
     with st.form("upload", clear_on_submit=True, border=False):
         upload = st.file_uploader(
-            "Model file", type=["onnx", "zip"], max_upload_size=MAX_UPLOAD_MB, key="upload_file"
+            "Model file", type=["onnx", "zip"], max_upload_size=max_upload_mb, key="upload_file"
         )
         name = st.text_input("Name (optional)", placeholder="defaults to the file name")
         submitted = st.form_submit_button("Add to library", type="primary")

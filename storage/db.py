@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from settings import data_dir, database_url
+
+__all__ = ["data_dir", "database_url", "get_engine", "make_engine", "session_scope", "upgrade"]
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-
-
-def data_dir() -> Path:
-    """The one data-directory setting, read on each call so tests and tools can change it."""
-    return Path(os.environ.get("OPTIBOARD_DATA_DIR", "data"))
-
-
-def database_url() -> str:
-    """The one database setting; defaults to SQLite under the data directory."""
-    url = os.environ.get("OPTIBOARD_DATABASE_URL")
-    if url:
-        return url
-    directory = data_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -76,15 +65,37 @@ def _factory_for(url: str) -> sessionmaker[Session]:
     return sessionmaker(bind=get_engine(url), expire_on_commit=False)
 
 
+class DatabaseUnavailable(RuntimeError):
+    """The database did not answer (server down, connection lost, locked too long); retry later."""
+
+
 @contextmanager
 def session_scope(url: str | None = None) -> Iterator[Session]:
-    """A transaction: commits on success, rolls back everything on any error."""
-    session = _factory_for(url or database_url())()
+    """A transaction: commits on success, rolls back everything on any error.
+
+    Connection-level failures surface as DatabaseUnavailable, so callers above storage can back
+    off and retry without knowing SQLAlchemy.
+    """
+    try:
+        session = _factory_for(url or database_url())()
+    except (OperationalError, InterfaceError) as exc:
+        raise DatabaseUnavailable(f"the database did not answer: {exc}") from exc
     try:
         yield session
         session.commit()
+    except (OperationalError, InterfaceError) as exc:
+        _rollback_quietly(session)
+        raise DatabaseUnavailable(f"the database did not answer: {exc}") from exc
     except BaseException:
         session.rollback()
         raise
     finally:
         session.close()
+
+
+def _rollback_quietly(session: Session) -> None:
+    """Roll back over a connection that may be gone; the original error is the one to report."""
+    try:
+        session.rollback()
+    except (OperationalError, InterfaceError):
+        pass

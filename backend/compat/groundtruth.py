@@ -2,14 +2,15 @@
 
 Each test case in the `onnx` package is a single-op model with inputs. The prediction says
 whether ONNX Runtime's CPU provider can run it; the truth is whether a session loads it and runs
-it on those inputs. Cases run in child processes in batches, so a crash costs one case, not the
-bench.
+it on those inputs (backend.runtimes.run_on_cpu_once). Cases run in batches in child processes
+started by backend/queue/children.py; a batch goes in as a JSON-lines file and the results come
+back as one, line by line, so a crash costs one case, not the bench.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -20,11 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
+from onnx import numpy_helper
 
+from backend.compat.columns.ort_cpu import predict_cpu
 from backend.compat.facts import node_protos, read_nodes, value_types
-from backend.compat.matrix import PARTIAL, SUPPORTED, predict_cpu
-from backend.compat.registry import ROOT, KernelRegistry, load_registry
+from backend.compat.registry import KernelRegistry, load_registry
+from backend.queue.children import run_module
+from backend.runtimes import run_on_cpu_once
 
 
 @dataclass(frozen=True)
@@ -92,123 +97,94 @@ def predict_case(model: onnx.ModelProto, registry: KernelRegistry) -> tuple[bool
     types = value_types(model)
     for node, proto in zip(read_nodes(model), node_protos(model), strict=True):
         cell = predict_cpu(node, registry, proto, types)
-        if cell.status not in (SUPPORTED, PARTIAL):
+        if not cell.status.runs:
             return False, f"{node.op_type}: {cell.reason}"
     return True, ""
 
 
-def _feed(value: Any) -> Any:
-    """Test inputs as ORT takes them: TensorProtos and numpy scalars become arrays, and dtypes
-    numpy has no native code for (bfloat16, float8, int4 from ml_dtypes) become OrtValues."""
-    import numpy as np
-    import onnxruntime as ort
-    from onnx import numpy_helper
-
-    if isinstance(value, onnx.TensorProto):
-        value = numpy_helper.to_array(value)
+def encode_input(value: Any) -> Any:
+    """A test input as JSON: tensors as base64 TensorProtos, sequences as lists, None as null."""
+    if value is None:
+        return None
     if isinstance(value, list):
-        return [_feed(v) for v in value]
-    if isinstance(value, np.generic):
-        value = np.asarray(value)
-    if (
-        isinstance(value, np.ndarray)
-        and value.dtype.kind == "V"
-        or (isinstance(value, np.ndarray) and value.dtype.name in _ML_DTYPES)
-    ):
-        onnx_type = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(value, onnx_type)
-    return value
+        return {"sequence": [encode_input(v) for v in value]}
+    tensor = (
+        value if isinstance(value, onnx.TensorProto) else numpy_helper.from_array(np.asarray(value))
+    )
+    return {"tensor": base64.b64encode(tensor.SerializeToString()).decode("ascii")}
 
 
-_ML_DTYPES = {
-    "bfloat16",
-    "float8_e4m3fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2",
-    "float8_e5m2fnuz",
-    "int4",
-    "uint4",
-    "float4_e2m1fn",
-    "int2",
-    "uint2",
-}
+def decode_input(data: Any) -> Any:
+    """The inverse of encode_input: numpy arrays (ml_dtypes ones included), lists, None."""
+    if data is None:
+        return None
+    if "sequence" in data:
+        return [decode_input(v) for v in data["sequence"]]
+    return numpy_helper.to_array(onnx.TensorProto.FromString(base64.b64decode(data["tensor"])))
 
 
-def _run_one(model_bytes: bytes, inputs: list[Any]) -> str:
-    """'' when ORT loads and runs the model on the inputs, else the first line of the error."""
-    import onnxruntime as ort
-
-    try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 4
-        session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
-        names = [i.name for i in session.get_inputs()]
-        feeds = {n: _feed(v) for n, v in zip(names, inputs, strict=False) if v is not None}
-        plain = not any(isinstance(v, ort.OrtValue) for v in feeds.values())
-        if plain and any(
-            isinstance(v, list) or getattr(v, "dtype", None) is not None and v.dtype.kind in "OUS"
-            for v in feeds.values()
-        ):
-            session.run(None, feeds)  # sequences and strings: only run() takes these
-        else:
-            # OrtValues in and out: outputs such as bfloat16 have no numpy type to convert to
-            values = {
-                n: v if isinstance(v, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(v)
-                for n, v in feeds.items()
+def write_batch(path: Path, batch: list[NodeCase]) -> None:
+    """One JSON line per case: name, the model as base64, the encoded inputs."""
+    with path.open("w") as handle:
+        for case in batch:
+            row = {
+                "name": case.name,
+                "model": base64.b64encode(case.model.SerializeToString()).decode("ascii"),
+                "inputs": [encode_input(v) for v in case.inputs],
             }
-            session.run_with_ort_values(None, values)
-    except Exception as exc:  # the failure is the measurement
-        text = str(exc).strip()
-        return (text.splitlines()[0] if text else type(exc).__name__)[:300]
-    return ""
+            handle.write(json.dumps(row) + "\n")
 
 
-def _worker(batch_file: str) -> None:
-    """Child: run each case of a pickled batch, printing one JSON line per finished case."""
-    with open(batch_file, "rb") as handle:
-        batch = pickle.load(handle)
-    for name, model_bytes, inputs in batch:
-        error = _run_one(model_bytes, inputs)
-        print(json.dumps({"name": name, "error": error}), flush=True)
+def _worker(batch_file: str, results_file: str) -> None:
+    """Child: run each case of the batch on ORT's CPU provider, appending one JSON line per
+    finished case to results_file, so a crash loses only the case it happened in."""
+    with open(batch_file) as cases, open(results_file, "a") as results:
+        for line in cases:
+            row = json.loads(line)
+            inputs = [decode_input(v) for v in row["inputs"]]
+            error = run_on_cpu_once(base64.b64decode(row["model"]), inputs)
+            results.write(json.dumps({"name": row["name"], "error": error}) + "\n")
+            results.flush()
 
 
-def _run_batch(batch: list[tuple[str, bytes, list[Any]]], timeout: float) -> dict[str, str]:
-    """Run a batch in a child; a crash marks that case failed and the rest continue."""
+def _read_results(path: Path) -> dict[str, str]:
+    results = {}
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a crash
+            continue
+        results[row["name"]] = row["error"]
+    return results
+
+
+def _run_batch(batch: list[NodeCase], timeout: float) -> dict[str, str]:
+    """Run a batch in a child; a crash marks the case it was on failed and the rest continue."""
     results: dict[str, str] = {}
     pending = list(batch)
-    while pending:
-        with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as handle:
-            pickle.dump(pending, handle)
-            path = handle.name
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "backend.compat.groundtruth", path],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-            stdout, code = proc.stdout, proc.returncode
-        except subprocess.TimeoutExpired as exc:
-            stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            code = -9
-        finally:
-            Path(path).unlink(missing_ok=True)
-        done = 0
-        for line in stdout.splitlines():
+    with tempfile.TemporaryDirectory(prefix="optiboard-groundtruth-") as tmp:
+        while pending:
+            cases, done = Path(tmp) / "cases.jsonl", Path(tmp) / "results.jsonl"
+            write_batch(cases, pending)
+            done.unlink(missing_ok=True)
+            crash = ""
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            results[row["name"]] = row["error"]
-            done += 1
-        pending = pending[done:]
-        if pending and code != 0:
-            crashed = pending.pop(0)
-            how = f"signal {-code}" if code < 0 else f"exit {code}"
-            results[crashed[0]] = f"child crashed ({how})"
-        elif pending:
-            break
+                run_module(
+                    "backend.compat.groundtruth",
+                    str(cases),
+                    str(done),
+                    timeout_s=timeout,
+                    what="the ground-truth child",
+                )
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                crash = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            finished = _read_results(done)
+            results.update(finished)
+            pending = [c for c in pending if c.name not in finished]
+            if not crash:
+                break
+            if pending:
+                results[pending.pop(0).name] = crash
     return results
 
 
@@ -217,8 +193,7 @@ def run_cases(
 ) -> Confusion:
     """Predict and really run every case; returns the confusion of prediction against truth."""
     registry = registry or load_registry()
-    payload = [(c.name, c.model.SerializeToString(), c.inputs) for c in cases]
-    batches = [payload[i : i + batch] for i in range(0, len(payload), batch)]
+    batches = [cases[i : i + batch] for i in range(0, len(cases), batch)]
     errors: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for result in pool.map(lambda b: _run_batch(b, timeout=600), batches):
@@ -234,4 +209,4 @@ def run_cases(
 
 
 if __name__ == "__main__":
-    _worker(sys.argv[1])
+    _worker(sys.argv[1], sys.argv[2])

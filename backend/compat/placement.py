@@ -1,24 +1,25 @@
 """Real node placement: which execution provider ONNX Runtime actually gave each node.
 
-The session runs in a child process with verbose logging; ORT's C++ logger writes the
-"Node placements" block to stderr, which the parent parses. A crash or a provider that fails to
-load in the child cannot take the dashboard down. Graph optimizations are disabled so that the
-nodes ORT places are the model's own nodes, not fused replacements.
+The session (backend.runtimes.placement_session) runs in a child process started by
+backend/queue/children.py, with verbose logging; ORT's C++ logger writes the "Node placements"
+block, which the child returns and the parent parses. A crash or a provider that fails to load in
+the child cannot take the dashboard down. Graph optimizations are disabled so that the nodes ORT
+places are the model's own nodes, not fused replacements.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.compat.registry import ROOT
-from backend.runtimes.onnxruntime import NATIVE_PROVIDERS
+import onnx
+
+from backend.compat.facts import read_nodes, unique_names
+from backend.queue.children import run_in_child
+from backend.runtimes import onnxruntime_provider_name, placement_session
 
 _PLACED = re.compile(r"placed on \[(\w+)\]\.\s*Number of nodes:\s*(\d+)")
 _ALL_PLACED = re.compile(r"All nodes placed on \[(\w+)\]\.\s*Number of nodes:\s*(\d+)")
@@ -102,61 +103,27 @@ def parse_placement_log(text: str) -> tuple[dict[str, str], dict[str, int], str 
 
 def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> Placement:
     """Create a session for `provider` (with CPU fallback) in a child and read its placement."""
-    native = NATIVE_PROVIDERS.get(provider, provider)
-    import onnx
-
-    from backend.compat.facts import read_nodes, unique_names
-
+    native = onnxruntime_provider_name(provider)
     model = onnx.load(str(model_path), load_external_data=False)
     names = [f.name for f in read_nodes(model)]
+    known = set(names)
     with tempfile.TemporaryDirectory(prefix="optiboard-placement-") as tmp:
         named = Path(tmp) / "named.onnx"
         full = onnx.load(str(model_path))  # with external data, so the session can load it
         onnx.save(unique_names(full), str(named))
-        proc = subprocess.run(
-            [sys.executable, "-m", "backend.compat.placement", str(named), native],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    try:
-        report = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
-        return Placement(native, error=f"the placement child crashed ({how})")
-    if report.get("error"):
+        outcome = run_in_child(placement_session, str(named), native, timeout_s=timeout)
+    if not outcome.ok:  # a crash, a time-out, or a traceback whose last line says what it was
+        last = (outcome.error or "").strip().splitlines()[-1:] or ["no reason given"]
+        return Placement(native, error=f"the placement child failed: {last[0]}")
+    report = outcome.value
+    if report["error"]:
         return Placement(native, error=report["error"])
-    nodes, counts, everything_on = parse_placement_log(proc.stderr)
+    nodes, counts, everything_on = parse_placement_log(report["log"])
     if everything_on is not None:
-        nodes = {name: everything_on for name in names}
+        nodes = dict.fromkeys(names, everything_on)
     return Placement(
         requested=native,
         session_providers=report["providers"],
-        nodes={n: p for n, p in nodes.items() if n in set(names)},
+        nodes={n: p for n, p in nodes.items() if n in known},
         counts=counts,
     )
-
-
-def _child(model_path: str, provider: str) -> dict[str, Any]:
-    """In the child: open the session verbosely; ORT logs the placement to stderr."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 0
-    options.log_verbosity_level = 0
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    providers = (
-        [provider] if provider == "CPUExecutionProvider" else [provider, "CPUExecutionProvider"]
-    )
-    try:
-        session = ort.InferenceSession(model_path, options, providers=providers)
-    except Exception as exc:  # the runtime's message is the result here
-        return {"error": str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)}
-    return {"providers": session.get_providers(), "error": None}
-
-
-if __name__ == "__main__":
-    result = _child(sys.argv[1], sys.argv[2])
-    sys.stderr.flush()
-    print(json.dumps(result), flush=True)

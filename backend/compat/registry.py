@@ -136,31 +136,15 @@ def load_registry(refresh: bool = False) -> KernelRegistry:
 
 def dump() -> dict[str, Any]:
     """What the child prints: every registered kernel with its version range and types."""
-    import onnxruntime
-    from onnxruntime.capi import onnxruntime_pybind11_state as state
+    from backend.runtimes import get_backend, kernel_definitions
 
     installed = installed_runtime()
     label = (
-        f"{installed[0]} {installed[1]}" if installed else f"onnxruntime {onnxruntime.__version__}"
+        f"{installed[0]} {installed[1]}"
+        if installed
+        else f"onnxruntime {get_backend('onnxruntime').version()}"
     )
-    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
-        # seen on an H200 with CUDA from pip's nvidia-* packages: without the preload the CUDA
-        # provider fails to load and get_all_opkernel_def() segfaults, as on a host without CUDA
-        from backend.runtimes.onnxruntime import preload_cuda_libraries
-
-        preload_cuda_libraries(onnxruntime)
-    kernels = [
-        {
-            "op": k.op_name,
-            "domain": k.domain,
-            "since": k.version_range[0],
-            "until": k.version_range[1],
-            "provider": k.provider,
-            "types": {name: list(types) for name, types in k.type_constraints.items()},
-        }
-        for k in state.get_all_opkernel_def()
-    ]
-    return {"runtime": label, "kernels": kernels}
+    return {"runtime": label, "kernels": kernel_definitions()}
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any
 
+from backend.hardware import gpu_inventory, gpu_reader
+
 PACKAGES = ("onnxruntime", "onnxruntime-gpu", "onnx", "onnxconverter-common", "onnxslim", "numpy")
 
 
@@ -29,34 +31,6 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def gpu_inventory() -> list[dict[str, Any]]:
-    """NVIDIA GPUs seen through NVML (nvidia-ml-py); empty where there is no driver."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:
-        return []
-    gpus = []
-    try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            gpus.append(
-                {
-                    "index": index,
-                    "name": name.decode() if isinstance(name, bytes) else str(name),
-                    "memory_total_mb": round(memory.total / 2**20),
-                    "driver": driver.decode() if isinstance(driver, bytes) else str(driver),
-                }
-            )
-    finally:
-        pynvml.nvmlShutdown()
-    return gpus
 
 
 @lru_cache(maxsize=1)
@@ -102,29 +76,12 @@ class TelemetrySampler:
 
         process = psutil.Process()
         process.cpu_percent(None)
-        nvml_handle = None
-        if self.gpu_index is not None:
-            try:
-                import pynvml
-
-                pynvml.nvmlInit()
-                nvml_handle = pynvml.nvmlDeviceGetHandleByIndex(self.gpu_index)
-            except Exception:
-                nvml_handle = None
-        while not self._stop.wait(self.interval_s):
-            sample = {"t": time.monotonic(), "process_cpu_percent": process.cpu_percent(None)}
-            if nvml_handle is not None:
-                import pynvml
-
-                util = pynvml.nvmlDeviceGetUtilizationRates(nvml_handle)
-                memory = pynvml.nvmlDeviceGetMemoryInfo(nvml_handle)
-                sample["gpu_util_percent"] = float(util.gpu)
-                sample["gpu_memory_used_mb"] = memory.used / 2**20
-                sample["gpu_power_w"] = pynvml.nvmlDeviceGetPowerUsage(nvml_handle) / 1000
-                sample["gpu_temperature_c"] = float(
-                    pynvml.nvmlDeviceGetTemperature(nvml_handle, pynvml.NVML_TEMPERATURE_GPU)
-                )
-            self.samples.append(sample)
+        with gpu_reader(self.gpu_index) as read_gpu:
+            while not self._stop.wait(self.interval_s):
+                sample = {"t": time.monotonic(), "process_cpu_percent": process.cpu_percent(None)}
+                if read_gpu is not None:
+                    sample.update(read_gpu())
+                self.samples.append(sample)
 
     def summary(self) -> dict[str, Any]:
         if not self.samples:

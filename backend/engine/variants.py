@@ -10,13 +10,19 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from backend.engine.calibration import (
+    FeedReader,
+    batched_feeds,
+    input_batch,
+    keep_attention_in_float,
+)
 from backend.engine.inputs import (
     concrete_shape,
     random_inputs,
@@ -25,6 +31,8 @@ from backend.engine.inputs import (
 )
 from backend.errors import UserError
 from backend.models.inspect import op_histogram
+from backend.runtimes import get_backend
+from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, Precision
 
 CONV_OPS = {"Conv", "ConvTranspose"}
@@ -147,12 +155,9 @@ def _simplify(build: _Build) -> None:
 
 def _check_loads(path: Path) -> None:
     """ORT must be able to open the file; raises the runtime's own exception if not."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    options = SessionOptions(provider="cpu", optimization_level="disable")
+    with get_backend("onnxruntime").open(path, options):
+        pass
 
 
 def _to_fp32(build: _Build) -> Path:
@@ -215,45 +220,6 @@ def _to_int8_dynamic(build: _Build) -> Path:
     return path
 
 
-def _input_batch(model: onnx.ModelProto) -> int | None:
-    """The fixed batch of the model's inputs, or None when it is dynamic."""
-    for spec in specs_of_model(model):
-        first = spec["shape"][0] if spec["shape"] else None
-        return first if isinstance(first, int) else None
-    return None
-
-
-def batched_feeds(
-    feeds: list[dict[str, np.ndarray]], batch: int | None
-) -> list[dict[str, np.ndarray]]:
-    """Join batch-1 feeds into feeds of the model's fixed batch (cycling to fill the last one).
-
-    Activation ranges are min/max over all elements, so concatenating samples gives the same
-    calibration as feeding them one by one.
-    """
-    if batch is None or batch == 1 or not feeds:
-        return feeds
-    joined = []
-    for start in range(0, len(feeds), batch):
-        group = [feeds[(start + i) % len(feeds)] for i in range(batch)]
-        joined.append({name: np.concatenate([g[name] for g in group]) for name in group[0]})
-    return joined
-
-
-class _FeedReader:
-    """Calibration feeds one by one; mixed with ORT's CalibrationDataReader when quantizing."""
-
-    def __init__(self, feeds: list[dict[str, np.ndarray]]) -> None:
-        self.feeds = feeds
-        self._iter: Iterator[dict[str, np.ndarray]] = iter(feeds)
-
-    def get_next(self) -> dict[str, np.ndarray] | None:
-        return next(self._iter, None)
-
-    def rewind(self) -> None:
-        self._iter = iter(self.feeds)
-
-
 def _calibration_feeds(build: _Build) -> list[dict[str, np.ndarray]]:
     config = build.config
     if build.calibration is not None:
@@ -274,35 +240,7 @@ def _calibration_feeds(build: _Build) -> list[dict[str, np.ndarray]]:
     build.steps.append(
         f"quantize_static QDQ per-channel, {len(feeds)} calibration samples ({source})"
     )
-    return batched_feeds(feeds, _input_batch(build.model))
-
-
-def _keep_attention_in_float(path: Path) -> list[str]:
-    """Names of the attention nodes to leave unquantized; unnamed nodes get names in place.
-
-    Quantizing Q.K^T and the Softmax around it to 8 bits distorts attention weights badly
-    (exp amplifies the rounding of the scores); on the test transformer it drops the cosine to
-    FP32 from 0.9997 to 0.88, while Conv, Gemm and weight MatMuls lose almost nothing.
-    """
-    model = onnx.load(str(path))
-    constants = {init.name for init in model.graph.initializer}
-    constants |= {
-        out for node in model.graph.node if node.op_type == "Constant" for out in node.output
-    }
-    used = {node.name for node in model.graph.node if node.name}
-    excluded = []
-    for index, node in enumerate(model.graph.node):
-        if not node.name:
-            name = f"{node.op_type}_{index}"
-            while name in used:
-                name += "_"
-            node.name = name
-            used.add(name)
-        is_attention_matmul = node.op_type == "MatMul" and not (set(node.input) & constants)
-        if node.op_type == "Softmax" or is_attention_matmul:
-            excluded.append(node.name)
-    onnx.save(model, str(path))
-    return excluded
+    return batched_feeds(feeds, input_batch(build.model))
 
 
 def _to_int8_static(build: _Build) -> Path:
@@ -318,12 +256,12 @@ def _to_int8_static(build: _Build) -> Path:
     path = build.tmpdir / "model.onnx"
     feeds = _calibration_feeds(build)
 
-    class Reader(_FeedReader, CalibrationDataReader):  # ORT imported lazily, so defined here
+    class Reader(FeedReader, CalibrationDataReader):  # ORT imported lazily, so defined here
         pass
 
     reader = Reader(feeds)
     _pre_process(build, source, prepared)
-    excluded = _keep_attention_in_float(prepared)
+    excluded = keep_attention_in_float(prepared)
     if excluded:
         build.steps.append(
             f"kept attention in FP32 ({len(excluded)} Softmax and activation-by-activation "
@@ -410,19 +348,13 @@ def build_variant(
 
 def save_ort_optimized(model_path: Path, level: str, out_path: Path) -> Path:
     """Write the graph ONNX Runtime runs after its own optimizations, for download and Netron."""
-    import onnxruntime as ort
-
-    from backend.runtimes.onnxruntime import graph_level
-
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     partial = out_path.with_name(f".{out_path.name}.partial")
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = graph_level(level)
-    options.optimized_model_filepath = str(partial)
+    options = SessionOptions(provider="cpu", optimization_level=level, optimized_model_path=partial)
     try:
-        ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        with get_backend("onnxruntime").open(model_path, options):
+            pass  # opening the session is what writes the optimized graph
         os.replace(partial, out_path)
     finally:
         partial.unlink(missing_ok=True)

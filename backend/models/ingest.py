@@ -7,7 +7,6 @@ Nothing is ever unpickled.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 import onnx
 
+import settings
 from backend.errors import UserError
 from backend.models.inspect import (
     PROTOBUF_LIMIT,
@@ -37,7 +37,7 @@ ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def max_upload_bytes() -> int:
-    return int(os.environ.get("OPTIBOARD_MAX_UPLOAD_MB", "2048")) * MB
+    return settings.MAX_UPLOAD_MB.get() * MB
 
 
 @dataclass

@@ -130,33 +130,62 @@ def inspect_model(path: Path, display_name: str | None = None) -> ModelMetadata:
     path = Path(path)
     shown = display_name or path.name
     model = load_proto(path, shown)
+    opset = next((int(o.version) for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
+    warnings = _validate(path, model, shown, opset)
+    parameters, nodes, custom, custom_warnings = _scan_graphs(model)
+    initializer_names = {t.name for t in model.graph.initializer}
+    producer = " ".join(p for p in (model.producer_name, model.producer_version) if p) or None
+    return ModelMetadata(
+        opset=opset,
+        ir_version=int(model.ir_version),
+        producer=producer,
+        inputs=[_value_info(v) for v in model.graph.input if v.name not in initializer_names],
+        outputs=[_value_info(v) for v in model.graph.output],
+        op_histogram=op_histogram(model),
+        parameter_count=parameters,
+        node_count=nodes,
+        custom_domains=custom,
+        warnings=warnings + custom_warnings,
+    )
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _validate(path: Path, model: onnx.ModelProto, shown: str, opset: int | None) -> list[str]:
+    """Raise UserError when the model is not valid ONNX; warn about what only limits it."""
     warnings: list[str] = []
     try:
         # Path-based so external data files are checked for existence and location.
         onnx.checker.check_model(str(path), full_check=False)
     except onnx.checker.ValidationError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(
-            f"The model {shown!r} is not valid ONNX ({first}); re-export it or fix the graph."
+            f"The model {shown!r} is not valid ONNX ({_first_line(exc)}); re-export it or fix "
+            "the graph."
         ) from None
     try:
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         warnings.append(
-            f"Shape inference failed ({first}); shapes inside the graph are unknown, "
+            f"Shape inference failed ({_first_line(exc)}); shapes inside the graph are unknown, "
             "which some optimizations need."
         )
-
-    opset = next((int(o.version) for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
     latest = onnx.defs.onnx_opset_version()
     if opset is not None and opset > latest:
         warnings.append(
             f"The model uses opset {opset}, newer than {latest} that this onnx knows; "
             "some tools may refuse it."
         )
+    return warnings
+
+
+def _scan_graphs(model: onnx.ModelProto) -> tuple[int, int, list[str], list[str]]:
+    """Parameters, nodes, custom domains and one warning per custom op, subgraphs included."""
     local_functions = {(f.domain, f.name) for f in model.functions}
     custom: list[str] = []
+    warnings: list[str] = []
     flagged: set[tuple[str, str]] = set()
     parameters = 0
     nodes = 0
@@ -178,21 +207,7 @@ def inspect_model(path: Path, display_name: str | None = None) -> ModelMetadata:
                     "that no backend can run; the benchmark will fail unless a custom-op "
                     "library is registered."
                 )
-
-    initializer_names = {t.name for t in model.graph.initializer}
-    producer = " ".join(p for p in (model.producer_name, model.producer_version) if p) or None
-    return ModelMetadata(
-        opset=opset,
-        ir_version=int(model.ir_version),
-        producer=producer,
-        inputs=[_value_info(v) for v in model.graph.input if v.name not in initializer_names],
-        outputs=[_value_info(v) for v in model.graph.output],
-        op_histogram=op_histogram(model),
-        parameter_count=parameters,
-        node_count=nodes,
-        custom_domains=custom,
-        warnings=warnings,
-    )
+    return parameters, nodes, custom, warnings
 
 
 def external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:

@@ -58,5 +58,13 @@ def symbolic_dims(model: ModelRow) -> list[str]:
 
 
 def delete_model(model_id: int) -> None:
-    get_model(model_id)
-    model_store.delete_model(model_id, store=store())
+    model = get_model(model_id)
+    try:
+        model_store.delete_model(model_id, store=store())
+    except model_store.ModelInUse:
+        raise UserError(
+            f"Model {model.name} has a running job; cancel it on the Jobs page (or let it "
+            "finish) before deleting the model."
+        ) from None
+    except LookupError:
+        raise UserError(f"There is no model {model_id}; pick one from the model library.") from None

@@ -6,7 +6,6 @@ written too, so a header that understates a member's size cannot get past the ca
 
 from __future__ import annotations
 
-import os
 import shutil
 import stat
 import tempfile
@@ -16,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+import settings
 from backend.errors import UserError
 
 CHUNK = 1 << 20
@@ -23,21 +23,13 @@ MB = 1 << 20
 RATIO_FLOOR_BYTES = 1 * MB  # members smaller than this are never judged by their ratio
 
 
-def _env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, str(default)))
-
-
 @dataclass(frozen=True)
 class ZipLimits:
-    """Caps on what one upload may unpack to; defaults read from the environment when built."""
+    """Caps on what one upload may unpack to; defaults come from settings when built."""
 
-    max_members: int = field(default_factory=lambda: _env_int("OPTIBOARD_MAX_ZIP_MEMBERS", 10_000))
-    max_total_bytes: int = field(
-        default_factory=lambda: _env_int("OPTIBOARD_MAX_UNCOMPRESSED_MB", 8192) * MB
-    )
-    max_ratio: float = field(
-        default_factory=lambda: float(os.environ.get("OPTIBOARD_MAX_COMPRESSION_RATIO", "200"))
-    )
+    max_members: int = field(default_factory=settings.MAX_ZIP_MEMBERS.get)
+    max_total_bytes: int = field(default_factory=lambda: settings.MAX_UNCOMPRESSED_MB.get() * MB)
+    max_ratio: float = field(default_factory=settings.MAX_COMPRESSION_RATIO.get)
 
     def __post_init__(self) -> None:
         if self.max_members < 1 or self.max_total_bytes < 1 or self.max_ratio < 1:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import settings
 from backend.errors import UserError
 
 DEFAULT_OPSET = 17
@@ -44,7 +45,7 @@ class Conversion:
 
 
 def default_timeout_s() -> float:
-    return float(os.environ.get("OPTIBOARD_CONVERT_TIMEOUT_S", "600"))
+    return settings.CONVERT_TIMEOUT_S.get()
 
 
 def convert_savedmodel(

@@ -1,8 +1,9 @@
 """The worker: claims queued jobs, runs each configuration in a child, writes results as they land.
 
-Run it with `python -m backend.queue.worker`. Several workers may share one database: claiming is an
-atomic conditional UPDATE, and a worker that dies loses its lease, so its job is requeued and
-resumed by another worker without duplicating the configurations already stored.
+Run it with `python -m backend.queue.worker` (or `scripts/worker`, which restarts it when it dies).
+Several workers may share one database: claiming is an atomic conditional UPDATE, leases are timed
+on the database's clock, and a worker that dies loses its lease, so its job is requeued and resumed
+by another worker without duplicating the configurations already stored.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import settings
 from backend.engine.explain import cpu_features, explain
 from backend.engine.host import describe_environment
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.queue.children import run_in_child
+from backend.queue.lease import Backoff, LeaseKeeper
 from backend.results import ConfigurationResult
 from backend.runtimes import all_provider_statuses
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.artifacts import ArtifactStore
+from storage.db import DatabaseUnavailable
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
@@ -36,9 +40,6 @@ from storage.repo.models import NewArtifact
 from storage.states import JobState
 
 log = logging.getLogger("optiboard.worker")
-
-DEFAULT_LEASE_S = float(os.environ.get("OPTIBOARD_LEASE_SECONDS", "60"))
-CONFIG_BUILD_ALLOWANCE_S = float(os.environ.get("OPTIBOARD_CONFIG_TIMEOUT_S", "900"))
 
 
 def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
@@ -58,36 +59,46 @@ class JobRunner:
     def __init__(
         self,
         worker_id: str,
-        lease_seconds: float = DEFAULT_LEASE_S,
+        lease_seconds: float | None = None,
         on_result: Callable[[ConfigurationResult, int, int], None] | None = None,
     ) -> None:
         self.worker_id = worker_id
-        self.lease_seconds = lease_seconds
+        self.lease_seconds = (
+            settings.LEASE_SECONDS.get() if lease_seconds is None else lease_seconds
+        )
         self.on_result = on_result
         self.store = ArtifactStore()
-        self._last_renew = 0.0
-        self.lost_lease = False
+        self.keeper: LeaseKeeper | None = None
 
-    def _tick(self, job_id: int) -> None:
-        now = time.monotonic()
-        if now - self._last_renew >= self.lease_seconds / 3:
-            self._last_renew = now
-            if not job_store.renew_lease(job_id, self.worker_id, self.lease_seconds):
-                self.lost_lease = True
-            worker_store.worker_heartbeat(self.worker_id, job_id)
+    @property
+    def lost_lease(self) -> bool:
+        return self.keeper is not None and self.keeper.lost
 
     def _should_stop(self, job_id: int) -> bool:
         return self.lost_lease or job_store.is_cancel_requested(job_id)
 
-    def run(self, job: JobRow) -> JobOutcome:
-        try:
-            return self._run(job)
-        except Exception as exc:  # the worker boundary: record, never crash the worker
-            import traceback
+    def _finish(self, job: JobRow, state: JobState, error: str | None = None) -> bool:
+        return job_store.finish_job(
+            job.id, state, error=error, worker_id=self.worker_id, attempt=job.attempts
+        )
 
-            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-            job_store.finish_job(job.id, JobState.FAILED, error=error, worker_id=self.worker_id)
-            return JobOutcome(JobState.FAILED, error)
+    def run(self, job: JobRow) -> JobOutcome:
+        """Run with the lease renewed in the background; DatabaseUnavailable rises to the loop.
+
+        A database outage is not the job's fault: the job keeps its lease until it expires and
+        is then requeued and resumed, rather than being marked failed.
+        """
+        with LeaseKeeper(job_store.lease_of(job), self.lease_seconds) as self.keeper:
+            try:
+                return self._run(job)
+            except DatabaseUnavailable:
+                raise
+            except Exception as exc:  # the worker boundary: record, never crash the worker
+                import traceback
+
+                error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+                self._finish(job, JobState.FAILED, error)
+                return JobOutcome(JobState.FAILED, error)
 
     def _run(self, job: JobRow) -> JobOutcome:
         spec = SweepSpec.from_dict(job.spec)
@@ -103,7 +114,7 @@ class JobRunner:
             job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
         cpu = cpu_features()
         output_dir = Path(tempfile.mkdtemp(prefix=f"optiboard-job{job.id}-"))
-        timeout = spec.measure.max_seconds + CONFIG_BUILD_ALLOWANCE_S
+        timeout = spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get()
         for index, config in enumerate(configurations, start=1):
             if config.key in done:
                 continue
@@ -122,7 +133,6 @@ class JobRunner:
                 task,
                 timeout_s=timeout,
                 should_cancel=lambda: self._should_stop(job.id),
-                on_tick=lambda: self._tick(job.id),
             )
             if outcome.cancelled:
                 break
@@ -146,15 +156,15 @@ class JobRunner:
             )
             return JobOutcome(JobState.RUNNING, "lease lost")
         if job_store.is_cancel_requested(job.id):
-            job_store.finish_job(job.id, JobState.CANCELLED, worker_id=self.worker_id)
+            self._finish(job, JobState.CANCELLED)
             return JobOutcome(JobState.CANCELLED)
         results = result_store.list_results(job_ids=[job.id])
         failures = [r for r in results if r.status != "ok"]
         if results and len(failures) == len(results):
             error = f"all {len(results)} configurations failed; first: {failures[0].error}"
-            job_store.finish_job(job.id, JobState.FAILED, error=error, worker_id=self.worker_id)
+            self._finish(job, JobState.FAILED, error)
             return JobOutcome(JobState.FAILED, error)
-        job_store.finish_job(job.id, JobState.SUCCEEDED, worker_id=self.worker_id)
+        self._finish(job, JobState.SUCCEEDED)
         return JobOutcome(JobState.SUCCEEDED)
 
     def _source_path(self, model_id: int) -> Path:
@@ -192,31 +202,22 @@ class JobRunner:
             result.telemetry["speedup_vs_fp32"] = speedup
 
     def _store(self, job: JobRow, result: ConfigurationResult) -> None:
-        for key, suffix in (("optimized_path", ""), ("ort_optimized_path", ".ort")):
-            produced = result.environment.pop(key, None)
-            if not produced or not Path(produced).is_file():
-                continue
-            stored = self.store.put_file(Path(produced))
-            Path(produced).unlink()
-            if not suffix:
-                result.optimized_sha256 = stored.sha256
-            model_store.add_artifact(
-                job.model_id,
-                NewArtifact(
-                    kind="optimized",
-                    sha256=stored.sha256,
-                    size_bytes=stored.size_bytes,
-                    filename=Path(produced).name,
-                    meta={
-                        "job_id": job.id,
-                        "config_key": result.config_key,
-                        "graph": "after ONNX Runtime's optimizations"
-                        if suffix
-                        else "as built by Optiboard",
-                    },
-                ),
-            )
-        result_store.save_result(job.id, result.to_dict(), result.samples_ms)
+        """Copy produced files into the store, then write the result under the lease.
+
+        Artifacts are linked only once the result is stored, so a worker that lost its job leaves
+        no rows behind (the LeaseKeeper thread keeps the lease through long copies).
+        """
+        links = self._copy_artifacts(job, result)
+        saved = result_store.save_result(
+            job.id, result.to_dict(), result.samples_ms, lease=job_store.lease_of(job)
+        )
+        if saved is None:
+            held = self.keeper.renew_now() if self.keeper else True
+            why = "this worker lost the job" if not held else "a result was already stored"
+            job_store.log_event(job.id, f"{result.config_key}: not stored, {why}", level="warning")
+            return
+        for link in links:
+            model_store.add_artifact(job.model_id, link)
         status = (
             result.status
             if result.status != "ok"
@@ -227,6 +228,28 @@ class JobRunner:
             f"{result.config_key}: {status}",
             level="error" if result.status == "failed" else "info",
         )
+
+    def _copy_artifacts(self, job: JobRow, result: ConfigurationResult) -> list[NewArtifact]:
+        links: list[NewArtifact] = []
+        for key, suffix in (("optimized_path", ""), ("ort_optimized_path", ".ort")):
+            produced = result.environment.pop(key, None)
+            if not produced or not Path(produced).is_file():
+                continue
+            stored = self.store.put_file(Path(produced))
+            Path(produced).unlink()
+            if not suffix:
+                result.optimized_sha256 = stored.sha256
+            graph = "after ONNX Runtime's optimizations" if suffix else "as built by Optiboard"
+            links.append(
+                NewArtifact(
+                    kind="optimized",
+                    sha256=stored.sha256,
+                    size_bytes=stored.size_bytes,
+                    filename=Path(produced).name,
+                    meta={"job_id": job.id, "config_key": result.config_key, "graph": graph},
+                )
+            )
+        return links
 
 
 def worker_id_for_this_process() -> str:
@@ -242,33 +265,49 @@ def register(worker_id: str) -> None:
     )
 
 
-def serve(
-    once: bool = False, poll_seconds: float = 1.0, lease_seconds: float = DEFAULT_LEASE_S
-) -> int:
-    """Claim and run jobs until stopped; with once=True, until the queue is empty."""
+def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | None = None) -> int:
+    """Claim and run jobs until stopped; with once=True, until the queue is empty.
+
+    A database that does not answer never ends the loop: the worker waits 1, 2, 4 ... up to
+    OPTIBOARD_DB_RETRY_MAX_S seconds between tries and carries on once it answers again.
+    """
+    if lease_seconds is None:
+        lease_seconds = settings.LEASE_SECONDS.get()
     worker_id = worker_id_for_this_process()
-    register(worker_id)
-    log.info("worker %s ready", worker_id)
+    backoff = Backoff(settings.DB_RETRY_MAX_S.get())
+    registered = False
     processed = 0
     while True:
-        worker_store.worker_heartbeat(worker_id, None)
-        job = job_store.claim_job(worker_id, lease_seconds)
-        if job is None:
-            if once:
-                return processed
-            time.sleep(poll_seconds)
-            continue
-        log.info("job %s claimed (attempt %s)", job.id, job.attempts)
-        outcome = JobRunner(worker_id, lease_seconds).run(job)
-        log.info("job %s %s", job.id, outcome.state.value)
-        processed += 1
+        try:
+            if not registered:
+                register(worker_id)
+                registered = True
+                log.info("worker %s ready", worker_id)
+            worker_store.worker_heartbeat(worker_id, None)
+            job = job_store.claim_job(worker_id, lease_seconds)
+            backoff.reset()
+            if job is None:
+                if once:
+                    return processed
+                time.sleep(poll_seconds)
+                continue
+            log.info("job %s claimed (attempt %s)", job.id, job.attempts)
+            outcome = JobRunner(worker_id, lease_seconds).run(job)
+            log.info("job %s %s", job.id, outcome.state.value)
+            processed += 1
+        except DatabaseUnavailable as exc:
+            delay = backoff.next_delay()
+            log.warning("database unavailable, retrying in %.0f s: %s", delay, exc)
+            time.sleep(delay)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="optiboard-worker", description=__doc__)
     parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
     parser.add_argument("--poll-seconds", type=float, default=1.0)
-    parser.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_S)
+    parser.add_argument(
+        "--lease-seconds", type=float, default=None, help="default: $OPTIBOARD_LEASE_SECONDS"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)

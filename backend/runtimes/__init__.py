@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from typing import Any
 
 from backend.errors import UnavailableError
 from backend.runtimes.base import MissingBackend, ProviderStatus, RuntimeBackend
@@ -50,4 +51,47 @@ def all_provider_statuses() -> dict[str, list[ProviderStatus]]:
     return {name: get_backend(name).providers() for name in BACKENDS}
 
 
-__all__ = ["BACKENDS", "ProviderStatus", "RuntimeBackend", "get_backend", "all_provider_statuses"]
+# ---- ONNX Runtime sessions the compatibility matrix needs --------------------------------------
+# compat/ reaches ONNX Runtime only through these, so runtimes/ stays the one place that opens a
+# session. Each is a plain module-level function so that it can be the target of a child process.
+
+
+def onnxruntime_provider_name(short: str) -> str:
+    """ORT's own provider name for a short one ("cuda" -> "CUDAExecutionProvider")."""
+    from backend.runtimes.onnxruntime import NATIVE_PROVIDERS
+
+    return NATIVE_PROVIDERS.get(short, short)
+
+
+def kernel_definitions() -> list[dict[str, Any]]:
+    """The installed ONNX Runtime's kernels; run it in a child (it can segfault)."""
+    from backend.runtimes.onnxruntime import kernel_definitions as definitions
+
+    return definitions()
+
+
+def placement_session(model_path: str, native: str) -> dict[str, Any]:
+    """A verbose ORT session on one provider: {providers, error, log}; run it in a child."""
+    from backend.runtimes.onnxruntime import placement_session as session
+
+    return session(model_path, native)
+
+
+def run_on_cpu_once(model_bytes: bytes, inputs: list[Any]) -> str:
+    """'' when ORT's CPU provider runs the model on the inputs, else the error's first line."""
+    from backend.runtimes.onnxruntime import run_on_cpu_once as run_once
+
+    return run_once(model_bytes, inputs)
+
+
+__all__ = [
+    "BACKENDS",
+    "ProviderStatus",
+    "RuntimeBackend",
+    "all_provider_statuses",
+    "get_backend",
+    "kernel_definitions",
+    "onnxruntime_provider_name",
+    "placement_session",
+    "run_on_cpu_once",
+]

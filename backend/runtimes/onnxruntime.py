@@ -159,15 +159,9 @@ def _device_detail(short: str) -> str:
         from backend.engine.host import describe_environment
 
         return describe_environment()["cpu"]
-    try:
-        import pynvml
+    from backend.hardware import gpu_name
 
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        name = pynvml.nvmlDeviceGetName(handle)
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:
-        return "GPU"
+    return gpu_name(0) or "GPU"
 
 
 class OnnxRuntimeRunner(Runner):
@@ -236,3 +230,119 @@ class OnnxRuntimeBackend(RuntimeBackend):
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
         self.require(options.provider)
         return OnnxRuntimeRunner(model_path, options)
+
+
+# ---- sessions the compatibility matrix needs (reached through backend.runtimes) ----------------
+
+
+def kernel_definitions() -> list[dict[str, Any]]:
+    """Every kernel the installed ONNX Runtime registers: op, domain, version range, types.
+
+    Call it in a child process only: get_all_opkernel_def() segfaults in onnxruntime-gpu on a
+    host whose CUDA provider fails to load.
+    """
+    import onnxruntime as ort
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        # seen on an H200 with CUDA from pip's nvidia-* packages: without the preload the CUDA
+        # provider fails to load and get_all_opkernel_def() segfaults, as on a host without CUDA
+        preload_cuda_libraries(ort)
+    return [
+        {
+            "op": k.op_name,
+            "domain": k.domain,
+            "since": k.version_range[0],
+            "until": k.version_range[1],
+            "provider": k.provider,
+            "types": {name: list(types) for name, types in k.type_constraints.items()},
+        }
+        for k in state.get_all_opkernel_def()
+    ]
+
+
+def placement_session(model_path: str, native: str) -> dict[str, Any]:
+    """Open a verbose session on `native` (CPU as fallback) and return its placement log.
+
+    Graph optimizations are off so the nodes placed are the model's own, not fused ones. ORT's
+    C++ logger writes the "Node placements" block to fd 2, which is captured and returned.
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 0
+    options.log_verbosity_level = 0
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    providers = [native] if native == "CPUExecutionProvider" else [native, "CPUExecutionProvider"]
+    with _captured_stderr() as logged:
+        try:
+            session = ort.InferenceSession(model_path, options, providers=providers)
+            got, error = session.get_providers(), None
+        except Exception as exc:  # the runtime's message is the result here
+            text = str(exc).strip()
+            got, error = [], text.splitlines()[0] if text else repr(exc)
+    return {"providers": got, "error": error, "log": "\n".join(logged)}
+
+
+_ML_DTYPES = {
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "int4",
+    "uint4",
+    "float4_e2m1fn",
+    "int2",
+    "uint2",
+}
+
+
+def _feed(value: Any) -> Any:
+    """An input as ORT takes it: TensorProtos and numpy scalars become arrays, and dtypes numpy
+    has no native code for (bfloat16, float8, int4 from ml_dtypes) become OrtValues."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    if isinstance(value, onnx.TensorProto):
+        value = numpy_helper.to_array(value)
+    if isinstance(value, list):
+        return [_feed(v) for v in value]
+    if isinstance(value, np.generic):
+        value = np.asarray(value)
+    if isinstance(value, np.ndarray) and (
+        value.dtype.kind == "V" or value.dtype.name in _ML_DTYPES
+    ):
+        onnx_type = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(value, onnx_type)
+    return value
+
+
+def run_on_cpu_once(model_bytes: bytes, inputs: list[Any]) -> str:
+    """'' when ORT's CPU provider loads the model and runs it on the inputs, else its error."""
+    import onnxruntime as ort
+
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 4
+        session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        feeds = {n: _feed(v) for n, v in zip(names, inputs, strict=False) if v is not None}
+        plain = not any(isinstance(v, ort.OrtValue) for v in feeds.values())
+        if plain and any(
+            isinstance(v, list) or getattr(v, "dtype", None) is not None and v.dtype.kind in "OUS"
+            for v in feeds.values()
+        ):
+            session.run(None, feeds)  # sequences and strings: only run() takes these
+        else:
+            # OrtValues in and out: outputs such as bfloat16 have no numpy type to convert to
+            values = {
+                n: v if isinstance(v, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(v)
+                for n, v in feeds.items()
+            }
+            session.run_with_ort_values(None, values)
+    except Exception as exc:  # the failure is the measurement
+        text = str(exc).strip()
+        return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+    return ""

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    and_,
+    cast,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 
+from storage.clock import db_utcnow
 from storage.db import session_scope
 from storage.repo.rows import row_of
 from storage.schema import Event, Job
-from storage.states import JobState, utcnow
+from storage.states import JobState
 
 
 @dataclass(frozen=True)
@@ -97,51 +109,136 @@ def count_jobs_by_state(url: str | None = None) -> dict[str, int]:
         return {state: count for state, count in rows}
 
 
-def claim_job(worker_id: str, lease_seconds: float, job_id: int | None = None) -> JobRow | None:
-    """Atomically take the oldest queued job (or job_id), requeueing jobs whose lease expired.
+@dataclass(frozen=True)
+class Lease:
+    """Who may write for a running job: the worker and its attempt number (the fencing token).
 
-    The conditional UPDATE is the lock: two workers racing for one row cannot both match it.
+    A job requeued and claimed again gets a new attempt number, so a worker that lost its lease
+    can never write for the new holder, even when it is the same worker id.
     """
-    now = utcnow()
+
+    job_id: int
+    worker_id: str
+    attempt: int
+
+
+def lease_of(job: JobRow) -> Lease:
+    if job.worker_id is None:
+        raise ValueError(f"job {job.id} is not held by a worker")
+    return Lease(job.id, job.worker_id, job.attempts)
+
+
+def held(lease: Lease) -> list[ColumnElement[bool]]:
+    """WHERE clauses true only while the lease holder still owns the running job."""
+    return [
+        Job.id == lease.job_id,
+        Job.state == JobState.RUNNING.value,
+        Job.worker_id == lease.worker_id,
+        Job.attempts == lease.attempt,
+    ]
+
+
+def _expired() -> list[ColumnElement[bool]]:
+    return [Job.state == JobState.RUNNING.value, Job.lease_expires_at < db_utcnow()]
+
+
+def requeue_expired() -> list[int]:
+    """End or requeue running jobs whose lease ran out on the database's clock; their ids.
+
+    Each is one conditional UPDATE: a lease renewed (or a job finished) a moment earlier no longer
+    matches, so a fresh claim is never overwritten. A pending cancel ends the job cancelled, and
+    queued jobs with a cancel request (left by older versions) are cancelled too.
+    """
+    now = db_utcnow()
+    outcomes = [
+        (
+            [*_expired(), Job.cancel_requested.is_(True)],
+            {"state": JobState.CANCELLED.value, "error": "cancelled after its worker stopped"},
+            "lease expired with a cancel request: cancelled",
+        ),
+        (
+            [Job.state == JobState.QUEUED.value, Job.cancel_requested.is_(True)],
+            {"state": JobState.CANCELLED.value},
+            "cancelled while queued",
+        ),
+        (
+            [*_expired(), Job.attempts >= Job.max_attempts],
+            {
+                "state": JobState.FAILED.value,
+                "error": literal("worker ")
+                + func.coalesce(Job.worker_id, "?")
+                + " stopped answering; gave up after "
+                + cast(Job.attempts, String)
+                + " attempts",
+            },
+            "lease expired: failed, no attempts left",
+        ),
+        (
+            [*_expired(), Job.cancel_requested.is_(False)],
+            {"state": JobState.QUEUED.value, "worker_id": None},
+            "lease expired: requeued",
+        ),
+    ]
+    if not _anything_to_requeue(outcomes):
+        return []
+    changed: list[int] = []
+    for where, values, message in outcomes:  # one transaction each: no locks held across them
+        final = values["state"] != JobState.QUEUED.value
+        extra = {"finished_at": now} if final else {}
+        with session_scope() as session:
+            ids = session.scalars(
+                update(Job)
+                .where(*where)
+                .values(**values, **extra, lease_expires_at=None)
+                .returning(Job.id)
+                .execution_options(synchronize_session=False)
+            ).all()
+            level = "warning" if values["state"] != JobState.CANCELLED.value else "info"
+            session.add_all(Event(job_id=i, level=level, message=message) for i in ids)
+            changed.extend(ids)
+    return changed
+
+
+def _anything_to_requeue(outcomes: list[tuple[list[ColumnElement[bool]], Any, str]]) -> bool:
+    """A plain read first, so an idle poll takes no write lock (SQLite has one for the file)."""
     with session_scope() as session:
-        expired = session.scalars(
-            select(Job).where(Job.state == JobState.RUNNING.value, Job.lease_expires_at < now)
-        ).all()
-        for job in expired:
-            if job.attempts >= job.max_attempts:
-                job.state = JobState.FAILED.value
-                job.finished_at = now
-                job.error = (
-                    f"worker {job.worker_id} stopped answering; gave up after "
-                    f"{job.attempts} attempts"
-                )
-            else:
-                job.state = JobState.QUEUED.value
-                job.worker_id = None
-            session.add(
-                Event(
-                    job_id=job.id,
-                    level="warning",
-                    message=f"lease expired: {job.error or 'requeued'}",
-                )
+        any_match = or_(*(and_(*where) for where, _, _ in outcomes))
+        return bool(session.scalar(select(exists().where(any_match))))
+
+
+def claim_job(worker_id: str, lease_seconds: float, job_id: int | None = None) -> JobRow | None:
+    """Take the oldest queued job (or job_id) after requeueing expired ones; None when none.
+
+    PostgreSQL: SELECT ... FOR UPDATE SKIP LOCKED hands each worker a different row. SQLite (which
+    ignores FOR UPDATE): the conditional UPDATE ... WHERE state='queued' is the lock, checked by its
+    row count. Lease times come from the database's clock.
+    """
+    requeue_expired()
+    with session_scope() as session:
+        for _ in range(5):
+            query = select(Job.id).where(
+                Job.state == JobState.QUEUED.value, Job.cancel_requested.is_(False)
             )
-        session.flush()
-        query = select(Job.id).where(
-            Job.state == JobState.QUEUED.value, Job.cancel_requested.is_(False)
-        )
-        if job_id is not None:
-            query = query.where(Job.id == job_id)
-        candidates = session.scalars(query.order_by(Job.id).limit(5)).all()
-        for candidate in candidates:
+            if job_id is not None:
+                query = query.where(Job.id == job_id)
+            candidate = session.scalar(
+                query.order_by(Job.id).limit(1).with_for_update(skip_locked=True)
+            )
+            if candidate is None:
+                return None
             claimed = session.execute(
                 update(Job)
-                .where(Job.id == candidate, Job.state == JobState.QUEUED.value)
+                .where(
+                    Job.id == candidate,
+                    Job.state == JobState.QUEUED.value,
+                    Job.cancel_requested.is_(False),
+                )
                 .values(
                     state=JobState.RUNNING.value,
                     worker_id=worker_id,
                     attempts=Job.attempts + 1,
-                    started_at=func.coalesce(Job.started_at, now),
-                    lease_expires_at=now + timedelta(seconds=lease_seconds),
+                    started_at=func.coalesce(Job.started_at, db_utcnow()),
+                    lease_expires_at=db_utcnow(lease_seconds),
                 )
             )
             if claimed.rowcount == 1:
@@ -155,15 +252,16 @@ def claim_job(worker_id: str, lease_seconds: float, job_id: int | None = None) -
         return None
 
 
-def renew_lease(job_id: int, worker_id: str, lease_seconds: float) -> bool:
-    """Extend a running job's lease; False when the job is no longer this worker's."""
+def renew_lease(
+    job_id: int, worker_id: str, lease_seconds: float, attempt: int | None = None
+) -> bool:
+    """Extend a running job's lease; False when the job is no longer this worker's (attempt)."""
     with session_scope() as session:
+        where = [Job.id == job_id, Job.worker_id == worker_id, Job.state == JobState.RUNNING.value]
+        if attempt is not None:
+            where.append(Job.attempts == attempt)
         renewed = session.execute(
-            update(Job)
-            .where(
-                Job.id == job_id, Job.worker_id == worker_id, Job.state == JobState.RUNNING.value
-            )
-            .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
+            update(Job).where(*where).values(lease_expires_at=db_utcnow(lease_seconds))
         )
         return renewed.rowcount == 1
 
@@ -173,15 +271,18 @@ def finish_job(
     state: JobState,
     error: str | None = None,
     worker_id: str | None = None,
+    attempt: int | None = None,
 ) -> bool:
     """Move a running job to a final state; False when it is not (any longer) ours to finish."""
     with session_scope() as session:
         query = update(Job).where(Job.id == job_id, Job.state == JobState.RUNNING.value)
         if worker_id is not None:
             query = query.where(Job.worker_id == worker_id)
+        if attempt is not None:
+            query = query.where(Job.attempts == attempt)
         done = session.execute(
             query.values(
-                state=state.value, error=error, finished_at=utcnow(), lease_expires_at=None
+                state=state.value, error=error, finished_at=db_utcnow(), lease_expires_at=None
             )
         )
         if done.rowcount == 1:
@@ -191,21 +292,39 @@ def finish_job(
 
 
 def cancel_job(job_id: int) -> JobState:
-    """Cancel a queued job now; ask a running one to stop (the worker kills its child)."""
-    with session_scope() as session:
-        job = session.get(Job, job_id)
-        if job is None:
-            raise LookupError(f"no job {job_id}")
-        state = JobState(job.state)
-        if state == JobState.QUEUED:
-            job.state = JobState.CANCELLED.value
-            job.finished_at = utcnow()
-            job.cancel_requested = True
-            session.add(Event(job_id=job_id, level="info", message="cancelled while queued"))
-        elif state == JobState.RUNNING:
-            job.cancel_requested = True
-            session.add(Event(job_id=job_id, level="info", message="cancel requested"))
-        return JobState(job.state)
+    """Cancel a queued job now; ask a running one to stop (the worker kills its child).
+
+    Two conditional UPDATEs, so a claim that lands in between turns the cancel into a request
+    instead of being overwritten; the loop covers a requeue landing in between the other way.
+    """
+    for _ in range(5):
+        with session_scope() as session:
+            cancelled = session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.state == JobState.QUEUED.value)
+                .values(
+                    state=JobState.CANCELLED.value,
+                    cancel_requested=True,
+                    finished_at=db_utcnow(),
+                )
+            )
+            if cancelled.rowcount == 1:
+                session.add(Event(job_id=job_id, level="info", message="cancelled while queued"))
+                return JobState.CANCELLED
+            requested = session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.state == JobState.RUNNING.value)
+                .values(cancel_requested=True)
+            )
+            if requested.rowcount == 1:
+                session.add(Event(job_id=job_id, level="info", message="cancel requested"))
+                return JobState.RUNNING
+            state = session.scalar(select(Job.state).where(Job.id == job_id))
+            if state is None:
+                raise LookupError(f"no job {job_id}")
+            if JobState(state).finished:
+                return JobState(state)
+    raise RuntimeError(f"job {job_id} kept changing state while being cancelled")
 
 
 def is_cancel_requested(job_id: int) -> bool:

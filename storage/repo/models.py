@@ -6,13 +6,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import Select, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from storage.artifacts import ArtifactStore
 from storage.db import session_scope
 from storage.repo.rows import row_of
-from storage.schema import Artifact, Model
+from storage.schema import Artifact, Job, Model
+from storage.states import JobState
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,28 @@ def get_model(model_id: int) -> ModelRow | None:
         return row_of(ModelRow, model) if model else None
 
 
+class ModelInUse(Exception):
+    """The model has a running job, so deleting it now would pull the job's rows from under it."""
+
+
 def delete_model(model_id: int, store: ArtifactStore | None = None) -> None:
-    """Delete a model with its jobs and results; blobs no other row references are removed."""
+    """Delete a model with its jobs and results; blobs no other row references are removed.
+
+    Refused with ModelInUse while one of its jobs runs. On PostgreSQL the model's job rows are
+    locked first, so a claim in flight finishes before the check; on SQLite the conditional DELETE
+    is atomic on its own.
+    """
+    running = select(Job.id).where(Job.model_id == model_id, Job.state == JobState.RUNNING.value)
     with session_scope() as session:
+        session.execute(select(Job.id).where(Job.model_id == model_id).with_for_update())
         shas = set(session.scalars(select(Artifact.sha256).where(Artifact.model_id == model_id)))
-        session.execute(delete(Model).where(Model.id == model_id))
+        deleted = session.execute(
+            delete(Model).where(Model.id == model_id, ~running.exists())
+        ).rowcount
+        if deleted == 0:
+            if session.get(Model, model_id) is None:
+                raise LookupError(f"no model {model_id}")
+            raise ModelInUse(f"model {model_id} has a running job")
         session.flush()
         still_used = set(session.scalars(select(Artifact.sha256).where(Artifact.sha256.in_(shas))))
     if store is not None:
@@ -125,32 +143,41 @@ def delete_model(model_id: int, store: ArtifactStore | None = None) -> None:
 
 
 def add_artifact(model_id: int, art: NewArtifact) -> ArtifactRow:
-    """Link a stored file to a model; linking the same content twice returns the existing row."""
-    with session_scope() as session:
-        existing = session.scalar(
-            select(Artifact).where(
-                Artifact.model_id == model_id,
-                Artifact.kind == art.kind,
-                Artifact.sha256 == art.sha256,
+    """Link a stored file to a model; linking the same content twice returns the existing row.
+
+    Raises LookupError when the model no longer exists (a foreign-key failure is not retried).
+    """
+    try:
+        with session_scope() as session:
+            existing = session.scalar(_artifact_query(model_id, art))
+            if existing is not None:
+                return row_of(ArtifactRow, existing)
+            row = Artifact(
+                model_id=model_id,
+                kind=art.kind,
+                sha256=art.sha256,
+                size_bytes=art.size_bytes,
+                filename=art.filename,
+                meta=art.meta,
             )
-        )
-        if existing:
-            return row_of(ArtifactRow, existing)
-        row = Artifact(
-            model_id=model_id,
-            kind=art.kind,
-            sha256=art.sha256,
-            size_bytes=art.size_bytes,
-            filename=art.filename,
-            meta=art.meta,
-        )
-        session.add(row)
-        try:
+            session.add(row)
             session.flush()
-        except IntegrityError:
-            session.rollback()
-            return add_artifact(model_id, art)
-        return row_of(ArtifactRow, row)
+            return row_of(ArtifactRow, row)
+    except IntegrityError:
+        pass  # a concurrent link of the same content won, or the model is gone: look once
+    with session_scope() as session:
+        existing = session.scalar(_artifact_query(model_id, art))
+        if existing is None:
+            raise LookupError(
+                f"model {model_id} no longer exists; artifact {art.filename} not linked"
+            )
+        return row_of(ArtifactRow, existing)
+
+
+def _artifact_query(model_id: int, art: NewArtifact) -> Select[tuple[Artifact]]:
+    return select(Artifact).where(
+        Artifact.model_id == model_id, Artifact.kind == art.kind, Artifact.sha256 == art.sha256
+    )
 
 
 def list_artifacts(model_id: int) -> list[ArtifactRow]:

@@ -1,4 +1,4 @@
-"""Results of configurations and their raw samples; a retry replaces, never duplicates."""
+"""Results of configurations and their raw samples: written once, by the job's lease holder."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 
 from storage.db import session_scope
+from storage.repo.jobs import Lease, held
 from storage.repo.rows import row_of
 from storage.schema import Job, Result, ResultSamples
 
@@ -30,18 +31,34 @@ class ResultRow:
     created_at: datetime
 
 
-def save_result(job_id: int, payload: dict[str, Any], samples_ms: list[float]) -> ResultRow:
-    """Store one configuration's result; a second write of the same key replaces the first."""
+def save_result(
+    job_id: int,
+    payload: dict[str, Any],
+    samples_ms: list[float],
+    lease: Lease | None = None,
+) -> ResultRow | None:
+    """Store one configuration's result once; None when it is refused.
+
+    With a lease, the write happens only while that lease still holds the running job (checked and
+    row-locked in the same transaction), so a worker that lost its job never writes. A stored
+    result is never replaced: a second write of the same key is refused and the first one stays.
+    """
     latency = payload.get("latency") or {}
     with session_scope() as session:
-        existing = session.scalar(
-            select(Result).where(
+        if lease is not None:
+            # a no-op UPDATE: takes the job row's lock first, so a requeue waits for this commit
+            fenced = session.execute(
+                update(Job).where(*held(lease)).values(progress_done=Job.progress_done)
+            )
+            if fenced.rowcount != 1:
+                return None
+        exists = session.scalar(
+            select(Result.id).where(
                 Result.job_id == job_id, Result.config_key == payload["config_key"]
             )
         )
-        if existing is not None:
-            session.delete(existing)
-            session.flush()
+        if exists is not None:
+            return None
         row = Result(
             job_id=job_id,
             config_key=payload["config_key"],

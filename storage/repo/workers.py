@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
 
+from storage.clock import db_utcnow
 from storage.db import session_scope
 from storage.repo.rows import row_of
 from storage.schema import Worker
-from storage.states import utcnow
 
 
 @dataclass(frozen=True)
@@ -37,16 +37,17 @@ def register_worker(
         worker = session.get(Worker, worker_id) or Worker(id=worker_id)
         worker.hostname, worker.pid = hostname, pid
         worker.hardware, worker.providers = hardware, providers
-        worker.started_at = worker.heartbeat_at = utcnow()
+        worker.started_at = worker.heartbeat_at = db_utcnow()
         session.add(worker)
 
 
 def worker_heartbeat(worker_id: str, current_job_id: int | None) -> None:
+    """Stamped with the database's clock, so a worker with a wrong clock still looks alive."""
     with session_scope() as session:
         session.execute(
             update(Worker)
             .where(Worker.id == worker_id)
-            .values(heartbeat_at=utcnow(), current_job_id=current_job_id)
+            .values(heartbeat_at=db_utcnow(), current_job_id=current_job_id)
         )
 
 
@@ -54,7 +55,5 @@ def list_workers(alive_within_seconds: float | None = None) -> list[WorkerRow]:
     with session_scope() as session:
         query = select(Worker).order_by(Worker.heartbeat_at.desc())
         if alive_within_seconds is not None:
-            query = query.where(
-                Worker.heartbeat_at >= utcnow() - timedelta(seconds=alive_within_seconds)
-            )
+            query = query.where(Worker.heartbeat_at >= db_utcnow(-alive_within_seconds))
         return [row_of(WorkerRow, w) for w in session.scalars(query)]

@@ -60,15 +60,41 @@ def test_expired_lease_requeues_then_fails_after_max_attempts(data_dir: Path) ->
     assert final.state == JobState.FAILED and "gave up after 2 attempts" in final.error
 
 
-def test_saving_a_result_twice_keeps_one_row_and_counts_progress(data_dir: Path) -> None:
+def test_saving_a_result_twice_keeps_the_first_row_and_counts_progress(data_dir: Path) -> None:
     job = job_store.create_job(_model().id, {}, total=2)
     payload = {"config_key": "k1", "configuration": {}, "status": "ok", "latency": {"p50": 2.0}}
-    result_store.save_result(job.id, payload, [1.0, 2.0, 3.0])
-    result_store.save_result(job.id, {**payload, "latency": {"p50": 1.5}}, [1.5])
+    assert result_store.save_result(job.id, payload, [1.0, 2.0, 3.0]) is not None
+    assert result_store.save_result(job.id, {**payload, "latency": {"p50": 1.5}}, [1.5]) is None
     results = result_store.list_results(job_ids=[job.id])
-    assert [r.p50_ms for r in results] == [1.5]
-    assert result_store.result_samples([results[0].id]) == {results[0].id: [1.5]}
+    assert [r.p50_ms for r in results] == [2.0]
+    assert result_store.result_samples([results[0].id]) == {results[0].id: [1.0, 2.0, 3.0]}
     assert job_store.get_job(job.id).progress_done == 1
+
+
+def test_deleting_a_model_whose_job_runs_is_refused_and_changes_nothing(data_dir: Path) -> None:
+    model = _model()
+    job = job_store.create_job(model.id, {}, total=1)
+    job_store.claim_job("w1", 30)
+    with pytest.raises(model_store.ModelInUse):
+        model_store.delete_model(model.id)
+    assert model_store.get_model(model.id) is not None
+    assert job_store.get_job(job.id).state == JobState.RUNNING
+    assert job_store.finish_job(job.id, JobState.SUCCEEDED, worker_id="w1")
+    model_store.delete_model(model.id)
+    assert model_store.get_model(model.id) is None
+
+
+def test_linking_an_artifact_to_a_deleted_model_fails_once_without_recursion(
+    data_dir: Path,
+) -> None:
+    model = _model()
+    model_store.delete_model(model.id)
+    art = model_store.NewArtifact("optimized", "c" * 64, 1, "o.onnx")
+    with pytest.raises(LookupError, match="no longer exists"):
+        model_store.add_artifact(model.id, art)
+    again = _model("again")
+    first = model_store.add_artifact(again.id, art)
+    assert model_store.add_artifact(again.id, art) == first
 
 
 def test_cancel_queued_is_immediate_and_running_is_a_request(data_dir: Path) -> None:

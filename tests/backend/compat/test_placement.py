@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import onnx
 
 from backend.compat.facts import unique_names
 from backend.compat.placement import parse_placement_log, read_placement
-from backend.compat.registry import ROOT
+from backend.queue.children import run_in_child
+from backend.runtimes import get_backend, placement_session
+from tests import models as model_factory
 
 
 def test_placement_of_a_real_cpu_session_lists_every_node(mlp_path):
@@ -26,15 +26,11 @@ def test_placement_of_a_real_cpu_session_lists_every_node(mlp_path):
 def test_parser_reads_the_real_verbose_log_of_the_runtime(tmp_path, cnn_path):
     named = tmp_path / "named.onnx"
     onnx.save(unique_names(onnx.load(str(cnn_path))), str(named))
-    proc = subprocess.run(
-        [sys.executable, "-m", "backend.compat.placement", str(named), "CPUExecutionProvider"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "Node placements" in proc.stderr
-    nodes, counts, everything_on = parse_placement_log(proc.stderr)
+    outcome = run_in_child(placement_session, str(named), "CPUExecutionProvider", timeout_s=120)
+    assert outcome.ok, outcome.error
+    assert outcome.value["error"] is None
+    assert "Node placements" in outcome.value["log"]
+    nodes, counts, everything_on = parse_placement_log(outcome.value["log"])
     assert everything_on == "CPUExecutionProvider"
     assert counts == {"CPUExecutionProvider": len(onnx.load(str(cnn_path)).graph.node)}
 
@@ -65,12 +61,17 @@ def test_parser_splits_nodes_across_providers_in_the_multi_provider_format():
     }
 
 
-def test_provider_missing_here_falls_back_to_cpu_and_says_so(mlp_path):
+def test_cuda_placement_is_real_on_a_gpu_and_an_announced_cpu_fallback_elsewhere(mlp_path):
+    cuda_works = get_backend("onnxruntime").provider_status("cuda").available
     placement = read_placement(mlp_path, "cuda")
     assert placement.ok
-    assert not placement.requested_active
-    assert set(placement.nodes.values()) == {"CPUExecutionProvider"}
-    assert len(placement.fallbacks()) == 6
+    assert placement.requested_active == cuda_works
+    if cuda_works:
+        assert "CUDAExecutionProvider" in set(placement.nodes.values())
+        assert len(placement.fallbacks()) < 6
+    else:
+        assert set(placement.nodes.values()) == {"CPUExecutionProvider"}
+        assert len(placement.fallbacks()) == 6
 
 
 def test_parser_reads_real_cuda_placement_with_a_cpu_fallback():
@@ -82,3 +83,11 @@ def test_parser_reads_real_cuda_placement_with_a_cpu_fallback():
     assert nodes["Hardmax_1"] == "CPUExecutionProvider"
     assert nodes["Relu_0"] == nodes["Add_2"] == "CUDAExecutionProvider"
     assert nodes["Memcpy"] == "CUDAExecutionProvider"  # the copies ORT inserted around Hardmax
+
+
+def test_a_session_that_cannot_load_reports_the_runtimes_own_reason(tmp_path):
+    model = model_factory.make_custom_op_model("com.acme", "MyOp")
+    path = model_factory.save(model, tmp_path / "custom.onnx")
+    placement = read_placement(path, "cpu")
+    assert not placement.ok
+    assert "MyOp" in placement.error and placement.nodes == {}

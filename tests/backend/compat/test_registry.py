@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import onnxruntime
+
 from backend.compat.registry import Kernel, load_registry
 
 
@@ -10,8 +12,11 @@ def test_registry_is_read_in_a_child_and_cached_per_runtime_version(data_dir):
     assert registry.error is None
     assert len(registry.kernels) > 1000
     assert "CPUExecutionProvider" in registry.providers
-    cached = list((data_dir / "cache").glob("ort-kernels-onnxruntime-1.32.0.json"))
+    # named after the installed build (onnxruntime or onnxruntime-gpu) and its exact version
+    version = onnxruntime.__version__
+    cached = list((data_dir / "cache").glob(f"ort-kernels-onnxruntime*-{version}.json"))
     assert len(cached) == 1
+    assert registry.runtime.endswith(f" {version}")
     abs_float = [
         k
         for k in registry.lookup("CPUExecutionProvider", "", "Abs")

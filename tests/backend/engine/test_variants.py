@@ -14,7 +14,6 @@ from backend.engine.accuracy import compare_outputs
 from backend.engine.inputs import input_specs_of, random_inputs, value_ranges
 from backend.engine.variants import (
     OptimizationError,
-    batched_feeds,
     build_variant,
     op_histogram,
     save_ort_optimized,
@@ -176,14 +175,6 @@ def test_int8_static_uses_given_calibration_feeds_at_the_fixed_batch(
     assert variant.notes == []
     report = _compare(cnn_path, variant.path, _feeds(cnn_path, 4, {}))
     assert report.cosine_similarity >= 0.98
-
-
-def test_batched_feeds_join_samples_and_cycle_to_fill_the_last_batch() -> None:
-    feeds = [{"x": np.full((1, 2), i, np.float32)} for i in range(5)]
-    joined = batched_feeds(feeds, 4)
-    assert [f["x"].shape for f in joined] == [(4, 2), (4, 2)]
-    assert joined[1]["x"][:, 0].tolist() == [4, 0, 1, 2]
-    assert batched_feeds(feeds, None) is feeds
 
 
 def test_int8_static_keeps_attention_in_float_so_the_transformer_stays_close(

@@ -73,7 +73,11 @@ def test_worker_runs_a_sweep_and_stores_every_configuration(data_dir: Path, mlp_
         assert r.payload["accuracy"]["cosine_similarity"] > 0.98
         assert r.payload["environment"]["packages"]["onnxruntime"]
     cuda = [r for r in results.values() if r.configuration["provider"] == "cuda"]
-    if not any(s.available for s in library_providers() if s.name == "cuda"):
+    assert len(cuda) == 4
+    if any(s.available for s in library_providers() if s.name == "cuda"):
+        assert all(r.status == "ok" for r in cuda)
+        assert all("CUDAExecutionProvider" in r.payload["providers_used"] for r in cuda)
+    else:
         # never a silent CPU fallback: the GPU rows say why they did not run
         assert all(r.status == "unavailable" and "CUDAExecutionProvider" in r.error for r in cuda)
     optimized = [a for a in library.list_artifacts(model.id) if a.kind == "optimized"]

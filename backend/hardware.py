@@ -1,0 +1,93 @@
+"""NVIDIA GPUs through NVML (nvidia-ml-py): the one place that initialises and shuts it down.
+
+Every caller (the environment record, the telemetry sampler, the provider probe's device name)
+goes through `nvml()`, so a host without a driver is handled once: the functions here return
+nothing instead of raising.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def _text(value: bytes | str) -> str:
+    """NVML strings are bytes in older bindings and str in newer ones."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@contextmanager
+def nvml() -> Iterator[Any | None]:
+    """The initialised pynvml module for the block, or None where NVML does not work here."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no package, no driver, no GPU: all mean "no NVIDIA GPU to report"
+        yield None
+        return
+    try:
+        yield pynvml
+    finally:
+        pynvml.nvmlShutdown()  # NVML counts init/shutdown pairs, so nested use is safe
+
+
+def gpu_inventory() -> list[dict[str, Any]]:
+    """Every NVIDIA GPU with its name, memory and driver; empty where there is no driver."""
+    with nvml() as nv:
+        if nv is None:
+            return []
+        driver = _text(nv.nvmlSystemGetDriverVersion())
+        gpus = []
+        for index in range(nv.nvmlDeviceGetCount()):
+            handle = nv.nvmlDeviceGetHandleByIndex(index)
+            gpus.append(
+                {
+                    "index": index,
+                    "name": _text(nv.nvmlDeviceGetName(handle)),
+                    "memory_total_mb": round(nv.nvmlDeviceGetMemoryInfo(handle).total / 2**20),
+                    "driver": driver,
+                }
+            )
+        return gpus
+
+
+def gpu_name(index: int = 0) -> str | None:
+    """One GPU's name, or None where NVML cannot see it."""
+    with nvml() as nv:
+        if nv is None:
+            return None
+        try:
+            return _text(nv.nvmlDeviceGetName(nv.nvmlDeviceGetHandleByIndex(index)))
+        except Exception:  # an index past the last GPU
+            return None
+
+
+@contextmanager
+def gpu_reader(index: int | None) -> Iterator[Callable[[], dict[str, float]] | None]:
+    """A function that reads one GPU's load, memory, power and temperature now; None without one."""
+    if index is None:
+        yield None
+        return
+    with nvml() as nv:
+        try:
+            handle = None if nv is None else nv.nvmlDeviceGetHandleByIndex(index)
+        except Exception:  # an index past the last GPU
+            handle = None
+        if nv is None or handle is None:
+            yield None
+            return
+
+        def read() -> dict[str, float]:
+            util = nv.nvmlDeviceGetUtilizationRates(handle)
+            return {
+                "gpu_util_percent": float(util.gpu),
+                "gpu_memory_used_mb": nv.nvmlDeviceGetMemoryInfo(handle).used / 2**20,
+                "gpu_power_w": nv.nvmlDeviceGetPowerUsage(handle) / 1000,
+                "gpu_temperature_c": float(
+                    nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)
+                ),
+            }
+
+        yield read

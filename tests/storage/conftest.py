@@ -1,0 +1,3 @@
+"""Storage tests also run on a real PostgreSQL server (tests/postgres.py)."""
+
+from tests.postgres import postgres_server, postgres_url  # noqa: F401
