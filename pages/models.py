@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
@@ -30,25 +28,21 @@ page_header("Models", "Upload models and manage the library.")
 
 
 def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
-    """Copy the upload to disk with a progress bar, then hand it to ingestion."""
-    from backend.models.ingest import ingest_file
-
+    """Hand the upload to the library chunk by chunk, with a progress bar while it is saved."""
     progress = st.progress(0.0, text="Saving the upload…")
-    with tempfile.TemporaryDirectory(prefix="optiboard-upload-") as tmp:
-        path = Path(tmp) / Path(upload.name).name
-        total = max(upload.size, 1)
-        done = 0
-        upload.seek(0)
-        with open(path, "wb") as out:
-            while chunk := upload.read(COPY_CHUNK):
-                out.write(chunk)
-                done += len(chunk)
-                progress.progress(min(done / total, 1.0), text="Saving the upload…")
-        progress.progress(1.0, text="Checking and inspecting the model…")
-        try:
-            return ingest_file(path, upload.name, name=name or None)
-        finally:
-            progress.empty()
+    total = max(upload.size, 1)
+
+    def saved(done: int) -> None:
+        text = "Saving the upload…" if done < total else "Checking and inspecting the model…"
+        progress.progress(min(done / total, 1.0), text=text)
+
+    upload.seek(0)
+    try:
+        return library.ingest_upload(
+            iter(lambda: upload.read(COPY_CHUNK), b""), upload.name, name=name, on_saved=saved
+        )
+    finally:
+        progress.empty()
 
 
 with st.expander("⬆️ Upload a model", expanded=not library.list_models()):
