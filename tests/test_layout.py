@@ -44,9 +44,6 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
     ("backend/models/tfconvert.py", "function-size"): (
         "wt-launcher rewrites convert_savedmodel onto the one child launcher"
     ),
-    ("backend/reporting/charts.py", "function-size"): (
-        "wt-pages and wt-typed edit reporting/charts.py (latency_vs_batch)"
-    ),
 }
 
 

@@ -56,64 +56,62 @@ def _ok(frame: pd.DataFrame) -> pd.DataFrame:
     return _named(frame[(frame["status"] == "ok") & frame["p50_ms"].notna()])
 
 
+def _latency_traces(name: str, group: pd.DataFrame, color: str) -> list[go.Scatter]:
+    """One series of latency_vs_batch: the p50..p99 band, the dotted p90 and the p50 line."""
+    x = group["batch_size"].tolist()
+    band = go.Scatter(
+        x=x + x[::-1],
+        y=group["p99_ms"].tolist() + group["p50_ms"].tolist()[::-1],
+        mode="lines",
+        fill="toself",
+        fillcolor=_rgba(color, 0.15),
+        line={"width": 0},
+        hoverinfo="skip",
+        showlegend=False,
+        legendgroup=name,
+    )
+    p90 = go.Scatter(
+        x=x,
+        y=group["p90_ms"],
+        mode="lines+markers",
+        marker={"symbol": "line-ew-open", "size": 12, "color": color},
+        line={"color": color, "dash": "dot", "width": 1},
+        name=f"{name} p90",
+        legendgroup=name,
+        showlegend=False,
+        hovertemplate="batch %{x}<br>p90 %{y:.3f} ms<extra>" + name + "</extra>",
+    )
+    p50 = go.Scatter(
+        x=x,
+        y=group["p50_ms"],
+        mode="lines+markers",
+        line={"color": color},
+        name=name,
+        legendgroup=name,
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": (group["p99_ms"] - group["p50_ms"]).tolist(),
+            "arrayminus": [0.0] * len(group),
+            "color": _rgba(color, 0.5),
+            "thickness": 1,
+        },
+        customdata=np.stack([group["p90_ms"], group["p99_ms"]], axis=-1),
+        hovertemplate=(
+            "batch %{x}<br>p50 %{y:.3f} ms<br>p90 %{customdata[0]:.3f} ms"
+            "<br>p99 %{customdata[1]:.3f} ms<extra>" + name + "</extra>"
+        ),
+    )
+    return [band, p90, p50]
+
+
 def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
     """p50 per call against batch size, one line per configuration, shaded up to p99."""
     data = _ok(frame)
     fig = go.Figure()
     colors = _colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
-        group = group.sort_values("batch_size")
-        color = colors[name]
-        x = group["batch_size"].tolist()
-        fig.add_trace(
-            go.Scatter(
-                x=x + x[::-1],
-                y=group["p99_ms"].tolist() + group["p50_ms"].tolist()[::-1],
-                mode="lines",
-                fill="toself",
-                fillcolor=_rgba(color, 0.15),
-                line={"width": 0},
-                hoverinfo="skip",
-                showlegend=False,
-                legendgroup=name,
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=group["p90_ms"],
-                mode="lines+markers",
-                marker={"symbol": "line-ew-open", "size": 12, "color": color},
-                line={"color": color, "dash": "dot", "width": 1},
-                name=f"{name} p90",
-                legendgroup=name,
-                showlegend=False,
-                hovertemplate="batch %{x}<br>p90 %{y:.3f} ms<extra>" + name + "</extra>",
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=group["p50_ms"],
-                mode="lines+markers",
-                line={"color": color},
-                name=name,
-                legendgroup=name,
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": (group["p99_ms"] - group["p50_ms"]).tolist(),
-                    "arrayminus": [0.0] * len(group),
-                    "color": _rgba(color, 0.5),
-                    "thickness": 1,
-                },
-                customdata=np.stack([group["p90_ms"], group["p99_ms"]], axis=-1),
-                hovertemplate=(
-                    "batch %{x}<br>p50 %{y:.3f} ms<br>p90 %{customdata[0]:.3f} ms"
-                    "<br>p99 %{customdata[1]:.3f} ms<extra>" + name + "</extra>"
-                ),
-            )
-        )
+        fig.add_traces(_latency_traces(name, group.sort_values("batch_size"), colors[name]))
     return _layout(
         fig,
         "Latency per call (p50; band and whisker to p99; dotted p90)",
