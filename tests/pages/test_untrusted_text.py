@@ -10,6 +10,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from pages.components.formatting import plain
+from tests import models as model_factory
 from tests.pages.seed import add_model, finished_sweep, open_page
 
 EVIL = '[x](http://evil)![b](http://evil/b.png)<a href="http://evil/a">a</a>'
@@ -98,3 +99,19 @@ def test_a_model_named_like_markdown_links_renders_no_link_or_image_on_any_page(
             assert any(EVIL in str(v) for v in at.dataframe[0].value["name"])
         if page == "compare":  # and it reads chart text: the name is there, tag-escaped
             assert any("&lt;a href" in t for k, t in _markdown_strings(at) if k == PLOTLY)
+
+
+def test_an_op_domain_and_node_name_shaped_like_links_render_as_text(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    model = model_factory.make_custom_op_model(domain="[d](http://evil/d)", op_type="MyOp")
+    model.graph.node[1].name = "![n](http://evil/n.png)"
+    added = add_model(model_factory.save(model, tmp_path / "custom.onnx"), name="custom")
+    assert any("http://evil/d" in w for w in added.warnings)  # ingest quotes the domain
+    op = "[d](http://evil/d)::MyOp"
+    for page, query in {"models": {}, "graph": {}, "compatibility": {"op": op}}.items():
+        at = open_page(page, model=added.id, **query)
+        assert not at.exception, (page, at.exception)
+        assert not _leaks(at), (page, _leaks(at))
+    nodes = at.dataframe[0].value  # the compatibility page's nodes behind the custom op
+    assert list(nodes["node"]) == ["![n](http://evil/n.png)"]  # a table cell: shown as written
