@@ -187,3 +187,22 @@ WORKER_RESTART_S = _declare(
         shell_only=True,
     )
 )
+
+
+# --- zip uploads (zipsafe) ---
+UPLOAD_DISK_QUOTA_MB = _declare(
+    Setting(
+        "OPTIBOARD_UPLOAD_DISK_QUOTA_MB",
+        "10240",
+        int,
+        "disk space all zip uploads being unpacked at once may use (under the data dir's tmp/)",
+    )
+)
+MIN_FREE_DISK_MB = _declare(
+    Setting(
+        "OPTIBOARD_MIN_FREE_DISK_MB",
+        "1024",
+        int,
+        "a zip upload is refused if unpacking it would leave less free disk than this",
+    )
+)

@@ -9,8 +9,8 @@ serves that folder at /app/static/netron) and patch three behaviours of the pack
 
 Every patch must match exactly once or `prepare_viewer` raises ViewerPatchError naming it, so a
 netron upgrade that moves the code fails loudly (and tests/backend/test_viewer.py fails) instead
-of silently showing a dialog. A Content-Security-Policy allowing only same-origin connections
-backs the telemetry patch up inside the browser.
+of silently showing a dialog. A Content-Security-Policy that starts from `default-src 'none'`
+and allows only same-origin connections backs the telemetry patch up inside the browser.
 
 Models are never copied into static/: the page hands the viewer a short-lived, per-session URL
 (see pages/graph.py), so an upload is not published as a public file.
@@ -28,14 +28,22 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 STATIC_DIR = ROOT / "static" / "netron"
 URL_PATH = "/app/static/netron/index.html"
-PATCH_VERSION = 1
+PATCH_VERSION = 2  # bump when PATCHES or CSP change, so prepared copies are refreshed
 MARKER = "optiboard-viewer.json"
 # The browser holds the whole model in memory; past this the page offers a download instead.
 MAX_VIEWER_BYTES = 512 * 1024 * 1024
 
+# Deny everything, then allow only what the packaged viewer uses (checked in real Chromium by
+# tests/backend/test_viewer.py): its own scripts, models fetched from our origin, images and
+# workers it builds from blobs. Inline styles are allowed because netron's index.html and its
+# SVG rendering use style attributes and one <style> element; CSS cannot send data anywhere
+# because img-src, font-src and connect-src admit only our origin, data: and blob:.
+# No inline or eval'd script, no frames, no forms, no plugins.
 CSP = (
-    "script-src 'self'; frame-src 'none'; connect-src 'self' blob: data:; "
-    "img-src 'self' data: blob:; worker-src 'self' blob:"
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self' blob: data:; "
+    "worker-src 'self' blob:; manifest-src 'self'; frame-src 'none'; object-src 'none'; "
+    "base-uri 'none'; form-action 'none'"
 )
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from backend.compat.cells import PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, CompatMatrix
 from backend.compat.columns import COLUMNS
 from backend.compat.facts import short_type
+from backend.reporting.csvsafe import neutralise
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def to_json(matrix: CompatMatrix) -> str:
 
 def csv_cell(value: Any) -> str:
     """The one place a CSV cell's text is made (empty for None); keep every cell going here."""
-    return "" if value is None else str(value)
+    return "" if value is None else str(neutralise(value))
 
 
 def to_csv(matrix: CompatMatrix) -> str:

@@ -20,6 +20,7 @@ from backend.errors import UserError
 from backend.models.inspect import (
     PROTOBUF_LIMIT,
     ModelMetadata,
+    check_self_contained,
     external_data_files,
     external_tensors,
     inspect_model,
@@ -172,6 +173,7 @@ def _plan_onnx(path: Path, filename: str) -> _Plan:
             f"{missing[0]!r}, which a single upload cannot include; upload a .zip holding "
             "the .onnx and its data files."
         )
+    check_self_contained(model, filename)
     del model
     metadata = inspect_model(path, display_name=filename)
     plan = _Plan(format="onnx", metadata=metadata)
@@ -191,7 +193,7 @@ def _is_ignored(relative: Path) -> bool:
 
 
 def _plan_zip(path: Path, filename: str, work: Path) -> _Plan:
-    folder = extract_zip(path, parent=work)
+    folder = extract_zip(path, parent=work, quota_root=work.parent)
     files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
     files = [p for p in files if not _is_ignored(p.relative_to(folder))]
     onnx_files = [p for p in files if p.suffix.lower() == ".onnx"]
@@ -226,6 +228,7 @@ def _plan_external_data(model_path: Path, folder: Path, work: Path) -> _Plan:
     """An .onnx with its data files: check every reference, then internalise into one file."""
     shown = model_path.relative_to(folder).as_posix()
     model = load_proto(model_path, display_name=shown)
+    check_self_contained(model, shown, memory_only=True)
     base = model_path.parent
     locations = external_data_files(model)
     for location in locations:
@@ -260,6 +263,7 @@ def _plan_external_data(model_path: Path, folder: Path, work: Path) -> _Plan:
             f"The model {shown!r} is over protobuf's 2 GB limit as one ONNX file, so it cannot "
             "be optimized here; upload a smaller model."
         )
+    check_self_contained(full, shown)
     converted = work / model_path.name
     onnx.save(full, str(converted))
     plan = _Plan(format="onnx-external-data" if locations else "onnx", metadata=metadata)
@@ -285,6 +289,7 @@ def _plan_savedmodel(saved_model_dir: Path, filename: str, work: Path) -> _Plan:
     """A zipped SavedModel: convert in a child process and keep the log."""
     stem = Path(filename).stem or "model"
     conversion = convert_savedmodel(saved_model_dir, work / f"{stem}.onnx", opset=DEFAULT_OPSET)
+    check_self_contained(load_proto(conversion.onnx_path), f"{stem}.onnx")
     metadata = inspect_model(conversion.onnx_path, display_name=f"{stem}.onnx")
     log_path = work / "conversion_log.txt"
     log_path.write_text(conversion.log, encoding="utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from onnx import TensorProto, helper
 from backend.errors import UserError
 
 PROTOBUF_LIMIT = 2**31 - 1
+ORT_MEMORY_MARKER = "*/_ORT_MEM_ADDR_/*"  # ONNX Runtime's in-memory initializer location
 DEFAULT_DOMAINS = ("", "ai.onnx")
 KNOWN_DOMAINS = (*DEFAULT_DOMAINS, "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training")
 
@@ -210,28 +212,95 @@ def _scan_graphs(model: onnx.ModelProto) -> tuple[int, int, list[str], list[str]
     return parameters, nodes, custom, warnings
 
 
+def _attribute_tensors(attr: onnx.AttributeProto, where: str) -> Iterator[tuple[str, TensorProto]]:
+    """Tensors held by one attribute, its sparse tensors and the graphs it carries."""
+    here = f"{where}, attribute {attr.name!r}"
+    if attr.HasField("t"):
+        yield here, attr.t
+    yield from ((here, t) for t in attr.tensors)
+    sparse = ([attr.sparse_tensor] if attr.HasField("sparse_tensor") else []) + list(
+        attr.sparse_tensors
+    )
+    for tensor in sparse:
+        yield here, tensor.values
+        yield here, tensor.indices
+    graphs = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+    for graph in graphs:
+        yield from _graph_tensors(graph, f"{here}, subgraph {graph.name!r}")
+
+
+def _node_tensors(nodes: Iterable[onnx.NodeProto], where: str) -> Iterator[tuple[str, TensorProto]]:
+    for index, node in enumerate(nodes):
+        label = node.name or (node.output[0] if node.output else f"#{index}")
+        for attr in node.attribute:
+            yield from _attribute_tensors(attr, f"{where}, node {label!r}")
+
+
+def _graph_tensors(graph: onnx.GraphProto, where: str) -> Iterator[tuple[str, TensorProto]]:
+    for tensor in graph.initializer:
+        yield f"{where}, initializer {tensor.name!r}", tensor
+    for sparse in graph.sparse_initializer:
+        shown = f"{where}, sparse initializer {sparse.values.name!r}"
+        yield shown, sparse.values
+        yield shown, sparse.indices
+    yield from _node_tensors(graph.node, where)
+
+
+def all_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, TensorProto]]:
+    """(where, tensor) for every tensor anywhere: graphs, subgraphs, sparse parts, attributes
+    and the nodes of model-local functions."""
+    yield from _graph_tensors(model.graph, "the main graph")
+    for function in model.functions:
+        yield from _node_tensors(function.node, f"function {function.name!r}")
+
+
+def refers_to_external_data(tensor: TensorProto) -> bool:
+    return tensor.data_location == TensorProto.EXTERNAL or len(tensor.external_data) > 0
+
+
+def _location(tensor: TensorProto) -> str:
+    return next((e.value for e in tensor.external_data if e.key == "location"), "")
+
+
 def external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    """Every tensor (initializers, sparse parts, Constant attributes) stored as external data."""
-    found: list[onnx.TensorProto] = []
-    for graph in _graphs(model.graph):
-        tensors = list(graph.initializer)
-        tensors += [s.values for s in graph.sparse_initializer]
-        tensors += [s.indices for s in graph.sparse_initializer]
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.TENSOR:
-                    tensors.append(attr.t)
-                elif attr.type == onnx.AttributeProto.TENSORS:
-                    tensors += list(attr.tensors)
-        found += [t for t in tensors if t.data_location == TensorProto.EXTERNAL]
-    return found
+    """Every tensor anywhere in the model that is stored as external data."""
+    return [t for _where, t in all_tensors(model) if refers_to_external_data(t)]
 
 
 def external_data_files(model: onnx.ModelProto) -> list[str]:
-    """Locations of external tensor data the model refers to, in first-use order."""
+    """Locations of external tensor data the model refers to, in first-use order.
+
+    ONNX Runtime's in-memory address marker is no file and is left to `check_self_contained`.
+    """
     found: list[str] = []
     for tensor in external_tensors(model):
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-        if location and location not in found:
+        location = _location(tensor)
+        if location and location != ORT_MEMORY_MARKER and location not in found:
             found.append(location)
     return found
+
+
+def check_self_contained(model: onnx.ModelProto, shown: str, memory_only: bool = False) -> None:
+    """Refuse a model in which any tensor still refers to data outside the stored file.
+
+    Runs on the proto that will be stored, after external weights were taken in, so safety does
+    not rest on which places a given onnx or ONNX Runtime version happens to resolve.
+    `memory_only` refuses just ONNX Runtime's memory-address marker (before weights are read).
+    """
+    for where, tensor in all_tensors(model):
+        if not refers_to_external_data(tensor):
+            continue
+        if _location(tensor) == ORT_MEMORY_MARKER:
+            raise UserError(
+                f"The model {shown!r} has a tensor ({where}) that points at a memory address "
+                f"(ONNX Runtime's {ORT_MEMORY_MARKER!r} marker), which an upload cannot carry; "
+                "re-save the model with its weights inside the file and upload it again."
+            )
+        if memory_only:
+            continue
+        raise UserError(
+            f"The model {shown!r} has a tensor ({where}) that still refers to external data "
+            f"{_location(tensor) or '(no location)'!r} that could not be taken into the stored "
+            "file; re-save the model with all weights inline (onnx.save with "
+            "save_as_external_data=False) and upload it again."
+        )

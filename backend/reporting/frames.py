@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from backend.reporting.csvsafe import safe_frame
 from backend.specs import Precision
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -285,7 +286,7 @@ def pareto_mask(speedup: np.ndarray, loss: np.ndarray) -> np.ndarray:
 
 
 def export_csv(frame: pd.DataFrame) -> bytes:
-    return frame.to_csv(index=False).encode("utf-8")
+    return safe_frame(frame).to_csv(index=False).encode("utf-8")
 
 
 def export_json(frame: pd.DataFrame) -> bytes:

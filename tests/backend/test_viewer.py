@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from backend import viewer
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +58,75 @@ def test_preparing_twice_is_cheap_and_keeps_the_copy(prepared: Path) -> None:
 def test_viewer_url_is_same_origin_and_names_the_file() -> None:
     url = viewer.viewer_url("/media/abc.bin", "my model.onnx")
     assert url == "/app/static/netron/index.html?url=/media/abc.bin&identifier=my%20model.onnx"
+
+
+def test_content_security_policy_starts_from_default_none(prepared: Path) -> None:
+    index = (prepared / "index.html").read_text()
+    assert f'content="{viewer.CSP}"' in index
+    assert viewer.CSP.startswith("default-src 'none';")
+    script = next(d for d in viewer.CSP.split(";") if d.strip().startswith("script-src"))
+    assert script.strip() == "script-src 'self'"  # no inline or eval'd script
+    assert "unsafe-eval" not in viewer.CSP
+
+
+def test_an_older_prepared_copy_is_refreshed(tmp_path: Path) -> None:
+    target = viewer.prepare_viewer(tmp_path / "netron")
+    stale = {"netron": viewer.netron_version(), "patch_version": viewer.PATCH_VERSION - 1}
+    (target / viewer.MARKER).write_text(json.dumps(stale))
+    (target / "index.html").write_text("old copy")
+    viewer.prepare_viewer(target)
+    assert viewer.CSP in (target / "index.html").read_text()
+
+
+@pytest.fixture
+def served_viewer(prepared: Path, mlp_path: Path, tmp_path: Path) -> Iterator[str]:
+    """The prepared viewer and one model behind a real HTTP server on loopback."""
+    root = tmp_path / "site"
+    shutil.copytree(prepared, root / "netron")
+    shutil.copy(mlp_path, root / "mlp.onnx")
+    handler = functools.partial(QuietHandler, directory=str(root))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+        pass
+
+
+@pytest.mark.e2e
+def test_viewer_renders_a_model_in_chromium_without_csp_violations(served_viewer: str) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
+    from playwright.sync_api import expect, sync_playwright
+
+    refused: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        # netron replaces window.eval, so violations come back through the console instead.
+        page.add_init_script(
+            "document.addEventListener('securitypolicyviolation', e => console.warn("
+            "'csp-violation ' + e.violatedDirective + ' ' + e.blockedURI));"
+        )
+        page.on(
+            "console",
+            lambda m: (
+                refused.append(m.text)
+                if "csp-violation" in m.text or "Content Security Policy" in m.text
+                else None
+            ),
+        )
+        url = viewer.viewer_url("/mlp.onnx", "mlp.onnx").replace("/app/static", "")
+        page.goto(served_viewer + url)
+        expect(page.locator("svg g.node").first).to_be_visible(timeout=60_000)
+        assert page.locator("svg g.node").count() >= 6
+        page.wait_for_timeout(1000)  # late violations (fonts, workers) are reported async
+        browser.close()
+    assert refused == [], sorted({r[:150] for r in refused})
