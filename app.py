@@ -5,7 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from backend import viewer
+from backend.auth.roles import Permission, Via
 from backend.queue.jobs import list_workers
+from pages import access, signin
 
 st.set_page_config(page_title="Optiboard", page_icon="⚡", layout="wide")
 
@@ -27,7 +29,17 @@ PAGES = [
     st.Page("pages/jobs.py", title="Jobs", url_path="jobs", icon="⏱️"),
     st.Page("pages/compare.py", title="Compare", url_path="compare", icon="📊"),
 ]
-page = st.navigation(PAGES)
+USERS = st.Page("pages/users.py", title="Users", url_path="users", icon="👤")
+
+principal = access.gate()
+if principal is None:  # routed but not run: the address (page + query) survives sign-in
+    st.navigation([*PAGES, USERS], position="hidden")
+    signin.render()
+    st.stop()
+if principal.via == Via.LINK:  # a signed link: that comparison, read-only, and nothing else
+    st.navigation([PAGES[-1]], position="hidden").run()
+    st.stop()
+page = st.navigation([*PAGES, USERS] if principal.can(Permission.USERS) else PAGES)
 
 with st.sidebar:
     workers = list_workers()
@@ -35,6 +47,7 @@ with st.sidebar:
         st.success(f"{len(workers)} worker{'s' if len(workers) > 1 else ''} alive", icon="🟢")
     else:
         st.warning("No worker running: start one with `python -m backend.queue.worker`.", icon="🟠")
+    access.sign_out_control(principal)
     # No server paths or database addresses here: anyone who can open the page reads the sidebar.
 
 page.run()

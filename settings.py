@@ -206,3 +206,57 @@ MIN_FREE_DISK_MB = _declare(
         "a zip upload is refused if unpacking it would leave less free disk than this",
     )
 )
+
+
+# --- access control ---
+
+
+def _on_off(text: str) -> bool:
+    if text.strip().lower() not in ("on", "off"):
+        raise ValueError(f"OPTIBOARD_AUTH takes on or off, not {text!r}")
+    return text.strip().lower() == "on"
+
+
+AUTH = _declare(
+    Setting(
+        "OPTIBOARD_AUTH",
+        "on",
+        _on_off,
+        "`on`: every page needs a sign-in (or a signed link); `off` only for tests that need it",
+    )
+)
+SIGNIN_MAX_FAILURES = _declare(
+    Setting(
+        "OPTIBOARD_SIGNIN_MAX_FAILURES",
+        "5",
+        int,
+        "failed sign-ins in a row that lock an account (counted in the database)",
+    )
+)
+SIGNIN_LOCK_SECONDS = _declare(
+    Setting("OPTIBOARD_SIGNIN_LOCK_SECONDS", "900", float, "how long a locked account stays locked")
+)
+LINK_MAX_DAYS = _declare(
+    Setting(
+        "OPTIBOARD_LINK_MAX_DAYS", "30", float, "longest life of a signed read-only comparison link"
+    )
+)
+ALLOWED_HOSTS = _declare(
+    Setting(
+        "OPTIBOARD_ALLOWED_HOSTS",
+        "",
+        str,
+        "host names teammates use to reach the dashboard (comma-separated), besides loopback; "
+        "`scripts/run` passes them to Streamlit's `server.allowedHosts`",
+        shell_only=True,
+        shown_default="(none)",
+    )
+)
+OIDC_DEFAULT_ROLE = _declare(
+    Setting(
+        "OPTIBOARD_OIDC_DEFAULT_ROLE",
+        "viewer",
+        str,
+        "role of an identity-provider user with no account of that e-mail; `none` refuses them",
+    )
+)

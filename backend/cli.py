@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from backend.auth.cli import register_users, run_command
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
@@ -211,12 +212,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     print(f"job {job.id}: {job.progress_total} configurations")
     outcome = JobRunner(worker_id, lease_seconds=300, on_result=progress).run(claimed)
-    print()
-    print(results_table(collected))
+    print("\n" + results_table(collected))
     why = _why_lines(collected)
     if why:
-        print("\nwhy:")
-        print("\n".join(why))
+        print("\nwhy:\n" + "\n".join(why))
     print(f"\njob {job.id} {outcome.state.value}")
     return 0 if outcome.state.value == "succeeded" else 1
 
@@ -384,13 +383,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
     p.add_argument("worker_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_worker)
+    register_users(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        return run_command(args)  # audited when it changes something
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from backend.reporting import charts, frames
+from pages.access import link_scope, signed_link_control
 from pages.components.formatting import plain
 from pages.components.live import refresh_every, work_in_progress
 from pages.components.url_state import (
@@ -29,7 +30,7 @@ CHARTS = {
 page_header("Compare", "Pick results across jobs and models; every choice is kept in the link.")
 
 wanted_jobs = tuple(int(v) for v in url_list("jobs") if v.isdigit())
-available = frames.comparable_jobs(include=wanted_jobs)
+available = link_scope(frames.comparable_jobs(include=wanted_jobs))
 
 
 @st.fragment(run_every=refresh_every(True))
@@ -64,6 +65,7 @@ job_ids = bound_multiselect(
 if not job_ids:
     st.info("Pick at least one job above.")
     st.stop()
+signed_link_control(job_ids)
 ACTIVE = bool(job_meta.loc[job_ids, "state"].isin(["queued", "running"]).any())
 if int(job_meta.loc[job_ids, "results"].sum()) == 0:
     st.info("These jobs have no results yet; this page fills in as the worker measures them.")

@@ -5,11 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from backend.auth.audit import Action
+from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs, progress
 from backend.records import JobRow, JobState, utcnow
 from backend.specs import SweepSpec, preset_name
+from pages.access import can, guarded
 from pages.components.formatting import fmt_duration, plain
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
 from pages.components.url_state import bound_multiselect, set_url, url_int
@@ -154,19 +157,22 @@ def job_detail(job_id: int) -> None:
     info[3].metric("Worker", plain(job.worker_id or "–"))
     if job.error:
         st.error(plain(state.last_error))
-        with st.expander("Full error"):
-            st.code(job.error, language=None)
+        if can(Permission.USERS):  # the traceback names server paths: admins (operators) only
+            with st.expander("Full error"):
+                st.code(job.error, language=None)
 
     actions = st.columns(4)
     if not job.state.finished:
-        if actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
-            cancelled = jobs.cancel_job(job.id)
+        if can(Permission.CANCEL) and actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
+            with guarded(Action.CANCEL, f"job {job.id}"):
+                cancelled = jobs.cancel_job(job.id)
             st.toast(f"Job {job.id}: {'cancelled' if cancelled.finished else 'cancel requested'}.")
             st.rerun()
     else:
-        if actions[0].button("Retry", key=f"retry_{job.id}", icon="🔁"):
+        if can(Permission.SUBMIT) and actions[0].button("Retry", key=f"retry_{job.id}", icon="🔁"):
             try:
-                new = jobs.retry_job(job.id)
+                with guarded(Action.RETRY, f"job {job.id}"):
+                    new = jobs.retry_job(job.id)
             except UserError as exc:
                 show_error(exc)
             else:

@@ -8,9 +8,12 @@ import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 import settings
+from backend.auth.audit import Action
+from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
 from backend.records import ArtifactRow, ModelRow
+from pages.access import can, guarded
 from pages.components.formatting import fmt_bytes, fmt_count, fmt_shape, plain
 from pages.components.url_state import set_url
 from pages.components.widgets import model_picker, page_header, show_error
@@ -45,36 +48,40 @@ def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
         progress.empty()
 
 
-with st.expander("⬆️ Upload a model", expanded=not library.list_models()):
-    max_upload_mb = settings.MAX_UPLOAD_MB.get()
-    st.markdown(
-        "Accepted: **.onnx**, a **.zip** of an ONNX model with its external-data files, or a "
-        f"**.zip** of a TensorFlow SavedModel (converted with tf2onnx). Up to {max_upload_mb} MB "
-        "(`server.maxUploadSize` in `.streamlit/config.toml`)."
-    )
-    with st.form("upload", clear_on_submit=True, border=False):
-        upload = st.file_uploader(
-            "Model file", type=["onnx", "zip"], max_upload_size=max_upload_mb, key="upload_file"
+if can(Permission.UPLOAD):
+    with st.expander("⬆️ Upload a model", expanded=not library.list_models()):
+        max_upload_mb = settings.MAX_UPLOAD_MB.get()
+        st.markdown(
+            "Accepted: **.onnx**, a **.zip** of an ONNX model with its external-data files, or "
+            "a **.zip** of a TensorFlow SavedModel (converted with tf2onnx). "
+            f"Up to {max_upload_mb} MB "
+            "(`server.maxUploadSize` in `.streamlit/config.toml`)."
         )
-        name = st.text_input("Name (optional)", placeholder="defaults to the file name")
-        submitted = st.form_submit_button("Add to library", type="primary")
-    if submitted:
-        if upload is None:
-            st.error("Choose a file first: drag it onto the box above or click Browse files.")
-        else:
-            try:
-                with st.spinner(f"Ingesting {plain(upload.name)}…"):
-                    added = _ingest(upload, name.strip())
-            except UserError as exc:
-                show_error(exc)
+        with st.form("upload", clear_on_submit=True, border=False):
+            upload = st.file_uploader(
+                "Model file", type=["onnx", "zip"], max_upload_size=max_upload_mb, key="upload_file"
+            )
+            name = st.text_input("Name (optional)", placeholder="defaults to the file name")
+            submitted = st.form_submit_button("Add to library", type="primary")
+        if submitted:
+            if upload is None:
+                st.error("Choose a file first: drag it onto the box above or click Browse files.")
             else:
-                set_url("model", added.id)
-                st.session_state.pop("url_model", None)
-                st.success(
-                    f"Added {plain(added.name)} ({added.format}, {fmt_bytes(added.size_bytes)})."
-                )
-                for warning in added.warnings:
-                    st.warning(plain(warning))
+                try:
+                    with (
+                        guarded(Action.UPLOAD, upload.name),
+                        st.spinner(f"Ingesting {plain(upload.name)}…"),
+                    ):
+                        added = _ingest(upload, name.strip())
+                except UserError as exc:
+                    show_error(exc)
+                else:
+                    set_url("model", added.id)
+                    st.session_state.pop("url_model", None)
+                    size = fmt_bytes(added.size_bytes)
+                    st.success(f"Added {plain(added.name)} ({added.format}, {size}).")
+                    for warning in added.warnings:
+                        st.warning(plain(warning))
 
 models = library.list_models()
 if not models:
@@ -165,19 +172,21 @@ for art in artifacts:
         icon="⬇️",
     )
 
-with st.expander("🗑️ Delete this model"):
-    st.markdown(
-        f"Deletes **{plain(model.name)}** with its jobs, results and stored files. "
-        "This cannot be undone."
-    )
-    sure = st.checkbox(f"Yes, delete {plain(model.name)}", key=f"confirm_delete_{model.id}")
-    if st.button("Delete model", disabled=not sure, type="primary", key="delete_model"):
-        try:
-            library.delete_model(model.id)
-        except UserError as exc:
-            show_error(exc)
-        else:
-            set_url("model", None)
-            st.session_state.pop("url_model", None)
-            st.toast(f"Deleted {plain(model.name)}.")
-            st.rerun()
+if can(Permission.DELETE):
+    with st.expander("🗑️ Delete this model"):
+        st.markdown(
+            f"Deletes **{plain(model.name)}** with its jobs, results and stored files. "
+            "This cannot be undone."
+        )
+        sure = st.checkbox(f"Yes, delete {plain(model.name)}", key=f"confirm_delete_{model.id}")
+        if st.button("Delete model", disabled=not sure, type="primary", key="delete_model"):
+            try:
+                with guarded(Action.DELETE, f"model {model.id} {model.name}"):
+                    library.delete_model(model.id)
+            except UserError as exc:
+                show_error(exc)
+            else:
+                set_url("model", None)
+                st.session_state.pop("url_model", None)
+                st.toast(f"Deleted {plain(model.name)}.")
+                st.rerun()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from backend.auth.audit import Action
+from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import calibration, capabilities, jobs
 from backend.specs import MEASURE_PRESETS, OPTIMIZATION_LEVELS, Precision, SweepSpec
+from pages.access import can, guarded
 from pages.components.formatting import plain
 from pages.components.url_state import (
     bound_multiselect,
@@ -198,21 +201,25 @@ if spec is not None:
             hide_index=True,
         )
 if button.button(
-    f"Submit sweep ({count})", type="primary", disabled=spec is None, key="submit_sweep"
+    f"Submit sweep ({count})",
+    type="primary",
+    disabled=spec is None or not can(Permission.SUBMIT),
+    key="submit_sweep",
 ):
     assert spec is not None
     try:
-        spec = calibration.with_calibration(
-            spec,
-            model.id,
-            calibration_file.getvalue() if calibration_file is not None else None,
-            calibration_file.name if calibration_file is not None else None,
-            wanted=source == "npz",
-        )
-        if from_job is not None:
-            job = jobs.resubmit_with_changes(from_job, spec, label=label or None)
-        else:
-            job = jobs.submit_sweep(model.id, spec, label=label or None)
+        with guarded(Action.SUBMIT, f"model {model.id}", configurations=count):
+            spec = calibration.with_calibration(
+                spec,
+                model.id,
+                calibration_file.getvalue() if calibration_file is not None else None,
+                calibration_file.name if calibration_file is not None else None,
+                wanted=source == "npz",
+            )
+            if from_job is not None:
+                job = jobs.resubmit_with_changes(from_job, spec, label=label or None)
+            else:
+                job = jobs.submit_sweep(model.id, spec, label=label or None)
     except UserError as exc:
         show_error(exc)
     else:

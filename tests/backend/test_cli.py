@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
@@ -60,6 +61,15 @@ def test_submit_queues_a_job_for_the_worker(data_dir: Path, mlp_path: Path) -> N
     listed = optiboard("jobs")
     assert "queued" in listed.stdout and "0/4" in listed.stdout
     assert "cancelled" in optiboard("cancel", "1").stdout
+    from backend.auth.audit import recent
+
+    log = [(e.actor, e.action, e.target, e.outcome) for e in reversed(recent())]
+    who = f"cli:{getpass.getuser()}"
+    assert log == [
+        (who, "upload", "mlp.onnx", "ok"),
+        (who, "submit", "model 1", "ok"),
+        (who, "cancel", "job 1", "ok"),
+    ]
 
 
 def test_bad_input_is_one_clear_line_and_exit_code_2(data_dir: Path, tmp_path: Path) -> None:
@@ -71,6 +81,9 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(data_dir: Path, tmp_path: P
     assert "no models yet" in optiboard("models").stdout
     bad = optiboard("submit", "1")
     assert bad.returncode == 2 and "There is no model 1" in bad.stderr
+    from backend.auth.audit import recent
+
+    assert [(e.action, e.outcome) for e in recent()] == [("submit", "failed"), ("upload", "failed")]
     providers = optiboard("providers")
     assert "onnxruntime" in providers.stdout and "cpu" in providers.stdout
 
@@ -96,3 +109,25 @@ def test_real_calibration_samples_reach_static_int8(
     assert bad.returncode == 2 and "input" in bad.stderr
     listed = optiboard("jobs").stdout
     assert "queued" not in listed and listed.count("succeeded") == 1  # nothing was submitted
+
+
+def test_users_cli_makes_the_first_admin_who_can_then_sign_in(data_dir: Path) -> None:
+    from backend.auth import accounts
+    from backend.auth.audit import recent
+
+    added = subprocess.run(
+        [sys.executable, "-m", "backend.cli", "users", "add", "root", "--role", "admin"]
+        + ["--password-stdin"],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        input="correct horse battery\n",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert added.returncode == 0, added.stderr
+    assert accounts.sign_in("root", "correct horse battery").role.value == "admin"
+    assert "root  admin" in optiboard("users", "list").stdout
+    refused = optiboard("users", "remove", "root")
+    assert refused.returncode == 2 and "last admin" in refused.stderr
+    assert {e.actor for e in recent()} == {f"cli:{getpass.getuser()}"}

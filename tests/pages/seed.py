@@ -67,9 +67,35 @@ def unavailable_provider() -> str | None:
     return next((s["name"] for s in table if not s.get("available")), None)
 
 
-def open_page(page: str, **query: object) -> AppTest:
-    """Run app.py (router, sidebar and all) on one page, with the given URL query."""
+ACCOUNT_PASSWORD = "correct horse battery"
+
+
+def make_account(role: str) -> str:
+    """A real account of that role, named after it (made on first use); returns its name."""
+    from backend.auth import accounts
+    from backend.auth.cli import cli_principal
+
+    if accounts.principal_for(role) is None:
+        accounts.add_account(cli_principal(), role, role, ACCOUNT_PASSWORD)
+    return role
+
+
+def sign_in_as(at: AppTest, role: str) -> AppTest:
+    """A session signed in to a real account of that role, as the sign-in form leaves it."""
+    from pages.access import ACCOUNT_KEY
+
+    at.session_state[ACCOUNT_KEY] = make_account(role)
+    return at
+
+
+def open_page(page: str, role: str | None = "admin", **query: object) -> AppTest:
+    """Run app.py (router, gate, sidebar and all) on one page, with the given URL query.
+
+    The session is signed in with that role; role=None leaves it signed out.
+    """
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    if role is not None:
+        sign_in_as(at, role)
     for key, value in query.items():
         at.query_params[key] = str(value)
     at.switch_page(f"pages/{page}.py")

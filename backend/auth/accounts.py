@@ -1,0 +1,181 @@
+"""Built-in accounts: argon2id password hashes, sign-in with a lockout kept in the database,
+and the user changes an admin (or the CLI) makes, each one audited."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+import settings
+from backend.auth.audit import Action, audited
+from backend.auth.roles import Principal, Role, Via, parse_role
+from backend.errors import UserError
+from storage.repo import users as user_store
+from storage.repo.users import UserRow
+from storage.states import utcnow
+
+MIN_PASSWORD_LENGTH = 10
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
+_HASHER = PasswordHasher()  # argon2id with the library's current recommended parameters
+# Verified when the name is unknown, so a wrong name costs as long as a wrong password.
+_DUMMY_HASH = _HASHER.hash("not a password of anyone")
+
+
+class SignInError(UserError):
+    """Wrong name or password, or a locked account."""
+
+
+@dataclass(frozen=True)
+class Account:
+    """What pages and the CLI show about an account (never the hash)."""
+
+    name: str
+    role: Role
+    has_password: bool
+    locked_until: datetime | None
+    last_signin_at: datetime | None
+    created_at: datetime
+
+
+def _account(row: UserRow) -> Account:
+    return Account(
+        row.name,
+        Role(row.role),
+        row.password_hash is not None,
+        row.locked_until,
+        row.last_signin_at,
+        row.created_at,
+    )
+
+
+def hash_password(password: str) -> str:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise UserError(
+            f"The password is too short; use at least {MIN_PASSWORD_LENGTH} characters."
+        )
+    return _HASHER.hash(password)
+
+
+def _check_name(name: str) -> str:
+    name = name.strip()
+    if not _NAME.match(name):
+        raise UserError(
+            f"{name!r} is not a usable account name; use letters, digits and . _ @ + - "
+            "(up to 128 characters)."
+        )
+    return name
+
+
+def list_accounts() -> list[Account]:
+    return [_account(r) for r in user_store.list_users()]
+
+
+def principal_for(name: str) -> Principal | None:
+    """The signed-in person as the database says now: removals and new roles apply at once."""
+    row = user_store.get_user(name)
+    return Principal(row.name, Role(row.role), Via.PASSWORD) if row else None
+
+
+def sign_in(name: str, password: str) -> Principal:
+    """Check a password; repeated failures lock the account for a while (counted in the DB)."""
+    wrong = SignInError("Wrong account name or password; check both and try again.")
+    row = user_store.get_user(name.strip())
+    if row is None or row.password_hash is None:
+        _verify(_DUMMY_HASH, password)
+        raise wrong
+    if row.locked_until is not None and row.locked_until > utcnow():
+        minutes = max(1, round((row.locked_until - utcnow()).total_seconds() / 60))
+        raise SignInError(
+            f"This account is locked after too many failed sign-ins; try again in {minutes} "
+            "min or ask an admin to reset the password."
+        )
+    if not _verify(row.password_hash, password):
+        locked = user_store.record_failure(
+            row.name, settings.SIGNIN_MAX_FAILURES.get(), settings.SIGNIN_LOCK_SECONDS.get()
+        )
+        if locked is not None:
+            raise SignInError(
+                "Too many failed sign-ins: this account is now locked for a while; "
+                "try again later or ask an admin to reset the password."
+            )
+        raise wrong
+    if _HASHER.check_needs_rehash(row.password_hash):
+        user_store.set_password_hash(row.name, _HASHER.hash(password))
+    user_store.record_success(row.name)
+    return Principal(row.name, Role(row.role), Via.PASSWORD)
+
+
+def _verify(password_hash: str, password: str) -> bool:
+    try:
+        return _HASHER.verify(password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def add_account(actor: Principal, name: str, role: str, password: str | None) -> Account:
+    """A new account; without a password it can only sign in through the identity provider."""
+    name, parsed = _check_name(name), parse_role(role)
+    password_hash = hash_password(password) if password is not None else None
+    with audited(actor, Action.USER_ADD, name, role=parsed.value):
+        try:
+            row = user_store.create_user(name, password_hash, parsed.value)
+        except user_store.NameTaken:
+            raise UserError(
+                f"An account named {name!r} already exists; pick another name."
+            ) from None
+    return _account(row)
+
+
+def _existing(name: str) -> UserRow:
+    row = user_store.get_user(name)
+    if row is None:
+        raise UserError(f"There is no account named {name!r}; check the name in the user list.")
+    return row
+
+
+def _keep_an_admin(row: UserRow, new_role: Role | None) -> None:
+    if row.role == Role.ADMIN and new_role != Role.ADMIN and user_store.count_role(Role.ADMIN) <= 1:
+        raise UserError(
+            f"{row.name} is the last admin; make another admin first so someone can manage users."
+        )
+
+
+def set_role(actor: Principal, name: str, role: str) -> None:
+    parsed = parse_role(role)
+    with audited(actor, Action.USER_ROLE, name, role=parsed.value):
+        _keep_an_admin(_existing(name), parsed)
+        user_store.set_role(name, parsed.value)
+
+
+def set_password(actor: Principal, name: str, password: str) -> None:
+    """A new password, which also lifts a lockout."""
+    password_hash = hash_password(password)
+    with audited(actor, Action.USER_PASSWORD, name):
+        _existing(name)
+        user_store.set_password_hash(name, password_hash)
+
+
+def remove_account(actor: Principal, name: str) -> None:
+    with audited(actor, Action.USER_REMOVE, name):
+        _keep_an_admin(_existing(name), None)
+        user_store.delete_user(name)
+
+
+def oidc_principal(email: str | None, fallback_role: str | None = None) -> Principal | None:
+    """An identity-provider user: the role of the account named by their e-mail, else the default.
+
+    Returns None when OPTIBOARD_OIDC_DEFAULT_ROLE is `none` and no account names them.
+    """
+    if not email:
+        return None
+    row = user_store.get_user(email)
+    if row is not None:
+        return Principal(row.name, Role(row.role), Via.OIDC)
+    default = fallback_role or settings.OIDC_DEFAULT_ROLE.get()
+    if default.strip().lower() == "none":
+        return None
+    return Principal(email, parse_role(default), Via.OIDC)

@@ -1,0 +1,121 @@
+"""`optiboard users ...`: accounts from a terminal, where the first admin is made.
+
+Whoever can run the CLI on the server already owns the data directory, so the CLI acts as an admin;
+its changes are audited as `cli:<os user>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from backend.auth import accounts
+from backend.auth.audit import Action, audited
+from backend.auth.roles import Principal, Role, Via
+from backend.errors import UserError
+
+
+def cli_principal() -> Principal:
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):
+        who = str(os.getuid())
+    return Principal(who, Role.ADMIN, Via.CLI)
+
+
+def _password(args: argparse.Namespace) -> str:
+    """From --password-stdin (scripts) or asked twice without echo (people)."""
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    first = getpass.getpass("Password: ")
+    if first != getpass.getpass("Repeat password: "):
+        raise UserError("The two passwords differ; run the command again.")
+    return first
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    password = None if args.no_password else _password(args)
+    account = accounts.add_account(cli_principal(), args.name, args.role, password)
+    print(f"added {account.name} ({account.role.value})")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = accounts.list_accounts()
+    if not rows:
+        print("no accounts yet: add the first admin with `optiboard users add NAME --role admin`")
+    for a in rows:
+        locked = f"  locked until {a.locked_until:%Y-%m-%d %H:%M} UTC" if a.locked_until else ""
+        kind = "" if a.has_password else "  (identity provider only)"
+        print(f"{a.name}  {a.role.value}{kind}{locked}")
+    return 0
+
+
+def cmd_role(args: argparse.Namespace) -> int:
+    accounts.set_role(cli_principal(), args.name, args.role)
+    print(f"{args.name} is now {args.role}")
+    return 0
+
+
+def cmd_password(args: argparse.Namespace) -> int:
+    accounts.set_password(cli_principal(), args.name, _password(args))
+    print(f"password of {args.name} changed")
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    accounts.remove_account(cli_principal(), args.name)
+    print(f"removed {args.name}")
+    return 0
+
+
+# The commands that change something, with what the audit log names as their target.
+AUDITED: dict[str, tuple[Action, Callable[[argparse.Namespace], str]]] = {
+    "add": (Action.UPLOAD, lambda args: Path(args.path).name),
+    "submit": (Action.SUBMIT, lambda args: f"model {args.model}"),
+    "run": (Action.SUBMIT, lambda args: f"model {args.model}"),
+    "cancel": (Action.CANCEL, lambda args: f"job {args.job}"),
+}
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command; one that changes something is audited as `cli:<os user>`.
+
+    `users` commands audit themselves in backend.auth.accounts, with the account as target.
+    """
+    if args.command not in AUDITED:
+        return args.func(args)
+    action, target = AUDITED[args.command]
+    with audited(cli_principal(), action, target(args)):
+        return args.func(args)
+
+
+def register_users(sub: argparse._SubParsersAction) -> None:
+    """Add `users` and its subcommands to the main parser."""
+    users = sub.add_parser("users", help="accounts and roles (the first admin is made here)")
+    verbs = users.add_subparsers(dest="users_command", required=True)
+    roles = [r.value for r in Role]
+    p = verbs.add_parser("add", help="add an account")
+    p.add_argument("name")
+    p.add_argument("--role", choices=roles, default=Role.VIEWER.value)
+    p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    p.add_argument(
+        "--no-password", action="store_true", help="identity-provider sign-in only (name = e-mail)"
+    )
+    p.set_defaults(func=cmd_add)
+    verbs.add_parser("list", help="list accounts").set_defaults(func=cmd_list)
+    p = verbs.add_parser("role", help="change an account's role")
+    p.add_argument("name")
+    p.add_argument("role", choices=roles)
+    p.set_defaults(func=cmd_role)
+    p = verbs.add_parser("password", help="set a new password (also lifts a lockout)")
+    p.add_argument("name")
+    p.add_argument("--password-stdin", action="store_true")
+    p.set_defaults(func=cmd_password)
+    p = verbs.add_parser("remove", help="remove an account")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_remove)

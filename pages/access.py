@@ -1,0 +1,144 @@
+"""Who is looking: the sign-in gate app.py runs first, role checks for page actions, signed links.
+
+Backend decides (backend/auth); this module only keeps the answer in the session and draws the
+few widgets that belong to access control, so pages need one line per guarded action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+from urllib.parse import urlencode
+
+import pandas as pd
+import streamlit as st
+
+import settings
+from backend.auth import accounts, links
+from backend.auth.audit import Action, audited
+from backend.auth.roles import Permission, Principal, Role, Via
+from backend.errors import UserError
+
+ACCOUNT_KEY = "optiboard_account"  # the signed-in account's name (no widget uses this key)
+PRINCIPAL_KEY = "optiboard_principal"  # who this run acts as, resolved by gate()
+SHARE_PARAM = "share"  # the query parameter that carries a signed link's token
+OPEN = Principal("anyone", Role.ADMIN, Via.OPEN)
+
+
+def oidc_configured() -> bool:
+    """True when secrets.toml has an [auth] section, so st.login can reach an identity provider."""
+    return st.secrets.load_if_toml_exists() and "auth" in st.secrets
+
+
+def _resolve() -> Principal | None:
+    """The principal for this run, or None when sign-in is needed; a bad link raises LinkError."""
+    if not settings.AUTH.get():
+        return OPEN
+    token = st.query_params.get(SHARE_PARAM)
+    if token:
+        return links.verify(token).principal()
+    name = st.session_state.get(ACCOUNT_KEY)
+    if name:
+        found = accounts.principal_for(name)
+        if found is None:
+            del st.session_state[ACCOUNT_KEY]
+        return found
+    if oidc_configured() and st.user.get("is_logged_in"):
+        return accounts.oidc_principal(str(st.user.get("email") or "")) or _no_role()
+    return None
+
+
+def _no_role() -> None:
+    st.error("Your sign-in worked but no role is given to you here; ask an admin for an account.")
+    if st.button("Sign out"):
+        st.logout()
+    st.stop()
+
+
+def gate() -> Principal | None:
+    """Resolve who is looking and remember it for this run; None: show the sign-in form."""
+    try:
+        principal = _resolve()
+    except UserError as exc:
+        st.error(str(exc), icon="🔒")
+        st.stop()
+    st.session_state[PRINCIPAL_KEY] = principal
+    return principal
+
+
+def current() -> Principal:
+    """The principal gate() resolved; nobody reaches a page without one."""
+    principal = st.session_state.get(PRINCIPAL_KEY)
+    if principal is None:
+        _through_the_gate()
+    return principal
+
+
+def _through_the_gate() -> NoReturn:
+    """A page ran without app.py (Streamlit's legacy pages/ mode): rerun it through the gate.
+
+    Streamlit runs a pages/ file on its own until the entry file has once called st.navigation;
+    components.ensure_router handles that once per process, this catches every other case.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+    st.rerun()
+
+
+def can(permission: Permission) -> bool:
+    return current().can(permission)
+
+
+@contextmanager
+def guarded(action: Action, target: str = "", **detail: Any) -> Iterator[int]:
+    """Role check plus audit entry around one page action: `with guarded(Action.DELETE, ...):`."""
+    with audited(current(), action, target, **detail) as entry:
+        yield entry
+
+
+def signed_in(principal: Principal) -> None:
+    """Remember a password sign-in for this browser session; the page reruns as that account."""
+    st.session_state[ACCOUNT_KEY] = principal.name
+
+
+def sign_out_control(principal: Principal) -> None:
+    """The sidebar's who-am-I line and sign-out button."""
+    if principal.via == Via.OPEN:
+        st.caption("Access control is off (OPTIBOARD_AUTH=off).")
+        return
+    st.text(f"Signed in as {principal.name} ({principal.role.value})")  # text: no markdown
+    if st.button("Sign out", key="sign_out"):
+        st.session_state.pop(ACCOUNT_KEY, None)
+        st.session_state.pop(PRINCIPAL_KEY, None)
+        if principal.via == Via.OIDC:
+            st.logout()  # clears Streamlit's identity cookie, then the provider's session
+        else:
+            st.rerun()
+
+
+def link_scope(frame: pd.DataFrame, column: str = "job_id") -> pd.DataFrame:
+    """Under a signed link only the jobs it names; everyone else sees every row."""
+    jobs = current().jobs
+    return frame if jobs is None else frame[frame[column].isin(jobs)]
+
+
+def signed_link_control(job_ids: list[int]) -> None:
+    """For editors: a signed, expiring, read-only link to this comparison (no account needed)."""
+    if not can(Permission.SHARE) or current().via == Via.OPEN:
+        return
+    with st.popover("🔏 Read-only link", help="A link for someone without an account"):
+        longest = settings.LINK_MAX_DAYS.get()
+        days = st.number_input("Valid for (days)", 0.1, longest, min(7.0, longest), key="link_days")
+        if st.button("Make link", key="make_link"):
+            try:
+                token = links.create_link(current(), tuple(job_ids), float(days))  # audited
+            except UserError as exc:
+                st.error(str(exc), icon="🚫")
+                return
+            base = (st.context.url or "").split("?")[0]
+            query = {k: st.query_params.get(k) for k in st.query_params.to_dict()}
+            query[SHARE_PARAM] = token
+            st.code(f"{base}?{urlencode(query)}", language=None, wrap_lines=True)
+            st.caption("Anyone with this link sees these jobs read-only until it expires.")

@@ -1,0 +1,41 @@
+"""The sign-in form app.py shows instead of any page until someone has signed in.
+
+Nothing here touches st.query_params, so the address a visitor came with (a shared link's page and
+its view settings) is still there after sign-in, and the same view opens.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.auth import accounts
+from backend.errors import UserError
+from pages.access import oidc_configured, signed_in
+
+
+def render() -> None:
+    st.title("Sign in to Optiboard")
+    if st.query_params.to_dict():
+        st.caption("Sign in to open the view this link points to.")
+    if oidc_configured() and st.button("Sign in with your organisation", type="primary"):
+        st.login()
+    if not accounts.list_accounts() and not oidc_configured():
+        st.info(
+            "No accounts yet. On the server, create the first admin with "
+            "`python -m backend.cli users add NAME --role admin`.",
+            icon="👤",
+        )
+    with st.form("sign_in"):
+        name = st.text_input("Account", key="signin_name", autocomplete="username")
+        password = st.text_input(
+            "Password", type="password", key="signin_password", autocomplete="current-password"
+        )
+        submitted = st.form_submit_button("Sign in")
+    if submitted:
+        try:
+            principal = accounts.sign_in(name, password)
+        except UserError as exc:
+            st.error(str(exc), icon="🔒")
+            return
+        signed_in(principal)
+        st.rerun()

@@ -1,0 +1,300 @@
+"""Sign-in in a real Chromium against a real `streamlit run`, with a real OIDC provider.
+
+The provider is oidc-provider-mock from PyPI, started as its own server; Streamlit's st.login talks
+to it over HTTP (AUTHLIB_INSECURE_TRANSPORT, for this loopback test only). Accounts, jobs and
+results are seeded into the server's data directory through the real backend and storage.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests import models as model_factory
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+PASSWORD = "correct horse battery"
+# A name that resolves to the dashboard, as a DNS-rebinding attacker's page would.
+REBIND_RULE = "--host-resolver-rules=MAP rebind.test 127.0.0.1"
+pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    url: str
+    job_id: int
+    data_dir: Path
+    log: Path  # the server's output
+
+
+def _wait_for_provider(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the OIDC provider exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/.well-known/openid-configuration", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError("the OIDC provider did not start")
+
+
+def _seed(data_dir: Path, tmp: Path) -> int:
+    """Accounts (the first admin through the CLI) and one finished sweep with results."""
+    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir)}
+    env.pop("OPTIBOARD_DATABASE_URL", None)
+    made = subprocess.run(
+        [sys.executable, "-m", "backend.cli", "users", "add", "root", "--role", "admin"]
+        + ["--password-stdin"],
+        cwd=ROOT,
+        env=env,
+        input=PASSWORD + "\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
+        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+        from backend.auth import accounts
+        from backend.auth.cli import cli_principal
+        from tests.pages.seed import add_model, finished_sweep
+
+        for role in ("viewer", "editor"):
+            accounts.add_account(cli_principal(), role, role, PASSWORD)
+        accounts.add_account(cli_principal(), "lead@example.com", "editor", None)
+        model_path = model_factory.save(model_factory.make_mlp(), tmp / "mlp.onnx")
+        job, _ = finished_sweep(add_model(model_path, "mlp").id)
+        return job.id
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    """One Streamlit server with built-in accounts and an [auth] section for the OIDC provider."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+    tmp = tmp_path_factory.mktemp("signin")
+    data_dir = tmp / "data"
+    job_id = _seed(data_dir, tmp)
+    port, idp_port = _free_port(), _free_port()
+    url, idp = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{idp_port}"
+    secrets_file = tmp / "secrets.toml"
+    secrets_file.write_text(
+        "[auth]\n"
+        f'redirect_uri = "{url}/oauth2callback"\n'
+        f'cookie_secret = "{secrets.token_hex(32)}"\n'
+        'client_id = "optiboard"\n'
+        f'client_secret = "{secrets.token_hex(16)}"\n'
+        f'server_metadata_url = "{idp}/.well-known/openid-configuration"\n'
+    )
+    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
+    env["AUTHLIB_INSECURE_TRANSPORT"] = "1"  # the provider speaks plain HTTP on loopback
+    env.pop("OPTIBOARD_DATABASE_URL", None)
+    env.pop("OPTIBOARD_AUTH", None)
+    logs = tmp / "logs"
+    logs.mkdir()
+    provider = subprocess.Popen(
+        [sys.executable, "-m", "oidc_provider_mock", "--port", str(idp_port)],
+        env=env,
+        stdout=open(logs / "oidc.log", "wb"),  # noqa: SIM115 - closed with the process
+        stderr=subprocess.STDOUT,
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+        + ["--server.headless", "true", "--server.fileWatcherType", "none"]
+        + ["--secrets.files", str(secrets_file)],
+        cwd=ROOT,
+        env=env,
+        stdout=open(logs / "streamlit.log", "wb"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_for_provider(idp, provider)
+        _wait_healthy(url, server)
+        yield Dashboard(url, job_id, data_dir, logs / "streamlit.log")
+    finally:
+        for proc in (server, provider):
+            proc.terminate()
+        for proc in (server, provider):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        ARTIFACTS.mkdir(exist_ok=True)
+        for log in logs.iterdir():
+            (ARTIFACTS / f"e2e-signin-{log.name}").write_bytes(log.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, REBIND_RULE]
+        )
+        yield chromium
+        chromium.close()
+
+
+def _page(browser):  # noqa: ANN001, ANN202 - playwright objects
+    return browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+
+
+def _sign_in(page, name: str, password: str = PASSWORD) -> None:  # noqa: ANN001
+    from playwright.sync_api import expect
+
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    page.get_by_role("textbox", name="Account").fill(name)
+    page.get_by_role("textbox", name="Password").fill(password)
+    page.get_by_role("button", name="Sign in", exact=True).click()
+
+
+def _settled(page) -> None:  # noqa: ANN001
+    """Wait until the script run has finished, so an absent widget is really absent."""
+    page.wait_for_selector("[data-test-script-state=notRunning]", timeout=60_000)
+    page.wait_for_timeout(500)  # let the last deltas paint
+    page.wait_for_selector("[data-test-script-state=notRunning]", timeout=60_000)
+
+
+def _legend(page) -> set[str]:  # noqa: ANN001
+    return {t.text_content() or "" for t in page.locator(".js-plotly-plot .legendtext").all()}
+
+
+def test_roles_limit_what_each_account_sees(dashboard: Dashboard, browser) -> None:  # noqa: ANN001
+    from playwright.sync_api import expect
+
+    seen: dict[str, dict[str, bool]] = {}
+    for name in ("viewer", "editor", "root"):
+        page = _page(browser)
+        page.goto(f"{dashboard.url}/models?model=1")
+        _sign_in(page, name)
+        expect(page.get_by_text(f"Signed in as {name}")).to_be_visible(timeout=60_000)
+        expect(page.get_by_role("heading", name="Models")).to_be_visible()
+        _settled(page)
+        seen[name] = {
+            "upload": page.get_by_text("Upload a model").count() > 0,
+            "delete": page.get_by_text("Delete this model").count() > 0,
+            "users": page.get_by_role("link", name="Users").count() > 0,
+        }
+        page.screenshot(path=str(ARTIFACTS / f"e2e-signin-{name}.png"), full_page=True)
+        page.context.close()
+    assert seen == {
+        "viewer": {"upload": False, "delete": False, "users": False},
+        "editor": {"upload": True, "delete": False, "users": False},
+        "root": {"upload": True, "delete": True, "users": True},
+    }
+
+
+def test_a_wrong_password_stays_at_the_gate(dashboard: Dashboard, browser) -> None:  # noqa: ANN001
+    from playwright.sync_api import expect
+
+    page = _page(browser)
+    page.goto(f"{dashboard.url}/jobs")
+    _sign_in(page, "editor", "not the password")
+    expect(page.get_by_text("Wrong account name or password")).to_be_visible(timeout=30_000)
+    expect(page.get_by_role("heading", name="Jobs")).to_have_count(0)
+    page.context.close()
+
+
+def test_a_shared_link_reopens_the_same_view_after_sign_in(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    from playwright.sync_api import expect
+
+    page = _page(browser)
+    link = f"{dashboard.url}/compare?jobs={dashboard.job_id}&charts=latency"
+    page.goto(link)
+    expect(page.get_by_text("Sign in to open the view this link points to.")).to_be_visible(
+        timeout=60_000
+    )
+    _sign_in(page, "viewer")
+    expect(page.get_by_role("heading", name="Compare")).to_be_visible(timeout=60_000)
+    expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
+    assert re.search(rf"/compare\?.*jobs={dashboard.job_id}", page.url), page.url
+    assert "charts=latency" in page.url
+    assert page.locator(".js-plotly-plot").count() == 1  # only the latency chart, as linked
+    assert {"#1 mlp CPU FP32", "#1 mlp CPU INT8 static (QDQ)"} <= _legend(page)
+    page.screenshot(path=str(ARTIFACTS / "e2e-signin-shared-view.png"), full_page=True)
+    page.context.close()
+
+
+def test_a_signed_link_works_without_an_account_and_expires(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    from playwright.sync_api import expect
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPTIBOARD_DATA_DIR", str(dashboard.data_dir))
+        from backend.auth import links
+
+        valid = links.sign((dashboard.job_id,), datetime.now(UTC) + timedelta(hours=1))
+        expired = links.sign((dashboard.job_id,), datetime.now(UTC) - timedelta(seconds=1))
+    page = _page(browser)
+    page.goto(f"{dashboard.url}/compare?jobs={dashboard.job_id}&share={valid}")
+    expect(page.get_by_role("heading", name="Compare")).to_be_visible(timeout=60_000)
+    expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_have_count(0)
+    expect(page.get_by_role("button", name="Sign out")).to_have_count(0)
+    expect(page.get_by_role("link", name="Models")).to_have_count(0)  # no other page offered
+    page.screenshot(path=str(ARTIFACTS / "e2e-signin-signed-link.png"), full_page=True)
+    page.goto(f"{dashboard.url}/compare?jobs={dashboard.job_id}&share={expired}")
+    expect(page.get_by_text("This link has expired")).to_be_visible(timeout=60_000)
+    expect(page.locator(".js-plotly-plot")).to_have_count(0)
+    page.context.close()
+
+
+def test_oidc_sign_in_round_trip_through_a_real_provider(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    from playwright.sync_api import expect
+
+    page = _page(browser)
+    page.goto(f"{dashboard.url}/")
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    page.get_by_role("button", name="Sign in with your organisation").click()
+    page.wait_for_url(re.compile(r".*/oauth2/authorize.*"), timeout=60_000)  # the provider's form
+    page.locator("input[name=sub]").fill("lead@example.com")
+    page.get_by_role("button", name="Authorize").click()
+    expect(page.get_by_text("Signed in as lead@example.com (editor)")).to_be_visible(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "e2e-signin-oidc.png"), full_page=True)
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url(re.compile(r".*/oauth2/end_session.*"), timeout=60_000)  # the provider's
+    page.goto(f"{dashboard.url}/")
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    page.context.close()
+
+
+def test_a_page_reached_through_another_host_name_gets_no_session(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """DNS rebinding: a web page whose name resolves to 127.0.0.1 cannot open the app."""
+    port = dashboard.url.rsplit(":", 1)[1]
+    page = _page(browser)
+    page.goto(f"http://rebind.test:{port}/")
+    rejected = f"disallowed Origin or Host header: origin=http://rebind.test:{port}"
+    deadline = time.monotonic() + 60
+    while rejected not in dashboard.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert rejected in dashboard.log.read_text()
+    assert "Sign in to Optiboard" not in page.inner_text("body")
+    page.context.close()
