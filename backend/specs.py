@@ -188,7 +188,10 @@ class SweepSpec:
         object.__setattr__(self, "providers", tuple(str(p).lower() for p in self.providers))
         object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
         object.__setattr__(self, "symbolic_dims", tuple(dict(self.symbolic_dims).items()))
-        object.__setattr__(self, "backends", tuple(str(b) for b in self.backends))
+        backends = tuple(dict.fromkeys(str(b) for b in self.backends))
+        if backends:  # one canonical form: backend is the first, backends only when several
+            object.__setattr__(self, "backend", backends[0])
+        object.__setattr__(self, "backends", backends if len(backends) > 1 else ())
         object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
         if isinstance(self.measure, dict):
             object.__setattr__(self, "measure", MeasureSettings(**self.measure))

@@ -9,7 +9,14 @@ from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import calibration, capabilities, jobs
-from backend.specs import MEASURE_PRESETS, OPTIMIZATION_LEVELS, Precision, SweepSpec
+from backend.runtimes import precision_gaps
+from backend.specs import (
+    MEASURE_PRESETS,
+    OPTIMIZATION_LEVELS,
+    PerformanceHint,
+    Precision,
+    SweepSpec,
+)
 from pages.access import can, guarded
 from pages.components.formatting import plain
 from pages.components.url_state import (
@@ -23,6 +30,7 @@ from pages.components.url_state import (
 from pages.components.widgets import model_picker, no_models_yet, page_header, show_error
 
 BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+RUNTIME_LABELS = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT"}
 DEFAULT_DIM = 16
 
 page_header("Optimize", "Every combination you pick becomes one configuration of a sweep.")
@@ -60,15 +68,18 @@ with left:
         format_func=lambda v: Precision(v).label,
         help="FP32 is the reference every other precision's accuracy is compared with.",
     )
-    backend = bound_selectbox(
-        "Runtime",
+    runtimes = bound_multiselect(
+        "Runtimes",
         list(usable) or ["onnxruntime"],
-        "backend",
-        default="onnxruntime",
+        "runtimes",
+        default=list(prefill.runtimes),
+        format_func=lambda v: RUNTIME_LABELS.get(v, v),
+        help="Each precision is measured on each runtime, side by side; every accuracy is "
+        "against the same FP32 reference.",
     )
     provider_names = bound_multiselect(
         "Execution providers",
-        usable.get(backend or "", []),
+        list(dict.fromkeys(p for r in runtimes for p in usable.get(r, []))),
         "providers",
         default=["cpu"],
         format_func=str.upper,
@@ -81,6 +92,15 @@ with left:
     if unavailable:
         with st.expander(f"Unavailable {plain(where)} ({len(unavailable)})"):
             st.dataframe(unavailable, hide_index=True)
+    gaps = [  # this machine's answer; a worker elsewhere records its own reason in the result
+        {"runtime": g.runtime, "provider": g.provider.upper(), "precision": g.precision.label}
+        | {"why not": g.reason}
+        for g in precision_gaps(runtimes, provider_names, [Precision(p) for p in precisions])
+    ]
+    if gaps:
+        with st.expander(f"Precisions a runtime cannot run here ({len(gaps)})"):
+            st.caption("These configurations are recorded as unavailable, with the reason.")
+            st.dataframe(gaps, hide_index=True, key="precision_gaps")
     batches = bound_multiselect(
         "Batch sizes",
         BATCH_CHOICES,
@@ -140,6 +160,25 @@ with right:
         )
     )
     set_url("threads", threads or None)
+    hint, streams = prefill.performance_hint, prefill.streams
+    if "openvino" in runtimes:
+        hint = bound_selectbox(
+            "OpenVINO performance hint",
+            [h.value for h in PerformanceHint],
+            "hint",
+            default=prefill.performance_hint.value,
+            help="Latency: one request as fast as possible; throughput: most requests per second.",
+        )
+        streams = int(
+            st.number_input(
+                "OpenVINO streams (0 = as the hint chooses)",
+                min_value=0,
+                max_value=64,
+                value=url_int("streams") or 0,
+                key="url_streams",
+            )
+        )
+        set_url("streams", streams or None)
     custom = [jobs.CUSTOM_MEASURE] if url_value("measure") == jobs.CUSTOM_MEASURE else []
     preset = bound_selectbox(
         "Measurement",
@@ -185,11 +224,15 @@ with right:
     label = st.text_input("Label (optional)", placeholder="e.g. first INT8 try", key="label")
 
 try:
+    if not runtimes:
+        raise UserError("Pick at least one runtime.")
     spec = SweepSpec(
         precisions=tuple(precisions),
         providers=tuple(provider_names),
         batch_sizes=tuple(batches),
-        backend=backend or "onnxruntime",
+        backends=tuple(runtimes),
+        performance_hint=hint or PerformanceHint.LATENCY,
+        streams=streams,
         fixed_shapes=shapes != "dynamic",
         symbolic_dims=tuple(dims.items()),
         optimization_level=level or "all",

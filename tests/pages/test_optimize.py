@@ -130,3 +130,29 @@ def test_custom_measurement_of_a_reopened_sweep_is_kept(data_dir: Path, mlp_path
     at.button(key="submit_sweep").click().run()
     [job] = jobs.list_jobs()
     assert jobs.spec_of(job).measure == custom
+
+
+def test_two_runtimes_are_picked_like_providers_and_reach_the_sweep(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id)
+    assert at.multiselect(key="url_runtimes").value == ["onnxruntime"]
+    assert "OpenVINO" in at.multiselect(key="url_runtimes").options  # shown by label
+    at.multiselect(key="url_runtimes").set_value(["onnxruntime", "openvino"]).run()
+    at.multiselect(key="url_precisions").set_value(["fp32", "bf16", "int8_dynamic"]).run()
+    at.selectbox(key="url_hint").set_value("throughput")
+    at.number_input(key="url_streams").set_value(2)
+    at.selectbox(key="url_measure").set_value("quick").run()
+    assert not at.exception
+    assert "Configurations in this sweep=6" in texts(at)
+    gaps = next(d.value for d in at.dataframe if "precision" in d.value.columns)
+    found = set(zip(gaps["runtime"], gaps["precision"], strict=True))
+    assert ("onnxruntime", "BF16") in found and ("openvino", "INT8 dynamic") in found
+    assert all(gaps["why not"])
+    at.button(key="submit_sweep").click().run()
+    [job] = jobs.list_jobs()
+    spec = jobs.spec_of(job)
+    assert spec.runtimes == ("onnxruntime", "openvino")
+    assert spec.performance_hint == "throughput" and spec.streams == 2
+    assert {c.backend for c in spec.configurations()} == {"onnxruntime", "openvino"}
