@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from backend.reporting import charts, frames
+from backend.reporting.side_by_side import runtimes_side_by_side
 from backend.results import ResultStatus
 from pages.access import link_scope, signed_link_control
 from pages.components.formatting import plain
@@ -209,6 +210,26 @@ def comparison() -> None:
     if not failed.empty:
         with st.expander(f"{len(failed)} configurations did not run"):
             st.dataframe(failed[["label", "status", "error"]], hide_index=True)
+
+    side_by_side = runtimes_side_by_side(frame)
+    if not side_by_side.empty:
+        st.subheader("Runtimes side by side")
+        st.caption(
+            "One row per precision and batch. Every accuracy is against the same FP32 reference "
+            "(ONNX Runtime's CPU on the uploaded model); 'vs FP32' is ONNX Runtime FP32's p50 at "
+            "that batch divided by the cell's; 'ran as' is what the runtime says it executed."
+        )
+        number = st.column_config.NumberColumn
+        st.dataframe(
+            side_by_side,
+            hide_index=True,
+            column_config={
+                c: number(format="%.2fx" if "vs FP32" in c else "%.4f" if "·" in c else None)
+                for c in side_by_side.columns
+                if side_by_side[c].dtype.kind == "f"
+            },
+            key="runtimes_side_by_side",
+        )
 
     downloads = st.columns(3)
     downloads[0].download_button(

@@ -12,7 +12,7 @@ from streamlit.runtime.memory_media_file_storage import _calculate_file_id as fi
 from streamlit.testing.v1 import AppTest
 
 from backend.reporting import frames
-from backend.specs import Precision, SweepSpec
+from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 from tests.pages.seed import (
     add_model,
     finished_sweep,
@@ -119,3 +119,30 @@ def test_downloads_hold_the_compared_configurations(data_dir: Path, mlp_path: Pa
         file_id(picked, "text/csv", "optiboard-results.csv") + ".csv"
     )
     assert len(pd.read_csv(io.BytesIO(picked))) == 2
+
+
+def test_runtimes_side_by_side_per_precision_against_one_reference(
+    data_dir: Path, cnn_path: Path
+) -> None:
+    """ONNX Runtime and OpenVINO measured by the real worker, shown next to each other."""
+    pytest.importorskip("openvino")
+    model = add_model(cnn_path, "cnn")
+    spec = SweepSpec(
+        precisions=(Precision.FP32, Precision.BF16),
+        backends=("onnxruntime", "openvino"),
+        measure=MEASURE_PRESETS["quick"],
+    )
+    job = run_sweep(model.id, spec)
+    at = open_page("compare", jobs=job.id)
+    assert not at.exception
+    assert "Runtimes side by side" in texts(at)
+    [table] = [d.value for d in at.dataframe if "OpenVINO CPU · ran as" in d.value.columns]
+    table = table.set_index("precision")
+    assert list(table.index) == ["FP32", "BF16"]
+    assert table.at["FP32", "ONNX Runtime CPU · vs FP32"] == pytest.approx(1.0)
+    assert table.at["FP32", "OpenVINO CPU · ran as"] == "f32"
+    assert table.at["FP32", "OpenVINO CPU · cosine"] > 0.9999
+    assert table.at["BF16", "ONNX Runtime CPU · ran as"].startswith("unavailable: ")
+    assert table.at["BF16", "OpenVINO CPU · ran as"] in {"bf16"} or str(
+        table.at["BF16", "OpenVINO CPU · ran as"]
+    ).startswith("unavailable: ")
