@@ -148,7 +148,8 @@ def _tf_hint(result: dict[str, Any]) -> str:
 def _error_message(error: str, result: dict[str, Any]) -> str:
     signatures = result.get("signatures", [])
     listed = ", ".join(repr(s) for s in signatures)
-    detail = str(result.get("detail", ""))[:300]
+    raw = str(result.get("detail", ""))
+    detail = " ".join(raw.split("\n", 1)[0].split())[:300]  # one line: TF appends stack traces
     if error == "no_signature":
         return (
             "The SavedModel has no serving signature to convert; save it with "
@@ -167,6 +168,12 @@ def _error_message(error: str, result: dict[str, Any]) -> str:
         return (
             f"The SavedModel signature {result.get('signature')!r} takes inputs that are not "
             f"plain tensors ({detail}); re-save it with a tf.TensorSpec input signature."
+        )
+    if error == "load" and ("Read-only file system" in raw or "Permission denied" in raw):
+        return (
+            "The SavedModel tried to write files while it was being loaded (code in its "
+            "initializers), which the conversion sandbox forbids; re-save it without initializers "
+            "that write files, or convert it to ONNX yourself and upload the .onnx."
         )
     if error == "load":
         return (
