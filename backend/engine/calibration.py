@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 
-from backend.engine.inputs import specs_of_model
+import settings
+from backend.engine.inputs import read_calibration_npz, specs_of_model
+from backend.launch import sandbox
+from backend.launch.children import run_call
 
 
 def input_batch(model: onnx.ModelProto) -> int | None:
@@ -78,3 +82,28 @@ def keep_attention_in_float(path: Path) -> list[str]:
             excluded.append(node.name)
     onnx.save(model, str(path))
     return excluded
+
+
+def check_calibration(path: Path, specs: list[dict], symbolic_dims: dict[str, int]) -> dict:
+    """{'samples', 'notes'} of an uploaded calibration .npz checked against the inputs.
+
+    numpy's reader is fed an untrusted file, so it runs in a limited (sandboxed where bubblewrap
+    works) child; the web process only sees the JSON answer or the child's one sentence.
+    """
+    path = Path(path).resolve()
+    return run_call(
+        "backend.engine.calibration:child_check_calibration",
+        str(path),
+        specs,
+        dict(symbolic_dims),
+        timeout_s=settings.PARSE_TIMEOUT_S.get(),
+        what=f"Checking the calibration file {path.name!r}",
+        sandboxed=sandbox.available().ok,
+        read_only=[path],
+    )
+
+
+def child_check_calibration(path: str, specs: list[dict], symbolic_dims: dict) -> dict[str, Any]:
+    """Child side of check_calibration: JSON in, JSON out."""
+    checked = read_calibration_npz(Path(path), specs, symbolic_dims)
+    return {"samples": len(checked.feeds), "notes": checked.notes}

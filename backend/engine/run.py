@@ -1,6 +1,6 @@
 """One configuration end to end: build the variant, open a session, measure, check accuracy.
 
-run_configuration runs inside a child process (backend.queue.children) so that a crash in a
+run_configuration runs inside a child process (backend.launch.children) so that a crash in a
 runtime only fails that configuration; peak memory is taken over the session and the timed loop
 only (PeakRss), not over calibration or the FP32 reference session that follow or precede them.
 """
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from backend.engine.host import TelemetrySampler, describe_environment
 from backend.engine.measure import Measurement, PeakRss, measure
 from backend.errors import UnavailableError, UserError
+from backend.host import TelemetrySampler, describe_environment
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions

@@ -3,7 +3,7 @@
 onnx's protobuf parser, checker and shape inference, and numpy's .npz reader, are fed files that
 anyone who reaches the dashboard can upload; a hostile file can make them allocate without bound
 or crash. So the web process never parses an upload itself: the parent-side functions here start
-a child through backend.queue.children.run_call, and the child-side functions (prefixed
+a child through backend.launch.children.run_call, and the child-side functions (prefixed
 `child_`) take and return JSON only.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.queue import sandbox
-from backend.queue.children import run_call
+from backend.launch import sandbox
+from backend.launch.children import run_call
 
 MB = 1 << 20
 
@@ -56,19 +56,6 @@ def internalise(model_path: Path, folder: Path, shown: str, output: Path) -> dic
         what=f"Checking {shown!r}",
         read_only=[folder],
         outputs={"internalised.onnx": Path(output)},
-    )
-
-
-def check_calibration(path: Path, specs: list[dict], symbolic_dims: dict[str, int]) -> dict:
-    """{'samples', 'notes'} of a calibration .npz checked against the inputs, in a child."""
-    path = Path(path).resolve()
-    return _run(
-        "child_check_calibration",
-        str(path),
-        specs,
-        dict(symbolic_dims),
-        what=f"Checking the calibration file {path.name!r}",
-        read_only=[path],
     )
 
 
@@ -170,10 +157,3 @@ def _internalised_size(model: Any, base: Path) -> int:
             file = base / entries.get("location", "")
             total += max(file.stat().st_size - int(entries.get("offset", "0")), 0)
     return total
-
-
-def child_check_calibration(path: str, specs: list[dict], symbolic_dims: dict) -> dict[str, Any]:
-    from backend.engine.inputs import read_calibration_npz
-
-    checked = read_calibration_npz(Path(path), specs, symbolic_dims)
-    return {"samples": len(checked.feeds), "notes": checked.notes}

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import settings
 from backend.engine.explain import cpu_features, explain
-from backend.engine.host import describe_environment
 from backend.engine.run import ConfigurationTask, run_configuration
-from backend.queue.children import run_in_child
+from backend.host import describe_environment
+from backend.launch.children import run_in_child
 from backend.queue.jobs import stored_results
 from backend.queue.lease import Backoff, LeaseKeeper
 from backend.results import ConfigurationResult, ResultStatus, StoredResult
