@@ -29,6 +29,7 @@ from backend.engine.inputs import (
     specs_of_model,
     value_ranges_of_model,
 )
+from backend.engine.profile import name_nodes
 from backend.errors import UserError
 from backend.models.inspect import op_histogram
 from backend.runtimes import get_backend
@@ -323,6 +324,7 @@ def build_variant(
     except Exception as exc:
         raise UserError(f"{source.name} cannot be read as an ONNX model: {exc}") from exc
     before = len(model.graph.node)
+    name_nodes(model)  # names that lead the profile and the mixed-precision exclusions back
     tmpdir = Path(tempfile.mkdtemp(prefix=".build-", dir=workdir))
     try:
         build = _Build(model=model, config=config, tmpdir=tmpdir, calibration=calibration)

@@ -29,6 +29,7 @@ class SessionOptions:
     optimization_level: str = "all"
     intra_op_threads: int = 0
     optimized_model_path: Path | None = None  # where the runtime may save its optimized graph
+    profile_prefix: Path | None = None  # set: the runtime's own per-node profiler is on
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -67,6 +68,10 @@ class Runner(ABC):
     @abstractmethod
     def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on host arrays and return host arrays (copies included in the timing)."""
+
+    def end_profiling(self) -> Path:
+        """Stop the runtime's profiler and return its trace file; runtimes without one refuse."""
+        raise UnavailableError(f"{type(self).__name__} has no per-node profiler")
 
 
 class RuntimeBackend(ABC):

@@ -1,0 +1,172 @@
+"""Explanations computed from this run's profile and graph, each citing the run's own numbers.
+
+Profile times carry the profiler's overhead, so they are used as shares of the profiled run, and
+predictions scale the clean latency by those shares.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from backend.engine.profile import QDQ_OPS, NodeProfile, Profile
+
+CONVERSIONS = (
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+    "Cast",
+    "MemcpyToHost",
+    "MemcpyFromHost",
+    "Transpose",
+)
+MIN_SHARE = 0.05  # a fact about less than 5% of the time is not worth a line
+_INT8_KERNEL_PREFIXES = ("QLinear", "QGemm", "QAttention", "QOrdered", "DynamicQuantize")
+
+
+def runs_in_int8(op_type: str) -> bool:
+    """Whether a kernel computes on int8 data (QLinearConv, MatMulInteger, QGemm, ...)."""
+    return op_type.startswith(_INT8_KERNEL_PREFIXES) or "Integer" in op_type
+
+
+@dataclass
+class FloatIsland:
+    """Nodes of one op type that ran in float inside an INT8 graph, and the Q/DQ around them."""
+
+    op_type: str
+    nodes: list[NodeProfile] = field(default_factory=list)
+    conversions: list[NodeProfile] = field(default_factory=list)
+
+    def conversion_share(self, profile: Profile) -> float:
+        return profile.share(self.conversions)
+
+
+def float_islands(profile: Profile) -> list[FloatIsland]:
+    """Op types with no int8 kernel here: fed by DequantizeLinear or feeding QuantizeLinear.
+
+    Largest conversion cost first. Each Q/DQ node counts once, for the first island it touches.
+    """
+    producer = {t: n for n in profile.nodes for t in n.outputs}
+    consumers: dict[str, list[NodeProfile]] = defaultdict(list)
+    for node in profile.nodes:
+        for tensor in node.inputs:
+            consumers[tensor].append(node)
+    islands: dict[str, FloatIsland] = {}
+    claimed: set[str] = set()
+    for node in profile.nodes:
+        if node.op_type in CONVERSIONS or runs_in_int8(node.op_type):
+            continue
+        around = [producer[t] for t in node.inputs if t in producer]
+        around += [c for t in node.outputs for c in consumers.get(t, [])]
+        qdq = [n for n in around if n.op_type in QDQ_OPS and n.name not in claimed]
+        if not qdq:
+            continue
+        # name the island after the uploaded op (HardSwish), not the one it was split into
+        op = node.source_ops[0] if len(node.source_ops) == 1 else node.op_type
+        island = islands.setdefault(op, FloatIsland(op))
+        island.nodes.append(node)
+        island.conversions.extend(qdq)
+        claimed.update(n.name for n in qdq)
+    return sorted(islands.values(), key=lambda i: -i.conversion_share(profile))
+
+
+def _speed_word(speedup: float) -> str:
+    if speedup >= 1.05:
+        return f"{speedup:.2f}x faster than FP32"
+    if speedup > 0.95:
+        return "about as fast as FP32"
+    return f"{speedup:.2f}x the speed of FP32 (slower)"
+
+
+def _ran_as(island: FloatIsland) -> str:
+    ran = sorted({n.op_type for n in island.nodes} - {island.op_type})
+    return f", as {'/'.join(ran)}" if ran else ""
+
+
+def island_lines(profile: Profile, label: str, speedup: float | None) -> list[str]:
+    """'41% of INT8 time is in 52 DequantizeLinear nodes around 11 HardSwish nodes ...'."""
+    lines = []
+    for island in float_islands(profile):
+        share = island.conversion_share(profile)
+        if share < MIN_SHARE:
+            continue
+        kinds = sorted({n.op_type for n in island.conversions})
+        line = (
+            f"{share:.0%} of {label} time is in {len(island.conversions)} "
+            f"{'/'.join(kinds)} nodes around {len(island.nodes)} {island.op_type} nodes that "
+            f"have no int8 kernel here (they run in float between conversions{_ran_as(island)})"
+        )
+        if speedup is not None:
+            predicted = speedup / (1.0 - share)
+            line += (
+                f"; keeping them in FP32 is predicted to make {label} "
+                f"{_speed_word(predicted)} (now {_speed_word(speedup)})"
+            )
+        lines.append(line + ".")
+    return lines
+
+
+def conversion_line(profile: Profile, label: str) -> str | None:
+    """The share of time spent converting data rather than computing, by op type."""
+    parts = []
+    total = 0.0
+    for op in CONVERSIONS:
+        nodes = profile.of_op(op)
+        if not nodes:
+            continue
+        share = profile.share(nodes)
+        total += share
+        parts.append(f"{op} {share:.0%} ({len(nodes)} nodes)")
+    if total < MIN_SHARE:
+        return None
+    return f"{total:.0%} of {label} time converts data rather than computing: {', '.join(parts)}."
+
+
+def provider_line(profile: Profile, label: str) -> str | None:
+    """Nodes that ran on another provider than the one asked for."""
+    away = profile.off_provider()
+    if not away:
+        return None
+    ops = sorted({n.op_type for n in away})
+    return (
+        f"{len(away)} of {len(profile.nodes)} {label} nodes ({profile.share(away):.0%} of time) "
+        f"ran on {', '.join(sorted({n.provider for n in away}))} instead of {profile.provider}: "
+        f"{', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''}."
+    )
+
+
+def hottest_line(profile: Profile, label: str, count: int = 3) -> str:
+    """Where the time goes, by op type as the runtime ran it."""
+    rows = list(profile.by_op_type().items())[:count]
+    parts = [f"{op} {row['share']:.0%} ({int(row['nodes'])} nodes)" for op, row in rows]
+    return f"{label} time by op type: {', '.join(parts)}."
+
+
+def facts(profile: Profile, label: str, speedup: float | None = None) -> list[str]:
+    """Every profile fact worth a line, most telling first."""
+    lines = island_lines(profile, label, speedup)
+    for line in (conversion_line(profile, label), provider_line(profile, label)):
+        if line:
+            lines.append(line)
+    lines.append(hottest_line(profile, label))
+    return lines
+
+
+def faster_slower(before: Profile, after: Profile, count: int = 3) -> list[str]:
+    """Source nodes whose time changed most between two profiles (e.g. FP32 -> INT8)."""
+
+    def per_source(profile: Profile) -> dict[str, float]:
+        times: dict[str, float] = defaultdict(float)
+        for node in profile.nodes:
+            for source in node.source_nodes or [node.name]:
+                times[source] += node.total_us / profile.runs / max(len(node.source_nodes), 1)
+        return times
+
+    old, new = per_source(before), per_source(after)
+    deltas = sorted(((new.get(k, 0.0) - old.get(k, 0.0), k) for k in set(old) | set(new)))
+    picks = deltas[:count] + [d for d in deltas[::-1][:count] if d not in deltas[:count]]
+    return [
+        f"{name}: {old.get(name, 0.0):.0f} -> {new.get(name, 0.0):.0f} us per run ({delta:+.0f})"
+        for delta, name in picks
+        if abs(delta) >= 1.0
+    ]
