@@ -97,9 +97,14 @@ class Configuration:
     simplify: bool = False
     calibration_sha256: str | None = None
     calibration_samples: int = 16
+    profile: bool = False  # a separate profiled pass after the clean timing (never mixed in)
+    fp32_nodes: tuple[str, ...] = ()  # INT8 static only: these nodes stay in FP32 (mixed)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", Precision(self.precision))
+        object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
+        if self.fp32_nodes and self.precision != Precision.INT8_STATIC:
+            raise UserError("Nodes kept in FP32 only apply to static INT8; drop them or pick it.")
         if self.batch_size < 1:
             raise UserError(f"Batch size must be at least 1, not {self.batch_size}.")
         if self.optimization_level not in OPTIMIZATION_LEVELS:
@@ -124,6 +129,8 @@ class Configuration:
         parts += [self.optimization_level, f"t{self.intra_op_threads}"]
         if self.simplify:
             parts.append("simplified")
+        if self.fp32_nodes:
+            parts.append("fp32:" + ",".join(self.fp32_nodes))
         if dims:
             parts.append(dims)
         return "/".join(parts)
@@ -136,12 +143,14 @@ class Configuration:
         data = asdict(self)
         data["precision"] = self.precision.value
         data["symbolic_dims"] = dict(self.symbolic_dims)
+        data["fp32_nodes"] = list(self.fp32_nodes)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Configuration:
         data = dict(data)
         data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
+        data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
         return cls(**data)
 
 
@@ -161,6 +170,7 @@ class SweepSpec:
     calibration_sha256: str | None = None
     calibration_samples: int = 16
     measure: MeasureSettings = field(default_factory=MeasureSettings)
+    profile: bool = False  # profile every configuration in a separate pass
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
@@ -192,6 +202,7 @@ class SweepSpec:
                 simplify=self.simplify,
                 calibration_sha256=self.calibration_sha256,
                 calibration_samples=self.calibration_samples,
+                profile=self.profile,
             )
             for provider, precision, batch in points
         ]

@@ -31,43 +31,59 @@ def runs_in_int8(op_type: str) -> bool:
 
 @dataclass
 class FloatIsland:
-    """Nodes of one op type that ran in float inside an INT8 graph, and the Q/DQ around them."""
+    """Uploaded nodes of one op type that ran in float inside an INT8 graph, with what they cost:
+    every runtime node made from them, and the Q/DQ conversions around their float parts."""
 
-    op_type: str
-    nodes: list[NodeProfile] = field(default_factory=list)
+    op_type: str  # the uploaded op, e.g. HardSwish
+    sources: set[str] = field(default_factory=set)
+    nodes: list[NodeProfile] = field(default_factory=list)  # runtime nodes made from them
     conversions: list[NodeProfile] = field(default_factory=list)
+
+    def share(self, profile: Profile) -> float:
+        return profile.share({n.name: n for n in self.nodes + self.conversions}.values())
 
     def conversion_share(self, profile: Profile) -> float:
         return profile.share(self.conversions)
 
 
-def float_islands(profile: Profile) -> list[FloatIsland]:
-    """Op types with no int8 kernel here: fed by DequantizeLinear or feeding QuantizeLinear.
-
-    Largest conversion cost first. Each Q/DQ node counts once, for the first island it touches.
-    """
+def _neighbours(profile: Profile) -> dict[str, list[NodeProfile]]:
     producer = {t: n for n in profile.nodes for t in n.outputs}
     consumers: dict[str, list[NodeProfile]] = defaultdict(list)
     for node in profile.nodes:
         for tensor in node.inputs:
             consumers[tensor].append(node)
+    return {
+        node.name: [producer[t] for t in node.inputs if t in producer]
+        + [c for t in node.outputs for c in consumers.get(t, [])]
+        for node in profile.nodes
+    }
+
+
+def float_islands(profile: Profile) -> list[FloatIsland]:
+    """Uploaded op types with no int8 kernel here: their runtime nodes compute in float and are
+    fed by DequantizeLinear or feed QuantizeLinear. Costliest first; each Q/DQ counts once."""
+    around = _neighbours(profile)
     islands: dict[str, FloatIsland] = {}
     claimed: set[str] = set()
     for node in profile.nodes:
         if node.op_type in CONVERSIONS or runs_in_int8(node.op_type):
             continue
-        around = [producer[t] for t in node.inputs if t in producer]
-        around += [c for t in node.outputs for c in consumers.get(t, [])]
-        qdq = [n for n in around if n.op_type in QDQ_OPS and n.name not in claimed]
+        qdq = [n for n in around[node.name] if n.op_type in QDQ_OPS]
         if not qdq:
             continue
         # name the island after the uploaded op (HardSwish), not the one it was split into
         op = node.source_ops[0] if len(node.source_ops) == 1 else node.op_type
         island = islands.setdefault(op, FloatIsland(op))
-        island.nodes.append(node)
-        island.conversions.extend(qdq)
+        island.sources.update(node.source_nodes or [node.name])
+        island.conversions.extend(n for n in qdq if n.name not in claimed)
         claimed.update(n.name for n in qdq)
-    return sorted(islands.values(), key=lambda i: -i.conversion_share(profile))
+    for island in islands.values():
+        island.nodes = [
+            n
+            for n in profile.nodes
+            if set(n.source_nodes) & island.sources and n.op_type not in QDQ_OPS
+        ]
+    return sorted(islands.values(), key=lambda i: -i.share(profile))
 
 
 def _speed_word(speedup: float) -> str:
@@ -78,29 +94,26 @@ def _speed_word(speedup: float) -> str:
     return f"{speedup:.2f}x the speed of FP32 (slower)"
 
 
-def _ran_as(island: FloatIsland) -> str:
-    ran = sorted({n.op_type for n in island.nodes} - {island.op_type})
-    return f", as {'/'.join(ran)}" if ran else ""
-
-
 def island_lines(profile: Profile, label: str, speedup: float | None) -> list[str]:
-    """'41% of INT8 time is in 52 DequantizeLinear nodes around 11 HardSwish nodes ...'."""
+    """'41% of INT8 time is in 11 HardSwish nodes that have no int8 kernel here ...'."""
     lines = []
     for island in float_islands(profile):
-        share = island.conversion_share(profile)
+        share = island.share(profile)
         if share < MIN_SHARE:
             continue
-        kinds = sorted({n.op_type for n in island.conversions})
+        converting = island.conversion_share(profile)
+        kinds = "/".join(sorted({n.op_type for n in island.conversions}))
+        ran = ", ".join(sorted({n.op_type for n in island.nodes}))
         line = (
-            f"{share:.0%} of {label} time is in {len(island.conversions)} "
-            f"{'/'.join(kinds)} nodes around {len(island.nodes)} {island.op_type} nodes that "
-            f"have no int8 kernel here (they run in float between conversions{_ran_as(island)})"
+            f"{share:.0%} of {label} time is in {len(island.sources)} {island.op_type} nodes "
+            f"that have no int8 kernel here: they run in float (as {ran}) with "
+            f"{len(island.conversions)} {kinds} nodes around them ({converting:.0%} of the time)"
         )
-        if speedup is not None:
-            predicted = speedup / (1.0 - share)
+        if speedup is not None and converting > 0:
+            predicted = speedup / (1.0 - converting)
             line += (
-                f"; keeping them in FP32 is predicted to make {label} "
-                f"{_speed_word(predicted)} (now {_speed_word(speedup)})"
+                f"; keeping them in FP32 saves those conversions and is predicted to make "
+                f"{label} {_speed_word(predicted)} (now {_speed_word(speedup)})"
             )
         lines.append(line + ".")
     return lines
@@ -163,7 +176,7 @@ def faster_slower(before: Profile, after: Profile, count: int = 3) -> list[str]:
         return times
 
     old, new = per_source(before), per_source(after)
-    deltas = sorted(((new.get(k, 0.0) - old.get(k, 0.0), k) for k in set(old) | set(new)))
+    deltas = sorted((new.get(k, 0.0) - old.get(k, 0.0), k) for k in set(old) | set(new))
     picks = deltas[:count] + [d for d in deltas[::-1][:count] if d not in deltas[:count]]
     return [
         f"{name}: {old.get(name, 0.0):.0f} -> {new.get(name, 0.0):.0f} us per run ({delta:+.0f})"

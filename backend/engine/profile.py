@@ -188,21 +188,53 @@ class SourceIndex:
         return []
 
 
+@dataclass
+class _Wiring:
+    """Inputs and outputs of each node of one graph, and the producer of each tensor."""
+
+    nodes: dict[str, tuple[list[str], list[str]]]
+    producer: dict[str, str]
+
+    @classmethod
+    def of(cls, model: onnx.ModelProto | None) -> _Wiring:
+        graph_nodes = model.graph.node if model is not None else []
+        nodes = {n.name: (list(n.input), list(n.output)) for n in graph_nodes}
+        producer = {t: n.name for n in graph_nodes for t in n.output}
+        return cls(nodes, producer)
+
+
+def _resolve(name: str, graphs: list[_Wiring], index: SourceIndex, depth: int = 0) -> list[str]:
+    """Source nodes of a runtime node: through the built variant's original tensor names first,
+    then the runtime's graph, then (up to 3 hops) the node feeding it, for inserted nodes."""
+    wired = [g.nodes[name] for g in graphs if name in g.nodes]
+    for inputs, outputs in wired or [([], [])]:
+        if found := index.match(name, inputs, outputs):
+            return found
+    if depth < 3:
+        for graph, (inputs, _) in ((g, g.nodes[name]) for g in graphs if name in g.nodes):
+            for tensor in inputs:
+                upstream = graph.producer.get(tensor)
+                if upstream and upstream != name:
+                    if found := _resolve(upstream, graphs, index, depth + 1):
+                        return found
+    return []
+
+
 def build_profile(
     events: list[dict[str, Any]],
     provider: str,
     optimized: onnx.ModelProto | None,
     source: onnx.ModelProto,
+    built: onnx.ModelProto | None = None,
 ) -> Profile:
-    """A Profile from a trace, the graph the runtime ran, and the uploaded model."""
+    """A Profile from a trace, the graph the runtime ran, the variant built, and the upload."""
     runs, timed = parse_trace(events)
-    graph_nodes = optimized.graph.node if optimized is not None else []
-    wiring = {n.name: (list(n.input), list(n.output)) for n in graph_nodes}
+    graphs = [_Wiring.of(built), _Wiring.of(optimized)]
     index = SourceIndex.of(source)
     nodes = []
     for name, entry in timed.items():
-        inputs, outputs = wiring.get(name, ([], []))
-        matched = index.match(name, inputs, outputs)
+        inputs, outputs = graphs[1].nodes.get(name, ([], []))
+        matched = _resolve(name, graphs, index)
         nodes.append(
             NodeProfile(
                 name=name,
@@ -248,4 +280,22 @@ def profile_model(
             if optimized_path.is_file()
             else None
         )
-    return build_profile(events, onnxruntime_provider_name(options.provider), optimized, source)
+    built = onnx.load(str(model_path), load_external_data=False)
+    native = onnxruntime_provider_name(options.provider)
+    return build_profile(events, native, optimized, source, built)
+
+
+def write_profile(
+    model_path: Path,
+    source_path: Path,
+    options: SessionOptions,
+    feed: dict[str, np.ndarray],
+    out_dir: Path,
+    config_key: str,
+) -> Path:
+    """Profile one configuration's variant and leave the JSON where the parent stores artifacts."""
+    source = onnx.load(str(source_path), load_external_data=False)
+    profile = profile_model(model_path, source, options, feed)
+    out = Path(out_dir) / f"{config_key.replace('/', '_')}.profile.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return profile.save(out)

@@ -18,6 +18,7 @@ import onnx
 
 from backend.engine.host import TelemetrySampler, describe_environment
 from backend.engine.measure import measure
+from backend.engine.profile import write_profile
 from backend.errors import UnavailableError, UserError
 from backend.results import ConfigurationResult, LatencyStats
 from backend.runtimes import get_backend
@@ -122,6 +123,11 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             candidate = [runner.infer(f) for f in accuracy_feeds]
         reference = _reference_outputs(source, accuracy_feeds, config.intra_op_threads)
         result.accuracy = accuracy.compare_outputs(reference, candidate, runner.output_names())
+        if config.profile:  # its own session, after the clean timing: never mixed with it
+            written = write_profile(
+                variant.path, source, options, feed, Path(task.output_dir), config.key
+            )
+            result.environment["profile_path"] = str(written)
         result.first_inference_ms = measurement.first_inference_ms
         result.samples_ms = measurement.samples_ms
         result.latency = LatencyStats.from_samples(measurement.samples_ms)

@@ -6,6 +6,7 @@ renamed into place, so a failed build never leaves a file that looks like a resu
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -262,12 +263,13 @@ def _to_int8_static(build: _Build) -> Path:
 
     reader = Reader(feeds)
     _pre_process(build, source, prepared)
-    excluded = keep_attention_in_float(prepared)
+    excluded = list(keep_attention_in_float(prepared))
     if excluded:
         build.steps.append(
             f"kept attention in FP32 ({len(excluded)} Softmax and activation-by-activation "
             "MatMul nodes): int8 attention scores lose too much accuracy"
         )
+    excluded += _kept_in_fp32(build, prepared)
     try:
         quantize_static(
             str(prepared),
@@ -285,6 +287,22 @@ def _to_int8_static(build: _Build) -> Path:
             "check that the calibration data matches the inputs."
         ) from exc
     return path
+
+
+def _kept_in_fp32(build: _Build, prepared: Path) -> list[str]:
+    """The configuration's FP32 nodes (mixed precision), checked against the prepared graph."""
+    wanted = list(build.config.fp32_nodes)
+    if not wanted:
+        return []
+    names = {n.name for n in onnx.load(str(prepared), load_external_data=False).graph.node}
+    missing = [n for n in wanted if n not in names]
+    if missing:
+        raise OptimizationError(
+            f"Node(s) {', '.join(missing[:5])} to keep in FP32 are not in this graph; pick names "
+            "from the Graph page or the profile."
+        )
+    build.steps.append(f"kept {len(wanted)} node(s) in FP32: {', '.join(wanted[:8])}")
+    return wanted
 
 
 PRECISION_BUILDERS: dict[Precision, Callable[[_Build], Path]] = {
@@ -306,6 +324,9 @@ def variant_name(source: Path, config: Configuration) -> str:
         parts.append((config.calibration_sha256 or "random")[:12])
         if config.calibration_sha256 is None:
             parts.append(f"n{config.calibration_samples}")
+        if config.fp32_nodes:
+            digest = hashlib.sha256("\n".join(config.fp32_nodes).encode()).hexdigest()
+            parts.append(f"fp32keep{len(config.fp32_nodes)}-{digest[:8]}")
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts)) + ".onnx"
 
 
