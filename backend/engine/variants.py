@@ -290,19 +290,23 @@ def _to_int8_static(build: _Build) -> Path:
 
 
 def _kept_in_fp32(build: _Build, prepared: Path) -> list[str]:
-    """The configuration's FP32 nodes (mixed precision), checked against the prepared graph."""
+    """The configuration's FP32 nodes (mixed precision) as named in the prepared graph.
+
+    A name matches itself or the node ORT's pre-processing fused it into ('dense/MatMulAddFusion').
+    """
     wanted = list(build.config.fp32_nodes)
     if not wanted:
         return []
-    names = {n.name for n in onnx.load(str(prepared), load_external_data=False).graph.node}
-    missing = [n for n in wanted if n not in names]
+    names = [n.name for n in onnx.load(str(prepared), load_external_data=False).graph.node]
+    found = {w: [n for n in names if n == w or n.startswith(f"{w}/")] for w in wanted}
+    missing = [w for w, hits in found.items() if not hits]
     if missing:
         raise OptimizationError(
             f"Node(s) {', '.join(missing[:5])} to keep in FP32 are not in this graph; pick names "
             "from the Graph page or the profile."
         )
     build.steps.append(f"kept {len(wanted)} node(s) in FP32: {', '.join(wanted[:8])}")
-    return wanted
+    return sorted({n for hits in found.values() for n in hits})
 
 
 PRECISION_BUILDERS: dict[Precision, Callable[[_Build], Path]] = {

@@ -1,0 +1,203 @@
+"""Automatic mixed precision: the fastest INT8/FP32 mix that meets an accuracy bound.
+
+Greedy and measured at every step. Accuracy first: while the bound is not met, the node that
+loses the most SQNR (backend.engine.layerloss) is kept in FP32. Then speed: for each op with no
+int8 kernel that the profile shows between conversions (backend.engine.evidence), its nodes are
+kept in FP32 too, and the step is kept only if it is faster and still meets the bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from backend.engine import accuracy, inputs, layerloss, variants
+from backend.engine.evidence import CONVERSIONS, float_islands
+from backend.engine.measure import measure
+from backend.engine.profile import profile_model
+from backend.errors import UserError
+from backend.results import AccuracyReport
+from backend.runtimes import get_backend
+from backend.runtimes.base import SessionOptions
+from backend.specs import Configuration, MeasureSettings, Precision
+
+METRICS = ("cosine", "top1")
+MAX_STEPS = 8
+MIN_LOSS_DB = 0.5  # a node losing less than this is noise, not a cause
+SEED = 1234
+
+
+@dataclass(frozen=True)
+class AccuracyBound:
+    """The least agreement with FP32 a mix must keep: cosine similarity or top-1 agreement."""
+
+    metric: str
+    minimum: float
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise UserError(f"Accuracy bound {self.metric!r} is unknown; use cosine or top1.")
+        if not 0.0 < self.minimum <= 1.0:
+            raise UserError(
+                f"An accuracy bound lies in (0, 1], e.g. cosine=0.99, not {self.minimum}."
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> AccuracyBound:
+        """'cosine=0.99' or 'top1=0.98'."""
+        metric, _, value = text.partition("=")
+        try:
+            return cls(metric.strip().lower(), float(value))
+        except ValueError as exc:
+            raise UserError(f"Write the bound as cosine=0.99 or top1=0.98, not {text!r}.") from exc
+
+    def value(self, report: AccuracyReport) -> float | None:
+        return report.cosine_similarity if self.metric == "cosine" else report.top1_agreement
+
+    def met(self, report: AccuracyReport) -> bool:
+        value = self.value(report)
+        return value is not None and value >= self.minimum
+
+
+@dataclass
+class MixedStep:
+    """One measured candidate: which nodes stayed in FP32, its p50 and its accuracy."""
+
+    fp32_nodes: tuple[str, ...]
+    p50_ms: float
+    accuracy: AccuracyReport
+    meets: bool
+    why: str
+
+
+@dataclass
+class MixedSearch:
+    bound: AccuracyBound
+    fp32_p50_ms: float
+    steps: list[MixedStep] = field(default_factory=list)
+
+    @property
+    def best(self) -> MixedStep | None:
+        """The fastest measured step that meets the bound."""
+        meeting = [s for s in self.steps if s.meets]
+        return min(meeting, key=lambda s: s.p50_ms) if meeting else None
+
+    def lines(self) -> list[str]:
+        out = [
+            f"FP32 p50 {self.fp32_p50_ms:.3f} ms; bound {self.bound.metric} >= {self.bound.minimum}"
+        ]
+        for i, step in enumerate(self.steps):
+            value = self.bound.value(step.accuracy)
+            shown = "n/a" if value is None else f"{value:.4f}"
+            out.append(
+                f"step {i}: {len(step.fp32_nodes)} node(s) in FP32, p50 {step.p50_ms:.3f} ms "
+                f"({self.fp32_p50_ms / step.p50_ms:.2f}x FP32), {self.bound.metric} {shown}, "
+                f"{'meets' if step.meets else 'misses'} the bound: {step.why}"
+            )
+        return out
+
+
+@dataclass
+class _Context:
+    source: Path
+    workdir: Path
+    settings: MeasureSettings
+    bound: AccuracyBound
+    feeds: list[dict[str, np.ndarray]]
+    reference: list[list[np.ndarray]]
+    calibration: list[dict[str, np.ndarray]] | None
+
+
+def _run(ctx: _Context, config: Configuration) -> tuple[Path, float, AccuracyReport]:
+    """Build the variant, time it with the clean loop, compare it with FP32 on the feeds."""
+    variant = variants.build_variant(ctx.source, config, ctx.workdir, calibration=ctx.calibration)
+    options = SessionOptions(provider=config.provider, intra_op_threads=config.intra_op_threads)
+    with get_backend(config.backend).open(variant.path, options) as runner:
+        timing = measure(lambda: runner.infer(ctx.feeds[0]), ctx.settings)
+        outputs = [runner.infer(feed) for feed in ctx.feeds]
+        report = accuracy.compare_outputs(ctx.reference, outputs, runner.output_names())
+    return variant.path, float(np.median(timing.samples_ms)), report
+
+
+def _step(ctx: _Context, base: Configuration, keep: list[str], why: str) -> tuple[Path, MixedStep]:
+    path, p50, report = _run(ctx, replace(base, fp32_nodes=tuple(keep)))
+    return path, MixedStep(tuple(sorted(keep)), p50, report, ctx.bound.met(report), why)
+
+
+def _next_for_accuracy(ctx: _Context, path: Path, keep: list[str]) -> layerloss.NodeLoss | None:
+    ranking = layerloss.rank_nodes(ctx.source, path, ctx.feeds)
+    return next((r for r in ranking if r.loss_db >= MIN_LOSS_DB and r.node not in keep), None)
+
+
+def _speed_candidates(ctx: _Context, path: Path) -> list[tuple[str, list[str]]]:
+    """(op, node names in the built graph) for each float island of the profile, costliest first."""
+    names = {n.name for n in onnx.load(str(path), load_external_data=False).graph.node}
+    profile = profile_model(path, onnx.load(str(ctx.source)), SessionOptions(), ctx.feeds[0])
+    found = []
+    for island in float_islands(profile):
+        nodes = sorted(
+            n.name for n in island.nodes if n.name in names and n.op_type not in CONVERSIONS
+        )
+        if nodes:
+            found.append((island.op_type, nodes))
+    return found
+
+
+def search(
+    source: Path,
+    bound: AccuracyBound,
+    workdir: Path,
+    settings: MeasureSettings,
+    base: Configuration | None = None,
+    calibration: list[dict[str, np.ndarray]] | None = None,
+) -> MixedSearch:
+    """Why long: two greedy phases (accuracy, then speed) that share their measured steps."""
+    base = replace(
+        base or Configuration(precision=Precision.INT8_STATIC), precision=Precision.INT8_STATIC
+    )
+    specs = inputs.input_specs_of(source)
+    ranges = inputs.value_ranges(source)
+    dims = dict(base.symbolic_dims)
+    feeds = inputs.random_inputs(
+        specs,
+        base.batch_size,
+        dims,
+        count=max(settings.accuracy_samples, 2),
+        seed=SEED,
+        ranges=ranges,
+    )
+    fp32 = replace(base, precision=Precision.FP32, fp32_nodes=())
+    ctx = _Context(Path(source), Path(workdir), settings, bound, feeds, [], calibration)
+    with get_backend(base.backend).open(
+        Path(source), SessionOptions(optimization_level="basic")
+    ) as runner:
+        ctx.reference = [runner.infer(feed) for feed in feeds]
+    _, fp32_p50, _ = _run(ctx, fp32)
+    result = MixedSearch(bound, fp32_p50)
+    keep = list(base.fp32_nodes)
+    path, step = _step(ctx, base, keep, "all quantizable nodes in INT8")
+    result.steps.append(step)
+    while not step.meets and len(result.steps) < MAX_STEPS:
+        worst = _next_for_accuracy(ctx, path, keep)
+        if worst is None:
+            break
+        keep.append(worst.node)
+        why = f"kept {worst.node} in FP32: it lost {worst.loss_db:.1f} dB SQNR"
+        path, step = _step(ctx, base, keep, why)
+        result.steps.append(step)
+    best = result.best
+    if best is None:
+        return result
+    best_config = replace(base, fp32_nodes=best.fp32_nodes)
+    best_path = ctx.workdir / variants.variant_name(ctx.source, best_config)
+    for op, nodes in _speed_candidates(ctx, best_path)[:3]:
+        if len(result.steps) >= MAX_STEPS:
+            break
+        trial = sorted(set(result.best.fp32_nodes) | set(nodes))
+        why = f"kept {len(nodes)} {op} node(s) in FP32: no int8 kernel, conversions around them"
+        _, step = _step(ctx, base, trial, why)
+        result.steps.append(step)
+    return result
