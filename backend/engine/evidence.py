@@ -87,11 +87,10 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
 
 
 def _speed_word(speedup: float) -> str:
-    if speedup >= 1.05:
+    """'1.30x faster than FP32' / '0.80x the speed of FP32', always with the number."""
+    if speedup >= 1.0:
         return f"{speedup:.2f}x faster than FP32"
-    if speedup > 0.95:
-        return "about as fast as FP32"
-    return f"{speedup:.2f}x the speed of FP32 (slower)"
+    return f"{speedup:.2f}x the speed of FP32"
 
 
 def island_lines(profile: Profile, label: str, speedup: float | None) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.engine import evidence
+from backend.engine.layerloss import NodeLoss, loss_line
 from backend.engine.profile import Profile
 from backend.results import AccuracyReport
 from backend.specs import Precision
@@ -94,7 +95,9 @@ def _speed_lines(
     return lines
 
 
-def _accuracy_lines(precision: Precision, accuracy: AccuracyReport) -> list[str]:
+def _accuracy_lines(
+    precision: Precision, accuracy: AccuracyReport, losses: list[NodeLoss] | None = None
+) -> list[str]:
     top1 = accuracy.top1_agreement
     cosine = accuracy.cosine_similarity
     facts = []
@@ -116,6 +119,9 @@ def _accuracy_lines(precision: Precision, accuracy: AccuracyReport) -> list[str]
         facts.append(f"cosine similarity to FP32 is {cosine:.3f}")
     if not facts:
         return []
+    measured = loss_line(losses) if losses else None
+    if measured:  # this run's activations say where the error enters
+        return ["INT8 accuracy warning: " + "; ".join(facts) + ". " + measured]
     if precision == Precision.INT8_STATIC:
         advice = (
             "calibrate with more real samples (a calibration .npz of a few hundred typical "
@@ -127,7 +133,14 @@ def _accuracy_lines(precision: Precision, accuracy: AccuracyReport) -> list[str]
             "try static INT8 with real calibration samples, or keep the first and last layers "
             "in FP32"
         )
-    return ["INT8 accuracy warning: " + "; ".join(facts) + ". To improve it, " + advice + "."]
+    return [
+        "INT8 accuracy warning: "
+        + "; ".join(facts)
+        + ". To improve it, "
+        + advice
+        + "."
+        + (RULE_OF_THUMB if precision == Precision.INT8_STATIC else "")
+    ]
 
 
 def explain(
@@ -138,6 +151,7 @@ def explain(
     cpu: dict[str, bool] | None = None,
     accuracy: AccuracyReport | None = None,
     profile: Profile | None = None,
+    losses: list[NodeLoss] | None = None,
 ) -> list[str]:
     """Short plain lines saying why this configuration is slow, fast or lossy; [] if unremarkable.
 
@@ -155,5 +169,5 @@ def explain(
         rules = _speed_lines(precision, provider, speedup_vs_fp32, op_histogram, cpu)
         lines += [f"{line}{RULE_OF_THUMB}" for line in rules]
     if accuracy is not None:
-        lines += _accuracy_lines(precision, accuracy)
+        lines += _accuracy_lines(precision, accuracy, losses)
     return lines

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +101,16 @@ def rank_nodes(
             NodeLoss(node.name, node.op_type, min(inputs, default=SQNR_CAP_DB), min(outputs))
         )
     return sorted(losses, key=lambda loss: -loss.loss_db)
+
+
+def to_dicts(losses: list[NodeLoss], count: int = 10) -> list[dict[str, object]]:
+    """The worst nodes as plain data, for the stored result."""
+    return [{**asdict(loss), "loss_db": loss.loss_db} for loss in losses[:count]]
+
+
+def from_dicts(rows: list[dict[str, object]]) -> list[NodeLoss]:
+    fields = ("node", "op_type", "input_sqnr_db", "output_sqnr_db")
+    return [NodeLoss(**{k: row[k] for k in fields}) for row in rows]  # type: ignore[arg-type]
 
 
 def loss_line(losses: list[NodeLoss], count: int = 3) -> str | None:

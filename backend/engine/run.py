@@ -55,7 +55,7 @@ def _reference_outputs(
 
 def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     """Measure one configuration; returns ConfigurationResult.to_dict(with_samples=True)."""
-    from backend.engine import accuracy, inputs, variants
+    from backend.engine import accuracy, inputs, layerloss, variants
 
     config = Configuration.from_dict(task.configuration)
     settings = MeasureSettings(**task.measure)
@@ -128,6 +128,9 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
                 variant.path, source, options, feed, Path(task.output_dir), config.key
             )
             result.environment["profile_path"] = str(written)
+            if config.precision == Precision.INT8_STATIC:  # where accuracy is lost, node by node
+                losses = layerloss.rank_nodes(source, variant.path, accuracy_feeds)
+                result.environment["accuracy_loss"] = layerloss.to_dicts(losses)
         result.first_inference_ms = measurement.first_inference_ms
         result.samples_ms = measurement.samples_ms
         result.latency = LatencyStats.from_samples(measurement.samples_ms)

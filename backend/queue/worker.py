@@ -22,8 +22,9 @@ from pathlib import Path
 
 import settings
 from backend.engine.explain import cpu_features, explain
-from backend.engine.profile import Profile
 from backend.engine.host import describe_environment
+from backend.engine.layerloss import from_dicts
+from backend.engine.profile import Profile
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.queue.children import run_in_child
 from backend.queue.lease import Backoff, LeaseKeeper
@@ -207,6 +208,7 @@ class JobRunner:
                 cpu,
                 result.accuracy,
                 profile=profile,
+                losses=from_dicts(result.environment.get("accuracy_loss") or []),
             )
         )
         if speedup is not None:

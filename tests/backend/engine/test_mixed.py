@@ -1,0 +1,56 @@
+"""The mixed-precision search on a model with one layer that quantizes badly by construction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.engine import mixed
+from backend.engine.variants import OptimizationError, build_variant
+from backend.errors import UserError
+from backend.specs import Configuration, MeasureSettings
+from tests import models as model_factory
+from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
+
+QUICK = MeasureSettings(
+    warmup_runs=2, window_runs=10, window_min_seconds=0.02, max_seconds=2, accuracy_samples=4
+)
+
+
+def test_search_keeps_the_bad_layer_in_fp32_and_meets_the_bound(tmp_path: Path) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    bound = mixed.AccuracyBound.parse("cosine=0.99")
+    found = mixed.search(source, bound, tmp_path / "work", QUICK)
+    first = found.steps[0]
+    assert first.fp32_nodes == () and not first.meets  # plain INT8 misses the bound
+    assert found.steps[1].fp32_nodes[0].split("/")[0] == BAD_LAYER  # the first node it keeps
+    best = found.best
+    assert best is not None and best.accuracy.cosine_similarity >= 0.99
+    assert any(name.split("/")[0] == BAD_LAYER for name in best.fp32_nodes)
+    assert all(step.p50_ms > 0 for step in found.steps)
+    assert best.p50_ms == min(s.p50_ms for s in found.steps if s.meets)
+    assert len(found.lines()) == len(found.steps) + 1
+
+
+@pytest.mark.parametrize("text", ["cosine", "cosine=2", "f1=0.9", "top1=abc"])
+def test_a_malformed_bound_is_one_clear_error(text: str) -> None:
+    with pytest.raises(UserError):
+        mixed.AccuracyBound.parse(text)
+
+
+def test_unknown_fp32_node_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    workdir = tmp_path / "work"
+    config = Configuration(precision="int8_static", fp32_nodes=("no_such_node",))
+    with pytest.raises(OptimizationError, match="no_such_node"):
+        build_variant(source, config, workdir)
+    assert list(workdir.iterdir()) == []
+
+
+def test_fp32_nodes_only_apply_to_static_int8() -> None:
+    with pytest.raises(UserError):
+        Configuration(precision="fp32", fp32_nodes=("dense1",))
+    mixed_config = Configuration(precision="int8_static", fp32_nodes=("b", "a", "a"))
+    assert mixed_config.fp32_nodes == ("a", "b") and "fp32:a,b" in mixed_config.key
+    assert Configuration.from_dict(mixed_config.to_dict()) == mixed_config
