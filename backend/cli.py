@@ -337,16 +337,10 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads; 0 = runtime's")
     parser.add_argument("--simplify", action="store_true", help="simplify with onnxslim first")
-    parser.add_argument(
-        "--profile",
-        action="store_true",
-        help="also profile each configuration per node (a separate pass; explanations cite it)",
-    )
+    parser.add_argument("--profile", action="store_true", help="per-node profile (separate pass)")
     parser.add_argument("--calibration", help=".npz of real input samples for static INT8")
     parser.add_argument("--calibration-samples", type=int, default=16)
-    parser.add_argument(
-        "--max-seconds", type=float, default=30.0, help="time cap per configuration's measurement"
-    )
+    parser.add_argument("--max-seconds", type=float, default=30.0, help="time cap per config")
     parser.add_argument("--quick", action="store_true", help="short measurement (smoke tests)")
     parser.add_argument("--label", help="a name for the job")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from backend.errors import UserError
@@ -137,7 +137,8 @@ class Configuration:
 
     @property
     def label(self) -> str:
-        return f"{self.provider.upper()} {self.precision.label} b{self.batch_size}"
+        mixed = f" mixed ({len(self.fp32_nodes)} in FP32)" if self.fp32_nodes else ""
+        return f"{self.provider.upper()} {self.precision.label}{mixed} b{self.batch_size}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -171,12 +172,16 @@ class SweepSpec:
     calibration_samples: int = 16
     measure: MeasureSettings = field(default_factory=MeasureSettings)
     profile: bool = False  # profile every configuration in a separate pass
+    fp32_nodes: tuple[str, ...] = ()  # adds a mixed INT8 static point keeping these in FP32
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
         object.__setattr__(self, "providers", tuple(str(p).lower() for p in self.providers))
         object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
         object.__setattr__(self, "symbolic_dims", tuple(dict(self.symbolic_dims).items()))
+        object.__setattr__(self, "fp32_nodes", tuple(self.fp32_nodes))
+        if self.fp32_nodes and Precision.INT8_STATIC not in self.precisions:
+            raise UserError("Nodes kept in FP32 need static INT8 among the precisions.")
         if isinstance(self.measure, dict):
             object.__setattr__(self, "measure", MeasureSettings(**self.measure))
         if not self.precisions:
@@ -188,8 +193,9 @@ class SweepSpec:
         self.configurations()  # validates every point now, not in the worker
 
     def configurations(self) -> list[Configuration]:
+        """Every point; with fp32_nodes, each static INT8 point also gets its mixed twin."""
         points = itertools.product(self.providers, self.precisions, sorted(set(self.batch_sizes)))
-        return [
+        plain = [
             Configuration(
                 precision=precision,
                 provider=provider,
@@ -206,6 +212,14 @@ class SweepSpec:
             )
             for provider, precision, batch in points
         ]
+        if not self.fp32_nodes:
+            return plain
+        mixed = [
+            replace(c, fp32_nodes=self.fp32_nodes)
+            for c in plain
+            if c.precision == Precision.INT8_STATIC
+        ]
+        return plain + mixed
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -213,6 +227,7 @@ class SweepSpec:
         data["providers"] = list(self.providers)
         data["batch_sizes"] = list(self.batch_sizes)
         data["symbolic_dims"] = dict(self.symbolic_dims)
+        data["fp32_nodes"] = list(self.fp32_nodes)
         return data
 
     @classmethod
@@ -223,4 +238,5 @@ class SweepSpec:
         data["batch_sizes"] = tuple(data.get("batch_sizes", (1,)))
         data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
         data["measure"] = MeasureSettings(**(data.get("measure") or {}))
+        data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
         return cls(**data)

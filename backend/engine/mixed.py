@@ -201,3 +201,51 @@ def search(
         _, step = _step(ctx, base, trial, why)
         result.steps.append(step)
     return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m backend.engine.mixed MODEL --bound cosine=0.99 [--submit]`: search, print each
+    measured step, and with --submit queue FP32, INT8 and the best mix as a profiled sweep (its
+    results join the Compare page and the accuracy-vs-speed chart)."""
+    import argparse
+    import sys
+    import tempfile
+
+    from backend.models import library
+    from backend.queue import jobs
+    from backend.specs import MEASURE_PRESETS, SweepSpec
+
+    parser = argparse.ArgumentParser(prog="python -m backend.engine.mixed", description=__doc__)
+    parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
+    parser.add_argument("--bound", default="cosine=0.99", help="cosine=0.99 or top1=0.98")
+    parser.add_argument("--quick", action="store_true", help="short measurement per step")
+    parser.add_argument("--submit", action="store_true", help="queue FP32, INT8 and the best mix")
+    args = parser.parse_args(argv)
+    try:
+        bound = AccuracyBound.parse(args.bound)
+        settings = MEASURE_PRESETS["quick" if args.quick else "standard"]
+        with tempfile.TemporaryDirectory(prefix="optiboard-mixed-") as tmp:
+            found = search(library.onnx_path(args.model), bound, Path(tmp), settings)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(found.lines()))
+    best = found.best
+    if best is None:
+        print("no mix met the bound; nothing to submit")
+        return 1
+    print(f"best: {', '.join(best.fp32_nodes) or 'plain INT8'} in FP32, p50 {best.p50_ms:.3f} ms")
+    if args.submit and best.fp32_nodes:
+        spec = SweepSpec(
+            precisions=(Precision.FP32, Precision.INT8_STATIC),
+            fp32_nodes=best.fp32_nodes,
+            profile=True,
+            measure=settings,
+        )
+        job = jobs.submit_sweep(args.model, spec, label=f"mixed precision, {args.bound}")
+        print(f"queued job {job.id}; follow it with `optiboard show {job.id}`")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

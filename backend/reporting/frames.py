@@ -105,6 +105,8 @@ def series_name(job_id: int, model: str, configuration: dict[str, Any]) -> str:
     precision = Precision(configuration.get("precision", "fp32"))
     parts = [f"#{job_id} {model}", str(configuration.get("provider", "cpu")).upper()]
     parts.append(precision.label)
+    if configuration.get("fp32_nodes"):  # mixed precision is its own point on every chart
+        parts.append(f"mixed ({len(configuration['fp32_nodes'])} in FP32)")
     if configuration.get("backend", "onnxruntime") != "onnxruntime":
         parts.append(str(configuration["backend"]))
     if not configuration.get("fixed_shapes", True):

@@ -9,6 +9,9 @@ import pytest
 from backend.engine import mixed
 from backend.engine.variants import OptimizationError, build_variant
 from backend.errors import UserError
+from backend.models.ingest import ingest_file
+from backend.queue import jobs
+from backend.reporting.frames import series_name
 from backend.specs import Configuration, MeasureSettings
 from tests import models as model_factory
 from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
@@ -54,3 +57,21 @@ def test_fp32_nodes_only_apply_to_static_int8() -> None:
     mixed_config = Configuration(precision="int8_static", fp32_nodes=("b", "a", "a"))
     assert mixed_config.fp32_nodes == ("a", "b") and "fp32:a,b" in mixed_config.key
     assert Configuration.from_dict(mixed_config.to_dict()) == mixed_config
+
+
+def test_mixed_command_queues_the_best_mix_which_joins_the_results_as_its_own_series(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    model = ingest_file(source, "bad.onnx")
+    assert mixed.main([str(model.id), "--bound", "cosine=0.99", "--quick", "--submit"]) == 0
+    printed = capsys.readouterr().out
+    assert "meets the bound" in printed and "queued job" in printed
+    job = jobs.list_jobs()[0]
+    spec = jobs.spec_of(job)
+    assert any(name.split("/")[0] == BAD_LAYER for name in spec.fp32_nodes)
+    configs = spec.configurations()
+    assert [c.precision.value for c in configs] == ["fp32", "int8_static", "int8_static"]
+    assert configs[2].fp32_nodes == spec.fp32_nodes and configs[2].profile
+    names = {series_name(job.id, "bad", c.to_dict()) for c in configs}
+    assert len(names) == 3  # plain INT8 and the mix are two different series
