@@ -3,6 +3,10 @@
 FROM python:3.11-slim
 ARG OPTIBOARD_REQUIREMENTS=requirements.txt
 WORKDIR /app
+# bubblewrap sandboxes SavedModel conversion and upload parsing (it needs user namespaces, e.g.
+# `docker run --security-opt seccomp=unconfined`; without a working sandbox SavedModels are refused)
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
 COPY requirements*.txt ./
 RUN python -m venv .venv && .venv/bin/pip install --no-cache-dir -r ${OPTIBOARD_REQUIREMENTS}
 COPY . .

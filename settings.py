@@ -260,3 +260,54 @@ OIDC_DEFAULT_ROLE = _declare(
         "role of an identity-provider user with no account of that e-mail; `none` refuses them",
     )
 )
+
+
+# --- child limits and sandbox ---
+CHILD_MEMORY_MB = _declare(
+    Setting(
+        "OPTIBOARD_CHILD_MEMORY_MB",
+        "0",
+        int,
+        "address-space limit (RLIMIT_AS) of every child process; 0 means half of the host's RAM "
+        "(at least 16384 on an NVIDIA host: CUDA reserves ~14 GB of address space)",
+    )
+)
+CHILD_CPU_S = _declare(
+    Setting("OPTIBOARD_CHILD_CPU_S", "7200", int, "CPU-time limit (RLIMIT_CPU) of every child")
+)
+CHILD_FILE_MB = _declare(
+    Setting("OPTIBOARD_CHILD_FILE_MB", "8192", int, "largest file a child may write (RLIMIT_FSIZE)")
+)
+CHILD_PROCS = _declare(
+    Setting(
+        "OPTIBOARD_CHILD_PROCS",
+        "1024",
+        int,
+        "processes and threads a child may add (RLIMIT_NPROC above the service user's current "
+        "count; not enforced for root)",
+    )
+)
+BWRAP = _declare(
+    Setting(
+        "OPTIBOARD_BWRAP",
+        "bwrap",
+        str,
+        "the bubblewrap binary that sandboxes SavedModel conversion and upload parsing",
+    )
+)
+PARSE_TIMEOUT_S = _declare(
+    Setting(
+        "OPTIBOARD_PARSE_TIMEOUT_S",
+        "300",
+        float,
+        "time limit of checking one uploaded model or calibration file (a child process)",
+    )
+)
+MAX_INPUT_MB = _declare(
+    Setting(
+        "OPTIBOARD_MAX_INPUT_MB",
+        "2048",
+        int,
+        "largest model input (batch x dims x item size) or calibration file content accepted",
+    )
+)

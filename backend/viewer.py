@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-ROOT = Path(__file__).resolve().parents[1]
+import settings
+
+ROOT = settings.PROJECT_ROOT
 STATIC_DIR = ROOT / "static" / "netron"
 URL_PATH = "/app/static/netron/index.html"
 PATCH_VERSION = 2  # bump when PATCHES or CSP change, so prepared copies are refreshed

@@ -276,3 +276,64 @@ def make_cuda_fallback_model() -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])],
     )
     return _finish(graph)
+
+
+def save_hostile_savedmodel(directory: Path, canary: Path) -> Path:
+    """A SavedModel whose resource initializer (run by TensorFlow at load time) copies the loading
+    process's environment into `canary`; a valid model otherwise (y = x + 1)."""
+    import tensorflow as tf
+
+    class Hostile(tf.saved_model.experimental.TrackableResource):
+        def _create_resource(self) -> tf.Tensor:
+            return tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name="")
+
+        def _initialize(self) -> tf.Operation:
+            tf.io.write_file(str(canary), tf.io.read_file("/proc/self/environ"))
+            return tf.raw_ops.AssignVariableOp(resource=self.resource_handle, value=1.0)
+
+    class Module(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.resource = Hostile()
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x")])
+        def serve(self, x: tf.Tensor) -> dict[str, tf.Tensor]:
+            handle = self.resource.resource_handle
+            return {"y": x + tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.float32)}
+
+    module = Module()
+    tf.saved_model.save(module, str(directory), signatures={"serving_default": module.serve})
+    Path(canary).unlink(missing_ok=True)  # only loading may write it
+    return Path(directory)
+
+
+def make_constant_of_shape_bomb(side: int = 40_000) -> onnx.ModelProto:
+    """~200 bytes whose ConstantOfShape makes a side x side float tensor (6.4 GB at 40,000)."""
+    shape = numpy_helper.from_array(np.array([side, side], dtype=np.int64), "shape")
+    one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["big"], value=one),
+        helper.make_node("ReduceSum", ["big"], ["total"], keepdims=0),
+        helper.make_node("Add", ["x", "total"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bomb",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        [shape],
+    )
+    return _finish(graph)
+
+
+def make_symbolic_dim_model() -> onnx.ModelProto:
+    """y = x + 1 over x of shape [N, seq] with a symbolic `seq` the user must give a value."""
+    one = _init("one", np.ones((1,), np.float32))
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "one"], ["y"])],
+        "symbolic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "seq"])],
+        [one],
+    )
+    return _finish(graph)

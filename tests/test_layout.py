@@ -43,12 +43,6 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
         "wt-typed and wt-launcher rewrite run_configuration (typed results, memory over the "
         "session and timed loop only)"
     ),
-    ("backend/engine/inputs.py", "function-size"): (
-        "wt-launcher edits engine/inputs.py (calibration parsing, read_calibration_npz)"
-    ),
-    ("backend/models/tfconvert.py", "function-size"): (
-        "wt-launcher rewrites convert_savedmodel onto the one child launcher"
-    ),
     ("backend/reporting/charts.py", "function-size"): (
         "wt-pages and wt-typed edit reporting/charts.py (latency_vs_batch)"
     ),

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import settings
 from storage.db import data_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = settings.PROJECT_ROOT
 INT_MAX = 2147483647
 ORT_DISTRIBUTIONS = (
     "onnxruntime-gpu",

@@ -8,6 +8,7 @@ ids in [0, rows) of that table; other integer inputs get DEFAULT_INT_RANGE.
 from __future__ import annotations
 
 import logging
+import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +16,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+import settings
 from backend.errors import UserError
 
 log = logging.getLogger(__name__)
 
+MB = 1 << 20
+RATIO_FLOOR = 16 * MB  # smaller arrays may compress as well as they like (masks, padding)
 DEFAULT_INT_RANGE = (0, 2)  # [low, high): valid as an index into any table and as a 0/1 mask
 # ops that pass integer ids through unchanged, so a Gather behind them still bounds the input
 _ID_PASSTHROUGH_OPS = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
@@ -145,6 +149,29 @@ def value_ranges(model_path: Path) -> dict[str, tuple[int, int]]:
     return value_ranges_of_model(onnx.load(str(model_path), load_external_data=False))
 
 
+def max_input_bytes() -> int:
+    return settings.MAX_INPUT_MB.get() * MB
+
+
+def check_input_size(specs: list[dict], batch_size: int, symbolic_dims: dict[str, int]) -> None:
+    """UserError when one feed (batch x dims x item size, all inputs) is over the input limit.
+
+    Checked before any input array is allocated, with Python integers, so a symbolic dimension
+    of 10^9 is refused in microseconds instead of taking the host's memory.
+    """
+    total = 0
+    for spec in specs:
+        shape = concrete_shape(spec["shape"], batch_size, symbolic_dims, spec["name"])
+        itemsize = np.dtype(spec["dtype"]).itemsize if spec["dtype"] != "str" else 1
+        total += math.prod(shape) * itemsize
+        if total > max_input_bytes():
+            raise UserError(
+                f"Input {spec['name']!r} at shape {list(shape)} takes {total / MB:,.0f} MB, over "
+                f"the input limit of {settings.MAX_INPUT_MB.get()} MB (OPTIBOARD_MAX_INPUT_MB); "
+                "use a smaller batch size or smaller values for the symbolic dimensions."
+            )
+
+
 def random_inputs(
     specs: list[dict],
     batch_size: int,
@@ -154,6 +181,7 @@ def random_inputs(
     ranges: dict | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """count feeds of random data: floats standard normal, ints within ranges, bools 50/50."""
+    check_input_size(specs, batch_size, symbolic_dims)
     rng = np.random.default_rng(seed)
     ranges = ranges or {}
     shapes = {
@@ -198,12 +226,76 @@ def _castable(source: np.dtype, target: np.dtype) -> bool:
     return source.kind == target.kind and source.kind in "fiu"
 
 
-def read_calibration_npz(
-    path: Path, specs: list[dict], symbolic_dims: dict[str, int]
-) -> CalibrationSet:
-    """Check a calibration .npz against the model inputs and split it into batch-1 feeds."""
-    name = Path(path).name
-    expected = [spec["name"] for spec in specs]
+def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, np.dtype, int]:
+    """(shape, dtype, header bytes) of one .npy member, read without loading its data."""
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+        return tuple(shape), dtype, member.tell()
+
+
+def check_npz_headers(path: Path, expected: list[str]) -> None:
+    """Refuse an .npz from its headers alone, before any array is loaded: object arrays, arrays
+    whose declared size disagrees with the member, or declares far more than the file holds
+    (OPTIBOARD_MAX_COMPRESSION_RATIO), or more than OPTIBOARD_MAX_INPUT_MB in all."""
+    name = path.name
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise UserError(
+            f"{name} is not a readable .npz file ({exc}); save it with numpy.savez({expected[0]}"
+            "=array, ...)."
+        ) from None
+    ratio_cap = settings.MAX_COMPRESSION_RATIO.get()
+    total = 0
+    with archive:
+        members = archive.infolist()
+        keys = [m.filename.removesuffix(".npy") for m in members]
+        if sorted(keys) != sorted(expected):
+            raise UserError(
+                f"{name} has arrays named {', '.join(keys[:20]) or 'nothing'}, but the model's "
+                f"inputs are {', '.join(expected)}; use exactly those names as keys."
+            )
+        for info, key in zip(members, keys, strict=True):
+            try:
+                shape, dtype, header = _member_header(archive, info)
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+                raise UserError(
+                    f"Array {key!r} in {name} has no readable .npy header ({exc}); save it with "
+                    "numpy.savez."
+                ) from None
+            if dtype.hasobject:
+                raise UserError(
+                    f"Array {key!r} in {name} is an object array, which is refused because it "
+                    "would need unpickling; save plain numeric arrays."
+                )
+            declared = math.prod(shape) * dtype.itemsize
+            total += declared
+            if info.file_size != header + declared:
+                raise UserError(
+                    f"Array {key!r} in {name} declares shape {list(shape)} ({declared / MB:,.1f} "
+                    f"MB) but holds {max(info.file_size - header, 0) / MB:,.1f} MB; the file is "
+                    "damaged, save it again with numpy.savez."
+                )
+            if declared > RATIO_FLOOR and declared > ratio_cap * max(info.compress_size, 1):
+                raise UserError(
+                    f"Array {key!r} in {name} declares {declared / MB:,.1f} MB in "
+                    f"{info.compress_size / MB:,.2f} MB of file, more than the compression "
+                    f"limit of {ratio_cap:g}:1 allows; save real samples with numpy.savez."
+                )
+            if total > max_input_bytes():
+                raise UserError(
+                    f"{name} declares {total / MB:,.0f} MB of arrays, over the input limit of "
+                    f"{settings.MAX_INPUT_MB.get()} MB (OPTIBOARD_MAX_INPUT_MB); use fewer samples."
+                )
+
+
+def _load_arrays(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
+    """The arrays of an .npz whose headers check_npz_headers has already accepted."""
+    name = path.name
     try:
         archive = np.load(str(path), allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
@@ -217,55 +309,60 @@ def read_calibration_npz(
             f"array per input named {', '.join(expected)}."
         )
     with archive:
-        keys = list(archive.files)
-        if sorted(keys) != sorted(expected):
+        try:
+            return {key: archive[key] for key in expected}
+        except ValueError as exc:  # numpy refuses object arrays without allow_pickle
             raise UserError(
-                f"{name} has arrays named {', '.join(keys) or 'nothing'}, but the model's inputs "
-                f"are {', '.join(expected)}; use exactly those names as keys."
+                f"An array in {name} is an object array, which is refused because it would need "
+                "unpickling; save plain numeric arrays."
+            ) from exc
+
+
+def _conform(
+    array: np.ndarray, spec: dict, name: str, symbolic_dims: dict[str, int], notes: list[str]
+) -> np.ndarray:
+    """The array cast to the input's dtype, or UserError when its dtype, rank or dims do not fit."""
+    key = spec["name"]
+    target = np.dtype(spec["dtype"])
+    if array.dtype != target:
+        if not _castable(array.dtype, target):
+            raise UserError(
+                f"Array {key!r} in {name} has dtype {array.dtype}, but input {key!r} takes "
+                f"{target}; save it as {target}."
             )
-        arrays: dict[str, np.ndarray] = {}
-        for key in expected:
-            try:
-                arrays[key] = archive[key]
-            except ValueError as exc:  # numpy refuses object arrays without allow_pickle
-                raise UserError(
-                    f"Array {key!r} in {name} is an object array, which is refused because it "
-                    "would need unpickling; save plain numeric arrays."
-                ) from exc
+        notes.append(f"calibration array {key!r} cast from {array.dtype} to {target}")
+        array = array.astype(target)
+    rank = len(spec["shape"])
+    if array.ndim != rank:
+        raise UserError(
+            f"Array {key!r} in {name} has {array.ndim} dimensions, but input {key!r} has "
+            f"{rank}; the first axis holds the samples and the rest must match the input "
+            f"shape {spec['shape'][1:]}."
+        )
+    for index, dim in enumerate(spec["shape"][1:], start=1):
+        wanted = dim if isinstance(dim, int) and dim > 0 else symbolic_dims.get(str(dim))
+        if wanted is not None and array.shape[index] != wanted:
+            raise UserError(
+                f"Array {key!r} in {name} has size {array.shape[index]} on axis {index}, but "
+                f"the input needs {wanted} there (dimension {dim!r})."
+            )
+    return array
+
+
+def read_calibration_npz(
+    path: Path, specs: list[dict], symbolic_dims: dict[str, int]
+) -> CalibrationSet:
+    """Check a calibration .npz against the model inputs and split it into batch-1 feeds.
+
+    Headers first (check_npz_headers), so nothing is loaded from a file that lies about its size.
+    """
+    path, name = Path(path), Path(path).name
+    expected = [spec["name"] for spec in specs]
+    check_npz_headers(path, expected)
+    loaded = _load_arrays(path, expected)
     notes: list[str] = []
-    counts = set()
-    for spec in specs:
-        key = spec["name"]
-        array = arrays[key]
-        target = np.dtype(spec["dtype"])
-        if array.dtype.kind == "O":
-            raise UserError(
-                f"Array {key!r} in {name} is an object array; save plain numeric arrays."
-            )
-        if array.dtype != target:
-            if not _castable(array.dtype, target):
-                raise UserError(
-                    f"Array {key!r} in {name} has dtype {array.dtype}, but input {key!r} takes "
-                    f"{target}; save it as {target}."
-                )
-            notes.append(f"calibration array {key!r} cast from {array.dtype} to {target}")
-            array = array.astype(target)
-        rank = len(spec["shape"])
-        if array.ndim != rank:
-            raise UserError(
-                f"Array {key!r} in {name} has {array.ndim} dimensions, but input {key!r} has "
-                f"{rank}; the first axis holds the samples and the rest must match the input "
-                f"shape {spec['shape'][1:]}."
-            )
-        for index, dim in enumerate(spec["shape"][1:], start=1):
-            wanted = dim if isinstance(dim, int) and dim > 0 else symbolic_dims.get(str(dim))
-            if wanted is not None and array.shape[index] != wanted:
-                raise UserError(
-                    f"Array {key!r} in {name} has size {array.shape[index]} on axis {index}, but "
-                    f"the input needs {wanted} there (dimension {dim!r})."
-                )
-        counts.add(array.shape[0])
-        arrays[key] = array
+    arrays = {s["name"]: _conform(loaded[s["name"]], s, name, symbolic_dims, notes) for s in specs}
+    counts = {array.shape[0] for array in arrays.values()}
     if len(counts) != 1:
         raise UserError(
             f"The arrays in {name} hold different numbers of samples ({sorted(counts)}); every "

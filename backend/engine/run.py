@@ -81,6 +81,9 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
 
     workdir = Path(tempfile.mkdtemp(prefix="optiboard-config-"))
     try:
+        inputs.check_input_size(  # before anything is allocated for a huge batch or dim
+            inputs.input_specs_of(source), config.batch_size, dict(config.symbolic_dims)
+        )
         calibration = None
         if config.precision == Precision.INT8_STATIC and task.calibration_path:
             calibration = inputs.load_calibration_npz(

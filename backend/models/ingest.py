@@ -2,7 +2,8 @@
 
 All or nothing: every check runs before the first blob is written, blobs this call added are
 removed again if anything later fails, and the model row and its artifacts are one transaction.
-Nothing is ever unpickled.
+Nothing is ever unpickled, and the upload is never parsed in this process: onnx loading, checking
+and shape inference run in a limited child (backend.models.parse).
 """
 
 from __future__ import annotations
@@ -13,19 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import onnx
-
 import settings
 from backend.errors import UserError
-from backend.models.inspect import (
-    PROTOBUF_LIMIT,
-    ModelMetadata,
-    check_self_contained,
-    external_data_files,
-    external_tensors,
-    inspect_model,
-    load_proto,
-)
+from backend.models import parse
+from backend.models.inspect import ModelMetadata
 from backend.models.safezip import extract_zip
 from backend.models.tfconvert import DEFAULT_OPSET, convert_savedmodel
 from storage.artifacts import ArtifactStore, sha256_file
@@ -164,18 +156,8 @@ def _onnx_name(filename: str) -> str:
 
 
 def _plan_onnx(path: Path, filename: str) -> _Plan:
-    """A single .onnx upload: valid and self-contained, stored as is."""
-    model = load_proto(path, display_name=filename)
-    missing = external_data_files(model)
-    if missing:
-        raise UserError(
-            f"The model {filename!r} keeps its weights in the external data file "
-            f"{missing[0]!r}, which a single upload cannot include; upload a .zip holding "
-            "the .onnx and its data files."
-        )
-    check_self_contained(model, filename)
-    del model
-    metadata = inspect_model(path, display_name=filename)
+    """A single .onnx upload: valid and self-contained (checked in a child), stored as is."""
+    metadata = ModelMetadata(**parse.check_onnx(path, filename))
     plan = _Plan(format="onnx", metadata=metadata)
     if not filename.lower().endswith(".onnx"):
         # model_file() needs a name ending in .onnx; the upload itself is stored as original.
@@ -225,72 +207,23 @@ def _plan_zip(path: Path, filename: str, work: Path) -> _Plan:
 
 
 def _plan_external_data(model_path: Path, folder: Path, work: Path) -> _Plan:
-    """An .onnx with its data files: check every reference, then internalise into one file."""
+    """An .onnx with its data files: every reference checked, then internalised into one file."""
     shown = model_path.relative_to(folder).as_posix()
-    model = load_proto(model_path, display_name=shown)
-    check_self_contained(model, shown, memory_only=True)
-    base = model_path.parent
-    locations = external_data_files(model)
-    for location in locations:
-        target = (base / location).resolve()
-        if not target.is_relative_to(folder.resolve()):
-            raise UserError(
-                f"The model {shown!r} refers to external data {location!r} outside the zip; "
-                "re-save it with its data files next to the .onnx."
-            )
-        if not target.is_file():
-            raise UserError(
-                f"The model {shown!r} needs the external data file {location!r}, which is not "
-                "in the zip; add it next to the .onnx and zip them again."
-            )
-    one_file = _internalised_size(model, base)
-    if one_file > PROTOBUF_LIMIT:
-        raise UserError(
-            f"The model {shown!r} would be {one_file / 2**30:.2f} GB as one ONNX file, over "
-            "protobuf's 2 GB limit, so it cannot be optimized here; upload a smaller model."
-        )
-    del model
-    metadata = inspect_model(model_path, display_name=shown)
-    try:
-        full = onnx.load(str(model_path), load_external_data=True)
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"The external data of {shown!r} could not be read ({exc}); re-export the model "
-            "and zip the .onnx with all its data files."
-        ) from None
-    if full.ByteSize() > PROTOBUF_LIMIT:
-        raise UserError(
-            f"The model {shown!r} is over protobuf's 2 GB limit as one ONNX file, so it cannot "
-            "be optimized here; upload a smaller model."
-        )
-    check_self_contained(full, shown)
     converted = work / model_path.name
-    onnx.save(full, str(converted))
+    checked = parse.internalise(model_path, folder, shown, converted)
+    locations = checked["locations"]
+    metadata = ModelMetadata(**checked["metadata"])
     plan = _Plan(format="onnx-external-data" if locations else "onnx", metadata=metadata)
     meta = {"from": "external-data", "data_files": locations, "source": shown}
     plan.files.append(("converted", converted, _onnx_name(model_path.name), meta))
     return plan
 
 
-def _internalised_size(model: onnx.ModelProto, base: Path) -> int:
-    """Bytes the model takes with its external tensors inlined (a close upper bound)."""
-    total = model.ByteSize()
-    for graph_tensor in external_tensors(model):
-        entries = {e.key: e.value for e in graph_tensor.external_data}
-        if "length" in entries:
-            total += int(entries["length"])
-        else:
-            file = base / entries.get("location", "")
-            total += max(file.stat().st_size - int(entries.get("offset", "0")), 0)
-    return total
-
-
 def _plan_savedmodel(saved_model_dir: Path, filename: str, work: Path) -> _Plan:
     """A zipped SavedModel: convert in a child process and keep the log."""
     stem = Path(filename).stem or "model"
     conversion = convert_savedmodel(saved_model_dir, work / f"{stem}.onnx", opset=DEFAULT_OPSET)
-    check_self_contained(load_proto(conversion.onnx_path), f"{stem}.onnx")
-    metadata = inspect_model(conversion.onnx_path, display_name=f"{stem}.onnx")
+    metadata = ModelMetadata(**parse.inspect(conversion.onnx_path, f"{stem}.onnx"))
     log_path = work / "conversion_log.txt"
     log_path.write_text(conversion.log, encoding="utf-8")
     plan = _Plan(format="savedmodel", metadata=metadata)

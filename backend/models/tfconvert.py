@@ -1,18 +1,18 @@
-"""TensorFlow SavedModel to ONNX with tf2onnx, always in a child process.
+"""TensorFlow SavedModel to ONNX with tf2onnx, always in a sandboxed, limited child process.
 
-TensorFlow is heavy (seconds to import, hundreds of MB resident) and an untrusted SavedModel can
-crash it, so the caller only starts `python -m backend.models.tfconvert` and reads back a small JSON
-result file plus the child's full output as the conversion log.
+Loading a SavedModel runs the initializers of the resources it holds, i.e. the uploader's code, so
+the conversion only ever runs under bubblewrap (backend.queue.sandbox): read-only view, scratch
+folder as the only writable place, empty environment, no network. Without a working sandbox it is
+refused, never run unsandboxed. The parent reads back a small JSON result file and the child's
+full output as the conversion log.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
+import shutil
 import sys
-import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +20,12 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
+from backend.queue import sandbox
+from backend.queue.children import RESULT_CAP, ProcessOutcome, child_folder, run_process
+from backend.queue.limits import ChildLimits, sentence
 
 DEFAULT_OPSET = 17
 MIN_OPSET, MAX_OPSET = 9, 18  # the range tf2onnx 1.17 converts to
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ConversionFailed(UserError):
@@ -61,51 +63,24 @@ def convert_savedmodel(
             f"Opset {opset} is outside what tf2onnx can produce; pick one from "
             f"{MIN_OPSET} to {MAX_OPSET}."
         )
+    _require_sandbox()
     timeout = default_timeout_s() if timeout_s is None else timeout_s
     output_path = Path(output_path)
-    with tempfile.TemporaryDirectory(prefix="tfconvert-") as work:
-        result_file = Path(work) / "result.json"
-        command = [
-            sys.executable,
-            "-m",
-            "backend.models.tfconvert",
-            "--saved-model",
-            str(Path(saved_model_dir).resolve()),
-            "--output",
-            str(output_path.resolve()),
-            "--opset",
-            str(opset),
-            "--result",
-            str(result_file),
-        ]
+    source = Path(saved_model_dir).resolve()
+    with child_folder() as folder:
+        produced, result_file = folder.scratch / "model.onnx", folder.scratch / "result.json"
+        entry = ["module", "backend.models.tfconvert", "--saved-model", str(source)]
+        entry += ["--output", str(produced), "--opset", str(opset), "--result", str(result_file)]
         if signature is not None:
-            command += ["--signature", signature]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+            entry += ["--signature", signature]
+        done = run_process(
+            entry, folder, timeout_s=timeout, sandboxed=True, read_only=[source], merge_output=True
         )
-        try:
-            done = subprocess.run(
-                command,
-                cwd=work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as expired:
-            log = _text(expired.output)
-            raise ConversionFailed(
-                f"The TensorFlow conversion took longer than {timeout:g} s and was stopped; "
-                "upload a smaller model or raise OPTIBOARD_CONVERT_TIMEOUT_S.",
-                log,
-            ) from None
-        log = _text(done.stdout)
-        result: dict[str, Any] = {}
-        if result_file.is_file():
-            result = json.loads(result_file.read_text())
+        log = done.stdout
+        _raise_if_stopped(done, timeout)
+        result = _read_result(result_file)
+        if result.get("error") is None and done.returncode == 0 and produced.is_file():
+            shutil.move(produced, output_path)
     error = result.get("error")
     if error is not None:
         raise ConversionFailed(_error_message(error, result), log)
@@ -126,12 +101,39 @@ def convert_savedmodel(
     )
 
 
-def _text(output: bytes | str | None) -> str:
-    if output is None:
-        return ""
-    if isinstance(output, bytes):
-        return output.decode("utf-8", errors="replace")
-    return output
+def _require_sandbox() -> None:
+    """Never convert without the sandbox: loading a SavedModel runs the uploader's code."""
+    state = sandbox.available()
+    if not state.ok:
+        raise UserError(
+            f"TensorFlow SavedModels are refused here because {state.reason} (loading one runs "
+            "the uploader's code, which only ever happens inside that sandbox)."
+        )
+
+
+def _raise_if_stopped(done: ProcessOutcome, timeout: float) -> None:
+    """ConversionFailed naming the time limit or resource limit that stopped the child."""
+    if done.timed_out:
+        raise ConversionFailed(
+            f"The TensorFlow conversion took longer than {timeout:g} s and was stopped; "
+            "upload a smaller model or raise OPTIBOARD_CONVERT_TIMEOUT_S.",
+            done.stdout,
+        )
+    if done.limit:
+        what = "The TensorFlow conversion"
+        limits = ChildLimits.from_settings()
+        raise ConversionFailed(sentence(done.limit, what, limits), done.stdout)
+
+
+def _read_result(result_file: Path) -> dict[str, Any]:
+    """The child's JSON result, or {} when it left none (or nothing sensible)."""
+    if not result_file.is_file() or result_file.stat().st_size > RESULT_CAP:
+        return {}
+    try:
+        loaded = json.loads(result_file.read_text())
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def _last_line(log: str) -> str:
@@ -203,6 +205,8 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     }
     try:
         loaded = tf.saved_model.load(args.saved_model)
+    except MemoryError:
+        raise  # the parent names the memory limit
     except Exception as exc:  # reported to the parent as a user-facing error
         traceback.print_exc()
         return {**result, "error": "load", "detail": f"{type(exc).__name__}: {exc}"}
@@ -233,6 +237,8 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     ]
     try:
         tf2onnx.convert.main()
+    except MemoryError:
+        raise  # the parent names the memory limit
     except Exception as exc:  # reported to the parent as a user-facing error
         traceback.print_exc()
         Path(args.output).unlink(missing_ok=True)

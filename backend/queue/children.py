@@ -1,41 +1,201 @@
-"""Run a function in a child process with a time limit, so a crash there cannot take us down."""
+"""The one launcher: every child process starts here, under limits, optionally sandboxed.
+
+A crash, a memory bomb or hostile code in a child cannot take the worker or the dashboard down:
+each child is `python -m backend.queue.children <limits> <mode> ...`, which sets its resource
+limits (limits.py) before it imports anything else, runs with a fresh temporary folder that the
+parent removes afterwards (also when the child was killed), and is killed with its whole process
+group on timeout or cancel. Three ways in, one core (run_process):
+- run_in_child: call a Python function (pickled by reference) and get its value back;
+- run_call: call "module:function" with JSON arguments and get JSON back (safe for sandboxes);
+- run_module: `python -m module args` and get its stdout.
+"""
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import json
+import os
+import pickle
 import re
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-_CONTEXT = mp.get_context("spawn")  # no inherited threads, sessions or DB connections
+import settings
+from backend.errors import UserError
+from backend.queue import limits as child_limits
+from backend.queue import sandbox
+
+RESULT_CAP = 256 << 20  # bytes of result or stdout the parent reads back
+LOG_TAIL = 4 << 20  # bytes of merged output kept for logs and error lines
+FOLDER_PREFIX = "optiboard-child-"
 
 
 @dataclass
 class ChildOutcome:
     ok: bool
     value: Any = None
-    error: str | None = None  # traceback text or what happened to the child
+    error: str | None = None  # traceback text, a limit's sentence, or what happened to the child
     exitcode: int | None = None
     cancelled: bool = False
     timed_out: bool = False
+    limit: str | None = None  # 'memory', 'cpu', 'file' or 'killed' when a limit ended it
 
 
-def _child_main(conn: Any, func: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+@dataclass(frozen=True)
+class ChildFolder:
+    """A child's temporary folder: `scratch` is the child's (its only writable place when
+    sandboxed); the output files beside it belong to the parent."""
+
+    root: Path
+
+    @property
+    def scratch(self) -> Path:
+        return self.root / "scratch"
+
+
+@dataclass
+class ProcessOutcome:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    cancelled: bool = False
+    limit: str | None = None
+
+
+def _children_root() -> Path:
+    return Path(tempfile.gettempdir()) / "optiboard-children"
+
+
+def _sweep_orphans(root: Path) -> None:
+    """Remove folders whose parent process is gone (it was SIGKILLed before its cleanup)."""
+    for folder in root.glob(f"{FOLDER_PREFIX}*"):
+        pid = folder.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def child_folder() -> Iterator[ChildFolder]:
+    """A fresh folder for one child, removed by the parent whatever happened to the child."""
+    root = _children_root()
+    root.mkdir(parents=True, exist_ok=True)
+    _sweep_orphans(root)
+    path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=root))
+    folder = ChildFolder(path)
+    folder.scratch.mkdir()
     try:
-        value = func(*args, **kwargs)
-        conn.send(("ok", value))
-    except BaseException as exc:  # the parent records it; the child must never hang
-        from backend.errors import UserError
-
-        kind = "user_error" if isinstance(exc, UserError) else "error"
-        text = str(exc) if kind == "user_error" else traceback.format_exc()
-        conn.send((kind, text))
+        yield folder
     finally:
-        conn.close()
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _read_text(path: Path, cap: int, tail: bool = False) -> str:
+    if not path.is_file():
+        return ""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(size - cap, 0) if tail else 0)
+        return handle.read(cap).decode("utf-8", errors="replace")
+
+
+def _environment(sandboxed: bool) -> dict[str, str] | None:
+    if sandboxed:
+        return None  # bwrap --clearenv sets what the child gets
+    env = dict(os.environ)
+    root = str(settings.PROJECT_ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _wait(
+    process: subprocess.Popen,
+    timeout_s: float,
+    should_cancel: Callable[[], bool] | None,
+    on_tick: Callable[[], None] | None,
+    tick_s: float,
+) -> tuple[bool, bool]:
+    """(timed_out, cancelled) once the child exits or one of the two happens."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            process.wait(timeout=tick_s)
+            return False, False
+        except subprocess.TimeoutExpired:
+            pass
+        if on_tick is not None:
+            on_tick()
+        if should_cancel is not None and should_cancel():
+            return False, True
+        if time.monotonic() > deadline:
+            return True, False
+
+
+def run_process(
+    entry: Sequence[str],
+    folder: ChildFolder,
+    *,
+    timeout_s: float,
+    sandboxed: bool = False,
+    read_only: Sequence[Path] = (),
+    merge_output: bool = False,
+    should_cancel: Callable[[], bool] | None = None,
+    on_tick: Callable[[], None] | None = None,
+    tick_s: float = 0.5,
+    limits: child_limits.ChildLimits | None = None,
+) -> ProcessOutcome:
+    """Run `python -m backend.queue.children <limits> *entry` and wait for it (the one core).
+
+    Sandboxed, the child runs under bubblewrap (sandbox.py) and raises UserError when no working
+    sandbox exists: never a silent fallback.
+    """
+    limits = limits or child_limits.ChildLimits.from_settings()
+    argv = [sys.executable, "-m", "backend.queue.children", json.dumps(limits.to_dict()), *entry]
+    if sandboxed:
+        state = sandbox.available()
+        if not state.ok:
+            raise UserError(f"This needs a sandbox, but {state.reason}.")
+        argv = sandbox.command(argv, folder.scratch, read_only, binary=state.binary)
+    out_path, err_path = folder.root / "stdout", folder.root / "stderr"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out if merge_output else err,
+            cwd=folder.scratch if sandboxed else None,
+            env=_environment(sandboxed),
+            start_new_session=True,  # one process group, killed as a whole
+        )
+    try:
+        timed_out, cancelled = _wait(process, timeout_s, should_cancel, on_tick, tick_s)
+    finally:
+        if process.poll() is None:
+            _kill_group(process)
+    stdout = _read_text(out_path, LOG_TAIL if merge_output else RESULT_CAP, tail=merge_output)
+    stderr = _read_text(err_path, LOG_TAIL, tail=True)
+    code = process.returncode
+    limit = None
+    if not (timed_out or cancelled) and code != 0:
+        limit = child_limits.limit_hit_by_exit(code, stderr if not merge_output else stdout)
+    return ProcessOutcome(code, stdout, stderr, timed_out, cancelled, limit)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -46,10 +206,51 @@ def _describe_exit(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        hint = " (killed: often out of memory)" if -code == signal.SIGKILL else ""
-        hint = " (the runtime crashed)" if -code in (signal.SIGSEGV, signal.SIGABRT) else hint
+        hint = " (the runtime crashed)" if -code in (signal.SIGSEGV, signal.SIGABRT) else ""
         return f"the child process died from {name}{hint}"
     return f"the child process exited with code {code} without a result"
+
+
+def _last_line(text: str) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # ORT colours its log lines
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _read_result(path: Path, as_pickle: bool) -> dict[str, Any] | None:
+    if not path.is_file() or path.stat().st_size > RESULT_CAP:
+        return None
+    data = path.read_bytes()
+    try:
+        return pickle.loads(data) if as_pickle else json.loads(data)
+    except (pickle.UnpicklingError, EOFError, ValueError):
+        return None
+
+
+def _outcome(
+    done: ProcessOutcome, result: dict[str, Any] | None, what: str, timeout_s: float
+) -> ChildOutcome:
+    """One ChildOutcome from how the process ended and what it left in its result file."""
+    limits = child_limits.ChildLimits.from_settings()
+    if done.cancelled:
+        return ChildOutcome(False, error="cancelled", cancelled=True)
+    if done.timed_out:
+        return ChildOutcome(
+            False, error=f"time limit of {timeout_s:.0f} s exceeded", timed_out=True
+        )
+    kind = result.get("kind") if result else None
+    if kind == "ok":
+        return ChildOutcome(True, value=result["value"], exitcode=done.returncode)  # type: ignore[index]
+    limit = result.get("limit") if result else done.limit
+    if limit:
+        text = child_limits.sentence(limit, what, limits)
+        return ChildOutcome(False, "limit", text, done.returncode, limit=limit)
+    if kind in ("user_error", "error"):
+        return ChildOutcome(False, kind, result["text"], done.returncode)  # type: ignore[index]
+    error = _describe_exit(done.returncode)
+    last = _last_line(done.stderr)
+    error = f"{error}: {last}" if last else error
+    return ChildOutcome(False, error=error, exitcode=done.returncode)
 
 
 def run_in_child(
@@ -59,69 +260,138 @@ def run_in_child(
     should_cancel: Callable[[], bool] | None = None,
     on_tick: Callable[[], None] | None = None,
     tick_s: float = 0.5,
+    what: str = "The child process",
     **kwargs: Any,
 ) -> ChildOutcome:
-    """Call func(*args) in a spawned child; kill it on timeout or when should_cancel() says so."""
-    parent_conn, child_conn = _CONTEXT.Pipe(duplex=False)
-    process = _CONTEXT.Process(
-        target=_child_main, args=(child_conn, func, args, kwargs), daemon=True
-    )
-    process.start()
-    child_conn.close()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            if parent_conn.poll(tick_s):
-                try:
-                    kind, payload = parent_conn.recv()
-                except EOFError:
-                    process.join(5)
-                    return ChildOutcome(
-                        False, error=_describe_exit(process.exitcode), exitcode=process.exitcode
-                    )
-                process.join(10)
-                if kind == "ok":
-                    return ChildOutcome(True, value=payload, exitcode=process.exitcode)
-                return ChildOutcome(False, error=payload, exitcode=process.exitcode, value=kind)
-            if not process.is_alive():
-                process.join()
-                return ChildOutcome(
-                    False, error=_describe_exit(process.exitcode), exitcode=process.exitcode
-                )
-            if on_tick is not None:
-                on_tick()
-            if should_cancel is not None and should_cancel():
-                return ChildOutcome(False, error="cancelled", cancelled=True)
-            if time.monotonic() > deadline:
-                return ChildOutcome(
-                    False, error=f"time limit of {timeout_s:.0f} s exceeded", timed_out=True
-                )
-    finally:
-        if process.is_alive():
-            process.kill()
-            process.join(5)
-        parent_conn.close()
+    """Call func(*args, **kwargs) in a limited child; kill it on timeout or should_cancel()."""
+    with child_folder() as folder:
+        request, result = folder.scratch / "request.pkl", folder.scratch / "result.pkl"
+        request.write_bytes(pickle.dumps((func, args, kwargs)))
+        done = run_process(
+            ["pickle", str(request), str(result)],
+            folder,
+            timeout_s=timeout_s,
+            should_cancel=should_cancel,
+            on_tick=on_tick,
+            tick_s=tick_s,
+        )
+        return _outcome(done, _read_result(result, as_pickle=True), what, timeout_s)
+
+
+def run_call(
+    target: str,
+    *args: Any,
+    timeout_s: float,
+    what: str,
+    sandboxed: bool = False,
+    read_only: Sequence[Path] = (),
+    outputs: Mapping[str, Path] | None = None,
+) -> Any:
+    """JSON in, JSON out: `module:function(*args)` in a limited (optionally sandboxed) child.
+
+    The child runs in its scratch folder; files it leaves there under the names in `outputs` are
+    moved to the given paths. UserError for the user's problems and limits, RuntimeError for bugs.
+    """
+    with child_folder() as folder:
+        request, result = folder.scratch / "request.json", folder.scratch / "result.json"
+        request.write_text(json.dumps({"target": target, "args": list(args)}))
+        done = run_process(
+            ["call", str(request), str(result)],
+            folder,
+            timeout_s=timeout_s,
+            sandboxed=sandboxed,
+            read_only=read_only,
+        )
+        outcome = _outcome(done, _read_result(result, as_pickle=False), what, timeout_s)
+        if outcome.ok:
+            for name, destination in (outputs or {}).items():
+                produced = folder.scratch / name
+                if produced.is_file() and not produced.is_symlink():
+                    shutil.move(produced, destination)
+            return outcome.value
+    if outcome.timed_out:
+        raise UserError(
+            f"{what} took longer than {timeout_s:g} s and was stopped; try a smaller file."
+        )
+    if outcome.value in ("user_error", "limit"):
+        raise UserError(outcome.error or what)
+    if outcome.value == "error":
+        raise RuntimeError(f"{what} failed:\n{outcome.error}")
+    raise UserError(f"{what} crashed ({outcome.error}); the file is damaged or not supported.")
 
 
 def run_module(module: str, *args: str, timeout_s: float, what: str) -> str:
-    """`python -m module args` from the repo root; its stdout, or RuntimeError saying how it died.
+    """`python -m module args` in a limited child; its stdout, or RuntimeError saying how it died.
 
     For children that talk JSON over stdout (registry dumps, matrix builds) and may segfault.
     """
-    import subprocess
-    import sys
-    from pathlib import Path
+    with child_folder() as folder:
+        done = run_process(["module", module, *args], folder, timeout_s=timeout_s)
+    if done.timed_out:
+        raise RuntimeError(f"{what} took longer than {timeout_s:g} s and was stopped")
+    if done.limit:
+        limits = child_limits.ChildLimits.from_settings()
+        raise RuntimeError(child_limits.sentence(done.limit, what[:1].upper() + what[1:], limits))
+    if done.returncode != 0:
+        code = done.returncode or 0
+        how = f"signal {-code}" if code < 0 else f"exit {code}"
+        raise RuntimeError(f"{what} crashed ({how}) {_last_line(done.stderr)}".strip())
+    return done.stdout
 
-    proc = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-    if proc.returncode != 0:
-        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
-        text = re.sub(r"\x1b\[[0-9;]*m", "", proc.stderr or "")  # ORT colours its log lines
-        tail = [line for line in text.strip().splitlines() if line.strip()][-1:] or [""]
-        raise RuntimeError(f"{what} crashed ({how}) {tail[0]}".strip())
-    return proc.stdout
+
+# ---- child side -------------------------------------------------------------------------------
+
+
+def _call(request: Path) -> Any:
+    """Run the JSON request's module:function; import happens after the limits are set."""
+    import importlib
+
+    payload = json.loads(request.read_text())
+    module, _, name = payload["target"].partition(":")
+    return getattr(importlib.import_module(module), name)(*payload["args"])
+
+
+def _report(mode: str, result: Path, body: Callable[[], Any]) -> int:
+    """Run body, write {'kind': ..., ...} to result; the parent reads it after the child exits."""
+    try:
+        value = body()
+        record: dict[str, Any] = {"kind": "ok", "value": value}
+    except BaseException as exc:  # the parent records it; the child must never hang
+        limit = child_limits.limit_hit_by_exception(exc)
+        if limit:
+            record = {"kind": "limit", "limit": limit}
+        elif isinstance(exc, UserError):
+            record = {"kind": "user_error", "text": str(exc)}
+        else:
+            record = {"kind": "error", "text": traceback.format_exc()}
+        del exc
+    data = pickle.dumps(record) if mode == "pickle" else json.dumps(record).encode()
+    result.write_bytes(data)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Child entry: set the limits first, then run what the parent asked for."""
+    limits, mode, *rest = argv
+    child_limits.apply(child_limits.ChildLimits(**json.loads(limits)))
+    if mode == "module":
+        import runpy
+
+        sys.argv = list(rest)
+        runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
+        return 0
+    request, result = Path(rest[0]), Path(rest[1])
+    if mode == "call":
+        os.chdir(result.parent)  # files a call leaves behind go to its scratch folder
+    if mode == "pickle":
+
+        def body() -> Any:
+            func, args, kwargs = pickle.loads(request.read_bytes())
+            return func(*args, **kwargs)
+
+        return _report(mode, result, body)
+    return _report(mode, result, lambda: _call(request))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -81,10 +81,12 @@ def store_calibration(
     symbolic_dims: dict[str, int] | None = None,
 ) -> str:
     """Check a calibration .npz against the model's inputs, store it, and return its sha256."""
-    from backend.engine.inputs import input_specs_of, load_calibration_npz
+    from backend.engine.inputs import input_specs_of
     from backend.models.library import onnx_path, store
+    from backend.models.parse import check_calibration
 
-    load_calibration_npz(
+    # parsed in a limited child: the upload is untrusted and this may be the web process
+    check_calibration(
         Path(npz_path), input_specs_of(onnx_path(model_id)), dict(symbolic_dims or {})
     )
     stored = store().put_file(Path(npz_path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,8 @@ from backend.engine.inputs import (
     value_ranges,
 )
 from backend.errors import UserError
+from backend.models.parse import check_calibration
+from tests.rss import MB, rss_bytes
 
 
 def test_symbolic_first_dim_becomes_the_batch_and_named_dims_get_their_values() -> None:
@@ -128,3 +131,82 @@ def test_file_that_is_not_an_npz_is_refused(tmp_path: Path, cnn_path: Path) -> N
     path.write_bytes(b"not numpy at all")
     with pytest.raises(UserError, match="not a readable .npz"):
         load_calibration_npz(path, input_specs_of(cnn_path), {})
+
+
+BOMB_SHAPE = (2048, 1, 256, 256)  # 512 MiB of float32
+
+
+def _npz_declaring(path: Path, shape: tuple[int, ...], data_bytes: int, compress: bool) -> Path:
+    """An .npz whose 'input' header declares `shape` (float32), followed by data_bytes of zeros,
+    written in 1 MB pieces so the test itself never holds the array."""
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(path, "w", method) as archive:
+        with archive.open("input.npy", "w", force_zip64=True) as member:
+            header = {"descr": "<f4", "fortran_order": False, "shape": shape}
+            np.lib.format.write_array_header_1_0(member, header)
+            chunk = bytes(MB)
+            for start in range(0, data_bytes, MB):
+                member.write(chunk[: min(MB, data_bytes - start)])
+    return path
+
+
+def test_npz_that_declares_far_more_than_it_holds_is_refused_in_a_child(
+    tmp_path: Path, cnn_path: Path
+) -> None:
+    bomb = _npz_declaring(tmp_path / "bomb.npz", BOMB_SHAPE, 512 * MB, compress=True)
+    assert bomb.stat().st_size < MB
+    before = rss_bytes()
+
+    with pytest.raises(UserError) as refused:
+        check_calibration(bomb, input_specs_of(cnn_path), {})
+
+    assert str(refused.value).startswith(
+        "Array 'input' in bomb.npz declares 512.0 MB in 0.50 MB of file, more than the "
+        "compression limit of 200:1 allows"
+    )
+    assert rss_bytes() - before < 100 * MB
+
+
+def test_npz_whose_header_overstates_its_data_is_refused_before_loading(
+    tmp_path: Path, cnn_path: Path
+) -> None:
+    liar = _npz_declaring(tmp_path / "liar.npz", BOMB_SHAPE, 4096, compress=False)
+    before = rss_bytes()
+
+    with pytest.raises(UserError, match=r"declares shape \[2048, 1, 256, 256\] \(512.0 MB\) but"):
+        read_calibration_npz(liar, input_specs_of(cnn_path), {})
+
+    assert rss_bytes() - before < 100 * MB
+
+
+def test_npz_over_the_input_limit_is_refused(
+    tmp_path: Path, cnn_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPTIBOARD_MAX_INPUT_MB", "1")
+    path = tmp_path / "calib.npz"
+    np.savez(path, input=np.random.default_rng(0).normal(size=(128, 3, 32, 32)).astype(np.float32))
+
+    with pytest.raises(UserError, match=r"declares 2 MB of arrays, over the input limit of 1 MB"):
+        check_calibration(path, input_specs_of(cnn_path), {})
+
+
+def test_good_calibration_npz_is_checked_in_a_child(tmp_path: Path, cnn_path: Path) -> None:
+    path = tmp_path / "calib.npz"
+    np.savez(path, input=np.random.default_rng(0).normal(size=(3, 3, 32, 32)))
+
+    checked = check_calibration(path, input_specs_of(cnn_path), {})
+
+    assert checked == {
+        "samples": 3,
+        "notes": ["calibration array 'input' cast from float64 to float32"],
+    }
+
+
+def test_huge_symbolic_dim_is_refused_before_allocating(transformer_path: Path) -> None:
+    specs = input_specs_of(transformer_path)
+    before = rss_bytes()
+
+    with pytest.raises(UserError, match=r"over the input limit of 2048 MB \(OPTIBOARD_MAX_INPUT"):
+        random_inputs(specs, 8, {"seq": 10**9})
+
+    assert rss_bytes() - before < 100 * MB

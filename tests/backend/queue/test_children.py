@@ -1,9 +1,14 @@
 import os
 import signal
+import subprocess
+import tempfile
 import time
+from pathlib import Path
+
+import pytest
 
 from backend.errors import UserError
-from backend.queue.children import run_in_child
+from backend.queue.children import run_call, run_in_child, run_module
 
 
 def _square(x: int) -> int:
@@ -53,3 +58,70 @@ def test_user_errors_keep_their_sentence_and_bugs_their_traceback() -> None:
     assert user.error == "The model needs a value for 'seq'." and user.value == "user_error"
     bug = run_in_child(_bug, timeout_s=60)
     assert "Traceback" in bug.error and "KeyError: 'boom'" in bug.error
+
+
+def _scratch_folders() -> list[Path]:
+    root = Path(tempfile.gettempdir()) / "optiboard-children"
+    return sorted(root.glob(f"optiboard-child-{os.getpid()}-*"))
+
+
+def test_the_parent_removes_the_folder_of_a_child_it_killed() -> None:
+    seen: list[list[Path]] = []
+
+    outcome = run_in_child(
+        _sleep_forever, timeout_s=1, tick_s=0.1, on_tick=lambda: seen.append(_scratch_folders())
+    )
+
+    assert outcome.timed_out
+    assert any(seen), "the child had a folder while it ran"
+    assert _scratch_folders() == []
+
+
+def test_folders_left_by_a_dead_parent_are_swept(tmp_path: Path) -> None:
+    root = Path(tempfile.gettempdir()) / "optiboard-children"
+    root.mkdir(parents=True, exist_ok=True)
+    orphan = root / f"optiboard-child-{_ended_pid()}-abc"
+    orphan.mkdir()
+
+    assert run_in_child(_square, 3, timeout_s=60).value == 9
+
+    assert not orphan.exists()
+
+
+def _ended_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def test_run_call_passes_json_and_moves_named_outputs(tmp_path: Path) -> None:
+    destination = tmp_path / "kept.txt"
+
+    value = run_call(
+        "tests.backend.queue.probes:try_writes",
+        ["kept.txt"],
+        timeout_s=60,
+        what="The probe",
+        outputs={"kept.txt": destination},
+    )
+
+    assert value == {"kept.txt": "written"}
+    assert destination.read_text() == "escaped"
+
+
+def test_run_call_turns_a_user_error_into_the_same_sentence(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"^tests.txt is not a readable .npz file"):
+        run_call(
+            "backend.models.parse:child_check_calibration",
+            str(tmp_path / "tests.txt"),
+            [{"name": "x", "dtype": "float32", "shape": ["N", 2]}],
+            {},
+            timeout_s=60,
+            what="The check",
+        )
+
+
+def test_run_module_returns_stdout_and_reports_a_crash() -> None:
+    assert run_module("platform", "--terse", timeout_s=60, what="platform").startswith("Linux")
+    with pytest.raises(RuntimeError, match=r"the probe crashed \(exit 2\)"):
+        run_module("json.tool", "/no/such/file", timeout_s=60, what="the probe")

@@ -1,0 +1,166 @@
+"""Resource limits applied inside every child before it runs, and the sentence for each one hit.
+
+Memory is RLIMIT_AS (address space; the CUDA driver reserves ~14 GB of it, so the default never
+goes below CUDA_ADDRESS_SPACE on an NVIDIA host, and a lower OPTIBOARD_CHILD_MEMORY_MB stops CUDA
+from starting), CPU is RLIMIT_CPU (SIGXCPU at the soft limit, SIGKILL five
+seconds later), file size is RLIMIT_FSIZE (Python ignores SIGXFSZ, so a write past it raises
+OSError EFBIG). RLIMIT_NPROC counts every process *and thread* of the user on the whole host, so a
+fixed small cap would break ONNX Runtime's and TensorFlow's thread pools (and count the
+dashboard's threads against the child); the child gets the user's current count plus
+OPTIBOARD_CHILD_PROCS instead, which stops a fork bomb and leaves thread pools alone. The kernel
+does not enforce RLIMIT_NPROC for root. PR_SET_PDEATHSIG(SIGKILL) makes a child die with the worker
+or dashboard that started it, even when that one is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import signal
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import settings
+
+MB = 1 << 20
+PR_SET_PDEATHSIG = 1
+CPU_GRACE_S = 5  # between SIGXCPU (soft) and SIGKILL (hard)
+# Measured on an H200 host: the CUDA driver's cuInit + context reserve ~14 GB of address space
+# (VmPeak), so cuInit fails under RLIMIT_AS of 8 GB and works at 16 GB.
+CUDA_ADDRESS_SPACE = 16 << 30
+OUT_OF_MEMORY_MARKERS = ("bad_alloc", "bad allocation", "Failed to allocate memory", "MemoryError")
+
+
+@dataclass(frozen=True)
+class ChildLimits:
+    """The limits one child runs under; sent to the child as JSON on its command line."""
+
+    memory_bytes: int
+    cpu_s: int
+    file_bytes: int
+    extra_procs: int
+
+    @classmethod
+    def from_settings(cls) -> ChildLimits:
+        memory_mb = settings.CHILD_MEMORY_MB.get()
+        memory = memory_mb * MB if memory_mb > 0 else _default_memory_bytes()
+        return cls(
+            memory_bytes=memory,
+            cpu_s=settings.CHILD_CPU_S.get(),
+            file_bytes=settings.CHILD_FILE_MB.get() * MB,
+            extra_procs=settings.CHILD_PROCS.get(),
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def _ram_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _default_memory_bytes() -> int:
+    """Half of RAM; on an NVIDIA host at least CUDA_ADDRESS_SPACE, or CUDA cannot start."""
+    half = _ram_bytes() // 2
+    return max(half, CUDA_ADDRESS_SPACE) if Path("/dev/nvidiactl").exists() else half
+
+
+def _user_tasks(uid: int) -> int:
+    """Processes and threads the real user owns now (what RLIMIT_NPROC counts)."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(
+                line.split(":", 1) for line in status.read_text().splitlines() if ":" in line
+            )
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            count += int(fields.get("Threads", "1"))
+    return count
+
+
+def die_with_parent() -> None:
+    """PR_SET_PDEATHSIG(SIGKILL); if the parent is already gone, die now rather than linger."""
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def apply(limits: ChildLimits) -> None:
+    """Set every limit on this process (the child) before it does any real work."""
+    die_with_parent()
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + CPU_GRACE_S))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    procs = _user_tasks(os.getuid()) + limits.extra_procs
+    _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if hard != resource.RLIM_INFINITY:
+        procs = min(procs, hard)
+    resource.setrlimit(resource.RLIMIT_NPROC, (procs, procs))
+
+
+def memory_sentence(what: str, limits: ChildLimits) -> str:
+    return (
+        f"{what} ran out of its memory limit of {limits.memory_bytes // MB} MB "
+        "(OPTIBOARD_CHILD_MEMORY_MB); use a smaller model, batch or input size, or raise the limit."
+    )
+
+
+def cpu_sentence(what: str, limits: ChildLimits) -> str:
+    return (
+        f"{what} used up its CPU-time limit of {limits.cpu_s} s (OPTIBOARD_CHILD_CPU_S); "
+        "use a smaller model or a shorter measurement, or raise the limit."
+    )
+
+
+def file_sentence(what: str, limits: ChildLimits) -> str:
+    return (
+        f"{what} tried to write a file over the size limit of {limits.file_bytes // MB} MB "
+        "(OPTIBOARD_CHILD_FILE_MB); use a smaller model or raise the limit."
+    )
+
+
+def limit_hit_by_exception(exc: BaseException) -> str | None:
+    """'memory' or 'file' when an exception in the child means a limit was hit, else None."""
+    if isinstance(exc, MemoryError):
+        return "memory"
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return "file"
+    text = str(exc)
+    if any(marker in text for marker in OUT_OF_MEMORY_MARKERS):
+        return "memory"
+    return None
+
+
+def limit_hit_by_exit(returncode: int, output: str) -> str | None:
+    """'memory', 'cpu', 'file' or 'killed' from how a child ended, else None."""
+    if returncode == -signal.SIGXCPU:
+        return "cpu"
+    if returncode == -signal.SIGXFSZ:
+        return "file"
+    if any(marker in output for marker in OUT_OF_MEMORY_MARKERS):
+        return "memory"  # C++ code aborting on std::bad_alloc
+    if returncode == -signal.SIGKILL:
+        return "killed"
+    return None
+
+
+def sentence(kind: str, what: str, limits: ChildLimits) -> str:
+    """One sentence that names the limit a child hit."""
+    if kind == "memory":
+        return memory_sentence(what, limits)
+    if kind == "cpu":
+        return cpu_sentence(what, limits)
+    if kind == "file":
+        return file_sentence(what, limits)
+    return (
+        f"{what} was killed (SIGKILL): it went past the hard CPU-time limit of "
+        f"{limits.cpu_s + CPU_GRACE_S} s or the host ran out of memory; use a smaller model or "
+        "input, or lower OPTIBOARD_CHILD_MEMORY_MB so the child fails before the host does."
+    )

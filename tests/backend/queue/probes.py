@@ -1,0 +1,37 @@
+"""Child-side probes for the sandbox tests; imports nothing the sandbox does not show."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+
+def try_writes(paths: list[str]) -> dict[str, str]:
+    """'written' or the error's type, for each path."""
+    found = {}
+    for path in paths:
+        try:
+            Path(path).write_text("escaped")
+            found[path] = "written"
+        except OSError as exc:
+            found[path] = type(exc).__name__
+    return found
+
+
+def environment() -> dict[str, str]:
+    return dict(os.environ)
+
+
+def connect(port: int) -> str:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            return "connected"
+    except OSError as exc:
+        return type(exc).__name__
+
+
+def load_savedmodel(path: str) -> None:
+    import tensorflow as tf
+
+    tf.saved_model.load(path)

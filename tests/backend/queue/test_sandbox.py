@@ -1,0 +1,133 @@
+"""The real bubblewrap sandbox: no writes outside scratch, no network, no secrets, hostile
+SavedModels converted without their code reaching the host."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+import settings
+from backend.errors import UserError
+from backend.models.ingest import ingest_file
+from backend.models.tfconvert import convert_savedmodel
+from backend.queue import sandbox
+from backend.queue.children import run_call, run_in_child
+from storage.repo import models as model_store
+from tests import models
+from tests.backend.queue import probes
+
+TESTS = settings.PROJECT_ROOT / "tests"  # bound read-only so the child can import these helpers
+HERE = "tests.backend.queue.probes"
+
+
+def _sandboxed(target: str, *args: object, read_only: list[Path] = ()) -> object:  # type: ignore[assignment]
+    return run_call(
+        f"{HERE}:{target}",
+        *args,
+        timeout_s=60,
+        what="The sandboxed child",
+        sandboxed=True,
+        read_only=[TESTS, *read_only],
+    )
+
+
+def test_the_sandbox_works_here() -> None:
+    state = sandbox.available()
+    assert state.ok, state.reason
+    assert state.binary == "/usr/bin/bwrap"
+
+
+def test_sandboxed_child_writes_only_in_its_scratch_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    project = settings.PROJECT_ROOT / "escaped.txt"
+
+    found = _sandboxed(
+        "try_writes", [str(outside), str(project), "inside.txt"], read_only=[tmp_path]
+    )
+
+    assert found == {str(outside): "OSError", str(project): "OSError", "inside.txt": "written"}
+    assert not outside.exists() and not project.exists()
+
+
+def test_sandboxed_child_sees_no_secrets_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPTIBOARD_DATABASE_URL", "postgresql+psycopg://admin:hunter2@db/prod")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2")
+
+    seen = _sandboxed("environment")
+
+    assert isinstance(seen, dict)
+    assert "hunter2" not in repr(seen)
+    passed = {"PATH", "HOME", "TMPDIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"}
+    passed |= {setting.name for setting in sandbox.PASSED_SETTINGS}  # parsing caps only
+    assert set(seen) <= passed | {"PWD", "LC_CTYPE"}  # the last two set by bwrap and Python
+    assert (
+        run_in_child(probes.environment, timeout_s=60).value["AWS_SECRET_ACCESS_KEY"] == "hunter2"
+    )
+
+
+def test_sandboxed_child_cannot_reach_the_network() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+
+        assert run_in_child(probes.connect, port, timeout_s=60).value == "connected"
+        assert _sandboxed("connect", port) in ("ConnectionRefusedError", "OSError")
+
+
+def test_without_a_working_sandbox_savedmodels_are_refused_with_the_reason(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(tmp_path / "no-bwrap"))
+    saved = models.save_dense_savedmodel(tmp_path / "dense")
+    archive = models.zip_folder(saved, tmp_path / "dense.zip")
+
+    with pytest.raises(UserError) as refused:
+        ingest_file(archive, "dense.zip")
+
+    assert str(refused.value) == (
+        "TensorFlow SavedModels are refused here because the bubblewrap sandbox "
+        f"({str(tmp_path / 'no-bwrap')!r}) is not installed; install the Debian package "
+        "bubblewrap or set OPTIBOARD_BWRAP to its path (loading one runs the uploader's code, "
+        "which only ever happens inside that sandbox)."
+    )
+    assert model_store.list_models() == []
+    with pytest.raises(UserError, match="is not installed; install the Debian package"):
+        convert_savedmodel(saved, tmp_path / "dense.onnx")
+
+
+def test_a_sandbox_that_cannot_start_is_reported_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create a namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(fake))
+
+    state = sandbox.available()
+
+    assert not state.ok
+    assert "does not work here (bwrap: No permissions to create a namespace)" in state.reason
+
+
+def test_hostile_savedmodel_initializer_never_reaches_the_host(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    canary = tmp_path / "canary.txt"
+    saved = models.save_hostile_savedmodel(tmp_path / "hostile", canary)
+    # the model really is hostile: loaded outside the sandbox, it writes the environment out
+    assert run_in_child(probes.load_savedmodel, str(saved), timeout_s=120).ok
+    assert b"PATH=" in canary.read_bytes()
+    canary.unlink()
+    archive = models.zip_folder(saved, tmp_path / "hostile.zip")
+
+    with pytest.raises(UserError, match="TensorFlow could not load the SavedModel"):
+        ingest_file(archive, "hostile.zip")
+
+    assert not canary.exists()
+    assert model_store.list_models() == []
+    assert not any((data_dir / "artifacts").rglob("*.*"))
