@@ -4,6 +4,7 @@ and the attention nodes that stay in float.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import numpy as np
 import onnx
 
 from backend.engine.inputs import specs_of_model
+
+QDQ = ("QuantizeLinear", "DequantizeLinear")
 
 
 def input_batch(model: onnx.ModelProto) -> int | None:
@@ -78,3 +81,46 @@ def keep_attention_in_float(path: Path) -> list[str]:
             excluded.append(node.name)
     onnx.save(model, str(path))
     return excluded
+
+
+def _bypass_input_qdq(model: onnx.ModelProto, names: set[str]) -> int:
+    """Feed the named nodes the float tensor in front of each Q->DQ pair on their inputs, then
+    drop Q/DQ nodes nobody reads any more; returns how many inputs were rewired.
+
+    Excluding a node from quantize_static leaves Q->DQ on its inputs when a neighbour quantized
+    them, and ONNX Runtime's level-'all' fusions then run the node in int8 all the same (seen:
+    DQ -> Gemm with float weights -> Q became QGemm with re-quantized weights).
+    """
+    nodes = model.graph.node
+    dq_of = {n.output[0]: n for n in nodes if n.op_type == "DequantizeLinear"}
+    q_of = {n.output[0]: n for n in nodes if n.op_type == "QuantizeLinear"}
+    rewired = 0
+    for node in nodes:
+        if node.name not in names:
+            continue
+        for index, tensor in enumerate(node.input):
+            dq = dq_of.get(tensor)
+            q = q_of.get(dq.input[0]) if dq is not None else None
+            if q is not None:
+                node.input[index] = q.input[0]
+                rewired += 1
+    outputs = {o.name for o in model.graph.output}
+    while True:
+        read = {t for n in nodes for t in n.input} | outputs
+        dead = [n for n in nodes if n.op_type in QDQ and not set(n.output) & read]
+        if not dead:
+            return rewired
+        for node in dead:
+            nodes.remove(node)
+
+
+def finish_kept_in_fp32(path: Path, excluded: list[str], bypass: list[str], key: str) -> None:
+    """Make the `bypass` nodes truly float and note every excluded node in the model's metadata
+    (under `key`), so a profile can tell "kept in FP32" from "no int8 kernel"."""
+    if not excluded:
+        return
+    model = onnx.load(str(path))
+    _bypass_input_qdq(model, set(bypass))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = key, json.dumps(sorted(excluded))
+    onnx.save(model, str(path))

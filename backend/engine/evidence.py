@@ -66,7 +66,7 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
     islands: dict[str, FloatIsland] = {}
     claimed: set[str] = set()
     for node in profile.nodes:
-        if node.op_type in CONVERSIONS or runs_in_int8(node.op_type):
+        if node.op_type in CONVERSIONS or runs_in_int8(node.op_type) or profile.is_kept(node):
             continue
         qdq = [n for n in around[node.name] if n.op_type in QDQ_OPS]
         if not qdq:
@@ -118,6 +118,18 @@ def island_lines(profile: Profile, label: str, speedup: float | None) -> list[st
     return lines
 
 
+def kept_line(profile: Profile, label: str) -> str | None:
+    """Nodes the configuration left in FP32 on purpose (attention, mixed precision)."""
+    kept = [n for n in profile.nodes if profile.is_kept(n)]
+    if not kept:
+        return None
+    ops = ", ".join(sorted({n.op_type for n in kept}))
+    return (
+        f"{len(kept)} {label} nodes were kept in FP32 on purpose ({ops}); they take "
+        f"{profile.share(kept):.0%} of the time."
+    )
+
+
 def conversion_line(profile: Profile, label: str) -> str | None:
     """The share of time spent converting data rather than computing, by op type."""
     parts = []
@@ -157,7 +169,12 @@ def hottest_line(profile: Profile, label: str, count: int = 3) -> str:
 def facts(profile: Profile, label: str, speedup: float | None = None) -> list[str]:
     """Every profile fact worth a line, most telling first."""
     lines = island_lines(profile, label, speedup)
-    for line in (conversion_line(profile, label), provider_line(profile, label)):
+    others = (
+        conversion_line(profile, label),
+        kept_line(profile, label),
+        provider_line(profile, label),
+    )
+    for line in others:
         if line:
             lines.append(line)
     lines.append(hottest_line(profile, label))

@@ -23,6 +23,7 @@ from backend.runtimes.base import SessionOptions
 
 PROFILE_RUNS = 20
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+KEPT_IN_FP32 = "optiboard.kept_in_fp32"  # model metadata: nodes left unquantized on purpose
 CONVERSION_OPS = (*QDQ_OPS, "Cast", "MemcpyToHost", "MemcpyFromHost", "Transpose")
 # names the quantizer and ORT's optimizers append to a node or tensor they derive from another
 _DERIVED = re.compile(
@@ -57,6 +58,11 @@ class Profile:
     runs: int
     provider: str  # the provider the configuration asked for, as the runtime names it
     nodes: list[NodeProfile] = field(default_factory=list)
+    kept_in_fp32: list[str] = field(default_factory=list)  # left unquantized on purpose
+
+    def is_kept(self, node: NodeProfile) -> bool:
+        kept = set(self.kept_in_fp32)
+        return node.name in kept or _base(node.name) in kept
 
     @property
     def total_us(self) -> float:
@@ -97,7 +103,8 @@ class Profile:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
         nodes = [NodeProfile(**n) for n in data.get("nodes", [])]
-        return cls(runs=int(data["runs"]), provider=str(data["provider"]), nodes=nodes)
+        kept = list(data.get("kept_in_fp32") or [])
+        return cls(int(data["runs"]), str(data["provider"]), nodes, kept)
 
     def save(self, path: Path) -> Path:
         Path(path).write_text(json.dumps(self.to_dict()))
@@ -179,6 +186,10 @@ class SourceIndex:
         for candidate in (name, _base(name)):
             if candidate in self.ops:
                 return [candidate]
+        head = name.split("/")[0]  # ORT's fusions: 'dense/MatMulAddFusion' is dense and its Add
+        if head in self.ops:
+            fused = [self.producer[t] for t in outputs if self.producer.get(t, head) != head]
+            return [head, *dict.fromkeys(fused)]
         for tensor in [_base(t) for t in outputs] + [_base(name)]:
             if tensor in self.producer:
                 return [self.producer[tensor]]
@@ -248,7 +259,9 @@ def build_profile(
                 outputs=outputs,
             )
         )
-    return Profile(runs=runs, provider=provider, nodes=nodes)
+    props = {p.key: p.value for p in built.metadata_props} if built is not None else {}
+    kept = json.loads(props.get(KEPT_IN_FP32, "[]"))
+    return Profile(runs=runs, provider=provider, nodes=nodes, kept_in_fp32=kept)
 
 
 def profile_model(

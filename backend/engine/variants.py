@@ -21,6 +21,7 @@ import onnx
 from backend.engine.calibration import (
     FeedReader,
     batched_feeds,
+    finish_kept_in_fp32,
     input_batch,
     keep_attention_in_float,
 )
@@ -30,7 +31,7 @@ from backend.engine.inputs import (
     specs_of_model,
     value_ranges_of_model,
 )
-from backend.engine.profile import name_nodes
+from backend.engine.profile import KEPT_IN_FP32, name_nodes
 from backend.errors import UserError
 from backend.models.inspect import op_histogram
 from backend.runtimes import get_backend
@@ -269,7 +270,8 @@ def _to_int8_static(build: _Build) -> Path:
             f"kept attention in FP32 ({len(excluded)} Softmax and activation-by-activation "
             "MatMul nodes): int8 attention scores lose too much accuracy"
         )
-    excluded += _kept_in_fp32(build, prepared)
+    chosen = _kept_in_fp32(build, prepared)
+    excluded += chosen
     try:
         quantize_static(
             str(prepared),
@@ -286,6 +288,7 @@ def _to_int8_static(build: _Build) -> Path:
             f"This graph cannot be quantized to static INT8: {exc}; run it in FP32 or FP16, or "
             "check that the calibration data matches the inputs."
         ) from exc
+    finish_kept_in_fp32(path, excluded, chosen, KEPT_IN_FP32)
     return path
 
 

@@ -85,3 +85,19 @@ def test_accuracy_ranking_puts_the_badly_quantizing_layer_first(tmp_path: Path) 
     assert len(lines) == 1 and f"mostly at {worst.node} ({worst.op_type})" in lines[0]
     assert f"SQNR {worst.input_sqnr_db:.0f} -> {worst.output_sqnr_db:.0f} dB" in lines[0]
     assert layerloss.from_dicts(layerloss.to_dicts(ranking)) == ranking[:10]
+
+
+def test_nodes_kept_in_fp32_on_purpose_are_not_blamed_on_missing_kernels(tmp_path: Path) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    config = Configuration(precision="int8_static", fp32_nodes=(BAD_LAYER,))
+    variant = build_variant(source, config, tmp_path)
+    feed = {"x": np.random.default_rng(0).normal(size=(1, 32)).astype(np.float32)}
+    profile = profile_model(variant.path, onnx.load(str(source)), SessionOptions(), feed)
+    assert [k.split("/")[0] for k in profile.kept_in_fp32] == [BAD_LAYER]
+    kept = [n for n in profile.nodes if profile.is_kept(n)]
+    assert kept and all(BAD_LAYER in n.source_nodes for n in kept)
+    assert not any(BAD_LAYER in i.sources for i in evidence.float_islands(profile))
+    line = evidence.kept_line(profile, "INT8")
+    assert line is not None and line.startswith(f"{len(kept)} INT8 nodes were kept in FP32")
+    assert f"{profile.share(kept):.0%} of the time" in line
+    assert Profile.from_dict(profile.to_dict()).kept_in_fp32 == profile.kept_in_fp32

@@ -32,7 +32,8 @@ def test_search_keeps_the_bad_layer_in_fp32_and_meets_the_bound(tmp_path: Path) 
     assert best is not None and best.accuracy.cosine_similarity >= 0.99
     assert any(name.split("/")[0] == BAD_LAYER for name in best.fp32_nodes)
     assert all(step.p50_ms > 0 for step in found.steps)
-    assert best.p50_ms == min(s.p50_ms for s in found.steps if s.meets)
+    later = found.steps[found.steps.index(best) + 1 :]
+    assert not any(s.meets and s.p50_ms < best.p50_ms * (1 - mixed.MIN_GAIN) for s in later)
     assert len(found.lines()) == len(found.steps) + 1
 
 
