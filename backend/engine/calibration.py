@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from backend.engine.inputs import specs_of_model
 
@@ -83,9 +84,30 @@ def keep_attention_in_float(path: Path) -> list[str]:
     return excluded
 
 
+def _clip_like(model: onnx.ModelProto, q: onnx.NodeProto, reader: str) -> str:
+    """A Clip of Q's float input to the range Q can represent: what Q->DQ does minus rounding.
+
+    The quantizer folds a Relu (or Clip) into the Q that follows it, so the float tensor in front
+    of Q may still be negative; clipping to Q's range restores that Relu exactly.
+    """
+    inits = {i.name: i for i in model.graph.initializer}
+    scale = float(numpy_helper.to_array(inits[q.input[1]]).ravel()[0])
+    zero_point = numpy_helper.to_array(inits[q.input[2]])
+    info = np.iinfo(zero_point.dtype)
+    zp = float(zero_point.ravel()[0])
+    low, high = f"{reader}_{q.name}_low", f"{reader}_{q.name}_high"
+    for name, value in ((low, (info.min - zp) * scale), (high, (info.max - zp) * scale)):
+        model.graph.initializer.append(numpy_helper.from_array(np.float32(value), name))
+    out = f"{q.input[0]}_clipped_for_{reader}"  # profile.KEPT_CLIP: profiles know it is ours
+    model.graph.node.append(
+        onnx.helper.make_node("Clip", [q.input[0], low, high], [out], name=f"{out}_Clip")
+    )
+    return out
+
+
 def _bypass_input_qdq(model: onnx.ModelProto, names: set[str]) -> int:
-    """Feed the named nodes the float tensor in front of each Q->DQ pair on their inputs, then
-    drop Q/DQ nodes nobody reads any more; returns how many inputs were rewired.
+    """Feed the named nodes, in place of each Q->DQ pair on their inputs, the float tensor in
+    front of Q clipped to Q's range; drop Q/DQ nodes nobody reads; return how many were rewired.
 
     Excluding a node from quantize_static leaves Q->DQ on its inputs when a neighbour quantized
     them, and ONNX Runtime's level-'all' fusions then run the node in int8 all the same (seen:
@@ -95,23 +117,40 @@ def _bypass_input_qdq(model: onnx.ModelProto, names: set[str]) -> int:
     dq_of = {n.output[0]: n for n in nodes if n.op_type == "DequantizeLinear"}
     q_of = {n.output[0]: n for n in nodes if n.op_type == "QuantizeLinear"}
     rewired = 0
-    for node in nodes:
-        if node.name not in names:
-            continue
+    for node in [n for n in nodes if n.name in names]:
         for index, tensor in enumerate(node.input):
             dq = dq_of.get(tensor)
             q = q_of.get(dq.input[0]) if dq is not None else None
-            if q is not None:
-                node.input[index] = q.input[0]
+            if q is not None and len(q.input) == 3:
+                node.input[index] = _clip_like(model, q, node.name)
                 rewired += 1
     outputs = {o.name for o in model.graph.output}
     while True:
         read = {t for n in nodes for t in n.input} | outputs
         dead = [n for n in nodes if n.op_type in QDQ and not set(n.output) & read]
         if not dead:
-            return rewired
+            break
         for node in dead:
             nodes.remove(node)
+    if rewired:  # the appended Clips must come before their readers
+        _sort_topologically(model)
+    return rewired
+
+
+def _sort_topologically(model: onnx.ModelProto) -> None:
+    graph = model.graph
+    ready = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    pending, ordered = list(graph.node), []
+    while pending:
+        runnable = [n for n in pending if all(t in ready for t in n.input)]
+        if not runnable:
+            raise ValueError("the graph has a cycle or a missing input after rewiring")
+        for node in runnable:
+            ordered.append(node)
+            ready.update(node.output)
+        pending = [n for n in pending if all(n is not r for r in runnable)]
+    del graph.node[:]
+    graph.node.extend(ordered)
 
 
 def finish_kept_in_fp32(path: Path, excluded: list[str], bypass: list[str], key: str) -> None:

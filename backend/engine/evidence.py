@@ -68,6 +68,8 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
     for node in profile.nodes:
         if node.op_type in CONVERSIONS or runs_in_int8(node.op_type) or profile.is_kept(node):
             continue
+        if any(profile.is_kept(n) for n in around[node.name]):
+            continue  # float because a neighbour was kept in FP32, not for want of a kernel
         qdq = [n for n in around[node.name] if n.op_type in QDQ_OPS]
         if not qdq:
             continue

@@ -24,6 +24,7 @@ from backend.runtimes.base import SessionOptions
 PROFILE_RUNS = 20
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 KEPT_IN_FP32 = "optiboard.kept_in_fp32"  # model metadata: nodes left unquantized on purpose
+KEPT_CLIP = "_clipped_for_"  # in the names of those Clips (backend.engine.calibration)
 CONVERSION_OPS = (*QDQ_OPS, "Cast", "MemcpyToHost", "MemcpyFromHost", "Transpose")
 # names the quantizer and ORT's optimizers append to a node or tensor they derive from another
 _DERIVED = re.compile(
@@ -61,8 +62,9 @@ class Profile:
     kept_in_fp32: list[str] = field(default_factory=list)  # left unquantized on purpose
 
     def is_kept(self, node: NodeProfile) -> bool:
+        """Left in FP32 on purpose, or one of the Clips that feed such a node its float input."""
         kept = set(self.kept_in_fp32)
-        return node.name in kept or _base(node.name) in kept
+        return node.name in kept or _base(node.name) in kept or KEPT_CLIP in node.name
 
     @property
     def total_us(self) -> float:
