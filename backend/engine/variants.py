@@ -270,8 +270,7 @@ def _to_int8_static(build: _Build) -> Path:
             f"kept attention in FP32 ({len(excluded)} Softmax and activation-by-activation "
             "MatMul nodes): int8 attention scores lose too much accuracy"
         )
-    chosen = _kept_in_fp32(build, prepared)
-    excluded += chosen
+    excluded += _kept_in_fp32(build, prepared)
     try:
         quantize_static(
             str(prepared),
@@ -288,7 +287,8 @@ def _to_int8_static(build: _Build) -> Path:
             f"This graph cannot be quantized to static INT8: {exc}; run it in FP32 or FP16, or "
             "check that the calibration data matches the inputs."
         ) from exc
-    finish_kept_in_fp32(path, excluded, chosen, KEPT_IN_FP32)
+    # attention too: its profile showed the excluded MatMuls running as QLinearMatMul
+    finish_kept_in_fp32(path, excluded, excluded, KEPT_IN_FP32)
     return path
 
 
