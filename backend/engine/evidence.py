@@ -111,10 +111,10 @@ def island_lines(profile: Profile, label: str, speedup: float | None) -> list[st
             f"{len(island.conversions)} {kinds} nodes around them ({converting:.0%} of the time)"
         )
         if speedup is not None and converting > 0:
-            predicted = speedup / (1.0 - converting)
+            # an upper bound: neighbours that go float may need conversions of their own
             line += (
-                f"; keeping them in FP32 saves those conversions and is predicted to make "
-                f"{label} {_speed_word(predicted)} (now {_speed_word(speedup)})"
+                f"; keeping them in FP32 removes those conversions, which would at best make "
+                f"{label} {_speed_word(speedup / (1.0 - converting))} (now {_speed_word(speedup)})"
             )
         lines.append(line + ".")
     return lines

@@ -161,7 +161,10 @@ def search(
     base: Configuration | None = None,
     calibration: list[dict[str, np.ndarray]] | None = None,
 ) -> MixedSearch:
-    """Why long: two greedy phases (accuracy, then speed) that share their measured steps."""
+    """Greedy search for the fastest INT8/FP32 mix meeting `bound`; every step is measured.
+
+    Why long: two greedy phases (accuracy, then speed) that share their measured steps.
+    """
     base = replace(
         base or Configuration(precision=Precision.INT8_STATIC), precision=Precision.INT8_STATIC
     )
