@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from backend.auth.cli import register_users, run_command
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
+from backend.reporting.text import results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.specs import MEASURE_PRESETS, MeasureSettings, Precision, SweepSpec
+from storage.states import JobState
 
 
 def _csv(text: str) -> list[str]:
@@ -63,63 +63,16 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         profile=args.profile,
         calibration_sha256=calibration,
         calibration_samples=args.calibration_samples,
-        measure=MEASURE_PRESETS["quick"]
-        if args.quick
-        else MeasureSettings(max_seconds=args.max_seconds),
+        measure=_measure(args),
     )
 
 
-def _table(rows: list[list[Any]], headers: list[str]) -> str:
-    cells = [[str(c) for c in row] for row in [headers, *rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def results_table(results: list[ConfigurationResult]) -> str:
-    rows = []
-    for r in results:
-        lat, acc = r.latency, r.accuracy
-        rows.append(
-            [
-                r.config_key,
-                r.status,
-                _fmt(lat.p50 if lat else None),
-                _fmt(lat.p99 if lat else None),
-                _fmt(r.throughput, 1),
-                _fmt(r.peak_rss_mb, 0),
-                _fmt(acc.cosine_similarity if acc else None, 5),
-                "-" if not acc or acc.top1_agreement is None else f"{acc.top1_agreement:.1%}",
-                (r.error or "").splitlines()[-1][:80] if r.error else "",
-            ]
-        )
-    return _table(
-        rows,
-        [
-            "configuration",
-            "status",
-            "p50 ms",
-            "p99 ms",
-            "samples/s",
-            "RSS MB",
-            "cosine",
-            "top-1",
-            "error",
-        ],
-    )
-
-
-def _why_lines(results: list[ConfigurationResult]) -> list[str]:
-    lines = []
-    for r in results:
-        for note in r.notes:
-            lines.append(f"  {r.config_key}: {note}")
-    return lines
+def _measure(args: argparse.Namespace) -> MeasureSettings:
+    """The chosen preset (the same presets as the Optimize page), with --max-seconds on top."""
+    settings = MEASURE_PRESETS["quick" if args.quick else args.preset]
+    if args.max_seconds is not None:
+        settings = dataclasses.replace(settings, max_seconds=args.max_seconds)
+    return settings
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -149,7 +102,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         for m in library.list_models()
     ]
     print(
-        _table(rows, ["id", "name", "format", "opset", "MiB", "nodes", "parameters"])
+        table(rows, ["id", "name", "format", "opset", "MiB", "nodes", "parameters"])
         if rows
         else "no models yet: add one with `optiboard add model.onnx`"
     )
@@ -208,17 +161,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         width = 30
         filled = round(width * len(collected) / total)
         bar = "#" * filled + "." * (width - filled)
-        status = f"p50 {result.latency.p50:.3f} ms" if result.latency else result.status
+        status = f"p50 {result.latency.p50:.3f} ms" if result.latency else result.status.value
         print(f"[{bar}] {len(collected)}/{total} {result.config_key}: {status}", flush=True)
 
     print(f"job {job.id}: {job.progress_total} configurations")
     outcome = JobRunner(worker_id, lease_seconds=300, on_result=progress).run(claimed)
     print("\n" + results_table(collected))
-    why = _why_lines(collected)
+    why = why_lines(collected)
     if why:
         print("\nwhy:\n" + "\n".join(why))
     print(f"\njob {job.id} {outcome.state.value}")
-    return 0 if outcome.state.value == "succeeded" else 1
+    return 0 if outcome.state == JobState.SUCCEEDED else 1
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -235,7 +188,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         for j in jobs.list_jobs(limit=args.limit)
     ]
     print(
-        _table(rows, ["id", "model", "state", "progress", "attempts", "created", "error"])
+        table(rows, ["id", "model", "state", "progress", "attempts", "created", "error"])
         if rows
         else "no jobs yet: submit one with `optiboard submit MODEL_ID`"
     )
@@ -250,10 +203,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     if job.error:
         print(f"error: {job.error}")
-    results = [ConfigurationResult.from_dict(r.payload) for r in jobs.job_results(job.id)]
+    results = [stored.result for stored in jobs.stored_results(job.id)]
     if results:
         print(results_table(results))
-        why = _why_lines(results)
+        why = why_lines(results)
         if why:
             print("why:\n" + "\n".join(why))
     if args.log:
@@ -264,32 +217,22 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     state = jobs.cancel_job(args.job)
-    print(f"job {args.job}: {'cancelled' if state.value == 'cancelled' else 'cancel requested'}")
+    print(f"job {args.job}: {'cancelled' if state == JobState.CANCELLED else 'cancel requested'}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     """CSV: the comparison table. JSON: every result's full record (environment, samples)."""
-    from backend.reporting import frames
+    from backend.reporting import exports, frames
 
     frame = frames.results_frame(job_ids=args.job)
     if frame.empty:
         raise UserError(f"Jobs {', '.join(map(str, args.job))} have no results to export yet.")
     if args.format == "csv":
-        data = frames.export_csv(frame)
+        data = exports.export_csv(frame)
     else:
-        rows = [r for job_id in args.job for r in jobs.job_results(job_id)]
-        samples = frames.samples_for([r.id for r in rows])
-        records = [
-            {
-                "result_id": r.id,
-                "job_id": r.job_id,
-                **r.payload,
-                "samples_ms": samples.get(r.id, np.array([])).tolist(),
-            }
-            for r in rows
-        ]
-        data = json.dumps(records, indent=2, default=str).encode()
+        stored = [r for job_id in args.job for r in jobs.stored_results(job_id)]
+        data = exports.results_records_json(stored)
     if args.output:
         Path(args.output).write_bytes(data)
         print(f"wrote {len(frame)} results to {args.output}")
@@ -305,7 +248,7 @@ def cmd_providers(args: argparse.Namespace) -> int:
     for backend, statuses in all_provider_statuses().items():
         for s in statuses:
             rows.append([backend, s.name, "yes" if s.available else "no", s.reason])
-    print(_table(rows, ["backend", "provider", "available", "detail"]))
+    print(table(rows, ["backend", "provider", "available", "detail"]))
     return 0
 
 
@@ -340,8 +283,16 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="per-node profile (separate pass)")
     parser.add_argument("--calibration", help=".npz of real input samples for static INT8")
     parser.add_argument("--calibration-samples", type=int, default=16)
-    parser.add_argument("--max-seconds", type=float, default=30.0, help="time cap per config")
-    parser.add_argument("--quick", action="store_true", help="short measurement (smoke tests)")
+    parser.add_argument(
+        "--preset",
+        default="standard",
+        choices=list(MEASURE_PRESETS),
+        help="measurement preset, the same as the Optimize page's (default: standard)",
+    )
+    parser.add_argument("--quick", action="store_true", help="same as --preset quick")
+    parser.add_argument(
+        "--max-seconds", type=float, help="time cap per configuration, overriding the preset's"
+    )
     parser.add_argument("--label", help="a name for the job")
 
 

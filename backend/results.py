@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from backend.specs import Configuration
+from storage.states import ResultStatus
+
+if TYPE_CHECKING:
+    from storage.repo.results import ResultRow
+
+__all__ = [
+    "AccuracyReport",
+    "ConfigurationResult",
+    "LatencyStats",
+    "ResultStatus",
+    "StoredResult",
+]
 
 
 @dataclass(frozen=True)
@@ -59,7 +74,7 @@ class ConfigurationResult:
 
     config_key: str
     configuration: dict[str, Any]
-    status: str  # "ok", "failed" or "unavailable"
+    status: ResultStatus
     error: str | None = None
     providers_requested: list[str] = field(default_factory=list)
     providers_used: list[str] = field(default_factory=list)
@@ -82,9 +97,18 @@ class ConfigurationResult:
     environment: dict[str, Any] = field(default_factory=dict)
     telemetry: dict[str, Any] = field(default_factory=dict)
     samples_ms: list[float] = field(default_factory=list)
+    peak_rss_scope: str | None = None  # what the peak memory covers, said where it is shown
+
+    def __post_init__(self) -> None:
+        self.status = ResultStatus(self.status)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == ResultStatus.OK
 
     def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
         data = asdict(self)
+        data["status"] = self.status.value
         if not with_samples:
             data.pop("samples_ms")
         return data
@@ -98,3 +122,50 @@ class ConfigurationResult:
             data["accuracy"] = AccuracyReport(**data["accuracy"])
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """A stored result read as types: its Configuration and ConfigurationResult parsed once.
+
+    Readers (reporting frames, the worker's FP32 baseline lookup, CLI, pages) use this rather
+    than payload dict keys, so no reader repeats the defaults of backend.specs. It lives in
+    backend rather than storage because storage must not import the domain types.
+    """
+
+    id: int
+    job_id: int
+    created_at: datetime
+    configuration: Configuration
+    result: ConfigurationResult
+
+    @classmethod
+    def from_row(cls, row: ResultRow) -> StoredResult:
+        result = ConfigurationResult.from_dict(row.payload)
+        return cls(
+            id=row.id,
+            job_id=row.job_id,
+            created_at=row.created_at,
+            configuration=Configuration.from_dict(row.configuration),
+            result=result,
+        )
+
+    @property
+    def config_key(self) -> str:
+        return self.result.config_key
+
+    @property
+    def status(self) -> ResultStatus:
+        return self.result.status
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    @property
+    def latency(self) -> LatencyStats | None:
+        return self.result.latency
+
+    @property
+    def error(self) -> str | None:
+        return self.result.error

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from backend.reporting import charts, frames
+from backend.results import ResultStatus
 from pages.access import link_scope, signed_link_control
 from pages.components import (
     bound_multiselect,
@@ -111,7 +112,7 @@ def comparison() -> None:
     if frame.empty:
         st.info("These jobs have no results yet; this page fills in as they arrive.")
         return
-    ok = frame[frame["status"] == "ok"]
+    ok = frame[frame["status"] == ResultStatus.OK.value]
     labels = dict(zip(frame["result_id"], frame["label"], strict=True))
 
     controls = st.columns([3, 2, 2])
@@ -157,7 +158,7 @@ def comparison() -> None:
     view = frames.add_accuracy_loss(view, loss_metric or "mean_rel_error")
     view = view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
     loss_label = frames.LOSS_METRICS[loss_metric or "mean_rel_error"]
-    measured = view[view["status"] == "ok"]
+    measured = view[view["status"] == ResultStatus.OK.value]
     samples = _samples(tuple(measured["result_id"])) if "distribution" in chosen else {}
 
     st.caption(
@@ -198,11 +199,13 @@ def comparison() -> None:
             "throughput_ratio": st.column_config.NumberColumn("throughput ratio", format="%.2fx"),
             "accuracy_loss": st.column_config.NumberColumn(loss_label, format="%.2e"),
             "pareto": st.column_config.CheckboxColumn("Pareto"),
-            "peak_rss_mb": st.column_config.NumberColumn("peak RSS MB", format="%.0f"),
+            "peak_rss_mb": st.column_config.NumberColumn(
+                "peak RSS MB", format="%.0f", help=frames.METRICS["peak_rss_mb"].label
+            ),
         },
         key="speedup_table",
     )
-    failed = frame[frame["status"] != "ok"]
+    failed = frame[frame["status"] != ResultStatus.OK.value]
     if not failed.empty:
         with st.expander(f"{len(failed)} configurations did not run"):
             st.dataframe(failed[["label", "status", "error"]], hide_index=True)

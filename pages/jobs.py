@@ -20,7 +20,6 @@ from pages.components import (
     rerun_if_changed,
     set_url,
     show_error,
-    spec_query,
     url_int,
     work_in_progress,
 )
@@ -189,7 +188,11 @@ def job_detail(job_id: int) -> None:
             "pages/optimize.py",
             label="Run again with changes",
             icon="✏️",
-            query_params=spec_query(job.model_id, spec, job_id=job.id),
+            query_params={
+                "model": str(job.model_id),
+                **jobs.spec_to_query(spec),
+                "from_job": str(job.id),
+            },
         )
     if done:
         actions[2].page_link(
@@ -197,23 +200,22 @@ def job_detail(job_id: int) -> None:
         )
 
     st.markdown("**Configurations**")
-    results = {r.config_key: r for r in jobs.job_results(job.id)}
+    results = {r.config_key: r for r in jobs.stored_results(job.id)}
     configurations = spec.configurations() if isinstance(spec, SweepSpec) else []
     table = []
     pending = "not run" if job.state.finished else "pending"
     for config in configurations:
-        result = results.get(config.key)
-        payload = result.payload if result else {}
+        stored = results.get(config.key)
+        result = stored.result if stored else None
+        latency = result.latency if result else None
         table.append(
             {
                 "configuration": config.label,
-                "status": result.status if result else pending,
-                "p50 ms": result.p50_ms if result else None,
-                "p99 ms": result.p99_ms if result else None,
+                "status": result.status.value if result else pending,
+                "p50 ms": latency.p50 if latency else None,
+                "p99 ms": latency.p99 if latency else None,
                 "throughput /s": result.throughput if result else None,
-                "why / error": (result.error or "; ".join(payload.get("notes") or []))
-                if result
-                else "",
+                "why / error": (result.error or "; ".join(result.notes)) if result else "",
                 "key": config.key,
             }
         )

@@ -41,6 +41,11 @@ if not models:
 from_job = url_int("from_job")
 if from_job is not None:
     st.info(f"Changing the sweep of job {from_job}: adjust anything, then submit it as a new job.")
+try:  # what the link says beyond the bound widgets: calibration file, samples, custom measurement
+    prefill = jobs.spec_from_query(st.query_params.to_dict())
+except UserError as exc:
+    show_error(exc)
+    prefill = SweepSpec()
 
 model = model_picker(models)
 assert model is not None
@@ -174,25 +179,29 @@ with right:
         )
     )
     set_url("threads", threads or None)
+    custom = [jobs.CUSTOM_MEASURE] if url_value("measure") == jobs.CUSTOM_MEASURE else []
     preset = bound_selectbox(
         "Measurement",
-        list(MEASURE_PRESETS),
+        list(MEASURE_PRESETS) + custom,
         "measure",
         default="standard",
         format_func=lambda v: {
             "quick": "Quick: a few seconds per configuration, for a first look",
             "standard": "Standard: 3 stable windows within 10%",
             "thorough": "Thorough: 5 stable windows within 5%",
+            jobs.CUSTOM_MEASURE: "As the sweep you reopened measured (custom settings)",
         }[v],
     )
     calibration_file = None
     source = "random"
-    samples = 16
+    samples = prefill.calibration_samples
     if Precision.INT8_STATIC.value in precisions:
+        kept = ["stored"] if prefill.calibration_sha256 else []
         source = st.radio(
             "INT8 static calibration data",
-            ["random", "npz"],
+            kept + ["random", "npz"],
             format_func=lambda v: {
+                "stored": "The .npz of the sweep you reopened",
                 "random": "Random inputs",
                 "npz": "Upload a .npz",
             }[v],
@@ -207,8 +216,11 @@ with right:
             )
         else:
             samples = int(
-                st.number_input("Random calibration samples", min_value=1, max_value=1024, value=16)
+                st.number_input(
+                    "Random calibration samples", min_value=1, max_value=1024, value=samples
+                )
             )
+            set_url("cal_samples", samples)
     label = st.text_input("Label (optional)", placeholder="e.g. first INT8 try", key="label")
 
 try:
@@ -222,8 +234,9 @@ try:
         optimization_level=level or "all",
         intra_op_threads=threads,
         simplify=simplify,
+        calibration_sha256=prefill.calibration_sha256 if source == "stored" else None,
         calibration_samples=samples,
-        measure=MEASURE_PRESETS[preset or "standard"],
+        measure=MEASURE_PRESETS.get(preset or "standard", prefill.measure),
     )
 except UserError as exc:
     spec = None

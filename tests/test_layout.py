@@ -39,10 +39,6 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
     ("pages/jobs.py", "layer"): _PAGES,
     ("pages/models.py", "layer"): _PAGES,
     ("backend/queue/worker.py", "function-size"): "wt-queue/wt-typed rewrite JobRunner._run",
-    ("backend/engine/run.py", "function-size"): (
-        "wt-typed and wt-launcher rewrite run_configuration (typed results, memory over the "
-        "session and timed loop only)"
-    ),
     ("backend/reporting/charts.py", "function-size"): (
         "wt-pages and wt-typed edit reporting/charts.py (latency_vs_batch)"
     ),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -79,3 +81,52 @@ def measure(infer: Callable[[], object], settings: MeasureSettings) -> Measureme
         seconds=time.perf_counter() - loop_start,
         stop_reason=reason,
     )
+
+
+PEAK_SCOPE = "session + timed loop"
+PEAK_SCOPE_FALLBACK = "whole process (this kernel cannot reset the peak)"
+
+
+class PeakRss:
+    """Peak resident memory over a scope: resets the kernel's high-water mark, then reads it.
+
+    Linux resets VmHWM to the current RSS when "5" is written to /proc/self/clear_refs, so the
+    peak read at the end belongs to what ran in between (session creation and the timed loop),
+    not to calibration or the FP32 reference session. Where that file cannot be written (not
+    Linux, or a restricted /proc), the fallback is getrusage's lifetime peak, and `scope` says so.
+    """
+
+    def __init__(self, proc: Path = Path("/proc/self")) -> None:
+        self.proc = proc
+        self.scope = PEAK_SCOPE
+        self.peak_mb: float | None = None
+
+    def start(self) -> PeakRss:
+        """Begin the scope: the high-water mark drops to the memory in use right now."""
+        try:
+            (self.proc / "clear_refs").write_text("5")
+        except OSError:
+            self.scope = PEAK_SCOPE_FALLBACK
+        return self
+
+    def stop(self) -> float:
+        """End the scope and keep its peak in MB."""
+        self.peak_mb = self._read_mb()
+        return self.peak_mb
+
+    def __enter__(self) -> PeakRss:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def _read_mb(self) -> float:
+        if self.scope == PEAK_SCOPE:
+            try:
+                for line in (self.proc / "status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024  # kB
+            except OSError:
+                pass
+            self.scope = PEAK_SCOPE_FALLBACK
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 
 from backend.errors import UserError
 from backend.models.library import get_model
-from backend.specs import SweepSpec
+from backend.results import StoredResult
+from backend.specs import MEASURE_PRESETS, MeasureSettings, SweepSpec, preset_name
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
 from storage.repo import workers as worker_store
 from storage.repo.jobs import EventRow, JobRow
-from storage.repo.results import ResultRow
 from storage.states import JobState
+
+CUSTOM_MEASURE = "custom"  # the `measure` query value when the m_* values are given one by one
 
 
 def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
@@ -44,8 +48,9 @@ def job_events(job_id: int, limit: int = 500) -> list[EventRow]:
     return job_store.list_events(job_id, limit=limit)
 
 
-def job_results(job_id: int) -> list[ResultRow]:
-    return result_store.list_results(job_ids=[job_id])
+def stored_results(job_id: int) -> list[StoredResult]:
+    """The job's results read as types, in the order they were stored."""
+    return [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
 
 
 def cancel_job(job_id: int) -> JobState:
@@ -68,6 +73,91 @@ def resubmit_with_changes(job_id: int, spec: SweepSpec, label: str | None = None
 
 def spec_of(job: JobRow) -> SweepSpec:
     return SweepSpec.from_dict(job.spec)
+
+
+def spec_to_query(spec: SweepSpec) -> dict[str, str]:
+    """Optimize-page URL parameters holding every field of the sweep (see spec_from_query)."""
+    query = {
+        "precisions": ",".join(p.value for p in spec.precisions),
+        "backend": spec.backend,
+        "providers": ",".join(spec.providers),
+        "batches": ",".join(str(b) for b in spec.batch_sizes),
+        "shapes": "fixed" if spec.fixed_shapes else "dynamic",
+        "opt": spec.optimization_level,
+        "threads": str(spec.intra_op_threads),
+        "simplify": "1" if spec.simplify else "0",
+        "cal_samples": str(spec.calibration_samples),
+        "measure": preset_name(spec.measure) or CUSTOM_MEASURE,
+    }
+    if spec.symbolic_dims:
+        query["dims"] = ",".join(f"{k}:{v}" for k, v in spec.symbolic_dims)
+    if spec.calibration_sha256:
+        query["calibration"] = spec.calibration_sha256
+    if spec.profile:
+        query["profile"] = "1"
+    if spec.fp32_nodes:  # one name per line: node names may hold commas
+        query["fp32_nodes"] = "\n".join(spec.fp32_nodes)
+    if query["measure"] == CUSTOM_MEASURE:
+        for f in fields(MeasureSettings):
+            query[f"m_{f.name}"] = str(getattr(spec.measure, f.name))
+    return query
+
+
+def _csv(query: Mapping[str, str], key: str) -> list[str]:
+    return [part for part in str(query.get(key) or "").split(",") if part]
+
+
+def _measure_from_query(query: Mapping[str, str]) -> MeasureSettings:
+    name = query.get("measure") or "standard"
+    if name in MEASURE_PRESETS:
+        return MEASURE_PRESETS[name]
+    if name != CUSTOM_MEASURE:
+        choices = ", ".join([*MEASURE_PRESETS, CUSTOM_MEASURE])
+        raise UserError(f"Unknown measurement {name!r} in the link; use one of {choices}.")
+    values = {}
+    for f in fields(MeasureSettings):
+        if (text := query.get(f"m_{f.name}")) is not None:
+            kind = int if f.type == "int" else float
+            values[f.name] = kind(text)
+    return MeasureSettings(**values)
+
+
+def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
+    """The sweep a link describes; absent keys take SweepSpec's own defaults.
+
+    The inverse of spec_to_query for every field, so "Run again with changes" keeps the
+    calibration file, its sample count and the measurement (preset or custom) of the stored job.
+    """
+    values: dict[str, object] = {}
+    try:
+        if precisions := _csv(query, "precisions"):
+            values["precisions"] = tuple(precisions)
+        if providers := _csv(query, "providers"):
+            values["providers"] = tuple(providers)
+        if batches := _csv(query, "batches"):
+            values["batch_sizes"] = tuple(int(b) for b in batches)
+        if backend := query.get("backend"):
+            values["backend"] = backend
+        if shapes := query.get("shapes"):
+            values["fixed_shapes"] = shapes != "dynamic"
+        dims = [part.split(":", 1) for part in _csv(query, "dims") if ":" in part]
+        values["symbolic_dims"] = tuple((name, int(value)) for name, value in dims)
+        if level := query.get("opt"):
+            values["optimization_level"] = level
+        if threads := query.get("threads"):
+            values["intra_op_threads"] = int(threads)
+        values["simplify"] = query.get("simplify") == "1"
+        values["calibration_sha256"] = query.get("calibration") or None
+        if samples := query.get("cal_samples"):
+            values["calibration_samples"] = int(samples)
+        values["measure"] = _measure_from_query(query)
+        values["profile"] = query.get("profile") == "1"
+        values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)
+        return SweepSpec(**values)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise UserError(
+            f"This link holds a value that is not valid here ({exc}); reopen it."
+        ) from None
 
 
 def list_workers(alive_within_seconds: float | None = 30.0) -> list[worker_store.WorkerRow]:

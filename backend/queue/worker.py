@@ -27,8 +27,9 @@ from backend.engine.layerloss import from_dicts
 from backend.engine.profile import Profile
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.queue.children import run_in_child
+from backend.queue.jobs import stored_results
 from backend.queue.lease import Backoff, LeaseKeeper
-from backend.results import ConfigurationResult
+from backend.results import ConfigurationResult, ResultStatus, StoredResult
 from backend.runtimes import all_provider_statuses
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.artifacts import ArtifactStore
@@ -47,6 +48,22 @@ log = logging.getLogger("optiboard.worker")
 def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
     """FP32 first, so every other precision can be explained against its FP32 baseline."""
     return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
+
+
+def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
+    """The measured FP32 result this configuration is compared with: same provider and batch."""
+    return next(
+        (
+            r
+            for r in stored
+            if r.ok
+            and r.latency is not None
+            and r.configuration.precision == Precision.FP32
+            and r.configuration.provider == config.provider
+            and r.configuration.batch_size == config.batch_size
+        ),
+        None,
+    )
 
 
 @dataclass
@@ -135,6 +152,7 @@ class JobRunner:
                 task,
                 timeout_s=timeout,
                 should_cancel=lambda: self._should_stop(job.id),
+                what=f"Configuration {config.key}",
             )
             if outcome.cancelled:
                 break
@@ -144,7 +162,7 @@ class JobRunner:
                 result = ConfigurationResult(
                     config_key=config.key,
                     configuration=config.to_dict(),
-                    status="failed",
+                    status=ResultStatus.FAILED,
                     error=outcome.error,
                     providers_requested=[config.provider],
                 )
@@ -160,8 +178,8 @@ class JobRunner:
         if job_store.is_cancel_requested(job.id):
             self._finish(job, JobState.CANCELLED)
             return JobOutcome(JobState.CANCELLED)
-        results = result_store.list_results(job_ids=[job.id])
-        failures = [r for r in results if r.status != "ok"]
+        results = stored_results(job.id)
+        failures = [r for r in results if not r.ok]
         if results and len(failures) == len(results):
             error = f"all {len(results)} configurations failed; first: {failures[0].error}"
             self._finish(job, JobState.FAILED, error)
@@ -182,21 +200,13 @@ class JobRunner:
         cpu: dict[str, bool],
     ) -> None:
         """Add the plain "why" lines, against the FP32 result of the same provider and batch."""
-        if result.status != "ok" or result.latency is None:
+        if not result.ok or result.latency is None:
             return
         speedup = None
         if config.precision != Precision.FP32:
-            for row in result_store.list_results(job_ids=[job_id]):
-                c = row.configuration
-                if (
-                    row.status == "ok"
-                    and c["precision"] == "fp32"
-                    and c["provider"] == config.provider
-                    and c["batch_size"] == config.batch_size
-                    and row.p50_ms
-                ):
-                    speedup = row.p50_ms / result.latency.p50
-                    break
+            baseline = fp32_baseline(stored_results(job_id), config)
+            if baseline is not None and baseline.latency is not None:
+                speedup = baseline.latency.p50 / result.latency.p50
         profile_path = result.environment.get("profile_path")
         profile = Profile.load(Path(profile_path)) if profile_path else None
         result.notes.extend(
@@ -232,14 +242,14 @@ class JobRunner:
         for link in links:
             model_store.add_artifact(job.model_id, link)
         status = (
-            result.status
-            if result.status != "ok"
-            else (f"p50 {result.latency.p50:.3f} ms" if result.latency else "ok")
+            f"p50 {result.latency.p50:.3f} ms"
+            if result.ok and result.latency
+            else result.status.value
         )
         job_store.log_event(
             job.id,
             f"{result.config_key}: {status}",
-            level="error" if result.status == "failed" else "info",
+            level="error" if result.status == ResultStatus.FAILED else "info",
         )
 
     def _copy_artifacts(self, job: JobRow, result: ConfigurationResult) -> list[NewArtifact]:

@@ -7,6 +7,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from backend.engine.measure import PEAK_SCOPE
+from backend.results import ResultStatus
+
 PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Safe
 # Above this many series, distributions are drawn as boxes from precomputed quantiles of the raw
 # samples rather than violins of every sample: the page stays fast and still readable.
@@ -39,7 +42,7 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> 
 
 
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
+    return frame[(frame["status"] == ResultStatus.OK.value) & frame["p50_ms"].notna()]
 
 
 def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
@@ -211,11 +214,16 @@ def memory_chart(frame: pd.DataFrame) -> go.Figure:
     data = _ok(frame)
     fig = go.Figure()
     fig.add_trace(
-        go.Bar(x=data["label"], y=data["peak_rss_mb"], name="peak RSS (MB)", marker_color="#636efa")
+        go.Bar(
+            x=data["label"],
+            y=data["peak_rss_mb"],
+            name=f"peak RSS (MB, {PEAK_SCOPE})",
+            marker_color="#636efa",
+        )
     )
     if data["gpu_memory_mb"].notna().any():
         fig.add_trace(go.Bar(x=data["label"], y=data["gpu_memory_mb"], name="GPU memory (MB)"))
-    fig = _layout(fig, "Memory", "", "MB")
+    fig = _layout(fig, f"Memory (peak RSS over {PEAK_SCOPE})", "", "MB")
     fig.update_xaxes(tickangle=-30, automargin=True)
     return fig
 

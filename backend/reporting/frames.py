@@ -1,26 +1,24 @@
 """Results as pandas DataFrames: speedups against a baseline, the Pareto front, and exports.
 
-Pages and charts never see SQL or payload dicts: everything they plot is a column here.
+Pages and charts never see SQL or payload dicts: everything they plot is a column here, read
+from typed StoredResults. Exports live in reporting.exports and are re-exported here for callers.
 """
 
 from __future__ import annotations
 
-import html
-import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from backend.reporting.csvsafe import safe_frame
-from backend.specs import Precision
+from backend.engine.measure import PEAK_SCOPE
+from backend.results import LatencyStats, ResultStatus, StoredResult
+from backend.specs import Configuration
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
 from storage.repo.jobs import JobRow
-from storage.repo.results import ResultRow
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,7 @@ METRICS: dict[str, Metric] = {
         Metric("p99_ms", "p99 latency", "ms"),
         Metric("mean_ms", "mean latency", "ms"),
         Metric("throughput", "throughput", "samples/s", higher_is_better=True),
-        Metric("peak_rss_mb", "peak memory (RSS)", "MB"),
+        Metric("peak_rss_mb", f"peak memory (RSS, {PEAK_SCOPE})", "MB"),
         Metric("gpu_memory_mb", "GPU memory", "MB"),
         Metric("speedup", "speedup vs baseline (p50)", "x", higher_is_better=True),
         Metric("throughput_ratio", "throughput vs baseline", "x", higher_is_better=True),
@@ -87,6 +85,7 @@ COLUMNS = [
     "throughput",
     "stable",
     "peak_rss_mb",
+    "peak_rss_scope",
     "gpu_memory_mb",
     "model_size_bytes",
     "session_create_ms",
@@ -100,76 +99,75 @@ COLUMNS = [
 ]
 
 
-def series_name(job_id: int, model: str, configuration: dict[str, Any]) -> str:
-    """A configuration family across batch sizes: what a line on a chart is called."""
-    precision = Precision(configuration.get("precision", "fp32"))
-    parts = [f"#{job_id} {model}", str(configuration.get("provider", "cpu")).upper()]
-    parts.append(precision.label)
-    if configuration.get("fp32_nodes"):  # mixed precision is its own point on every chart
-        parts.append(f"mixed ({len(configuration['fp32_nodes'])} in FP32)")
-    if configuration.get("backend", "onnxruntime") != "onnxruntime":
-        parts.append(str(configuration["backend"]))
-    if not configuration.get("fixed_shapes", True):
+def series_name(job_id: int, model: str, configuration: Configuration) -> str:
+    """A configuration family across batch sizes: what a line on a chart is called.
+
+    Only the knobs that differ from Configuration's own defaults are named.
+    """
+    c, default = configuration, Configuration(precision=configuration.precision)
+    parts = [f"#{job_id} {model}", c.provider.upper(), c.precision.label]
+    if c.fp32_nodes:  # mixed precision is its own point on every chart
+        parts.append(f"mixed ({len(c.fp32_nodes)} in FP32)")
+    if c.backend != default.backend:
+        parts.append(c.backend)
+    if c.fixed_shapes != default.fixed_shapes:
         parts.append("dynamic")
-    if configuration.get("optimization_level", "all") != "all":
-        parts.append(f"opt={configuration['optimization_level']}")
-    if configuration.get("intra_op_threads", 0):
-        parts.append(f"{configuration['intra_op_threads']} threads")
-    if configuration.get("simplify"):
+    if c.optimization_level != default.optimization_level:
+        parts.append(f"opt={c.optimization_level}")
+    if c.intra_op_threads != default.intra_op_threads:
+        parts.append(f"{c.intra_op_threads} threads")
+    if c.simplify != default.simplify:
         parts.append("simplified")
-    dims = configuration.get("symbolic_dims") or {}
-    if dims:
-        parts.append(",".join(f"{k}={v}" for k, v in sorted(dict(dims).items())))
+    if c.symbolic_dims:
+        parts.append(",".join(f"{k}={v}" for k, v in c.symbolic_dims))
     return " ".join(parts)
 
 
-def _record(row: ResultRow, job: JobRow | None, model: str) -> dict[str, Any]:
-    payload = row.payload
-    conf = row.configuration
-    latency = payload.get("latency") or {}
-    accuracy = payload.get("accuracy") or {}
-    series = series_name(row.job_id, model, conf)
+def _latency_columns(latency: LatencyStats | None) -> dict[str, Any]:
+    """Every latency column computed from the one stored LatencyStats."""
+    names = ("p50", "p90", "p95", "p99", "mean", "std", "min", "max")
+    values = {f"{n}_ms": getattr(latency, n) if latency else None for n in names}
+    return {**values, "count": latency.count if latency else None}
+
+
+def _record(stored: StoredResult, job: JobRow | None, model: str) -> dict[str, Any]:
+    conf, r = stored.configuration, stored.result
+    accuracy = r.accuracy
+    series = series_name(stored.job_id, model, conf)
     return {
-        "result_id": row.id,
-        "job_id": row.job_id,
+        "result_id": stored.id,
+        "job_id": stored.job_id,
         "model_id": job.model_id if job else None,
         "model": model,
         "job_label": job.label if job else None,
         "series": series,
-        "label": f"{series} b{conf.get('batch_size', 1)}",
-        "config_key": row.config_key,
-        "backend": conf.get("backend", "onnxruntime"),
-        "provider": conf.get("provider", "cpu"),
-        "precision": conf.get("precision"),
-        "batch_size": int(conf.get("batch_size", 1)),
-        "fixed_shapes": bool(conf.get("fixed_shapes", True)),
-        "optimization_level": conf.get("optimization_level", "all"),
-        "intra_op_threads": int(conf.get("intra_op_threads", 0)),
-        "simplify": bool(conf.get("simplify", False)),
-        "status": row.status,
-        "error": row.error,
-        "p50_ms": latency.get("p50"),
-        "p90_ms": latency.get("p90"),
-        "p95_ms": latency.get("p95"),
-        "p99_ms": latency.get("p99"),
-        "mean_ms": latency.get("mean"),
-        "std_ms": latency.get("std"),
-        "min_ms": latency.get("min"),
-        "max_ms": latency.get("max"),
-        "count": latency.get("count"),
-        "throughput": payload.get("throughput"),
-        "stable": payload.get("stable"),
-        "peak_rss_mb": payload.get("peak_rss_mb"),
-        "gpu_memory_mb": payload.get("gpu_memory_mb"),
-        "model_size_bytes": payload.get("model_size_bytes"),
-        "session_create_ms": payload.get("session_create_ms"),
-        "first_inference_ms": payload.get("first_inference_ms"),
-        "max_abs_error": accuracy.get("max_abs_error"),
-        "mean_rel_error": accuracy.get("mean_rel_error"),
-        "cosine_similarity": accuracy.get("cosine_similarity"),
-        "top1_agreement": accuracy.get("top1_agreement"),
-        "providers_used": ", ".join(payload.get("providers_used") or []),
-        "notes": "; ".join(payload.get("notes") or []),
+        "label": f"{series} b{conf.batch_size}",
+        "config_key": stored.config_key,
+        "backend": conf.backend,
+        "provider": conf.provider,
+        "precision": conf.precision.value,
+        "batch_size": conf.batch_size,
+        "fixed_shapes": conf.fixed_shapes,
+        "optimization_level": conf.optimization_level,
+        "intra_op_threads": conf.intra_op_threads,
+        "simplify": conf.simplify,
+        "status": r.status.value,
+        "error": r.error,
+        **_latency_columns(r.latency),
+        "throughput": r.throughput,
+        "stable": r.stable,
+        "peak_rss_mb": r.peak_rss_mb,
+        "peak_rss_scope": r.peak_rss_scope,
+        "gpu_memory_mb": r.gpu_memory_mb,
+        "model_size_bytes": r.model_size_bytes,
+        "session_create_ms": r.session_create_ms,
+        "first_inference_ms": r.first_inference_ms,
+        "max_abs_error": accuracy.max_abs_error if accuracy else None,
+        "mean_rel_error": accuracy.mean_rel_error if accuracy else None,
+        "cosine_similarity": accuracy.cosine_similarity if accuracy else None,
+        "top1_agreement": accuracy.top1_agreement if accuracy else None,
+        "providers_used": ", ".join(r.providers_used),
+        "notes": "; ".join(r.notes),
     }
 
 
@@ -179,7 +177,12 @@ def results_frame(
     result_ids: list[int] | None = None,
 ) -> pd.DataFrame:
     """One row per stored result (ok, failed or unavailable), newest job last."""
-    rows = result_store.list_results(job_ids=job_ids, model_id=model_id, result_ids=result_ids)
+    rows = [
+        StoredResult.from_row(row)
+        for row in result_store.list_results(
+            job_ids=job_ids, model_id=model_id, result_ids=result_ids
+        )
+    ]
     jobs: dict[int, JobRow | None] = {
         jid: job_store.get_job(jid) for jid in {r.job_id for r in rows}
     }
@@ -245,7 +248,7 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     out["throughput_ratio"] = np.nan
     if baseline_series is None or out.empty:
         return out
-    base = out[(out["series"] == baseline_series) & (out["status"] == "ok")]
+    base = out[(out["series"] == baseline_series) & (out["status"] == ResultStatus.OK.value)]
     base = base.drop_duplicates(["model_id", "batch_size"]).set_index(["model_id", "batch_size"])
     if base.empty:
         return out
@@ -287,49 +290,28 @@ def pareto_mask(speedup: np.ndarray, loss: np.ndarray) -> np.ndarray:
     return mask
 
 
-def export_csv(frame: pd.DataFrame) -> bytes:
-    return safe_frame(frame).to_csv(index=False).encode("utf-8")
+# Re-exported so that callers of frames.export_* keep working; the code lives in exports.py.
+from backend.reporting.exports import (  # noqa: E402
+    REPORT_COLUMNS,
+    export_csv,
+    export_json,
+    html_report,
+)
 
-
-def export_json(frame: pd.DataFrame) -> bytes:
-    """Records with NaN as null, so the file loads anywhere."""
-    records = json.loads(frame.to_json(orient="records", date_format="iso"))
-    return json.dumps(records, indent=2).encode("utf-8")
-
-
-REPORT_COLUMNS = [
-    "label",
-    "status",
-    "p50_ms",
-    "p90_ms",
-    "p99_ms",
-    "throughput",
-    "speedup",
-    "accuracy_loss",
-    "peak_rss_mb",
-    "notes",
+__all__ = [
+    "COLUMNS",
+    "LOSS_METRICS",
+    "METRICS",
+    "REPORT_COLUMNS",
+    "Metric",
+    "add_accuracy_loss",
+    "add_speedups",
+    "comparable_jobs",
+    "export_csv",
+    "export_json",
+    "html_report",
+    "pareto_mask",
+    "results_frame",
+    "samples_for",
+    "series_name",
 ]
-
-
-def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: str | None) -> str:
-    """One self-contained HTML file: plotly.js inlined once, every figure and the summary table."""
-    parts = []
-    for index, figure in enumerate(figures):
-        parts.append(
-            figure.to_html(full_html=False, include_plotlyjs=index == 0, default_height="480px")
-        )
-    columns = [c for c in REPORT_COLUMNS if c in frame.columns]
-    table = frame[columns].to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–")
-    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    base = html.escape(baseline) if baseline else "none"
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title>"
-        "<style>body{font-family:sans-serif;margin:2rem;}table{border-collapse:collapse;"
-        "font-size:13px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}"
-        "td:first-child{text-align:left}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1><p>Generated {generated} by Optiboard; "
-        f"{len(frame)} configurations; baseline: {base}.</p>"
-        + "".join(parts)
-        + f"<h2>All configurations</h2>{table}</body></html>"
-    )

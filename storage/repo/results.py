@@ -1,4 +1,9 @@
-"""Results of configurations and their raw samples: written once, by the job's lease holder."""
+"""Results of configurations and their raw samples: written once, by the job's lease holder.
+
+Latency statistics live once, in the payload (derived from the samples by the engine); there are
+no separate latency columns to drift from it (migration 0003_typed_results
+dropped them). Readers parse rows into backend.results.StoredResult.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +27,6 @@ class ResultRow:
     configuration: dict[str, Any]
     status: str
     error: str | None
-    p50_ms: float | None
-    p90_ms: float | None
-    p99_ms: float | None
     throughput: float | None
     peak_rss_mb: float | None
     payload: dict[str, Any]
@@ -43,7 +45,6 @@ def save_result(
     row-locked in the same transaction), so a worker that lost its job never writes. A stored
     result is never replaced: a second write of the same key is refused and the first one stays.
     """
-    latency = payload.get("latency") or {}
     with session_scope() as session:
         if lease is not None:
             # a no-op UPDATE: takes the job row's lock first, so a requeue waits for this commit
@@ -65,9 +66,6 @@ def save_result(
             configuration=payload["configuration"],
             status=payload["status"],
             error=payload.get("error"),
-            p50_ms=latency.get("p50"),
-            p90_ms=latency.get("p90"),
-            p99_ms=latency.get("p99"),
             throughput=payload.get("throughput"),
             peak_rss_mb=payload.get("peak_rss_mb"),
             payload=payload,

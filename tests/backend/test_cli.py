@@ -38,6 +38,7 @@ def test_add_inspect_run_show_and_export(data_dir: Path, cnn_path: Path, tmp_pat
     assert run.returncode == 0, run.stdout + run.stderr
     assert "4/4" in run.stdout and "job 1 succeeded" in run.stdout
     assert run.stdout.count("onnxruntime/cpu/int8_static/") >= 2
+    assert "RSS MB: peak resident memory over session + timed loop." in run.stdout
 
     shown = optiboard("show", "1", "--log")
     assert "succeeded, 4/4 configurations" in shown.stdout and "claimed by" in shown.stdout
@@ -109,6 +110,24 @@ def test_real_calibration_samples_reach_static_int8(
     assert bad.returncode == 2 and "input" in bad.stderr
     listed = optiboard("jobs").stdout
     assert "queued" not in listed and listed.count("succeeded") == 1  # nothing was submitted
+
+
+def test_presets_are_the_optimize_pages_and_quick_is_an_alias(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    from backend.cli import main
+    from backend.queue import jobs
+    from backend.specs import MEASURE_PRESETS
+
+    assert main(["add", str(mlp_path)]) == 0
+    for args in (["--quick"], ["--preset", "quick"], ["--preset", "thorough"], []):
+        assert main(["submit", "1", "--precisions", "fp32", *args]) == 0
+    measures = [jobs.spec_of(j).measure for j in reversed(jobs.list_jobs())]
+    quick, thorough, standard = (MEASURE_PRESETS[n] for n in ("quick", "thorough", "standard"))
+    assert measures == [quick, quick, thorough, standard]
+    assert main(["submit", "1", "--preset", "thorough", "--max-seconds", "7"]) == 0
+    capped = jobs.spec_of(jobs.list_jobs()[0]).measure
+    assert capped.max_seconds == 7 and capped.window_runs == thorough.window_runs
 
 
 def test_users_cli_makes_the_first_admin_who_can_then_sign_in(data_dir: Path) -> None:

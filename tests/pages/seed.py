@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from streamlit.testing.v1 import AppTest
 
-from backend.results import AccuracyReport, ConfigurationResult, LatencyStats
+from backend.results import AccuracyReport, ConfigurationResult, LatencyStats, ResultStatus
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.artifacts import ArtifactStore
 from storage.repo import jobs as job_store
@@ -70,11 +70,11 @@ def add_result(
     config: Configuration,
     samples_ms: np.ndarray,
     accuracy: AccuracyReport | None = None,
-    status: str = "ok",
+    status: ResultStatus = ResultStatus.OK,
     error: str | None = None,
 ) -> ResultRow:
     """A result shaped exactly as the worker writes it, from real latency samples."""
-    ok = status == "ok"
+    ok = status == ResultStatus.OK
     stats = LatencyStats.from_samples(samples_ms) if ok else None
     result = ConfigurationResult(
         config_key=config.key,
@@ -91,6 +91,7 @@ def add_result(
         windows=[stats.p50] * 3 if stats else [],
         measure_seconds=float(np.sum(samples_ms)) / 1000 if ok else None,
         peak_rss_mb=180.0 + config.batch_size * 0.5 if ok else None,
+        peak_rss_scope="session + timed loop" if ok else None,
         model_size_bytes=4096 if ok else None,
         node_count_before=6,
         node_count_after=6,

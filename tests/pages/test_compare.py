@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from streamlit.runtime.memory_media_file_storage import _calculate_file_id as file_id
+from streamlit.testing.v1 import AppTest
 
+from backend.reporting import frames
+from backend.results import ResultStatus
 from backend.specs import Precision, SweepSpec
 from tests.pages.seed import add_job, add_model, add_result, finished_sweep, open_page, texts
 
@@ -63,14 +69,46 @@ def test_failed_configurations_are_listed_with_their_error(data_dir: Path, mlp_p
     job = add_job(model.id, spec)
     fp32, fp16 = spec.configurations()
     add_result(job.id, fp32, np.full(20, 1.0))
-    add_result(job.id, fp16, np.zeros(1), status="unavailable", error="no GPU here")
+    add_result(job.id, fp16, np.zeros(1), status=ResultStatus.UNAVAILABLE, error="no GPU here")
     at = open_page("compare", jobs=job.id)
     failed = at.dataframe[1].value
     assert list(failed["error"]) == ["no GPU here"]
 
 
-def test_downloads_offer_csv_json_and_html_report(data_dir: Path, mlp_path: Path) -> None:
-    job, _ = finished_sweep(add_model(mlp_path).id)
+def _compared(job_id: int, baseline: str, keep: list[int] | None = None) -> pd.DataFrame:
+    """The comparison table as the backend computes it for this selection and baseline."""
+    view = frames.results_frame(job_ids=[job_id])
+    if keep is not None:
+        view = view[view["result_id"].isin(keep)]
+    view = frames.add_accuracy_loss(frames.add_speedups(view, baseline))
+    return view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
+
+
+def _offered(at: AppTest, label: str) -> str:
+    """The media URL of a download button: its file id is a hash of the bytes it serves."""
+    return next(b.proto.url for b in at.get("download_button") if b.proto.label == label)
+
+
+def test_downloads_hold_the_compared_configurations(data_dir: Path, mlp_path: Path) -> None:
+    job, rows = finished_sweep(add_model(mlp_path).id)
     at = open_page("compare", jobs=job.id)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["CSV", "JSON", "HTML report"]
+    baseline = at.selectbox(key="url_baseline").value
+    every = _compared(job.id, baseline)
+    assert len(every) == 4 and every["speedup"].notna().all()
+    csv = frames.export_csv(every)
+    json_data = frames.export_json(every)
+    assert _offered(at, "CSV").endswith(file_id(csv, "text/csv", "optiboard-results.csv") + ".csv")
+    assert _offered(at, "JSON").endswith(
+        file_id(json_data, "application/json", "optiboard-results.json") + ".json"
+    )
+    # fewer configurations picked: the files hold exactly those, nothing else
+    keep = [r.id for r in rows[:2]]
+    at.toggle(key="url_all").set_value(False).run()
+    at.multiselect(key="url_configs").set_value(keep).run()
+    picked = frames.export_csv(_compared(job.id, baseline, keep))
+    assert _offered(at, "CSV").endswith(
+        file_id(picked, "text/csv", "optiboard-results.csv") + ".csv"
+    )
+    assert len(pd.read_csv(io.BytesIO(picked))) == 2

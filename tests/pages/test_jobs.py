@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.queue import jobs
+from backend.results import ResultStatus
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.states import JobState
 from tests.pages.seed import add_job, add_model, add_result, finished_sweep, open_page, texts
@@ -37,7 +38,9 @@ def test_job_detail_shows_configurations_results_and_failures(
     job = add_job(model.id, spec)
     fp32, fp16 = spec.configurations()
     add_result(job.id, fp32, np.full(50, 0.5))
-    add_result(job.id, fp16, np.full(1, 0.0), status="failed", error="FP16 conversion failed")
+    add_result(
+        job.id, fp16, np.full(1, 0.0), status=ResultStatus.FAILED, error="FP16 conversion failed"
+    )
     at = open_page("jobs", job=job.id)
     assert not at.exception
     configs = next(d.value for d in at.dataframe if "configuration" in d.value.columns)
@@ -76,6 +79,10 @@ def test_run_again_with_changes_links_to_optimize_with_the_sweep(
     query = links[0].proto.query_string
     assert links[0].proto.page == "optimize"
     assert "batches=1%2C4" in query and f"from_job={job.id}" in query
+    from urllib.parse import parse_qsl
+
+    reopened = jobs.spec_from_query(dict(parse_qsl(query)))
+    assert reopened == jobs.spec_of(job)  # every field of the stored sweep is in the link
 
 
 def test_states_filter_comes_from_the_url(data_dir: Path, mlp_path: Path) -> None:

@@ -87,3 +87,46 @@ def test_run_again_with_changes_prefills_from_the_url(data_dir: Path, mlp_path: 
     at.button(key="submit_sweep").click().run()
     newest = jobs.list_jobs()[0]
     assert newest.id != old.id and jobs.spec_of(newest).batch_sizes == (2, 4)
+
+
+def test_a_quick_cli_sweep_reopened_keeps_quick_and_its_calibration_file(
+    data_dir: Path, cnn_path: Path, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    from backend.cli import main
+    from backend.specs import MEASURE_PRESETS
+
+    model = add_model(cnn_path)
+    npz = tmp_path / "calib.npz"
+    np.savez(npz, input=np.zeros((3, 3, 32, 32), dtype=np.float32))
+    argv = ["submit", str(model.id), "--precisions", "fp32,int8_static", "--quick"]
+    assert main([*argv, "--calibration", str(npz), "--calibration-samples", "5"]) == 0
+    [old] = jobs.list_jobs()
+    stored = jobs.spec_of(old)
+    assert stored.calibration_sha256 and stored.measure == MEASURE_PRESETS["quick"]
+
+    link = {"model": model.id, **jobs.spec_to_query(stored), "from_job": old.id}
+    at = open_page("optimize", **link)
+    assert not at.exception
+    assert at.selectbox(key="url_measure").value == "quick"
+    assert at.radio(key="calibration_source").value == "stored"
+    at.button(key="submit_sweep").click().run()
+    newest = jobs.list_jobs()[0]
+    assert newest.id != old.id
+    assert jobs.spec_of(newest) == stored  # every field, calibration file and samples included
+
+
+def test_custom_measurement_of_a_reopened_sweep_is_kept(data_dir: Path, mlp_path: Path) -> None:
+    import dataclasses
+
+    from backend.specs import MEASURE_PRESETS, SweepSpec
+
+    model = add_model(mlp_path)
+    custom = dataclasses.replace(MEASURE_PRESETS["standard"], max_seconds=7.0, warmup_runs=2)
+    spec = SweepSpec(precisions=(Precision.FP32,), measure=custom)
+    at = open_page("optimize", model=model.id, **jobs.spec_to_query(spec))
+    assert at.selectbox(key="url_measure").value == "custom"
+    at.button(key="submit_sweep").click().run()
+    [job] = jobs.list_jobs()
+    assert jobs.spec_of(job).measure == custom

@@ -64,4 +64,14 @@ def test_cpu_features_read_proc_cpuinfo_flags(tmp_path: Path) -> None:
         "amx": False,
     }
     assert cpu_features(tmp_path / "missing") == dict.fromkeys(VNNI_CPU, False)
-    assert set(cpu_features()) == set(VNNI_CPU)
+
+
+def test_cpu_features_know_flag_aliases_and_match_whole_flags_only(tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor : 0\nvmx flags : avx512f\nflags\t\t: sse avx512fp16 avx_vnni amx_tile\n"
+    )
+    found = cpu_features(cpuinfo)
+    assert found["avx512_vnni"] and found["amx"]  # AVX-VNNI and AMX tiles count
+    assert not found["avx512f"]  # "avx512fp16" and the vmx line are not avx512f
+    assert not found["avx2"]

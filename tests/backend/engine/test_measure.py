@@ -1,8 +1,11 @@
+import resource
 import time
+from pathlib import Path
 
 import numpy as np
+import pytest
 
-from backend.engine.measure import measure
+from backend.engine.measure import PEAK_SCOPE, PEAK_SCOPE_FALLBACK, PeakRss, measure
 from backend.results import LatencyStats
 from backend.specs import MeasureSettings
 
@@ -55,9 +58,46 @@ def test_first_inference_is_timed_apart_from_the_steady_state() -> None:
     assert max(m.samples_ms) < 50
 
 
-def test_latency_stats_match_numpy_percentiles() -> None:
-    samples = np.arange(1, 101, dtype=float)
-    stats = LatencyStats.from_samples(samples)
-    assert (stats.min, stats.max, stats.count) == (1.0, 100.0, 100)
-    assert stats.p50 == np.percentile(samples, 50) and stats.p99 == np.percentile(samples, 99)
-    assert abs(stats.std - samples.std(ddof=1)) < 1e-12
+def test_latency_stats_are_linear_interpolation_percentiles_worked_by_hand() -> None:
+    # 1..100 ms: percentile q sits at index q/100 * 99, between two neighbouring samples
+    stats = LatencyStats.from_samples(np.arange(1, 101, dtype=float)[::-1])
+    assert (stats.min, stats.max, stats.count, stats.mean) == (1.0, 100.0, 100, 50.5)
+    assert stats.p50 == pytest.approx(50.5)
+    assert stats.p90 == pytest.approx(90.1)
+    assert stats.p95 == pytest.approx(95.05)
+    assert stats.p99 == pytest.approx(99.01)
+    assert stats.std == pytest.approx((100 * 101 / 12) ** 0.5)  # sample std of 1..n
+    single = LatencyStats.from_samples([2.0])
+    assert (single.p50, single.p99, single.std) == (2.0, 2.0, 0.0)
+    with pytest.raises(ValueError):
+        LatencyStats.from_samples([])
+
+
+def _status_kb(field: str) -> int:
+    status = Path("/proc/self/status").read_text()
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith(field))
+
+
+def test_peak_rss_counts_only_what_runs_inside_its_scope() -> None:
+    before = np.ones(300 * 2**20, dtype=np.uint8)  # 300 MB touched, then freed
+    del before
+    peak_so_far = _status_kb("VmHWM:") / 1024
+    with PeakRss() as outside_scope:
+        pass
+    assert outside_scope.scope == PEAK_SCOPE
+    with PeakRss() as inside_scope:
+        during = np.ones(100 * 2**20, dtype=np.uint8)  # 100 MB touched inside the scope
+        rss_with_it = _status_kb("VmRSS:") / 1024
+        del during
+    assert outside_scope.peak_mb < peak_so_far - 200  # the freed 300 MB is not counted
+    assert inside_scope.peak_mb >= outside_scope.peak_mb + 90  # the 100 MB inside is counted
+    assert inside_scope.peak_mb == pytest.approx(rss_with_it, abs=5)  # the kernel syncs lazily
+
+
+def test_peak_rss_without_a_resettable_proc_says_it_covers_the_whole_process(
+    tmp_path: Path,
+) -> None:
+    with PeakRss(proc=tmp_path / "no-proc") as peak:
+        pass
+    assert peak.scope == PEAK_SCOPE_FALLBACK
+    assert peak.peak_mb == resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

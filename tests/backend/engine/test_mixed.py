@@ -76,5 +76,5 @@ def test_mixed_command_queues_the_best_mix_which_joins_the_results_as_its_own_se
     configs = spec.configurations()
     assert [c.precision.value for c in configs] == ["fp32", "int8_static", "int8_static"]
     assert configs[2].fp32_nodes == spec.fp32_nodes and configs[2].profile
-    names = {series_name(job.id, "bad", c.to_dict()) for c in configs}
+    names = {series_name(job.id, "bad", c) for c in configs}
     assert len(names) == 3  # plain INT8 and the mix are two different series

@@ -78,16 +78,16 @@ def test_sweep_with_profiling_stores_profiles_and_cites_them(
         timeout=300,
     )
     assert worker.returncode == 0, worker.stdout + worker.stderr
-    results = {r.configuration["precision"]: r for r in jobs.job_results(job.id)}
-    assert all(r.status == "ok" for r in results.values())
+    results = {r.configuration.precision.value: r.result for r in jobs.stored_results(job.id)}
+    assert all(r.ok for r in results.values())
     profiles = [a for a in library.list_artifacts(model.id) if a.kind == "profile"]
     assert len(profiles) == 2
-    int8 = results["int8_static"].payload
-    stored = Profile.load(library.artifact_path(int8["telemetry"]["profile_sha256"]))
+    int8 = results["int8_static"]
+    stored = Profile.load(library.artifact_path(int8.telemetry["profile_sha256"]))
     # the clean latency keeps its own samples; the profile has its own runs
-    assert int8["latency"]["count"] >= 20 and stored.runs == PROFILE_RUNS
+    assert int8.latency is not None and int8.latency.count >= 20 and stored.runs == PROFILE_RUNS
     island = float_islands(stored)[0]
     assert island.op_type == "HardSwish"
-    cited = [line for line in int8["notes"] if "HardSwish nodes that have no int8 kernel" in line]
+    cited = [line for line in int8.notes if "HardSwish nodes that have no int8 kernel" in line]
     assert cited and cited[0].startswith(f"{island.share(stored):.0%} of INT8 static (QDQ) time")
-    assert not any("rule of thumb" in line for line in int8["notes"])
+    assert not any("rule of thumb" in line for line in int8.notes)

@@ -28,6 +28,7 @@ from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.queue.lease import LeaseKeeper
+from backend.results import ResultStatus
 from backend.specs import MeasureSettings, SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -215,8 +216,8 @@ def test_workers_with_one_clock_five_minutes_ahead_run_every_job_exactly_once(
         assert len(claims) == 1, messages
         claimers[claims[0]] += 1
         assert not [m for m in messages if "lease expired" in m or "not stored" in m], messages
-        (result,) = jobs.job_results(job_id)
-        assert result.status == "ok" and result.p50_ms > 0
+        (result,) = jobs.stored_results(job_id)
+        assert result.status == ResultStatus.OK and result.latency.p50 > 0
         stored = [m for m in messages if m.startswith(f"{result.config_key}: ")]
         assert len(stored) == 1, messages  # written once, never replaced
     assert sum(claimers.values()) == 6
@@ -244,5 +245,5 @@ def test_worker_loop_survives_a_database_outage_in_the_middle_of_a_job(
     assert "database unavailable, retrying in 1 s" in output, output
     final = jobs.get_job(job.id)
     assert final.state == JobState.SUCCEEDED, final
-    (result,) = jobs.job_results(job.id)  # stored once, whichever attempt ran it
-    assert result.status == "ok"
+    (result,) = jobs.stored_results(job.id)  # stored once, whichever attempt ran it
+    assert result.status == ResultStatus.OK

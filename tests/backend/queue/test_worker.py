@@ -9,13 +9,17 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
+from backend.engine.explain import FASTER, SLOWER
+from backend.engine.measure import PEAK_SCOPE
 from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
-from backend.specs import MeasureSettings, SweepSpec
+from backend.results import ResultStatus
+from backend.specs import MeasureSettings, Precision, SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import results as result_store
 from storage.states import JobState
@@ -63,23 +67,28 @@ def test_worker_runs_a_sweep_and_stores_every_configuration(data_dir: Path, mlp_
 
     done = jobs.get_job(job.id)
     assert done.state == JobState.SUCCEEDED and done.progress_done == done.progress_total == 8
-    results = {r.config_key: r for r in jobs.job_results(job.id)}
-    cpu = [r for r in results.values() if r.configuration["provider"] == "cpu"]
-    assert len(cpu) == 4 and all(r.status == "ok" and r.p50_ms > 0 for r in cpu)
-    assert all(r.payload["providers_used"] == ["CPUExecutionProvider"] for r in cpu)
+    results = {r.config_key: r for r in jobs.stored_results(job.id)}
+    cpu = [r for r in results.values() if r.configuration.provider == "cpu"]
+    assert len(cpu) == 4 and all(r.status == ResultStatus.OK and r.latency.p50 > 0 for r in cpu)
+    assert all(r.result.providers_used == ["CPUExecutionProvider"] for r in cpu)
     for r in cpu:
         samples = result_store.result_samples([r.id])[r.id]
-        assert len(samples) == r.payload["latency"]["count"] >= 30
-        assert r.payload["accuracy"]["cosine_similarity"] > 0.98
-        assert r.payload["environment"]["packages"]["onnxruntime"]
-    cuda = [r for r in results.values() if r.configuration["provider"] == "cuda"]
+        assert len(samples) == r.latency.count >= 30
+        assert r.latency.p50 == pytest.approx(float(np.percentile(samples, 50)))
+        assert r.result.accuracy.cosine_similarity > 0.98
+        assert r.result.environment["packages"]["onnxruntime"]
+        assert r.result.peak_rss_mb > 0 and r.result.peak_rss_scope == PEAK_SCOPE
+    cuda = [r for r in results.values() if r.configuration.provider == "cuda"]
     assert len(cuda) == 4
     if any(s.available for s in library_providers() if s.name == "cuda"):
-        assert all(r.status == "ok" for r in cuda)
-        assert all("CUDAExecutionProvider" in r.payload["providers_used"] for r in cuda)
+        assert all(r.status == ResultStatus.OK for r in cuda)
+        assert all("CUDAExecutionProvider" in r.result.providers_used for r in cuda)
     else:
         # never a silent CPU fallback: the GPU rows say why they did not run
-        assert all(r.status == "unavailable" and "CUDAExecutionProvider" in r.error for r in cuda)
+        assert all(
+            r.status == ResultStatus.UNAVAILABLE and "CUDAExecutionProvider" in r.error
+            for r in cuda
+        )
     optimized = [a for a in library.list_artifacts(model.id) if a.kind == "optimized"]
     built = [a for a in optimized if ".ort-" not in a.filename]
     ort_graphs = [a for a in optimized if ".ort-all" in a.filename]
@@ -112,11 +121,11 @@ def test_killed_worker_job_is_resumed_by_another_without_duplicates(
     job = jobs.submit_sweep(model.id, spec)
     first = _start_worker("--lease-seconds", "3")
     try:
-        _wait_for(lambda: len(jobs.job_results(job.id)) >= 1, what="first result")
+        _wait_for(lambda: len(jobs.stored_results(job.id)) >= 1, what="first result")
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
-    stored_before = len(jobs.job_results(job.id))
+    stored_before = len(jobs.stored_results(job.id))
     assert jobs.get_job(job.id).state == JobState.RUNNING  # the dead worker still holds it
     time.sleep(3.5)  # let the lease run out
     second = _start_worker("--once", "--lease-seconds", "30")
@@ -125,7 +134,7 @@ def test_killed_worker_job_is_resumed_by_another_without_duplicates(
 
     final = jobs.get_job(job.id)
     assert final.state == JobState.SUCCEEDED and final.attempts == 2
-    keys = [r.config_key for r in jobs.job_results(job.id)]
+    keys = [r.config_key for r in jobs.stored_results(job.id)]
     assert len(keys) == len(set(keys)) == 4
     events = [e.message for e in jobs.job_events(job.id)]
     assert any(f"resuming: {stored_before}" in m for m in events), events
@@ -153,7 +162,7 @@ def test_cancelling_a_running_job_stops_it_and_the_worker_goes_on(
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
-    assert jobs.job_results(job.id) == []  # the cancelled configuration stored nothing
+    assert jobs.stored_results(job.id) == []  # the cancelled configuration stored nothing
 
 
 def test_configuration_over_its_time_limit_fails_and_the_job_records_why(
@@ -166,8 +175,8 @@ def test_configuration_over_its_time_limit_fails_and_the_job_records_why(
     assert worker.returncode == 0, output
     final = jobs.get_job(job.id)
     assert final.state == JobState.FAILED
-    (result,) = jobs.job_results(job.id)
-    assert result.status == "failed" and "time limit of 0 s exceeded" in result.error
+    (result,) = jobs.stored_results(job.id)
+    assert result.status == ResultStatus.FAILED and "time limit of 0 s exceeded" in result.error
     assert "all 1 configurations failed" in final.error
 
 
@@ -192,8 +201,8 @@ def test_model_no_backend_can_run_fails_with_the_runtime_error(
     worker = _start_worker("--once")
     output, _ = worker.communicate(timeout=120)
     assert worker.returncode == 0, output
-    (result,) = jobs.job_results(job.id)
-    assert result.status == "failed" and "Frobnicate" in result.error
+    (result,) = jobs.stored_results(job.id)
+    assert result.status == ResultStatus.FAILED and "Frobnicate" in result.error
     assert jobs.get_job(job.id).state == JobState.FAILED
 
 
@@ -207,10 +216,15 @@ def test_slow_precisions_carry_a_plain_reason(
     job = jobs.submit_sweep(model.id, SweepSpec(precisions=("fp32", precision), measure=QUICK))
     claimed = job_store.claim_job("inline", 300, job_id=job.id)
     assert JobRunner("inline").run(claimed).state == JobState.SUCCEEDED
-    slow = next(r for r in jobs.job_results(job.id) if r.configuration["precision"] == precision)
-    speedup = slow.payload["telemetry"]["speedup_vs_fp32"]
-    from backend.engine.explain import SLOWER
-
-    if speedup < SLOWER:
-        text = " ".join(slow.payload["notes"])
-        assert ("float16 kernels" in text) if precision == "fp16" else ("ConvInteger" in text)
+    stored = {r.configuration.precision: r for r in jobs.stored_results(job.id)}
+    slow, fp32 = stored[Precision(precision)], stored[Precision.FP32]
+    speedup = slow.result.telemetry["speedup_vs_fp32"]
+    # the speedup is measured against the FP32 row of the same provider and batch
+    assert speedup == pytest.approx(fp32.latency.p50 / slow.latency.p50)
+    text = " ".join(slow.result.notes)
+    # the reason appears exactly when the measured speedup calls for it, whichever way it went
+    if precision == "fp16":
+        assert ("CPU provider has few float16 kernels" in text) == (speedup < FASTER)
+    else:
+        assert ("Dynamic INT8 ran at" in text) == (speedup < SLOWER)
+    assert "speedup_vs_fp32" not in fp32.result.telemetry

@@ -1,0 +1,80 @@
+"""Results leaving Optiboard: CSV/JSON of the comparison table, full records, HTML report."""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from backend.reporting.csvsafe import safe_frame
+from backend.results import StoredResult
+from storage.repo import results as result_store
+
+
+def export_csv(frame: pd.DataFrame) -> bytes:
+    """Cells that a spreadsheet would run as formulas are defused (see csvsafe)."""
+    return safe_frame(frame).to_csv(index=False).encode("utf-8")
+
+
+def export_json(frame: pd.DataFrame) -> bytes:
+    """Records with NaN as null, so the file loads anywhere."""
+    records = json.loads(frame.to_json(orient="records", date_format="iso"))
+    return json.dumps(records, indent=2).encode("utf-8")
+
+
+REPORT_COLUMNS = [
+    "label",
+    "status",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "throughput",
+    "speedup",
+    "accuracy_loss",
+    "peak_rss_mb",
+    "peak_rss_scope",
+    "notes",
+]
+
+
+def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: str | None) -> str:
+    """One self-contained HTML file: plotly.js inlined once, every figure and the summary table."""
+    parts = []
+    for index, figure in enumerate(figures):
+        parts.append(
+            figure.to_html(full_html=False, include_plotlyjs=index == 0, default_height="480px")
+        )
+    columns = [c for c in REPORT_COLUMNS if c in frame.columns]
+    table = frame[columns].to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    base = html.escape(baseline) if baseline else "none"
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title>"
+        "<style>body{font-family:sans-serif;margin:2rem;}table{border-collapse:collapse;"
+        "font-size:13px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}"
+        "td:first-child{text-align:left}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1><p>Generated {generated} by Optiboard; "
+        f"{len(frame)} configurations; baseline: {base}.</p>"
+        + "".join(parts)
+        + f"<h2>All configurations</h2>{table}</body></html>"
+    )
+
+
+def results_records_json(stored: list[StoredResult]) -> bytes:
+    """Every result's full typed record (environment, notes, raw samples) as JSON."""
+    raw = result_store.result_samples([r.id for r in stored])
+    records = [
+        {
+            "result_id": r.id,
+            "job_id": r.job_id,
+            **r.result.to_dict(),
+            "samples_ms": np.asarray(raw.get(r.id, []), dtype=float).tolist(),
+        }
+        for r in stored
+    ]
+    return json.dumps(records, indent=2, default=str).encode()

@@ -1,0 +1,93 @@
+"""The jobs facade: a sweep survives the trip through an Optimize-page link, field for field."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend.errors import UserError
+from backend.models.ingest import ingest_file
+from backend.queue import jobs
+from backend.results import ResultStatus
+from backend.specs import MEASURE_PRESETS, MeasureSettings, Precision, SweepSpec
+
+EVERY_FIELD_CHANGED = SweepSpec(
+    precisions=(Precision.FP16, Precision.INT8_STATIC),
+    providers=("cpu", "cuda"),
+    batch_sizes=(2, 8),
+    backend="openvino",
+    fixed_shapes=False,
+    symbolic_dims=(("seq", 24), ("heads", 3)),
+    optimization_level="basic",
+    intra_op_threads=3,
+    simplify=True,
+    calibration_sha256="c" * 64,
+    calibration_samples=7,
+    profile=True,
+    fp32_nodes=("dense/MatMulAddFusion", "odd,name"),
+    measure=MeasureSettings(
+        warmup_runs=4,
+        window_runs=9,
+        window_min_seconds=0.25,
+        stable_windows=2,
+        stability_tolerance=0.2,
+        max_seconds=12.5,
+        accuracy_samples=3,
+    ),
+)
+
+
+def test_every_field_of_the_spec_differs_from_its_default_in_the_round_trip_case() -> None:
+    default = SweepSpec()
+    for f in dataclasses.fields(SweepSpec):
+        assert getattr(EVERY_FIELD_CHANGED, f.name) != getattr(default, f.name), f.name
+    for f in dataclasses.fields(MeasureSettings):
+        assert getattr(EVERY_FIELD_CHANGED.measure, f.name) != getattr(MeasureSettings(), f.name)
+
+
+def test_a_spec_round_trips_through_the_query_with_every_field() -> None:
+    query = jobs.spec_to_query(EVERY_FIELD_CHANGED)
+    assert all(isinstance(v, str) for v in query.values())
+    assert query["measure"] == jobs.CUSTOM_MEASURE and query["calibration"] == "c" * 64
+    assert jobs.spec_from_query(query) == EVERY_FIELD_CHANGED
+    assert jobs.spec_from_query(query).to_dict() == EVERY_FIELD_CHANGED.to_dict()
+
+
+@pytest.mark.parametrize("preset", list(MEASURE_PRESETS))
+def test_a_preset_travels_by_name(preset: str) -> None:
+    spec = SweepSpec(measure=MEASURE_PRESETS[preset])
+    query = jobs.spec_to_query(spec)
+    assert query["measure"] == preset and not any(k.startswith("m_") for k in query)
+    assert jobs.spec_from_query(query) == spec
+
+
+def test_an_empty_query_is_the_default_sweep_and_a_bad_one_is_a_user_error() -> None:
+    assert jobs.spec_from_query({}) == SweepSpec()
+    with pytest.raises(UserError, match="not valid here"):
+        jobs.spec_from_query({"batches": "1,x"})
+    with pytest.raises(UserError, match="Unknown measurement 'fast'"):
+        jobs.spec_from_query({"measure": "fast"})
+    with pytest.raises(UserError, match="Batch size must be at least 1"):
+        jobs.spec_from_query({"batches": "0"})
+
+
+def test_stored_results_are_typed(data_dir: Path, mlp_path: Path) -> None:
+    from backend.queue.worker import JobRunner
+    from storage.repo import jobs as job_store
+
+    model = ingest_file(mlp_path, "mlp.onnx")
+    quick = dataclasses.replace(MEASURE_PRESETS["quick"], max_seconds=2.0)
+    job = jobs.submit_sweep(model.id, SweepSpec(batch_sizes=(1, 2), measure=quick))
+    JobRunner("inline").run(job_store.claim_job("inline", 300, job_id=job.id))
+    stored = jobs.stored_results(job.id)
+    assert [r.configuration.batch_size for r in stored] == [1, 2]
+    assert all(
+        r.status is ResultStatus.OK and r.configuration.precision is Precision.FP32 for r in stored
+    )
+    assert all(r.latency.p50 > 0 and np.isfinite(r.latency.p99) for r in stored)
+    assert [r.config_key for r in stored] == [
+        c.key for c in SweepSpec(batch_sizes=(1, 2)).configurations()
+    ]
