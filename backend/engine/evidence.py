@@ -183,21 +183,27 @@ def facts(profile: Profile, label: str, speedup: float | None = None) -> list[st
     return lines
 
 
+def per_source_us(profile: Profile) -> dict[str, float]:
+    """Microseconds per run of each uploaded node (a fused node's time split among its sources)."""
+    times: dict[str, float] = defaultdict(float)
+    for node in profile.nodes:
+        sources = node.source_nodes or [node.name]
+        for source in sources:
+            times[source] += node.total_us / profile.runs / len(sources)
+    return dict(times)
+
+
+def source_deltas(before: Profile, after: Profile) -> list[tuple[str, float, float]]:
+    """(uploaded node, us per run before, after) for every node, biggest change first."""
+    old, new = per_source_us(before), per_source_us(after)
+    rows = [(k, old.get(k, 0.0), new.get(k, 0.0)) for k in set(old) | set(new)]
+    return sorted(rows, key=lambda r: (-abs(r[2] - r[1]), r[0]))
+
+
 def faster_slower(before: Profile, after: Profile, count: int = 3) -> list[str]:
-    """Source nodes whose time changed most between two profiles (e.g. FP32 -> INT8)."""
-
-    def per_source(profile: Profile) -> dict[str, float]:
-        times: dict[str, float] = defaultdict(float)
-        for node in profile.nodes:
-            for source in node.source_nodes or [node.name]:
-                times[source] += node.total_us / profile.runs / max(len(node.source_nodes), 1)
-        return times
-
-    old, new = per_source(before), per_source(after)
-    deltas = sorted((new.get(k, 0.0) - old.get(k, 0.0), k) for k in set(old) | set(new))
-    picks = deltas[:count] + [d for d in deltas[::-1][:count] if d not in deltas[:count]]
+    """Uploaded nodes whose time changed most between two profiles (e.g. FP32 -> INT8)."""
     return [
-        f"{name}: {old.get(name, 0.0):.0f} -> {new.get(name, 0.0):.0f} us per run ({delta:+.0f})"
-        for delta, name in picks
-        if abs(delta) >= 1.0
+        f"{name}: {old:.0f} -> {new:.0f} us per run ({new - old:+.0f})"
+        for name, old, new in source_deltas(before, after)[: 2 * count]
+        if abs(new - old) >= 1.0
     ]
