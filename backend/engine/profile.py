@@ -314,3 +314,11 @@ def write_profile(
     out = Path(out_dir) / f"{config_key.replace('/', '_')}.profile.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     return profile.save(out)
+
+
+def stored_profile(telemetry: dict[str, Any]) -> Profile | None:
+    """The profile a stored result points to (telemetry['profile_sha256']), or None."""
+    from backend.models import library
+
+    sha256 = telemetry.get("profile_sha256")
+    return Profile.load(library.artifact_path(sha256)) if sha256 else None
