@@ -48,5 +48,6 @@ with st.sidebar:
     else:
         st.warning("No worker running: start one with `python -m backend.queue.worker`.", icon="🟠")
     access.sign_out_control(principal)
+    # No server paths or database addresses here: anyone who can open the page reads the sidebar.
 
 page.run()

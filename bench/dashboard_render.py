@@ -1,7 +1,8 @@
 """Server-side render time of Compare (200 configurations x 1,000 samples) and Jobs (5,000 jobs).
 
 Run: .venv/bin/python bench/dashboard_render.py
-It fills a temporary database with real rows (real result payloads from numpy samples), then
+It fills a temporary database with synthetic result rows (tests/synthetic.py: payloads in the
+worker's format from numpy samples) on a model added through the real ingest, then
 times AppTest runs of each page: the first run (cold caches) and the median of the next runs.
 Goal: under one second each.
 """
@@ -26,7 +27,8 @@ from storage.repo import jobs as job_store  # noqa: E402
 from storage.schema import Job  # noqa: E402
 from storage.states import JobState  # noqa: E402
 from tests import models as model_factory  # noqa: E402
-from tests.pages.seed import add_model, add_result, open_page  # noqa: E402
+from tests.pages.seed import add_model, open_page  # noqa: E402
+from tests.synthetic import save_synthetic_result  # noqa: E402
 
 CONFIGS = 200
 SAMPLES = 1000
@@ -44,7 +46,7 @@ def populate() -> list[int]:
     for _ in range(CONFIGS // len(spec.configurations())):
         job = job_store.create_job(model.id, spec.to_dict(), total=len(spec.configurations()))
         for config in spec.configurations():
-            add_result(job.id, config, rng.gamma(20.0, 0.05, SAMPLES))
+            save_synthetic_result(job.id, config, rng.gamma(20.0, 0.05, SAMPLES))
         result_jobs.append(job.id)
     states = [JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.QUEUED]
     small = SweepSpec().to_dict()

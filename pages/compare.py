@@ -8,17 +8,17 @@ import streamlit as st
 from backend.reporting import charts, frames
 from backend.results import ResultStatus
 from pages.access import link_scope, signed_link_control
-from pages.components import (
+from pages.components.formatting import plain
+from pages.components.live import refresh_every, work_in_progress
+from pages.components.url_state import (
     bound_multiselect,
     bound_pills,
     bound_selectbox,
-    page_header,
-    refresh_every,
     set_url,
     url_list,
     url_value,
-    work_in_progress,
 )
+from pages.components.widgets import page_header
 
 CHARTS = {
     "latency": "Latency vs batch",
@@ -171,7 +171,7 @@ def comparison() -> None:
         for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
             col.plotly_chart(figure, key=f"chart_{key}")
 
-    st.subheader("Speedups" + (f" against {baseline}" if baseline else ""))
+    st.subheader("Speedups" + (f" against {plain(baseline)}" if baseline else ""))
     st.dataframe(
         view[
             [

@@ -3,33 +3,16 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from backend.compat import BACKEND_LABELS, CompatMatrix, matrix_for_model
 from backend.compat import export as compat_export
 from backend.errors import UserError
-from pages.components import (
-    bound_selectbox,
-    load_models,
-    model_picker,
-    page_header,
-    set_url,
-    show_error,
-    url_value,
-)
-
-STATUS_COLOR = {"supported": 0, "unknown": 1, "partial": 2, "unsupported": 3}
-COLORSCALE = [
-    [0.0, "#2e7d32"],
-    [0.25, "#2e7d32"],
-    [0.25, "#9e9e9e"],
-    [0.5, "#9e9e9e"],
-    [0.5, "#f9a825"],
-    [0.75, "#f9a825"],
-    [0.75, "#c62828"],
-    [1.0, "#c62828"],
-]
+from backend.models import library
+from backend.reporting import charts
+from pages.components.formatting import plain
+from pages.components.url_state import bound_selectbox, set_url, url_value
+from pages.components.widgets import model_picker, page_header, show_error
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -38,52 +21,13 @@ def load_matrix(model_id: int, sha256: str, refresh_token: int) -> dict:
     return matrix_for_model(model_id, refresh=refresh_token > 0).to_dict()
 
 
-def heat_map(ops: pd.DataFrame, backends: list[str]) -> go.Figure:
-    order = list(dict.fromkeys(ops["op"]))
-    z, text, hover = [], [], []
-    for op in order:
-        row_z, row_t, row_h = [], [], []
-        for backend in backends:
-            hit = ops[(ops["op"] == op) & (ops["backend"] == backend)]
-            status = hit["status"].iloc[0] if not hit.empty else "unknown"
-            nodes = int(hit["nodes"].iloc[0]) if not hit.empty else 0
-            row_z.append(STATUS_COLOR[status])
-            row_t.append(str(nodes))
-            row_h.append(f"{op} on {BACKEND_LABELS[backend]}: {status}, {nodes} node(s)")
-        z.append(row_z)
-        text.append(row_t)
-        hover.append(row_h)
-    figure = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=[BACKEND_LABELS[b] for b in backends],
-            y=order,
-            text=text,
-            texttemplate="%{text}",
-            hovertext=hover,
-            hoverinfo="text",
-            zmin=0,
-            zmax=3,
-            colorscale=COLORSCALE,
-            showscale=False,
-        )
-    )
-    figure.update_layout(
-        height=max(260, 28 * len(order) + 80),
-        margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        yaxis={"autorange": "reversed"},
-        xaxis={"side": "top"},
-    )
-    return figure
-
-
 page_header(
     "Compatibility",
     "Every node against every backend: supported, partial, unsupported or unknown, with the "
     "reason and its source. Real placement from ONNX Runtime sessions sits beside the prediction.",
 )
 
-models = load_models()
+models = library.list_models()
 if not models:
     st.info(
         "No models yet. Upload an ONNX model or a SavedModel on the Models page to see which "
@@ -113,7 +57,7 @@ for column, s in zip(columns, summaries, strict=True):
     with column:
         if not s.applicable:
             st.metric(s.label, "n/a")
-            st.caption(s.note)
+            st.caption(plain(s.note))
             continue
         st.metric(s.label, f"{s.share:.0%}", help=f"{s.supported + s.partial} of {s.nodes} nodes")
         parts = [f"{s.unsupported} unsupported", f"{s.partial} partial"]
@@ -124,16 +68,16 @@ for column, s in zip(columns, summaries, strict=True):
         st.caption(", ".join(parts))
         if s.placement is not None:
             if s.placement.get("error"):
-                st.caption(f"Real session failed: {s.placement['error']}")
+                st.caption(f"Real session failed: {plain(s.placement['error'])}")
             else:
                 counts = ", ".join(f"{p}: {n}" for p, n in s.placement["counts"].items())
-                st.caption(f"Real placement: {counts}")
+                st.caption(f"Real placement: {plain(counts)}")
 
 suggestions = [(s.label, text) for s in summaries for text in s.suggestions]
 if suggestions:
     with st.expander(f"Suggested fixes ({len(suggestions)})", expanded=True):
         for label, text in suggestions:
-            st.markdown(f"- **{label}**: {text}")
+            st.markdown(f"- **{plain(label)}**: {plain(text)}")
 
 frame = compat_export.to_frame(matrix)
 ops = compat_export.op_frame(matrix)
@@ -156,7 +100,7 @@ if ops.empty:
     selected_op = None
 else:
     chart = st.plotly_chart(
-        heat_map(ops, matrix.backends),
+        charts.compat_heat_map(ops, matrix.backends, BACKEND_LABELS),
         use_container_width=True,
         on_select="rerun",
         selection_mode="points",
@@ -185,7 +129,7 @@ if selected_op is not None:
 
 with st.expander("Data sources"):
     st.dataframe(pd.DataFrame(matrix.sources), hide_index=True, use_container_width=True)
-    st.caption(f"Runtime: {matrix.runtime}")
+    st.caption(f"Runtime: {plain(matrix.runtime)}")
 
 left, right = st.columns(2)
 left.download_button(

@@ -16,15 +16,9 @@ from backend import viewer
 from backend.errors import UserError
 from backend.models import library
 from backend.reporting import charts
-from pages.components import (
-    bound_selectbox,
-    fmt_bytes,
-    fmt_shape,
-    model_picker,
-    no_models_yet,
-    page_header,
-    show_error,
-)
+from pages.components.formatting import fmt_bytes, fmt_shape, plain
+from pages.components.url_state import bound_selectbox
+from pages.components.widgets import model_picker, no_models_yet, page_header, show_error
 
 page_header("Graph", "The model's graph in Netron, with its operators and inputs/outputs.")
 
@@ -99,7 +93,7 @@ with graph_col:
     except UserError as exc:
         show_error(exc)
     except viewer.ViewerPatchError as exc:
-        st.error(f"The graph viewer could not be prepared: {exc}")
+        st.error(f"The graph viewer could not be prepared: {plain(exc)}")
 
 with side_col:
     histogram = (

@@ -5,16 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.models import library
-from backend.queue import jobs
-from pages.components import (
-    fmt_ago,
-    fmt_bytes,
-    page_header,
-    refresh_every,
-    rerun_if_changed,
-    work_in_progress,
-)
-from storage.states import JobState, utcnow
+from backend.queue import jobs, progress
+from backend.records import utcnow
+from pages.components.formatting import fmt_ago, fmt_bytes
+from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
+from pages.components.widgets import page_header
 
 page_header("Optiboard", "Upload a model, sweep precisions and providers, compare the results.")
 
@@ -34,14 +29,12 @@ ACTIVE = work_in_progress()
 @st.fragment(run_every=refresh_every(ACTIVE))
 def overview() -> None:
     rerun_if_changed(ACTIVE)
-    counts = jobs.job_counts()
-    running = counts.get(JobState.RUNNING.value, 0)
-    queued = counts.get(JobState.QUEUED.value, 0)
+    counts = progress.job_counts()
     cols = st.columns(4)
     cols[0].metric("Models", len(library.list_models()))
-    cols[1].metric("Jobs running", running)
-    cols[2].metric("Jobs queued", queued)
-    cols[3].metric("Jobs finished", sum(counts.get(s.value, 0) for s in JobState if s.finished))
+    cols[1].metric("Jobs running", counts.running)
+    cols[2].metric("Jobs queued", counts.queued)
+    cols[3].metric("Jobs finished", counts.finished)
     if models:
         st.page_link("pages/models.py", label="Upload another model", icon="⬆️")
 
@@ -97,7 +90,7 @@ def overview() -> None:
                 "model": names.get(j.model_id, j.model_id),
                 "label": j.label or "",
                 "state": j.state.value,
-                "progress": j.progress_done / j.progress_total if j.progress_total else 0.0,
+                "progress": progress.progress_of(j, now).fraction,
                 "configurations": j.progress_total,
                 "created": fmt_ago(j.created_at, now),
             }

@@ -10,25 +10,16 @@ from backend.auth.roles import Permission
 from backend.engine.profile import stored_profile
 from backend.errors import UserError
 from backend.models import library
-from backend.queue import jobs
+from backend.queue import jobs, progress
 from backend.queue.worker import fp32_baseline
+from backend.records import JobRow, JobState, utcnow
 from backend.reporting import profilecharts
 from backend.results import StoredResult
-from backend.specs import SweepSpec
 from pages.access import can, guarded
-from pages.components import (
-    bound_multiselect,
-    fmt_duration,
-    page_header,
-    refresh_every,
-    rerun_if_changed,
-    set_url,
-    show_error,
-    url_int,
-    work_in_progress,
-)
-from storage.repo.jobs import JobRow
-from storage.states import JobState, utcnow
+from pages.components.formatting import fmt_duration, plain
+from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
+from pages.components.url_state import bound_multiselect, set_url, url_int
+from pages.components.widgets import page_header, show_error
 
 STATE_ICONS = {
     "queued": "⏳ queued",
@@ -57,33 +48,21 @@ with filters[1]:
     )
 
 
-def _duration(job: JobRow, now) -> float | None:  # noqa: ANN001 - naive UTC datetime
-    if job.started_at is None:
-        return None
-    return ((job.finished_at or now) - job.started_at).total_seconds()
-
-
-def _last_line(text: str | None) -> str:
-    lines = (text or "").strip().splitlines()
-    return lines[-1] if lines else ""
-
-
 def _jobs_frame(rows: list[JobRow]) -> pd.DataFrame:
     now = utcnow()
+    done = [progress.progress_of(j, now) for j in rows]
     return pd.DataFrame(
         {
             "job": [j.id for j in rows],
             "model": [models[j.model_id].name if j.model_id in models else "?" for j in rows],
             "label": [j.label or "" for j in rows],
             "state": [STATE_ICONS[j.state.value] for j in rows],
-            "progress": [
-                j.progress_done / j.progress_total if j.progress_total else 0.0 for j in rows
-            ],
-            "configurations": [f"{j.progress_done}/{j.progress_total}" for j in rows],
-            "duration": [fmt_duration(_duration(j, now)) for j in rows],
+            "progress": [p.fraction for p in done],
+            "configurations": [p.text for p in done],
+            "duration": [fmt_duration(p.duration_s) for p in done],
             "created": [j.created_at for j in rows],
             "attempts": [j.attempts for j in rows],
-            "error": [_last_line(j.error) for j in rows],
+            "error": [p.last_error for p in done],
         }
     )
 
@@ -101,9 +80,9 @@ def job_table() -> None:
             st.info("No jobs yet. Submit a sweep on the Optimize page.", icon="🛠️")
             st.page_link("pages/optimize.py", label="Optimize a model", icon="🛠️")
         return
-    counts = jobs.job_counts()
+    counts = progress.job_counts()
     st.caption(
-        " · ".join(f"{STATE_ICONS[s.value]}: {counts.get(s.value, 0)}" for s in JobState)
+        " · ".join(f"{STATE_ICONS[s.value]}: {counts.by_state[s]}" for s in JobState)
         + (" · refreshing every few seconds" if ACTIVE else "")
     )
     event = st.dataframe(
@@ -175,18 +154,19 @@ def job_detail(job_id: int) -> None:
         return
     model = models.get(job.model_id)
     title = f"Job {job.id}" + (f" · {job.label}" if job.label else "")
-    st.subheader(f"{title} · {model.name if model else '?'}")
-    done, total = job.progress_done, max(job.progress_total, 1)
+    st.subheader(plain(f"{title} · {model.name if model else '?'}"))
+    state = progress.progress_of(job)
     st.progress(
-        done / total, text=f"{STATE_ICONS[job.state.value]} · {done} of {total} configurations"
+        state.fraction,
+        text=f"{STATE_ICONS[job.state.value]} · {state.done} of {state.total} configurations",
     )
     info = st.columns(4)
     info[0].metric("State", job.state.value)
-    info[1].metric("Duration", fmt_duration(_duration(job, utcnow())))
+    info[1].metric("Duration", fmt_duration(state.duration_s))
     info[2].metric("Attempts", f"{job.attempts}/{job.max_attempts}")
-    info[3].metric("Worker", job.worker_id or "–")
+    info[3].metric("Worker", plain(job.worker_id or "–"))
     if job.error:
-        st.error(job.error.strip().splitlines()[-1])
+        st.error(plain(state.last_error))
         if can(Permission.USERS):  # the traceback names server paths: admins (operators) only
             with st.expander("Full error"):
                 st.code(job.error, language=None)
@@ -195,8 +175,8 @@ def job_detail(job_id: int) -> None:
     if not job.state.finished:
         if can(Permission.CANCEL) and actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
             with guarded(Action.CANCEL, f"job {job.id}"):
-                state = jobs.cancel_job(job.id)
-            st.toast(f"Job {job.id}: {'cancelled' if state.finished else 'cancel requested'}.")
+                cancelled = jobs.cancel_job(job.id)
+            st.toast(f"Job {job.id}: {'cancelled' if cancelled.finished else 'cancel requested'}.")
             st.rerun()
     else:
         if can(Permission.SUBMIT) and actions[0].button("Retry", key=f"retry_{job.id}", icon="🔁"):
@@ -210,10 +190,10 @@ def job_detail(job_id: int) -> None:
                 st.toast(f"Queued job {new.id}, a copy of job {job.id}.")
                 st.rerun()
     try:
-        spec = jobs.spec_of(job)
+        spec, configurations = progress.configuration_progress(job)
     except UserError as exc:
-        spec = None
-        st.warning(f"This job's sweep can no longer be read: {exc}")
+        spec, configurations = None, []
+        st.warning(f"This job's sweep can no longer be read: {plain(exc)}")
     if spec is not None:
         actions[1].page_link(
             "pages/optimize.py",
@@ -225,33 +205,25 @@ def job_detail(job_id: int) -> None:
                 "from_job": str(job.id),
             },
         )
-    if done:
+    if state.done:
         actions[2].page_link(
             "pages/compare.py", label="Compare results", icon="📊", query_params={"jobs": job.id}
         )
 
     st.markdown("**Configurations**")
-    results = {r.config_key: r for r in jobs.stored_results(job.id)}
-    configurations = spec.configurations() if isinstance(spec, SweepSpec) else []
-    table = []
-    pending = "not run" if job.state.finished else "pending"
-    for config in configurations:
-        stored = results.get(config.key)
-        result = stored.result if stored else None
-        latency = result.latency if result else None
-        table.append(
-            {
-                "configuration": config.label,
-                "status": result.status.value if result else pending,
-                "p50 ms": latency.p50 if latency else None,
-                "p99 ms": latency.p99 if latency else None,
-                "throughput /s": result.throughput if result else None,
-                "why / error": (result.error or "; ".join(result.notes)) if result else "",
-                "key": config.key,
-            }
-        )
     st.dataframe(
-        table,
+        [
+            {
+                "configuration": c.label,
+                "status": c.status,
+                "p50 ms": c.p50_ms,
+                "p99 ms": c.p99_ms,
+                "throughput /s": c.throughput,
+                "why / error": c.why,
+                "key": c.key,
+            }
+            for c in configurations
+        ],
         hide_index=True,
         column_config={
             "p50 ms": st.column_config.NumberColumn(format="%.3f"),
@@ -259,7 +231,8 @@ def job_detail(job_id: int) -> None:
             "throughput /s": st.column_config.NumberColumn(format="%.1f"),
         },
     )
-    profile_views(job.id, [s for s in results.values() if s.result.telemetry.get("profile_sha256")])
+    stored = jobs.stored_results(job.id)
+    profile_views(job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")])
     with st.expander("Log", expanded=job.state == JobState.FAILED):
         events = jobs.job_events(job.id)
         if not events:

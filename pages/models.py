@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
@@ -14,17 +12,11 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
+from backend.records import ArtifactRow, ModelRow
 from pages.access import can, guarded
-from pages.components import (
-    fmt_bytes,
-    fmt_count,
-    fmt_shape,
-    model_picker,
-    page_header,
-    set_url,
-    show_error,
-)
-from storage.repo.models import ArtifactRow, ModelRow
+from pages.components.formatting import fmt_bytes, fmt_count, fmt_shape, plain
+from pages.components.url_state import set_url
+from pages.components.widgets import model_picker, page_header, show_error
 
 COPY_CHUNK = 8 << 20
 KIND_LABELS = {
@@ -39,25 +31,21 @@ page_header("Models", "Upload models and manage the library.")
 
 
 def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
-    """Copy the upload to disk with a progress bar, then hand it to ingestion."""
-    from backend.models.ingest import ingest_file
-
+    """Hand the upload to the library chunk by chunk, with a progress bar while it is saved."""
     progress = st.progress(0.0, text="Saving the upload…")
-    with tempfile.TemporaryDirectory(prefix="optiboard-upload-") as tmp:
-        path = Path(tmp) / Path(upload.name).name
-        total = max(upload.size, 1)
-        done = 0
-        upload.seek(0)
-        with open(path, "wb") as out:
-            while chunk := upload.read(COPY_CHUNK):
-                out.write(chunk)
-                done += len(chunk)
-                progress.progress(min(done / total, 1.0), text="Saving the upload…")
-        progress.progress(1.0, text="Checking and inspecting the model…")
-        try:
-            return ingest_file(path, upload.name, name=name or None)
-        finally:
-            progress.empty()
+    total = max(upload.size, 1)
+
+    def saved(done: int) -> None:
+        text = "Saving the upload…" if done < total else "Checking and inspecting the model…"
+        progress.progress(min(done / total, 1.0), text=text)
+
+    upload.seek(0)
+    try:
+        return library.ingest_upload(
+            iter(lambda: upload.read(COPY_CHUNK), b""), upload.name, name=name, on_saved=saved
+        )
+    finally:
+        progress.empty()
 
 
 if can(Permission.UPLOAD):
@@ -82,7 +70,7 @@ if can(Permission.UPLOAD):
                 try:
                     with (
                         guarded(Action.UPLOAD, upload.name),
-                        st.spinner(f"Ingesting {upload.name}…"),
+                        st.spinner(f"Ingesting {plain(upload.name)}…"),
                     ):
                         added = _ingest(upload, name.strip())
                 except UserError as exc:
@@ -90,11 +78,10 @@ if can(Permission.UPLOAD):
                 else:
                     set_url("model", added.id)
                     st.session_state.pop("url_model", None)
-                    st.success(
-                        f"Added {added.name} ({added.format}, {fmt_bytes(added.size_bytes)})."
-                    )
+                    size = fmt_bytes(added.size_bytes)
+                    st.success(f"Added {plain(added.name)} ({added.format}, {size}).")
                     for warning in added.warnings:
-                        st.warning(warning)
+                        st.warning(plain(warning))
 
 models = library.list_models()
 if not models:
@@ -131,7 +118,7 @@ cols[2].metric("Size", fmt_bytes(model.size_bytes))
 cols[3].metric("Parameters", fmt_count(model.parameter_count))
 cols[4].metric("Nodes", model.node_count)
 for warning in model.warnings:
-    st.warning(warning)
+    st.warning(plain(warning))
 
 left, right = st.columns(2)
 with left:
@@ -172,10 +159,10 @@ if not artifacts:
     st.caption("No stored files for this model.")
 for art in artifacts:
     row = st.columns([2, 4, 1, 1], vertical_alignment="center")
-    row[0].write(KIND_LABELS.get(art.kind, art.kind))
+    row[0].text(KIND_LABELS.get(art.kind, art.kind))
     detail = art.meta.get("config_key") if isinstance(art.meta, dict) else None
-    row[1].write(f"`{art.filename}`" + (f" · {detail}" if detail else ""))
-    row[2].write(fmt_bytes(art.size_bytes))
+    row[1].text(art.filename + (f" · {detail}" if detail else ""))
+    row[2].text(fmt_bytes(art.size_bytes))
     row[3].download_button(
         "Download",
         data=_reader(art.sha256),
@@ -187,11 +174,11 @@ for art in artifacts:
 
 if can(Permission.DELETE):
     with st.expander("🗑️ Delete this model"):
-        st.write(
-            f"Deletes **{model.name}** with its jobs, results and stored files. "
+        st.markdown(
+            f"Deletes **{plain(model.name)}** with its jobs, results and stored files. "
             "This cannot be undone."
         )
-        sure = st.checkbox(f"Yes, delete {model.name}", key=f"confirm_delete_{model.id}")
+        sure = st.checkbox(f"Yes, delete {plain(model.name)}", key=f"confirm_delete_{model.id}")
         if st.button("Delete model", disabled=not sure, type="primary", key="delete_model"):
             try:
                 with guarded(Action.DELETE, f"model {model.id} {model.name}"):
@@ -201,5 +188,5 @@ if can(Permission.DELETE):
             else:
                 set_url("model", None)
                 st.session_state.pop("url_model", None)
-                st.toast(f"Deleted {model.name}.")
+                st.toast(f"Deleted {plain(model.name)}.")
                 st.rerun()

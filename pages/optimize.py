@@ -2,31 +2,25 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import streamlit as st
 
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
-from backend.queue import jobs
-from backend.runtimes import all_provider_statuses
+from backend.queue import calibration, capabilities, jobs
 from backend.specs import MEASURE_PRESETS, OPTIMIZATION_LEVELS, Precision, SweepSpec
 from pages.access import can, guarded
-from pages.components import (
+from pages.components.formatting import plain
+from pages.components.url_state import (
     bound_multiselect,
     bound_selectbox,
-    model_picker,
-    no_models_yet,
-    page_header,
     set_url,
-    show_error,
     url_int,
     url_list,
     url_value,
 )
+from pages.components.widgets import model_picker, no_models_yet, page_header, show_error
 
 BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 DEFAULT_DIM = 16
@@ -51,33 +45,9 @@ model = model_picker(models)
 assert model is not None
 
 
-@st.cache_data(ttl=30, show_spinner=False)
-def _local_providers() -> dict[str, list[dict]]:
-    return {
-        backend: [s.__dict__ for s in statuses]
-        for backend, statuses in all_provider_statuses().items()
-    }
-
-
-def _provider_table() -> tuple[dict[str, list[dict]], str]:
-    """Providers of the alive workers (they run the jobs), else of this machine."""
-    workers = jobs.list_workers()
-    if workers:
-        merged: dict[str, dict[str, dict]] = {}
-        for worker in workers:
-            for backend, statuses in (worker.providers or {}).items():
-                for status in statuses:
-                    known = merged.setdefault(backend, {}).get(status["name"])
-                    if known is None or (status.get("available") and not known.get("available")):
-                        merged[backend][status["name"]] = status
-        hosts = ", ".join(sorted({w.hostname for w in workers}))
-        return {b: list(s.values()) for b, s in merged.items()}, f"on the workers ({hosts})"
-    return _local_providers(), "on this machine (no worker is alive right now)"
-
-
-providers, where = _provider_table()
-usable = {b: [s["name"] for s in st_ if s.get("available")] for b, st_ in providers.items()}
-usable = {b: names for b, names in usable.items() if names}
+table = capabilities.provider_table()
+where = table.where
+usable = table.usable()
 
 left, right = st.columns(2)
 with left:
@@ -102,16 +72,14 @@ with left:
         "providers",
         default=["cpu"],
         format_func=str.upper,
-        help=f"Providers available {where}.",
+        help=f"Providers available {plain(where)}.",
     )
     unavailable = [
-        {"runtime": b, "provider": s["name"].upper(), "why not": s.get("reason", "")}
-        for b, statuses in providers.items()
-        for s in statuses
-        if not s.get("available")
+        {"runtime": u.runtime, "provider": u.provider.upper(), "why not": u.reason}
+        for u in table.unavailable()
     ]
     if unavailable:
-        with st.expander(f"Unavailable {where} ({len(unavailable)})"):
+        with st.expander(f"Unavailable {plain(where)} ({len(unavailable)})"):
             st.dataframe(unavailable, hide_index=True)
     batches = bound_multiselect(
         "Batch sizes",
@@ -138,14 +106,7 @@ with right:
             "dynamic": "Dynamic: keep symbolic dims in the graph",
         }[v],
     )
-    symbolic = sorted(
-        {
-            str(dim)
-            for value in model.inputs
-            for dim in (value.get("shape") or [])[1:]
-            if isinstance(dim, str) and dim
-        }
-    )
+    symbolic = library.symbolic_dims(model)
     url_dims = dict(
         part.split(":", 1) for part in url_list("dims") if ":" in part and part.split(":")[1]
     )
@@ -158,7 +119,7 @@ with right:
             default = int(wanted) if wanted.isdigit() else DEFAULT_DIM
             dims[name] = int(
                 dim_cols[index % len(dim_cols)].number_input(
-                    name, min_value=1, value=default, step=1, key=f"dim_{name}"
+                    plain(name), min_value=1, value=default, step=1, key=f"dim_{name}"
                 )
             )
         set_url("dims", [f"{k}:{v}" for k, v in dims.items()])
@@ -261,16 +222,13 @@ if button.button(
     assert spec is not None
     try:
         with guarded(Action.SUBMIT, f"model {model.id}", configurations=count):
-            if calibration_file is not None:
-                with tempfile.TemporaryDirectory() as tmp:
-                    path = Path(tmp) / "calibration.npz"
-                    path.write_bytes(calibration_file.getvalue())
-                    sha = jobs.store_calibration(
-                        model.id, path, calibration_file.name, dict(spec.symbolic_dims)
-                    )
-                spec = SweepSpec.from_dict({**spec.to_dict(), "calibration_sha256": sha})
-            elif Precision.INT8_STATIC.value in precisions and source == "npz":
-                raise UserError("Upload the calibration .npz, or choose random inputs.")
+            spec = calibration.with_calibration(
+                spec,
+                model.id,
+                calibration_file.getvalue() if calibration_file is not None else None,
+                calibration_file.name if calibration_file is not None else None,
+                wanted=source == "npz",
+            )
             if from_job is not None:
                 job = jobs.resubmit_with_changes(from_job, spec, label=label or None)
             else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from backend.errors import UserError
@@ -40,6 +42,46 @@ def onnx_path(model_id: int) -> Path:
     """The ONNX file to optimize and inspect (converted for SavedModels, else the upload)."""
     get_model(model_id)
     return artifact_path(model_store.model_file(model_id).sha256)
+
+
+def ingest_upload(
+    chunks: Iterable[bytes],
+    filename: str,
+    name: str | None = None,
+    on_saved: Callable[[int], None] | None = None,
+) -> ModelRow:
+    """Write an upload (as it streams in) to a private temp folder, then ingest it.
+
+    on_saved(bytes written so far) is called after each chunk, for a progress bar; the temp
+    folder is removed whatever happens, and ingest stores nothing on a rejection.
+    """
+    from backend.models.ingest import ingest_file  # heavy (onnx, tf2onnx): only when uploading
+
+    with tempfile.TemporaryDirectory(prefix="optiboard-upload-") as tmp:
+        path = Path(tmp) / Path(filename).name
+        written = 0
+        with open(path, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+                written += len(chunk)
+                if on_saved is not None:
+                    on_saved(written)
+        return ingest_file(path, filename, name=name or None)
+
+
+def symbolic_dims(model: ModelRow) -> list[str]:
+    """Names of the inputs' symbolic dimensions past the first (the first is the batch size).
+
+    These are the dims a sweep must be given values for; sorted, so a form lists them stably.
+    """
+    return sorted(
+        {
+            str(dim)
+            for value in model.inputs
+            for dim in (value.get("shape") or [])[1:]
+            if isinstance(dim, str) and dim
+        }
+    )
 
 
 def delete_model(model_id: int) -> None:

@@ -72,6 +72,18 @@ class JobOutcome:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class _SweepContext:
+    """What every configuration of one job shares: the sweep, its files and the host."""
+
+    spec: SweepSpec
+    source: Path
+    calibration: str | None
+    op_histogram: dict[str, int]
+    cpu: dict[str, bool]
+    timeout_s: float
+
+
 class JobRunner:
     """Runs one claimed job to the end; shared by the worker process and the CLI's `run`."""
 
@@ -121,55 +133,72 @@ class JobRunner:
 
     def _run(self, job: JobRow) -> JobOutcome:
         spec = SweepSpec.from_dict(job.spec)
-        source = self._source_path(job.model_id)
-        calibration = (
-            str(self.store.path_for(spec.calibration_sha256)) if spec.calibration_sha256 else None
-        )
-        model = model_store.get_model(job.model_id)
-        op_histogram = model.op_histogram if model else {}
         configurations = ordered_configurations(spec)
         done = result_store.finished_config_keys(job.id)
         if done:
             job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
-        cpu = cpu_features()
-        output_dir = Path(tempfile.mkdtemp(prefix=f"optiboard-job{job.id}-"))
-        timeout = spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get()
-        for index, config in enumerate(configurations, start=1):
-            if config.key in done:
-                continue
-            if self._should_stop(job.id):
-                break
-            job_store.log_event(job.id, f"[{index}/{len(configurations)}] {config.label}")
-            task = ConfigurationTask(
-                source_path=str(source),
-                configuration=config.to_dict(),
-                measure=asdict(spec.measure),
-                output_dir=str(output_dir),
-                calibration_path=calibration,
-            )
-            outcome = run_in_child(
-                run_configuration,
-                task,
-                timeout_s=timeout,
-                should_cancel=lambda: self._should_stop(job.id),
-                what=f"Configuration {config.key}",
-            )
-            if outcome.cancelled:
-                break
-            if outcome.ok:
-                result = ConfigurationResult.from_dict(outcome.value)
-            else:
-                result = ConfigurationResult(
-                    config_key=config.key,
-                    configuration=config.to_dict(),
-                    status=ResultStatus.FAILED,
-                    error=outcome.error,
-                    providers_requested=[config.provider],
-                )
-            self._annotate(job.id, result, config, op_histogram, cpu)
-            self._store(job, result)
-            if self.on_result:
-                self.on_result(result, index, len(configurations))
+        model = model_store.get_model(job.model_id)
+        context = _SweepContext(
+            spec=spec,
+            source=self._source_path(job.model_id),
+            calibration=(
+                str(self.store.path_for(spec.calibration_sha256))
+                if spec.calibration_sha256
+                else None
+            ),
+            op_histogram=model.op_histogram if model else {},
+            cpu=cpu_features(),
+            timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
+        )
+        # Artifacts are copied into the store by _store, so the scratch folder goes afterwards.
+        with tempfile.TemporaryDirectory(prefix=f"optiboard-job{job.id}-") as output_dir:
+            for index, config in enumerate(configurations, start=1):
+                if config.key in done:
+                    continue
+                if self._should_stop(job.id):
+                    break
+                job_store.log_event(job.id, f"[{index}/{len(configurations)}] {config.label}")
+                result = self._measure(job, config, context, Path(output_dir))
+                if result is None:  # cancelled while it ran
+                    break
+                self._annotate(job.id, result, config, context.op_histogram, context.cpu)
+                self._store(job, result)
+                if self.on_result:
+                    self.on_result(result, index, len(configurations))
+        return self._conclude(job)
+
+    def _measure(
+        self, job: JobRow, config: Configuration, context: _SweepContext, output_dir: Path
+    ) -> ConfigurationResult | None:
+        """One configuration in a limited child; a child that fails becomes a failed result."""
+        task = ConfigurationTask(
+            source_path=str(context.source),
+            configuration=config.to_dict(),
+            measure=asdict(context.spec.measure),
+            output_dir=str(output_dir),
+            calibration_path=context.calibration,
+        )
+        outcome = run_in_child(
+            run_configuration,
+            task,
+            timeout_s=context.timeout_s,
+            should_cancel=lambda: self._should_stop(job.id),
+            what=f"Configuration {config.key}",
+        )
+        if outcome.cancelled:
+            return None
+        if outcome.ok:
+            return ConfigurationResult.from_dict(outcome.value)
+        return ConfigurationResult(
+            config_key=config.key,
+            configuration=config.to_dict(),
+            status=ResultStatus.FAILED,
+            error=outcome.error,
+            providers_requested=[config.provider],
+        )
+
+    def _conclude(self, job: JobRow) -> JobOutcome:
+        """The job's final state from its stored results (lost lease and cancel come first)."""
         if self.lost_lease:
             job_store.log_event(
                 job.id, "lease lost; another worker owns this job now", level="warning"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -41,8 +43,69 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> 
     return fig
 
 
+def _svg_text(text: str) -> str:
+    """An untrusted name (model, op type, domain) for Plotly, whose text reads <a href> tags."""
+    return html.escape(str(text), quote=False)
+
+
+def _named(frame: pd.DataFrame) -> pd.DataFrame:
+    """Series and labels (they hold model names from uploads) escaped for Plotly's text markup."""
+    return frame.assign(
+        **{col: frame[col].map(_svg_text) for col in ("series", "label") if col in frame}
+    )
+
+
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[(frame["status"] == ResultStatus.OK.value) & frame["p50_ms"].notna()]
+    return _named(frame[(frame["status"] == ResultStatus.OK.value) & frame["p50_ms"].notna()])
+
+
+def _latency_traces(name: str, group: pd.DataFrame, color: str) -> list[go.Scatter]:
+    """One series of latency_vs_batch: the p50..p99 band, the dotted p90 and the p50 line."""
+    x = group["batch_size"].tolist()
+    band = go.Scatter(
+        x=x + x[::-1],
+        y=group["p99_ms"].tolist() + group["p50_ms"].tolist()[::-1],
+        mode="lines",
+        fill="toself",
+        fillcolor=_rgba(color, 0.15),
+        line={"width": 0},
+        hoverinfo="skip",
+        showlegend=False,
+        legendgroup=name,
+    )
+    p90 = go.Scatter(
+        x=x,
+        y=group["p90_ms"],
+        mode="lines+markers",
+        marker={"symbol": "line-ew-open", "size": 12, "color": color},
+        line={"color": color, "dash": "dot", "width": 1},
+        name=f"{name} p90",
+        legendgroup=name,
+        showlegend=False,
+        hovertemplate="batch %{x}<br>p90 %{y:.3f} ms<extra>" + name + "</extra>",
+    )
+    p50 = go.Scatter(
+        x=x,
+        y=group["p50_ms"],
+        mode="lines+markers",
+        line={"color": color},
+        name=name,
+        legendgroup=name,
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": (group["p99_ms"] - group["p50_ms"]).tolist(),
+            "arrayminus": [0.0] * len(group),
+            "color": _rgba(color, 0.5),
+            "thickness": 1,
+        },
+        customdata=np.stack([group["p90_ms"], group["p99_ms"]], axis=-1),
+        hovertemplate=(
+            "batch %{x}<br>p50 %{y:.3f} ms<br>p90 %{customdata[0]:.3f} ms"
+            "<br>p99 %{customdata[1]:.3f} ms<extra>" + name + "</extra>"
+        ),
+    )
+    return [band, p90, p50]
 
 
 def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
@@ -51,58 +114,7 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     colors = _colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
-        group = group.sort_values("batch_size")
-        color = colors[name]
-        x = group["batch_size"].tolist()
-        fig.add_trace(
-            go.Scatter(
-                x=x + x[::-1],
-                y=group["p99_ms"].tolist() + group["p50_ms"].tolist()[::-1],
-                mode="lines",
-                fill="toself",
-                fillcolor=_rgba(color, 0.15),
-                line={"width": 0},
-                hoverinfo="skip",
-                showlegend=False,
-                legendgroup=name,
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=group["p90_ms"],
-                mode="lines+markers",
-                marker={"symbol": "line-ew-open", "size": 12, "color": color},
-                line={"color": color, "dash": "dot", "width": 1},
-                name=f"{name} p90",
-                legendgroup=name,
-                showlegend=False,
-                hovertemplate="batch %{x}<br>p90 %{y:.3f} ms<extra>" + name + "</extra>",
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=group["p50_ms"],
-                mode="lines+markers",
-                line={"color": color},
-                name=name,
-                legendgroup=name,
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": (group["p99_ms"] - group["p50_ms"]).tolist(),
-                    "arrayminus": [0.0] * len(group),
-                    "color": _rgba(color, 0.5),
-                    "thickness": 1,
-                },
-                customdata=np.stack([group["p90_ms"], group["p99_ms"]], axis=-1),
-                hovertemplate=(
-                    "batch %{x}<br>p50 %{y:.3f} ms<br>p90 %{customdata[0]:.3f} ms"
-                    "<br>p99 %{customdata[1]:.3f} ms<extra>" + name + "</extra>"
-                ),
-            )
-        )
+        fig.add_traces(_latency_traces(name, group.sort_values("batch_size"), colors[name]))
     return _layout(
         fig,
         "Latency per call (p50; band and whisker to p99; dotted p90)",
@@ -178,7 +190,7 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
 
 def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
     """Speedup against accuracy loss; the Pareto front (best trade-offs) is joined and starred."""
-    data = frame[frame["speedup"].notna() & frame["accuracy_loss"].notna()]
+    data = _named(frame[frame["speedup"].notna() & frame["accuracy_loss"].notna()])
     fig = go.Figure()
     colors = _colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
@@ -234,7 +246,7 @@ def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:
     fig = go.Figure(
         go.Bar(
             x=[count for _, count in items][::-1],
-            y=[op for op, _ in items][::-1],
+            y=[_svg_text(op) for op, _ in items][::-1],
             orientation="h",
             marker_color="#00a3a3",
             hovertemplate="%{y}: %{x}<extra></extra>",
@@ -243,3 +255,63 @@ def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:
     fig = _layout(fig, "Operators", "count", "")
     fig.update_layout(height=max(260, 22 * len(items) + 80))
     return fig
+
+
+# Compatibility statuses, best to worst, as heat-map levels and their colours (a stepped scale).
+COMPAT_LEVELS = {"supported": 0, "unknown": 1, "partial": 2, "unsupported": 3}
+COMPAT_COLORSCALE = [
+    [0.0, "#2e7d32"],
+    [0.25, "#2e7d32"],
+    [0.25, "#9e9e9e"],
+    [0.5, "#9e9e9e"],
+    [0.5, "#f9a825"],
+    [0.75, "#f9a825"],
+    [0.75, "#c62828"],
+    [1.0, "#c62828"],
+]
+
+
+def compat_heat_map(ops: pd.DataFrame, backends: list[str], labels: dict[str, str]) -> go.Figure:
+    """Ops (rows) by backend (columns) from CompatMatrix.op_frame(): colour the worst status,
+    number the node count. labels: backend key -> the name shown on the axis."""
+    order = list(dict.fromkeys(ops["op"]))
+    cells = {(row.op, row.backend): (row.status, int(row.nodes)) for row in ops.itertuples()}
+    z, text, hover = [], [], []
+    for op in order:
+        statuses = [cells.get((op, backend), ("unknown", 0)) for backend in backends]
+        z.append([COMPAT_LEVELS[status] for status, _ in statuses])
+        text.append([str(nodes) for _, nodes in statuses])
+        hover.append(
+            [
+                f"{_svg_text(op)} on {labels[backend]}: {status}, {nodes} node(s)"
+                for backend, (status, nodes) in zip(backends, statuses, strict=True)
+            ]
+        )
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[labels[b] for b in backends],
+            y=order,
+            text=text,
+            texttemplate="%{text}",
+            hovertext=hover,
+            hoverinfo="text",
+            zmin=0,
+            zmax=3,
+            colorscale=COMPAT_COLORSCALE,
+            showscale=False,
+        )
+    )
+    figure.update_layout(
+        height=max(260, 28 * len(order) + 80),
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        # y stays the op's own name (selections report it); only the drawn labels are escaped
+        yaxis={
+            "autorange": "reversed",
+            "tickmode": "array",
+            "tickvals": order,
+            "ticktext": [_svg_text(op) for op in order],
+        },
+        xaxis={"side": "top"},
+    )
+    return figure

@@ -1,4 +1,5 @@
-"""Page tests run app.py on every AppTest run, as a running server does after its first request."""
+"""Page tests run app.py on every AppTest run, as a running server does after its first request,
+and each starts with empty st.cache_data, as a fresh server would."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
 
@@ -29,3 +31,11 @@ def route_through_app_py() -> Iterator[None]:
         yield
     finally:
         PagesManager.__init__ = original  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True)
+def fresh_page_caches() -> Iterator[None]:
+    """Every test has its own database but ids repeat (job 1 in each), and pages cache reads by
+    id; without this a page could show a previous test's rows."""
+    st.cache_data.clear()
+    yield

@@ -1,144 +1,83 @@
-"""Real rows for page tests and the render bench: real ONNX files, real SQLite, real payloads."""
+"""Seeding for page tests: models through the real ingest, results from a real worker run.
+
+add_model hands a small onnx.helper model (tests/models.py) to backend ingest, as an upload
+would; finished_sweep queues a sweep and runs the real worker loop (backend/queue/worker.py
+serve(once=True)) in this process, so every result row, event and artifact is what the worker
+writes. Only the measurement is shortened (FAST), so a configuration takes about a second.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
+import dataclasses
+import sys
+import types
 from pathlib import Path
 
-import numpy as np
-import onnx
 from streamlit.testing.v1 import AppTest
 
-from backend.results import AccuracyReport, ConfigurationResult, LatencyStats, ResultStatus
-from backend.specs import Configuration, Precision, SweepSpec
-from storage.artifacts import ArtifactStore
-from storage.repo import jobs as job_store
-from storage.repo import models as model_store
-from storage.repo import results as result_store
-from storage.repo.jobs import JobRow
-from storage.repo.models import ModelRow, NewArtifact
-from storage.repo.results import ResultRow
-from storage.states import JobState
+from backend.models.ingest import ingest_file
+from backend.queue import capabilities, jobs
+from backend.queue.worker import serve
+from backend.records import JobRow, ModelRow
+from backend.results import StoredResult
+from backend.specs import MeasureSettings, Precision, SweepSpec
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def _dims(value: onnx.ValueInfoProto) -> list[int | str]:
-    return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+# Enough samples for percentiles and one accuracy comparison, in about a second per configuration.
+FAST = MeasureSettings(
+    warmup_runs=2, window_runs=10, window_min_seconds=0.05, max_seconds=2, accuracy_samples=1
+)
 
 
 def add_model(path: Path, name: str | None = None) -> ModelRow:
-    """Store an ONNX file as an uploaded model, with the metadata ingestion would record."""
-    model = onnx.load(str(path))
-    stored = ArtifactStore().put_file(path)
-    params = sum(int(np.prod(init.dims)) for init in model.graph.initializer)
-    init_names = {init.name for init in model.graph.initializer}
-    elem = onnx.helper.tensor_dtype_to_np_dtype
-    metadata = {
-        "opset": model.opset_import[0].version,
-        "ir_version": model.ir_version,
-        "producer": model.producer_name or "tests",
-        "inputs": [
-            {"name": i.name, "dtype": str(elem(i.type.tensor_type.elem_type)), "shape": _dims(i)}
-            for i in model.graph.input
-            if i.name not in init_names
-        ],
-        "outputs": [
-            {"name": o.name, "dtype": str(elem(o.type.tensor_type.elem_type)), "shape": _dims(o)}
-            for o in model.graph.output
-        ],
-        "op_histogram": dict(Counter(node.op_type for node in model.graph.node)),
-        "parameter_count": params,
-        "node_count": len(model.graph.node),
-    }
-    return model_store.create_model(
-        name=name or path.stem,
-        sha256=stored.sha256,
-        format="onnx",
-        size_bytes=stored.size_bytes,
-        metadata=metadata,
-        artifacts=[NewArtifact("original", stored.sha256, stored.size_bytes, path.name)],
-    )
+    """Ingest an ONNX file exactly as the Models page's upload does."""
+    return ingest_file(path, path.name, name=name)
 
 
 def add_job(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
-    return job_store.create_job(
-        model_id, spec.to_dict(), total=len(spec.configurations()), label=label
-    )
+    """Queue a sweep (with the FAST measurement) without running it."""
+    return jobs.submit_sweep(model_id, dataclasses.replace(spec, measure=FAST), label=label)
 
 
-def add_result(
-    job_id: int,
-    config: Configuration,
-    samples_ms: np.ndarray,
-    accuracy: AccuracyReport | None = None,
-    status: ResultStatus = ResultStatus.OK,
-    error: str | None = None,
-) -> ResultRow:
-    """A result shaped exactly as the worker writes it, from real latency samples."""
-    ok = status == ResultStatus.OK
-    stats = LatencyStats.from_samples(samples_ms) if ok else None
-    result = ConfigurationResult(
-        config_key=config.key,
-        configuration=config.to_dict(),
-        status=status,
-        error=error,
-        providers_requested=["CPUExecutionProvider"],
-        providers_used=["CPUExecutionProvider"] if ok else [],
-        session_create_ms=12.5 if ok else None,
-        first_inference_ms=float(samples_ms[0]) * 3 if ok else None,
-        latency=stats,
-        throughput=config.batch_size * 1000.0 / stats.mean if stats else None,
-        stable=True if ok else None,
-        windows=[stats.p50] * 3 if stats else [],
-        measure_seconds=float(np.sum(samples_ms)) / 1000 if ok else None,
-        peak_rss_mb=180.0 + config.batch_size * 0.5 if ok else None,
-        peak_rss_scope="session + timed loop" if ok else None,
-        model_size_bytes=4096 if ok else None,
-        node_count_before=6,
-        node_count_after=6,
-        accuracy=accuracy,
-        notes=["INT8 kernels ran with VNNI"] if config.precision == Precision.INT8_STATIC else [],
-        environment={"onnxruntime": "1.32.0"},
-    )
-    return result_store.save_result(
-        job_id, result.to_dict(), [float(x) for x in samples_ms] if ok else []
-    )
+def run_queued() -> int:
+    """Run every queued job to the end with the real worker loop, in this process.
+
+    The worker starts each configuration in a spawned child, and spawn re-runs the parent's
+    __main__ in the child. After an AppTest run that is app.py (Streamlit installs the script
+    as __main__), which a child must not run; a worker process never has that, so neither do we.
+    """
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")  # no file, no spec: nothing to re-run
+    try:
+        return serve(once=True, poll_seconds=0.05)
+    finally:
+        sys.modules["__main__"] = saved
+
+
+def run_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
+    """Queue one sweep and let the worker finish it; returns the finished job."""
+    job = add_job(model_id, spec, label=label)
+    run_queued()
+    return jobs.get_job(job.id)
 
 
 def finished_sweep(
     model_id: int,
     precisions: tuple[Precision, ...] = (Precision.FP32, Precision.INT8_STATIC),
     batch_sizes: tuple[int, ...] = (1, 4),
-    samples: int = 200,
-    seed: int = 0,
     label: str | None = "seeded sweep",
-) -> tuple[JobRow, list[ResultRow]]:
-    """A succeeded job with one realistic result per configuration (INT8 faster, less exact)."""
-    rng = np.random.default_rng(seed)
-    spec = SweepSpec(precisions=precisions, batch_sizes=batch_sizes)
-    job = add_job(model_id, spec, label=label)
-    claimed = job_store.claim_job("seed-worker", 60)
-    assert claimed is not None and claimed.id == job.id, "seed finished sweeps before queued jobs"
-    rows = []
-    for config in spec.configurations():
-        base = 0.4 * config.batch_size**0.8
-        speed = {Precision.FP32: 1.0, Precision.FP16: 0.9, Precision.INT8_DYNAMIC: 0.7}
-        factor = speed.get(config.precision, 0.5)
-        draws = rng.gamma(20.0, base * factor / 20.0, samples)
-        exact = config.precision == Precision.FP32
-        accuracy = AccuracyReport(
-            max_abs_error=0.0 if exact else float(rng.uniform(1e-3, 2e-2)),
-            mean_rel_error=0.0 if exact else float(rng.uniform(1e-3, 1e-2)),
-            cosine_similarity=1.0 if exact else 0.999,
-            top1_agreement=1.0 if exact else 0.98,
-            compared_outputs=1,
-            samples=4,
-        )
-        rows.append(add_result(job.id, config, draws, accuracy))
-    job_store.finish_job(job.id, JobState.SUCCEEDED)
-    return job_store.get_job(job.id), rows
+) -> tuple[JobRow, list[StoredResult]]:
+    """A sweep measured by the real worker on CPU, with its stored results."""
+    spec = SweepSpec(precisions=precisions, batch_sizes=batch_sizes, calibration_samples=4)
+    job = run_sweep(model_id, spec, label=label)
+    return job, jobs.stored_results(job.id)
 
 
-ROOT = Path(__file__).resolve().parents[2]
+def unavailable_provider() -> str | None:
+    """An execution provider this machine cannot run (its configurations end "unavailable")."""
+    table = capabilities.local_providers().get("onnxruntime", [])
+    return next((s["name"] for s in table if not s.get("available")), None)
 
 
 ACCOUNT_PASSWORD = "correct horse battery"

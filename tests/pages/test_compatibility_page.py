@@ -8,23 +8,13 @@ import onnx
 from onnx import TensorProto, helper
 from streamlit.testing.v1 import AppTest
 
-from storage.artifacts import ArtifactStore
-from storage.repo import models as model_store
-from storage.repo.models import NewArtifact
+from backend.models.ingest import ingest_file
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compatibility.py")
 
 
 def _store(path: Path, name: str) -> int:
-    stored = ArtifactStore().put_file(path)
-    return model_store.create_model(
-        name=name,
-        sha256=stored.sha256,
-        format="onnx",
-        size_bytes=stored.size_bytes,
-        metadata={"opset": 17},
-        artifacts=[NewArtifact("original", stored.sha256, stored.size_bytes, f"{name}.onnx")],
-    ).id
+    return ingest_file(path, path.name, name=name).id
 
 
 def _bf16_model(path: Path) -> Path:

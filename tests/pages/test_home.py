@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
-from storage.repo import workers as worker_store
+from backend.queue import jobs
+from backend.queue.worker import register
 from tests.pages.seed import add_model, finished_sweep, open_page, texts
 
 
@@ -18,7 +20,7 @@ def test_empty_home_says_nothing_is_here_and_points_to_upload(data_dir: Path) ->
 
 def test_populated_home_counts_models_and_lists_latest_jobs(data_dir: Path, mlp_path: Path) -> None:
     model = add_model(mlp_path, "mlp")
-    job, _ = finished_sweep(model.id, label="first sweep")
+    finished_sweep(model.id, batch_sizes=(1,), label="first sweep")
     at = open_page("home")
     assert not at.exception
     assert "Models=1" in texts(at)
@@ -28,11 +30,12 @@ def test_populated_home_counts_models_and_lists_latest_jobs(data_dir: Path, mlp_
 
 
 def test_alive_worker_is_listed_with_its_hardware(data_dir: Path) -> None:
-    worker_store.register_worker(
-        "w-1", "bench-host", 4242, {"cpu": "Test CPU 9000", "gpus": []}, {"onnxruntime": []}
-    )
+    register("w-1")  # what a starting worker writes: this host, its hardware and providers
+    [worker] = jobs.list_workers()
     at = open_page("home")
     workers = at.dataframe[0].value
-    assert list(workers["host"]) == ["bench-host"]
-    assert list(workers["CPU"]) == ["Test CPU 9000"]
+    assert list(workers["worker"]) == ["w-1"]
+    assert list(workers["host"]) == [socket.gethostname()]
+    assert list(workers["CPU"]) == [worker.hardware.get("cpu", "?")]
+    assert "onnxruntime:cpu" in workers["providers"].iloc[0]
     assert "No worker is alive" not in texts(at)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.models import library
+from pages.components.formatting import plain
 from tests.pages.seed import add_model, open_page, texts
 
 
@@ -35,7 +36,7 @@ def test_uploading_an_onnx_adds_it_to_the_library_with_metadata(
 def test_garbage_upload_shows_the_ingestion_error_and_stores_nothing(data_dir: Path) -> None:
     at = _upload(open_page("models"), "broken.onnx", b"this is not a model at all")
     assert at.error, "a bad upload must show an error"
-    assert "broken.onnx" in at.error[0].value
+    assert plain("broken.onnx") in at.error[0].value  # quoted as text, never as Markdown
     assert library.list_models() == []
 
 

@@ -81,7 +81,7 @@ def test_no_precision_disables_submit_with_a_clear_reason(data_dir: Path, mlp_pa
 
 def test_run_again_with_changes_prefills_from_the_url(data_dir: Path, mlp_path: Path) -> None:
     model = add_model(mlp_path)
-    old, _ = finished_sweep(model.id, batch_sizes=(2, 4))
+    old, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(2, 4))
     at = open_page("optimize", model=model.id, precisions="fp16", batches="2,4", from_job=old.id)
     assert at.multiselect(key="url_precisions").value == ["fp16"]
     at.button(key="submit_sweep").click().run()

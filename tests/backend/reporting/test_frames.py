@@ -26,7 +26,7 @@ def test_results_frame_has_one_row_per_configuration_with_latency(
 def test_speedup_compares_with_the_baseline_at_the_same_batch(
     data_dir: Path, mlp_path: Path
 ) -> None:
-    job, _ = finished_sweep(add_model(mlp_path).id)
+    job, _ = finished_sweep(add_model(mlp_path).id, batch_sizes=(1,))
     frame = frames.results_frame(job_ids=[job.id])
     fp32 = next(s for s in frame["series"] if "FP32" in s)
     out = frames.add_speedups(frame, fp32)
@@ -42,7 +42,7 @@ def test_pareto_front_keeps_only_undominated_points() -> None:
 
 
 def test_exports_round_trip_and_report_is_self_contained(data_dir: Path, mlp_path: Path) -> None:
-    job, _ = finished_sweep(add_model(mlp_path).id, precisions=(Precision.FP32,))
+    job, _ = finished_sweep(add_model(mlp_path).id, precisions=(Precision.FP32,), batch_sizes=(1,))
     frame = frames.results_frame(job_ids=[job.id])
     frame = frames.add_accuracy_loss(frames.add_speedups(frame, frame["series"][0]))
     records = json.loads(frames.export_json(frame))

@@ -1,0 +1,130 @@
+"""How far jobs have come: counts by state, fractions, durations and per-configuration status.
+
+Pages render these; the arithmetic (and what "pending" or "not run" means) lives here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from backend.errors import UserError
+from backend.queue import jobs
+from backend.records import JobRow, JobState, utcnow
+from backend.results import ConfigurationResult
+from backend.specs import SweepSpec
+
+
+@dataclass(frozen=True)
+class JobCounts:
+    """Jobs per state, and the totals the Home page shows."""
+
+    by_state: dict[JobState, int]
+
+    @property
+    def queued(self) -> int:
+        return self.by_state.get(JobState.QUEUED, 0)
+
+    @property
+    def running(self) -> int:
+        return self.by_state.get(JobState.RUNNING, 0)
+
+    @property
+    def finished(self) -> int:
+        return sum(n for state, n in self.by_state.items() if state.finished)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.queued or self.running)
+
+
+def job_counts() -> JobCounts:
+    counts = jobs.job_counts()
+    return JobCounts({state: counts.get(state.value, 0) for state in JobState})
+
+
+def work_in_progress() -> bool:
+    """True while any job is queued or running: the signal for pages to keep refreshing."""
+    return job_counts().active
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """One job's progress as a fraction, "done/total" and how long it has run."""
+
+    done: int
+    total: int
+    fraction: float
+    duration_s: float | None
+    last_error: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.done}/{self.total}"
+
+
+def last_line(text: str | None) -> str:
+    """The last non-empty line of a traceback: the sentence that says what went wrong."""
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def progress_of(job: JobRow, now: datetime | None = None) -> JobProgress:
+    """Progress of one job; a running job's duration counts up to now (naive UTC)."""
+    duration = None
+    if job.started_at is not None:
+        duration = ((job.finished_at or now or utcnow()) - job.started_at).total_seconds()
+    return JobProgress(
+        done=job.progress_done,
+        total=job.progress_total,
+        fraction=job.progress_done / job.progress_total if job.progress_total else 0.0,
+        duration_s=duration,
+        last_error=last_line(job.error),
+    )
+
+
+@dataclass(frozen=True)
+class ConfigurationProgress:
+    """One configuration of a job's sweep: its result if stored, else pending or not run."""
+
+    label: str
+    key: str
+    status: str
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    throughput: float | None = None
+    why: str = ""
+
+
+def _from_result(label: str, key: str, result: ConfigurationResult) -> ConfigurationProgress:
+    latency = result.latency
+    return ConfigurationProgress(
+        label=label,
+        key=key,
+        status=result.status.value,
+        p50_ms=latency.p50 if latency else None,
+        p99_ms=latency.p99 if latency else None,
+        throughput=result.throughput,
+        why=result.error or "; ".join(result.notes),
+    )
+
+
+def configuration_progress(job: JobRow) -> tuple[SweepSpec, list[ConfigurationProgress]]:
+    """The job's sweep and each configuration's state, in the sweep's order.
+
+    Raises UserError when the stored sweep can no longer be read (an older format).
+    """
+    try:
+        spec = jobs.spec_of(job)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"job {job.id}'s sweep can no longer be read ({exc})") from None
+    results = {r.config_key: r.result for r in jobs.stored_results(job.id)}
+    pending = "not run" if job.state.finished else "pending"
+    rows = []
+    for config in spec.configurations():
+        result = results.get(config.key)
+        if result is None:
+            rows.append(ConfigurationProgress(config.label, config.key, pending))
+        else:
+            rows.append(_from_result(config.label, config.key, result))
+    return spec, rows

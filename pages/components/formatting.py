@@ -1,0 +1,73 @@
+"""How numbers, sizes, times and untrusted strings are written on a page.
+
+Streamlit renders most text it is given (markdown, captions, alerts, widget labels, titles) as
+GitHub-flavoured Markdown. A model name, file name, op domain, node name or worker error comes
+from an upload or another machine, so it goes through plain() before it reaches any of those;
+in dataframe cells, st.text and st.code it is already shown as text and needs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from datetime import datetime
+from typing import Any
+
+# Every ASCII punctuation character may be backslash-escaped in CommonMark, and an escaped one is
+# always literal: no link, image, emphasis, heading, HTML, LaTeX ($), directive (:red[...]) or
+# autolink (http\:\/\/, www\.) can start from it.
+_ESCAPED = {ord(c): "\\" + c for c in string.punctuation}
+
+
+def plain(text: object) -> str:
+    """Untrusted text made safe for Markdown: shown as written, never as a link or image.
+
+    Newlines become spaces so the text stays one inline run (no block structure either).
+    """
+    flat = " ".join(str(text).splitlines())
+    return flat.translate(_ESCAPED)
+
+
+def fmt_bytes(size: int | float | None) -> str:
+    if size is None:
+        return "–"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+def fmt_count(value: int | None) -> str:
+    if value is None:
+        return "–"
+    for threshold, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if value >= threshold:
+            return f"{value / threshold:.1f}{suffix}"
+    return str(value)
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def fmt_ago(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return "–"
+    return fmt_duration(max(0.0, (now - moment).total_seconds())) + " ago"
+
+
+def fmt_shape(shape: Any) -> str:
+    """[1, 3, ?] for a shape; unknown or symbolic-empty dims show as ?."""
+    if isinstance(shape, list | tuple):
+        return "[" + ", ".join(str(d) if d not in (None, 0, "") else "?" for d in shape) + "]"
+    return json.dumps(shape)

@@ -1,0 +1,130 @@
+"""Widgets whose state lives in the URL, so a copied link opens the same view in a fresh browser.
+
+A bound widget takes its first value from st.query_params and writes its value back on every
+run; values are short strings (lists joined by commas).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+import streamlit as st
+
+T = TypeVar("T")
+
+
+def url_value(key: str) -> str | None:
+    value = st.query_params.get(key)
+    return value if value not in (None, "") else None
+
+
+def url_list(key: str) -> list[str]:
+    value = url_value(key)
+    return [part for part in value.split(",") if part] if value else []
+
+
+def url_int(key: str) -> int | None:
+    value = url_value(key)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def url_text(value: Any) -> str:
+    """How one value is written to the URL: lists joined by commas, booleans as 1/0."""
+    if isinstance(value, list | tuple | set):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return "" if value is None else str(value)
+
+
+def set_url(key: str, value: Any) -> None:
+    """Write one view setting to the URL; None or an empty list removes it."""
+    text = url_text(value)
+    if text:
+        if st.query_params.get(key) != text:
+            st.query_params[key] = text
+    elif key in st.query_params:
+        del st.query_params[key]
+
+
+def url_selection(key: str, options: Sequence[T], default: Sequence[T]) -> list[T]:
+    """The options ?key=a,b names when the URL has the key, else the defaults among options."""
+    if url_value(key) is None:
+        return [d for d in default if d in options]
+    by_text = {str(o): o for o in options}
+    return [by_text[v] for v in url_list(key) if v in by_text]
+
+
+def bound_selectbox(
+    label: str,
+    options: Sequence[T],
+    key: str,
+    default: T | None = None,
+    format_func: Callable[[T], str] = str,
+    **kwargs: Any,
+) -> T | None:
+    """A selectbox initialised from ?key= and written back to it."""
+    options = list(options)
+    if not options:
+        return None
+    wanted = url_value(key)
+    index = next((i for i, o in enumerate(options) if str(o) == wanted), None)
+    if index is None:
+        index = options.index(default) if default in options else 0
+    value = st.selectbox(
+        label, options, index=index, key=f"url_{key}", format_func=format_func, **kwargs
+    )
+    set_url(key, value)
+    return value
+
+
+def bound_multiselect(
+    label: str,
+    options: Sequence[T],
+    key: str,
+    default: Sequence[T] = (),
+    format_func: Callable[[T], str] = str,
+    **kwargs: Any,
+) -> list[T]:
+    """A multiselect initialised from ?key=a,b and written back to it."""
+    options = list(options)
+    initial = url_selection(key, options, default)
+    value = st.multiselect(
+        label, options, default=initial, key=f"url_{key}", format_func=format_func, **kwargs
+    )
+    set_url(key, value)
+    return value
+
+
+def bound_pills(
+    label: str,
+    options: Sequence[T],
+    key: str,
+    default: Sequence[T] = (),
+    format_func: Callable[[T], str] = str,
+) -> list[T]:
+    """Multi-select pills (chart choices) kept in the URL; none chosen is written as "none"."""
+    options = list(options)
+    initial = url_selection(key, options, default)
+    value = st.pills(
+        label,
+        options,
+        selection_mode="multi",
+        default=initial,
+        key=f"url_{key}",
+        format_func=format_func,
+    )
+    set_url(key, list(value or []) or "none")
+    return list(value or [])
+
+
+def share_url() -> str:
+    """The full address of this view, query string included."""
+    base = st.context.url or ""
+    query = urlencode({k: st.query_params.get(k) for k in st.query_params.to_dict()})
+    return f"{base}?{query}" if query else base

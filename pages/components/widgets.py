@@ -1,0 +1,56 @@
+"""Widgets every page shares: the header with its copy-link control, the model picker, errors."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.errors import UserError
+from backend.records import ModelRow
+from pages.components.formatting import plain
+from pages.components.router import ensure_router
+from pages.components.url_state import bound_selectbox, share_url
+
+
+def copy_link() -> None:
+    """A popover with this view's link; its code block has a copy button."""
+    with st.popover("🔗 Copy link", help="A link that opens this exact view, for teammates"):
+        st.caption("Anyone who can reach this dashboard sees the same view from this link.")
+        st.code(share_url(), language=None, wrap_lines=True)
+
+
+def page_header(title: str, caption: str | None = None) -> None:
+    """Title, caption and copy link; also makes sure app.py routes this request."""
+    ensure_router()
+    left, right = st.columns([5, 1], vertical_alignment="bottom")
+    with left:
+        st.title(title)
+        if caption:
+            st.caption(caption)
+    with right:
+        copy_link()
+
+
+def model_label(model: ModelRow) -> str:
+    """A model as a picker shows it (option labels are plain text, never Markdown)."""
+    return f"{model.name} (#{model.id}, {model.format})"
+
+
+def model_picker(models: list[ModelRow], key: str = "model") -> ModelRow | None:
+    """The model the page is about, bound to ?model=<id>."""
+    if not models:
+        return None
+    by_id = {m.id: m for m in models}
+    chosen = bound_selectbox(
+        "Model", list(by_id), key, format_func=lambda mid: model_label(by_id[mid])
+    )
+    return by_id.get(chosen) if chosen is not None else None
+
+
+def no_models_yet(action: str) -> None:
+    st.info(f"No models yet. Upload one on the Models page to {action}.", icon="📦")
+    st.page_link("pages/models.py", label="Upload a model", icon="⬆️")
+
+
+def show_error(exc: UserError) -> None:
+    """A UserError as users see it; its sentence may quote a file or model name, so plain text."""
+    st.error(plain(exc), icon="🚫")
