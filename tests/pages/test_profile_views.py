@@ -1,4 +1,5 @@
-"""Jobs page: per-node profile views of a real profiled sweep run by a real worker."""
+"""Profiles on the pages: the Jobs page's per-node views of a real profiled sweep run by a real
+worker, and the Optimize page's profile toggle and mixed-precision node list."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.specs import MeasureSettings, SweepSpec
 from tests import models as model_factory
-from tests.evidence_models import make_hardswish_net
-from tests.pages.seed import open_page, texts
+from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp, make_hardswish_net
+from tests.pages.seed import add_model, open_page, texts
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = MeasureSettings(
@@ -60,3 +61,22 @@ def test_unprofiled_job_has_no_profile_section(data_dir: Path, tmp_path: Path) -
     assert not at.exception
     assert not any("Per-node profiles" in e.label for e in at.expander)
     assert "Per-node profiles" not in texts(at)
+
+
+def test_optimize_page_submits_a_profiled_sweep_with_a_mixed_point(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    model = add_model(source)
+    at = open_page("optimize", model=model.id)
+    at.toggle(key="url_profile").set_value(True)
+    at.text_area(key="fp32_nodes").input(f"{BAD_LAYER}\n")
+    at.run()
+    assert not at.exception
+    assert "Configurations in this sweep=3" in texts(at)  # FP32, INT8 and the mixed INT8
+    at.button(key="submit_sweep").click().run()
+    spec = jobs.spec_of(jobs.list_jobs()[0])
+    assert spec.profile and spec.fp32_nodes == (BAD_LAYER,)
+    reopened = open_page("optimize", model=model.id, **jobs.spec_to_query(spec))
+    assert reopened.toggle(key="url_profile").value
+    assert reopened.text_area(key="fp32_nodes").value == BAD_LAYER
