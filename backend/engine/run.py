@@ -171,7 +171,7 @@ def _evidence(
     result: ConfigurationResult,
 ) -> None:
     """The per-node profile, and for static INT8 where accuracy is lost, left for the parent."""
-    from backend.engine import layerloss
+    from backend.engine import inputs, layerloss
 
     source = Path(task.source_path)
     options = SessionOptions(
@@ -180,11 +180,15 @@ def _evidence(
         intra_op_threads=config.intra_op_threads,
     )
     out = Path(task.output_dir)
-    written = write_profile(
-        variant_path, source, options, session.accuracy_feeds[0], out, config.key
+    feeds = session.accuracy_feeds or inputs.random_inputs(  # accuracy_samples may be 0
+        inputs.input_specs_of(source),
+        config.batch_size,
+        dict(config.symbolic_dims),
+        ranges=inputs.value_ranges(source),
     )
+    written = write_profile(variant_path, source, options, feeds[0], out, config.key)
     result.environment["profile_path"] = str(written)
-    if config.precision == Precision.INT8_STATIC:
+    if config.precision == Precision.INT8_STATIC and session.accuracy_feeds:
         losses = layerloss.rank_nodes(source, variant_path, session.accuracy_feeds)
         result.environment["accuracy_loss"] = layerloss.to_dicts(losses)
 

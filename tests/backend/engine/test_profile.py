@@ -91,3 +91,21 @@ def test_sweep_with_profiling_stores_profiles_and_cites_them(
     cited = [line for line in int8.notes if "HardSwish nodes that have no int8 kernel" in line]
     assert cited and cited[0].startswith(f"{island.share(stored):.0%} of INT8 static (QDQ) time")
     assert not any("rule of thumb" in line for line in int8.notes)
+
+
+def test_profile_pass_runs_without_accuracy_inputs_and_leaves_the_file(
+    hardswish_path: Path, tmp_path: Path
+) -> None:
+    from dataclasses import asdict
+
+    from backend.engine.run import ConfigurationTask, run_configuration
+    from backend.results import ConfigurationResult
+
+    config = Configuration(precision="int8_static", profile=True)
+    measure = MeasureSettings(**{**asdict(QUICK), "accuracy_samples": 0})
+    task = ConfigurationTask(str(hardswish_path), config.to_dict(), asdict(measure), str(tmp_path))
+    result = ConfigurationResult.from_dict(run_configuration(task))
+    assert result.ok, result.error
+    written = Profile.load(Path(result.environment["profile_path"]))
+    assert written.runs == PROFILE_RUNS and written.of_op("QLinearConv")
+    assert "accuracy_loss" not in result.environment  # no accuracy inputs, no ranking
