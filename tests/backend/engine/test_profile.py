@@ -109,3 +109,14 @@ def test_profile_pass_runs_without_accuracy_inputs_and_leaves_the_file(
     written = Profile.load(Path(result.environment["profile_path"]))
     assert written.runs == PROFILE_RUNS and written.of_op("QLinearConv")
     assert "accuracy_loss" not in result.environment  # no accuracy inputs, no ranking
+
+
+def test_cli_submit_with_profile_queues_a_profiled_sweep(
+    data_dir: Path, hardswish_path: Path
+) -> None:
+    from backend.cli import main as cli_main
+
+    model = ingest_file(hardswish_path, "hardswish.onnx")
+    assert cli_main(["submit", str(model.id), "--profile", "--quick"]) == 0
+    spec = jobs.spec_of(jobs.list_jobs()[0])
+    assert spec.profile and all(c.profile for c in spec.configurations())
