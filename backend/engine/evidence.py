@@ -107,9 +107,13 @@ def island_lines(profile: Profile, label: str, speedup: float | None) -> list[st
         ran = ", ".join(sorted({n.op_type for n in island.nodes}))
         line = (
             f"{share:.0%} of {label} time is in {len(island.sources)} {island.op_type} nodes "
-            f"that have no int8 kernel here: they run in float (as {ran}) with "
-            f"{len(island.conversions)} {kinds} nodes around them ({converting:.0%} of the time)"
+            f"that have no int8 kernel here: they run in float (as {ran})"
         )
+        if island.conversions:
+            line += (
+                f" with {len(island.conversions)} {kinds} nodes around them "
+                f"({converting:.0%} of the time)"
+            )
         if speedup is not None and converting > 0:
             # an upper bound: neighbours that go float may need conversions of their own
             line += (

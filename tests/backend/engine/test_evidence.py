@@ -103,3 +103,23 @@ def test_nodes_kept_in_fp32_on_purpose_are_not_blamed_on_missing_kernels(tmp_pat
     assert line is not None and line.startswith(f"{len(kept)} INT8 nodes were kept in FP32")
     assert f"{profile.share(kept):.0%} of the time" in line
     assert Profile.from_dict(profile.to_dict()).kept_in_fp32 == profile.kept_in_fp32
+
+
+def test_an_island_whose_conversions_were_counted_elsewhere_claims_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = model_factory.save(
+        model_factory.make_transformer(d_model=32, heads=4, vocab=50), tmp_path / "enc.onnx"
+    )
+    config = Configuration(precision="int8_dynamic", symbolic_dims=(("seq", 16),))
+    variant = build_variant(source, config, tmp_path)
+    feed = {"tokens": np.random.default_rng(0).integers(0, 50, (1, 16), dtype=np.int64)}
+    profile = profile_model(variant.path, onnx.load(str(source)), SessionOptions(), feed)
+    islands = {i.op_type: i for i in evidence.float_islands(profile)}
+    # the embedding's weights are dequantized on every run, next to a float Gather
+    assert [n.op_type for n in islands["Gather"].conversions] == ["DequantizeLinear"]
+    assert islands["LayerNormalization"].conversions == []  # its DQ was the Gather's
+    monkeypatch.setattr(evidence, "MIN_SHARE", 0.0)
+    lines = evidence.island_lines(profile, "INT8 dynamic", 0.8)
+    norm = next(line for line in lines if "LayerNormalization nodes" in line)
+    assert norm.endswith("they run in float (as SkipLayerNormalization).")
