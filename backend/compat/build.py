@@ -142,7 +142,7 @@ def build_matrix_in_child(
 ) -> CompatMatrix:
     """build_matrix in a child process: onnx's C++ function builders can crash on odd models,
     and that must not take the dashboard or the worker down."""
-    from backend.queue.children import run_module
+    from backend.launch.children import run_module
 
     stdout = run_module(
         "backend.compat.build",

@@ -3,7 +3,7 @@
 Each test case in the `onnx` package is a single-op model with inputs. The prediction says
 whether ONNX Runtime's CPU provider can run it; the truth is whether a session loads it and runs
 it on those inputs (backend.runtimes.run_on_cpu_once). Cases run in batches in child processes
-started by backend/queue/children.py; a batch goes in as a JSON-lines file and the results come
+started by backend/launch/children.py; a batch goes in as a JSON-lines file and the results come
 back as one, line by line, so a crash costs one case, not the bench.
 """
 
@@ -28,7 +28,7 @@ from onnx import numpy_helper
 from backend.compat.columns.ort_cpu import predict_cpu
 from backend.compat.facts import node_protos, read_nodes, value_types
 from backend.compat.registry import KernelRegistry, load_registry
-from backend.queue.children import run_module
+from backend.launch.children import run_module
 from backend.runtimes import run_on_cpu_once
 
 

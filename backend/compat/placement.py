@@ -1,7 +1,7 @@
 """Real node placement: which execution provider ONNX Runtime actually gave each node.
 
 The session (backend.runtimes.placement_session) runs in a child process started by
-backend/queue/children.py, with verbose logging; ORT's C++ logger writes the "Node placements"
+backend/launch/children.py, with verbose logging; ORT's C++ logger writes the "Node placements"
 block, which the child returns and the parent parses. A crash or a provider that fails to load in
 the child cannot take the dashboard down. Graph optimizations are disabled so that the nodes ORT
 places are the model's own nodes, not fused replacements.
@@ -18,7 +18,7 @@ from typing import Any
 import onnx
 
 from backend.compat.facts import read_nodes, unique_names
-from backend.queue.children import run_in_child
+from backend.launch.children import run_in_child
 from backend.runtimes import onnxruntime_provider_name, placement_session
 
 _PLACED = re.compile(r"placed on \[(\w+)\]\.\s*Number of nodes:\s*(\d+)")

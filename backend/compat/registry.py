@@ -108,7 +108,7 @@ def _from_json(payload: dict[str, Any]) -> KernelRegistry:
 
 def read_in_child(timeout: float = 180.0) -> dict[str, Any]:
     """Run the registry dump in a child; raise RuntimeError with the reason when it fails."""
-    from backend.queue.children import run_module
+    from backend.launch.children import run_module
 
     return json.loads(
         run_module("backend.compat.registry", timeout_s=timeout, what="the kernel-registry child")

@@ -1,6 +1,6 @@
 """One configuration end to end: build the variant, open a session, measure, check accuracy.
 
-run_configuration runs inside a child process (backend.queue.children) so that a crash in a
+run_configuration runs inside a child process (backend.launch.children) so that a crash in a
 runtime only fails that configuration; peak memory is taken over the session and the timed loop
 only (PeakRss), not over calibration or the FP32 reference session that follow or precede them.
 """

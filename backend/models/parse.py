@@ -3,7 +3,7 @@
 onnx's protobuf parser, checker and shape inference, and numpy's .npz reader, are fed files that
 anyone who reaches the dashboard can upload; a hostile file can make them allocate without bound
 or crash. So the web process never parses an upload itself: the parent-side functions here start
-a child through backend.queue.children.run_call, and the child-side functions (prefixed
+a child through backend.launch.children.run_call, and the child-side functions (prefixed
 `child_`) take and return JSON only.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.queue import sandbox
-from backend.queue.children import run_call
+from backend.launch import sandbox
+from backend.launch.children import run_call
 
 MB = 1 << 20
 

@@ -1,7 +1,7 @@
 """TensorFlow SavedModel to ONNX with tf2onnx, always in a sandboxed, limited child process.
 
 Loading a SavedModel runs the initializers of the resources it holds, i.e. the uploader's code, so
-the conversion only ever runs under bubblewrap (backend.queue.sandbox): read-only view, scratch
+the conversion only ever runs under bubblewrap (backend.launch.sandbox): read-only view, scratch
 folder as the only writable place, empty environment, no network. Without a working sandbox it is
 refused, never run unsandboxed. The parent reads back a small JSON result file and the child's
 full output as the conversion log.
@@ -20,9 +20,9 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.queue import sandbox
-from backend.queue.children import RESULT_CAP, ProcessOutcome, child_folder, run_process
-from backend.queue.limits import ChildLimits, sentence
+from backend.launch import sandbox
+from backend.launch.children import RESULT_CAP, ProcessOutcome, child_folder, run_process
+from backend.launch.limits import ChildLimits, sentence
 
 DEFAULT_OPSET = 17
 MIN_OPSET, MAX_OPSET = 9, 18  # the range tf2onnx 1.17 converts to
@@ -148,7 +148,8 @@ def _tf_hint(result: dict[str, Any]) -> str:
 def _error_message(error: str, result: dict[str, Any]) -> str:
     signatures = result.get("signatures", [])
     listed = ", ".join(repr(s) for s in signatures)
-    detail = str(result.get("detail", ""))[:300]
+    raw = str(result.get("detail", ""))
+    detail = " ".join(raw.split("\n", 1)[0].split())[:300]  # one line: TF appends stack traces
     if error == "no_signature":
         return (
             "The SavedModel has no serving signature to convert; save it with "
@@ -167,6 +168,12 @@ def _error_message(error: str, result: dict[str, Any]) -> str:
         return (
             f"The SavedModel signature {result.get('signature')!r} takes inputs that are not "
             f"plain tensors ({detail}); re-save it with a tf.TensorSpec input signature."
+        )
+    if error == "load" and ("Read-only file system" in raw or "Permission denied" in raw):
+        return (
+            "The SavedModel tried to write files while it was being loaded (code in its "
+            "initializers), which the conversion sandbox forbids; re-save it without initializers "
+            "that write files, or convert it to ONNX yourself and upload the .onnx."
         )
     if error == "load":
         return (

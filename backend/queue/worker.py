@@ -26,7 +26,7 @@ from backend.engine.host import describe_environment
 from backend.engine.layerloss import from_dicts
 from backend.engine.profile import Profile
 from backend.engine.run import ConfigurationTask, run_configuration
-from backend.queue.children import run_in_child
+from backend.launch.children import run_in_child
 from backend.queue.jobs import stored_results
 from backend.queue.lease import Backoff, LeaseKeeper
 from backend.results import ConfigurationResult, ResultStatus, StoredResult

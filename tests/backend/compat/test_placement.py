@@ -8,7 +8,7 @@ import onnx
 
 from backend.compat.facts import unique_names
 from backend.compat.placement import parse_placement_log, read_placement
-from backend.queue.children import run_in_child
+from backend.launch.children import run_in_child
 from backend.runtimes import get_backend, placement_session
 from tests import models as model_factory
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backend.errors import UserError
-from backend.queue.children import run_call, run_in_child, run_module
+from backend.launch.children import run_call, run_in_child, run_module
 
 
 def _square(x: int) -> int:
@@ -98,7 +98,7 @@ def test_run_call_passes_json_and_moves_named_outputs(tmp_path: Path) -> None:
     destination = tmp_path / "kept.txt"
 
     value = run_call(
-        "tests.backend.queue.probes:try_writes",
+        "tests.backend.launch.probes:try_writes",
         ["kept.txt"],
         timeout_s=60,
         what="The probe",

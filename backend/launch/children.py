@@ -1,7 +1,7 @@
 """The one launcher: every child process starts here, under limits, optionally sandboxed.
 
 A crash, a memory bomb or hostile code in a child cannot take the worker or the dashboard down:
-each child is `python -m backend.queue.children <limits> <mode> ...`, which sets its resource
+each child is `python -m backend.launch.children <limits> <mode> ...`, which sets its resource
 limits (limits.py) before it imports anything else, runs with a fresh temporary folder that the
 parent removes afterwards (also when the child was killed), and is killed with its whole process
 group on timeout or cancel. Three ways in, one core (run_process):
@@ -31,8 +31,8 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.queue import limits as child_limits
-from backend.queue import sandbox
+from backend.launch import limits as child_limits
+from backend.launch import sandbox
 
 RESULT_CAP = 256 << 20  # bytes of result or stdout the parent reads back
 LOG_TAIL = 4 << 20  # bytes of merged output kept for logs and error lines
@@ -161,13 +161,13 @@ def run_process(
     tick_s: float = 0.5,
     limits: child_limits.ChildLimits | None = None,
 ) -> ProcessOutcome:
-    """Run `python -m backend.queue.children <limits> *entry` and wait for it (the one core).
+    """Run `python -m backend.launch.children <limits> *entry` and wait for it (the one core).
 
     Sandboxed, the child runs under bubblewrap (sandbox.py) and raises UserError when no working
     sandbox exists: never a silent fallback.
     """
     limits = limits or child_limits.ChildLimits.from_settings()
-    argv = [sys.executable, "-m", "backend.queue.children", json.dumps(limits.to_dict()), *entry]
+    argv = [sys.executable, "-m", "backend.launch.children", json.dumps(limits.to_dict()), *entry]
     if sandboxed:
         state = sandbox.available()
         if not state.ok:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from backend.engine.run import ConfigurationTask, run_configuration
-from backend.queue.children import run_in_child
+from backend.launch.children import run_in_child
 from backend.specs import MEASURE_PRESETS, Configuration
 from tests import models
 from tests.rss import MB, rss_bytes
@@ -119,8 +119,8 @@ def test_file_size_limit_stops_a_large_write(
 
 PARENT = """
 import sys, time
-from backend.queue.children import run_in_child
-from tests.backend.queue.test_limits import _report_pid_and_sleep
+from backend.launch.children import run_in_child
+from tests.backend.launch.test_limits import _report_pid_and_sleep
 run_in_child(_report_pid_and_sleep, sys.argv[1], timeout_s=600)
 """
 
