@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from backend.engine.inputs import specs_of_model
+import settings
+from backend.engine.inputs import read_calibration_npz, specs_of_model
+from backend.launch import sandbox
+from backend.launch.children import run_call
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 
@@ -163,3 +167,28 @@ def finish_kept_in_fp32(path: Path, excluded: list[str], bypass: list[str], key:
     entry = model.metadata_props.add()
     entry.key, entry.value = key, json.dumps(sorted(excluded))
     onnx.save(model, str(path))
+
+
+def check_calibration(path: Path, specs: list[dict], symbolic_dims: dict[str, int]) -> dict:
+    """{'samples', 'notes'} of an uploaded calibration .npz checked against the inputs.
+
+    numpy's reader is fed an untrusted file, so it runs in a limited (sandboxed where bubblewrap
+    works) child; the web process only sees the JSON answer or the child's one sentence.
+    """
+    path = Path(path).resolve()
+    return run_call(
+        "backend.engine.calibration:child_check_calibration",
+        str(path),
+        specs,
+        dict(symbolic_dims),
+        timeout_s=settings.PARSE_TIMEOUT_S.get(),
+        what=f"Checking the calibration file {path.name!r}",
+        sandboxed=sandbox.available().ok,
+        read_only=[path],
+    )
+
+
+def child_check_calibration(path: str, specs: list[dict], symbolic_dims: dict) -> dict[str, Any]:
+    """Child side of check_calibration: JSON in, JSON out."""
+    checked = read_calibration_npz(Path(path), specs, symbolic_dims)
+    return {"samples": len(checked.feeds), "notes": checked.notes}

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from backend.engine.host import TelemetrySampler, describe_environment
 from backend.engine.measure import Measurement, PeakRss, measure
 from backend.engine.profile import write_profile
 from backend.errors import UnavailableError, UserError
+from backend.host import TelemetrySampler, describe_environment
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions

@@ -59,19 +59,6 @@ def internalise(model_path: Path, folder: Path, shown: str, output: Path) -> dic
     )
 
 
-def check_calibration(path: Path, specs: list[dict], symbolic_dims: dict[str, int]) -> dict:
-    """{'samples', 'notes'} of a calibration .npz checked against the inputs, in a child."""
-    path = Path(path).resolve()
-    return _run(
-        "child_check_calibration",
-        str(path),
-        specs,
-        dict(symbolic_dims),
-        what=f"Checking the calibration file {path.name!r}",
-        read_only=[path],
-    )
-
-
 # ---- child side -------------------------------------------------------------------------------
 
 
@@ -170,10 +157,3 @@ def _internalised_size(model: Any, base: Path) -> int:
             file = base / entries.get("location", "")
             total += max(file.stat().st_size - int(entries.get("offset", "0")), 0)
     return total
-
-
-def child_check_calibration(path: str, specs: list[dict], symbolic_dims: dict) -> dict[str, Any]:
-    from backend.engine.inputs import read_calibration_npz
-
-    checked = read_calibration_npz(Path(path), specs, symbolic_dims)
-    return {"samples": len(checked.feeds), "notes": checked.notes}

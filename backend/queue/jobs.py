@@ -171,9 +171,9 @@ def store_calibration(
     symbolic_dims: dict[str, int] | None = None,
 ) -> str:
     """Check a calibration .npz against the model's inputs, store it, and return its sha256."""
+    from backend.engine.calibration import check_calibration
     from backend.engine.inputs import input_specs_of
     from backend.models.library import onnx_path, store
-    from backend.models.parse import check_calibration
 
     # parsed in a limited child: the upload is untrusted and this may be the web process
     check_calibration(

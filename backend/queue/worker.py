@@ -22,10 +22,10 @@ from pathlib import Path
 
 import settings
 from backend.engine.explain import cpu_features, explain
-from backend.engine.host import describe_environment
 from backend.engine.layerloss import from_dicts
 from backend.engine.profile import Profile
 from backend.engine.run import ConfigurationTask, run_configuration
+from backend.host import describe_environment
 from backend.launch.children import run_in_child
 from backend.queue.jobs import stored_results
 from backend.queue.lease import Backoff, LeaseKeeper

@@ -156,7 +156,7 @@ def preload_cuda_libraries(ort: Any) -> None:
 
 def _device_detail(short: str) -> str:
     if short == "cpu":
-        from backend.engine.host import describe_environment
+        from backend.host import describe_environment
 
         return describe_environment()["cpu"]
     from backend.hardware import gpu_name

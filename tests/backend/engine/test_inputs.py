@@ -9,6 +9,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from backend.engine.calibration import check_calibration
 from backend.engine.inputs import (
     DEFAULT_INT_RANGE,
     concrete_shape,
@@ -19,7 +20,6 @@ from backend.engine.inputs import (
     value_ranges,
 )
 from backend.errors import UserError
-from backend.models.parse import check_calibration
 from tests.rss import MB, rss_bytes
 
 

@@ -112,7 +112,7 @@ def test_run_call_passes_json_and_moves_named_outputs(tmp_path: Path) -> None:
 def test_run_call_turns_a_user_error_into_the_same_sentence(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"^tests.txt is not a readable .npz file"):
         run_call(
-            "backend.models.parse:child_check_calibration",
+            "backend.engine.calibration:child_check_calibration",
             str(tmp_path / "tests.txt"),
             [{"name": "x", "dtype": "float32", "shape": ["N", 2]}],
             {},
