@@ -58,6 +58,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         optimization_level=args.opt_level,
         intra_op_threads=args.threads,
         simplify=args.simplify,
+        profile=args.profile,
         calibration_sha256=calibration,
         calibration_samples=args.calibration_samples,
         backends=tuple(_csv(args.runtimes)),
@@ -279,6 +280,7 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads; 0 = runtime's")
     parser.add_argument("--simplify", action="store_true", help="simplify with onnxslim first")
+    parser.add_argument("--profile", action="store_true", help="per-node profile (separate pass)")
     parser.add_argument("--calibration", help=".npz of real input samples for static INT8")
     parser.add_argument("--calibration-samples", type=int, default=16)
     parser.add_argument(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from backend.errors import UserError
@@ -108,12 +108,21 @@ class Configuration:
     calibration_samples: int = 16
     performance_hint: PerformanceHint = PerformanceHint.LATENCY  # runtimes with hints (OpenVINO)
     streams: int = 0  # OpenVINO inference streams; 0 lets the hint choose
+    profile: bool = False  # a separate profiled pass after the clean timing (never mixed in)
+    fp32_nodes: tuple[str, ...] = ()  # INT8 static only: these nodes stay in FP32 (mixed)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", Precision(self.precision))
         object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
+        object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
         if self.streams < 0:
             raise UserError("Streams cannot be negative; 0 lets the runtime choose.")
+        if self.fp32_nodes and (
+            self.precision != Precision.INT8_STATIC or self.backend != "onnxruntime"
+        ):
+            raise UserError(
+                "Nodes kept in FP32 apply to ONNX Runtime's static INT8 only; drop them or pick it."
+            )
         if self.batch_size < 1:
             raise UserError(f"Batch size must be at least 1, not {self.batch_size}.")
         if self.optimization_level not in OPTIMIZATION_LEVELS:
@@ -140,6 +149,8 @@ class Configuration:
             parts += [self.performance_hint.value, f"s{self.streams}"]
         if self.simplify:
             parts.append("simplified")
+        if self.fp32_nodes:
+            parts.append("fp32:" + ",".join(self.fp32_nodes))
         if dims:
             parts.append(dims)
         return "/".join(parts)
@@ -147,19 +158,22 @@ class Configuration:
     @property
     def label(self) -> str:
         runtime = "" if self.backend == "onnxruntime" else f"{self.backend} "
-        return f"{runtime}{self.provider.upper()} {self.precision.label} b{self.batch_size}"
+        mixed = f" mixed ({len(self.fp32_nodes)} in FP32)" if self.fp32_nodes else ""
+        return f"{runtime}{self.provider.upper()} {self.precision.label}{mixed} b{self.batch_size}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["precision"] = self.precision.value
         data["performance_hint"] = self.performance_hint.value
         data["symbolic_dims"] = dict(self.symbolic_dims)
+        data["fp32_nodes"] = list(self.fp32_nodes)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Configuration:
         data = dict(data)
         data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
+        data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
         return cls(**data)
 
 
@@ -182,6 +196,8 @@ class SweepSpec:
     backends: tuple[str, ...] = ()  # several runtimes side by side; empty means (backend,)
     performance_hint: PerformanceHint = PerformanceHint.LATENCY
     streams: int = 0
+    profile: bool = False  # profile every configuration in a separate pass
+    fp32_nodes: tuple[str, ...] = ()  # adds a mixed INT8 static point keeping these in FP32
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
@@ -193,6 +209,9 @@ class SweepSpec:
             object.__setattr__(self, "backend", backends[0])
         object.__setattr__(self, "backends", backends if len(backends) > 1 else ())
         object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
+        object.__setattr__(self, "fp32_nodes", tuple(self.fp32_nodes))
+        if self.fp32_nodes and Precision.INT8_STATIC not in self.precisions:
+            raise UserError("Nodes kept in FP32 need static INT8 among the precisions.")
         if isinstance(self.measure, dict):
             object.__setattr__(self, "measure", MeasureSettings(**self.measure))
         if not self.precisions:
@@ -209,9 +228,10 @@ class SweepSpec:
         return self.backends or (self.backend,)
 
     def configurations(self) -> list[Configuration]:
+        """Every point; with fp32_nodes, each ONNX Runtime static INT8 point gets a mixed twin."""
         batches = sorted(set(self.batch_sizes))
         points = itertools.product(self.runtimes, self.providers, self.precisions, batches)
-        return [
+        plain = [
             Configuration(
                 precision=precision,
                 provider=provider,
@@ -226,9 +246,18 @@ class SweepSpec:
                 calibration_samples=self.calibration_samples,
                 performance_hint=self.performance_hint,
                 streams=self.streams,
+                profile=self.profile,
             )
             for runtime, provider, precision, batch in points
         ]
+        if not self.fp32_nodes:
+            return plain
+        mixed = [
+            replace(c, fp32_nodes=self.fp32_nodes)
+            for c in plain
+            if c.precision == Precision.INT8_STATIC and c.backend == "onnxruntime"
+        ]
+        return plain + mixed
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -238,6 +267,7 @@ class SweepSpec:
         data["symbolic_dims"] = dict(self.symbolic_dims)
         data["backends"] = list(self.backends)
         data["performance_hint"] = self.performance_hint.value
+        data["fp32_nodes"] = list(self.fp32_nodes)
         return data
 
     @classmethod
@@ -249,6 +279,7 @@ class SweepSpec:
         data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
         data["measure"] = MeasureSettings(**(data.get("measure") or {}))
         data["backends"] = tuple(data.get("backends") or ())
+        data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
         return cls(**data)
 
 

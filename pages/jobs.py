@@ -7,10 +7,14 @@ import streamlit as st
 
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
+from backend.engine.profile import stored_profile
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs, progress
+from backend.queue.worker import fp32_baseline
 from backend.records import JobRow, JobState, utcnow
+from backend.reporting import profilecharts
+from backend.results import StoredResult
 from pages.access import can, guarded
 from pages.components.formatting import fmt_duration, plain
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
@@ -115,6 +119,33 @@ if job_id is None:
 
 
 @st.fragment(run_every=refresh_every(ACTIVE))
+def profile_views(job_id: int, profiled: list[StoredResult]) -> None:
+    """Per-node bars, op types and the diff against FP32, for configurations run with --profile."""
+    if not profiled:
+        return
+    with st.expander(f"Per-node profiles ({len(profiled)})"):
+        st.caption(
+            "A separate profiled pass after the clean timing; times are shares, not latency."
+        )
+        by_label = {s.configuration.label: s for s in profiled}
+        if len(by_label) < len(profiled):  # two configurations share a label: show keys
+            by_label = {s.config_key: s for s in profiled}
+        chosen = by_label[st.selectbox("Configuration", list(by_label), key="profile")]
+        profile = stored_profile(chosen.result.telemetry)
+        if profile is None:
+            return
+        tabs = st.tabs(["Nodes", "Op types", "Against FP32"])
+        tabs[0].plotly_chart(profilecharts.node_bars(profile), key=f"nodes-{job_id}")
+        tabs[1].plotly_chart(profilecharts.op_type_bars(profile), key=f"ops-{job_id}")
+        baseline = fp32_baseline(profiled, chosen.configuration)
+        fp32 = stored_profile(baseline.result.telemetry) if baseline else None
+        if fp32 is None or baseline is chosen:
+            tabs[2].caption("No profiled FP32 run of the same provider and batch in this job.")
+        else:
+            figure = profilecharts.diff_bars(fp32, profile, ("FP32", chosen.configuration.label))
+            tabs[2].plotly_chart(figure, key=f"diff-{job_id}")
+
+
 def job_detail(job_id: int) -> None:
     try:
         job = jobs.get_job(job_id)
@@ -200,6 +231,8 @@ def job_detail(job_id: int) -> None:
             "throughput /s": st.column_config.NumberColumn(format="%.1f"),
         },
     )
+    stored = jobs.stored_results(job.id)
+    profile_views(job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")])
     with st.expander("Log", expanded=job.state == JobState.FAILED):
         events = jobs.job_events(job.id)
         if not events:

@@ -221,6 +221,24 @@ with right:
                 )
             )
             set_url("cal_samples", samples)
+    profile = st.toggle(
+        "Profile every configuration per node",
+        value=url_value("profile") == "1",
+        key="url_profile",
+        help="ONNX Runtime's own profiler, in a separate pass after the clean timing: the why "
+        "lines then cite it and the Jobs page shows per-node bars.",
+    )
+    set_url("profile", "1" if profile else None)
+    fp32_nodes: tuple[str, ...] = ()
+    if Precision.INT8_STATIC.value in precisions:
+        kept = st.text_area(
+            "Mixed INT8: nodes to keep in FP32, one per line (adds a mixed point)",
+            value="\n".join(prefill.fp32_nodes),
+            key="fp32_nodes",
+            help="Names from the Graph page, the profile or `python -m backend.engine.mixed`.",
+        )
+        fp32_nodes = tuple(line.strip() for line in kept.splitlines() if line.strip())
+        set_url("fp32_nodes", "\n".join(fp32_nodes) or None)
     label = st.text_input("Label (optional)", placeholder="e.g. first INT8 try", key="label")
 
 try:
@@ -241,6 +259,8 @@ try:
         calibration_sha256=prefill.calibration_sha256 if source == "stored" else None,
         calibration_samples=samples,
         measure=MEASURE_PRESETS.get(preset or "standard", prefill.measure),
+        profile=profile,
+        fp32_nodes=fp32_nodes,
     )
 except UserError as exc:
     spec = None

@@ -1,13 +1,17 @@
 """Plain "why" lines next to slow or lossy configurations; silent when nothing is remarkable.
 
-Each rule looks only at what was measured (speed-up, accuracy), the graph's op counts and the
-CPU's flags, and says only what follows from them.
+With a profile of the run, the speed lines are computed from it (backend.engine.evidence) and
+cite its numbers. Without one, rules of thumb look only at what was measured (speed-up,
+accuracy), the graph's op counts and the CPU's flags, and say that they are rules of thumb.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from backend.engine import evidence
+from backend.engine.layerloss import NodeLoss, loss_line
+from backend.engine.profile import Profile
 from backend.results import AccuracyReport
 from backend.specs import Precision
 
@@ -16,6 +20,7 @@ FASTER = 1.2  # and above this as clearly faster
 MIN_TOP1 = 0.99
 MIN_COSINE = 0.99
 MIN_COSINE_FP16 = 0.999
+RULE_OF_THUMB = " (A rule of thumb: this run has no profile; sweep with profiling on for evidence.)"
 
 _FLAGS = {
     "avx2": ("avx2",),
@@ -90,7 +95,9 @@ def _speed_lines(
     return lines
 
 
-def _accuracy_lines(precision: Precision, accuracy: AccuracyReport) -> list[str]:
+def _accuracy_lines(
+    precision: Precision, accuracy: AccuracyReport, losses: list[NodeLoss] | None = None
+) -> list[str]:
     top1 = accuracy.top1_agreement
     cosine = accuracy.cosine_similarity
     facts = []
@@ -112,6 +119,9 @@ def _accuracy_lines(precision: Precision, accuracy: AccuracyReport) -> list[str]
         facts.append(f"cosine similarity to FP32 is {cosine:.3f}")
     if not facts:
         return []
+    measured = loss_line(losses) if losses else None
+    if measured:  # this run's activations say where the error enters
+        return ["INT8 accuracy warning: " + "; ".join(facts) + ". " + measured]
     if precision == Precision.INT8_STATIC:
         advice = (
             "calibrate with more real samples (a calibration .npz of a few hundred typical "
@@ -123,7 +133,14 @@ def _accuracy_lines(precision: Precision, accuracy: AccuracyReport) -> list[str]
             "try static INT8 with real calibration samples, or keep the first and last layers "
             "in FP32"
         )
-    return ["INT8 accuracy warning: " + "; ".join(facts) + ". To improve it, " + advice + "."]
+    return [
+        "INT8 accuracy warning: "
+        + "; ".join(facts)
+        + ". To improve it, "
+        + advice
+        + "."
+        + (RULE_OF_THUMB if precision == Precision.INT8_STATIC else "")
+    ]
 
 
 def explain(
@@ -133,6 +150,8 @@ def explain(
     op_histogram: dict[str, int],
     cpu: dict[str, bool] | None = None,
     accuracy: AccuracyReport | None = None,
+    profile: Profile | None = None,
+    losses: list[NodeLoss] | None = None,
 ) -> list[str]:
     """Short plain lines saying why this configuration is slow, fast or lossy; [] if unremarkable.
 
@@ -141,10 +160,14 @@ def explain(
     precision = Precision(precision)
     provider = provider.lower()
     lines: list[str] = []
-    if speedup_vs_fp32 is not None and precision != Precision.FP32:
+    if profile is not None:
+        speedup = speedup_vs_fp32 if precision != Precision.FP32 else None
+        lines += evidence.facts(profile, precision.label, speedup)
+    elif speedup_vs_fp32 is not None and precision != Precision.FP32:
         if cpu is None:
             cpu = cpu_features() if provider == "cpu" else {}
-        lines += _speed_lines(precision, provider, speedup_vs_fp32, op_histogram, cpu)
+        rules = _speed_lines(precision, provider, speedup_vs_fp32, op_histogram, cpu)
+        lines += [f"{line}{RULE_OF_THUMB}" for line in rules]
     if accuracy is not None:
-        lines += _accuracy_lines(precision, accuracy)
+        lines += _accuracy_lines(precision, accuracy, losses)
     return lines

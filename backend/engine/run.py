@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 
 from backend.engine.measure import Measurement, PeakRss, measure
+from backend.engine.profile import write_profile
 from backend.errors import UnavailableError, UserError
 from backend.host import TelemetrySampler, describe_environment
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
@@ -174,6 +175,36 @@ def _record(
         result.gpu_memory_mb = result.telemetry["gpu_memory_used_mb_max"]
 
 
+def _evidence(
+    task: ConfigurationTask,
+    config: Configuration,
+    variant_path: Path,
+    session: _Session,
+    result: ConfigurationResult,
+) -> None:
+    """The per-node profile, and for static INT8 where accuracy is lost, left for the parent."""
+    from backend.engine import inputs, layerloss
+
+    source = Path(task.source_path)
+    options = SessionOptions(
+        provider=config.provider,
+        optimization_level=config.optimization_level,
+        intra_op_threads=config.intra_op_threads,
+    )
+    out = Path(task.output_dir)
+    feeds = session.accuracy_feeds or inputs.random_inputs(  # accuracy_samples may be 0
+        inputs.input_specs_of(source),
+        config.batch_size,
+        dict(config.symbolic_dims),
+        ranges=inputs.value_ranges(source),
+    )
+    written = write_profile(variant_path, source, options, feeds[0], out, config.key)
+    result.environment["profile_path"] = str(written)
+    if config.precision == Precision.INT8_STATIC and session.accuracy_feeds:
+        losses = layerloss.rank_nodes(source, variant_path, session.accuracy_feeds)
+        result.environment["accuracy_loss"] = layerloss.to_dicts(losses)
+
+
 def _keep_outputs(
     task: ConfigurationTask, config: Configuration, variant_path: Path, result: ConfigurationResult
 ) -> None:
@@ -225,6 +256,8 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             reference, session.candidate, session.output_names
         )
         _record(result, session, config, settings, variant_ops)
+        if config.profile:  # its own session, after the clean timing: never mixed with it
+            _evidence(task, config, variant.path, session, result)
         _keep_outputs(task, config, variant.path, result)
         result.status = ResultStatus.OK
     except UnavailableError as exc:

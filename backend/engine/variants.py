@@ -6,6 +6,7 @@ renamed into place, so a failed build never leaves a file that looks like a resu
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -20,15 +21,18 @@ import onnx
 from backend.engine.calibration import (
     FeedReader,
     batched_feeds,
+    finish_kept_in_fp32,
     input_batch,
     keep_attention_in_float,
+    nodes_kept_in_fp32,
 )
 from backend.engine.inputs import (
-    concrete_shape,
     random_inputs,
     specs_of_model,
     value_ranges_of_model,
 )
+from backend.engine.profile import KEPT_IN_FP32, name_nodes
+from backend.engine.shapes import fix_shapes
 from backend.errors import UserError
 from backend.models.inspect import op_histogram
 from backend.runtimes import get_backend
@@ -72,66 +76,11 @@ class _Build:
         return path
 
 
-def _batch_dim_names(model: onnx.ModelProto) -> set[str]:
-    names = set()
-    for spec in specs_of_model(model):
-        if spec["shape"] and isinstance(spec["shape"][0], str):
-            names.add(spec["shape"][0])
-    return names
-
-
-def _all_dim_params(model: onnx.ModelProto) -> set[str]:
-    params = set()
-    for value in list(model.graph.input) + list(model.graph.output):
-        for dim in value.type.tensor_type.shape.dim:
-            if dim.HasField("dim_param") and dim.dim_param:
-                params.add(dim.dim_param)
-    return params
-
-
 def _fix_shapes(build: _Build) -> None:
-    """Fix the batch (if fixed_shapes) and every other named dim to the configured values."""
-    from onnxruntime.tools.onnx_model_utils import (
-        fix_output_shapes,
-        make_dim_param_fixed,
-        make_input_shape_fixed,
-    )
-
-    config = build.config
-    model = build.model
-    dims = dict(config.symbolic_dims)
-    batch_names = _batch_dim_names(model)
-    unknown = sorted(set(dims) - _all_dim_params(model))
-    if unknown:
-        build.notes.append(
-            f"symbolic dimension(s) {', '.join(unknown)} are not in this model and were ignored"
-        )
-    specs = specs_of_model(model)
-    if config.fixed_shapes:
-        for spec in specs:
-            shape = concrete_shape(spec["shape"], config.batch_size, dims, spec["name"])
-            try:
-                make_input_shape_fixed(model.graph, spec["name"], list(shape))
-            except ValueError as exc:
-                raise OptimizationError(
-                    f"Input {spec['name']!r} cannot be fixed to shape {list(shape)}: {exc}."
-                ) from exc
-        build.steps.append(f"fixed batch to {config.batch_size}")
-    else:
-        for spec in specs:  # a missing non-batch dim fails here, with the input's name
-            concrete_shape(spec["shape"], 1, dims, spec["name"])
-    for name, value in sorted(dims.items()):
-        if config.fixed_shapes or name not in batch_names:
-            make_dim_param_fixed(model.graph, name, value)
-    fixed_names = [n for n in sorted(dims) if n not in unknown and n not in batch_names]
-    if fixed_names:
-        build.steps.append("fixed " + ", ".join(f"{n}={dims[n]}" for n in fixed_names))
-    if not config.fixed_shapes:
-        build.steps.append("kept the batch dimension dynamic")
-    del model.graph.value_info[:]  # stale intermediate shapes would contradict the new ones
-    build.model = onnx.shape_inference.infer_shapes(model)
-    if config.fixed_shapes:
-        fix_output_shapes(build.model)
+    try:
+        build.model = fix_shapes(build.model, build.config, build.steps, build.notes)
+    except UserError as exc:
+        raise OptimizationError(str(exc)) from None
 
 
 def _simplify(build: _Build) -> None:
@@ -254,12 +203,20 @@ def _to_int8_static(build: _Build) -> Path:
 
     reader = Reader(feeds)
     _pre_process(build, source, prepared)
-    excluded = keep_attention_in_float(prepared)
+    excluded = list(keep_attention_in_float(prepared))
     if excluded:
         build.steps.append(
             f"kept attention in FP32 ({len(excluded)} Softmax and activation-by-activation "
             "MatMul nodes): int8 attention scores lose too much accuracy"
         )
+    if build.config.fp32_nodes:
+        try:
+            kept = nodes_kept_in_fp32(build.config.fp32_nodes, prepared)
+        except UserError as exc:
+            raise OptimizationError(str(exc)) from None
+        shown = ", ".join(build.config.fp32_nodes[:8])
+        build.steps.append(f"kept {len(build.config.fp32_nodes)} node(s) in FP32: {shown}")
+        excluded += kept
     try:
         quantize_static(
             str(prepared),
@@ -276,6 +233,8 @@ def _to_int8_static(build: _Build) -> Path:
             f"This graph cannot be quantized to static INT8: {exc}; run it in FP32 or FP16, or "
             "check that the calibration data matches the inputs."
         ) from exc
+    # attention too: its profile showed the excluded MatMuls running as QLinearMatMul
+    finish_kept_in_fp32(path, excluded, excluded, KEPT_IN_FP32)
     return path
 
 
@@ -334,6 +293,9 @@ def variant_name(source: Path, config: Configuration) -> str:
         parts.append((config.calibration_sha256 or "random")[:12])
         if config.calibration_sha256 is None:
             parts.append(f"n{config.calibration_samples}")
+        if config.fp32_nodes:
+            digest = hashlib.sha256("\n".join(config.fp32_nodes).encode()).hexdigest()
+            parts.append(f"fp32keep{len(config.fp32_nodes)}-{digest[:8]}")
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts)) + ".onnx"
 
 
@@ -352,6 +314,7 @@ def build_variant(
     except Exception as exc:
         raise UserError(f"{source.name} cannot be read as an ONNX model: {exc}") from exc
     before = len(model.graph.node)
+    name_nodes(model)  # names that lead the profile and the mixed-precision exclusions back
     tmpdir = Path(tempfile.mkdtemp(prefix=".build-", dir=workdir))
     try:
         build = _Build(model=model, config=config, tmpdir=tmpdir, calibration=calibration)

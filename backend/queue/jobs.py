@@ -101,6 +101,10 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
         query["dims"] = ",".join(f"{k}:{v}" for k, v in spec.symbolic_dims)
     if spec.calibration_sha256:
         query["calibration"] = spec.calibration_sha256
+    if spec.profile:
+        query["profile"] = "1"
+    if spec.fp32_nodes:  # one name per line: node names may hold commas
+        query["fp32_nodes"] = "\n".join(spec.fp32_nodes)
     if query["measure"] == CUSTOM_MEASURE:
         for f in fields(MeasureSettings):
             query[f"m_{f.name}"] = str(getattr(spec.measure, f.name))
@@ -161,6 +165,8 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
         if samples := query.get("cal_samples"):
             values["calibration_samples"] = int(samples)
         values["measure"] = _measure_from_query(query)
+        values["profile"] = query.get("profile") == "1"
+        values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)
         return SweepSpec(**values)  # type: ignore[arg-type]
     except ValueError as exc:
         raise UserError(

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import settings
 from backend.engine.explain import cpu_features, explain
+from backend.engine.layerloss import from_dicts
+from backend.engine.profile import Profile
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.host import describe_environment
 from backend.launch.children import run_in_child
@@ -238,9 +240,18 @@ class JobRunner:
                 speedup = baseline.latency.p50 / result.latency.p50
         # the speed lines explain ONNX Runtime's kernels; other runtimes get the accuracy lines
         explained = speedup if config.backend == "onnxruntime" else None
+        profile_path = result.environment.get("profile_path")
+        profile = Profile.load(Path(profile_path)) if profile_path else None
         result.notes.extend(
             explain(
-                config.precision, config.provider, explained, op_histogram, cpu, result.accuracy
+                config.precision,
+                config.provider,
+                explained,
+                op_histogram,
+                cpu,
+                result.accuracy,
+                profile=profile,
+                losses=from_dicts(result.environment.get("accuracy_loss") or []),
             )
         )
         if speedup is not None:
@@ -276,7 +287,8 @@ class JobRunner:
 
     def _copy_artifacts(self, job: JobRow, result: ConfigurationResult) -> list[NewArtifact]:
         links: list[NewArtifact] = []
-        for key, suffix in (("optimized_path", ""), ("ort_optimized_path", ".ort")):
+        produced_files = (("optimized_path", ""), ("ort_optimized_path", ".ort"))
+        for key, suffix in (*produced_files, ("profile_path", ".profile")):
             produced = result.environment.pop(key, None)
             if not produced or not Path(produced).is_file():
                 continue
@@ -285,9 +297,12 @@ class JobRunner:
             if not suffix:
                 result.optimized_sha256 = stored.sha256
             graph = "after ONNX Runtime's optimizations" if suffix else "as built by Optiboard"
+            if suffix == ".profile":
+                result.telemetry["profile_sha256"] = stored.sha256
+                graph = "per-node profile (separate pass, not the clean timing)"
             links.append(
                 NewArtifact(
-                    kind="optimized",
+                    kind="profile" if suffix == ".profile" else "optimized",
                     sha256=stored.sha256,
                     size_bytes=stored.size_bytes,
                     filename=Path(produced).name,

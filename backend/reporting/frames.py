@@ -107,6 +107,8 @@ def series_name(job_id: int, model: str, configuration: Configuration) -> str:
     """
     c, default = configuration, Configuration(precision=configuration.precision)
     parts = [f"#{job_id} {model}", c.provider.upper(), c.precision.label]
+    if c.fp32_nodes:  # mixed precision is its own point on every chart
+        parts.append(f"mixed ({len(c.fp32_nodes)} in FP32)")
     if c.backend != default.backend:
         parts.append(c.backend)
     if c.fixed_shapes != default.fixed_shapes:

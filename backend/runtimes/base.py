@@ -30,6 +30,7 @@ class SessionOptions:
     optimization_level: str = "all"
     intra_op_threads: int = 0
     optimized_model_path: Path | None = None  # where the runtime may save its optimized graph
+    profile_prefix: Path | None = None  # set: the runtime's own per-node profiler is on
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -93,6 +94,10 @@ class Runner(ABC):
     def layer_profile(self) -> list[dict[str, Any]]:
         """Per-layer counters of the last inference, where the runtime keeps them."""
         return []
+
+    def end_profiling(self) -> Path:
+        """Stop the runtime's profiler and return its trace file; runtimes without one refuse."""
+        raise UnavailableError(f"{type(self).__name__} has no per-node profiler")
 
 
 class RuntimeBackend(ABC):

@@ -181,6 +181,9 @@ class OnnxRuntimeRunner(Runner):
             session_options.intra_op_num_threads = self.options.intra_op_threads
         if self.options.optimized_model_path is not None:
             session_options.optimized_model_filepath = str(self.options.optimized_model_path)
+        if self.options.profile_prefix is not None:
+            session_options.enable_profiling = True
+            session_options.profile_file_prefix = str(self.options.profile_prefix)
         provider_options = self.options.extra.get("provider_options", {})
         providers: list[Any] | None = [(native, provider_options)] if provider_options else [native]
         if self.options.provider in PLUGIN_PROVIDERS:  # plugins are bound to discovered devices
@@ -220,6 +223,11 @@ class OnnxRuntimeRunner(Runner):
 
     def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         return self.session.run(self._outputs, feeds)
+
+    def end_profiling(self) -> Path:
+        if self.options.profile_prefix is None:
+            raise UnavailableError("this session was opened without profile_prefix")
+        return Path(self.session.end_profiling())
 
 
 class OnnxRuntimeBackend(RuntimeBackend):

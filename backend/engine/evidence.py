@@ -1,0 +1,213 @@
+"""Explanations computed from this run's profile and graph, each citing the run's own numbers.
+
+Profile times carry the profiler's overhead, so they are used as shares of the profiled run, and
+predictions scale the clean latency by those shares.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from backend.engine.profile import QDQ_OPS, NodeProfile, Profile
+
+CONVERSIONS = (
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+    "Cast",
+    "MemcpyToHost",
+    "MemcpyFromHost",
+    "Transpose",
+)
+MIN_SHARE = 0.05  # a fact about less than 5% of the time is not worth a line
+_INT8_KERNEL_PREFIXES = ("QLinear", "QGemm", "QAttention", "QOrdered", "DynamicQuantize")
+
+
+def runs_in_int8(op_type: str) -> bool:
+    """Whether a kernel computes on int8 data (QLinearConv, MatMulInteger, QGemm, ...)."""
+    return op_type.startswith(_INT8_KERNEL_PREFIXES) or "Integer" in op_type
+
+
+@dataclass
+class FloatIsland:
+    """Uploaded nodes of one op type that ran in float inside an INT8 graph, with what they cost:
+    every runtime node made from them, and the Q/DQ conversions around their float parts."""
+
+    op_type: str  # the uploaded op, e.g. HardSwish
+    sources: set[str] = field(default_factory=set)
+    nodes: list[NodeProfile] = field(default_factory=list)  # runtime nodes made from them
+    conversions: list[NodeProfile] = field(default_factory=list)
+
+    def share(self, profile: Profile) -> float:
+        return profile.share({n.name: n for n in self.nodes + self.conversions}.values())
+
+    def conversion_share(self, profile: Profile) -> float:
+        return profile.share(self.conversions)
+
+
+def _neighbours(profile: Profile) -> dict[str, list[NodeProfile]]:
+    producer = {t: n for n in profile.nodes for t in n.outputs}
+    consumers: dict[str, list[NodeProfile]] = defaultdict(list)
+    for node in profile.nodes:
+        for tensor in node.inputs:
+            consumers[tensor].append(node)
+    return {
+        node.name: [producer[t] for t in node.inputs if t in producer]
+        + [c for t in node.outputs for c in consumers.get(t, [])]
+        for node in profile.nodes
+    }
+
+
+def float_islands(profile: Profile) -> list[FloatIsland]:
+    """Uploaded op types with no int8 kernel here: their runtime nodes compute in float and are
+    fed by DequantizeLinear or feed QuantizeLinear. Costliest first; each Q/DQ counts once."""
+    around = _neighbours(profile)
+    islands: dict[str, FloatIsland] = {}
+    claimed: set[str] = set()
+    for node in profile.nodes:
+        if node.op_type in CONVERSIONS or runs_in_int8(node.op_type) or profile.is_kept(node):
+            continue
+        if any(profile.is_kept(n) for n in around[node.name]):
+            continue  # float because a neighbour was kept in FP32, not for want of a kernel
+        qdq = [n for n in around[node.name] if n.op_type in QDQ_OPS]
+        if not qdq:
+            continue
+        # name the island after the uploaded op (HardSwish), not the one it was split into
+        op = node.source_ops[0] if len(node.source_ops) == 1 else node.op_type
+        island = islands.setdefault(op, FloatIsland(op))
+        island.sources.update(node.source_nodes or [node.name])
+        island.conversions.extend(n for n in qdq if n.name not in claimed)
+        claimed.update(n.name for n in qdq)
+    for island in islands.values():
+        island.nodes = [
+            n
+            for n in profile.nodes
+            if set(n.source_nodes) & island.sources and n.op_type not in QDQ_OPS
+        ]
+    return sorted(islands.values(), key=lambda i: -i.share(profile))
+
+
+def _speed_word(speedup: float) -> str:
+    """'1.30x faster than FP32' / '0.80x the speed of FP32', always with the number."""
+    if speedup >= 1.0:
+        return f"{speedup:.2f}x faster than FP32"
+    return f"{speedup:.2f}x the speed of FP32"
+
+
+def island_lines(profile: Profile, label: str, speedup: float | None) -> list[str]:
+    """'41% of INT8 time is in 11 HardSwish nodes that have no int8 kernel here ...'."""
+    lines = []
+    for island in float_islands(profile):
+        share = island.share(profile)
+        if share < MIN_SHARE:
+            continue
+        converting = island.conversion_share(profile)
+        kinds = "/".join(sorted({n.op_type for n in island.conversions}))
+        ran = ", ".join(sorted({n.op_type for n in island.nodes}))
+        line = (
+            f"{share:.0%} of {label} time is in {len(island.sources)} {island.op_type} nodes "
+            f"that have no int8 kernel here: they run in float (as {ran})"
+        )
+        if island.conversions:
+            line += (
+                f" with {len(island.conversions)} {kinds} nodes around them "
+                f"({converting:.0%} of the time)"
+            )
+        if speedup is not None and converting > 0:
+            # an upper bound: neighbours that go float may need conversions of their own
+            line += (
+                f"; keeping them in FP32 removes those conversions, which would at best make "
+                f"{label} {_speed_word(speedup / (1.0 - converting))} (now {_speed_word(speedup)})"
+            )
+        lines.append(line + ".")
+    return lines
+
+
+def kept_line(profile: Profile, label: str) -> str | None:
+    """Nodes the configuration left in FP32 on purpose (attention, mixed precision)."""
+    kept = [n for n in profile.nodes if profile.is_kept(n)]
+    if not kept:
+        return None
+    ops = ", ".join(sorted({n.op_type for n in kept}))
+    return (
+        f"{len(kept)} {label} nodes were kept in FP32 on purpose ({ops}); they take "
+        f"{profile.share(kept):.0%} of the time."
+    )
+
+
+def conversion_line(profile: Profile, label: str) -> str | None:
+    """The share of time spent converting data rather than computing, by op type."""
+    parts = []
+    total = 0.0
+    for op in CONVERSIONS:
+        nodes = profile.of_op(op)
+        if not nodes:
+            continue
+        share = profile.share(nodes)
+        total += share
+        parts.append(f"{op} {share:.0%} ({len(nodes)} nodes)")
+    if total < MIN_SHARE:
+        return None
+    return f"{total:.0%} of {label} time converts data rather than computing: {', '.join(parts)}."
+
+
+def provider_line(profile: Profile, label: str) -> str | None:
+    """Nodes that ran on another provider than the one asked for."""
+    away = profile.off_provider()
+    if not away:
+        return None
+    ops = sorted({n.op_type for n in away})
+    return (
+        f"{len(away)} of {len(profile.nodes)} {label} nodes ({profile.share(away):.0%} of time) "
+        f"ran on {', '.join(sorted({n.provider for n in away}))} instead of {profile.provider}: "
+        f"{', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''}."
+    )
+
+
+def hottest_line(profile: Profile, label: str, count: int = 3) -> str:
+    """Where the time goes, by op type as the runtime ran it."""
+    rows = list(profile.by_op_type().items())[:count]
+    parts = [f"{op} {row['share']:.0%} ({int(row['nodes'])} nodes)" for op, row in rows]
+    return f"{label} time by op type: {', '.join(parts)}."
+
+
+def facts(profile: Profile, label: str, speedup: float | None = None) -> list[str]:
+    """Every profile fact worth a line, most telling first."""
+    lines = island_lines(profile, label, speedup)
+    others = (
+        conversion_line(profile, label),
+        kept_line(profile, label),
+        provider_line(profile, label),
+    )
+    for line in others:
+        if line:
+            lines.append(line)
+    lines.append(hottest_line(profile, label))
+    return lines
+
+
+def per_source_us(profile: Profile) -> dict[str, float]:
+    """Microseconds per run of each uploaded node (a fused node's time split among its sources)."""
+    times: dict[str, float] = defaultdict(float)
+    for node in profile.nodes:
+        sources = node.source_nodes or [node.name]
+        for source in sources:
+            times[source] += node.total_us / profile.runs / len(sources)
+    return dict(times)
+
+
+def source_deltas(before: Profile, after: Profile) -> list[tuple[str, float, float]]:
+    """(uploaded node, us per run before, after) for every node, biggest change first."""
+    old, new = per_source_us(before), per_source_us(after)
+    rows = [(k, old.get(k, 0.0), new.get(k, 0.0)) for k in set(old) | set(new)]
+    return sorted(rows, key=lambda r: (-abs(r[2] - r[1]), r[0]))
+
+
+def faster_slower(before: Profile, after: Profile, count: int = 3) -> list[str]:
+    """Uploaded nodes whose time changed most between two profiles (e.g. FP32 -> INT8)."""
+    return [
+        f"{name}: {old:.0f} -> {new:.0f} us per run ({new - old:+.0f})"
+        for name, old, new in source_deltas(before, after)[: 2 * count]
+        if abs(new - old) >= 1.0
+    ]

@@ -1,0 +1,262 @@
+"""Automatic mixed precision: the fastest INT8/FP32 mix that meets an accuracy bound.
+
+Greedy and measured at every step. Accuracy first: while the bound is not met, the node that
+loses the most SQNR (backend.engine.layerloss) is kept in FP32. Then speed: for each op with no
+int8 kernel that the profile shows between conversions (backend.engine.evidence), its nodes are
+kept in FP32 too, and the step is kept only if it is faster and still meets the bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from backend.engine import accuracy, inputs, layerloss, variants
+from backend.engine.evidence import CONVERSIONS, float_islands
+from backend.engine.measure import measure
+from backend.engine.profile import profile_model
+from backend.errors import UserError
+from backend.results import AccuracyReport
+from backend.runtimes import get_backend
+from backend.runtimes.base import SessionOptions
+from backend.specs import Configuration, MeasureSettings, Precision
+
+METRICS = ("cosine", "top1")
+MAX_STEPS = 8
+MIN_GAIN = 0.03  # a speed step must be 3% faster to be kept
+MIN_LOSS_DB = 0.5  # a node losing less than this is noise, not a cause
+SEED = 1234
+
+
+@dataclass(frozen=True)
+class AccuracyBound:
+    """The least agreement with FP32 a mix must keep: cosine similarity or top-1 agreement."""
+
+    metric: str
+    minimum: float
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise UserError(f"Accuracy bound {self.metric!r} is unknown; use cosine or top1.")
+        if not 0.0 < self.minimum <= 1.0:
+            raise UserError(
+                f"An accuracy bound lies in (0, 1], e.g. cosine=0.99, not {self.minimum}."
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> AccuracyBound:
+        """'cosine=0.99' or 'top1=0.98'."""
+        metric, _, value = text.partition("=")
+        try:
+            return cls(metric.strip().lower(), float(value))
+        except ValueError as exc:
+            raise UserError(f"Write the bound as cosine=0.99 or top1=0.98, not {text!r}.") from exc
+
+    def value(self, report: AccuracyReport) -> float | None:
+        return report.cosine_similarity if self.metric == "cosine" else report.top1_agreement
+
+    def met(self, report: AccuracyReport) -> bool:
+        value = self.value(report)
+        return value is not None and value >= self.minimum
+
+
+@dataclass
+class MixedStep:
+    """One measured candidate: which nodes stayed in FP32, its p50 and its accuracy."""
+
+    fp32_nodes: tuple[str, ...]
+    p50_ms: float
+    accuracy: AccuracyReport
+    meets: bool
+    why: str
+
+
+@dataclass
+class MixedSearch:
+    bound: AccuracyBound
+    fp32_p50_ms: float
+    steps: list[MixedStep] = field(default_factory=list)
+
+    @property
+    def best(self) -> MixedStep | None:
+        """The first step that meets the bound, replaced by a later one only when that is at
+        least MIN_GAIN faster: a smaller difference is timing noise, not a reason for FP32."""
+        best = None
+        for step in self.steps:
+            if step.meets and (best is None or step.p50_ms < best.p50_ms * (1 - MIN_GAIN)):
+                best = step
+        return best
+
+    def lines(self) -> list[str]:
+        out = [
+            f"FP32 p50 {self.fp32_p50_ms:.3f} ms; bound {self.bound.metric} >= {self.bound.minimum}"
+        ]
+        for i, step in enumerate(self.steps):
+            value = self.bound.value(step.accuracy)
+            shown = "n/a" if value is None else f"{value:.4f}"
+            out.append(
+                f"step {i}: {len(step.fp32_nodes)} node(s) in FP32, p50 {step.p50_ms:.3f} ms "
+                f"({self.fp32_p50_ms / step.p50_ms:.2f}x FP32), {self.bound.metric} {shown}, "
+                f"{'meets' if step.meets else 'misses'} the bound: {step.why}"
+            )
+        return out
+
+
+@dataclass
+class _Context:
+    source: Path
+    workdir: Path
+    settings: MeasureSettings
+    bound: AccuracyBound
+    feeds: list[dict[str, np.ndarray]]
+    reference: list[list[np.ndarray]]
+    calibration: list[dict[str, np.ndarray]] | None
+    threads: int = 0
+
+
+def _run(ctx: _Context, config: Configuration) -> tuple[Path, float, AccuracyReport]:
+    """Build the variant, time it with the clean loop, compare it with FP32 on the feeds."""
+    variant = variants.build_variant(ctx.source, config, ctx.workdir, calibration=ctx.calibration)
+    options = SessionOptions(provider=config.provider, intra_op_threads=config.intra_op_threads)
+    with get_backend(config.backend).open(variant.path, options) as runner:
+        timing = measure(lambda: runner.infer(ctx.feeds[0]), ctx.settings)
+        outputs = [runner.infer(feed) for feed in ctx.feeds]
+        report = accuracy.compare_outputs(ctx.reference, outputs, runner.output_names())
+    return variant.path, float(np.median(timing.samples_ms)), report
+
+
+def _step(ctx: _Context, base: Configuration, keep: list[str], why: str) -> tuple[Path, MixedStep]:
+    path, p50, report = _run(ctx, replace(base, fp32_nodes=tuple(keep)))
+    return path, MixedStep(tuple(sorted(keep)), p50, report, ctx.bound.met(report), why)
+
+
+def _next_for_accuracy(ctx: _Context, path: Path, keep: list[str]) -> layerloss.NodeLoss | None:
+    ranking = layerloss.rank_nodes(ctx.source, path, ctx.feeds)
+    return next((r for r in ranking if r.loss_db >= MIN_LOSS_DB and r.node not in keep), None)
+
+
+def _speed_candidates(ctx: _Context, path: Path) -> list[tuple[str, list[str]]]:
+    """(op, node names in the built graph) for each float island of the profile, costliest first."""
+    names = {n.name for n in onnx.load(str(path), load_external_data=False).graph.node}
+    options = SessionOptions(intra_op_threads=ctx.threads)
+    profile = profile_model(path, onnx.load(str(ctx.source)), options, ctx.feeds[0])
+    found = []
+    for island in float_islands(profile):
+        nodes = sorted(
+            n.name for n in island.nodes if n.name in names and n.op_type not in CONVERSIONS
+        )
+        if nodes:
+            found.append((island.op_type, nodes))
+    return found
+
+
+def search(
+    source: Path,
+    bound: AccuracyBound,
+    workdir: Path,
+    settings: MeasureSettings,
+    base: Configuration | None = None,
+    calibration: list[dict[str, np.ndarray]] | None = None,
+) -> MixedSearch:
+    """Greedy search for the fastest INT8/FP32 mix meeting `bound`; every step is measured.
+
+    Why long: two greedy phases (accuracy, then speed) that share their measured steps.
+    """
+    base = replace(
+        base or Configuration(precision=Precision.INT8_STATIC), precision=Precision.INT8_STATIC
+    )
+    specs = inputs.input_specs_of(source)
+    ranges = inputs.value_ranges(source)
+    dims = dict(base.symbolic_dims)
+    feeds = inputs.random_inputs(
+        specs,
+        base.batch_size,
+        dims,
+        count=max(settings.accuracy_samples, 2),
+        seed=SEED,
+        ranges=ranges,
+    )
+    fp32 = replace(base, precision=Precision.FP32, fp32_nodes=())
+    ctx = _Context(Path(source), Path(workdir), settings, bound, feeds, [], calibration)
+    ctx.threads = base.intra_op_threads
+    with get_backend(base.backend).open(
+        Path(source), SessionOptions(optimization_level="basic")
+    ) as runner:
+        ctx.reference = [runner.infer(feed) for feed in feeds]
+    _, fp32_p50, _ = _run(ctx, fp32)
+    result = MixedSearch(bound, fp32_p50)
+    keep = list(base.fp32_nodes)
+    path, step = _step(ctx, base, keep, "all quantizable nodes in INT8")
+    result.steps.append(step)
+    while not step.meets and len(result.steps) < MAX_STEPS:
+        worst = _next_for_accuracy(ctx, path, keep)
+        if worst is None:
+            break
+        keep.append(worst.node)
+        why = f"kept {worst.node} in FP32: it lost {worst.loss_db:.1f} dB SQNR"
+        path, step = _step(ctx, base, keep, why)
+        result.steps.append(step)
+    best = result.best
+    if best is None:
+        return result
+    best_config = replace(base, fp32_nodes=best.fp32_nodes)
+    best_path = ctx.workdir / variants.variant_name(ctx.source, best_config)
+    for op, nodes in _speed_candidates(ctx, best_path)[:3]:
+        if len(result.steps) >= MAX_STEPS:
+            break
+        trial = sorted(set(result.best.fp32_nodes) | set(nodes))
+        why = f"kept {len(nodes)} {op} node(s) in FP32: no int8 kernel, conversions around them"
+        _, step = _step(ctx, base, trial, why)
+        result.steps.append(step)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m backend.engine.mixed MODEL --bound cosine=0.99 [--submit]`: search, print each
+    measured step, and with --submit queue FP32, INT8 and the best mix as a profiled sweep (its
+    results join the Compare page and the accuracy-vs-speed chart)."""
+    import argparse
+    import sys
+    import tempfile
+
+    from backend.models import library
+    from backend.queue import jobs
+    from backend.specs import MEASURE_PRESETS, SweepSpec
+
+    parser = argparse.ArgumentParser(prog="python -m backend.engine.mixed", description=__doc__)
+    parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
+    parser.add_argument("--bound", default="cosine=0.99", help="cosine=0.99 or top1=0.98")
+    parser.add_argument("--quick", action="store_true", help="short measurement per step")
+    parser.add_argument("--submit", action="store_true", help="queue FP32, INT8 and the best mix")
+    args = parser.parse_args(argv)
+    try:
+        bound = AccuracyBound.parse(args.bound)
+        settings = MEASURE_PRESETS["quick" if args.quick else "standard"]
+        with tempfile.TemporaryDirectory(prefix="optiboard-mixed-") as tmp:
+            found = search(library.onnx_path(args.model), bound, Path(tmp), settings)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(found.lines()))
+    best = found.best
+    if best is None:
+        print("no mix met the bound; nothing to submit")
+        return 1
+    print(f"best: {', '.join(best.fp32_nodes) or 'plain INT8'} in FP32, p50 {best.p50_ms:.3f} ms")
+    if args.submit and best.fp32_nodes:
+        spec = SweepSpec(
+            precisions=(Precision.FP32, Precision.INT8_STATIC),
+            fp32_nodes=best.fp32_nodes,
+            profile=True,
+            measure=settings,
+        )
+        job = jobs.submit_sweep(args.model, spec, label=f"mixed precision, {args.bound}")
+        print(f"queued job {job.id}; follow it with `optiboard show {job.id}`")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

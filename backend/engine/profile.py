@@ -1,0 +1,324 @@
+"""Per-node time from the runtime's own profiler, mapped back to the uploaded model's nodes.
+
+The profile is a separate pass on its own session, run after the clean timed loop: profiling adds
+work to every node, so its times are only ever used as shares, never as the latency.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from backend.runtimes import get_backend, onnxruntime_provider_name
+from backend.runtimes.base import SessionOptions
+
+PROFILE_RUNS = 20
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+KEPT_IN_FP32 = "optiboard.kept_in_fp32"  # model metadata: nodes left unquantized on purpose
+KEPT_CLIP = "_clipped_for_"  # in the names of those Clips (backend.engine.calibration)
+CONVERSION_OPS = (*QDQ_OPS, "Cast", "MemcpyToHost", "MemcpyFromHost", "Transpose")
+# names the quantizer and ORT's optimizers append to a node or tensor they derive from another
+_DERIVED = re.compile(
+    r"(_token_\d+|_QuantizeLinear_Output|_DequantizeLinear_Output|_QuantizeLinear"
+    r"|_DequantizeLinear|_quantized|_out\d+|_output_\d+|_nchwc|_Cast)$"
+)
+
+
+@dataclass
+class NodeProfile:
+    """One node as the runtime ran it, and the uploaded model's nodes it stands for."""
+
+    name: str
+    op_type: str  # as run, e.g. QLinearConv
+    provider: str
+    calls: int
+    total_us: float
+    source_nodes: list[str] = field(default_factory=list)
+    source_ops: list[str] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+    @property
+    def per_run_us(self) -> float:
+        return self.total_us / max(self.calls, 1)
+
+
+@dataclass
+class Profile:
+    """Every node's time over `runs` profiled runs (the first, warm-up run left out)."""
+
+    runs: int
+    provider: str  # the provider the configuration asked for, as the runtime names it
+    nodes: list[NodeProfile] = field(default_factory=list)
+    kept_in_fp32: list[str] = field(default_factory=list)  # left unquantized on purpose
+
+    def is_kept(self, node: NodeProfile) -> bool:
+        """Left in FP32 on purpose, or one of the Clips that feed such a node its float input."""
+        kept = set(self.kept_in_fp32)
+        return node.name in kept or _base(node.name) in kept or KEPT_CLIP in node.name
+
+    @property
+    def total_us(self) -> float:
+        return sum(n.total_us for n in self.nodes)
+
+    def share(self, nodes: Iterable[NodeProfile]) -> float:
+        total = self.total_us
+        return sum(n.total_us for n in nodes) / total if total else 0.0
+
+    def of_op(self, *op_types: str) -> list[NodeProfile]:
+        return [n for n in self.nodes if n.op_type in op_types]
+
+    def by_op_type(self) -> dict[str, dict[str, float]]:
+        """{op type: {nodes, total_us, share}}, slowest first."""
+        groups: dict[str, list[NodeProfile]] = defaultdict(list)
+        for node in self.nodes:
+            groups[node.op_type].append(node)
+        rows = {
+            op: {"nodes": len(ns), "total_us": sum(n.total_us for n in ns), "share": self.share(ns)}
+            for op, ns in groups.items()
+        }
+        return dict(sorted(rows.items(), key=lambda kv: -kv[1]["total_us"]))
+
+    def conversion_shares(self) -> dict[str, float]:
+        """Share of time in each conversion op (Q/DQ, Cast, Memcpy, layout Transpose)."""
+        return {op: self.share(self.of_op(op)) for op in CONVERSION_OPS if self.of_op(op)}
+
+    def off_provider(self) -> list[NodeProfile]:
+        """Nodes the runtime placed on another provider than the one asked for."""
+        return [n for n in self.nodes if n.provider != self.provider]
+
+    def hottest(self, count: int = 10) -> list[NodeProfile]:
+        return sorted(self.nodes, key=lambda n: -n.total_us)[:count]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Profile:
+        nodes = [NodeProfile(**n) for n in data.get("nodes", [])]
+        kept = list(data.get("kept_in_fp32") or [])
+        return cls(int(data["runs"]), str(data["provider"]), nodes, kept)
+
+    def save(self, path: Path) -> Path:
+        Path(path).write_text(json.dumps(self.to_dict()))
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: Path) -> Profile:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def name_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Give every unnamed node the name '<op>_<index>' (ORT's own scheme), in place.
+
+    Variants are built from a named copy, so the quantizer, ORT's optimizers and the profiler all
+    carry names that lead back to the uploaded model.
+    """
+    for index, node in enumerate(model.graph.node):
+        if not node.name:
+            node.name = f"{node.op_type}_{index}"
+    return model
+
+
+def parse_trace(events: list[dict[str, Any]]) -> tuple[int, dict[str, dict[str, Any]]]:
+    """(runs kept, {node name: {op, provider, calls, total_us}}) from ORT's JSON trace.
+
+    The first model_run is a warm-up (allocation, kernel choice) and is left out.
+    """
+    runs = sorted(
+        (e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+        key=lambda e: e["ts"],
+    )
+    cutoff = runs[0]["ts"] + runs[0]["dur"] if len(runs) > 1 else -1
+    nodes: dict[str, dict[str, Any]] = {}
+    for event in events:
+        name = str(event.get("name", ""))
+        if event.get("cat") != "Node" or not name.endswith("_kernel_time"):
+            continue
+        if event["ts"] < cutoff:
+            continue
+        args = event.get("args", {})
+        key = name[: -len("_kernel_time")]
+        entry = nodes.setdefault(
+            key,
+            {"op": args.get("op_name", "?"), "provider": args.get("provider", "?"), "calls": 0},
+        )
+        entry["calls"] += 1
+        entry["total_us"] = entry.get("total_us", 0.0) + float(event.get("dur", 0))
+    return max(len(runs) - 1, 1), nodes
+
+
+def _base(name: str) -> str:
+    while (stripped := _DERIVED.sub("", name)) != name:
+        name = stripped
+    return name
+
+
+@dataclass
+class SourceIndex:
+    """The uploaded model's node names, op types, and who produces and consumes each tensor."""
+
+    ops: dict[str, str]
+    producer: dict[str, str]
+    consumers: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, model: onnx.ModelProto) -> SourceIndex:
+        named = name_nodes(onnx.ModelProto.FromString(model.SerializeToString()))
+        producer: dict[str, str] = {}
+        consumers: dict[str, list[str]] = defaultdict(list)
+        for node in named.graph.node:
+            for out in node.output:
+                producer[out] = node.name
+            for inp in node.input:
+                consumers[inp].append(node.name)
+        return cls({n.name: n.op_type for n in named.graph.node}, producer, dict(consumers))
+
+    def match(self, name: str, inputs: list[str], outputs: list[str]) -> list[str]:
+        """Source nodes for a runtime node: by name where it survived, else through tensors."""
+        for candidate in (name, _base(name)):
+            if candidate in self.ops:
+                return [candidate]
+        head = name.split("/")[0]  # ORT's fusions: 'dense/MatMulAddFusion' is dense and its Add
+        if head in self.ops:
+            fused = [self.producer[t] for t in outputs if self.producer.get(t, head) != head]
+            return [head, *dict.fromkeys(fused)]
+        for tensor in [_base(t) for t in outputs] + [_base(name)]:
+            if tensor in self.producer:
+                return [self.producer[tensor]]
+        for tensor in [_base(t) for t in inputs] + [_base(name)]:
+            if tensor in self.consumers:
+                return list(self.consumers[tensor])
+        return []
+
+
+@dataclass
+class _Wiring:
+    """Inputs and outputs of each node of one graph, and the producer of each tensor."""
+
+    nodes: dict[str, tuple[list[str], list[str]]]
+    producer: dict[str, str]
+
+    @classmethod
+    def of(cls, model: onnx.ModelProto | None) -> _Wiring:
+        graph_nodes = model.graph.node if model is not None else []
+        nodes = {n.name: (list(n.input), list(n.output)) for n in graph_nodes}
+        producer = {t: n.name for n in graph_nodes for t in n.output}
+        return cls(nodes, producer)
+
+
+def _resolve(name: str, graphs: list[_Wiring], index: SourceIndex, depth: int = 0) -> list[str]:
+    """Source nodes of a runtime node: through the built variant's original tensor names first,
+    then the runtime's graph, then (up to 3 hops) the node feeding it, for inserted nodes."""
+    wired = [g.nodes[name] for g in graphs if name in g.nodes]
+    for inputs, outputs in wired or [([], [])]:
+        if found := index.match(name, inputs, outputs):
+            return found
+    if depth < 3:
+        for graph, (inputs, _) in ((g, g.nodes[name]) for g in graphs if name in g.nodes):
+            for tensor in inputs:
+                upstream = graph.producer.get(tensor)
+                if upstream and upstream != name:
+                    if found := _resolve(upstream, graphs, index, depth + 1):
+                        return found
+    return []
+
+
+def build_profile(
+    events: list[dict[str, Any]],
+    provider: str,
+    optimized: onnx.ModelProto | None,
+    source: onnx.ModelProto,
+    built: onnx.ModelProto | None = None,
+) -> Profile:
+    """A Profile from a trace, the graph the runtime ran, the variant built, and the upload."""
+    runs, timed = parse_trace(events)
+    graphs = [_Wiring.of(built), _Wiring.of(optimized)]
+    index = SourceIndex.of(source)
+    nodes = []
+    for name, entry in timed.items():
+        inputs, outputs = graphs[1].nodes.get(name, ([], []))
+        matched = _resolve(name, graphs, index)
+        nodes.append(
+            NodeProfile(
+                name=name,
+                op_type=entry["op"],
+                provider=entry["provider"],
+                calls=entry["calls"],
+                total_us=entry["total_us"],
+                source_nodes=matched,
+                source_ops=sorted({index.ops[m] for m in matched}),
+                inputs=inputs,
+                outputs=outputs,
+            )
+        )
+    props = {p.key: p.value for p in built.metadata_props} if built is not None else {}
+    kept = json.loads(props.get(KEPT_IN_FP32, "[]"))
+    return Profile(runs=runs, provider=provider, nodes=nodes, kept_in_fp32=kept)
+
+
+def profile_model(
+    model_path: Path,
+    source: onnx.ModelProto,
+    options: SessionOptions,
+    feed: dict[str, np.ndarray],
+    runs: int = PROFILE_RUNS,
+    backend: str = "onnxruntime",
+) -> Profile:
+    """Open a profiling session of its own, run `runs` + 1 times, and map the trace to source."""
+    with tempfile.TemporaryDirectory(prefix="optiboard-profile-") as tmp:
+        optimized_path = Path(tmp) / "optimized.onnx"
+        profiled = SessionOptions(
+            provider=options.provider,
+            optimization_level=options.optimization_level,
+            intra_op_threads=options.intra_op_threads,
+            optimized_model_path=optimized_path,
+            profile_prefix=Path(tmp) / "trace",
+            extra=options.extra,
+        )
+        with get_backend(backend).open(Path(model_path), profiled) as runner:
+            for _ in range(runs + 1):
+                runner.infer(feed)
+            trace = runner.end_profiling()
+        events = json.loads(Path(trace).read_text())
+        optimized = (
+            onnx.load(str(optimized_path), load_external_data=False)
+            if optimized_path.is_file()
+            else None
+        )
+    built = onnx.load(str(model_path), load_external_data=False)
+    native = onnxruntime_provider_name(options.provider)
+    return build_profile(events, native, optimized, source, built)
+
+
+def write_profile(
+    model_path: Path,
+    source_path: Path,
+    options: SessionOptions,
+    feed: dict[str, np.ndarray],
+    out_dir: Path,
+    config_key: str,
+) -> Path:
+    """Profile one configuration's variant and leave the JSON where the parent stores artifacts."""
+    source = onnx.load(str(source_path), load_external_data=False)
+    profile = profile_model(model_path, source, options, feed)
+    out = Path(out_dir) / f"{config_key.replace('/', '_')}.profile.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return profile.save(out)
+
+
+def stored_profile(telemetry: dict[str, Any]) -> Profile | None:
+    """The profile a stored result points to (telemetry['profile_sha256']), or None."""
+    from backend.models import library
+
+    sha256 = telemetry.get("profile_sha256")
+    return Profile.load(library.artifact_path(sha256)) if sha256 else None

@@ -1,0 +1,75 @@
+"""Fixing a model's batch and named dimensions to a configuration's values, before any pass."""
+
+from __future__ import annotations
+
+import onnx
+
+from backend.engine.inputs import concrete_shape, specs_of_model
+from backend.errors import UserError
+from backend.specs import Configuration
+
+
+def batch_dim_names(model: onnx.ModelProto) -> set[str]:
+    names = set()
+    for spec in specs_of_model(model):
+        if spec["shape"] and isinstance(spec["shape"][0], str):
+            names.add(spec["shape"][0])
+    return names
+
+
+def all_dim_params(model: onnx.ModelProto) -> set[str]:
+    params = set()
+    for value in list(model.graph.input) + list(model.graph.output):
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param") and dim.dim_param:
+                params.add(dim.dim_param)
+    return params
+
+
+def fix_shapes(
+    model: onnx.ModelProto, config: Configuration, steps: list[str], notes: list[str]
+) -> onnx.ModelProto:
+    """Fix the batch (if fixed_shapes) and every other named dim to the configured values.
+
+    Appends what it did to steps and what it ignored to notes; returns the re-inferred model.
+    """
+    from onnxruntime.tools.onnx_model_utils import (
+        fix_output_shapes,
+        make_dim_param_fixed,
+        make_input_shape_fixed,
+    )
+
+    dims = dict(config.symbolic_dims)
+    batch_names = batch_dim_names(model)
+    unknown = sorted(set(dims) - all_dim_params(model))
+    if unknown:
+        notes.append(
+            f"symbolic dimension(s) {', '.join(unknown)} are not in this model and were ignored"
+        )
+    specs = specs_of_model(model)
+    if config.fixed_shapes:
+        for spec in specs:
+            shape = concrete_shape(spec["shape"], config.batch_size, dims, spec["name"])
+            try:
+                make_input_shape_fixed(model.graph, spec["name"], list(shape))
+            except ValueError as exc:
+                raise UserError(
+                    f"Input {spec['name']!r} cannot be fixed to shape {list(shape)}: {exc}."
+                ) from exc
+        steps.append(f"fixed batch to {config.batch_size}")
+    else:
+        for spec in specs:  # a missing non-batch dim fails here, with the input's name
+            concrete_shape(spec["shape"], 1, dims, spec["name"])
+    for name, value in sorted(dims.items()):
+        if config.fixed_shapes or name not in batch_names:
+            make_dim_param_fixed(model.graph, name, value)
+    fixed_names = [n for n in sorted(dims) if n not in unknown and n not in batch_names]
+    if fixed_names:
+        steps.append("fixed " + ", ".join(f"{n}={dims[n]}" for n in fixed_names))
+    if not config.fixed_shapes:
+        steps.append("kept the batch dimension dynamic")
+    del model.graph.value_info[:]  # stale intermediate shapes would contradict the new ones
+    model = onnx.shape_inference.infer_shapes(model)
+    if config.fixed_shapes:
+        fix_output_shapes(model)
+    return model

@@ -1,0 +1,103 @@
+"""Plotly figures of one profile (per-node bars, op-type breakdown) and of two (the diff)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from backend.engine.evidence import CONVERSIONS, per_source_us, runs_in_int8, source_deltas
+from backend.engine.profile import NodeProfile, Profile
+
+KIND_COLORS = {
+    "int8 kernel": "#00a3a3",
+    "float kernel": "#636efa",
+    "conversion": "#ef553b",
+    "kept in FP32": "#ab63fa",
+}
+
+
+def node_kind(profile: Profile, node: NodeProfile) -> str:
+    """What a bar stands for: an int8 or float kernel, a conversion, or a node kept in FP32."""
+    if profile.is_kept(node):
+        return "kept in FP32"
+    if node.op_type in CONVERSIONS:
+        return "conversion"
+    return "int8 kernel" if runs_in_int8(node.op_type) else "float kernel"
+
+
+def _layout(fig: go.Figure, title: str, x: str, rows: int) -> go.Figure:
+    fig.update_layout(
+        title=title,
+        xaxis_title=x,
+        template="plotly_white",
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+        height=max(260, 22 * rows + 100),
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15},
+        barmode="overlay",
+    )
+    return fig
+
+
+def node_bars(profile: Profile, top: int = 30) -> go.Figure:
+    """The hottest runtime nodes, us per run, coloured by kind; hover names the uploaded nodes."""
+    nodes = profile.hottest(top)[::-1]
+    fig = go.Figure()
+    for kind, color in KIND_COLORS.items():
+        picked = [n for n in nodes if node_kind(profile, n) == kind]
+        if not picked:
+            continue
+        fig.add_trace(
+            go.Bar(
+                x=[n.per_run_us for n in picked],
+                y=[n.name for n in picked],
+                orientation="h",
+                name=kind,
+                marker_color=color,
+                customdata=[[n.op_type, ", ".join(n.source_nodes) or "-"] for n in picked],
+                hovertemplate="%{y} (%{customdata[0]}): %{x:.1f} us<br>"
+                "uploaded node(s): %{customdata[1]}<extra></extra>",
+            )
+        )
+    fig.update_yaxes(categoryorder="array", categoryarray=[n.name for n in nodes])
+    return _layout(fig, "Time per node (profiled pass)", "us per run", len(nodes))
+
+
+def op_type_bars(profile: Profile, top: int = 25) -> go.Figure:
+    """Share of the profiled time per op type as the runtime ran it."""
+    rows = list(profile.by_op_type().items())[:top][::-1]
+    fig = go.Figure(
+        go.Bar(
+            x=[100 * row["share"] for _, row in rows],
+            y=[op for op, _ in rows],
+            orientation="h",
+            marker_color="#00a3a3",
+            customdata=[int(row["nodes"]) for _, row in rows],
+            hovertemplate="%{y}: %{x:.1f}% in %{customdata} node(s)<extra></extra>",
+        )
+    )
+    return _layout(fig, "Time by op type", "% of profiled time", len(rows))
+
+
+def diff_bars(before: Profile, after: Profile, labels: tuple[str, str], top: int = 20) -> go.Figure:
+    """Uploaded nodes whose time changed most between two configurations, both bars side by side."""
+    rows = source_deltas(before, after)[:top][::-1]
+    fig = go.Figure()
+    for index, (label, color) in enumerate(zip(labels, ("#636efa", "#ef553b"), strict=True)):
+        fig.add_trace(
+            go.Bar(
+                x=[row[1 + index] for row in rows],
+                y=[row[0] for row in rows],
+                orientation="h",
+                name=label,
+                marker_color=color,
+                hovertemplate=f"%{{y}}: %{{x:.1f}} us per run ({label})<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="group")
+    fig = _layout(
+        fig, f"Per uploaded node: {labels[0]} vs {labels[1]}", "us per run", 2 * len(rows)
+    )
+    fig.update_layout(barmode="group")
+    return fig
+
+
+__all__ = ["diff_bars", "node_bars", "node_kind", "op_type_bars", "per_source_us"]

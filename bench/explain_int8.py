@@ -1,0 +1,194 @@
+"""Why INT8 is slower or less accurate, from evidence: FP32 / INT8 / mixed on two models.
+
+Run: .venv/bin/python bench/explain_int8.py [--threads 1] [--quick]
+
+For a transformer-style encoder (tests/models.make_transformer at sequence 128) and a
+MobileNetV3-style network built here (depthwise convs, HardSwish, squeeze-excite), it runs the
+measured mixed-precision search (backend.engine.mixed; every step timed with the clean loop and
+compared with FP32 on the same inputs), then profiles FP32, INT8 and the best mix in a separate
+pass and prints the top three profile facts (backend.engine.evidence) behind each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from backend.engine import evidence, mixed  # noqa: E402
+from backend.engine.inputs import input_specs_of, random_inputs, value_ranges  # noqa: E402
+from backend.engine.profile import profile_model  # noqa: E402
+from backend.engine.variants import variant_name  # noqa: E402
+from backend.runtimes.base import SessionOptions  # noqa: E402
+from backend.specs import MEASURE_PRESETS, Configuration, MeasureSettings, Precision  # noqa: E402
+from tests import models  # noqa: E402
+
+
+def make_mobilenet_v3_style(
+    width: int = 32, blocks: int = 4, image: int = 96, classes: int = 100, seed: int = 0
+) -> onnx.ModelProto:
+    """Stem conv, then inverted residual blocks (1x1 expand, HardSwish, 3x3 depthwise, HardSwish,
+    squeeze-excite with HardSigmoid, 1x1 project, residual add), pool, classifier."""
+    rng = np.random.default_rng(seed)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def weight(name: str, shape: tuple[int, ...], fan_in: int) -> str:
+        array = rng.normal(0, np.sqrt(2.0 / fan_in), shape).astype(np.float32)
+        inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def conv(x: str, out: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1) -> str:
+        w = weight(f"{out}_w", (cout, cin // group, k, k), cin // group * k * k)
+        b = weight(f"{out}_b", (cout,), 1000)
+        pads = [k // 2] * 4
+        nodes.append(
+            helper.make_node(
+                "Conv", [x, w, b], [out], kernel_shape=[k, k], strides=[stride] * 2,
+                pads=pads, group=group,
+            )
+        )  # fmt: skip
+        return out
+
+    def act(x: str, out: str) -> str:
+        nodes.append(helper.make_node("HardSwish", [x], [out]))
+        return out
+
+    current = act(conv("input", "stem", 3, width, 3, stride=2), "stem_a")
+    for i in range(blocks):
+        wide = width * 4
+        e = act(conv(current, f"b{i}_expand", width, wide, 1), f"b{i}_ea")
+        d = act(conv(e, f"b{i}_dw", wide, wide, 3, group=wide), f"b{i}_da")
+        nodes.append(helper.make_node("GlobalAveragePool", [d], [f"b{i}_sq"]))
+        s1 = conv(f"b{i}_sq", f"b{i}_se1", wide, wide // 4, 1)
+        nodes.append(helper.make_node("Relu", [s1], [f"b{i}_se1a"]))
+        s2 = conv(f"b{i}_se1a", f"b{i}_se2", wide // 4, wide, 1)
+        nodes.append(helper.make_node("HardSigmoid", [s2], [f"b{i}_gate"]))
+        nodes.append(helper.make_node("Mul", [d, f"b{i}_gate"], [f"b{i}_se"]))
+        p = conv(f"b{i}_se", f"b{i}_project", wide, width, 1)
+        nodes.append(helper.make_node("Add", [p, current], [f"b{i}_out"]))
+        current = f"b{i}_out"
+    nodes.append(helper.make_node("GlobalAveragePool", [current], ["pooled"]))
+    nodes.append(helper.make_node("Flatten", ["pooled"], ["flat"], axis=1))
+    fc = weight("fc_w", (classes, width), width)
+    inits.append(numpy_helper.from_array(np.zeros(classes, np.float32), "fc_b"))
+    nodes.append(helper.make_node("Gemm", ["flat", fc, "fc_b"], ["logits"], transB=1))
+    graph = helper.make_graph(
+        nodes,
+        "mobilenet_v3_style",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, image, image])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", models.OPSET)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _facts(source: Path, path: Path, config: Configuration, label: str, speedup: float | None):
+    specs = input_specs_of(source)
+    dims = dict(config.symbolic_dims)
+    feed = random_inputs(specs, 1, dims, count=1, seed=7, ranges=value_ranges(source))[0]
+    options = SessionOptions(intra_op_threads=config.intra_op_threads)
+    profile = profile_model(path, onnx.load(str(source)), options, feed)
+    return evidence.facts(profile, label, speedup)[:3]
+
+
+def bench(name: str, source: Path, base: Configuration, settings: MeasureSettings, work: Path):
+    bound = mixed.AccuracyBound("cosine", 0.99)
+    found = mixed.search(source, bound, work, settings, base)
+    print(f"\n=== {name} ===")
+    print("\n".join("  " + line for line in found.lines()))
+    plain, best = found.steps[0], found.best
+    rows = [
+        ("FP32", replace(base, precision=Precision.FP32, fp32_nodes=()), found.fp32_p50_ms, None)
+    ]
+    rows.append(("INT8 static", base, plain.p50_ms, plain))
+    if best is not None and best.fp32_nodes:
+        rows.append(
+            (
+                f"mixed ({len(best.fp32_nodes)} in FP32)",
+                replace(base, fp32_nodes=best.fp32_nodes),
+                best.p50_ms,
+                best,
+            )
+        )
+    for label, config, p50, step in rows:
+        speedup = found.fp32_p50_ms / p50
+        acc = (
+            "reference"
+            if step is None
+            else (
+                f"cosine {step.accuracy.cosine_similarity:.4f}"
+                + (
+                    f", top-1 {step.accuracy.top1_agreement:.1%}"
+                    if step.accuracy.top1_agreement is not None
+                    else ""
+                )
+            )
+        )
+        print(f"\n{label}: p50 {p50:.3f} ms ({speedup:.2f}x FP32), {acc}")
+        path = work / variant_name(source, config)
+        facts = _facts(source, path, config, label, speedup if step is not None else None)
+        print("\n".join(f"  - {fact}" for fact in facts))
+    if best is None:
+        print("\nno mix met the bound")
+    elif not best.fp32_nodes:
+        print("\nplain INT8 already meets the bound and no measured mix was faster")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads")
+    parser.add_argument("--quick", action="store_true", help="short timing windows")
+    args = parser.parse_args()
+    settings = MEASURE_PRESETS["quick"] if args.quick else MeasureSettings(
+        warmup_runs=10, window_runs=30, window_min_seconds=0.3, stable_windows=3,
+        stability_tolerance=0.15, max_seconds=10.0, accuracy_samples=8,
+    )  # fmt: skip
+    print(
+        f"ORT {ort.__version__} CPU, intra_op_num_threads={args.threads} (machine has "
+        f"{os.cpu_count()} cores); bound cosine >= 0.99 against FP32 on 8 random inputs; "
+        "calibration is random (16 samples), so accuracy numbers are indicative"
+    )
+    with tempfile.TemporaryDirectory(prefix="explain-int8-") as tmp:
+        work = Path(tmp)
+        encoder = models.save(
+            models.make_transformer(d_model=128, heads=4, vocab=1000), work / "enc.onnx"
+        )
+        base = Configuration(
+            precision=Precision.INT8_STATIC,
+            symbolic_dims=(("seq", 128),),
+            intra_op_threads=args.threads,
+        )
+        bench(
+            "transformer-style encoder (1 block, hidden 128, 4 heads, sequence 128)",
+            encoder,
+            base,
+            settings,
+            work,
+        )
+        mobilenet = models.save(make_mobilenet_v3_style(), work / "mnv3.onnx")
+        base = Configuration(precision=Precision.INT8_STATIC, intra_op_threads=args.threads)
+        bench(
+            "MobileNetV3-style (4 inverted residual blocks, HardSwish, SE, 96x96)",
+            mobilenet,
+            base,
+            settings,
+            work,
+        )
+
+
+if __name__ == "__main__":
+    main()

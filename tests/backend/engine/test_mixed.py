@@ -1,0 +1,80 @@
+"""The mixed-precision search on a model with one layer that quantizes badly by construction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.engine import mixed
+from backend.engine.variants import OptimizationError, build_variant
+from backend.errors import UserError
+from backend.models.ingest import ingest_file
+from backend.queue import jobs
+from backend.reporting.frames import series_name
+from backend.specs import Configuration, MeasureSettings
+from tests import models as model_factory
+from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
+
+QUICK = MeasureSettings(
+    warmup_runs=2, window_runs=10, window_min_seconds=0.02, max_seconds=2, accuracy_samples=4
+)
+
+
+def test_search_keeps_the_bad_layer_in_fp32_and_meets_the_bound(tmp_path: Path) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    bound = mixed.AccuracyBound.parse("cosine=0.99")
+    found = mixed.search(source, bound, tmp_path / "work", QUICK)
+    first = found.steps[0]
+    assert first.fp32_nodes == () and not first.meets  # plain INT8 misses the bound
+    second = found.steps[1]
+    assert [n.split("/")[0] for n in second.fp32_nodes] == [BAD_LAYER]  # the first node it keeps
+    assert second.meets  # and keeping that one alone restores accuracy
+    best = found.best
+    assert best is not None and best.accuracy.cosine_similarity >= 0.99
+    assert any(name.split("/")[0] == BAD_LAYER for name in best.fp32_nodes)
+    assert all(step.p50_ms > 0 for step in found.steps)
+    later = found.steps[found.steps.index(best) + 1 :]
+    assert not any(s.meets and s.p50_ms < best.p50_ms * (1 - mixed.MIN_GAIN) for s in later)
+    assert len(found.lines()) == len(found.steps) + 1
+
+
+@pytest.mark.parametrize("text", ["cosine", "cosine=2", "f1=0.9", "top1=abc"])
+def test_a_malformed_bound_is_one_clear_error(text: str) -> None:
+    with pytest.raises(UserError):
+        mixed.AccuracyBound.parse(text)
+
+
+def test_unknown_fp32_node_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    workdir = tmp_path / "work"
+    config = Configuration(precision="int8_static", fp32_nodes=("no_such_node",))
+    with pytest.raises(OptimizationError, match="no_such_node"):
+        build_variant(source, config, workdir)
+    assert list(workdir.iterdir()) == []
+
+
+def test_fp32_nodes_only_apply_to_static_int8() -> None:
+    with pytest.raises(UserError):
+        Configuration(precision="fp32", fp32_nodes=("dense1",))
+    mixed_config = Configuration(precision="int8_static", fp32_nodes=("b", "a", "a"))
+    assert mixed_config.fp32_nodes == ("a", "b") and "fp32:a,b" in mixed_config.key
+    assert Configuration.from_dict(mixed_config.to_dict()) == mixed_config
+
+
+def test_mixed_command_queues_the_best_mix_which_joins_the_results_as_its_own_series(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    model = ingest_file(source, "bad.onnx")
+    assert mixed.main([str(model.id), "--bound", "cosine=0.99", "--quick", "--submit"]) == 0
+    printed = capsys.readouterr().out
+    assert "meets the bound" in printed and "queued job" in printed
+    job = jobs.list_jobs()[0]
+    spec = jobs.spec_of(job)
+    assert any(name.split("/")[0] == BAD_LAYER for name in spec.fp32_nodes)
+    configs = spec.configurations()
+    assert [c.precision.value for c in configs] == ["fp32", "int8_static", "int8_static"]
+    assert configs[2].fp32_nodes == spec.fp32_nodes and configs[2].profile
+    names = {series_name(job.id, "bad", c) for c in configs}
+    assert len(names) == 3  # plain INT8 and the mix are two different series

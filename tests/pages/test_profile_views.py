@@ -1,0 +1,82 @@
+"""Profiles on the pages: the Jobs page's per-node views of a real profiled sweep run by a real
+worker, and the Optimize page's profile toggle and mixed-precision node list."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from backend.models.ingest import ingest_file
+from backend.queue import jobs
+from backend.specs import MeasureSettings, SweepSpec
+from tests import models as model_factory
+from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp, make_hardswish_net
+from tests.pages.seed import add_model, open_page, texts
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = MeasureSettings(
+    warmup_runs=2, window_runs=10, window_min_seconds=0.05, max_seconds=3, accuracy_samples=1
+)
+
+
+def _profiled_job(tmp_path: Path, profile: bool) -> int:
+    source = model_factory.save(make_hardswish_net(), tmp_path / "hs.onnx")
+    model = ingest_file(source, "hs.onnx")
+    spec = SweepSpec(precisions=("fp32", "int8_static"), profile=profile, measure=QUICK)
+    job = jobs.submit_sweep(model.id, spec)
+    worker = subprocess.run(
+        [sys.executable, "-m", "backend.queue.worker", "--once", "--poll-seconds", "0.2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+    return job.id
+
+
+def _figures(at) -> list[dict]:  # noqa: ANN001 - AppTest
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def test_profiled_job_shows_node_bars_op_types_and_the_diff_against_fp32(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    job_id = _profiled_job(tmp_path, profile=True)
+    at = open_page("jobs", job=job_id)
+    assert not at.exception
+    assert any("Per-node profiles (2)" in e.label for e in at.expander)
+    at.selectbox(key="profile").select_index(1).run()  # the INT8 configuration
+    assert not at.exception
+    titles = [fig["layout"]["title"]["text"] for fig in _figures(at)]
+    assert titles[:2] == ["Time per node (profiled pass)", "Time by op type"]
+    assert any(title.startswith("Per uploaded node: FP32 vs") for title in titles)
+
+
+def test_unprofiled_job_has_no_profile_section(data_dir: Path, tmp_path: Path) -> None:
+    job_id = _profiled_job(tmp_path, profile=False)
+    at = open_page("jobs", job=job_id)
+    assert not at.exception
+    assert not any("Per-node profiles" in e.label for e in at.expander)
+    assert "Per-node profiles" not in texts(at)
+
+
+def test_optimize_page_submits_a_profiled_sweep_with_a_mixed_point(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    model = add_model(source)
+    at = open_page("optimize", model=model.id)
+    at.toggle(key="url_profile").set_value(True)
+    at.text_area(key="fp32_nodes").input(f"{BAD_LAYER}\n")
+    at.run()
+    assert not at.exception
+    assert "Configurations in this sweep=3" in texts(at)  # FP32, INT8 and the mixed INT8
+    at.button(key="submit_sweep").click().run()
+    spec = jobs.spec_of(jobs.list_jobs()[0])
+    assert spec.profile and spec.fp32_nodes == (BAD_LAYER,)
+    reopened = open_page("optimize", model=model.id, **jobs.spec_to_query(spec))
+    assert reopened.toggle(key="url_profile").value
+    assert reopened.text_area(key="fp32_nodes").value == BAD_LAYER
