@@ -81,28 +81,27 @@ def principal_for(name: str) -> Principal | None:
 
 
 def sign_in(name: str, password: str) -> Principal:
-    """Check a password; repeated failures lock the account for a while (counted in the DB)."""
-    wrong = SignInError("Wrong account name or password; check both and try again.")
+    """Check a password; repeated failures lock the account for a while (counted in the DB).
+
+    Every refusal reads the same and costs one hash check, so a visitor cannot tell an unknown
+    name from a wrong password or a locked account.
+    """
+    refused = SignInError(
+        "Wrong account name or password, or the account is locked after repeated failures; "
+        "check both and try again later, or ask an admin to reset the password."
+    )
     row = user_store.get_user(name.strip())
     if row is None or row.password_hash is None:
         _verify(_DUMMY_HASH, password)
-        raise wrong
+        raise refused
+    right = _verify(row.password_hash, password)
     if row.locked_until is not None and row.locked_until > utcnow():
-        minutes = max(1, round((row.locked_until - utcnow()).total_seconds() / 60))
-        raise SignInError(
-            f"This account is locked after too many failed sign-ins; try again in {minutes} "
-            "min or ask an admin to reset the password."
-        )
-    if not _verify(row.password_hash, password):
-        locked = user_store.record_failure(
+        raise refused
+    if not right:
+        user_store.record_failure(
             row.name, settings.SIGNIN_MAX_FAILURES.get(), settings.SIGNIN_LOCK_SECONDS.get()
         )
-        if locked is not None:
-            raise SignInError(
-                "Too many failed sign-ins: this account is now locked for a while; "
-                "try again later or ask an admin to reset the password."
-            )
-        raise wrong
+        raise refused
     if _HASHER.check_needs_rehash(row.password_hash):
         user_store.set_password_hash(row.name, _HASHER.hash(password))
     user_store.record_success(row.name)
