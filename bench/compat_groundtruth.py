@@ -47,15 +47,8 @@ def main() -> int:
         + "  ".join(f"{k}={v}" for k, v in counts.items())
     )
     print(f"accuracy (agreement): {confusion.agreement:.2%} (goal {args.goal:.0%})")
-    disagreements = confusion.disagreements_by_op()
-    if disagreements:
-        print(f"disagreements by op ({sum(len(v) for v in disagreements.values())}):")
-    for op, outcomes in disagreements.items():
-        print(f"  {op}: {len(outcomes)}")
-        for o in outcomes:
-            side = "predicted runs, failed" if o.predicted else "predicted fails, ran"
-            detail = o.error if o.predicted else o.reason
-            print(f"    {o.name}: {side}: {detail[:160]}")
+    for line in confusion.disagreement_lines():
+        print(line)
     print(f"elapsed: {time.perf_counter() - started:.1f} s (collecting, predicting, running)")
     return 0 if confusion.agreement >= args.goal else 1
 

@@ -75,6 +75,20 @@ class Confusion:
                 out[o.op].append(o)
         return dict(sorted(out.items()))
 
+    def disagreement_lines(self) -> list[str]:
+        """The disagreements grouped by op, one line per case, as the benches print them."""
+        grouped = self.disagreements_by_op()
+        if not grouped:
+            return []
+        lines = [f"disagreements by op ({sum(len(v) for v in grouped.values())}):"]
+        for op, outcomes in grouped.items():
+            lines.append(f"  {op}: {len(outcomes)}")
+            for o in outcomes:
+                side = "predicted runs, failed" if o.predicted else "predicted fails, ran"
+                detail = o.error if o.predicted else o.reason
+                lines.append(f"    {o.name}: {side}: {detail[:160]}")
+        return lines
+
 
 def collect_cases() -> list[NodeCase]:
     """The node test cases shipped in the installed onnx package, generated in memory."""
