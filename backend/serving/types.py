@@ -1,0 +1,170 @@
+"""The serving contract shared by the load generator, the real server and the simulation.
+
+A measured point and a predicted point are the same `LoadPoint`, so prediction error is a
+subtraction and charts draw both from one type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from backend.errors import UserError
+from backend.results import LatencyStats
+
+
+class Scenario(StrEnum):
+    """MLPerf LoadGen's scenario names, plus perf_analyzer's closed-loop concurrency sweep."""
+
+    SINGLE_STREAM = "single_stream"  # one request at a time, the next when it returns
+    OFFLINE = "offline"  # everything at once: maximum throughput
+    SERVER = "server"  # Poisson arrivals at a target rate; p99 against a bound
+    CONCURRENCY = "concurrency"  # N requests always in flight (perf_analyzer)
+
+
+@dataclass(frozen=True)
+class BatchingPolicy:
+    """What goes into Triton's config.pbtxt: dynamic_batching and instance_group."""
+
+    max_batch_size: int
+    dynamic_batching: bool = True
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_delay_us: int = 0
+    instance_count: int = 1
+    preserve_ordering: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_batch_size < 1:
+            raise UserError("The maximum batch size must be at least 1.")
+        if self.instance_count < 1:
+            raise UserError("A served model needs at least one instance.")
+        if self.max_queue_delay_us < 0:
+            raise UserError("The maximum queue delay cannot be negative; use 0 or more.")
+        bad = [size for size in self.preferred_batch_sizes if not 1 <= size <= self.max_batch_size]
+        if bad:
+            raise UserError(
+                f"Preferred batch sizes {bad} lie outside 1..{self.max_batch_size}; "
+                "choose sizes up to the maximum batch size."
+            )
+        if not self.dynamic_batching and (self.preferred_batch_sizes or self.max_queue_delay_us):
+            raise UserError(
+                "Preferred batch sizes and a queue delay need dynamic batching; "
+                "turn it on or clear them."
+            )
+
+    @property
+    def label(self) -> str:
+        if not self.dynamic_batching:
+            return f"no batching x{self.instance_count}"
+        preferred = ",".join(map(str, self.preferred_batch_sizes)) or "-"
+        return (
+            f"max {self.max_batch_size}, delay {self.max_queue_delay_us} us, "
+            f"preferred {preferred}, x{self.instance_count}"
+        )
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """One load point to generate. Fixed seed: the Server arrival schedule is reproducible."""
+
+    scenario: Scenario
+    duration_s: float = 5.0
+    target_rps: float | None = None  # SERVER only
+    concurrency: int = 1  # CONCURRENCY only (SINGLE_STREAM is concurrency 1)
+    requests: int | None = None  # OFFLINE: how many requests are sent at once
+    samples_per_request: int = 1  # batch dimension of each client request
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.duration_s <= 0:
+            raise UserError("A load test needs a positive duration in seconds.")
+        if self.scenario is Scenario.SERVER and not (self.target_rps and self.target_rps > 0):
+            raise UserError("The Server scenario needs a target rate above 0 requests per second.")
+        if self.concurrency < 1:
+            raise UserError("Concurrency must be at least 1 request in flight.")
+        if self.samples_per_request < 1:
+            raise UserError("Each request must carry at least one sample.")
+
+
+@dataclass(frozen=True)
+class LatencyCurve:
+    """Measured compute time per batch size on one instance, plus the per-request overhead.
+
+    The simulation's only inputs from the hardware: interpolation between measured sizes.
+    """
+
+    batch_sizes: tuple[int, ...]
+    compute_ms: tuple[float, ...]  # median compute time of one batch of that size
+    overhead_ms: float = 0.0  # per request outside compute (network, (de)serialisation)
+    compute_jitter: float = 0.0  # coefficient of variation of compute time, from the samples
+
+    def __post_init__(self) -> None:
+        if not self.batch_sizes or len(self.batch_sizes) != len(self.compute_ms):
+            raise UserError("A latency curve needs one compute time per measured batch size.")
+        if list(self.batch_sizes) != sorted(set(self.batch_sizes)):
+            raise UserError("A latency curve's batch sizes must be distinct and ascending.")
+
+    def compute_ms_at(self, batch: int) -> float:
+        """Linear interpolation between measured sizes; linear extrapolation past the last one."""
+        sizes, times = self.batch_sizes, self.compute_ms
+        if batch <= sizes[0] or len(sizes) == 1:
+            return times[0] * (batch / sizes[0] if batch > sizes[0] else 1.0)
+        for index in range(1, len(sizes)):
+            low, high = sizes[index - 1], sizes[index]
+            if batch <= high:
+                t_low, t_high = times[index - 1], times[index]
+                return t_low + (t_high - t_low) * (batch - low) / (high - low)
+        slope = (times[-1] - times[-2]) / (sizes[-1] - sizes[-2])
+        return times[-1] + slope * (batch - sizes[-1])
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One measured (or predicted) load point."""
+
+    scenario: Scenario
+    policy: BatchingPolicy
+    spec: LoadSpec
+    achieved_rps: float
+    latency: LatencyStats  # end to end per request, as the client saw it
+    queue_ms: float  # mean time waiting in the server's queue
+    compute_ms: float  # mean time in compute (per request's batch)
+    batch_histogram: dict[int, int]  # batch size the server really formed -> executions
+    stable: bool
+    stability_note: str
+    predicted: bool = False
+    generator_saturated: bool = False  # the client could not keep up: not the server's latency
+    errors: int = 0
+    arrival_schedule_s: tuple[float, ...] = ()  # SERVER: the offsets actually used
+    server_metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def mean_batch(self) -> float:
+        executions = sum(self.batch_histogram.values())
+        if not executions:
+            return 0.0
+        return sum(size * count for size, count in self.batch_histogram.items()) / executions
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["batch_histogram"] = {str(k): v for k, v in self.batch_histogram.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoadPoint:
+        spec = dict(data["spec"])
+        spec["scenario"] = Scenario(spec["scenario"])
+        policy = dict(data["policy"])
+        policy["preferred_batch_sizes"] = tuple(policy["preferred_batch_sizes"])
+        return cls(
+            **{
+                **data,
+                "scenario": Scenario(data["scenario"]),
+                "policy": BatchingPolicy(**policy),
+                "spec": LoadSpec(**spec),
+                "latency": LatencyStats(**data["latency"]),
+                "batch_histogram": {int(k): v for k, v in data["batch_histogram"].items()},
+                "arrival_schedule_s": tuple(data.get("arrival_schedule_s", ())),
+            }
+        )
