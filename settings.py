@@ -311,3 +311,40 @@ MAX_INPUT_MB = _declare(
         "largest model input (batch x dims x item size) or calibration file content accepted",
     )
 )
+
+
+# --- serving ---
+TRITON_VENV = _declare(
+    Setting(
+        "OPTIBOARD_TRITON_VENV",
+        ".triton-venv",
+        _path,
+        "the serving environment (Triton server, its Python backend, ONNX Runtime) that "
+        "`scripts/setup-triton` installs; relative paths start at the project folder",
+    )
+)
+TRITON_START_TIMEOUT_S = _declare(
+    Setting(
+        "OPTIBOARD_TRITON_START_TIMEOUT_S",
+        "60",
+        float,
+        "how long a Triton server may take to start and load its model before it is unavailable",
+    )
+)
+WORKER_METRICS_PORT = _declare(
+    Setting(
+        "OPTIBOARD_WORKER_METRICS_PORT",
+        "0",
+        int,
+        "port of the worker's Prometheus metrics (jobs, configurations, durations, queue depth); "
+        "0 turns them off (several workers on one host would need a port each)",
+    )
+)
+WORKER_METRICS_ADDRESS = _declare(
+    Setting(
+        "OPTIBOARD_WORKER_METRICS_ADDRESS",
+        "127.0.0.1",
+        str,
+        "address the worker's metrics listen on: loopback unless a Prometheus elsewhere scrapes it",
+    )
+)

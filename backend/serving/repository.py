@@ -1,0 +1,199 @@
+"""The local Triton model repository: a Python-backend model that runs ONNX Runtime on the file.
+
+Why the Python backend and not Triton's onnxruntime backend: the pytriton wheel ships only the
+Python backend; the batching (Triton's dynamic batcher, instance groups) is Triton's own either way.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from backend.engine.inputs import specs_of_model
+from backend.errors import UserError
+from backend.serving.types import BatchingPolicy
+
+MODEL_NAME = "model"
+TEMPLATE = Path(__file__).with_name("triton_model.py.txt")
+_TRITON_TYPES = {
+    "float32": "FP32",
+    "float16": "FP16",
+    "float64": "FP64",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "uint8": "UINT8",
+    "bool": "BOOL",
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output as Triton sees it: dims without the batch axis when batching."""
+
+    name: str
+    dtype: str  # numpy name
+    dims: tuple[int, ...]
+
+    @property
+    def triton_type(self) -> str:
+        return _TRITON_TYPES[self.dtype]
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What is served: tensors, the policy actually applied, ORT's threads, and why if changed."""
+
+    name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    policy: BatchingPolicy
+    max_batch_size: int  # what config.pbtxt says: 0 for a fixed-batch server
+    intra_op_threads: int
+    fixed_batch_note: str = ""
+
+
+def _tensor(name: str, dtype: str, shape: list, batched: bool, dims: dict[str, int]) -> TensorSpec:
+    if dtype not in _TRITON_TYPES:
+        raise UserError(f"Tensor {name!r} has type {dtype}, which the served model cannot carry.")
+    rest = shape[1:] if batched else shape
+    concrete = []
+    for dim in rest:
+        if isinstance(dim, int):
+            concrete.append(dim)
+        elif dim in dims:
+            concrete.append(dims[dim])
+        else:
+            raise UserError(
+                f"Dimension {dim!r} of {name!r} has no size; give it with --dim {dim}=SIZE."
+            )
+    return TensorSpec(name, dtype, tuple(concrete))
+
+
+def _outputs(model: onnx.ModelProto) -> list[dict]:
+    specs = []
+    for value in model.graph.output:
+        elem = value.type.tensor_type.elem_type
+        dims = [
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in value.type.tensor_type.shape.dim
+        ]
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).name
+        specs.append({"name": value.name, "dtype": dtype, "shape": dims})
+    return specs
+
+
+def plan_model(
+    model_path: Path,
+    policy: BatchingPolicy,
+    dims: dict[str, int] | None = None,
+    intra_op_threads: int | None = None,
+) -> ServedModel:
+    """Read the ONNX graph (no session) and decide what Triton serves.
+
+    A batch axis fixed to a number makes dynamic batching impossible: the model is then served
+    as a fixed-batch server (max_batch_size 0), and fixed_batch_note says why.
+    """
+    model = onnx.load(str(model_path), load_external_data=False)
+    inputs, outputs = specs_of_model(model), _outputs(model)
+    if not inputs:
+        raise UserError("The model has no inputs to send requests to; it cannot be served.")
+    first = inputs[0]["shape"][0] if inputs[0]["shape"] else None
+    batched = all(spec["shape"] and not isinstance(spec["shape"][0], int) for spec in inputs)
+    note = ""
+    if not batched:
+        note = (
+            f"Dynamic batching is impossible: input {inputs[0]['name']!r} has its batch dimension "
+            f"fixed at {first}, so Triton cannot stack requests; it is served as a fixed-batch "
+            "server (max_batch_size 0, one request per execution)."
+        )
+        policy = BatchingPolicy(
+            max_batch_size=first if isinstance(first, int) and first > 0 else 1,
+            dynamic_batching=False,
+            instance_count=policy.instance_count,
+        )
+    threads = intra_op_threads or max(1, (os.cpu_count() or 1) // policy.instance_count)
+    named = dict(dims or {})
+    return ServedModel(
+        name=MODEL_NAME,
+        inputs=tuple(_tensor(s["name"], s["dtype"], s["shape"], batched, named) for s in inputs),
+        outputs=tuple(
+            _tensor(s["name"], s["dtype"], s["shape"], batched, _output_dims(s, named))
+            for s in outputs
+        ),
+        policy=policy,
+        max_batch_size=policy.max_batch_size if batched else 0,
+        intra_op_threads=threads,
+        fixed_batch_note=note,
+    )
+
+
+def _output_dims(spec: dict, dims: dict[str, int]) -> dict[str, int]:
+    """Outputs may have data-dependent dims: those become -1 (variable) instead of an error."""
+    unknown = {d: -1 for d in spec["shape"][1:] if isinstance(d, str) or d is None}
+    return {**unknown, **{k: v for k, v in dims.items() if k in unknown}}
+
+
+def _tensor_block(kind: str, tensors: tuple[TensorSpec, ...]) -> str:
+    blocks = [
+        f'  {{\n    name: "{t.name}"\n    data_type: TYPE_{t.triton_type}\n'
+        f"    dims: [ {', '.join(str(d) for d in t.dims) or '1'} ]\n"
+        + ("    reshape: { shape: [ ] }\n" if not t.dims else "")
+        + "  }"
+        for t in tensors
+    ]
+    return f"{kind} [\n" + ",\n".join(blocks) + "\n]\n"
+
+
+def config_text(served: ServedModel) -> str:
+    """config.pbtxt for the Python-backend model (validated by Triton itself when it loads)."""
+    policy = served.policy
+    lines = [
+        f'name: "{served.name}"\n',
+        'backend: "python"\n',
+        f"max_batch_size: {served.max_batch_size}\n",
+        _tensor_block("input", served.inputs),
+        _tensor_block("output", served.outputs),
+        f"instance_group [ {{ count: {policy.instance_count} kind: KIND_CPU }} ]\n",
+    ]
+    if served.max_batch_size and policy.dynamic_batching:
+        preferred = ", ".join(str(size) for size in policy.preferred_batch_sizes)
+        lines.append(
+            "dynamic_batching {\n"
+            + (f"  preferred_batch_size: [ {preferred} ]\n" if preferred else "")
+            + f"  max_queue_delay_microseconds: {policy.max_queue_delay_us}\n"
+            + f"  preserve_ordering: {str(policy.preserve_ordering).lower()}\n"
+            + "}\n"
+        )
+    lines.append(
+        'parameters: { key: "intra_op_threads" '
+        f'value: {{ string_value: "{served.intra_op_threads}" }} }}\n'
+    )
+    return "".join(lines)
+
+
+def write_repository(root: Path, model_path: Path, served: ServedModel) -> Path:
+    """root/<model>/config.pbtxt and root/<model>/1/{model.py, model.onnx}; returns root."""
+    version = root / served.name / "1"
+    version.mkdir(parents=True, exist_ok=True)
+    (root / served.name / "config.pbtxt").write_text(config_text(served))
+    shutil.copyfile(TEMPLATE, version / "model.py")
+    target = version / "model.onnx"
+    try:
+        os.link(model_path, target)  # same file system: no copy of a large model
+    except OSError:
+        shutil.copyfile(model_path, target)
+    return root
+
+
+def with_policy(served: ServedModel, policy: BatchingPolicy) -> ServedModel:
+    """The same tensors under another batching policy (fixed-batch models keep theirs)."""
+    if not served.max_batch_size:
+        return replace(served, policy=replace(served.policy, instance_count=policy.instance_count))
+    return replace(served, policy=policy, max_batch_size=policy.max_batch_size)

@@ -1,0 +1,237 @@
+"""A real Triton Inference Server on loopback: find it, start it, health-check it, stop it.
+
+The server is the tritonserver binary inside the nvidia-pytriton wheel, installed by
+scripts/setup-triton into .triton-venv (Debian's python3.11, numpy<2). Missing environment, a
+server that exits or a model that does not load: UnavailableError with Triton's own log line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import settings
+from backend.errors import UnavailableError
+from backend.serving.repository import ServedModel, TensorSpec, plan_model, write_repository
+from backend.serving.types import BatchingPolicy
+
+SETUP = "run scripts/setup-triton"
+_LOG_LINE = re.compile(r"^([EWI])\d{4} [\d:.]+\s+\d+\s+\S+\]\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class TritonEnvironment:
+    """Where the server, its Python backend and its bundled libraries are."""
+
+    venv: Path
+    binary: Path
+    backends: Path
+    libs: Path
+
+    def env(self) -> dict[str, str]:
+        """As PyTriton sets it: bundled libs on LD_LIBRARY_PATH, the venv's python first on PATH
+        (the backend stub finds the venv's site-packages through it), no project PYTHONPATH."""
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        libs = [str(self.libs), env.get("LD_LIBRARY_PATH", "")]
+        env["LD_LIBRARY_PATH"] = ":".join(p for p in libs if p)
+        env["PATH"] = f"{self.venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
+        env.pop("VIRTUAL_ENV", None)
+        return env
+
+
+def find_environment(venv: Path | None = None) -> TritonEnvironment:
+    """The installed serving environment, or UnavailableError saying what is missing."""
+    venv = Path(venv or settings.TRITON_VENV.get())
+    if not venv.is_absolute():
+        venv = settings.PROJECT_ROOT / venv
+    site = next(iter(sorted(venv.glob("lib/python3*/site-packages"))), None)
+    binary = site / "pytriton/tritonserver/bin/tritonserver" if site else None
+    stub = venv / "backends/python/triton_python_backend_stub"
+    if site is None or binary is None or not binary.is_file() or not stub.is_file():
+        raise UnavailableError(
+            f"The Triton serving environment is not installed ({venv} has no tritonserver and "
+            f"Python backend); {SETUP}."
+        )
+    return TritonEnvironment(venv, binary, venv / "backends", site / "nvidia_pytriton.libs")
+
+
+@dataclass(frozen=True)
+class ServerEndpoint:
+    """What a load generator needs to talk to a running server (picklable, for child processes)."""
+
+    http_url: str
+    metrics_url: str
+    model: str
+    inputs: tuple[TensorSpec, ...]
+    max_batch_size: int
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """Child side of Popen: SIGKILL when the parent dies (PR_SET_PDEATHSIG), own process group."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def triton_log_line(log: str) -> str:
+    """Triton's own most relevant line: a failed load first, then the last error, then the end."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    parsed = [(m.group(1), m.group(2)) for m in map(_LOG_LINE.match, lines) if m]
+    errors = [text for level, text in parsed if level == "E"]
+    failed = [text for text in errors if "failed to load" in text or "Stub process" in text]
+    unparsed = [line for line in lines if not _LOG_LINE.match(line)]
+    chosen = (failed or errors or unparsed or lines or ["(the server printed nothing)"])[-1]
+    return chosen.strip().strip('"')[:400]
+
+
+class TritonServer:
+    """One tritonserver process serving one model; a context manager (see `serve`)."""
+
+    def __init__(self, environment: TritonEnvironment, served: ServedModel, workdir: Path) -> None:
+        self.environment = environment
+        self.served = served
+        self.workdir = workdir
+        self.http_port, self.metrics_port = free_port(), free_port()
+        self.log_path = workdir / "tritonserver.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> ServerEndpoint:
+        return ServerEndpoint(
+            http_url=f"127.0.0.1:{self.http_port}",
+            metrics_url=f"http://127.0.0.1:{self.metrics_port}/metrics",
+            model=self.served.name,
+            inputs=self.served.inputs,
+            max_batch_size=self.served.max_batch_size,
+        )
+
+    def command(self, repository: Path) -> list[str]:
+        return [
+            str(self.environment.binary),
+            f"--model-repository={repository}",
+            f"--backend-directory={self.environment.backends}",
+            f"--cache-directory={self.workdir / 'cache'}",
+            "--allow-grpc=false",
+            "--http-address=127.0.0.1",
+            f"--http-port={self.http_port}",
+            "--metrics-address=127.0.0.1",
+            f"--metrics-port={self.metrics_port}",
+            "--allow-cpu-metrics=false",
+            "--strict-readiness=true",
+            "--exit-on-error=true",
+            "--disable-auto-complete-config",
+            "--exit-timeout-secs=5",
+            "--log-verbose=0",
+        ]
+
+    def start(self, repository: Path, timeout_s: float) -> None:
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                self.command(repository),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment.env(),
+                cwd=self.workdir,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        self._wait_ready(timeout_s)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
+
+    def _ready(self) -> bool:
+        base = f"http://{self.endpoint.http_url}/v2"
+        for path in ("/health/ready", f"/models/{self.served.name}/ready"):
+            try:
+                with urllib.request.urlopen(base + path, timeout=1) as response:
+                    if response.status != 200:
+                        return False
+            except (urllib.error.URLError, OSError):
+                return False
+        return True
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self.stop()
+                raise UnavailableError(
+                    f"Triton could not serve the model (it exited with code "
+                    f"{self.process.returncode}): {triton_log_line(self.log_text())}."
+                )
+            if self._ready():
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise UnavailableError(
+            f"Triton was not ready within {timeout_s:g} s: {triton_log_line(self.log_text())}."
+        )
+
+    def stats(self) -> dict:
+        """Triton's statistics for the served model (cumulative since the server started)."""
+        url = f"http://{self.endpoint.http_url}/v2/models/{self.served.name}/stats"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.loads(response.read())["model_stats"][0]
+
+    def stop(self) -> None:
+        """SIGTERM to the process group (server and backend stubs), SIGKILL after 10 s."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        except ProcessLookupError:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+@contextmanager
+def serve(
+    model_path: Path,
+    policy: BatchingPolicy,
+    *,
+    dims: dict[str, int] | None = None,
+    intra_op_threads: int | None = None,
+    start_timeout_s: float | None = None,
+    environment: TritonEnvironment | None = None,
+) -> Iterator[TritonServer]:
+    """Serve one ONNX file under one batching policy until the block ends; the server is stopped
+    and its repository removed whatever happens."""
+    environment = environment or find_environment()
+    served = plan_model(Path(model_path), policy, dims, intra_op_threads)
+    timeout = start_timeout_s or settings.TRITON_START_TIMEOUT_S.get()
+    with tempfile.TemporaryDirectory(prefix="optiboard-triton-") as folder:
+        workdir = Path(folder)
+        repository = write_repository(workdir / "models", Path(model_path), served)
+        server = TritonServer(environment, served, workdir)
+        try:
+            server.start(repository, timeout)
+            yield server
+        finally:
+            server.stop()
