@@ -76,7 +76,10 @@ class ServerEndpoint:
     metrics_url: str
     model: str
     inputs: tuple[TensorSpec, ...]
-    max_batch_size: int
+    outputs: tuple[str, ...]
+    max_batch_size: int  # 0: a fixed-batch server
+    intra_op_threads: int
+    notes: tuple[str, ...] = ()  # e.g. why dynamic batching was impossible
 
 
 def free_port() -> int:
@@ -119,7 +122,10 @@ class TritonServer:
             metrics_url=f"http://127.0.0.1:{self.metrics_port}/metrics",
             model=self.served.name,
             inputs=self.served.inputs,
+            outputs=tuple(t.name for t in self.served.outputs),
             max_batch_size=self.served.max_batch_size,
+            intra_op_threads=self.served.intra_op_threads,
+            notes=(self.served.fixed_batch_note,) if self.served.fixed_batch_note else (),
         )
 
     def command(self, repository: Path) -> list[str]:

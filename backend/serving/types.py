@@ -138,6 +138,7 @@ class LoadPoint:
     errors: int = 0
     arrival_schedule_s: tuple[float, ...] = ()  # SERVER: the offsets actually used
     server_metrics: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the server did differently, e.g. no dynamic batching
 
     @property
     def mean_batch(self) -> float:
@@ -166,5 +167,6 @@ class LoadPoint:
                 "latency": LatencyStats(**data["latency"]),
                 "batch_histogram": {int(k): v for k, v in data["batch_histogram"].items()},
                 "arrival_schedule_s": tuple(data.get("arrival_schedule_s", ())),
+                "notes": tuple(data.get("notes", ())),
             }
         )

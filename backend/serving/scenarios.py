@@ -1,0 +1,117 @@
+"""The load scenarios, one small class each, registered by name in SCENARIOS.
+
+Each drives a `Driver` (loadgen.py) that sends one request and records it; a scenario only decides
+when requests go out: one at a time, N in flight, a burst, or on a Poisson schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+import numpy as np
+
+from backend.serving.types import LoadSpec, Scenario
+
+OFFLINE_DEFAULT_REQUESTS = 64
+
+
+class Driver(Protocol):
+    """Sends requests to the server and records each one's timing (loadgen.Driver)."""
+
+    def now(self) -> float:
+        """Seconds since the measurement started."""
+        ...
+
+    async def send(self, scheduled_s: float | None = None, burst: int | None = None) -> None:
+        """Send one request and wait for its answer; scheduled_s is when it should have left."""
+        ...
+
+
+class LoadScenario(Protocol):
+    """When requests go out; returns the arrival schedule it used (empty when closed loop)."""
+
+    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]: ...
+
+
+async def _closed_loop(driver: Driver, duration_s: float, in_flight: int) -> None:
+    async def one_client() -> None:
+        while driver.now() < duration_s:
+            await driver.send()
+
+    await asyncio.gather(*(one_client() for _ in range(in_flight)))
+
+
+class SingleStream:
+    """One request at a time; the next leaves when the previous returns (MLPerf SingleStream)."""
+
+    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]:
+        await _closed_loop(driver, spec.duration_s, 1)
+        return ()
+
+
+class Concurrency:
+    """N requests always in flight (perf_analyzer's --concurrency-range)."""
+
+    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]:
+        await _closed_loop(driver, spec.duration_s, spec.concurrency)
+        return ()
+
+
+class Offline:
+    """Bursts of `requests` sent at once, one after another until the duration is spent
+    (MLPerf Offline: maximum throughput); each burst is one measurement window."""
+
+    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]:
+        count = spec.requests or OFFLINE_DEFAULT_REQUESTS
+        burst = 0
+        while burst == 0 or driver.now() < spec.duration_s:
+            await asyncio.gather(*(driver.send(burst=burst) for _ in range(count)))
+            burst += 1
+        return ()
+
+
+def poisson_schedule(rate_rps: float, duration_s: float, seed: int) -> tuple[float, ...]:
+    """Arrival offsets in seconds: exponential gaps at `rate_rps`, reproducible from `seed`."""
+    rng = np.random.default_rng(seed)
+    expected = int(rate_rps * duration_s * 1.5) + 16
+    gaps = rng.exponential(1.0 / rate_rps, size=expected)
+    offsets = np.cumsum(gaps)
+    while offsets[-1] < duration_s:  # rare: draw more from the same generator
+        more = np.cumsum(rng.exponential(1.0 / rate_rps, size=expected)) + offsets[-1]
+        offsets = np.concatenate([offsets, more])
+    return tuple(float(t) for t in offsets[offsets < duration_s])
+
+
+class Server:
+    """Poisson arrivals at the target rate, open loop: a request leaves on schedule whether or
+    not earlier ones have returned (MLPerf Server)."""
+
+    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]:
+        assert spec.target_rps is not None  # LoadSpec checks it for SERVER
+        schedule = poisson_schedule(spec.target_rps, spec.duration_s, spec.seed)
+        tasks = []
+        for offset in schedule:
+            delay = offset - driver.now()
+            if delay > 0.0005:
+                await asyncio.sleep(delay)
+            elif delay > 0:
+                _spin_until(driver, offset)
+            tasks.append(asyncio.ensure_future(driver.send(scheduled_s=offset)))
+        await asyncio.gather(*tasks)
+        return schedule
+
+
+def _spin_until(driver: Driver, offset: float) -> None:
+    """asyncio.sleep is ~1 ms coarse; the last half millisecond is waited for by spinning."""
+    while driver.now() < offset:
+        time.sleep(0)
+
+
+SCENARIOS: dict[Scenario, LoadScenario] = {
+    Scenario.SINGLE_STREAM: SingleStream(),
+    Scenario.OFFLINE: Offline(),
+    Scenario.SERVER: Server(),
+    Scenario.CONCURRENCY: Concurrency(),
+}
