@@ -86,7 +86,8 @@ class Driver:
         self.records.append(Record(scheduled_s, sent, self.now(), ok, burst))
 
 
-def _request(endpoint: ServerEndpoint, spec: LoadSpec) -> list[triton_http.InferInput]:
+def request_inputs(endpoint: ServerEndpoint, spec: LoadSpec) -> list[triton_http.InferInput]:
+    """The one seeded request every send repeats (samples_per_request along the batch axis)."""
     batched = endpoint.max_batch_size > 0
     if batched and spec.samples_per_request > endpoint.max_batch_size:
         raise UserError(
@@ -163,7 +164,7 @@ async def _measure(
         outputs = [
             triton_http.InferRequestedOutput(name, binary_data=True) for name in endpoint.outputs
         ]
-        driver = Driver(client, endpoint, _request(endpoint, spec), outputs)
+        driver = Driver(client, endpoint, request_inputs(endpoint, spec), outputs)
         driver.start = time.perf_counter()
         for _ in range(measure.warmup_runs):
             await driver.send()
