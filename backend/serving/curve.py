@@ -98,11 +98,6 @@ def _robust_cv(samples: list[float]) -> float:
     return (high - low) / 1.349 / median if median else 0.0
 
 
-def _fixed_batch(endpoint: ServerEndpoint) -> int:
-    dims = endpoint.inputs[0].dims
-    return int(dims[0]) if dims else 1
-
-
 async def _measure(
     endpoint: ServerEndpoint, sizes: Sequence[int], requests: int, seed: int
 ) -> LatencyCurve:
@@ -110,9 +105,7 @@ async def _measure(
     try:
         medians, jitters, overhead = [], [], 0.0
         for size in sizes:
-            # a fixed-batch server's executions have its fixed size, whatever is asked
-            stat_size = size if endpoint.max_batch_size else _fixed_batch(endpoint)
-            compute, e2e, queue = await _one_size(client, endpoint, stat_size, requests, seed)
+            compute, e2e, queue = await _one_size(client, endpoint, size, requests, seed)
             medians.append(statistics.median(compute))
             jitters.append(_robust_cv(compute))
             if size == sizes[0]:
@@ -136,12 +129,13 @@ def measure_latency_curve(
 ) -> LatencyCurve:
     """Median compute ms per batch size on one instance, and the per-request overhead at the
     smallest size, from a running server that no other client uses (one instance, so the
-    executions are serial). Fixed-batch servers measure their one size."""
+    executions are serial). A fixed-batch server runs one request per execution: its curve has
+    the one size 1."""
     sizes = sorted(set(batch_sizes))
     if not sizes or sizes[0] < 1:
         raise UserError("A latency curve needs batch sizes of 1 or more, e.g. 1,2,4,8.")
     if not endpoint.max_batch_size:
-        sizes = [_fixed_batch(endpoint)]
+        sizes = [1]
     elif sizes[-1] > endpoint.max_batch_size:
         raise UserError(
             f"Batch size {sizes[-1]} exceeds the server's maximum batch size "

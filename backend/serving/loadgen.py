@@ -30,6 +30,7 @@ from backend.specs import MEASURE_PRESETS, MeasureSettings
 
 LAG_LIMIT_MS = 5.0  # Server: a request leaving later than this (p99) means the client fell behind
 RATE_MARGIN = 0.05  # Server: sending more than 5% slower than the schedule means the same
+SETTLE_S = 2.0  # longest wait for Triton's statistics to record the requests already answered
 METRICS = (
     "nv_inference_count",
     "nv_inference_exec_count",
@@ -149,9 +150,21 @@ def _server_side(before: tuple[dict, dict], after: tuple[dict, dict]) -> ServerS
     )
 
 
-async def _snapshot(client: triton_http.InferenceServerClient, endpoint: ServerEndpoint):
-    stats = await client.get_inference_statistics(endpoint.model)
-    return stats["model_stats"][0], await _metrics(endpoint)
+def _successes(stats: dict) -> int:
+    return int(stats["inference_stats"]["success"]["count"])
+
+
+async def _snapshot(
+    client: triton_http.InferenceServerClient, endpoint: ServerEndpoint, successes: int = 0
+) -> tuple[dict, dict[str, float]]:
+    """Statistics and counters once at least `successes` requests are recorded: Triton records
+    a request just after answering it, so a read right after the last answer may miss it."""
+    deadline = time.perf_counter() + SETTLE_S
+    while True:
+        stats = (await client.get_inference_statistics(endpoint.model))["model_stats"][0]
+        if _successes(stats) >= successes or time.perf_counter() > deadline:
+            return stats, await _metrics(endpoint)
+        await asyncio.sleep(0.005)
 
 
 async def _measure(
@@ -166,16 +179,19 @@ async def _measure(
         ]
         driver = Driver(client, endpoint, request_inputs(endpoint, spec), outputs)
         driver.start = time.perf_counter()
+        initial, _ = await _snapshot(client, endpoint)
         for _ in range(measure.warmup_runs):
             await driver.send()
         if driver.records and not any(r.ok for r in driver.records):
             raise UserError("The served model answered every warm-up request with an error.")
+        warm = _successes(initial) + sum(r.ok for r in driver.records)
         driver.records.clear()
-        before = await _snapshot(client, endpoint)
+        before = await _snapshot(client, endpoint, warm)
         driver.start = time.perf_counter()
         schedule = await SCENARIOS[spec.scenario].drive(driver, spec)
         wall = driver.now()
-        after = await _snapshot(client, endpoint)
+        done = _successes(before[0]) + sum(r.ok for r in driver.records)
+        after = await _snapshot(client, endpoint, done)
         return driver, schedule, _server_side(before, after), wall
     finally:
         await client.close()

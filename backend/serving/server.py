@@ -101,7 +101,8 @@ def triton_log_line(log: str) -> str:
     failed = [text for text in errors if "failed to load" in text or "Stub process" in text]
     unparsed = [line for line in lines if not _LOG_LINE.match(line)]
     chosen = (failed or errors or unparsed or lines or ["(the server printed nothing)"])[-1]
-    return chosen.strip().strip('"')[:400]
+    chosen = chosen.strip().strip('"').split("\\n")[0]  # Python tracebacks follow as '\n'
+    return chosen[:400].rstrip(". ")
 
 
 class TritonServer:
@@ -162,7 +163,11 @@ class TritonServer:
         self._wait_ready(timeout_s)
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.is_file() else ""
+        """Triton's log, with this server's temporary folder left out (no server paths shown)."""
+        if not self.log_path.is_file():
+            return ""
+        text = self.log_path.read_text(errors="replace")
+        return text.replace(f"{self.workdir}/models/{self.served.name}/1/", "")
 
     def _ready(self) -> bool:
         base = f"http://{self.endpoint.http_url}/v2"

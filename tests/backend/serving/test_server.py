@@ -1,0 +1,127 @@
+"""The real tritonserver: it serves the ONNX file, and says why when it cannot."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from backend.errors import UnavailableError
+from backend.serving.loadgen import run_load
+from backend.serving.repository import plan_model
+from backend.serving.server import TritonEnvironment, TritonServer, find_environment, serve
+from backend.serving.types import LoadSpec, Scenario
+from backend.specs import MEASURE_PRESETS
+from tests import models as model_factory
+from tests.backend.serving.conftest import POLICY
+
+
+def _infer(server: TritonServer, batch: np.ndarray) -> np.ndarray:
+    body = {
+        "inputs": [
+            {
+                "name": "x",
+                "shape": list(batch.shape),
+                "datatype": "FP32",
+                "data": batch.ravel().tolist(),
+            }
+        ]
+    }
+    request = urllib.request.Request(
+        f"http://{server.endpoint.http_url}/v2/models/{server.endpoint.model}/infer",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        output = json.loads(response.read())["outputs"][0]
+    return np.asarray(output["data"], dtype=np.float32).reshape(output["shape"])
+
+
+def test_served_model_answers_like_onnx_runtime_on_loopback(
+    server: TritonServer, session_model: Path
+) -> None:
+    batch = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
+    expected = ort.InferenceSession(str(session_model)).run(None, {"x": batch})[0]
+    np.testing.assert_allclose(_infer(server, batch), expected, rtol=1e-5, atol=1e-6)
+    assert server.endpoint.http_url.startswith("127.0.0.1:")
+    config = (server.workdir / "models/model/config.pbtxt").read_text()
+    assert 'backend: "python"' in config and "max_queue_delay_microseconds: 5000" in config
+    assert "kind: KIND_CPU" in config and server.endpoint.max_batch_size == 16
+
+
+def test_missing_environment_is_unavailable_with_the_setup_command(tmp_path: Path) -> None:
+    with pytest.raises(UnavailableError, match="scripts/setup-triton"):
+        find_environment(tmp_path / "no-venv")
+
+
+def test_model_that_onnx_runtime_cannot_load_gives_tritons_log_line(
+    triton_environment: TritonEnvironment, tmp_path: Path
+) -> None:
+    broken = model_factory.save(model_factory.make_custom_op_model(), tmp_path / "custom.onnx")
+    with (
+        pytest.raises(UnavailableError) as caught,
+        serve(broken, POLICY, environment=triton_environment),
+    ):
+        pass
+    message = str(caught.value)
+    assert message.startswith("Triton could not serve the model")
+    assert "failed to load 'model'" in message and "MyOp" in message
+
+
+def test_environment_without_the_python_backend_gives_tritons_log_line(
+    triton_environment: TritonEnvironment, session_model: Path, tmp_path: Path
+) -> None:
+    empty = tmp_path / "backends"
+    empty.mkdir()
+    broken = replace(triton_environment, backends=empty)
+    with (
+        pytest.raises(UnavailableError) as caught,
+        serve(session_model, POLICY, environment=broken),
+    ):
+        pass
+    assert "python" in str(caught.value) and "backend" in str(caught.value)
+
+
+def _fixed_batch_mlp() -> onnx.ModelProto:
+    model = model_factory.make_mlp()
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_value = 4
+    return model
+
+
+def test_fixed_batch_model_is_served_without_dynamic_batching_and_says_why(
+    triton_environment: TritonEnvironment, tmp_path: Path
+) -> None:
+    path = model_factory.save(_fixed_batch_mlp(), tmp_path / "fixed.onnx")
+    planned = plan_model(path, POLICY)
+    assert planned.max_batch_size == 0 and not planned.policy.dynamic_batching
+    assert planned.fixed_batch_note.startswith("Dynamic batching is impossible")
+    assert (
+        "fixed at 4" in planned.fixed_batch_note
+        and "fixed-batch server" in planned.fixed_batch_note
+    )
+    with serve(path, POLICY, environment=triton_environment) as running:
+        assert "dynamic_batching" not in (running.workdir / "models/model/config.pbtxt").read_text()
+        spec = LoadSpec(Scenario.CONCURRENCY, duration_s=0.5, concurrency=4)
+        point = run_load(running.endpoint, spec, planned.policy, MEASURE_PRESETS["quick"])
+    # each execution is one request of the model's fixed 4 samples: Triton counts batch 1
+    assert point.batch_histogram and set(point.batch_histogram) == {1}
+    assert point.notes == (planned.fixed_batch_note,)
+    assert point.errors == 0
+
+
+def test_stopping_the_server_ends_its_processes(
+    triton_environment: TritonEnvironment, session_model: Path
+) -> None:
+    with serve(session_model, POLICY, environment=triton_environment) as running:
+        pid = running.process.pid
+        os.kill(pid, 0)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
