@@ -27,6 +27,7 @@ from backend.engine.profile import Profile
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.host import describe_environment
 from backend.launch.children import run_in_child
+from backend.queue import metrics
 from backend.queue.jobs import stored_results
 from backend.queue.lease import Backoff, LeaseKeeper
 from backend.results import ConfigurationResult, ResultStatus, StoredResult
@@ -160,9 +161,11 @@ class JobRunner:
                 if self._should_stop(job.id):
                     break
                 job_store.log_event(job.id, f"[{index}/{len(configurations)}] {config.label}")
+                started = time.monotonic()
                 result = self._measure(job, config, context, Path(output_dir))
                 if result is None:  # cancelled while it ran
                     break
+                metrics.WORKER.configuration_done(result.status.value, time.monotonic() - started)
                 self._annotate(job.id, result, config, context.op_histogram, context.cpu)
                 self._store(job, result)
                 if self.on_result:
@@ -337,6 +340,8 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
     backoff = Backoff(settings.DB_RETRY_MAX_S.get())
     registered = False
     processed = 0
+    if metrics.WORKER.start_from_settings():
+        log.info("metrics on %s", settings.WORKER_METRICS_PORT.get())
     while True:
         try:
             if not registered:
@@ -344,6 +349,8 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
                 registered = True
                 log.info("worker %s ready", worker_id)
             worker_store.worker_heartbeat(worker_id, None)
+            if metrics.WORKER.enabled:
+                metrics.WORKER.observe_jobs(job_store.count_jobs_by_state())
             job = job_store.claim_job(worker_id, lease_seconds)
             backoff.reset()
             if job is None:
@@ -352,7 +359,9 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
                 time.sleep(poll_seconds)
                 continue
             log.info("job %s claimed (attempt %s)", job.id, job.attempts)
+            started = time.monotonic()
             outcome = JobRunner(worker_id, lease_seconds).run(job)
+            metrics.WORKER.job_finished(outcome.state, time.monotonic() - started)
             log.info("job %s %s", job.id, outcome.state.value)
             processed += 1
         except DatabaseUnavailable as exc:
