@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -23,13 +25,14 @@ from backend.launch.children import run_in_child
 from backend.results import LatencyStats
 from backend.serving.repository import TensorSpec
 from backend.serving.scenarios import SCENARIOS
-from backend.serving.server import ServerEndpoint
+from backend.serving.server import ServerEndpoint, serve
 from backend.serving.stability import Completed, stability
 from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario
 from backend.specs import MEASURE_PRESETS, MeasureSettings
 
 LAG_LIMIT_MS = 5.0  # Server: a request leaving later than this (p99) means the client fell behind
 RATE_MARGIN = 0.05  # Server: sending more than 5% slower than the schedule means the same
+MAX_CONNECTIONS = 1024  # Server scenario: beyond this many in flight the server is long overloaded
 SETTLE_S = 2.0  # longest wait for Triton's statistics to record the requests already answered
 METRICS = (
     "nv_inference_count",
@@ -171,7 +174,10 @@ async def _measure(
     endpoint: ServerEndpoint, spec: LoadSpec, measure: MeasureSettings
 ) -> tuple[Driver, tuple[float, ...], ServerSide, float]:
     """Warm up, snapshot, drive the scenario, snapshot: records, schedule, server side, wall s."""
-    connections = max(spec.concurrency, spec.requests or 0, 64)
+    # enough connections that requests never wait for one inside the client (that wait would be
+    # counted as latency): N in flight, a whole burst, or about a second of Server arrivals
+    rate = min(int(spec.target_rps or 0), MAX_CONNECTIONS)
+    connections = max(spec.concurrency, spec.requests or 0, rate, 64)
     client = triton_http.InferenceServerClient(endpoint.http_url, conn_limit=connections)
     try:
         outputs = [
@@ -279,3 +285,28 @@ def run_load_in_child(
     if outcome.value == "user_error":
         raise UserError(outcome.error or "The load generator failed.")
     raise RuntimeError(f"The load generator failed: {outcome.error}")
+
+
+def serve_and_measure(
+    model_path: Path,
+    policy: BatchingPolicy,
+    specs: Sequence[LoadSpec],
+    *,
+    measure: MeasureSettings | None = None,
+    dims: dict[str, int] | None = None,
+    intra_op_threads: int | None = None,
+    on_point: Callable[[LoadPoint], None] | None = None,
+) -> list[LoadPoint]:
+    """Serve the ONNX file under `policy` on a real Triton server, measure each spec from a
+    child process (the generator apart from the caller), stop the server; the points in order.
+
+    The policy recorded on each point is the one really served (a fixed-batch model's differs).
+    """
+    points = []
+    with serve(model_path, policy, dims=dims, intra_op_threads=intra_op_threads) as server:
+        for spec in specs:
+            point = run_load_in_child(server.endpoint, spec, server.served.policy, measure)
+            points.append(point)
+            if on_point is not None:
+                on_point(point)
+    return points

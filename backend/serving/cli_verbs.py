@@ -1,0 +1,216 @@
+"""`optiboard serve ...`: load points and latency curves on a real Triton server, from a terminal.
+
+backend/cli.py calls `register_serving(sub)` once; further serving verbs join the same `serve`
+group here, so the top-level command line keeps one entry for serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from backend.errors import UserError
+from backend.models import library
+from backend.reporting.text import table
+from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
+from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario
+from backend.specs import MEASURE_PRESETS
+
+POINT_HEADERS = [
+    "scenario",
+    "load",
+    "req/s",
+    "p50 ms",
+    "p90 ms",
+    "p99 ms",
+    "queue ms",
+    "compute ms",
+    "mean batch",
+    "errors",
+    "verdict",
+]
+
+
+def _numbers(text: str | None, kind: type, flag: str) -> list:
+    if not text:
+        return []
+    try:
+        return [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"{flag} takes numbers separated by commas, not {text!r}.") from None
+
+
+def _dims(pairs: list[str]) -> dict[str, int]:
+    dims = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise UserError(f"--dim takes NAME=VALUE, e.g. --dim seq=128, not {pair!r}.")
+        dims[name.strip()] = int(value)
+    return dims
+
+
+def model_file(model_id: int, variant: str | None) -> Path:
+    """The model's ONNX file, or one of its optimized variants by file name or sha256 prefix."""
+    library.get_model(model_id)  # UserError when there is no such model
+    if not variant:
+        return library.onnx_path(model_id)
+    matches = [
+        a
+        for a in library.list_artifacts(model_id)
+        if a.kind == "optimized" and (a.filename == variant or a.sha256.startswith(variant))
+    ]
+    if len(matches) != 1:
+        found = "no" if not matches else f"{len(matches)}"
+        raise UserError(
+            f"Model {model_id} has {found} optimized variant matching {variant!r}; "
+            f"`optiboard inspect {model_id}` lists them by file name."
+        )
+    return library.artifact_path(matches[0].sha256)
+
+
+def policy_of(args: argparse.Namespace) -> BatchingPolicy:
+    return BatchingPolicy(
+        max_batch_size=args.max_batch_size,
+        dynamic_batching=not args.no_dynamic_batching,
+        preferred_batch_sizes=tuple(_numbers(args.preferred, int, "--preferred")),
+        max_queue_delay_us=args.delay_us,
+        instance_count=args.instances,
+        preserve_ordering=args.preserve_ordering,
+    )
+
+
+def specs_of(args: argparse.Namespace) -> list[LoadSpec]:
+    """One LoadSpec per concurrency (or per rate for the Server scenario)."""
+    scenario = Scenario(args.scenario)
+    common = {
+        "duration_s": args.duration,
+        "samples_per_request": args.samples,
+        "seed": args.seed,
+        "requests": args.requests,
+    }
+    if scenario is Scenario.SERVER:
+        rates = _numbers(args.rate, float, "--rate")
+        if not rates:
+            raise UserError("The server scenario needs --rate, e.g. --rate 100,200,400.")
+        return [LoadSpec(scenario, target_rps=rate, **common) for rate in rates]
+    if scenario is Scenario.CONCURRENCY:
+        levels = _numbers(args.concurrency, int, "--concurrency") or [1]
+        return [LoadSpec(scenario, concurrency=level, **common) for level in levels]
+    return [LoadSpec(scenario, **common)]
+
+
+def point_row(point: LoadPoint) -> list[str]:
+    spec = point.spec
+    if point.scenario is Scenario.SERVER:
+        load = f"{spec.target_rps:g} req/s"
+    elif point.scenario is Scenario.OFFLINE:
+        load = f"bursts of {spec.requests or OFFLINE_DEFAULT_REQUESTS}"
+    else:
+        load = f"{spec.concurrency} in flight"
+    verdict = "saturated client" if point.generator_saturated else point.stability_note
+    return [
+        point.scenario.value,
+        load,
+        f"{point.achieved_rps:.1f}",
+        f"{point.latency.p50:.2f}",
+        f"{point.latency.p90:.2f}",
+        f"{point.latency.p99:.2f}",
+        f"{point.queue_ms:.2f}",
+        f"{point.compute_ms:.2f}",
+        f"{point.mean_batch:.1f}",
+        str(point.errors),
+        verdict.split(" (")[0],
+    ]
+
+
+def cmd_serve_load(args: argparse.Namespace) -> int:
+    from backend.serving.loadgen import serve_and_measure
+
+    path = model_file(args.model, args.variant)
+    policy, specs = policy_of(args), specs_of(args)
+    measure = MEASURE_PRESETS[args.preset]
+
+    def progress(point: LoadPoint) -> None:
+        if args.json:
+            print(json.dumps(point.to_dict()), flush=True)
+
+    points = serve_and_measure(
+        path,
+        policy,
+        specs,
+        measure=measure,
+        dims=_dims(args.dim),
+        intra_op_threads=args.threads,
+        on_point=progress,
+    )
+    if not args.json:
+        print(f"policy: {points[0].policy.label}")
+        for note in points[0].notes:
+            print(note)
+        print(table([point_row(p) for p in points], POINT_HEADERS))
+        for point in points:
+            if point.generator_saturated:
+                print(f"{point.spec.target_rps:g} req/s: {point.stability_note}")
+    return 0
+
+
+def cmd_serve_curve(args: argparse.Namespace) -> int:
+    from backend.serving.curve import measure_model_curve
+
+    curve = measure_model_curve(
+        model_file(args.model, args.variant),
+        _numbers(args.batch_sizes, int, "--batch-sizes"),
+        requests_per_size=args.requests,
+        dims=_dims(args.dim),
+        intra_op_threads=args.threads,
+    )
+    rows = [[b, f"{ms:.3f}"] for b, ms in zip(curve.batch_sizes, curve.compute_ms, strict=True)]
+    print(table(rows, ["batch", "compute ms (median)"]))
+    print(f"overhead per request {curve.overhead_ms:.3f} ms, jitter {curve.compute_jitter:.2f}")
+    return 0
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
+    parser.add_argument("--variant", help="an optimized variant's file name or sha256 prefix")
+    parser.add_argument("--dim", action="append", default=[], help="NAME=SIZE for a named dim")
+    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per instance")
+
+
+def _load_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-batch-size", type=int, default=16)
+    parser.add_argument("--preferred", help="preferred batch sizes, e.g. 4,8")
+    parser.add_argument("--delay-us", type=int, default=0, help="max queue delay, microseconds")
+    parser.add_argument("--instances", type=int, default=1, help="model instances (KIND_CPU)")
+    parser.add_argument("--no-dynamic-batching", action="store_true")
+    parser.add_argument("--preserve-ordering", action="store_true")
+    parser.add_argument(
+        "--scenario", choices=[s.value for s in Scenario], default=Scenario.CONCURRENCY.value
+    )
+    parser.add_argument("--concurrency", help="requests in flight, e.g. 1,4,16")
+    parser.add_argument("--rate", help="Server scenario target rates in req/s, e.g. 100,200")
+    parser.add_argument("--requests", type=int, help="Offline: requests per burst")
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per point")
+    parser.add_argument("--samples", type=int, default=1, help="samples per request")
+    parser.add_argument("--seed", type=int, default=0, help="seed of data and Server arrivals")
+    parser.add_argument("--preset", choices=list(MEASURE_PRESETS), default="standard")
+    parser.add_argument("--json", action="store_true", help="one JSON LoadPoint per line")
+
+
+def register_serving(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The `serve` group and its verbs; returns the group so more verbs can join it."""
+    group = sub.add_parser("serve", help="load tests on a real Triton server").add_subparsers(
+        dest="serve_command", required=True
+    )
+    p = group.add_parser("load", help="serve a model on Triton and measure load points")
+    _model_options(p)
+    _load_options(p)
+    p.set_defaults(func=cmd_serve_load)
+    p = group.add_parser("curve", help="measure compute time per batch size on Triton")
+    _model_options(p)
+    p.add_argument("--batch-sizes", default="1,2,4,8,16")
+    p.add_argument("--requests", type=int, default=30, help="requests per batch size")
+    p.set_defaults(func=cmd_serve_curve)
+    return group

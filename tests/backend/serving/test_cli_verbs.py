@@ -1,0 +1,42 @@
+"""`optiboard serve load|curve` as users type it, over the real library and a real server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from backend.cli import main
+from backend.models.ingest import ingest_file
+from backend.serving.server import TritonEnvironment
+from backend.serving.types import LoadPoint, Scenario
+
+
+def test_serve_load_prints_one_row_per_concurrency(
+    data_dir: Path,
+    mlp_path: Path,
+    triton_environment: TritonEnvironment,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    argv = ["serve", "load", str(model.id), "--delay-us", "3000", "--max-batch-size", "8"]
+    assert main([*argv, "--concurrency", "1,4", "--duration", "0.6", "--preset", "quick"]) == 0
+    out = capsys.readouterr().out
+    assert "policy: max 8, delay 3000 us" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("concurrency")]
+    assert [row[1] for row in rows] == ["1", "4"]
+    assert main([*argv, "--concurrency", "2", "--duration", "0.4", "--json"]) == 0
+    point = LoadPoint.from_dict(json.loads(capsys.readouterr().out.splitlines()[0]))
+    assert point.scenario is Scenario.CONCURRENCY and point.spec.concurrency == 2
+    assert point.policy.max_queue_delay_us == 3000 and point.latency.count > 0
+
+
+def test_serve_load_without_a_rate_or_with_an_unknown_variant_says_what_to_do(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    assert main(["serve", "load", str(model.id), "--scenario", "server"]) == 2
+    assert "needs --rate" in capsys.readouterr().err
+    assert main(["serve", "load", str(model.id), "--variant", "nope.onnx"]) == 2
+    assert "no optimized variant matching 'nope.onnx'" in capsys.readouterr().err
