@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -190,10 +190,3 @@ def write_repository(root: Path, model_path: Path, served: ServedModel) -> Path:
     except OSError:
         shutil.copyfile(model_path, target)
     return root
-
-
-def with_policy(served: ServedModel, policy: BatchingPolicy) -> ServedModel:
-    """The same tensors under another batching policy (fixed-batch models keep theirs)."""
-    if not served.max_batch_size:
-        return replace(served, policy=replace(served.policy, instance_count=policy.instance_count))
-    return replace(served, policy=policy, max_batch_size=policy.max_batch_size)
