@@ -69,6 +69,10 @@ def _tensor(name: str, dtype: str, shape: list, batched: bool, dims: dict[str, i
             concrete.append(dim)
         elif dim in dims:
             concrete.append(dims[dim])
+        elif dim is None:
+            raise UserError(
+                f"{name!r} has a dimension with neither size nor name; fix its shape in the model."
+            )
         else:
             raise UserError(
                 f"Dimension {dim!r} of {name!r} has no size; give it with --dim {dim}=SIZE."
@@ -104,20 +108,22 @@ def plan_model(
     inputs, outputs = specs_of_model(model), _outputs(model)
     if not inputs:
         raise UserError("The model has no inputs to send requests to; it cannot be served.")
-    first = inputs[0]["shape"][0] if inputs[0]["shape"] else None
-    batched = all(spec["shape"] and not isinstance(spec["shape"][0], int) for spec in inputs)
-    note = ""
-    if not batched:
+    fixed = [s for s in inputs if not s["shape"] or isinstance(s["shape"][0], int)]
+    note, first = "", None
+    if fixed:  # a scalar input or a numeric first axis: requests cannot be stacked
+        first = fixed[0]["shape"][0] if fixed[0]["shape"] else None
+        axis = f"its batch dimension fixed at {first}" if first is not None else "no batch axis"
         note = (
-            f"Dynamic batching is impossible: input {inputs[0]['name']!r} has its batch dimension "
-            f"fixed at {first}, so Triton cannot stack requests; it is served as a fixed-batch "
-            "server (max_batch_size 0, one request per execution)."
+            f"Dynamic batching is impossible: input {fixed[0]['name']!r} has {axis}, so Triton "
+            "cannot stack requests; it is served as a fixed-batch server (max_batch_size 0, one "
+            "request per execution)."
         )
         policy = BatchingPolicy(
-            max_batch_size=first if isinstance(first, int) and first > 0 else 1,
+            max_batch_size=first if first else 1,
             dynamic_batching=False,
             instance_count=policy.instance_count,
         )
+    batched = not fixed
     threads = intra_op_threads or max(1, (os.cpu_count() or 1) // policy.instance_count)
     named = dict(dims or {})
     return ServedModel(
@@ -136,7 +142,7 @@ def plan_model(
 
 def _output_dims(spec: dict, dims: dict[str, int]) -> dict[str, int]:
     """Outputs may have data-dependent dims: those become -1 (variable) instead of an error."""
-    unknown = {d: -1 for d in spec["shape"][1:] if isinstance(d, str) or d is None}
+    unknown = {d: -1 for d in spec["shape"] if isinstance(d, str) or d is None}
     return {**unknown, **{k: v for k, v in dims.items() if k in unknown}}
 
 
