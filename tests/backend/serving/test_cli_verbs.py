@@ -21,15 +21,17 @@ def test_serve_load_prints_one_row_per_concurrency(
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     argv = ["serve", "load", str(model.id), "--delay-us", "3000", "--max-batch-size", "8"]
+    argv += ["--preferred", "4", "--instances", "2"]
     assert main([*argv, "--concurrency", "1,4", "--duration", "0.6", "--preset", "quick"]) == 0
     out = capsys.readouterr().out
-    assert "policy: max 8, delay 3000 us" in out
+    assert "policy: max 8, delay 3000 us, preferred 4, x2" in out
     rows = [line.split() for line in out.splitlines() if line.startswith("concurrency")]
     assert [row[1] for row in rows] == ["1", "4"]
     assert main([*argv, "--concurrency", "2", "--duration", "0.4", "--json"]) == 0
     point = LoadPoint.from_dict(json.loads(capsys.readouterr().out.splitlines()[0]))
     assert point.scenario is Scenario.CONCURRENCY and point.spec.concurrency == 2
     assert point.policy.max_queue_delay_us == 3000 and point.latency.count > 0
+    assert point.policy.instance_count == 2 and point.server_metrics["ort_intra_op_threads"] >= 1
 
 
 def test_serve_load_without_a_rate_or_with_an_unknown_variant_says_what_to_do(
