@@ -172,8 +172,8 @@ async def _snapshot(
 
 async def _measure(
     endpoint: ServerEndpoint, spec: LoadSpec, measure: MeasureSettings
-) -> tuple[Driver, tuple[float, ...], ServerSide, float]:
-    """Warm up, snapshot, drive the scenario, snapshot: records, schedule, server side, wall s."""
+) -> tuple[Driver, tuple[float, ...], ServerSide]:
+    """Warm up, snapshot, drive the scenario, snapshot: records, schedule, server side."""
     # enough connections that requests never wait for one inside the client (that wait would be
     # counted as latency): N in flight, a whole burst, or about a second of Server arrivals
     rate = min(int(spec.target_rps or 0), MAX_CONNECTIONS)
@@ -195,15 +195,14 @@ async def _measure(
         before = await _snapshot(client, endpoint, warm)
         driver.start = time.perf_counter()
         schedule = await SCENARIOS[spec.scenario].drive(driver, spec)
-        wall = driver.now()
         done = _successes(before[0]) + sum(r.ok for r in driver.records)
         after = await _snapshot(client, endpoint, done)
-        return driver, schedule, _server_side(before, after), wall
+        return driver, schedule, _server_side(before, after)
     finally:
         await client.close()
 
 
-def _saturation(spec: LoadSpec, records: list[Record]) -> str:
+def saturation_reason(spec: LoadSpec, records: list[Record]) -> str:
     """Why the generator fell behind its Server schedule, or '' when it kept up."""
     if spec.scenario is not Scenario.SERVER or not records or spec.target_rps is None:
         return ""
@@ -229,29 +228,25 @@ def _saturation(spec: LoadSpec, records: list[Record]) -> str:
 
 
 def run_load(
-    endpoint: ServerEndpoint,
-    spec: LoadSpec,
-    policy: BatchingPolicy,
-    measure: MeasureSettings | None = None,
+    endpoint: ServerEndpoint, spec: LoadSpec, measure: MeasureSettings | None = None
 ) -> LoadPoint:
     """Generate one load point against a running server (this process; see run_load_in_child)."""
     measure = measure or MEASURE_PRESETS["quick"]
-    driver, schedule, server, wall = asyncio.run(_measure(endpoint, spec, measure))
+    driver, schedule, server = asyncio.run(_measure(endpoint, spec, measure))
     good = [r for r in driver.records if r.ok]
     if not good:
         raise UserError(f"No request of the {spec.scenario.value} load point succeeded.")
     first = min(r.sent_s for r in driver.records)
     last = max(r.done_s for r in good)
     verdict = stability([Completed(r.sent_s, r.done_s, r.burst) for r in good], measure)
-    saturated = _saturation(spec, driver.records)
+    saturated = saturation_reason(spec, driver.records)
     metrics = {
         **server.metrics,
         "ort_intra_op_threads": float(endpoint.intra_op_threads),
-        "generator_wall_s": wall,
     }
     return LoadPoint(
         scenario=spec.scenario,
-        policy=policy,
+        policy=endpoint.policy,
         spec=spec,
         achieved_rps=len(good) / (last - first) if last > first else 0.0,
         latency=LatencyStats.from_samples([1000 * (r.done_s - r.sent_s) for r in good]),
@@ -271,14 +266,13 @@ def run_load(
 def run_load_in_child(
     endpoint: ServerEndpoint,
     spec: LoadSpec,
-    policy: BatchingPolicy,
     measure: MeasureSettings | None = None,
     timeout_s: float | None = None,
 ) -> LoadPoint:
     """run_load in a child started by the one launcher: the generator's CPU is its own."""
     limit = timeout_s or spec.duration_s * 4 + 60
     outcome = run_in_child(
-        run_load, endpoint, spec, policy, measure, timeout_s=limit, what="The load generator"
+        run_load, endpoint, spec, measure, timeout_s=limit, what="The load generator"
     )
     if outcome.ok:
         return outcome.value
@@ -305,7 +299,7 @@ def serve_and_measure(
     points = []
     with serve(model_path, policy, dims=dims, intra_op_threads=intra_op_threads) as server:
         for spec in specs:
-            point = run_load_in_child(server.endpoint, spec, server.served.policy, measure)
+            point = run_load_in_child(server.endpoint, spec, measure)
             points.append(point)
             if on_point is not None:
                 on_point(point)

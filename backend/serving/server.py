@@ -78,6 +78,7 @@ class ServerEndpoint:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[str, ...]
     max_batch_size: int  # 0: a fixed-batch server
+    policy: BatchingPolicy  # what is really served (a fixed-batch model's differs from the ask)
     intra_op_threads: int
     notes: tuple[str, ...] = ()  # e.g. why dynamic batching was impossible
 
@@ -125,6 +126,7 @@ class TritonServer:
             inputs=self.served.inputs,
             outputs=tuple(t.name for t in self.served.outputs),
             max_batch_size=self.served.max_batch_size,
+            policy=self.served.policy,
             intra_op_threads=self.served.intra_op_threads,
             notes=(self.served.fixed_batch_note,) if self.served.fixed_batch_note else (),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backend.errors import UserError
-from backend.serving.loadgen import Record, _saturation, run_load, run_load_in_child
+from backend.serving.loadgen import Record, run_load, run_load_in_child, saturation_reason
 from backend.serving.scenarios import SCENARIOS, poisson_schedule
 from backend.serving.server import TritonServer
 from backend.serving.types import LoadPoint, LoadSpec, Scenario
@@ -23,7 +23,7 @@ def test_concurrency_makes_triton_form_batches_and_its_counters_agree(
     server: TritonServer,
 ) -> None:
     spec = LoadSpec(Scenario.CONCURRENCY, duration_s=1.5, concurrency=8)
-    point = run_load_in_child(server.endpoint, spec, POLICY, QUICK)  # the CLI's path
+    point = run_load_in_child(server.endpoint, spec, QUICK)  # the CLI's path
     assert point.errors == 0 and point.latency.count > 0 and point.achieved_rps > 0
     assert max(point.batch_histogram) > 1 and point.mean_batch > 1
     assert max(point.batch_histogram) <= POLICY.max_batch_size
@@ -39,7 +39,7 @@ def test_concurrency_makes_triton_form_batches_and_its_counters_agree(
 
 def test_server_scenario_follows_the_schedule_drawn_from_its_seed(server: TritonServer) -> None:
     spec = LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=60, seed=7)
-    point = run_load(server.endpoint, spec, POLICY, QUICK)
+    point = run_load(server.endpoint, spec, QUICK)
     assert point.arrival_schedule_s == poisson_schedule(60, 1.0, 7)
     assert point.arrival_schedule_s != poisson_schedule(60, 1.0, 8)
     assert point.latency.count + point.errors == len(point.arrival_schedule_s)
@@ -49,7 +49,7 @@ def test_server_scenario_follows_the_schedule_drawn_from_its_seed(server: Triton
 
 def test_offline_sends_bursts_and_judges_each_burst_as_a_window(server: TritonServer) -> None:
     spec = LoadSpec(Scenario.OFFLINE, duration_s=0.5, requests=16)
-    point = run_load(server.endpoint, spec, POLICY, QUICK)
+    point = run_load(server.endpoint, spec, QUICK)
     assert point.latency.count % 16 == 0 and point.latency.count >= 16
     assert point.mean_batch > 1
 
@@ -59,7 +59,7 @@ def test_a_request_larger_than_the_servers_maximum_batch_is_refused(
 ) -> None:
     spec = LoadSpec(Scenario.SINGLE_STREAM, duration_s=0.2, samples_per_request=17)
     with pytest.raises(UserError, match="maximum batch size 16"):
-        run_load(server.endpoint, spec, POLICY, QUICK)
+        run_load(server.endpoint, spec, QUICK)
 
 
 def _records(schedule: list[float], lag_s: float) -> list[Record]:
@@ -69,9 +69,11 @@ def _records(schedule: list[float], lag_s: float) -> list[Record]:
 def test_a_generator_behind_its_schedule_is_saturated_not_the_server() -> None:
     spec = LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=200, seed=1)
     schedule = list(poisson_schedule(200, 1.0, 1))
-    assert _saturation(spec, _records(schedule, 0.0001)) == ""
+    assert saturation_reason(spec, _records(schedule, 0.0001)) == ""
     late = [Record(t, t * 1.5, t * 1.5 + 0.001, True) for t in schedule]  # 50% slower
-    assert "fell behind its schedule" in _saturation(spec, late)
+    assert "fell behind its schedule" in saturation_reason(spec, late)
     # barely late (under the lag limit) but sending 7% slower than the schedule asks
     slow = [Record(t, t * 1.07, t * 1.07 + 0.001, True) for t in schedule if t < 0.14]
-    assert "offered" in _saturation(spec, slow) and "beyond the client" in _saturation(spec, slow)
+    assert "offered" in saturation_reason(spec, slow) and "beyond the client" in saturation_reason(
+        spec, slow
+    )

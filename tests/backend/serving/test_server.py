@@ -110,10 +110,10 @@ def test_fixed_batch_model_is_served_without_dynamic_batching_and_says_why(
     with serve(path, POLICY, environment=triton_environment) as running:
         assert "dynamic_batching" not in (running.workdir / "models/model/config.pbtxt").read_text()
         spec = LoadSpec(Scenario.CONCURRENCY, duration_s=0.5, concurrency=4)
-        point = run_load(running.endpoint, spec, planned.policy, MEASURE_PRESETS["quick"])
+        point = run_load(running.endpoint, spec, MEASURE_PRESETS["quick"])
     # each execution is one request of the model's fixed 4 samples: Triton counts batch 1
     assert point.batch_histogram and set(point.batch_histogram) == {1}
-    assert point.notes == (planned.fixed_batch_note,)
+    assert point.notes == (planned.fixed_batch_note,) and point.policy == planned.policy
     assert point.errors == 0
 
 
