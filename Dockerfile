@@ -9,6 +9,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 COPY requirements*.txt ./
 RUN python -m venv .venv && .venv/bin/pip install --no-cache-dir -r ${OPTIBOARD_REQUIREMENTS}
+# The Triton serving environment (.triton-venv from Debian's python3.11, see scripts/setup-triton)
+COPY scripts/setup-triton scripts/setup-triton
+RUN scripts/setup-triton && rm -rf /var/lib/apt/lists/*
 COPY . .
 ENV OPTIBOARD_DATA_DIR=/app/data OPTIBOARD_ADDRESS=0.0.0.0 OPTIBOARD_PORT=8501
 EXPOSE 8501
