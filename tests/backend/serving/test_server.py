@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -117,11 +116,23 @@ def test_fixed_batch_model_is_served_without_dynamic_batching_and_says_why(
     assert point.errors == 0
 
 
+def _alive_in_group(group: int) -> list[int]:
+    """Processes of a process group that still run (zombies awaiting their reaper do not)."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, pgrp = stat.read_text().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(pgrp) == group and state != "Z":
+            alive.append(int(stat.parent.name))
+    return alive
+
+
 def test_stopping_the_server_ends_its_processes(
     triton_environment: TritonEnvironment, session_model: Path
 ) -> None:
     with serve(session_model, POLICY, environment=triton_environment) as running:
-        pid = running.process.pid
-        os.kill(pid, 0)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)
+        group = running.process.pid
+        assert len(_alive_in_group(group)) >= 2  # tritonserver and its Python-backend stub
+    assert _alive_in_group(group) == []
