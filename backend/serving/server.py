@@ -90,7 +90,8 @@ def free_port() -> int:
 
 
 def _die_with_parent() -> None:
-    """Child side of Popen: SIGKILL when the parent dies (PR_SET_PDEATHSIG), own process group."""
+    """Child side of Popen: SIGKILL when the parent dies (PR_SET_PDEATHSIG). Linux ties it to
+    the thread that started the server, so a server lives inside one `with serve(...)` block."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
