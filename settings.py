@@ -283,8 +283,8 @@ CHILD_PROCS = _declare(
         "OPTIBOARD_CHILD_PROCS",
         "1024",
         int,
-        "processes and threads a child may add (RLIMIT_NPROC above the service user's current "
-        "count; not enforced for root)",
+        "processes and threads a child may have: pids.max of its own pids cgroup where one can "
+        "be made (also for root), else RLIMIT_NPROC above the service user's current count",
     )
 )
 BWRAP = _declare(
