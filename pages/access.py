@@ -13,9 +13,10 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
+from streamlit.navigation.page import StreamlitPage
 
 import settings
-from backend.auth import accounts, links
+from backend.auth import accounts, links, returns
 from backend.auth.audit import Action, audited
 from backend.auth.roles import Permission, Principal, Role, Via
 from backend.errors import UserError
@@ -23,6 +24,7 @@ from backend.errors import UserError
 ACCOUNT_KEY = "optiboard_account"  # the signed-in account's name (no widget uses this key)
 PRINCIPAL_KEY = "optiboard_principal"  # who this run acts as, resolved by gate()
 SHARE_PARAM = "share"  # the query parameter that carries a signed link's token
+XSRF_COOKIE = "_streamlit_xsrf"  # Streamlit's; its token identifies the browser (returns.py)
 OPEN = Principal("anyone", Role.ADMIN, Via.OPEN)
 
 
@@ -101,6 +103,26 @@ def guarded(action: Action, target: str = "", **detail: Any) -> Iterator[int]:
 def signed_in(principal: Principal) -> None:
     """Remember a password sign-in for this browser session; the page reruns as that account."""
     st.session_state[ACCOUNT_KEY] = principal.name
+
+
+def remember_view(page: StreamlitPage) -> None:
+    """Before st.login: remember the view this browser came for, as the provider's round trip
+    ends on the app's root (backend/auth/returns.py)."""
+    key = returns.browser_key(st.context.cookies.get(XSRF_COOKIE))
+    query = {k: st.query_params.get_all(k) for k in st.query_params.to_dict()}
+    if key and (query or page.url_path):  # the default page's url_path is ""
+        returns.remember(key, returns.Target(page.url_path, query))
+
+
+def resume_view(principal: Principal, pages: list[StreamlitPage]) -> None:
+    """After an identity-provider sign-in: open the view remembered before it (once)."""
+    if principal.via != Via.OIDC:
+        return
+    key = returns.browser_key(st.context.cookies.get(XSRF_COOKIE))
+    target = returns.take(key) if key else None
+    page = next((p for p in pages if target and p.url_path == target.page), None)
+    if page is not None and target is not None:
+        st.switch_page(page, query_params=target.query)
 
 
 def sign_out_control(principal: Principal) -> None:

@@ -283,6 +283,40 @@ def test_oidc_sign_in_round_trip_through_a_real_provider(
     page.context.close()
 
 
+def _oidc_sign_in(page, subject: str) -> None:  # noqa: ANN001
+    page.get_by_role("button", name="Sign in with your organisation").click()
+    page.wait_for_url(re.compile(r".*/oauth2/authorize.*"), timeout=60_000)  # the provider's form
+    page.locator("input[name=sub]").fill(subject)
+    page.get_by_role("button", name="Authorize").click()
+
+
+def test_oidc_sign_in_reopens_the_view_a_shared_link_pointed_to(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """The provider's round trip ends on the app's root; the link's page and view come back."""
+    from playwright.sync_api import expect
+
+    page = _page(browser)
+    page.goto(f"{dashboard.url}/compare?jobs={dashboard.job_id}&charts=latency")
+    expect(page.get_by_text("Sign in to open the view this link points to.")).to_be_visible(
+        timeout=60_000
+    )
+    _oidc_sign_in(page, "lead@example.com")
+    expect(page.get_by_text("Signed in as lead@example.com (editor)")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("heading", name="Compare")).to_be_visible(timeout=60_000)
+    expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
+    assert re.search(rf"/compare\?.*jobs={dashboard.job_id}", page.url), page.url
+    assert "charts=latency" in page.url
+    assert page.locator(".js-plotly-plot").count() == 1  # only the latency chart, as linked
+    page.screenshot(path=str(ARTIFACTS / "e2e-signin-oidc-shared-view.png"), full_page=True)
+    page.goto(f"{dashboard.url}/")  # taken once: Home stays Home afterwards
+    expect(page.get_by_text("Upload a model, sweep precisions")).to_be_visible(timeout=60_000)
+    _settled(page)
+    assert "compare" not in page.url
+    page.context.close()
+
+
 def test_a_page_reached_through_another_host_name_gets_no_session(
     dashboard: Dashboard,
     browser,  # noqa: ANN001
