@@ -311,3 +311,14 @@ MAX_INPUT_MB = _declare(
         "largest model input (batch x dims x item size) or calibration file content accepted",
     )
 )
+
+
+# --- sign-in sessions ---
+SESSION_HOURS = _declare(
+    Setting(
+        "OPTIBOARD_SESSION_HOURS",
+        "12",
+        float,
+        "how long a password sign-in lasts in a browser (its signed, HttpOnly session cookie)",
+    )
+)

@@ -20,11 +20,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,10 +31,10 @@ import settings
 from backend.errors import UserError
 from backend.launch import limits as child_limits
 from backend.launch import pids, sandbox
+from backend.launch.folders import ChildFolder, child_folder
 
 RESULT_CAP = 256 << 20  # bytes of result or stdout the parent reads back
 LOG_TAIL = 4 << 20  # bytes of merged output kept for logs and error lines
-FOLDER_PREFIX = "optiboard-child-"
 
 
 @dataclass
@@ -50,18 +48,6 @@ class ChildOutcome:
     limit: str | None = None  # 'memory', 'cpu', 'file', 'procs' or 'killed': a limit ended it
 
 
-@dataclass(frozen=True)
-class ChildFolder:
-    """A child's temporary folder: `scratch` is the child's (its only writable place when
-    sandboxed); the output files beside it belong to the parent."""
-
-    root: Path
-
-    @property
-    def scratch(self) -> Path:
-        return self.root / "scratch"
-
-
 @dataclass
 class ProcessOutcome:
     returncode: int | None
@@ -70,33 +56,6 @@ class ProcessOutcome:
     timed_out: bool = False
     cancelled: bool = False
     limit: str | None = None
-
-
-def _children_root() -> Path:
-    return Path(tempfile.gettempdir()) / "optiboard-children"
-
-
-def _sweep_orphans(root: Path) -> None:
-    """Remove folders whose parent process is gone (it was SIGKILLed before its cleanup)."""
-    for folder in root.glob(f"{FOLDER_PREFIX}*"):
-        pid = folder.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextmanager
-def child_folder() -> Iterator[ChildFolder]:
-    """A fresh folder for one child, removed by the parent whatever happened to the child."""
-    root = _children_root()
-    root.mkdir(parents=True, exist_ok=True)
-    _sweep_orphans(root)
-    path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=root))
-    folder = ChildFolder(path)
-    folder.scratch.mkdir()
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _read_text(path: Path, cap: int, tail: bool = False) -> str:

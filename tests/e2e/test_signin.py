@@ -115,7 +115,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         stderr=subprocess.STDOUT,
     )
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
         + ["--server.headless", "true", "--server.fileWatcherType", "none"]
         + ["--secrets.files", str(secrets_file)],
         cwd=ROOT,
@@ -199,6 +199,60 @@ def test_roles_limit_what_each_account_sees(dashboard: Dashboard, browser) -> No
         "editor": {"upload": True, "delete": False, "users": False},
         "root": {"upload": True, "delete": True, "users": True},
     }
+
+
+def test_a_password_sign_in_survives_a_reload_and_a_new_tab_until_sign_out(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """The session cookie: signed, HttpOnly, expiring; signing out ends it, even for a copy."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(f"{dashboard.url}/jobs")
+    _sign_in(page, "editor")
+    expect(page.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    deadline = time.monotonic() + 30
+    while not [c for c in context.cookies() if c["name"] == "optiboard_session"]:
+        assert time.monotonic() < deadline, "no session cookie was set"
+        page.wait_for_timeout(200)
+    (cookie,) = [c for c in context.cookies() if c["name"] == "optiboard_session"]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Lax" and cookie["path"] == "/"
+    hours = (cookie["expires"] - time.time()) / 3600
+    assert 11.9 < hours <= 12.0  # OPTIBOARD_SESSION_HOURS' default
+
+    page.reload()
+    expect(page.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    tab = context.new_page()
+    tab.goto(f"{dashboard.url}/models")
+    expect(tab.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    tab.close()
+
+    forged = context.new_page()  # a tampered cookie is a stranger
+    forged.context.add_cookies([{**cookie, "value": cookie["value"][:-2] + "AA"}])
+    forged.goto(f"{dashboard.url}/jobs")
+    _settled(forged)
+    expect(forged.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible()
+    forged.context.add_cookies([cookie])
+    forged.close()
+
+    page.reload()
+    expect(page.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    page.reload()
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    context.close()
+
+    copied = browser.new_context()  # the cookie copied before sign-out no longer works
+    copied.add_cookies([cookie])
+    stolen = copied.new_page()
+    stolen.goto(f"{dashboard.url}/jobs")
+    _settled(stolen)
+    expect(stolen.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible()
+    copied.close()
 
 
 def test_a_wrong_password_stays_at_the_gate(dashboard: Dashboard, browser) -> None:  # noqa: ANN001
