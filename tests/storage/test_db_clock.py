@@ -16,13 +16,17 @@ from pathlib import Path
 from sqlalchemy import text
 
 from storage.db import session_scope
-from storage.repo import audit, jobs, models
+from storage.repo import audit, jobs, models, users
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITER = """
 from datetime import datetime
-from storage.repo import audit, jobs, models
+from storage.repo import audit, jobs, models, users
 print(datetime.now().isoformat())
+users.create_user("ada", None, "editor")
+users.record_success("ada")
+users.create_user("bob", None, "viewer")
+users.record_failure("bob", max_failures=1, lock_seconds=600)
 model = models.create_model(
     name="m", sha256="a" * 64, format="onnx", size_bytes=1, metadata={},
     artifacts=[models.NewArtifact("original", "a" * 64, 1, "m.onnx")],
@@ -69,5 +73,11 @@ def test_rows_written_by_a_process_with_a_skewed_clock_carry_the_database_time(
         "audit finished": entry.finished_at,
         **{f"event {e.message!r}": e.created_at for e in events},
     }
+    ada, bob = users.get_user("ada"), users.get_user("bob")
+    stamps["last sign-in"] = ada.last_signin_at
+    stamps["user"] = ada.created_at
+    assert bob.locked_until is not None
+    stamps["lock end - 600 s"] = bob.locked_until - timedelta(seconds=600)
+    assert users.is_locked("bob")  # by the database's clock, the one that set it
     for what, stamp in stamps.items():
         assert stamp is not None and abs(now - stamp) < timedelta(minutes=5), (what, stamp, now)
