@@ -33,13 +33,14 @@ USERS = st.Page("pages/users.py", title="Users", url_path="users", icon="👤")
 
 principal = access.gate()
 if principal is None:  # routed but not run: the address (page + query) survives sign-in
-    st.navigation([*PAGES, USERS], position="hidden")
-    signin.render()
+    signin.render(st.navigation([*PAGES, USERS], position="hidden"))
     st.stop()
 if principal.via == Via.LINK:  # a signed link: that comparison, read-only, and nothing else
     st.navigation([PAGES[-1]], position="hidden").run()
     st.stop()
-page = st.navigation([*PAGES, USERS] if principal.can(Permission.USERS) else PAGES)
+allowed = [*PAGES, USERS] if principal.can(Permission.USERS) else PAGES
+page = st.navigation(allowed)
+access.resume_view(principal, allowed)  # the shared link's view, after an identity provider
 
 with st.sidebar:
     workers = list_workers()

@@ -283,8 +283,8 @@ CHILD_PROCS = _declare(
         "OPTIBOARD_CHILD_PROCS",
         "1024",
         int,
-        "processes and threads a child may add (RLIMIT_NPROC above the service user's current "
-        "count; not enforced for root)",
+        "processes and threads a child may have: pids.max of its own pids cgroup where one can "
+        "be made (also for root), else RLIMIT_NPROC above the service user's current count",
     )
 )
 BWRAP = _declare(
@@ -346,5 +346,14 @@ WORKER_METRICS_ADDRESS = _declare(
         "127.0.0.1",
         str,
         "address the worker's metrics listen on: loopback unless a Prometheus elsewhere scrapes it",
+    )
+)
+# --- sign-in sessions ---
+SESSION_HOURS = _declare(
+    Setting(
+        "OPTIBOARD_SESSION_HOURS",
+        "12",
+        float,
+        "how long a password sign-in lasts in a browser (its signed, HttpOnly session cookie)",
     )
 )

@@ -6,6 +6,7 @@ few widgets that belong to access control, so pages need one line per guarded ac
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -13,9 +14,10 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
+from streamlit.navigation.page import StreamlitPage
 
 import settings
-from backend.auth import accounts, links
+from backend.auth import accounts, links, returns, sessions
 from backend.auth.audit import Action, audited
 from backend.auth.roles import Permission, Principal, Role, Via
 from backend.errors import UserError
@@ -23,6 +25,9 @@ from backend.errors import UserError
 ACCOUNT_KEY = "optiboard_account"  # the signed-in account's name (no widget uses this key)
 PRINCIPAL_KEY = "optiboard_principal"  # who this run acts as, resolved by gate()
 SHARE_PARAM = "share"  # the query parameter that carries a signed link's token
+TICKET_KEY = "optiboard_session_ticket"  # set by a password sign-in, spent by the next run
+SIGNED_OUT_KEY = "optiboard_signed_out"  # the next run deletes the session cookie
+XSRF_COOKIE = "_streamlit_xsrf"  # Streamlit's; its token identifies the browser (returns.py)
 OPEN = Principal("anyone", Role.ADMIN, Via.OPEN)
 
 
@@ -39,6 +44,9 @@ def _resolve() -> Principal | None:
     if token:
         return links.verify(token).principal()
     name = st.session_state.get(ACCOUNT_KEY)
+    if not name and not st.session_state.get(SIGNED_OUT_KEY):
+        session = sessions.verify(st.context.cookies.get(sessions.COOKIE))
+        name = st.session_state[ACCOUNT_KEY] = session.name if session else None
     if name:
         found = accounts.principal_for(name)
         if found is None:
@@ -64,7 +72,27 @@ def gate() -> Principal | None:
         st.error(str(exc), icon="🔒")
         st.stop()
     st.session_state[PRINCIPAL_KEY] = principal
+    _sync_session_cookie()
     return principal
+
+
+def _post(path: str) -> None:
+    """A same-origin POST from the page, so the answer's Set-Cookie lands in this browser."""
+    st.html(
+        f"<script>fetch({json.dumps(path)}, {{method: 'POST', credentials: 'same-origin'}})"
+        "</script>",
+        unsafe_allow_javascript=True,
+    )
+
+
+def _sync_session_cookie() -> None:
+    """Trade a fresh sign-in's ticket for the HttpOnly cookie, or delete it after sign-out
+    (serve.py's routes; backend/auth/sessions.py)."""
+    ticket = st.session_state.pop(TICKET_KEY, None)
+    if ticket:
+        _post(f"{sessions.START_PATH}?{urlencode({'ticket': ticket})}")
+    if st.session_state.pop(SIGNED_OUT_KEY, None):
+        _post(sessions.END_PATH)
 
 
 def current() -> Principal:
@@ -99,8 +127,32 @@ def guarded(action: Action, target: str = "", **detail: Any) -> Iterator[int]:
 
 
 def signed_in(principal: Principal) -> None:
-    """Remember a password sign-in for this browser session; the page reruns as that account."""
+    """Remember a password sign-in: in this browser session at once, and in a session cookie
+    from the next run on (so a reload or a new tab stays signed in)."""
     st.session_state[ACCOUNT_KEY] = principal.name
+    browser = returns.browser_key(st.context.cookies.get(XSRF_COOKIE))
+    if browser:
+        st.session_state[TICKET_KEY] = sessions.issue_ticket(principal.name, browser)
+
+
+def remember_view(page: StreamlitPage) -> None:
+    """Before st.login: remember the view this browser came for, as the provider's round trip
+    ends on the app's root (backend/auth/returns.py)."""
+    key = returns.browser_key(st.context.cookies.get(XSRF_COOKIE))
+    query = {k: st.query_params.get_all(k) for k in st.query_params.to_dict()}
+    if key and (query or page.url_path):  # the default page's url_path is ""
+        returns.remember(key, returns.Target(page.url_path, query))
+
+
+def resume_view(principal: Principal, pages: list[StreamlitPage]) -> None:
+    """After an identity-provider sign-in: open the view remembered before it (once)."""
+    if principal.via != Via.OIDC:
+        return
+    key = returns.browser_key(st.context.cookies.get(XSRF_COOKIE))
+    target = returns.take(key) if key else None
+    page = next((p for p in pages if target and p.url_path == target.page), None)
+    if page is not None and target is not None:
+        st.switch_page(page, query_params=target.query)
 
 
 def sign_out_control(principal: Principal) -> None:
@@ -112,6 +164,8 @@ def sign_out_control(principal: Principal) -> None:
     if st.button("Sign out", key="sign_out"):
         st.session_state.pop(ACCOUNT_KEY, None)
         st.session_state.pop(PRINCIPAL_KEY, None)
+        sessions.revoke(st.context.cookies.get(sessions.COOKIE))
+        st.session_state[SIGNED_OUT_KEY] = True
         if principal.via == Via.OIDC:
             st.logout()  # clears Streamlit's identity cookie, then the provider's session
         else:

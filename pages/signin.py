@@ -1,23 +1,28 @@
 """The sign-in form app.py shows instead of any page until someone has signed in.
 
-Nothing here touches st.query_params, so the address a visitor came with (a shared link's page and
-its view settings) is still there after sign-in, and the same view opens.
+Nothing here changes st.query_params, so the address a visitor came with (a shared link's page and
+its view settings) is still there after a password sign-in, and the same view opens. An identity
+provider's round trip ends on the app's root, so that view is remembered before st.login and
+reopened after it (access.remember_view / resume_view).
 """
 
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.navigation.page import StreamlitPage
 
 from backend.auth import accounts
 from backend.errors import UserError
-from pages.access import oidc_configured, signed_in
+from pages.access import oidc_configured, remember_view, signed_in
 
 
-def render() -> None:
+def render(requested: StreamlitPage) -> None:
+    """The form; `requested` is the page the address points to, opened after sign-in."""
     st.title("Sign in to Optiboard")
     if st.query_params.to_dict():
         st.caption("Sign in to open the view this link points to.")
     if oidc_configured() and st.button("Sign in with your organisation", type="primary"):
+        remember_view(requested)
         st.login()
     if not accounts.list_accounts() and not oidc_configured():
         st.info(

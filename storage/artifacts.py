@@ -1,16 +1,28 @@
-"""Content-addressed artifact store: files named by sha256, written to a temp name then renamed."""
+"""Content-addressed artifact store: files named by sha256, written to a temp name then renamed.
+
+One blob can be referenced by several rows (the same content stored twice is stored once), so a
+blob is removed only when no row references it, and that check must not interleave with a writer
+whose reference is about to be committed. `locked` gives that order: a writer holds the digest's
+lock from putting the blob until its row is committed (re-putting the blob if a remover got there
+first), and a remover holds it while it checks the rows and deletes.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from storage.db import data_dir
 
 CHUNK = 1 << 20
+_held = threading.local()  # lock files this thread holds, so `locked` can nest
 
 
 def sha256_file(path: Path) -> str:
@@ -85,3 +97,19 @@ class ArtifactStore:
 
     def delete(self, sha256: str) -> None:
         self.path_for(sha256).unlink(missing_ok=True)
+
+    @contextmanager
+    def locked(self, digests: Iterable[str]) -> Iterator[None]:
+        """Hold the locks of these digests (flock, one of 256 stripes by the first two hex
+        digits, taken in order so two holders cannot deadlock); nests within one thread."""
+        held: set[Path] = _held.__dict__.setdefault("paths", set())
+        folder = self.root / ".locks"
+        folder.mkdir(exist_ok=True)
+        wanted = sorted({folder / self.path_for(d).parent.name for d in digests} - held)
+        with ExitStack() as stack:
+            for path in wanted:
+                handle = stack.enter_context(open(path, "a+b"))
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                held.add(path)
+                stack.callback(held.discard, path)
+            yield

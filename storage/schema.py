@@ -19,7 +19,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from storage.states import JobState, utcnow
+from storage.clock import db_utcnow
+from storage.states import JobState
 
 
 class Base(DeclarativeBase):
@@ -43,7 +44,7 @@ class Model(Base):
     parameter_count: Mapped[int] = mapped_column(BigInteger, default=0)
     node_count: Mapped[int] = mapped_column(Integer, default=0)
     warnings: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
 
     artifacts: Mapped[list[Artifact]] = relationship(
         back_populates="model", cascade="all, delete-orphan", passive_deletes=True
@@ -61,7 +62,7 @@ class Artifact(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     filename: Mapped[str] = mapped_column(String(255))
     meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
 
     model: Mapped[Model] = relationship(back_populates="artifacts")
 
@@ -74,7 +75,7 @@ class Job(Base):
     state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED.value, index=True)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     label: Mapped[str | None] = mapped_column(String(255))
-    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
     started_at: Mapped[datetime | None] = mapped_column(DateTime())
     finished_at: Mapped[datetime | None] = mapped_column(DateTime())
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -102,7 +103,7 @@ class Result(Base):
     throughput: Mapped[float | None] = mapped_column(Float)
     peak_rss_mb: Mapped[float | None] = mapped_column(Float)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
 
 
 class ResultSamples(Base):
@@ -125,7 +126,7 @@ class Event(Base):
     )
     level: Mapped[str] = mapped_column(String(16), default="info")
     message: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
 
 
 class Worker(Base):
@@ -136,8 +137,8 @@ class Worker(Base):
     pid: Mapped[int] = mapped_column(Integer)
     hardware: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     providers: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    started_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
-    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    started_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
     current_job_id: Mapped[int | None] = mapped_column(Integer)
 
 
@@ -151,7 +152,7 @@ class CompatCache(Base):
     model_sha256: Mapped[str] = mapped_column(String(64), index=True)
     fingerprint: Mapped[str] = mapped_column(String(255))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
 
 
 class User(Base):
@@ -166,7 +167,7 @@ class User(Base):
     failed_attempts: Mapped[int] = mapped_column(Integer, default=0)
     locked_until: Mapped[datetime | None] = mapped_column(DateTime())
     last_signin_at: Mapped[datetime | None] = mapped_column(DateTime())
-    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
 
 
 class AuditEntry(Base):
@@ -175,7 +176,7 @@ class AuditEntry(Base):
     __tablename__ = "audit_log"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow, index=True)
+    at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow(), index=True)
     actor: Mapped[str] = mapped_column(String(255), index=True)
     action: Mapped[str] = mapped_column(String(32))
     target: Mapped[str] = mapped_column(String(255), default="")

@@ -16,7 +16,6 @@ from backend.auth.roles import Principal, Role, Via, parse_role
 from backend.errors import UserError
 from storage.repo import users as user_store
 from storage.repo.users import UserRow
-from storage.states import utcnow
 
 MIN_PASSWORD_LENGTH = 10
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
@@ -95,7 +94,7 @@ def sign_in(name: str, password: str) -> Principal:
         _verify(_DUMMY_HASH, password)
         raise refused
     right = _verify(row.password_hash, password)
-    if row.locked_until is not None and row.locked_until > utcnow():
+    if row.locked_until is not None and user_store.is_locked(row.name):
         raise refused
     if not right:
         user_store.record_failure(

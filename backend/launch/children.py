@@ -20,11 +20,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,11 +30,11 @@ from typing import Any
 import settings
 from backend.errors import UserError
 from backend.launch import limits as child_limits
-from backend.launch import sandbox
+from backend.launch import pids, sandbox
+from backend.launch.folders import ChildFolder, child_folder
 
 RESULT_CAP = 256 << 20  # bytes of result or stdout the parent reads back
 LOG_TAIL = 4 << 20  # bytes of merged output kept for logs and error lines
-FOLDER_PREFIX = "optiboard-child-"
 
 
 @dataclass
@@ -47,19 +45,7 @@ class ChildOutcome:
     exitcode: int | None = None
     cancelled: bool = False
     timed_out: bool = False
-    limit: str | None = None  # 'memory', 'cpu', 'file' or 'killed' when a limit ended it
-
-
-@dataclass(frozen=True)
-class ChildFolder:
-    """A child's temporary folder: `scratch` is the child's (its only writable place when
-    sandboxed); the output files beside it belong to the parent."""
-
-    root: Path
-
-    @property
-    def scratch(self) -> Path:
-        return self.root / "scratch"
+    limit: str | None = None  # 'memory', 'cpu', 'file', 'procs' or 'killed': a limit ended it
 
 
 @dataclass
@@ -70,33 +56,6 @@ class ProcessOutcome:
     timed_out: bool = False
     cancelled: bool = False
     limit: str | None = None
-
-
-def _children_root() -> Path:
-    return Path(tempfile.gettempdir()) / "optiboard-children"
-
-
-def _sweep_orphans(root: Path) -> None:
-    """Remove folders whose parent process is gone (it was SIGKILLed before its cleanup)."""
-    for folder in root.glob(f"{FOLDER_PREFIX}*"):
-        pid = folder.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextmanager
-def child_folder() -> Iterator[ChildFolder]:
-    """A fresh folder for one child, removed by the parent whatever happened to the child."""
-    root = _children_root()
-    root.mkdir(parents=True, exist_ok=True)
-    _sweep_orphans(root)
-    path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=root))
-    folder = ChildFolder(path)
-    folder.scratch.mkdir()
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _read_text(path: Path, cap: int, tail: bool = False) -> str:
@@ -173,9 +132,31 @@ def run_process(
         if not state.ok:
             raise UserError(f"This needs a sandbox, but {state.reason}.")
         argv = sandbox.command(argv, folder.scratch, read_only, binary=state.binary)
+    with pids.group(limits.extra_procs) as tasks:
+        process = _start(tasks.wrap(argv) if tasks else argv, folder, sandboxed, merge_output)
+        try:
+            timed_out, cancelled = _wait(process, timeout_s, should_cancel, on_tick, tick_s)
+        finally:
+            if process.poll() is None:
+                _kill_group(process)
+        procs_hit = tasks is not None and tasks.limit_hit()
+    out_path, err_path = folder.root / "stdout", folder.root / "stderr"
+    stdout = _read_text(out_path, LOG_TAIL if merge_output else RESULT_CAP, tail=merge_output)
+    stderr = _read_text(err_path, LOG_TAIL, tail=True)
+    code = process.returncode
+    limit = "procs" if procs_hit else None
+    if not (timed_out or cancelled or limit) and code != 0:
+        limit = child_limits.limit_hit_by_exit(code, stderr if not merge_output else stdout)
+    return ProcessOutcome(code, stdout, stderr, timed_out, cancelled, limit)
+
+
+def _start(
+    argv: list[str], folder: ChildFolder, sandboxed: bool, merge_output: bool
+) -> subprocess.Popen:
+    """Start the child with its output in files beside its scratch folder."""
     out_path, err_path = folder.root / "stdout", folder.root / "stderr"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -184,18 +165,6 @@ def run_process(
             env=_environment(sandboxed),
             start_new_session=True,  # one process group, killed as a whole
         )
-    try:
-        timed_out, cancelled = _wait(process, timeout_s, should_cancel, on_tick, tick_s)
-    finally:
-        if process.poll() is None:
-            _kill_group(process)
-    stdout = _read_text(out_path, LOG_TAIL if merge_output else RESULT_CAP, tail=merge_output)
-    stderr = _read_text(err_path, LOG_TAIL, tail=True)
-    code = process.returncode
-    limit = None
-    if not (timed_out or cancelled) and code != 0:
-        limit = child_limits.limit_hit_by_exit(code, stderr if not merge_output else stdout)
-    return ProcessOutcome(code, stdout, stderr, timed_out, cancelled, limit)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -241,7 +210,9 @@ def _outcome(
     kind = result.get("kind") if result else None
     if kind == "ok":
         return ChildOutcome(True, value=result["value"], exitcode=done.returncode)  # type: ignore[index]
-    limit = result.get("limit") if result else done.limit
+    # a refused fork seen by the cgroup wins over whatever error the child made of it
+    limit = done.limit if done.limit == "procs" else None
+    limit = limit or (result.get("limit") if result else done.limit)
     if limit:
         text = child_limits.sentence(limit, what, limits)
         return ChildOutcome(False, "limit", text, done.returncode, limit=limit)

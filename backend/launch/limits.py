@@ -8,7 +8,8 @@ OSError EFBIG). RLIMIT_NPROC counts every process *and thread* of the user on th
 fixed small cap would break ONNX Runtime's and TensorFlow's thread pools (and count the
 dashboard's threads against the child); the child gets the user's current count plus
 OPTIBOARD_CHILD_PROCS instead, which stops a fork bomb and leaves thread pools alone. The kernel
-does not enforce RLIMIT_NPROC for root. PR_SET_PDEATHSIG(SIGKILL) makes a child die with the worker
+does not enforce RLIMIT_NPROC for root, so for root the cap comes from a pids cgroup per child
+(pids.py) wherever one can be made. PR_SET_PDEATHSIG(SIGKILL) makes a child die with the worker
 or dashboard that started it, even when that one is SIGKILLed.
 """
 
@@ -127,12 +128,16 @@ def file_sentence(what: str, limits: ChildLimits) -> str:
 
 
 def limit_hit_by_exception(exc: BaseException) -> str | None:
-    """'memory' or 'file' when an exception in the child means a limit was hit, else None."""
+    """'memory', 'file' or 'procs' when an exception in the child means a limit was hit."""
     if isinstance(exc, MemoryError):
         return "memory"
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         return "file"
     text = str(exc)
+    if isinstance(exc, BlockingIOError) and exc.errno == errno.EAGAIN and exc.filename is None:
+        return "procs"  # fork() refused (a non-blocking read would not end the child)
+    if isinstance(exc, RuntimeError) and text == "can't start new thread":
+        return "procs"
     if any(marker in text for marker in OUT_OF_MEMORY_MARKERS):
         return "memory"
     return None
@@ -151,8 +156,18 @@ def limit_hit_by_exit(returncode: int, output: str) -> str | None:
     return None
 
 
+def procs_sentence(what: str, limits: ChildLimits) -> str:
+    return (
+        f"{what} tried to start more than {limits.extra_procs} processes and threads "
+        "(OPTIBOARD_CHILD_PROCS); use a model or runtime setting with fewer threads, or raise "
+        "the limit."
+    )
+
+
 def sentence(kind: str, what: str, limits: ChildLimits) -> str:
     """One sentence that names the limit a child hit."""
+    if kind == "procs":
+        return procs_sentence(what, limits)
     if kind == "memory":
         return memory_sentence(what, limits)
     if kind == "cpu":

@@ -261,22 +261,35 @@ class JobRunner:
             result.telemetry["speedup_vs_fp32"] = speedup
 
     def _store(self, job: JobRow, result: ConfigurationResult) -> None:
-        """Copy produced files into the store, then write the result under the lease.
+        """Copy produced files into the store, then write the result and their links at once.
 
-        Artifacts are linked only once the result is stored, so a worker that lost its job leaves
-        no rows behind (the LeaseKeeper thread keeps the lease through long copies).
+        The write is fenced by the lease, so a worker that lost its job writes no rows; the blobs
+        it copied are then removed unless another row references them. The digests stay locked
+        from the copy to the commit, so a remover never takes a blob whose link is committing
+        (the LeaseKeeper thread keeps the lease through long copies).
         """
-        links = self._copy_artifacts(job, result)
-        saved = result_store.save_result(
-            job.id, result.to_dict(), result.samples_ms, lease=job_store.lease_of(job)
-        )
+        produced, links = self._copy_artifacts(job, result)
+        shas = [link.sha256 for link in links]
+        with self.store.locked(shas):
+            for path, link in zip(produced, links, strict=True):
+                if not self.store.exists(link.sha256):  # a remover took it before the lock
+                    self.store.put_file(path)
+            saved = result_store.save_result(
+                job.id,
+                result.to_dict(),
+                result.samples_ms,
+                lease=job_store.lease_of(job),
+                artifacts=links,
+            )
+            if saved is None:
+                model_store.remove_unreferenced(self.store, shas)
+        for path in produced:
+            path.unlink(missing_ok=True)
         if saved is None:
             held = self.keeper.renew_now() if self.keeper else True
             why = "this worker lost the job" if not held else "a result was already stored"
             job_store.log_event(job.id, f"{result.config_key}: not stored, {why}", level="warning")
             return
-        for link in links:
-            model_store.add_artifact(job.model_id, link)
         status = (
             f"p50 {result.latency.p50:.3f} ms"
             if result.ok and result.latency
@@ -288,7 +301,12 @@ class JobRunner:
             level="error" if result.status == ResultStatus.FAILED else "info",
         )
 
-    def _copy_artifacts(self, job: JobRow, result: ConfigurationResult) -> list[NewArtifact]:
+    def _copy_artifacts(
+        self, job: JobRow, result: ConfigurationResult
+    ) -> tuple[list[Path], list[NewArtifact]]:
+        """Put each produced file in the store; the files (kept until the result is written)
+        and the links to write with the result."""
+        produced_paths: list[Path] = []
         links: list[NewArtifact] = []
         produced_files = (("optimized_path", ""), ("ort_optimized_path", ".ort"))
         for key, suffix in (*produced_files, ("profile_path", ".profile")):
@@ -296,7 +314,7 @@ class JobRunner:
             if not produced or not Path(produced).is_file():
                 continue
             stored = self.store.put_file(Path(produced))
-            Path(produced).unlink()
+            produced_paths.append(Path(produced))
             if not suffix:
                 result.optimized_sha256 = stored.sha256
             graph = "after ONNX Runtime's optimizations" if suffix else "as built by Optiboard"
@@ -312,7 +330,7 @@ class JobRunner:
                     meta={"job_id": job.id, "config_key": result.config_key, "graph": graph},
                 )
             )
-        return links
+        return produced_paths, links
 
 
 def worker_id_for_this_process() -> str:

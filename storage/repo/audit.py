@@ -8,10 +8,10 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from storage.clock import db_utcnow
 from storage.db import session_scope
 from storage.repo.rows import row_of
 from storage.schema import AuditEntry
-from storage.states import utcnow
 
 STARTED = "started"  # a row left in this state means the process died during the action
 
@@ -45,7 +45,7 @@ def close_entry(entry_id: int, outcome: str, error: str | None = None) -> None:
         session.execute(
             update(AuditEntry)
             .where(AuditEntry.id == entry_id)
-            .values(outcome=outcome, error=error, finished_at=utcnow())
+            .values(outcome=outcome, error=error, finished_at=db_utcnow())
         )
 
 

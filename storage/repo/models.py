@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -135,11 +136,23 @@ def delete_model(model_id: int, store: ArtifactStore | None = None) -> None:
             if session.get(Model, model_id) is None:
                 raise LookupError(f"no model {model_id}")
             raise ModelInUse(f"model {model_id} has a running job")
-        session.flush()
-        still_used = set(session.scalars(select(Artifact.sha256).where(Artifact.sha256.in_(shas))))
     if store is not None:
-        for sha in shas - still_used:
+        remove_unreferenced(store, shas)
+
+
+def remove_unreferenced(store: ArtifactStore, digests: Iterable[str]) -> set[str]:
+    """Delete the blobs among `digests` that no artifact row references; the removed ones.
+
+    Checked and deleted under the digests' locks (ArtifactStore.locked), so a blob whose
+    reference another writer is about to commit is never deleted from under it.
+    """
+    digests = set(digests)
+    with store.locked(digests):
+        with session_scope() as session:
+            used = set(session.scalars(select(Artifact.sha256).where(Artifact.sha256.in_(digests))))
+        for sha in digests - used:
             store.delete(sha)
+    return digests - used
 
 
 def add_artifact(model_id: int, art: NewArtifact) -> ArtifactRow:

@@ -7,16 +7,19 @@ dropped them). Readers parse rows into backend.results.StoredResult.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
 from storage.db import session_scope
 from storage.repo.jobs import Lease, held
+from storage.repo.models import NewArtifact
 from storage.repo.rows import row_of
-from storage.schema import Job, Result, ResultSamples
+from storage.schema import Artifact, Job, Result, ResultSamples
 
 
 @dataclass(frozen=True)
@@ -38,12 +41,16 @@ def save_result(
     payload: dict[str, Any],
     samples_ms: list[float],
     lease: Lease | None = None,
+    artifacts: Sequence[NewArtifact] = (),
 ) -> ResultRow | None:
-    """Store one configuration's result once; None when it is refused.
+    """Store one configuration's result once, with the links to the files it produced; None
+    when it is refused.
 
     With a lease, the write happens only while that lease still holds the running job (checked and
     row-locked in the same transaction), so a worker that lost its job never writes. A stored
     result is never replaced: a second write of the same key is refused and the first one stays.
+    The artifact links go in the same transaction, so a result never lacks its files' rows and a
+    refused write links nothing (the caller then removes the blobs: remove_unreferenced).
     """
     with session_scope() as session:
         if lease is not None:
@@ -73,11 +80,36 @@ def save_result(
         session.add(row)
         session.flush()
         session.add(ResultSamples(result_id=row.id, samples_ms=list(samples_ms)))
+        _link(session, job_id, artifacts)
         done = session.scalar(
             select(func.count()).select_from(Result).where(Result.job_id == job_id)
         )
         session.execute(update(Job).where(Job.id == job_id).values(progress_done=done))
         return row_of(ResultRow, row)
+
+
+def _link(session: Session, job_id: int, artifacts: Sequence[NewArtifact]) -> None:
+    """Artifact rows for the job's model, once per (model, kind, content)."""
+    model_id = session.scalar(select(Job.model_id).where(Job.id == job_id))
+    for art in artifacts:
+        exists = session.scalar(
+            select(Artifact.id).where(
+                Artifact.model_id == model_id,
+                Artifact.kind == art.kind,
+                Artifact.sha256 == art.sha256,
+            )
+        )
+        if exists is None:
+            session.add(
+                Artifact(
+                    model_id=model_id,
+                    kind=art.kind,
+                    sha256=art.sha256,
+                    size_bytes=art.size_bytes,
+                    filename=art.filename,
+                    meta=art.meta,
+                )
+            )
 
 
 def finished_config_keys(job_id: int) -> set[str]:

@@ -4,15 +4,15 @@ restarts and holds across dashboard processes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from storage.clock import db_utcnow
 from storage.db import session_scope
 from storage.repo.rows import row_of
 from storage.schema import User
-from storage.states import utcnow
 
 
 class NameTaken(ValueError):
@@ -86,13 +86,28 @@ def record_failure(name: str, max_failures: int, lock_seconds: float) -> datetim
         session.execute(
             update(User).where(User.name == name).values(failed_attempts=User.failed_attempts + 1)
         )
-        row = session.scalar(select(User).where(User.name == name))
-        if row is None or row.failed_attempts < max_failures:
+        count = session.scalar(select(User.failed_attempts).where(User.name == name))
+        if count is None or count < max_failures:
             return None
-        row.locked_until = utcnow() + timedelta(seconds=lock_seconds)
-        row.failed_attempts = 0
-        return row.locked_until
+        session.execute(
+            update(User)
+            .where(User.name == name)
+            .values(locked_until=db_utcnow(lock_seconds), failed_attempts=0)
+        )
+        return session.scalar(select(User.locked_until).where(User.name == name))
+
+
+def is_locked(name: str) -> bool:
+    """Whether a lockout holds now, by the database's clock (the one that set it)."""
+    with session_scope() as session:
+        return bool(
+            session.scalar(
+                select(func.count())
+                .select_from(User)
+                .where(User.name == name, User.locked_until > db_utcnow())
+            )
+        )
 
 
 def record_success(name: str) -> None:
-    _update(name, failed_attempts=0, locked_until=None, last_signin_at=utcnow())
+    _update(name, failed_attempts=0, locked_until=None, last_signin_at=db_utcnow())

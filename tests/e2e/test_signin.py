@@ -115,7 +115,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         stderr=subprocess.STDOUT,
     )
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
         + ["--server.headless", "true", "--server.fileWatcherType", "none"]
         + ["--secrets.files", str(secrets_file)],
         cwd=ROOT,
@@ -201,6 +201,60 @@ def test_roles_limit_what_each_account_sees(dashboard: Dashboard, browser) -> No
     }
 
 
+def test_a_password_sign_in_survives_a_reload_and_a_new_tab_until_sign_out(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """The session cookie: signed, HttpOnly, expiring; signing out ends it, even for a copy."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(f"{dashboard.url}/jobs")
+    _sign_in(page, "editor")
+    expect(page.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    deadline = time.monotonic() + 30
+    while not [c for c in context.cookies() if c["name"] == "optiboard_session"]:
+        assert time.monotonic() < deadline, "no session cookie was set"
+        page.wait_for_timeout(200)
+    (cookie,) = [c for c in context.cookies() if c["name"] == "optiboard_session"]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Lax" and cookie["path"] == "/"
+    hours = (cookie["expires"] - time.time()) / 3600
+    assert 11.9 < hours <= 12.0  # OPTIBOARD_SESSION_HOURS' default
+
+    page.reload()
+    expect(page.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    tab = context.new_page()
+    tab.goto(f"{dashboard.url}/models")
+    expect(tab.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    tab.close()
+
+    forged = context.new_page()  # a tampered cookie is a stranger
+    forged.context.add_cookies([{**cookie, "value": cookie["value"][:-2] + "AA"}])
+    forged.goto(f"{dashboard.url}/jobs")
+    _settled(forged)
+    expect(forged.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible()
+    forged.context.add_cookies([cookie])
+    forged.close()
+
+    page.reload()
+    expect(page.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    page.reload()
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    context.close()
+
+    copied = browser.new_context()  # the cookie copied before sign-out no longer works
+    copied.add_cookies([cookie])
+    stolen = copied.new_page()
+    stolen.goto(f"{dashboard.url}/jobs")
+    _settled(stolen)
+    expect(stolen.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible()
+    copied.close()
+
+
 def test_a_wrong_password_stays_at_the_gate(dashboard: Dashboard, browser) -> None:  # noqa: ANN001
     from playwright.sync_api import expect
 
@@ -280,6 +334,40 @@ def test_oidc_sign_in_round_trip_through_a_real_provider(
     page.wait_for_url(re.compile(r".*/oauth2/end_session.*"), timeout=60_000)  # the provider's
     page.goto(f"{dashboard.url}/")
     expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    page.context.close()
+
+
+def _oidc_sign_in(page, subject: str) -> None:  # noqa: ANN001
+    page.get_by_role("button", name="Sign in with your organisation").click()
+    page.wait_for_url(re.compile(r".*/oauth2/authorize.*"), timeout=60_000)  # the provider's form
+    page.locator("input[name=sub]").fill(subject)
+    page.get_by_role("button", name="Authorize").click()
+
+
+def test_oidc_sign_in_reopens_the_view_a_shared_link_pointed_to(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """The provider's round trip ends on the app's root; the link's page and view come back."""
+    from playwright.sync_api import expect
+
+    page = _page(browser)
+    page.goto(f"{dashboard.url}/compare?jobs={dashboard.job_id}&charts=latency")
+    expect(page.get_by_text("Sign in to open the view this link points to.")).to_be_visible(
+        timeout=60_000
+    )
+    _oidc_sign_in(page, "lead@example.com")
+    expect(page.get_by_text("Signed in as lead@example.com (editor)")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("heading", name="Compare")).to_be_visible(timeout=60_000)
+    expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
+    assert re.search(rf"/compare\?.*jobs={dashboard.job_id}", page.url), page.url
+    assert "charts=latency" in page.url
+    assert page.locator(".js-plotly-plot").count() == 1  # only the latency chart, as linked
+    page.screenshot(path=str(ARTIFACTS / "e2e-signin-oidc-shared-view.png"), full_page=True)
+    page.goto(f"{dashboard.url}/")  # taken once: Home stays Home afterwards
+    expect(page.get_by_text("Upload a model, sweep precisions")).to_be_visible(timeout=60_000)
+    _settled(page)
+    assert "compare" not in page.url
     page.context.close()
 
 

@@ -35,3 +35,17 @@ def load_savedmodel(path: str) -> None:
     import tensorflow as tf
 
     tf.saved_model.load(path)
+
+
+def fork_bomb(count: int) -> int:
+    """Fork up to `count` sleeping children (bounded, and each exits by itself within seconds);
+    returns how many it started when nothing stopped it."""
+    import time
+
+    started = 0
+    for _ in range(count):
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        started += 1
+    return started

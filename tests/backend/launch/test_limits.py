@@ -14,9 +14,12 @@ import numpy as np
 import pytest
 
 from backend.engine.run import ConfigurationTask, run_configuration
-from backend.launch.children import run_in_child
+from backend.errors import UserError
+from backend.launch import pids
+from backend.launch.children import run_call, run_in_child
 from backend.specs import MEASURE_PRESETS, Configuration
 from tests import models
+from tests.backend.launch import probes
 from tests.rss import MB, rss_bytes
 
 
@@ -119,7 +122,9 @@ def test_file_size_limit_stops_a_large_write(
 
 PARENT = """
 import sys, time
-from backend.launch.children import run_in_child
+from backend.errors import UserError
+from backend.launch import pids
+from backend.launch.children import run_call, run_in_child
 from tests.backend.launch.test_limits import _report_pid_and_sleep
 run_in_child(_report_pid_and_sleep, sys.argv[1], timeout_s=600)
 """
@@ -159,3 +164,58 @@ def test_child_dies_with_a_sigkilled_parent(tmp_path: Path) -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+def _children_left() -> list[int]:
+    """Processes still alive that this test process started through the launcher: their command
+    lines name a child folder carrying this process's pid (forked copies included)."""
+    marker = f"optiboard-child-{os.getpid()}-".encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+PROCS_SENTENCE = (
+    "{what} tried to start more than 40 processes and threads (OPTIBOARD_CHILD_PROCS); use a "
+    "model or runtime setting with fewer threads, or raise the limit."
+)
+
+
+def test_fork_bomb_is_stopped_by_the_process_limit_even_as_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tests run as root, which RLIMIT_NPROC exempts: the per-child pids cgroup stops it."""
+    assert os.getuid() != 0 or pids.available(), "root here, and no pids cgroup could be made"
+    monkeypatch.setenv("OPTIBOARD_CHILD_PROCS", "40")
+
+    outcome = run_in_child(probes.fork_bomb, 400, timeout_s=60, what="The configuration")
+
+    assert not outcome.ok and outcome.limit == "procs", outcome.error
+    assert outcome.error == PROCS_SENTENCE.format(what="The configuration")
+    # the test process is unaffected: it still starts children, and none of the bomb's are left
+    assert subprocess.run(["true"], check=False).returncode == 0
+    assert _children_left() == []
+    assert not list(Path("/sys/fs/cgroup/pids/optiboard").glob(f"child-{os.getpid()}-*"))
+
+
+def test_fork_bomb_in_the_sandbox_is_stopped_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPTIBOARD_CHILD_PROCS", "40")
+    tests = Path(__file__).resolve().parents[2]
+
+    with pytest.raises(UserError) as refused:
+        run_call(
+            "tests.backend.launch.probes:fork_bomb",
+            400,
+            timeout_s=60,
+            what="Checking 'bomb.onnx'",
+            sandboxed=True,
+            read_only=[tests],
+        )
+
+    assert str(refused.value) == PROCS_SENTENCE.format(what="Checking 'bomb.onnx'")
+    assert subprocess.run(["true"], check=False).returncode == 0

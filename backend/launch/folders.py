@@ -1,0 +1,56 @@
+"""Each child's temporary folder: made fresh, removed by the parent whatever happened to the child.
+
+A parent that was SIGKILLed cannot remove its children's folders; the next parent sweeps them
+(their names carry the parent's pid).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+FOLDER_PREFIX = "optiboard-child-"
+
+
+@dataclass(frozen=True)
+class ChildFolder:
+    """A child's temporary folder: `scratch` is the child's (its only writable place when
+    sandboxed); the output files beside it belong to the parent."""
+
+    root: Path
+
+    @property
+    def scratch(self) -> Path:
+        return self.root / "scratch"
+
+
+def _children_root() -> Path:
+    return Path(tempfile.gettempdir()) / "optiboard-children"
+
+
+def _sweep_orphans(root: Path) -> None:
+    """Remove folders whose parent process is gone (it was SIGKILLed before its cleanup)."""
+    for folder in root.glob(f"{FOLDER_PREFIX}*"):
+        pid = folder.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def child_folder() -> Iterator[ChildFolder]:
+    """A fresh folder for one child, removed by the parent whatever happened to the child."""
+    root = _children_root()
+    root.mkdir(parents=True, exist_ok=True)
+    _sweep_orphans(root)
+    path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=root))
+    folder = ChildFolder(path)
+    folder.scratch.mkdir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

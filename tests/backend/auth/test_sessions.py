@@ -1,0 +1,59 @@
+"""The password session cookie's rules, on a real SQLite file with real argon2 accounts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from backend.auth import accounts, sessions
+from backend.auth.cli import cli_principal
+
+PASSWORD = "correct horse battery"
+
+
+def _cookie(name: str = "ada", now: float | None = None) -> str:
+    ticket = sessions.issue_ticket(name, "browser-1", now=now)
+    cookie = sessions.redeem(ticket, "browser-1", now=now)
+    assert cookie is not None
+    return cookie
+
+
+def test_a_ticket_is_spent_once_and_only_by_the_browser_it_was_issued_to(data_dir: Path) -> None:
+    accounts.add_account(cli_principal(), "ada", "editor", PASSWORD)
+    ticket = sessions.issue_ticket("ada", "browser-1")
+
+    assert sessions.redeem(ticket, "browser-2") is None  # another browser: refused and spent
+    assert sessions.redeem(ticket, "browser-1") is None
+    late = sessions.issue_ticket("ada", "browser-1", now=time.time() - sessions.TICKET_TTL_S)
+    assert sessions.redeem(late, "browser-1") is None
+    assert sessions.redeem(sessions.issue_ticket("ada", "browser-1"), "browser-1") is not None
+
+
+def test_a_cookie_holds_until_it_expires_is_signed_out_or_the_password_changes(
+    data_dir: Path,
+) -> None:
+    accounts.add_account(cli_principal(), "ada", "editor", PASSWORD)
+    accounts.add_account(cli_principal(), "bob", "viewer", PASSWORD)
+    cookie = _cookie()
+
+    session = sessions.verify(cookie)
+    assert session is not None and session.name == "ada"
+    assert session.expires_at - time.time() > sessions.lifetime_s() - 60
+    assert sessions.verify(cookie, now=session.expires_at) is None  # expired
+
+    body, mac = cookie.split(".")
+    bob_cookie = _cookie("bob")
+    bob_body = bob_cookie.split(".")[0]
+    assert sessions.verify(f"{bob_body}.{mac}") is None  # another account's payload, ada's MAC
+    assert sessions.verify(f"{body}.{mac[:-2]}AA") is None
+    assert sessions.verify("not a cookie") is None
+
+    sessions.revoke(cookie)
+    assert sessions.verify(cookie) is None
+    other = _cookie()
+    assert sessions.verify(other) is not None  # only that session ended
+    accounts.set_password(cli_principal(), "ada", "a brand new password")
+    assert sessions.verify(other) is None
+    assert sessions.verify(bob_cookie) is not None
+    accounts.remove_account(cli_principal(), "bob")
+    assert sessions.verify(bob_cookie) is None  # a removed account's cookie opens nothing

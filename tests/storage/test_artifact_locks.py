@@ -1,0 +1,57 @@
+"""A blob is removed only when no row references it, and never while a writer links it."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from storage.artifacts import ArtifactStore
+from storage.repo import models as model_store
+
+
+def _model() -> model_store.ModelRow:
+    return model_store.create_model(
+        name="m",
+        sha256="a" * 64,
+        format="onnx",
+        size_bytes=10,
+        metadata={},
+        artifacts=[model_store.NewArtifact("original", "a" * 64, 10, "m.onnx")],
+    )
+
+
+def _wait_until_someone_waits_on(lock_file: Path, timeout_s: float = 30) -> None:
+    """Until the kernel lists a blocked flock on that file (/proc/locks marks waiters '->')."""
+    inode = os.stat(lock_file).st_ino
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if "->" in fields and int(fields[-3].rsplit(":", 1)[-1]) == inode:
+                return
+        time.sleep(0.01)
+    raise AssertionError("the remover never waited for the lock")
+
+
+def test_a_remover_waits_for_the_writer_and_keeps_the_blob_it_linked(data_dir: Path) -> None:
+    model = _model()
+    store = ArtifactStore()
+    blob = store.put_bytes(b"an optimized model")
+    removed: list[set[str]] = []
+    remover = threading.Thread(
+        target=lambda: removed.append(model_store.remove_unreferenced(store, [blob.sha256]))
+    )
+
+    with store.locked([blob.sha256]):  # the writer: blob in place, its link not yet committed
+        remover.start()
+        _wait_until_someone_waits_on(store.root / ".locks" / blob.sha256[:2])
+        link = model_store.NewArtifact("optimized", blob.sha256, blob.size_bytes, "m.opt.onnx")
+        model_store.add_artifact(model.id, link)
+    remover.join(timeout=30)
+
+    assert removed == [set()] and store.exists(blob.sha256)
+    orphan = store.put_bytes(b"nobody links this")
+    assert model_store.remove_unreferenced(store, [orphan.sha256]) == {orphan.sha256}
+    assert not store.exists(orphan.sha256) and store.exists(blob.sha256)

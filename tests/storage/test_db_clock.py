@@ -1,0 +1,83 @@
+"""Row timestamps come from the database's clock, not from the writing process's clock.
+
+The writer runs in a child under faketime a day ahead (a real skew: libfaketime shifts every clock
+call of that process); PostgreSQL has its own clock, so the stored times must be the server's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import text
+
+from storage.db import session_scope
+from storage.repo import audit, jobs, models, users
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITER = """
+from datetime import datetime
+from storage.repo import audit, jobs, models, users
+print(datetime.now().isoformat())
+users.create_user("ada", None, "editor")
+users.record_success("ada")
+users.create_user("bob", None, "viewer")
+users.record_failure("bob", max_failures=1, lock_seconds=600)
+model = models.create_model(
+    name="m", sha256="a" * 64, format="onnx", size_bytes=1, metadata={},
+    artifacts=[models.NewArtifact("original", "a" * 64, 1, "m.onnx")],
+)
+jobs.create_job(model.id, {}, total=1)
+audit.close_entry(audit.open_entry("alice", "delete model", "m", {}), "done")
+jobs.log_event(None, "written under faketime")
+"""
+
+
+def _database_now() -> datetime:
+    with session_scope() as session:
+        return session.scalar(text("select timezone('utc', now())"))
+
+
+def test_rows_written_by_a_process_with_a_skewed_clock_carry_the_database_time(
+    postgres_url: str,
+) -> None:
+    faketime = shutil.which("faketime")
+    assert faketime, "faketime is not installed (scripts/test installs it)"
+    done = subprocess.run(
+        [faketime, "-f", "+1d", sys.executable, "-c", WRITER],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    skewed = datetime.fromisoformat(done.stdout.split()[0])
+    assert skewed - datetime.now() > timedelta(hours=23)  # the skew really applied
+    now = _database_now()
+
+    (model,) = models.list_models()
+    (job,) = jobs.list_jobs()
+    (entry,) = audit.list_entries()
+    events = jobs.list_events()  # create_job logs one too
+    stamps = {
+        "model": model.created_at,
+        "artifact": models.list_artifacts(model.id)[0].created_at,
+        "job": job.created_at,
+        "audit": entry.at,
+        "audit finished": entry.finished_at,
+        **{f"event {e.message!r}": e.created_at for e in events},
+    }
+    ada, bob = users.get_user("ada"), users.get_user("bob")
+    stamps["last sign-in"] = ada.last_signin_at
+    stamps["user"] = ada.created_at
+    assert bob.locked_until is not None
+    stamps["lock end - 600 s"] = bob.locked_until - timedelta(seconds=600)
+    assert users.is_locked("bob")  # by the database's clock, the one that set it
+    for what, stamp in stamps.items():
+        assert stamp is not None and abs(now - stamp) < timedelta(minutes=5), (what, stamp, now)
