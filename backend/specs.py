@@ -177,6 +177,12 @@ class Configuration:
         return cls(**data)
 
 
+SAME_SET = (
+    "The evaluation set is the same file as the calibration set; upload a separate .npz for "
+    "evaluation, so accuracy is not measured on the samples INT8 was calibrated with."
+)
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """A job submission: the cross product of precisions, providers and batch sizes."""
@@ -198,6 +204,7 @@ class SweepSpec:
     streams: int = 0
     profile: bool = False  # profile every configuration in a separate pass
     fp32_nodes: tuple[str, ...] = ()  # adds a mixed INT8 static point keeping these in FP32
+    evaluation_sha256: str | None = None  # the user's evaluation .npz (inputs, optional labels)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
@@ -212,6 +219,8 @@ class SweepSpec:
         object.__setattr__(self, "fp32_nodes", tuple(self.fp32_nodes))
         if self.fp32_nodes and Precision.INT8_STATIC not in self.precisions:
             raise UserError("Nodes kept in FP32 need static INT8 among the precisions.")
+        if self.evaluation_sha256 and self.evaluation_sha256 == self.calibration_sha256:
+            raise UserError(SAME_SET)
         if isinstance(self.measure, dict):
             object.__setattr__(self, "measure", MeasureSettings(**self.measure))
         if not self.precisions:

@@ -27,7 +27,7 @@ from backend.engine.profile import Profile
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.host import describe_environment
 from backend.launch.children import run_in_child
-from backend.queue.jobs import stored_results
+from backend.queue.jobs import npz_filename, stored_results
 from backend.queue.lease import Backoff, LeaseKeeper
 from backend.results import ConfigurationResult, ResultStatus, StoredResult
 from backend.runtimes import all_provider_statuses
@@ -81,6 +81,8 @@ class _SweepContext:
     spec: SweepSpec
     source: Path
     calibration: str | None
+    evaluation: str | None  # path of the evaluation .npz in the artifact store
+    evaluation_name: str | None
     op_histogram: dict[str, int]
     cpu: dict[str, bool]
     timeout_s: float
@@ -148,6 +150,10 @@ class JobRunner:
                 if spec.calibration_sha256
                 else None
             ),
+            evaluation=(
+                str(self.store.path_for(spec.evaluation_sha256)) if spec.evaluation_sha256 else None
+            ),
+            evaluation_name=npz_filename(job.model_id, spec.evaluation_sha256, "evaluation"),
             op_histogram=model.op_histogram if model else {},
             cpu=cpu_features(),
             timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
@@ -179,6 +185,9 @@ class JobRunner:
             measure=asdict(context.spec.measure),
             output_dir=str(output_dir),
             calibration_path=context.calibration,
+            evaluation_path=context.evaluation,
+            evaluation_sha256=context.spec.evaluation_sha256,
+            evaluation_name=context.evaluation_name,
         )
         outcome = run_in_child(
             run_configuration,
