@@ -74,14 +74,20 @@ def with_calibration(
 
 
 def with_evaluation(
-    spec: SweepSpec, model_id: int, data: bytes | None, filename: str | None
+    spec: SweepSpec,
+    model_id: int,
+    data: bytes | None,
+    filename: str | None,
+    wanted: bool = True,
 ) -> SweepSpec:
-    """The sweep with its uploaded evaluation set attached; none uploaded leaves it as it is.
+    """The sweep with its uploaded evaluation set attached, when the user chose to upload one.
 
     The same bytes as the calibration file are refused before anything is stored.
     """
-    if data is None or filename is None:
+    if not wanted:
         return spec
+    if data is None or filename is None:
+        raise UserError("Upload the evaluation .npz, or choose no evaluation set.")
     sha = store_evaluation_upload(
         model_id, data, filename, dict(spec.symbolic_dims), spec.calibration_sha256
     )
