@@ -247,6 +247,7 @@ def _evidence(
         provider=config.provider,
         optimization_level=config.optimization_level,
         intra_op_threads=config.intra_op_threads,
+        extra=_runtime_knobs(config),
     )
     out = Path(task.output_dir)
     feeds = session.accuracy_feeds or inputs.random_inputs(  # accuracy_samples may be 0
@@ -255,7 +256,9 @@ def _evidence(
         dict(config.symbolic_dims),
         ranges=inputs.value_ranges(source),
     )
-    written = write_profile(variant_path, source, options, feeds[0], out, config.key)
+    written = write_profile(
+        variant_path, source, options, feeds[0], out, config.key, backend=config.backend
+    )
     result.environment["profile_path"] = str(written)
     if config.precision == Precision.INT8_STATIC and session.accuracy_feeds:
         losses = layerloss.rank_nodes(source, variant_path, session.accuracy_feeds)

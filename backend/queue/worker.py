@@ -247,10 +247,10 @@ class JobRunner:
             baseline = fp32_baseline(stored_results(job_id), config)
             if baseline is not None and baseline.latency is not None:
                 speedup = baseline.latency.p50 / result.latency.p50
-        # the speed lines explain ONNX Runtime's kernels; other runtimes get the accuracy lines
-        explained = speedup if config.backend == "onnxruntime" else None
         profile_path = result.environment.get("profile_path")
         profile = Profile.load(Path(profile_path)) if profile_path else None
+        # the rules of thumb explain ONNX Runtime's kernels; a profile explains any runtime's
+        explained = speedup if config.backend == "onnxruntime" or profile else None
         result.notes.extend(
             explain(
                 config.precision,

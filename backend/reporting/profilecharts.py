@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from backend.engine.evidence import CONVERSIONS, per_source_us, runs_in_int8, source_deltas
+from backend.engine.evidence import CONVERSIONS, computes_in_int8, per_source_us, source_deltas
 from backend.engine.profile import NodeProfile, Profile
 
 KIND_COLORS = {
@@ -21,7 +21,7 @@ def node_kind(profile: Profile, node: NodeProfile) -> str:
         return "kept in FP32"
     if node.op_type in CONVERSIONS:
         return "conversion"
-    return "int8 kernel" if runs_in_int8(node.op_type) else "float kernel"
+    return "int8 kernel" if computes_in_int8(node) else "float kernel"
 
 
 def _layout(fig: go.Figure, title: str, x: str, rows: int) -> go.Figure:
