@@ -104,6 +104,8 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
         query["calibration"] = spec.calibration_sha256
     if spec.evaluation_sha256:
         query["evaluation"] = spec.evaluation_sha256
+    if spec.search_bound:
+        query["search"] = spec.search_bound
     if spec.profile:
         query["profile"] = "1"
     if spec.fp32_nodes:  # one name per line: node names may hold commas
@@ -166,6 +168,7 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
         values["simplify"] = query.get("simplify") == "1"
         values["calibration_sha256"] = query.get("calibration") or None
         values["evaluation_sha256"] = query.get("evaluation") or None
+        values["search_bound"] = query.get("search") or ""
         if samples := query.get("cal_samples"):
             values["calibration_samples"] = int(samples)
         values["measure"] = _measure_from_query(query)

@@ -75,7 +75,7 @@ class JobOutcome:
 
 
 @dataclass(frozen=True)
-class _SweepContext:
+class SweepContext:
     """What every configuration of one job shares: the sweep, its files and the host."""
 
     spec: SweepSpec
@@ -142,7 +142,7 @@ class JobRunner:
         if done:
             job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
         model = model_store.get_model(job.model_id)
-        context = _SweepContext(
+        context = SweepContext(
             spec=spec,
             source=self._source_path(job.model_id),
             calibration=(
@@ -165,18 +165,42 @@ class JobRunner:
                     continue
                 if self._should_stop(job.id):
                     break
-                job_store.log_event(job.id, f"[{index}/{len(configurations)}] {config.label}")
-                result = self._measure(job, config, context, Path(output_dir))
-                if result is None:  # cancelled while it ran
-                    break
-                self._annotate(job.id, result, config, context.op_histogram, context.cpu)
-                self._store(job, result)
-                if self.on_result:
-                    self.on_result(result, index, len(configurations))
+                step = (index, len(configurations))
+                if self.run_one(job, config, context, Path(output_dir), step) is None:
+                    break  # cancelled while it ran
+            if spec.search_bound and not self._should_stop(job.id):
+                from backend.queue.mixedsearch import run_search
+
+                run_search(self, job, context, Path(output_dir))
         return self._conclude(job)
 
+    def run_one(
+        self,
+        job: JobRow,
+        config: Configuration,
+        context: SweepContext,
+        output_dir: Path,
+        step: tuple[int, int],
+        note: str | None = None,
+    ) -> ConfigurationResult | None:
+        """Measure, explain and store one configuration; None when it was cancelled mid-run.
+
+        `note` (a mixed-precision search step's reason) is added to the result's lines.
+        """
+        job_store.log_event(job.id, f"[{step[0]}/{step[1]}] {config.label}")
+        result = self._measure(job, config, context, output_dir)
+        if result is None:
+            return None
+        if note:
+            result.notes.insert(0, note)
+        self._annotate(job.id, result, config, context.op_histogram, context.cpu)
+        self._store(job, result)
+        if self.on_result:
+            self.on_result(result, *step)
+        return result
+
     def _measure(
-        self, job: JobRow, config: Configuration, context: _SweepContext, output_dir: Path
+        self, job: JobRow, config: Configuration, context: SweepContext, output_dir: Path
     ) -> ConfigurationResult | None:
         """One configuration in a limited child; a child that fails becomes a failed result."""
         task = ConfigurationTask(
