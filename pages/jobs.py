@@ -176,6 +176,56 @@ def hottest_nodes(profile: Profile, model_id: int) -> None:
     st.caption("Each link opens the uploaded graph in Netron with that node selected.")
 
 
+def mixed_search(job: JobRow, stored: list[StoredResult]) -> None:
+    """One click: search the fastest INT8/FP32 mix meeting a bound, as a new job (editors)."""
+    int8 = [
+        s
+        for s in stored
+        if s.ok
+        and s.configuration.precision.value == "int8_static"
+        and s.configuration.backend == "onnxruntime"
+    ]
+    if not int8 or job.spec.get("search_bound"):
+        return
+    with st.expander("Mixed precision: search the fastest INT8/FP32 mix"):
+        st.caption(
+            "Keeps the nodes that lose the most accuracy in FP32 until the bound is met, then "
+            "tries the profile's costly float islands; every step is measured and stored as a "
+            "configuration of a new job, and joins the accuracy-vs-speed chart on Compare."
+        )
+        cols = st.columns([2, 2, 3], vertical_alignment="bottom")
+        metric = cols[0].selectbox(
+            "Bound on",
+            ["cosine", "top1"],
+            format_func={"cosine": "cosine to FP32", "top1": "top-1 agreement"}.get,
+            key=f"search_metric_{job.id}",
+        )
+        minimum = cols[1].number_input(
+            "At least", 0.5, 1.0, 0.99, step=0.005, format="%.3f", key=f"search_min_{job.id}"
+        )
+        allowed = can(Permission.SUBMIT)
+        if cols[2].button(
+            "Search mixed precision",
+            key=f"search_{job.id}",
+            disabled=not allowed,
+            help=None if allowed else "Editors and admins can start a search.",
+        ):
+            bound = f"{metric}={minimum:g}"
+            try:
+                with guarded(Action.SUBMIT, f"job {job.id}", search=bound):
+                    new = jobs.submit_search(job.id, bound)
+            except UserError as exc:
+                show_error(exc)
+            else:
+                st.success(f"Queued job {new.id}: FP32, INT8 and each search step.", icon="✅")
+                st.page_link(
+                    "pages/jobs.py",
+                    label=f"Follow job {new.id}",
+                    icon="⏱️",
+                    query_params={"job": new.id},
+                )
+
+
 def job_detail(job_id: int) -> None:
     try:
         job = jobs.get_job(job_id)
@@ -265,6 +315,7 @@ def job_detail(job_id: int) -> None:
     profile_views(
         job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")], job.model_id
     )
+    mixed_search(job, stored)
     with st.expander("Log", expanded=job.state == JobState.FAILED):
         events = jobs.job_events(job.id)
         if not events:

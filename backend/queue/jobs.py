@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from backend.errors import UserError
 from backend.models.library import get_model
 from backend.results import StoredResult
 from backend.runtimes import BACKENDS
-from backend.specs import MEASURE_PRESETS, SAME_SET, MeasureSettings, SweepSpec, preset_name
+from backend.specs import (
+    MEASURE_PRESETS,
+    SAME_SET,
+    MeasureSettings,
+    Precision,
+    SweepSpec,
+    preset_name,
+)
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
@@ -74,6 +81,36 @@ def retry_job(job_id: int) -> JobRow:
 def resubmit_with_changes(job_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
     job = get_job(job_id)
     return submit_sweep(job.model_id, spec, label=label or job.label)
+
+
+def submit_search(job_id: int, bound: str) -> JobRow:
+    """A new job measuring FP32 and ONNX Runtime's static INT8 where `job_id` measured INT8,
+    then searching the fastest INT8/FP32 mix that meets `bound` (backend.queue.mixedsearch)."""
+    job = get_job(job_id)
+    int8 = [
+        r.configuration
+        for r in stored_results(job_id)
+        if r.ok
+        and r.configuration.precision == Precision.INT8_STATIC
+        and r.configuration.backend == "onnxruntime"
+    ]
+    if not int8:
+        raise UserError(
+            f"Job {job_id} has no measured ONNX Runtime static INT8 result to search from; "
+            "run a sweep with INT8 static first."
+        )
+    spec = replace(
+        spec_of(job),
+        precisions=(Precision.FP32, Precision.INT8_STATIC),
+        providers=tuple(dict.fromkeys(c.provider for c in int8)),
+        batch_sizes=tuple(dict.fromkeys(c.batch_size for c in int8)),
+        backend="onnxruntime",
+        backends=(),
+        fp32_nodes=(),
+        search_bound=bound,
+    )
+    label = f"mixed-precision search, {bound} (from job {job_id})"
+    return submit_sweep(job.model_id, spec, label=label)
 
 
 def spec_of(job: JobRow) -> SweepSpec:
