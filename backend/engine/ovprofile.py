@@ -24,7 +24,6 @@ import onnx
 from backend.engine.profile import KEPT_IN_FP32, PROFILE_RUNS, NodeProfile, Profile, SourceIndex
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions
-from backend.runtimes.openvino import DEVICES
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 _HOPS = 3  # how far back an inserted layer (Reorder) looks for the uploaded node it serves
@@ -114,5 +113,5 @@ def profile_openvino(
                 entry["total_us"] += layer["real_time_us"]
         graph = runner.execution_graph()
     built = onnx.load(str(model_path), load_external_data=False)
-    device = DEVICES.get(options.provider, options.provider.upper())
+    device = options.provider.upper()  # OpenVINO's device name: cpu -> CPU, gpu -> GPU
     return build_ov_profile(dict(timed), graph, runs, device, source, built)

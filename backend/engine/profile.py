@@ -10,7 +10,7 @@ import json
 import re
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -317,19 +317,15 @@ def write_profile(
     feed: dict[str, np.ndarray],
     out_dir: Path,
     config_key: str,
-    backend: str = "onnxruntime",
+    profiler: Callable[..., Profile] | None = None,
 ) -> Path:
     """Profile one configuration's variant and leave the JSON where the parent stores artifacts.
 
-    ONNX Runtime's profiler, or OpenVINO's performance counters (backend.engine.ovprofile).
+    profiler: ONNX Runtime's (profile_model) unless another runtime's is given, e.g.
+    backend.engine.ovprofile.profile_openvino for OpenVINO's performance counters.
     """
     source = onnx.load(str(source_path), load_external_data=False)
-    if backend == "openvino":
-        from backend.engine.ovprofile import profile_openvino
-
-        profile = profile_openvino(model_path, source, options, feed)
-    else:
-        profile = profile_model(model_path, source, options, feed)
+    profile = (profiler or profile_model)(model_path, source, options, feed)
     out = Path(out_dir) / f"{config_key.replace('/', '_')}.profile.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     return profile.save(out)

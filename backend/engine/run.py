@@ -256,9 +256,10 @@ def _evidence(
         dict(config.symbolic_dims),
         ranges=inputs.value_ranges(source),
     )
-    written = write_profile(
-        variant_path, source, options, feeds[0], out, config.key, backend=config.backend
-    )
+    profiler = None
+    if config.backend == "openvino":  # its performance counters, not ONNX Runtime's profiler
+        from backend.engine.ovprofile import profile_openvino as profiler
+    written = write_profile(variant_path, source, options, feeds[0], out, config.key, profiler)
     result.environment["profile_path"] = str(written)
     if config.precision == Precision.INT8_STATIC and session.accuracy_feeds:
         losses = layerloss.rank_nodes(source, variant_path, session.accuracy_feeds)

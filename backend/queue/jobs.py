@@ -14,6 +14,7 @@ from backend.runtimes import BACKENDS
 from backend.specs import (
     MEASURE_PRESETS,
     SAME_SET,
+    Configuration,
     MeasureSettings,
     Precision,
     SweepSpec,
@@ -63,6 +64,24 @@ def job_events(job_id: int, limit: int = 500) -> list[EventRow]:
 def stored_results(job_id: int) -> list[StoredResult]:
     """The job's results read as types, in the order they were stored."""
     return [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
+
+
+def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
+    """The measured FP32 result this configuration is compared with: same runtime, provider
+    and batch."""
+    return next(
+        (
+            r
+            for r in stored
+            if r.ok
+            and r.latency is not None
+            and r.configuration.precision == Precision.FP32
+            and r.configuration.backend == config.backend
+            and r.configuration.provider == config.provider
+            and r.configuration.batch_size == config.batch_size
+        ),
+        None,
+    )
 
 
 def cancel_job(job_id: int) -> JobState:

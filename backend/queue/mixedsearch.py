@@ -8,22 +8,22 @@ step comes from its stored layer-loss ranking, its float islands from its stored
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from backend.engine.evidence import float_islands
 from backend.engine.layerloss import NodeLoss, from_dicts
 from backend.engine.mixed import MIN_LOSS_DB, AccuracyBound, MixedStep, greedy
 from backend.engine.profile import stored_profile
-from backend.queue.jobs import stored_results
+from backend.queue.jobs import fp32_baseline, spec_of, stored_results
 from backend.results import ConfigurationResult
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo.jobs import JobRow
 
-if TYPE_CHECKING:
-    from backend.queue.worker import JobRunner, SweepContext
+# runs, explains and stores one configuration as a step (index, total) with its reason; None
+# when it was cancelled (backend.queue.worker.JobRunner.run_one)
+RunStep = Callable[[Configuration, tuple[int, int], str], ConfigurationResult | None]
 
 
 class _Stopped(Exception):
@@ -42,11 +42,9 @@ def search_bases(configurations: list[Configuration]) -> list[Configuration]:
 class _Steps:
     """Runs (or reuses, on a resumed job) the configuration of each step for one base point."""
 
-    def __init__(
-        self, runner: JobRunner, job: JobRow, context: SweepContext, output_dir: Path
-    ) -> None:
-        self.runner, self.job, self.context, self.output_dir = runner, job, context, output_dir
-        self.bound = AccuracyBound.parse(context.spec.search_bound)
+    def __init__(self, job: JobRow, run_step: RunStep, stop: Callable[[], bool]) -> None:
+        self.job, self.run_step, self.stop = job, run_step, stop
+        self.bound = AccuracyBound.parse(spec_of(job).search_bound)
         self.results: dict[tuple[str, ...], ConfigurationResult] = {}
 
     def measure(self, base: Configuration, keep: tuple[str, ...], why: str) -> MixedStep:
@@ -54,23 +52,19 @@ class _Steps:
         stored = {r.config_key: r.result for r in stored_results(self.job.id)}
         result = stored.get(config.key)
         if result is None:
-            if self.runner.lost_lease or job_store.is_cancel_requested(self.job.id):
+            if self.stop():
                 raise _Stopped("the job was cancelled")
             done = len(stored) + 1
             job_store.raise_total(self.job.id, done)
-            note = (
-                f"Mixed-precision search step ({self.bound.metric} >= {self.bound.minimum}): {why}."
-            )
-            result = self.runner.run_one(
-                self.job, config, self.context, self.output_dir, (done, done), note
+            bound = f"{self.bound.metric} >= {self.bound.minimum}"
+            result = self.run_step(
+                config, (done, done), f"Mixed-precision search step ({bound}): {why}."
             )
         if result is None or not result.ok or result.accuracy is None or result.latency is None:
             raise _Stopped(f"step '{why}' gave no measured result")
         self.results[config.fp32_nodes] = result
-        accuracy = result.accuracy
-        return MixedStep(
-            config.fp32_nodes, result.latency.p50, accuracy, self.bound.met(accuracy), why
-        )
+        met = self.bound.met(result.accuracy)
+        return MixedStep(config.fp32_nodes, result.latency.p50, result.accuracy, met, why)
 
     def worst(self, step: MixedStep) -> NodeLoss | None:
         losses = from_dicts(self.results[step.fp32_nodes].environment.get("accuracy_loss") or [])
@@ -85,13 +79,13 @@ class _Steps:
         return [(island.op_type, sorted(island.sources)) for island in float_islands(profile)]
 
 
-def run_search(runner: JobRunner, job: JobRow, context: SweepContext, output_dir: Path) -> None:
+def run_search(
+    job: JobRow, configurations: list[Configuration], run_step: RunStep, stop: Callable[[], bool]
+) -> None:
     """Search from each plain static INT8 point of the job against its FP32 result; log the
     measured steps and the best mix in the job's events."""
-    from backend.queue.worker import fp32_baseline, ordered_configurations
-
-    steps = _Steps(runner, job, context, output_dir)
-    for base in search_bases(ordered_configurations(context.spec)):
+    steps = _Steps(job, run_step, stop)
+    for base in search_bases(configurations):
         fp32 = fp32_baseline(stored_results(job.id), base)
         if fp32 is None or fp32.latency is None:
             job_store.log_event(job.id, f"search skipped for {base.label}: no FP32 result")

@@ -27,9 +27,10 @@ from backend.engine.profile import Profile
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.host import describe_environment
 from backend.launch.children import run_in_child
-from backend.queue.jobs import npz_filename, stored_results
+from backend.queue.jobs import fp32_baseline, npz_filename, stored_results
 from backend.queue.lease import Backoff, LeaseKeeper
-from backend.results import ConfigurationResult, ResultStatus, StoredResult
+from backend.queue.mixedsearch import run_search
+from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimes import all_provider_statuses
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.artifacts import ArtifactStore
@@ -50,24 +51,6 @@ def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
     return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
 
 
-def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
-    """The measured FP32 result this configuration is compared with: same runtime, provider
-    and batch."""
-    return next(
-        (
-            r
-            for r in stored
-            if r.ok
-            and r.latency is not None
-            and r.configuration.precision == Precision.FP32
-            and r.configuration.backend == config.backend
-            and r.configuration.provider == config.provider
-            and r.configuration.batch_size == config.batch_size
-        ),
-        None,
-    )
-
-
 @dataclass
 class JobOutcome:
     state: JobState
@@ -86,6 +69,7 @@ class SweepContext:
     op_histogram: dict[str, int]
     cpu: dict[str, bool]
     timeout_s: float
+    output_dir: Path  # where children leave built graphs and profiles until _store copies them
 
 
 class JobRunner:
@@ -142,57 +126,55 @@ class JobRunner:
         if done:
             job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
         model = model_store.get_model(job.model_id)
-        context = SweepContext(
-            spec=spec,
-            source=self._source_path(job.model_id),
-            calibration=(
-                str(self.store.path_for(spec.calibration_sha256))
-                if spec.calibration_sha256
-                else None
-            ),
-            evaluation=(
-                str(self.store.path_for(spec.evaluation_sha256)) if spec.evaluation_sha256 else None
-            ),
-            evaluation_name=npz_filename(job.model_id, spec.evaluation_sha256, "evaluation"),
-            op_histogram=model.op_histogram if model else {},
-            cpu=cpu_features(),
-            timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
-        )
         # Artifacts are copied into the store by _store, so the scratch folder goes afterwards.
         with tempfile.TemporaryDirectory(prefix=f"optiboard-job{job.id}-") as output_dir:
+            context = SweepContext(
+                spec=spec,
+                source=self._source_path(job.model_id),
+                calibration=self._stored_path(spec.calibration_sha256),
+                evaluation=self._stored_path(spec.evaluation_sha256),
+                evaluation_name=npz_filename(job.model_id, spec.evaluation_sha256, "evaluation"),
+                op_histogram=model.op_histogram if model else {},
+                cpu=cpu_features(),
+                timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
+                output_dir=Path(output_dir),
+            )
             for index, config in enumerate(configurations, start=1):
                 if config.key in done:
                     continue
                 if self._should_stop(job.id):
                     break
-                step = (index, len(configurations))
-                if self.run_one(job, config, context, Path(output_dir), step) is None:
+                if self.run_one(job, config, context, (index, len(configurations))) is None:
                     break  # cancelled while it ran
             if spec.search_bound and not self._should_stop(job.id):
-                from backend.queue.mixedsearch import run_search
-
-                run_search(self, job, context, Path(output_dir))
+                run_search(
+                    job,
+                    configurations,
+                    lambda config, step, why: self.run_one(job, config, context, step, why),
+                    lambda: self._should_stop(job.id),
+                )
         return self._conclude(job)
+
+    def _stored_path(self, sha256: str | None) -> str | None:
+        return str(self.store.path_for(sha256)) if sha256 else None
 
     def run_one(
         self,
         job: JobRow,
         config: Configuration,
         context: SweepContext,
-        output_dir: Path,
         step: tuple[int, int],
         note: str | None = None,
     ) -> ConfigurationResult | None:
         """Measure, explain and store one configuration; None when it was cancelled mid-run.
 
-        `note` (a mixed-precision search step's reason) is added to the result's lines.
+        `note` (a mixed-precision search step's reason) leads the result's lines.
         """
         job_store.log_event(job.id, f"[{step[0]}/{step[1]}] {config.label}")
-        result = self._measure(job, config, context, output_dir)
+        result = self._measure(job, config, context)
         if result is None:
             return None
-        if note:
-            result.notes.insert(0, note)
+        result.notes[:0] = [note] if note else []
         self._annotate(job.id, result, config, context.op_histogram, context.cpu)
         self._store(job, result)
         if self.on_result:
@@ -200,14 +182,14 @@ class JobRunner:
         return result
 
     def _measure(
-        self, job: JobRow, config: Configuration, context: SweepContext, output_dir: Path
+        self, job: JobRow, config: Configuration, context: SweepContext
     ) -> ConfigurationResult | None:
         """One configuration in a limited child; a child that fails becomes a failed result."""
         task = ConfigurationTask(
             source_path=str(context.source),
             configuration=config.to_dict(),
             measure=asdict(context.spec.measure),
-            output_dir=str(output_dir),
+            output_dir=str(context.output_dir),
             calibration_path=context.calibration,
             evaluation_path=context.evaluation,
             evaluation_sha256=context.spec.evaluation_sha256,
