@@ -68,6 +68,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         calibration_sha256=calibration,
         calibration_samples=args.calibration_samples,
         evaluation_sha256=evaluation,
+        search_bound=args.search or "",
         backends=tuple(_csv(args.runtimes)),
         measure=_measure(args),
     )
@@ -292,6 +293,9 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration-samples", type=int, default=16)
     parser.add_argument(
         "--evaluation", help=".npz of inputs (and optional int `labels`) to score task accuracy"
+    )
+    parser.add_argument(
+        "--search", help="then search the fastest INT8/FP32 mix meeting e.g. cosine=0.99"
     )
     parser.add_argument(
         "--preset",
