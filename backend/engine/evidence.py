@@ -21,9 +21,19 @@ CONVERSIONS = (
     "Transpose",
     *OV_CONVERSION_OPS,
 )
-# what sits between int8 and float compute: ORT's Q/DQ, OpenVINO's FakeQuantize and Reorder
+# what sits between int8 and float compute: ORT's Q/DQ, OpenVINO's FakeQuantize, and its Reorder
+# or Convert where they run in int8 (an f32 Reorder is a layout change inside a float graph)
 BOUNDARY_OPS = (*QDQ_OPS, *OV_CONVERSION_OPS)
 INT8_PRECISIONS = ("i8", "u8", "int8", "uint8")
+
+
+def is_boundary(node: NodeProfile) -> bool:
+    """A conversion between int8 and float: Q/DQ or FakeQuantize, or an int8 Reorder/Convert."""
+    if node.op_type in (*QDQ_OPS, "FakeQuantize"):
+        return True
+    return node.op_type in OV_CONVERSION_OPS and node.precision in INT8_PRECISIONS
+
+
 MIN_SHARE = 0.05  # a fact about less than 5% of the time is not worth a line
 _INT8_KERNEL_PREFIXES = ("QLinear", "QGemm", "QAttention", "QOrdered", "DynamicQuantize")
 
@@ -81,7 +91,7 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
             continue
         if any(profile.is_kept(n) for n in around[node.name]):
             continue  # float because a neighbour was kept in FP32, not for want of a kernel
-        qdq = [n for n in around[node.name] if n.op_type in BOUNDARY_OPS]
+        qdq = [n for n in around[node.name] if is_boundary(n)]
         if not qdq:
             continue
         # name the island after the uploaded op (HardSwish), not the one it was split into
@@ -187,9 +197,9 @@ def precision_line(profile: Profile, label: str) -> str | None:
     """Where the runtime reports each layer's precision (OpenVINO): the share of time that ran
     int8 kernels and the float layer types that took the rest."""
     computing = [n for n in profile.nodes if n.precision and n.op_type not in CONVERSIONS]
-    if not computing:
-        return None
     int8 = [n for n in computing if computes_in_int8(n)]
+    if not int8 and not any(is_boundary(n) for n in profile.nodes):
+        return None  # a float graph: nothing to say about int8
     other = [n for n in computing if not computes_in_int8(n)]
     line = (
         f"{profile.share(int8):.0%} of {label} time ran int8 kernels ({len(int8)} of "

@@ -70,6 +70,17 @@ def test_openvino_int8_profile_maps_fused_layers_back_to_the_uploaded_nodes(
     assert not any("no int8 kernel" in line for line in lines)  # fused, not a float island
 
 
+def test_an_openvino_fp32_profile_claims_no_int8_facts(hardswish: Path) -> None:
+    source = onnx.load(str(hardswish))
+    feed = {"input": np.random.default_rng(0).standard_normal((1, 3, 32, 32), np.float32)}
+    options = SessionOptions(provider="cpu", extra={"precision": "fp32"})
+    profile = profile_openvino(hardswish, source, options, feed, runs=2)
+    assert profile.nodes and not any(n.precision in ("i8", "u8") for n in profile.nodes)
+    lines = facts(profile, "OpenVINO FP32")
+    assert not any("int8" in line for line in lines), lines
+    assert lines[-1].startswith("OpenVINO FP32 time by op type: ")
+
+
 def test_an_openvino_int8_result_gets_explanations_computed_from_its_counters(
     data_dir: Path, hardswish: Path
 ) -> None:
