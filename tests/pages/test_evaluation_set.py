@@ -37,6 +37,12 @@ def test_compare_shows_task_accuracy_and_which_sets_were_used_and_optimize_keeps
     assert fp32["eval_top1_agreement"] == 1.0
     assert 0.0 <= fp32["eval_top1_accuracy"] <= 1.0
 
+    # the accuracy axis of the Pareto chart can be the task accuracy on the evaluation set
+    at.selectbox(key="url_loss").select("eval_top1_error").run()
+    assert not at.exception
+    view = at.dataframe[0].value
+    assert list(view["accuracy_loss"]) == list(1.0 - table.loc[view["label"], "eval_top1_accuracy"])
+
     link = {"model": model.id, **jobs.spec_to_query(jobs.spec_of(job)), "from_job": job.id}
     at = open_page("optimize", **link)
     assert not at.exception
