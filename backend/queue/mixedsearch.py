@@ -16,7 +16,7 @@ from backend.engine.layerloss import NodeLoss, from_dicts
 from backend.engine.mixed import MIN_LOSS_DB, AccuracyBound, MixedStep, greedy
 from backend.engine.profile import stored_profile
 from backend.queue.jobs import fp32_baseline, spec_of, stored_results
-from backend.results import ConfigurationResult
+from backend.results import AccuracyReport, ConfigurationResult
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo.jobs import JobRow
@@ -37,6 +37,21 @@ def search_bases(configurations: list[Configuration]) -> list[Configuration]:
         for c in configurations
         if c.precision == Precision.INT8_STATIC and c.backend == "onnxruntime" and not c.fp32_nodes
     ]
+
+
+def on_evaluation_set(result: ConfigurationResult) -> AccuracyReport:
+    """The agreement with FP32 the bound is checked on: on the user's evaluation set where the
+    sweep has one (real inputs, usually more of them), else on the random accuracy inputs."""
+    accuracy, evaluation = result.accuracy, result.evaluation
+    assert accuracy is not None
+    if evaluation is None or evaluation.cosine_similarity is None:
+        return accuracy
+    return replace(
+        accuracy,
+        cosine_similarity=evaluation.cosine_similarity,
+        top1_agreement=evaluation.top1_agreement,
+        samples=evaluation.samples,
+    )
 
 
 class _Steps:
@@ -63,8 +78,9 @@ class _Steps:
         if result is None or not result.ok or result.accuracy is None or result.latency is None:
             raise _Stopped(f"step '{why}' gave no measured result")
         self.results[config.fp32_nodes] = result
-        met = self.bound.met(result.accuracy)
-        return MixedStep(config.fp32_nodes, result.latency.p50, result.accuracy, met, why)
+        accuracy = on_evaluation_set(result)
+        met = self.bound.met(accuracy)
+        return MixedStep(config.fp32_nodes, result.latency.p50, accuracy, met, why)
 
     def worst(self, step: MixedStep) -> NodeLoss | None:
         losses = from_dicts(self.results[step.fp32_nodes].environment.get("accuracy_loss") or [])
