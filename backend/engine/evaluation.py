@@ -142,8 +142,12 @@ def evaluation_line(report: EvaluationReport, filename: str | None = None) -> st
         else f"cosine {report.cosine_similarity:.4f} to FP32"
     )
     if report.top1_accuracy is None:
-        kind = "labelled " if report.labelled else ""
-        return f"On {named} ({report.samples} {kind}samples, no labels scored): {agreement}."
+        why = (
+            "labels not scored: the model has no (batch, classes) output"
+            if report.labelled
+            else "no labels"
+        )
+        return f"On {named} ({report.samples} samples, {why}): {agreement}."
     fp32 = (
         f"; FP32 {report.fp32_top1_accuracy:.1%}" if report.fp32_top1_accuracy is not None else ""
     )
