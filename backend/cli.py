@@ -50,6 +50,12 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         calibration = jobs.store_calibration(
             args.model, Path(args.calibration), Path(args.calibration).name, _dims(args.dim)
         )
+    evaluation = None
+    if args.evaluation:  # refused when it is the calibration file
+        path = Path(args.evaluation)
+        evaluation = jobs.store_evaluation(
+            args.model, path, path.name, _dims(args.dim), calibration
+        )
     return SweepSpec(
         precisions=precisions,
         providers=tuple(_csv(args.providers)),
@@ -62,6 +68,8 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         profile=args.profile,
         calibration_sha256=calibration,
         calibration_samples=args.calibration_samples,
+        evaluation_sha256=evaluation,
+        search_bound=args.search or "",
         backends=tuple(_csv(args.runtimes)),
         measure=_measure(args),
     )
@@ -284,6 +292,12 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="per-node profile (separate pass)")
     parser.add_argument("--calibration", help=".npz of real input samples for static INT8")
     parser.add_argument("--calibration-samples", type=int, default=16)
+    parser.add_argument(
+        "--evaluation", help=".npz of inputs (and optional int `labels`) to score task accuracy"
+    )
+    parser.add_argument(
+        "--search", help="then search the fastest INT8/FP32 mix meeting e.g. cosine=0.99"
+    )
     parser.add_argument(
         "--preset",
         default="standard",

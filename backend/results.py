@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AccuracyReport",
     "ConfigurationResult",
+    "EvaluationReport",
     "LatencyStats",
     "ResultStatus",
     "StoredResult",
@@ -68,6 +69,23 @@ class AccuracyReport:
     samples: int = 0
 
 
+@dataclass(frozen=True)
+class EvaluationReport:
+    """Task accuracy on the user's own evaluation set (backend.engine.evaluation).
+
+    top1_accuracy is against the set's labels (None when it has none); agreement is with the
+    FP32 reference on the same inputs, so both numbers sit side by side.
+    """
+
+    set_sha256: str
+    samples: int
+    labelled: bool
+    top1_accuracy: float | None = None
+    fp32_top1_accuracy: float | None = None
+    top1_agreement: float | None = None
+    cosine_similarity: float | None = None
+
+
 @dataclass
 class ConfigurationResult:
     """Everything measured for one configuration, or why it could not be."""
@@ -101,6 +119,7 @@ class ConfigurationResult:
     layer_profile: list[dict[str, Any]] = field(default_factory=list)  # per-layer counters
     samples_ms: list[float] = field(default_factory=list)
     peak_rss_scope: str | None = None  # what the peak memory covers, said where it is shown
+    evaluation: EvaluationReport | None = None  # on the user's evaluation .npz, when one is given
 
     def __post_init__(self) -> None:
         self.status = ResultStatus(self.status)
@@ -123,6 +142,8 @@ class ConfigurationResult:
             data["latency"] = LatencyStats(**data["latency"])
         if data.get("accuracy"):
             data["accuracy"] = AccuracyReport(**data["accuracy"])
+        if data.get("evaluation"):
+            data["evaluation"] = EvaluationReport(**data["evaluation"])
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in data.items() if k in known})
 

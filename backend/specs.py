@@ -177,6 +177,12 @@ class Configuration:
         return cls(**data)
 
 
+SAME_SET = (
+    "The evaluation set is the same file as the calibration set; upload a separate .npz for "
+    "evaluation, so accuracy is not measured on the samples INT8 was calibrated with."
+)
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """A job submission: the cross product of precisions, providers and batch sizes."""
@@ -198,6 +204,9 @@ class SweepSpec:
     streams: int = 0
     profile: bool = False  # profile every configuration in a separate pass
     fp32_nodes: tuple[str, ...] = ()  # adds a mixed INT8 static point keeping these in FP32
+    evaluation_sha256: str | None = None  # the user's evaluation .npz (inputs, optional labels)
+    # 'cosine=0.99' or 'top1=0.98': after the sweep, search the fastest INT8/FP32 mix meeting it
+    search_bound: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
@@ -212,6 +221,11 @@ class SweepSpec:
         object.__setattr__(self, "fp32_nodes", tuple(self.fp32_nodes))
         if self.fp32_nodes and Precision.INT8_STATIC not in self.precisions:
             raise UserError("Nodes kept in FP32 need static INT8 among the precisions.")
+        if self.evaluation_sha256 and self.evaluation_sha256 == self.calibration_sha256:
+            raise UserError(SAME_SET)
+        if self.search_bound:
+            _check_search(self)
+            object.__setattr__(self, "profile", True)  # the search reads each step's profile
         if isinstance(self.measure, dict):
             object.__setattr__(self, "measure", MeasureSettings(**self.measure))
         if not self.precisions:
@@ -281,6 +295,24 @@ class SweepSpec:
         data["backends"] = tuple(data.get("backends") or ())
         data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
         return cls(**data)
+
+
+def _check_search(spec: SweepSpec) -> None:
+    """A mixed-precision search needs ONNX Runtime's static INT8 and a bound it can read
+    (the bound's own checks live in backend.engine.mixed.AccuracyBound)."""
+    metric, _, value = spec.search_bound.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if metric not in ("cosine", "top1") or not 0.0 < number <= 1.0:
+        raise UserError(
+            f"Write the search bound as cosine=0.99 or top1=0.98, not {spec.search_bound!r}."
+        )
+    if Precision.INT8_STATIC not in spec.precisions or "onnxruntime" not in spec.runtimes:
+        raise UserError(
+            "A mixed-precision search needs ONNX Runtime's static INT8 among the precisions."
+        )
 
 
 def _hint(value: object) -> PerformanceHint:

@@ -7,6 +7,10 @@ serves that folder at /app/static/netron) and patch three behaviours of the pack
 - the cookie-consent dialog that blocks the viewer until clicked (it also asks ipinfo.io first);
 - Google Analytics telemetry (page views, errors and events sent with navigator.sendBeacon).
 
+and add one: Netron has no URL parameter that selects a node (its browser host reads only url,
+identifier and gist), so a `node=` parameter selects and scrolls to the node of that name, or
+the node producing the tensor of that name (unnamed ONNX nodes), once the model has opened.
+
 Every patch must match exactly once or `prepare_viewer` raises ViewerPatchError naming it, so a
 netron upgrade that moves the code fails loudly (and tests/backend/test_viewer.py fails) instead
 of silently showing a dialog. A Content-Security-Policy that starts from `default-src 'none'`
@@ -30,7 +34,7 @@ import settings
 ROOT = settings.PROJECT_ROOT
 STATIC_DIR = ROOT / "static" / "netron"
 URL_PATH = "/app/static/netron/index.html"
-PATCH_VERSION = 2  # bump when PATCHES or CSP change, so prepared copies are refreshed
+PATCH_VERSION = 3  # bump when PATCHES or CSP change, so prepared copies are refreshed
 MARKER = "optiboard-viewer.json"
 # The browser holds the whole model in memory; past this the page offers a download instead.
 MAX_VIEWER_BYTES = 512 * 1024 * 1024
@@ -81,6 +85,19 @@ PATCHES: tuple[Patch, ...] = (
         "browser.js",
         r"const telemetry = async \(\) => \{",
         "const telemetry = async () => { return; /* optiboard: no analytics */",
+    ),
+    Patch(
+        "focus a node named in the URL",
+        "browser.js",
+        r"const status = await this\._openModel\(location, identifier\);",
+        "const status = await this._openModel(location, identifier); /* optiboard: node= */ "
+        "const focus = params.get('node'); const graph = this._view.target; "
+        "if (focus && graph && graph._table) { "
+        "const hit = Array.from(graph._table.values()).find((e) => e && e.id && "
+        "String(e.id).startsWith('node-') && e.value && (e.value.name === focus || "
+        "(e.value.outputs || []).some((a) => (a.value || []).some((v) => v && v.name === focus))));"
+        " if (hit) { graph.scrollTo(graph.select([hit.value], 'sidebar'), 'instant'); "
+        "document.body.setAttribute('data-optiboard-focused', focus); } }",
     ),
     Patch(
         "build date meta",
@@ -148,9 +165,29 @@ def prepare_viewer(target: Path = STATIC_DIR, force: bool = False) -> Path:
     return target
 
 
-def viewer_url(model_url: str, filename: str) -> str:
-    """The iframe address that makes the viewer fetch `model_url` (same origin) as `filename`."""
-    return f"{URL_PATH}?url={quote(model_url, safe='/')}&identifier={quote(filename, safe='')}"
+def viewer_url(model_url: str, filename: str, node: str | None = None) -> str:
+    """The iframe address that makes the viewer fetch `model_url` (same origin) as `filename`,
+    selecting `node` (a node name, or the tensor an unnamed node produces) once it is drawn."""
+    url = f"{URL_PATH}?url={quote(model_url, safe='/')}&identifier={quote(filename, safe='')}"
+    return url + (f"&node={quote(node, safe='')}" if node else "")
+
+
+def focus_keys(path: Path) -> dict[str, str]:
+    """{node name as profiles name it: what the viewer's node= finds it by}.
+
+    Profiles name an unnamed node '<op>_<index>' (backend.engine.profile.name_nodes), which the
+    uploaded file does not hold; the viewer finds such a node by the first tensor it produces.
+    """
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    keys = {}
+    for index, node in enumerate(graph.node):
+        if node.name:
+            keys[node.name] = node.name
+        elif node.output:
+            keys[f"{node.op_type}_{index}"] = node.output[0]
+    return keys
 
 
 def op_histogram(path: Path) -> dict[str, int]:

@@ -173,23 +173,14 @@ def comparison() -> None:
             col.plotly_chart(figure, key=f"chart_{key}")
 
     st.subheader("Speedups" + (f" against {plain(baseline)}" if baseline else ""))
+    columns = ["label", "status", "p50_ms", "p90_ms", "p99_ms", "throughput", "speedup"]
+    columns += ["throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
+    if view["evaluation_set"].notna().any():  # task accuracy on the user's own data
+        columns += ["eval_top1_accuracy", "eval_top1_agreement", "evaluation_set"]
+    if view["calibration_set"].notna().any():
+        columns.append("calibration_set")
     st.dataframe(
-        view[
-            [
-                "label",
-                "status",
-                "p50_ms",
-                "p90_ms",
-                "p99_ms",
-                "throughput",
-                "speedup",
-                "throughput_ratio",
-                "accuracy_loss",
-                "pareto",
-                "peak_rss_mb",
-                "notes",
-            ]
-        ],
+        view[[*columns, "notes"]],
         hide_index=True,
         column_config={
             "p50_ms": st.column_config.NumberColumn("p50 ms", format="%.3f"),
@@ -200,6 +191,14 @@ def comparison() -> None:
             "throughput_ratio": st.column_config.NumberColumn("throughput ratio", format="%.2fx"),
             "accuracy_loss": st.column_config.NumberColumn(loss_label, format="%.2e"),
             "pareto": st.column_config.CheckboxColumn("Pareto"),
+            "eval_top1_accuracy": st.column_config.NumberColumn(
+                "top-1 on eval set", format="percent", help="Against the evaluation set's labels"
+            ),
+            "eval_top1_agreement": st.column_config.NumberColumn(
+                "top-1 agreement (eval set)", format="percent", help="With FP32, same inputs"
+            ),
+            "evaluation_set": st.column_config.TextColumn("evaluation set"),
+            "calibration_set": st.column_config.TextColumn("calibration set"),
             "peak_rss_mb": st.column_config.NumberColumn(
                 "peak RSS MB", format="%.0f", help=frames.METRICS["peak_rss_mb"].label
             ),

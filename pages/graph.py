@@ -17,7 +17,7 @@ from backend.errors import UserError
 from backend.models import library
 from backend.reporting import charts
 from pages.components.formatting import fmt_bytes, fmt_shape, plain
-from pages.components.url_state import bound_selectbox
+from pages.components.url_state import bound_selectbox, url_value
 from pages.components.widgets import model_picker, no_models_yet, page_header, show_error
 
 page_header("Graph", "The model's graph in Netron, with its operators and inputs/outputs.")
@@ -81,8 +81,11 @@ with graph_col:
             )
         else:
             media_url = _private_model_url(artifact.sha256, artifact.filename)
+            focus = url_value("node")  # from a profile's hottest-node link
+            if focus:
+                st.caption(f"Netron selects node {plain(focus)} once the graph is drawn.")
             st.iframe(
-                viewer.viewer_url(media_url, artifact.filename),
+                viewer.viewer_url(media_url, artifact.filename, node=focus),
                 height=720,
                 alt=f"Netron graph of {model.name}",
             )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pandas as pd
 import streamlit as st
 
+from backend import viewer
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
-from backend.engine.profile import stored_profile
+from backend.engine.profile import Profile, stored_profile
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs, progress
@@ -119,7 +122,7 @@ if job_id is None:
 
 
 @st.fragment(run_every=refresh_every(ACTIVE))
-def profile_views(job_id: int, profiled: list[StoredResult]) -> None:
+def profile_views(job_id: int, profiled: list[StoredResult], model_id: int) -> None:
     """Per-node bars, op types and the diff against FP32, for configurations run with --profile."""
     if not profiled:
         return
@@ -134,8 +137,10 @@ def profile_views(job_id: int, profiled: list[StoredResult]) -> None:
         profile = stored_profile(chosen.result.telemetry)
         if profile is None:
             return
-        tabs = st.tabs(["Nodes", "Op types", "Against FP32"])
+        tabs = st.tabs(["Nodes", "Op types", "Against FP32", "Hottest nodes"])
         tabs[0].plotly_chart(profilecharts.node_bars(profile), key=f"nodes-{job_id}")
+        with tabs[3]:
+            hottest_nodes(profile, model_id)
         tabs[1].plotly_chart(profilecharts.op_type_bars(profile), key=f"ops-{job_id}")
         baseline = fp32_baseline(profiled, chosen.configuration)
         fp32 = stored_profile(baseline.result.telemetry) if baseline else None
@@ -144,6 +149,81 @@ def profile_views(job_id: int, profiled: list[StoredResult]) -> None:
         else:
             figure = profilecharts.diff_bars(fp32, profile, ("FP32", chosen.configuration.label))
             tabs[2].plotly_chart(figure, key=f"diff-{job_id}")
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _focus_keys(model_id: int) -> dict[str, str]:
+    return viewer.focus_keys(library.onnx_path(model_id))
+
+
+def hottest_nodes(profile: Profile, model_id: int) -> None:
+    """The hottest nodes, each linked to the Graph page's Netron view with it selected."""
+    rows = profilecharts.hottest_rows(profile, _focus_keys(model_id))
+    for row in rows:
+        focus = row.pop("focus")
+        row["graph"] = f"graph?model={model_id}&node={quote(focus, safe='')}" if focus else None
+    st.dataframe(
+        rows,
+        hide_index=True,
+        column_config={
+            "us_per_run": st.column_config.NumberColumn("us per run", format="%.1f"),
+            "share": st.column_config.NumberColumn("share", format="percent"),
+            "uploaded_node": st.column_config.TextColumn("uploaded node"),
+            "graph": st.column_config.LinkColumn("Netron", display_text="open in Graph"),
+        },
+        key=f"hottest-{model_id}",
+    )
+    st.caption("Each link opens the uploaded graph in Netron with that node selected.")
+
+
+def mixed_search(job: JobRow, stored: list[StoredResult]) -> None:
+    """One click: search the fastest INT8/FP32 mix meeting a bound, as a new job (editors)."""
+    int8 = [
+        s
+        for s in stored
+        if s.ok
+        and s.configuration.precision.value == "int8_static"
+        and s.configuration.backend == "onnxruntime"
+    ]
+    if not int8 or job.spec.get("search_bound"):
+        return
+    with st.expander("Mixed precision: search the fastest INT8/FP32 mix"):
+        st.caption(
+            "Keeps the nodes that lose the most accuracy in FP32 until the bound is met, then "
+            "tries the profile's costly float islands; every step is measured and stored as a "
+            "configuration of a new job, and joins the accuracy-vs-speed chart on Compare."
+        )
+        cols = st.columns([2, 2, 3], vertical_alignment="bottom")
+        metric = cols[0].selectbox(
+            "Bound on",
+            ["cosine", "top1"],
+            format_func={"cosine": "cosine to FP32", "top1": "top-1 agreement"}.get,
+            key=f"search_metric_{job.id}",
+        )
+        minimum = cols[1].number_input(
+            "At least", 0.5, 1.0, 0.99, step=0.005, format="%.3f", key=f"search_min_{job.id}"
+        )
+        allowed = can(Permission.SUBMIT)
+        if cols[2].button(
+            "Search mixed precision",
+            key=f"search_{job.id}",
+            disabled=not allowed,
+            help=None if allowed else "Editors and admins can start a search.",
+        ):
+            bound = f"{metric}={minimum:g}"
+            try:
+                with guarded(Action.SUBMIT, f"job {job.id}", search=bound):
+                    new = jobs.submit_search(job.id, bound)
+            except UserError as exc:
+                show_error(exc)
+            else:
+                st.success(f"Queued job {new.id}: FP32, INT8 and each search step.", icon="✅")
+                st.page_link(
+                    "pages/jobs.py",
+                    label=f"Follow job {new.id}",
+                    icon="⏱️",
+                    query_params={"job": new.id},
+                )
 
 
 def job_detail(job_id: int) -> None:
@@ -232,7 +312,10 @@ def job_detail(job_id: int) -> None:
         },
     )
     stored = jobs.stored_results(job.id)
-    profile_views(job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")])
+    profile_views(
+        job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")], job.model_id
+    )
+    mixed_search(job, stored)
     with st.expander("Log", expanded=job.state == JobState.FAILED):
         events = jobs.job_events(job.id)
         if not events:

@@ -221,6 +221,28 @@ with right:
                 )
             )
             set_url("cal_samples", samples)
+    evaluation_kept = ["stored"] if prefill.evaluation_sha256 else []
+    evaluation_source = st.radio(
+        "Evaluation set (task accuracy)",
+        evaluation_kept + ["none", "npz"],
+        format_func=lambda v: {
+            "stored": "The evaluation .npz of the sweep you reopened: "
+            + str(jobs.npz_filename(model.id, prefill.evaluation_sha256, "evaluation")),
+            "none": "None: agreement with FP32 on random inputs only",
+            "npz": "Upload an evaluation .npz",
+        }[v],
+        horizontal=True,
+        key="evaluation_source",
+        help="Kept apart from the calibration data: the same file is refused as both.",
+    )
+    evaluation_file = None
+    if evaluation_source == "npz":
+        evaluation_file = st.file_uploader(
+            "Evaluation .npz: one array per input name, samples along the first axis, and "
+            "optionally `labels` (one integer class per sample) for top-1 accuracy",
+            type=["npz"],
+            key="evaluation_file",
+        )
     profile = st.toggle(
         "Profile every configuration per node",
         value=url_value("profile") == "1",
@@ -258,6 +280,7 @@ try:
         simplify=simplify,
         calibration_sha256=prefill.calibration_sha256 if source == "stored" else None,
         calibration_samples=samples,
+        evaluation_sha256=prefill.evaluation_sha256 if evaluation_source == "stored" else None,
         measure=MEASURE_PRESETS.get(preset or "standard", prefill.measure),
         profile=profile,
         fp32_nodes=fp32_nodes,
@@ -291,6 +314,13 @@ if button.button(
                 calibration_file.getvalue() if calibration_file is not None else None,
                 calibration_file.name if calibration_file is not None else None,
                 wanted=source == "npz",
+            )
+            spec = calibration.with_evaluation(
+                spec,
+                model.id,
+                evaluation_file.getvalue() if evaluation_file is not None else None,
+                evaluation_file.name if evaluation_file is not None else None,
+                wanted=evaluation_source == "npz",
             )
             if from_job is not None:
                 job = jobs.resubmit_with_changes(from_job, spec, label=label or None)

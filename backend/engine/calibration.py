@@ -171,19 +171,29 @@ def finish_kept_in_fp32(path: Path, excluded: list[str], bypass: list[str], key:
 
 
 def check_calibration(path: Path, specs: list[dict], symbolic_dims: dict[str, int]) -> dict:
-    """{'samples', 'notes'} of an uploaded calibration .npz checked against the inputs.
+    """{'samples', 'notes'} of an uploaded calibration .npz checked against the inputs."""
+    return check_npz_in_child(
+        "backend.engine.calibration:child_check_calibration", path, specs, symbolic_dims
+    )
+
+
+def check_npz_in_child(
+    target: str, path: Path, specs: list[dict], symbolic_dims: dict[str, int]
+) -> dict:
+    """The JSON answer of `target` (a child_check_* function) on an uploaded .npz.
 
     numpy's reader is fed an untrusted file, so it runs in a limited (sandboxed where bubblewrap
-    works) child; the web process only sees the JSON answer or the child's one sentence.
+    works) child; the web process only sees the JSON answer or the child's one sentence. The
+    calibration and evaluation uploads both come through here.
     """
     path = Path(path).resolve()
     return run_call(
-        "backend.engine.calibration:child_check_calibration",
+        target,
         str(path),
         specs,
         dict(symbolic_dims),
         timeout_s=settings.PARSE_TIMEOUT_S.get(),
-        what=f"Checking the calibration file {path.name!r}",
+        what=f"Checking the uploaded file {path.name!r}",
         sandboxed=sandbox.available().ok,
         read_only=[path],
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from backend.engine.profile import QDQ_OPS, NodeProfile, Profile
+from backend.engine.profile import OV_CONVERSION_OPS, QDQ_OPS, NodeProfile, Profile
 
 CONVERSIONS = (
     "QuantizeLinear",
@@ -19,7 +19,21 @@ CONVERSIONS = (
     "MemcpyToHost",
     "MemcpyFromHost",
     "Transpose",
+    *OV_CONVERSION_OPS,
 )
+# what sits between int8 and float compute: ORT's Q/DQ, OpenVINO's FakeQuantize, and its Reorder
+# or Convert where they run in int8 (an f32 Reorder is a layout change inside a float graph)
+BOUNDARY_OPS = (*QDQ_OPS, *OV_CONVERSION_OPS)
+INT8_PRECISIONS = ("i8", "u8", "int8", "uint8")
+
+
+def is_boundary(node: NodeProfile) -> bool:
+    """A conversion between int8 and float: Q/DQ or FakeQuantize, or an int8 Reorder/Convert."""
+    if node.op_type in (*QDQ_OPS, "FakeQuantize"):
+        return True
+    return node.op_type in OV_CONVERSION_OPS and node.precision in INT8_PRECISIONS
+
+
 MIN_SHARE = 0.05  # a fact about less than 5% of the time is not worth a line
 _INT8_KERNEL_PREFIXES = ("QLinear", "QGemm", "QAttention", "QOrdered", "DynamicQuantize")
 
@@ -27,6 +41,13 @@ _INT8_KERNEL_PREFIXES = ("QLinear", "QGemm", "QAttention", "QOrdered", "DynamicQ
 def runs_in_int8(op_type: str) -> bool:
     """Whether a kernel computes on int8 data (QLinearConv, MatMulInteger, QGemm, ...)."""
     return op_type.startswith(_INT8_KERNEL_PREFIXES) or "Integer" in op_type
+
+
+def computes_in_int8(node: NodeProfile) -> bool:
+    """By the precision the runtime reports for the node (OpenVINO), else by its op type (ORT)."""
+    if node.precision:
+        return node.precision in INT8_PRECISIONS
+    return runs_in_int8(node.op_type)
 
 
 @dataclass
@@ -66,11 +87,11 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
     islands: dict[str, FloatIsland] = {}
     claimed: set[str] = set()
     for node in profile.nodes:
-        if node.op_type in CONVERSIONS or runs_in_int8(node.op_type) or profile.is_kept(node):
+        if node.op_type in CONVERSIONS or computes_in_int8(node) or profile.is_kept(node):
             continue
         if any(profile.is_kept(n) for n in around[node.name]):
             continue  # float because a neighbour was kept in FP32, not for want of a kernel
-        qdq = [n for n in around[node.name] if n.op_type in QDQ_OPS]
+        qdq = [n for n in around[node.name] if is_boundary(n)]
         if not qdq:
             continue
         # name the island after the uploaded op (HardSwish), not the one it was split into
@@ -83,7 +104,7 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
         island.nodes = [
             n
             for n in profile.nodes
-            if set(n.source_nodes) & island.sources and n.op_type not in QDQ_OPS
+            if set(n.source_nodes) & island.sources and n.op_type not in BOUNDARY_OPS
         ]
     return sorted(islands.values(), key=lambda i: -i.share(profile))
 
@@ -172,10 +193,29 @@ def hottest_line(profile: Profile, label: str, count: int = 3) -> str:
     return f"{label} time by op type: {', '.join(parts)}."
 
 
+def precision_line(profile: Profile, label: str) -> str | None:
+    """Where the runtime reports each layer's precision (OpenVINO): the share of time that ran
+    int8 kernels and the float layer types that took the rest."""
+    computing = [n for n in profile.nodes if n.precision and n.op_type not in CONVERSIONS]
+    int8 = [n for n in computing if computes_in_int8(n)]
+    if not int8 and not any(is_boundary(n) for n in profile.nodes):
+        return None  # a float graph: nothing to say about int8
+    other = [n for n in computing if not computes_in_int8(n)]
+    line = (
+        f"{profile.share(int8):.0%} of {label} time ran int8 kernels ({len(int8)} of "
+        f"{len(computing)} computing layers)"
+    )
+    if other:
+        kinds = ", ".join(sorted({f"{n.op_type} ({n.precision})" for n in other})[:6])
+        line += f"; {profile.share(other):.0%} ran in {len(other)} non-int8 layers: {kinds}"
+    return line + "."
+
+
 def facts(profile: Profile, label: str, speedup: float | None = None) -> list[str]:
     """Every profile fact worth a line, most telling first."""
     lines = island_lines(profile, label, speedup)
     others = (
+        precision_line(profile, label),
         conversion_line(profile, label),
         kept_line(profile, label),
         provider_line(profile, label),

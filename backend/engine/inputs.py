@@ -217,6 +217,7 @@ class CalibrationSet:
 
     feeds: list[dict[str, np.ndarray]]
     notes: list[str] = field(default_factory=list)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # optional arrays (eval labels)
 
 
 def _castable(source: np.dtype, target: np.dtype) -> bool:
@@ -237,7 +238,7 @@ def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tup
         return tuple(shape), dtype, member.tell()
 
 
-def check_npz_headers(path: Path, expected: list[str]) -> None:
+def check_npz_headers(path: Path, expected: list[str], optional: tuple[str, ...] = ()) -> None:
     """Refuse an .npz from its headers alone, before any array is loaded: object arrays, arrays
     whose declared size disagrees with the member, or declares far more than the file holds
     (OPTIBOARD_MAX_COMPRESSION_RATIO), or more than OPTIBOARD_MAX_INPUT_MB in all."""
@@ -254,10 +255,11 @@ def check_npz_headers(path: Path, expected: list[str]) -> None:
     with archive:
         members = archive.infolist()
         keys = [m.filename.removesuffix(".npy") for m in members]
-        if sorted(keys) != sorted(expected):
+        if sorted(k for k in keys if k not in optional) != sorted(expected):
+            also = f" (and optionally {', '.join(optional)})" if optional else ""
             raise UserError(
                 f"{name} has arrays named {', '.join(keys[:20]) or 'nothing'}, but the model's "
-                f"inputs are {', '.join(expected)}; use exactly those names as keys."
+                f"inputs are {', '.join(expected)}; use exactly those names as keys{also}."
             )
         for info, key in zip(members, keys, strict=True):
             try:
@@ -293,7 +295,9 @@ def check_npz_headers(path: Path, expected: list[str]) -> None:
                 )
 
 
-def _load_arrays(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
+def _load_arrays(
+    path: Path, expected: list[str], optional: tuple[str, ...] = ()
+) -> dict[str, np.ndarray]:
     """The arrays of an .npz whose headers check_npz_headers has already accepted."""
     name = path.name
     try:
@@ -310,7 +314,8 @@ def _load_arrays(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
         )
     with archive:
         try:
-            return {key: archive[key] for key in expected}
+            present = [key for key in optional if key in archive.files]
+            return {key: archive[key] for key in [*expected, *present]}
         except ValueError as exc:  # numpy refuses object arrays without allow_pickle
             raise UserError(
                 f"An array in {name} is an object array, which is refused because it would need "
@@ -350,16 +355,17 @@ def _conform(
 
 
 def read_calibration_npz(
-    path: Path, specs: list[dict], symbolic_dims: dict[str, int]
+    path: Path, specs: list[dict], symbolic_dims: dict[str, int], optional: tuple[str, ...] = ()
 ) -> CalibrationSet:
-    """Check a calibration .npz against the model inputs and split it into batch-1 feeds.
+    """Check a calibration (or evaluation) .npz against the model inputs, split it into batch-1
+    feeds; arrays named in `optional` (an evaluation set's labels) come back unchecked in extra.
 
     Headers first (check_npz_headers), so nothing is loaded from a file that lies about its size.
     """
     path, name = Path(path), Path(path).name
     expected = [spec["name"] for spec in specs]
-    check_npz_headers(path, expected)
-    loaded = _load_arrays(path, expected)
+    check_npz_headers(path, expected, optional)
+    loaded = _load_arrays(path, expected, optional)
     notes: list[str] = []
     arrays = {s["name"]: _conform(loaded[s["name"]], s, name, symbolic_dims, notes) for s in specs}
     counts = {array.shape[0] for array in arrays.values()}
@@ -374,7 +380,8 @@ def read_calibration_npz(
     feeds = [{key: arrays[key][i : i + 1] for key in expected} for i in range(samples)]
     for note in notes:
         log.info("%s: %s", name, note)
-    return CalibrationSet(feeds, notes)
+    extra = {key: loaded[key] for key in optional if key in loaded}
+    return CalibrationSet(feeds, notes, extra)
 
 
 def load_calibration_npz(

@@ -8,6 +8,7 @@ kept in FP32 too, and the step is kept only if it is faster and still meets the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -153,6 +154,44 @@ def _speed_candidates(ctx: _Context, path: Path) -> list[tuple[str, list[str]]]:
     return found
 
 
+def greedy(
+    bound: AccuracyBound,
+    fp32_p50_ms: float,
+    start: tuple[str, ...],
+    measure: Callable[[tuple[str, ...], str], MixedStep],
+    worst: Callable[[MixedStep], layerloss.NodeLoss | None],
+    islands: Callable[[MixedStep], list[tuple[str, list[str]]]],
+) -> MixedSearch:
+    """The two greedy phases over any way of measuring a step (in process for the CLI, as
+    queued configurations for the dashboard: backend.queue.mixedsearch).
+
+    Accuracy first: while the bound is missed, keep the worst node of the last step in FP32.
+    Then speed: try keeping each costly float island of the best step in FP32 too.
+    """
+    result = MixedSearch(bound, fp32_p50_ms)
+    keep = list(start)
+    step = measure(tuple(keep), "all quantizable nodes in INT8")
+    result.steps.append(step)
+    while not step.meets and len(result.steps) < MAX_STEPS:
+        node = worst(step)
+        if node is None or node.node in keep:
+            break
+        keep.append(node.node)
+        why = f"kept {node.node} in FP32: it lost {node.loss_db:.1f} dB SQNR"
+        step = measure(tuple(keep), why)
+        result.steps.append(step)
+    best = result.best
+    if best is None:
+        return result
+    for op, nodes in islands(best)[:3]:
+        if len(result.steps) >= MAX_STEPS:
+            break
+        trial = tuple(sorted(set(result.best.fp32_nodes) | set(nodes)))
+        why = f"kept {len(nodes)} {op} node(s) in FP32: no int8 kernel, conversions around them"
+        result.steps.append(measure(trial, why))
+    return result
+
+
 def search(
     source: Path,
     bound: AccuracyBound,
@@ -161,10 +200,7 @@ def search(
     base: Configuration | None = None,
     calibration: list[dict[str, np.ndarray]] | None = None,
 ) -> MixedSearch:
-    """Greedy search for the fastest INT8/FP32 mix meeting `bound`; every step is measured.
-
-    Why long: two greedy phases (accuracy, then speed) that share their measured steps.
-    """
+    """Greedy search for the fastest INT8/FP32 mix meeting `bound`; every step is measured here."""
     base = replace(
         base or Configuration(precision=Precision.INT8_STATIC), precision=Precision.INT8_STATIC
     )
@@ -187,31 +223,22 @@ def search(
     ) as runner:
         ctx.reference = [runner.infer(feed) for feed in feeds]
     _, fp32_p50, _ = _run(ctx, fp32)
-    result = MixedSearch(bound, fp32_p50)
-    keep = list(base.fp32_nodes)
-    path, step = _step(ctx, base, keep, "all quantizable nodes in INT8")
-    result.steps.append(step)
-    while not step.meets and len(result.steps) < MAX_STEPS:
-        worst = _next_for_accuracy(ctx, path, keep)
-        if worst is None:
-            break
-        keep.append(worst.node)
-        why = f"kept {worst.node} in FP32: it lost {worst.loss_db:.1f} dB SQNR"
-        path, step = _step(ctx, base, keep, why)
-        result.steps.append(step)
-    best = result.best
-    if best is None:
-        return result
-    best_config = replace(base, fp32_nodes=best.fp32_nodes)
-    best_path = ctx.workdir / variants.variant_name(ctx.source, best_config)
-    for op, nodes in _speed_candidates(ctx, best_path)[:3]:
-        if len(result.steps) >= MAX_STEPS:
-            break
-        trial = sorted(set(result.best.fp32_nodes) | set(nodes))
-        why = f"kept {len(nodes)} {op} node(s) in FP32: no int8 kernel, conversions around them"
-        _, step = _step(ctx, base, trial, why)
-        result.steps.append(step)
-    return result
+
+    def built(step: MixedStep) -> Path:
+        config = replace(base, fp32_nodes=step.fp32_nodes)
+        return ctx.workdir / variants.variant_name(ctx.source, config)
+
+    def measure(keep: tuple[str, ...], why: str) -> MixedStep:
+        return _step(ctx, base, list(keep), why)[1]
+
+    return greedy(
+        bound,
+        fp32_p50,
+        base.fp32_nodes,
+        measure,
+        lambda step: _next_for_accuracy(ctx, built(step), list(step.fp32_nodes)),
+        lambda step: _speed_candidates(ctx, built(step)),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ import json
 import re
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,16 @@ PROFILE_RUNS = 20
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 KEPT_IN_FP32 = "optiboard.kept_in_fp32"  # model metadata: nodes left unquantized on purpose
 KEPT_CLIP = "_clipped_for_"  # in the names of those Clips (backend.engine.calibration)
-CONVERSION_OPS = (*QDQ_OPS, "Cast", "MemcpyToHost", "MemcpyFromHost", "Transpose")
+# OpenVINO's names: FakeQuantize is its Q/DQ, Reorder its layout/precision change, Convert a cast
+OV_CONVERSION_OPS = ("FakeQuantize", "Reorder", "Convert")
+CONVERSION_OPS = (
+    *QDQ_OPS,
+    "Cast",
+    "MemcpyToHost",
+    "MemcpyFromHost",
+    "Transpose",
+    *OV_CONVERSION_OPS,
+)
 # names the quantizer and ORT's optimizers append to a node or tensor they derive from another
 _DERIVED = re.compile(
     r"(_token_\d+|_QuantizeLinear_Output|_DequantizeLinear_Output|_QuantizeLinear"
@@ -46,6 +55,7 @@ class NodeProfile:
     source_ops: list[str] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    precision: str = ""  # where the runtime reports it per layer (OpenVINO: 'i8', 'f32', ...)
 
     @property
     def per_run_us(self) -> float:
@@ -307,10 +317,15 @@ def write_profile(
     feed: dict[str, np.ndarray],
     out_dir: Path,
     config_key: str,
+    profiler: Callable[..., Profile] | None = None,
 ) -> Path:
-    """Profile one configuration's variant and leave the JSON where the parent stores artifacts."""
+    """Profile one configuration's variant and leave the JSON where the parent stores artifacts.
+
+    profiler: ONNX Runtime's (profile_model) unless another runtime's is given, e.g.
+    backend.engine.ovprofile.profile_openvino for OpenVINO's performance counters.
+    """
     source = onnx.load(str(source_path), load_external_data=False)
-    profile = profile_model(model_path, source, options, feed)
+    profile = (profiler or profile_model)(model_path, source, options, feed)
     out = Path(out_dir) / f"{config_key.replace('/', '_')}.profile.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     return profile.save(out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, MeasureSettings, Precision
 
 if TYPE_CHECKING:  # variants is imported lazily: the worker imports this module too
+    from backend.engine.evaluation import EvaluationSet
     from backend.engine.variants import Variant
 
 ACCURACY_SEED = 1234
@@ -40,6 +41,9 @@ class ConfigurationTask:
     measure: dict[str, Any]
     output_dir: str  # where the optimized model is left for the parent to store
     calibration_path: str | None = None
+    evaluation_path: str | None = None  # the user's evaluation .npz, scored for every config
+    evaluation_sha256: str | None = None
+    evaluation_name: str | None = None  # the name it was uploaded under, for the result's note
 
 
 def _reference_outputs(
@@ -72,6 +76,7 @@ class _Session:
     accuracy_feeds: list[dict[str, np.ndarray]]
     candidate: list[list[np.ndarray]]
     output_names: list[str]
+    evaluation: list[list[np.ndarray]] = field(default_factory=list)  # per evaluation batch
 
 
 def _build(
@@ -104,8 +109,10 @@ def _run_session(
     config: Configuration,
     settings: MeasureSettings,
     result: ConfigurationResult,
+    eval_feeds: list[dict[str, np.ndarray]],
 ) -> _Session:
-    """Open the session, time the loop, run the accuracy inputs; peak RSS spans the first two."""
+    """Open the session, time the loop, run the accuracy (and evaluation) inputs; peak RSS spans
+    the first two."""
     from backend.engine import inputs
 
     backend = get_backend(config.backend)
@@ -136,9 +143,59 @@ def _run_session(
         candidate = [runner.infer(f) for f in feeds]
         result.layer_profile = runner.layer_profile()
         names = list(runner.output_names())
+        evaluated = [runner.infer(f) for f in eval_feeds]
     return _Session(
-        measurement, telemetry.summary(), peak, rss_before_session, feeds, candidate, names
+        measurement,
+        telemetry.summary(),
+        peak,
+        rss_before_session,
+        feeds,
+        candidate,
+        names,
+        evaluated,
     )
+
+
+def _evaluation_batches(
+    task: ConfigurationTask, config: Configuration
+) -> tuple[EvaluationSet | None, list[tuple[dict[str, np.ndarray], int]]]:
+    """The user's evaluation set joined into batches of this configuration's size."""
+    from backend.engine import evaluation, inputs
+
+    if not task.evaluation_path:
+        return None, []
+    eval_set = evaluation.read_evaluation_npz(
+        Path(task.evaluation_path),
+        inputs.input_specs_of(Path(task.source_path)),
+        dict(config.symbolic_dims),
+    )
+    return eval_set, evaluation.batches(eval_set, config.batch_size)
+
+
+def _score_evaluation(
+    task: ConfigurationTask,
+    config: Configuration,
+    eval_set: EvaluationSet,
+    batches: list[tuple[dict[str, np.ndarray], int]],
+    session: _Session,
+    result: ConfigurationResult,
+) -> None:
+    """Task accuracy on the evaluation set next to agreement with FP32 on the same inputs."""
+    from backend.engine import evaluation
+
+    reference = _reference_outputs(
+        Path(task.source_path), [feed for feed, _ in batches], config.intra_op_threads
+    )
+    report = evaluation.evaluate(
+        eval_set,
+        task.evaluation_sha256 or "",
+        [rows for _, rows in batches],
+        reference,
+        session.evaluation,
+        session.output_names,
+    )
+    result.evaluation = report
+    result.notes.append(evaluation.evaluation_line(report, task.evaluation_name))
 
 
 def _record(
@@ -190,6 +247,7 @@ def _evidence(
         provider=config.provider,
         optimization_level=config.optimization_level,
         intra_op_threads=config.intra_op_threads,
+        extra=_runtime_knobs(config),
     )
     out = Path(task.output_dir)
     feeds = session.accuracy_feeds or inputs.random_inputs(  # accuracy_samples may be 0
@@ -198,7 +256,10 @@ def _evidence(
         dict(config.symbolic_dims),
         ranges=inputs.value_ranges(source),
     )
-    written = write_profile(variant_path, source, options, feeds[0], out, config.key)
+    profiler = None
+    if config.backend == "openvino":  # its performance counters, not ONNX Runtime's profiler
+        from backend.engine.ovprofile import profile_openvino as profiler
+    written = write_profile(variant_path, source, options, feeds[0], out, config.key, profiler)
     result.environment["profile_path"] = str(written)
     if config.precision == Precision.INT8_STATIC and session.accuracy_feeds:
         losses = layerloss.rank_nodes(source, variant_path, session.accuracy_feeds)
@@ -250,11 +311,16 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             raise UnavailableError(reason)
         variant = _build(task, config, workdir, result)
         variant_ops = variants.op_histogram(onnx.load(str(variant.path), load_external_data=False))
-        session = _run_session(source, variant.path, config, settings, result)
+        eval_set, batches = _evaluation_batches(task, config)
+        session = _run_session(
+            source, variant.path, config, settings, result, [f for f, _ in batches]
+        )
         reference = _reference_outputs(source, session.accuracy_feeds, config.intra_op_threads)
         result.accuracy = accuracy.compare_outputs(
             reference, session.candidate, session.output_names
         )
+        if eval_set is not None:
+            _score_evaluation(task, config, eval_set, batches, session, result)
         _record(result, session, config, settings, variant_ops)
         if config.profile:  # its own session, after the clean timing: never mixed with it
             _evidence(task, config, variant.path, session, result)

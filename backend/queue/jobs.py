@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from backend.errors import UserError
 from backend.models.library import get_model
 from backend.results import StoredResult
 from backend.runtimes import BACKENDS
-from backend.specs import MEASURE_PRESETS, MeasureSettings, SweepSpec, preset_name
+from backend.specs import (
+    MEASURE_PRESETS,
+    SAME_SET,
+    Configuration,
+    MeasureSettings,
+    Precision,
+    SweepSpec,
+    preset_name,
+)
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
@@ -57,6 +66,24 @@ def stored_results(job_id: int) -> list[StoredResult]:
     return [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
 
 
+def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
+    """The measured FP32 result this configuration is compared with: same runtime, provider
+    and batch."""
+    return next(
+        (
+            r
+            for r in stored
+            if r.ok
+            and r.latency is not None
+            and r.configuration.precision == Precision.FP32
+            and r.configuration.backend == config.backend
+            and r.configuration.provider == config.provider
+            and r.configuration.batch_size == config.batch_size
+        ),
+        None,
+    )
+
+
 def cancel_job(job_id: int) -> JobState:
     get_job(job_id)
     return job_store.cancel_job(job_id)
@@ -73,6 +100,36 @@ def retry_job(job_id: int) -> JobRow:
 def resubmit_with_changes(job_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
     job = get_job(job_id)
     return submit_sweep(job.model_id, spec, label=label or job.label)
+
+
+def submit_search(job_id: int, bound: str) -> JobRow:
+    """A new job measuring FP32 and ONNX Runtime's static INT8 where `job_id` measured INT8,
+    then searching the fastest INT8/FP32 mix that meets `bound` (backend.queue.mixedsearch)."""
+    job = get_job(job_id)
+    int8 = [
+        r.configuration
+        for r in stored_results(job_id)
+        if r.ok
+        and r.configuration.precision == Precision.INT8_STATIC
+        and r.configuration.backend == "onnxruntime"
+    ]
+    if not int8:
+        raise UserError(
+            f"Job {job_id} has no measured ONNX Runtime static INT8 result to search from; "
+            "run a sweep with INT8 static first."
+        )
+    spec = replace(
+        spec_of(job),
+        precisions=(Precision.FP32, Precision.INT8_STATIC),
+        providers=tuple(dict.fromkeys(c.provider for c in int8)),
+        batch_sizes=tuple(dict.fromkeys(c.batch_size for c in int8)),
+        backend="onnxruntime",
+        backends=(),
+        fp32_nodes=(),
+        search_bound=bound,
+    )
+    label = f"mixed-precision search, {bound} (from job {job_id})"
+    return submit_sweep(job.model_id, spec, label=label)
 
 
 def spec_of(job: JobRow) -> SweepSpec:
@@ -101,6 +158,10 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
         query["dims"] = ",".join(f"{k}:{v}" for k, v in spec.symbolic_dims)
     if spec.calibration_sha256:
         query["calibration"] = spec.calibration_sha256
+    if spec.evaluation_sha256:
+        query["evaluation"] = spec.evaluation_sha256
+    if spec.search_bound:
+        query["search"] = spec.search_bound
     if spec.profile:
         query["profile"] = "1"
     if spec.fp32_nodes:  # one name per line: node names may hold commas
@@ -162,6 +223,8 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
             values["intra_op_threads"] = int(threads)
         values["simplify"] = query.get("simplify") == "1"
         values["calibration_sha256"] = query.get("calibration") or None
+        values["evaluation_sha256"] = query.get("evaluation") or None
+        values["search_bound"] = query.get("search") or ""
         if samples := query.get("cal_samples"):
             values["calibration_samples"] = int(samples)
         values["measure"] = _measure_from_query(query)
@@ -185,22 +248,67 @@ def store_calibration(
     symbolic_dims: dict[str, int] | None = None,
 ) -> str:
     """Check a calibration .npz against the model's inputs, store it, and return its sha256."""
-    from backend.engine.calibration import check_calibration
+    return _store_checked_npz(model_id, npz_path, filename, symbolic_dims, "calibration")
+
+
+def store_evaluation(
+    model_id: int,
+    npz_path: Path,
+    filename: str = "evaluation.npz",
+    symbolic_dims: dict[str, int] | None = None,
+    calibration_sha256: str | None = None,
+) -> str:
+    """Check an evaluation .npz (inputs, optional labels), store it, and return its sha256.
+
+    The calibration file of the same sweep is refused here, before anything is stored.
+    """
+    if calibration_sha256 and _sha256_of(Path(npz_path)) == calibration_sha256:
+        raise UserError(SAME_SET)
+    return _store_checked_npz(model_id, npz_path, filename, symbolic_dims, "evaluation")
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+_CHECKERS = {
+    "calibration": "backend.engine.calibration:child_check_calibration",
+    "evaluation": "backend.engine.evaluation:child_check_evaluation",
+}
+
+
+def _store_checked_npz(
+    model_id: int, npz_path: Path, filename: str, symbolic_dims: dict[str, int] | None, kind: str
+) -> str:
+    """Check the .npz in a limited child (the upload is untrusted and this may be the web
+    process), then store it as an artifact of `kind`; a refused file stores nothing."""
+    from backend.engine.calibration import check_npz_in_child
     from backend.engine.inputs import input_specs_of
     from backend.models.library import onnx_path, store
 
-    # parsed in a limited child: the upload is untrusted and this may be the web process
-    check_calibration(
-        Path(npz_path), input_specs_of(onnx_path(model_id)), dict(symbolic_dims or {})
-    )
+    specs = input_specs_of(onnx_path(model_id))
+    check_npz_in_child(_CHECKERS[kind], Path(npz_path), specs, dict(symbolic_dims or {}))
     stored = store().put_file(Path(npz_path))
     model_store.add_artifact(
         model_id,
         model_store.NewArtifact(
-            kind="calibration",
-            sha256=stored.sha256,
-            size_bytes=stored.size_bytes,
-            filename=filename,
+            kind=kind, sha256=stored.sha256, size_bytes=stored.size_bytes, filename=filename
         ),
     )
     return stored.sha256
+
+
+def npz_filename(model_id: int, sha256: str | None, kind: str) -> str | None:
+    """The name a calibration or evaluation file was uploaded under, for pages to show."""
+    if not sha256:
+        return None
+    names = [
+        a.filename
+        for a in model_store.list_artifacts(model_id)
+        if a.kind == kind and a.sha256 == sha256
+    ]
+    return names[-1] if names else None

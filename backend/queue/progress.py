@@ -12,7 +12,7 @@ from backend.errors import UserError
 from backend.queue import jobs
 from backend.records import JobRow, JobState, utcnow
 from backend.results import ConfigurationResult
-from backend.specs import SweepSpec
+from backend.specs import Configuration, SweepSpec
 
 
 @dataclass(frozen=True)
@@ -121,10 +121,16 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec, list[ConfigurationPr
     results = {r.config_key: r.result for r in jobs.stored_results(job.id)}
     pending = "not run" if job.state.finished else "pending"
     rows = []
-    for config in spec.configurations():
+    planned = spec.configurations()
+    for config in planned:
         result = results.get(config.key)
         if result is None:
             rows.append(ConfigurationProgress(config.label, config.key, pending))
         else:
             rows.append(_from_result(config.label, config.key, result))
+    keys = {c.key for c in planned}
+    for key, result in results.items():  # added while running: the mixed-precision search steps
+        if key not in keys:
+            label = Configuration.from_dict(result.configuration).label
+            rows.append(_from_result(label, key, result))
     return spec, rows

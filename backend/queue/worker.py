@@ -28,9 +28,10 @@ from backend.engine.run import ConfigurationTask, run_configuration
 from backend.host import describe_environment
 from backend.launch.children import run_in_child
 from backend.queue import metrics
-from backend.queue.jobs import stored_results
+from backend.queue.jobs import fp32_baseline, npz_filename, stored_results
 from backend.queue.lease import Backoff, LeaseKeeper
-from backend.results import ConfigurationResult, ResultStatus, StoredResult
+from backend.queue.mixedsearch import run_search
+from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimes import all_provider_statuses
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.artifacts import ArtifactStore
@@ -51,24 +52,6 @@ def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
     return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
 
 
-def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
-    """The measured FP32 result this configuration is compared with: same runtime, provider
-    and batch."""
-    return next(
-        (
-            r
-            for r in stored
-            if r.ok
-            and r.latency is not None
-            and r.configuration.precision == Precision.FP32
-            and r.configuration.backend == config.backend
-            and r.configuration.provider == config.provider
-            and r.configuration.batch_size == config.batch_size
-        ),
-        None,
-    )
-
-
 @dataclass
 class JobOutcome:
     state: JobState
@@ -76,15 +59,18 @@ class JobOutcome:
 
 
 @dataclass(frozen=True)
-class _SweepContext:
+class SweepContext:
     """What every configuration of one job shares: the sweep, its files and the host."""
 
     spec: SweepSpec
     source: Path
     calibration: str | None
+    evaluation: str | None  # path of the evaluation .npz in the artifact store
+    evaluation_name: str | None
     op_histogram: dict[str, int]
     cpu: dict[str, bool]
     timeout_s: float
+    output_dir: Path  # where children leave built graphs and profiles until _store copies them
 
 
 class JobRunner:
@@ -141,47 +127,76 @@ class JobRunner:
         if done:
             job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
         model = model_store.get_model(job.model_id)
-        context = _SweepContext(
-            spec=spec,
-            source=self._source_path(job.model_id),
-            calibration=(
-                str(self.store.path_for(spec.calibration_sha256))
-                if spec.calibration_sha256
-                else None
-            ),
-            op_histogram=model.op_histogram if model else {},
-            cpu=cpu_features(),
-            timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
-        )
         # Artifacts are copied into the store by _store, so the scratch folder goes afterwards.
         with tempfile.TemporaryDirectory(prefix=f"optiboard-job{job.id}-") as output_dir:
+            context = SweepContext(
+                spec=spec,
+                source=self._source_path(job.model_id),
+                calibration=self._stored_path(spec.calibration_sha256),
+                evaluation=self._stored_path(spec.evaluation_sha256),
+                evaluation_name=npz_filename(job.model_id, spec.evaluation_sha256, "evaluation"),
+                op_histogram=model.op_histogram if model else {},
+                cpu=cpu_features(),
+                timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
+                output_dir=Path(output_dir),
+            )
             for index, config in enumerate(configurations, start=1):
                 if config.key in done:
                     continue
                 if self._should_stop(job.id):
                     break
-                job_store.log_event(job.id, f"[{index}/{len(configurations)}] {config.label}")
-                started = time.monotonic()
-                result = self._measure(job, config, context, Path(output_dir))
-                if result is None:  # cancelled while it ran
-                    break
-                metrics.WORKER.configuration_done(result.status.value, time.monotonic() - started)
-                self._annotate(job.id, result, config, context.op_histogram, context.cpu)
-                self._store(job, result)
-                if self.on_result:
-                    self.on_result(result, index, len(configurations))
+                if self.run_one(job, config, context, (index, len(configurations))) is None:
+                    break  # cancelled while it ran
+            if spec.search_bound and not self._should_stop(job.id):
+                run_search(
+                    job,
+                    configurations,
+                    lambda config, step, why: self.run_one(job, config, context, step, why),
+                    lambda: self._should_stop(job.id),
+                )
         return self._conclude(job)
 
+    def _stored_path(self, sha256: str | None) -> str | None:
+        return str(self.store.path_for(sha256)) if sha256 else None
+
+    def run_one(
+        self,
+        job: JobRow,
+        config: Configuration,
+        context: SweepContext,
+        step: tuple[int, int],
+        note: str | None = None,
+    ) -> ConfigurationResult | None:
+        """Measure, explain and store one configuration; None when it was cancelled mid-run.
+
+        `note` (a mixed-precision search step's reason) leads the result's lines.
+        """
+        job_store.log_event(job.id, f"[{step[0]}/{step[1]}] {config.label}")
+        started = time.monotonic()
+        result = self._measure(job, config, context)
+        if result is None:
+            return None
+        metrics.WORKER.configuration_done(result.status.value, time.monotonic() - started)
+        result.notes[:0] = [note] if note else []
+        self._annotate(job.id, result, config, context.op_histogram, context.cpu)
+        self._store(job, result)
+        if self.on_result:
+            self.on_result(result, *step)
+        return result
+
     def _measure(
-        self, job: JobRow, config: Configuration, context: _SweepContext, output_dir: Path
+        self, job: JobRow, config: Configuration, context: SweepContext
     ) -> ConfigurationResult | None:
         """One configuration in a limited child; a child that fails becomes a failed result."""
         task = ConfigurationTask(
             source_path=str(context.source),
             configuration=config.to_dict(),
             measure=asdict(context.spec.measure),
-            output_dir=str(output_dir),
+            output_dir=str(context.output_dir),
             calibration_path=context.calibration,
+            evaluation_path=context.evaluation,
+            evaluation_sha256=context.spec.evaluation_sha256,
+            evaluation_name=context.evaluation_name,
         )
         outcome = run_in_child(
             run_configuration,
@@ -241,10 +256,10 @@ class JobRunner:
             baseline = fp32_baseline(stored_results(job_id), config)
             if baseline is not None and baseline.latency is not None:
                 speedup = baseline.latency.p50 / result.latency.p50
-        # the speed lines explain ONNX Runtime's kernels; other runtimes get the accuracy lines
-        explained = speedup if config.backend == "onnxruntime" else None
         profile_path = result.environment.get("profile_path")
         profile = Profile.load(Path(profile_path)) if profile_path else None
+        # the rules of thumb explain ONNX Runtime's kernels; a profile explains any runtime's
+        explained = speedup if config.backend == "onnxruntime" or profile else None
         result.notes.extend(
             explain(
                 config.precision,

@@ -14,7 +14,7 @@ import pandas as pd
 
 from backend.engine.measure import PEAK_SCOPE
 from backend.results import LatencyStats, ResultStatus, StoredResult
-from backend.specs import Configuration
+from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
@@ -52,6 +52,7 @@ LOSS_METRICS: dict[str, str] = {
     "max_abs_error": "max absolute error",
     "cosine_distance": "1 - cosine similarity",
     "top1_disagreement": "1 - top-1 agreement",
+    "eval_top1_error": "1 - top-1 accuracy on the evaluation set",
 }
 
 COLUMNS = [
@@ -94,6 +95,10 @@ COLUMNS = [
     "mean_rel_error",
     "cosine_similarity",
     "top1_agreement",
+    "eval_top1_accuracy",  # against the labels of the user's evaluation set
+    "eval_top1_agreement",  # with FP32 on the evaluation set's inputs
+    "evaluation_set",
+    "calibration_set",
     "providers_used",
     "execution_precision",
     "notes",
@@ -131,9 +136,12 @@ def _latency_columns(latency: LatencyStats | None) -> dict[str, Any]:
     return {**values, "count": latency.count if latency else None}
 
 
-def _record(stored: StoredResult, job: JobRow | None, model: str) -> dict[str, Any]:
+def _record(
+    stored: StoredResult, job: JobRow | None, model: str, files: dict[str, str]
+) -> dict[str, Any]:
     conf, r = stored.configuration, stored.result
-    accuracy = r.accuracy
+    accuracy, evaluation = r.accuracy, r.evaluation
+    cal = conf.calibration_sha256
     series = series_name(stored.job_id, model, conf)
     return {
         "result_id": stored.id,
@@ -167,6 +175,14 @@ def _record(stored: StoredResult, job: JobRow | None, model: str) -> dict[str, A
         "mean_rel_error": accuracy.mean_rel_error if accuracy else None,
         "cosine_similarity": accuracy.cosine_similarity if accuracy else None,
         "top1_agreement": accuracy.top1_agreement if accuracy else None,
+        "eval_top1_accuracy": evaluation.top1_accuracy if evaluation else None,
+        "eval_top1_agreement": evaluation.top1_agreement if evaluation else None,
+        "evaluation_set": files.get(evaluation.set_sha256, evaluation.set_sha256[:12])
+        if evaluation
+        else None,
+        "calibration_set": (files.get(cal, cal[:12]) if cal else "random")
+        if conf.precision == Precision.INT8_STATIC
+        else None,
         "providers_used": ", ".join(r.providers_used),
         # what the runtime says it ran (OpenVINO's compiled precision), where it says so
         "execution_precision": r.runtime_facts.get("execution_precision"),
@@ -194,9 +210,19 @@ def results_frame(
         if job is not None and job.model_id not in names:
             model = model_store.get_model(job.model_id)
             names[job.model_id] = model.name if model else f"model {job.model_id}"
+    # the names calibration and evaluation files were uploaded under, by sha256
+    files = {
+        a.sha256: a.filename
+        for model_id in names
+        for a in model_store.list_artifacts(model_id)
+        if a.kind in ("calibration", "evaluation")
+    }
     records = [
         _record(
-            r, jobs[r.job_id], names.get(jobs[r.job_id].model_id, "?") if jobs[r.job_id] else "?"
+            r,
+            jobs[r.job_id],
+            names.get(jobs[r.job_id].model_id, "?") if jobs[r.job_id] else "?",
+            files,
         )
         for r in rows
     ]
@@ -273,6 +299,8 @@ def add_accuracy_loss(frame: pd.DataFrame, metric: str = "mean_rel_error") -> pd
         out["accuracy_loss"] = 1.0 - pd.to_numeric(out["cosine_similarity"], errors="coerce")
     elif metric == "top1_disagreement":
         out["accuracy_loss"] = 1.0 - pd.to_numeric(out["top1_agreement"], errors="coerce")
+    elif metric == "eval_top1_error":
+        out["accuracy_loss"] = 1.0 - pd.to_numeric(out["eval_top1_accuracy"], errors="coerce")
     else:
         out["accuracy_loss"] = pd.to_numeric(out[metric], errors="coerce")
     return out

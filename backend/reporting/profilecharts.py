@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from backend.engine.evidence import CONVERSIONS, per_source_us, runs_in_int8, source_deltas
+from backend.engine.evidence import CONVERSIONS, computes_in_int8, per_source_us, source_deltas
 from backend.engine.profile import NodeProfile, Profile
 
 KIND_COLORS = {
@@ -21,7 +21,7 @@ def node_kind(profile: Profile, node: NodeProfile) -> str:
         return "kept in FP32"
     if node.op_type in CONVERSIONS:
         return "conversion"
-    return "int8 kernel" if runs_in_int8(node.op_type) else "float kernel"
+    return "int8 kernel" if computes_in_int8(node) else "float kernel"
 
 
 def _layout(fig: go.Figure, title: str, x: str, rows: int) -> go.Figure:
@@ -100,4 +100,30 @@ def diff_bars(before: Profile, after: Profile, labels: tuple[str, str], top: int
     return fig
 
 
-__all__ = ["diff_bars", "node_bars", "node_kind", "op_type_bars", "per_source_us"]
+def hottest_rows(profile: Profile, focus: dict[str, str], count: int = 10) -> list[dict]:
+    """The hottest runtime nodes with the uploaded node each stands for and the key the Graph
+    page's viewer finds it by (backend.viewer.focus_keys); None where no uploaded node maps."""
+    rows = []
+    for node in profile.hottest(count):
+        source = next((s for s in node.source_nodes if s in focus), None)
+        rows.append(
+            {
+                "node": node.name,
+                "op_type": node.op_type,
+                "us_per_run": node.per_run_us,
+                "share": profile.share([node]),
+                "uploaded_node": source,
+                "focus": focus.get(source) if source else None,
+            }
+        )
+    return rows
+
+
+__all__ = [
+    "diff_bars",
+    "hottest_rows",
+    "node_bars",
+    "node_kind",
+    "op_type_bars",
+    "per_source_us",
+]

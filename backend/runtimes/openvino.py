@@ -221,6 +221,24 @@ class OpenVinoRunner(Runner):
         self.request.infer(feeds, share_inputs=True)  # outputs are copied below
         return [self.request.get_output_tensor(i).data.copy() for i in range(len(self._outputs))]
 
+    def execution_graph(self) -> list[dict[str, Any]]:
+        """The compiled graph as the plugin runs it: each layer's type, runtime precision, the
+        original ops fused into it (originalLayersNames) and the layers feeding it."""
+        layers = []
+        for op in self.compiled.get_runtime_model().get_ordered_ops():
+            info = op.get_rt_info()
+            original = info["originalLayersNames"].astype(str)
+            layers.append(
+                {
+                    "name": op.get_friendly_name(),
+                    "type": info["layerType"].astype(str),
+                    "precision": info["runtimePrecision"].astype(str),
+                    "original": [name for name in original.split(",") if name],
+                    "inputs": [value.get_node().get_friendly_name() for value in op.input_values()],
+                }
+            )
+        return layers
+
     def layer_profile(self) -> list[dict[str, Any]]:
         """OpenVINO's PERF_COUNT counters of the last inference, executed layers only."""
         from openvino import ProfilingInfo

@@ -351,3 +351,14 @@ def list_events(job_id: int | None = None, limit: int = 200) -> list[EventRow]:
         if job_id is not None:
             query = query.where(Event.job_id == job_id)
         return [row_of(EventRow, e) for e in session.scalars(query)][::-1]
+
+
+def raise_total(job_id: int, total: int) -> None:
+    """Grow a job's configuration count to `total` (never shrink it): the mixed-precision
+    search adds its steps as configurations while the job runs."""
+    with session_scope() as session:
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.progress_total < total)
+            .values(progress_total=total)
+        )

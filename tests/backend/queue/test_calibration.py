@@ -12,7 +12,7 @@ from backend.errors import UserError
 from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import calibration
-from backend.specs import Precision, SweepSpec
+from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 
 INT8 = SweepSpec(precisions=(Precision.FP32, Precision.INT8_STATIC))
 
@@ -61,3 +61,60 @@ def test_random_calibration_or_no_int8_static_leaves_the_sweep_as_it_is(
     fp32 = SweepSpec()
     assert calibration.with_calibration(fp32, model.id, data, "c.npz", wanted=True) == fp32
     assert _calibration_files(model.id) == []
+
+
+def _evaluation_files(model_id: int) -> list[str]:
+    return [a.filename for a in library.list_artifacts(model_id) if a.kind == "evaluation"]
+
+
+def test_an_evaluation_set_with_labels_is_stored_and_scored_by_the_worker(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    from backend.queue import jobs
+    from backend.queue.worker import JobRunner
+    from storage.repo import jobs as job_store
+    from storage.states import JobState
+
+    model = ingest_file(mlp_path, "mlp.onnx")
+    x = np.random.default_rng(1).normal(size=(6, 16)).astype(np.float32)
+    data = _npz(x=x, labels=np.arange(6) % 10)
+    quick = MEASURE_PRESETS["quick"]
+    spec = calibration.with_evaluation(SweepSpec(measure=quick), model.id, data, "holdout.npz")
+    assert _evaluation_files(model.id) == ["holdout.npz"]
+    assert (
+        jobs.spec_from_query(jobs.spec_to_query(spec)).evaluation_sha256 == spec.evaluation_sha256
+    )
+    job = jobs.submit_sweep(model.id, spec)
+    claimed = job_store.claim_job("inline", 300, job_id=job.id)
+    assert JobRunner("inline").run(claimed).state == JobState.SUCCEEDED
+    (stored,) = jobs.stored_results(job.id)
+    report = stored.result.evaluation
+    assert report.set_sha256 == spec.evaluation_sha256 and report.samples == 6
+    assert report.top1_accuracy == report.fp32_top1_accuracy  # FP32 scored against the labels
+    assert any("holdout.npz" in note for note in stored.result.notes)
+
+
+def test_the_calibration_file_is_refused_as_evaluation_set_and_nothing_is_stored(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    data = _npz(x=np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32))
+    spec = calibration.with_calibration(INT8, model.id, data, "cal.npz", wanted=True)
+    with pytest.raises(UserError, match="same file as the calibration set"):
+        calibration.with_evaluation(spec, model.id, data, "cal-again.npz")
+    assert _evaluation_files(model.id) == []
+
+
+def test_an_evaluation_set_with_float_labels_is_refused_and_nothing_is_stored(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    data = _npz(x=np.zeros((4, 16), np.float32), labels=np.zeros(4, np.float32))
+    with pytest.raises(UserError, match="one integer class index per sample") as caught:
+        calibration.with_evaluation(SweepSpec(), model.id, data, "eval.npz")
+    assert str(caught.value).count(". ") == 0  # one sentence
+    assert _evaluation_files(model.id) == []
+    pickled = _npz(x=np.zeros((4, 16), np.float32), labels=np.array([{}, 1, 2, 3], dtype=object))
+    with pytest.raises(UserError, match="object array"):
+        calibration.with_evaluation(SweepSpec(), model.id, pickled, "eval.npz")
+    assert _evaluation_files(model.id) == []

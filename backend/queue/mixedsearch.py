@@ -1,0 +1,130 @@
+"""The mixed-precision search as queued work, started from the dashboard (or `submit --search`).
+
+Each step of backend.engine.mixed.greedy is one configuration of the job (static INT8 with some
+nodes kept in FP32), run, explained and stored by the worker like any other: the steps appear on
+the Jobs page as they land and join the accuracy-vs-speed chart on Compare. The worst node of a
+step comes from its stored layer-loss ranking, its float islands from its stored profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from backend.engine.evidence import float_islands
+from backend.engine.layerloss import NodeLoss, from_dicts
+from backend.engine.mixed import MIN_LOSS_DB, AccuracyBound, MixedStep, greedy
+from backend.engine.profile import stored_profile
+from backend.queue.jobs import fp32_baseline, spec_of, stored_results
+from backend.results import AccuracyReport, ConfigurationResult
+from backend.specs import Configuration, Precision
+from storage.repo import jobs as job_store
+from storage.repo.jobs import JobRow
+
+# runs, explains and stores one configuration as a step (index, total) with its reason; None
+# when it was cancelled (backend.queue.worker.JobRunner.run_one)
+RunStep = Callable[[Configuration, tuple[int, int], str], ConfigurationResult | None]
+
+
+class _Stopped(Exception):
+    """A step did not give a measured, compared result (failed, cancelled): the search ends."""
+
+
+def search_bases(configurations: list[Configuration]) -> list[Configuration]:
+    """The plain ONNX Runtime static INT8 points a search starts from (one per provider/batch)."""
+    return [
+        c
+        for c in configurations
+        if c.precision == Precision.INT8_STATIC and c.backend == "onnxruntime" and not c.fp32_nodes
+    ]
+
+
+def on_evaluation_set(result: ConfigurationResult) -> AccuracyReport:
+    """The agreement with FP32 the bound is checked on: on the user's evaluation set where the
+    sweep has one (real inputs, usually more of them), else on the random accuracy inputs."""
+    accuracy, evaluation = result.accuracy, result.evaluation
+    assert accuracy is not None
+    if evaluation is None or evaluation.cosine_similarity is None:
+        return accuracy
+    return replace(
+        accuracy,
+        cosine_similarity=evaluation.cosine_similarity,
+        top1_agreement=evaluation.top1_agreement,
+        samples=evaluation.samples,
+    )
+
+
+class _Steps:
+    """Runs (or reuses, on a resumed job) the configuration of each step for one base point."""
+
+    def __init__(self, job: JobRow, run_step: RunStep, stop: Callable[[], bool]) -> None:
+        self.job, self.run_step, self.stop = job, run_step, stop
+        self.bound = AccuracyBound.parse(spec_of(job).search_bound)
+        self.results: dict[tuple[str, ...], ConfigurationResult] = {}
+
+    def measure(self, base: Configuration, keep: tuple[str, ...], why: str) -> MixedStep:
+        config = replace(base, fp32_nodes=keep)
+        stored = {r.config_key: r.result for r in stored_results(self.job.id)}
+        result = stored.get(config.key)
+        if result is None:
+            if self.stop():
+                raise _Stopped("the job was cancelled")
+            done = len(stored) + 1
+            job_store.raise_total(self.job.id, done)
+            bound = f"{self.bound.metric} >= {self.bound.minimum}"
+            result = self.run_step(
+                config, (done, done), f"Mixed-precision search step ({bound}): {why}."
+            )
+        if result is None or not result.ok or result.accuracy is None or result.latency is None:
+            raise _Stopped(f"step '{why}' gave no measured result")
+        self.results[config.fp32_nodes] = result
+        accuracy = on_evaluation_set(result)
+        met = self.bound.met(accuracy)
+        return MixedStep(config.fp32_nodes, result.latency.p50, accuracy, met, why)
+
+    def worst(self, step: MixedStep) -> NodeLoss | None:
+        losses = from_dicts(self.results[step.fp32_nodes].environment.get("accuracy_loss") or [])
+        return next(
+            (n for n in losses if n.loss_db >= MIN_LOSS_DB and n.node not in step.fp32_nodes), None
+        )
+
+    def islands(self, step: MixedStep) -> list[tuple[str, list[str]]]:
+        profile = stored_profile(self.results[step.fp32_nodes].telemetry)
+        if profile is None:
+            return []
+        return [(island.op_type, sorted(island.sources)) for island in float_islands(profile)]
+
+
+def run_search(
+    job: JobRow, configurations: list[Configuration], run_step: RunStep, stop: Callable[[], bool]
+) -> None:
+    """Search from each plain static INT8 point of the job against its FP32 result; log the
+    measured steps and the best mix in the job's events."""
+    steps = _Steps(job, run_step, stop)
+    for base in search_bases(configurations):
+        fp32 = fp32_baseline(stored_results(job.id), base)
+        if fp32 is None or fp32.latency is None:
+            job_store.log_event(job.id, f"search skipped for {base.label}: no FP32 result")
+            continue
+        try:
+            found = greedy(
+                steps.bound,
+                fp32.latency.p50,
+                (),
+                lambda keep, why, b=base: steps.measure(b, keep, why),
+                steps.worst,
+                steps.islands,
+            )
+        except _Stopped as exc:
+            job_store.log_event(job.id, f"search for {base.label} stopped: {exc}", "warning")
+            continue
+        for line in found.lines():
+            job_store.log_event(job.id, f"search: {line}")
+        best = found.best
+        summary = (
+            f"search best for {base.label}: {', '.join(best.fp32_nodes) or 'plain INT8'} in FP32, "
+            f"p50 {best.p50_ms:.3f} ms"
+            if best
+            else f"search for {base.label}: no mix met the bound"
+        )
+        job_store.log_event(job.id, summary)

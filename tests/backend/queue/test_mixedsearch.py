@@ -1,0 +1,75 @@
+"""The mixed-precision search as a queued job: every step is a stored configuration of the job,
+on a model with one layer that quantizes badly by construction (tests/evidence_models.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend.errors import UserError
+from backend.models.ingest import ingest_file
+from backend.queue import calibration, jobs, progress
+from backend.queue.worker import JobRunner
+from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
+from storage.repo import jobs as job_store
+from storage.states import JobState
+from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
+from tests.models import save
+
+
+def test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    model = ingest_file(save(make_bad_layer_mlp(), tmp_path / "bad.onnx"), "bad.onnx")
+    path = tmp_path / "eval.npz"
+    np.savez(path, x=np.random.default_rng(5).normal(size=(12, 32)).astype(np.float32))
+    spec = SweepSpec(
+        precisions=(Precision.FP32, Precision.INT8_STATIC),
+        search_bound="cosine=0.99",
+        measure=MEASURE_PRESETS["quick"],
+    )
+    assert spec.profile  # the search reads each step's profile and layer-loss ranking
+    spec = calibration.with_evaluation(spec, model.id, path.read_bytes(), "eval.npz")
+    job = jobs.submit_sweep(model.id, spec)
+    claimed = job_store.claim_job("inline", 300, job_id=job.id)
+    assert JobRunner("inline").run(claimed).state == JobState.SUCCEEDED
+
+    stored = jobs.stored_results(job.id)
+    steps = [r for r in stored if r.configuration.fp32_nodes]
+    assert steps, "the search stored no step"
+    first = steps[0]
+    assert [n.split("/")[0] for n in first.configuration.fp32_nodes] == [BAD_LAYER]
+    assert "Mixed-precision search step" in first.result.notes[0]
+    assert first.result.evaluation.cosine_similarity >= 0.99
+    plain = next(r for r in stored if r.configuration.precision == Precision.INT8_STATIC).result
+    assert plain.evaluation.cosine_similarity < 0.99  # why the search had to act
+    events = [e.message for e in jobs.job_events(job.id)]
+    # the bound is checked on the evaluation set (12 real samples), not the random inputs
+    step0 = next(m for m in events if "step 0:" in m)
+    assert f"cosine {plain.evaluation.cosine_similarity:.4f}" in step0
+    assert any(m.startswith("search best for") and BAD_LAYER in m for m in events)
+    finished = jobs.get_job(job.id)
+    assert finished.progress_done == finished.progress_total == len(stored)
+    _, rows = progress.configuration_progress(finished)
+    assert [r.key for r in rows][-len(steps) :] == [s.config_key for s in steps]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"search_bound": "cosine"}, "Write the search bound as cosine=0.99"),
+        ({"search_bound": "top1=0.9", "precisions": ("fp32",)}, "static INT8"),
+    ],
+)
+def test_a_search_without_a_bound_or_int8_is_refused_in_one_sentence(
+    values: dict, message: str
+) -> None:
+    with pytest.raises(UserError, match=message):
+        SweepSpec(**values)
+
+
+def test_the_search_bound_survives_the_optimize_link() -> None:
+    spec = SweepSpec(precisions=("fp32", "int8_static"), search_bound="top1=0.98")
+    assert jobs.spec_from_query(jobs.spec_to_query(spec)) == spec

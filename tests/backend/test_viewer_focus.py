@@ -1,0 +1,68 @@
+"""The viewer's node= parameter (backend/viewer.py patch): a link from a profile's hottest node
+opens Netron with that node selected, in real Chromium."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from backend import viewer
+from tests.backend.test_viewer import QuietHandler
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
+from tests.models import make_mlp, save
+
+
+def test_focus_keys_name_unnamed_nodes_by_their_first_output(tmp_path: Path) -> None:
+    keys = viewer.focus_keys(save(make_mlp(), tmp_path / "mlp.onnx"))
+    assert keys["Relu_2"] == "h2"  # the profile's name for the unnamed Relu -> its output
+    named = viewer.focus_keys(save(make_bad_layer_mlp(), tmp_path / "bad.onnx"))
+    assert named[BAD_LAYER] == BAD_LAYER
+
+
+def test_viewer_url_carries_the_node_to_focus() -> None:
+    url = viewer.viewer_url("/media/a.bin", "m.onnx", node="dense/1")
+    assert url.endswith("&identifier=m.onnx&node=dense%2F1")
+    assert "node=" not in viewer.viewer_url("/media/a.bin", "m.onnx")
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[str]:
+    root = tmp_path / "site"
+    viewer.prepare_viewer(root / "netron")
+    save(make_mlp(), root / "mlp.onnx")
+    save(make_bad_layer_mlp(), root / "bad.onnx")
+    handler = functools.partial(QuietHandler, directory=str(root))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.e2e
+def test_netron_selects_the_node_named_in_the_link(site: str) -> None:
+    assert CHROMIUM.exists(), "scripts/test installs Debian's chromium at /usr/bin/chromium"
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        for model, node, op in (("bad.onnx", BAD_LAYER, "MatMul"), ("mlp.onnx", "h2", "Relu")):
+            url = viewer.viewer_url(f"/{model}", model, node=node).replace("/app/static", "")
+            page.goto(site + url)
+            expect(page.locator("body")).to_have_attribute(
+                "data-optiboard-focused", node, timeout=60_000
+            )
+            selected = page.locator("svg g.node.select")
+            assert selected.count() == 1
+            assert op in selected.first.text_content()
+        browser.close()
