@@ -51,8 +51,8 @@ def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
 
 
 def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
-    """The measured FP32 result this configuration is compared with: same runtime, provider
-    and batch."""
+    """The measured FP32 result this configuration is compared with: same runtime, provider,
+    batch, hardware target and replicas."""
     return next(
         (
             r
@@ -63,8 +63,39 @@ def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredRe
             and r.configuration.backend == config.backend
             and r.configuration.provider == config.provider
             and r.configuration.batch_size == config.batch_size
+            and r.configuration.target == config.target
+            and r.configuration.replicas == config.replicas
         ),
         None,
+    )
+
+
+def measure_in_child(
+    task: ConfigurationTask,
+    timeout_s: float,
+    should_cancel: Callable[[], bool] | None = None,
+) -> ConfigurationResult | None:
+    """The engine on one configuration in a limited child: the local worker and every cluster
+    node measure through this one call. A failed child becomes a failed result; None: cancelled.
+    """
+    config = Configuration.from_dict(task.configuration)
+    outcome = run_in_child(
+        run_configuration,
+        task,
+        timeout_s=timeout_s,
+        should_cancel=should_cancel,
+        what=f"Configuration {config.key}",
+    )
+    if outcome.cancelled:
+        return None
+    if outcome.ok:
+        return ConfigurationResult.from_dict(outcome.value)
+    return ConfigurationResult(
+        config_key=config.key,
+        configuration=config.to_dict(),
+        status=ResultStatus.FAILED,
+        error=outcome.error,
+        providers_requested=[config.provider],
     )
 
 
@@ -180,24 +211,7 @@ class JobRunner:
             output_dir=str(output_dir),
             calibration_path=context.calibration,
         )
-        outcome = run_in_child(
-            run_configuration,
-            task,
-            timeout_s=context.timeout_s,
-            should_cancel=lambda: self._should_stop(job.id),
-            what=f"Configuration {config.key}",
-        )
-        if outcome.cancelled:
-            return None
-        if outcome.ok:
-            return ConfigurationResult.from_dict(outcome.value)
-        return ConfigurationResult(
-            config_key=config.key,
-            configuration=config.to_dict(),
-            status=ResultStatus.FAILED,
-            error=outcome.error,
-            providers_requested=[config.provider],
-        )
+        return measure_in_child(task, context.timeout_s, lambda: self._should_stop(job.id))
 
     def _conclude(self, job: JobRow) -> JobOutcome:
         """The job's final state from its stored results (lost lease and cancel come first)."""
@@ -312,6 +326,15 @@ class JobRunner:
         return links
 
 
+def runner_class() -> type[JobRunner]:
+    """With a Ray address configured, the sweep's configurations run as tasks on the cluster."""
+    if settings.RAY_ADDRESS.get():
+        from backend.cluster.dispatch import ClusterJobRunner  # Ray is imported only then
+
+        return ClusterJobRunner
+    return JobRunner
+
+
 def worker_id_for_this_process() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -352,7 +375,7 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
                 time.sleep(poll_seconds)
                 continue
             log.info("job %s claimed (attempt %s)", job.id, job.attempts)
-            outcome = JobRunner(worker_id, lease_seconds).run(job)
+            outcome = runner_class()(worker_id, lease_seconds).run(job)
             log.info("job %s %s", job.id, outcome.state.value)
             processed += 1
         except DatabaseUnavailable as exc:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 
 from storage.db import session_scope
 from storage.repo.jobs import Lease, held
@@ -43,7 +44,8 @@ def save_result(
 
     With a lease, the write happens only while that lease still holds the running job (checked and
     row-locked in the same transaction), so a worker that lost its job never writes. A stored
-    result is never replaced: a second write of the same key is refused and the first one stays.
+    result is never replaced: a second write of the same key is refused and the first one stays,
+    also when two writers race past the existence check (the unique key decides, in a savepoint).
     """
     with session_scope() as session:
         if lease is not None:
@@ -70,8 +72,12 @@ def save_result(
             peak_rss_mb=payload.get("peak_rss_mb"),
             payload=payload,
         )
-        session.add(row)
-        session.flush()
+        try:
+            with session.begin_nested():  # two writers racing: the unique key keeps the first
+                session.add(row)
+                session.flush()
+        except IntegrityError:
+            return None
         session.add(ResultSamples(result_id=row.id, samples_ms=list(samples_ms)))
         done = session.scalar(
             select(func.count()).select_from(Result).where(Result.job_id == job_id)
