@@ -10,9 +10,11 @@ results, not retried), and the results table's unique key keeps one result per c
 
 from __future__ import annotations
 
+import socket
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +43,25 @@ def connect(address: str | None = None) -> None:
     if ray.is_initialized():
         return
     address = address or settings.RAY_ADDRESS.get()
+    _reachable(address)  # ray.init itself waits minutes for a head that is not there
     runtime_env = {"env_vars": {"PYTHONPATH": str(settings.PROJECT_ROOT)}}
     try:
         ray.init(address=address, runtime_env=runtime_env, logging_level="warning")
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise unreachable(address, str(exc)) from None
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """The head's GCS port answers a TCP connect, or ClusterUnavailable at once."""
+    if address == "auto":  # a head on this machine, found by Ray itself
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise unreachable(address, "expected host:port")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise unreachable(address, exc.strerror or str(exc)) from None
 
 
 @dataclass
@@ -60,24 +76,31 @@ class Pending:
 
 def submit(config: Configuration, request: MeasureRequest) -> Pending:
     """The configuration's task(s), asking for its resources (replicas packed on one node)."""
-    import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    remote = ray.remote(measure_on_node).options(
-        max_retries=settings.CLUSTER_MAX_RETRIES.get(),
-        retry_exceptions=False,  # a measurement that fails is a result, not a node failure
+    options = {
+        "max_retries": settings.CLUSTER_MAX_RETRIES.get(),
+        "retry_exceptions": False,  # a measurement that fails is a result, not a node failure
         **targets.ask_for(config).options(),
-    )
+    }
     if config.replicas == 1:
-        return Pending(config, [remote.remote(request)])
+        return Pending(config, [_remote().options(**options).remote(request)])
     group = replicas.placement(config)
     refs = [
-        remote.options(scheduling_strategy=PlacementGroupSchedulingStrategy(group, i)).remote(
-            MeasureRequest(**{**asdict_shallow(request), "replica": i})
-        )
+        _remote()
+        .options(**options, scheduling_strategy=PlacementGroupSchedulingStrategy(group, i))
+        .remote(MeasureRequest(**{**asdict_shallow(request), "replica": i}))
         for i in range(config.replicas)
     ]
     return Pending(config, refs, group)
+
+
+@lru_cache(maxsize=1)
+def _remote() -> Any:
+    """measure_on_node as a Ray remote function, registered once per process."""
+    import ray
+
+    return ray.remote(measure_on_node)
 
 
 def asdict_shallow(request: MeasureRequest) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 
+import settings
 from backend.errors import UserError
 from backend.models.library import get_model
 from backend.results import StoredResult
@@ -27,6 +28,11 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
     unknown = [name for name in spec.runtimes if name not in BACKENDS]
     if unknown:
         raise UserError(f"Unknown runtime {unknown[0]!r}; choose from {', '.join(BACKENDS)}.")
+    if (spec.targets or spec.replicas > 1) and not settings.RAY_ADDRESS.get():
+        raise UserError(
+            "Hardware targets and replicas need a Ray cluster; set OPTIBOARD_RAY_ADDRESS "
+            "(README: Many machines) or clear them."
+        )
     configurations = spec.configurations()
     return job_store.create_job(model_id, spec.to_dict(), total=len(configurations), label=label)
 

@@ -1,0 +1,131 @@
+"""A sweep on a real local Ray cluster, stored in a real PostgreSQL, through the worker's runner."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from backend.cluster.dispatch import ClusterJobRunner
+from backend.models.ingest import ingest_file
+from backend.queue import jobs
+from backend.results import ResultStatus
+from backend.specs import MeasureSettings, SweepSpec
+from storage.repo import jobs as job_store
+from storage.repo import models as model_store
+from storage.repo import results as result_store
+from storage.states import JobState
+from tests.backend.cluster.conftest import RayCluster
+
+QUICK = MeasureSettings(
+    warmup_runs=2, window_runs=10, window_min_seconds=0.05, max_seconds=3, accuracy_samples=1
+)
+# never stable, so the timed loop runs to its cap: long enough to lose a node in the middle
+SLOW = MeasureSettings(
+    warmup_runs=2,
+    window_runs=10,
+    window_min_seconds=0.5,
+    stable_windows=50,
+    stability_tolerance=0.01,
+    max_seconds=12,
+    accuracy_samples=1,
+)
+
+
+def _run(job_id: int) -> JobState:
+    """Claim the job as a worker does and run it on the cluster."""
+    job = job_store.claim_job("test-head", lease_seconds=120, job_id=job_id)
+    assert job is not None
+    return ClusterJobRunner("test-head", lease_seconds=120).run(job).state
+
+
+def _submit(mlp_path: Path, monkeypatch, spec: SweepSpec) -> tuple[int, str]:
+    monkeypatch.setenv("OPTIBOARD_RAY_ADDRESS", "connected-by-the-fixture")
+    model = ingest_file(mlp_path, "mlp.onnx")
+    return jobs.submit_sweep(model.id, spec).id, model_store.model_file(model.id).sha256
+
+
+def test_each_configuration_runs_on_a_node_of_its_target_and_lands_in_postgres(
+    ray_cluster: RayCluster, postgres_url: str, mlp_path: Path, monkeypatch
+) -> None:
+    spec = SweepSpec(batch_sizes=(1, 2), targets=("alpha", "beta", "gamma"), measure=QUICK)
+    job_id, model_sha = _submit(mlp_path, monkeypatch, spec)
+
+    assert _run(job_id) == JobState.SUCCEEDED
+    assert postgres_url.startswith("postgresql")
+    results = {r.configuration.key: r for r in jobs.stored_results(job_id)}
+    assert len(results) == 6
+    nodes = {"alpha": {ray_cluster.head.node_id}, "beta": {n.node_id for n in ray_cluster.betas}}
+    for target in ("alpha", "beta"):
+        ran = [r for r in results.values() if r.configuration.target == target]
+        assert len(ran) == 2 and all(r.status == ResultStatus.OK for r in ran)
+        for r in ran:
+            where = r.result.environment["cluster"]
+            assert where["target"] == target and where["node_id"] in nodes[target]
+            assert r.latency.p50 > 0 and r.result.optimized_sha256  # variant came back
+    gamma = [r for r in results.values() if r.configuration.target == "gamma"]
+    assert {r.status for r in gamma} == {ResultStatus.UNAVAILABLE}
+    assert "No node of target 'gamma'" in gamma[0].error
+    with create_engine(postgres_url).connect() as conn:  # straight from the server's table
+        stored = conn.execute(text("SELECT count(*) FROM results WHERE job_id = :j"), {"j": job_id})
+        assert stored.scalar_one() == 6
+    # the model arrived by its hash, once, on the node that ran alpha's two configurations
+    cached = [p for p in ray_cluster.cache_of(ray_cluster.head).rglob("*") if p.is_file()]
+    assert [p.name for p in cached] == [model_sha]
+
+
+def test_replicas_run_together_on_one_node_and_report_aggregate_and_per_device_throughput(
+    ray_cluster: RayCluster, postgres_url: str, mlp_path: Path, monkeypatch
+) -> None:
+    spec = SweepSpec(targets=("alpha",), replicas=2, measure=QUICK)
+    job_id, _ = _submit(mlp_path, monkeypatch, spec)
+
+    assert _run(job_id) == JobState.SUCCEEDED, jobs.get_job(job_id).error
+    (stored,) = jobs.stored_results(job_id)
+    assert stored.ok and stored.configuration.replicas == 2
+    replicas = stored.result.telemetry["replicas"]
+    per_device = replicas["per_device_throughput"]
+    assert replicas["count"] == 2 and len(per_device) == 2 and min(per_device) > 0
+    assert stored.result.throughput == replicas["aggregate_throughput"] == sum(per_device)
+    assert 0 < replicas["window_overlap"] <= 1  # both measured in the same wall window
+    samples = result_store.result_samples([stored.id])[stored.id]
+    assert stored.latency.count == len(samples)  # both replicas' samples pooled
+    assert stored.result.environment["cluster"]["node_id"] == ray_cluster.head.node_id
+
+
+def test_a_node_lost_mid_task_ends_with_the_configuration_done_once_on_another_node(
+    ray_cluster: RayCluster, postgres_url: str, mlp_path: Path, monkeypatch
+) -> None:
+    spec = SweepSpec(targets=("beta",), measure=SLOW)
+    job_id, _ = _submit(mlp_path, monkeypatch, spec)
+    outcome: list[JobState] = []
+    runner = threading.Thread(target=lambda: outcome.append(_run(job_id)))
+    runner.start()
+    # the node that fetched the model into its own cache is the one measuring
+    deadline = time.monotonic() + 90
+    busy = None
+    while busy is None and time.monotonic() < deadline:
+        busy = next(
+            (
+                n
+                for n in ray_cluster.betas
+                if any(p.is_file() for p in ray_cluster.cache_of(n).rglob("*"))
+            ),
+            None,
+        )
+        time.sleep(0.2)
+    assert busy is not None, "no beta node fetched the model"
+    time.sleep(3)  # into the measurement
+    ray_cluster.cluster.remove_node(busy)
+    ray_cluster.betas.remove(busy)
+    runner.join(timeout=240)
+
+    assert outcome == [JobState.SUCCEEDED]
+    rows = result_store.list_results(job_ids=[job_id])
+    assert len(rows) == 1 and rows[0].status == "ok"
+    where = rows[0].payload["environment"]["cluster"]
+    assert where["node_id"] == ray_cluster.betas[0].node_id != busy.node_id
+    log = [e.message for e in jobs.job_events(job_id)]
+    assert any("left the cluster" in line for line in log)
