@@ -1,7 +1,7 @@
 """A sweep on a Ray cluster: each configuration a task, results stored as they arrive.
 
 The worker claims the job as always (lease, attempts, cancel, final state are the queue's); only
-the middle differs from JobRunner: instead of measuring configurations one after another here,
+the middle of JobRunner._run differs: instead of measuring configurations one after another here,
 it ships the model once, submits every configuration as a Ray task asking for the resources its
 measurement needs (targets.ask_for), and stores each result the moment it lands. Ray runs a task
 again on another node when its node or worker process dies (max_retries; application errors are
@@ -20,9 +20,9 @@ from typing import Any
 
 import settings
 from backend.cluster import artifacts, replicas, targets
-from backend.cluster.failures import ClusterUnavailable, node_left, sentence_for, unreachable
+from backend.cluster.failures import node_left, sentence_for, unreachable
 from backend.cluster.task import MeasureRequest, NodeOutcome, measure_on_node
-from backend.queue.worker import JobOutcome, JobRunner, ordered_configurations
+from backend.queue.measuring import ordered_configurations
 from backend.results import ConfigurationResult, ResultStatus
 from backend.specs import Configuration, SweepSpec
 from storage.repo import cluster as cluster_store
@@ -30,7 +30,6 @@ from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
 from storage.repo.jobs import JobRow
-from storage.states import JobState
 
 POLL_S = 0.5
 CANCEL_GRACE_S = 10.0  # after a polite cancel, the worker processes still running are killed
@@ -89,7 +88,16 @@ def submit(config: Configuration, request: MeasureRequest) -> Pending:
     refs = [
         _remote()
         .options(**options, scheduling_strategy=PlacementGroupSchedulingStrategy(group, i))
-        .remote(MeasureRequest(**{**asdict_shallow(request), "replica": i}))
+        .remote(
+            MeasureRequest(
+                **{
+                    **asdict_shallow(request),
+                    "replica": i,
+                    "replica_count": config.replicas,
+                    "group": group.id.hex(),
+                }
+            )
+        )
         for i in range(config.replicas)
     ]
     return Pending(config, refs, group)
@@ -118,19 +126,19 @@ def _failed(config: Configuration, error: str, status: ResultStatus) -> Configur
     )
 
 
-class ClusterJobRunner(JobRunner):
-    """JobRunner whose configurations run as Ray tasks; storing and concluding are inherited."""
+class ClusterSweep:
+    """The middle of JobRunner._run on a cluster; the runner's own steps annotate and store
+    each result (and conclude the job), exactly as for a local measurement."""
 
-    def run(self, job: JobRow) -> JobOutcome:
-        try:
-            connect()
-        except ClusterUnavailable as exc:
-            job_store.log_event(job.id, str(exc), level="error")
-            self._finish(job, JobState.FAILED, str(exc))
-            return JobOutcome(JobState.FAILED, str(exc))
-        return super().run(job)
+    def __init__(self, runner: Any) -> None:  # a backend.queue.worker.JobRunner
+        self.runner = runner
 
-    def _run(self, job: JobRow) -> JobOutcome:
+    def run(self, job: JobRow) -> Any:
+        """Dispatch, collect, conclude; ClusterUnavailable (a sentence) rises to the runner."""
+        connect()
+        return self._run(job)
+
+    def _run(self, job: JobRow) -> Any:
         import ray
 
         spec = SweepSpec.from_dict(job.spec)
@@ -151,15 +159,15 @@ class ClusterJobRunner(JobRunner):
             pending[config.key] = submit(config, MeasureRequest(**fields))
         job_store.log_event(job.id, f"{len(pending)} configurations sent to the Ray cluster")
         self._collect(job, pending, nodes)
-        return self._conclude(job)
+        return self.runner._conclude(job)
 
     def _request_template(self, job: JobRow, spec: SweepSpec) -> MeasureRequest:
         """The model (and calibration file) shipped once for the whole sweep."""
         artifact = model_store.model_file(job.model_id)
-        model = artifacts.ship(self.store.path_for(artifact.sha256), artifact.sha256)
+        model = artifacts.ship(self.runner.store.path_for(artifact.sha256), artifact.sha256)
         calibration = None
         if spec.calibration_sha256:
-            path = self.store.path_for(spec.calibration_sha256)
+            path = self.runner.store.path_for(spec.calibration_sha256)
             calibration = artifacts.ship(path, spec.calibration_sha256)
         return MeasureRequest(
             configuration={},
@@ -176,7 +184,7 @@ class ClusterJobRunner(JobRunner):
         owner = {ref: p for p in pending.values() for ref in p.refs}
         alive = {n["NodeID"]: n for n in nodes if n.get("Alive")}
         while owner:
-            if self._should_stop(job.id):
+            if self.runner._should_stop(job.id):
                 self._cancel(list(owner))
                 break
             ready, _ = ray.wait(list(owner), num_returns=1, timeout=POLL_S)
@@ -223,8 +231,9 @@ class ClusterJobRunner(JobRunner):
         model = model_store.get_model(job.model_id)
         with tempfile.TemporaryDirectory(prefix=f"optiboard-job{job.id}-") as folder:
             artifacts.unpack_outputs(files, result.environment, Path(folder))
-            self._annotate(job.id, result, config, model.op_histogram if model else {}, cpu)
-            self._store(job, result)
+            histogram = model.op_histogram if model else {}
+            self.runner._annotate(job.id, result, config, histogram, cpu)
+            self.runner._store(job, result)
 
     def _watch_nodes(self, job: JobRow, alive: dict[str, dict]) -> dict[str, dict]:
         """Log one sentence per node that left since the last look."""

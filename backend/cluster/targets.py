@@ -149,3 +149,48 @@ def survey() -> list[dict[str, Any]]:
         if n.get("Alive") and targets_of(n["Resources"])
     ]
     return list(ray.get(refs, timeout=120))
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """One hardware target as its nodes announced it, for the Optimize page."""
+
+    name: str
+    nodes: int
+    description: str  # CPU and GPU models, e.g. "Xeon 8480 · 8x NVIDIA H200 (143 GB)"
+    providers: dict[str, list[str]]  # runtime -> providers available on every node of it
+
+
+def available() -> list[TargetInfo]:
+    """Targets of the nodes alive at the last survey; empty without a configured cluster."""
+    import settings
+    from storage.repo import cluster as cluster_store
+
+    if not settings.RAY_ADDRESS.get():
+        return []
+    by_target: dict[str, list] = {}
+    for node in cluster_store.list_nodes():
+        for name in filter(None, node.target.split(",")):
+            by_target.setdefault(name, []).append(node)
+    infos = []
+    for name, nodes in sorted(by_target.items()):
+        hardware = nodes[0].hardware
+        gpus = hardware.get("gpus") or []
+        parts = [str(hardware.get("cpu", "?"))]
+        if gpus:
+            memory = gpus[0].get("memory_total_mb", 0) / 1024
+            parts.append(f"{len(gpus)}x {gpus[0].get('name')} ({memory:.0f} GB)")
+        providers: dict[str, set[str]] | None = None
+        for node in nodes:
+            here: dict[str, set[str]] = {}
+            for p in node.providers:
+                if p.get("available"):
+                    here.setdefault(p["runtime"], set()).add(p["name"])
+            providers = (
+                here
+                if providers is None
+                else {r: providers[r] & here.get(r, set()) for r in providers}
+            )
+        listed = {r: sorted(names) for r, names in (providers or {}).items() if names}
+        infos.append(TargetInfo(name, len(nodes), " · ".join(parts), listed))
+    return infos

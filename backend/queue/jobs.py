@@ -111,6 +111,10 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
         query["profile"] = "1"
     if spec.fp32_nodes:  # one name per line: node names may hold commas
         query["fp32_nodes"] = "\n".join(spec.fp32_nodes)
+    if spec.targets:
+        query["targets"] = ",".join(spec.targets)
+    if spec.replicas > 1:
+        query["replicas"] = str(spec.replicas)
     if query["measure"] == CUSTOM_MEASURE:
         for f in fields(MeasureSettings):
             query[f"m_{f.name}"] = str(getattr(spec.measure, f.name))
@@ -172,6 +176,9 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
             values["calibration_samples"] = int(samples)
         values["measure"] = _measure_from_query(query)
         values["profile"] = query.get("profile") == "1"
+        values["targets"] = tuple(_csv(query, "targets"))
+        if replicas := query.get("replicas"):
+            values["replicas"] = int(replicas)
         values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)
         return SweepSpec(**values)  # type: ignore[arg-type]
     except ValueError as exc:

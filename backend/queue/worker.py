@@ -24,11 +24,12 @@ import settings
 from backend.engine.explain import cpu_features, explain
 from backend.engine.layerloss import from_dicts
 from backend.engine.profile import Profile
-from backend.engine.run import ConfigurationTask, run_configuration
+from backend.engine.run import ConfigurationTask
+from backend.errors import UserError
 from backend.host import describe_environment
-from backend.launch.children import run_in_child
 from backend.queue.jobs import stored_results
 from backend.queue.lease import Backoff, LeaseKeeper
+from backend.queue.measuring import measure_in_child, ordered_configurations
 from backend.results import ConfigurationResult, ResultStatus, StoredResult
 from backend.runtimes import all_provider_statuses
 from backend.specs import Configuration, Precision, SweepSpec
@@ -43,11 +44,6 @@ from storage.repo.models import NewArtifact
 from storage.states import JobState
 
 log = logging.getLogger("optiboard.worker")
-
-
-def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
-    """FP32 first, so every other precision can be explained against its FP32 baseline."""
-    return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
 
 
 def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
@@ -67,35 +63,6 @@ def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredRe
             and r.configuration.replicas == config.replicas
         ),
         None,
-    )
-
-
-def measure_in_child(
-    task: ConfigurationTask,
-    timeout_s: float,
-    should_cancel: Callable[[], bool] | None = None,
-) -> ConfigurationResult | None:
-    """The engine on one configuration in a limited child: the local worker and every cluster
-    node measure through this one call. A failed child becomes a failed result; None: cancelled.
-    """
-    config = Configuration.from_dict(task.configuration)
-    outcome = run_in_child(
-        run_configuration,
-        task,
-        timeout_s=timeout_s,
-        should_cancel=should_cancel,
-        what=f"Configuration {config.key}",
-    )
-    if outcome.cancelled:
-        return None
-    if outcome.ok:
-        return ConfigurationResult.from_dict(outcome.value)
-    return ConfigurationResult(
-        config_key=config.key,
-        configuration=config.to_dict(),
-        status=ResultStatus.FAILED,
-        error=outcome.error,
-        providers_requested=[config.provider],
     )
 
 
@@ -157,6 +124,9 @@ class JobRunner:
                 return self._run(job)
             except DatabaseUnavailable:
                 raise
+            except UserError as exc:  # one sentence that says what to do (a cluster that is gone)
+                self._finish(job, JobState.FAILED, str(exc))
+                return JobOutcome(JobState.FAILED, str(exc))
             except Exception as exc:  # the worker boundary: record, never crash the worker
                 import traceback
 
@@ -165,6 +135,10 @@ class JobRunner:
                 return JobOutcome(JobState.FAILED, error)
 
     def _run(self, job: JobRow) -> JobOutcome:
+        if settings.RAY_ADDRESS.get():  # each configuration a Ray task; storing stays here
+            from backend.cluster.dispatch import ClusterSweep
+
+            return ClusterSweep(self).run(job)
         spec = SweepSpec.from_dict(job.spec)
         configurations = ordered_configurations(spec)
         done = result_store.finished_config_keys(job.id)
@@ -326,15 +300,6 @@ class JobRunner:
         return links
 
 
-def runner_class() -> type[JobRunner]:
-    """With a Ray address configured, the sweep's configurations run as tasks on the cluster."""
-    if settings.RAY_ADDRESS.get():
-        from backend.cluster.dispatch import ClusterJobRunner  # Ray is imported only then
-
-        return ClusterJobRunner
-    return JobRunner
-
-
 def worker_id_for_this_process() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -375,7 +340,7 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
                 time.sleep(poll_seconds)
                 continue
             log.info("job %s claimed (attempt %s)", job.id, job.attempts)
-            outcome = runner_class()(worker_id, lease_seconds).run(job)
+            outcome = JobRunner(worker_id, lease_seconds).run(job)
             log.info("job %s %s", job.id, outcome.state.value)
             processed += 1
         except DatabaseUnavailable as exc:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from backend.cluster.dispatch import ClusterJobRunner
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
+from backend.queue.worker import JobRunner
 from backend.results import ResultStatus
 from backend.specs import MeasureSettings, SweepSpec
 from storage.repo import jobs as job_store
@@ -35,10 +35,10 @@ SLOW = MeasureSettings(
 
 
 def _run(job_id: int) -> JobState:
-    """Claim the job as a worker does and run it on the cluster."""
+    """Claim the job as a worker does and run it (OPTIBOARD_RAY_ADDRESS: on the cluster)."""
     job = job_store.claim_job("test-head", lease_seconds=120, job_id=job_id)
     assert job is not None
-    return ClusterJobRunner("test-head", lease_seconds=120).run(job).state
+    return JobRunner("test-head", lease_seconds=120).run(job).state
 
 
 def _submit(mlp_path: Path, monkeypatch, spec: SweepSpec) -> tuple[int, str]:
