@@ -134,8 +134,12 @@ def describe_node() -> dict[str, Any]:
     }
 
 
-def survey() -> list[dict[str, Any]]:
-    """Ask every alive node to describe itself (a task pinned to it); the head stores them."""
+def survey(timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    """Ask every alive node to describe itself (a task pinned to it); the head stores them.
+
+    A node too busy to answer within timeout_s is left out of this survey, not an error: its
+    measurements still run, and it is listed again once it answers.
+    """
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -148,7 +152,10 @@ def survey() -> list[dict[str, Any]]:
         for n in ray.nodes()
         if n.get("Alive") and targets_of(n["Resources"])
     ]
-    return list(ray.get(refs, timeout=120))
+    ready, late = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+    for ref in late:
+        ray.cancel(ref, force=True)
+    return [answer for answer in ray.get(ready)]
 
 
 @dataclass(frozen=True)
