@@ -94,8 +94,9 @@ def targets_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
     base = pd.Series([first.get(key) for key in keys], index=data.index, dtype=float)
     data["vs_first"] = base / data["p50_ms"].astype(float)
     rows = ["model", "runtime", "precision", "batch_size", "replicas", "configuration"]
+    # dropna=False would cross every index level with every other; reindex keeps all targets
     wide = data.pivot_table(
-        index=rows, columns="target", values=list(TARGET_FIELDS), aggfunc="first", dropna=False
+        index=rows, columns="target", values=list(TARGET_FIELDS), aggfunc="first"
     )
     columns = [(field, target) for target in targets for field in TARGET_FIELDS]
     wide = wide.reindex(columns=pd.MultiIndex.from_tuples(columns))

@@ -8,9 +8,12 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
+from backend.cluster import targets
 from backend.models.ingest import ingest_file
-from backend.queue import jobs
+from backend.queue import jobs, progress
 from backend.queue.worker import JobRunner
+from backend.reporting import frames
+from backend.reporting.side_by_side import targets_side_by_side
 from backend.results import ResultStatus
 from backend.specs import MeasureSettings, SweepSpec
 from storage.repo import jobs as job_store
@@ -71,6 +74,21 @@ def test_each_configuration_runs_on_a_node_of_its_target_and_lands_in_postgres(
     with create_engine(postgres_url).connect() as conn:  # straight from the server's table
         stored = conn.execute(text("SELECT count(*) FROM results WHERE job_id = :j"), {"j": job_id})
         assert stored.scalar_one() == 6
+    # what the pages show: targets to pick, the same configuration side by side, where it ran
+    offered = {t.name: t for t in targets.available()}
+    assert set(offered) == {"alpha", "beta"} and offered["beta"].nodes == 2
+    assert "cpu" in offered["alpha"].providers["onnxruntime"]
+    wide = targets_side_by_side(frames.results_frame(job_ids=[job_id]))
+    assert list(wide["batch"]) == [1, 2]
+    for target in ("alpha", "beta"):
+        p50 = {
+            r.configuration.batch_size: r.latency.p50
+            for r in results.values()
+            if r.configuration.target == target
+        }
+        assert list(wide[f"{target} · p50 ms"]) == [p50[1], p50[2]]
+    _, rows = progress.configuration_progress(jobs.get_job(job_id))
+    assert all(r.ran_on.startswith(("alpha · ", "beta · ")) for r in rows if r.status == "ok")
     # the model arrived by its hash, once, on the node that ran alpha's two configurations
     cached = [p for p in ray_cluster.cache_of(ray_cluster.head).rglob("*") if p.is_file()]
     assert [p.name for p in cached] == [model_sha]
@@ -93,6 +111,41 @@ def test_replicas_run_together_on_one_node_and_report_aggregate_and_per_device_t
     samples = result_store.result_samples([stored.id])[stored.id]
     assert stored.latency.count == len(samples)  # both replicas' samples pooled
     assert stored.result.environment["cluster"]["node_id"] == ray_cluster.head.node_id
+
+
+def test_cancel_reaches_the_running_task_and_frees_its_node(
+    ray_cluster: RayCluster, postgres_url: str, mlp_path: Path, monkeypatch
+) -> None:
+    import ray
+
+    spec = SweepSpec(targets=("alpha",), measure=SLOW)
+    job_id, _ = _submit(mlp_path, monkeypatch, spec)
+    outcome: list[JobState] = []
+    runner = threading.Thread(target=lambda: outcome.append(_run(job_id)))
+    runner.start()
+    _wait_for(lambda: _free_slots() < len(ray_cluster.caches), "the measurement to start")
+    time.sleep(2)  # into the measurement
+    jobs.cancel_job(job_id)
+    runner.join(timeout=120)
+
+    assert outcome == [JobState.CANCELLED]
+    assert result_store.list_results(job_ids=[job_id]) == []
+    # the task gave its slot back: it is not running on the node any more
+    _wait_for(lambda: _free_slots() == len(ray_cluster.caches), "the slot to come back")
+    assert ray.available_resources().get("measure_slot") == len(ray_cluster.caches)
+
+
+def _free_slots() -> float:
+    import ray
+
+    return ray.available_resources().get("measure_slot", 0.0)
+
+
+def _wait_for(predicate, what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
 
 
 def test_a_node_lost_mid_task_ends_with_the_configuration_done_once_on_another_node(
