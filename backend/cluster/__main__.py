@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
@@ -30,7 +31,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("give --address or set OPTIBOARD_RAY_ADDRESS")
         command = targets.join_command(address, args.target, args.num_gpus)
         print(" ".join(command))
-        return 0 if args.dry_run else subprocess.run(command).returncode
+        if args.dry_run:
+            return 0
+        # Ray's worker processes inherit this: they import Optiboard from this checkout
+        pythonpath = os.pathsep.join(
+            p for p in (str(settings.PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
+        )
+        return subprocess.run(command, env={**os.environ, "PYTHONPATH": pythonpath}).returncode
     from backend.cluster.dispatch import connect
     from storage.repo import cluster as cluster_store
 

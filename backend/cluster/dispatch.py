@@ -10,6 +10,7 @@ results, not retried), and the results table's unique key keeps one result per c
 
 from __future__ import annotations
 
+import os
 import socket
 import tempfile
 import time
@@ -43,7 +44,10 @@ def connect(address: str | None = None) -> None:
         return
     address = address or settings.RAY_ADDRESS.get()
     _reachable(address)  # ray.init itself waits minutes for a head that is not there
-    runtime_env = {"env_vars": {"PYTHONPATH": str(settings.PROJECT_ROOT)}}
+    # this checkout's path, then the node's own (`join` puts the node's checkout there; Ray
+    # expands ${PYTHONPATH} on the node), so nodes may keep the code at another path
+    paths = f"{settings.PROJECT_ROOT}{os.pathsep}${{PYTHONPATH}}"
+    runtime_env = {"env_vars": {"PYTHONPATH": paths}}
     try:
         ray.init(address=address, runtime_env=runtime_env, logging_level="warning")
     except (ConnectionError, RuntimeError, ValueError) as exc:
