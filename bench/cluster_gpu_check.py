@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import settings  # noqa: E402
 from backend.cluster.targets import node_resources  # noqa: E402
 from backend.specs import MeasureSettings, SweepSpec  # noqa: E402
 from tests import models  # noqa: E402
@@ -35,8 +35,8 @@ def main() -> int:
     import ray
     from ray.cluster_utils import Cluster
 
-    os.environ["OPTIBOARD_DATA_DIR"] = tempfile.mkdtemp(prefix="optiboard-gpu-check-")
-    os.environ.pop("OPTIBOARD_DATABASE_URL", None)
+    settings.DATA_DIR.set(tempfile.mkdtemp(prefix="optiboard-gpu-check-"))
+    settings.DATABASE_URL.set(None)
     head = {
         "num_cpus": 2,
         "num_gpus": 1,
@@ -45,7 +45,7 @@ def main() -> int:
     }
     cluster = Cluster(initialize_head=True, head_node_args=head)
     cluster.wait_for_nodes()
-    os.environ["OPTIBOARD_RAY_ADDRESS"] = cluster.address
+    settings.RAY_ADDRESS.set(cluster.address)
     try:
         from backend.cluster.dispatch import connect
         from backend.models.ingest import ingest_file

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import settings  # noqa: E402
 from backend.cluster.targets import MEASURE_SLOT  # noqa: E402
 from backend.specs import MeasureSettings, SweepSpec  # noqa: E402
 from tests import models  # noqa: E402
@@ -48,14 +49,14 @@ def run_on(nodes: int, model_path: Path, spec: SweepSpec) -> tuple[float, dict[s
     from ray.cluster_utils import Cluster
 
     data = Path(tempfile.mkdtemp(prefix=f"optiboard-bench-{nodes}-"))
-    os.environ["OPTIBOARD_DATA_DIR"] = str(data)
-    os.environ.pop("OPTIBOARD_DATABASE_URL", None)
+    settings.DATA_DIR.set(str(data))
+    settings.DATABASE_URL.set(None)
     args = {"num_cpus": 1, "resources": {MEASURE_SLOT: 1.0}, "object_store_memory": STORE}
     cluster = Cluster(initialize_head=True, head_node_args={**args, "include_dashboard": False})
     for _ in range(nodes - 1):
         cluster.add_node(**args)
     cluster.wait_for_nodes()
-    os.environ["OPTIBOARD_RAY_ADDRESS"] = cluster.address
+    settings.RAY_ADDRESS.set(cluster.address)
     try:
         from backend.cluster.dispatch import connect
         from backend.models.ingest import ingest_file
