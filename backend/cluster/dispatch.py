@@ -14,7 +14,7 @@ import os
 import socket
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from backend.cluster.failures import node_left, sentence_for, unreachable
 from backend.cluster.task import MeasureRequest, NodeOutcome, measure_on_node
 from backend.queue.measuring import ordered_configurations
 from backend.results import ConfigurationResult, ResultStatus
-from backend.specs import Configuration, SweepSpec
+from backend.specs import Configuration, Precision, SweepSpec
 from storage.repo import cluster as cluster_store
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -136,11 +136,19 @@ class ClusterSweep:
 
     def __init__(self, runner: Any) -> None:  # a backend.queue.worker.JobRunner
         self.runner = runner
+        self.pending: dict[str, Pending] = {}
+        # results held back until the FP32 result they are explained against has landed
+        self.waiting: list[tuple[ConfigurationResult, list[artifacts.FileBlob]]] = []
 
     def run(self, job: JobRow) -> Any:
-        """Dispatch, collect, conclude; ClusterUnavailable (a sentence) rises to the runner."""
+        """Dispatch, collect, conclude; a cluster gone mid-sweep becomes one sentence."""
+        import ray
+
         connect()
-        return self._run(job)
+        try:
+            return self._run(job)
+        except (ray.exceptions.RaySystemError, ConnectionError) as exc:
+            raise unreachable(settings.RAY_ADDRESS.get() or "its address", str(exc)) from None
 
     def _run(self, job: JobRow) -> Any:
         import ray
@@ -153,7 +161,7 @@ class ClusterSweep:
         cluster_store.record_nodes(targets.survey())
         nodes = ray.nodes()
         request = self._request_template(job, spec)
-        pending: dict[str, Pending] = {}
+        pending = self.pending
         for config in todo:
             reason = targets.unplaceable(config, nodes)
             if reason:
@@ -202,6 +210,7 @@ class ClusterSweep:
         for entry in pending.values():
             if entry.group is not None:
                 ray.util.remove_placement_group(entry.group)
+        self._land_ready(job, everything=True)
 
     def _arrived(self, job: JobRow, entry: Pending, ref: Any) -> None:
         """One replica's outcome, or the sentence for why its task ended without one."""
@@ -226,7 +235,25 @@ class ClusterSweep:
         else:
             data = outcomes[0].result
         result = ConfigurationResult.from_dict(data)
-        self._land(job, result, outcomes[0].files)
+        self.waiting.append((result, outcomes[0].files))
+        self._land_ready(job)
+
+    def _land_ready(self, job: JobRow, everything: bool = False) -> None:
+        """Store every waiting result whose FP32 baseline is not still running (all: at the end).
+
+        The local worker measures FP32 first so each other precision is explained against it;
+        here they finish in any order, so a result waits for its baseline (seconds, usually).
+        """
+        still = []
+        fp32_first = sorted(self.waiting, key=lambda w: w[0].configuration["precision"] != "fp32")
+        for result, files in fp32_first:
+            config = Configuration.from_dict(result.configuration)
+            baseline = replace(config, precision=Precision.FP32, fp32_nodes=()).key
+            if everything or config.precision == Precision.FP32 or baseline not in self.pending:
+                self._land(job, result, files)
+            else:
+                still.append((result, files))
+        self.waiting = still
 
     def _land(self, job: JobRow, result: ConfigurationResult, files: list) -> None:
         """Annotate and store one result exactly as the local worker does."""

@@ -53,7 +53,9 @@ def _submit(mlp_path: Path, monkeypatch, spec: SweepSpec) -> tuple[int, str]:
 def test_each_configuration_runs_on_a_node_of_its_target_and_lands_in_postgres(
     ray_cluster: RayCluster, postgres_url: str, mlp_path: Path, monkeypatch
 ) -> None:
-    spec = SweepSpec(batch_sizes=(1, 2), targets=("alpha", "beta", "gamma"), measure=QUICK)
+    spec = SweepSpec(
+        precisions=("fp32", "int8_dynamic"), targets=("alpha", "beta", "gamma"), measure=QUICK
+    )
     job_id, model_sha = _submit(mlp_path, monkeypatch, spec)
 
     assert _run(job_id) == JobState.SUCCEEDED
@@ -68,6 +70,11 @@ def test_each_configuration_runs_on_a_node_of_its_target_and_lands_in_postgres(
             where = r.result.environment["cluster"]
             assert where["target"] == target and where["node_id"] in nodes[target]
             assert r.latency.p50 > 0 and r.result.optimized_sha256  # variant came back
+        # INT8 is explained against the FP32 result of its own target, whichever landed first
+        (int8,) = [r for r in ran if r.configuration.precision.value == "int8_dynamic"]
+        (fp32,) = [r for r in ran if r.configuration.precision.value == "fp32"]
+        speedup = fp32.latency.p50 / int8.latency.p50
+        assert int8.result.telemetry["speedup_vs_fp32"] == speedup
     gamma = [r for r in results.values() if r.configuration.target == "gamma"]
     assert {r.status for r in gamma} == {ResultStatus.UNAVAILABLE}
     assert "No node of target 'gamma'" in gamma[0].error
@@ -79,14 +86,14 @@ def test_each_configuration_runs_on_a_node_of_its_target_and_lands_in_postgres(
     assert set(offered) == {"alpha", "beta"} and offered["beta"].nodes == 2
     assert "cpu" in offered["alpha"].providers["onnxruntime"]
     wide = targets_side_by_side(frames.results_frame(job_ids=[job_id]))
-    assert list(wide["batch"]) == [1, 2]
+    assert sorted(wide["precision"]) == ["FP32", "INT8 dynamic"]
     for target in ("alpha", "beta"):
         p50 = {
-            r.configuration.batch_size: r.latency.p50
+            r.configuration.precision.label: r.latency.p50
             for r in results.values()
             if r.configuration.target == target
         }
-        assert list(wide[f"{target} · p50 ms"]) == [p50[1], p50[2]]
+        assert dict(zip(wide["precision"], wide[f"{target} · p50 ms"], strict=True)) == p50
     _, rows = progress.configuration_progress(jobs.get_job(job_id))
     assert all(r.ran_on.startswith(("alpha · ", "beta · ")) for r in rows if r.status == "ok")
     # the model arrived by its hash, once, on the node that ran alpha's two configurations
