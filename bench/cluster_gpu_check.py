@@ -3,11 +3,11 @@
 Run on an NVIDIA host (venv from requirements-gpu.txt):
     .venv/bin/python bench/cluster_gpu_check.py [--out bench/results/cluster_gpu_check.txt]
 
-Starts a one-node local Ray cluster that offers one GPU and the hardware target `gpu`, submits a
-sweep of one CUDA FP32 configuration (small CNN, batch 8) for that target, runs it through the
-worker's own JobRunner (so through backend/cluster/dispatch.py: a Ray task with num_gpus=1), and
-prints what ran: the node, the GPU Ray handed the task, the GPU name the measurement recorded,
-the providers ONNX Runtime really used, and the numbers.
+Starts a one-node local Ray cluster that offers one GPU (N with --replicas N) and the hardware
+target `gpu`, submits a sweep of one CUDA FP32 configuration (small CNN, batch 8) for that
+target, runs it through the worker's own JobRunner (so through backend/cluster/dispatch.py: a Ray
+task with num_gpus=1 per replica), and prints what ran: the node, the GPU Ray handed the task,
+the GPUs the measurement recorded, the providers ONNX Runtime really used, and the numbers.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ MEASURE = MeasureSettings(warmup_runs=20, window_runs=100, window_min_seconds=0.
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="data-parallel copies (needs as many GPUs)"
+    )
     args = parser.parse_args()
     import ray
     from ray.cluster_utils import Cluster
@@ -39,7 +42,7 @@ def main() -> int:
     settings.DATABASE_URL.set(None)
     head = {
         "num_cpus": 2,
-        "num_gpus": 1,
+        "num_gpus": args.replicas,
         "resources": node_resources("gpu"),
         "include_dashboard": False,
     }
@@ -56,7 +59,13 @@ def main() -> int:
         connect(cluster.address)
         path = models.save(models.make_cnn(), Path(tempfile.mkdtemp()) / "cnn.onnx")
         model = ingest_file(path, "cnn.onnx")
-        spec = SweepSpec(providers=("cuda",), batch_sizes=(8,), targets=("gpu",), measure=MEASURE)
+        spec = SweepSpec(
+            providers=("cuda",),
+            batch_sizes=(8,),
+            targets=("gpu",),
+            replicas=args.replicas,
+            measure=MEASURE,
+        )
         job = jobs.submit_sweep(model.id, spec)
         outcome = JobRunner("gpu-check", 600).run(job_store.claim_job("gpu-check", 600, job.id))
         (stored,) = jobs.stored_results(job.id)
@@ -79,6 +88,7 @@ def main() -> int:
             "throughput_per_s": r.throughput,
             "gpu_memory_mb": r.gpu_memory_mb,
             "gpu_util_percent_mean": r.telemetry.get("gpu_util_percent_mean"),
+            "replicas": r.telemetry.get("replicas"),
             "onnxruntime": r.environment.get("packages", {}),
         }
     finally:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
-from backend.cluster import targets
+from backend.cluster import artifacts, targets
 from backend.models.ingest import ingest_file
 from backend.queue import jobs, progress
 from backend.queue.worker import JobRunner
@@ -99,6 +101,25 @@ def test_each_configuration_runs_on_a_node_of_its_target_and_lands_in_postgres(
     # the model arrived by its hash, once, on the node that ran alpha's two configurations
     cached = [p for p in ray_cluster.cache_of(ray_cluster.head).rglob("*") if p.is_file()]
     assert [p.name for p in cached] == [model_sha]
+
+
+def test_a_model_that_arrives_changed_is_refused_and_not_cached(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    import ray
+
+    data = b"an onnx model, in two chunks"
+    right = artifacts.ShippedFile(
+        sha256=hashlib.sha256(data).hexdigest(),
+        size_bytes=len(data),
+        chunks=(ray.put(data[:10]), ray.put(data[10:])),
+    )
+    assert artifacts.fetch(right, tmp_path).read_bytes() == data
+    wrong = artifacts.ShippedFile("0" * 64, len(data), (ray.put(data[:10] + b"X"),))
+    with pytest.raises(artifacts.HashMismatch, match="expected 0000"):
+        artifacts.fetch(wrong, tmp_path)
+    cached = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert cached == [right.sha256]  # nothing half-written, nothing under the wrong name
 
 
 def test_replicas_run_together_on_one_node_and_report_aggregate_and_per_device_throughput(
