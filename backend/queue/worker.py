@@ -3,7 +3,9 @@
 Run it with `python -m backend.queue.worker` (or `scripts/worker`, which restarts it when it dies).
 Several workers may share one database: claiming is an atomic conditional UPDATE, leases are timed
 on the database's clock, and a worker that dies loses its lease, so its job is requeued and resumed
-by another worker without duplicating the configurations already stored.
+by another worker without duplicating the configurations already stored. With
+OPTIBOARD_RAY_ADDRESS set, a claimed job's configurations run as Ray tasks on a cluster
+(backend/cluster/dispatch.py); claiming, storing and concluding stay here.
 """
 
 from __future__ import annotations
