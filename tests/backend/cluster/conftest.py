@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from backend.cluster.targets import node_resources
+from tests.pages.conftest import fresh_page_caches, route_through_app_py  # noqa: F401
 from tests.postgres import postgres_server, postgres_url  # noqa: F401
 
 STORE_BYTES = 80 * 1024 * 1024

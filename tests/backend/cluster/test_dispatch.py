@@ -103,6 +103,30 @@ def test_each_configuration_runs_on_a_node_of_its_target_and_lands_in_postgres(
     assert [p.name for p in cached] == [model_sha]
 
 
+def test_the_optimize_page_offers_the_announced_targets_and_submits_a_sweep_on_each(
+    ray_cluster: RayCluster, postgres_url: str, mlp_path: Path, monkeypatch
+) -> None:
+    from storage.repo import cluster as cluster_store
+    from tests.pages.seed import add_model, open_page, texts
+
+    monkeypatch.setenv("OPTIBOARD_RAY_ADDRESS", "connected-by-the-fixture")
+    cluster_store.record_nodes(targets.survey())  # what the worker does at each job
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id)
+    assert not at.exception
+    picker = at.multiselect(key="url_targets")
+    alpha, beta = picker.options  # each with its node count and what its machines are
+    assert alpha.startswith("alpha · 1 node(s) · ") and beta.startswith("beta · 2 node(s) · ")
+    picker.set_value(["alpha", "beta"])
+    at.number_input(key="replicas").set_value(2)
+    at.run()
+    assert "Configurations in this sweep=4" in texts(at)  # FP32 and INT8 static on each
+    at.button(key="submit_sweep").click().run()
+    (job,) = jobs.list_jobs()
+    spec = jobs.spec_of(job)
+    assert spec.targets == ("alpha", "beta") and spec.replicas == 2
+
+
 def test_a_model_that_arrives_changed_is_refused_and_not_cached(
     ray_cluster: RayCluster, tmp_path: Path
 ) -> None:
