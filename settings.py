@@ -357,3 +357,30 @@ SESSION_HOURS = _declare(
         "how long a password sign-in lasts in a browser (its signed, HttpOnly session cookie)",
     )
 )
+# --- cluster ---
+RAY_ADDRESS = _declare(
+    Setting(
+        "OPTIBOARD_RAY_ADDRESS",
+        "",
+        str,
+        "address of a Ray cluster's head (`host:6379`); set, the worker runs each configuration "
+        "as a Ray task on the cluster; empty keeps the single-machine worker",
+    )
+)
+CLUSTER_CACHE_DIR = _declare(
+    Setting(
+        "OPTIBOARD_CLUSTER_CACHE_DIR",
+        "",
+        str,
+        "node-local folder where cluster nodes keep models by sha256; empty means "
+        "`<temp>/optiboard-cluster-cache`",
+    )
+)
+CLUSTER_MAX_RETRIES = _declare(
+    Setting(
+        "OPTIBOARD_CLUSTER_MAX_RETRIES",
+        "3",
+        int,
+        "times Ray runs a configuration again elsewhere when its node or worker process dies",
+    )
+)

@@ -7,6 +7,7 @@ nothing instead of raising.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -91,3 +92,10 @@ def gpu_reader(index: int | None) -> Iterator[Callable[[], dict[str, float]] | N
             }
 
         yield read
+
+
+def visible_gpu_index() -> int:
+    """NVML's index of the GPU CUDA calls device 0 here: the first of CUDA_VISIBLE_DEVICES
+    (Ray sets it to the GPU it gave the task), since NVML numbers every GPU regardless."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return int(first) if first.isdigit() else 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -110,9 +111,12 @@ class Configuration:
     streams: int = 0  # OpenVINO inference streams; 0 lets the hint choose
     profile: bool = False  # a separate profiled pass after the clean timing (never mixed in)
     fp32_nodes: tuple[str, ...] = ()  # INT8 static only: these nodes stay in FP32 (mixed)
+    target: str = ""  # a cluster's hardware target this point runs on; empty: any machine
+    replicas: int = 1  # data-parallel copies on as many devices of one node (cluster only)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", Precision(self.precision))
+        _check_cluster_fields(self.target, self.replicas)
         object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
         object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
         if self.streams < 0:
@@ -153,13 +157,19 @@ class Configuration:
             parts.append("fp32:" + ",".join(self.fp32_nodes))
         if dims:
             parts.append(dims)
-        return "/".join(parts)
+        if self.replicas > 1:
+            parts.append(f"x{self.replicas}")
+        key = "/".join(parts)
+        return f"{key}@{self.target}" if self.target else key
 
     @property
     def label(self) -> str:
         runtime = "" if self.backend == "onnxruntime" else f"{self.backend} "
         mixed = f" mixed ({len(self.fp32_nodes)} in FP32)" if self.fp32_nodes else ""
-        return f"{runtime}{self.provider.upper()} {self.precision.label}{mixed} b{self.batch_size}"
+        replicas = f" x{self.replicas}" if self.replicas > 1 else ""
+        where = f" @ {self.target}" if self.target else ""
+        label = f"{self.provider.upper()} {self.precision.label}{mixed} b{self.batch_size}"
+        return f"{runtime}{label}{replicas}{where}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -207,8 +217,11 @@ class SweepSpec:
     evaluation_sha256: str | None = None  # the user's evaluation .npz (inputs, optional labels)
     # 'cosine=0.99' or 'top1=0.98': after the sweep, search the fastest INT8/FP32 mix meeting it
     search_bound: str = ""
+    targets: tuple[str, ...] = ()  # cluster hardware targets: every point runs on each
+    replicas: int = 1  # data-parallel copies per point (cluster only)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", tuple(dict.fromkeys(str(t) for t in self.targets)))
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
         object.__setattr__(self, "providers", tuple(str(p).lower() for p in self.providers))
         object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
@@ -244,7 +257,8 @@ class SweepSpec:
     def configurations(self) -> list[Configuration]:
         """Every point; with fp32_nodes, each ONNX Runtime static INT8 point gets a mixed twin."""
         batches = sorted(set(self.batch_sizes))
-        points = itertools.product(self.runtimes, self.providers, self.precisions, batches)
+        places = self.targets or ("",)
+        points = itertools.product(places, self.runtimes, self.providers, self.precisions, batches)
         plain = [
             Configuration(
                 precision=precision,
@@ -261,8 +275,10 @@ class SweepSpec:
                 performance_hint=self.performance_hint,
                 streams=self.streams,
                 profile=self.profile,
+                target=target,
+                replicas=self.replicas,
             )
-            for runtime, provider, precision, batch in points
+            for target, runtime, provider, precision, batch in points
         ]
         if not self.fp32_nodes:
             return plain
@@ -282,6 +298,7 @@ class SweepSpec:
         data["backends"] = list(self.backends)
         data["performance_hint"] = self.performance_hint.value
         data["fp32_nodes"] = list(self.fp32_nodes)
+        data["targets"] = list(self.targets)
         return data
 
     @classmethod
@@ -294,6 +311,7 @@ class SweepSpec:
         data["measure"] = MeasureSettings(**(data.get("measure") or {}))
         data["backends"] = tuple(data.get("backends") or ())
         data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
+        data["targets"] = tuple(data.get("targets") or ())
         return cls(**data)
 
 
@@ -313,6 +331,19 @@ def _check_search(spec: SweepSpec) -> None:
         raise UserError(
             "A mixed-precision search needs ONNX Runtime's static INT8 among the precisions."
         )
+
+
+TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def _check_cluster_fields(target: str, replicas: int) -> None:
+    """A target names a Ray resource (`target:<name>`), so it stays a short plain word."""
+    if target and not TARGET_NAME.fullmatch(target):
+        raise UserError(
+            f"Target name {target!r} is not valid; use letters, digits, '.', '_' or '-'."
+        )
+    if not 1 <= replicas <= 64:
+        raise UserError(f"Replicas must be between 1 and 64, not {replicas}.")
 
 
 def _hint(value: object) -> PerformanceHint:

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from backend.reporting import charts, exports, frames
-from backend.reporting.side_by_side import runtimes_side_by_side
+from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus
 from pages.access import link_scope, signed_link_control
 from pages.components.formatting import plain
@@ -229,6 +229,15 @@ def comparison() -> None:
             },
             key="runtimes_side_by_side",
         )
+
+    across_targets = targets_side_by_side(frame)
+    if not across_targets.empty:
+        st.subheader("Hardware targets side by side")
+        st.caption(
+            "The same configuration on each cluster target; 'speed vs first' is the first "
+            "target's p50 divided by the cell's. The Jobs page says which node ran each one."
+        )
+        st.dataframe(across_targets, hide_index=True, key="targets_side_by_side")
 
     downloads = st.columns(3)
     downloads[0].download_button(

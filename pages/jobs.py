@@ -302,6 +302,7 @@ def job_detail(job_id: int) -> None:
                 "why / error": c.why,
                 "key": c.key,
             }
+            | ({"ran on": c.ran_on} if any(x.ran_on for x in configurations) else {})
             for c in configurations
         ],
         hide_index=True,

@@ -6,6 +6,7 @@ import streamlit as st
 
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
+from backend.cluster import targets
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import calibration, capabilities, jobs
@@ -77,6 +78,23 @@ with left:
         help="Each precision is measured on each runtime, side by side; every accuracy is "
         "against the same FP32 reference.",
     )
+    cluster_targets = {t.name: t for t in targets.available()}
+    picked_targets = []
+    if cluster_targets:  # a Ray cluster is configured and its nodes have announced themselves
+        picked_targets = bound_multiselect(
+            "Hardware targets",
+            list(cluster_targets),
+            "targets",
+            format_func=lambda n: (
+                f"{n} · {cluster_targets[n].nodes} node(s) · {cluster_targets[n].description}"
+            ),
+            help="Every configuration runs on each target picked; Compare shows them side by "
+            "side. None picked: any node of the cluster.",
+        )
+    for name in picked_targets:  # providers the target's nodes have, even where this one lacks
+        for runtime, names in cluster_targets[name].providers.items():
+            usable.setdefault(runtime, [])
+            usable[runtime] = list(dict.fromkeys([*usable[runtime], *names]))
     provider_names = bound_multiselect(
         "Execution providers",
         list(dict.fromkeys(p for r in runtimes for p in usable.get(r, []))),
@@ -261,6 +279,20 @@ with right:
         )
         fp32_nodes = tuple(line.strip() for line in kept.splitlines() if line.strip())
         set_url("fp32_nodes", "\n".join(fp32_nodes) or None)
+    replicas = 1
+    if cluster_targets:
+        replicas = int(
+            st.number_input(
+                "Replicas (data-parallel copies on one node's devices)",
+                min_value=1,
+                max_value=64,
+                value=prefill.replicas,
+                key="replicas",
+                help="N copies run at once on N GPUs (or share the CPU) of one node; the result "
+                "gives aggregate and per-device throughput.",
+            )
+        )
+        set_url("replicas", replicas if replicas > 1 else None)
     label = st.text_input("Label (optional)", placeholder="e.g. first INT8 try", key="label")
 
 try:
@@ -284,6 +316,8 @@ try:
         measure=MEASURE_PRESETS.get(preset or "standard", prefill.measure),
         profile=profile,
         fp32_nodes=fp32_nodes,
+        targets=tuple(picked_targets),
+        replicas=replicas,
     )
 except UserError as exc:
     spec = None

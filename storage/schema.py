@@ -184,3 +184,17 @@ class AuditEntry(Base):
     outcome: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime())
+
+
+class ClusterNode(Base):
+    """A Ray node as it announced itself: its hardware target and what the machine is."""
+
+    __tablename__ = "cluster_nodes"
+
+    node_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    target: Mapped[str] = mapped_column(String(64), index=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    hardware: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    providers: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    alive: Mapped[bool] = mapped_column(Boolean, default=True)
+    announced_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())

@@ -19,6 +19,7 @@ import onnx
 from backend.engine.measure import Measurement, PeakRss, measure
 from backend.engine.profile import write_profile
 from backend.errors import UnavailableError, UserError
+from backend.hardware import visible_gpu_index
 from backend.host import TelemetrySampler, describe_environment
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
@@ -133,7 +134,7 @@ def _run_session(
         ranges = inputs.value_ranges(source)
         dims = dict(config.symbolic_dims)
         feed = inputs.random_inputs(specs, config.batch_size, dims, count=1, ranges=ranges)[0]
-        gpu_index = 0 if config.provider in ("cuda", "tensorrt") else None
+        gpu_index = visible_gpu_index() if config.provider in ("cuda", "tensorrt") else None
         with TelemetrySampler(gpu_index=gpu_index) as telemetry:
             measurement = measure(lambda: runner.infer(feed), settings)
         peak.stop()

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
 
+import settings
 from backend.errors import UserError
 from backend.models.library import get_model
 from backend.results import StoredResult
@@ -36,6 +37,11 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
     unknown = [name for name in spec.runtimes if name not in BACKENDS]
     if unknown:
         raise UserError(f"Unknown runtime {unknown[0]!r}; choose from {', '.join(BACKENDS)}.")
+    if (spec.targets or spec.replicas > 1) and not settings.RAY_ADDRESS.get():
+        raise UserError(
+            "Hardware targets and replicas need a Ray cluster; set OPTIBOARD_RAY_ADDRESS "
+            "(README: Many machines) or clear them."
+        )
     configurations = spec.configurations()
     return job_store.create_job(model_id, spec.to_dict(), total=len(configurations), label=label)
 
@@ -79,6 +85,8 @@ def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredRe
             and r.configuration.backend == config.backend
             and r.configuration.provider == config.provider
             and r.configuration.batch_size == config.batch_size
+            and r.configuration.target == config.target
+            and r.configuration.replicas == config.replicas
         ),
         None,
     )
@@ -166,6 +174,10 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
         query["profile"] = "1"
     if spec.fp32_nodes:  # one name per line: node names may hold commas
         query["fp32_nodes"] = "\n".join(spec.fp32_nodes)
+    if spec.targets:
+        query["targets"] = ",".join(spec.targets)
+    if spec.replicas > 1:
+        query["replicas"] = str(spec.replicas)
     if query["measure"] == CUSTOM_MEASURE:
         for f in fields(MeasureSettings):
             query[f"m_{f.name}"] = str(getattr(spec.measure, f.name))
@@ -229,6 +241,9 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
             values["calibration_samples"] = int(samples)
         values["measure"] = _measure_from_query(query)
         values["profile"] = query.get("profile") == "1"
+        values["targets"] = tuple(_csv(query, "targets"))
+        if replicas := query.get("replicas"):
+            values["replicas"] = int(replicas)
         values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)
         return SweepSpec(**values)  # type: ignore[arg-type]
     except ValueError as exc:

@@ -3,7 +3,9 @@
 Run it with `python -m backend.queue.worker` (or `scripts/worker`, which restarts it when it dies).
 Several workers may share one database: claiming is an atomic conditional UPDATE, leases are timed
 on the database's clock, and a worker that dies loses its lease, so its job is requeued and resumed
-by another worker without duplicating the configurations already stored.
+by another worker without duplicating the configurations already stored. With
+OPTIBOARD_RAY_ADDRESS set, a claimed job's configurations run as Ray tasks on a cluster
+(backend/cluster/dispatch.py); claiming, storing and concluding stay here.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import settings
 from backend.engine.explain import cpu_features, explain
 from backend.engine.layerloss import from_dicts
 from backend.engine.profile import Profile
-from backend.engine.run import ConfigurationTask, run_configuration
+from backend.engine.run import ConfigurationTask
+from backend.errors import UserError
 from backend.host import describe_environment
-from backend.launch.children import run_in_child
 from backend.queue import metrics
 from backend.queue.jobs import fp32_baseline, npz_filename, stored_results
 from backend.queue.lease import Backoff, LeaseKeeper
+from backend.queue.measuring import measure_in_child, ordered_configurations
 from backend.queue.mixedsearch import run_search
 from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimes import all_provider_statuses
@@ -45,11 +48,6 @@ from storage.repo.models import NewArtifact
 from storage.states import JobState
 
 log = logging.getLogger("optiboard.worker")
-
-
-def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
-    """FP32 first, so every other precision can be explained against its FP32 baseline."""
-    return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
 
 
 @dataclass
@@ -113,6 +111,9 @@ class JobRunner:
                 return self._run(job)
             except DatabaseUnavailable:
                 raise
+            except UserError as exc:  # one sentence that says what to do (a cluster that is gone)
+                self._finish(job, JobState.FAILED, str(exc))
+                return JobOutcome(JobState.FAILED, str(exc))
             except Exception as exc:  # the worker boundary: record, never crash the worker
                 import traceback
 
@@ -121,6 +122,10 @@ class JobRunner:
                 return JobOutcome(JobState.FAILED, error)
 
     def _run(self, job: JobRow) -> JobOutcome:
+        if settings.RAY_ADDRESS.get():  # each configuration a Ray task; storing stays here
+            from backend.cluster.dispatch import ClusterSweep
+
+            return ClusterSweep(self).run(job)
         spec = SweepSpec.from_dict(job.spec)
         configurations = ordered_configurations(spec)
         done = result_store.finished_config_keys(job.id)
@@ -198,24 +203,7 @@ class JobRunner:
             evaluation_sha256=context.spec.evaluation_sha256,
             evaluation_name=context.evaluation_name,
         )
-        outcome = run_in_child(
-            run_configuration,
-            task,
-            timeout_s=context.timeout_s,
-            should_cancel=lambda: self._should_stop(job.id),
-            what=f"Configuration {config.key}",
-        )
-        if outcome.cancelled:
-            return None
-        if outcome.ok:
-            return ConfigurationResult.from_dict(outcome.value)
-        return ConfigurationResult(
-            config_key=config.key,
-            configuration=config.to_dict(),
-            status=ResultStatus.FAILED,
-            error=outcome.error,
-            providers_requested=[config.provider],
-        )
+        return measure_in_child(task, context.timeout_s, lambda: self._should_stop(job.id))
 
     def _conclude(self, job: JobRow) -> JobOutcome:
         """The job's final state from its stored results (lost lease and cancel come first)."""

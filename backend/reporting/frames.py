@@ -102,6 +102,9 @@ COLUMNS = [
     "providers_used",
     "execution_precision",
     "notes",
+    "target",
+    "ran_on",
+    "replicas",
 ]
 
 
@@ -124,6 +127,10 @@ def series_name(job_id: int, model: str, configuration: Configuration) -> str:
         parts.append(f"{c.intra_op_threads} threads")
     if c.simplify != default.simplify:
         parts.append("simplified")
+    if c.replicas > 1:
+        parts.append(f"x{c.replicas}")
+    if c.target:  # the same configuration on another hardware target is another line
+        parts.append(f"@ {c.target}")
     if c.symbolic_dims:
         parts.append(",".join(f"{k}={v}" for k, v in c.symbolic_dims))
     return " ".join(parts)
@@ -187,7 +194,22 @@ def _record(
         # what the runtime says it ran (OpenVINO's compiled precision), where it says so
         "execution_precision": r.runtime_facts.get("execution_precision"),
         "notes": "; ".join(r.notes),
+        "target": conf.target,
+        "ran_on": ran_on(r.environment),
+        "replicas": conf.replicas,
     }
+
+
+def ran_on(environment: dict[str, Any]) -> str:
+    """Where a cluster ran the configuration (target · host · node), empty for local runs."""
+    where = environment.get("cluster") or {}
+    if not where:
+        return ""
+    parts = [where.get("target") or "any", where.get("hostname") or "?"]
+    parts.append(f"node {str(where.get('node_id', ''))[:8]}")
+    if where.get("gpu_ids"):
+        parts.append(f"GPU {','.join(where['gpu_ids'])}")
+    return " · ".join(parts)
 
 
 def results_frame(

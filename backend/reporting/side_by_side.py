@@ -69,3 +69,37 @@ def runtimes_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
     return wide.sort_values(
         ["model", "precision", "batch"], key=lambda c: c.map(order) if c.name == "precision" else c
     ).reset_index(drop=True)
+
+
+TARGET_FIELDS = {"p50_ms": "p50 ms", "throughput": "items/s", "vs_first": "speed vs first"}
+
+
+def targets_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
+    """The same configuration on each hardware target: rows are configurations (the key less
+    its target), columns '<target> · <field>'; 'speed vs first' is the first target's p50
+    divided by the cell's (above 1 is faster). Empty with fewer than two targets."""
+    data = frame[frame["target"].fillna("") != ""] if "target" in frame else frame.iloc[0:0]
+    if data.empty or data["target"].nunique() < 2:
+        return pd.DataFrame()
+    data = data.assign(
+        configuration=[key.rsplit("@", 1)[0] for key in data["config_key"]],
+        runtime=[
+            runtime_label(b, p) for b, p in zip(data["backend"], data["provider"], strict=True)
+        ],
+        precision=[Precision(p).label for p in data["precision"]],
+    )
+    targets = list(dict.fromkeys(data["target"]))
+    first = data[data["target"] == targets[0]].set_index(["model", "configuration"])["p50_ms"]
+    keys = list(zip(data["model"], data["configuration"], strict=True))
+    base = pd.Series([first.get(key) for key in keys], index=data.index, dtype=float)
+    data["vs_first"] = base / data["p50_ms"].astype(float)
+    rows = ["model", "runtime", "precision", "batch_size", "replicas", "configuration"]
+    # dropna=False would cross every index level with every other; reindex keeps all targets
+    wide = data.pivot_table(
+        index=rows, columns="target", values=list(TARGET_FIELDS), aggfunc="first"
+    )
+    columns = [(field, target) for target in targets for field in TARGET_FIELDS]
+    wide = wide.reindex(columns=pd.MultiIndex.from_tuples(columns))
+    wide.columns = [f"{target} · {TARGET_FIELDS[field]}" for field, target in columns]
+    wide = wide.reset_index().rename(columns={"batch_size": "batch", "configuration": "key"})
+    return wide.sort_values(["model", "runtime", "batch"]).reset_index(drop=True)

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from storage.db import session_scope
@@ -50,7 +51,8 @@ def save_result(
     row-locked in the same transaction), so a worker that lost its job never writes. A stored
     result is never replaced: a second write of the same key is refused and the first one stays.
     The artifact links go in the same transaction, so a result never lacks its files' rows and a
-    refused write links nothing (the caller then removes the blobs: remove_unreferenced).
+    refused write links nothing (the caller then removes the blobs: remove_unreferenced). When
+    two writers race past the existence check, the unique key decides, in a savepoint.
     """
     with session_scope() as session:
         if lease is not None:
@@ -77,8 +79,12 @@ def save_result(
             peak_rss_mb=payload.get("peak_rss_mb"),
             payload=payload,
         )
-        session.add(row)
-        session.flush()
+        try:
+            with session.begin_nested():  # two writers racing: the unique key keeps the first
+                session.add(row)
+                session.flush()
+        except IntegrityError:
+            return None
         session.add(ResultSamples(result_id=row.id, samples_ms=list(samples_ms)))
         _link(session, job_id, artifacts)
         done = session.scalar(

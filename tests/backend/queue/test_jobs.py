@@ -39,6 +39,8 @@ EVERY_FIELD_CHANGED = SweepSpec(
     fp32_nodes=("dense/MatMulAddFusion", "odd,name"),
     evaluation_sha256="e" * 64,
     search_bound="top1=0.95",
+    targets=("t4", "xeon-8480"),
+    replicas=2,
     measure=MeasureSettings(
         warmup_runs=4,
         window_runs=9,

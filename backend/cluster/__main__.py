@@ -1,0 +1,54 @@
+"""`python -m backend.cluster join --address HEAD:6379 --target NAME` starts a node of a target;
+`python -m backend.cluster nodes` prints what every node announced (needs the database)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import settings
+from backend.cluster import targets
+from backend.specs import Configuration
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m backend.cluster", description=__doc__)
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    join = verbs.add_parser("join", help="start Ray on this machine as a node of one target")
+    join.add_argument("--address", default=None, help="default: $OPTIBOARD_RAY_ADDRESS")
+    join.add_argument("--target", required=True, help="hardware target name, e.g. t4 or xeon")
+    join.add_argument("--num-gpus", type=int, default=None, help="default: what Ray detects")
+    join.add_argument("--dry-run", action="store_true", help="print the command only")
+    verbs.add_parser("nodes", help="survey the cluster and print each node's announcement")
+    args = parser.parse_args(argv)
+    if args.verb == "join":
+        Configuration(precision="fp32", target=args.target)  # checks the name as sweeps do
+        address = args.address or settings.RAY_ADDRESS.get()
+        if not address:
+            parser.error("give --address or set OPTIBOARD_RAY_ADDRESS")
+        command = targets.join_command(address, args.target, args.num_gpus)
+        print(" ".join(command))
+        if args.dry_run:
+            return 0
+        # Ray's worker processes inherit this: they import Optiboard from this checkout
+        pythonpath = os.pathsep.join(
+            p for p in (str(settings.PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
+        )
+        return subprocess.run(command, env={**os.environ, "PYTHONPATH": pythonpath}).returncode
+    from backend.cluster.dispatch import connect
+    from storage.repo import cluster as cluster_store
+
+    connect()
+    announcements = targets.survey()
+    cluster_store.record_nodes(announcements)
+    for a in announcements:
+        gpus = [g["name"] for g in a["hardware"].get("gpus", [])]
+        print(json.dumps({"node": a["node_id"][:8], "target": a["target"], "gpus": gpus}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

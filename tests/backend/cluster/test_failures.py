@@ -1,0 +1,53 @@
+"""The cluster's failures reach the Jobs page as one sentence; nothing runs without a cluster."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.errors import UserError
+from backend.models.ingest import ingest_file
+from backend.queue import jobs, progress
+from backend.specs import MeasureSettings, SweepSpec
+from storage.states import JobState
+from tests.postgres import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_an_unreachable_cluster_fails_the_job_with_one_sentence(
+    data_dir: Path, mlp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    monkeypatch.setenv("OPTIBOARD_RAY_ADDRESS", address)
+    job = jobs.submit_sweep(model.id, SweepSpec(measure=MeasureSettings(max_seconds=2)))
+    worker = subprocess.run(
+        [sys.executable, "-m", "backend.queue.worker", "--once", "--poll-seconds", "0.2"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+
+    failed = jobs.get_job(job.id)
+    assert failed.state == JobState.FAILED
+    assert failed.error.startswith(f"The Ray cluster at {address} did not answer")
+    assert "\n" not in failed.error and "Traceback" not in failed.error
+    assert progress.progress_of(failed).last_error == failed.error  # what the Jobs page shows
+
+
+def test_targets_without_a_cluster_are_refused_and_nothing_is_queued(
+    data_dir: Path, mlp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPTIBOARD_RAY_ADDRESS", raising=False)
+    model = ingest_file(mlp_path, "mlp.onnx")
+    with pytest.raises(UserError, match="need a Ray cluster"):
+        jobs.submit_sweep(model.id, SweepSpec(targets=("t4",)))
+    assert jobs.list_jobs() == []
