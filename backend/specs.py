@@ -7,6 +7,7 @@ import itertools
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from backend.cudaoptions import ConvAlgoSearch, CudaOptions, IoMode  # re-exported
 from backend.errors import UserError
 
 
@@ -36,6 +37,7 @@ class PerformanceHint(enum.StrEnum):
 
 
 OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+GPU_PROVIDERS = ("cuda", "tensorrt")  # where device-resident I/O means something
 
 
 @dataclass(frozen=True)
@@ -110,10 +112,15 @@ class Configuration:
     streams: int = 0  # OpenVINO inference streams; 0 lets the hint choose
     profile: bool = False  # a separate profiled pass after the clean timing (never mixed in)
     fp32_nodes: tuple[str, ...] = ()  # INT8 static only: these nodes stay in FP32 (mixed)
+    io_mode: IoMode = IoMode.END_TO_END  # GPU providers: what the timing includes
+    cuda: CudaOptions = field(default_factory=CudaOptions)  # CUDA provider only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", Precision(self.precision))
         object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
+        object.__setattr__(self, "io_mode", IoMode(self.io_mode))
+        object.__setattr__(self, "cuda", CudaOptions.from_value(self.cuda))
+        _check_gpu_options(self)
         object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
         if self.streams < 0:
             raise UserError("Streams cannot be negative; 0 lets the runtime choose.")
@@ -151,6 +158,9 @@ class Configuration:
             parts.append("simplified")
         if self.fp32_nodes:
             parts.append("fp32:" + ",".join(self.fp32_nodes))
+        if self.io_mode != IoMode.END_TO_END:
+            parts.append(self.io_mode.value)
+        parts += self.cuda.key_parts
         if dims:
             parts.append(dims)
         return "/".join(parts)
@@ -159,7 +169,12 @@ class Configuration:
     def label(self) -> str:
         runtime = "" if self.backend == "onnxruntime" else f"{self.backend} "
         mixed = f" mixed ({len(self.fp32_nodes)} in FP32)" if self.fp32_nodes else ""
-        return f"{runtime}{self.provider.upper()} {self.precision.label}{mixed} b{self.batch_size}"
+        extra = "".join(f" {part}" for part in self.cuda.key_parts)
+        io = " device-resident" if self.io_mode == IoMode.DEVICE else ""
+        return (
+            f"{runtime}{self.provider.upper()} {self.precision.label}{mixed}{extra}{io} "
+            f"b{self.batch_size}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -167,6 +182,8 @@ class Configuration:
         data["performance_hint"] = self.performance_hint.value
         data["symbolic_dims"] = dict(self.symbolic_dims)
         data["fp32_nodes"] = list(self.fp32_nodes)
+        data["io_mode"] = self.io_mode.value
+        data["cuda"] = self.cuda.to_dict()
         return data
 
     @classmethod
@@ -174,7 +191,35 @@ class Configuration:
         data = dict(data)
         data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
         data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
+        data["cuda"] = CudaOptions.from_value(data.get("cuda"))
         return cls(**data)
+
+
+def _check_gpu_options(config: Configuration) -> None:
+    """Refuse the combinations the CUDA provider cannot run, each with one sentence."""
+    if config.io_mode == IoMode.DEVICE and config.provider not in GPU_PROVIDERS:
+        raise UserError(
+            f"Device-resident timing needs a GPU provider (cuda or tensorrt), not "
+            f"{config.provider!r}; use end-to-end timing there."
+        )
+    if config.cuda.is_default:
+        return
+    if config.provider != "cuda" or config.backend != "onnxruntime":
+        raise UserError(
+            "CUDA options (graphs, cuDNN search, TF32, NHWC, float16 I/O) apply to ONNX "
+            "Runtime's cuda provider only; pick it or leave them at their defaults."
+        )
+    if config.cuda.enable_cuda_graph and not config.fixed_shapes:
+        raise UserError(
+            "CUDA graphs replay fixed shapes only; turn fixed shapes on or CUDA graphs off."
+        )
+    if config.cuda.enable_cuda_graph and config.io_mode != IoMode.DEVICE:
+        raise UserError(
+            "CUDA graphs need inputs and outputs bound on the GPU; use device-resident timing "
+            "or turn CUDA graphs off."
+        )
+    if config.cuda.float16_io and config.precision != Precision.FP16:
+        raise UserError("float16 inputs and outputs apply to FP16 only; pick FP16 or turn it off.")
 
 
 @dataclass(frozen=True)
@@ -198,9 +243,20 @@ class SweepSpec:
     streams: int = 0
     profile: bool = False  # profile every configuration in a separate pass
     fp32_nodes: tuple[str, ...] = ()  # adds a mixed INT8 static point keeping these in FP32
+    io_modes: tuple[IoMode, ...] = (IoMode.END_TO_END,)  # GPU providers; others end to end
+    cuda: CudaOptions = field(default_factory=CudaOptions)  # applied to the cuda provider
+    find_knee: bool = False  # batches 1, 2, 4 ... until throughput stops growing or memory ends
+    knee_max_batch: int = 1024
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
+        object.__setattr__(self, "io_modes", tuple(dict.fromkeys(IoMode(m) for m in self.io_modes)))
+        object.__setattr__(self, "cuda", CudaOptions.from_value(self.cuda))
+        if self.find_knee:
+            if self.knee_max_batch < 1:
+                raise UserError("The largest batch of a knee search must be at least 1.")
+            doubling = [2**i for i in range(self.knee_max_batch.bit_length())]
+            object.__setattr__(self, "batch_sizes", tuple(doubling))
         object.__setattr__(self, "providers", tuple(str(p).lower() for p in self.providers))
         object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
         object.__setattr__(self, "symbolic_dims", tuple(dict(self.symbolic_dims).items()))
@@ -220,6 +276,8 @@ class SweepSpec:
             raise UserError("Pick at least one execution provider.")
         if not self.batch_sizes:
             raise UserError("Pick at least one batch size.")
+        if not self.io_modes:
+            raise UserError("Pick at least one timing mode (end to end or device-resident).")
         self.configurations()  # validates every point now, not in the worker
 
     @property
@@ -230,7 +288,13 @@ class SweepSpec:
     def configurations(self) -> list[Configuration]:
         """Every point; with fp32_nodes, each ONNX Runtime static INT8 point gets a mixed twin."""
         batches = sorted(set(self.batch_sizes))
-        points = itertools.product(self.runtimes, self.providers, self.precisions, batches)
+        points = [
+            (runtime, provider, precision, batch, io_mode)
+            for runtime, provider, precision, io_mode, batch in itertools.product(
+                self.runtimes, self.providers, self.precisions, self.io_modes, batches
+            )
+            if io_mode == IoMode.END_TO_END or provider in GPU_PROVIDERS
+        ]
         plain = [
             Configuration(
                 precision=precision,
@@ -247,8 +311,10 @@ class SweepSpec:
                 performance_hint=self.performance_hint,
                 streams=self.streams,
                 profile=self.profile,
+                io_mode=io_mode,
+                cuda=self._cuda_for(runtime, provider, precision, io_mode),
             )
-            for runtime, provider, precision, batch in points
+            for runtime, provider, precision, batch, io_mode in points
         ]
         if not self.fp32_nodes:
             return plain
@@ -259,6 +325,19 @@ class SweepSpec:
         ]
         return plain + mixed
 
+    def _cuda_for(
+        self, runtime: str, provider: str, precision: Precision, io_mode: IoMode
+    ) -> CudaOptions:
+        """The sweep's CUDA options where they apply: float16 I/O on FP16 points, graphs on
+        device-resident points, nothing off ONNX Runtime's cuda provider (labels say which)."""
+        if provider != "cuda" or runtime != "onnxruntime":
+            return CudaOptions()
+        return replace(
+            self.cuda,
+            float16_io=self.cuda.float16_io and precision == Precision.FP16,
+            enable_cuda_graph=self.cuda.enable_cuda_graph and io_mode == IoMode.DEVICE,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["precisions"] = [p.value for p in self.precisions]
@@ -268,6 +347,8 @@ class SweepSpec:
         data["backends"] = list(self.backends)
         data["performance_hint"] = self.performance_hint.value
         data["fp32_nodes"] = list(self.fp32_nodes)
+        data["io_modes"] = [m.value for m in self.io_modes]
+        data["cuda"] = self.cuda.to_dict()
         return data
 
     @classmethod
@@ -280,6 +361,8 @@ class SweepSpec:
         data["measure"] = MeasureSettings(**(data.get("measure") or {}))
         data["backends"] = tuple(data.get("backends") or ())
         data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
+        data["io_modes"] = tuple(data.get("io_modes") or (IoMode.END_TO_END,))
+        data["cuda"] = CudaOptions.from_value(data.get("cuda"))
         return cls(**data)
 
 
@@ -289,3 +372,19 @@ def _hint(value: object) -> PerformanceHint:
     except ValueError:
         choices = ", ".join(h.value for h in PerformanceHint)
         raise UserError(f"Unknown performance hint {value!r}; choose one of {choices}.") from None
+
+
+__all__ = [
+    "GPU_PROVIDERS",
+    "MEASURE_PRESETS",
+    "OPTIMIZATION_LEVELS",
+    "Configuration",
+    "ConvAlgoSearch",
+    "CudaOptions",
+    "IoMode",
+    "MeasureSettings",
+    "PerformanceHint",
+    "Precision",
+    "SweepSpec",
+    "preset_name",
+]

@@ -28,6 +28,7 @@ from backend.engine.run import ConfigurationTask, run_configuration
 from backend.host import describe_environment
 from backend.launch.children import run_in_child
 from backend.queue.jobs import stored_results
+from backend.queue.knee import skip_reason
 from backend.queue.lease import Backoff, LeaseKeeper
 from backend.results import ConfigurationResult, ResultStatus, StoredResult
 from backend.runtimes import all_provider_statuses
@@ -159,6 +160,9 @@ class JobRunner:
                     continue
                 if self._should_stop(job.id):
                     break
+                if spec.find_knee and (knee := skip_reason(spec, config, stored_results(job.id))):
+                    job_store.log_event(job.id, f"{config.label}: not run, {knee}")
+                    continue
                 job_store.log_event(job.id, f"[{index}/{len(configurations)}] {config.label}")
                 result = self._measure(job, config, context, Path(output_dir))
                 if result is None:  # cancelled while it ran
