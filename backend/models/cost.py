@@ -261,7 +261,13 @@ def model_cost(
     model = onnx.ModelProto.FromString(model.SerializeToString())
     batch_size = _fix_inputs(model, batch_size, dict(dims or {}))
     del model.graph.value_info[:]
-    inferred = shape_inference.infer_shapes(model, data_prop=True)
+    try:
+        inferred = shape_inference.infer_shapes(model, data_prop=True, strict_mode=True)
+    except (shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"ONNX shape inference failed, so FLOPs cannot be counted at this shape: {first}."
+        ) from exc
     shapes = _Shapes(inferred.graph)
     initializers = {i.name for i in inferred.graph.initializer}
     nodes, uncounted = [], []
