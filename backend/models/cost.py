@@ -165,7 +165,8 @@ def _gemm(node: onnx.NodeProto, s: _Shapes) -> int | None:
 
 def _einsum(node: onnx.NodeProto, s: _Shapes) -> int | None:
     """Two FLOPs per point of the full index space (every distinct letter's size multiplied)."""
-    equation = str(_attr(node, "equation", b"")).replace(" ", "")
+    raw = _attr(node, "equation", b"")
+    equation = (raw.decode() if isinstance(raw, bytes) else str(raw)).replace(" ", "")
     inputs = equation.split("->")[0].split(",")
     sizes: dict[str, int] = {}
     for term, name in zip(inputs, node.input, strict=False):
@@ -252,6 +253,36 @@ def _fix_inputs(model: onnx.ModelProto, batch_size: int, dims: dict[str, int]) -
     return leading[0][0].dim_value if leading else batch_size
 
 
+def _unknown_outputs(model: onnx.ModelProto) -> int:
+    shapes = _Shapes(model.graph)
+    return sum(
+        1
+        for node in model.graph.node
+        if node.op_type not in FREE and node.output and shapes.of(node.output[0]) is None
+    )
+
+
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX shape inference; where it leaves shapes unknown (Reshape targets computed from Shape
+    ops, as in exported transformers), ONNX Runtime's symbolic inference is tried as well."""
+    try:
+        inferred = shape_inference.infer_shapes(model, data_prop=True, strict_mode=True)
+    except (shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"ONNX shape inference failed, so FLOPs cannot be counted at this shape: {first}."
+        ) from exc
+    if not _unknown_outputs(inferred):
+        return inferred
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        symbolic = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+    except Exception:  # its own assertion errors on graphs it cannot follow: keep ONNX's answer
+        return inferred
+    return symbolic if _unknown_outputs(symbolic) < _unknown_outputs(inferred) else inferred
+
+
 def model_cost(
     model: onnx.ModelProto | Path, batch_size: int = 1, dims: dict[str, int] | None = None
 ) -> ModelCost:
@@ -261,13 +292,7 @@ def model_cost(
     model = onnx.ModelProto.FromString(model.SerializeToString())
     batch_size = _fix_inputs(model, batch_size, dict(dims or {}))
     del model.graph.value_info[:]
-    try:
-        inferred = shape_inference.infer_shapes(model, data_prop=True, strict_mode=True)
-    except (shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise UserError(
-            f"ONNX shape inference failed, so FLOPs cannot be counted at this shape: {first}."
-        ) from exc
+    inferred = _infer(model)
     shapes = _Shapes(inferred.graph)
     initializers = {i.name for i in inferred.graph.initializer}
     nodes, uncounted = [], []

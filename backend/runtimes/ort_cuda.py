@@ -153,7 +153,11 @@ def summarise_banner(lines: list[str]) -> str:
 
 
 def _last_clause(text: str) -> str:
-    """ORT's errors start with a source position ('[ONNXRuntimeError] : 1 : FAIL : ...cc:123')."""
-    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
-    text = re.sub(r"^\S+\.(?:cc|h|cpp):\d+ \S+ ", "", text)
-    return text[:300]
+    """The words after ORT's prefixes: '[ONNXRuntimeError] : 1 : FAIL : ', 'file.cc:123 func()'
+    and 'Failed to load library X with error: ' (the loader's own reason is what matters)."""
+    if "with error:" in text:
+        text = text.rsplit("with error:", 1)[1]
+    text = re.sub(r"^.*\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text.strip())
+    while match := re.match(r"^\S+\.(?:cc|h|cpp|cu):\d+ (?:[^ (]+\([^)]*\)(?: const)? )?", text):
+        text = text[match.end() :]
+    return text.strip()[:300]
