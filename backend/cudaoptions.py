@@ -77,6 +77,40 @@ class CudaOptions:
         return cls(**(value or {}))
 
 
+def check_gpu_options(
+    cuda: CudaOptions,
+    io_mode: IoMode,
+    provider: str,
+    backend: str,
+    fixed_shapes: bool,
+    fp16: bool,
+) -> None:
+    """Refuse the combinations the CUDA provider cannot run, each with one sentence."""
+    if io_mode == IoMode.DEVICE and provider not in ("cuda", "tensorrt"):
+        raise UserError(
+            f"Device-resident timing needs a GPU provider (cuda or tensorrt), not "
+            f"{provider!r}; use end-to-end timing there."
+        )
+    if cuda.is_default:
+        return
+    if provider != "cuda" or backend != "onnxruntime":
+        raise UserError(
+            "CUDA options (graphs, cuDNN search, TF32, NHWC, float16 I/O) apply to ONNX "
+            "Runtime's cuda provider only; pick it or leave them at their defaults."
+        )
+    if cuda.enable_cuda_graph and not fixed_shapes:
+        raise UserError(
+            "CUDA graphs replay fixed shapes only; turn fixed shapes on or CUDA graphs off."
+        )
+    if cuda.enable_cuda_graph and io_mode != IoMode.DEVICE:
+        raise UserError(
+            "CUDA graphs need inputs and outputs bound on the GPU; use device-resident timing "
+            "or turn CUDA graphs off."
+        )
+    if cuda.float16_io and not fp16:
+        raise UserError("float16 inputs and outputs apply to FP16 only; pick FP16 or turn it off.")
+
+
 @dataclass(frozen=True)
 class TensorRtOptions:
     """ONNX Runtime's TensorRT provider caches and precisions; a cache that is on needs a folder.

@@ -7,7 +7,12 @@ import itertools
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from backend.cudaoptions import ConvAlgoSearch, CudaOptions, IoMode  # re-exported
+from backend.cudaoptions import (  # re-exported
+    ConvAlgoSearch,
+    CudaOptions,
+    IoMode,
+    check_gpu_options,
+)
 from backend.errors import UserError
 
 
@@ -120,7 +125,14 @@ class Configuration:
         object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
         object.__setattr__(self, "io_mode", IoMode(self.io_mode))
         object.__setattr__(self, "cuda", CudaOptions.from_value(self.cuda))
-        _check_gpu_options(self)
+        check_gpu_options(
+            self.cuda,
+            self.io_mode,
+            self.provider,
+            self.backend,
+            self.fixed_shapes,
+            self.precision == Precision.FP16,
+        )
         object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
         if self.streams < 0:
             raise UserError("Streams cannot be negative; 0 lets the runtime choose.")
@@ -195,33 +207,6 @@ class Configuration:
         return cls(**data)
 
 
-def _check_gpu_options(config: Configuration) -> None:
-    """Refuse the combinations the CUDA provider cannot run, each with one sentence."""
-    if config.io_mode == IoMode.DEVICE and config.provider not in GPU_PROVIDERS:
-        raise UserError(
-            f"Device-resident timing needs a GPU provider (cuda or tensorrt), not "
-            f"{config.provider!r}; use end-to-end timing there."
-        )
-    if config.cuda.is_default:
-        return
-    if config.provider != "cuda" or config.backend != "onnxruntime":
-        raise UserError(
-            "CUDA options (graphs, cuDNN search, TF32, NHWC, float16 I/O) apply to ONNX "
-            "Runtime's cuda provider only; pick it or leave them at their defaults."
-        )
-    if config.cuda.enable_cuda_graph and not config.fixed_shapes:
-        raise UserError(
-            "CUDA graphs replay fixed shapes only; turn fixed shapes on or CUDA graphs off."
-        )
-    if config.cuda.enable_cuda_graph and config.io_mode != IoMode.DEVICE:
-        raise UserError(
-            "CUDA graphs need inputs and outputs bound on the GPU; use device-resident timing "
-            "or turn CUDA graphs off."
-        )
-    if config.cuda.float16_io and config.precision != Precision.FP16:
-        raise UserError("float16 inputs and outputs apply to FP16 only; pick FP16 or turn it off.")
-
-
 @dataclass(frozen=True)
 class SweepSpec:
     """A job submission: the cross product of precisions, providers and batch sizes."""
@@ -278,6 +263,12 @@ class SweepSpec:
             raise UserError("Pick at least one batch size.")
         if not self.io_modes:
             raise UserError("Pick at least one timing mode (end to end or device-resident).")
+        if "cuda" in self.providers and self.cuda.enable_cuda_graph:
+            if IoMode.DEVICE not in self.io_modes:  # the graph would apply to no point
+                check_gpu_options(self.cuda, IoMode.END_TO_END, "cuda", "onnxruntime", True, True)
+        if "cuda" in self.providers and self.cuda.float16_io:
+            if Precision.FP16 not in self.precisions:
+                check_gpu_options(self.cuda, IoMode.DEVICE, "cuda", "onnxruntime", True, False)
         self.configurations()  # validates every point now, not in the worker
 
     @property
