@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from backend.engine.measure import PEAK_SCOPE
+from backend.reporting import distance
 from backend.results import LatencyStats, ResultStatus, StoredResult
 from backend.specs import Configuration
 from storage.repo import jobs as job_store
@@ -96,6 +97,11 @@ COLUMNS = [
     "top1_agreement",
     "providers_used",
     "execution_precision",
+    "timing",
+    "copy_share",
+    "tflops",
+    "peak_fraction",
+    "mlperf_share",
     "notes",
 ]
 
@@ -119,6 +125,9 @@ def series_name(job_id: int, model: str, configuration: Configuration) -> str:
         parts.append(f"{c.intra_op_threads} threads")
     if c.simplify != default.simplify:
         parts.append("simplified")
+    parts += c.cuda.key_parts  # GPU knobs and the timing mode are their own lines too
+    if c.io_mode != default.io_mode:
+        parts.append(c.io_mode.label)
     if c.symbolic_dims:
         parts.append(",".join(f"{k}={v}" for k, v in c.symbolic_dims))
     return " ".join(parts)
@@ -170,7 +179,22 @@ def _record(stored: StoredResult, job: JobRow | None, model: str) -> dict[str, A
         "providers_used": ", ".join(r.providers_used),
         # what the runtime says it ran (OpenVINO's compiled precision), where it says so
         "execution_precision": r.runtime_facts.get("execution_precision"),
+        **_distance_columns(stored),
         "notes": "; ".join(r.notes),
+    }
+
+
+def _distance_columns(stored: StoredResult) -> dict[str, Any]:
+    """What the timing includes, FLOP/s and the share of the device's peak (GPU results)."""
+    found = distance.distance(stored.result) if stored.ok else None
+    reference = stored.result.telemetry.get("resnet50_like") and stored.result.throughput
+    return {
+        "timing": stored.configuration.io_mode.label,
+        "tflops": found.achieved_flops / 1e12 if found else None,
+        "peak_fraction": found.fraction if found else None,
+        "mlperf_share": (
+            stored.result.throughput / distance.MLPERF_RESNET50_H200 if reference else None
+        ),
     }
 
 
@@ -200,6 +224,9 @@ def results_frame(
         )
         for r in rows
     ]
+    shares = distance.copy_shares([r.result for r in rows])
+    for record, stored in zip(records, rows, strict=True):
+        record["copy_share"] = shares.get(distance.io_pair_key(stored.configuration))
     frame = pd.DataFrame.from_records(records, columns=COLUMNS)
     for column in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "throughput"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
