@@ -127,3 +127,12 @@ def test_a_full_gpu_is_recognised_from_the_runtime_words() -> None:
     )
     assert is_out_of_memory(full)
     assert not is_out_of_memory(RuntimeError("Invalid input name: x"))
+
+
+def test_the_tensorrt_rtx_plugin_is_reported_with_its_reason(capfd: pytest.CaptureFixture) -> None:
+    from backend.runtimes.ort_plugins import probe_plugin
+
+    status = probe_plugin("tensorrt_rtx")
+    assert capfd.readouterr() == ("", "")
+    assert status.native_name == "NvTensorRTRTXExecutionProvider" and not status.available
+    assert "onnxruntime-ep-nv-tensorrt-rtx" in status.reason
