@@ -45,3 +45,40 @@ def test_out_of_memory_or_a_failure_ends_the_series() -> None:
     assert "out of GPU memory" in knee_stop([*grown, BatchPoint(4, None, out_of_memory=True)])
     assert "batch 4 failed" in knee_stop([*grown, BatchPoint(4, None)])
     assert best_batch([*grown, BatchPoint(4, None)]) == 2
+
+
+def test_the_worker_skips_batches_past_the_knee_of_stored_results(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """Stored as a worker stores them: the H200 series up to 512, then up to 1024."""
+    from backend.models.ingest import ingest_file
+    from backend.queue import jobs
+    from backend.queue.knee import skip_reason
+    from backend.specs import CudaOptions, IoMode, SweepSpec
+    from storage.repo import results as result_store
+
+    model = ingest_file(mlp_path, mlp_path.name)
+    spec = SweepSpec(
+        precisions=("fp16",),
+        providers=("cuda",),
+        io_modes=(IoMode.DEVICE,),
+        find_knee=True,
+        knee_max_batch=2048,
+    )
+    job = jobs.submit_sweep(model.id, spec)
+    by_batch = {c.batch_size: c for c in spec.configurations()}
+    rows = json.loads((RESULTS / "h200_gpu_depth_resnet50.json").read_text())
+    wanted = {c.key for c in by_batch.values()}
+    series = sorted(
+        (
+            r
+            for r in rows
+            if r["config_key"] in wanted and r["configuration"]["cuda"] == CudaOptions().to_dict()
+        ),
+        key=lambda r: r["configuration"]["batch_size"],
+    )
+    for row in series[:-1]:  # batches 1 ... 512
+        result_store.save_result(job.id, row, [])
+    assert skip_reason(spec, by_batch[1024], jobs.stored_results(job.id)) == ""
+    result_store.save_result(job.id, series[-1], [])  # batch 1024: the third flat step
+    assert "knee is at batch 512" in skip_reason(spec, by_batch[2048], jobs.stored_results(job.id))
