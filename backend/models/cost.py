@@ -289,7 +289,8 @@ def model_cost(
     """Cost of the main graph at this batch size; nodes inside If/Loop bodies are not counted."""
     if isinstance(model, Path):
         model = onnx.load(str(model), load_external_data=False)
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    else:  # the caller's model stays as it was
+        model = onnx.ModelProto.FromString(model.SerializeToString())
     batch_size = _fix_inputs(model, batch_size, dict(dims or {}))
     del model.graph.value_info[:]
     inferred = _infer(model)
