@@ -11,6 +11,7 @@ from datetime import datetime
 from backend.errors import UserError
 from backend.queue import jobs
 from backend.records import JobRow, JobState, utcnow
+from backend.reporting import distance
 from backend.results import ConfigurationResult
 from backend.specs import SweepSpec
 
@@ -94,6 +95,7 @@ class ConfigurationProgress:
     p99_ms: float | None = None
     throughput: float | None = None
     why: str = ""
+    peak_fraction: float | None = None  # GPU results: achieved FLOP/s over the device's peak
 
 
 def _from_result(label: str, key: str, result: ConfigurationResult) -> ConfigurationProgress:
@@ -106,6 +108,7 @@ def _from_result(label: str, key: str, result: ConfigurationResult) -> Configura
         p99_ms=latency.p99 if latency else None,
         throughput=result.throughput,
         why=result.error or "; ".join(result.notes),
+        peak_fraction=found.fraction if (found := distance.distance(result)) else None,
     )
 
 

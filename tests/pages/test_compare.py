@@ -185,3 +185,7 @@ def test_gpu_results_recorded_on_an_h200_show_copy_share_and_distance_to_peak(
     assert e2e["copy_share"] == pytest.approx(share) == device["copy_share"]
     assert device["tflops"] > e2e["tflops"] and 0 < device["peak_fraction"] < 1
     assert device["mlperf_share"] == pytest.approx(device["throughput"] / 94_600)
+    jobs_page = open_page("jobs", job=job.id)
+    assert not jobs_page.exception
+    listed = next(d.value for d in jobs_page.dataframe if "of GPU peak" in d.value.columns)
+    assert listed["of GPU peak"].notna().sum() == 8
