@@ -262,6 +262,22 @@ def _unknown_outputs(model: onnx.ModelProto) -> int:
     )
 
 
+def _symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX Runtime's symbolic shape inference, keeping what it inferred even when incomplete.
+
+    Its infer_shapes() saves a debugging copy of the model into the current directory and raises
+    when any shape stays unknown; the same steps without that keep the working tree clean.
+    """
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    inference = SymbolicShapeInference(2**31 - 1, True, False, 0)  # auto_merge on
+    inference._preprocess(model)
+    while inference.run_:
+        inference._infer_impl()
+    inference._update_output_from_vi()
+    return inference.out_mp_
+
+
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     """ONNX shape inference; where it leaves shapes unknown (Reshape targets computed from Shape
     ops, as in exported transformers), ONNX Runtime's symbolic inference is tried as well."""
@@ -275,9 +291,7 @@ def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     if not _unknown_outputs(inferred):
         return inferred
     try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
-        symbolic = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+        symbolic = _symbolic_shapes(model)
     except Exception:  # its own assertion errors on graphs it cannot follow: keep ONNX's answer
         return inferred
     return symbolic if _unknown_outputs(symbolic) < _unknown_outputs(inferred) else inferred
