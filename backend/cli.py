@@ -9,28 +9,24 @@ from pathlib import Path
 from typing import Any
 
 from backend.auth.cli import register_users, run_command
+from backend.cli_parsing import csv_list as _csv
+from backend.cli_parsing import dims_from_pairs as _dims
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
-from backend.reporting.text import results_table, table, why_lines
+from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_verbs import register_serving
-from backend.specs import MEASURE_PRESETS, MeasureSettings, Precision, SweepSpec
+from backend.specs import (
+    MEASURE_PRESETS,
+    ConvAlgoSearch,
+    CudaOptions,
+    IoMode,
+    MeasureSettings,
+    Precision,
+    SweepSpec,
+)
 from storage.states import JobState
-
-
-def _csv(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _dims(pairs: list[str]) -> dict[str, int]:
-    dims = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not value.strip().isdigit():
-            raise UserError(f"--dim takes NAME=VALUE, e.g. --dim seq=128, not {pair!r}.")
-        dims[name.strip()] = int(value)
-    return dims
 
 
 def _spec(args: argparse.Namespace) -> SweepSpec:
@@ -72,6 +68,16 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         search_bound=args.search or "",
         backends=tuple(_csv(args.runtimes)),
         measure=_measure(args),
+        io_modes=tuple(_csv(args.timing)),
+        cuda=CudaOptions(
+            conv_algo_search=args.cudnn_search,
+            use_tf32=not args.no_tf32,
+            prefer_nhwc=args.nhwc,
+            enable_cuda_graph=args.cuda_graph,
+            float16_io=args.fp16_io,
+        ),
+        find_knee=args.find_knee,
+        knee_max_batch=args.knee_max_batch,
     )
 
 
@@ -175,6 +181,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"job {job.id}: {job.progress_total} configurations")
     outcome = JobRunner(worker_id, lease_seconds=300, on_result=progress).run(claimed)
     print("\n" + results_table(collected))
+    if gpu := gpu_table(collected):
+        print("\n" + gpu)
     why = why_lines(collected)
     if why:
         print("\nwhy:\n" + "\n".join(why))
@@ -309,6 +317,23 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
         "--max-seconds", type=float, help="time cap per configuration, overriding the preset's"
     )
     parser.add_argument("--label", help="a name for the job")
+    gpu = parser.add_argument_group("GPU (the cuda provider)")
+    gpu.add_argument(
+        "--timing",
+        default=IoMode.END_TO_END.value,
+        help="comma list: end_to_end (host arrays, copies timed), device (IOBinding)",
+    )
+    gpu.add_argument("--cuda-graph", action="store_true", help="enable_cuda_graph (needs device)")
+    gpu.add_argument(
+        "--cudnn-search", default="EXHAUSTIVE", choices=[c.value for c in ConvAlgoSearch]
+    )
+    gpu.add_argument("--no-tf32", action="store_true", help="FP32 without TF32 Tensor Cores")
+    gpu.add_argument("--nhwc", action="store_true", help="prefer_nhwc layout for convolutions")
+    gpu.add_argument("--fp16-io", action="store_true", help="FP16 with float16 inputs/outputs")
+    gpu.add_argument(
+        "--find-knee", action="store_true", help="batches 1,2,4,... until throughput flattens"
+    )
+    gpu.add_argument("--knee-max-batch", type=int, default=1024)
 
 
 def build_parser() -> argparse.ArgumentParser:

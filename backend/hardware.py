@@ -65,6 +65,17 @@ def gpu_name(index: int = 0) -> str | None:
             return None
 
 
+def gpu_memory_used_mb(index: int = 0) -> float | None:
+    """Memory in use on one GPU now (all processes), or None where NVML cannot see it."""
+    with nvml() as nv:
+        if nv is None:
+            return None
+        try:
+            return nv.nvmlDeviceGetMemoryInfo(nv.nvmlDeviceGetHandleByIndex(index)).used / 2**20
+        except Exception:  # an index past the last GPU
+            return None
+
+
 @contextmanager
 def gpu_reader(index: int | None) -> Iterator[Callable[[], dict[str, float]] | None]:
     """A function that reads one GPU's load, memory, power and temperature now; None without one."""

@@ -8,7 +8,18 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from backend.cudaoptions import (  # re-exported
+    ConvAlgoSearch,
+    CudaOptions,
+    IoMode,
+    check_gpu_options,
+)
 from backend.errors import UserError
+from backend.measure_settings import (  # re-exported
+    MEASURE_PRESETS,
+    MeasureSettings,
+    preset_name,
+)
 
 
 class Precision(str, enum.Enum):
@@ -37,59 +48,7 @@ class PerformanceHint(enum.StrEnum):
 
 
 OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
-
-
-@dataclass(frozen=True)
-class MeasureSettings:
-    """How long and how carefully to measure; defaults follow perf_analyzer (3 windows, 10%)."""
-
-    warmup_runs: int = 10
-    window_runs: int = 50
-    window_min_seconds: float = 0.5
-    stable_windows: int = 3
-    stability_tolerance: float = 0.10
-    max_seconds: float = 30.0
-    accuracy_samples: int = 4
-
-    def __post_init__(self) -> None:
-        if self.warmup_runs < 0:
-            raise UserError("Warm-up runs cannot be negative; use 0 or more.")
-        if self.window_runs < 1:
-            raise UserError("A measurement window needs at least one run.")
-        if self.stable_windows < 1:
-            raise UserError("Stability needs at least one window.")
-        if not 0 < self.stability_tolerance < 1:
-            raise UserError("Stability tolerance must be between 0 and 1 (0.10 means 10%).")
-        if self.max_seconds <= 0:
-            raise UserError("The time cap per configuration must be positive.")
-
-
-MEASURE_PRESETS: dict[str, MeasureSettings] = {
-    "quick": MeasureSettings(
-        warmup_runs=3,
-        window_runs=20,
-        window_min_seconds=0.1,
-        stable_windows=2,
-        stability_tolerance=0.25,
-        max_seconds=5.0,
-        accuracy_samples=2,
-    ),
-    "standard": MeasureSettings(),
-    "thorough": MeasureSettings(
-        warmup_runs=50,
-        window_runs=100,
-        window_min_seconds=1.0,
-        stable_windows=5,
-        stability_tolerance=0.05,
-        max_seconds=120.0,
-        accuracy_samples=16,
-    ),
-}
-
-
-def preset_name(settings: MeasureSettings) -> str | None:
-    """The preset these settings equal, or None for custom settings."""
-    return next((name for name, preset in MEASURE_PRESETS.items() if preset == settings), None)
+GPU_PROVIDERS = ("cuda", "tensorrt")  # where device-resident I/O means something
 
 
 @dataclass(frozen=True)
@@ -113,11 +72,23 @@ class Configuration:
     fp32_nodes: tuple[str, ...] = ()  # INT8 static only: these nodes stay in FP32 (mixed)
     target: str = ""  # a cluster's hardware target this point runs on; empty: any machine
     replicas: int = 1  # data-parallel copies on as many devices of one node (cluster only)
+    io_mode: IoMode = IoMode.END_TO_END  # GPU providers: what the timing includes
+    cuda: CudaOptions = field(default_factory=CudaOptions)  # CUDA provider only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", Precision(self.precision))
         _check_cluster_fields(self.target, self.replicas)
         object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
+        object.__setattr__(self, "io_mode", IoMode(self.io_mode))
+        object.__setattr__(self, "cuda", CudaOptions.from_value(self.cuda))
+        check_gpu_options(
+            self.cuda,
+            self.io_mode,
+            self.provider,
+            self.backend,
+            self.fixed_shapes,
+            self.precision == Precision.FP16,
+        )
         object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
         if self.streams < 0:
             raise UserError("Streams cannot be negative; 0 lets the runtime choose.")
@@ -155,6 +126,9 @@ class Configuration:
             parts.append("simplified")
         if self.fp32_nodes:
             parts.append("fp32:" + ",".join(self.fp32_nodes))
+        if self.io_mode != IoMode.END_TO_END:
+            parts.append(self.io_mode.value)
+        parts += self.cuda.key_parts
         if dims:
             parts.append(dims)
         if self.replicas > 1:
@@ -168,8 +142,12 @@ class Configuration:
         mixed = f" mixed ({len(self.fp32_nodes)} in FP32)" if self.fp32_nodes else ""
         replicas = f" x{self.replicas}" if self.replicas > 1 else ""
         where = f" @ {self.target}" if self.target else ""
-        label = f"{self.provider.upper()} {self.precision.label}{mixed} b{self.batch_size}"
-        return f"{runtime}{label}{replicas}{where}"
+        extra = "".join(f" {part}" for part in self.cuda.key_parts)
+        io = " device-resident" if self.io_mode == IoMode.DEVICE else ""
+        return (
+            f"{runtime}{self.provider.upper()} {self.precision.label}{mixed}{extra}{io} "
+            f"b{self.batch_size}{replicas}{where}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -177,6 +155,8 @@ class Configuration:
         data["performance_hint"] = self.performance_hint.value
         data["symbolic_dims"] = dict(self.symbolic_dims)
         data["fp32_nodes"] = list(self.fp32_nodes)
+        data["io_mode"] = self.io_mode.value
+        data["cuda"] = self.cuda.to_dict()
         return data
 
     @classmethod
@@ -184,6 +164,7 @@ class Configuration:
         data = dict(data)
         data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
         data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
+        data["cuda"] = CudaOptions.from_value(data.get("cuda"))
         return cls(**data)
 
 
@@ -219,10 +200,21 @@ class SweepSpec:
     search_bound: str = ""
     targets: tuple[str, ...] = ()  # cluster hardware targets: every point runs on each
     replicas: int = 1  # data-parallel copies per point (cluster only)
+    io_modes: tuple[IoMode, ...] = (IoMode.END_TO_END,)  # GPU providers; others end to end
+    cuda: CudaOptions = field(default_factory=CudaOptions)  # applied to the cuda provider
+    find_knee: bool = False  # batches 1, 2, 4 ... until throughput stops growing or memory ends
+    knee_max_batch: int = 1024
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(dict.fromkeys(str(t) for t in self.targets)))
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
+        object.__setattr__(self, "io_modes", tuple(dict.fromkeys(IoMode(m) for m in self.io_modes)))
+        object.__setattr__(self, "cuda", CudaOptions.from_value(self.cuda))
+        if self.find_knee:
+            if self.knee_max_batch < 1:
+                raise UserError("The largest batch of a knee search must be at least 1.")
+            doubling = [2**i for i in range(self.knee_max_batch.bit_length())]
+            object.__setattr__(self, "batch_sizes", tuple(doubling))
         object.__setattr__(self, "providers", tuple(str(p).lower() for p in self.providers))
         object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
         object.__setattr__(self, "symbolic_dims", tuple(dict(self.symbolic_dims).items()))
@@ -247,6 +239,14 @@ class SweepSpec:
             raise UserError("Pick at least one execution provider.")
         if not self.batch_sizes:
             raise UserError("Pick at least one batch size.")
+        if not self.io_modes:
+            raise UserError("Pick at least one timing mode (end to end or device-resident).")
+        if "cuda" in self.providers and self.cuda.enable_cuda_graph:
+            if IoMode.DEVICE not in self.io_modes:  # the graph would apply to no point
+                check_gpu_options(self.cuda, IoMode.END_TO_END, "cuda", "onnxruntime", True, True)
+        if "cuda" in self.providers and self.cuda.float16_io:
+            if Precision.FP16 not in self.precisions:
+                check_gpu_options(self.cuda, IoMode.DEVICE, "cuda", "onnxruntime", True, False)
         self.configurations()  # validates every point now, not in the worker
 
     @property
@@ -258,7 +258,13 @@ class SweepSpec:
         """Every point; with fp32_nodes, each ONNX Runtime static INT8 point gets a mixed twin."""
         batches = sorted(set(self.batch_sizes))
         places = self.targets or ("",)
-        points = itertools.product(places, self.runtimes, self.providers, self.precisions, batches)
+        points = [
+            (target, runtime, provider, precision, batch, io_mode)
+            for target, runtime, provider, precision, io_mode, batch in itertools.product(
+                places, self.runtimes, self.providers, self.precisions, self.io_modes, batches
+            )
+            if io_mode == IoMode.END_TO_END or provider in GPU_PROVIDERS
+        ]
         plain = [
             Configuration(
                 precision=precision,
@@ -277,8 +283,10 @@ class SweepSpec:
                 profile=self.profile,
                 target=target,
                 replicas=self.replicas,
+                io_mode=io_mode,
+                cuda=self._cuda_for(runtime, provider, precision, io_mode),
             )
-            for target, runtime, provider, precision, batch in points
+            for target, runtime, provider, precision, batch, io_mode in points
         ]
         if not self.fp32_nodes:
             return plain
@@ -288,6 +296,19 @@ class SweepSpec:
             if c.precision == Precision.INT8_STATIC and c.backend == "onnxruntime"
         ]
         return plain + mixed
+
+    def _cuda_for(
+        self, runtime: str, provider: str, precision: Precision, io_mode: IoMode
+    ) -> CudaOptions:
+        """The sweep's CUDA options where they apply: float16 I/O on FP16 points, graphs on
+        device-resident points, nothing off ONNX Runtime's cuda provider (labels say which)."""
+        if provider != "cuda" or runtime != "onnxruntime":
+            return CudaOptions()
+        return replace(
+            self.cuda,
+            float16_io=self.cuda.float16_io and precision == Precision.FP16,
+            enable_cuda_graph=self.cuda.enable_cuda_graph and io_mode == IoMode.DEVICE,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -299,6 +320,8 @@ class SweepSpec:
         data["performance_hint"] = self.performance_hint.value
         data["fp32_nodes"] = list(self.fp32_nodes)
         data["targets"] = list(self.targets)
+        data["io_modes"] = [m.value for m in self.io_modes]
+        data["cuda"] = self.cuda.to_dict()
         return data
 
     @classmethod
@@ -312,6 +335,8 @@ class SweepSpec:
         data["backends"] = tuple(data.get("backends") or ())
         data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
         data["targets"] = tuple(data.get("targets") or ())
+        data["io_modes"] = tuple(data.get("io_modes") or (IoMode.END_TO_END,))
+        data["cuda"] = CudaOptions.from_value(data.get("cuda"))
         return cls(**data)
 
 
@@ -352,3 +377,19 @@ def _hint(value: object) -> PerformanceHint:
     except ValueError:
         choices = ", ".join(h.value for h in PerformanceHint)
         raise UserError(f"Unknown performance hint {value!r}; choose one of {choices}.") from None
+
+
+__all__ = [
+    "GPU_PROVIDERS",
+    "MEASURE_PRESETS",
+    "OPTIMIZATION_LEVELS",
+    "Configuration",
+    "ConvAlgoSearch",
+    "CudaOptions",
+    "IoMode",
+    "MeasureSettings",
+    "PerformanceHint",
+    "Precision",
+    "SweepSpec",
+    "preset_name",
+]

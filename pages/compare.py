@@ -205,6 +205,35 @@ def comparison() -> None:
         },
         key="speedup_table",
     )
+    gpu = view[view["tflops"].notna()]
+    if not gpu.empty:
+        st.subheader("Distance to the hardware")
+        st.caption(
+            "FLOP/s = the model's static FLOPs per sample x samples/s; the peak is the device's "
+            "dense Tensor Core figure for the precision that ran (FP32 on CUDA runs TF32). Copy "
+            "share = (end-to-end p50 - device-resident p50) / end-to-end p50."
+        )
+        number = st.column_config.NumberColumn
+        columns = ["label", "timing", "throughput", "copy_share", "tflops", "peak_fraction"]
+        st.dataframe(
+            gpu[[*columns, "gpu_memory_mb", "mlperf_share"]],
+            hide_index=True,
+            column_config={
+                "throughput": number("samples/s", format="%.0f"),
+                "copy_share": number("copy share", format="percent"),
+                "tflops": number("TFLOP/s", format="%.1f"),
+                "peak_fraction": number("of peak", format="percent"),
+                "gpu_memory_mb": number("GPU MB", format="%.0f"),
+                "mlperf_share": number(
+                    "of MLPerf ResNet-50",
+                    format="percent",
+                    help="MLPerf Inference ResNet-50 offline, H200, TensorRT INT8: about 94,600 "
+                    "samples/s per GPU; shown for ResNet-50-like models only (one 3x224x224 input, "
+                    "49+ Conv nodes, 7-9 GFLOPs per image).",
+                ),
+            },
+            key="distance_table",
+        )
     failed = frame[frame["status"] != ResultStatus.OK.value]
     if not failed.empty:
         with st.expander(f"{len(failed)} configurations did not run"):

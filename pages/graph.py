@@ -15,7 +15,8 @@ from streamlit import runtime
 from backend import viewer
 from backend.errors import UserError
 from backend.models import library
-from backend.reporting import charts
+from backend.models.cost import ModelCost, model_cost
+from backend.reporting import charts, costview
 from pages.components.formatting import fmt_bytes, fmt_shape, plain
 from pages.components.url_state import bound_selectbox, url_value
 from pages.components.widgets import model_picker, no_models_yet, page_header, show_error
@@ -26,6 +27,11 @@ page_header("Graph", "The model's graph in Netron, with its operators and inputs
 @st.cache_resource(show_spinner=False)
 def _viewer_ready() -> str:
     return str(viewer.prepare_viewer())
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _cost(sha256: str, batch: int, dims: str) -> ModelCost:
+    return model_cost(library.artifact_path(sha256), batch, costview.parse_dims(dims))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -124,4 +130,27 @@ with side_col:
     )
     st.page_link(
         "pages/optimize.py", label="Optimize this model", icon="🛠️", query_params={"model": model.id}
+    )
+
+st.subheader("Compute cost")
+st.caption(
+    "Counted from the graph's static shapes: two FLOPs per multiply-accumulate in Conv, MatMul, "
+    "Gemm, Einsum and attention, one per element in elementwise operators."
+)
+batch_col, dims_col = st.columns(2)
+cost_batch = batch_col.number_input("Batch size", min_value=1, max_value=65536, value=1)
+cost_dims = dims_col.text_input("Other dimensions", placeholder="seq=128", key="cost_dims")
+try:
+    cost = _cost(artifact.sha256, int(cost_batch), cost_dims)
+except UserError as exc:
+    show_error(exc)
+else:
+    for column, (label, value) in zip(st.columns(5), costview.totals(cost).items(), strict=True):
+        column.metric(label, value)
+    if note := costview.uncounted_note(cost):
+        st.caption(note)
+    st.dataframe(
+        costview.node_rows(cost),
+        hide_index=True,
+        column_config={"share": st.column_config.ProgressColumn("share", format="percent")},
     )

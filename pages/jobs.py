@@ -299,6 +299,7 @@ def job_detail(job_id: int) -> None:
                 "p50 ms": c.p50_ms,
                 "p99 ms": c.p99_ms,
                 "throughput /s": c.throughput,
+                "of GPU peak": c.peak_fraction,
                 "why / error": c.why,
                 "key": c.key,
             }
@@ -310,6 +311,10 @@ def job_detail(job_id: int) -> None:
             "p50 ms": st.column_config.NumberColumn(format="%.3f"),
             "p99 ms": st.column_config.NumberColumn(format="%.3f"),
             "throughput /s": st.column_config.NumberColumn(format="%.1f"),
+            "of GPU peak": st.column_config.NumberColumn(
+                format="percent",
+                help="Static FLOPs x samples/s over the device's dense peak for the precision run",
+            ),
         },
     )
     stored = jobs.stored_results(job.id)

@@ -14,6 +14,9 @@ from backend.runtimes import precision_gaps
 from backend.specs import (
     MEASURE_PRESETS,
     OPTIMIZATION_LEVELS,
+    ConvAlgoSearch,
+    CudaOptions,
+    IoMode,
     PerformanceHint,
     Precision,
     SweepSpec,
@@ -295,6 +298,50 @@ with right:
         set_url("replicas", replicas if replicas > 1 else None)
     label = st.text_input("Label (optional)", placeholder="e.g. first INT8 try", key="label")
 
+
+def _cuda_fields() -> tuple[tuple[IoMode, ...], CudaOptions, bool]:
+    """The CUDA provider's own knobs, offered only when it is picked; the spec refuses the
+    combinations it cannot run, with the reason."""
+    with st.expander("CUDA provider settings", expanded=True):
+        modes = st.multiselect(
+            "What the timing includes",
+            [m.value for m in IoMode],
+            default=[m.value for m in prefill.io_modes],
+            format_func=lambda v: IoMode(v).label,
+            key="io_modes",
+            help="End to end: host arrays in and out, as a client sees it. Device-resident: "
+            "inputs and outputs already on the GPU (IOBinding). Both: the copy share is shown.",
+        )
+        cuda = CudaOptions(
+            conv_algo_search=st.selectbox(
+                "cuDNN convolution search",
+                [c.value for c in ConvAlgoSearch],
+                index=[c.value for c in ConvAlgoSearch].index(prefill.cuda.conv_algo_search),
+                key="cudnn_search",
+            ),
+            use_tf32=st.toggle("TF32 for FP32 math", prefill.cuda.use_tf32, key="tf32"),
+            prefer_nhwc=st.toggle("Prefer NHWC layout", prefill.cuda.prefer_nhwc, key="nhwc"),
+            enable_cuda_graph=st.toggle(
+                "CUDA graphs (device-resident, fixed shapes)",
+                prefill.cuda.enable_cuda_graph,
+                key="cuda_graph",
+            ),
+            float16_io=st.toggle(
+                "FP16 with float16 inputs and outputs", prefill.cuda.float16_io, key="fp16_io"
+            ),
+        )
+        knee = st.toggle(
+            "Find the knee: batches 1, 2, 4 ... until throughput gains stay under 5%",
+            prefill.find_knee,
+            key="find_knee",
+        )
+    return tuple(IoMode(m) for m in modes), cuda, knee
+
+
+io_modes, cuda, find_knee = (
+    _cuda_fields() if "cuda" in provider_names else ((IoMode.END_TO_END,), CudaOptions(), False)
+)
+
 try:
     if not runtimes:
         raise UserError("Pick at least one runtime.")
@@ -318,6 +365,9 @@ try:
         fp32_nodes=fp32_nodes,
         targets=tuple(picked_targets),
         replicas=replicas,
+        io_modes=io_modes,
+        cuda=cuda,
+        find_knee=find_knee,
     )
 except UserError as exc:
     spec = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,12 +20,12 @@ import onnx
 from backend.engine.measure import Measurement, PeakRss, measure
 from backend.engine.profile import write_profile
 from backend.errors import UnavailableError, UserError
-from backend.hardware import visible_gpu_index
+from backend.hardware import gpu_memory_used_mb, visible_gpu_index
 from backend.host import TelemetrySampler, describe_environment
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
-from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration, MeasureSettings, Precision
+from backend.runtimes.base import SessionOptions, is_out_of_memory
+from backend.specs import Configuration, IoMode, MeasureSettings, Precision
 
 if TYPE_CHECKING:  # variants is imported lazily: the worker imports this module too
     from backend.engine.evaluation import EvaluationSet
@@ -54,7 +55,12 @@ def _reference_outputs(
     backend = get_backend("onnxruntime")
     options = SessionOptions(provider="cpu", optimization_level="basic", intra_op_threads=threads)
     with backend.open(source, options) as runner:
-        return [runner.infer(feed) for feed in feeds]
+        wanted = {spec["name"]: spec["dtype"] for spec in runner.input_specs()}
+        # FP16 with float16 I/O feeds float16 arrays; the FP32 source takes them as float32
+        return [
+            runner.infer({k: v.astype(wanted.get(k, v.dtype)) for k, v in feed.items()})
+            for feed in feeds
+        ]
 
 
 def _runtime_knobs(config: Configuration) -> dict[str, Any]:
@@ -63,6 +69,7 @@ def _runtime_knobs(config: Configuration) -> dict[str, Any]:
         "precision": config.precision.value,
         "performance_hint": config.performance_hint.value,
         "streams": config.streams,
+        "cuda": config.cuda.to_dict(),
     }
 
 
@@ -135,13 +142,20 @@ def _run_session(
         dims = dict(config.symbolic_dims)
         feed = inputs.random_inputs(specs, config.batch_size, dims, count=1, ranges=ranges)[0]
         gpu_index = visible_gpu_index() if config.provider in ("cuda", "tensorrt") else None
+        infer = runner.infer  # host arrays in and out: the copies are timed
+        call = partial(runner.infer, feed)
+        if config.io_mode == IoMode.DEVICE:  # inputs and outputs stay on the GPU
+            bound = runner.bind_on_device(feed)
+            call, infer = bound.run, bound.infer
         with TelemetrySampler(gpu_index=gpu_index) as telemetry:
-            measurement = measure(lambda: runner.infer(feed), settings)
+            measurement = measure(call, settings)
         peak.stop()
+        if gpu_index is not None:  # ORT's arena keeps what the loop needed: read it before close
+            result.telemetry["gpu_memory_after_loop_mb"] = gpu_memory_used_mb(gpu_index)
         feeds = inputs.random_inputs(
             specs, config.batch_size, dims, settings.accuracy_samples, ACCURACY_SEED, ranges
         )
-        candidate = [runner.infer(f) for f in feeds]
+        candidate = [infer(f) for f in feeds]
         result.layer_profile = runner.layer_profile()
         names = list(runner.output_names())
         evaluated = [runner.infer(f) for f in eval_feeds]
@@ -216,6 +230,7 @@ def _record(
     result.windows = measurement.window_p50_ms
     result.measure_seconds = measurement.seconds
     result.telemetry = {
+        **result.telemetry,
         **session.telemetry,
         "stop_reason": measurement.stop_reason,
         "rss_before_session_mb": session.rss_before_session_mb,
@@ -229,8 +244,12 @@ def _record(
         )
     result.peak_rss_mb = session.peak.peak_mb
     result.peak_rss_scope = session.peak.scope
-    if "gpu_memory_used_mb_max" in result.telemetry:
-        result.gpu_memory_mb = result.telemetry["gpu_memory_used_mb_max"]
+    readings = [
+        result.telemetry.get(k) for k in ("gpu_memory_used_mb_max", "gpu_memory_after_loop_mb")
+    ]
+    readings = [r for r in readings if r is not None]
+    if readings:  # NVML's whole-device figure: what this configuration's process held at most
+        result.gpu_memory_mb = max(readings)
 
 
 def _evidence(
@@ -285,6 +304,30 @@ def _keep_outputs(
         result.environment["ort_optimized_path"] = str(ort_graph)
 
 
+def _static_cost(source: Path, config: Configuration, result: ConfigurationResult) -> None:
+    """FLOPs per sample of the source graph (static count), for FLOP/s and distance to peak."""
+    from backend.models.cost import model_cost
+    from backend.reporting.distance import resnet50_like
+
+    try:
+        cost = model_cost(source, config.batch_size, dict(config.symbolic_dims))
+    except (UserError, onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        result.notes.append(f"No FLOP count for this model: {str(exc).splitlines()[0][:200]}")
+        return
+    result.telemetry["flops_per_sample"] = cost.flops_per_sample
+    if cost.uncounted_ops:
+        result.telemetry["flops_uncounted_ops"] = list(cost.uncounted_ops)
+    convs = sum(1 for node in cost.nodes if node.op_type == "Conv")
+    image = next(iter(_input_shapes(source)), [])
+    result.telemetry["resnet50_like"] = resnet50_like(cost.flops_per_sample, convs, image)
+
+
+def _input_shapes(source: Path) -> list[list[int | str]]:
+    from backend.engine.inputs import input_specs_of
+
+    return [list(spec["shape"]) for spec in input_specs_of(source)]
+
+
 def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     """Measure one configuration; returns ConfigurationResult.to_dict(with_samples=True)."""
     from backend.engine import accuracy, variants
@@ -326,11 +369,20 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
         if config.profile:  # its own session, after the clean timing: never mixed with it
             _evidence(task, config, variant.path, session, result)
         _keep_outputs(task, config, variant.path, result)
+        _static_cost(source, config, result)
         result.status = ResultStatus.OK
     except UnavailableError as exc:
         result.status, result.error = ResultStatus.UNAVAILABLE, str(exc)
     except UserError as exc:
         result.status, result.error = ResultStatus.FAILED, str(exc)
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        # a clean per-configuration failure: a knee search stops growing the batch here
+        first = str(exc).strip().splitlines()[0][:200]
+        result.status = ResultStatus.FAILED
+        result.error = f"Out of GPU memory at batch {config.batch_size}: {first}"
+        result.telemetry["out_of_memory"] = True
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result.to_dict(with_samples=True)

@@ -115,7 +115,8 @@ def _to_fp16(build: _Build) -> Path:
     from onnxconverter_common import float16
 
     try:
-        converted = float16.convert_float_to_float16(build.model, keep_io_types=True)
+        keep_io = not build.config.cuda.float16_io
+        converted = float16.convert_float_to_float16(build.model, keep_io_types=keep_io)
         onnx.checker.check_model(converted)
         path = build.save("model.onnx", converted)
         _check_loads(path)
@@ -125,7 +126,11 @@ def _to_fp16(build: _Build) -> Path:
         raise OptimizationError(
             f"This graph cannot be converted to FP16: {reason[:300]}; run it in FP32 or INT8."
         ) from exc
-    build.steps.append("converted weights and ops to float16, inputs and outputs kept float32")
+    build.steps.append(
+        "converted weights and ops to float16, inputs and outputs kept float32"
+        if keep_io
+        else "converted weights, ops, inputs and outputs to float16"
+    )
     return path
 
 

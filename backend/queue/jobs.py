@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
@@ -16,6 +17,8 @@ from backend.specs import (
     MEASURE_PRESETS,
     SAME_SET,
     Configuration,
+    CudaOptions,
+    IoMode,
     MeasureSettings,
     Precision,
     SweepSpec,
@@ -178,6 +181,12 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
         query["targets"] = ",".join(spec.targets)
     if spec.replicas > 1:
         query["replicas"] = str(spec.replicas)
+    if spec.io_modes != (IoMode.END_TO_END,):
+        query["timing"] = ",".join(mode.value for mode in spec.io_modes)
+    if spec.cuda != CudaOptions():
+        query["cuda"] = json.dumps(spec.cuda.to_dict(), sort_keys=True)
+    if spec.find_knee:
+        query["knee"] = str(spec.knee_max_batch)
     if query["measure"] == CUSTOM_MEASURE:
         for f in fields(MeasureSettings):
             query[f"m_{f.name}"] = str(getattr(spec.measure, f.name))
@@ -244,6 +253,12 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
         values["targets"] = tuple(_csv(query, "targets"))
         if replicas := query.get("replicas"):
             values["replicas"] = int(replicas)
+        if timing := _csv(query, "timing"):
+            values["io_modes"] = tuple(IoMode(mode) for mode in timing)
+        if cuda := query.get("cuda"):
+            values["cuda"] = CudaOptions.from_value(json.loads(cuda))
+        if knee := query.get("knee"):
+            values["find_knee"], values["knee_max_batch"] = True, int(knee)
         values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)
         return SweepSpec(**values)  # type: ignore[arg-type]
     except ValueError as exc:

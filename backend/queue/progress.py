@@ -11,6 +11,7 @@ from datetime import datetime
 from backend.errors import UserError
 from backend.queue import jobs
 from backend.records import JobRow, JobState, utcnow
+from backend.reporting import distance
 from backend.reporting.frames import ran_on
 from backend.results import ConfigurationResult
 from backend.specs import Configuration, SweepSpec
@@ -96,6 +97,7 @@ class ConfigurationProgress:
     throughput: float | None = None
     why: str = ""
     ran_on: str = ""  # cluster runs: target · host · node (· GPU)
+    peak_fraction: float | None = None  # GPU results: achieved FLOP/s over the device's peak
 
 
 def _from_result(label: str, key: str, result: ConfigurationResult) -> ConfigurationProgress:
@@ -109,6 +111,7 @@ def _from_result(label: str, key: str, result: ConfigurationResult) -> Configura
         throughput=result.throughput,
         why=result.error or "; ".join(result.notes),
         ran_on=ran_on(result.environment),
+        peak_fraction=found.fraction if (found := distance.distance(result)) else None,
     )
 
 

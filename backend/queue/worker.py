@@ -31,9 +31,11 @@ from backend.errors import UserError
 from backend.host import describe_environment
 from backend.queue import metrics
 from backend.queue.jobs import fp32_baseline, npz_filename, stored_results
+from backend.queue.knee import skip_reason
 from backend.queue.lease import Backoff, LeaseKeeper
 from backend.queue.measuring import measure_in_child, ordered_configurations
 from backend.queue.mixedsearch import run_search
+from backend.queue.produced import store_produced_files
 from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimes import all_provider_statuses
 from backend.specs import Configuration, Precision, SweepSpec
@@ -44,7 +46,6 @@ from storage.repo import models as model_store
 from storage.repo import results as result_store
 from storage.repo import workers as worker_store
 from storage.repo.jobs import JobRow
-from storage.repo.models import NewArtifact
 from storage.states import JobState
 
 log = logging.getLogger("optiboard.worker")
@@ -150,6 +151,9 @@ class JobRunner:
                     continue
                 if self._should_stop(job.id):
                     break
+                if spec.find_knee and (knee := skip_reason(spec, config, stored_results(job.id))):
+                    job_store.log_event(job.id, f"{config.label}: not run, {knee}")
+                    continue
                 if self.run_one(job, config, context, (index, len(configurations))) is None:
                     break  # cancelled while it ran
             if spec.search_bound and not self._should_stop(job.id):
@@ -271,7 +275,7 @@ class JobRunner:
         from the copy to the commit, so a remover never takes a blob whose link is committing
         (the LeaseKeeper thread keeps the lease through long copies).
         """
-        produced, links = self._copy_artifacts(job, result)
+        produced, links = store_produced_files(self.store, job.id, result)
         shas = [link.sha256 for link in links]
         with self.store.locked(shas):
             for path, link in zip(produced, links, strict=True):
@@ -303,37 +307,6 @@ class JobRunner:
             f"{result.config_key}: {status}",
             level="error" if result.status == ResultStatus.FAILED else "info",
         )
-
-    def _copy_artifacts(
-        self, job: JobRow, result: ConfigurationResult
-    ) -> tuple[list[Path], list[NewArtifact]]:
-        """Put each produced file in the store; the files (kept until the result is written)
-        and the links to write with the result."""
-        produced_paths: list[Path] = []
-        links: list[NewArtifact] = []
-        produced_files = (("optimized_path", ""), ("ort_optimized_path", ".ort"))
-        for key, suffix in (*produced_files, ("profile_path", ".profile")):
-            produced = result.environment.pop(key, None)
-            if not produced or not Path(produced).is_file():
-                continue
-            stored = self.store.put_file(Path(produced))
-            produced_paths.append(Path(produced))
-            if not suffix:
-                result.optimized_sha256 = stored.sha256
-            graph = "after ONNX Runtime's optimizations" if suffix else "as built by Optiboard"
-            if suffix == ".profile":
-                result.telemetry["profile_sha256"] = stored.sha256
-                graph = "per-node profile (separate pass, not the clean timing)"
-            links.append(
-                NewArtifact(
-                    kind="profile" if suffix == ".profile" else "optimized",
-                    sha256=stored.sha256,
-                    size_bytes=stored.size_bytes,
-                    filename=Path(produced).name,
-                    meta={"job_id": job.id, "config_key": result.config_key, "graph": graph},
-                )
-            )
-        return produced_paths, links
 
 
 def worker_id_for_this_process() -> str:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from backend.engine.measure import PEAK_SCOPE
+from backend.reporting import distance
 from backend.results import LatencyStats, ResultStatus, StoredResult
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
@@ -101,6 +102,11 @@ COLUMNS = [
     "calibration_set",
     "providers_used",
     "execution_precision",
+    "timing",
+    "copy_share",
+    "tflops",
+    "peak_fraction",
+    "mlperf_share",
     "notes",
     "target",
     "ran_on",
@@ -127,6 +133,9 @@ def series_name(job_id: int, model: str, configuration: Configuration) -> str:
         parts.append(f"{c.intra_op_threads} threads")
     if c.simplify != default.simplify:
         parts.append("simplified")
+    parts += c.cuda.key_parts  # GPU knobs and the timing mode are their own lines too
+    if c.io_mode != default.io_mode:
+        parts.append(c.io_mode.label)
     if c.replicas > 1:
         parts.append(f"x{c.replicas}")
     if c.target:  # the same configuration on another hardware target is another line
@@ -193,6 +202,7 @@ def _record(
         "providers_used": ", ".join(r.providers_used),
         # what the runtime says it ran (OpenVINO's compiled precision), where it says so
         "execution_precision": r.runtime_facts.get("execution_precision"),
+        **_distance_columns(stored),
         "notes": "; ".join(r.notes),
         "target": conf.target,
         "ran_on": ran_on(r.environment),
@@ -210,6 +220,20 @@ def ran_on(environment: dict[str, Any]) -> str:
     if where.get("gpu_ids"):
         parts.append(f"GPU {','.join(where['gpu_ids'])}")
     return " · ".join(parts)
+
+
+def _distance_columns(stored: StoredResult) -> dict[str, Any]:
+    """What the timing includes, FLOP/s and the share of the device's peak (GPU results)."""
+    found = distance.distance(stored.result) if stored.ok else None
+    reference = stored.result.telemetry.get("resnet50_like") and stored.result.throughput
+    return {
+        "timing": stored.configuration.io_mode.label,
+        "tflops": found.achieved_flops / 1e12 if found else None,
+        "peak_fraction": found.fraction if found else None,
+        "mlperf_share": (
+            stored.result.throughput / distance.MLPERF_RESNET50_H200 if reference else None
+        ),
+    }
 
 
 def results_frame(
@@ -248,6 +272,9 @@ def results_frame(
         )
         for r in rows
     ]
+    shares = distance.copy_shares([r.result for r in rows])
+    for record, stored in zip(records, rows, strict=True):
+        record["copy_share"] = shares.get(distance.io_pair_key(stored.configuration))
     frame = pd.DataFrame.from_records(records, columns=COLUMNS)
     for column in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "throughput"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from backend.engine.measure import PEAK_SCOPE
+from backend.reporting import distance
 from backend.results import ConfigurationResult
+from backend.specs import Configuration
 
 
 def table(rows: list[list[Any]], headers: list[str]) -> str:
@@ -59,3 +61,38 @@ def results_table(results: list[ConfigurationResult]) -> str:
 
 def why_lines(results: list[ConfigurationResult]) -> list[str]:
     return [f"  {r.config_key}: {note}" for r in results for note in r.notes]
+
+
+GPU_HEADERS = ["configuration", "timing", "copy share", "TFLOP/s", "of peak", "GPU MB"]
+
+
+def gpu_table(results: list[ConfigurationResult]) -> str:
+    """GPU results only: what the timing includes, the copy share, FLOP/s and distance to peak;
+    '' when no result ran on a GPU provider. The MLPerf line follows for ResNet-50-like models."""
+    shares = distance.copy_shares(results)
+    rows, best = [], None
+    for r in results:
+        found = distance.distance(r) if r.ok else None
+        if found is None:
+            continue
+        config = Configuration.from_dict(r.configuration)
+        share = shares.get(distance.io_pair_key(config))
+        fraction = found.fraction
+        rows.append(
+            [
+                r.config_key,
+                config.io_mode.label,
+                "-" if share is None else f"{share:.0%}",
+                f"{found.achieved_flops / 1e12:.2f}",
+                "-" if fraction is None else f"{fraction:.1%} ({found.precision.upper()})",
+                fmt(r.gpu_memory_mb, 0),
+            ]
+        )
+        if best is None or (r.throughput or 0) > (best.throughput or 0):
+            best = r
+    if not rows:
+        return ""
+    text = table(rows, GPU_HEADERS)
+    text += "\ncopy share: (end-to-end p50 - device-resident p50) / end-to-end p50."
+    reference = distance.mlperf_line(best) if best is not None else None
+    return text + (f"\n{reference}" if reference else "")

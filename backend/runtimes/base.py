@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -52,6 +53,16 @@ class ModelQuery:
     failed_ops: dict[str, str] = field(default_factory=dict)
 
 
+class DeviceRun(Protocol):
+    """Inputs and outputs held on the device: run() times the model without host copies."""
+
+    def run(self) -> None: ...
+
+    def outputs(self) -> list[np.ndarray]: ...
+
+    def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+
+
 class Runner(ABC):
     """An open inference session. The base owns timing; subclasses fill the *_impl hooks."""
 
@@ -90,6 +101,12 @@ class Runner(ABC):
     @abstractmethod
     def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on host arrays and return host arrays (copies included in the timing)."""
+
+    def bind_on_device(self, feeds: dict[str, np.ndarray]) -> DeviceRun:
+        """Copy the feeds to the device once for device-resident timing; most runners cannot."""
+        raise UnavailableError(
+            f"{type(self).__name__} has no device-resident mode; time it end to end instead"
+        )
 
     def layer_profile(self) -> list[dict[str, Any]]:
         """Per-layer counters of the last inference, where the runtime keeps them."""
@@ -158,3 +175,14 @@ class MissingBackend(RuntimeBackend):
 
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
         raise UnavailableError(f"{self.name} is unavailable here: {self.reason}")
+
+
+_OUT_OF_MEMORY = re.compile(
+    r"out of memory|failed to allocate memory|alloc_failed|bfcarena|cudaErrorMemoryAllocation",
+    re.IGNORECASE,
+)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A full device, as ORT words it: the arena, CUDA or cuDNN failing to allocate."""
+    return bool(_OUT_OF_MEMORY.search(str(exc)))

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
-import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from backend.cudaoptions import CudaOptions, TensorRtOptions
 from backend.errors import UnavailableError
-from backend.runtimes.base import ProviderStatus, Runner, RuntimeBackend, SessionOptions
+from backend.runtimes import ort_cuda
+from backend.runtimes.base import DeviceRun, ProviderStatus, Runner, RuntimeBackend, SessionOptions
 from backend.runtimes.ort_plugins import PLUGIN_PROVIDERS, plugin_devices, probe_plugin
 from backend.specs import Precision
 
@@ -73,31 +70,13 @@ def _probe_model_bytes() -> bytes:
     return model.SerializeToString()
 
 
-@contextmanager
-def _captured_stderr() -> Iterator[list[str]]:
-    """Collect what ORT's C++ logger writes to fd 2, where its real reasons go."""
-    lines: list[str] = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield lines
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            lines.extend(sink.read().decode(errors="replace").splitlines())
-
-
 def _loader_reason(lines: list[str]) -> str:
     """The first 'cannot open shared object' style line, which names the missing library."""
     for line in lines:
         match = re.search(r"with error: (.+?)$", line) or re.search(r"(lib\S+\.so\S*: .+)$", line)
         if match:
             return match.group(1).strip()
-    return "its CUDA/cuDNN/TensorRT libraries could not be loaded on this machine"
+    return ""
 
 
 @lru_cache(maxsize=8)
@@ -122,21 +101,30 @@ def probe_provider(short: str) -> ProviderStatus:
         )
     if short != "cpu":
         preload_cuda_libraries(ort)
-    try:
-        with _captured_stderr() as logged:
+    # fds 1 and 2 both: ORT's C++ log goes to 2 and its Python fallback prints an "EP Error"
+    # banner to 1 when, say, TensorRT's libraries are missing; the reason is summarised instead
+    with ort_cuda.quiet_native_output() as logged:
+        try:
             options = ort.SessionOptions()
             options.log_severity_level = 3
             session = ort.InferenceSession(_probe_model_bytes(), options, providers=[native])
-            got = session.get_providers()
-    except Exception as exc:  # the runtime's own reason is the most useful message
-        return ProviderStatus(short, False, f"{native} failed to start: {exc}", native)
+            got, error = session.get_providers(), None
+        except Exception as exc:  # the runtime's own reason is the most useful message
+            got, error = [], exc
+    if error is not None:
+        detail = ort_cuda.summarise_banner(str(error).splitlines()) or type(error).__name__
+        return ProviderStatus(short, False, f"{native} failed to start: {detail}", native)
     if native in got:
         return ProviderStatus(short, True, _device_detail(short), native)
+    reason = (
+        _loader_reason(logged)
+        or ort_cuda.summarise_banner(logged)
+        or "its CUDA/cuDNN/TensorRT libraries could not be loaded on this machine"
+    )
     return ProviderStatus(
         short,
         False,
-        f"{native} is listed but a real session fell back to {', '.join(got)}: "
-        f"{_loader_reason(logged)}",
+        f"{native} is listed but a real session fell back to {', '.join(got)}: {reason}",
         native,
     )
 
@@ -184,7 +172,7 @@ class OnnxRuntimeRunner(Runner):
         if self.options.profile_prefix is not None:
             session_options.enable_profiling = True
             session_options.profile_file_prefix = str(self.options.profile_prefix)
-        provider_options = self.options.extra.get("provider_options", {})
+        provider_options = self._provider_options()
         providers: list[Any] | None = [(native, provider_options)] if provider_options else [native]
         if self.options.provider in PLUGIN_PROVIDERS:  # plugins are bound to discovered devices
             devices = plugin_devices(ort, native)
@@ -205,8 +193,28 @@ class OnnxRuntimeRunner(Runner):
         self._inputs = self.session.get_inputs()
         self._outputs = [o.name for o in self.session.get_outputs()]
 
+    def _provider_options(self) -> dict[str, str]:
+        """Explicit options, then the typed CUDA or TensorRT ones the configuration carries."""
+        options = dict(self.options.extra.get("provider_options", {}))
+        extra = self.options.extra
+        if self.options.provider == "cuda":
+            options.update(
+                ort_cuda.cuda_provider_options(CudaOptions.from_value(extra.get("cuda")))
+            )
+        if self.options.provider == "tensorrt" and extra.get("tensorrt"):
+            trt = TensorRtOptions(**extra["tensorrt"])
+            options.update(ort_cuda.tensorrt_provider_options(trt))
+        return options
+
     def deactivate_impl(self) -> None:
         self.session = None
+
+    def bind_on_device(self, feeds: dict[str, np.ndarray]) -> DeviceRun:
+        if self.options.provider not in ("cuda", "tensorrt"):
+            raise UnavailableError(
+                f"device-resident timing needs a GPU provider, not {self.options.provider!r}"
+            )
+        return ort_cuda.DeviceBinding(self.session, feeds)
 
     def input_specs(self) -> list[dict[str, Any]]:
         return [
@@ -301,7 +309,7 @@ def placement_session(model_path: str, native: str) -> dict[str, Any]:
     options.log_verbosity_level = 0
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     providers = [native] if native == "CPUExecutionProvider" else [native, "CPUExecutionProvider"]
-    with _captured_stderr() as logged:
+    with ort_cuda.quiet_native_output() as logged:
         try:
             session = ort.InferenceSession(model_path, options, providers=providers)
             got, error = session.get_providers(), None

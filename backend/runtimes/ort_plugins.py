@@ -16,6 +16,13 @@ from backend.runtimes.base import ProviderStatus
 # short name -> (Python package, ORT's provider name, pip package)
 PLUGIN_PROVIDERS = {
     "openvino": ("onnxruntime_ep_openvino", "OpenVINOExecutionProvider", "onnxruntime-ep-openvino"),
+    # TensorRT-RTX: RTX and Blackwell GPUs (compute capability 8.0, 8.6, 8.9, 12.x); on Hopper
+    # (9.0) its device discovery accepts no GPU, and the probe says so in ORT's own words
+    "tensorrt_rtx": (
+        "onnxruntime_ep_nv_tensorrt_rtx",
+        "NvTensorRTRTXExecutionProvider",
+        "onnxruntime-ep-nv-tensorrt-rtx",
+    ),
 }
 
 
@@ -45,21 +52,30 @@ def probe_plugin(short: str) -> ProviderStatus:
     if importlib.util.find_spec(module) is None:
         reason = f"the {pip_name} plugin package is not installed (pip install {pip_name})"
         return ProviderStatus(short, False, reason, native)
-    try:
-        if not plugin_devices(ort, native):
-            library = importlib.import_module(module).get_library_path()
-            ort.register_execution_provider_library(native, library)
-    except Exception as exc:  # the loader's own words name the missing library or symbol
+    from backend.runtimes.ort_cuda import quiet_native_output, summarise_banner
+
+    with quiet_native_output() as logged:  # the plugin's own log lines, not ours to print
+        try:
+            if not plugin_devices(ort, native):
+                library = importlib.import_module(module).get_library_path()
+                ort.register_execution_provider_library(native, library)
+            error = None
+        except Exception as exc:  # the loader's own words name the missing library or symbol
+            error = exc
+    if error is not None:
+        reason = summarise_banner(str(error).splitlines()) or type(error).__name__
         return ProviderStatus(
-            short, False, f"ONNX Runtime could not load {pip_name}: {exc}", native
+            short, False, f"ONNX Runtime could not load {pip_name}: {reason}", native
         )
     devices = plugin_devices(ort, native)
     if not devices:
+        said = summarise_banner(logged)
         return ProviderStatus(
             short,
             False,
             f"{pip_name} loaded, but ONNX Runtime's device discovery found {_discovered(ort)} "
-            f"and the plugin accepted none of them, so {native} has no device here",
+            f"and the plugin accepted none of them, so {native} has no device here"
+            + (f" ({said})" if said else ""),
             native,
         )
     names = ", ".join(f"{d.device.type.name} ({d.device.vendor})" for d in devices)

@@ -196,3 +196,26 @@ def test_users_cli_makes_the_first_admin_who_can_then_sign_in(data_dir: Path) ->
     refused = optiboard("users", "remove", "root")
     assert refused.returncode == 2 and "last admin" in refused.stderr
     assert {e.actor for e in recent()} == {f"cli:{getpass.getuser()}"}
+
+
+def test_gpu_flags_reach_the_sweep_and_impossible_ones_are_refused(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    assert optiboard("add", str(mlp_path)).returncode == 0
+    refused = optiboard("submit", "1", "--providers", "cuda", "--cuda-graph")
+    assert refused.returncode == 2 and "device-resident" in refused.stderr
+    assert "no jobs" in optiboard("jobs").stdout.lower()
+    submitted = optiboard(
+        "submit", "1", "--providers", "cpu,cuda", "--precisions", "fp16",
+        "--timing", "end_to_end,device", "--cuda-graph", "--nhwc", "--find-knee",
+        "--knee-max-batch", "4",
+    )  # fmt: skip
+    # cpu: end to end only, b1/b2/b4; cuda: both timings, b1/b2/b4
+    assert "queued job 1 with 9 configurations" in submitted.stdout, submitted.stderr
+    from backend.queue.jobs import get_job, spec_of
+
+    spec = spec_of(get_job(1))
+    assert spec.find_knee and spec.cuda.prefer_nhwc and spec.cuda.enable_cuda_graph
+    keys = [c.key for c in spec.configurations()]
+    assert "onnxruntime/cuda/fp16/b4/fixed/all/t0/device/nhwc/cudagraph" in keys
+    assert "onnxruntime/cuda/fp16/b4/fixed/all/t0/nhwc" in keys

@@ -146,3 +146,46 @@ def test_runtimes_side_by_side_per_precision_against_one_reference(
     assert table.at["BF16", "OpenVINO CPU · ran as"] in {"bf16"} or str(
         table.at["BF16", "OpenVINO CPU · ran as"]
     ).startswith("unavailable: ")
+
+
+def test_gpu_results_recorded_on_an_h200_show_copy_share_and_distance_to_peak(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The H200 results of bench/results/h200_gpu_depth_resnet50.json, stored as a worker would."""
+    import json
+
+    from backend.queue import jobs
+    from backend.specs import IoMode
+    from storage.repo import results as result_store
+
+    model = add_model(mlp_path, "resnet50")
+    spec = SweepSpec(
+        precisions=(Precision.FP32, Precision.FP16),
+        providers=("cuda",),
+        batch_sizes=(1, 512),
+        io_modes=(IoMode.END_TO_END, IoMode.DEVICE),
+    )
+    job = jobs.submit_sweep(model.id, spec)
+    recorded = Path(__file__).resolve().parents[2] / "bench/results/h200_gpu_depth_resnet50.json"
+    wanted = {c.key for c in spec.configurations()}
+    for row in json.loads(recorded.read_text()):
+        if row["config_key"] in wanted:
+            assert result_store.save_result(job.id, row, []) is not None
+    at = open_page("compare", jobs=job.id)
+    assert not at.exception
+    assert "Distance to the hardware" in texts(at)
+    table = next(d.value for d in at.dataframe if "peak_fraction" in d.value.columns)
+    assert len(table) == len(wanted) == 8
+    pairs = table.dropna(subset=["copy_share"])
+    assert len(pairs) == 8  # every configuration here was timed both ways
+    frame = frames.results_frame(job_ids=[job.id]).set_index("config_key")
+    e2e = frame.loc["onnxruntime/cuda/fp16/b512/fixed/all/t0"]
+    device = frame.loc["onnxruntime/cuda/fp16/b512/fixed/all/t0/device"]
+    share = (e2e["p50_ms"] - device["p50_ms"]) / e2e["p50_ms"]
+    assert e2e["copy_share"] == pytest.approx(share) == device["copy_share"]
+    assert device["tflops"] > e2e["tflops"] and 0 < device["peak_fraction"] < 1
+    assert device["mlperf_share"] == pytest.approx(device["throughput"] / 94_600)
+    jobs_page = open_page("jobs", job=job.id)
+    assert not jobs_page.exception
+    listed = next(d.value for d in jobs_page.dataframe if "of GPU peak" in d.value.columns)
+    assert listed["of GPU peak"].notna().sum() == 8

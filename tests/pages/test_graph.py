@@ -49,3 +49,24 @@ def test_graph_shows_operator_histogram_and_io_table(data_dir: Path, cnn_path: P
     io = at.dataframe[0].value
     assert list(io["role"]) == ["input", "output"]
     assert list(io["name"]) == ["input", "logits"]
+
+
+def test_graph_shows_the_static_compute_cost_per_node_and_for_a_batch(
+    data_dir: Path, cnn_path: Path, transformer_path: Path
+) -> None:
+    from backend.models.cost import model_cost
+
+    model = add_model(cnn_path, "cnn")
+    at = open_page("graph", model=model.id)
+    assert not at.exception and "Compute cost" in texts(at)
+    nodes = next(d.value for d in at.dataframe if "FLOPs" in d.value.columns)
+    expected = model_cost(cnn_path, batch_size=1)
+    assert int(nodes["FLOPs"].sum()) == expected.flops and len(nodes) == len(expected.nodes)
+    at.number_input[0].set_value(4).run()
+    nodes = next(d.value for d in at.dataframe if "FLOPs" in d.value.columns)
+    assert int(nodes["FLOPs"].sum()) == 4 * expected.flops
+    transformer = add_model(transformer_path, "tiny-bert")
+    at = open_page("graph", model=transformer.id)
+    assert not at.exception and any("seq" in e.value for e in at.error)  # which dimension
+    at.text_input(key="cost_dims").set_value("seq=16").run()
+    assert any("FLOPs" in d.value.columns for d in at.dataframe)

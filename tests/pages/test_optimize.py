@@ -156,3 +156,40 @@ def test_two_runtimes_are_picked_like_providers_and_reach_the_sweep(
     assert spec.runtimes == ("onnxruntime", "openvino")
     assert spec.performance_hint == "throughput" and spec.streams == 2
     assert {c.backend for c in spec.configurations()} == {"onnxruntime", "openvino"}
+
+
+def _gpu_worker() -> None:
+    """A worker on a CUDA host, registered as one registers: this machine's table plus the CUDA
+    provider as bench/results/h200_gpu_depth.txt's host reported it."""
+    from backend.queue.capabilities import local_providers
+    from storage.repo import workers as worker_store
+
+    table = {runtime: list(statuses) for runtime, statuses in local_providers().items()}
+    table["onnxruntime"] = [s for s in table["onnxruntime"] if s["name"] != "cuda"] + [
+        {"name": "cuda", "available": True, "reason": "NVIDIA H200", "native_name": "CUDA"}
+    ]
+    worker_store.register_worker("gpu-1", "h200-host", 1, {"gpus": []}, table)
+
+
+def test_cuda_settings_appear_with_the_cuda_provider_and_reach_the_sweep(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path)
+    _gpu_worker()
+    at = open_page("optimize", model=model.id)
+    assert "cuda_graph" not in [t.key for t in at.toggle]  # offered only with cuda picked
+    at.multiselect(key="url_providers").set_value(["cpu", "cuda"])
+    at.multiselect(key="url_precisions").set_value(["fp16"])
+    at.run()
+    at.toggle(key="cuda_graph").set_value(True)
+    at.run()
+    assert "device-resident timing" in texts(at)  # graphs without device timing: refused
+    at.multiselect(key="io_modes").set_value(["end_to_end", "device"])
+    at.toggle(key="nhwc").set_value(True)
+    at.run()
+    assert "Configurations in this sweep=3" in texts(at)  # cpu e2e, cuda e2e, cuda device
+    at.button(key="submit_sweep").click().run()
+    spec = jobs.spec_of(jobs.list_jobs()[0])
+    keys = {c.key for c in spec.configurations()}
+    assert "onnxruntime/cuda/fp16/b1/fixed/all/t0/device/nhwc/cudagraph" in keys
+    assert "onnxruntime/cuda/fp16/b1/fixed/all/t0/nhwc" in keys

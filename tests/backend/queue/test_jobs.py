@@ -14,6 +14,9 @@ from backend.queue import jobs
 from backend.results import ResultStatus
 from backend.specs import (
     MEASURE_PRESETS,
+    ConvAlgoSearch,
+    CudaOptions,
+    IoMode,
     MeasureSettings,
     PerformanceHint,
     Precision,
@@ -41,6 +44,10 @@ EVERY_FIELD_CHANGED = SweepSpec(
     search_bound="top1=0.95",
     targets=("t4", "xeon-8480"),
     replicas=2,
+    io_modes=(IoMode.END_TO_END, IoMode.DEVICE),
+    cuda=CudaOptions(conv_algo_search=ConvAlgoSearch.HEURISTIC, use_tf32=False, prefer_nhwc=True),
+    find_knee=True,
+    knee_max_batch=256,
     measure=MeasureSettings(
         warmup_runs=4,
         window_runs=9,

@@ -1,0 +1,132 @@
+"""GPU timing modes and the CUDA provider's own options, as typed configuration fields.
+
+Kept apart from specs.py (which re-exports them) so that module stays short; the rules that tie
+them to a Configuration (provider, precision, fixed shapes) live in specs._check_gpu_options.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from backend.errors import UserError
+
+
+class IoMode(enum.StrEnum):
+    """What a GPU timing includes: host arrays in and out, or inputs/outputs already on the GPU."""
+
+    END_TO_END = "end_to_end"  # as a client sees it: host -> device copies included
+    DEVICE = "device"  # IOBinding, as a server with GPU preprocessing sees it
+
+    @property
+    def label(self) -> str:
+        return {"end_to_end": "end to end", "device": "device-resident"}[self.value]
+
+
+class ConvAlgoSearch(enum.StrEnum):
+    """cuDNN convolution algorithm search, the CUDA provider's cudnn_conv_algo_search."""
+
+    EXHAUSTIVE = "EXHAUSTIVE"
+    HEURISTIC = "HEURISTIC"
+    DEFAULT = "DEFAULT"
+
+
+@dataclass(frozen=True)
+class CudaOptions:
+    """The CUDA provider's own knobs; defaults are ONNX Runtime's, so a default adds no key part."""
+
+    conv_algo_search: ConvAlgoSearch = ConvAlgoSearch.EXHAUSTIVE
+    use_tf32: bool = True  # ORT's default: FP32 MatMul/Conv run on TF32 Tensor Cores
+    prefer_nhwc: bool = False
+    enable_cuda_graph: bool = False
+    float16_io: bool = False  # FP16 only: inputs and outputs float16 instead of float32 kept
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "conv_algo_search", ConvAlgoSearch(self.conv_algo_search))
+        except ValueError:
+            choices = ", ".join(c.value for c in ConvAlgoSearch)
+            raise UserError(
+                f"Unknown cuDNN algorithm search {self.conv_algo_search!r}; choose {choices}."
+            ) from None
+
+    @property
+    def is_default(self) -> bool:
+        return self == CudaOptions()
+
+    @property
+    def key_parts(self) -> list[str]:
+        """Only what differs from ONNX Runtime's defaults, so old result keys stay the same."""
+        parts = []
+        if self.conv_algo_search != ConvAlgoSearch.EXHAUSTIVE:
+            parts.append(f"conv:{self.conv_algo_search.value.lower()}")
+        parts += [] if self.use_tf32 else ["notf32"]
+        parts += ["nhwc"] if self.prefer_nhwc else []
+        parts += ["cudagraph"] if self.enable_cuda_graph else []
+        parts += ["f16io"] if self.float16_io else []
+        return parts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "conv_algo_search": self.conv_algo_search.value}
+
+    @classmethod
+    def from_value(cls, value: CudaOptions | dict[str, Any] | None) -> CudaOptions:
+        if isinstance(value, CudaOptions):
+            return value
+        return cls(**(value or {}))
+
+
+def check_gpu_options(
+    cuda: CudaOptions,
+    io_mode: IoMode,
+    provider: str,
+    backend: str,
+    fixed_shapes: bool,
+    fp16: bool,
+) -> None:
+    """Refuse the combinations the CUDA provider cannot run, each with one sentence."""
+    if io_mode == IoMode.DEVICE and provider not in ("cuda", "tensorrt"):
+        raise UserError(
+            f"Device-resident timing needs a GPU provider (cuda or tensorrt), not "
+            f"{provider!r}; use end-to-end timing there."
+        )
+    if cuda.is_default:
+        return
+    if provider != "cuda" or backend != "onnxruntime":
+        raise UserError(
+            "CUDA options (graphs, cuDNN search, TF32, NHWC, float16 I/O) apply to ONNX "
+            "Runtime's cuda provider only; pick it or leave them at their defaults."
+        )
+    if cuda.enable_cuda_graph and not fixed_shapes:
+        raise UserError(
+            "CUDA graphs replay fixed shapes only; turn fixed shapes on or CUDA graphs off."
+        )
+    if cuda.enable_cuda_graph and io_mode != IoMode.DEVICE:
+        raise UserError(
+            "CUDA graphs need inputs and outputs bound on the GPU; use device-resident timing "
+            "or turn CUDA graphs off."
+        )
+    if cuda.float16_io and not fp16:
+        raise UserError("float16 inputs and outputs apply to FP16 only; pick FP16 or turn it off.")
+
+
+@dataclass(frozen=True)
+class TensorRtOptions:
+    """ONNX Runtime's TensorRT provider caches and precisions; a cache that is on needs a folder.
+
+    Engine builds take minutes on a large model; the timing cache keeps tactic timings and the
+    engine cache the built plan, keyed by the model and the shapes, so a second sweep starts fast.
+    """
+
+    fp16: bool = False
+    int8: bool = False
+    timing_cache: str = ""  # folder for the timing cache; empty: off
+    engine_cache: str = ""  # folder for built engines; empty: off
+
+    def __post_init__(self) -> None:
+        for label, folder in (("timing", self.timing_cache), ("engine", self.engine_cache)):
+            if folder and not folder.startswith("/"):
+                raise UserError(
+                    f"The TensorRT {label} cache folder must be an absolute path, not {folder!r}."
+                )

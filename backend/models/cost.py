@@ -1,0 +1,328 @@
+"""Static model cost from the graph alone: FLOPs, parameters and activation bytes per node.
+
+Shapes come from ONNX shape inference after the batch and named dimensions are fixed, so the
+numbers are for one batch size. Matrix ops (Conv, ConvTranspose, MatMul, Gemm, Einsum, Attention)
+count two FLOPs per multiply-accumulate; elementwise ops one per output element; pooling and
+normalisation a few per element (constants below). Ops with no rule count 0 and are listed, so a
+total never hides what it left out. Data-movement ops (Reshape, Transpose, Gather...) cost 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+from onnx import helper, shape_inference
+
+from backend.errors import UserError
+
+ELEMENTWISE = {
+    "Abs", "Add", "And", "BitShift", "Ceil", "Celu", "Clip", "Cos", "Div", "Elu", "Equal", "Erf",
+    "Exp", "Floor", "Gelu", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Less",
+    "LessOrEqual", "LeakyRelu", "Log", "Max", "Mean", "Min", "Mish", "Mod", "Mul", "Neg", "Not",
+    "Or", "PRelu", "Pow", "Reciprocal", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin",
+    "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Where", "Xor",
+    "QuantizeLinear", "DequantizeLinear", "Dropout",
+}  # fmt: skip
+FREE = {
+    "Cast", "CastLike", "Concat", "Constant", "ConstantOfShape", "DepthToSpace", "Expand",
+    "Flatten", "Gather", "GatherElements", "GatherND", "Identity", "NonZero", "Pad", "Range",
+    "Reshape", "Resize", "ScatterElements", "ScatterND", "Shape", "Size", "Slice", "SpaceToDepth",
+    "Split", "Squeeze", "Tile", "Transpose", "Unsqueeze", "ArgMax", "ArgMin", "TopK",
+}  # fmt: skip
+PER_ELEMENT = {  # FLOPs per output element (normalisations: subtract, scale, shift...)
+    "BatchNormalization": 2,
+    "InstanceNormalization": 5,
+    "LayerNormalization": 5,
+    "GroupNormalization": 5,
+    "SkipLayerNormalization": 6,
+    "Softmax": 3,
+    "LogSoftmax": 4,
+}
+REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"}
+GLOBAL_POOL = {"GlobalAveragePool", "GlobalMaxPool"}
+DTYPE_BYTES = {
+    onnx.TensorProto.FLOAT: 4,
+    onnx.TensorProto.FLOAT16: 2,
+    onnx.TensorProto.BFLOAT16: 2,
+    onnx.TensorProto.DOUBLE: 8,
+    onnx.TensorProto.INT8: 1,
+    onnx.TensorProto.UINT8: 1,
+    onnx.TensorProto.INT32: 4,
+    onnx.TensorProto.INT64: 8,
+    onnx.TensorProto.BOOL: 1,
+}
+
+
+@dataclass(frozen=True)
+class NodeCost:
+    """One node's FLOPs, parameters (initializer elements it reads) and output bytes."""
+
+    name: str
+    op_type: str
+    flops: int
+    params: int
+    activation_bytes: int
+    counted: bool  # False: no rule for this op (or shapes unknown), so its 0 FLOPs are a gap
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """Per-node costs and totals of one model at one batch size."""
+
+    batch_size: int
+    nodes: tuple[NodeCost, ...]
+    uncounted_ops: tuple[str, ...] = field(default=())  # op types counted as 0 for lack of a rule
+
+    @property
+    def flops(self) -> int:
+        return sum(n.flops for n in self.nodes)
+
+    @property
+    def params(self) -> int:
+        return sum(n.params for n in self.nodes)
+
+    @property
+    def activation_bytes(self) -> int:
+        return sum(n.activation_bytes for n in self.nodes)
+
+    @property
+    def flops_per_sample(self) -> float:
+        return self.flops / self.batch_size
+
+
+Shape = list[int]
+
+
+class _Shapes:
+    """Static shapes and element types of every named value after inference."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.shape: dict[str, Shape | None] = {}
+        self.dtype: dict[str, int] = {}
+        for value in [*graph.input, *graph.value_info, *graph.output]:
+            tensor = value.type.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+            known = tensor.HasField("shape") and all(d > 0 for d in dims)
+            self.shape[value.name] = dims if known else None
+            self.dtype[value.name] = tensor.elem_type
+        for init in graph.initializer:
+            self.shape[init.name] = list(init.dims)
+            self.dtype[init.name] = init.data_type
+
+    def of(self, name: str) -> Shape | None:
+        return self.shape.get(name)
+
+
+def _count(shape: Shape | None) -> int:
+    return math.prod(shape) if shape is not None else 0
+
+
+def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
+    found = next((a for a in node.attribute if a.name == name), None)
+    return helper.get_attribute_value(found) if found is not None else default
+
+
+def _conv(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    weight, out = s.of(node.input[1]), s.of(node.output[0])
+    if weight is None or out is None:
+        return None
+    per_output = math.prod(weight[1:])  # (Cin / group) x kernel
+    return 2 * _count(out) * per_output
+
+
+def _conv_transpose(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    x, weight = s.of(node.input[0]), s.of(node.input[1])
+    if x is None or weight is None:
+        return None
+    return 2 * _count(x) * math.prod(weight[1:])  # weight: Cin x (Cout / group) x kernel
+
+
+def _qlinear_conv(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    """QLinearConv reads x, x_scale, x_zero_point, w...: the weight is the fourth input."""
+    weight, out = s.of(node.input[3]), s.of(node.output[0])
+    return 2 * _count(out) * math.prod(weight[1:]) if weight and out else None
+
+
+def _matmul(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    a, out = s.of(node.input[0]), s.of(node.output[0])
+    if a is None or out is None:
+        return None
+    return 2 * _count(out) * a[-1]
+
+
+def _gemm(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    a, out = s.of(node.input[0]), s.of(node.output[0])
+    if a is None or out is None:
+        return None
+    k = a[0] if int(_attr(node, "transA", 0)) else a[-1]
+    bias = _count(out) if len(node.input) > 2 and node.input[2] else 0
+    return 2 * _count(out) * k + bias
+
+
+def _einsum(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    """Two FLOPs per point of the full index space (every distinct letter's size multiplied)."""
+    raw = _attr(node, "equation", b"")
+    equation = (raw.decode() if isinstance(raw, bytes) else str(raw)).replace(" ", "")
+    inputs = equation.split("->")[0].split(",")
+    sizes: dict[str, int] = {}
+    for term, name in zip(inputs, node.input, strict=False):
+        shape = s.of(name)
+        if shape is None or "." in term or len(term) != len(shape):
+            return None
+        sizes.update(zip(term, shape, strict=True))
+    return 2 * math.prod(sizes.values())
+
+
+def _attention(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    """ONNX Attention (Q, K, V as B x H x S x D or B x S x hidden): QK^T and the weighted V."""
+    q, k, v = (s.of(n) for n in node.input[:3])
+    if q is None or k is None or v is None:
+        return None
+    if len(q) == 4:
+        return 2 * q[0] * q[1] * q[2] * k[2] * (q[3] + v[3])
+    return 2 * q[0] * q[1] * k[1] * (q[2] + v[2])  # heads folded into hidden
+
+
+def _pool(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    out = s.of(node.output[0])
+    kernel = list(_attr(node, "kernel_shape", []))
+    return _count(out) * math.prod(kernel) if out is not None and kernel else None
+
+
+def _input_elements(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    x = s.of(node.input[0])
+    return _count(x) if x is not None else None
+
+
+RULES: dict[str, Callable[[onnx.NodeProto, _Shapes], int | None]] = {
+    "Conv": _conv,
+    "ConvInteger": _conv,
+    "QLinearConv": _qlinear_conv,
+    "ConvTranspose": _conv_transpose,
+    "MatMul": _matmul,
+    "MatMulInteger": _matmul,
+    "Gemm": _gemm,
+    "Einsum": _einsum,
+    "Attention": _attention,
+    "MultiHeadAttention": _attention,
+    "MaxPool": _pool,
+    "AveragePool": _pool,
+    **{op: _input_elements for op in GLOBAL_POOL | REDUCE},
+}
+
+
+def _node_flops(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    """FLOPs of one node, or None when no rule applies or its shapes are unknown."""
+    if node.op_type in FREE:
+        return 0
+    out = s.of(node.output[0]) if node.output else None
+    if node.op_type in ELEMENTWISE:
+        return _count(out) if out is not None else None
+    if node.op_type in PER_ELEMENT:
+        return PER_ELEMENT[node.op_type] * _count(out) if out is not None else None
+    rule = RULES.get(node.op_type)
+    return rule(node, s) if rule else None
+
+
+def _fix_inputs(model: onnx.ModelProto, batch_size: int, dims: dict[str, int]) -> int:
+    """Give every symbolic input dimension a value: named ones from dims, a leading one batch.
+
+    Returns the batch the graph now has (a model with a fixed leading dim keeps its own).
+    """
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in initializers]
+    for value in inputs:
+        for index, dim in enumerate(value.type.tensor_type.shape.dim):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                continue
+            if dim.dim_param in dims:
+                dim.dim_value = dims[dim.dim_param]
+            elif index == 0:
+                dim.dim_value = batch_size
+            else:
+                name = dim.dim_param or f"axis {index}"
+                raise UserError(
+                    f"Input {value.name!r} has a free dimension {name!r}; give it a value "
+                    "(e.g. seq=128) to count FLOPs."
+                )
+    leading = [v.type.tensor_type.shape.dim for v in inputs if v.type.tensor_type.shape.dim]
+    return leading[0][0].dim_value if leading else batch_size
+
+
+def _unknown_outputs(model: onnx.ModelProto) -> int:
+    shapes = _Shapes(model.graph)
+    return sum(
+        1
+        for node in model.graph.node
+        if node.op_type not in FREE and node.output and shapes.of(node.output[0]) is None
+    )
+
+
+def _symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX Runtime's symbolic shape inference, keeping what it inferred even when incomplete.
+
+    Its infer_shapes() saves a debugging copy of the model into the current directory and raises
+    when any shape stays unknown; the same steps without that keep the working tree clean.
+    """
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    inference = SymbolicShapeInference(2**31 - 1, True, False, 0)  # auto_merge on
+    inference._preprocess(model)
+    while inference.run_:
+        inference._infer_impl()
+    inference._update_output_from_vi()
+    return inference.out_mp_
+
+
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX shape inference; where it leaves shapes unknown (Reshape targets computed from Shape
+    ops, as in exported transformers), ONNX Runtime's symbolic inference is tried as well."""
+    try:
+        inferred = shape_inference.infer_shapes(model, data_prop=True, strict_mode=True)
+    except (shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"ONNX shape inference failed, so FLOPs cannot be counted at this shape: {first}."
+        ) from exc
+    if not _unknown_outputs(inferred):
+        return inferred
+    try:
+        symbolic = _symbolic_shapes(model)
+    except Exception:  # its own assertion errors on graphs it cannot follow: keep ONNX's answer
+        return inferred
+    return symbolic if _unknown_outputs(symbolic) < _unknown_outputs(inferred) else inferred
+
+
+def model_cost(
+    model: onnx.ModelProto | Path, batch_size: int = 1, dims: dict[str, int] | None = None
+) -> ModelCost:
+    """Cost of the main graph at this batch size; nodes inside If/Loop bodies are not counted."""
+    if isinstance(model, Path):
+        model = onnx.load(str(model), load_external_data=False)
+    else:  # the caller's model stays as it was
+        model = onnx.ModelProto.FromString(model.SerializeToString())
+    batch_size = _fix_inputs(model, batch_size, dict(dims or {}))
+    del model.graph.value_info[:]
+    inferred = _infer(model)
+    shapes = _Shapes(inferred.graph)
+    initializers = {i.name for i in inferred.graph.initializer}
+    nodes, uncounted = [], []
+    for index, node in enumerate(inferred.graph.node):
+        flops = _node_flops(node, shapes)
+        if flops is None:
+            uncounted.append(node.op_type)
+        params = sum(_count(shapes.of(n)) for n in node.input if n in initializers)
+        activation = sum(
+            _count(shapes.of(n)) * DTYPE_BYTES.get(shapes.dtype.get(n, 0), 4)
+            for n in node.output
+            if n
+        )
+        name = node.name or f"{node.op_type}_{index}"
+        nodes.append(
+            NodeCost(name, node.op_type, flops or 0, params, activation, flops is not None)
+        )
+    return ModelCost(batch_size, tuple(nodes), tuple(sorted(set(uncounted))))

@@ -1,0 +1,67 @@
+"""The static cost of a model as the Graph page and the CLI show it: totals and a node table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.errors import UserError
+from backend.models.cost import ModelCost
+
+
+def parse_dims(text: str) -> dict[str, int]:
+    """'seq=128, past=0' -> {'seq': 128, 'past': 0}; one sentence for anything else."""
+    dims: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        if not sep or not value.strip().isdigit() or not name.strip():
+            raise UserError(f"Dimensions take NAME=VALUE pairs such as seq=128, not {part!r}.")
+        dims[name.strip()] = int(value)
+    return dims
+
+
+def human(value: float, unit: str = "") -> str:
+    """1.23 G, 45.6 M...: the scale a reader compares models by."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {prefix}{unit}"
+    return f"{value:.0f} {unit}".strip()
+
+
+def totals(cost: ModelCost) -> dict[str, str]:
+    return {
+        "FLOPs": human(cost.flops),
+        "FLOPs per sample": human(cost.flops_per_sample),
+        "Parameters": human(cost.params),
+        "Activations": human(cost.activation_bytes, "B"),
+        "Batch": str(cost.batch_size),
+    }
+
+
+def node_rows(cost: ModelCost) -> list[dict[str, Any]]:
+    """One row per node, largest FLOPs first; share is of the model's total."""
+    total = cost.flops or 1
+    rows = [
+        {
+            "node": node.name,
+            "op": node.op_type,
+            "FLOPs": node.flops,
+            "share": node.flops / total,
+            "parameters": node.params,
+            "activation bytes": node.activation_bytes,
+            "counted": node.counted,
+        }
+        for node in cost.nodes
+    ]
+    return sorted(rows, key=lambda row: -row["FLOPs"])
+
+
+def uncounted_note(cost: ModelCost) -> str:
+    if not cost.uncounted_ops:
+        return ""
+    return (
+        "Counted as 0 FLOPs (no rule for these operators, or their shapes are unknown): "
+        + ", ".join(cost.uncounted_ops)
+        + "."
+    )

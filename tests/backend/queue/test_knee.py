@@ -1,0 +1,84 @@
+"""The knee rule (perf_analyzer's: < 5% gain for 3 steps) on series recorded on an H200."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from backend.queue.knee import BatchPoint, best_batch, knee_stop, series_key
+from backend.specs import Configuration
+
+RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results"
+
+
+def recorded_series(name: str) -> list[BatchPoint]:
+    """FP16 device-resident, default CUDA options: the series the bench's knee search ran."""
+    rows = json.loads((RESULTS / f"h200_gpu_depth_{name}.json").read_text())
+    configs = [(Configuration.from_dict(r["configuration"]), r) for r in rows]
+    wanted = series_key(next(c for c, _ in configs if "device" in c.key and c.batch_size == 2))
+    points = [BatchPoint(c.batch_size, r["throughput"]) for c, r in configs]
+    keys = [series_key(c) for c, _ in configs]
+    return sorted(
+        (p for p, k in zip(points, keys, strict=True) if k == wanted), key=lambda p: p.batch
+    )
+
+
+def test_resnet50_stops_once_three_doublings_add_under_five_percent() -> None:
+    series = recorded_series("resnet50")
+    assert [p.batch for p in series] == [2**i for i in range(11)]
+    stops = [bool(knee_stop(series[: n + 1])) for n in range(len(series))]
+    first = stops.index(True)
+    assert all(stops[first:]) and not any(stops[:first])
+    gains = [b.throughput / a.throughput - 1 for a, b in zip(series, series[1:], strict=False)]
+    assert all(g < 0.05 for g in gains[first - 3 : first]) and gains[first - 4] >= 0.05
+    reason = knee_stop(series)
+    assert f"knee is at batch {best_batch(series)}" in reason
+
+
+def test_bert_keeps_growing_past_five_percent_so_the_search_goes_on() -> None:
+    series = recorded_series("bert_base")
+    assert knee_stop(series) == ""
+
+
+def test_out_of_memory_or_a_failure_ends_the_series() -> None:
+    grown = [BatchPoint(1, 100.0), BatchPoint(2, 190.0)]
+    assert "out of GPU memory" in knee_stop([*grown, BatchPoint(4, None, out_of_memory=True)])
+    assert "batch 4 failed" in knee_stop([*grown, BatchPoint(4, None)])
+    assert best_batch([*grown, BatchPoint(4, None)]) == 2
+
+
+def test_the_worker_skips_batches_past_the_knee_of_stored_results(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """Stored as a worker stores them: the H200 series up to 512, then up to 1024."""
+    from backend.models.ingest import ingest_file
+    from backend.queue import jobs
+    from backend.queue.knee import skip_reason
+    from backend.specs import CudaOptions, IoMode, SweepSpec
+    from storage.repo import results as result_store
+
+    model = ingest_file(mlp_path, mlp_path.name)
+    spec = SweepSpec(
+        precisions=("fp16",),
+        providers=("cuda",),
+        io_modes=(IoMode.DEVICE,),
+        find_knee=True,
+        knee_max_batch=2048,
+    )
+    job = jobs.submit_sweep(model.id, spec)
+    by_batch = {c.batch_size: c for c in spec.configurations()}
+    rows = json.loads((RESULTS / "h200_gpu_depth_resnet50.json").read_text())
+    wanted = {c.key for c in by_batch.values()}
+    series = sorted(
+        (
+            r
+            for r in rows
+            if r["config_key"] in wanted and r["configuration"]["cuda"] == CudaOptions().to_dict()
+        ),
+        key=lambda r: r["configuration"]["batch_size"],
+    )
+    for row in series[:-1]:  # batches 1 ... 512
+        result_store.save_result(job.id, row, [])
+    assert skip_reason(spec, by_batch[1024], jobs.stored_results(job.id)) == ""
+    result_store.save_result(job.id, series[-1], [])  # batch 1024: the third flat step
+    assert "knee is at batch 512" in skip_reason(spec, by_batch[2048], jobs.stored_results(job.id))
