@@ -321,8 +321,9 @@ def simulate(
     latency = (done - trace.sent_ms)[skip:]
     queue = (trace.dispatch_ms - trace.arrival_ms)[skip:]
     compute = (trace.done_ms - trace.dispatch_ms)[skip:]
-    span_ms = float(done[skip:].max() - trace.sent_ms[skip])
-    achieved = (count - skip) * 1000.0 / span_ms if span_ms > 0 else 0.0
+    finished = np.sort(done)[skip:]  # responses per second over the measured window
+    span_ms = float(finished[-1] - finished[0])
+    achieved = (finished.size - 1) * 1000.0 / span_ms if span_ms > 0 else 0.0
     sizes, counts = np.unique(trace.batch_requests * load.samples_per_request, return_counts=True)
     if load.scenario is Scenario.OFFLINE:
         stable, note = True, "offline: every request queued at once"
