@@ -58,9 +58,7 @@ def test_instances_sharing_cores_slow_each_other_by_the_curve_factor() -> None:
     assert log.batch_done_ms == (1.0, 2.0)  # the second starts while the first runs
 
 
-def test_single_stream_latency_is_overhead_plus_compute_and_concurrency_saturates_one_instance() -> (
-    None
-):
+def test_single_stream_pays_overhead_plus_compute_and_concurrency_saturates_one_instance() -> None:
     curve = LatencyCurve((1, 8), (2.0, 9.0), overhead_ms=0.5)
     policy = BatchingPolicy(max_batch_size=8, dynamic_batching=False)
     point = simulate(curve, LoadSpec(Scenario.SINGLE_STREAM), policy, requests=200)
