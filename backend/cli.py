@@ -14,6 +14,7 @@ from backend.models import library
 from backend.queue import jobs
 from backend.reporting.text import results_table, table, why_lines
 from backend.results import ConfigurationResult
+from backend.serving.cli_advice import register_advice
 from backend.specs import MEASURE_PRESETS, MeasureSettings, Precision, SweepSpec
 from storage.states import JobState
 
@@ -335,6 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("worker_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_worker)
     register_users(sub)
+    serve = sub.add_parser("serve", help="serving: recommendation and Triton export")
+    register_advice(serve.add_subparsers(dest="serve_command", required=True))
     return parser
 
 
