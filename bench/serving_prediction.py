@@ -26,8 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from backend.serving.curve import measure_model_curve  # noqa: E402
-from backend.serving.loadgen import serve_and_measure  # noqa: E402
 from backend.serving.ranking import policy_grid, rank_policies  # noqa: E402
 from backend.serving.simulate import simulate  # noqa: E402
 from backend.serving.types import (  # noqa: E402
@@ -55,6 +53,8 @@ POLICIES = [
 
 def _slowdown(path: Path, curve: LatencyCurve, dims: dict, duration: float) -> float:
     """Compute time per execution with two instances busy at once, over one instance's."""
+    from backend.serving.loadgen import serve_and_measure
+
     policy = BatchingPolicy(max_batch_size=16, dynamic_batching=False, instance_count=2)
     spec = LoadSpec(Scenario.CONCURRENCY, concurrency=2, duration_s=duration)
     (point,) = serve_and_measure(path, policy, [spec], measure=MEASURE_PRESETS["quick"], dims=dims)
@@ -93,6 +93,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=4.0, help="seconds per load point")
     args = parser.parse_args()
+    from backend.serving.curve import measure_model_curve  # the real server's side
+    from backend.serving.loadgen import serve_and_measure
+
     curve_for_ranking = LatencyCurve((1, 4, 16), (1.0, 1.6, 4.0), 0.3, 0.05, (1.0, 1.8))
     started = time.perf_counter()
     grid = policy_grid(
@@ -115,7 +118,10 @@ def main() -> int:
             curve = replace(curve, instance_slowdown=(1.0, slowdown))
             print(
                 f"{name}: compute ms per batch "
-                + ", ".join(f"{b}:{ms:.2f}" for b, ms in zip(curve.batch_sizes, curve.compute_ms))
+                + ", ".join(
+                    f"{b}:{ms:.2f}"
+                    for b, ms in zip(curve.batch_sizes, curve.compute_ms, strict=True)
+                )
                 + f"; overhead {curve.overhead_ms:.2f} ms; jitter {curve.compute_jitter:.2f}; "
                 f"two instances slow each other x{slowdown:.2f}"
             )
