@@ -7,6 +7,7 @@ import streamlit as st
 
 from backend.errors import UserError
 from backend.reporting import frames, servingcharts
+from backend.serving.export import parse_config, perf_analyzer_command
 from backend.serving.view import ServeView, serve_view
 from pages.components.live import refresh_every
 from pages.components.url_state import bound_number, bound_selectbox
@@ -120,11 +121,27 @@ def recommendation() -> None:
             )
     st.subheader("Evidence")
     st.dataframe(_evidence_table(view), hide_index=True)
+    if rec.best is not None:
+        st.caption("Reproduce the quoted point against your own Triton server:")
+        st.code(perf_analyzer_command(f"model_{job_id}", rec.best.point.spec), language="bash")
     st.caption(
         "Predicted by a simulation of Triton's dynamic batcher fed by the sweep's latency per "
-        "batch size; measure the chosen configuration with `python -m backend.cli serve export` "
-        "and the perf_analyzer line it writes."
+        "batch size; `optiboard serve export` writes the model repository for a configuration."
     )
 
 
 recommendation()
+
+with st.expander("Check a config.pbtxt"):
+    pasted = st.text_area("Paste a config.pbtxt", key="pasted_config", height=160)
+    if st.button("Check with Triton's model_config", key="check_config") and pasted.strip():
+        try:
+            parsed = parse_config(pasted)
+        except UserError as exc:
+            show_error(exc)
+        else:
+            st.success(
+                f"Parses as Triton's ModelConfig: max_batch_size {parsed.max_batch_size}, "
+                f"{len(parsed.instance_group)} instance group(s).",
+                icon="✅",
+            )

@@ -33,3 +33,19 @@ def test_serve_recommends_from_a_measured_sweep_and_keeps_its_settings_in_the_ur
     assert not at.exception
     assert at.query_params["slo"] == "0.01"
     assert "none meets the p99 bound of 0.01 ms; the closest is" in at.warning[0].value
+
+
+def test_a_pasted_config_with_slash_comments_gets_one_sentence(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path, "mlp")
+    job, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(1, 4))
+    at = open_page("serve", job=job.id)
+    at.text_area(key="pasted_config").input("// from a blog\nmax_batch_size: 8\n")
+    at.button(key="check_config").click().run()
+    assert not at.exception
+    errors = [e.value.replace("\\", "") for e in at.error]  # shown as escaped plain text
+    assert any("does not parse at line 1, column 1" in e and "no // comments" in e for e in errors)
+    at.text_area(key="pasted_config").input("max_batch_size: 8\ndynamic_batching { }\n")
+    at.button(key="check_config").click().run()
+    assert "Parses as Triton's ModelConfig: max_batch_size 8" in texts(at)
