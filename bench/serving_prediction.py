@@ -5,7 +5,9 @@ For each model (a tiny MLP, a small CNN, a transformer block, all from tests/mod
 2. measure how two instances on this CPU slow each other (no batching, two in flight, Triton's
    own compute time per execution against the one-instance curve): the simulation's
    instance_slowdown;
-3. for several policies and loads, measure LoadPoints on the real server and predict the same
+3. calibrate the serial per-request cost on one saturated point of a policy that is not
+   evaluated (no batching, one instance, 8 in flight): simulate.calibrate;
+4. for several policies and loads, measure LoadPoints on the real server and predict the same
    points with the simulation; print throughput and p99 of both and the error.
 Goal: within 10% on throughput and 20% on p99; every point outside is listed at the end.
 Also prints how long ranking 300 policies takes. Takes a few minutes; run it once.
@@ -27,7 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from backend.serving.ranking import policy_grid, rank_policies  # noqa: E402
-from backend.serving.simulate import simulate  # noqa: E402
+from backend.serving.simulate import calibrate, simulate  # noqa: E402
 from backend.serving.types import (  # noqa: E402
     BatchingPolicy,
     LatencyCurve,
@@ -51,23 +53,38 @@ POLICIES = [
 ]
 
 
-def _slowdown(path: Path, curve: LatencyCurve, dims: dict, duration: float) -> float:
-    """Compute time per execution with two instances busy at once, over one instance's."""
+def _fit(path: Path, curve: LatencyCurve, dims: dict, duration: float) -> LatencyCurve:
+    """The curve with two instances' slowdown and the serial per-request cost, both measured
+    on points that are not in the comparison."""
     from backend.serving.loadgen import serve_and_measure
 
-    policy = BatchingPolicy(max_batch_size=16, dynamic_batching=False, instance_count=2)
+    quick = MEASURE_PRESETS["quick"]
+    two = BatchingPolicy(max_batch_size=16, dynamic_batching=False, instance_count=2)
     spec = LoadSpec(Scenario.CONCURRENCY, concurrency=2, duration_s=duration)
-    (point,) = serve_and_measure(path, policy, [spec], measure=MEASURE_PRESETS["quick"], dims=dims)
-    return max(1.0, point.compute_ms / curve.compute_ms_at(1))
+    (point,) = serve_and_measure(path, two, [spec], measure=quick, dims=dims)
+    slowdown = max(1.0, point.compute_ms / curve.compute_ms_at(1))
+    one = BatchingPolicy(max_batch_size=16, dynamic_batching=False)
+    spec = LoadSpec(Scenario.CONCURRENCY, concurrency=8, duration_s=duration)
+    (saturated,) = serve_and_measure(path, one, [spec], measure=quick, dims=dims)
+    return calibrate(replace(curve, instance_slowdown=(1.0, slowdown)), saturated)
 
 
-def _loads(curve: LatencyCurve, policy: BatchingPolicy, duration: float) -> list[LoadSpec]:
-    """Closed loop at 8 in flight, and Poisson arrivals at half the predicted capacity."""
-    capacity = simulate(curve, LoadSpec(Scenario.OFFLINE, requests=2000), policy).achieved_rps
-    return [
-        LoadSpec(Scenario.CONCURRENCY, concurrency=8, duration_s=duration),
-        LoadSpec(Scenario.SERVER, target_rps=round(capacity * 0.5, 1), duration_s=duration, seed=7),
-    ]
+def _measure_policy(
+    path: Path, policy: BatchingPolicy, dims: dict, duration: float
+) -> list[LoadPoint]:
+    """Closed loops at 1 and 8 in flight, then Poisson arrivals at half the rate measured at 8.
+
+    The Server rate comes from the measurement, not the prediction, so the client is never asked
+    for a rate it cannot generate.
+    """
+    from backend.serving.loadgen import serve_and_measure
+
+    quick = MEASURE_PRESETS["quick"]
+    closed = [LoadSpec(Scenario.CONCURRENCY, concurrency=n, duration_s=duration) for n in (1, 8)]
+    points = serve_and_measure(path, policy, closed, measure=quick, dims=dims)
+    rate = round(points[-1].achieved_rps * 0.5, 1)
+    server = LoadSpec(Scenario.SERVER, target_rps=rate, duration_s=duration, seed=7)
+    return points + serve_and_measure(path, policy, [server], measure=quick, dims=dims)
 
 
 def _row(model: str, measured: LoadPoint, predicted: LoadPoint) -> tuple[str, float, float]:
@@ -92,9 +109,11 @@ def _row(model: str, measured: LoadPoint, predicted: LoadPoint) -> tuple[str, fl
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=4.0, help="seconds per load point")
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help="comma list of " + ", ".join(MODELS)
+    )
     args = parser.parse_args()
     from backend.serving.curve import measure_model_curve  # the real server's side
-    from backend.serving.loadgen import serve_and_measure
 
     curve_for_ranking = LatencyCurve((1, 4, 16), (1.0, 1.6, 4.0), 0.3, 0.05, (1.0, 1.8))
     started = time.perf_counter()
@@ -111,11 +130,11 @@ def main() -> int:
     misses: list[str] = []
     errors: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory() as folder:
-        for name, (build, dims) in MODELS.items():
+        for name in args.models.split(","):
+            build, dims = MODELS[name]
             path = models.save(build(), Path(folder) / f"{name}.onnx")
             curve = measure_model_curve(path, (1, 2, 4, 8, 16), requests_per_size=20, dims=dims)
-            slowdown = _slowdown(path, curve, dims, args.duration)
-            curve = replace(curve, instance_slowdown=(1.0, slowdown))
+            curve = _fit(path, curve, dims, args.duration)
             print(
                 f"{name}: compute ms per batch "
                 + ", ".join(
@@ -123,15 +142,12 @@ def main() -> int:
                     for b, ms in zip(curve.batch_sizes, curve.compute_ms, strict=True)
                 )
                 + f"; overhead {curve.overhead_ms:.2f} ms; jitter {curve.compute_jitter:.2f}; "
-                f"two instances slow each other x{slowdown:.2f}"
+                f"two instances slow each other x{curve.instance_slowdown[1]:.2f}; "
+                f"serial cost {curve.request_cost_ms:.2f} ms per request"
             )
             print(header)
             for policy in POLICIES:
-                specs = _loads(curve, policy, args.duration)
-                measured = serve_and_measure(
-                    path, policy, specs, measure=MEASURE_PRESETS["quick"], dims=dims
-                )
-                for point in measured:
+                for point in _measure_policy(path, policy, dims, args.duration):
                     predicted = simulate(curve, point.spec, point.policy)
                     label, rate_error, p99_error = _row(name, point, predicted)
                     errors.append((abs(rate_error), abs(p99_error)))

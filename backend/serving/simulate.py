@@ -15,6 +15,9 @@ Modelling choices, stated because they decide the error against a real server:
   takes compute(b) * curve.slowdown_at(k), fixed at its start (no processor sharing afterwards).
 - The per-request overhead (client, network, (de)serialisation) is paid before the request joins
   the queue; it adds to end-to-end latency and, in closed loops, to the time between requests.
+  The serial per-request cost (curve.request_cost_ms) is the part of that way that runs one
+  request at a time on the host's CPU (client, HTTP frontend, backend hop): it caps throughput
+  at 1000 / request_cost_ms; `calibrate` finds it from one measured saturated point.
 - preserve_ordering holds a response back until all earlier ones are out (stats only; closed-loop
   clients are released at their own completion).
 - The first tenth of the requests is warm-up and left out of the statistics.
@@ -25,7 +28,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -130,14 +133,29 @@ def _request_count(load: LoadSpec, requests: int | None) -> int:
     return SIMULATED_REQUESTS
 
 
-def _open_arrivals(load: LoadSpec, count: int, overhead_ms: float) -> list[float]:
-    """Queue-arrival times of an open loop: Poisson at the target rate (seeded), or all at once."""
+def _open_sends(load: LoadSpec, count: int) -> list[float]:
+    """Send times of an open loop: Poisson at the target rate (seeded), or all at once."""
     if load.scenario is Scenario.OFFLINE:
-        return [overhead_ms] * count
+        return [0.0] * count
     rng = np.random.default_rng(load.seed)
     gaps = rng.exponential(1000.0 / float(load.target_rps or 1.0), count)
     gaps[0] = 0.0
-    return (np.cumsum(gaps) + overhead_ms).tolist()
+    return np.cumsum(gaps).tolist()
+
+
+class _Front:
+    """The way from a client to the batcher's queue: overhead (pure delay), then the serial
+    per-request cost (one request at a time, first come first served)."""
+
+    def __init__(self, curve: LatencyCurve) -> None:
+        self.overhead, self.cost, self.free = curve.overhead_ms, curve.request_cost_ms, 0.0
+
+    def arrive(self, sent: float) -> float:
+        at = sent + self.overhead
+        if self.cost:
+            at = max(at, self.free) + self.cost
+            self.free = at
+        return at
 
 
 def _run_open(batcher: _Batcher, machine: _Machine, arrivals: list[float], instances: int) -> list:
@@ -188,17 +206,18 @@ def _run_open(batcher: _Batcher, machine: _Machine, arrivals: list[float], insta
 
 
 def _run_closed(
-    batcher: _Batcher, machine: _Machine, clients: int, count: int, instances: int, overhead: float
-) -> tuple[list[float], list]:
+    batcher: _Batcher, machine: _Machine, clients: int, count: int, instances: int, front: _Front
+) -> tuple[list[float], list[float], list]:
     """Closed loop (Concurrency, SingleStream): a client sends again when its answer is back.
 
     Future arrivals are all known (the answers of batches already running), kept in a heap.
     """
     delay = batcher.delay_ms
     compute, slowdown, jitter = machine.compute, machine.slowdown, machine.jitter
-    incoming = [overhead] * min(clients, count)
+    incoming = [(front.arrive(0.0), 0.0) for _ in range(min(clients, count))]  # (arrival, sent)
     issued = len(incoming)
     arrived: list[float] = []
+    sent: list[float] = []
     batches: list[tuple[float, float, int]] = []
     free, running = [0.0] * instances, []
     head, now = 0, 0.0
@@ -206,15 +225,19 @@ def _run_closed(
     while head < count:
         now = max(now, pop(free))
         if head == len(arrived):
-            now = max(now, incoming[0])
-        while incoming and incoming[0] <= now:
-            arrived.append(pop(incoming))
+            now = max(now, incoming[0][0])
+        while incoming and incoming[0][0] <= now:
+            arrival, sent_at = pop(incoming)
+            arrived.append(arrival)
+            sent.append(sent_at)
         take = batcher.decide(len(arrived) - head, now, arrived[head])
         while not take:  # wait for the next arrival or for the oldest request's delay
             deadline = arrived[head] + delay
-            now = incoming[0] if incoming and incoming[0] < deadline else deadline
-            while incoming and incoming[0] <= now:
-                arrived.append(pop(incoming))
+            now = incoming[0][0] if incoming and incoming[0][0] < deadline else deadline
+            while incoming and incoming[0][0] <= now:
+                arrival, sent_at = pop(incoming)
+                arrived.append(arrival)
+                sent.append(sent_at)
             take = batcher.decide(len(arrived) - head, now, arrived[head])
         while running and running[0] <= now:
             pop(running)
@@ -225,9 +248,9 @@ def _run_closed(
         push(free, done)
         push(running, done)
         for _ in range(min(take, count - issued)):
-            push(incoming, done + overhead)
+            push(incoming, (front.arrive(done), done))
             issued += 1
-    return arrived[:count], batches
+    return arrived[:count], sent[:count], batches
 
 
 def _run(curve: LatencyCurve, load: LoadSpec, policy: BatchingPolicy, count: int) -> _Trace:
@@ -235,24 +258,26 @@ def _run(curve: LatencyCurve, load: LoadSpec, policy: BatchingPolicy, count: int
     machine = _Machine.of(curve, batcher, load, policy.instance_count, count)
     if load.scenario in (Scenario.CONCURRENCY, Scenario.SINGLE_STREAM):
         clients = 1 if load.scenario is Scenario.SINGLE_STREAM else load.concurrency
-        arrived, batches = _run_closed(
-            batcher, machine, clients, count, policy.instance_count, curve.overhead_ms
+        arrived, sent, batches = _run_closed(
+            batcher, machine, clients, count, policy.instance_count, _Front(curve)
         )
     else:
-        arrived = _open_arrivals(load, count, curve.overhead_ms)
+        sent = _open_sends(load, count)
+        front = _Front(curve)
+        arrived = [front.arrive(t) for t in sent]
         batches = _run_open(batcher, machine, arrived, policy.instance_count)
-    return _trace(arrived, batches, curve.overhead_ms)
+    return _trace(arrived, sent, batches)
 
 
 def _trace(
-    arrived: list[float], batches: list[tuple[float, float, int]], overhead: float
+    arrived: list[float], sent: list[float], batches: list[tuple[float, float, int]]
 ) -> _Trace:
     starts, ends, sizes = (np.asarray(column) for column in zip(*batches, strict=True))
     sizes = sizes.astype(np.int64)
     arrival = np.asarray(arrived)
     return _Trace(
         arrival_ms=arrival,
-        sent_ms=arrival - overhead,
+        sent_ms=np.asarray(sent),
         dispatch_ms=np.repeat(starts, sizes)[: arrival.size],
         done_ms=np.repeat(ends, sizes)[: arrival.size],
         batch_requests=sizes,
@@ -283,7 +308,7 @@ def replay(
     batcher = _Batcher.of(policy, samples_per_request)
     machine = _Machine.of(curve, batcher, load, policy.instance_count, len(arrivals))
     batches = _run_open(batcher, machine, arrivals, policy.instance_count)
-    trace = _trace(arrivals, batches, 0.0)
+    trace = _trace(arrivals, arrivals, batches)
     return BatchLog(
         batch_sizes=tuple(size * samples_per_request for _, _, size in batches),
         batch_start_ms=tuple(start for start, _, _ in batches),
@@ -342,3 +367,24 @@ def simulate(
         stability_note=note,
         predicted=True,
     )
+
+
+def calibrate(curve: LatencyCurve, measured: LoadPoint, steps: int = 14) -> LatencyCurve:
+    """The curve with the serial per-request cost that reproduces one measured saturated point.
+
+    A latency curve measured one request at a time cannot see what runs serially per request
+    (client, frontend, backend hop) and caps throughput under load; one loaded point shows it.
+    The cost is bisected until the simulated throughput matches; the same time leaves the pure
+    delay (overhead_ms), since at one request in flight it was counted there.
+    """
+    low, high = 0.0, 1000.0 / max(measured.achieved_rps, 1e-9)
+    for _ in range(steps):
+        cost = (low + high) / 2
+        trial = replace(curve, request_cost_ms=cost, overhead_ms=max(0.0, curve.overhead_ms - cost))
+        rate = simulate(trial, measured.spec, measured.policy, requests=RANKING_REQUESTS)
+        if rate.achieved_rps > measured.achieved_rps:
+            low = cost
+        else:
+            high = cost
+    cost = (low + high) / 2
+    return replace(curve, request_cost_ms=cost, overhead_ms=max(0.0, curve.overhead_ms - cost))

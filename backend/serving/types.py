@@ -102,6 +102,9 @@ class LatencyCurve:
     # one CPU share its cores; empty means independent hardware (no slowdown). Past the last
     # measured k the last step's growth continues linearly.
     instance_slowdown: tuple[float, ...] = ()
+    # Per request, host CPU time that runs one request at a time outside compute (client, HTTP
+    # frontend, backend hop): caps throughput at 1000 / request_cost_ms. 0: not a bottleneck.
+    request_cost_ms: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or len(self.batch_sizes) != len(self.compute_ms):

@@ -6,7 +6,7 @@ import pytest
 
 from backend.errors import UserError
 from backend.serving.ranking import policy_grid, rank_policies
-from backend.serving.simulate import replay, simulate
+from backend.serving.simulate import calibrate, replay, simulate
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
 
 LINEAR = LatencyCurve((1, 32), (2.0, 17.5))  # 1.5 + 0.5 * b ms, no jitter, no overhead
@@ -103,3 +103,15 @@ def test_ranking_three_hundred_policies_puts_those_meeting_the_bound_first_by_ra
     assert all(r.p99_ms <= 6.0 for r in ranked if r.meets_slo)
     no_batching = next(r for r in ranked if r.policy == grid[0])
     assert not no_batching.meets_slo  # 900/s on one 1 ms instance: the queue grows
+
+
+def test_a_serial_per_request_cost_caps_throughput_and_calibration_recovers_it() -> None:
+    capped = LatencyCurve((1, 8), (1.0, 1.0), overhead_ms=0.3, request_cost_ms=2.0)
+    offline = simulate(capped, LoadSpec(Scenario.OFFLINE, requests=400), BatchingPolicy(8))
+    assert offline.achieved_rps == pytest.approx(500.0, rel=0.01)  # one request per 2 ms
+    load = LoadSpec(Scenario.CONCURRENCY, concurrency=8)
+    measured = simulate(capped, load, BatchingPolicy(8, dynamic_batching=False))
+    unaware = LatencyCurve((1, 8), (1.0, 1.0), overhead_ms=2.3)  # what one-at-a-time sees
+    found = calibrate(unaware, measured)
+    assert found.request_cost_ms == pytest.approx(2.0, rel=0.05)
+    assert found.overhead_ms == pytest.approx(0.3, abs=0.1)
