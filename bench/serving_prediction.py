@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from backend.serving.calibrate import calibrate  # noqa: E402
 from backend.serving.ranking import policy_grid, rank_policies  # noqa: E402
-from backend.serving.simulate import calibrate, simulate  # noqa: E402
+from backend.serving.simulate import simulate  # noqa: E402
 from backend.serving.types import (  # noqa: E402
     BatchingPolicy,
     LatencyCurve,

@@ -17,7 +17,7 @@ Modelling choices, stated because they decide the error against a real server:
   the queue; it adds to end-to-end latency and, in closed loops, to the time between requests.
   The serial per-request cost (curve.request_cost_ms) is the part of that way that runs one
   request at a time on the host's CPU (client, HTTP frontend, backend hop): it caps throughput
-  at 1000 / request_cost_ms; `calibrate` finds it from one measured saturated point.
+  at 1000 / request_cost_ms; serving.calibrate finds it from one measured saturated point.
 - preserve_ordering holds a response back until all earlier ones are out (stats only; closed-loop
   clients are released at their own completion).
 - The first tenth of the requests is warm-up and left out of the statistics.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -144,14 +144,24 @@ def _open_sends(load: LoadSpec, count: int) -> list[float]:
 
 
 class _Front:
-    """The way from a client to the batcher's queue: overhead (pure delay), then the serial
-    per-request cost (one request at a time, first come first served)."""
+    """The way from a client to the batcher's queue: overhead (a delay, lognormal around its mean
+    when the curve has overhead_jitter), then the serial per-request cost (one request at a time,
+    first come first served)."""
 
-    def __init__(self, curve: LatencyCurve) -> None:
-        self.overhead, self.cost, self.free = curve.overhead_ms, curve.request_cost_ms, 0.0
+    def __init__(self, curve: LatencyCurve, count: int, seed: int) -> None:
+        self.cost, self.free, self.drawn = curve.request_cost_ms, 0.0, 0
+        cv = curve.overhead_jitter
+        if cv > 0 and curve.overhead_ms > 0:
+            sigma = math.sqrt(math.log1p(cv * cv))
+            rng = np.random.default_rng(seed + 2)
+            draws = rng.lognormal(-sigma * sigma / 2, sigma, count) * curve.overhead_ms
+            self.overheads = draws.tolist()
+        else:
+            self.overheads = [curve.overhead_ms] * count
 
     def arrive(self, sent: float) -> float:
-        at = sent + self.overhead
+        at = sent + self.overheads[self.drawn % len(self.overheads)]
+        self.drawn += 1
         if self.cost:
             at = max(at, self.free) + self.cost
             self.free = at
@@ -259,11 +269,11 @@ def _run(curve: LatencyCurve, load: LoadSpec, policy: BatchingPolicy, count: int
     if load.scenario in (Scenario.CONCURRENCY, Scenario.SINGLE_STREAM):
         clients = 1 if load.scenario is Scenario.SINGLE_STREAM else load.concurrency
         arrived, sent, batches = _run_closed(
-            batcher, machine, clients, count, policy.instance_count, _Front(curve)
+            batcher, machine, clients, count, policy.instance_count, _Front(curve, count, load.seed)
         )
     else:
         sent = _open_sends(load, count)
-        front = _Front(curve)
+        front = _Front(curve, count, load.seed)
         arrived = [front.arrive(t) for t in sent]
         batches = _run_open(batcher, machine, arrived, policy.instance_count)
     return _trace(arrived, sent, batches)
@@ -367,24 +377,3 @@ def simulate(
         stability_note=note,
         predicted=True,
     )
-
-
-def calibrate(curve: LatencyCurve, measured: LoadPoint, steps: int = 14) -> LatencyCurve:
-    """The curve with the serial per-request cost that reproduces one measured saturated point.
-
-    A latency curve measured one request at a time cannot see what runs serially per request
-    (client, frontend, backend hop) and caps throughput under load; one loaded point shows it.
-    The cost is bisected until the simulated throughput matches; the same time leaves the pure
-    delay (overhead_ms), since at one request in flight it was counted there.
-    """
-    low, high = 0.0, 1000.0 / max(measured.achieved_rps, 1e-9)
-    for _ in range(steps):
-        cost = (low + high) / 2
-        trial = replace(curve, request_cost_ms=cost, overhead_ms=max(0.0, curve.overhead_ms - cost))
-        rate = simulate(trial, measured.spec, measured.policy, requests=RANKING_REQUESTS)
-        if rate.achieved_rps > measured.achieved_rps:
-            low = cost
-        else:
-            high = cost
-    cost = (low + high) / 2
-    return replace(curve, request_cost_ms=cost, overhead_ms=max(0.0, curve.overhead_ms - cost))

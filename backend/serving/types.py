@@ -105,6 +105,9 @@ class LatencyCurve:
     # Per request, host CPU time that runs one request at a time outside compute (client, HTTP
     # frontend, backend hop): caps throughput at 1000 / request_cost_ms. 0: not a bottleneck.
     request_cost_ms: float = 0.0
+    # Coefficient of variation of the overhead (lognormal, mean overhead_ms): the host's
+    # scheduling noise that a shared CPU adds to every request's way in and out.
+    overhead_jitter: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or len(self.batch_sizes) != len(self.compute_ms):

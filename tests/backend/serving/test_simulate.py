@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from backend.errors import UserError
+from backend.serving.calibrate import calibrate
 from backend.serving.ranking import policy_grid, rank_policies
-from backend.serving.simulate import calibrate, replay, simulate
+from backend.serving.simulate import replay, simulate
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
 
 LINEAR = LatencyCurve((1, 32), (2.0, 17.5))  # 1.5 + 0.5 * b ms, no jitter, no overhead
