@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from backend.errors import UserError
 from backend.serving.ranking import policy_grid
@@ -31,6 +32,7 @@ class Variant:
     precision: str
     provider: str
     curve: LatencyCurve
+    model_path: str = ""  # the ONNX file a real server would load (needed to confirm)
 
     @property
     def label(self) -> str:
@@ -62,6 +64,21 @@ class Trial:
 
 
 Confirm = Callable[[Trial], LoadPoint]
+
+
+def triton_confirm(dims: dict[str, int] | None = None) -> Confirm:
+    """A `confirm` that measures the trial on the real Triton server (serving.loadgen)."""
+
+    def measure(trial: Trial) -> LoadPoint:
+        from backend.serving.loadgen import serve_and_measure  # the server side, when installed
+
+        path = trial.candidate.variant.model_path
+        if not path:
+            raise UserError("This variant has no model file to serve; confirm needs one.")
+        (point,) = serve_and_measure(Path(path), trial.candidate.policy, [trial.load], dims=dims)
+        return point
+
+    return measure
 
 
 @dataclass(frozen=True)
