@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.reporting import charts, frames
+from backend.reporting import charts, exports, frames
 from backend.reporting.side_by_side import runtimes_side_by_side
 from backend.results import ResultStatus
 from pages.access import link_scope, signed_link_control
@@ -233,11 +233,11 @@ def comparison() -> None:
 
     downloads = st.columns(3)
     downloads[0].download_button(
-        "CSV", frames.export_csv(view), "optiboard-results.csv", "text/csv", icon="⬇️"
+        "CSV", exports.export_csv(view), "optiboard-results.csv", "text/csv", icon="⬇️"
     )
     downloads[1].download_button(
         "JSON",
-        frames.export_json(view),
+        exports.export_json(view),
         "optiboard-results.json",
         "application/json",
         icon="⬇️",
@@ -246,7 +246,7 @@ def comparison() -> None:
     def report() -> str:
         every = _figures(view, list(CHARTS), _samples(tuple(measured["result_id"])), loss_label)
         title = "Optiboard comparison: " + ", ".join(f"job {j}" for j in sorted(job_ids))
-        return frames.html_report(title, view, [f for _, f in every], baseline)
+        return exports.html_report(title, view, [f for _, f in every], baseline)
 
     downloads[2].download_button(
         "HTML report", report, "optiboard-report.html", "text/html", icon="📄"

@@ -293,26 +293,14 @@ def pareto_mask(speedup: np.ndarray, loss: np.ndarray) -> np.ndarray:
     return mask
 
 
-# Re-exported so that callers of frames.export_* keep working; the code lives in exports.py.
-from backend.reporting.exports import (  # noqa: E402
-    REPORT_COLUMNS,
-    export_csv,
-    export_json,
-    html_report,
-)
-
 __all__ = [
     "COLUMNS",
     "LOSS_METRICS",
     "METRICS",
-    "REPORT_COLUMNS",
     "Metric",
     "add_accuracy_loss",
     "add_speedups",
     "comparable_jobs",
-    "export_csv",
-    "export_json",
-    "html_report",
     "pareto_mask",
     "results_frame",
     "samples_for",

@@ -11,7 +11,7 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import _calculate_file_id as file_id
 from streamlit.testing.v1 import AppTest
 
-from backend.reporting import frames
+from backend.reporting import exports, frames
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 from tests.pages.seed import (
     add_model,
@@ -104,8 +104,8 @@ def test_downloads_hold_the_compared_configurations(data_dir: Path, mlp_path: Pa
     baseline = at.selectbox(key="url_baseline").value
     every = _compared(job.id, baseline)
     assert len(every) == 4 and every["speedup"].notna().all()
-    csv = frames.export_csv(every)
-    json_data = frames.export_json(every)
+    csv = exports.export_csv(every)
+    json_data = exports.export_json(every)
     assert _offered(at, "CSV").endswith(file_id(csv, "text/csv", "optiboard-results.csv") + ".csv")
     assert _offered(at, "JSON").endswith(
         file_id(json_data, "application/json", "optiboard-results.json") + ".json"
@@ -114,7 +114,7 @@ def test_downloads_hold_the_compared_configurations(data_dir: Path, mlp_path: Pa
     keep = [r.id for r in rows[:2]]
     at.toggle(key="url_all").set_value(False).run()
     at.multiselect(key="url_configs").set_value(keep).run()
-    picked = frames.export_csv(_compared(job.id, baseline, keep))
+    picked = exports.export_csv(_compared(job.id, baseline, keep))
     assert _offered(at, "CSV").endswith(
         file_id(picked, "text/csv", "optiboard-results.csv") + ".csv"
     )

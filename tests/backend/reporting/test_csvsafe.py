@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 from backend.compat import build_matrix
 from backend.compat import export as compat_export
-from backend.reporting import frames
+from backend.reporting import exports
 from backend.reporting.csvsafe import neutralise, safe_frame
 from tests import models
 
@@ -53,7 +53,7 @@ def test_export_csv_defuses_names_and_keeps_numeric_columns() -> None:
             "error": ["@SUM(A1)", None],
         }
     )
-    data = frames.export_csv(frame).decode()
+    data = exports.export_csv(frame).decode()
     rows = list(csv.reader(io.StringIO(data)))
     assert rows[1][0] == '\'=HYPERLINK("http://evil/")'
     assert rows[1][2] == "'@SUM(A1)"

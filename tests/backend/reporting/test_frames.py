@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.reporting import charts, frames
+from backend.reporting import charts, exports, frames
 from backend.specs import Precision
 from tests.pages.seed import add_model, finished_sweep
 
@@ -45,9 +45,9 @@ def test_exports_round_trip_and_report_is_self_contained(data_dir: Path, mlp_pat
     job, _ = finished_sweep(add_model(mlp_path).id, precisions=(Precision.FP32,), batch_sizes=(1,))
     frame = frames.results_frame(job_ids=[job.id])
     frame = frames.add_accuracy_loss(frames.add_speedups(frame, frame["series"][0]))
-    records = json.loads(frames.export_json(frame))
+    records = json.loads(exports.export_json(frame))
     assert [r["result_id"] for r in records] == frame["result_id"].tolist()
-    assert frames.export_csv(frame).decode().splitlines()[0].startswith("result_id,")
-    html = frames.html_report("t", frame, [charts.latency_vs_batch(frame)], None)
+    assert exports.export_csv(frame).decode().splitlines()[0].startswith("result_id,")
+    html = exports.html_report("t", frame, [charts.latency_vs_batch(frame)], None)
     assert "<script src=" not in html  # plotly.js is inlined, nothing is fetched
     assert "Plotly.newPlot" in html and len(html) > 1_000_000
