@@ -27,6 +27,7 @@ PAGES = [
     st.Page("pages/compatibility.py", title="Compatibility", url_path="compatibility", icon="🧩"),
     st.Page("pages/optimize.py", title="Optimize", url_path="optimize", icon="🛠️"),
     st.Page("pages/jobs.py", title="Jobs", url_path="jobs", icon="⏱️"),
+    st.Page("pages/serve.py", title="Serve", url_path="serve", icon="🚀"),
     st.Page("pages/compare.py", title="Compare", url_path="compare", icon="📊"),
 ]
 USERS = st.Page("pages/users.py", title="Users", url_path="users", icon="👤")

@@ -16,6 +16,7 @@ from backend.models import library
 from backend.queue import jobs
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
+from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
 from backend.specs import (
     MEASURE_PRESETS,
@@ -375,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("worker_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_worker)
     register_users(sub)
-    register_serving(sub)
+    register_advice(register_serving(sub))
     return parser
 
 

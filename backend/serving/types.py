@@ -98,12 +98,34 @@ class LatencyCurve:
     compute_ms: tuple[float, ...]  # median compute time of one batch of that size
     overhead_ms: float = 0.0  # per request outside compute (network, (de)serialisation)
     compute_jitter: float = 0.0  # coefficient of variation of compute time, from the samples
+    # Compute-time multiplier when k executions run at once (index k-1; 1.0 for k=1). Instances on
+    # one CPU share its cores; empty means independent hardware (no slowdown). Past the last
+    # measured k the last step's growth continues linearly.
+    instance_slowdown: tuple[float, ...] = ()
+    # Per request, host CPU time that runs one request at a time outside compute (client, HTTP
+    # frontend, backend hop): caps throughput at 1000 / request_cost_ms. 0: not a bottleneck.
+    request_cost_ms: float = 0.0
+    # Coefficient of variation of the overhead (lognormal, mean overhead_ms): the host's
+    # scheduling noise that a shared CPU adds to every request's way in and out.
+    overhead_jitter: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or len(self.batch_sizes) != len(self.compute_ms):
             raise UserError("A latency curve needs one compute time per measured batch size.")
         if list(self.batch_sizes) != sorted(set(self.batch_sizes)):
             raise UserError("A latency curve's batch sizes must be distinct and ascending.")
+        if any(factor <= 0 for factor in self.instance_slowdown):
+            raise UserError("Instance slowdown factors must be positive; 1.0 means no slowdown.")
+
+    def slowdown_at(self, running: int) -> float:
+        """Compute-time multiplier with `running` executions at once (this one included)."""
+        factors = self.instance_slowdown
+        if running <= 1 or not factors:
+            return 1.0
+        if running <= len(factors):
+            return factors[running - 1]
+        step = factors[-1] - (factors[-2] if len(factors) > 1 else 1.0)
+        return factors[-1] + step * (running - len(factors))
 
     def compute_ms_at(self, batch: int) -> float:
         """Linear interpolation between measured sizes; linear extrapolation past the last one."""

@@ -128,3 +128,18 @@ def share_url() -> str:
     base = st.context.url or ""
     query = urlencode({k: st.query_params.get(k) for k in st.query_params.to_dict()})
     return f"{base}?{query}" if query else base
+
+
+def bound_number(
+    label: str, key: str, default: float, min_value: float, max_value: float, **kwargs: Any
+) -> float:
+    """A number input initialised from ?key= (when it is a number in range) and written back."""
+    try:
+        initial = float(url_value(key) or default)
+    except ValueError:
+        initial = default
+    if not min_value <= initial <= max_value:
+        initial = default
+    value = st.number_input(label, min_value, max_value, initial, key=f"url_{key}", **kwargs)
+    set_url(key, f"{value:g}")
+    return float(value)

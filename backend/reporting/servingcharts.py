@@ -1,0 +1,71 @@
+"""Plotly figures for serving: throughput vs p99 per configuration, queue/compute, batch sizes."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+from backend.serving.types import LoadPoint
+
+PALETTE = qualitative.Plotly
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    fig.update_layout(
+        title=title,
+        xaxis_title=x,
+        yaxis_title=y,
+        hovermode="closest",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+        template="plotly_white",
+    )
+    return fig
+
+
+def throughput_vs_p99(curves: dict[str, list[LoadPoint]], slo_p99_ms: float) -> go.Figure:
+    """One line per configuration (predicted dashed, measured solid) and the bound as a line."""
+    fig = go.Figure()
+    for index, (label, points) in enumerate(curves.items()):
+        color = PALETTE[index % len(PALETTE)]
+        for measured in (False, True):
+            chosen = [p for p in points if p.predicted != measured]
+            if not chosen:
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=[p.achieved_rps for p in chosen],
+                    y=[p.latency.p99 for p in chosen],
+                    mode="lines+markers",
+                    name=f"{label} ({'measured' if measured else 'predicted'})",
+                    line={"color": color, "dash": "solid" if measured else "dash"},
+                    hovertemplate="%{x:.0f} req/s, p99 %{y:.2f} ms<extra>%{fullData.name}</extra>",
+                )
+            )
+    fig.add_hline(
+        y=slo_p99_ms,
+        line={"color": "crimson", "dash": "dot"},
+        annotation_text=f"p99 bound {slo_p99_ms:g} ms",
+    )
+    return _layout(fig, "Throughput vs p99 latency", "requests per second", "p99 latency (ms)")
+
+
+def queue_compute_split(points: dict[str, LoadPoint]) -> go.Figure:
+    """Where a request's time goes at the quoted rate: waiting in the queue vs computing."""
+    labels = list(points)
+    fig = go.Figure(
+        [
+            go.Bar(name="queue", x=labels, y=[points[n].queue_ms for n in labels]),
+            go.Bar(name="compute", x=labels, y=[points[n].compute_ms for n in labels]),
+        ]
+    )
+    fig.update_layout(barmode="stack")
+    return _layout(fig, "Queue vs compute (mean per request)", "configuration", "milliseconds")
+
+
+def batch_histogram(point: LoadPoint, label: str) -> go.Figure:
+    """How many executions ran at each batch size the server formed."""
+    sizes = sorted(point.batch_histogram)
+    fig = go.Figure(go.Bar(x=[str(s) for s in sizes], y=[point.batch_histogram[s] for s in sizes]))
+    kind = "predicted" if point.predicted else "measured"
+    return _layout(fig, f"Batch sizes formed ({kind}): {label}", "batch size", "executions")

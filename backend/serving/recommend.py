@@ -1,0 +1,246 @@
+"""Recommendation under a p99 bound: predict every configuration, confirm the best few for real.
+
+A configuration is a variant (precision x provider, with its measured latency curve) and a
+batching policy. Each is scored by the highest Server (Poisson) rate at which its predicted p99
+stays within the bound; the best few are then measured through an injected `confirm` callable
+(the real Triton server), and the answer is phrased like Model Analyzer's summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.errors import UserError
+from backend.serving.ranking import policy_grid
+from backend.serving.simulate import RANKING_REQUESTS, simulate
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.specs import Precision
+
+BISECTION_STEPS = 7  # capacity / 128: finer than the run-to-run noise of a real server
+CONFIRM_TOP = 3
+# Confirmed below the predicted edge: at the exact edge a p99 flips on run-to-run noise, on the
+# real server as in a longer simulation.
+CONFIRM_HEADROOM = 0.9
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One optimized model variant and its measured latency-vs-batch curve."""
+
+    precision: str
+    provider: str
+    curve: LatencyCurve
+    model_path: str = ""  # the ONNX file a real server would load (needed to confirm)
+
+    @property
+    def label(self) -> str:
+        try:
+            precision = Precision(self.precision).label
+        except ValueError:
+            precision = self.precision
+        return f"{precision} on {self.provider.upper()}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration to serve: a variant and a batching policy."""
+
+    variant: Variant
+    policy: BatchingPolicy
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant.label}, {self.policy.label}"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What `confirm` is asked to measure: this candidate under this load."""
+
+    candidate: Candidate
+    load: LoadSpec
+
+
+Confirm = Callable[[Trial], LoadPoint]
+
+
+def triton_confirm(dims: dict[str, int] | None = None) -> Confirm:
+    """A `confirm` that measures the trial on the real Triton server (serving.loadgen)."""
+
+    def measure(trial: Trial) -> LoadPoint:
+        from backend.serving.loadgen import serve_and_measure  # the server side, when installed
+
+        path = trial.candidate.variant.model_path
+        if not path:
+            raise UserError("This variant has no model file to serve; confirm needs one.")
+        (point,) = serve_and_measure(Path(path), trial.candidate.policy, [trial.load], dims=dims)
+        return point
+
+    return measure
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A candidate's best rate under the bound, predicted and (for the best few) measured."""
+
+    candidate: Candidate
+    rate_rps: float  # highest predicted Server rate meeting the bound; 0 when none does
+    predicted: LoadPoint  # at rate_rps (or at the lightest probed rate when none meets)
+    measured: LoadPoint | None = None
+
+    @property
+    def point(self) -> LoadPoint:
+        """The measurement when there is one, else the prediction."""
+        return self.measured or self.predicted
+
+    def meets(self, slo_p99_ms: float, min_rps: float) -> bool:
+        point = self.point
+        return (
+            self.rate_rps > 0
+            and point.stable
+            and point.latency.p99 <= slo_p99_ms
+            and point.achieved_rps >= min_rps
+        )
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The answer, its sentence and the evidence behind it (best first)."""
+
+    slo_p99_ms: float
+    min_rps: float
+    best: Evidence | None
+    closest: Evidence | None  # when nothing meets the bound: the lowest p99 seen
+    default: Evidence | None  # no dynamic batching, one instance, on the best's variant
+    measurements: int
+    configurations: int
+    ranked: list[Evidence] = field(default_factory=list)
+    sentence: str = ""
+
+
+def default_policy(max_batch_size: int = 32) -> BatchingPolicy:
+    """Triton without a dynamic_batching block, one instance: what the gain is measured against."""
+    return BatchingPolicy(max_batch_size=max_batch_size, dynamic_batching=False)
+
+
+def _server(rate: float, seed: int) -> LoadSpec:
+    return LoadSpec(Scenario.SERVER, target_rps=max(rate, 1e-3), seed=seed)
+
+
+def best_rate(candidate: Candidate, slo_p99_ms: float, seed: int = 0) -> Evidence:
+    """Bisect the Server rate for the highest one whose predicted p99 meets the bound."""
+    curve, policy = candidate.variant.curve, candidate.policy
+    capacity = simulate(
+        curve, LoadSpec(Scenario.OFFLINE, seed=seed), policy, requests=RANKING_REQUESTS
+    ).achieved_rps
+    low, high = 0.0, capacity
+    light = simulate(curve, _server(capacity * 0.05, seed), policy, requests=RANKING_REQUESTS)
+    best: LoadPoint | None = None
+    if light.stable and light.latency.p99 <= slo_p99_ms:
+        low, best = capacity * 0.05, light
+        for _ in range(BISECTION_STEPS):
+            middle = (low + high) / 2
+            point = simulate(curve, _server(middle, seed), policy, requests=RANKING_REQUESTS)
+            if point.stable and point.latency.p99 <= slo_p99_ms:
+                low, best = middle, point
+            else:
+                high = middle
+    if best is None:
+        return Evidence(candidate, 0.0, light)
+    return Evidence(candidate, low, best)
+
+
+def _sentence(rec: Recommendation, default_label: str) -> str:
+    bound = f"the p99 bound of {rec.slo_p99_ms:g} ms"
+    if rec.min_rps:
+        bound += f" at {rec.min_rps:g} req/s or more"
+    lead = (
+        f"In {rec.measurements} measurements across {rec.configurations} configurations"
+        if rec.measurements
+        else f"In {rec.configurations} predicted configurations (none measured on the server yet)"
+    )
+    if rec.best is None:
+        closest = rec.closest
+        if closest is None:
+            return f"{lead}, none meets {bound}."
+        p = closest.point
+        return (
+            f"{lead}, none meets {bound}; the closest is {closest.candidate.label} "
+            f"with p99 {p.latency.p99:.1f} ms at {p.achieved_rps:.0f} req/s."
+        )
+    rate = rec.best.point.achieved_rps
+    versus = "the default does not meet it at any rate"
+    if rec.default is not None and rec.default.rate_rps > 0:
+        base = rec.default.point.achieved_rps
+        versus = f"{(rate / base - 1) * 100:.0f}% more than the default" if base else versus
+    return (
+        f"{lead}, {rec.best.candidate.label} meets {bound} at {rate:.0f} req/s, {versus} "
+        f"({default_label})."
+    )
+
+
+def _confirm(evidence: Evidence, confirm: Confirm, seed: int) -> Evidence:
+    """Measure a candidate at its predicted rate on the real server."""
+    rate = (evidence.rate_rps or evidence.predicted.spec.target_rps or 1.0) * CONFIRM_HEADROOM
+    load = LoadSpec(Scenario.SERVER, target_rps=rate, seed=seed)
+    measured = confirm(Trial(evidence.candidate, load))
+    return Evidence(evidence.candidate, evidence.rate_rps, evidence.predicted, measured)
+
+
+def recommend(
+    variants: list[Variant],
+    slo_p99_ms: float,
+    *,
+    min_rps: float = 0.0,
+    policies: list[BatchingPolicy] | None = None,
+    confirm: Confirm | None = None,
+    confirm_top: int = CONFIRM_TOP,
+    seed: int = 0,
+) -> Recommendation:
+    """Predict all variant x policy configurations, confirm the best few, phrase the answer."""
+    if slo_p99_ms <= 0:
+        raise UserError("The p99 bound must be a positive number of milliseconds.")
+    if not variants:
+        raise UserError("No measured variant to serve; run a sweep with several batch sizes first.")
+    policies = policies or recommendation_grid()
+    candidates = [Candidate(v, p) for v in variants for p in policies]
+    predicted = [best_rate(c, slo_p99_ms, seed) for c in candidates]
+    predicted.sort(key=lambda e: (-e.rate_rps, e.predicted.latency.p99))
+    top = [e for e in predicted if e.rate_rps >= max(min_rps, 1e-9)][:confirm_top]
+    measurements = 0
+    if confirm is not None:
+        top = [_confirm(e, confirm, seed) for e in top]
+        measurements = len(top)
+    top.sort(key=lambda e: (not e.meets(slo_p99_ms, min_rps), -e.point.achieved_rps))
+    best = top[0] if top and top[0].meets(slo_p99_ms, min_rps) else None
+    default = None
+    closest = None
+    if best is not None:
+        base = Candidate(
+            best.candidate.variant, default_policy(best.candidate.policy.max_batch_size)
+        )
+        default = best_rate(base, slo_p99_ms, seed)
+        if confirm is not None and default.rate_rps > 0:
+            default = _confirm(default, confirm, seed)
+            measurements += 1
+    else:
+        pool = top or predicted
+        closest = min(pool, key=lambda e: e.point.latency.p99)
+    ranked = top + [e for e in predicted if e.candidate not in {t.candidate for t in top}]
+    rec = Recommendation(
+        slo_p99_ms, min_rps, best, closest, default, measurements, len(candidates), ranked
+    )
+    label = "no dynamic batching, one instance"
+    return Recommendation(**{**rec.__dict__, "sentence": _sentence(rec, label)})
+
+
+def recommendation_grid() -> list[BatchingPolicy]:
+    """A compact grid for the recommendation: each policy costs a bisection of simulations."""
+    return policy_grid(
+        max_batch_sizes=(8, 16, 32),
+        delays_us=(0, 500, 2000),
+        instance_counts=(1, 2),
+        with_preferred=False,
+    )

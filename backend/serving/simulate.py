@@ -1,0 +1,379 @@
+"""A discrete-event simulation of Triton's dynamic batcher, fed by a measured latency curve.
+
+The batching rule follows Triton core's `DynamicBatchScheduler::GetDynamicBatch`: when an
+instance is free, the queue is walked oldest first; the largest preferred size reachable is sent
+at once; a batch that cannot grow (the next request would pass the largest preferred size, or
+max_batch_size) is sent at once; otherwise the batcher waits until the oldest request has waited
+max_queue_delay_microseconds (0: send what is there). Without preferred sizes Triton uses
+max_batch_size as the only preferred size (model_config_utils' normalisation). Without dynamic
+batching each request runs alone, first come first served, on the first free instance.
+
+Modelling choices, stated because they decide the error against a real server:
+- Triton grows a scheduled payload until an instance takes it; here a batch is formed when an
+  instance is free, which is the same batch.
+- Instances on one CPU share its cores: a batch started while k executions run (itself included)
+  takes compute(b) * curve.slowdown_at(k), fixed at its start (no processor sharing afterwards).
+- The per-request overhead (client, network, (de)serialisation) is paid before the request joins
+  the queue; it adds to end-to-end latency and, in closed loops, to the time between requests.
+  The serial per-request cost (curve.request_cost_ms) is the part of that way that runs one
+  request at a time on the host's CPU (client, HTTP frontend, backend hop): it caps throughput
+  at 1000 / request_cost_ms; serving.calibrate finds it from one measured saturated point.
+- preserve_ordering holds a response back until all earlier ones are out (stats only; closed-loop
+  clients are released at their own completion).
+- The first tenth of the requests is warm-up and left out of the statistics.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from backend.errors import UserError
+from backend.results import LatencyStats
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+
+SIMULATED_REQUESTS = 2000  # enough for a p99 from ~18 samples above it
+RANKING_REQUESTS = 500  # per policy when ranking hundreds of them
+WARMUP_FRACTION = 0.1
+_NEVER = math.inf
+
+
+@dataclass(frozen=True)
+class _Batcher:
+    """The batching rule as lookup tables over the queue length, in requests."""
+
+    max_requests: int  # max_batch_size in requests of `samples` each
+    take_now: tuple[int, ...]  # requests sent at once for queue length q (index); 0 = wait
+    trigger: tuple[int, ...]  # for a waiting queue of q: the length at which it is sent
+    delay_ms: float
+
+    @classmethod
+    def of(cls, policy: BatchingPolicy, samples: int) -> _Batcher:
+        if samples > policy.max_batch_size:
+            raise UserError(
+                f"Requests of {samples} samples exceed max_batch_size {policy.max_batch_size}; "
+                "raise the maximum batch size or send fewer samples per request."
+            )
+        most = policy.max_batch_size // samples
+        if not policy.dynamic_batching:
+            return cls(1, (0, 1, 1), (1, 1, 2), 0.0)
+        preferred = set(policy.preferred_batch_sizes) or {policy.max_batch_size}
+        max_preferred = max(preferred)
+        delay_ms = policy.max_queue_delay_us / 1000.0
+        take = [0]
+        for queued in range(1, most + 2):
+            reachable = min(queued, most)
+            hits = [k for k in range(1, reachable + 1) if k * samples in preferred]
+            best = max(hits) if hits else 0
+            if not best and queued * samples > max_preferred:
+                best = max(1, max_preferred // samples)
+            if best:
+                take.append(best)
+            elif queued > most or reachable * samples >= max_preferred or delay_ms == 0:
+                take.append(reachable)
+            else:
+                take.append(0)
+        trigger = [next(q for q in range(n, most + 2) if take[q]) for n in range(most + 2)]
+        return cls(most, tuple(take), tuple(trigger), delay_ms)
+
+    def decide(self, queued: int, now: float, oldest: float) -> int:
+        """Requests to send now (0: wait for more or for the oldest request's delay to pass)."""
+        if self.delay_ms and now >= oldest + self.delay_ms:  # the same sum as the deadline
+            return min(queued, self.max_requests)
+        return self.take_now[min(queued, self.max_requests + 1)]
+
+
+@dataclass(frozen=True)
+class _Trace:
+    """What happened to every request (arrival order) and every batch."""
+
+    arrival_ms: np.ndarray  # when each request joined the server's queue
+    sent_ms: np.ndarray  # when its client sent it
+    dispatch_ms: np.ndarray  # when its batch started computing
+    done_ms: np.ndarray  # when its batch finished
+    batch_requests: np.ndarray  # requests per batch
+
+
+@dataclass(frozen=True)
+class _Machine:
+    """The hardware side: compute per batch (in requests), contention, jitter draws."""
+
+    compute: list[float]  # index k: one batch of k requests
+    slowdown: list[float]  # index k: k executions at once
+    jitter: list[float]  # one multiplier per batch
+
+    @classmethod
+    def of(cls, curve: LatencyCurve, batcher: _Batcher, load: LoadSpec, instances: int, count: int):
+        samples = load.samples_per_request
+        compute = [0.0] + [
+            curve.compute_ms_at(k * samples) for k in range(1, batcher.max_requests + 1)
+        ]
+        slowdown = [1.0] + [curve.slowdown_at(k) for k in range(1, instances + 1)]
+        cv = curve.compute_jitter
+        if cv > 0:
+            sigma = math.sqrt(math.log1p(cv * cv))
+            rng = np.random.default_rng(load.seed + 1)
+            jitter = rng.lognormal(-sigma * sigma / 2, sigma, count).tolist()
+        else:
+            jitter = [1.0] * count
+        return cls(compute, slowdown, jitter)
+
+
+def _request_count(load: LoadSpec, requests: int | None) -> int:
+    if requests is not None:
+        return max(20, requests)
+    if load.scenario is Scenario.OFFLINE and load.requests:
+        return max(20, min(load.requests, SIMULATED_REQUESTS))
+    if load.scenario is Scenario.SERVER and load.target_rps:
+        return max(20, min(SIMULATED_REQUESTS, int(load.target_rps * load.duration_s)))
+    return SIMULATED_REQUESTS
+
+
+def _open_sends(load: LoadSpec, count: int) -> list[float]:
+    """Send times of an open loop: Poisson at the target rate (seeded), or all at once."""
+    if load.scenario is Scenario.OFFLINE:
+        return [0.0] * count
+    rng = np.random.default_rng(load.seed)
+    gaps = rng.exponential(1000.0 / float(load.target_rps or 1.0), count)
+    gaps[0] = 0.0
+    return np.cumsum(gaps).tolist()
+
+
+class _Front:
+    """The way from a client to the batcher's queue: overhead (a delay, lognormal around its mean
+    when the curve has overhead_jitter), then the serial per-request cost (one request at a time,
+    first come first served)."""
+
+    def __init__(self, curve: LatencyCurve, count: int, seed: int) -> None:
+        self.cost, self.free, self.drawn = curve.request_cost_ms, 0.0, 0
+        cv = curve.overhead_jitter
+        if cv > 0 and curve.overhead_ms > 0:
+            sigma = math.sqrt(math.log1p(cv * cv))
+            rng = np.random.default_rng(seed + 2)
+            draws = rng.lognormal(-sigma * sigma / 2, sigma, count) * curve.overhead_ms
+            self.overheads = draws.tolist()
+        else:
+            self.overheads = [curve.overhead_ms] * count
+
+    def arrive(self, sent: float) -> float:
+        at = sent + self.overheads[self.drawn % len(self.overheads)]
+        self.drawn += 1
+        if self.cost:
+            at = max(at, self.free) + self.cost
+            self.free = at
+        return at
+
+
+def _run_open(batcher: _Batcher, machine: _Machine, arrivals: list[float], instances: int) -> list:
+    """Open loop (Server, Offline): arrivals known up front, so one iteration per batch.
+
+    The queue is arrivals[head:tail]; a waiting batcher jumps straight to the arrival that
+    triggers a send, or to the oldest request's deadline, whichever comes first.
+    """
+    count, delay, most = len(arrivals), batcher.delay_ms, batcher.max_requests
+    take_now, trigger = batcher.take_now, batcher.trigger
+    compute, slowdown, jitter = machine.compute, machine.slowdown, machine.jitter
+    batches: list[tuple[float, float, int]] = []
+    free, running = [0.0] * instances, []
+    head = tail = 0
+    now = 0.0
+    pop, push = heapq.heappop, heapq.heappush
+    while head < count:
+        now = max(now, pop(free), arrivals[head])
+        tail = bisect.bisect_right(arrivals, now, tail)
+        oldest = arrivals[head]
+        if delay and now >= oldest + delay:
+            take = min(tail - head, most)
+        else:
+            take = take_now[min(tail - head, most + 1)]
+            if not take:
+                deadline = oldest + delay
+                due = head + trigger[tail - head] - 1
+                if due < count and arrivals[due] < deadline:
+                    now = arrivals[due]
+                    tail = bisect.bisect_right(arrivals, now, tail)
+                    take = take_now[min(tail - head, most + 1)]
+                else:
+                    now = deadline
+                    tail = bisect.bisect_right(arrivals, now, tail)
+                    take = min(tail - head, most)
+        busy = 1
+        if instances > 1:
+            while running and running[0] <= now:
+                pop(running)
+            busy = len(running) + 1
+        done = now + compute[take] * slowdown[busy] * jitter[len(batches)]
+        batches.append((now, done, take))
+        head += take
+        push(free, done)
+        if instances > 1:
+            push(running, done)
+    return batches
+
+
+def _run_closed(
+    batcher: _Batcher, machine: _Machine, clients: int, count: int, instances: int, front: _Front
+) -> tuple[list[float], list[float], list]:
+    """Closed loop (Concurrency, SingleStream): a client sends again when its answer is back.
+
+    Future arrivals are all known (the answers of batches already running), kept in a heap.
+    """
+    delay = batcher.delay_ms
+    compute, slowdown, jitter = machine.compute, machine.slowdown, machine.jitter
+    incoming = [(front.arrive(0.0), 0.0) for _ in range(min(clients, count))]  # (arrival, sent)
+    issued = len(incoming)
+    arrived: list[float] = []
+    sent: list[float] = []
+    batches: list[tuple[float, float, int]] = []
+    free, running = [0.0] * instances, []
+    head, now = 0, 0.0
+    pop, push = heapq.heappop, heapq.heappush
+    while head < count:
+        now = max(now, pop(free))
+        if head == len(arrived):
+            now = max(now, incoming[0][0])
+        while incoming and incoming[0][0] <= now:
+            arrival, sent_at = pop(incoming)
+            arrived.append(arrival)
+            sent.append(sent_at)
+        take = batcher.decide(len(arrived) - head, now, arrived[head])
+        while not take:  # wait for the next arrival or for the oldest request's delay
+            deadline = arrived[head] + delay
+            now = incoming[0][0] if incoming and incoming[0][0] < deadline else deadline
+            while incoming and incoming[0][0] <= now:
+                arrival, sent_at = pop(incoming)
+                arrived.append(arrival)
+                sent.append(sent_at)
+            take = batcher.decide(len(arrived) - head, now, arrived[head])
+        while running and running[0] <= now:
+            pop(running)
+        busy = min(len(running) + 1, instances)
+        done = now + compute[take] * slowdown[busy] * jitter[len(batches)]
+        batches.append((now, done, take))
+        head += take
+        push(free, done)
+        push(running, done)
+        for _ in range(min(take, count - issued)):
+            push(incoming, (front.arrive(done), done))
+            issued += 1
+    return arrived[:count], sent[:count], batches
+
+
+def _run(curve: LatencyCurve, load: LoadSpec, policy: BatchingPolicy, count: int) -> _Trace:
+    batcher = _Batcher.of(policy, load.samples_per_request)
+    machine = _Machine.of(curve, batcher, load, policy.instance_count, count)
+    if load.scenario in (Scenario.CONCURRENCY, Scenario.SINGLE_STREAM):
+        clients = 1 if load.scenario is Scenario.SINGLE_STREAM else load.concurrency
+        arrived, sent, batches = _run_closed(
+            batcher, machine, clients, count, policy.instance_count, _Front(curve, count, load.seed)
+        )
+    else:
+        sent = _open_sends(load, count)
+        front = _Front(curve, count, load.seed)
+        arrived = [front.arrive(t) for t in sent]
+        batches = _run_open(batcher, machine, arrived, policy.instance_count)
+    return _trace(arrived, sent, batches)
+
+
+def _trace(
+    arrived: list[float], sent: list[float], batches: list[tuple[float, float, int]]
+) -> _Trace:
+    starts, ends, sizes = (np.asarray(column) for column in zip(*batches, strict=True))
+    sizes = sizes.astype(np.int64)
+    arrival = np.asarray(arrived)
+    return _Trace(
+        arrival_ms=arrival,
+        sent_ms=np.asarray(sent),
+        dispatch_ms=np.repeat(starts, sizes)[: arrival.size],
+        done_ms=np.repeat(ends, sizes)[: arrival.size],
+        batch_requests=sizes,
+    )
+
+
+@dataclass(frozen=True)
+class BatchLog:
+    """The batches a replayed arrival schedule forms: what a test or a comparison checks."""
+
+    batch_sizes: tuple[int, ...]  # samples per execution, in order
+    batch_start_ms: tuple[float, ...]
+    batch_done_ms: tuple[float, ...]
+    queue_ms: tuple[float, ...]  # per request, arrival order
+
+
+def replay(
+    curve: LatencyCurve,
+    policy: BatchingPolicy,
+    arrivals_ms: list[float],
+    *,
+    samples_per_request: int = 1,
+    seed: int = 0,
+) -> BatchLog:
+    """Run the batcher on a given schedule of queue arrivals (e.g. one a load test recorded)."""
+    load = LoadSpec(Scenario.OFFLINE, samples_per_request=samples_per_request, seed=seed)
+    arrivals = sorted(float(a) for a in arrivals_ms)
+    batcher = _Batcher.of(policy, samples_per_request)
+    machine = _Machine.of(curve, batcher, load, policy.instance_count, len(arrivals))
+    batches = _run_open(batcher, machine, arrivals, policy.instance_count)
+    trace = _trace(arrivals, arrivals, batches)
+    return BatchLog(
+        batch_sizes=tuple(size * samples_per_request for _, _, size in batches),
+        batch_start_ms=tuple(start for start, _, _ in batches),
+        batch_done_ms=tuple(done for _, done, _ in batches),
+        queue_ms=tuple((trace.dispatch_ms - trace.arrival_ms).tolist()),
+    )
+
+
+def _stability(latency_ms: np.ndarray) -> tuple[bool, str]:
+    """A queue that keeps growing shows as latency rising from one half of the run to the next."""
+    half = latency_ms.size // 2
+    first, second = float(np.mean(latency_ms[:half])), float(np.mean(latency_ms[half:]))
+    if second > 1.5 * first and second - first > 1.0:
+        return False, (
+            f"predicted queue grows without bound (mean latency {first:.1f} -> {second:.1f} ms): "
+            "the offered rate exceeds what this policy serves"
+        )
+    return True, "predicted steady state"
+
+
+def simulate(
+    curve: LatencyCurve,
+    load: LoadSpec,
+    policy: BatchingPolicy,
+    *,
+    requests: int | None = None,
+) -> LoadPoint:
+    """Predict one load point: the same LoadPoint a measurement gives, with predicted=True."""
+    count = _request_count(load, requests)
+    trace = _run(curve, load, policy, count)
+    done = trace.done_ms
+    if policy.preserve_ordering:
+        done = np.maximum.accumulate(done)
+    skip = int(count * WARMUP_FRACTION)
+    latency = (done - trace.sent_ms)[skip:]
+    queue = (trace.dispatch_ms - trace.arrival_ms)[skip:]
+    compute = (trace.done_ms - trace.dispatch_ms)[skip:]
+    finished = np.sort(done)[skip:]  # responses per second over the measured window
+    span_ms = float(finished[-1] - finished[0])
+    achieved = (finished.size - 1) * 1000.0 / span_ms if span_ms > 0 else 0.0
+    sizes, counts = np.unique(trace.batch_requests * load.samples_per_request, return_counts=True)
+    if load.scenario is Scenario.OFFLINE:
+        stable, note = True, "offline: every request queued at once"
+    else:
+        stable, note = _stability(latency)
+    return LoadPoint(
+        scenario=load.scenario,
+        policy=policy,
+        spec=load,
+        achieved_rps=achieved,
+        latency=LatencyStats.from_samples(latency),
+        queue_ms=float(queue.mean()),
+        compute_ms=float(compute.mean()),
+        batch_histogram={int(s): int(c) for s, c in zip(sizes, counts, strict=True)},
+        stable=stable,
+        stability_note=note,
+        predicted=True,
+    )

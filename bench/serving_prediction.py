@@ -1,0 +1,183 @@
+"""Predicted vs measured serving: the batcher simulation against the real Triton server.
+
+For each model (a tiny MLP, a small CNN, a transformer block, all from tests/models.py):
+1. measure its latency-vs-batch curve on Triton (serving.curve: one instance, client batches);
+2. measure how two instances on this CPU slow each other (no batching, two in flight, Triton's
+   own compute time per execution against the one-instance curve): the simulation's
+   instance_slowdown;
+3. calibrate the serial per-request cost on one saturated point of a policy that is not
+   evaluated (no batching, one instance, 8 in flight): simulate.calibrate;
+4. for several policies and loads, measure LoadPoints on the real server and predict the same
+   points with the simulation; print throughput and p99 of both and the error.
+Goal: within 10% on throughput and 20% on p99; every point outside is listed at the end.
+Also prints how long ranking 300 policies takes. Takes a few minutes; run it once.
+
+    .venv/bin/python bench/serving_prediction.py [--duration 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from backend.serving.calibrate import calibrate  # noqa: E402
+from backend.serving.ranking import policy_grid, rank_policies  # noqa: E402
+from backend.serving.simulate import simulate  # noqa: E402
+from backend.serving.types import (  # noqa: E402
+    BatchingPolicy,
+    LatencyCurve,
+    LoadPoint,
+    LoadSpec,
+    Scenario,
+)
+from backend.specs import MEASURE_PRESETS  # noqa: E402
+from tests import models  # noqa: E402
+
+THROUGHPUT_GOAL, P99_GOAL = 0.10, 0.20
+MODELS = {
+    "mlp": (models.make_mlp, {}),
+    "cnn": (models.make_cnn, {}),
+    "transformer": (models.make_transformer, {"seq": 16}),
+}
+POLICIES = [
+    BatchingPolicy(max_batch_size=16),  # Triton's default dynamic batching: no delay
+    BatchingPolicy(max_batch_size=16, preferred_batch_sizes=(4, 8), max_queue_delay_us=2000),
+    BatchingPolicy(max_batch_size=16, dynamic_batching=False, instance_count=2),
+]
+
+
+def _fit(path: Path, curve: LatencyCurve, dims: dict, duration: float) -> LatencyCurve:
+    """The curve with two instances' slowdown and the serial per-request cost, both measured
+    on points that are not in the comparison."""
+    from backend.serving.loadgen import serve_and_measure
+
+    quick = MEASURE_PRESETS["quick"]
+    two = BatchingPolicy(max_batch_size=16, dynamic_batching=False, instance_count=2)
+    spec = LoadSpec(Scenario.CONCURRENCY, concurrency=2, duration_s=duration)
+    (point,) = serve_and_measure(path, two, [spec], measure=quick, dims=dims)
+    slowdown = max(1.0, point.compute_ms / curve.compute_ms_at(1))
+    one = BatchingPolicy(max_batch_size=16, dynamic_batching=False)
+    spec = LoadSpec(Scenario.CONCURRENCY, concurrency=8, duration_s=duration)
+    (saturated,) = serve_and_measure(path, one, [spec], measure=quick, dims=dims)
+    return calibrate(replace(curve, instance_slowdown=(1.0, slowdown)), saturated)
+
+
+def _measure_policy(
+    path: Path, policy: BatchingPolicy, dims: dict, duration: float
+) -> list[LoadPoint]:
+    """Closed loops at 1 and 8 in flight, then Poisson arrivals at half the rate measured at 8.
+
+    The Server rate comes from the measurement, not the prediction, so the client is never asked
+    for a rate it cannot generate.
+    """
+    from backend.serving.loadgen import serve_and_measure
+
+    quick = MEASURE_PRESETS["quick"]
+    closed = [LoadSpec(Scenario.CONCURRENCY, concurrency=n, duration_s=duration) for n in (1, 8)]
+    points = serve_and_measure(path, policy, closed, measure=quick, dims=dims)
+    rate = round(points[-1].achieved_rps * 0.5, 1)
+    server = LoadSpec(Scenario.SERVER, target_rps=rate, duration_s=duration, seed=7)
+    return points + serve_and_measure(path, policy, [server], measure=quick, dims=dims)
+
+
+def _row(model: str, measured: LoadPoint, predicted: LoadPoint) -> tuple[str, float, float]:
+    spec = measured.spec
+    load = (
+        f"{spec.concurrency} in flight"
+        if spec.scenario is Scenario.CONCURRENCY
+        else (f"{spec.target_rps:g} req/s")
+    )
+    rate_error = predicted.achieved_rps / measured.achieved_rps - 1
+    p99_error = predicted.latency.p99 / measured.latency.p99 - 1
+    print(
+        f"{model:<12} {measured.policy.label:<48} {load:<14} "
+        f"{measured.achieved_rps:>8.0f} {predicted.achieved_rps:>8.0f} {rate_error:>+7.0%}  "
+        f"{measured.latency.p99:>7.2f} {predicted.latency.p99:>7.2f} {p99_error:>+7.0%}  "
+        f"{measured.mean_batch:>5.1f} {predicted.mean_batch:>5.1f}"
+        + ("  (client saturated)" if measured.generator_saturated else "")
+    )
+    return f"{model}, {measured.policy.label}, {load}", rate_error, p99_error
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=4.0, help="seconds per load point")
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help="comma list of " + ", ".join(MODELS)
+    )
+    args = parser.parse_args()
+    from backend.serving.curve import measure_model_curve  # the real server's side
+
+    curve_for_ranking = LatencyCurve((1, 4, 16), (1.0, 1.6, 4.0), 0.3, 0.05, (1.0, 1.8))
+    started = time.perf_counter()
+    grid = policy_grid(
+        instance_counts=(1, 2, 3, 4), delays_us=(0, 200, 500, 1000, 2000, 3000, 4000)
+    )
+    rank_policies(curve_for_ranking, LoadSpec(Scenario.SERVER, target_rps=500), grid, 10.0)
+    print(f"ranking {len(grid)} policies: {time.perf_counter() - started:.2f} s\n")
+
+    header = (
+        f"{'model':<12} {'policy':<48} {'load':<14} {'meas/s':>8} {'pred/s':>8} {'err':>7}  "
+        f"{'meas p99':>7} {'pred p99':>7} {'err':>7}  {'meas b':>5} {'pred b':>5}"
+    )
+    misses: list[str] = []
+    errors: list[tuple[float, float]] = []
+    saturated: list[str] = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in args.models.split(","):
+            build, dims = MODELS[name]
+            path = models.save(build(), Path(folder) / f"{name}.onnx")
+            curve = measure_model_curve(path, (1, 2, 4, 8, 16), requests_per_size=20, dims=dims)
+            curve = _fit(path, curve, dims, args.duration)
+            print(
+                f"{name}: compute ms per batch "
+                + ", ".join(
+                    f"{b}:{ms:.2f}"
+                    for b, ms in zip(curve.batch_sizes, curve.compute_ms, strict=True)
+                )
+                + f"; overhead {curve.overhead_ms:.2f} ms; jitter {curve.compute_jitter:.2f}; "
+                f"two instances slow each other x{curve.instance_slowdown[1]:.2f}; "
+                f"serial cost {curve.request_cost_ms:.2f} ms per request"
+            )
+            print(header)
+            for policy in POLICIES:
+                for point in _measure_policy(path, policy, dims, args.duration):
+                    predicted = simulate(curve, point.spec, point.policy)
+                    label, rate_error, p99_error = _row(name, point, predicted)
+                    if point.generator_saturated:  # the client's latency, not the server's
+                        saturated.append(label)
+                        continue
+                    errors.append((abs(rate_error), abs(p99_error)))
+                    if abs(rate_error) > THROUGHPUT_GOAL or abs(p99_error) > P99_GOAL:
+                        misses.append(
+                            f"{label}: throughput {rate_error:+.0%}, p99 {p99_error:+.0%}"
+                        )
+            print()
+    within = sum(r <= THROUGHPUT_GOAL and p <= P99_GOAL for r, p in errors)
+    print(
+        f"{within}/{len(errors)} points within {THROUGHPUT_GOAL:.0%} throughput and "
+        f"{P99_GOAL:.0%} p99"
+    )
+    if errors:
+        mean_rate = sum(r for r, _ in errors) / len(errors)
+        mean_p99 = sum(p for _, p in errors) / len(errors)
+        print(f"mean |error|: throughput {mean_rate:.0%}, p99 {mean_p99:.0%}")
+    for miss in misses:
+        print(f"outside the goal: {miss}")
+    for label in saturated:
+        print(
+            f"left out (the load generator could not keep up, so not the server's numbers): {label}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""`optiboard serve recommend | export | check` over a real data directory."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from backend.cli import main
+from backend.serving.export import parse_config
+
+
+def test_export_writes_a_repository_triton_parses_and_check_accepts_it(
+    data_dir: Path, mlp_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["add", str(mlp_path)]) == 0
+    out = tmp_path / "mlp.zip"
+    argv = ["serve", "export", "1", "--name", "mlp", "--max-batch-size", "8", "--preferred", "4"]
+    assert (
+        main([*argv, "--delay-us", "300", "--instances", "2", "--rate", "150", "-o", str(out)]) == 0
+    )
+    with zipfile.ZipFile(out) as archive:
+        config_text = archive.read("mlp/config.pbtxt").decode()
+        command = archive.read("mlp/perf_analyzer.txt").decode()
+    config = parse_config(config_text)
+    assert config.max_batch_size == 8 and list(config.dynamic_batching.preferred_batch_size) == [4]
+    assert config.instance_group[0].count == 2
+    assert "--request-rate-range=150:150:1" in command
+    pasted = tmp_path / "config.pbtxt"
+    pasted.write_text(config_text)
+    assert main(["serve", "check", str(pasted)]) == 0
+    pasted.write_text("// pasted from a blog\n" + config_text)
+    capsys.readouterr()
+    assert main(["serve", "check", str(pasted)]) == 2
+    assert "does not parse at line 1, column 1" in capsys.readouterr().err
+
+
+def test_recommend_from_a_measured_sweep_prints_the_evidence_and_the_sentence(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["run", "1", "--precisions", "fp32", "--batch-sizes", "1,8", "--quick"]) == 0
+    capsys.readouterr()
+    assert main(["serve", "recommend", "1", "--slo", "40", "--top", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "In 20 predicted configurations" in printed
+    assert "meets the p99 bound of 40 ms" in printed and "rate under bound" in printed
+    assert main(["serve", "recommend", "1", "--slo", "0.01"]) == 3
+    assert "none meets the p99 bound of 0.01 ms" in capsys.readouterr().out

@@ -1,0 +1,101 @@
+"""The exported Triton repository, parsed with Triton's own model_config protobuf."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from backend.errors import UserError
+from backend.serving.export import (
+    Device,
+    ServingTarget,
+    export_repository,
+    parse_config,
+    perf_analyzer_command,
+)
+from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
+from tests.models import make_cnn, make_mlp, save
+
+POLICY = BatchingPolicy(
+    max_batch_size=16, preferred_batch_sizes=(4, 8), max_queue_delay_us=500, instance_count=2
+)
+
+
+def _read(zip_path: Path, name: str) -> dict[str, bytes]:
+    with zipfile.ZipFile(zip_path) as archive:
+        return {n: archive.read(n) for n in archive.namelist()}
+
+
+def test_a_cpu_repository_holds_the_model_and_a_config_triton_parses(tmp_path: Path) -> None:
+    onnx_path = save(make_mlp(), tmp_path / "mlp.onnx")
+    load = LoadSpec(Scenario.SERVER, target_rps=300, duration_s=4)
+    out = export_repository(ServingTarget("mlp", POLICY), onnx_path, tmp_path / "repo.zip", load)
+    files = _read(out, "mlp")
+    assert set(files) == {"mlp/1/model.onnx", "mlp/config.pbtxt", "mlp/perf_analyzer.txt"}
+    assert files["mlp/1/model.onnx"] == onnx_path.read_bytes()
+    config = text_format.Parse(files["mlp/config.pbtxt"].decode(), model_config_pb2.ModelConfig())
+    assert (config.name, config.platform, config.max_batch_size) == ("mlp", "onnxruntime_onnx", 16)
+    assert list(config.dynamic_batching.preferred_batch_size) == [4, 8]
+    assert config.dynamic_batching.max_queue_delay_microseconds == 500
+    group = config.instance_group[0]
+    assert (group.count, group.kind) == (2, model_config_pb2.ModelInstanceGroup.KIND_CPU)
+    assert [(i.name, list(i.dims)) for i in config.input] == [("x", [16])]
+    assert not config.optimization.execution_accelerators.gpu_execution_accelerator
+    command = files["mlp/perf_analyzer.txt"].decode()
+    assert "--request-rate-range=300:300:1" in command and "--measurement-interval=4000" in command
+
+
+def test_a_gpu_repository_asks_for_tensorrt_at_the_variant_precision(tmp_path: Path) -> None:
+    onnx_path = save(make_cnn(), tmp_path / "cnn.onnx")
+    target = ServingTarget("cnn", POLICY, Device.GPU, "fp16")
+    files = _read(export_repository(target, onnx_path, tmp_path / "r.zip"), "cnn")
+    config = parse_config(files["cnn/config.pbtxt"].decode())
+    assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
+    (accelerator,) = config.optimization.execution_accelerators.gpu_execution_accelerator
+    assert accelerator.name == "tensorrt"
+    assert accelerator.parameters["precision_mode"] == "FP16"
+
+
+def test_a_pasted_config_with_slash_comments_is_one_sentence_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(UserError) as caught:
+        parse_config('// from a blog post\nname: "mlp"\nmax_batch_size: 8\n')
+    message = str(caught.value)
+    assert "line 1, column 1" in message and "no // comments" in message
+    assert message.count(". ") == 0 and message.endswith(".")
+    with pytest.raises(UserError, match="exceeds max_batch_size 8"):
+        parse_config("max_batch_size: 8 dynamic_batching { preferred_batch_size: [ 16 ] }")
+
+
+def test_a_fixed_batch_axis_refuses_batching_and_offers_a_fixed_batch_server(
+    tmp_path: Path,
+) -> None:
+
+    model = make_mlp()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1  # batch fixed at 1
+    onnx_path = save(model, tmp_path / "fixed.onnx")
+    dest = tmp_path / "fixed.zip"
+    with pytest.raises(UserError, match="fixed batch axis of 1.*fixed-batch server"):
+        export_repository(ServingTarget("fixed", POLICY), onnx_path, dest)
+    assert not dest.exists() and not list(tmp_path.glob("*.part"))
+    single = BatchingPolicy(max_batch_size=1, dynamic_batching=False)
+    files = _read(export_repository(ServingTarget("fixed", single), onnx_path, dest), "fixed")
+    config = parse_config(files["fixed/config.pbtxt"].decode())
+    assert config.max_batch_size == 0 and not config.HasField("dynamic_batching")
+    assert list(config.input[0].dims) == [1, 16]
+
+
+def test_perf_analyzer_reproduces_a_concurrency_sweep_point() -> None:
+    command = perf_analyzer_command("cnn", LoadSpec(Scenario.CONCURRENCY, concurrency=8))
+    assert command.startswith("perf_analyzer -m cnn ")
+    assert "--concurrency-range=8:8:1" in command and "--percentile=99" in command
+
+
+def test_a_model_name_triton_cannot_use_is_refused() -> None:
+    with pytest.raises(UserError, match="cannot name a Triton model"):
+        ServingTarget("../etc", POLICY)

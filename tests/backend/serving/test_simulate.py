@@ -1,0 +1,118 @@
+"""The batcher simulation on cases whose batches are known by construction."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.errors import UserError
+from backend.serving.calibrate import calibrate
+from backend.serving.ranking import policy_grid, rank_policies
+from backend.serving.simulate import replay, simulate
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
+
+LINEAR = LatencyCurve((1, 32), (2.0, 17.5))  # 1.5 + 0.5 * b ms, no jitter, no overhead
+FLAT = LatencyCurve((1, 8), (1.0, 1.0))  # 1 ms whatever the batch
+
+
+def test_with_no_delay_one_saturated_instance_grows_its_batches_to_the_fixed_point() -> None:
+    # one request per ms; a batch of b takes 1.5 + 0.5 b ms, so b settles where b = 1.5 + 0.5 b
+    log = replay(LINEAR, BatchingPolicy(max_batch_size=32), [float(i) for i in range(20)])
+    assert log.batch_sizes == (1, 2, 2, 3, 3, 3, 3, 3)
+    assert log.batch_start_ms == (0.0, 2.0, 4.5, 7.0, 10.0, 13.0, 16.0, 19.0)
+
+
+def test_slow_arrivals_wait_exactly_the_queue_delay_for_a_preferred_size_never_reached() -> None:
+    policy = BatchingPolicy(max_batch_size=8, preferred_batch_sizes=(4,), max_queue_delay_us=2000)
+    log = replay(FLAT, policy, [3.0 * i for i in range(6)])
+    assert log.batch_sizes == (1,) * 6
+    assert log.queue_ms == (2.0,) * 6
+
+
+def test_a_preferred_size_reached_before_the_delay_is_sent_when_its_last_request_arrives() -> None:
+    policy = BatchingPolicy(max_batch_size=8, preferred_batch_sizes=(4,), max_queue_delay_us=5000)
+    log = replay(FLAT, policy, [float(i) for i in range(12)])
+    assert log.batch_sizes == (4, 4, 4)
+    assert log.batch_start_ms == (3.0, 7.0, 11.0)
+
+
+def test_the_largest_preferred_size_available_is_taken_and_max_batch_size_never_passed() -> None:
+    everything_at_once = [0.0] * 13
+    log = replay(
+        FLAT, BatchingPolicy(max_batch_size=8, preferred_batch_sizes=(2, 4)), everything_at_once
+    )
+    assert log.batch_sizes == (4, 4, 4, 1)
+    log = replay(FLAT, BatchingPolicy(max_batch_size=8), everything_at_once)
+    assert log.batch_sizes == (8, 5)
+
+
+def test_without_dynamic_batching_two_instances_run_single_requests_side_by_side() -> None:
+    policy = BatchingPolicy(max_batch_size=8, dynamic_batching=False, instance_count=2)
+    log = replay(FLAT, policy, [0.0] * 4)
+    assert log.batch_sizes == (1, 1, 1, 1)
+    assert log.batch_start_ms == (0.0, 0.0, 1.0, 1.0)
+
+
+def test_instances_sharing_cores_slow_each_other_by_the_curve_factor() -> None:
+    shared = LatencyCurve((1, 8), (1.0, 1.0), instance_slowdown=(1.0, 2.0))
+    policy = BatchingPolicy(max_batch_size=8, dynamic_batching=False, instance_count=2)
+    log = replay(shared, policy, [0.0, 0.0])
+    assert log.batch_done_ms == (1.0, 2.0)  # the second starts while the first runs
+
+
+def test_single_stream_pays_overhead_plus_compute_and_concurrency_saturates_one_instance() -> None:
+    curve = LatencyCurve((1, 8), (2.0, 9.0), overhead_ms=0.5)
+    policy = BatchingPolicy(max_batch_size=8, dynamic_batching=False)
+    point = simulate(curve, LoadSpec(Scenario.SINGLE_STREAM), policy, requests=200)
+    assert point.predicted and point.latency.p50 == pytest.approx(2.5)
+    assert point.achieved_rps == pytest.approx(400.0, rel=0.01)
+    busy = simulate(curve, LoadSpec(Scenario.CONCURRENCY, concurrency=4), policy, requests=400)
+    assert busy.achieved_rps == pytest.approx(500.0, rel=0.02)  # one 2 ms execution at a time
+    assert busy.queue_ms > busy.compute_ms
+
+
+def test_an_overloaded_server_scenario_is_reported_unstable() -> None:
+    policy = BatchingPolicy(max_batch_size=8, dynamic_batching=False)
+    load = LoadSpec(Scenario.SERVER, target_rps=2000, seed=3)  # 1 ms each: capacity 1000/s
+    point = simulate(FLAT, load, policy, requests=1000)
+    assert not point.stable and "grows" in point.stability_note
+    assert point.achieved_rps == pytest.approx(1000.0, rel=0.05)
+
+
+def test_requests_larger_than_the_maximum_batch_are_refused_with_a_sentence() -> None:
+    load = LoadSpec(Scenario.OFFLINE, requests=10, samples_per_request=16)
+    with pytest.raises(UserError, match="exceed max_batch_size 8"):
+        simulate(FLAT, load, BatchingPolicy(max_batch_size=8))
+
+
+def test_ranking_three_hundred_policies_puts_those_meeting_the_bound_first_by_rate() -> None:
+    curve = LatencyCurve(
+        (1, 4, 16, 32),
+        (1.0, 1.4, 3.4, 6.2),
+        overhead_ms=0.2,
+        compute_jitter=0.05,
+        instance_slowdown=(1.0, 1.7),
+    )
+    grid = policy_grid(
+        instance_counts=(1, 2, 3, 4), delays_us=(0, 200, 500, 1000, 2000, 3000, 4000)
+    )
+    assert len(grid) >= 300
+    ranked = rank_policies(curve, LoadSpec(Scenario.SERVER, target_rps=900, seed=1), grid, 6.0)
+    assert len(ranked) == len(grid)
+    meets = [r.meets_slo for r in ranked]
+    assert any(meets) and not all(meets)
+    assert meets == sorted(meets, reverse=True)  # every policy meeting the bound comes first
+    assert all(r.p99_ms <= 6.0 for r in ranked if r.meets_slo)
+    no_batching = next(r for r in ranked if r.policy == grid[0])
+    assert not no_batching.meets_slo  # 900/s on one 1 ms instance: the queue grows
+
+
+def test_a_serial_per_request_cost_caps_throughput_and_calibration_recovers_it() -> None:
+    capped = LatencyCurve((1, 8), (1.0, 1.0), overhead_ms=0.3, request_cost_ms=2.0)
+    offline = simulate(capped, LoadSpec(Scenario.OFFLINE, requests=400), BatchingPolicy(8))
+    assert offline.achieved_rps == pytest.approx(500.0, rel=0.01)  # one request per 2 ms
+    load = LoadSpec(Scenario.CONCURRENCY, concurrency=8)
+    measured = simulate(capped, load, BatchingPolicy(8, dynamic_batching=False))
+    unaware = LatencyCurve((1, 8), (1.0, 1.0), overhead_ms=2.3)  # what one-at-a-time sees
+    found = calibrate(unaware, measured)
+    assert found.request_cost_ms == pytest.approx(2.0, rel=0.05)
+    assert found.overhead_ms == pytest.approx(0.3, abs=0.1)
