@@ -25,7 +25,7 @@ from backend.host import TelemetrySampler, describe_environment
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
-from backend.specs import Configuration, IoMode, MeasureSettings, Precision
+from backend.specs import GPU_PROVIDERS, Configuration, IoMode, MeasureSettings, Precision
 
 if TYPE_CHECKING:  # variants is imported lazily: the worker imports this module too
     from backend.engine.evaluation import EvaluationSet
@@ -376,8 +376,8 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     except UserError as exc:
         result.status, result.error = ResultStatus.FAILED, str(exc)
     except Exception as exc:
-        if not is_out_of_memory(exc):
-            raise
+        if config.provider not in GPU_PROVIDERS or not is_out_of_memory(exc):
+            raise  # on the CPU the child's memory limit names itself (launch/limits)
         # a clean per-configuration failure: a knee search stops growing the batch here
         first = str(exc).strip().splitlines()[0][:200]
         result.status = ResultStatus.FAILED
