@@ -10,6 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
+from backend.cli_parsing import dims_from_pairs as _dims
 from backend.errors import UserError
 from backend.models import library
 from backend.reporting.text import table
@@ -39,16 +40,6 @@ def _numbers(text: str | None, kind: type, flag: str) -> list:
         return [kind(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise UserError(f"{flag} takes numbers separated by commas, not {text!r}.") from None
-
-
-def _dims(pairs: list[str]) -> dict[str, int]:
-    dims = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not value.strip().isdigit():
-            raise UserError(f"--dim takes NAME=VALUE, e.g. --dim seq=128, not {pair!r}.")
-        dims[name.strip()] = int(value)
-    return dims
 
 
 def model_file(model_id: int, variant: str | None) -> Path:
