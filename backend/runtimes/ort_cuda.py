@@ -41,6 +41,8 @@ def cuda_provider_options(cuda: CudaOptions) -> dict[str, str]:
         "use_tf32": "1" if cuda.use_tf32 else "0",
         "prefer_nhwc": "1" if cuda.prefer_nhwc else "0",
         "enable_cuda_graph": "1" if cuda.enable_cuda_graph else "0",
+        "cudnn_conv_use_max_workspace": "1" if cuda.conv_max_workspace else "0",
+        "fuse_conv_bias": "1" if cuda.fuse_conv_bias else "0",
     }
 
 

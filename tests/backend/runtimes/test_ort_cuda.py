@@ -29,13 +29,23 @@ def test_cuda_options_use_the_provider_option_names_of_onnxruntime_gpu() -> None
         "use_tf32": "1",
         "prefer_nhwc": "0",
         "enable_cuda_graph": "0",
+        "cudnn_conv_use_max_workspace": "1",
+        "fuse_conv_bias": "0",
     }
-    tuned = CudaOptions(conv_algo_search="HEURISTIC", use_tf32=False, enable_cuda_graph=True)
+    tuned = CudaOptions(
+        conv_algo_search="HEURISTIC",
+        use_tf32=False,
+        enable_cuda_graph=True,
+        conv_max_workspace=False,
+        fuse_conv_bias=True,
+    )
     assert cuda_provider_options(tuned) | {"prefer_nhwc": "1"} == {
         "cudnn_conv_algo_search": "HEURISTIC",
         "use_tf32": "0",
         "prefer_nhwc": "1",
         "enable_cuda_graph": "1",
+        "cudnn_conv_use_max_workspace": "0",
+        "fuse_conv_bias": "1",
     }
 
 
