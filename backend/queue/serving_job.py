@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from backend.errors import UserError
 from backend.launch.children import run_in_child
 from backend.queue import metrics
+from backend.queue.lease import LeaseKeeper
 from backend.serving.curve import measure_latency_curve
 from backend.serving.loadgen import run_load
 from backend.serving.server import ServerEndpoint, serve
@@ -31,14 +32,12 @@ from backend.serving.study import (
 )
 from backend.serving.types import BatchingPolicy, LoadPoint
 from backend.specs import MEASURE_PRESETS
+from storage.artifacts import ArtifactStore
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import serving as serving_store
 from storage.repo.jobs import JobRow
 from storage.states import JobState
-
-if TYPE_CHECKING:
-    from backend.queue.worker import JobOutcome, JobRunner
 
 CURVE_REQUESTS = 10  # requests per batch size of the latency curve: medians, not a benchmark
 
@@ -47,13 +46,29 @@ class Cancelled(Exception):
     """The job was cancelled (or its lease lost) while a child measured: stop everything."""
 
 
+class Runner(Protocol):
+    """What a serving study needs of backend.queue.worker.JobRunner: its store, its lease
+    keeper, the stop check and the one way to finish a job."""
+
+    store: ArtifactStore
+    keeper: LeaseKeeper | None
+
+    @property
+    def lost_lease(self) -> bool: ...
+
+    def _should_stop(self, job_id: int) -> bool: ...
+
+    def _finish(self, job: JobRow, state: JobState, error: str | None = None) -> bool: ...
+
+
 class ServingJob:
     """Runs one claimed serving study to its end for a JobRunner (lease, cancel, finish)."""
 
-    def __init__(self, runner: JobRunner) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.runner = runner
 
-    def run(self, job: JobRow) -> JobOutcome:
+    def run(self, job: JobRow) -> tuple[JobState, str | None]:
+        """The job's outcome: its state (RUNNING when the lease was lost) and why."""
         study = ServingStudy.from_dict(job.spec)
         done = serving_store.stored_keys(job.id)
         if done:
@@ -192,19 +207,17 @@ class ServingJob:
             )
         return path
 
-    def _conclude(self, job: JobRow) -> JobOutcome:
-        from backend.queue.worker import JobOutcome
-
+    def _conclude(self, job: JobRow) -> tuple[JobState, str | None]:
         if self.runner.lost_lease:
             job_store.log_event(
                 job.id, "lease lost; another worker owns this job now", level="warning"
             )
-            return JobOutcome(JobState.RUNNING, "lease lost")
+            return JobState.RUNNING, "lease lost"
         if job_store.is_cancel_requested(job.id):
             self.runner._finish(job, JobState.CANCELLED)
-            return JobOutcome(JobState.CANCELLED)
+            return JobState.CANCELLED, None
         self.runner._finish(job, JobState.SUCCEEDED)
-        return JobOutcome(JobState.SUCCEEDED)
+        return JobState.SUCCEEDED, None
 
 
 def _summary(point: LoadPoint) -> str:

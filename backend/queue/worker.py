@@ -127,7 +127,7 @@ class JobRunner:
         if is_serving(job.spec):  # Triton on this host: start, health-check, measure, stop
             from backend.queue.serving_job import ServingJob
 
-            return ServingJob(self).run(job)
+            return JobOutcome(*ServingJob(self).run(job))
         if settings.RAY_ADDRESS.get():  # each configuration a Ray task; storing stays here
             from backend.cluster.dispatch import ClusterSweep
 

@@ -92,7 +92,9 @@ class ServingStudy:
         if not self.slo_p99_ms > 0:
             raise UserError("The p99 bound must be above 0 milliseconds.")
         if self.measure not in MEASURE_PRESETS:
-            raise UserError(f"Unknown measurement {self.measure!r}; use one of quick, standard.")
+            raise UserError(
+                f"Unknown measurement {self.measure!r}; use one of {', '.join(MEASURE_PRESETS)}."
+            )
         largest = max(load.samples_per_request for load in self.loads)
         small = [p for p in self.policies if p.dynamic_batching and p.max_batch_size < largest]
         if small:

@@ -86,9 +86,7 @@ def list_points(job_ids: list[int], kind: str | None = None) -> list[ServingPoin
     """The jobs' points in the order they were stored."""
     with session_scope() as session:
         query = (
-            select(ServingPoint)
-            .where(ServingPoint.job_id.in_(job_ids))
-            .order_by(ServingPoint.id)
+            select(ServingPoint).where(ServingPoint.job_id.in_(job_ids)).order_by(ServingPoint.id)
         )
         if kind is not None:
             query = query.where(ServingPoint.kind == kind)
