@@ -12,7 +12,7 @@ from backend.errors import UserError
 from backend.models import library
 from backend.reporting import frames, servingcharts
 from backend.serving.export import parse_config, perf_analyzer_command
-from backend.serving.study import model_variants, submit_study
+from backend.serving.study import load_label, model_variants, submit_study
 from backend.serving.types import Scenario
 from backend.serving.view import (
     ServeView,
@@ -43,13 +43,14 @@ page_header(
     "Triton server by the worker, or predicted from a sweep's latency curves.",
 )
 STUDIES = link_scope(frames.comparable_jobs(serving=True))  # none yet: predictions first
-shown = bound_selectbox(
-    "Show",
-    list(VIEWS),
-    "view",
-    default="predicted" if STUDIES.empty else "measured",
-    format_func=VIEWS.get,
-)
+with st.columns([1, 2])[0]:
+    shown = bound_selectbox(
+        "Show",
+        list(VIEWS),
+        "view",
+        default="predicted" if STUDIES.empty else "measured",
+        format_func=VIEWS.get,
+    )
 
 
 @st.cache_data(show_spinner="Predicting the measured loads…", max_entries=16)
@@ -79,7 +80,8 @@ def _measured_charts(view: StudyView) -> None:
     point = view.shown_point(label) if label else None
     if point is not None:
         with histogram:
-            st.plotly_chart(servingcharts.batch_histogram(point, label), key="study_batches")
+            at_load = f"at {load_label(point.spec)}"  # the configuration is named just above
+            st.plotly_chart(servingcharts.batch_histogram(point, at_load), key="study_batches")
     st.subheader("Measured points")
     st.dataframe(measured_table(view), hide_index=True)
     if point is not None:

@@ -39,7 +39,7 @@ from storage.repo import serving as serving_store
 from storage.repo.jobs import JobRow
 from storage.states import JobState
 
-CURVE_REQUESTS = 10  # requests per batch size of the latency curve: medians, not a benchmark
+CURVE_REQUESTS = 30  # requests per batch size of the latency curve (its median feeds predictions)
 
 
 class Cancelled(Exception):
