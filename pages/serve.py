@@ -17,6 +17,7 @@ from backend.serving.types import Scenario
 from backend.serving.view import (
     ServeView,
     StudyView,
+    evidence_table,
     measured_table,
     serve_view,
     study_from_form,
@@ -199,34 +200,8 @@ def _view(
     return serve_view(job_id, slo, min_rps, overhead, execution)
 
 
-def _evidence_table(view: ServeView) -> pd.DataFrame:
-    rows = []
-    for evidence in view.recommendation.ranked[:10]:
-        point = evidence.point
-        rows.append(
-            {
-                "configuration": evidence.candidate.label,
-                "rate under the bound (req/s)": round(evidence.rate_rps),
-                "p50 (ms)": round(point.latency.p50, 2),
-                "p99 (ms)": round(point.latency.p99, 2),
-                "queue (ms)": round(point.queue_ms, 2),
-                "compute (ms)": round(point.compute_ms, 2),
-                "mean batch": round(point.mean_batch, 1),
-                "source": "measured" if evidence.measured else "predicted",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def predicted() -> None:
-    jobs = frames.comparable_jobs()
-    if jobs.empty:
-        nothing_yet(
-            "No measured sweep yet. Run one on the Optimize page with several batch sizes "
-            "(for example 1, 4, 16, 32): its latency curve feeds the prediction.",
-            icon="🚀",
-        )
-    meta = jobs.set_index("job_id")
+def _prediction_controls(meta: pd.DataFrame) -> tuple[int, float, float, float, float]:
+    """The sweep and the prediction's settings, each bound to the link."""
     left, middle, right, last, server = st.columns([3, 1, 1, 1, 1])
     with left:
         job_id = bound_selectbox("Sweep", meta.index.tolist(), "job", format_func=job_label(meta))
@@ -255,44 +230,35 @@ def predicted() -> None:
             help="Triton's scheduling and backend call per execution, which an in-process "
             "sweep never pays; it caps the rate a tiny model reaches.",
         )
-    active = bool(meta.at[job_id, "state"] in ACTIVE_STATES)
+    return job_id, slo, min_rps, overhead, execution
 
-    @st.fragment(run_every=refresh_every(active))
-    def recommendation() -> None:
-        progress = int(
-            frames.comparable_jobs(include=(job_id,)).set_index("job_id").at[job_id, "results"]
-        )
-        try:
-            view = _view(job_id, slo, min_rps, overhead, execution, progress)
-        except UserError as exc:
-            show_error(exc)
-            return
-        rec = view.recommendation
-        (st.success if rec.best else st.warning)(rec.sentence, icon="✅" if rec.best else "⚠️")
-        st.plotly_chart(servingcharts.throughput_vs_p99(view.curves, slo), key="serve_curves")
-        split, histogram = st.columns(2)
-        with split:
-            st.plotly_chart(servingcharts.queue_compute_split(view.chosen), key="serve_split")
-        shown = rec.best or rec.closest
-        if shown is not None:
-            with histogram:
-                st.plotly_chart(
-                    servingcharts.batch_histogram(shown.point, shown.candidate.label),
-                    key="serve_batches",
-                )
-        st.subheader("Evidence")
-        st.dataframe(_evidence_table(view), hide_index=True)
-        if rec.best is not None:
-            st.caption("Reproduce the quoted point against your own Triton server:")
-            st.code(perf_analyzer_command(f"model_{job_id}", rec.best.point.spec), language="bash")
-        st.caption(
-            "Predicted by a simulation of Triton's dynamic batcher fed by the sweep's latency per "
-            "batch size; `optiboard serve export` writes the model repository for a "
-            "configuration."
-        )
 
-    recommendation()
+def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
+    rec = view.recommendation
+    (st.success if rec.best else st.warning)(rec.sentence, icon="✅" if rec.best else "⚠️")
+    st.plotly_chart(servingcharts.throughput_vs_p99(view.curves, slo), key="serve_curves")
+    split, histogram = st.columns(2)
+    with split:
+        st.plotly_chart(servingcharts.queue_compute_split(view.chosen), key="serve_split")
+    shown = rec.best or rec.closest
+    if shown is not None:
+        with histogram:
+            st.plotly_chart(
+                servingcharts.batch_histogram(shown.point, shown.candidate.label),
+                key="serve_batches",
+            )
+    st.subheader("Evidence")
+    st.dataframe(evidence_table(view), hide_index=True)
+    if rec.best is not None:
+        st.caption("Reproduce the quoted point against your own Triton server:")
+        st.code(perf_analyzer_command(f"model_{job_id}", rec.best.point.spec), language="bash")
+    st.caption(
+        "Predicted by a simulation of Triton's dynamic batcher fed by the sweep's latency per "
+        "batch size; `optiboard serve export` writes the model repository for a configuration."
+    )
 
+
+def _config_check() -> None:
     with st.expander("Check a config.pbtxt"):
         pasted = st.text_area("Paste a config.pbtxt", key="pasted_config", height=160)
         if st.button("Check with Triton's model_config", key="check_config") and pasted.strip():
@@ -306,6 +272,34 @@ def predicted() -> None:
                     f"{len(parsed.instance_group)} instance group(s).",
                     icon="✅",
                 )
+
+
+def predicted() -> None:
+    jobs = frames.comparable_jobs()
+    if jobs.empty:
+        nothing_yet(
+            "No measured sweep yet. Run one on the Optimize page with several batch sizes "
+            "(for example 1, 4, 16, 32): its latency curve feeds the prediction.",
+            icon="🚀",
+        )
+    meta = jobs.set_index("job_id")
+    job_id, slo, min_rps, overhead, execution = _prediction_controls(meta)
+    active = bool(meta.at[job_id, "state"] in ACTIVE_STATES)
+
+    @st.fragment(run_every=refresh_every(active))
+    def recommendation() -> None:
+        progress = int(
+            frames.comparable_jobs(include=(job_id,)).set_index("job_id").at[job_id, "results"]
+        )
+        try:
+            view = _view(job_id, slo, min_rps, overhead, execution, progress)
+        except UserError as exc:
+            show_error(exc)
+            return
+        _recommendation(view, job_id, slo)
+
+    recommendation()
+    _config_check()
 
 
 if shown == "measured":

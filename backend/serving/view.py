@@ -108,6 +108,26 @@ def serve_view(
     return ServeView(rec, variants, curves, chosen)
 
 
+def evidence_table(view: ServeView) -> pd.DataFrame:
+    """The ten best configurations the recommendation ranked, measured or predicted."""
+    rows = []
+    for evidence in view.recommendation.ranked[:10]:
+        point = evidence.point
+        rows.append(
+            {
+                "configuration": evidence.candidate.label,
+                "rate under the bound (req/s)": round(evidence.rate_rps),
+                "p50 (ms)": round(point.latency.p50, 2),
+                "p99 (ms)": round(point.latency.p99, 2),
+                "queue (ms)": round(point.queue_ms, 2),
+                "compute (ms)": round(point.compute_ms, 2),
+                "mean batch": round(point.mean_batch, 1),
+                "source": "measured" if evidence.measured else "predicted",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 # --- measured serving studies (backend/serving/study.py, run by the worker on Triton) ---
 
 

@@ -40,6 +40,16 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     assert again.number_input(key="url_slo").value == 0.011
     assert again.selectbox(key="url_config").value == link["config"]
 
+    on_jobs = open_page("jobs", job=job.id)  # the Jobs page lists the study's points
+    assert not on_jobs.exception
+    rows = on_jobs.dataframe[1].value
+    assert [label.rsplit("| ", 1)[1] for label in rows["configuration"]] == [
+        "1 in flight",
+        "4 in flight",
+    ]
+    assert list(rows["status"].isin(["ok", "unstable"])) == [True, True]
+    assert "can no longer be read" not in texts(on_jobs)
+
 
 def test_a_running_study_fills_in_as_the_worker_stores_points(
     data_dir: Path, mlp_path: Path
