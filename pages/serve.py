@@ -10,7 +10,8 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
-from backend.reporting import frames, servingcharts
+from backend.reporting import frames
+from backend.serving import charts
 from backend.serving.export import parse_config, perf_analyzer_command
 from backend.serving.study import load_label, model_variants, submit_study
 from backend.serving.types import Scenario
@@ -62,9 +63,7 @@ def _study(job_id: int, slo: float, progress: int) -> StudyView:
 
 def _measured_charts(view: StudyView) -> None:
     (st.success if view.meets else st.warning)(view.sentence, icon="✅" if view.meets else "⚠️")
-    st.plotly_chart(
-        servingcharts.throughput_vs_p99(view.curves, view.slo_p99_ms), key="study_curves"
-    )
+    st.plotly_chart(charts.throughput_vs_p99(view.curves, view.slo_p99_ms), key="study_curves")
     st.caption(
         "Solid: measured on Triton. Dashed: predicted by the dynamic-batcher simulation from the "
         "latency curve measured on the same server, calibrated on its heaviest point."
@@ -75,14 +74,14 @@ def _measured_charts(view: StudyView) -> None:
     chosen = {name: view.shown_point(name) for name in with_points}
     with split:
         st.plotly_chart(
-            servingcharts.queue_compute_split({k: v for k, v in chosen.items() if v}),
+            charts.queue_compute_split({k: v for k, v in chosen.items() if v}),
             key="study_split",
         )
     point = view.shown_point(label) if label else None
     if point is not None:
         with histogram:
             at_load = f"at {load_label(point.spec)}"  # the configuration is named just above
-            st.plotly_chart(servingcharts.batch_histogram(point, at_load), key="study_batches")
+            st.plotly_chart(charts.batch_histogram(point, at_load), key="study_batches")
     st.subheader("Measured points")
     st.dataframe(measured_table(view), hide_index=True)
     if point is not None:
@@ -236,15 +235,15 @@ def _prediction_controls(meta: pd.DataFrame) -> tuple[int, float, float, float, 
 def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
     rec = view.recommendation
     (st.success if rec.best else st.warning)(rec.sentence, icon="✅" if rec.best else "⚠️")
-    st.plotly_chart(servingcharts.throughput_vs_p99(view.curves, slo), key="serve_curves")
+    st.plotly_chart(charts.throughput_vs_p99(view.curves, slo), key="serve_curves")
     split, histogram = st.columns(2)
     with split:
-        st.plotly_chart(servingcharts.queue_compute_split(view.chosen), key="serve_split")
+        st.plotly_chart(charts.queue_compute_split(view.chosen), key="serve_split")
     shown = rec.best or rec.closest
     if shown is not None:
         with histogram:
             st.plotly_chart(
-                servingcharts.batch_histogram(shown.point, shown.candidate.label),
+                charts.batch_histogram(shown.point, shown.candidate.label),
                 key="serve_batches",
             )
     st.subheader("Evidence")
