@@ -76,6 +76,8 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
             prefer_nhwc=args.nhwc,
             enable_cuda_graph=args.cuda_graph,
             float16_io=args.fp16_io,
+            conv_max_workspace=not args.small_workspace,
+            fuse_conv_bias=args.fuse_conv_bias,
         ),
         find_knee=args.find_knee,
         knee_max_batch=args.knee_max_batch,
@@ -331,6 +333,12 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
     gpu.add_argument("--no-tf32", action="store_true", help="FP32 without TF32 Tensor Cores")
     gpu.add_argument("--nhwc", action="store_true", help="prefer_nhwc layout for convolutions")
     gpu.add_argument("--fp16-io", action="store_true", help="FP16 with float16 inputs/outputs")
+    gpu.add_argument(
+        "--fuse-conv-bias", action="store_true", help="conv bias inside cuDNN's conv (FP16: --nhwc)"
+    )
+    gpu.add_argument(
+        "--small-workspace", action="store_true", help="cuDNN conv without the max workspace"
+    )
     gpu.add_argument(
         "--find-knee", action="store_true", help="batches 1,2,4,... until throughput flattens"
     )

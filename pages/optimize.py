@@ -329,6 +329,18 @@ def _cuda_fields() -> tuple[tuple[IoMode, ...], CudaOptions, bool]:
             float16_io=st.toggle(
                 "FP16 with float16 inputs and outputs", prefill.cuda.float16_io, key="fp16_io"
             ),
+            fuse_conv_bias=st.toggle(
+                "Fuse conv bias into cuDNN's convolution (FP16 needs NHWC)",
+                prefill.cuda.fuse_conv_bias,
+                key="fuse_conv_bias",
+                help="One kernel per convolution instead of a separate bias-add after each; "
+                "+48% on ResNet-50 FP16 b1024 on an H200.",
+            ),
+            conv_max_workspace=st.toggle(
+                "cuDNN convolution with the maximum workspace",
+                prefill.cuda.conv_max_workspace,
+                key="conv_max_workspace",
+            ),
         )
         knee = st.toggle(
             "Find the knee: batches 1, 2, 4 ... until throughput gains stay under 5%",
