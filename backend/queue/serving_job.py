@@ -107,6 +107,7 @@ class ServingJob:
                 policy,
                 dims=dict(study.dims),
                 intra_op_threads=study.intra_op_threads or None,
+                provider=study.provider,
             ) as server:
                 job_store.log_event(
                     job.id,

@@ -15,7 +15,7 @@ from backend.errors import UserError
 from backend.models import library
 from backend.reporting.text import table
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
-from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario
+from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario, ServingProvider
 from backend.specs import MEASURE_PRESETS
 
 POINT_HEADERS = [
@@ -135,9 +135,11 @@ def cmd_serve_load(args: argparse.Namespace) -> int:
         dims=_dims(args.dim),
         intra_op_threads=args.threads,
         on_point=progress,
+        provider=ServingProvider(args.provider),
     )
     if not args.json:
-        print(f"policy: {points[0].policy.label}")
+        used = ", ".join(points[0].session_providers) or "not reported"
+        print(f"policy: {points[0].policy.label}; provider {args.provider} (session: {used})")
         for note in points[0].notes:
             print(note)
         print(table([point_row(p) for p in points], POINT_HEADERS))
@@ -156,6 +158,7 @@ def cmd_serve_curve(args: argparse.Namespace) -> int:
         requests_per_size=args.requests,
         dims=_dims(args.dim),
         intra_op_threads=args.threads,
+        provider=ServingProvider(args.provider),
     )
     rows = [[b, f"{ms:.3f}"] for b, ms in zip(curve.batch_sizes, curve.compute_ms, strict=True)]
     print(table(rows, ["batch", "compute ms (median)"]))
@@ -204,6 +207,7 @@ def cmd_serve_submit(args: argparse.Namespace) -> int:
         measure=args.preset,
         dims=tuple(_dims(args.dim).items()),
         intra_op_threads=args.threads or 0,
+        provider=ServingProvider(args.provider),
     )
     job = submit_study(args.model, study, label=args.label)
     print(
@@ -219,6 +223,16 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="an optimized variant's file name or sha256 prefix")
     parser.add_argument("--dim", action="append", default=[], help="NAME=SIZE for a named dim")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per instance")
+    _provider_option(parser)
+
+
+def _provider_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--provider",
+        choices=[p.value for p in ServingProvider],
+        default=ServingProvider.CPU.value,
+        help="ONNX Runtime provider of the served model (cuda: KIND_GPU instances on GPU 0)",
+    )
 
 
 def _load_options(parser: argparse.ArgumentParser, many: bool = False) -> None:
@@ -237,7 +251,7 @@ def _load_options(parser: argparse.ArgumentParser, many: bool = False) -> None:
         "--instances",
         type=str if many else int,
         default=None if many else 1,
-        help=f"model instances (KIND_CPU){each}",
+        help=f"model instances{each}",
     )
     parser.add_argument("--no-dynamic-batching", action="store_true")
     parser.add_argument("--preserve-ordering", action="store_true")
@@ -278,6 +292,7 @@ def register_serving(sub: argparse._SubParsersAction) -> argparse._SubParsersAct
     )
     p.add_argument("--dim", action="append", default=[], help="NAME=SIZE for a named dim")
     p.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per instance")
+    _provider_option(p)
     p.add_argument("--slo", type=float, default=10.0, help="p99 bound in ms, drawn with the points")
     p.add_argument("--label", help="a label for the job")
     _load_options(p, many=True)

@@ -20,7 +20,7 @@ from backend.errors import UserError
 from backend.launch.children import run_in_child
 from backend.serving.loadgen import request_inputs
 from backend.serving.server import ServerEndpoint, serve
-from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario, ServingProvider
 
 WARMUP_PER_SIZE = 3
 STATS_TRIES = 50
@@ -151,11 +151,14 @@ def measure_model_curve(
     requests_per_size: int = 30,
     dims: dict[str, int] | None = None,
     intra_op_threads: int | None = None,
+    provider: ServingProvider = ServingProvider.CPU,
 ) -> LatencyCurve:
     """Serve the file on one instance without dynamic batching (client batches only) and measure
     its curve from a child process started by the one launcher."""
     policy = BatchingPolicy(max_batch_size=max(batch_sizes), dynamic_batching=False)
-    with serve(model_path, policy, dims=dims, intra_op_threads=intra_op_threads) as server:
+    with serve(
+        model_path, policy, dims=dims, intra_op_threads=intra_op_threads, provider=provider
+    ) as server:
         outcome = run_in_child(
             measure_latency_curve,
             server.endpoint,

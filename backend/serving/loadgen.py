@@ -27,7 +27,7 @@ from backend.serving.repository import TensorSpec
 from backend.serving.scenarios import SCENARIOS
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.stability import Completed, stability
-from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario
+from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario, ServingProvider
 from backend.specs import MEASURE_PRESETS, MeasureSettings
 
 LAG_LIMIT_MS = 5.0  # Server: a request leaving later than this (p99) means the client fell behind
@@ -260,6 +260,8 @@ def run_load(
         arrival_schedule_s=schedule,
         server_metrics=metrics,
         notes=endpoint.notes,
+        provider=endpoint.provider,
+        session_providers=endpoint.session_providers,
     )
 
 
@@ -290,6 +292,7 @@ def serve_and_measure(
     dims: dict[str, int] | None = None,
     intra_op_threads: int | None = None,
     on_point: Callable[[LoadPoint], None] | None = None,
+    provider: ServingProvider = ServingProvider.CPU,
 ) -> list[LoadPoint]:
     """Serve the ONNX file under `policy` on a real Triton server, measure each spec from a
     child process (the generator apart from the caller), stop the server; the points in order.
@@ -297,7 +300,9 @@ def serve_and_measure(
     The policy recorded on each point is the one really served (a fixed-batch model's differs).
     """
     points = []
-    with serve(model_path, policy, dims=dims, intra_op_threads=intra_op_threads) as server:
+    with serve(
+        model_path, policy, dims=dims, intra_op_threads=intra_op_threads, provider=provider
+    ) as server:
         for spec in specs:
             point = run_load_in_child(server.endpoint, spec, measure)
             points.append(point)

@@ -19,7 +19,7 @@ import onnx
 
 from backend.engine.inputs import specs_of_model
 from backend.errors import UserError
-from backend.serving.types import BatchingPolicy
+from backend.serving.types import BatchingPolicy, ServingProvider
 
 MODEL_NAME = "model"
 TEMPLATE = Path(__file__).with_name("triton_model.py.txt")
@@ -60,6 +60,7 @@ class ServedModel:
     max_batch_size: int  # what config.pbtxt says: 0 for a fixed-batch server
     intra_op_threads: int
     fixed_batch_note: str = ""
+    provider: ServingProvider = ServingProvider.CPU  # the local model's ORT provider
 
 
 def _tensor(name: str, dtype: str, shape: list, batched: bool, dims: dict[str, int]) -> TensorSpec:
@@ -102,6 +103,7 @@ def plan_model(
     dims: dict[str, int] | None = None,
     intra_op_threads: int | None = None,
     variable_dims: bool = False,
+    provider: ServingProvider = ServingProvider.CPU,
 ) -> ServedModel:
     """Read the ONNX graph (no session) and decide what Triton serves.
 
@@ -148,6 +150,7 @@ def plan_model(
         max_batch_size=policy.max_batch_size if batched else 0,
         intra_op_threads=threads,
         fixed_batch_note=note,
+        provider=ServingProvider(provider),
     )
 
 
@@ -212,7 +215,10 @@ def config_text(served: ServedModel, deployment: Deployment | None = None) -> st
     The tensors, max_batch_size, dynamic_batching block and instance count are written by the
     same lines either way; Triton validates the text when it loads it, export.py before it zips.
     """
-    kind = "KIND_GPU" if deployment and deployment.gpu else "KIND_CPU"
+    if deployment is not None:
+        kind = "KIND_GPU" if deployment.gpu else "KIND_CPU"
+    else:  # the local server pins its CUDA instances to GPU 0, the one the provider opens
+        kind = "KIND_GPU gpus: [ 0 ]" if served.provider is ServingProvider.CUDA else "KIND_CPU"
     lines = [
         f'name: "{served.name}"\n',
         'platform: "onnxruntime_onnx"\n' if deployment else 'backend: "python"\n',
@@ -222,10 +228,11 @@ def config_text(served: ServedModel, deployment: Deployment | None = None) -> st
         f"instance_group [ {{ count: {served.policy.instance_count} kind: {kind} }} ]\n",
         _dynamic_batching(served),
     ]
-    if deployment is None:  # the Python backend reads its ONNX Runtime threads from here
+    if deployment is None:  # the Python backend reads its ONNX Runtime settings from here
         lines.append(
             'parameters: { key: "intra_op_threads" '
             f'value: {{ string_value: "{served.intra_op_threads}" }} }}\n'
+            f'parameters: {{ key: "provider" value: {{ string_value: "{served.provider}" }} }}\n'
         )
     else:
         lines.append(_accelerator(deployment))

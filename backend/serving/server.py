@@ -26,10 +26,11 @@ from pathlib import Path
 import settings
 from backend.errors import UnavailableError
 from backend.serving.repository import ServedModel, TensorSpec, plan_model, write_repository
-from backend.serving.types import BatchingPolicy
+from backend.serving.types import BatchingPolicy, ServingProvider
 
 SETUP = "run scripts/setup-triton"
 _LOG_LINE = re.compile(r"^([EWI])\d{4} [\d:.]+\s+\d+\s+\S+\]\s*(.*)$")
+_PROVIDERS = re.compile(r"optiboard session providers: (\S+)")  # triton_model.py.txt prints it
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class ServerEndpoint:
     policy: BatchingPolicy  # what is really served (a fixed-batch model's differs from the ask)
     intra_op_threads: int
     notes: tuple[str, ...] = ()  # e.g. why dynamic batching was impossible
+    provider: ServingProvider = ServingProvider.CPU
+    session_providers: tuple[str, ...] = ()  # what ORT's sessions really use (from Triton's log)
 
 
 def free_port() -> int:
@@ -107,6 +110,15 @@ def triton_log_line(log: str) -> str:
     return chosen[:400].rstrip(". ")
 
 
+def session_providers(log: str) -> tuple[str, ...]:
+    """The providers every instance's ONNX Runtime session uses, in ORT's order (all instances
+    open the same list; a mismatch would show as the union, first seen first)."""
+    seen: dict[str, None] = {}
+    for match in _PROVIDERS.finditer(log):
+        seen.update(dict.fromkeys(match.group(1).split(",")))
+    return tuple(seen)
+
+
 class TritonServer:
     """One tritonserver process serving one model; a context manager (see `serve`)."""
 
@@ -117,6 +129,7 @@ class TritonServer:
         self.http_port, self.metrics_port = free_port(), free_port()
         self.log_path = workdir / "tritonserver.log"
         self.process: subprocess.Popen | None = None
+        self.session_providers: tuple[str, ...] = ()
 
     @property
     def endpoint(self) -> ServerEndpoint:
@@ -130,6 +143,8 @@ class TritonServer:
             policy=self.served.policy,
             intra_op_threads=self.served.intra_op_threads,
             notes=(self.served.fixed_batch_note,) if self.served.fixed_batch_note else (),
+            provider=self.served.provider,
+            session_providers=self.session_providers,
         )
 
     def command(self, repository: Path) -> list[str]:
@@ -194,6 +209,7 @@ class TritonServer:
                     f"{self.process.returncode}): {triton_log_line(self.log_text())}."
                 )
             if self._ready():
+                self.session_providers = session_providers(self.log_text())
                 return
             time.sleep(0.1)
         self.stop()
@@ -234,16 +250,25 @@ def serve(
     intra_op_threads: int | None = None,
     start_timeout_s: float | None = None,
     environment: TritonEnvironment | None = None,
+    provider: ServingProvider = ServingProvider.CPU,
 ) -> Iterator[TritonServer]:
     """Serve one ONNX file under one batching policy until the block ends; the server is stopped
-    and its repository removed whatever happens."""
+    and its repository removed whatever happens. provider cuda: KIND_GPU instances on GPU 0."""
     environment = environment or find_environment()
-    served = plan_model(Path(model_path), policy, dims, intra_op_threads)
+    served = plan_model(Path(model_path), policy, dims, intra_op_threads, provider=provider)
     timeout = start_timeout_s or settings.TRITON_START_TIMEOUT_S.get()
     with tempfile.TemporaryDirectory(prefix="optiboard-triton-") as folder:
         workdir = Path(folder)
         repository = write_repository(workdir / "models", Path(model_path), served)
-        server = _started(environment, served, workdir, repository, timeout)
+        try:
+            server = _started(environment, served, workdir, repository, timeout)
+        except UnavailableError as exc:
+            if served.provider is not ServingProvider.CUDA:
+                raise
+            raise UnavailableError(
+                f"{str(exc).rstrip('. ')}; the CUDA provider needs an NVIDIA GPU that Triton "
+                "sees and onnxruntime-gpu in the serving environment, else serve on the CPU."
+            ) from exc
         try:
             yield server
         finally:

@@ -13,7 +13,14 @@ from typing import Any
 
 from backend.errors import UserError
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
-from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.serving.types import (
+    BatchingPolicy,
+    LatencyCurve,
+    LoadPoint,
+    LoadSpec,
+    Scenario,
+    ServingProvider,
+)
 from backend.specs import MEASURE_PRESETS
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -83,6 +90,7 @@ class ServingStudy:
     intra_op_threads: int = 0  # 0: the cores shared out among the instances
     curve_sizes: tuple[int, ...] = CURVE_SIZES  # () measures no curve and predicts nothing
     kind: str = field(default=KIND)
+    provider: ServingProvider = ServingProvider.CPU  # every configuration's ORT provider
 
     def __post_init__(self) -> None:
         if not self.variants or not self.policies or not self.loads:
@@ -136,6 +144,7 @@ class ServingStudy:
             dims=tuple((str(k), int(v)) for k, v in data.get("dims", ())),
             intra_op_threads=int(data.get("intra_op_threads", 0)),
             curve_sizes=tuple(data.get("curve_sizes", CURVE_SIZES)),
+            provider=ServingProvider(data.get("provider", ServingProvider.CPU)),
         )
 
 

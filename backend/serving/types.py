@@ -23,6 +23,13 @@ class Scenario(StrEnum):
     CONCURRENCY = "concurrency"  # N requests always in flight (perf_analyzer)
 
 
+class ServingProvider(StrEnum):
+    """The ONNX Runtime execution provider the served model runs on; cuda needs a GPU host."""
+
+    CPU = "cpu"  # instance_group KIND_CPU
+    CUDA = "cuda"  # instance_group KIND_GPU on GPU 0; never a silent CPU fallback
+
+
 @dataclass(frozen=True)
 class BatchingPolicy:
     """What goes into Triton's config.pbtxt: dynamic_batching and instance_group."""
@@ -161,6 +168,8 @@ class LoadPoint:
     arrival_schedule_s: tuple[float, ...] = ()  # SERVER: the offsets actually used
     server_metrics: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what the server did differently, e.g. no dynamic batching
+    provider: ServingProvider = ServingProvider.CPU  # what was asked for
+    session_providers: tuple[str, ...] = ()  # what ONNX Runtime's session really used, in order
 
     @property
     def mean_batch(self) -> float:
@@ -190,5 +199,7 @@ class LoadPoint:
                 "batch_histogram": {int(k): v for k, v in data["batch_histogram"].items()},
                 "arrival_schedule_s": tuple(data.get("arrival_schedule_s", ())),
                 "notes": tuple(data.get("notes", ())),
+                "provider": ServingProvider(data.get("provider", ServingProvider.CPU)),
+                "session_providers": tuple(data.get("session_providers", ())),
             }
         )

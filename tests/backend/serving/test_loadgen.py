@@ -8,7 +8,7 @@ from backend.errors import UserError
 from backend.serving.loadgen import Record, run_load, run_load_in_child, saturation_reason
 from backend.serving.scenarios import SCENARIOS, poisson_schedule
 from backend.serving.server import TritonServer
-from backend.serving.types import LoadPoint, LoadSpec, Scenario
+from backend.serving.types import LoadPoint, LoadSpec, Scenario, ServingProvider
 from backend.specs import MEASURE_PRESETS
 from tests.backend.serving.conftest import POLICY
 
@@ -34,6 +34,9 @@ def test_concurrency_makes_triton_form_batches_and_its_counters_agree(
     assert point.server_metrics["nv_inference_count"] == inferences == point.latency.count
     assert point.queue_ms > 0 and point.compute_ms > 0
     assert point.stability_note.startswith(("stable:", "unstable:"))
+    # the provider asked for and the one ONNX Runtime's session really used ride on the point
+    assert point.provider is ServingProvider.CPU
+    assert point.session_providers == ("CPUExecutionProvider",)
     assert LoadPoint.from_dict(point.to_dict()) == point
 
 

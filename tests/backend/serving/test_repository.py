@@ -10,7 +10,7 @@ from tritonclient.grpc import model_config_pb2
 
 from backend.errors import UserError
 from backend.serving.repository import ServedModel, config_text, plan_model
-from backend.serving.types import BatchingPolicy
+from backend.serving.types import BatchingPolicy, ServingProvider
 from tests import models as model_factory
 
 
@@ -37,6 +37,16 @@ def test_config_carries_the_whole_batching_policy(mlp_path: Path) -> None:
     assert [(t.name, list(t.dims)) for t in config.output] == [("probs", [10])]
     # ONNX Runtime's threads per instance are recorded in the config the stub reads
     assert int(config.parameters["intra_op_threads"].string_value) >= 1
+    assert config.parameters["provider"].string_value == "cpu"
+
+
+def test_cuda_provider_puts_the_instances_on_gpu_zero(mlp_path: Path) -> None:
+    policy = BatchingPolicy(max_batch_size=8, instance_count=2)
+    config = _parsed(plan_model(mlp_path, policy, provider=ServingProvider.CUDA))
+    group = config.instance_group[0]
+    assert group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
+    assert list(group.gpus) == [0] and group.count == 2
+    assert config.parameters["provider"].string_value == "cuda"
 
 
 def test_without_dynamic_batching_the_config_has_no_batcher(mlp_path: Path) -> None:
