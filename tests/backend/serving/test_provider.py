@@ -33,7 +33,7 @@ def test_the_model_refuses_an_onnx_runtime_without_cuda(
     triton_environment: TritonEnvironment, mlp_path: Path, tmp_path: Path
 ) -> None:
     """The model's own check, reached by serving the CUDA configuration on CPU instances: the
-    local ONNX Runtime (CPU build) lacks CUDAExecutionProvider, so the load fails, not falls back."""
+    local ONNX Runtime (a CPU build) lacks CUDAExecutionProvider: the load fails, no fallback."""
     served = plan_model(mlp_path, POLICY, intra_op_threads=1, provider=ServingProvider.CUDA)
     repository = write_repository(tmp_path / "models", mlp_path, served)
     config = repository / "model/config.pbtxt"
