@@ -1,0 +1,151 @@
+"""Triton with ONNX Runtime's CUDA provider against the CPU provider on the same host.
+
+A small CNN from tests/models.py (FP32, and FP16 through onnxconverter-common's float16 pass with
+FP32 inputs/outputs, the call backend/engine/variants.py makes) is served by the real
+tritonserver through backend/serving/server.py under one dynamic-batching policy; the project's
+load generator measures a closed-loop concurrency sweep and one Server-scenario point at 70% of
+the highest rate the sweep reached. Every point records the provider asked for and the providers
+ONNX Runtime's session really used (from the model's line in Triton's log). A configuration
+that cannot be served is reported with the server's sentence and the run goes on.
+
+    python3 bench/serving_gpu.py --venv /tmp/tv --out /tmp/out [--configs cuda:fp32,cpu:fp32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from backend.errors import UnavailableError, UserError  # noqa: E402
+from backend.serving.loadgen import run_load_in_child  # noqa: E402
+from backend.serving.repository import plan_model, write_repository  # noqa: E402
+from backend.serving.server import TritonServer, find_environment, serve  # noqa: E402
+from backend.serving.types import (  # noqa: E402
+    BatchingPolicy,
+    LoadPoint,
+    LoadSpec,
+    Scenario,
+    ServingProvider,
+)
+from backend.specs import MEASURE_PRESETS  # noqa: E402
+from tests import models as model_factory  # noqa: E402
+
+POLICY = BatchingPolicy(max_batch_size=32, max_queue_delay_us=500)
+HEADERS = (
+    "config      session providers          load            req/s   p50 ms   p99 ms  queue ms"
+    "  compute ms  mean batch  batches formed (size:executions)"
+)
+
+
+def cnn_files(folder: Path) -> dict[str, Path]:
+    """The served variants: the CNN in FP32 and its FP16 conversion (FP32 inputs/outputs)."""
+    model = model_factory.make_cnn(channels=64, blocks=2, image=32)
+    files = {"fp32": model_factory.save(model, folder / "cnn_fp32.onnx")}
+    try:
+        from onnxconverter_common import float16
+
+        half = float16.convert_float_to_float16(model, keep_io_types=True)
+        files["fp16"] = model_factory.save(half, folder / "cnn_fp16.onnx")
+    except ImportError as exc:
+        print(f"fp16 variant not built: {exc}")
+    return files
+
+
+def histogram(point: LoadPoint) -> str:
+    return " ".join(f"{size}:{count}" for size, count in sorted(point.batch_histogram.items()))
+
+
+def row(config: str, point: LoadPoint) -> str:
+    if point.scenario is Scenario.SERVER:
+        load = f"server {point.spec.target_rps:.0f}/s"
+    else:
+        load = f"{point.spec.concurrency} in flight"
+    used = ",".join(p.replace("ExecutionProvider", "") for p in point.session_providers) or "?"
+    return (
+        f"{config:<11} {used:<26} {load:<15} {point.achieved_rps:7.1f} {point.latency.p50:8.2f} "
+        f"{point.latency.p99:8.2f} {point.queue_ms:9.2f} {point.compute_ms:11.2f} "
+        f"{point.mean_batch:11.1f}  {histogram(point)}"
+        + ("  (client saturated)" if point.generator_saturated else "")
+        + (f"  errors {point.errors}" if point.errors else "")
+    )
+
+
+def run_config(args: argparse.Namespace, provider: str, path: Path, label: str) -> list[dict]:
+    """One server, the concurrency sweep, then one Server point at 70% of the best rate."""
+    environment = find_environment(Path(args.venv))
+    measure = MEASURE_PRESETS["quick"]
+    points: list[LoadPoint] = []
+    started = time.monotonic()
+    with serve(path, POLICY, environment=environment, provider=ServingProvider(provider)) as server:
+        print(
+            f"{label}: ready in {time.monotonic() - started:.1f} s, session providers "
+            f"{server.endpoint.session_providers}",
+            flush=True,
+        )
+        (Path(args.out) / f"triton_{label.replace(':', '_')}.log").write_text(server.log_text())
+        for level in args.concurrency:
+            spec = LoadSpec(Scenario.CONCURRENCY, duration_s=args.duration, concurrency=level)
+            points.append(run_load_in_child(server.endpoint, spec, measure))
+            print(row(label, points[-1]), flush=True)
+        rate = 0.7 * max(p.achieved_rps for p in points)
+        spec = LoadSpec(Scenario.SERVER, duration_s=args.duration, target_rps=round(rate), seed=1)
+        points.append(run_load_in_child(server.endpoint, spec, measure))
+        print(row(label, points[-1]), flush=True)
+    return [{"config": label, **p.to_dict()} for p in points]
+
+
+def keep_failed_log(args: argparse.Namespace, provider: str, path: Path, label: str) -> None:
+    """serve() removes its folder; start the same repository once more in a kept folder so the
+    whole Triton log (ONNX Runtime's own lines included) comes back for the record."""
+    folder = Path(args.models) / f"failed_{label.replace(':', '_')}"
+    served = plan_model(path, POLICY, provider=ServingProvider(provider))
+    repository = write_repository(folder / "models", path, served)
+    server = TritonServer(find_environment(Path(args.venv)), served, folder)
+    try:
+        server.start(repository, timeout_s=120)
+        server.stop()
+    except UnavailableError:
+        pass
+    (Path(args.out) / f"failed_{label.replace(':', '_')}.log").write_text(server.log_text())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--venv", required=True, help="the serving environment (tritonserver)")
+    parser.add_argument("--out", required=True, help="folder for the JSON points and logs")
+    parser.add_argument("--models", default="/tmp/serving_gpu_models", help="ONNX files here")
+    parser.add_argument("--configs", default="cuda:fp32,cuda:fp16,cpu:fp32")
+    parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per point")
+    args = parser.parse_args()
+    args.concurrency = [int(c) for c in args.concurrency.split(",")]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    Path(args.models).mkdir(parents=True, exist_ok=True)
+    files = cnn_files(Path(args.models))
+    print(f"policy: {POLICY.label}; CNN make_cnn(channels=64, blocks=2, image=32)")
+    print(HEADERS, flush=True)
+    results: list[dict] = []
+    for config in args.configs.split(","):
+        provider, precision = config.split(":")
+        if precision not in files:
+            continue
+        try:
+            results += run_config(args, provider, files[precision], config)
+        except (UnavailableError, UserError, RuntimeError) as exc:
+            print(f"{config}: NOT served: {exc}", flush=True)
+            results.append({"config": config, "error": str(exc)})
+            keep_failed_log(args, provider, files[precision], config)
+    (out / "serving_gpu.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
