@@ -2,7 +2,7 @@
 # Issue 9's GPU half on the H200 host: the real tritonserver (nvidia-pytriton 0.7.0) serving a
 # small CNN with ONNX Runtime's CUDA provider (KIND_GPU), driven by bench/serving_gpu.py, and the
 # same on the host's CPU. The host has no network, so everything travels as one payload split into
-# .whl/tg/cN/part.0N (<= 61 MB each, one per device call) and gathered in /tmp/p while the
+# .whl/tg/cN/part.0N (<= 62.5 MB each, one per device call) and gathered in /tmp/p while the
 # machine stays warm. Payload (built here by `pack`): ort.tar.xz (onnxruntime-gpu 1.31.1, the
 # unpacked CUDA 13 wheel), tv.tar.xz (pytriton's tritonserver, its Python backend, the 3.12 stub
 # and the bundled libraries they need, numpy 1.26.4 for the stub) and the driver's wheels
@@ -36,7 +36,7 @@ pack)
     cp "$src/ort.tar.xz" "$src/tv.tar.xz" "$src"/w/{tritonclient,gevent,geventhttpclient,greenlet,brotli,python_rapidjson,zope,onnxconverter}*.whl /tmp/sg/b/
     (cd /tmp/sg/b && sha256sum ./* > SHA256SUMS && tar cf - ./*) > /tmp/sg/payload.tar
     sha256sum /tmp/sg/payload.tar | cut -d' ' -f1 > "$dir/payload.sha256"
-    split -b 61000000 -d -a 2 /tmp/sg/payload.tar "$dir/part."
+    split -b 62500000 -d -a 2 /tmp/sg/payload.tar "$dir/part."
     for f in "$dir"/part.*; do n=${f##*.}; n=${n#0}; mkdir -p "$dir/c$n" && mv "$f" "$dir/c$n/"; done
     git ls-files --cached --others --exclude-standard | tar cf "$dir/c$n/tree.tar" -T -
     cp "$dir/payload.sha256" "$dir/c$n/"
@@ -78,7 +78,7 @@ s = o.InferenceSession("/tmp/cnn.onnx", providers=["CUDAExecutionProvider"])
 print("stub env: CUDA session providers", s.get_providers())' 2>&1 | grep -v "^$" | tail -8
     python3 -c 'import tritonclient, gevent, onnx, numpy; print("driver: tritonclient", tritonclient.__version__ if hasattr(tritonclient, "__version__") else "2.73.0", "onnx", onnx.__version__, "numpy", numpy.__version__)'
     timeout "${RUN_S:-420}" python3 bench/serving_gpu.py --venv $TV --out "$OUT" \
-        --configs "${CONFIGS:-cuda:fp32,cuda:fp16,cpu:fp32}" --duration "${DUR:-3}" 2>&1 | tee "$OUT/run.log"
+        --configs "${CONFIGS:-cuda:fp32,cpu:fp32,cuda:fp16}" --duration "${DUR:-3}" 2>&1 | tee "$OUT/run.log"
     grep -h -E "optiboard session providers|server_version|CUDA memory|Failed|error" "$OUT"/triton_*.log "$OUT"/failed_*.log 2>/dev/null | sort | uniq -c | head -20
     echo "total: $(($(date +%s) - t0)) s"
     ;;

@@ -121,7 +121,7 @@ def main() -> int:
     parser.add_argument("--venv", required=True, help="the serving environment (tritonserver)")
     parser.add_argument("--out", required=True, help="folder for the JSON points and logs")
     parser.add_argument("--models", default="/tmp/serving_gpu_models", help="ONNX files here")
-    parser.add_argument("--configs", default="cuda:fp32,cuda:fp16,cpu:fp32")
+    parser.add_argument("--configs", default="cuda:fp32,cpu:fp32,cuda:fp16")
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per point")
     args = parser.parse_args()
@@ -143,7 +143,7 @@ def main() -> int:
             print(f"{config}: NOT served: {exc}", flush=True)
             results.append({"config": config, "error": str(exc)})
             keep_failed_log(args, provider, files[precision], config)
-    (out / "serving_gpu.json").write_text(json.dumps(results, indent=1))
+        (out / "serving_gpu.json").write_text(json.dumps(results, indent=1))  # after each
     return 0
 
 
