@@ -69,6 +69,7 @@ class Calibration:
     single: HostSample
     loaded: HostSample
     two_instances: HostSample | None = None
+    then: tuple[LoadPoint, ...] = ()  # points measured right after, on the same server
 
 
 def _stats(endpoint: ServerEndpoint) -> dict:
@@ -175,17 +176,17 @@ def calibrated(
     ex = single.executions
     response = ex.response_ms
     compute_one = ex.busy_ms.get(1, curve.compute_ms_at(1) + response) - response
-    # the curve's shape, at the level the one-in-flight executions had (two measurements a few
-    # seconds apart on a shared host differ by a shift more than by a slope)
-    shift = compute_one - curve.compute_ms[0]
-    curve = replace(curve, compute_ms=tuple(max(ms + shift, 0.01) for ms in curve.compute_ms))
     latency, client = single.point.latency, loaded.client_cpu_ms
     # the rest of one request's time alone (the batcher's hand-over included); the generator's
     # idle-loop wake-ups, which requests back to back do not pay, count here too
     overhead = max(0.0, latency.p50 - compute_one - response - client)
     jitter = _lognormal_cv(overhead, overhead + latency.p99 - latency.p50) if overhead else 0.0
+    # each loaded execution against the same batch alone: the one-in-flight execution scaled by
+    # the curve's shape (both a few seconds apart on a shared host: compare like with like)
+    one = curve.compute_ms_at(1) + response
+    scale = (compute_one + response) / one if one > 0 else 1.0
     measured = sum(n * loaded.executions.busy_ms[b] for b, n in loaded.executions.count.items())
-    alone = sum(
+    alone = scale * sum(
         n * (curve.compute_ms_at(b) + b * response) for b, n in loaded.executions.count.items()
     )
     host = min(MAX_SLOWDOWN, max(1.0, measured / alone)) if alone > 0 else 1.0
@@ -222,12 +223,15 @@ def _measure_on_server(
     sizes: tuple[int, ...],
     requests_per_size: int,
     duration_s: float,
-) -> tuple[LatencyCurve, HostSample, HostSample]:
-    """In one child: the curve, then one and LOADED_IN_FLIGHT requests in flight."""
+    then: tuple[LoadSpec, ...],
+) -> tuple[LatencyCurve, HostSample, HostSample, tuple[LoadPoint, ...]]:
+    """In one child: the curve, one and LOADED_IN_FLIGHT requests in flight, then `then`."""
     curve = measure_latency_curve(endpoint, sizes, requests_per_size=requests_per_size)
     single = sample_load(endpoint, LoadSpec(Scenario.CONCURRENCY, duration_s=duration_s), group)
     spec = LoadSpec(Scenario.CONCURRENCY, concurrency=LOADED_IN_FLIGHT, duration_s=duration_s)
-    return curve, single, sample_load(endpoint, spec, group)
+    loaded = sample_load(endpoint, spec, group)
+    points = tuple(run_load(endpoint, spec, MEASURE_PRESETS["quick"]) for spec in then)
+    return curve, single, loaded, points
 
 
 def _group(server: TritonServer) -> int:
@@ -252,32 +256,38 @@ def calibrate_on_server(
     requests_per_size: int = 20,
     duration_s: float = 1.5,
     dims: dict[str, int] | None = None,
+    intra_op_threads: int | None = None,
     two_instances: bool = False,
+    then: Sequence[LoadSpec] = (),
 ) -> Calibration:
     """Serve the file on the real Triton server and measure every input of the simulation.
 
     With two_instances, a second server (no batching, two instances, two in flight) measures
     how two executions at once slow each other; without, the curve keeps no instance slowdown.
+    `then`: load points measured right after on the same server (dynamic batching up to the
+    largest size, no delay), seconds apart from the calibration on a host whose load moves.
     """
     sizes = tuple(sorted(set(batch_sizes)))
     policy = BatchingPolicy(max_batch_size=max(sizes))
     limit = 120 + 2 * requests_per_size * len(sizes) + 8 * duration_s
-    with serve(model_path, policy, dims=dims) as server:
-        curve, single, loaded = _in_child(
+    limit += sum(4 * spec.duration_s + 10 for spec in then)
+    with serve(model_path, policy, dims=dims, intra_op_threads=intra_op_threads) as server:
+        curve, single, loaded, points = _in_child(
             _measure_on_server,
             server.endpoint,
             _group(server),
             sizes,
             requests_per_size,
             duration_s,
+            tuple(then),
             timeout_s=limit,
         )
     pair = None
     if two_instances:
         two = BatchingPolicy(max_batch_size=max(sizes), dynamic_batching=False, instance_count=2)
         spec = LoadSpec(Scenario.CONCURRENCY, concurrency=2, duration_s=duration_s)
-        with serve(model_path, two, dims=dims) as server:
+        with serve(model_path, two, dims=dims, intra_op_threads=intra_op_threads) as server:
             pair = _in_child(
                 sample_load, server.endpoint, spec, _group(server), timeout_s=60 + 8 * duration_s
             )
-    return Calibration(calibrated(curve, single, loaded, pair), single, loaded, pair)
+    return Calibration(calibrated(curve, single, loaded, pair), single, loaded, pair, points)
