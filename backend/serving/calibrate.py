@@ -30,6 +30,7 @@ from backend.launch.children import run_in_child
 from backend.serving.curve import measure_latency_curve
 from backend.serving.loadgen import run_load
 from backend.serving.server import ServerEndpoint, TritonServer, serve
+from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
 from backend.specs import MEASURE_PRESETS
 
@@ -177,10 +178,11 @@ def calibrated(
     response = ex.response_ms
     compute_one = ex.busy_ms.get(1, curve.compute_ms_at(1) + response) - response
     latency, client = single.point.latency, loaded.client_cpu_ms
-    # the rest of one request's time alone (the batcher's hand-over included); the generator's
-    # idle-loop wake-ups, which requests back to back do not pay, count here too
-    overhead = max(0.0, latency.p50 - compute_one - response - client)
-    jitter = _lognormal_cv(overhead, overhead + latency.p99 - latency.p50) if overhead else 0.0
+    # the rest of one request's mean time alone (the batcher's hand-over included; the mean,
+    # as one in flight serves 1 / mean); the generator's idle-loop wake-ups, which requests back
+    # to back do not pay, count here too
+    overhead = max(0.0, latency.mean - compute_one - response - client)
+    jitter = _lognormal_cv(overhead, overhead + latency.p99 - latency.mean) if overhead else 0.0
     # each loaded execution against the same batch alone: the one-in-flight execution scaled by
     # the curve's shape (both a few seconds apart on a shared host: compare like with like)
     one = curve.compute_ms_at(1) + response
@@ -215,6 +217,45 @@ def calibrated(
         host_cpu_ms=host_cpu,
         host_cores=min(cores, float(os.cpu_count() or 1)),
     )
+
+
+def calibrate(curve: LatencyCurve, measured: LoadPoint, steps: int = 12) -> LatencyCurve:
+    """The curve fitted to one measured saturated point: the generator's serial cost, then the
+    way's noise. For stored studies that kept only a curve and load points (no CPU times, no
+    per-request statistics): `calibrated` reads every input from measurements instead.
+
+    The serial cost is bisected until the simulated throughput matches (the same time leaves
+    the pure delay, where one request in flight counted it), then the overhead's jitter until
+    the simulated p99 matches.
+    """
+
+    def fitted(cost: float, cv: float) -> LatencyCurve:
+        overhead = max(0.0, curve.overhead_ms - cost)
+        return replace(curve, request_cost_ms=cost, overhead_ms=overhead, overhead_jitter=cv)
+
+    def point(trial: LatencyCurve) -> LoadPoint:
+        return simulate(trial, measured.spec, measured.policy, requests=RANKING_REQUESTS)
+
+    low, high = 0.0, 1000.0 / max(measured.achieved_rps, 1e-9)
+    for _ in range(steps):
+        middle = (low + high) / 2
+        low, high = (
+            (middle, high)
+            if point(fitted(middle, 0.0)).achieved_rps > measured.achieved_rps
+            else (low, middle)
+        )
+    cost = (low + high) / 2
+    low, high = 0.0, 8.0
+    if point(fitted(cost, 0.0)).latency.p99 >= measured.latency.p99:
+        return fitted(cost, 0.0)
+    for _ in range(steps):
+        middle = (low + high) / 2
+        low, high = (
+            (middle, high)
+            if point(fitted(cost, middle)).latency.p99 < measured.latency.p99
+            else (low, middle)
+        )
+    return fitted(cost, (low + high) / 2)
 
 
 def _measure_on_server(
