@@ -106,6 +106,8 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
 
 
 def cmd_serve_recommend(args: argparse.Namespace) -> int:
+    if args.confirm < 0 or args.duration <= 0:
+        raise UserError("--confirm takes 0 or more configurations and --duration positive seconds.")
     if args.confirm:
         rec = _confirmed(args)
     else:

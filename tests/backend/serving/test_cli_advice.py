@@ -88,3 +88,18 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
             r"\(measured(; the load generator could not offer more.*)?\)\.$",
             sentence,
         ), sentence
+
+
+def test_recommend_refuses_a_negative_confirm_count_before_measuring_anything(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["serve", "recommend", "1", "--slo", "10", "--confirm", "-1"]) == 2
+    assert "--confirm takes 0 or more configurations" in capsys.readouterr().err
+
+
+def test_recommend_with_confirm_on_a_missing_job_says_so_and_starts_no_server(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "recommend", "7", "--slo", "10", "--confirm", "1"]) == 2
+    assert "There is no job 7" in capsys.readouterr().err
