@@ -42,6 +42,7 @@ log = logging.getLogger("optiboard.worker")
 WATCH_S = 0.5  # how often the worker looks at the child and the head's port
 HANG_S = 45.0  # no heartbeat for this long while the port answers: the driver is stuck
 CRASHES_BEFORE_FAILING = 3  # child deaths in a row while the head answered
+SETTLED_S = 60.0  # a driver that ran this long before losing its head: the next loss is new
 
 
 class HeadLost(Exception):
@@ -129,6 +130,9 @@ class Supervisor:
         self.job = job
         self.address = settings.RAY_ADDRESS.get()
         self.crashes = 0
+        self.backoff = Backoff(settings.RAY_RETRY_MAX_S.get())
+        self.outage_began: float | None = None  # one outage, one sentence, one give-up clock
+        self.resuming_logged = True  # "answers again" is said once per outage
 
     def run(self) -> Any:
         resumed = False
@@ -138,10 +142,14 @@ class Supervisor:
                 self._wait_for_head(reason)
                 resumed = True
                 continue
+            started = time.monotonic()
             try:
                 if self._drive_once(resumed):
                     break
             except HeadLost as lost:
+                if time.monotonic() - started > SETTLED_S:  # it ran: a new outage begins
+                    self.backoff.reset()
+                    self.outage_began = None
                 self._wait_for_head(lost.reason)
             resumed = True
         return self.runner._conclude(self.job)
@@ -189,36 +197,41 @@ class Supervisor:
         return sum(1 for c in ordered_configurations(spec) if c.key not in done)
 
     def _wait_for_head(self, reason: str) -> None:
-        """One sentence on the Jobs page, then tries with backoff until the port answers."""
-        backoff = Backoff(settings.RAY_RETRY_MAX_S.get())
+        """One sentence on the Jobs page per outage, then tries with backoff until the port
+        answers. A driver that fails again soon after (a head whose port is up before the rest
+        of it) continues the same outage: same sentence, longer waits, same give-up clock."""
         give_up = settings.RAY_GIVE_UP_S.get()
-        began = time.monotonic()
-        job_store.log_event(
-            self.job.id,
-            still_unreachable(self.address, reason, self._not_stored(), backoff.cap_s),
-            level="warning",
-        )
-        while reason is not None:
-            waited = time.monotonic() - began
+        if self.outage_began is None:
+            self.outage_began = time.monotonic()
+            self.resuming_logged = False
+            job_store.log_event(
+                self.job.id,
+                still_unreachable(self.address, reason, self._not_stored(), self.backoff.cap_s),
+                level="warning",
+            )
+        waited_once = False
+        while reason is not None or not waited_once:
+            waited_once = True
+            waited = time.monotonic() - self.outage_began
             if give_up and waited >= give_up:
-                raise gave_up(self.address, reason, waited)
-            delay = backoff.next_delay()
+                raise gave_up(self.address, reason or "no driver could connect", waited)
+            delay = self.backoff.next_delay()
             if give_up:
                 delay = min(delay, max(give_up - waited, 0.1))
-            log.warning(
-                "Ray head %s unreachable (%s); next try in %.0f s", self.address, reason, delay
-            )
+            log.warning("Ray head %s: %s; next try in %.0f s", self.address, reason, delay)
             deadline = time.monotonic() + delay
             while time.monotonic() < deadline:
                 if self.runner._should_stop(self.job.id):
                     return
                 time.sleep(min(WATCH_S, max(deadline - time.monotonic(), 0)))
             reason = port_reason(self.address)
-        job_store.log_event(
-            self.job.id,
-            f"Ray cluster at {self.address} answers again; resuming the "
-            f"{self._not_stored()} configurations not yet stored.",
-        )
+        if not self.resuming_logged:
+            self.resuming_logged = True
+            job_store.log_event(
+                self.job.id,
+                f"Ray cluster at {self.address} answers again; resuming the "
+                f"{self._not_stored()} configurations not yet stored.",
+            )
 
 
 def supervise(runner: Any, job: JobRow) -> Any:
