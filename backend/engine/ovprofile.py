@@ -13,15 +13,15 @@ they count as conversions whatever kernel ran them.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
-from backend.engine.profile import KEPT_IN_FP32, PROFILE_RUNS, NodeProfile, Profile, SourceIndex
+from backend.engine.profile import PROFILE_RUNS, Profile, SourceIndex, kept_in_fp32, mapped_node
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions
 
@@ -68,24 +68,21 @@ def build_ov_profile(
         only_qdq = bool(original) and all(
             built_ops.get(o) in _QDQ or o.startswith(_QDQ) for o in original
         )
-        matched = _sources(layer, index, layers)
         nodes.append(
-            NodeProfile(
-                name=name,
+            mapped_node(
+                name,
+                _sources(layer, index, layers),
+                index,
                 op_type="FakeQuantize" if only_qdq else entry["type"],
                 provider=device,
                 calls=runs,
                 total_us=entry["total_us"],
-                source_nodes=matched,
-                source_ops=sorted({index.ops[m] for m in matched}),
                 inputs=list(layer["inputs"]),
                 outputs=[name],
                 precision=kernel_precision(entry["exec_type"]),
             )
         )
-    props = {p.key: p.value for p in built.metadata_props}
-    kept = json.loads(props.get(KEPT_IN_FP32, "[]"))
-    return Profile(runs=runs, provider=device, nodes=nodes, kept_in_fp32=kept)
+    return Profile(runs=runs, provider=device, nodes=nodes, kept_in_fp32=kept_in_fp32(built))
 
 
 def profile_openvino(
@@ -96,10 +93,10 @@ def profile_openvino(
     runs: int = PROFILE_RUNS,
 ) -> Profile:
     """Compile with performance counters on, run once to warm up, then sum `runs` runs' counters."""
-    counted = SessionOptions(
-        provider=options.provider,
-        optimization_level=options.optimization_level,
-        intra_op_threads=options.intra_op_threads,
+    counted = replace(
+        options,
+        optimized_model_path=None,
+        profile_prefix=None,
         extra={**options.extra, "perf_counters": True},
     )
     timed: dict[str, dict[str, Any]] = defaultdict(lambda: {"total_us": 0.0})

@@ -11,7 +11,7 @@ import re
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +243,18 @@ def _resolve(name: str, graphs: list[_Wiring], index: SourceIndex, depth: int = 
     return []
 
 
+def mapped_node(name: str, matched: list[str], index: SourceIndex, **timing: Any) -> NodeProfile:
+    """One timed runtime node (ORT trace event or OpenVINO layer) with the uploaded nodes it ran."""
+    ops = sorted({index.ops[m] for m in matched})
+    return NodeProfile(name=name, source_nodes=matched, source_ops=ops, **timing)
+
+
+def kept_in_fp32(built: onnx.ModelProto | None) -> list[str]:
+    """Nodes the variant's build kept in FP32, from the metadata the passes wrote into it."""
+    props = {p.key: p.value for p in built.metadata_props} if built is not None else {}
+    return json.loads(props.get(KEPT_IN_FP32, "[]"))
+
+
 def build_profile(
     events: list[dict[str, Any]],
     provider: str,
@@ -257,23 +269,20 @@ def build_profile(
     nodes = []
     for name, entry in timed.items():
         inputs, outputs = graphs[1].nodes.get(name, ([], []))
-        matched = _resolve(name, graphs, index)
         nodes.append(
-            NodeProfile(
-                name=name,
+            mapped_node(
+                name,
+                _resolve(name, graphs, index),
+                index,
                 op_type=entry["op"],
                 provider=entry["provider"],
                 calls=entry["calls"],
                 total_us=entry["total_us"],
-                source_nodes=matched,
-                source_ops=sorted({index.ops[m] for m in matched}),
                 inputs=inputs,
                 outputs=outputs,
             )
         )
-    props = {p.key: p.value for p in built.metadata_props} if built is not None else {}
-    kept = json.loads(props.get(KEPT_IN_FP32, "[]"))
-    return Profile(runs=runs, provider=provider, nodes=nodes, kept_in_fp32=kept)
+    return Profile(runs=runs, provider=provider, nodes=nodes, kept_in_fp32=kept_in_fp32(built))
 
 
 def profile_model(
@@ -287,13 +296,8 @@ def profile_model(
     """Open a profiling session of its own, run `runs` + 1 times, and map the trace to source."""
     with tempfile.TemporaryDirectory(prefix="optiboard-profile-") as tmp:
         optimized_path = Path(tmp) / "optimized.onnx"
-        profiled = SessionOptions(
-            provider=options.provider,
-            optimization_level=options.optimization_level,
-            intra_op_threads=options.intra_op_threads,
-            optimized_model_path=optimized_path,
-            profile_prefix=Path(tmp) / "trace",
-            extra=options.extra,
+        profiled = replace(
+            options, optimized_model_path=optimized_path, profile_prefix=Path(tmp) / "trace"
         )
         with get_backend(backend).open(Path(model_path), profiled) as runner:
             for _ in range(runs + 1):

@@ -307,8 +307,7 @@ def _keep_outputs(
 
 def _static_cost(source: Path, config: Configuration, result: ConfigurationResult) -> None:
     """FLOPs per sample of the source graph (static count), for FLOP/s and distance to peak."""
-    from backend.models.cost import model_cost
-    from backend.reporting.distance import resnet50_like
+    from backend.models.cost import model_cost, resnet50_like
 
     try:
         cost = model_cost(source, config.batch_size, dict(config.symbolic_dims))

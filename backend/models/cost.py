@@ -326,3 +326,18 @@ def model_cost(
             NodeCost(name, node.op_type, flops or 0, params, activation, flops is not None)
         )
     return ModelCost(batch_size, tuple(nodes), tuple(sorted(set(uncounted))))
+
+
+RESNET50_GFLOPS = (7.0, 9.0)  # torchvision resnet50: 4.1 GMACs = 8.2 GFLOPs per 224x224 image
+RESNET50_MIN_CONVS = 49  # 53 Conv nodes, fewer once ORT-style fusions fold none away
+
+
+def resnet50_like(flops_per_sample: float, conv_count: int, image_shape: list[int]) -> bool:
+    """Matched by shape and cost, not by name: one 3x224x224 image input, at least 49 Conv
+    nodes and 7-9 GFLOPs per image (torchvision's resnet50 is 53 Convs and 8.2 GFLOPs)."""
+    low, high = RESNET50_GFLOPS
+    return (
+        list(image_shape[-3:]) == [3, 224, 224]
+        and conv_count >= RESNET50_MIN_CONVS
+        and low <= flops_per_sample / 1e9 <= high
+    )

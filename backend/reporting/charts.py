@@ -28,7 +28,8 @@ def _rgba(hex_color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> go.Figure:
+def apply_layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> go.Figure:
+    """The house style every x/y chart shares (serving charts too), so pages look alike."""
     fig.update_layout(
         title=title,
         xaxis_title=x,
@@ -115,7 +116,7 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
     colors = _colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
         fig.add_traces(_latency_traces(name, group.sort_values("batch_size"), colors[name]))
-    return _layout(
+    return apply_layout(
         fig,
         "Latency per call (p50; band and whisker to p99; dotted p90)",
         "batch size",
@@ -140,7 +141,7 @@ def throughput_vs_batch(frame: pd.DataFrame) -> go.Figure:
                 hovertemplate="batch %{x}<br>%{y:,.1f} samples/s<extra>" + name + "</extra>",
             )
         )
-    return _layout(fig, "Throughput", "batch size", "samples / s", log_x=True)
+    return apply_layout(fig, "Throughput", "batch size", "samples / s", log_x=True)
 
 
 def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) -> go.Figure:
@@ -183,7 +184,7 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
     title = "Latency distribution of every call"
     if many:
         title += " (box: quartiles, whiskers p1–p99)"
-    fig = _layout(fig, title, "", "ms")
+    fig = apply_layout(fig, title, "", "ms")
     fig.update_xaxes(tickangle=-30, automargin=True)
     return fig
 
@@ -219,7 +220,7 @@ def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
                 hovertemplate="%{text}<br>on the Pareto front<extra></extra>",
             )
         )
-    return _layout(fig, "Accuracy loss against speedup", "speedup vs baseline (x)", loss_label)
+    return apply_layout(fig, "Accuracy loss against speedup", "speedup vs baseline (x)", loss_label)
 
 
 def memory_chart(frame: pd.DataFrame) -> go.Figure:
@@ -235,7 +236,7 @@ def memory_chart(frame: pd.DataFrame) -> go.Figure:
     )
     if data["gpu_memory_mb"].notna().any():
         fig.add_trace(go.Bar(x=data["label"], y=data["gpu_memory_mb"], name="GPU memory (MB)"))
-    fig = _layout(fig, f"Memory (peak RSS over {PEAK_SCOPE})", "", "MB")
+    fig = apply_layout(fig, f"Memory (peak RSS over {PEAK_SCOPE})", "", "MB")
     fig.update_xaxes(tickangle=-30, automargin=True)
     return fig
 
@@ -252,7 +253,7 @@ def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:
             hovertemplate="%{y}: %{x}<extra></extra>",
         )
     )
-    fig = _layout(fig, "Operators", "count", "")
+    fig = apply_layout(fig, "Operators", "count", "")
     fig.update_layout(height=max(260, 22 * len(items) + 80))
     return fig
 

@@ -27,8 +27,6 @@ PEAKS: dict[str, dict[str, float]] = {
 # MLPerf Inference (closed, data center) ResNet-50 v1.5 offline, NVIDIA's 8x H200 submission with
 # TensorRT INT8: about 757,000 samples/s per system, ~94,600 per GPU (the figure issue 14 quotes)
 MLPERF_RESNET50_H200 = 94_600.0
-RESNET50_GFLOPS = (7.0, 9.0)  # torchvision resnet50: 4.1 GMACs = 8.2 GFLOPs per 224x224 image
-RESNET50_MIN_CONVS = 49  # 53 Conv nodes, fewer once ORT-style fusions fold none away
 
 
 def executed_precision(config: Configuration) -> str:
@@ -103,17 +101,6 @@ def copy_shares(results: list[ConfigurationResult]) -> dict[str, float]:
         for key in end_to_end.keys() & device.keys()
         if end_to_end[key] > 0
     }
-
-
-def resnet50_like(flops_per_sample: float, conv_count: int, image_shape: list[int]) -> bool:
-    """Matched by shape and cost, not by name: one 3x224x224 image input, at least 49 Conv
-    nodes and 7-9 GFLOPs per image (torchvision's resnet50 is 53 Convs and 8.2 GFLOPs)."""
-    low, high = RESNET50_GFLOPS
-    return (
-        list(image_shape[-3:]) == [3, 224, 224]
-        and conv_count >= RESNET50_MIN_CONVS
-        and low <= flops_per_sample / 1e9 <= high
-    )
 
 
 def mlperf_line(result: ConfigurationResult) -> str | None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.models import cost
 from backend.reporting import distance
 from backend.results import ConfigurationResult
 from backend.specs import Configuration, CudaOptions
@@ -69,6 +70,6 @@ def test_the_mlperf_line_appears_for_resnet50_and_not_for_bert() -> None:
     assert resnet.telemetry["resnet50_like"] and not bert.telemetry["resnet50_like"]
     assert "94,600" in (distance.mlperf_line(resnet) or "")
     assert distance.mlperf_line(bert) is None
-    assert distance.resnet50_like(8.2e9, 53, [1, 3, 224, 224])
-    assert not distance.resnet50_like(8.2e9, 53, [1, 3, 299, 299])
-    assert not distance.resnet50_like(1.8e9, 20, [1, 3, 224, 224])  # resnet18-sized
+    assert cost.resnet50_like(8.2e9, 53, [1, 3, 224, 224])
+    assert not cost.resnet50_like(8.2e9, 53, [1, 3, 299, 299])
+    assert not cost.resnet50_like(1.8e9, 20, [1, 3, 224, 224])  # resnet18-sized

@@ -5,22 +5,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from backend.reporting.charts import apply_layout
 from backend.serving.types import LoadPoint
 
 PALETTE = qualitative.Plotly
-
-
-def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
-    fig.update_layout(
-        title=title,
-        xaxis_title=x,
-        yaxis_title=y,
-        hovermode="closest",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
-        margin={"l": 60, "r": 20, "t": 50, "b": 40},
-        template="plotly_white",
-    )
-    return fig
 
 
 def throughput_vs_p99(curves: dict[str, list[LoadPoint]], slo_p99_ms: float) -> go.Figure:
@@ -47,7 +35,7 @@ def throughput_vs_p99(curves: dict[str, list[LoadPoint]], slo_p99_ms: float) -> 
         line={"color": "crimson", "dash": "dot"},
         annotation_text=f"p99 bound {slo_p99_ms:g} ms",
     )
-    return _layout(fig, "Throughput vs p99 latency", "requests per second", "p99 latency (ms)")
+    return apply_layout(fig, "Throughput vs p99 latency", "requests per second", "p99 latency (ms)")
 
 
 def queue_compute_split(points: dict[str, LoadPoint]) -> go.Figure:
@@ -60,7 +48,7 @@ def queue_compute_split(points: dict[str, LoadPoint]) -> go.Figure:
         ]
     )
     fig.update_layout(barmode="stack")
-    return _layout(fig, "Queue vs compute (mean per request)", "configuration", "milliseconds")
+    return apply_layout(fig, "Queue vs compute (mean per request)", "configuration", "milliseconds")
 
 
 def batch_histogram(point: LoadPoint, label: str) -> go.Figure:
@@ -68,4 +56,4 @@ def batch_histogram(point: LoadPoint, label: str) -> go.Figure:
     sizes = sorted(point.batch_histogram)
     fig = go.Figure(go.Bar(x=[str(s) for s in sizes], y=[point.batch_histogram[s] for s in sizes]))
     kind = "predicted" if point.predicted else "measured"
-    return _layout(fig, f"Batch sizes formed ({kind}): {label}", "batch size", "executions")
+    return apply_layout(fig, f"Batch sizes formed ({kind}): {label}", "batch size", "executions")
