@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.auth.cli import register_users, run_command
+from backend.cli_parsing import add_trt_option, trt_options_from_pairs
 from backend.cli_parsing import csv_list as _csv
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.errors import UserError
@@ -81,6 +82,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         ),
         find_knee=args.find_knee,
         knee_max_batch=args.knee_max_batch,
+        tensorrt=trt_options_from_pairs(args.trt_option),
     )
 
 
@@ -356,12 +358,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="show a model's metadata")
     p.add_argument("model", type=int)
     p.set_defaults(func=cmd_inspect)
-    p = sub.add_parser("submit", help="queue a sweep for the worker")
-    _add_sweep_options(p)
-    p.set_defaults(func=cmd_submit)
-    p = sub.add_parser("run", help="run a sweep now, in the foreground, without a worker")
-    _add_sweep_options(p)
-    p.set_defaults(func=cmd_run)
+    for verb, func, what in (
+        ("submit", cmd_submit, "queue a sweep for the worker"),
+        ("run", cmd_run, "run a sweep now, in the foreground, without a worker"),
+    ):
+        p = sub.add_parser(verb, help=what)
+        _add_sweep_options(p)
+        add_trt_option(p.add_argument_group("TensorRT (the tensorrt provider)"))
+        p.set_defaults(func=func)
     p = sub.add_parser("jobs", help="list jobs")
     p.add_argument("--limit", type=int, default=50)
     p.set_defaults(func=cmd_jobs)
