@@ -1,4 +1,4 @@
-"""Small parsers for the CLI's comma lists, NAME=VALUE dimensions and TensorRT options."""
+"""Small parsers for the CLI's comma lists, NAME=VALUE dimensions, CUDA and TensorRT options."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import re
 from dataclasses import fields
 from typing import Any
 
+from backend.cudaoptions import ConvAlgoSearch, CudaOptions, IoMode
 from backend.errors import UserError
 from backend.trtoptions import ORT_NAMES, TrtOptions
 
@@ -91,4 +92,43 @@ def add_trt_option(group: Any) -> None:
         help="tensorrt provider, repeatable: fp16=1 int8=1 int8_calibration_table=FILE "
         "timing_cache=1 engine_cache=1 engine_cache_path=DIR max_workspace_size=4GiB "
         "builder_optimization_level=0..5 (or ORT's trt_* names)",
+    )
+
+
+def add_gpu_options(parser: Any) -> None:
+    """The cuda provider's knobs on the run and submit verbs (read back by cuda_options_from)."""
+    gpu = parser.add_argument_group("GPU (the cuda provider)")
+    gpu.add_argument(
+        "--timing",
+        default=IoMode.END_TO_END.value,
+        help="comma list: end_to_end (host arrays, copies timed), device (IOBinding)",
+    )
+    gpu.add_argument("--cuda-graph", action="store_true", help="enable_cuda_graph (needs device)")
+    gpu.add_argument(
+        "--cudnn-search", default="EXHAUSTIVE", choices=[c.value for c in ConvAlgoSearch]
+    )
+    gpu.add_argument("--no-tf32", action="store_true", help="FP32 without TF32 Tensor Cores")
+    gpu.add_argument("--nhwc", action="store_true", help="prefer_nhwc layout for convolutions")
+    gpu.add_argument("--fp16-io", action="store_true", help="FP16 with float16 inputs/outputs")
+    gpu.add_argument(
+        "--fuse-conv-bias", action="store_true", help="conv bias inside cuDNN's conv (FP16: --nhwc)"
+    )
+    gpu.add_argument(
+        "--small-workspace", action="store_true", help="cuDNN conv without the max workspace"
+    )
+    gpu.add_argument(
+        "--find-knee", action="store_true", help="batches 1,2,4,... until throughput flattens"
+    )
+    gpu.add_argument("--knee-max-batch", type=int, default=1024)
+
+
+def cuda_options_from(args: Any) -> CudaOptions:
+    return CudaOptions(
+        conv_algo_search=args.cudnn_search,
+        use_tf32=not args.no_tf32,
+        prefer_nhwc=args.nhwc,
+        enable_cuda_graph=args.cuda_graph,
+        float16_io=args.fp16_io,
+        conv_max_workspace=not args.small_workspace,
+        fuse_conv_bias=args.fuse_conv_bias,
     )

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +28,7 @@ from typing import Any
 import settings
 from backend.cluster.failures import gave_up, still_unreachable
 from backend.errors import UserError
+from backend.launch.services import start_service, stop_service
 from backend.queue.lease import Backoff
 from backend.queue.measuring import ordered_configurations
 from backend.specs import SweepSpec
@@ -100,12 +99,7 @@ class Driver:
 
     def kill(self) -> None:
         """The whole process group at once: the driver has nothing to save once its head is gone."""
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait()
+        stop_service(self.process)
 
 
 def start_driver(job: JobRow, resumed: bool, folder: Path) -> Driver:
@@ -118,7 +112,7 @@ def start_driver(job: JobRow, resumed: bool, folder: Path) -> Driver:
         f"--attempt={job.attempts}",
         f"--folder={folder}",
     ] + (["--resumed"] if resumed else [])
-    process = subprocess.Popen(command, cwd=settings.PROJECT_ROOT, start_new_session=True)
+    process = start_service(command, cwd=settings.PROJECT_ROOT)
     return Driver(process, folder, time.time())
 
 
