@@ -57,10 +57,11 @@ class BatchingPolicy:
     def label(self) -> str:
         if not self.dynamic_batching:
             return f"no batching x{self.instance_count}"
-        preferred = ",".join(map(str, self.preferred_batch_sizes)) or "-"
+        preferred = ",".join(map(str, self.preferred_batch_sizes))
         return (
             f"max {self.max_batch_size}, delay {self.max_queue_delay_us} us, "
-            f"preferred {preferred}, x{self.instance_count}"
+            + (f"preferred {preferred}, " if preferred else "")
+            + f"x{self.instance_count}"
         )
 
 
