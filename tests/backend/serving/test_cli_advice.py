@@ -71,7 +71,7 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
     if code == 0:  # the best predicted policy and the default were both served and measured
         assert printed.count("measured at") == 2
         assert re.match(
-            lead + r"FP32 on CPU, max \d+, delay \d+ us, preferred -, x1 meets the p99 bound "
+            lead + r"FP32 on CPU, max \d+, delay \d+ us, x1 meets the p99 bound "
             r"of 200 ms at \d+ req/s, ",  # then the gain, or where the default missed
             sentence,
         ), sentence
