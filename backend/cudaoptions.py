@@ -123,24 +123,3 @@ def check_gpu_options(
         )
     if cuda.float16_io and not fp16:
         raise UserError("float16 inputs and outputs apply to FP16 only; pick FP16 or turn it off.")
-
-
-@dataclass(frozen=True)
-class TensorRtOptions:
-    """ONNX Runtime's TensorRT provider caches and precisions; a cache that is on needs a folder.
-
-    Engine builds take minutes on a large model; the timing cache keeps tactic timings and the
-    engine cache the built plan, keyed by the model and the shapes, so a second sweep starts fast.
-    """
-
-    fp16: bool = False
-    int8: bool = False
-    timing_cache: str = ""  # folder for the timing cache; empty: off
-    engine_cache: str = ""  # folder for built engines; empty: off
-
-    def __post_init__(self) -> None:
-        for label, folder in (("timing", self.timing_cache), ("engine", self.engine_cache)):
-            if folder and not folder.startswith("/"):
-                raise UserError(
-                    f"The TensorRT {label} cache folder must be an absolute path, not {folder!r}."
-                )

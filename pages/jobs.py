@@ -246,6 +246,9 @@ def job_detail(job_id: int) -> None:
     info[1].metric("Duration", fmt_duration(state.duration_s))
     info[2].metric("Attempts", f"{job.attempts}/{job.max_attempts}")
     info[3].metric("Worker", plain(job.worker_id or "–"))
+    latest = jobs.job_events(job.id, limit=1)
+    if not job.state.finished and latest and latest[0].level == "warning":
+        st.warning(plain(latest[0].message))  # e.g. a Ray head the worker is waiting for
     if job.error:
         st.error(plain(state.last_error))
         if can(Permission.USERS):  # the traceback names server paths: admins (operators) only

@@ -129,9 +129,9 @@ class JobRunner:
 
             return JobOutcome(*ServingJob(self).run(job))
         if settings.RAY_ADDRESS.get():  # each configuration a Ray task; storing stays here
-            from backend.cluster.dispatch import ClusterSweep
+            from backend.cluster.supervise import supervise
 
-            return ClusterSweep(self).run(job)
+            return supervise(self, job)
         spec = SweepSpec.from_dict(job.spec)
         configurations = ordered_configurations(spec)
         done = result_store.finished_config_keys(job.id)

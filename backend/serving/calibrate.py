@@ -1,21 +1,232 @@
-"""Fitting what a one-request-at-a-time curve cannot see, from one measured loaded point."""
+"""The simulation's inputs, measured on the real server: where each per-request cost sits.
+
+One server (dynamic batching, no queue delay, one instance) gives everything, each piece read
+from a measurement and never fitted to a load point the simulation is then judged on:
+- the latency-vs-batch curve (serving.curve: one request of b samples at a time);
+- one request in flight: Triton's compute_input + compute_output per request (the instance's
+  per-request work, `response_cost_ms`), and the end-to-end time that is neither that, the
+  batcher's queue, compute nor the generator's own CPU (the way in and out, `overhead_ms`), with
+  its spread at p99 (`overhead_jitter`);
+- a few requests in flight: the generator's CPU time per request (its one event loop,
+  `request_cost_ms`), and how much longer each execution took than the same batch alone
+  (`host_slowdown`: the generator and the server share the cores).
+A second server with two instances (optional) gives how two executions at once slow each other.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+import math
+import os
+import resource
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
+from backend.errors import UserError
+from backend.launch.children import run_in_child
+from backend.serving.curve import measure_latency_curve
+from backend.serving.loadgen import run_load
+from backend.serving.server import ServerEndpoint, TritonServer, serve
 from backend.serving.simulate import RANKING_REQUESTS, simulate
-from backend.serving.types import LatencyCurve, LoadPoint
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.specs import MEASURE_PRESETS
+
+LOADED_IN_FLIGHT = 4  # the calibration load; the bench judges 1 and 8 in flight
+Z99 = 2.326  # standard normal quantile at 0.99
+MAX_SLOWDOWN = 10.0
+MAX_SIGMA = 1.5  # a lognormal's p99 reaches 13x its mean: beyond, noise is not the way's spread
+
+
+@dataclass(frozen=True)
+class Executions:
+    """Triton's per-execution statistics between two snapshots, by batch size."""
+
+    count: dict[int, int]  # batch size -> executions
+    busy_ms: dict[int, float]  # batch size -> mean compute_input + compute_infer + output
+    requests: int  # successful requests
+    queue_ms: float  # mean per request
+    response_ms: float  # mean compute_input + compute_output per request
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """One measured load point, Triton's executions behind it, and the generator's CPU."""
+
+    point: LoadPoint
+    executions: Executions
+    client_cpu_ms: float  # the load generator's CPU time per request (user + system)
+    server_cpu_ms: float  # Triton's CPU time per request (server, backend stubs, ONNX Runtime)
+    wall_s: float  # how long the sample ran, warm-up included (as the CPU times)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The calibrated curve and the measurements it was read from."""
+
+    curve: LatencyCurve
+    single: HostSample
+    loaded: HostSample
+    two_instances: HostSample | None = None
+    then: tuple[LoadPoint, ...] = ()  # points measured right after, on the same server
+
+
+def _stats(endpoint: ServerEndpoint) -> dict:
+    url = f"http://{endpoint.http_url}/v2/models/{endpoint.model}/stats"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())["model_stats"][0]
+
+
+def _executions(before: dict, after: dict) -> Executions:
+    def by_size(stats: dict) -> dict[int, tuple[int, int]]:
+        return {
+            int(b["batch_size"]): (
+                int(b["compute_infer"]["count"]),
+                sum(int(b[k]["ns"]) for k in ("compute_input", "compute_infer", "compute_output")),
+            )
+            for b in stats["batch_stats"]
+        }
+
+    def total(stats: dict, key: str) -> tuple[int, int]:
+        item = stats["inference_stats"][key]
+        return int(item["count"]), int(item["ns"])
+
+    old, new = by_size(before), by_size(after)
+    count, busy = {}, {}
+    for size, (executions, ns) in sorted(new.items()):
+        done = executions - old.get(size, (0, 0))[0]
+        if done:
+            count[size] = done
+            busy[size] = (ns - old.get(size, (0, 0))[1]) / done / 1e6
+    requests = total(after, "success")[0] - total(before, "success")[0]
+
+    def per_request(*keys: str) -> float:
+        ns = sum(total(after, k)[1] - total(before, k)[1] for k in keys)
+        return ns / max(requests, 1) / 1e6
+
+    return Executions(
+        count,
+        busy,
+        requests,
+        per_request("queue"),
+        per_request("compute_input", "compute_output"),
+    )
+
+
+def group_cpu_ms(group: int) -> float:
+    """CPU time (user + system) of every live process in a process group, from /proc."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(fields[2]) == group:
+            total += int(fields[11]) + int(fields[12])
+    return total * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_ms() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return 1000 * (usage.ru_utime + usage.ru_stime)
+
+
+def sample_load(endpoint: ServerEndpoint, spec: LoadSpec, server_group: int) -> HostSample:
+    """Run one load point in this process (a child: its CPU is the generator's alone) and
+    read the CPU that the server's process group spent meanwhile."""
+    before, started = _stats(endpoint), time.perf_counter()
+    client0, server0 = _own_cpu_ms(), group_cpu_ms(server_group)
+    point = run_load(endpoint, spec, MEASURE_PRESETS["quick"])
+    client1, server1 = _own_cpu_ms(), group_cpu_ms(server_group)
+    wall, after = time.perf_counter() - started, _stats(endpoint)
+    executions = _executions(before, after)
+    requests = max(executions.requests, 1)
+    return HostSample(
+        point, executions, (client1 - client0) / requests, (server1 - server0) / requests, wall
+    )
+
+
+def _lognormal_cv(mean: float, p99: float) -> float:
+    """The coefficient of variation of a lognormal law of this mean whose p99 is `p99`."""
+    ratio = p99 / mean if mean > 0 else 1.0
+    if ratio <= 1.0:
+        return 0.0
+    low, high = 0.0, MAX_SIGMA  # sigma: p99/mean = exp(-sigma^2/2 + Z99 sigma) rises up to Z99
+    for _ in range(40):
+        middle = (low + high) / 2
+        if math.exp(-middle * middle / 2 + Z99 * middle) < ratio:
+            low = middle
+        else:
+            high = middle
+    sigma = (low + high) / 2
+    return math.sqrt(math.expm1(sigma * sigma))
+
+
+def calibrated(
+    curve: LatencyCurve,
+    single: HostSample,
+    loaded: HostSample,
+    two_instances: HostSample | None = None,
+) -> LatencyCurve:
+    """The curve with every per-request cost read from the samples (module docstring)."""
+    ex = single.executions
+    response = ex.response_ms
+    compute_one = ex.busy_ms.get(1, curve.compute_ms_at(1) + response) - response
+    latency, client = single.point.latency, loaded.client_cpu_ms
+    # the rest of one request's mean time alone (the batcher's hand-over included; the mean,
+    # as one in flight serves 1 / mean); the generator's idle-loop wake-ups, which requests back
+    # to back do not pay, count here too
+    overhead = max(0.0, latency.mean - compute_one - response - client)
+    jitter = _lognormal_cv(overhead, overhead + latency.p99 - latency.mean) if overhead else 0.0
+    # each loaded execution against the same batch alone: the one-in-flight execution scaled by
+    # the curve's shape (both a few seconds apart on a shared host: compare like with like)
+    one = curve.compute_ms_at(1) + response
+    scale = (compute_one + response) / one if one > 0 else 1.0
+    measured = sum(n * loaded.executions.busy_ms[b] for b, n in loaded.executions.count.items())
+    alone = scale * sum(
+        n * (curve.compute_ms_at(b) + b * response) for b, n in loaded.executions.count.items()
+    )
+    host = min(MAX_SLOWDOWN, max(1.0, measured / alone)) if alone > 0 else 1.0
+    # the host's budget: what the generator and the server spent per request under load, and
+    # the cores they got; the executions' own time is charged apart (per batch)
+    per_request = loaded.client_cpu_ms + loaded.server_cpu_ms
+    requests = max(loaded.executions.requests, 1)
+    cores = per_request * requests / 1000 / loaded.wall_s if loaded.wall_s > 0 else 0.0
+    host_cpu = max(client, per_request - alone / requests)
+    slowdown: tuple[float, ...] = curve.instance_slowdown
+    if two_instances is not None and two_instances.executions.count:
+        both = two_instances.executions
+        per_execution = sum(n * both.busy_ms[b] for b, n in both.count.items()) / sum(
+            both.count.values()
+        )
+        factor = per_execution / ((curve.compute_ms_at(1) + response) * host)
+        slowdown = (1.0, min(MAX_SLOWDOWN, max(1.0, factor)))
+    return replace(
+        curve,
+        overhead_ms=overhead,
+        overhead_jitter=jitter,
+        request_cost_ms=client,
+        response_cost_ms=response,
+        host_slowdown=host,
+        instance_slowdown=slowdown,
+        host_cpu_ms=host_cpu,
+        host_cores=min(cores, float(os.cpu_count() or 1)),
+    )
 
 
 def calibrate(curve: LatencyCurve, measured: LoadPoint, steps: int = 12) -> LatencyCurve:
-    """The curve that reproduces one measured saturated point: serial cost, then overhead noise.
+    """The curve fitted to one measured saturated point: the generator's serial cost, then the
+    way's noise. For stored studies that kept only a curve and load points (no CPU times, no
+    per-request statistics): `calibrated` reads every input from measurements instead.
 
-    Why: a curve measured one request at a time cannot see what runs serially per request
-    (client, frontend, backend hop) and caps throughput under load, nor how much a shared CPU
-    stretches the way in and out; one loaded point shows both. The serial cost is bisected until
-    the simulated throughput matches (the same time leaves the pure delay, where one request in
-    flight counted it), then the overhead's jitter until the simulated p99 matches.
+    The serial cost is bisected until the simulated throughput matches (the same time leaves
+    the pure delay, where one request in flight counted it), then the overhead's jitter until
+    the simulated p99 matches.
     """
 
     def fitted(cost: float, cv: float) -> LatencyCurve:
@@ -45,3 +256,79 @@ def calibrate(curve: LatencyCurve, measured: LoadPoint, steps: int = 12) -> Late
             else (low, middle)
         )
     return fitted(cost, (low + high) / 2)
+
+
+def _measure_on_server(
+    endpoint: ServerEndpoint,
+    group: int,
+    sizes: tuple[int, ...],
+    requests_per_size: int,
+    duration_s: float,
+    then: tuple[LoadSpec, ...],
+) -> tuple[LatencyCurve, HostSample, HostSample, tuple[LoadPoint, ...]]:
+    """In one child: the curve, one and LOADED_IN_FLIGHT requests in flight, then `then`."""
+    curve = measure_latency_curve(endpoint, sizes, requests_per_size=requests_per_size)
+    single = sample_load(endpoint, LoadSpec(Scenario.CONCURRENCY, duration_s=duration_s), group)
+    spec = LoadSpec(Scenario.CONCURRENCY, concurrency=LOADED_IN_FLIGHT, duration_s=duration_s)
+    loaded = sample_load(endpoint, spec, group)
+    points = tuple(run_load(endpoint, spec, MEASURE_PRESETS["quick"]) for spec in then)
+    return curve, single, loaded, points
+
+
+def _group(server: TritonServer) -> int:
+    """The server's process group (it was started in a session of its own)."""
+    assert server.process is not None, "a started server has a process"
+    return server.process.pid
+
+
+def _in_child(func, *args, timeout_s: float):  # noqa: ANN001, ANN202 - a thin pass-through
+    outcome = run_in_child(func, *args, timeout_s=timeout_s, what="The serving calibration")
+    if outcome.ok:
+        return outcome.value
+    if outcome.value == "user_error":
+        raise UserError(outcome.error or "The serving calibration failed.")
+    raise RuntimeError(f"The serving calibration failed: {outcome.error}")
+
+
+def calibrate_on_server(
+    model_path: Path,
+    batch_sizes: Sequence[int] = (1, 2, 4, 8, 16),
+    *,
+    requests_per_size: int = 20,
+    duration_s: float = 1.5,
+    dims: dict[str, int] | None = None,
+    intra_op_threads: int | None = None,
+    two_instances: bool = False,
+    then: Sequence[LoadSpec] = (),
+) -> Calibration:
+    """Serve the file on the real Triton server and measure every input of the simulation.
+
+    With two_instances, a second server (no batching, two instances, two in flight) measures
+    how two executions at once slow each other; without, the curve keeps no instance slowdown.
+    `then`: load points measured right after on the same server (dynamic batching up to the
+    largest size, no delay), seconds apart from the calibration on a host whose load moves.
+    """
+    sizes = tuple(sorted(set(batch_sizes)))
+    policy = BatchingPolicy(max_batch_size=max(sizes))
+    limit = 120 + 2 * requests_per_size * len(sizes) + 8 * duration_s
+    limit += sum(4 * spec.duration_s + 10 for spec in then)
+    with serve(model_path, policy, dims=dims, intra_op_threads=intra_op_threads) as server:
+        curve, single, loaded, points = _in_child(
+            _measure_on_server,
+            server.endpoint,
+            _group(server),
+            sizes,
+            requests_per_size,
+            duration_s,
+            tuple(then),
+            timeout_s=limit,
+        )
+    pair = None
+    if two_instances:
+        two = BatchingPolicy(max_batch_size=max(sizes), dynamic_batching=False, instance_count=2)
+        spec = LoadSpec(Scenario.CONCURRENCY, concurrency=2, duration_s=duration_s)
+        with serve(model_path, two, dims=dims, intra_op_threads=intra_op_threads) as server:
+            pair = _in_child(
+                sample_load, server.endpoint, spec, _group(server), timeout_s=60 + 8 * duration_s
+            )
+    return Calibration(calibrated(curve, single, loaded, pair), single, loaded, pair, points)

@@ -8,33 +8,117 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from backend.cli_parsing import dims_from_pairs as _dims
 from backend.errors import UserError
 from backend.models import library
+from backend.queue import jobs
 from backend.reporting.text import table
+from backend.results import StoredResult
 from backend.serving.export import Device, ServingTarget, export_repository, parse_config
+from backend.serving.recommend import (
+    Evidence,
+    Recommendation,
+    ServedFile,
+    recommend,
+    recommendation_grid,
+    served_variants,
+    triton_confirm,
+)
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
+from storage.repo import results as result_store
 
 EVIDENCE_HEADERS = ["configuration", "rate under bound", "p50 ms", "p99 ms", "mean batch", "source"]
 
 
-def cmd_serve_recommend(args: argparse.Namespace) -> int:
-    from backend.serving.view import serve_view
-
-    view = serve_view(args.job, args.slo, args.min_rate, args.overhead, args.server_cost)
-    rows = [
+def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
+    shown = rec.ranked[:top]
+    if rec.default is not None and rec.default.candidate not in {e.candidate for e in shown}:
+        shown.append(rec.default)
+    return [
         [
             e.candidate.label,
             f"{e.rate_rps:.0f}",
             f"{e.point.latency.p50:.2f}",
             f"{e.point.latency.p99:.2f}",
             f"{e.point.mean_batch:.1f}",
-            "measured" if e.measured else "predicted",
+            _source(e),
         ]
-        for e in view.recommendation.ranked[: args.top]
+        for e in shown
     ]
-    print(table(rows, EVIDENCE_HEADERS))
-    print(view.recommendation.sentence)
-    return 0 if view.recommendation.best else 3
+
+
+def _source(evidence: Evidence) -> str:
+    measured = evidence.measured
+    if measured is None:
+        return "predicted"
+    if measured.generator_saturated:
+        return "measured (client saturated)"
+    verdict = "" if measured.stable else ", unstable windows"
+    return f"measured at {measured.spec.target_rps or 0:.0f} req/s{verdict}"
+
+
+def job_files(job_id: int) -> list[ServedFile]:
+    """One file per precision of a finished sweep that the local server can load (CPU): the
+    optimized file the sweep stored, or the model's own file for FP32."""
+    job = jobs.get_job(job_id)
+    stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
+    files: dict[str, ServedFile] = {}
+    for item in stored:
+        precision = item.configuration.precision.value
+        if item.configuration.provider != "cpu" or precision in files:
+            continue
+        if item.result.optimized_sha256:
+            path = library.artifact_path(item.result.optimized_sha256)
+        elif precision == "fp32":
+            path = library.onnx_path(job.model_id)
+        else:
+            continue
+        files[precision] = ServedFile(precision, "cpu", path)
+    if not files:
+        raise UserError(
+            f"Job #{job_id} has no CPU variant with a model file to serve; run a CPU sweep first."
+        )
+    return list(files.values())
+
+
+def _confirmed(args: argparse.Namespace) -> Recommendation:
+    """Curves measured through the real server, predictions, the best few measured there."""
+    dims = _dims(args.dim)
+    try:
+        instances = tuple(int(n) for n in args.instances.split(",") if n.strip()) or (1,)
+    except ValueError:
+        raise UserError(f"--instances takes counts such as 1,2, not {args.instances!r}.") from None
+    variants = served_variants(
+        job_files(args.job),
+        dims=dims,
+        intra_op_threads=args.threads,
+        two_instances=max(instances) > 1,
+    )
+    return recommend(
+        variants,
+        args.slo,
+        min_rps=args.min_rate,
+        policies=recommendation_grid(instances),
+        confirm=triton_confirm(dims, args.threads),
+        confirm_top=args.confirm,
+        confirm_duration_s=args.duration,
+    )
+
+
+def cmd_serve_recommend(args: argparse.Namespace) -> int:
+    if args.confirm < 0 or args.duration <= 0:
+        raise UserError("--confirm takes 0 or more configurations and --duration positive seconds.")
+    if args.confirm:
+        rec = _confirmed(args)
+    else:
+        from backend.serving.view import serve_view
+
+        rec = serve_view(
+            args.job, args.slo, args.min_rate, args.overhead, args.server_cost
+        ).recommendation
+    print(table(_evidence_rows(rec, args.top), EVIDENCE_HEADERS))
+    print(rec.sentence)
+    return 0 if rec.best else 3
 
 
 def _policy(args: argparse.Namespace) -> BatchingPolicy:
@@ -89,6 +173,18 @@ def register_advice(group: argparse._SubParsersAction) -> None:
     p.add_argument("--overhead", type=float, default=0.3, help="ms per request outside compute")
     p.add_argument("--server-cost", type=float, default=0.1, help="ms per execution on the server")
     p.add_argument("--top", type=int, default=10, help="configurations listed")
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure every CPU variant's curve through the real Triton server, then confirm "
+        "the N best predicted configurations (and the default) there",
+    )
+    p.add_argument("--duration", type=float, default=5.0, help="seconds per confirming run")
+    p.add_argument("--instances", default="1,2", help="instance counts searched with --confirm")
+    p.add_argument("--threads", type=int, help="ONNX Runtime threads per served instance")
+    p.add_argument("--dim", action="append", default=[], help="NAME=SIZE for a named dim")
     p.set_defaults(func=cmd_serve_recommend)
     p = group.add_parser("export", help="write a Triton model repository zip")
     p.add_argument("model", type=int, help="model id (see `optiboard models`)")

@@ -9,7 +9,7 @@ stays within the bound; the best few are then measured through an injected `conf
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from backend.errors import UserError
@@ -23,6 +23,9 @@ CONFIRM_TOP = 3
 # Confirmed below the predicted edge: at the exact edge a p99 flips on run-to-run noise, on the
 # real server as in a longer simulation.
 CONFIRM_HEADROOM = 0.9
+CONFIRM_DURATION_S = 5.0
+GENERATOR_STEPS = (1.0, 0.6, 0.36, 0.2)  # fractions of a confirming rate to fall back to
+CURVE_SIZES = (1, 4, 16)  # measured through the server; the simulation interpolates between
 
 
 @dataclass(frozen=True)
@@ -66,19 +69,71 @@ class Trial:
 Confirm = Callable[[Trial], LoadPoint]
 
 
-def triton_confirm(dims: dict[str, int] | None = None) -> Confirm:
-    """A `confirm` that measures the trial on the real Triton server (serving.loadgen)."""
+def triton_confirm(
+    dims: dict[str, int] | None = None, intra_op_threads: int | None = None
+) -> Confirm:
+    """A `confirm` that measures the trial on the real Triton server: the server is started
+    with the trial's policy and the Server load is run; when the load generator cannot offer
+    that rate (a measurement of the client, not of the server), lower rates are tried on the
+    same server (GENERATOR_STEPS), and the point says which rate was really measured."""
 
     def measure(trial: Trial) -> LoadPoint:
-        from backend.serving.loadgen import serve_and_measure  # the server side, when installed
+        from backend.serving.loadgen import run_load_in_child  # the server side, when installed
+        from backend.serving.server import serve
 
         path = trial.candidate.variant.model_path
         if not path:
             raise UserError("This variant has no model file to serve; confirm needs one.")
-        (point,) = serve_and_measure(Path(path), trial.candidate.policy, [trial.load], dims=dims)
+        policy, load = trial.candidate.policy, trial.load
+        with serve(Path(path), policy, dims=dims, intra_op_threads=intra_op_threads) as server:
+            for step in GENERATOR_STEPS:
+                rate = (load.target_rps or 0.0) * step
+                spec = replace(load, target_rps=rate) if load.target_rps else load
+                point = run_load_in_child(server.endpoint, spec)
+                if not point.generator_saturated or not load.target_rps:
+                    break
         return point
 
     return measure
+
+
+@dataclass(frozen=True)
+class ServedFile:
+    """A variant to serve: its precision and provider, and the ONNX file the server loads."""
+
+    precision: str
+    provider: str
+    path: Path
+
+
+def served_variants(
+    files: list[ServedFile],
+    batch_sizes: tuple[int, ...] = CURVE_SIZES,
+    *,
+    dims: dict[str, int] | None = None,
+    intra_op_threads: int | None = None,
+    two_instances: bool = True,
+) -> list[Variant]:
+    """Each file's curve and per-request costs measured through the real server
+    (serving.calibrate), so the predictions are of that server, not of an in-process sweep."""
+    from backend.serving.calibrate import calibrate_on_server  # the server side, when installed
+
+    return [
+        Variant(
+            f.precision,
+            f.provider,
+            calibrate_on_server(
+                f.path,
+                batch_sizes,
+                requests_per_size=10,
+                dims=dims,
+                intra_op_threads=intra_op_threads,
+                two_instances=two_instances,
+            ).curve,
+            str(f.path),
+        )
+        for f in files
+    ]
 
 
 @dataclass(frozen=True)
@@ -96,10 +151,14 @@ class Evidence:
         return self.measured or self.predicted
 
     def meets(self, slo_p99_ms: float, min_rps: float) -> bool:
+        """Within the bound: a predicted point in steady state, or a server measurement the
+        generator kept up with (perf_analyzer's window verdict is shown, not required: on a
+        shared host it flaps with the neighbours while the p99 is what the bound is about)."""
         point = self.point
+        steady = not point.generator_saturated if self.measured else point.stable
         return (
             self.rate_rps > 0
-            and point.stable
+            and steady
             and point.latency.p99 <= slo_p99_ms
             and point.achieved_rps >= min_rps
         )
@@ -152,39 +211,81 @@ def best_rate(candidate: Candidate, slo_p99_ms: float, seed: int = 0) -> Evidenc
     return Evidence(candidate, low, best)
 
 
+def _lead(rec: Recommendation) -> str:
+    """Model Analyzer's opening: how many measurements on how many configurations."""
+    if not rec.measurements:
+        return f"In {rec.configurations} predicted configurations (none measured on the server yet)"
+    measured = [e for e in [*rec.ranked, rec.default] if e is not None and e.measured]
+    served = len({e.candidate for e in measured})
+    runs = "measurement" if rec.measurements == 1 else "measurements"
+    configurations = "configuration" if served == 1 else "configurations"
+    return (
+        f"In {rec.measurements} {runs} across {served} {configurations} "
+        f"(the best of {rec.configurations} predicted)"
+    )
+
+
 def _sentence(rec: Recommendation, default_label: str) -> str:
     bound = f"the p99 bound of {rec.slo_p99_ms:g} ms"
     if rec.min_rps:
         bound += f" at {rec.min_rps:g} req/s or more"
-    lead = (
-        f"In {rec.measurements} measurements across {rec.configurations} configurations"
-        if rec.measurements
-        else f"In {rec.configurations} predicted configurations (none measured on the server yet)"
-    )
+    lead = _lead(rec)
     if rec.best is None:
         closest = rec.closest
         if closest is None:
             return f"{lead}, none meets {bound}."
         p = closest.point
+        source = "predicted"
+        if closest.measured is not None:
+            source = "measured"
+            if p.generator_saturated:
+                source += "; the load generator could not offer more, so not the server's limit"
         return (
             f"{lead}, none meets {bound}; the closest is {closest.candidate.label} "
-            f"with p99 {p.latency.p99:.1f} ms at {p.achieved_rps:.0f} req/s."
+            f"with p99 {p.latency.p99:.1f} ms at {p.achieved_rps:.0f} req/s ({source})."
         )
     rate = rec.best.point.achieved_rps
-    versus = "the default does not meet it at any rate"
-    if rec.default is not None and rec.default.rate_rps > 0:
-        base = rec.default.point.achieved_rps
-        versus = f"{(rate / base - 1) * 100:.0f}% more than the default" if base else versus
+    versus = f"the default ({default_label}) does not meet it at any rate"
+    default = rec.default
+    if default is not None and default.rate_rps > 0:
+        base = default.point
+        if not default.meets(rec.slo_p99_ms, 0.0):
+            versus = (
+                f"where the default ({default_label}) missed it "
+                f"(p99 {base.latency.p99:.1f} ms at {base.achieved_rps:.0f} req/s)"
+            )
+        elif base.achieved_rps:
+            gain = (rate / base.achieved_rps - 1) * 100
+            more = "more" if gain >= 0 else "less"
+            versus = f"{abs(gain):.0f}% {more} than the default ({default_label})"
     return (
-        f"{lead}, {rec.best.candidate.label} meets {bound} at {rate:.0f} req/s, {versus} "
-        f"({default_label})."
+        f"{lead}, {rec.best.candidate.label} meets {bound} at {rate:.0f} req/s, {versus}"
+        f"{_generator_note(rec)}."
     )
 
 
-def _confirm(evidence: Evidence, confirm: Confirm, seed: int) -> Evidence:
+def _generator_note(rec: Recommendation) -> str:
+    """Say so when the load generator could not offer the rate a confirmation asked for."""
+    short = [
+        e
+        for e in (rec.best, rec.default)
+        if e is not None
+        and e.measured is not None
+        and (e.measured.spec.target_rps or 0) < e.rate_rps * CONFIRM_HEADROOM * 0.99
+    ]
+    if not short:
+        return ""
+    asked = ", ".join(f"{e.rate_rps * CONFIRM_HEADROOM:.0f}" for e in short)
+    return (
+        f" (the load generator could not offer the predicted {asked} req/s on this host, so a "
+        "lower rate was measured)"
+    )
+
+
+def _confirm(evidence: Evidence, confirm: Confirm, seed: int, duration_s: float) -> Evidence:
     """Measure a candidate at its predicted rate on the real server."""
     rate = (evidence.rate_rps or evidence.predicted.spec.target_rps or 1.0) * CONFIRM_HEADROOM
-    load = LoadSpec(Scenario.SERVER, target_rps=rate, seed=seed)
+    load = LoadSpec(Scenario.SERVER, target_rps=rate, duration_s=duration_s, seed=seed)
     measured = confirm(Trial(evidence.candidate, load))
     return Evidence(evidence.candidate, evidence.rate_rps, evidence.predicted, measured)
 
@@ -197,6 +298,7 @@ def recommend(
     policies: list[BatchingPolicy] | None = None,
     confirm: Confirm | None = None,
     confirm_top: int = CONFIRM_TOP,
+    confirm_duration_s: float = CONFIRM_DURATION_S,
     seed: int = 0,
 ) -> Recommendation:
     """Predict all variant x policy configurations, confirm the best few, phrase the answer."""
@@ -211,7 +313,7 @@ def recommend(
     top = [e for e in predicted if e.rate_rps >= max(min_rps, 1e-9)][:confirm_top]
     measurements = 0
     if confirm is not None:
-        top = [_confirm(e, confirm, seed) for e in top]
+        top = [_confirm(e, confirm, seed, confirm_duration_s) for e in top]
         measurements = len(top)
     top.sort(key=lambda e: (not e.meets(slo_p99_ms, min_rps), -e.point.achieved_rps))
     best = top[0] if top and top[0].meets(slo_p99_ms, min_rps) else None
@@ -223,7 +325,7 @@ def recommend(
         )
         default = best_rate(base, slo_p99_ms, seed)
         if confirm is not None and default.rate_rps > 0:
-            default = _confirm(default, confirm, seed)
+            default = _confirm(default, confirm, seed, confirm_duration_s)
             measurements += 1
     else:
         pool = top or predicted
@@ -236,11 +338,11 @@ def recommend(
     return Recommendation(**{**rec.__dict__, "sentence": _sentence(rec, label)})
 
 
-def recommendation_grid() -> list[BatchingPolicy]:
+def recommendation_grid(instance_counts: tuple[int, ...] = (1, 2)) -> list[BatchingPolicy]:
     """A compact grid for the recommendation: each policy costs a bisection of simulations."""
     return policy_grid(
         max_batch_sizes=(8, 16, 32),
         delays_us=(0, 500, 2000),
-        instance_counts=(1, 2),
+        instance_counts=instance_counts,
         with_preferred=False,
     )

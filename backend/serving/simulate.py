@@ -8,16 +8,23 @@ max_queue_delay_microseconds (0: send what is there). Without preferred sizes Tr
 max_batch_size as the only preferred size (model_config_utils' normalisation). Without dynamic
 batching each request runs alone, first come first served, on the first free instance.
 
-Modelling choices, stated because they decide the error against a real server:
+Where each per-request cost sits, as it does in Triton (it decides which batches form):
+- The way in (client send, HTTP parsing on the frontend's thread pool, the hand-over to the
+  scheduler) runs in parallel for requests in flight: a pure delay (curve.overhead_ms) before the
+  request joins the batcher's queue.
+- The instance runs the batch: compute(b samples) from the curve, plus per request the
+  backend's input hand-over and response building and sending (curve.response_cost_ms; Triton's
+  compute_input and compute_output). The instance is busy for all of it, so requests that
+  arrive meanwhile queue and form the next batch.
+- The load generator is one event loop: it reads each answer and sends the next request one at
+  a time (curve.request_cost_ms), after the batch is done, in completion order; a request's
+  latency ends when the client has read it.
+- The client and the instances share the host's cores: an execution that starts while the
+  client works, and client work done while an execution runs, take curve.host_slowdown times
+  longer; k executions at once take compute * curve.slowdown_at(k). Factors are fixed at the
+  start of each piece of work (no processor sharing afterwards).
 - Triton grows a scheduled payload until an instance takes it; here a batch is formed when an
   instance is free, which is the same batch.
-- Instances on one CPU share its cores: a batch started while k executions run (itself included)
-  takes compute(b) * curve.slowdown_at(k), fixed at its start (no processor sharing afterwards).
-- The per-request overhead (client, network, (de)serialisation) is paid before the request joins
-  the queue; it adds to end-to-end latency and, in closed loops, to the time between requests.
-  The serial per-request cost (curve.request_cost_ms) is the part of that way that runs one
-  request at a time on the host's CPU (client, HTTP frontend, backend hop): it caps throughput
-  at 1000 / request_cost_ms; serving.calibrate finds it from one measured saturated point.
 - preserve_ordering holds a response back until all earlier ones are out (stats only; closed-loop
   clients are released at their own completion).
 - The first tenth of the requests is warm-up and left out of the statistics.
@@ -34,12 +41,12 @@ import numpy as np
 
 from backend.errors import UserError
 from backend.results import LatencyStats
+from backend.serving.client_model import NEVER, Client, ClosedLoop, open_sends, read_open
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
 
 SIMULATED_REQUESTS = 2000  # enough for a p99 from ~18 samples above it
 RANKING_REQUESTS = 500  # per policy when ranking hundreds of them
 WARMUP_FRACTION = 0.1
-_NEVER = math.inf
 
 
 @dataclass(frozen=True)
@@ -95,22 +102,25 @@ class _Trace:
     sent_ms: np.ndarray  # when its client sent it
     dispatch_ms: np.ndarray  # when its batch started computing
     done_ms: np.ndarray  # when its batch finished
+    read_ms: np.ndarray  # when the client had read its answer: the end of its latency
     batch_requests: np.ndarray  # requests per batch
 
 
 @dataclass(frozen=True)
 class _Machine:
-    """The hardware side: compute per batch (in requests), contention, jitter draws."""
+    """The hardware side: time per batch (in requests), contention, jitter draws."""
 
-    compute: list[float]  # index k: one batch of k requests
+    compute: list[float]  # index k: one batch of k requests, with k responses built and sent
     slowdown: list[float]  # index k: k executions at once
     jitter: list[float]  # one multiplier per batch
+    host: float  # while the client works: an execution's multiplier
 
     @classmethod
     def of(cls, curve: LatencyCurve, batcher: _Batcher, load: LoadSpec, instances: int, count: int):
         samples = load.samples_per_request
         compute = [0.0] + [
-            curve.compute_ms_at(k * samples) for k in range(1, batcher.max_requests + 1)
+            curve.compute_ms_at(k * samples) + k * curve.response_cost_ms
+            for k in range(1, batcher.max_requests + 1)
         ]
         slowdown = [1.0] + [curve.slowdown_at(k) for k in range(1, instances + 1)]
         cv = curve.compute_jitter
@@ -120,7 +130,7 @@ class _Machine:
             jitter = rng.lognormal(-sigma * sigma / 2, sigma, count).tolist()
         else:
             jitter = [1.0] * count
-        return cls(compute, slowdown, jitter)
+        return cls(compute, slowdown, jitter, curve.host_slowdown)
 
 
 def _request_count(load: LoadSpec, requests: int | None) -> int:
@@ -133,46 +143,14 @@ def _request_count(load: LoadSpec, requests: int | None) -> int:
     return SIMULATED_REQUESTS
 
 
-def _open_sends(load: LoadSpec, count: int) -> list[float]:
-    """Send times of an open loop: Poisson at the target rate (seeded), or all at once."""
-    if load.scenario is Scenario.OFFLINE:
-        return [0.0] * count
-    rng = np.random.default_rng(load.seed)
-    gaps = rng.exponential(1000.0 / float(load.target_rps or 1.0), count)
-    gaps[0] = 0.0
-    return np.cumsum(gaps).tolist()
-
-
-class _Front:
-    """The way from a client to the batcher's queue: overhead (a delay, lognormal around its mean
-    when the curve has overhead_jitter), then the serial per-request cost (one request at a time,
-    first come first served)."""
-
-    def __init__(self, curve: LatencyCurve, count: int, seed: int) -> None:
-        self.cost, self.free, self.drawn = curve.request_cost_ms, 0.0, 0
-        cv = curve.overhead_jitter
-        if cv > 0 and curve.overhead_ms > 0:
-            sigma = math.sqrt(math.log1p(cv * cv))
-            rng = np.random.default_rng(seed + 2)
-            draws = rng.lognormal(-sigma * sigma / 2, sigma, count) * curve.overhead_ms
-            self.overheads = draws.tolist()
-        else:
-            self.overheads = [curve.overhead_ms] * count
-
-    def arrive(self, sent: float) -> float:
-        at = sent + self.overheads[self.drawn % len(self.overheads)]
-        self.drawn += 1
-        if self.cost:
-            at = max(at, self.free) + self.cost
-            self.free = at
-        return at
-
-
-def _run_open(batcher: _Batcher, machine: _Machine, arrivals: list[float], instances: int) -> list:
+def _run_open(
+    batcher: _Batcher, machine: _Machine, arrivals: list[float], instances: int, host: float
+) -> list:
     """Open loop (Server, Offline): arrivals known up front, so one iteration per batch.
 
     The queue is arrivals[head:tail]; a waiting batcher jumps straight to the arrival that
-    triggers a send, or to the oldest request's deadline, whichever comes first.
+    triggers a send, or to the oldest request's deadline, whichever comes first. `host` is the
+    executions' multiplier for the client working beside them (its expected share of the time).
     """
     count, delay, most = len(arrivals), batcher.delay_ms, batcher.max_requests
     take_now, trigger = batcher.take_now, batcher.trigger
@@ -206,7 +184,7 @@ def _run_open(batcher: _Batcher, machine: _Machine, arrivals: list[float], insta
             while running and running[0] <= now:
                 pop(running)
             busy = len(running) + 1
-        done = now + compute[take] * slowdown[busy] * jitter[len(batches)]
+        done = now + compute[take] * slowdown[busy] * jitter[len(batches)] * host
         batches.append((now, done, take))
         head += take
         push(free, done)
@@ -216,71 +194,72 @@ def _run_open(batcher: _Batcher, machine: _Machine, arrivals: list[float], insta
 
 
 def _run_closed(
-    batcher: _Batcher, machine: _Machine, clients: int, count: int, instances: int, front: _Front
-) -> tuple[list[float], list[float], list]:
-    """Closed loop (Concurrency, SingleStream): a client sends again when its answer is back.
+    batcher: _Batcher, machine: _Machine, clients: int, count: int, instances: int, client: Client
+) -> tuple[ClosedLoop, list]:
+    """Closed loop (Concurrency, SingleStream): a client sends again once it has read its answer.
 
-    Future arrivals are all known (the answers of batches already running), kept in a heap.
+    Every future event is known: arrivals already sent, and the answers of batches running.
     """
-    delay = batcher.delay_ms
     compute, slowdown, jitter = machine.compute, machine.slowdown, machine.jitter
-    incoming = [(front.arrive(0.0), 0.0) for _ in range(min(clients, count))]  # (arrival, sent)
-    issued = len(incoming)
-    arrived: list[float] = []
-    sent: list[float] = []
+    state = ClosedLoop(client, clients, count)
     batches: list[tuple[float, float, int]] = []
     free, running = [0.0] * instances, []
     head, now = 0, 0.0
     pop, push = heapq.heappop, heapq.heappush
     while head < count:
         now = max(now, pop(free))
-        if head == len(arrived):
-            now = max(now, incoming[0][0])
-        while incoming and incoming[0][0] <= now:
-            arrival, sent_at = pop(incoming)
-            arrived.append(arrival)
-            sent.append(sent_at)
-        take = batcher.decide(len(arrived) - head, now, arrived[head])
-        while not take:  # wait for the next arrival or for the oldest request's delay
-            deadline = arrived[head] + delay
-            now = incoming[0][0] if incoming and incoming[0][0] < deadline else deadline
-            while incoming and incoming[0][0] <= now:
-                arrival, sent_at = pop(incoming)
-                arrived.append(arrival)
-                sent.append(sent_at)
-            take = batcher.decide(len(arrived) - head, now, arrived[head])
+        state.advance(now)
+        while head == len(state.arrived):  # nothing queued: jump to the next event
+            now = state.next_event()
+            state.advance(now)
+        take = batcher.decide(len(state.arrived) - head, now, state.arrived[head])
+        while not take:  # wait for the next event or for the oldest request's delay
+            now = state.next_event(state.arrived[head] + batcher.delay_ms)
+            state.advance(now)
+            take = batcher.decide(len(state.arrived) - head, now, state.arrived[head])
         while running and running[0] <= now:
             pop(running)
         busy = min(len(running) + 1, instances)
-        done = now + compute[take] * slowdown[busy] * jitter[len(batches)]
+        host = machine.host if client.busy_at(now) or client.saturated_at(now) else 1.0
+        done = now + compute[take] * slowdown[busy] * jitter[len(batches)] * host
+        done = max(done, client.execute(now, compute[take]))
         batches.append((now, done, take))
+        push(state.unread, (done, head, take))
+        state.executing_until = max(state.executing_until, done)
         head += take
         push(free, done)
         push(running, done)
-        for _ in range(min(take, count - issued)):
-            push(incoming, (front.arrive(done), done))
-            issued += 1
-    return arrived[:count], sent[:count], batches
+    state.advance(NEVER)
+    return state, batches
 
 
 def _run(curve: LatencyCurve, load: LoadSpec, policy: BatchingPolicy, count: int) -> _Trace:
     batcher = _Batcher.of(policy, load.samples_per_request)
     machine = _Machine.of(curve, batcher, load, policy.instance_count, count)
+    client = Client(curve, count, load.seed)
     if load.scenario in (Scenario.CONCURRENCY, Scenario.SINGLE_STREAM):
         clients = 1 if load.scenario is Scenario.SINGLE_STREAM else load.concurrency
-        arrived, sent, batches = _run_closed(
-            batcher, machine, clients, count, policy.instance_count, _Front(curve, count, load.seed)
+        state, batches = _run_closed(
+            batcher, machine, clients, count, policy.instance_count, client
         )
+        arrived, sent, read = state.arrived[:count], state.sent[:count], state.read
     else:
-        sent = _open_sends(load, count)
-        front = _Front(curve, count, load.seed)
-        arrived = [front.arrive(t) for t in sent]
-        batches = _run_open(batcher, machine, arrived, policy.instance_count)
-    return _trace(arrived, sent, batches)
+        sent_at = open_sends(load, count)
+        pairs = sorted((client.arrive(t), t) for t in sent_at)  # a jittered way in reorders
+        arrived, sent = [a for a, _ in pairs], [t for _, t in pairs]
+        span = max(arrived[-1] - arrived[0], 1e-9)
+        busy = min(1.0, curve.request_cost_ms * count / span)  # the client's share of the time
+        host = 1.0 + (curve.host_slowdown - 1.0) * busy
+        batches = _run_open(batcher, machine, arrived, policy.instance_count, host)
+        read = read_open(client, batches, machine.compute)[:count]
+    return _trace(arrived, sent, batches, read)
 
 
 def _trace(
-    arrived: list[float], sent: list[float], batches: list[tuple[float, float, int]]
+    arrived: list[float],
+    sent: list[float],
+    batches: list[tuple[float, float, int]],
+    read: list[float],
 ) -> _Trace:
     starts, ends, sizes = (np.asarray(column) for column in zip(*batches, strict=True))
     sizes = sizes.astype(np.int64)
@@ -290,6 +269,7 @@ def _trace(
         sent_ms=np.asarray(sent),
         dispatch_ms=np.repeat(starts, sizes)[: arrival.size],
         done_ms=np.repeat(ends, sizes)[: arrival.size],
+        read_ms=np.asarray(read),
         batch_requests=sizes,
     )
 
@@ -317,8 +297,8 @@ def replay(
     arrivals = sorted(float(a) for a in arrivals_ms)
     batcher = _Batcher.of(policy, samples_per_request)
     machine = _Machine.of(curve, batcher, load, policy.instance_count, len(arrivals))
-    batches = _run_open(batcher, machine, arrivals, policy.instance_count)
-    trace = _trace(arrivals, arrivals, batches)
+    batches = _run_open(batcher, machine, arrivals, policy.instance_count, 1.0)
+    trace = _trace(arrivals, arrivals, batches, arrivals)
     return BatchLog(
         batch_sizes=tuple(size * samples_per_request for _, _, size in batches),
         batch_start_ms=tuple(start for start, _, _ in batches),
@@ -349,9 +329,9 @@ def simulate(
     """Predict one load point: the same LoadPoint a measurement gives, with predicted=True."""
     count = _request_count(load, requests)
     trace = _run(curve, load, policy, count)
-    done = trace.done_ms
+    done = trace.read_ms
     if policy.preserve_ordering:
-        done = np.maximum.accumulate(done)
+        done = np.maximum.accumulate(np.maximum(done, trace.done_ms))
     skip = int(count * WARMUP_FRACTION)
     latency = (done - trace.sent_ms)[skip:]
     queue = (trace.dispatch_ms - trace.arrival_ms)[skip:]

@@ -172,7 +172,9 @@ def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -
             f"{unknown[0]!r} is not a stored variant of model {model_id}; pick one from its list."
         )
     label = label or f"serving study, p99 bound {study.slo_p99_ms:g} ms"
-    return job_store.create_job(model_id, study.to_dict(), total=study.point_count, label=label)
+    return job_store.create_job(
+        model_id, study.to_dict(), total=study.point_count, label=label, unit="load points"
+    )
 
 
 @dataclass(frozen=True)

@@ -64,10 +64,11 @@ class BatchingPolicy:
     def label(self) -> str:
         if not self.dynamic_batching:
             return f"no batching x{self.instance_count}"
-        preferred = ",".join(map(str, self.preferred_batch_sizes)) or "-"
+        preferred = ",".join(map(str, self.preferred_batch_sizes))
         return (
             f"max {self.max_batch_size}, delay {self.max_queue_delay_us} us, "
-            f"preferred {preferred}, x{self.instance_count}"
+            + (f"preferred {preferred}, " if preferred else "")
+            + f"x{self.instance_count}"
         )
 
 
@@ -109,18 +110,33 @@ class LatencyCurve:
     # one CPU share its cores; empty means independent hardware (no slowdown). Past the last
     # measured k the last step's growth continues linearly.
     instance_slowdown: tuple[float, ...] = ()
-    # Per request, host CPU time that runs one request at a time outside compute (client, HTTP
-    # frontend, backend hop): caps throughput at 1000 / request_cost_ms. 0: not a bottleneck.
+    # Per request, the load generator's own serial work (its one event loop builds the request
+    # and reads the answer), paid after the batch is done: caps throughput at 1000 / this.
     request_cost_ms: float = 0.0
     # Coefficient of variation of the overhead (lognormal, mean overhead_ms): the host's
     # scheduling noise that a shared CPU adds to every request's way in and out.
     overhead_jitter: float = 0.0
+    # Per request in a batch, on the instance: Triton hands each request's inputs over and builds
+    # and sends each response (backend output, frontend serialisation), so a dynamic batch of b
+    # one-sample requests takes compute(b) + b * response_cost_ms.
+    response_cost_ms: float = 0.0
+    # Multiplier on an execution, and on the client's per-request work, while the other runs:
+    # the load generator and the server share the host's cores. 1.0: separate hardware.
+    host_slowdown: float = 1.0
+    # The host's CPU as a budget: CPU ms per request outside the executions (generator, HTTP
+    # frontend, backend hop) and the cores the generator and the server get; executions spend
+    # their own time from it too. Saturated, the host serves host_cores / CPU per request.
+    # 0 cores: no budget (separate hardware, or not measured).
+    host_cpu_ms: float = 0.0
+    host_cores: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or len(self.batch_sizes) != len(self.compute_ms):
             raise UserError("A latency curve needs one compute time per measured batch size.")
         if list(self.batch_sizes) != sorted(set(self.batch_sizes)):
             raise UserError("A latency curve's batch sizes must be distinct and ascending.")
+        if self.host_slowdown <= 0:
+            raise UserError("The host slowdown must be positive; 1.0 means no slowdown.")
         if any(factor <= 0 for factor in self.instance_slowdown):
             raise UserError("Instance slowdown factors must be positive; 1.0 means no slowdown.")
 

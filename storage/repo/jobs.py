@@ -65,7 +65,9 @@ def create_job(
     total: int,
     label: str | None = None,
     max_attempts: int = 3,
+    unit: str = "configurations",
 ) -> JobRow:
+    """unit names what `total` counts in the first event (a serving study counts load points)."""
     with session_scope() as session:
         job = Job(
             model_id=model_id,
@@ -77,7 +79,7 @@ def create_job(
         )
         session.add(job)
         session.flush()
-        session.add(Event(job_id=job.id, level="info", message=f"queued {total} configurations"))
+        session.add(Event(job_id=job.id, level="info", message=f"queued {total} {unit}"))
         return _job_row(job)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from backend.cli import main
 from backend.serving.export import parse_config
+from backend.serving.server import TritonEnvironment
 
 
 def test_export_writes_a_repository_triton_parses_and_check_accepts_it(
@@ -48,3 +50,56 @@ def test_recommend_from_a_measured_sweep_prints_the_evidence_and_the_sentence(
     assert "meets the p99 bound of 40 ms" in printed and "rate under bound" in printed
     assert main(["serve", "recommend", "1", "--slo", "0.01"]) == 3
     assert "none meets the p99 bound of 0.01 ms" in capsys.readouterr().out
+
+
+def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
+    data_dir: Path,
+    mlp_path: Path,
+    triton_environment: TritonEnvironment,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["run", "1", "--precisions", "fp32", "--batch-sizes", "1,8", "--quick"]) == 0
+    capsys.readouterr()
+    argv = ["serve", "recommend", "1", "--slo", "200", "--confirm", "1", "--duration", "1"]
+    code = main([*argv, "--instances", "1", "--top", "3"])
+    printed = capsys.readouterr().out
+    sentence = printed.strip().splitlines()[-1]
+    with capsys.disabled():
+        print(printed)  # the evidence, shown with -s or when the test fails
+    lead = r"In (\d) measurements? across \1 configurations? \(the best of 10 predicted\), "
+    if code == 0:  # the best predicted policy and the default were both served and measured
+        assert printed.count("measured at") == 2
+        assert re.match(
+            lead + r"FP32 on CPU, max \d+, delay \d+ us, x1 meets the p99 bound "
+            r"of 200 ms at \d+ req/s, ",  # then the gain, or where the default missed
+            sentence,
+        ), sentence
+        assert sentence.startswith("In 2 measurements across 2 configurations")
+        assert re.search(
+            r"\d+% (more|less) than the default \(no dynamic batching, one instance\)"
+            r"|where the default \(no dynamic batching, one instance\) missed it",
+            sentence,
+        ), sentence
+    else:  # a host too busy for the generator to offer the rate: said, never hidden
+        assert code == 3 and "measured" in printed
+        assert re.match(
+            lead + r"none meets the p99 bound of 200 ms; the closest is FP32 on CPU, .* "
+            r"\(measured(; the load generator could not offer more.*)?\)\.$",
+            sentence,
+        ), sentence
+
+
+def test_recommend_refuses_a_negative_confirm_count_before_measuring_anything(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["serve", "recommend", "1", "--slo", "10", "--confirm", "-1"]) == 2
+    assert "--confirm takes 0 or more configurations" in capsys.readouterr().err
+
+
+def test_recommend_with_confirm_on_a_missing_job_says_so_and_starts_no_server(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "recommend", "7", "--slo", "10", "--confirm", "1"]) == 2
+    assert "There is no job 7" in capsys.readouterr().err

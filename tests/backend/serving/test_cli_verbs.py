@@ -64,6 +64,9 @@ def test_serve_submit_queues_one_study_with_a_policy_per_delay_and_instance_coun
     ]
     assert [ld.concurrency for ld in study.loads] == [1, 8] and study.slo_p99_ms == 25
     assert study.measure == "quick" and job.progress_total == 8
+    from storage.repo.jobs import list_events
+
+    assert [e.message for e in list_events(1)] == ["queued 8 load points"]
 
     assert main(["serve", "submit", str(model.id), "--variant", "nope.onnx"]) == 2
     assert "no variant matching 'nope.onnx'" in capsys.readouterr().err

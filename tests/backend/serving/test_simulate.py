@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
 from backend.errors import UserError
-from backend.serving.calibrate import calibrate
+from backend.serving.calibrate import _lognormal_cv, calibrate
 from backend.serving.ranking import policy_grid, rank_policies
 from backend.serving.simulate import replay, simulate
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
@@ -106,10 +109,62 @@ def test_ranking_three_hundred_policies_puts_those_meeting_the_bound_first_by_ra
     assert not no_batching.meets_slo  # 900/s on one 1 ms instance: the queue grows
 
 
-def test_a_serial_per_request_cost_caps_throughput_and_calibration_recovers_it() -> None:
+def test_the_generators_serial_work_comes_after_the_batch_so_batches_still_form() -> None:
+    # 2 ms executions, 0.5 ms of client work per answer: while one batch runs, the client reads
+    # the previous answers and sends four new requests, which queue for the next batch
+    curve = LatencyCurve((1, 8), (2.0, 2.0), request_cost_ms=0.5)
+    load = LoadSpec(Scenario.CONCURRENCY, concurrency=8)
+    point = simulate(curve, load, BatchingPolicy(max_batch_size=8))
+    assert point.mean_batch == pytest.approx(4.0, abs=0.3)
+    assert point.achieved_rps == pytest.approx(2000.0, rel=0.03)  # one read per 0.5 ms
+    alone = simulate(curve, LoadSpec(Scenario.SINGLE_STREAM), BatchingPolicy(8), requests=100)
+    assert alone.latency.p50 == pytest.approx(2.5)  # compute, then the client's read
+
+
+def test_each_request_in_a_batch_adds_its_response_work_to_the_execution() -> None:
+    curve = LatencyCurve((1, 8), (1.0, 1.0), response_cost_ms=0.25)
+    log = replay(curve, BatchingPolicy(max_batch_size=8), [0.0] * 4)
+    assert log.batch_sizes == (4,)
+    assert log.batch_done_ms == (2.0,)  # 1 ms compute + 4 x 0.25 ms
+
+
+def test_a_saturated_host_paces_answers_at_its_cores_while_a_lone_request_is_not_slowed() -> None:
+    # 1 ms of CPU per request outside executions, 2 cores: at most 2000 answers per second,
+    # less the executions' own CPU (1 ms per batch, shared by its requests)
+    curve = LatencyCurve((1, 16), (1.0, 1.0), request_cost_ms=0.1, host_cpu_ms=1.0, host_cores=2)
+    policy = BatchingPolicy(max_batch_size=16)
+    busy = simulate(curve, LoadSpec(Scenario.CONCURRENCY, concurrency=16), policy)
+    cpu_per_request = 1.0 + 1.0 / busy.mean_batch
+    assert busy.achieved_rps == pytest.approx(2 * 1000 / cpu_per_request, rel=0.05)
+    assert busy.mean_batch > 2
+    alone = simulate(curve, LoadSpec(Scenario.SINGLE_STREAM), policy, requests=100)
+    assert alone.latency.p50 == pytest.approx(1.1)  # compute and the client's own read
+    no_budget = replace(curve, host_cores=0.0)
+    unlimited = simulate(no_budget, LoadSpec(Scenario.CONCURRENCY, concurrency=16), policy)
+    assert unlimited.achieved_rps > 1.5 * busy.achieved_rps
+
+
+def test_executions_beside_a_busy_client_take_the_host_slowdown_longer() -> None:
+    shared = LatencyCurve((1, 8), (1.0, 1.0), request_cost_ms=2.0, host_slowdown=1.5)
+    policy = BatchingPolicy(max_batch_size=8, dynamic_batching=False)
+    point = simulate(shared, LoadSpec(Scenario.CONCURRENCY, concurrency=2), policy, requests=200)
+    # the client's 2 ms read overlaps the other request's execution: 1.5 ms instead of 1
+    assert point.compute_ms == pytest.approx(1.5, rel=0.05)
+    alone = simulate(shared, LoadSpec(Scenario.SINGLE_STREAM), policy, requests=100)
+    assert alone.compute_ms == pytest.approx(1.0)
+
+
+def test_a_lognormal_spread_is_recovered_from_its_mean_and_p99() -> None:
+    sigma = math.sqrt(math.log1p(0.5**2))
+    p99 = math.exp(-sigma * sigma / 2 + 2.326 * sigma)  # mean 1, cv 0.5
+    assert _lognormal_cv(1.0, p99) == pytest.approx(0.5, rel=0.01)
+    assert _lognormal_cv(1.0, 0.9) == 0.0
+
+
+def test_a_stored_studys_serial_cost_is_recovered_by_fitting_one_saturated_point() -> None:
     capped = LatencyCurve((1, 8), (1.0, 1.0), overhead_ms=0.3, request_cost_ms=2.0)
     offline = simulate(capped, LoadSpec(Scenario.OFFLINE, requests=400), BatchingPolicy(8))
-    assert offline.achieved_rps == pytest.approx(500.0, rel=0.01)  # one request per 2 ms
+    assert offline.achieved_rps == pytest.approx(500.0, rel=0.01)  # one read per 2 ms
     load = LoadSpec(Scenario.CONCURRENCY, concurrency=8)
     measured = simulate(capped, load, BatchingPolicy(8, dynamic_batching=False))
     unaware = LatencyCurve((1, 8), (1.0, 1.0), overhead_ms=2.3)  # what one-at-a-time sees
