@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -58,6 +59,10 @@ def cnn_files(folder: Path) -> dict[str, Path]:
     return files
 
 
+def file_name(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", label)
+
+
 def histogram(point: LoadPoint) -> str:
     return " ".join(f"{size}:{count}" for size, count in sorted(point.batch_histogram.items()))
 
@@ -77,43 +82,70 @@ def row(config: str, point: LoadPoint) -> str:
     )
 
 
-def run_config(args: argparse.Namespace, provider: str, path: Path, label: str) -> list[dict]:
-    """One server, the concurrency sweep, then one Server point at 70% of the best rate."""
-    environment = find_environment(Path(args.venv))
+def sweep(args: argparse.Namespace, server: TritonServer, label: str, started: float) -> list:
+    """The concurrency sweep, then one Server point at 70% of the best rate, on a ready server."""
     measure = MEASURE_PRESETS["quick"]
     points: list[LoadPoint] = []
-    started = time.monotonic()
-    with serve(path, POLICY, environment=environment, provider=ServingProvider(provider)) as server:
-        print(
-            f"{label}: ready in {time.monotonic() - started:.1f} s, session providers "
-            f"{server.endpoint.session_providers}",
-            flush=True,
-        )
-        (Path(args.out) / f"triton_{label.replace(':', '_')}.log").write_text(server.log_text())
-        for level in args.concurrency:
-            spec = LoadSpec(Scenario.CONCURRENCY, duration_s=args.duration, concurrency=level)
-            points.append(run_load_in_child(server.endpoint, spec, measure))
-            print(row(label, points[-1]), flush=True)
-        rate = 0.7 * max(p.achieved_rps for p in points)
-        spec = LoadSpec(Scenario.SERVER, duration_s=args.duration, target_rps=round(rate), seed=1)
+    print(
+        f"{label}: ready in {time.monotonic() - started:.1f} s, session providers "
+        f"{server.endpoint.session_providers}",
+        flush=True,
+    )
+    (Path(args.out) / f"triton_{file_name(label)}.log").write_text(server.log_text())
+    for level in args.concurrency:
+        spec = LoadSpec(Scenario.CONCURRENCY, duration_s=args.duration, concurrency=level)
         points.append(run_load_in_child(server.endpoint, spec, measure))
         print(row(label, points[-1]), flush=True)
+    rate = 0.7 * max(p.achieved_rps for p in points)
+    spec = LoadSpec(Scenario.SERVER, duration_s=args.duration, target_rps=round(rate), seed=1)
+    points.append(run_load_in_child(server.endpoint, spec, measure))
+    print(row(label, points[-1]), flush=True)
     return [{"config": label, **p.to_dict()} for p in points]
 
 
-def keep_failed_log(args: argparse.Namespace, provider: str, path: Path, label: str) -> None:
-    """serve() removes its folder; start the same repository once more in a kept folder so the
-    whole Triton log (ONNX Runtime's own lines included) comes back for the record."""
-    folder = Path(args.models) / f"failed_{label.replace(':', '_')}"
+def run_config(args: argparse.Namespace, provider: str, path: Path, label: str) -> list[dict]:
+    """One server through backend/serving/server.py's serve(), as the CLI and worker start it."""
+    environment = find_environment(Path(args.venv))
+    started = time.monotonic()
+    with serve(path, POLICY, environment=environment, provider=ServingProvider(provider)) as server:
+        return sweep(args, server, label, started)
+
+
+def kept_server(args: argparse.Namespace, provider: str, path: Path, label: str, kind: str):
+    """The same repository in a kept folder (serve() removes its own), instance kind replaced
+    by `kind` when given: the whole Triton log comes back, ORT's own lines included."""
+    folder = Path(args.models) / f"kept_{file_name(label)}_{kind or 'asis'}"
     served = plan_model(path, POLICY, provider=ServingProvider(provider))
     repository = write_repository(folder / "models", path, served)
-    server = TritonServer(find_environment(Path(args.venv)), served, folder)
+    if kind:
+        config = repository / served.name / "config.pbtxt"
+        config.write_text(config.read_text().replace("KIND_GPU gpus: [ 0 ]", kind))
+    return TritonServer(find_environment(Path(args.venv)), served, folder), repository
+
+
+def after_failure(args: argparse.Namespace, provider: str, path: Path, label: str) -> list:
+    """Keep the failed start's whole log; for CUDA, try once more with the CUDA provider on
+    KIND_CPU instances (ORT still on the GPU) so a KIND_GPU-only failure is told apart."""
+    server, repository = kept_server(args, provider, path, label, "")
     try:
         server.start(repository, timeout_s=120)
         server.stop()
     except UnavailableError:
         pass
-    (Path(args.out) / f"failed_{label.replace(':', '_')}.log").write_text(server.log_text())
+    (Path(args.out) / f"failed_{file_name(label)}.log").write_text(server.log_text())
+    if provider != "cuda":
+        return []
+    server, repository = kept_server(args, provider, path, label, "KIND_CPU")
+    started = time.monotonic()
+    try:
+        server.start(repository, timeout_s=120)
+    except UnavailableError as exc:
+        print(f"{label} on KIND_CPU instances: NOT served either: {exc}", flush=True)
+        return [{"config": f"{label}+KIND_CPU", "error": str(exc)}]
+    try:
+        return sweep(args, server, f"{label}+KIND_CPU", started)
+    finally:
+        server.stop()
 
 
 def main() -> int:
@@ -142,7 +174,7 @@ def main() -> int:
         except (UnavailableError, UserError, RuntimeError) as exc:
             print(f"{config}: NOT served: {exc}", flush=True)
             results.append({"config": config, "error": str(exc)})
-            keep_failed_log(args, provider, files[precision], config)
+            results += after_failure(args, provider, files[precision], config)
         (out / "serving_gpu.json").write_text(json.dumps(results, indent=1))  # after each
     return 0
 
