@@ -61,9 +61,6 @@ class ServedModel:
     intra_op_threads: int
     fixed_batch_note: str = ""
     provider: ServingProvider = ServingProvider.CPU  # the local model's ORT provider
-    # Triton's model_warmup at every batch size before ready: on CUDA, cuDNN tunes each new
-    # input shape on first sight (hundreds of ms), which would land inside the measurement.
-    warmup: bool = False
 
 
 def _tensor(name: str, dtype: str, shape: list, batched: bool, dims: dict[str, int]) -> TensorSpec:
@@ -154,7 +151,6 @@ def plan_model(
         intra_op_threads=threads,
         fixed_batch_note=note,
         provider=ServingProvider(provider),
-        warmup=ServingProvider(provider) is ServingProvider.CUDA,
     )
 
 
@@ -202,26 +198,6 @@ def _dynamic_batching(served: ServedModel) -> str:
     )
 
 
-def _warmup(served: ServedModel) -> str:
-    """model_warmup: one sample batch of every size up to max_batch_size (random floats, zero
-    integers); none for a fixed-batch model or an input with a variable dimension."""
-    if not (served.warmup and served.max_batch_size):
-        return ""
-    if any(d < 0 for t in served.inputs for d in t.dims):
-        return ""
-    entries = []
-    for size in range(1, served.max_batch_size + 1):
-        inputs = "".join(
-            f'    inputs {{ key: "{t.name}" value: {{ data_type: TYPE_{t.triton_type} '
-            f"dims: [ {', '.join(str(d) for d in t.dims) or '1'} ] "
-            + ("random_data: true" if t.dtype.startswith("float") else "zero_data: true")
-            + " } }\n"
-            for t in served.inputs
-        )
-        entries.append(f'  {{\n    name: "batch_{size}"\n    batch_size: {size}\n{inputs}  }}')
-    return "model_warmup [\n" + ",\n".join(entries) + "\n]\n"
-
-
 def _accelerator(deployment: Deployment) -> str:
     if not (deployment.gpu and deployment.trt_precision):
         return ""
@@ -258,7 +234,6 @@ def config_text(served: ServedModel, deployment: Deployment | None = None) -> st
             f'value: {{ string_value: "{served.intra_op_threads}" }} }}\n'
             f'parameters: {{ key: "provider" value: {{ string_value: "{served.provider}" }} }}\n'
         )
-        lines.append(_warmup(served))
     else:
         lines.append(_accelerator(deployment))
     return "".join(lines)

@@ -3,19 +3,15 @@ that has no CUDA, the model does not load and the sentence says why (never a CPU
 
 from __future__ import annotations
 
-import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
 from backend.errors import UnavailableError
-from backend.serving.repository import config_text, plan_model, write_repository
+from backend.serving.repository import plan_model, write_repository
 from backend.serving.server import TritonEnvironment, TritonServer, serve
 from backend.serving.study import ServedVariant, ServingStudy
-from backend.serving.types import BatchingPolicy, LoadSpec, Scenario, ServingProvider
+from backend.serving.types import LoadSpec, Scenario, ServingProvider
 from tests.backend.serving.conftest import POLICY
 
 
@@ -62,25 +58,3 @@ def test_a_study_keeps_its_provider() -> None:
     assert ServingStudy.from_dict(study.to_dict()).provider is ServingProvider.CUDA
     legacy = {k: v for k, v in study.to_dict().items() if k != "provider"}
     assert ServingStudy.from_dict(legacy).provider is ServingProvider.CPU
-
-
-def test_cuda_configs_warm_every_batch_size_and_triton_runs_the_warmup(
-    triton_environment: TritonEnvironment, mlp_path: Path
-) -> None:
-    """cuDNN tunes each new shape on first sight, so CUDA servers warm every batch size before
-    ready; the block is Triton's model_warmup, run here by the real server on CPU instances."""
-    policy = BatchingPolicy(max_batch_size=4)
-    cuda = plan_model(mlp_path, policy, provider=ServingProvider.CUDA)
-    config = text_format.Parse(config_text(cuda), model_config_pb2.ModelConfig())
-    assert [w.batch_size for w in config.model_warmup] == [1, 2, 3, 4]
-    assert not plan_model(mlp_path, policy).warmup  # CPU servers start as before
-    served = replace(plan_model(mlp_path, policy, intra_op_threads=1), warmup=True)
-    with tempfile.TemporaryDirectory() as folder:
-        repository = write_repository(Path(folder) / "models", mlp_path, served)
-        server = TritonServer(triton_environment, served, Path(folder))
-        server.start(repository, timeout_s=60)
-        try:
-            assert server.session_providers == ("CPUExecutionProvider",)
-            assert "batch_4" in server.log_text() or server.stats()["name"] == "model"
-        finally:
-            server.stop()
