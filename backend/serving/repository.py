@@ -22,6 +22,11 @@ from backend.errors import UserError
 from backend.serving.types import BatchingPolicy, ServingProvider
 
 MODEL_NAME = "model"
+# cuDNN's algorithm search for the served CUDA model. ORT's default, EXHAUSTIVE, re-benchmarked
+# on the H200 whenever the batch size changed between executions (dynamic batching interleaves
+# them): ~75 ms per batched execution against 0.7 ms at a steady batch 1
+# (bench/results/h200_triton.txt; onnxruntime issue 23006). HEURISTIC skips the benchmark.
+CUDA_CONV_ALGO_SEARCH = "HEURISTIC"
 TEMPLATE = Path(__file__).with_name("triton_model.py.txt")
 _TRITON_TYPES = {
     "float32": "FP32",
@@ -234,6 +239,11 @@ def config_text(served: ServedModel, deployment: Deployment | None = None) -> st
             f'value: {{ string_value: "{served.intra_op_threads}" }} }}\n'
             f'parameters: {{ key: "provider" value: {{ string_value: "{served.provider}" }} }}\n'
         )
+        if served.provider is ServingProvider.CUDA:
+            lines.append(
+                'parameters: { key: "cudnn_conv_algo_search" '
+                f'value: {{ string_value: "{CUDA_CONV_ALGO_SEARCH}" }} }}\n'
+            )
     else:
         lines.append(_accelerator(deployment))
     return "".join(lines)

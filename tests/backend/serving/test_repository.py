@@ -47,6 +47,7 @@ def test_cuda_provider_puts_the_instances_on_gpu_zero(mlp_path: Path) -> None:
     assert group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
     assert list(group.gpus) == [0] and group.count == 2
     assert config.parameters["provider"].string_value == "cuda"
+    assert config.parameters["cudnn_conv_algo_search"].string_value == "HEURISTIC"
 
 
 def test_without_dynamic_batching_the_config_has_no_batcher(mlp_path: Path) -> None:
