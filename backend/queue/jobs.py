@@ -322,13 +322,17 @@ def _store_checked_npz(
 
     specs = input_specs_of(onnx_path(model_id))
     check_npz_in_child(_CHECKERS[kind], Path(npz_path), specs, dict(symbolic_dims or {}))
-    stored = store().put_file(Path(npz_path))
-    model_store.add_artifact(
-        model_id,
-        model_store.NewArtifact(
-            kind=kind, sha256=stored.sha256, size_bytes=stored.size_bytes, filename=filename
-        ),
-    )
+    artifacts = store()
+    # the lock is held until the link commits; if it does not, `putting` takes the blob back
+    with artifacts.putting([Path(npz_path)]) as (stored,):
+        link = model_store.NewArtifact(kind, stored.sha256, stored.size_bytes, filename)
+        try:
+            model_store.add_artifact(model_id, link)
+        except LookupError:
+            raise UserError(
+                f"The model was deleted while its {kind} file was being stored; "
+                "upload the model again and then the file."
+            ) from None
     return stored.sha256
 
 
