@@ -198,3 +198,13 @@ class ClusterNode(Base):
     providers: Mapped[list[Any]] = mapped_column(JSON, default=list)
     alive: Mapped[bool] = mapped_column(Boolean, default=True)
     announced_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
+
+
+class SessionRevocation(Base):
+    """A signed-out session cookie, refused until the cookie itself would have expired."""
+
+    __tablename__ = "session_revocations"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(), index=True)
+    revoked_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
