@@ -256,15 +256,30 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
         if timing := _csv(query, "timing"):
             values["io_modes"] = tuple(IoMode(mode) for mode in timing)
         if cuda := query.get("cuda"):
-            values["cuda"] = CudaOptions.from_value(json.loads(cuda))
+            values["cuda"] = _cuda_from_query(cuda)
         if knee := query.get("knee"):
             values["find_knee"], values["knee_max_batch"] = True, int(knee)
         values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)
         return SweepSpec(**values)  # type: ignore[arg-type]
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise UserError(
             f"This link holds a value that is not valid here ({exc}); reopen it."
         ) from None
+
+
+def _cuda_from_query(text: str) -> CudaOptions:
+    """CUDA options from a link's JSON; anything but known names with values of the right
+    kind is a ValueError that names it (a hand-edited link must not reach the constructor)."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError("the CUDA options are not a set of named values")
+    defaults = CudaOptions().to_dict()
+    for name, given in value.items():
+        if name not in defaults:
+            raise ValueError(f"unknown CUDA option {str(name)[:40]!r}")
+        if type(given) is not type(defaults[name]):
+            raise ValueError(f"CUDA option {name!r} has a value of the wrong kind")
+    return CudaOptions.from_value(value)
 
 
 def list_workers(alive_within_seconds: float | None = 30.0) -> list[worker_store.WorkerRow]:
