@@ -384,3 +384,22 @@ CLUSTER_MAX_RETRIES = _declare(
         "times Ray runs a configuration again elsewhere when its node or worker process dies",
     )
 )
+# --- cluster: head restarts ---
+RAY_RETRY_MAX_S = _declare(
+    Setting(
+        "OPTIBOARD_RAY_RETRY_MAX_S",
+        "30",
+        float,
+        "longest wait between two tries to reach a Ray head that went away mid-sweep (the waits "
+        "grow 1, 2, 4 ... seconds up to this)",
+    )
+)
+RAY_GIVE_UP_S = _declare(
+    Setting(
+        "OPTIBOARD_RAY_GIVE_UP_S",
+        "3600",
+        float,
+        "how long a job waits for an unreachable Ray head before it fails with a sentence; 0 waits "
+        "until the job is cancelled",
+    )
+)

@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from backend.auth.cli import register_users, run_command
+from backend.cli_parsing import (
+    add_gpu_options,
+    add_trt_option,
+    cuda_options_from,
+    trt_options_from_pairs,
+)
 from backend.cli_parsing import csv_list as _csv
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.errors import UserError
@@ -20,9 +26,6 @@ from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
 from backend.specs import (
     MEASURE_PRESETS,
-    ConvAlgoSearch,
-    CudaOptions,
-    IoMode,
     MeasureSettings,
     Precision,
     SweepSpec,
@@ -70,15 +73,10 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         backends=tuple(_csv(args.runtimes)),
         measure=_measure(args),
         io_modes=tuple(_csv(args.timing)),
-        cuda=CudaOptions(
-            conv_algo_search=args.cudnn_search,
-            use_tf32=not args.no_tf32,
-            prefer_nhwc=args.nhwc,
-            enable_cuda_graph=args.cuda_graph,
-            float16_io=args.fp16_io,
-        ),
+        cuda=cuda_options_from(args),
         find_knee=args.find_knee,
         knee_max_batch=args.knee_max_batch,
+        tensorrt=trt_options_from_pairs(args.trt_option),
     )
 
 
@@ -318,23 +316,7 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
         "--max-seconds", type=float, help="time cap per configuration, overriding the preset's"
     )
     parser.add_argument("--label", help="a name for the job")
-    gpu = parser.add_argument_group("GPU (the cuda provider)")
-    gpu.add_argument(
-        "--timing",
-        default=IoMode.END_TO_END.value,
-        help="comma list: end_to_end (host arrays, copies timed), device (IOBinding)",
-    )
-    gpu.add_argument("--cuda-graph", action="store_true", help="enable_cuda_graph (needs device)")
-    gpu.add_argument(
-        "--cudnn-search", default="EXHAUSTIVE", choices=[c.value for c in ConvAlgoSearch]
-    )
-    gpu.add_argument("--no-tf32", action="store_true", help="FP32 without TF32 Tensor Cores")
-    gpu.add_argument("--nhwc", action="store_true", help="prefer_nhwc layout for convolutions")
-    gpu.add_argument("--fp16-io", action="store_true", help="FP16 with float16 inputs/outputs")
-    gpu.add_argument(
-        "--find-knee", action="store_true", help="batches 1,2,4,... until throughput flattens"
-    )
-    gpu.add_argument("--knee-max-batch", type=int, default=1024)
+    add_gpu_options(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -348,12 +330,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="show a model's metadata")
     p.add_argument("model", type=int)
     p.set_defaults(func=cmd_inspect)
-    p = sub.add_parser("submit", help="queue a sweep for the worker")
-    _add_sweep_options(p)
-    p.set_defaults(func=cmd_submit)
-    p = sub.add_parser("run", help="run a sweep now, in the foreground, without a worker")
-    _add_sweep_options(p)
-    p.set_defaults(func=cmd_run)
+    for verb, func, what in (
+        ("submit", cmd_submit, "queue a sweep for the worker"),
+        ("run", cmd_run, "run a sweep now, in the foreground, without a worker"),
+    ):
+        p = sub.add_parser(verb, help=what)
+        _add_sweep_options(p)
+        add_trt_option(p.add_argument_group("TensorRT (the tensorrt provider)"))
+        p.set_defaults(func=func)
     p = sub.add_parser("jobs", help="list jobs")
     p.add_argument("--limit", type=int, default=50)
     p.set_defaults(func=cmd_jobs)

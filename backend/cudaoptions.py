@@ -41,6 +41,12 @@ class CudaOptions:
     prefer_nhwc: bool = False
     enable_cuda_graph: bool = False
     float16_io: bool = False  # FP16 only: inputs and outputs float16 instead of float32 kept
+    # cuDNN may take as much workspace as its fastest algorithm wants (ORT's default); off caps
+    # the algorithm search at 32 MB, which can pick slower convolutions
+    conv_max_workspace: bool = True
+    # Conv bias added inside the convolution (cuDNN frontend) instead of a separate AddTensor
+    # kernel after it; ORT's default is off
+    fuse_conv_bias: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -65,6 +71,8 @@ class CudaOptions:
         parts += ["nhwc"] if self.prefer_nhwc else []
         parts += ["cudagraph"] if self.enable_cuda_graph else []
         parts += ["f16io"] if self.float16_io else []
+        parts += [] if self.conv_max_workspace else ["smallws"]
+        parts += ["fusebias"] if self.fuse_conv_bias else []
         return parts
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,7 +103,8 @@ def check_gpu_options(
         return
     if provider != "cuda" or backend != "onnxruntime":
         raise UserError(
-            "CUDA options (graphs, cuDNN search, TF32, NHWC, float16 I/O) apply to ONNX "
+            "CUDA options (graphs, cuDNN search and workspace, TF32, NHWC, bias fusion, float16 "
+            "I/O) apply to ONNX "
             "Runtime's cuda provider only; pick it or leave them at their defaults."
         )
     if cuda.enable_cuda_graph and not fixed_shapes:
@@ -107,26 +116,10 @@ def check_gpu_options(
             "CUDA graphs need inputs and outputs bound on the GPU; use device-resident timing "
             "or turn CUDA graphs off."
         )
+    if cuda.fuse_conv_bias and fp16 and not cuda.prefer_nhwc:
+        raise UserError(  # seen on an H200: ORT 1.31.1, cuDNN 9.14, ResNet-50's first Conv
+            "Conv bias fusion in FP16 needs prefer_nhwc (cuDNN's frontend finds no engine for "
+            "it on NCHW tensors); turn NHWC on or bias fusion off."
+        )
     if cuda.float16_io and not fp16:
         raise UserError("float16 inputs and outputs apply to FP16 only; pick FP16 or turn it off.")
-
-
-@dataclass(frozen=True)
-class TensorRtOptions:
-    """ONNX Runtime's TensorRT provider caches and precisions; a cache that is on needs a folder.
-
-    Engine builds take minutes on a large model; the timing cache keeps tactic timings and the
-    engine cache the built plan, keyed by the model and the shapes, so a second sweep starts fast.
-    """
-
-    fp16: bool = False
-    int8: bool = False
-    timing_cache: str = ""  # folder for the timing cache; empty: off
-    engine_cache: str = ""  # folder for built engines; empty: off
-
-    def __post_init__(self) -> None:
-        for label, folder in (("timing", self.timing_cache), ("engine", self.engine_cache)):
-            if folder and not folder.startswith("/"):
-                raise UserError(
-                    f"The TensorRT {label} cache folder must be an absolute path, not {folder!r}."
-                )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import enum
 import itertools
-import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from backend.cluster.names import check_cluster_fields
 from backend.cudaoptions import (  # re-exported
     ConvAlgoSearch,
     CudaOptions,
@@ -20,6 +20,7 @@ from backend.measure_settings import (  # re-exported
     MeasureSettings,
     preset_name,
 )
+from backend.trtoptions import TrtOptions, trt_checked, trt_for, trt_for_sweep
 
 
 class Precision(str, enum.Enum):
@@ -74,10 +75,11 @@ class Configuration:
     replicas: int = 1  # data-parallel copies on as many devices of one node (cluster only)
     io_mode: IoMode = IoMode.END_TO_END  # GPU providers: what the timing includes
     cuda: CudaOptions = field(default_factory=CudaOptions)  # CUDA provider only
+    tensorrt: TrtOptions = field(default_factory=TrtOptions)  # TensorRT provider only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", Precision(self.precision))
-        _check_cluster_fields(self.target, self.replicas)
+        check_cluster_fields(self.target, self.replicas)
         object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
         object.__setattr__(self, "io_mode", IoMode(self.io_mode))
         object.__setattr__(self, "cuda", CudaOptions.from_value(self.cuda))
@@ -89,6 +91,7 @@ class Configuration:
             self.fixed_shapes,
             self.precision == Precision.FP16,
         )
+        object.__setattr__(self, "tensorrt", trt_checked(self))
         object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
         if self.streams < 0:
             raise UserError("Streams cannot be negative; 0 lets the runtime choose.")
@@ -128,7 +131,7 @@ class Configuration:
             parts.append("fp32:" + ",".join(self.fp32_nodes))
         if self.io_mode != IoMode.END_TO_END:
             parts.append(self.io_mode.value)
-        parts += self.cuda.key_parts
+        parts += self.cuda.key_parts + self.tensorrt.key_parts
         if dims:
             parts.append(dims)
         if self.replicas > 1:
@@ -142,7 +145,7 @@ class Configuration:
         mixed = f" mixed ({len(self.fp32_nodes)} in FP32)" if self.fp32_nodes else ""
         replicas = f" x{self.replicas}" if self.replicas > 1 else ""
         where = f" @ {self.target}" if self.target else ""
-        extra = "".join(f" {part}" for part in self.cuda.key_parts)
+        extra = "".join(f" {part}" for part in self.cuda.key_parts + self.tensorrt.key_parts)
         io = " device-resident" if self.io_mode == IoMode.DEVICE else ""
         return (
             f"{runtime}{self.provider.upper()} {self.precision.label}{mixed}{extra}{io} "
@@ -157,7 +160,7 @@ class Configuration:
         data["fp32_nodes"] = list(self.fp32_nodes)
         data["io_mode"] = self.io_mode.value
         data["cuda"] = self.cuda.to_dict()
-        return data
+        return data  # asdict made the TrtOptions a dict already
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Configuration:
@@ -202,6 +205,7 @@ class SweepSpec:
     replicas: int = 1  # data-parallel copies per point (cluster only)
     io_modes: tuple[IoMode, ...] = (IoMode.END_TO_END,)  # GPU providers; others end to end
     cuda: CudaOptions = field(default_factory=CudaOptions)  # applied to the cuda provider
+    tensorrt: TrtOptions = field(default_factory=TrtOptions)  # applied to the tensorrt provider
     find_knee: bool = False  # batches 1, 2, 4 ... until throughput stops growing or memory ends
     knee_max_batch: int = 1024
 
@@ -216,6 +220,7 @@ class SweepSpec:
             doubling = [2**i for i in range(self.knee_max_batch.bit_length())]
             object.__setattr__(self, "batch_sizes", tuple(doubling))
         object.__setattr__(self, "providers", tuple(str(p).lower() for p in self.providers))
+        object.__setattr__(self, "tensorrt", trt_for_sweep(self.tensorrt, self.providers))
         object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
         object.__setattr__(self, "symbolic_dims", tuple(dict(self.symbolic_dims).items()))
         backends = tuple(dict.fromkeys(str(b) for b in self.backends))
@@ -285,6 +290,7 @@ class SweepSpec:
                 replicas=self.replicas,
                 io_mode=io_mode,
                 cuda=self._cuda_for(runtime, provider, precision, io_mode),
+                tensorrt=trt_for(self.tensorrt, runtime, provider),
             )
             for target, runtime, provider, precision, batch, io_mode in points
         ]
@@ -322,7 +328,7 @@ class SweepSpec:
         data["targets"] = list(self.targets)
         data["io_modes"] = [m.value for m in self.io_modes]
         data["cuda"] = self.cuda.to_dict()
-        return data
+        return data  # asdict made the TrtOptions a dict already
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSpec:
@@ -356,19 +362,6 @@ def _check_search(spec: SweepSpec) -> None:
         raise UserError(
             "A mixed-precision search needs ONNX Runtime's static INT8 among the precisions."
         )
-
-
-TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-
-
-def _check_cluster_fields(target: str, replicas: int) -> None:
-    """A target names a Ray resource (`target:<name>`), so it stays a short plain word."""
-    if target and not TARGET_NAME.fullmatch(target):
-        raise UserError(
-            f"Target name {target!r} is not valid; use letters, digits, '.', '_' or '-'."
-        )
-    if not 1 <= replicas <= 64:
-        raise UserError(f"Replicas must be between 1 and 64, not {replicas}.")
 
 
 def _hint(value: object) -> PerformanceHint:

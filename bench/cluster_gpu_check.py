@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -26,6 +28,17 @@ from backend.specs import MeasureSettings, SweepSpec  # noqa: E402
 from tests import models  # noqa: E402
 
 MEASURE = MeasureSettings(warmup_runs=20, window_runs=100, window_min_seconds=0.5, max_seconds=10)
+
+
+def _nvidia_smi() -> list[str]:
+    """What the host itself says its GPUs are (name, driver, memory), for the report."""
+    query = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+    try:
+        return subprocess.run(query, capture_output=True, text=True, check=True).stdout.split("\n")[
+            :-1
+        ]
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return [f"nvidia-smi failed: {exc}"]
 
 
 def main() -> int:
@@ -90,6 +103,9 @@ def main() -> int:
             "gpu_util_percent_mean": r.telemetry.get("gpu_util_percent_mean"),
             "replicas": r.telemetry.get("replicas"),
             "onnxruntime": r.environment.get("packages", {}),
+            "ray": ray.__version__,
+            "measured_at_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+            "gpus_on_host": _nvidia_smi(),
         }
     finally:
         ray.shutdown()

@@ -19,7 +19,7 @@ from pages.components.url_state import (
     url_list,
     url_value,
 )
-from pages.components.widgets import page_header
+from pages.components.widgets import job_label, nothing_yet, page_header
 
 CHARTS = {
     "latency": "Latency vs batch",
@@ -45,13 +45,11 @@ def wait_for_first_result() -> None:
 
 
 if available.empty:
-    st.info(
+    nothing_yet(
         "No results to compare yet. Submit a sweep on the Optimize page; its results appear here "
         "as soon as the worker measures them.",
         icon="📊",
     )
-    st.page_link("pages/optimize.py", label="Optimize a model", icon="🛠️")
-    st.stop()
 
 job_meta = available.set_index("job_id")
 job_ids = bound_multiselect(
@@ -59,10 +57,7 @@ job_ids = bound_multiselect(
     job_meta.index.tolist(),
     "jobs",
     default=job_meta.index.tolist()[:1],
-    format_func=lambda jid: (
-        f"#{jid} {job_meta.at[jid, 'model']}"
-        + (f" · {job_meta.at[jid, 'label']}" if job_meta.at[jid, "label"] else "")
-    ),  # stable labels: a label that changed as results arrive would reset the widget
+    format_func=job_label(job_meta),
 )
 if not job_ids:
     st.info("Pick at least one job above.")

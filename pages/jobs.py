@@ -18,6 +18,7 @@ from backend.queue.worker import fp32_baseline
 from backend.records import JobRow, JobState, utcnow
 from backend.reporting import profilecharts
 from backend.results import StoredResult
+from backend.serving.study import is_serving
 from pages.access import can, guarded
 from pages.components.formatting import fmt_duration, plain
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
@@ -245,6 +246,9 @@ def job_detail(job_id: int) -> None:
     info[1].metric("Duration", fmt_duration(state.duration_s))
     info[2].metric("Attempts", f"{job.attempts}/{job.max_attempts}")
     info[3].metric("Worker", plain(job.worker_id or "–"))
+    latest = jobs.job_events(job.id, limit=1)
+    if not job.state.finished and latest and latest[0].level == "warning":
+        st.warning(plain(latest[0].message))  # e.g. a Ray head the worker is waiting for
     if job.error:
         st.error(plain(state.last_error))
         if can(Permission.USERS):  # the traceback names server paths: admins (operators) only
@@ -285,7 +289,11 @@ def job_detail(job_id: int) -> None:
                 "from_job": str(job.id),
             },
         )
-    if state.done:
+    if state.done and is_serving(job.spec):  # a serving study: its points are drawn on Serve
+        actions[2].page_link(
+            "pages/serve.py", label="Open on Serve", icon="🚀", query_params={"study": job.id}
+        )
+    elif state.done:
         actions[2].page_link(
             "pages/compare.py", label="Compare results", icon="📊", query_params={"jobs": job.id}
         )

@@ -20,7 +20,9 @@ from backend.specs import (
     PerformanceHint,
     Precision,
     SweepSpec,
+    TrtOptions,
 )
+from backend.trtoptions import DEFAULT_ENGINE_FOLDER, DEFAULT_TIMING_FOLDER
 from pages.access import can, guarded
 from pages.components.formatting import plain
 from pages.components.url_state import (
@@ -329,6 +331,18 @@ def _cuda_fields() -> tuple[tuple[IoMode, ...], CudaOptions, bool]:
             float16_io=st.toggle(
                 "FP16 with float16 inputs and outputs", prefill.cuda.float16_io, key="fp16_io"
             ),
+            fuse_conv_bias=st.toggle(
+                "Fuse conv bias into cuDNN's convolution (FP16 needs NHWC)",
+                prefill.cuda.fuse_conv_bias,
+                key="fuse_conv_bias",
+                help="One kernel per convolution instead of a separate bias-add after each; "
+                "+48% on ResNet-50 FP16 b1024 on an H200.",
+            ),
+            conv_max_workspace=st.toggle(
+                "cuDNN convolution with the maximum workspace",
+                prefill.cuda.conv_max_workspace,
+                key="conv_max_workspace",
+            ),
         )
         knee = st.toggle(
             "Find the knee: batches 1, 2, 4 ... until throughput gains stay under 5%",
@@ -342,9 +356,91 @@ io_modes, cuda, find_knee = (
     _cuda_fields() if "cuda" in provider_names else ((IoMode.END_TO_END,), CudaOptions(), False)
 )
 
+
+def _trt_fields() -> TrtOptions:
+    """The tensorrt provider's options, offered only when it is picked (so only where it is
+    available); TrtOptions and the spec refuse what it cannot run, with the reason."""
+    old = prefill.tensorrt
+    with st.expander("TensorRT provider settings", expanded=True):
+        cols = st.columns(2)
+        fp16 = cols[0].toggle("FP16 kernels (trt_fp16_enable)", old.fp16, key="trt_fp16")
+        int8 = cols[1].toggle("INT8 kernels (trt_int8_enable)", old.int8, key="trt_int8")
+        calibration_table = st.text_input(
+            "INT8 calibration table (a file in the engine cache folder)",
+            old.int8_calibration_table,
+            key="trt_table",
+            help="Not for INT8 static (QDQ): its Q/DQ nodes carry the scales.",
+        )
+        timing = cols[0].toggle("Timing cache", old.timing_cache, key="trt_timing")
+        engine = cols[1].toggle("Engine cache", old.engine_cache, key="trt_engine")
+        folders = st.columns(2)
+        timing_path = folders[0].text_input(
+            "Timing cache folder",
+            old.timing_cache_path,
+            key="trt_timing_path",
+            placeholder=DEFAULT_TIMING_FOLDER,
+            help="Inside the data folder; empty: the default.",
+        )
+        engine_path = folders[1].text_input(
+            "Engine cache folder",
+            old.engine_cache_path,
+            key="trt_engine_path",
+            placeholder=DEFAULT_ENGINE_FOLDER,
+            help="Inside the data folder; empty: the default.",
+        )
+        workspace = folders[0].number_input(
+            "Workspace limit (MiB, 0: ONNX Runtime's default)",
+            0,
+            1 << 20,
+            old.max_workspace_size >> 20,
+            key="trt_workspace",
+        )
+        level = folders[1].slider(
+            "Builder optimization level",
+            0,
+            5,
+            old.builder_optimization_level,
+            key="trt_level",
+            help="0 builds fastest; 5 searches longest for the fastest engine (3: default).",
+        )
+    return TrtOptions(
+        fp16=fp16,
+        int8=int8,
+        int8_calibration_table=calibration_table.strip(),
+        timing_cache=timing,
+        timing_cache_path=timing_path.strip(),
+        engine_cache=engine,
+        engine_cache_path=engine_path.strip(),
+        max_workspace_size=int(workspace) << 20,
+        builder_optimization_level=level,
+    )
+
+
+tensorrt = TrtOptions()
+trt_missing = next(
+    (
+        u.reason
+        for u in table.unavailable()
+        if (u.runtime, u.provider) == ("onnxruntime", "tensorrt")
+    ),
+    "",
+)
+trt_error: UserError | None = None  # shown with the sweep's own refusals below
+try:
+    if "tensorrt" in provider_names:
+        tensorrt = _trt_fields()
+    elif trt_missing and "onnxruntime" in runtimes:
+        st.caption(
+            f"TensorRT settings appear once its provider is available; {plain(trt_missing)}."
+        )
+except UserError as exc:
+    trt_error = exc
+
 try:
     if not runtimes:
         raise UserError("Pick at least one runtime.")
+    if trt_error is not None:
+        raise trt_error
     spec = SweepSpec(
         precisions=tuple(precisions),
         providers=tuple(provider_names),
@@ -368,6 +464,7 @@ try:
         io_modes=io_modes,
         cuda=cuda,
         find_knee=find_knee,
+        tensorrt=tensorrt,
     )
 except UserError as exc:
     spec = None

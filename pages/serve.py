@@ -1,72 +1,194 @@
-"""Serve: which batching policy, instance count and variant meet a p99 bound, and at what rate."""
+"""Serve: serving studies measured on a real Triton server (predictions beside), and the
+batching policy predicted from a sweep's latency curves; every choice is kept in the link."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
+from backend.auth.audit import Action
+from backend.auth.roles import Permission
 from backend.errors import UserError
-from backend.reporting import frames, servingcharts
+from backend.models import library
+from backend.reporting import frames
+from backend.serving import charts
 from backend.serving.export import parse_config, perf_analyzer_command
-from backend.serving.view import ServeView, serve_view
+from backend.serving.study import load_label, model_variants, submit_study
+from backend.serving.types import Scenario
+from backend.serving.view import (
+    ServeView,
+    StudyView,
+    evidence_table,
+    measured_table,
+    serve_view,
+    study_from_form,
+    study_of,
+    study_view,
+)
+from pages.access import can, guarded, link_scope
 from pages.components.live import refresh_every
-from pages.components.url_state import bound_number, bound_selectbox
-from pages.components.widgets import page_header, show_error
+from pages.components.url_state import bound_number, bound_selectbox, url_int
+from pages.components.widgets import (
+    job_label,
+    model_label,
+    nothing_yet,
+    page_header,
+    show_error,
+)
+
+VIEWS = {"measured": "Measured on Triton", "predicted": "Predicted from a sweep"}
+ACTIVE_STATES = ("queued", "running")
 
 page_header(
     "Serve",
-    "Dynamic batching predicted for every policy from a sweep's latency curves, under your "
-    "p99 bound; every choice is kept in the link.",
+    "Throughput against p99 for each batching policy and instance count: measured on a real "
+    "Triton server by the worker, or predicted from a sweep's latency curves.",
 )
+STUDIES = link_scope(frames.comparable_jobs(serving=True))  # none yet: predictions first
+with st.columns([1, 2])[0]:
+    shown = bound_selectbox(
+        "Show",
+        list(VIEWS),
+        "view",
+        default="predicted" if STUDIES.empty else "measured",
+        format_func=VIEWS.get,
+    )
 
-jobs = frames.comparable_jobs()
-if jobs.empty:
-    st.info(
-        "No measured sweep yet. Run one on the Optimize page with several batch sizes "
-        "(for example 1, 4, 16, 32): its latency curve feeds the prediction.",
-        icon="🚀",
-    )
-    st.page_link("pages/optimize.py", label="Optimize a model", icon="🛠️")
-    st.stop()
 
-meta = jobs.set_index("job_id")
-left, middle, right, last, server = st.columns([3, 1, 1, 1, 1])
-with left:
-    job_id = bound_selectbox(
-        "Sweep",
-        meta.index.tolist(),
-        "job",
-        format_func=lambda jid: (
-            f"#{jid} {meta.at[jid, 'model']}"
-            + (f" · {meta.at[jid, 'label']}" if meta.at[jid, "label"] else "")
-        ),
+@st.cache_data(show_spinner="Predicting the measured loads…", max_entries=16)
+def _study(job_id: int, slo: float, progress: int) -> StudyView:
+    del progress  # in the key only: a new point invalidates the cached view
+    return study_view(job_id, slo)
+
+
+def _measured_charts(view: StudyView) -> None:
+    (st.success if view.meets else st.warning)(view.sentence, icon="✅" if view.meets else "⚠️")
+    st.plotly_chart(charts.throughput_vs_p99(view.curves, view.slo_p99_ms), key="study_curves")
+    st.caption(
+        "Solid: measured on Triton. Dashed: predicted by the dynamic-batcher simulation from the "
+        "latency curve measured on the same server, calibrated on its heaviest point."
     )
-with middle:
-    slo = bound_number("p99 bound (ms)", "slo", 10.0, 0.01, 60_000.0, step=1.0)
-with right:
-    min_rps = bound_number("Minimum rate (req/s)", "rate", 0.0, 0.0, 1e7, step=10.0)
-with last:
-    overhead = bound_number(
-        "Per-request overhead (ms)",
-        "overhead",
-        0.3,
-        0.0,
-        1000.0,
-        step=0.1,
-        help="Client, network and (de)serialisation time per request outside compute.",
-    )
-with server:
-    execution = bound_number(
-        "Server cost per batch (ms)",
-        "exec",
-        0.1,
-        0.0,
-        1000.0,
-        step=0.05,
-        help="Triton's scheduling and backend call per execution, which an in-process sweep "
-        "never pays; it caps the rate a tiny model reaches.",
-    )
-ACTIVE = bool(meta.at[job_id, "state"] in ("queued", "running"))
+    with_points = {c.label: c for c in view.configurations if c.measured}
+    label = bound_selectbox("Configuration", list(with_points), "config")
+    split, histogram = st.columns(2)
+    chosen = {name: view.shown_point(name) for name in with_points}
+    with split:
+        st.plotly_chart(
+            charts.queue_compute_split({k: v for k, v in chosen.items() if v}),
+            key="study_split",
+        )
+    point = view.shown_point(label) if label else None
+    if point is not None:
+        with histogram:
+            at_load = f"at {load_label(point.spec)}"  # the configuration is named just above
+            st.plotly_chart(charts.batch_histogram(point, at_load), key="study_batches")
+    st.subheader("Measured points")
+    st.dataframe(measured_table(view), hide_index=True)
+    if point is not None:
+        st.caption("Reproduce this configuration's shown point with perf_analyzer:")
+        st.code(perf_analyzer_command(f"model_{view.job_id}", point.spec), language="bash")
+
+
+def measured() -> None:
+    wanted = url_int("study")
+    studies = link_scope(frames.comparable_jobs(serving=True, include=(wanted,) if wanted else ()))
+    if studies.empty:
+        st.info(
+            "No serving study yet. Queue one below: the worker serves the model on Triton and "
+            "this page fills in as each load point is measured.",
+            icon="🚀",
+        )
+        return
+    meta = studies.set_index("job_id")
+    left, right = st.columns([3, 1])
+    with left:
+        study_id = bound_selectbox(
+            "Serving study", meta.index.tolist(), "study", format_func=job_label(meta)
+        )
+    try:
+        default_slo = study_of(study_id).slo_p99_ms
+    except UserError as exc:
+        show_error(exc)
+        return
+    with right:
+        slo = bound_number("p99 bound (ms)", "slo", default_slo, 0.01, 60_000.0, step=1.0)
+    active = bool(meta.at[study_id, "state"] in ACTIVE_STATES)
+
+    @st.fragment(run_every=refresh_every(active))
+    def live() -> None:
+        fresh = frames.comparable_jobs(serving=True, include=(study_id,)).set_index("job_id")
+        if active and fresh.at[study_id, "state"] not in ACTIVE_STATES:
+            st.rerun()  # finished: one full run, which stops the refresh
+        view = _study(study_id, slo, int(fresh.at[study_id, "results"]))
+        st.caption(
+            f"{view.measurements} of {view.planned} load points measured"
+            + (" · filling in live" if active else f" · {fresh.at[study_id, 'state']}")
+        )
+        if view.measurements:
+            _measured_charts(view)
+        else:
+            st.info(view.sentence)
+
+    live()
+
+
+def submit_form() -> None:
+    """Editors queue a study: model, variants, batching policies, loads and the p99 bound."""
+    allowed = can(Permission.SUBMIT)
+    with st.expander("Measure a serving study on Triton", expanded=False):
+        if not allowed:
+            st.caption("Editors and admins can queue a serving study.")
+            return
+        models = library.list_models()
+        if not models:
+            st.caption("Upload a model on the Models page first.")
+            return
+        by_id = {m.id: m for m in models}
+        model_id = st.selectbox(
+            "Model", list(by_id), format_func=lambda i: model_label(by_id[i]), key="study_model"
+        )
+        variants = model_variants(model_id)
+        picked = st.multiselect(
+            "Variants",
+            variants,
+            default=variants[:1],
+            format_func=lambda v: v.name,
+            key=f"study_variants_{model_id}",
+        )
+        cols = st.columns(4)
+        scenario = cols[0].selectbox(
+            "Scenario",
+            list(Scenario),
+            index=3,
+            format_func=lambda s: s.value,
+            key="study_scenario",
+        )
+        levels = cols[1].text_input("In flight, or req/s for server", "1,4,16", key="study_levels")
+        duration = cols[2].number_input("Seconds per point", 0.5, 120.0, 3.0, key="study_s")
+        slo = cols[3].number_input("p99 bound (ms)", 0.01, 60_000.0, 10.0, key="study_slo")
+        cols = st.columns(3)
+        max_batch = cols[0].number_input("Max batch size", 1, 1024, 16, key="study_max_batch")
+        delays = cols[1].text_input("Max queue delays (us)", "0,2000", key="study_delays")
+        instances = cols[2].text_input("Instance counts", "1", key="study_instances")
+        if st.button("Queue the study", key="submit_study", icon="🚀"):
+            try:
+                study = study_from_form(
+                    picked, scenario, levels, duration, int(max_batch), delays, instances, slo
+                )
+                with guarded(Action.SUBMIT, f"model {model_id}", kind="serving"):
+                    job = submit_study(model_id, study)
+            except UserError as exc:
+                show_error(exc)
+            else:
+                st.success(
+                    f"Queued job {job.id}: {study.point_count} load points on Triton.", icon="✅"
+                )
+                st.page_link(
+                    "pages/serve.py",
+                    label=f"Follow study #{job.id}",
+                    icon="🚀",
+                    query_params={"view": "measured", "study": job.id},
+                )
 
 
 @st.cache_data(show_spinner="Simulating every batching policy…", max_entries=16)
@@ -77,50 +199,55 @@ def _view(
     return serve_view(job_id, slo, min_rps, overhead, execution)
 
 
-def _evidence_table(view: ServeView) -> pd.DataFrame:
-    rows = []
-    for evidence in view.recommendation.ranked[:10]:
-        point = evidence.point
-        rows.append(
-            {
-                "configuration": evidence.candidate.label,
-                "rate under the bound (req/s)": round(evidence.rate_rps),
-                "p50 (ms)": round(point.latency.p50, 2),
-                "p99 (ms)": round(point.latency.p99, 2),
-                "queue (ms)": round(point.queue_ms, 2),
-                "compute (ms)": round(point.compute_ms, 2),
-                "mean batch": round(point.mean_batch, 1),
-                "source": "measured" if evidence.measured else "predicted",
-            }
+def _prediction_controls(meta: pd.DataFrame) -> tuple[int, float, float, float, float]:
+    """The sweep and the prediction's settings, each bound to the link."""
+    left, middle, right, last, server = st.columns([3, 1, 1, 1, 1])
+    with left:
+        job_id = bound_selectbox("Sweep", meta.index.tolist(), "job", format_func=job_label(meta))
+    with middle:
+        slo = bound_number("p99 bound (ms)", "slo", 10.0, 0.01, 60_000.0, step=1.0)
+    with right:
+        min_rps = bound_number("Minimum rate (req/s)", "rate", 0.0, 0.0, 1e7, step=10.0)
+    with last:
+        overhead = bound_number(
+            "Per-request overhead (ms)",
+            "overhead",
+            0.3,
+            0.0,
+            1000.0,
+            step=0.1,
+            help="Client, network and (de)serialisation time per request outside compute.",
         )
-    return pd.DataFrame(rows)
+    with server:
+        execution = bound_number(
+            "Server cost per batch (ms)",
+            "exec",
+            0.1,
+            0.0,
+            1000.0,
+            step=0.05,
+            help="Triton's scheduling and backend call per execution, which an in-process "
+            "sweep never pays; it caps the rate a tiny model reaches.",
+        )
+    return job_id, slo, min_rps, overhead, execution
 
 
-@st.fragment(run_every=refresh_every(ACTIVE))
-def recommendation() -> None:
-    progress = int(
-        frames.comparable_jobs(include=(job_id,)).set_index("job_id").at[job_id, "results"]
-    )
-    try:
-        view = _view(job_id, slo, min_rps, overhead, execution, progress)
-    except UserError as exc:
-        show_error(exc)
-        return
+def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
     rec = view.recommendation
     (st.success if rec.best else st.warning)(rec.sentence, icon="✅" if rec.best else "⚠️")
-    st.plotly_chart(servingcharts.throughput_vs_p99(view.curves, slo), key="serve_curves")
+    st.plotly_chart(charts.throughput_vs_p99(view.curves, slo), key="serve_curves")
     split, histogram = st.columns(2)
     with split:
-        st.plotly_chart(servingcharts.queue_compute_split(view.chosen), key="serve_split")
+        st.plotly_chart(charts.queue_compute_split(view.chosen), key="serve_split")
     shown = rec.best or rec.closest
     if shown is not None:
         with histogram:
             st.plotly_chart(
-                servingcharts.batch_histogram(shown.point, shown.candidate.label),
+                charts.batch_histogram(shown.point, shown.candidate.label),
                 key="serve_batches",
             )
     st.subheader("Evidence")
-    st.dataframe(_evidence_table(view), hide_index=True)
+    st.dataframe(evidence_table(view), hide_index=True)
     if rec.best is not None:
         st.caption("Reproduce the quoted point against your own Triton server:")
         st.code(perf_analyzer_command(f"model_{job_id}", rec.best.point.spec), language="bash")
@@ -130,18 +257,52 @@ def recommendation() -> None:
     )
 
 
-recommendation()
+def _config_check() -> None:
+    with st.expander("Check a config.pbtxt"):
+        pasted = st.text_area("Paste a config.pbtxt", key="pasted_config", height=160)
+        if st.button("Check with Triton's model_config", key="check_config") and pasted.strip():
+            try:
+                parsed = parse_config(pasted)
+            except UserError as exc:
+                show_error(exc)
+            else:
+                st.success(
+                    f"Parses as Triton's ModelConfig: max_batch_size {parsed.max_batch_size}, "
+                    f"{len(parsed.instance_group)} instance group(s).",
+                    icon="✅",
+                )
 
-with st.expander("Check a config.pbtxt"):
-    pasted = st.text_area("Paste a config.pbtxt", key="pasted_config", height=160)
-    if st.button("Check with Triton's model_config", key="check_config") and pasted.strip():
+
+def predicted() -> None:
+    jobs = frames.comparable_jobs()
+    if jobs.empty:
+        nothing_yet(
+            "No measured sweep yet. Run one on the Optimize page with several batch sizes "
+            "(for example 1, 4, 16, 32): its latency curve feeds the prediction.",
+            icon="🚀",
+        )
+    meta = jobs.set_index("job_id")
+    job_id, slo, min_rps, overhead, execution = _prediction_controls(meta)
+    active = bool(meta.at[job_id, "state"] in ACTIVE_STATES)
+
+    @st.fragment(run_every=refresh_every(active))
+    def recommendation() -> None:
+        progress = int(
+            frames.comparable_jobs(include=(job_id,)).set_index("job_id").at[job_id, "results"]
+        )
         try:
-            parsed = parse_config(pasted)
+            view = _view(job_id, slo, min_rps, overhead, execution, progress)
         except UserError as exc:
             show_error(exc)
-        else:
-            st.success(
-                f"Parses as Triton's ModelConfig: max_batch_size {parsed.max_batch_size}, "
-                f"{len(parsed.instance_group)} instance group(s).",
-                icon="✅",
-            )
+            return
+        _recommendation(view, job_id, slo)
+
+    recommendation()
+    _config_check()
+
+
+if shown == "measured":
+    measured()
+    submit_form()
+else:
+    predicted()

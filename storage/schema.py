@@ -200,6 +200,22 @@ class ClusterNode(Base):
     announced_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
 
 
+class ServingPoint(Base):
+    """One load point (kind "point") or latency curve (kind "curve") of a serving study, stored
+    once per job and key as the worker measures it; the payload is the typed LoadPoint's dict."""
+
+    __tablename__ = "serving_points"
+    __table_args__ = (UniqueConstraint("job_id", "point_key", name="uq_serving_point"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    point_key: Mapped[str] = mapped_column(String(255))
+    configuration: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(16))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
+
+
 class SessionRevocation(Base):
     """A signed-out session cookie, refused until the cookie itself would have expired."""
 

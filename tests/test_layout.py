@@ -234,6 +234,34 @@ def session_violations() -> list[Violation]:
     return found
 
 
+_STARTS_PROCESS = {"Popen", "run", "call", "check_call", "check_output", "fork", "spawnv"}
+
+
+def launcher_violations() -> list[Violation]:
+    """Only backend/launch/ starts child processes (run_process for jobs, services for servers)."""
+    found = []
+    for name in modules():
+        if name.startswith("backend.launch"):
+            continue
+        for node in ast.walk(tree_of(name)):
+            func = node.func if isinstance(node, ast.Call) else None
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in ("subprocess", "os")
+                and func.attr in _STARTS_PROCESS
+            ):
+                found.append(
+                    Violation(
+                        rel(name),
+                        "launcher",
+                        f"line {node.lineno} starts a process with {func.value.id}.{func.attr}; "
+                        "use backend.launch (children.run_process or services.start_service)",
+                    )
+                )
+    return found
+
+
 def nvml_violations() -> list[Violation]:
     return [
         Violation(rel(name), "nvml", f"line {imp.line} imports pynvml; use backend.hardware")
@@ -283,6 +311,7 @@ def all_violations() -> list[Violation]:
         *runtime_violations(),
         *session_violations(),
         *nvml_violations(),
+        *launcher_violations(),
         *size_violations(),
     ]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import settings
@@ -37,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         pythonpath = os.pathsep.join(
             p for p in (str(settings.PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
         )
-        return subprocess.run(command, env={**os.environ, "PYTHONPATH": pythonpath}).returncode
+        sys.stdout.flush()
+        os.execvpe(command[0], command, {**os.environ, "PYTHONPATH": pythonpath})  # becomes ray
     from backend.cluster.dispatch import connect
     from storage.repo import cluster as cluster_store
 

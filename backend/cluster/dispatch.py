@@ -11,7 +11,6 @@ results, not retried), and the results table's unique key keeps one result per c
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -22,6 +21,7 @@ from typing import Any
 import settings
 from backend.cluster import artifacts, replicas, targets
 from backend.cluster.failures import node_left, sentence_for, unreachable
+from backend.cluster.supervise import port_reason
 from backend.cluster.task import MeasureRequest, NodeOutcome, measure_on_node
 from backend.queue.measuring import ordered_configurations
 from backend.results import ConfigurationResult, ResultStatus
@@ -34,6 +34,7 @@ from storage.repo.jobs import JobRow
 
 POLL_S = 0.5
 CANCEL_GRACE_S = 10.0  # after a polite cancel, the worker processes still running are killed
+REJOIN_S = 60.0  # after a head restart, how long nodes have to join before a target is missing
 
 
 def connect(address: str | None = None) -> None:
@@ -56,15 +57,9 @@ def connect(address: str | None = None) -> None:
 
 def _reachable(address: str, timeout_s: float = 5.0) -> None:
     """The head's GCS port answers a TCP connect, or ClusterUnavailable at once."""
-    if address == "auto":  # a head on this machine, found by Ray itself
-        return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        raise unreachable(address, "expected host:port")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise unreachable(address, exc.strerror or str(exc)) from None
+    reason = port_reason(address, timeout_s)
+    if reason is not None:
+        raise unreachable(address, reason)
 
 
 @dataclass
@@ -134,23 +129,25 @@ class ClusterSweep:
     """The middle of JobRunner._run on a cluster; the runner's own steps annotate and store
     each result (and conclude the job), exactly as for a local measurement."""
 
-    def __init__(self, runner: Any) -> None:  # a backend.queue.worker.JobRunner
+    def __init__(self, runner: Any, resumed: bool = False) -> None:  # a queue.worker.JobRunner
         self.runner = runner
+        self.resumed = resumed  # after a head restart: nodes may still be joining
         self.pending: dict[str, Pending] = {}
         # results held back until the FP32 result they are explained against has landed
         self.waiting: list[tuple[ConfigurationResult, list[artifacts.FileBlob]]] = []
 
-    def run(self, job: JobRow) -> Any:
-        """Dispatch, collect, conclude; a cluster gone mid-sweep becomes one sentence."""
+    def dispatch(self, job: JobRow) -> None:
+        """Dispatch and collect (the worker concludes); a cluster gone mid-sweep is
+        ClusterUnavailable, which the worker waits out (backend/cluster/supervise.py)."""
         import ray
 
         connect()
         try:
-            return self._run(job)
+            self._run(job)
         except (ray.exceptions.RaySystemError, ConnectionError) as exc:
             raise unreachable(settings.RAY_ADDRESS.get() or "its address", str(exc)) from None
 
-    def _run(self, job: JobRow) -> Any:
+    def _run(self, job: JobRow) -> None:
         import ray
 
         spec = SweepSpec.from_dict(job.spec)
@@ -158,6 +155,8 @@ class ClusterSweep:
         todo = [c for c in ordered_configurations(spec) if c.key not in done]
         if done:
             job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
+        if self.resumed:
+            self._await_targets(todo)
         cluster_store.record_nodes(targets.survey())
         nodes = ray.nodes()
         request = self._request_template(job, spec)
@@ -171,7 +170,18 @@ class ClusterSweep:
             pending[config.key] = submit(config, MeasureRequest(**fields))
         job_store.log_event(job.id, f"{len(pending)} configurations sent to the Ray cluster")
         self._collect(job, pending, nodes)
-        return self.runner._conclude(job)
+
+    def _await_targets(self, todo: list[Configuration], timeout_s: float = REJOIN_S) -> None:
+        """After a head restart, give the nodes time to join again before a configuration is
+        called unplaceable (and stored as unavailable for good)."""
+        import ray
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            nodes = ray.nodes()
+            if not any(targets.unplaceable(c, nodes) for c in todo):
+                return
+            time.sleep(1.0)
 
     def _request_template(self, job: JobRow, spec: SweepSpec) -> MeasureRequest:
         """The model (and calibration file) shipped once for the whole sweep."""
@@ -220,6 +230,8 @@ class ClusterSweep:
         try:
             entry.outcomes[index] = ray.get(ref)
         except ray.exceptions.RayError as exc:
+            if not isinstance(exc, ray.exceptions.RayTaskError):
+                _reachable(settings.RAY_ADDRESS.get())  # a head gone: not this task's failure
             retries = settings.CLUSTER_MAX_RETRIES.get()
             failed = _failed(entry.config, sentence_for(exc, retries), ResultStatus.FAILED)
             entry.outcomes[index] = NodeOutcome(result=failed.to_dict(with_samples=True))

@@ -137,8 +137,9 @@ def describe_node() -> dict[str, Any]:
 def survey(timeout_s: float = 60.0) -> list[dict[str, Any]]:
     """Ask every alive node to describe itself (a task pinned to it); the head stores them.
 
-    A node too busy to answer within timeout_s is left out of this survey, not an error: its
-    measurements still run, and it is listed again once it answers.
+    A node too busy to answer within timeout_s, or one that left while asked, is left out of
+    this survey, not an error: its measurements still run (or go elsewhere), and it is listed
+    again once it answers.
     """
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -155,7 +156,13 @@ def survey(timeout_s: float = 60.0) -> list[dict[str, Any]]:
     ready, late = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
     for ref in late:
         ray.cancel(ref, force=True)
-    return [answer for answer in ray.get(ready)]
+    answers = []
+    for ref in ready:
+        try:
+            answers.append(ray.get(ref))
+        except ray.exceptions.RayError:  # the node left while asked: it is not there to list
+            continue
+    return answers
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ def _runtime_knobs(config: Configuration) -> dict[str, Any]:
         "performance_hint": config.performance_hint.value,
         "streams": config.streams,
         "cuda": config.cuda.to_dict(),
+        "tensorrt": config.tensorrt.to_dict(),
     }
 
 

@@ -8,6 +8,8 @@ group on timeout or cancel. Three ways in, one core (run_process):
 - run_in_child: call a Python function (pickled by reference) and get its value back;
 - run_call: call "module:function" with JSON arguments and get JSON back (safe for sandboxes);
 - run_module: `python -m module args` and get its stdout.
+Children that run beside their parent until stopped (a Triton server, a Ray driver) start through
+services.py, with the same process group and death-with-parent rules.
 """
 
 from __future__ import annotations

@@ -185,6 +185,8 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
         query["timing"] = ",".join(mode.value for mode in spec.io_modes)
     if spec.cuda != CudaOptions():
         query["cuda"] = json.dumps(spec.cuda.to_dict(), sort_keys=True)
+    if not spec.tensorrt.is_default:
+        query["trt"] = json.dumps(spec.tensorrt.to_dict(), sort_keys=True)
     if spec.find_knee:
         query["knee"] = str(spec.knee_max_batch)
     if query["measure"] == CUSTOM_MEASURE:
@@ -257,6 +259,8 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
             values["io_modes"] = tuple(IoMode(mode) for mode in timing)
         if cuda := query.get("cuda"):
             values["cuda"] = _cuda_from_query(cuda)
+        if trt := query.get("trt"):
+            values["tensorrt"] = json.loads(trt)  # checked by TrtOptions, refusals included
         if knee := query.get("knee"):
             values["find_knee"], values["knee_max_batch"] = True, int(knee)
         values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)

@@ -1,7 +1,9 @@
 """The worker's Prometheus metrics: jobs by state, configurations done and failed, durations,
-queue depth. Served by prometheus-client on OPTIBOARD_WORKER_METRICS_PORT (0: off, the default,
-because several workers on one host would fight over one port) at OPTIBOARD_WORKER_METRICS_ADDRESS
-(loopback unless a Prometheus elsewhere is meant to scrape it).
+queue depth, each finished job and configuration labelled by kind (sweep or serving study), and
+the serving studies' load points by verdict. Served by prometheus-client on
+OPTIBOARD_WORKER_METRICS_PORT (0: off, the default, because several workers on one host would
+fight over one port) at OPTIBOARD_WORKER_METRICS_ADDRESS (loopback unless a Prometheus elsewhere
+is meant to scrape it).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from storage.states import JobState
 
 # Seconds: a configuration takes from a fraction of a second to the OPTIBOARD_CONFIG_TIMEOUT_S cap.
 CONFIGURATION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
+SWEEP = "sweep"
 JOB_BUCKETS = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600)
 
 
@@ -25,25 +28,29 @@ class WorkerMetrics:
         self.enabled = False
         self.jobs_finished = Counter(
             "optiboard_jobs_finished",
-            "Jobs this worker ran to an end, by final state",
-            ["state"],
+            "Jobs this worker ran to an end, by kind (sweep, serving) and final state",
+            ["kind", "state"],
             registry=self.registry,
         )
         self.configurations = Counter(
             "optiboard_configurations",
-            "Configurations this worker measured, by outcome (ok, failed, unavailable, ...)",
-            ["outcome"],
+            "Configurations this worker measured (a serving study's: one Triton server each), "
+            "by kind and outcome (ok, failed, unavailable, cancelled, ...)",
+            ["kind", "outcome"],
             registry=self.registry,
         )
         self.configuration_seconds = Histogram(
             "optiboard_configuration_seconds",
-            "Wall time of one configuration (its child process, start to result)",
+            "Wall time of one configuration (its child process, start to result; a serving "
+            "study's: server start to stop), by kind",
+            ["kind"],
             buckets=CONFIGURATION_BUCKETS,
             registry=self.registry,
         )
         self.job_seconds = Histogram(
             "optiboard_job_seconds",
-            "Wall time of one job on this worker, claim to end",
+            "Wall time of one job on this worker, claim to end, by kind",
+            ["kind"],
             buckets=JOB_BUCKETS,
             registry=self.registry,
         )
@@ -51,6 +58,13 @@ class WorkerMetrics:
             "optiboard_jobs",
             "Jobs in the database by state (all workers), read at each poll",
             ["state"],
+            registry=self.registry,
+        )
+        self.serving_points = Counter(
+            "optiboard_serving_points",
+            "Load points serving studies measured on Triton, by verdict (stable, unstable, "
+            "saturated: the load generator could not keep up)",
+            ["verdict"],
             registry=self.registry,
         )
         self.queue_depth = Gauge(
@@ -70,13 +84,17 @@ class WorkerMetrics:
             self.start(port, settings.WORKER_METRICS_ADDRESS.get())
         return self.enabled
 
-    def configuration_done(self, outcome: str, seconds: float) -> None:
-        self.configurations.labels(outcome=outcome).inc()
-        self.configuration_seconds.observe(seconds)
+    def configuration_done(self, outcome: str, seconds: float, kind: str = SWEEP) -> None:
+        self.configurations.labels(kind=kind, outcome=outcome).inc()
+        self.configuration_seconds.labels(kind=kind).observe(seconds)
 
-    def job_finished(self, state: JobState, seconds: float) -> None:
-        self.jobs_finished.labels(state=state.value).inc()
-        self.job_seconds.observe(seconds)
+    def job_finished(self, state: JobState, seconds: float, kind: str = SWEEP) -> None:
+        self.jobs_finished.labels(kind=kind, state=state.value).inc()
+        self.job_seconds.labels(kind=kind).observe(seconds)
+
+    def serving_point(self, stable: bool, saturated: bool) -> None:
+        verdict = "saturated" if saturated else "stable" if stable else "unstable"
+        self.serving_points.labels(verdict=verdict).inc()
 
     def observe_jobs(self, counts: dict[str, int]) -> None:
         for state in JobState:

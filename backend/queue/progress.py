@@ -14,7 +14,16 @@ from backend.records import JobRow, JobState, utcnow
 from backend.reporting import distance
 from backend.reporting.frames import ran_on
 from backend.results import ConfigurationResult
+from backend.serving.study import (
+    ServingStudy,
+    configuration_label,
+    is_serving,
+    load_label,
+    point_key,
+)
+from backend.serving.types import LoadPoint
 from backend.specs import Configuration, SweepSpec
+from storage.repo import serving as serving_store
 
 
 @dataclass(frozen=True)
@@ -115,11 +124,14 @@ def _from_result(label: str, key: str, result: ConfigurationResult) -> Configura
     )
 
 
-def configuration_progress(job: JobRow) -> tuple[SweepSpec, list[ConfigurationProgress]]:
-    """The job's sweep and each configuration's state, in the sweep's order.
+def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[ConfigurationProgress]]:
+    """The job's sweep and each configuration's state, in the sweep's order; for a serving
+    study no sweep, and one row per load point.
 
     Raises UserError when the stored sweep can no longer be read (an older format).
     """
+    if is_serving(job.spec):
+        return None, _serving_progress(job)
     try:
         spec = jobs.spec_of(job)
     except (KeyError, TypeError, ValueError) as exc:
@@ -140,3 +152,33 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec, list[ConfigurationPr
             label = Configuration.from_dict(result.configuration).label
             rows.append(_from_result(label, key, result))
     return spec, rows
+
+
+def _serving_progress(job: JobRow) -> list[ConfigurationProgress]:
+    """One row per planned load point of a serving study, measured or still pending."""
+    study = ServingStudy.from_dict(job.spec)
+    stored = {row.point_key: row for row in serving_store.list_points([job.id], kind="point")}
+    pending = "not run" if job.state.finished else "pending"
+    rows = []
+    for variant in study.variants:
+        for policy in study.policies:
+            for load in study.loads:
+                key = point_key(variant, policy, load)
+                label = f"{configuration_label(variant, policy)} | {load_label(load)}"
+                row = stored.get(key)
+                if row is None:
+                    rows.append(ConfigurationProgress(label, key, pending))
+                    continue
+                point = LoadPoint.from_dict(row.payload)
+                rows.append(
+                    ConfigurationProgress(
+                        label=label,
+                        key=key,
+                        status="ok" if point.stable else "unstable",
+                        p50_ms=point.latency.p50,
+                        p99_ms=point.latency.p99,
+                        throughput=point.achieved_rps,
+                        why=point.stability_note,
+                    )
+                )
+    return rows

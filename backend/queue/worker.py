@@ -38,6 +38,7 @@ from backend.queue.mixedsearch import run_search
 from backend.queue.produced import store_produced_files
 from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimes import all_provider_statuses
+from backend.serving.study import is_serving, job_kind
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.artifacts import ArtifactStore
 from storage.db import DatabaseUnavailable
@@ -123,10 +124,14 @@ class JobRunner:
                 return JobOutcome(JobState.FAILED, error)
 
     def _run(self, job: JobRow) -> JobOutcome:
-        if settings.RAY_ADDRESS.get():  # each configuration a Ray task; storing stays here
-            from backend.cluster.dispatch import ClusterSweep
+        if is_serving(job.spec):  # Triton on this host: start, health-check, measure, stop
+            from backend.queue.serving_job import ServingJob
 
-            return ClusterSweep(self).run(job)
+            return JobOutcome(*ServingJob(self).run(job))
+        if settings.RAY_ADDRESS.get():  # each configuration a Ray task; storing stays here
+            from backend.cluster.supervise import supervise
+
+            return supervise(self, job)
         spec = SweepSpec.from_dict(job.spec)
         configurations = ordered_configurations(spec)
         done = result_store.finished_config_keys(job.id)
@@ -355,7 +360,8 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
             log.info("job %s claimed (attempt %s)", job.id, job.attempts)
             started = time.monotonic()
             outcome = JobRunner(worker_id, lease_seconds).run(job)
-            metrics.WORKER.job_finished(outcome.state, time.monotonic() - started)
+            seconds = time.monotonic() - started
+            metrics.WORKER.job_finished(outcome.state, seconds, kind=job_kind(job.spec))
             log.info("job %s %s", job.id, outcome.state.value)
             processed += 1
         except DatabaseUnavailable as exc:

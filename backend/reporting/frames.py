@@ -15,6 +15,7 @@ import pandas as pd
 from backend.engine.measure import PEAK_SCOPE
 from backend.reporting import distance
 from backend.results import LatencyStats, ResultStatus, StoredResult
+from backend.serving.study import is_serving
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -283,10 +284,13 @@ def results_frame(
     )
 
 
-def comparable_jobs(limit: int = 500, include: tuple[int, ...] = ()) -> pd.DataFrame:
+def comparable_jobs(
+    limit: int = 500, include: tuple[int, ...] = (), serving: bool = False
+) -> pd.DataFrame:
     """Jobs with results or still to produce them, newest first, for the Compare picker.
 
-    `include` adds older jobs that a shared link names, however far back they are.
+    `include` adds older jobs that a shared link names, however far back they are. Sweeps by
+    default; serving=True: the serving studies instead (their points are not sweep results).
     """
     jobs = [
         j for j in job_store.list_jobs(limit=limit) if j.progress_done > 0 or not j.state.finished
@@ -295,6 +299,7 @@ def comparable_jobs(limit: int = 500, include: tuple[int, ...] = ()) -> pd.DataF
     for job_id in include:
         if job_id not in known and (job := job_store.get_job(job_id)) is not None:
             jobs.append(job)
+    jobs = [j for j in jobs if is_serving(j.spec) == serving]
     names = {m.id: m.name for m in model_store.list_models()}
     return pd.DataFrame(
         {

@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from backend.cudaoptions import CudaOptions, TensorRtOptions
+import settings
+from backend.cudaoptions import CudaOptions
 from backend.errors import UnavailableError
-from backend.runtimes import ort_cuda
+from backend.runtimes import ort_cuda, ort_trt
 from backend.runtimes.base import DeviceRun, ProviderStatus, Runner, RuntimeBackend, SessionOptions
 from backend.runtimes.ort_plugins import PLUGIN_PROVIDERS, plugin_devices, probe_plugin
 from backend.specs import Precision
+from backend.trtoptions import TrtOptions
 
 log = logging.getLogger(__name__)
 
@@ -201,9 +203,10 @@ class OnnxRuntimeRunner(Runner):
             options.update(
                 ort_cuda.cuda_provider_options(CudaOptions.from_value(extra.get("cuda")))
             )
-        if self.options.provider == "tensorrt" and extra.get("tensorrt"):
-            trt = TensorRtOptions(**extra["tensorrt"])
-            options.update(ort_cuda.tensorrt_provider_options(trt))
+        if self.options.provider == "tensorrt":
+            trt = TrtOptions.from_value(extra.get("tensorrt"))
+            ort_trt.prepare_cache_folders(trt, settings.data_dir())
+            options.update(ort_trt.tensorrt_provider_options(trt, settings.data_dir()))
         return options
 
     def deactivate_impl(self) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.cudaoptions import CudaOptions, TensorRtOptions
+from backend.cudaoptions import CudaOptions
 
 ORT_TYPE_TO_NUMPY = {
     "tensor(float)": np.float32,
@@ -41,22 +41,9 @@ def cuda_provider_options(cuda: CudaOptions) -> dict[str, str]:
         "use_tf32": "1" if cuda.use_tf32 else "0",
         "prefer_nhwc": "1" if cuda.prefer_nhwc else "0",
         "enable_cuda_graph": "1" if cuda.enable_cuda_graph else "0",
+        "cudnn_conv_use_max_workspace": "1" if cuda.conv_max_workspace else "0",
+        "fuse_conv_bias": "1" if cuda.fuse_conv_bias else "0",
     }
-
-
-def tensorrt_provider_options(trt: TensorRtOptions) -> dict[str, str]:
-    """The TensorrtExecutionProvider options for precisions and the two caches."""
-    options = {
-        "trt_fp16_enable": "1" if trt.fp16 else "0",
-        "trt_int8_enable": "1" if trt.int8 else "0",
-        "trt_timing_cache_enable": "1" if trt.timing_cache else "0",
-        "trt_engine_cache_enable": "1" if trt.engine_cache else "0",
-    }
-    if trt.timing_cache:
-        options["trt_timing_cache_path"] = trt.timing_cache
-    if trt.engine_cache:
-        options["trt_engine_cache_path"] = trt.engine_cache
-    return options
 
 
 class DeviceBinding:

@@ -163,6 +163,57 @@ def cmd_serve_curve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _variants(model_id: int, names: list[str]) -> list:
+    """The variants a study serves, by file name or sha256 prefix ("original": the upload)."""
+    from backend.serving.study import ORIGINAL, model_variants
+
+    known = model_variants(model_id)
+    chosen = []
+    for name in names or [ORIGINAL]:
+        matches = [v for v in known if name in (v.name, v.key) or v.sha256.startswith(name)]
+        if len(matches) != 1:
+            raise UserError(
+                f"Model {model_id} has {'no' if not matches else len(matches)} variant matching "
+                f"{name!r}; `optiboard inspect {model_id}` lists them by file name."
+            )
+        chosen.append(matches[0])
+    return chosen
+
+
+def cmd_serve_submit(args: argparse.Namespace) -> int:
+    """Queue a serving study; the worker starts Triton for each variant x policy and measures."""
+    from backend.serving.study import ServingStudy, submit_study
+
+    policies = [
+        BatchingPolicy(
+            max_batch_size=args.max_batch_size,
+            dynamic_batching=not args.no_dynamic_batching,
+            preferred_batch_sizes=tuple(_numbers(args.preferred, int, "--preferred")),
+            max_queue_delay_us=delay,
+            instance_count=count,
+            preserve_ordering=args.preserve_ordering,
+        )
+        for delay in _numbers(args.delay_us, int, "--delay-us") or [0]
+        for count in _numbers(args.instances, int, "--instances") or [1]
+    ]
+    study = ServingStudy(
+        variants=tuple(_variants(args.model, args.variant)),
+        policies=tuple(policies),
+        loads=tuple(specs_of(args)),
+        slo_p99_ms=args.slo,
+        measure=args.preset,
+        dims=tuple(_dims(args.dim).items()),
+        intra_op_threads=args.threads or 0,
+    )
+    job = submit_study(args.model, study, label=args.label)
+    print(
+        f"queued job {job.id}: {study.point_count} load points over "
+        f"{len(study.variants) * len(study.policies)} server configurations; "
+        f"follow it with `optiboard show {job.id} --log` or on the Serve page (?study={job.id})"
+    )
+    return 0
+
+
 def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
     parser.add_argument("--variant", help="an optimized variant's file name or sha256 prefix")
@@ -170,11 +221,24 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per instance")
 
 
-def _load_options(parser: argparse.ArgumentParser) -> None:
+def _load_options(parser: argparse.ArgumentParser, many: bool = False) -> None:
+    """Policy and load flags; many=True: --delay-us and --instances take lists (one policy
+    each)."""
+    each = ", a list makes one policy each" if many else ""
     parser.add_argument("--max-batch-size", type=int, default=16)
     parser.add_argument("--preferred", help="preferred batch sizes, e.g. 4,8")
-    parser.add_argument("--delay-us", type=int, default=0, help="max queue delay, microseconds")
-    parser.add_argument("--instances", type=int, default=1, help="model instances (KIND_CPU)")
+    parser.add_argument(
+        "--delay-us",
+        type=str if many else int,
+        default=None if many else 0,
+        help=f"max queue delay, microseconds{each}",
+    )
+    parser.add_argument(
+        "--instances",
+        type=str if many else int,
+        default=None if many else 1,
+        help=f"model instances (KIND_CPU){each}",
+    )
     parser.add_argument("--no-dynamic-batching", action="store_true")
     parser.add_argument("--preserve-ordering", action="store_true")
     parser.add_argument(
@@ -204,4 +268,18 @@ def register_serving(sub: argparse._SubParsersAction) -> argparse._SubParsersAct
     p.add_argument("--batch-sizes", default="1,2,4,8,16")
     p.add_argument("--requests", type=int, default=30, help="requests per batch size")
     p.set_defaults(func=cmd_serve_curve)
+    p = group.add_parser("submit", help="queue a serving study for the worker (real Triton)")
+    p.add_argument("model", type=int, help="model id (see `optiboard models`)")
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="a variant to serve: original, or an optimized file name / sha256 prefix (repeat)",
+    )
+    p.add_argument("--dim", action="append", default=[], help="NAME=SIZE for a named dim")
+    p.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads per instance")
+    p.add_argument("--slo", type=float, default=10.0, help="p99 bound in ms, drawn with the points")
+    p.add_argument("--label", help="a label for the job")
+    _load_options(p, many=True)
+    p.set_defaults(func=cmd_serve_submit, preset="quick")
     return group

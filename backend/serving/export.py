@@ -1,10 +1,11 @@
 """A Triton model repository for a chosen configuration, checked by Triton's own model_config.
 
 The zip holds `<name>/1/model.onnx`, `<name>/config.pbtxt` (platform onnxruntime_onnx, the
-batching policy, the instance group, on GPU the TensorRT accelerator with its precision) and
-`<name>/perf_analyzer.txt`, the command that reproduces the measurement. Every config text is
-parsed with `tritonclient.grpc.model_config_pb2.ModelConfig` before it is written, as Triton
-would parse it on load.
+batching policy, the instance group, on GPU the TensorRT accelerator with its precision),
+`<name>/perf_analyzer.txt`, the command that reproduces the measurement, and
+`local-python-backend/<name>/`, the Python-backend variant Optiboard's local server loads. Both
+are written by repository.py's one writer, and every config text is parsed with
+`tritonclient.grpc.model_config_pb2.ModelConfig` before it is zipped, as Triton would parse it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import re
 import tempfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -23,24 +24,14 @@ from google.protobuf.message import DecodeError
 from tritonclient.grpc import model_config_pb2
 
 from backend.errors import UserError
+from backend.serving.repository import Deployment, ServedModel, plan_model, write_repository
+from backend.serving.repository import config_text as repository_config
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_TRITON_TYPES = {
-    onnx.TensorProto.FLOAT: "TYPE_FP32",
-    onnx.TensorProto.FLOAT16: "TYPE_FP16",
-    onnx.TensorProto.BFLOAT16: "TYPE_BF16",
-    onnx.TensorProto.DOUBLE: "TYPE_FP64",
-    onnx.TensorProto.INT8: "TYPE_INT8",
-    onnx.TensorProto.UINT8: "TYPE_UINT8",
-    onnx.TensorProto.INT16: "TYPE_INT16",
-    onnx.TensorProto.INT32: "TYPE_INT32",
-    onnx.TensorProto.INT64: "TYPE_INT64",
-    onnx.TensorProto.BOOL: "TYPE_BOOL",
-    onnx.TensorProto.STRING: "TYPE_STRING",
-}
 # TensorRT accelerator precision per Optiboard precision (onnxruntime_backend's precision_mode)
 _TRT_PRECISION = {"fp32": "FP32", "fp16": "FP16", "int8_dynamic": "INT8", "int8_static": "INT8"}
+LOCAL = "local-python-backend"  # the zip's folder holding the repository the local server loads
 
 
 class Device(StrEnum):
@@ -79,85 +70,30 @@ class ServingTarget:
             )
 
 
-def _tensors(values: list[onnx.ValueInfoProto], batched: bool) -> list[Tensor]:
-    tensors = []
-    for value in values:
-        shape = value.type.tensor_type.shape.dim
-        dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in shape)
-        data_type = _TRITON_TYPES.get(value.type.tensor_type.elem_type)
-        if data_type is None:
-            raise UserError(
-                f"Tensor {value.name!r} has a type Triton cannot serve; export it as float."
-            )
-        tensors.append(Tensor(value.name, data_type, dims[1:] if batched else dims))
-    return tensors
-
-
-def model_tensors(
-    model: onnx.ModelProto, policy: BatchingPolicy
-) -> tuple[list[Tensor], list[Tensor], bool]:
-    """Inputs, outputs and whether they share a free batch axis.
-
-    A batching policy on a model whose batch axis is fixed is refused with the way out.
-    """
-    initializers = {init.name for init in model.graph.initializer}
-    inputs = [v for v in model.graph.input if v.name not in initializers]
-    fixed = {
-        v.name: v.type.tensor_type.shape.dim[0].dim_value
-        for v in inputs
-        if v.type.tensor_type.shape.dim and v.type.tensor_type.shape.dim[0].HasField("dim_value")
-    }
-    batched = policy.max_batch_size > 1 or policy.dynamic_batching
-    if fixed and batched:
-        name, size = next(iter(fixed.items()))
+def served_model(target: ServingTarget, onnx_path: Path) -> ServedModel:
+    """What the repository serves, planned by the local server's own planner (dims without a
+    size become -1); a batching policy on a fixed batch axis is refused with the way out."""
+    policy = target.policy
+    served = plan_model(onnx_path, policy, variable_dims=True)
+    if served.fixed_batch_note and (policy.dynamic_batching or policy.max_batch_size > 1):
+        first = served.inputs[0]
+        axis = f"a fixed batch axis of {first.dims[0]}" if first.dims else "no batch axis"
         raise UserError(
-            f"Input {name!r} has a fixed batch axis of {size}, so Triton cannot batch requests; "
+            f"Input {first.name!r} has {axis}, so Triton cannot batch requests; "
             "export with dynamic batching off and max batch size 1 (a fixed-batch server), "
             "or convert the model with a dynamic batch axis."
         )
-    free = not fixed
-    return _tensors(inputs, free), _tensors(list(model.graph.output), free), free
+    return replace(served, name=target.name)
 
 
-def _tensor_block(kind: str, tensors: list[Tensor]) -> str:
-    items = ",\n".join(
-        f'  {{ name: "{t.name}" data_type: {t.data_type} dims: [ {", ".join(map(str, t.dims))} ] }}'
-        for t in tensors
-    )
-    return f"{kind} [\n{items}\n]\n"
+def deployment_of(target: ServingTarget) -> Deployment:
+    gpu = target.device is Device.GPU
+    return Deployment(gpu=gpu, trt_precision=_TRT_PRECISION[target.precision] if gpu else None)
 
 
-def config_text(target: ServingTarget, model: onnx.ModelProto) -> str:
-    """The config.pbtxt for the target, parsed by Triton's protobuf before it is returned."""
-    policy = target.policy
-    inputs, outputs, batch_axis = model_tensors(model, policy)
-    max_batch = policy.max_batch_size if batch_axis else 0  # 0: Triton passes shapes as they are
-    lines = [
-        f'name: "{target.name}"',
-        'platform: "onnxruntime_onnx"',
-        f"max_batch_size: {max_batch}",
-    ]
-    text = "\n".join(lines) + "\n"
-    text += _tensor_block("input", inputs) + _tensor_block("output", outputs)
-    if policy.dynamic_batching and max_batch:
-        preferred = ", ".join(map(str, policy.preferred_batch_sizes))
-        text += "dynamic_batching {\n"
-        if preferred:
-            text += f"  preferred_batch_size: [ {preferred} ]\n"
-        text += f"  max_queue_delay_microseconds: {policy.max_queue_delay_us}\n"
-        if policy.preserve_ordering:
-            text += "  preserve_ordering: true\n"
-        text += "}\n"
-    kind = "KIND_GPU" if target.device is Device.GPU else "KIND_CPU"
-    text += f"instance_group [ {{ count: {policy.instance_count} kind: {kind} }} ]\n"
-    if target.device is Device.GPU:
-        mode = _TRT_PRECISION[target.precision]
-        text += (
-            "optimization { execution_accelerators { gpu_execution_accelerator : [ {\n"
-            '  name : "tensorrt"\n'
-            f'  parameters {{ key: "precision_mode" value: "{mode}" }}\n'
-            "} ] } }\n"
-        )
+def config_text(target: ServingTarget, onnx_path: Path) -> str:
+    """The exported config.pbtxt (repository.py's writer), parsed by Triton's protobuf first."""
+    text = repository_config(served_model(target, onnx_path), deployment_of(target))
     parse_config(text)
     return text
 
@@ -216,7 +152,12 @@ def perf_analyzer_command(name: str, load: LoadSpec, url: str = "localhost:8001"
 def export_repository(
     target: ServingTarget, onnx_path: Path, dest: Path, load: LoadSpec | None = None
 ) -> Path:
-    """Write the repository zip at `dest` atomically: a failure leaves nothing behind."""
+    """Write the repository zip at `dest` atomically: a failure leaves nothing behind.
+
+    `<name>/` is the deployment (onnxruntime backend); `local-python-backend/<name>/` is the
+    Python-backend repository Optiboard's local server loads, written by the same writer (the
+    ONNX file is in both, so each folder is a repository on its own).
+    """
     try:
         model = onnx.load(str(onnx_path), load_external_data=False)
     except (OSError, DecodeError) as error:
@@ -227,18 +168,26 @@ def export_repository(
         raise UserError(
             "This model keeps its weights in external files; export a single-file ONNX model."
         )
-    config = config_text(target, model)
+    served = served_model(target, onnx_path)
     load = load or LoadSpec(Scenario.CONCURRENCY, concurrency=target.policy.max_batch_size)
     dest.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=dest.parent, suffix=".zip.part")
     os.close(handle)
     try:
-        with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.write(onnx_path, f"{target.name}/1/model.onnx")
-            archive.writestr(f"{target.name}/config.pbtxt", config)
-            archive.writestr(
-                f"{target.name}/perf_analyzer.txt", perf_analyzer_command(target.name, load) + "\n"
+        with tempfile.TemporaryDirectory(prefix="optiboard-export-") as folder:
+            root = Path(folder)
+            write_repository(root / "deploy", onnx_path, served, deployment_of(target))
+            write_repository(root / LOCAL, onnx_path, served)
+            for config in root.glob("*/*/config.pbtxt"):
+                parse_config(config.read_text())
+            (root / "deploy" / target.name / "perf_analyzer.txt").write_text(
+                perf_analyzer_command(target.name, load) + "\n"
             )
+            with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
+                for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                    relative = path.relative_to(root)
+                    parts = relative.parts[1:] if relative.parts[0] == "deploy" else relative.parts
+                    archive.write(path, "/".join(parts))
         os.replace(temporary, dest)
     finally:
         Path(temporary).unlink(missing_ok=True)

@@ -1,7 +1,10 @@
-"""The local Triton model repository: a Python-backend model that runs ONNX Runtime on the file.
+"""The Triton model repository writer: layout and config.pbtxt, for the local server and export.
 
-Why the Python backend and not Triton's onnxruntime backend: the pytriton wheel ships only the
-Python backend; the batching (Triton's dynamic batcher, instance groups) is Triton's own either way.
+The local server loads a Python-backend model that runs ONNX Runtime on the file (the pytriton
+wheel ships only the Python backend; the batching, Triton's dynamic batcher and instance groups,
+is Triton's own either way). An exported repository (export.py) is written by the same functions
+for Triton's onnxruntime backend (a `Deployment`), so what is exported and what the local server
+measured share their tensors, batching and instance group and cannot drift apart.
 """
 
 from __future__ import annotations
@@ -98,11 +101,14 @@ def plan_model(
     policy: BatchingPolicy,
     dims: dict[str, int] | None = None,
     intra_op_threads: int | None = None,
+    variable_dims: bool = False,
 ) -> ServedModel:
     """Read the ONNX graph (no session) and decide what Triton serves.
 
     A batch axis fixed to a number makes dynamic batching impossible: the model is then served
-    as a fixed-batch server (max_batch_size 0), and fixed_batch_note says why.
+    as a fixed-batch server (max_batch_size 0), and fixed_batch_note says why. variable_dims
+    (export): an input dimension without a size becomes -1 instead of an error, since no load
+    generator has to build requests for it.
     """
     model = onnx.load(str(model_path), load_external_data=False)
     inputs, outputs = specs_of_model(model), _outputs(model)
@@ -128,7 +134,12 @@ def plan_model(
     named = dict(dims or {})
     return ServedModel(
         name=MODEL_NAME,
-        inputs=tuple(_tensor(s["name"], s["dtype"], s["shape"], batched, named) for s in inputs),
+        inputs=tuple(
+            _tensor(
+                s["name"], s["dtype"], s["shape"], batched, _input_dims(s, named, variable_dims)
+            )
+            for s in inputs
+        ),
         outputs=tuple(
             _tensor(s["name"], s["dtype"], s["shape"], batched, _output_dims(s, named))
             for s in outputs
@@ -138,6 +149,10 @@ def plan_model(
         intra_op_threads=threads,
         fixed_batch_note=note,
     )
+
+
+def _input_dims(spec: dict, dims: dict[str, int], variable: bool) -> dict[str, int]:
+    return _output_dims(spec, dims) if variable else dims
 
 
 def _output_dims(spec: dict, dims: dict[str, int]) -> dict[str, int]:
@@ -157,39 +172,76 @@ def _tensor_block(kind: str, tensors: tuple[TensorSpec, ...]) -> str:
     return f"{kind} [\n" + ",\n".join(blocks) + "\n]\n"
 
 
-def config_text(served: ServedModel) -> str:
-    """config.pbtxt for the Python-backend model (validated by Triton itself when it loads)."""
+@dataclass(frozen=True)
+class Deployment:
+    """An exported repository's server: Triton's onnxruntime backend on CPU or GPU instances,
+    with TensorRT at `trt_precision` on GPU (None: no accelerator)."""
+
+    gpu: bool = False
+    trt_precision: str | None = None
+
+
+def _dynamic_batching(served: ServedModel) -> str:
     policy = served.policy
+    if not (served.max_batch_size and policy.dynamic_batching):
+        return ""
+    preferred = ", ".join(str(size) for size in policy.preferred_batch_sizes)
+    return (
+        "dynamic_batching {\n"
+        + (f"  preferred_batch_size: [ {preferred} ]\n" if preferred else "")
+        + f"  max_queue_delay_microseconds: {policy.max_queue_delay_us}\n"
+        + f"  preserve_ordering: {str(policy.preserve_ordering).lower()}\n"
+        + "}\n"
+    )
+
+
+def _accelerator(deployment: Deployment) -> str:
+    if not (deployment.gpu and deployment.trt_precision):
+        return ""
+    return (
+        "optimization { execution_accelerators { gpu_execution_accelerator : [ {\n"
+        '  name : "tensorrt"\n'
+        f'  parameters {{ key: "precision_mode" value: "{deployment.trt_precision}" }}\n'
+        "} ] } }\n"
+    )
+
+
+def config_text(served: ServedModel, deployment: Deployment | None = None) -> str:
+    """config.pbtxt: the local Python-backend model, or with a Deployment the onnxruntime one.
+
+    The tensors, max_batch_size, dynamic_batching block and instance count are written by the
+    same lines either way; Triton validates the text when it loads it, export.py before it zips.
+    """
+    kind = "KIND_GPU" if deployment and deployment.gpu else "KIND_CPU"
     lines = [
         f'name: "{served.name}"\n',
-        'backend: "python"\n',
+        'platform: "onnxruntime_onnx"\n' if deployment else 'backend: "python"\n',
         f"max_batch_size: {served.max_batch_size}\n",
         _tensor_block("input", served.inputs),
         _tensor_block("output", served.outputs),
-        f"instance_group [ {{ count: {policy.instance_count} kind: KIND_CPU }} ]\n",
+        f"instance_group [ {{ count: {served.policy.instance_count} kind: {kind} }} ]\n",
+        _dynamic_batching(served),
     ]
-    if served.max_batch_size and policy.dynamic_batching:
-        preferred = ", ".join(str(size) for size in policy.preferred_batch_sizes)
+    if deployment is None:  # the Python backend reads its ONNX Runtime threads from here
         lines.append(
-            "dynamic_batching {\n"
-            + (f"  preferred_batch_size: [ {preferred} ]\n" if preferred else "")
-            + f"  max_queue_delay_microseconds: {policy.max_queue_delay_us}\n"
-            + f"  preserve_ordering: {str(policy.preserve_ordering).lower()}\n"
-            + "}\n"
+            'parameters: { key: "intra_op_threads" '
+            f'value: {{ string_value: "{served.intra_op_threads}" }} }}\n'
         )
-    lines.append(
-        'parameters: { key: "intra_op_threads" '
-        f'value: {{ string_value: "{served.intra_op_threads}" }} }}\n'
-    )
+    else:
+        lines.append(_accelerator(deployment))
     return "".join(lines)
 
 
-def write_repository(root: Path, model_path: Path, served: ServedModel) -> Path:
-    """root/<model>/config.pbtxt and root/<model>/1/{model.py, model.onnx}; returns root."""
+def write_repository(
+    root: Path, model_path: Path, served: ServedModel, deployment: Deployment | None = None
+) -> Path:
+    """root/<model>/config.pbtxt and root/<model>/1/model.onnx (and model.py, the Python
+    backend's, unless it is a Deployment); returns root."""
     version = root / served.name / "1"
     version.mkdir(parents=True, exist_ok=True)
-    (root / served.name / "config.pbtxt").write_text(config_text(served))
-    shutil.copyfile(TEMPLATE, version / "model.py")
+    (root / served.name / "config.pbtxt").write_text(config_text(served, deployment))
+    if deployment is None:
+        shutil.copyfile(TEMPLATE, version / "model.py")
     target = version / "model.onnx"
     try:
         os.link(model_path, target)  # same file system: no copy of a large model

@@ -7,11 +7,9 @@ server that exits or a model that does not load: UnavailableError with Triton's 
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import tempfile
@@ -25,6 +23,7 @@ from pathlib import Path
 
 import settings
 from backend.errors import UnavailableError
+from backend.launch.services import start_service, stop_service
 from backend.serving.repository import ServedModel, TensorSpec, plan_model, write_repository
 from backend.serving.types import BatchingPolicy
 
@@ -89,12 +88,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    """Child side of Popen: SIGKILL when the parent dies (PR_SET_PDEATHSIG). Linux ties it to
-    the thread that started the server, so a server lives inside one `with serve(...)` block."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-
-
 def triton_log_line(log: str) -> str:
     """Triton's own most relevant line: a failed load first, then the last error, then the end."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
@@ -152,17 +145,12 @@ class TritonServer:
         ]
 
     def start(self, repository: Path, timeout_s: float) -> None:
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                self.command(repository),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.environment.env(),
-                cwd=self.workdir,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+        self.process = start_service(
+            self.command(repository),
+            log_path=self.log_path,
+            env=self.environment.env(),
+            cwd=self.workdir,
+        )
         self._wait_ready(timeout_s)
 
     def log_text(self) -> str:
@@ -209,20 +197,8 @@ class TritonServer:
 
     def stop(self) -> None:
         """SIGTERM to the process group (server and backend stubs), SIGKILL after 10 s."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        except ProcessLookupError:
-            return
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        if self.process is not None:
+            stop_service(self.process, grace_s=10)
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""What the Serve page shows, in one call: curves from stored sweeps, recommendation, chart data.
+"""What the Serve page shows, in one call: curves from stored sweeps, recommendation, chart data,
+and (study_view) the points a serving study measured on Triton with their predictions beside.
 
 The latency-vs-batch curve of each variant comes from a finished Optimize sweep (median per-call
 latency at each batch size, in-process ONNX Runtime); the per-request overhead of a server is a
@@ -16,9 +17,18 @@ import pandas as pd
 
 from backend.errors import UserError
 from backend.reporting import frames
+from backend.serving.calibrate import calibrate
 from backend.serving.recommend import Evidence, Recommendation, Variant, recommend
 from backend.serving.simulate import RANKING_REQUESTS, simulate
-from backend.serving.types import LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.serving.study import (
+    ServedVariant,
+    ServingStudy,
+    is_serving,
+    load_label,
+    study_points,
+)
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from storage.repo import jobs as job_store
 
 CURVE_RATES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.97)  # fractions of a candidate's capacity
 SHOWN = 4  # configurations drawn besides the default
@@ -96,3 +106,202 @@ def serve_view(
     curves = {e.candidate.label: _curve_points(e, seed) for e in shown}
     chosen = {e.candidate.label: e.point for e in shown}
     return ServeView(rec, variants, curves, chosen)
+
+
+def evidence_table(view: ServeView) -> pd.DataFrame:
+    """The ten best configurations the recommendation ranked, measured or predicted."""
+    rows = []
+    for evidence in view.recommendation.ranked[:10]:
+        point = evidence.point
+        rows.append(
+            {
+                "configuration": evidence.candidate.label,
+                "rate under the bound (req/s)": round(evidence.rate_rps),
+                "p50 (ms)": round(point.latency.p50, 2),
+                "p99 (ms)": round(point.latency.p99, 2),
+                "queue (ms)": round(point.queue_ms, 2),
+                "compute (ms)": round(point.compute_ms, 2),
+                "mean batch": round(point.mean_batch, 1),
+                "source": "measured" if evidence.measured else "predicted",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --- measured serving studies (backend/serving/study.py, run by the worker on Triton) ---
+
+
+@dataclass(frozen=True)
+class MeasuredConfiguration:
+    """One server configuration of a study: its measured points, and the same loads predicted
+    by the batcher simulation from the latency curve measured on that server."""
+
+    label: str
+    measured: list[LoadPoint]
+    predicted: list[LoadPoint]
+
+    @property
+    def best(self) -> LoadPoint | None:
+        """The highest measured rate among the points that are stable and were not limited by
+        the load generator (those say nothing about the server)."""
+        usable = [p for p in self.measured if p.stable and not p.generator_saturated]
+        return max(usable, key=lambda p: p.achieved_rps, default=None)
+
+
+@dataclass(frozen=True)
+class StudyView:
+    """What the Serve page draws for one serving study, measured and predicted apart."""
+
+    job_id: int
+    slo_p99_ms: float
+    planned: int
+    configurations: list[MeasuredConfiguration]
+    sentence: str
+    meets: bool
+
+    @property
+    def measurements(self) -> int:
+        return sum(len(c.measured) for c in self.configurations)
+
+    @property
+    def curves(self) -> dict[str, list[LoadPoint]]:
+        """Per configuration, measured and predicted points by rate (the chart's lines)."""
+        return {
+            c.label: sorted(c.measured, key=lambda p: p.achieved_rps)
+            + sorted(c.predicted, key=lambda p: p.achieved_rps)
+            for c in self.configurations
+        }
+
+    def shown_point(self, label: str) -> LoadPoint | None:
+        """The point a configuration's split and histogram show: its best, else its last."""
+        chosen = next((c for c in self.configurations if c.label == label), None)
+        if chosen is None or not chosen.measured:
+            return None
+        return chosen.best or chosen.measured[-1]
+
+
+def predicted_points(curve: LatencyCurve, measured: list[LoadPoint]) -> list[LoadPoint]:
+    """The measured loads predicted by the simulation, its serial per-request cost and overhead
+    noise calibrated on the heaviest measured point (the others are then true predictions)."""
+    if not measured:
+        return []
+    heaviest = max(measured, key=lambda p: p.achieved_rps)
+    fitted = calibrate(curve, heaviest)
+    return [simulate(fitted, p.spec, p.policy, requests=RANKING_REQUESTS) for p in measured]
+
+
+def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> tuple[str, bool]:
+    """Model Analyzer's summary over what was measured: who meets the bound, at what rate."""
+    count = sum(len(c.measured) for c in configurations)
+    if not count:
+        return "No load point is measured yet; this page fills in as the worker stores them.", False
+    head = f"In {count} measurements across {len(configurations)} configurations"
+    meeting = [
+        (c, p)
+        for c in configurations
+        for p in c.measured
+        if p.stable and not p.generator_saturated and p.latency.p99 <= slo
+    ]
+    if meeting:
+        config, point = max(meeting, key=lambda cp: cp[1].achieved_rps)
+        return (
+            f"{head}, {config.label} meets the p99 bound of {slo:g} ms at "
+            f"{point.achieved_rps:.0f} req/s (p99 {point.latency.p99:.2f} ms).",
+            True,
+        )
+    closest = min((p for c in configurations for p in c.measured), key=lambda p: p.latency.p99)
+    return (
+        f"{head}, none meets the p99 bound of {slo:g} ms; the lowest p99 measured is "
+        f"{closest.latency.p99:.2f} ms at {closest.achieved_rps:.0f} req/s.",
+        False,
+    )
+
+
+def study_of(job_id: int) -> ServingStudy:
+    """The study a job holds (its SLO is the page's default bound)."""
+    job = job_store.get_job(job_id)
+    if job is None or not is_serving(job.spec):
+        raise UserError(f"Job #{job_id} is not a serving study; pick one from the list.")
+    return ServingStudy.from_dict(job.spec)
+
+
+def study_view(job_id: int, slo_p99_ms: float | None = None) -> StudyView:
+    """The stored points of a serving study (as far as it has come), with predictions."""
+    study = study_of(job_id)
+    slo = slo_p99_ms or study.slo_p99_ms
+    stored = study_points(job_id)
+    configurations = [
+        MeasuredConfiguration(
+            label,
+            points,
+            predicted_points(stored.curves[label], points) if label in stored.curves else [],
+        )
+        for label, points in stored.by_configuration.items()
+    ]
+    sentence, meets = _study_sentence(configurations, slo)
+    return StudyView(job_id, slo, study.point_count, configurations, sentence, meets)
+
+
+def measured_table(view: StudyView) -> pd.DataFrame:
+    """One row per measured point, its prediction beside it (labelled), for the evidence table."""
+    rows = []
+    for config in view.configurations:
+        predictions = config.predicted or [None] * len(config.measured)
+        for point, predicted in zip(config.measured, predictions, strict=True):
+            rows.append(
+                {
+                    "configuration": config.label,
+                    "load": load_label(point.spec),
+                    "req/s": round(point.achieved_rps, 1),
+                    "p50 (ms)": round(point.latency.p50, 2),
+                    "p90 (ms)": round(point.latency.p90, 2),
+                    "p99 (ms)": round(point.latency.p99, 2),
+                    "queue (ms)": round(point.queue_ms, 2),
+                    "compute (ms)": round(point.compute_ms, 2),
+                    "mean batch": round(point.mean_batch, 1),
+                    "verdict": "client saturated"
+                    if point.generator_saturated
+                    else point.stability_note.split(":")[0],
+                    "predicted req/s": round(predicted.achieved_rps, 1) if predicted else None,
+                    "predicted p99 (ms)": round(predicted.latency.p99, 2) if predicted else None,
+                    "seed": point.spec.seed,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def study_from_form(
+    variants: list[ServedVariant],
+    scenario: Scenario,
+    levels: str,
+    duration_s: float,
+    max_batch_size: int,
+    delays_us: str,
+    instances: str,
+    slo_p99_ms: float,
+) -> ServingStudy:
+    """The study the Serve page's form describes: one policy per delay x instance count, one
+    load per level (requests in flight, or req/s for the Server scenario)."""
+
+    def numbers(text: str, kind: type, what: str) -> list:
+        try:
+            return [kind(part) for part in text.replace(" ", "").split(",") if part]
+        except ValueError:
+            raise UserError(f"{what} takes numbers separated by commas, not {text!r}.") from None
+
+    if scenario is Scenario.SERVER:
+        rates = numbers(levels, float, "Rates") or [100.0]
+        loads = [LoadSpec(scenario, duration_s=duration_s, target_rps=r) for r in rates]
+    elif scenario is Scenario.CONCURRENCY:
+        counts = numbers(levels, int, "Concurrency") or [1]
+        loads = [LoadSpec(scenario, duration_s=duration_s, concurrency=c) for c in counts]
+    else:
+        loads = [LoadSpec(scenario, duration_s=duration_s)]
+    policies = [
+        BatchingPolicy(
+            max_batch_size=max_batch_size, max_queue_delay_us=delay, instance_count=count
+        )
+        for delay in numbers(delays_us, int, "Queue delays") or [0]
+        for count in numbers(instances, int, "Instances") or [1]
+    ]
+    return ServingStudy(tuple(variants), tuple(policies), tuple(loads), slo_p99_ms)

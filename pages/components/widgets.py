@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NoReturn
+
+import pandas as pd
 import streamlit as st
 
 from backend.errors import UserError
@@ -54,3 +58,21 @@ def no_models_yet(action: str) -> None:
 def show_error(exc: UserError) -> None:
     """A UserError as users see it; its sentence may quote a file or model name, so plain text."""
     st.error(plain(exc), icon="🚫")
+
+
+def job_label(meta: pd.DataFrame) -> Callable[[int], str]:
+    """How job pickers name a job ("#3 mlp · label"), from a frame indexed by job_id with model
+    and label columns; stable while results arrive, so the widget keeps its choice."""
+
+    def label(job_id: int) -> str:
+        name = f"#{job_id} {meta.at[job_id, 'model']}"
+        return name + (f" · {meta.at[job_id, 'label']}" if meta.at[job_id, "label"] else "")
+
+    return label
+
+
+def nothing_yet(message: str, icon: str) -> NoReturn:
+    """A page with nothing to show yet: say why, point to the Optimize page, stop the run."""
+    st.info(message, icon=icon)
+    st.page_link("pages/optimize.py", label="Optimize a model", icon="🛠️")
+    st.stop()

@@ -204,11 +204,15 @@ def test_gpu_flags_reach_the_sweep_and_impossible_ones_are_refused(
     assert optiboard("add", str(mlp_path)).returncode == 0
     refused = optiboard("submit", "1", "--providers", "cuda", "--cuda-graph")
     assert refused.returncode == 2 and "device-resident" in refused.stderr
+    unfused = optiboard(
+        "submit", "1", "--providers", "cuda", "--precisions", "fp16", "--fuse-conv-bias"
+    )
+    assert unfused.returncode == 2 and "needs prefer_nhwc" in unfused.stderr
     assert "no jobs" in optiboard("jobs").stdout.lower()
     submitted = optiboard(
         "submit", "1", "--providers", "cpu,cuda", "--precisions", "fp16",
         "--timing", "end_to_end,device", "--cuda-graph", "--nhwc", "--find-knee",
-        "--knee-max-batch", "4",
+        "--knee-max-batch", "4", "--fuse-conv-bias",
     )  # fmt: skip
     # cpu: end to end only, b1/b2/b4; cuda: both timings, b1/b2/b4
     assert "queued job 1 with 9 configurations" in submitted.stdout, submitted.stderr
@@ -216,6 +220,7 @@ def test_gpu_flags_reach_the_sweep_and_impossible_ones_are_refused(
 
     spec = spec_of(get_job(1))
     assert spec.find_knee and spec.cuda.prefer_nhwc and spec.cuda.enable_cuda_graph
+    assert spec.cuda.fuse_conv_bias
     keys = [c.key for c in spec.configurations()]
-    assert "onnxruntime/cuda/fp16/b4/fixed/all/t0/device/nhwc/cudagraph" in keys
-    assert "onnxruntime/cuda/fp16/b4/fixed/all/t0/nhwc" in keys
+    assert "onnxruntime/cuda/fp16/b4/fixed/all/t0/device/nhwc/cudagraph/fusebias" in keys
+    assert "onnxruntime/cuda/fp16/b4/fixed/all/t0/nhwc/fusebias" in keys

@@ -16,6 +16,9 @@ GRAPHS = CudaOptions(enable_cuda_graph=True)
         ({"cuda": GRAPHS}, "device-resident"),
         ({"cuda": GRAPHS, "io_mode": "device", "fixed_shapes": False}, "fixed shapes"),
         ({"provider": "cpu", "cuda": CudaOptions(use_tf32=False)}, "cuda provider only"),
+        ({"provider": "cpu", "cuda": CudaOptions(fuse_conv_bias=True)}, "cuda provider only"),
+        ({"provider": "tensorrt", "cuda": {"conv_max_workspace": False}}, "cuda provider only"),
+        ({"cuda": CudaOptions(fuse_conv_bias=True)}, "needs prefer_nhwc"),
         ({"backend": "openvino", "cuda": CudaOptions(prefer_nhwc=True)}, "cuda provider only"),
         ({"precision": "fp32", "cuda": CudaOptions(float16_io=True)}, "FP16 only"),
         ({"provider": "cpu", "io_mode": "device"}, "GPU provider"),
@@ -43,12 +46,17 @@ def test_defaults_keep_old_keys_and_every_knob_is_in_the_key_and_the_json() -> N
             prefer_nhwc=True,
             enable_cuda_graph=True,
             float16_io=True,
+            conv_max_workspace=False,
+            fuse_conv_bias=True,
         ),
     )
-    assert tuned.key.endswith("/device/conv:heuristic/notf32/nhwc/cudagraph/f16io")
+    assert tuned.key.endswith("/conv:heuristic/notf32/nhwc/cudagraph/f16io/smallws/fusebias")
     assert "device-resident" in tuned.label and "cudagraph" in tuned.label
     again = Configuration.from_dict(tuned.to_dict())
     assert again == tuned and again.cuda.conv_algo_search == "HEURISTIC"
+    assert again.cuda.fuse_conv_bias and not again.cuda.conv_max_workspace
+    fp32 = Configuration(precision="fp32", provider="cuda", cuda=CudaOptions(fuse_conv_bias=True))
+    assert fp32.key.endswith("/fusebias")  # FP32 NCHW with bias fusion ran on the H200
     assert Configuration.from_dict({k: v for k, v in plain.to_dict().items() if k != "cuda"})
 
 

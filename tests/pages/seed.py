@@ -74,6 +74,28 @@ def finished_sweep(
     return job, jobs.stored_results(job.id)
 
 
+def queued_study(model_id: int, slo_p99_ms: float = 50.0) -> JobRow:
+    """A small serving study (one policy, two concurrency levels) queued, not yet run."""
+    from backend.serving.study import ServedVariant, ServingStudy, submit_study
+    from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
+
+    study = ServingStudy(
+        variants=(ServedVariant(),),
+        policies=(BatchingPolicy(max_batch_size=8, max_queue_delay_us=2000),),
+        loads=tuple(LoadSpec(Scenario.CONCURRENCY, duration_s=0.6, concurrency=c) for c in (1, 4)),
+        slo_p99_ms=slo_p99_ms,
+        curve_sizes=(1, 4),
+    )
+    return submit_study(model_id, study, label="seeded study")
+
+
+def finished_study(model_id: int, slo_p99_ms: float = 50.0) -> JobRow:
+    """queued_study measured by the real worker loop on a real Triton server."""
+    job = queued_study(model_id, slo_p99_ms)
+    run_queued()
+    return jobs.get_job(job.id)
+
+
 def unavailable_provider() -> str | None:
     """An execution provider this machine cannot run (its configurations end "unavailable")."""
     table = capabilities.local_providers().get("onnxruntime", [])

@@ -185,11 +185,14 @@ def test_cuda_settings_appear_with_the_cuda_provider_and_reach_the_sweep(
     at.run()
     assert "device-resident timing" in texts(at)  # graphs without device timing: refused
     at.multiselect(key="io_modes").set_value(["end_to_end", "device"])
+    at.toggle(key="fuse_conv_bias").set_value(True)
+    at.run()
+    assert "needs prefer_nhwc" in texts(at)  # FP16 bias fusion on NCHW: refused with the reason
     at.toggle(key="nhwc").set_value(True)
     at.run()
     assert "Configurations in this sweep=3" in texts(at)  # cpu e2e, cuda e2e, cuda device
     at.button(key="submit_sweep").click().run()
     spec = jobs.spec_of(jobs.list_jobs()[0])
     keys = {c.key for c in spec.configurations()}
-    assert "onnxruntime/cuda/fp16/b1/fixed/all/t0/device/nhwc/cudagraph" in keys
-    assert "onnxruntime/cuda/fp16/b1/fixed/all/t0/nhwc" in keys
+    assert "onnxruntime/cuda/fp16/b1/fixed/all/t0/device/nhwc/cudagraph/fusebias" in keys
+    assert "onnxruntime/cuda/fp16/b1/fixed/all/t0/nhwc/fusebias" in keys

@@ -58,3 +58,14 @@ def test_0003_drops_latency_copies_keeps_the_payload_and_downgrades_back(
     with create_engine(url).connect() as conn:
         row = conn.execute(text("SELECT p50_ms, p90_ms, p99_ms FROM results")).one()
     assert tuple(row) == (1.5, 2.0, 3.0)  # filled again from the payload
+
+
+def test_0005_adds_serving_points_and_downgrades_without_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'serving.db'}"
+    _migrate(url, "0004_cluster_nodes")
+    assert "serving_points" not in inspect(create_engine(url)).get_table_names()
+    _migrate(url, "0005_serving_points")
+    columns = {c["name"] for c in inspect(create_engine(url)).get_columns("serving_points")}
+    assert {"job_id", "point_key", "configuration", "kind", "payload"} <= columns
+    _migrate(url, "0004_cluster_nodes", down=True)
+    assert "serving_points" not in inspect(create_engine(url)).get_table_names()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -47,7 +48,10 @@ def _run(job_id: int) -> JobState:
 
 
 def _submit(mlp_path: Path, monkeypatch, spec: SweepSpec) -> tuple[int, str]:
-    monkeypatch.setenv("OPTIBOARD_RAY_ADDRESS", "connected-by-the-fixture")
+    """Queue the sweep; the worker's driver child joins the fixture's cluster by its address."""
+    import ray
+
+    monkeypatch.setenv("OPTIBOARD_RAY_ADDRESS", ray.get_runtime_context().gcs_address)
     model = ingest_file(mlp_path, "mlp.onnx")
     return jobs.submit_sweep(model.id, spec).id, model_store.model_file(model.id).sha256
 
@@ -203,6 +207,8 @@ def _wait_for(predicate, what: str, timeout: float = 90.0) -> None:
 def test_a_node_lost_mid_task_ends_with_the_configuration_done_once_on_another_node(
     ray_cluster: RayCluster, postgres_url: str, mlp_path: Path, monkeypatch
 ) -> None:
+    for node in ray_cluster.betas:  # a model cached by an earlier test would point at any node
+        shutil.rmtree(ray_cluster.cache_of(node), ignore_errors=True)
     spec = SweepSpec(targets=("beta",), measure=SLOW)
     job_id, _ = _submit(mlp_path, monkeypatch, spec)
     outcome: list[JobState] = []
@@ -227,7 +233,10 @@ def test_a_node_lost_mid_task_ends_with_the_configuration_done_once_on_another_n
     ray_cluster.betas.remove(busy)
     runner.join(timeout=240)
 
-    assert outcome == [JobState.SUCCEEDED]
+    assert outcome == [JobState.SUCCEEDED], (
+        jobs.get_job(job_id).error,
+        [e.message for e in jobs.job_events(job_id)],
+    )
     rows = result_store.list_results(job_ids=[job_id])
     assert len(rows) == 1 and rows[0].status == "ok"
     where = rows[0].payload["environment"]["cluster"]

@@ -19,12 +19,13 @@ from tests.postgres import free_port
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_an_unreachable_cluster_fails_the_job_with_one_sentence(
+def test_a_cluster_unreachable_past_the_give_up_time_fails_the_job_with_one_sentence(
     data_dir: Path, mlp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     monkeypatch.setenv("OPTIBOARD_RAY_ADDRESS", address)
+    monkeypatch.setenv("OPTIBOARD_RAY_GIVE_UP_S", "3")  # the worker waits this long, then fails
     job = jobs.submit_sweep(model.id, SweepSpec(measure=MeasureSettings(max_seconds=2)))
     worker = subprocess.run(
         [sys.executable, "-m", "backend.queue.worker", "--once", "--poll-seconds", "0.2"],
@@ -41,6 +42,11 @@ def test_an_unreachable_cluster_fails_the_job_with_one_sentence(
     assert failed.error.startswith(f"The Ray cluster at {address} did not answer")
     assert "\n" not in failed.error and "Traceback" not in failed.error
     assert progress.progress_of(failed).last_error == failed.error  # what the Jobs page shows
+    assert "did not answer for 3 s (Connection refused)" in failed.error
+    waited = [e for e in jobs.job_events(job.id) if e.level == "warning"]
+    assert [e.message.split(";")[0] for e in waited] == [
+        f"Ray cluster at {address} is unreachable (Connection refused)"
+    ]
 
 
 def test_targets_without_a_cluster_are_refused_and_nothing_is_queued(

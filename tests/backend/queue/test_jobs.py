@@ -21,11 +21,12 @@ from backend.specs import (
     PerformanceHint,
     Precision,
     SweepSpec,
+    TrtOptions,
 )
 
 EVERY_FIELD_CHANGED = SweepSpec(
     precisions=(Precision.FP16, Precision.INT8_STATIC),
-    providers=("cpu", "cuda"),
+    providers=("cpu", "cuda", "tensorrt"),
     batch_sizes=(2, 8),
     backend="openvino",
     fixed_shapes=False,
@@ -48,6 +49,7 @@ EVERY_FIELD_CHANGED = SweepSpec(
     cuda=CudaOptions(conv_algo_search=ConvAlgoSearch.HEURISTIC, use_tf32=False, prefer_nhwc=True),
     find_knee=True,
     knee_max_batch=256,
+    tensorrt=TrtOptions(fp16=True, timing_cache=True, builder_optimization_level=2),
     measure=MeasureSettings(
         warmup_runs=4,
         window_runs=9,

@@ -73,7 +73,8 @@ def test_the_worker_skips_batches_past_the_knee_of_stored_results(
         (
             r
             for r in rows
-            if r["config_key"] in wanted and r["configuration"]["cuda"] == CudaOptions().to_dict()
+            if r["config_key"] in wanted
+            and CudaOptions.from_value(r["configuration"]["cuda"]) == CudaOptions()
         ),
         key=lambda r: r["configuration"]["batch_size"],
     )

@@ -70,10 +70,11 @@ def test_worker_counts_jobs_configurations_durations_and_queue_depth(
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
-    assert samples[("optiboard_jobs_finished_total", (("state", "succeeded"),))] == 1
-    assert samples[("optiboard_configurations_total", (("outcome", "ok"),))] == 2
-    assert samples[("optiboard_configuration_seconds_count", ())] == 2
-    assert samples[("optiboard_configuration_seconds_sum", ())] > 0
-    assert samples[("optiboard_job_seconds_count", ())] == 1
+    sweep = (("kind", "sweep"),)
+    assert samples[("optiboard_jobs_finished_total", (*sweep, ("state", "succeeded")))] == 1
+    assert samples[("optiboard_configurations_total", (*sweep, ("outcome", "ok")))] == 2
+    assert samples[("optiboard_configuration_seconds_count", sweep)] == 2
+    assert samples[("optiboard_configuration_seconds_sum", sweep)] > 0
+    assert samples[("optiboard_job_seconds_count", sweep)] == 1
     assert samples[("optiboard_jobs", (("state", "succeeded"),))] == 1
     assert samples[("optiboard_queue_depth", ())] == 0

@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from backend.cudaoptions import CudaOptions, TensorRtOptions
-from backend.errors import UnavailableError, UserError
+from backend.cudaoptions import CudaOptions
+from backend.errors import UnavailableError
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
 from backend.runtimes.onnxruntime import probe_provider
 from backend.runtimes.ort_cuda import (
     cuda_provider_options,
     summarise_banner,
-    tensorrt_provider_options,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,33 +28,24 @@ def test_cuda_options_use_the_provider_option_names_of_onnxruntime_gpu() -> None
         "use_tf32": "1",
         "prefer_nhwc": "0",
         "enable_cuda_graph": "0",
+        "cudnn_conv_use_max_workspace": "1",
+        "fuse_conv_bias": "0",
     }
-    tuned = CudaOptions(conv_algo_search="HEURISTIC", use_tf32=False, enable_cuda_graph=True)
+    tuned = CudaOptions(
+        conv_algo_search="HEURISTIC",
+        use_tf32=False,
+        enable_cuda_graph=True,
+        conv_max_workspace=False,
+        fuse_conv_bias=True,
+    )
     assert cuda_provider_options(tuned) | {"prefer_nhwc": "1"} == {
         "cudnn_conv_algo_search": "HEURISTIC",
         "use_tf32": "0",
         "prefer_nhwc": "1",
         "enable_cuda_graph": "1",
+        "cudnn_conv_use_max_workspace": "0",
+        "fuse_conv_bias": "1",
     }
-
-
-def test_tensorrt_caches_are_on_only_with_a_folder_and_the_folder_is_passed() -> None:
-    off = tensorrt_provider_options(TensorRtOptions())
-    assert off == {
-        "trt_fp16_enable": "0",
-        "trt_int8_enable": "0",
-        "trt_timing_cache_enable": "0",
-        "trt_engine_cache_enable": "0",
-    }
-    on = tensorrt_provider_options(
-        TensorRtOptions(fp16=True, timing_cache="/var/trt/timing", engine_cache="/var/trt/engines")
-    )
-    assert on["trt_fp16_enable"] == "1" and on["trt_int8_enable"] == "0"
-    assert on["trt_timing_cache_enable"] == "1" and on["trt_timing_cache_path"] == "/var/trt/timing"
-    assert on["trt_engine_cache_enable"] == "1"
-    assert on["trt_engine_cache_path"] == "/var/trt/engines"
-    with pytest.raises(UserError, match="absolute path"):
-        TensorRtOptions(engine_cache="engines")
 
 
 def test_device_resident_timing_is_refused_on_the_cpu_provider(mlp_path: Path) -> None:

@@ -42,3 +42,31 @@ def test_serve_load_without_a_rate_or_with_an_unknown_variant_says_what_to_do(
     assert "needs --rate" in capsys.readouterr().err
     assert main(["serve", "load", str(model.id), "--variant", "nope.onnx"]) == 2
     assert "no optimized variant matching 'nope.onnx'" in capsys.readouterr().err
+
+
+def test_serve_submit_queues_one_study_with_a_policy_per_delay_and_instance_count(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from backend.queue import jobs
+    from backend.serving.study import ServingStudy
+
+    model = ingest_file(mlp_path, "mlp.onnx")
+    argv = ["serve", "submit", str(model.id), "--delay-us", "0,2000", "--instances", "1,2"]
+    assert main([*argv, "--concurrency", "1,8", "--slo", "25"]) == 0
+    assert "queued job 1: 8 load points over 4 server configurations" in capsys.readouterr().out
+    job = jobs.get_job(1)
+    study = ServingStudy.from_dict(job.spec)
+    assert [(p.max_queue_delay_us, p.instance_count) for p in study.policies] == [
+        (0, 1),
+        (0, 2),
+        (2000, 1),
+        (2000, 2),
+    ]
+    assert [ld.concurrency for ld in study.loads] == [1, 8] and study.slo_p99_ms == 25
+    assert study.measure == "quick" and job.progress_total == 8
+
+    assert main(["serve", "submit", str(model.id), "--variant", "nope.onnx"]) == 2
+    assert "no variant matching 'nope.onnx'" in capsys.readouterr().err
+    assert main([*argv, "--samples", "32", "--max-batch-size", "8"]) == 2
+    assert "Requests of 32 samples exceed the maximum batch size 8" in capsys.readouterr().err
+    assert len(jobs.list_jobs()) == 1  # refused studies queue nothing

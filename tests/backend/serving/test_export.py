@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,16 @@ from tritonclient.grpc import model_config_pb2
 
 from backend.errors import UserError
 from backend.serving.export import (
+    LOCAL,
     Device,
     ServingTarget,
     export_repository,
     parse_config,
     perf_analyzer_command,
 )
+from backend.serving.repository import config_text as repository_config
+from backend.serving.repository import plan_model
+from backend.serving.server import TritonEnvironment, TritonServer
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
 from tests.models import make_cnn, make_mlp, save
 
@@ -35,7 +40,8 @@ def test_a_cpu_repository_holds_the_model_and_a_config_triton_parses(tmp_path: P
     load = LoadSpec(Scenario.SERVER, target_rps=300, duration_s=4)
     out = export_repository(ServingTarget("mlp", POLICY), onnx_path, tmp_path / "repo.zip", load)
     files = _read(out, "mlp")
-    assert set(files) == {"mlp/1/model.onnx", "mlp/config.pbtxt", "mlp/perf_analyzer.txt"}
+    local = {f"{LOCAL}/mlp/config.pbtxt", f"{LOCAL}/mlp/1/model.py", f"{LOCAL}/mlp/1/model.onnx"}
+    assert set(files) == {"mlp/1/model.onnx", "mlp/config.pbtxt", "mlp/perf_analyzer.txt", *local}
     assert files["mlp/1/model.onnx"] == onnx_path.read_bytes()
     config = text_format.Parse(files["mlp/config.pbtxt"].decode(), model_config_pb2.ModelConfig())
     assert (config.name, config.platform, config.max_batch_size) == ("mlp", "onnxruntime_onnx", 16)
@@ -99,3 +105,35 @@ def test_perf_analyzer_reproduces_a_concurrency_sweep_point() -> None:
 def test_a_model_name_triton_cannot_use_is_refused() -> None:
     with pytest.raises(UserError, match="cannot name a Triton model"):
         ServingTarget("../etc", POLICY)
+
+
+def test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant(
+    tmp_path: Path, triton_environment: TritonEnvironment
+) -> None:
+    """The exported config and the one the local server measured differ only where the backend
+    does; the zip's local-python-backend folder is a repository the real tritonserver serves."""
+    onnx_path = save(make_mlp(), tmp_path / "mlp.onnx")
+    target = ServingTarget("mlp", POLICY)
+    files = _read(export_repository(target, onnx_path, tmp_path / "repo.zip"), "mlp")
+    exported = parse_config(files["mlp/config.pbtxt"].decode())
+    local = parse_config(files[f"{LOCAL}/mlp/config.pbtxt"].decode())
+    measured = plan_model(onnx_path, POLICY)  # what `serve(...)` writes for the local server
+    served = parse_config(repository_config(replace(measured, name="mlp")))
+    for config in (exported, local):
+        assert config.input == served.input and config.output == served.output
+        assert config.dynamic_batching == served.dynamic_batching
+        assert config.instance_group == served.instance_group
+        assert config.max_batch_size == served.max_batch_size == 16
+    assert (local.backend, exported.platform) == ("python", "onnxruntime_onnx")
+
+    with zipfile.ZipFile(tmp_path / "repo.zip") as archive:
+        archive.extractall(tmp_path / "unzipped")
+    workdir = tmp_path / "server"
+    workdir.mkdir()
+    server = TritonServer(triton_environment, replace(measured, name="mlp"), workdir)
+    try:
+        server.start(tmp_path / "unzipped" / LOCAL, timeout_s=60)
+        stats = server.stats()
+    finally:
+        server.stop()
+    assert stats["name"] == "mlp" and stats["version"] == "1"

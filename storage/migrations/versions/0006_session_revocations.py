@@ -1,7 +1,7 @@
 """session_revocations: signed-out session cookies, kept until they would have expired
 
-Revision ID: 0005_session_revocations
-Revises: 0004_cluster_nodes
+Revision ID: 0006_session_revocations
+Revises: 0005_serving_points
 
 Create Date: 2026-12-03 14:00:00
 """
@@ -9,8 +9,8 @@ Create Date: 2026-12-03 14:00:00
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_session_revocations"
-down_revision = "0004_cluster_nodes"
+revision = "0006_session_revocations"
+down_revision = "0005_serving_points"
 branch_labels = None
 depends_on = None
 

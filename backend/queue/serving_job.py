@@ -1,0 +1,228 @@
+"""The worker's side of a serving study: start Triton per configuration, measure, store, stop.
+
+For each variant x batching policy the worker starts a real tritonserver (backend/serving/
+server.py, which health-checks it and stops it whatever happens), measures the latency curve the
+predictions are made from, then each load point from a child process (the load generator's CPU
+apart from the worker's), and stores every point as it lands. A server that fails to start ends
+the job with Triton's own log line; a cancel kills the child and the server stops with the block.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Protocol
+
+from backend.errors import UserError
+from backend.launch.children import run_in_child
+from backend.queue import metrics
+from backend.queue.lease import LeaseKeeper
+from backend.serving.curve import measure_latency_curve
+from backend.serving.loadgen import run_load
+from backend.serving.server import ServerEndpoint, serve
+from backend.serving.study import (
+    KIND,
+    ServedVariant,
+    ServingStudy,
+    configuration_label,
+    curve_key,
+    load_label,
+    point_key,
+)
+from backend.serving.types import BatchingPolicy, LoadPoint
+from backend.specs import MEASURE_PRESETS
+from storage.artifacts import ArtifactStore
+from storage.repo import jobs as job_store
+from storage.repo import models as model_store
+from storage.repo import serving as serving_store
+from storage.repo.jobs import JobRow
+from storage.states import JobState
+
+CURVE_REQUESTS = 30  # requests per batch size of the latency curve (its median feeds predictions)
+
+
+class Cancelled(Exception):
+    """The job was cancelled (or its lease lost) while a child measured: stop everything."""
+
+
+class Runner(Protocol):
+    """What a serving study needs of backend.queue.worker.JobRunner: its store, its lease
+    keeper, the stop check and the one way to finish a job."""
+
+    store: ArtifactStore
+    keeper: LeaseKeeper | None
+
+    @property
+    def lost_lease(self) -> bool: ...
+
+    def _should_stop(self, job_id: int) -> bool: ...
+
+    def _finish(self, job: JobRow, state: JobState, error: str | None = None) -> bool: ...
+
+
+class ServingJob:
+    """Runs one claimed serving study to its end for a JobRunner (lease, cancel, finish)."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+
+    def run(self, job: JobRow) -> tuple[JobState, str | None]:
+        """The job's outcome: its state (RUNNING when the lease was lost) and why."""
+        study = ServingStudy.from_dict(job.spec)
+        done = serving_store.stored_keys(job.id)
+        if done:
+            job_store.log_event(job.id, f"resuming: {len(done)} serving points already stored")
+        steps = [(v, p) for v in study.variants for p in study.policies]
+        try:
+            for index, (variant, policy) in enumerate(steps, start=1):
+                wanted = [point_key(variant, policy, load) for load in study.loads]
+                if all(key in done for key in wanted):
+                    continue
+                if self._should_stop(job):
+                    break
+                label = configuration_label(variant, policy)
+                job_store.log_event(job.id, f"[{index}/{len(steps)}] {label}")
+                self._configuration(job, study, variant, policy, done)
+        except Cancelled:
+            pass
+        return self._conclude(job)
+
+    def _should_stop(self, job: JobRow) -> bool:
+        return self.runner._should_stop(job.id)
+
+    def _configuration(
+        self,
+        job: JobRow,
+        study: ServingStudy,
+        variant: ServedVariant,
+        policy: BatchingPolicy,
+        done: set[str],
+    ) -> None:
+        """One server for one variant and policy; the metrics count it whatever the outcome."""
+        started, outcome = time.monotonic(), "failed"
+        try:
+            with serve(
+                self._path(job.model_id, variant),
+                policy,
+                dims=dict(study.dims),
+                intra_op_threads=study.intra_op_threads or None,
+            ) as server:
+                job_store.log_event(
+                    job.id,
+                    f"Triton ready on port {server.http_port} (pid {server.process.pid})"
+                    if server.process
+                    else "Triton ready",
+                )
+                self._measure(job, study, variant, policy, server.endpoint, done)
+            outcome = "ok"
+        except Cancelled:
+            outcome = "cancelled"
+            raise
+        finally:
+            metrics.WORKER.configuration_done(outcome, time.monotonic() - started, kind=KIND)
+
+    def _measure(
+        self,
+        job: JobRow,
+        study: ServingStudy,
+        variant: ServedVariant,
+        policy: BatchingPolicy,
+        endpoint: ServerEndpoint,
+        done: set[str],
+    ) -> None:
+        label = configuration_label(variant, policy)
+        key = curve_key(variant, policy)
+        if study.curve_sizes and key not in done:
+            limit = endpoint.max_batch_size or 1
+            sizes = tuple(s for s in study.curve_sizes if s <= limit) or (1,)
+            curve = self._child(
+                job,
+                measure_latency_curve,
+                endpoint,
+                sizes,
+                requests_per_size=CURVE_REQUESTS,
+                timeout_s=60 + 2 * CURVE_REQUESTS * len(sizes),
+                what="The latency-curve measurement",
+            )
+            self._save(job, key, label, serving_store.CURVE, asdict(curve))
+        measure = MEASURE_PRESETS[study.measure]
+        for load in study.loads:
+            key = point_key(variant, policy, load)
+            if key in done:
+                continue
+            if self._should_stop(job):
+                raise Cancelled
+            point: LoadPoint = self._child(
+                job,
+                run_load,
+                endpoint,
+                load,
+                measure,
+                timeout_s=load.duration_s * 4 + 60,
+                what="The load generator",
+            )
+            self._save(job, key, label, serving_store.POINT, point.to_dict())
+            metrics.WORKER.serving_point(point.stable, point.generator_saturated)
+            job_store.log_event(job.id, f"{label} | {load_label(load)}: {_summary(point)}")
+
+    def _child(
+        self, job: JobRow, func: Any, *args: Any, timeout_s: float, what: str, **kwargs: Any
+    ) -> Any:
+        """func in a limited child, killed on cancel; its UserError keeps its one sentence."""
+        outcome = run_in_child(
+            func,
+            *args,
+            timeout_s=timeout_s,
+            should_cancel=lambda: self._should_stop(job),
+            what=what,
+            **kwargs,
+        )
+        if outcome.cancelled:
+            raise Cancelled
+        if outcome.ok:
+            return outcome.value
+        if outcome.value == "user_error":
+            raise UserError(outcome.error or f"{what} failed.")
+        raise RuntimeError(f"{what} failed: {outcome.error}")
+
+    def _save(self, job: JobRow, key: str, label: str, kind: str, payload: dict) -> None:
+        saved = serving_store.save_point(
+            job.id, key, label, kind, payload, lease=job_store.lease_of(job)
+        )
+        if saved is None:
+            held = self.runner.keeper.renew_now() if self.runner.keeper else True
+            why = "this worker lost the job" if not held else "it was already stored"
+            job_store.log_event(job.id, f"{key}: not stored, {why}", level="warning")
+            if not held:
+                raise Cancelled
+
+    def _path(self, model_id: int, variant: ServedVariant) -> Path:
+        sha = variant.sha256 or model_store.model_file(model_id).sha256
+        path = self.runner.store.path_for(sha)
+        if not path.is_file():
+            raise UserError(
+                f"The file of {variant.name!r} is missing from the artifact store; "
+                "optimize the model again."
+            )
+        return path
+
+    def _conclude(self, job: JobRow) -> tuple[JobState, str | None]:
+        if self.runner.lost_lease:
+            job_store.log_event(
+                job.id, "lease lost; another worker owns this job now", level="warning"
+            )
+            return JobState.RUNNING, "lease lost"
+        if job_store.is_cancel_requested(job.id):
+            self.runner._finish(job, JobState.CANCELLED)
+            return JobState.CANCELLED, None
+        self.runner._finish(job, JobState.SUCCEEDED)
+        return JobState.SUCCEEDED, None
+
+
+def _summary(point: LoadPoint) -> str:
+    verdict = "saturated client" if point.generator_saturated else point.stability_note
+    return (
+        f"{point.achieved_rps:.0f} req/s, p99 {point.latency.p99:.2f} ms, "
+        f"mean batch {point.mean_batch:.1f}, {verdict.split(' (')[0]}"
+    )

@@ -1,0 +1,190 @@
+"""A serving study: the job kind that measures variants x batching policies x loads on Triton.
+
+Stored as a job's spec (with "kind": "serving", which sweeps do not have), claimed by the worker
+like a sweep, run by backend/queue/serving_job.py; each load point is stored as it lands
+(storage/repo/serving.py). Keys name a point by variant, policy and load, so a resumed job skips
+what is already stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from backend.errors import UserError
+from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.specs import MEASURE_PRESETS
+from storage.repo import jobs as job_store
+from storage.repo import models as model_store
+from storage.repo import serving as serving_store
+from storage.repo.jobs import JobRow
+
+KIND = "serving"
+ORIGINAL = "original"
+CURVE_SIZES = (1, 2, 4, 8, 16)  # the latency curve measured per configuration, for predictions
+
+
+def is_serving(spec: dict[str, Any]) -> bool:
+    """A job's spec is a serving study (sweeps carry no kind)."""
+    return spec.get("kind") == KIND
+
+
+def job_kind(spec: dict[str, Any]) -> str:
+    """ "serving" or "sweep": the label the worker's metrics carry."""
+    return KIND if is_serving(spec) else "sweep"
+
+
+@dataclass(frozen=True)
+class ServedVariant:
+    """One ONNX file of the model to serve: the upload itself or an optimized variant."""
+
+    sha256: str = ""  # "" is the model as uploaded
+    name: str = ORIGINAL
+
+    @property
+    def key(self) -> str:
+        return self.sha256[:12] or ORIGINAL
+
+
+def load_label(load: LoadSpec) -> str:
+    """A load as people say it: "8 in flight", "200 req/s", "bursts of 64", "1 at a time"."""
+    if load.scenario is Scenario.SERVER:
+        return f"{load.target_rps:g} req/s"
+    if load.scenario is Scenario.OFFLINE:
+        return f"bursts of {load.requests or OFFLINE_DEFAULT_REQUESTS}"
+    if load.scenario is Scenario.SINGLE_STREAM:
+        return "1 at a time"
+    return f"{load.concurrency} in flight"
+
+
+def configuration_label(variant: ServedVariant, policy: BatchingPolicy) -> str:
+    return f"{variant.name} · {policy.label}"
+
+
+def point_key(variant: ServedVariant, policy: BatchingPolicy, load: LoadSpec) -> str:
+    return f"{variant.key}|{policy.label}|{load.scenario.value}:{load_label(load)}"
+
+
+def curve_key(variant: ServedVariant, policy: BatchingPolicy) -> str:
+    return f"{variant.key}|{policy.label}|curve"
+
+
+@dataclass(frozen=True)
+class ServingStudy:
+    """What an editor asks for: every variant served under every policy at every load."""
+
+    variants: tuple[ServedVariant, ...]
+    policies: tuple[BatchingPolicy, ...]
+    loads: tuple[LoadSpec, ...]
+    slo_p99_ms: float
+    measure: str = "quick"  # a MEASURE_PRESETS name: warm-up and the stability rule
+    dims: tuple[tuple[str, int], ...] = ()
+    intra_op_threads: int = 0  # 0: the cores shared out among the instances
+    curve_sizes: tuple[int, ...] = CURVE_SIZES  # () measures no curve and predicts nothing
+    kind: str = field(default=KIND)
+
+    def __post_init__(self) -> None:
+        if not self.variants or not self.policies or not self.loads:
+            raise UserError(
+                "A serving study needs at least one variant, one batching policy and one load."
+            )
+        if not self.slo_p99_ms > 0:
+            raise UserError("The p99 bound must be above 0 milliseconds.")
+        if self.measure not in MEASURE_PRESETS:
+            raise UserError(
+                f"Unknown measurement {self.measure!r}; use one of {', '.join(MEASURE_PRESETS)}."
+            )
+        largest = max(load.samples_per_request for load in self.loads)
+        small = [p for p in self.policies if p.dynamic_batching and p.max_batch_size < largest]
+        if small:
+            raise UserError(
+                f"Requests of {largest} samples exceed the maximum batch size "
+                f"{small[0].max_batch_size}; send fewer samples per request or raise it."
+            )
+        keys = [
+            point_key(v, p, load)
+            for v in self.variants
+            for p in self.policies
+            for load in self.loads
+        ]
+        if len(set(keys)) != len(keys):
+            raise UserError("The study names the same variant, policy and load twice; drop one.")
+
+    @property
+    def point_count(self) -> int:
+        return len(self.variants) * len(self.policies) * len(self.loads)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ServingStudy:
+        policies = tuple(
+            BatchingPolicy(**{**p, "preferred_batch_sizes": tuple(p["preferred_batch_sizes"])})
+            for p in data["policies"]
+        )
+        loads = tuple(
+            LoadSpec(**{**ld, "scenario": Scenario(ld["scenario"])}) for ld in data["loads"]
+        )
+        return cls(
+            variants=tuple(ServedVariant(**v) for v in data["variants"]),
+            policies=policies,
+            loads=loads,
+            slo_p99_ms=float(data["slo_p99_ms"]),
+            measure=data.get("measure", "quick"),
+            dims=tuple((str(k), int(v)) for k, v in data.get("dims", ())),
+            intra_op_threads=int(data.get("intra_op_threads", 0)),
+            curve_sizes=tuple(data.get("curve_sizes", CURVE_SIZES)),
+        )
+
+
+def curve_from_dict(data: dict[str, Any]) -> LatencyCurve:
+    return LatencyCurve(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def model_variants(model_id: int) -> list[ServedVariant]:
+    """The files a study can serve: the upload, then each optimized variant by file name."""
+    optimized = [a for a in model_store.list_artifacts(model_id) if a.kind == "optimized"]
+    seen: dict[str, ServedVariant] = {}
+    for artifact in optimized:
+        seen.setdefault(artifact.sha256, ServedVariant(artifact.sha256, artifact.filename))
+    return [ServedVariant(), *seen.values()]
+
+
+def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -> JobRow:
+    """Queue the study as one job; a variant that is not this model's is refused first."""
+    if model_store.get_model(model_id) is None:
+        raise UserError(f"There is no model {model_id}; pick one from the model library.")
+    known = {v.sha256 for v in model_variants(model_id)}
+    unknown = [v.name for v in study.variants if v.sha256 not in known]
+    if unknown:
+        raise UserError(
+            f"{unknown[0]!r} is not a stored variant of model {model_id}; pick one from its list."
+        )
+    label = label or f"serving study, p99 bound {study.slo_p99_ms:g} ms"
+    return job_store.create_job(model_id, study.to_dict(), total=study.point_count, label=label)
+
+
+@dataclass(frozen=True)
+class StudyPoints:
+    """A study's stored measurements, typed: points in the order measured, grouped by
+    configuration, and the latency curve each configuration was measured with."""
+
+    points: list[LoadPoint]
+    by_configuration: dict[str, list[LoadPoint]]
+    curves: dict[str, LatencyCurve]
+
+
+def study_points(job_id: int) -> StudyPoints:
+    points: list[LoadPoint] = []
+    grouped: dict[str, list[LoadPoint]] = {}
+    curves: dict[str, LatencyCurve] = {}
+    for row in serving_store.list_points([job_id]):
+        if row.kind == serving_store.CURVE:
+            curves[row.configuration] = curve_from_dict(row.payload)
+            continue
+        point = LoadPoint.from_dict(row.payload)
+        points.append(point)
+        grouped.setdefault(row.configuration, []).append(point)
+    return StudyPoints(points, grouped, curves)

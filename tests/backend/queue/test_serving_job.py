@@ -1,0 +1,165 @@
+"""Serving studies run by the real worker: real tritonserver, real SQLite file, a tiny model.
+
+The worker starts Triton for each configuration, health-checks it, measures every load point from
+a child, stores each typed point as it lands and stops the server; a server that cannot start
+ends the job with Triton's own log line, and a cancel stops the server. The worker's Prometheus
+endpoint, scraped over loopback, counts the study by kind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from backend.models.ingest import ingest_file
+from backend.queue import jobs, worker
+from backend.serving.scenarios import poisson_schedule
+from backend.serving.study import ServedVariant, ServingStudy, study_points, submit_study
+from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
+from storage.repo import serving as serving_store
+from storage.states import JobState
+from tests import models as model_factory
+
+ROOT = Path(__file__).resolve().parents[3]
+POLICY = BatchingPolicy(max_batch_size=8, max_queue_delay_us=2000)
+LOADS = (
+    LoadSpec(Scenario.CONCURRENCY, duration_s=1.0, concurrency=4, seed=3),
+    LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=80, seed=5),
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _samples(port: int) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _study(loads: tuple[LoadSpec, ...] = LOADS, sizes: tuple[int, ...] = (1, 4)) -> ServingStudy:
+    return ServingStudy(
+        variants=(ServedVariant(),),
+        policies=(POLICY,),
+        loads=loads,
+        slo_p99_ms=50.0,
+        curve_sizes=sizes,
+    )
+
+
+def test_worker_process_serves_measures_stores_typed_points_and_counts_the_study(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    job = submit_study(model.id, _study())
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.2"],
+        cwd=ROOT,
+        env={**os.environ, "OPTIBOARD_WORKER_METRICS_PORT": str(port)},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not jobs.get_job(job.id).state.finished and time.monotonic() < deadline:
+            time.sleep(0.3)
+        time.sleep(0.5)  # one more poll updates the gauges
+        samples = _samples(port)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+    done = jobs.get_job(job.id)
+    assert done.state == JobState.SUCCEEDED, done.error
+    assert done.progress_done == done.progress_total == 2
+    points = study_points(job.id)
+    assert [p.spec for p in points.points] == list(LOADS)
+    concurrency, server = points.points
+    for point in points.points:
+        assert point.achieved_rps > 0 and not point.predicted and point.errors == 0
+        assert point.latency.p50 <= point.latency.p90 <= point.latency.p99
+        assert point.queue_ms >= 0 and point.compute_ms > 0 and point.stability_note
+        executions = sum(point.batch_histogram.values())
+        assert point.server_metrics["nv_inference_exec_count"] == executions
+        assert point.server_metrics["nv_inference_count"] == point.latency.count
+    assert max(concurrency.batch_histogram) > 1  # four in flight: Triton stacked them
+    assert server.spec.seed == 5
+    assert server.arrival_schedule_s == poisson_schedule(80, 1.0, 5)
+    (curve,) = points.curves.values()
+    assert curve.batch_sizes == (1, 4) and all(ms > 0 for ms in curve.compute_ms)
+    events = " ".join(e.message for e in jobs.job_events(job.id))
+    assert "Triton ready on port" in events and "req/s, p99" in events
+
+    serving = (("kind", "serving"),)
+    assert samples[("optiboard_jobs_finished_total", (*serving, ("state", "succeeded")))] == 1
+    assert samples[("optiboard_configurations_total", (*serving, ("outcome", "ok")))] == 1
+    assert samples[("optiboard_configuration_seconds_count", serving)] == 1
+    assert samples[("optiboard_job_seconds_count", serving)] == 1
+    verdicts = [v for (name, _), v in samples.items() if name == "optiboard_serving_points_total"]
+    assert sum(verdicts) == 2
+    assert samples[("optiboard_jobs", (("state", "succeeded"),))] == 1
+    assert samples[("optiboard_queue_depth", ())] == 0
+
+
+def test_a_server_that_cannot_start_ends_the_job_with_tritons_log_line(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    broken = model_factory.save(model_factory.make_custom_op_model(), tmp_path / "custom.onnx")
+    model = ingest_file(broken, "custom.onnx")
+    job = submit_study(model.id, _study())
+    labels = {"kind": "serving", "outcome": "failed"}
+    registry = worker.metrics.WORKER.registry
+    failed_before = registry.get_sample_value("optiboard_configurations_total", labels) or 0
+    worker.serve(once=True, poll_seconds=0.05)
+    done = jobs.get_job(job.id)
+    assert done.state == JobState.FAILED
+    assert done.error.startswith("Triton could not serve the model")
+    assert "failed to load 'model'" in done.error and "MyOp" in done.error
+    assert "\n" not in done.error and "Traceback" not in done.error  # one sentence
+    assert serving_store.list_points([job.id]) == []
+    assert registry.get_sample_value("optiboard_configurations_total", labels) == failed_before + 1
+
+
+def test_cancel_stops_the_server_and_keeps_only_whole_points(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    long = (LoadSpec(Scenario.CONCURRENCY, duration_s=60.0, concurrency=2),)
+    job = submit_study(model.id, _study(long, sizes=()))
+    runner = threading.Thread(target=worker.serve, kwargs={"once": True, "poll_seconds": 0.05})
+    runner.start()
+    pid = None
+    deadline = time.monotonic() + 60
+    while pid is None and time.monotonic() < deadline:
+        found = [re.search(r"pid (\d+)", e.message) for e in jobs.job_events(job.id)]
+        pid = next((int(m.group(1)) for m in found if m), None)
+        time.sleep(0.1)
+    assert pid is not None, "Triton never became ready"
+    os.kill(pid, 0)  # the server runs
+    jobs.cancel_job(job.id)
+    runner.join(timeout=60)
+    assert not runner.is_alive()
+    assert jobs.get_job(job.id).state == JobState.CANCELLED
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # stopped and reaped
+    assert serving_store.list_points([job.id]) == []

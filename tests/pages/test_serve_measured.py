@@ -1,0 +1,98 @@
+"""Serve page, measured view: a serving study run by the real worker on a real Triton server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.queue import jobs
+from backend.serving.study import ServingStudy, is_serving
+from storage.states import JobState
+from tests.pages.seed import add_model, finished_study, open_page, queued_study, run_queued, texts
+
+
+def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reopens_it(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path, "mlp")
+    job = finished_study(model.id, slo_p99_ms=50.0)
+    assert job.state == JobState.SUCCEEDED, job.error
+    at = open_page("serve", study=job.id)
+    assert not at.exception
+    assert at.query_params["view"] == "measured" and at.query_params["slo"] == "50"
+    sentence = (at.success or at.warning)[0].value
+    assert sentence.startswith("In 2 measurements across 1 configurations")
+    assert "2 of 2 load points measured" in texts(at)
+    curves, split, batches = at.get("plotly_chart")
+    names = [trace["name"] for trace in _figure(curves)["data"]]
+    assert any(n.endswith("(measured)") for n in names)
+    assert any(n.endswith("(predicted)") for n in names)  # labelled, beside the measurements
+    assert "Batch sizes formed (measured)" in _figure(batches)["layout"]["title"]["text"]
+    table = at.dataframe[0].value
+    assert list(table["load"]) == ["1 in flight", "4 in flight"]
+    assert table["predicted p99 (ms)"].notna().all() and (table["p99 (ms)"] > 0).all()
+
+    at.number_input(key="url_slo").set_value(0.001 + 0.01).run()  # below any measured p99
+    assert not at.exception and at.query_params["slo"] == "0.011"
+    assert "none meets the p99 bound of 0.011 ms" in at.warning[0].value
+    link = {k: at.query_params[k] for k in ("view", "study", "slo", "config")}
+    again = open_page("serve", **link)  # the shared link, in a fresh session
+    assert not again.exception
+    assert again.number_input(key="url_slo").value == 0.011
+    assert again.selectbox(key="url_config").value == link["config"]
+
+    on_jobs = open_page("jobs", job=job.id)  # the Jobs page lists the study's points
+    assert not on_jobs.exception
+    rows = on_jobs.dataframe[1].value
+    assert [label.rsplit("| ", 1)[1] for label in rows["configuration"]] == [
+        "1 in flight",
+        "4 in flight",
+    ]
+    assert list(rows["status"].isin(["ok", "unstable"])) == [True, True]
+    assert "can no longer be read" not in texts(on_jobs)
+
+
+def test_a_running_study_fills_in_as_the_worker_stores_points(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path, "mlp")
+    job = queued_study(model.id)
+    at = open_page("serve", view="measured", study=job.id)
+    assert not at.exception
+    assert "0 of 2 load points measured · filling in live" in texts(at)
+    run_queued()
+    at.run()
+    assert not at.exception
+    assert "2 of 2 load points measured" in texts(at)
+    assert len(at.get("plotly_chart")) == 3
+
+
+def test_viewers_cannot_queue_a_study_and_editors_can(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path, "mlp")
+    viewer = open_page("serve", role="viewer", view="measured")
+    assert not viewer.exception
+    assert "Editors and admins can queue a serving study." in texts(viewer)
+    assert not [b for b in viewer.button if b.key == "submit_study"]
+
+    at = open_page("serve", role="editor", view="measured")
+    at.text_input(key="study_levels").input("2,8")
+    at.text_input(key="study_delays").input("0,1000")
+    at.button(key="submit_study").click().run()
+    assert not at.exception
+    (job,) = [j for j in jobs.list_jobs() if is_serving(j.spec)]
+    study = ServingStudy.from_dict(job.spec)
+    assert [load.concurrency for load in study.loads] == [2, 8]
+    assert [p.max_queue_delay_us for p in study.policies] == [0, 1000]
+    assert job.model_id == model.id and job.progress_total == 4
+    assert f"Queued job {job.id}: 4 load points on Triton." in texts(at)
+
+    at.text_input(key="study_levels").input("two").run()
+    at.button(key="submit_study").click().run()
+    errors = [e.value.replace("\\", "") for e in at.error]  # shown as escaped plain text
+    assert "Concurrency takes numbers separated by commas, not 'two'." in errors
+    assert len(jobs.list_jobs()) == 1  # nothing queued for bad input
+
+
+def _figure(chart) -> dict:
+    import json
+
+    return json.loads(chart.proto.spec)
