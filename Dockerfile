@@ -1,10 +1,13 @@
-# Optiboard on a CPU host: docker build -t optiboard . && docker run -p 8501:8501 -v $PWD/data:/app/data optiboard
+# Optiboard on a CPU host: docker build -t optiboard . && docker run -p 8501:8501 \
+#   --security-opt seccomp=unconfined --security-opt systempaths=unconfined -v $PWD/data:/app/data optiboard
 # For a GPU host, build FROM an nvidia/cuda 13 runtime image with OPTIBOARD_REQUIREMENTS=requirements-gpu.txt.
 FROM python:3.11-slim
 ARG OPTIBOARD_REQUIREMENTS=requirements.txt
 WORKDIR /app
-# bubblewrap sandboxes SavedModel conversion and upload parsing (it needs user namespaces, e.g.
-# `docker run --security-opt seccomp=unconfined`; without a working sandbox SavedModels are refused)
+# bubblewrap sandboxes SavedModel conversion and upload parsing. In the container it needs
+#   docker run --security-opt seccomp=unconfined --security-opt systempaths=unconfined ...
+# (user namespaces, and a fresh /proc mount that Docker's masked /proc paths otherwise forbid);
+# without them the sandbox does not start and SavedModel uploads are refused with that reason.
 RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 COPY requirements*.txt ./

@@ -1,4 +1,5 @@
-"""Every hostile builder of tests/hostile.py fed to the real ingest path, as the web process would.
+"""Every hostile builder of tests/hostile.py fed to the real upload paths (model ingest, and the
+calibration and evaluation .npz stores of backend.queue.jobs), as the web process would.
 
 For each input: the outcome (a clean rejection with its sentence, or an acceptance and why it is
 harmless or not), seconds spent in the call, peak RSS growth of this process (the one calling
@@ -9,6 +10,7 @@ Run: .venv/bin/python bench/hostile_inputs.py   (builds ~1.5 GB of transient tes
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -19,11 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import settings  # noqa: E402
 from backend.errors import UserError  # noqa: E402
 from backend.models.ingest import ingest_file  # noqa: E402
+from backend.queue import jobs  # noqa: E402
 from tests import hostile  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -162,29 +167,80 @@ def cases(folder: Path, canary: Path) -> list[tuple[str, Callable[[], str]]]:
             upload(huge, "huge.onnx", "no input is allocated at upload"),
         )
     )
-    npz = hostile.calibration_npz_bomb(folder / "calib.npz")
-    rows.append(("calibration .npz (0.5 MB -> 512 MiB)", calibration(npz)))
+    rows += npz_cases(folder, canary)
     saved = build_savedmodel(folder, canary)
     if saved is not None:
         rows.append(("hostile SavedModel (initializer writes env)", savedmodel(saved, canary)))
     return rows
 
 
-def calibration(path: Path) -> Callable[[], str]:
-    from backend.engine.inputs import read_calibration_npz
+def npz_cases(folder: Path, canary: Path) -> list[tuple[str, Callable[[], str]]]:
+    """Calibration and evaluation uploads through the real store path (jobs.store_*), for a
+    model whose input the arrays match, so every check down to the arrays is reached."""
+    mid = ingest_file(hostile.image_model(folder / "image.onnx"), "image.onnx").id
 
-    specs = [{"name": "x", "dtype": "float32", "shape": [1, 1, 256, 256]}]
+    def store(kind: str, path: Path, note: str) -> Callable[[], str]:
+        def call() -> str:
+            try:
+                if kind == "calibration":
+                    sha = jobs.store_calibration(mid, path, path.name)
+                else:
+                    sha = jobs.store_evaluation(mid, path, path.name, calibration_sha256=calibrated)
+            except UserError as exc:
+                raise UserError(f"{exc} [{canary_state(canary)}]") from None
+            return f"stored as {sha[:12]}; {note} [{canary_state(canary)}]"
 
-    def call() -> str:
-        result = read_calibration_npz(path, specs, {})
-        return f"{len(result.feeds)} samples read in this process (NOT harmless: see memory)"
+        return call
 
-    return call
+    good = {"x": np.zeros((4, 1, 256, 256), np.float32)}
+    calib = folder / "calib_ok.npz"
+    np.savez(calib, **good)
+    calibrated = hashlib.sha256(calib.read_bytes()).hexdigest()
+    not_zip = folder / "not_a_zip.npz"
+    not_zip.write_bytes(os.urandom(4096))
+    labelled = folder / "eval_ok.npz"
+    np.savez(labelled, labels=np.array([0, 0, 0, 0]), **good)
+    bombs = {
+        "labels_bomb.npz": dict(name="labels", shape=(100_000_000,), descr="<i8", extra=good),
+        "eval_bomb.npz": dict(extra={"labels": np.zeros(2048, np.int64)}),
+    }
+    made = {n: hostile.calibration_npz_bomb(folder / n, **kw) for n, kw in bombs.items()}
+    harmless = "checked in a limited child, arrays as declared"
+    return [
+        (
+            "calibration .npz (0.5 MB -> 512 MiB)",
+            store("calibration", hostile.calibration_npz_bomb(folder / "calib.npz"), "UNEXPECTED"),
+        ),
+        ("calibration .npz, plain 4 samples", store("calibration", calib, harmless)),
+        (
+            "evaluation .npz (0.5 MB -> 512 MiB)",
+            store("evaluation", made["eval_bomb.npz"], "UNEXPECTED"),
+        ),
+        (
+            "evaluation .npz, labels declare 800 MB",
+            store("evaluation", made["labels_bomb.npz"], "UNEXPECTED"),
+        ),
+        (
+            "evaluation .npz, pickled labels (canary)",
+            store(
+                "evaluation",
+                hostile.pickled_labels_npz(folder / "pickled.npz", good, canary),
+                "UNEXPECTED",
+            ),
+        ),
+        ("evaluation .npz, 4 KB of random bytes", store("evaluation", not_zip, "UNEXPECTED")),
+        ("evaluation .npz = the calibration file", store("evaluation", calib, "UNEXPECTED")),
+        ("evaluation .npz, 4 samples with labels", store("evaluation", labelled, harmless)),
+    ]
+
+
+def canary_state(canary: Path) -> str:
+    return "CANARY WRITTEN" if canary.exists() else "canary not written"
 
 
 def savedmodel(path: Path, canary: Path) -> Callable[[], str]:
     def verdict() -> str:
-        return "CANARY WRITTEN (initializer ran)" if canary.exists() else "canary not written"
+        return canary_state(canary)
 
     def call() -> str:
         try:

@@ -10,11 +10,14 @@ process's clock; processes sharing one SQLite file share one host and so one ker
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Float, cast, literal
+from sqlalchemy import DateTime, Float, cast, literal, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
+
+from storage.db import session_scope
 
 
 class _DbUtcNow(FunctionElement[Any]):
@@ -28,6 +31,16 @@ class _DbUtcNow(FunctionElement[Any]):
 def db_utcnow(plus_seconds: float = 0.0) -> _DbUtcNow:
     """The database's current UTC time (naive), shifted by plus_seconds (may be negative)."""
     return _DbUtcNow(cast(literal(float(plus_seconds)), Float))
+
+
+def database_now() -> datetime:
+    """The database's current time as an aware UTC datetime, for checks made outside a statement
+    (link and session expiry) that must not trust the web host's clock."""
+    with session_scope() as session:
+        now = session.scalar(select(db_utcnow()))
+    if isinstance(now, str):  # SQLite hands back the text strftime made
+        now = datetime.fromisoformat(now)
+    return now.replace(tzinfo=UTC)
 
 
 def _offset(element: _DbUtcNow, compiler: Any, **kw: Any) -> str:

@@ -214,3 +214,13 @@ class ServingPoint(Base):
     kind: Mapped[str] = mapped_column(String(16))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
+
+
+class SessionRevocation(Base):
+    """A signed-out session cookie, refused until the cookie itself would have expired."""
+
+    __tablename__ = "session_revocations"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(), index=True)
+    revoked_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())

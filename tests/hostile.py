@@ -482,20 +482,65 @@ def huge_symbolic_dim_model(path: Path) -> Path:
     return save_model(model, path)
 
 
-def calibration_npz_bomb(path: Path, shape: tuple[int, ...] = (2048, 1, 256, 256)) -> Path:
-    """A ~0.5 MB .npz whose one deflated array of zeros unpacks to 512 MiB."""
+def calibration_npz_bomb(
+    path: Path,
+    shape: tuple[int, ...] = (2048, 1, 256, 256),
+    name: str = "x",
+    descr: str = "<f4",
+    extra: dict[str, np.ndarray] | None = None,
+) -> Path:
+    """A ~0.5 MB .npz whose one deflated array of zeros unpacks to 512 MiB (by default); `extra`
+    arrays are stored beside it as they are."""
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(
-        header, {"descr": "<f4", "fortran_order": False, "shape": shape}
+        header, {"descr": descr, "fortran_order": False, "shape": shape}
     )
-    total = int(np.prod(shape)) * 4
+    total = int(np.prod(shape)) * np.dtype(descr).itemsize
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        with archive.open("x.npy", "w", force_zip64=True) as out:
+        for key, array in (extra or {}).items():
+            with archive.open(f"{key}.npy", "w") as out:
+                np.lib.format.write_array(out, array)
+        with archive.open(f"{name}.npy", "w", force_zip64=True) as out:
             out.write(header.getvalue())
             block = bytes(1 << 22)
             for start in range(0, total, len(block)):
                 out.write(block[: min(len(block), total - start)])
     return Path(path)
+
+
+class _OpensCanary:
+    """Unpickling this calls open(canary, "w"): proof that a pickle was loaded."""
+
+    def __init__(self, canary: Path) -> None:
+        self.canary = canary
+
+    def __reduce__(self) -> tuple:
+        return (open, (str(self.canary), "w"))
+
+
+def pickled_labels_npz(path: Path, inputs: dict[str, np.ndarray], canary: Path) -> Path:
+    """An evaluation .npz whose labels are an object array: loading it with allow_pickle
+    unpickles a payload that creates `canary`."""
+    labels = np.empty(1, dtype=object)
+    labels[0] = _OpensCanary(canary)
+    np.savez(path, labels=labels, **inputs)  # numpy pickles object arrays when saving
+    return Path(path)
+
+
+def image_model(path: Path) -> Path:
+    """x [N,1,256,256] float -> GlobalAveragePool -> Flatten -> y [N,1]: the inputs the .npz
+    bombs declare, so their checks reach the arrays."""
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["x"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "image",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 256, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
+    )
+    return save_model(_wrap(graph), path)
 
 
 def hostile_savedmodel(directory: Path, canary: Path) -> Path:

@@ -2,7 +2,8 @@
 
 A token is `<payload>.<mac>` in base64url: the payload names the jobs and the expiry, the MAC is
 HMAC-SHA256 under a secret kept in the data directory (created once, mode 0600). Changing a job id
-or the expiry breaks the MAC; deleting the secret file revokes every link.
+or the expiry breaks the MAC; deleting the secret file revokes every link. Expiry is set and
+checked on the database's clock, so a web host whose clock is off can neither extend nor cut links.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import settings
 from backend.auth.audit import Action, audited
 from backend.auth.roles import Principal, Role, Via
 from backend.errors import UserError
+from storage.clock import database_now
 
 SECRET_FILE = "link_secret"
 _VERSION = "v1"
@@ -83,7 +85,8 @@ def sign(jobs: tuple[int, ...], expires_at: datetime) -> str:
 
 
 def verify(token: str, now: datetime | None = None) -> SharedComparison:
-    """The comparison a token grants, or LinkError when it is tampered with or expired."""
+    """The comparison a token grants, or LinkError when it is tampered with or expired (by the
+    database's clock unless `now` is given)."""
     bad = LinkError("This link is not valid; ask the person who shared it for a new one.")
     try:
         payload_text, mac_text = token.split(".")
@@ -96,7 +99,7 @@ def verify(token: str, now: datetime | None = None) -> SharedComparison:
     if version != _VERSION:
         raise bad
     expires_at = datetime.fromtimestamp(int(stamp), UTC)
-    if (now or datetime.now(UTC)) >= expires_at:
+    if (now or database_now()) >= expires_at:
         raise LinkError("This link has expired; ask the person who shared it for a new one.")
     return SharedComparison(tuple(int(j) for j in job_text.split(",")), expires_at)
 
@@ -108,7 +111,7 @@ def create_link(actor: Principal, jobs: tuple[int, ...], days: float) -> str:
         raise UserError(
             f"A link may last from a moment up to {longest:g} days; pick a value in that range."
         )
-    expires_at = datetime.now(UTC) + timedelta(days=days)
+    expires_at = database_now() + timedelta(days=days)
     target = "jobs " + ",".join(str(j) for j in sorted(set(jobs)))
     with audited(actor, Action.LINK_CREATE, target, expires_at=expires_at.isoformat()):
         return sign(jobs, expires_at)

@@ -6,8 +6,10 @@ HTTP route beside the app (serve.py): after a password sign-in the page gets a o
 trades it at the route for the cookie. Later runs read the cookie (st.context.cookies) and check it
 here. The cookie holds `<payload>.<mac>` in base64url: the account, a session id, the expiry and a
 fingerprint of the account's password hash (a new password ends every older session), under
-HMAC-SHA256 with a key derived from the data directory's secret (links.py). Signing out revokes
-the session id in this process and deletes the cookie in the browser.
+HMAC-SHA256 with a key derived from the data directory's secret (links.py). Signing out records
+the session id in the database (storage.repo.revocations), so a copied cookie stays refused after
+a restart and on every app process, and deletes the cookie in the browser. Cookie expiry is set
+and checked on the database's clock, like signed links.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import settings
 from backend.auth import links
+from storage.clock import database_now
+from storage.repo import revocations
 from storage.repo import users as user_store
 
 COOKIE = "optiboard_session"
@@ -33,7 +38,6 @@ _VERSION = "s1"
 
 _lock = threading.Lock()
 _tickets: dict[str, tuple[float, str, str]] = {}  # ticket -> (until, account, browser key)
-_revoked: dict[str, float] = {}  # session id -> its expiry (forgotten once expired)
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,10 @@ def issue_ticket(name: str, browser: str, now: float | None = None) -> str:
 
 
 def redeem(ticket: str, browser: str | None, now: float | None = None) -> str | None:
-    """The cookie value for a valid ticket presented by the browser it was issued to, once."""
+    """The cookie value for a valid ticket presented by the browser it was issued to, once.
+
+    `now` is this process's clock, which issued the ticket; the cookie's expiry is counted from
+    the database's clock."""
     now = time.time() if now is None else now
     with _lock:
         found = _tickets.pop(ticket, None)
@@ -95,7 +102,7 @@ def redeem(ticket: str, browser: str | None, now: float | None = None) -> str | 
         "v": _VERSION,
         "n": name,
         "s": secrets.token_urlsafe(16),
-        "e": int(now) + lifetime_s(),
+        "e": int(database_now().timestamp()) + lifetime_s(),
         "p": fingerprint,
     }
     body = json.dumps(payload, separators=(",", ":")).encode()
@@ -118,27 +125,25 @@ def _decode(cookie: str) -> dict | None:
 
 
 def verify(cookie: str | None, now: float | None = None) -> Session | None:
-    """The session a cookie carries while it is genuine, unexpired, not signed out, and the
-    account still has the password it was made with; else None."""
-    now = time.time() if now is None else now
+    """The session a cookie carries while it is genuine, unexpired (by the database's clock
+    unless `now` is given), not signed out, and the account still has the password it was made
+    with; else None."""
     payload = _decode(cookie) if cookie else None
-    if payload is None or payload["e"] <= now:
+    if payload is None:
         return None
-    with _lock:
-        if payload["s"] in _revoked:
-            return None
+    now = database_now().timestamp() if now is None else now
+    if payload["e"] <= now or revocations.is_revoked(payload["s"]):
+        return None
     if _fingerprint(payload["n"]) != payload["p"]:
         return None
     return Session(payload["n"], payload["s"], payload["e"])
 
 
-def revoke(cookie: str | None, now: float | None = None) -> None:
-    """Sign a session out: its cookie no longer works here, even if copied before."""
-    now = time.time() if now is None else now
+def revoke(cookie: str | None) -> None:
+    """Sign a session out: its cookie is refused from now on, even if copied before, by every
+    app process and after restarts, until it would have expired anyway."""
     payload = _decode(cookie) if cookie else None
     if payload is None:
         return
-    with _lock:
-        for stale in [s for s, until in _revoked.items() if until <= now]:
-            del _revoked[stale]
-        _revoked[payload["s"]] = payload["e"]
+    expires_at = datetime.fromtimestamp(payload["e"], UTC).replace(tzinfo=None)
+    revocations.revoke_session(payload["s"], expires_at)

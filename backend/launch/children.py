@@ -49,6 +49,15 @@ class ChildOutcome:
     timed_out: bool = False
     limit: str | None = None  # 'memory', 'cpu', 'file', 'procs' or 'killed': a limit ended it
 
+    def value_or_raise(self, what: str) -> Any:
+        """The child's return value; its UserError again as one (the user's sentence), any other
+        failure as a RuntimeError naming `what`."""
+        if self.ok:
+            return self.value
+        if self.value == "user_error":
+            raise UserError(self.error or f"{what} failed.")
+        raise RuntimeError(f"{what} failed: {self.error}")
+
 
 @dataclass
 class ProcessOutcome:

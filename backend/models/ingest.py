@@ -20,7 +20,7 @@ from backend.models import parse
 from backend.models.inspect import ModelMetadata
 from backend.models.safezip import extract_zip
 from backend.models.tfconvert import DEFAULT_OPSET, convert_savedmodel
-from storage.artifacts import ArtifactStore, sha256_file
+from storage.artifacts import ArtifactStore
 from storage.repo import models as model_store
 from storage.repo.models import ModelRow, NewArtifact
 
@@ -67,38 +67,32 @@ def ingest_file(
     work_root = store.root.parent / "tmp"
     work_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ingest-", dir=work_root))
-    new_blobs: list[str] = []
     try:
         plan = _plan_zip(path, filename, work) if is_zip else _plan_onnx(path, filename)
-        upload_sha = sha256_file(path)
-        artifacts = [NewArtifact("original", upload_sha, size, filename, {})]
-        _put(store, path, upload_sha, new_blobs)
-        for kind, file, stored_name, meta in plan.files:
-            sha = sha256_file(file)
-            _put(store, file, sha, new_blobs)
-            artifacts.append(NewArtifact(kind, sha, file.stat().st_size, stored_name, meta))
+        return _store_model(store, path, filename, size, model_name, plan)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _store_model(
+    store: ArtifactStore, path: Path, filename: str, size: int, name: str, plan: _Plan
+) -> ModelRow:
+    """Copy the checked files in and register the model while their digests stay locked, so a
+    remover (a refused result write, a model deletion) never takes a blob this row is about to
+    reference; if the row is not written, `putting` removes the blobs this call added."""
+    with store.putting([path, *(file for _, file, _, _ in plan.files)]) as stored:
+        upload, *files = stored
+        artifacts = [NewArtifact("original", upload.sha256, size, filename, {})]
+        for (kind, _, stored_name, meta), blob in zip(plan.files, files, strict=True):
+            artifacts.append(NewArtifact(kind, blob.sha256, blob.size_bytes, stored_name, meta))
         return model_store.create_model(
-            name=model_name,
-            sha256=upload_sha,
+            name=name,
+            sha256=upload.sha256,
             format=plan.format,
             size_bytes=size,
             metadata=plan.metadata.to_dict(),
             artifacts=artifacts,
         )
-    except BaseException:
-        for sha in new_blobs:
-            store.delete(sha)
-        raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _put(store: ArtifactStore, file: Path, sha: str, new_blobs: list[str]) -> None:
-    """Store a blob, remembering it only if this call created it (so cleanup spares others)."""
-    existed = store.exists(sha)
-    stored = store.put_file(file)
-    if not existed and stored.sha256 not in new_blobs:
-        new_blobs.append(stored.sha256)
 
 
 def _clean_filename(original_filename: str) -> str:

@@ -258,17 +258,32 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
         if timing := _csv(query, "timing"):
             values["io_modes"] = tuple(IoMode(mode) for mode in timing)
         if cuda := query.get("cuda"):
-            values["cuda"] = CudaOptions.from_value(json.loads(cuda))
+            values["cuda"] = _cuda_from_query(cuda)
         if trt := query.get("trt"):
             values["tensorrt"] = json.loads(trt)  # checked by TrtOptions, refusals included
         if knee := query.get("knee"):
             values["find_knee"], values["knee_max_batch"] = True, int(knee)
         values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)
         return SweepSpec(**values)  # type: ignore[arg-type]
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise UserError(
             f"This link holds a value that is not valid here ({exc}); reopen it."
         ) from None
+
+
+def _cuda_from_query(text: str) -> CudaOptions:
+    """CUDA options from a link's JSON; anything but known names with values of the right
+    kind is a ValueError that names it (a hand-edited link must not reach the constructor)."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError("the CUDA options are not a set of named values")
+    defaults = CudaOptions().to_dict()
+    for name, given in value.items():
+        if name not in defaults:
+            raise ValueError(f"unknown CUDA option {str(name)[:40]!r}")
+        if type(given) is not type(defaults[name]):
+            raise ValueError(f"CUDA option {name!r} has a value of the wrong kind")
+    return CudaOptions.from_value(value)
 
 
 def list_workers(alive_within_seconds: float | None = 30.0) -> list[worker_store.WorkerRow]:
@@ -326,13 +341,17 @@ def _store_checked_npz(
 
     specs = input_specs_of(onnx_path(model_id))
     check_npz_in_child(_CHECKERS[kind], Path(npz_path), specs, dict(symbolic_dims or {}))
-    stored = store().put_file(Path(npz_path))
-    model_store.add_artifact(
-        model_id,
-        model_store.NewArtifact(
-            kind=kind, sha256=stored.sha256, size_bytes=stored.size_bytes, filename=filename
-        ),
-    )
+    artifacts = store()
+    # the lock is held until the link commits; if it does not, `putting` takes the blob back
+    with artifacts.putting([Path(npz_path)]) as (stored,):
+        link = model_store.NewArtifact(kind, stored.sha256, stored.size_bytes, filename)
+        try:
+            model_store.add_artifact(model_id, link)
+        except LookupError:
+            raise UserError(
+                f"The model was deleted while its {kind} file was being stored; "
+                "upload the model again and then the file."
+            ) from None
     return stored.sha256
 
 

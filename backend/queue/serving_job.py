@@ -181,11 +181,7 @@ class ServingJob:
         )
         if outcome.cancelled:
             raise Cancelled
-        if outcome.ok:
-            return outcome.value
-        if outcome.value == "user_error":
-            raise UserError(outcome.error or f"{what} failed.")
-        raise RuntimeError(f"{what} failed: {outcome.error}")
+        return outcome.value_or_raise(what)
 
     def _save(self, job: JobRow, key: str, label: str, kind: str, payload: dict) -> None:
         saved = serving_store.save_point(

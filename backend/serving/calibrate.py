@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from backend.errors import UserError
 from backend.launch.children import run_in_child
 from backend.serving.curve import measure_latency_curve
 from backend.serving.loadgen import run_load
@@ -282,12 +281,8 @@ def _group(server: TritonServer) -> int:
 
 
 def _in_child(func, *args, timeout_s: float):  # noqa: ANN001, ANN202 - a thin pass-through
-    outcome = run_in_child(func, *args, timeout_s=timeout_s, what="The serving calibration")
-    if outcome.ok:
-        return outcome.value
-    if outcome.value == "user_error":
-        raise UserError(outcome.error or "The serving calibration failed.")
-    raise RuntimeError(f"The serving calibration failed: {outcome.error}")
+    what = "The serving calibration"
+    return run_in_child(func, *args, timeout_s=timeout_s, what=what).value_or_raise(what)
 
 
 def calibrate_on_server(

@@ -167,8 +167,4 @@ def measure_model_curve(
             timeout_s=60 + 2 * requests_per_size * len(batch_sizes),
             what="The latency-curve measurement",
         )
-    if outcome.ok:
-        return outcome.value
-    if outcome.value == "user_error":
-        raise UserError(outcome.error or "The latency-curve measurement failed.")
-    raise RuntimeError(f"The latency-curve measurement failed: {outcome.error}")
+    return outcome.value_or_raise("The latency-curve measurement")

@@ -276,11 +276,7 @@ def run_load_in_child(
     outcome = run_in_child(
         run_load, endpoint, spec, measure, timeout_s=limit, what="The load generator"
     )
-    if outcome.ok:
-        return outcome.value
-    if outcome.value == "user_error":
-        raise UserError(outcome.error or "The load generator failed.")
-    raise RuntimeError(f"The load generator failed: {outcome.error}")
+    return outcome.value_or_raise("The load generator")
 
 
 def serve_and_measure(

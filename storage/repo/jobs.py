@@ -18,6 +18,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.orm import Session
 
 from storage.clock import db_utcnow
 from storage.db import session_scope
@@ -138,6 +139,15 @@ def held(lease: Lease) -> list[ColumnElement[bool]]:
         Job.worker_id == lease.worker_id,
         Job.attempts == lease.attempt,
     ]
+
+
+def fence(session: Session, lease: Lease) -> bool:
+    """Whether the lease still holds, checked inside the caller's transaction: a no-op UPDATE
+    that takes the job row's lock first, so a requeue waits for the caller's commit."""
+    fenced = session.execute(
+        update(Job).where(*held(lease)).values(progress_done=Job.progress_done)
+    )
+    return fenced.rowcount == 1
 
 
 def _expired() -> list[ColumnElement[bool]]:

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from storage.db import session_scope
-from storage.repo.jobs import Lease, held
+from storage.repo.jobs import Lease, fence
 from storage.repo.models import NewArtifact
 from storage.repo.rows import row_of
 from storage.schema import Artifact, Job, Result, ResultSamples
@@ -55,13 +55,8 @@ def save_result(
     two writers race past the existence check, the unique key decides, in a savepoint.
     """
     with session_scope() as session:
-        if lease is not None:
-            # a no-op UPDATE: takes the job row's lock first, so a requeue waits for this commit
-            fenced = session.execute(
-                update(Job).where(*held(lease)).values(progress_done=Job.progress_done)
-            )
-            if fenced.rowcount != 1:
-                return None
+        if lease is not None and not fence(session, lease):
+            return None
         exists = session.scalar(
             select(Result.id).where(
                 Result.job_id == job_id, Result.config_key == payload["config_key"]

@@ -15,7 +15,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from storage.db import session_scope
-from storage.repo.jobs import Lease, held
+from storage.repo.jobs import Lease, fence
 from storage.repo.rows import row_of
 from storage.schema import Job, ServingPoint
 
@@ -48,12 +48,8 @@ def save_point(
     worker that lost its job writes nothing, and the unique key keeps the first of two writers.
     """
     with session_scope() as session:
-        if lease is not None:
-            fenced = session.execute(
-                update(Job).where(*held(lease)).values(progress_done=Job.progress_done)
-            )
-            if fenced.rowcount != 1:
-                return None
+        if lease is not None and not fence(session, lease):
+            return None
         row = ServingPoint(
             job_id=job_id,
             point_key=point_key,

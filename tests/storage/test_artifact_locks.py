@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 from pathlib import Path
 
 from storage.artifacts import ArtifactStore
 from storage.repo import models as model_store
+from tests.flocks import someone_waits_on, wait_until
 
 
 def _model() -> model_store.ModelRow:
@@ -22,19 +21,6 @@ def _model() -> model_store.ModelRow:
     )
 
 
-def _wait_until_someone_waits_on(lock_file: Path, timeout_s: float = 30) -> None:
-    """Until the kernel lists a blocked flock on that file (/proc/locks marks waiters '->')."""
-    inode = os.stat(lock_file).st_ino
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for line in Path("/proc/locks").read_text().splitlines():
-            fields = line.split()
-            if "->" in fields and int(fields[-3].rsplit(":", 1)[-1]) == inode:
-                return
-        time.sleep(0.01)
-    raise AssertionError("the remover never waited for the lock")
-
-
 def test_a_remover_waits_for_the_writer_and_keeps_the_blob_it_linked(data_dir: Path) -> None:
     model = _model()
     store = ArtifactStore()
@@ -46,7 +32,8 @@ def test_a_remover_waits_for_the_writer_and_keeps_the_blob_it_linked(data_dir: P
 
     with store.locked([blob.sha256]):  # the writer: blob in place, its link not yet committed
         remover.start()
-        _wait_until_someone_waits_on(store.root / ".locks" / blob.sha256[:2])
+        lock_file = store.root / ".locks" / blob.sha256[:2]
+        wait_until(lambda: someone_waits_on(lock_file), "the remover waiting for the lock")
         link = model_store.NewArtifact("optimized", blob.sha256, blob.size_bytes, "m.opt.onnx")
         model_store.add_artifact(model.id, link)
     remover.join(timeout=30)

@@ -19,12 +19,18 @@ from tests import models
 
 
 def stored_files(data_dir: Path) -> list[Path]:
-    """Every file under the data folder except the database (artifacts and ingest scratch)."""
-    return [p for p in data_dir.rglob("*") if p.is_file() and not p.name.startswith("optiboard.db")]
+    """Every file under the data folder except the database and the (empty) lock files."""
+    return [
+        p
+        for p in data_dir.rglob("*")
+        if p.is_file() and not p.name.startswith("optiboard.db") and ".locks" not in p.parts
+    ]
 
 
 def blob_files(data_dir: Path) -> list[Path]:
-    return [p for p in (data_dir / "artifacts").rglob("*") if p.is_file()]
+    return [
+        p for p in (data_dir / "artifacts").rglob("*") if p.is_file() and ".locks" not in p.parts
+    ]
 
 
 def assert_nothing_stored(data_dir: Path) -> None:

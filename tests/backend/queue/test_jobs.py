@@ -96,6 +96,26 @@ def test_an_empty_query_is_the_default_sweep_and_a_bad_one_is_a_user_error() -> 
         jobs.spec_from_query({"batches": "0"})
 
 
+@pytest.mark.parametrize(
+    ("cuda", "named"),
+    [
+        ('{"bogus": true}', "unknown CUDA option 'bogus'"),
+        ('{"use_tf32": "yes"}', "'use_tf32' has a value of the wrong kind"),
+        ("[1, 2]", "not a set of named values"),
+        ("7", "not a set of named values"),
+        ("{not json", "Expecting property name"),
+        ('{"conv_algo_search": "FASTEST"}', "Unknown cuDNN algorithm search 'FASTEST'"),
+    ],
+)
+def test_a_link_with_bad_cuda_options_is_one_sentence(cuda: str, named: str) -> None:
+    with pytest.raises(UserError) as refused:
+        jobs.spec_from_query({"providers": "cuda", "cuda": cuda})
+    message = str(refused.value)
+    assert named in message and message.count(". ") == 0 and "\n" not in message
+    good = '{"use_tf32": false, "conv_algo_search": "HEURISTIC"}'
+    assert not jobs.spec_from_query({"providers": "cuda", "cuda": good}).cuda.use_tf32
+
+
 def test_stored_results_are_typed(data_dir: Path, mlp_path: Path) -> None:
     from backend.queue.worker import JobRunner
     from storage.repo import jobs as job_store
