@@ -15,14 +15,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ["OPTIBOARD_CHILD_PROCS"] = "40"
 
+import settings  # noqa: E402
 from backend.launch import pids  # noqa: E402
 from backend.launch.children import run_in_child  # noqa: E402
 from tests.backend.launch import probes  # noqa: E402
 
 
 def main() -> int:
+    os.environ[settings.CHILD_PROCS.name] = "40"  # the cap the launcher reads for each child
     mounts = subprocess.run(["stat", "-fc", "%T", "/sys/fs/cgroup"], capture_output=True, text=True)
     print("uid", os.getuid(), "| /sys/fs/cgroup is", mounts.stdout.strip())
     controllers = pids.V2_ROOT / "cgroup.controllers"

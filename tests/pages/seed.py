@@ -9,8 +9,6 @@ writes. Only the measurement is shortened (FAST), so a configuration takes about
 from __future__ import annotations
 
 import dataclasses
-import sys
-import types
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -21,6 +19,7 @@ from backend.queue.worker import serve
 from backend.records import JobRow, ModelRow
 from backend.results import StoredResult
 from backend.specs import MeasureSettings, Precision, SweepSpec
+from tests.spawning import plain_main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,18 +40,10 @@ def add_job(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
 
 
 def run_queued() -> int:
-    """Run every queued job to the end with the real worker loop, in this process.
-
-    The worker starts each configuration in a spawned child, and spawn re-runs the parent's
-    __main__ in the child. After an AppTest run that is app.py (Streamlit installs the script
-    as __main__), which a child must not run; a worker process never has that, so neither do we.
-    """
-    saved = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")  # no file, no spec: nothing to re-run
-    try:
+    """Run every queued job to the end with the real worker loop, in this process (its spawned
+    children must not re-run the AppTest's app.py: see tests/spawning.py)."""
+    with plain_main():
         return serve(once=True, poll_seconds=0.05)
-    finally:
-        sys.modules["__main__"] = saved
 
 
 def run_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:

@@ -25,6 +25,7 @@ from storage.artifacts import ArtifactStore, sha256_file
 from storage.repo import models as model_store
 from tests import models as model_factory
 from tests.flocks import someone_waits_on, wait_until
+from tests.spawning import plain_main
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -51,7 +52,8 @@ class _Step:
         self.process = SPAWN.Process(
             target=_when_told, args=(self.go, results, label, action, *args)
         )
-        self.process.start()
+        with plain_main():  # after an AppTest, __main__ is app.py: the child must not re-run it
+            self.process.start()
 
     def start(self) -> None:
         self.go.set()
