@@ -10,7 +10,10 @@ from a measurement and never fitted to a load point the simulation is then judge
 - a few requests in flight: the generator's CPU time per request (its one event loop,
   `request_cost_ms`), and how much longer each execution took than the same batch alone
   (`host_slowdown`: the generator and the server share the cores).
-A second server with two instances (optional) gives how two executions at once slow each other.
+A second server with two instances (optional) gives how two executions at once slow each other,
+and the cores the host gives when more than one execution can run. A third (optional) holds
+batches for a queue delay at one request in flight: how late Triton's batcher thread wakes up
+after the delay (`delay_overshoot_ms`), read from Triton's own queue time per request.
 """
 
 from __future__ import annotations
@@ -69,7 +72,8 @@ class Calibration:
     single: HostSample
     loaded: HostSample
     two_instances: HostSample | None = None
-    then: tuple[LoadPoint, ...] = ()  # points measured right after, on the same server
+    then: tuple[LoadPoint, ...] = ()
+    delay_probe: HostSample | None = None  # points measured right after, on the same server
 
 
 def _stats(endpoint: ServerEndpoint) -> dict:
@@ -171,6 +175,7 @@ def calibrated(
     single: HostSample,
     loaded: HostSample,
     two_instances: HostSample | None = None,
+    delay_probe: HostSample | None = None,
 ) -> LatencyCurve:
     """The curve with every per-request cost read from the samples (module docstring)."""
     ex = single.executions
@@ -195,7 +200,9 @@ def calibrated(
     # the cores they got; the executions' own time is charged apart (per batch)
     per_request = loaded.client_cpu_ms + loaded.server_cpu_ms
     requests = max(loaded.executions.requests, 1)
-    cores = per_request * requests / 1000 / loaded.wall_s if loaded.wall_s > 0 else 0.0
+    cores = _cores_used(loaded)
+    if two_instances is not None:  # one instance runs one execution at a time; two show more
+        cores = max(cores, _cores_used(two_instances))
     host_cpu = max(client, per_request - alone / requests)
     slowdown: tuple[float, ...] = curve.instance_slowdown
     if two_instances is not None and two_instances.executions.count:
@@ -215,7 +222,24 @@ def calibrated(
         instance_slowdown=slowdown,
         host_cpu_ms=host_cpu,
         host_cores=min(cores, float(os.cpu_count() or 1)),
+        delay_overshoot_ms=_delay_overshoot(single, delay_probe),
     )
+
+
+def _cores_used(sample: HostSample) -> float:
+    """The cores the generator and the server kept busy during a sample (CPU over wall time)."""
+    requests = max(sample.executions.requests, 1)
+    cpu_ms = (sample.client_cpu_ms + sample.server_cpu_ms) * requests
+    return cpu_ms / 1000 / sample.wall_s if sample.wall_s > 0 else 0.0
+
+
+def _delay_overshoot(single: HostSample, probe: HostSample | None) -> float:
+    """How much longer than its max_queue_delay a lone request waited in Triton's queue, less
+    the hand-over that a request pays without a delay (Triton's queue time, both one in flight)."""
+    if probe is None:
+        return 0.0
+    delay_ms = probe.point.policy.max_queue_delay_us / 1000.0
+    return max(0.0, probe.executions.queue_ms - delay_ms - single.executions.queue_ms)
 
 
 def calibrate(curve: LatencyCurve, measured: LoadPoint, steps: int = 12) -> LatencyCurve:
@@ -295,6 +319,7 @@ def calibrate_on_server(
     intra_op_threads: int | None = None,
     two_instances: bool = False,
     then: Sequence[LoadSpec] = (),
+    delay_probe_us: int = 0,
 ) -> Calibration:
     """Serve the file on the real Triton server and measure every input of the simulation.
 
@@ -302,6 +327,8 @@ def calibrate_on_server(
     how two executions at once slow each other; without, the curve keeps no instance slowdown.
     `then`: load points measured right after on the same server (dynamic batching up to the
     largest size, no delay), seconds apart from the calibration on a host whose load moves.
+    With delay_probe_us, one more server holds batches that long (no preferred sizes) at one
+    request in flight: how late the batcher sends a held batch; without, it sends on time.
     """
     sizes = tuple(sorted(set(batch_sizes)))
     policy = BatchingPolicy(max_batch_size=max(sizes))
@@ -326,4 +353,13 @@ def calibrate_on_server(
             pair = _in_child(
                 sample_load, server.endpoint, spec, _group(server), timeout_s=60 + 8 * duration_s
             )
-    return Calibration(calibrated(curve, single, loaded, pair), single, loaded, pair, points)
+    probe = None
+    if delay_probe_us > 0:
+        held = BatchingPolicy(max_batch_size=max(sizes), max_queue_delay_us=delay_probe_us)
+        spec = LoadSpec(Scenario.CONCURRENCY, duration_s=duration_s)
+        with serve(model_path, held, dims=dims, intra_op_threads=intra_op_threads) as server:
+            probe = _in_child(
+                sample_load, server.endpoint, spec, _group(server), timeout_s=60 + 8 * duration_s
+            )
+    curve = calibrated(curve, single, loaded, pair, probe)
+    return Calibration(curve, single, loaded, pair, points, probe)

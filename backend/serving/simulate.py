@@ -4,7 +4,10 @@ The batching rule follows Triton core's `DynamicBatchScheduler::GetDynamicBatch`
 instance is free, the queue is walked oldest first; the largest preferred size reachable is sent
 at once; a batch that cannot grow (the next request would pass the largest preferred size, or
 max_batch_size) is sent at once; otherwise the batcher waits until the oldest request has waited
-max_queue_delay_microseconds (0: send what is there). Without preferred sizes Triton uses
+max_queue_delay_microseconds (0: send what is there), and then some: the batcher thread sleeps
+on a timed condition wait for the rest of the delay and wakes up late (curve.delay_overshoot_ms,
+the host's timer and scheduling latency; a request that completes a preferred size still wakes
+it at once). Without preferred sizes Triton uses
 max_batch_size as the only preferred size (model_config_utils' normalisation). Without dynamic
 batching each request runs alone, first come first served, on the first free instance.
 
@@ -59,7 +62,9 @@ class _Batcher:
     delay_ms: float
 
     @classmethod
-    def of(cls, policy: BatchingPolicy, samples: int) -> _Batcher:
+    def of(cls, policy: BatchingPolicy, samples: int, overshoot_ms: float = 0.0) -> _Batcher:
+        """The tables for `policy`; a held batch leaves `overshoot_ms` after its delay (the
+        batcher thread's late wake-up from its timed wait)."""
         if samples > policy.max_batch_size:
             raise UserError(
                 f"Requests of {samples} samples exceed max_batch_size {policy.max_batch_size}; "
@@ -85,7 +90,8 @@ class _Batcher:
             else:
                 take.append(0)
         trigger = [next(q for q in range(n, most + 2) if take[q]) for n in range(most + 2)]
-        return cls(most, tuple(take), tuple(trigger), delay_ms)
+        late = max(0.0, overshoot_ms) if delay_ms else 0.0
+        return cls(most, tuple(take), tuple(trigger), delay_ms + late)
 
     def decide(self, queued: int, now: float, oldest: float) -> int:
         """Requests to send now (0: wait for more or for the oldest request's delay to pass)."""
@@ -234,7 +240,7 @@ def _run_closed(
 
 
 def _run(curve: LatencyCurve, load: LoadSpec, policy: BatchingPolicy, count: int) -> _Trace:
-    batcher = _Batcher.of(policy, load.samples_per_request)
+    batcher = _Batcher.of(policy, load.samples_per_request, curve.delay_overshoot_ms)
     machine = _Machine.of(curve, batcher, load, policy.instance_count, count)
     client = Client(curve, count, load.seed)
     if load.scenario in (Scenario.CONCURRENCY, Scenario.SINGLE_STREAM):
@@ -295,7 +301,7 @@ def replay(
     """Run the batcher on a given schedule of queue arrivals (e.g. one a load test recorded)."""
     load = LoadSpec(Scenario.OFFLINE, samples_per_request=samples_per_request, seed=seed)
     arrivals = sorted(float(a) for a in arrivals_ms)
-    batcher = _Batcher.of(policy, samples_per_request)
+    batcher = _Batcher.of(policy, samples_per_request, curve.delay_overshoot_ms)
     machine = _Machine.of(curve, batcher, load, policy.instance_count, len(arrivals))
     batches = _run_open(batcher, machine, arrivals, policy.instance_count, 1.0)
     trace = _trace(arrivals, arrivals, batches, arrivals)

@@ -129,6 +129,10 @@ class LatencyCurve:
     # 0 cores: no budget (separate hardware, or not measured).
     host_cpu_ms: float = 0.0
     host_cores: float = 0.0
+    # How late Triton's batcher sends a batch held for max_queue_delay: its thread sleeps on a
+    # timed condition wait until the oldest request's delay has passed, and wakes up late by the
+    # host's timer and scheduling latency. Measured under a delay (Triton's queue statistic).
+    delay_overshoot_ms: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or len(self.batch_sizes) != len(self.compute_ms):
