@@ -223,7 +223,17 @@ def calibrated(
         host_cpu_ms=host_cpu,
         host_cores=min(cores, float(os.cpu_count() or 1)),
         delay_overshoot_ms=_delay_overshoot(single, delay_probe),
+        held_wake_ms=_held_wake(single, delay_probe),
     )
+
+
+def _held_wake(single: HostSample, probe: HostSample | None) -> float:
+    """How much longer a lone request held for a delay took outside Triton's queue than one
+    sent at once: the idle host's slower wake-ups (the mean latencies, both one in flight)."""
+    if probe is None:
+        return 0.0
+    queued = probe.executions.queue_ms - single.executions.queue_ms
+    return max(0.0, probe.point.latency.mean - single.point.latency.mean - queued)
 
 
 def _cores_used(sample: HostSample) -> float:

@@ -7,7 +7,8 @@ max_batch_size) is sent at once; otherwise the batcher waits until the oldest re
 max_queue_delay_microseconds (0: send what is there), and then some: the batcher thread sleeps
 on a timed condition wait for the rest of the delay and wakes up late (curve.delay_overshoot_ms,
 the host's timer and scheduling latency; a request that completes a preferred size still wakes
-it at once). Without preferred sizes Triton uses
+it at once). A batch sent on the delay's expiry also comes back curve.held_wake_ms later: the
+host sat idle meanwhile and its threads wake up slower. Without preferred sizes Triton uses
 max_batch_size as the only preferred size (model_config_utils' normalisation). Without dynamic
 batching each request runs alone, first come first served, on the first free instance.
 
@@ -120,6 +121,7 @@ class _Machine:
     slowdown: list[float]  # index k: k executions at once
     jitter: list[float]  # one multiplier per batch
     host: float  # while the client works: an execution's multiplier
+    wake: float  # added to a batch sent on its delay's expiry (curve.held_wake_ms)
 
     @classmethod
     def of(cls, curve: LatencyCurve, batcher: _Batcher, load: LoadSpec, instances: int, count: int):
@@ -136,7 +138,7 @@ class _Machine:
             jitter = rng.lognormal(-sigma * sigma / 2, sigma, count).tolist()
         else:
             jitter = [1.0] * count
-        return cls(compute, slowdown, jitter, curve.host_slowdown)
+        return cls(compute, slowdown, jitter, curve.host_slowdown, max(0.0, curve.held_wake_ms))
 
 
 def _request_count(load: LoadSpec, requests: int | None) -> int:
@@ -169,7 +171,7 @@ def _run_open(
     while head < count:
         now = max(now, pop(free), arrivals[head])
         tail = bisect.bisect_right(arrivals, now, tail)
-        oldest = arrivals[head]
+        oldest, wake = arrivals[head], 0.0
         if delay and now >= oldest + delay:
             take = min(tail - head, most)
         else:
@@ -182,7 +184,7 @@ def _run_open(
                     tail = bisect.bisect_right(arrivals, now, tail)
                     take = take_now[min(tail - head, most + 1)]
                 else:
-                    now = deadline
+                    now, wake = deadline, machine.wake
                     tail = bisect.bisect_right(arrivals, now, tail)
                     take = min(tail - head, most)
         busy = 1
@@ -190,7 +192,7 @@ def _run_open(
             while running and running[0] <= now:
                 pop(running)
             busy = len(running) + 1
-        done = now + compute[take] * slowdown[busy] * jitter[len(batches)] * host
+        done = now + compute[take] * slowdown[busy] * jitter[len(batches)] * host + wake
         batches.append((now, done, take))
         head += take
         push(free, done)
@@ -219,15 +221,18 @@ def _run_closed(
             now = state.next_event()
             state.advance(now)
         take = batcher.decide(len(state.arrived) - head, now, state.arrived[head])
+        wake = 0.0
         while not take:  # wait for the next event or for the oldest request's delay
-            now = state.next_event(state.arrived[head] + batcher.delay_ms)
+            deadline = state.arrived[head] + batcher.delay_ms
+            now = state.next_event(deadline)
             state.advance(now)
             take = batcher.decide(len(state.arrived) - head, now, state.arrived[head])
+            wake = machine.wake if now >= deadline else 0.0
         while running and running[0] <= now:
             pop(running)
         busy = min(len(running) + 1, instances)
         host = machine.host if client.busy_at(now) or client.saturated_at(now) else 1.0
-        done = now + compute[take] * slowdown[busy] * jitter[len(batches)] * host
+        done = now + compute[take] * slowdown[busy] * jitter[len(batches)] * host + wake
         done = max(done, client.execute(now, compute[take]))
         batches.append((now, done, take))
         push(state.unread, (done, head, take))

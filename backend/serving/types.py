@@ -133,6 +133,10 @@ class LatencyCurve:
     # timed condition wait until the oldest request's delay has passed, and wakes up late by the
     # host's timer and scheduling latency. Measured under a delay (Triton's queue statistic).
     delay_overshoot_ms: float = 0.0
+    # Extra time a batch sent when its delay ran out takes to come back, beyond the execution:
+    # the host sat idle meanwhile, and its threads (instance, frontend, the client's loop) wake
+    # up slower than when requests follow back to back. Measured under a delay.
+    held_wake_ms: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or len(self.batch_sizes) != len(self.compute_ms):
