@@ -3,9 +3,10 @@
 For each model (a tiny MLP, a small CNN, a transformer block, all from tests/models.py):
 1. calibrate on the real server (serving.calibrate.calibrate_on_server): the latency-vs-batch
    curve, one request in flight (per-request instance work, the way in and out), four in flight
-   (the generator's CPU per request, how much the generator and the server slow each other) and
-   two instances at two in flight (how two executions slow each other). None of these load
-   points is judged below;
+   (the generator's CPU per request, how much the generator and the server slow each other),
+   two instances at two in flight (how two executions slow each other) and a 1000 us queue
+   delay at one in flight (how late Triton's batcher sends a held batch). None of these load
+   points is judged below (the judged delay is 2000 us);
 2. for several policies and loads, measure LoadPoints on the real server and predict the same
    points with the simulation; print throughput, p99 and mean batch of both, and the error.
 Goal: within 10% on throughput and 20% on p99; every point outside is listed at the end.
@@ -45,6 +46,7 @@ THROUGHPUT_GOAL, P99_GOAL = 0.10, 0.20
 # pool spins, and that CPU would read as per-request work in the host's budget.
 THREADS = 1
 CALIBRATION_POLICY = BatchingPolicy(max_batch_size=16)  # what calibrate_on_server serves
+PROBE_DELAY_US = 1000  # the calibration's queue delay: not the 2000 us judged below
 MODELS = {
     "mlp": (models.make_mlp, {}),
     "cnn": (models.make_cnn, {}),
@@ -134,7 +136,11 @@ def main() -> int:
             build, dims = MODELS[name]
             path = models.save(build(), Path(folder) / f"{name}.onnx")
             calibration = calibrate_on_server(
-                path, dims=dims, two_instances=True, intra_op_threads=THREADS
+                path,
+                dims=dims,
+                two_instances=True,
+                intra_op_threads=THREADS,
+                delay_probe_us=PROBE_DELAY_US,
             )
             curve = calibration.curve
             print(
@@ -148,7 +154,9 @@ def main() -> int:
                 f"generator {curve.request_cost_ms:.2f} ms CPU per request; generator and "
                 f"server slow each other x{curve.host_slowdown:.2f}; two instances "
                 f"x{curve.slowdown_at(2):.2f}; host {curve.host_cpu_ms:.2f} ms CPU per request "
-                f"outside executions on {curve.host_cores:.2f} cores"
+                f"outside executions on {curve.host_cores:.2f} cores; held batches leave "
+                f"{curve.delay_overshoot_ms:.2f} ms late and come back {curve.held_wake_ms:.2f} "
+                f"ms later; hiccups p99 {curve.stall_ms[3] if curve.stall_ms else 0.0:.2f} ms"
             )
             print(header)
             for policy in POLICIES:

@@ -29,10 +29,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backend.launch.children import run_in_child
+from backend.results import LatencyStats
 from backend.serving.curve import measure_latency_curve
 from backend.serving.loadgen import run_load
 from backend.serving.server import ServerEndpoint, TritonServer, serve
-from backend.serving.simulate import RANKING_REQUESTS, simulate
+from backend.serving.simulate import RANKING_REQUESTS, simulate, stall_mean
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
 from backend.specs import MEASURE_PRESETS
 
@@ -181,12 +182,18 @@ def calibrated(
     ex = single.executions
     response = ex.response_ms
     compute_one = ex.busy_ms.get(1, curve.compute_ms_at(1) + response) - response
+    if 1 in ex.busy_ms and curve.batch_sizes[0] == 1:
+        # thousands of lone executions time batch 1 better than the curve's first few, which
+        # a freshly started server runs first (warm-up)
+        curve = replace(curve, compute_ms=(max(compute_one, 1e-6), *curve.compute_ms[1:]))
     latency, client = single.point.latency, loaded.client_cpu_ms
     # the rest of one request's mean time alone (the batcher's hand-over included; the mean,
     # as one in flight serves 1 / mean); the generator's idle-loop wake-ups, which requests back
     # to back do not pay, count here too
-    overhead = max(0.0, latency.mean - compute_one - response - client)
-    jitter = _lognormal_cv(overhead, overhead + latency.p99 - latency.mean) if overhead else 0.0
+    # its spread past the median is the host's hiccups, which hold the instance up (stall_ms):
+    # the way in keeps the rest of the mean and no spread of its own
+    stall = _stalls(latency)
+    overhead = max(0.0, latency.mean - compute_one - response - client - stall_mean(stall))
     # each loaded execution against the same batch alone: the one-in-flight execution scaled by
     # the curve's shape (both a few seconds apart on a shared host: compare like with like)
     one = curve.compute_ms_at(1) + response
@@ -215,7 +222,8 @@ def calibrated(
     return replace(
         curve,
         overhead_ms=overhead,
-        overhead_jitter=jitter,
+        overhead_jitter=0.0,
+        stall_ms=stall,
         request_cost_ms=client,
         response_cost_ms=response,
         host_slowdown=host,
@@ -225,6 +233,13 @@ def calibrated(
         delay_overshoot_ms=_delay_overshoot(single, delay_probe),
         held_wake_ms=_held_wake(single, delay_probe),
     )
+
+
+def _stalls(latency: LatencyStats) -> tuple[float, ...]:
+    """A lone request's latency past its median at STALL_LEVELS: the empirical law of the
+    host's hold-ups, read from the measured quantiles."""
+    quantiles = (latency.p50, latency.p90, latency.p95, latency.p99, latency.max)
+    return tuple(max(0.0, q - latency.p50) for q in quantiles)
 
 
 def _held_wake(single: HostSample, probe: HostSample | None) -> float:

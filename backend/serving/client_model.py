@@ -63,10 +63,6 @@ class Client:
     def busy_at(self, now: float) -> bool:
         return self.free > now
 
-    def saturated_at(self, now: float) -> bool:
-        """The host has more CPU work queued than its cores have done by `now`."""
-        return self.clock > now
-
     def execute(self, start: float, cpu_ms: float) -> float:
         """An execution spends `cpu_ms` of the host's budget from `start`: the earliest it can
         end (the host's clock then; `start` without a budget)."""

@@ -63,10 +63,16 @@ def test_predicted_throughput_and_batch_sizes_match_the_real_server_at_eight_in_
         duration_s=1.5,
         intra_op_threads=THREADS,
         then=[spec],  # measured right after, on the same server: the host's load moves
+        delay_probe_us=1000,
     )
     curve, (measured,) = calibration.curve, calibration.then
     assert calibration.loaded.point.spec.concurrency != spec.concurrency  # another load
     assert curve.request_cost_ms > 0 and curve.host_cores > 0 and curve.response_cost_ms > 0
+    probe = calibration.delay_probe
+    assert probe is not None and probe.point.policy.max_queue_delay_us == 1000
+    assert probe.executions.queue_ms >= 1.0  # Triton held each lone request the whole delay
+    late = probe.executions.queue_ms - 1.0 - calibration.single.executions.queue_ms
+    assert curve.delay_overshoot_ms == max(0.0, late)
 
     predicted = simulate(curve, spec, BatchingPolicy(max_batch_size=8))
     loaded = calibration.loaded.point
