@@ -4,7 +4,7 @@ For each model (a tiny MLP, a small CNN, a transformer block, all from tests/mod
 1. calibrate on the real server (serving.calibrate.calibrate_on_server): the latency-vs-batch
    curve, one request in flight (per-request instance work, the way in and out), four in flight
    (the generator's CPU per request, how much the generator and the server slow each other),
-   two instances at two in flight (how two executions slow each other) and a 1000 us queue
+   two instances at four in flight (how two executions slow each other) and a 1000 us queue
    delay at one in flight (how late Triton's batcher sends a held batch). None of these load
    points is judged below (the judged delay is 2000 us);
 2. for several policies and loads, measure LoadPoints on the real server and predict the same

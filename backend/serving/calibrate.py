@@ -4,16 +4,18 @@ One server (dynamic batching, no queue delay, one instance) gives everything, ea
 from a measurement and never fitted to a load point the simulation is then judged on:
 - the latency-vs-batch curve (serving.curve: one request of b samples at a time);
 - one request in flight: Triton's compute_input + compute_output per request (the instance's
-  per-request work, `response_cost_ms`), and the end-to-end time that is neither that, the
-  batcher's queue, compute nor the generator's own CPU (the way in and out, `overhead_ms`), with
-  its spread at p99 (`overhead_jitter`);
+  per-request work, `response_cost_ms`), batch 1's compute (thousands of executions: it
+  replaces the curve's first point), the latency's spread past its median (the host's
+  hiccups, `stall_ms`, drawn per execution), and the mean end-to-end time that is none of
+  these, the batcher's queue, nor the generator's own CPU (the way in and out, `overhead_ms`);
 - a few requests in flight: the generator's CPU time per request (its one event loop,
   `request_cost_ms`), and how much longer each execution took than the same batch alone
   (`host_slowdown`: the generator and the server share the cores).
 A second server with two instances (optional) gives how two executions at once slow each other,
 and the cores the host gives when more than one execution can run. A third (optional) holds
 batches for a queue delay at one request in flight: how late Triton's batcher thread wakes up
-after the delay (`delay_overshoot_ms`), read from Triton's own queue time per request.
+after the delay (`delay_overshoot_ms`, from Triton's own queue time per request), and how much
+longer the rest of such a request takes after the idle wait (`held_wake_ms`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadS
 from backend.specs import MEASURE_PRESETS
 
 LOADED_IN_FLIGHT = 4  # the calibration load; the bench judges 1 and 8 in flight
+PAIR_IN_FLIGHT = 4  # on the two-instance server: two queued per instance keep both busy
 Z99 = 2.326  # standard normal quantile at 0.99
 MAX_SLOWDOWN = 10.0
 MAX_SIGMA = 1.5  # a lognormal's p99 reaches 13x its mean: beyond, noise is not the way's spread
@@ -187,11 +190,9 @@ def calibrated(
         # a freshly started server runs first (warm-up)
         curve = replace(curve, compute_ms=(max(compute_one, 1e-6), *curve.compute_ms[1:]))
     latency, client = single.point.latency, loaded.client_cpu_ms
-    # the rest of one request's mean time alone (the batcher's hand-over included; the mean,
-    # as one in flight serves 1 / mean); the generator's idle-loop wake-ups, which requests back
-    # to back do not pay, count here too
-    # its spread past the median is the host's hiccups, which hold the instance up (stall_ms):
-    # the way in keeps the rest of the mean and no spread of its own
+    # the way in and out: the rest of one request's mean time alone (the batcher's hand-over and
+    # the generator's idle-loop wake-ups included), less the hiccups (stall_ms: its spread past
+    # the median, which holds the instance up)
     stall = _stalls(latency)
     overhead = max(0.0, latency.mean - compute_one - response - client - stall_mean(stall))
     # each loaded execution against the same batch alone: the one-in-flight execution scaled by
@@ -348,8 +349,9 @@ def calibrate_on_server(
 ) -> Calibration:
     """Serve the file on the real Triton server and measure every input of the simulation.
 
-    With two_instances, a second server (no batching, two instances, two in flight) measures
-    how two executions at once slow each other; without, the curve keeps no instance slowdown.
+    With two_instances, a second server (no batching, two instances, PAIR_IN_FLIGHT in flight:
+    both always busy, the host's cores pressed) measures how two executions at once slow each
+    other and the cores the host gives; without, the curve keeps no instance slowdown.
     `then`: load points measured right after on the same server (dynamic batching up to the
     largest size, no delay), seconds apart from the calibration on a host whose load moves.
     With delay_probe_us, one more server holds batches that long (no preferred sizes) at one
@@ -373,7 +375,7 @@ def calibrate_on_server(
     pair = None
     if two_instances:
         two = BatchingPolicy(max_batch_size=max(sizes), dynamic_batching=False, instance_count=2)
-        spec = LoadSpec(Scenario.CONCURRENCY, concurrency=2, duration_s=duration_s)
+        spec = LoadSpec(Scenario.CONCURRENCY, concurrency=PAIR_IN_FLIGHT, duration_s=duration_s)
         with serve(model_path, two, dims=dims, intra_op_threads=intra_op_threads) as server:
             pair = _in_child(
                 sample_load, server.endpoint, spec, _group(server), timeout_s=60 + 8 * duration_s
