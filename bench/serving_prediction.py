@@ -156,7 +156,7 @@ def main() -> int:
                 f"x{curve.slowdown_at(2):.2f}; host {curve.host_cpu_ms:.2f} ms CPU per request "
                 f"outside executions on {curve.host_cores:.2f} cores; held batches leave "
                 f"{curve.delay_overshoot_ms:.2f} ms late and come back {curve.held_wake_ms:.2f} "
-                f"ms later; hiccups p99 {curve.stall_ms[3] if curve.stall_ms else 0.0:.2f} ms"
+                "ms later"
             )
             print(header)
             for policy in POLICIES:

@@ -5,9 +5,9 @@ from a measurement and never fitted to a load point the simulation is then judge
 - the latency-vs-batch curve (serving.curve: one request of b samples at a time);
 - one request in flight: Triton's compute_input + compute_output per request (the instance's
   per-request work, `response_cost_ms`), batch 1's compute (thousands of executions: it
-  replaces the curve's first point), the latency's spread past its median (the host's
-  hiccups, `stall_ms`, drawn per execution), and the mean end-to-end time that is none of
-  these, the batcher's queue, nor the generator's own CPU (the way in and out, `overhead_ms`);
+  replaces the curve's first point), and the end-to-end time that is neither these, the
+  batcher's queue, nor the generator's own CPU (the way in and out, `overhead_ms`), with its
+  spread at p99 (`overhead_jitter`);
 - a few requests in flight: the generator's CPU time per request (its one event loop,
   `request_cost_ms`), and how much longer each execution took than the same batch alone
   (`host_slowdown`: the generator and the server share the cores).
@@ -31,11 +31,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backend.launch.children import run_in_child
-from backend.results import LatencyStats
 from backend.serving.curve import measure_latency_curve
 from backend.serving.loadgen import run_load
 from backend.serving.server import ServerEndpoint, TritonServer, serve
-from backend.serving.simulate import RANKING_REQUESTS, simulate, stall_mean
+from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
 from backend.specs import MEASURE_PRESETS
 
@@ -190,11 +189,11 @@ def calibrated(
         # a freshly started server runs first (warm-up)
         curve = replace(curve, compute_ms=(max(compute_one, 1e-6), *curve.compute_ms[1:]))
     latency, client = single.point.latency, loaded.client_cpu_ms
-    # the way in and out: the rest of one request's mean time alone (the batcher's hand-over and
-    # the generator's idle-loop wake-ups included), less the hiccups (stall_ms: its spread past
-    # the median, which holds the instance up)
-    stall = _stalls(latency)
-    overhead = max(0.0, latency.mean - compute_one - response - client - stall_mean(stall))
+    # the rest of one request's mean time alone (the batcher's hand-over included; the mean,
+    # as one in flight serves 1 / mean); the generator's idle-loop wake-ups, which requests back
+    # to back do not pay, count here too
+    overhead = max(0.0, latency.mean - compute_one - response - client)
+    jitter = _lognormal_cv(overhead, overhead + latency.p99 - latency.mean) if overhead else 0.0
     # each loaded execution against the same batch alone: the one-in-flight execution scaled by
     # the curve's shape (both a few seconds apart on a shared host: compare like with like)
     one = curve.compute_ms_at(1) + response
@@ -223,8 +222,7 @@ def calibrated(
     return replace(
         curve,
         overhead_ms=overhead,
-        overhead_jitter=0.0,
-        stall_ms=stall,
+        overhead_jitter=jitter,
         request_cost_ms=client,
         response_cost_ms=response,
         host_slowdown=host,
@@ -234,13 +232,6 @@ def calibrated(
         delay_overshoot_ms=_delay_overshoot(single, delay_probe),
         held_wake_ms=_held_wake(single, delay_probe),
     )
-
-
-def _stalls(latency: LatencyStats) -> tuple[float, ...]:
-    """A lone request's latency past its median at STALL_LEVELS: the empirical law of the
-    host's hold-ups, read from the measured quantiles."""
-    quantiles = (latency.p50, latency.p90, latency.p95, latency.p99, latency.max)
-    return tuple(max(0.0, q - latency.p50) for q in quantiles)
 
 
 def _held_wake(single: HostSample, probe: HostSample | None) -> float:

@@ -19,9 +19,7 @@ Where each per-request cost sits, as it does in Triton (it decides which batches
 - The instance runs the batch: compute(b samples) from the curve, plus per request the
   backend's input hand-over and response building and sending (curve.response_cost_ms; Triton's
   compute_input and compute_output). The instance is busy for all of it, so requests that
-  arrive meanwhile queue and form the next batch. The host's hiccups hold the instance up: each
-  execution draws a hold-up from curve.stall_ms (a lone request's measured latency past its
-  median), so with many in flight one hiccup delays every request queued behind it.
+  arrive meanwhile queue and form the next batch.
 - The load generator is one event loop: it reads each answer and sends the next request one at
   a time (curve.request_cost_ms), after the batch is done, in completion order; a request's
   latency ends when the client has read it.
@@ -41,7 +39,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -55,15 +52,6 @@ from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadS
 SIMULATED_REQUESTS = 2000  # enough for a p99 from ~18 samples above it
 RANKING_REQUESTS = 500  # per policy when ranking hundreds of them
 WARMUP_FRACTION = 0.1
-STALL_LEVELS = (0.5, 0.9, 0.95, 0.99, 1.0)  # probabilities of LatencyCurve.stall_ms
-
-
-def stall_mean(stall_ms: tuple[float, ...]) -> float:
-    """The mean of the piecewise-linear law that stall_ms gives at STALL_LEVELS."""
-    if not stall_ms:
-        return 0.0
-    pairs = list(zip(STALL_LEVELS, stall_ms, strict=True))
-    return sum((p1 - p0) * (s0 + s1) / 2 for (p0, s0), (p1, s1) in itertools.pairwise(pairs))
 
 
 @dataclass(frozen=True)
@@ -133,7 +121,6 @@ class _Machine:
     compute: list[float]  # index k: one batch of k requests, with k responses built and sent
     slowdown: list[float]  # index k: k executions at once
     jitter: list[float]  # one multiplier per batch
-    stall: list[float]  # one hold-up per batch, ms (curve.stall_ms)
     host: float  # while the client works: an execution's multiplier
     wake: float  # added to a batch sent on its delay's expiry (curve.held_wake_ms)
 
@@ -152,12 +139,7 @@ class _Machine:
             jitter = rng.lognormal(-sigma * sigma / 2, sigma, count).tolist()
         else:
             jitter = [1.0] * count
-        stall = [0.0] * count
-        if curve.stall_ms:
-            draws = np.random.default_rng(load.seed + 3).random(count)
-            stall = np.interp(draws, STALL_LEVELS, curve.stall_ms, left=0.0).tolist()
-        wake = max(0.0, curve.held_wake_ms)
-        return cls(compute, slowdown, jitter, stall, curve.host_slowdown, wake)
+        return cls(compute, slowdown, jitter, curve.host_slowdown, max(0.0, curve.held_wake_ms))
 
 
 def _request_count(load: LoadSpec, requests: int | None) -> int:
@@ -181,12 +163,7 @@ def _run_open(
     """
     count, delay, most = len(arrivals), batcher.delay_ms, batcher.max_requests
     take_now, trigger = batcher.take_now, batcher.trigger
-    compute, slowdown, jitter, stall = (
-        machine.compute,
-        machine.slowdown,
-        machine.jitter,
-        machine.stall,
-    )
+    compute, slowdown, jitter = machine.compute, machine.slowdown, machine.jitter
     batches: list[tuple[float, float, int]] = []
     free, running = [0.0] * instances, []
     head = tail = 0
@@ -217,7 +194,6 @@ def _run_open(
                 pop(running)
             busy = len(running) + 1
         done = now + compute[take] * slowdown[busy] * jitter[len(batches)] * host + wake
-        done += stall[len(batches)]
         batches.append((now, done, take))
         head += take
         push(free, done)
@@ -233,12 +209,7 @@ def _run_closed(
 
     Every future event is known: arrivals already sent, and the answers of batches running.
     """
-    compute, slowdown, jitter, stall = (
-        machine.compute,
-        machine.slowdown,
-        machine.jitter,
-        machine.stall,
-    )
+    compute, slowdown, jitter = machine.compute, machine.slowdown, machine.jitter
     state = ClosedLoop(client, clients, count)
     batches: list[tuple[float, float, int]] = []
     free, running = [0.0] * instances, []
@@ -263,7 +234,7 @@ def _run_closed(
         busy = min(len(running) + 1, instances)
         host = machine.host if client.busy_at(now) else 1.0
         done = now + compute[take] * slowdown[busy] * jitter[len(batches)] * host + wake
-        done = max(done + stall[len(batches)], client.execute(now, compute[take]))
+        done = max(done, client.execute(now, compute[take]))
         batches.append((now, done, take))
         push(state.unread, (done, head, take))
         state.executing_until = max(state.executing_until, done)

@@ -137,10 +137,6 @@ class LatencyCurve:
     # the host sat idle meanwhile, and its threads (instance, frontend, the client's loop) wake
     # up slower than when requests follow back to back. Measured under a delay.
     held_wake_ms: float = 0.0
-    # The host's hiccups that hold up the instance (scheduling, the backend's and the frontend's
-    # threads): the excess of a lone request's latency over its median at the probabilities of
-    # serving.simulate.STALL_LEVELS, one draw per execution. Empty: none.
-    stall_ms: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or len(self.batch_sizes) != len(self.compute_ms):

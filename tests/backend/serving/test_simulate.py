@@ -8,10 +8,9 @@ from dataclasses import replace
 import pytest
 
 from backend.errors import UserError
-from backend.results import LatencyStats
-from backend.serving.calibrate import _lognormal_cv, _stalls, calibrate
+from backend.serving.calibrate import _lognormal_cv, calibrate
 from backend.serving.ranking import policy_grid, rank_policies
-from backend.serving.simulate import replay, simulate, stall_mean
+from backend.serving.simulate import replay, simulate
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
 
 LINEAR = LatencyCurve((1, 32), (2.0, 17.5))  # 1.5 + 0.5 * b ms, no jitter, no overhead
@@ -169,30 +168,6 @@ def test_executions_beside_a_busy_client_take_the_host_slowdown_longer() -> None
     assert point.compute_ms == pytest.approx(1.5, rel=0.05)
     alone = simulate(shared, LoadSpec(Scenario.SINGLE_STREAM), policy, requests=100)
     assert alone.compute_ms == pytest.approx(1.0)
-
-
-def test_a_hiccup_holds_up_the_execution_and_every_request_queued_behind_it() -> None:
-    # one execution in a hundred stalls 4 ms (the law between 0.99 and 1 of STALL_LEVELS)
-    stalls = (0.0, 0.0, 0.0, 0.0, 8.0)
-    assert stall_mean(stalls) == pytest.approx(0.04)
-    curve = replace(FLAT, stall_ms=stalls)
-    policy = BatchingPolicy(max_batch_size=8, dynamic_batching=False)
-    alone = simulate(curve, LoadSpec(Scenario.SINGLE_STREAM), policy)
-    assert alone.latency.p50 == pytest.approx(1.0)
-    assert alone.latency.mean == pytest.approx(1.04, abs=0.03)
-    # eight in flight on one instance: a stall delays the seven requests waiting behind it too
-    busy = simulate(curve, LoadSpec(Scenario.CONCURRENCY, concurrency=8), policy)
-    steady = simulate(FLAT, LoadSpec(Scenario.CONCURRENCY, concurrency=8), policy)
-    assert steady.latency.p99 == pytest.approx(8.0)
-    assert busy.latency.p99 > steady.latency.p99 + 2.0
-
-
-def test_a_lone_requests_spread_past_its_median_becomes_the_stall_law() -> None:
-    samples = [1.0] * 90 + [1.5] * 5 + [2.0] * 4 + [6.0]
-    stats = LatencyStats.from_samples(samples)
-    assert _stalls(stats) == pytest.approx(
-        (0.0, stats.p90 - 1.0, stats.p95 - 1.0, stats.p99 - 1.0, 5.0)
-    )
 
 
 def test_a_lognormal_spread_is_recovered_from_its_mean_and_p99() -> None:
