@@ -211,6 +211,15 @@ def best_rate(candidate: Candidate, slo_p99_ms: float, seed: int = 0) -> Evidenc
     return Evidence(candidate, low, best)
 
 
+def _beats(default: Evidence, best: Evidence, slo_p99_ms: float, min_rps: float) -> bool:
+    """The measured default meets the bound at a higher measured rate than the pick."""
+    return (
+        default.measured is not None
+        and default.meets(slo_p99_ms, min_rps)
+        and default.point.achieved_rps > best.point.achieved_rps
+    )
+
+
 def _lead(rec: Recommendation) -> str:
     """Model Analyzer's opening: how many measurements on how many configurations."""
     if not rec.measurements:
@@ -245,6 +254,18 @@ def _sentence(rec: Recommendation, default_label: str) -> str:
             f"with p99 {p.latency.p99:.1f} ms at {p.achieved_rps:.0f} req/s ({source})."
         )
     rate = rec.best.point.achieved_rps
+    if rec.best is rec.default:
+        runner_up = next((e for e in rec.ranked if e.measured is not None), None)
+        beaten = (
+            f"; the best predicted policy, {runner_up.candidate.label}, measured "
+            f"{runner_up.point.achieved_rps:.0f} req/s"
+            if runner_up is not None
+            else ""
+        )
+        return (
+            f"{lead}, the default ({default_label}) is the best: it meets {bound} at "
+            f"{rate:.0f} req/s{beaten}{_generator_note(rec)}."
+        )
     versus = f"the default ({default_label}) does not meet it at any rate"
     default = rec.default
     if default is not None and default.rate_rps > 0:
@@ -266,9 +287,11 @@ def _sentence(rec: Recommendation, default_label: str) -> str:
 
 def _generator_note(rec: Recommendation) -> str:
     """Say so when the load generator could not offer the rate a confirmation asked for."""
+    measured = next((e for e in rec.ranked if e.measured is not None), None)
+    unique = {id(e): e for e in (rec.best, rec.default, measured) if e is not None}
     short = [
         e
-        for e in (rec.best, rec.default)
+        for e in unique.values()
         if e is not None
         and e.measured is not None
         and (e.measured.spec.target_rps or 0) < e.rate_rps * CONFIRM_HEADROOM * 0.99
@@ -327,6 +350,8 @@ def recommend(
         if confirm is not None and default.rate_rps > 0:
             default = _confirm(default, confirm, seed, confirm_duration_s)
             measurements += 1
+            if _beats(default, best, slo_p99_ms, min_rps):
+                best = default  # measured, no policy did better than Triton without batching
     else:
         pool = top or predicted
         closest = min(pool, key=lambda e: e.point.latency.p99)

@@ -6,7 +6,7 @@ import pytest
 
 from backend.errors import UserError
 from backend.serving.recommend import Variant, recommend
-from backend.serving.types import LatencyCurve
+from backend.serving.types import LatencyCurve, LoadPoint
 
 SLOW = Variant("fp32", "cpu", LatencyCurve((1, 4, 16, 32), (1.0, 1.4, 3.4, 6.2), 0.2, 0.05))
 FAST = Variant("int8_dynamic", "cpu", LatencyCurve((1, 4, 16, 32), (0.7, 1.0, 2.2, 4.0), 0.2, 0.05))
@@ -42,3 +42,27 @@ def test_a_minimum_rate_beyond_every_configuration_leaves_no_recommendation() ->
 def test_a_non_positive_bound_is_refused() -> None:
     with pytest.raises(UserError, match="positive number of milliseconds"):
         recommend([SLOW], slo_p99_ms=0)
+
+
+def test_a_measured_default_that_beats_the_pick_becomes_the_answer() -> None:
+    """Confirmation can contradict the prediction (on a busy host the generator falls back to a
+    lower rate for the batched policies): the measured default then wins, and says so."""
+    from dataclasses import replace
+
+    from backend.serving.recommend import Trial
+    from backend.serving.simulate import simulate
+
+    def measured_world(trial: Trial) -> LoadPoint:
+        batched = trial.candidate.policy.dynamic_batching
+        rate = (trial.load.target_rps or 1.0) * (0.05 if batched else 0.8)
+        return simulate(trial.candidate.variant.curve, replace(trial.load, target_rps=rate),
+                        trial.candidate.policy, requests=2000)  # fmt: skip
+
+    rec = recommend([FAST], slo_p99_ms=8.0, confirm=measured_world, confirm_top=2)
+    assert rec.best is rec.default and rec.default is not None
+    assert not rec.best.candidate.policy.dynamic_batching
+    batched = [e for e in rec.ranked if e.measured is not None and e is not rec.default]
+    assert batched and all(e.point.achieved_rps < rec.best.point.achieved_rps for e in batched)
+    assert "the default (no dynamic batching, one instance) is the best" in rec.sentence
+    assert f"the best predicted policy, {batched[0].candidate.label}, measured" in rec.sentence
+    assert "less than the default" not in rec.sentence
