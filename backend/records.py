@@ -6,6 +6,9 @@ anything, so handing them to the view layer keeps the one-way flow page -> backe
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import Any
+
 from storage.repo.jobs import EventRow, JobRow
 from storage.repo.models import ArtifactRow, ModelRow
 from storage.repo.results import ResultRow
@@ -15,11 +18,30 @@ from storage.states import JobState, ResultStatus, utcnow
 __all__ = [
     "ArtifactRow",
     "EventRow",
+    "JobKind",
     "JobRow",
     "JobState",
     "ModelRow",
     "ResultRow",
     "ResultStatus",
     "WorkerRow",
+    "is_serving",
+    "job_kind",
     "utcnow",
 ]
+
+
+class JobKind(StrEnum):
+    """What a job runs: a sweep of configurations, or a serving study on Triton."""
+
+    SWEEP = "sweep"
+    SERVING = "serving"
+
+
+def job_kind(spec: dict[str, Any]) -> JobKind:
+    """Read from the stored spec (a serving study's carries kind; sweeps carry none)."""
+    return JobKind.SERVING if spec.get("kind") == JobKind.SERVING else JobKind.SWEEP
+
+
+def is_serving(spec: dict[str, Any]) -> bool:
+    return job_kind(spec) == JobKind.SERVING

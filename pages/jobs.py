@@ -15,10 +15,9 @@ from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs, progress
 from backend.queue.worker import fp32_baseline
-from backend.records import JobRow, JobState, utcnow
+from backend.records import JobRow, JobState, is_serving, utcnow
 from backend.reporting import profilecharts
 from backend.results import StoredResult
-from backend.serving.study import is_serving
 from pages.access import can, guarded
 from pages.components.formatting import fmt_duration, plain
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress

@@ -10,14 +10,13 @@ from datetime import datetime
 
 from backend.errors import UserError
 from backend.queue import jobs
-from backend.records import JobRow, JobState, utcnow
+from backend.records import JobRow, JobState, is_serving, utcnow
 from backend.reporting import distance
 from backend.reporting.frames import ran_on
 from backend.results import ConfigurationResult
 from backend.serving.study import (
     ServingStudy,
     configuration_label,
-    is_serving,
     load_label,
     point_key,
 )

@@ -36,9 +36,9 @@ from backend.queue.lease import Backoff, LeaseKeeper
 from backend.queue.measuring import measure_in_child, ordered_configurations
 from backend.queue.mixedsearch import run_search
 from backend.queue.produced import store_produced_files
+from backend.records import is_serving, job_kind
 from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimes import all_provider_statuses
-from backend.serving.study import is_serving, job_kind
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.artifacts import ArtifactStore
 from storage.db import DatabaseUnavailable

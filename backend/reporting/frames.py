@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from backend.engine.measure import PEAK_SCOPE
+from backend.records import is_serving
 from backend.reporting import distance
 from backend.results import LatencyStats, ResultStatus, StoredResult
-from backend.serving.study import is_serving
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store

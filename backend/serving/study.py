@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from backend.errors import UserError
+from backend.records import JobKind
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
 from backend.serving.types import (
     BatchingPolicy,
@@ -27,19 +28,9 @@ from storage.repo import models as model_store
 from storage.repo import serving as serving_store
 from storage.repo.jobs import JobRow
 
-KIND = "serving"
+KIND = JobKind.SERVING.value
 ORIGINAL = "original"
 CURVE_SIZES = (1, 2, 4, 8, 16)  # the latency curve measured per configuration, for predictions
-
-
-def is_serving(spec: dict[str, Any]) -> bool:
-    """A job's spec is a serving study (sweeps carry no kind)."""
-    return spec.get("kind") == KIND
-
-
-def job_kind(spec: dict[str, Any]) -> str:
-    """ "serving" or "sweep": the label the worker's metrics carry."""
-    return KIND if is_serving(spec) else "sweep"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from backend.errors import UserError
+from backend.records import is_serving
 from backend.reporting import frames
 from backend.serving.calibrate import calibrate
 from backend.serving.recommend import Evidence, Recommendation, Variant, recommend
@@ -23,7 +24,6 @@ from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
     ServedVariant,
     ServingStudy,
-    is_serving,
     load_label,
     study_points,
 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.queue import jobs
-from backend.serving.study import ServingStudy, is_serving
+from backend.records import is_serving
+from backend.serving.study import ServingStudy
 from storage.states import JobState
 from tests.pages.seed import add_model, finished_study, open_page, queued_study, run_queued, texts
 
