@@ -7,7 +7,6 @@ import itertools
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from backend.cluster.names import check_cluster_fields
 from backend.cudaoptions import (  # re-exported
     ConvAlgoSearch,
     CudaOptions,
@@ -20,6 +19,7 @@ from backend.measure_settings import (  # re-exported
     MeasureSettings,
     preset_name,
 )
+from backend.placement import check_cluster_fields
 from backend.trtoptions import TrtOptions, trt_checked, trt_for, trt_for_sweep
 
 

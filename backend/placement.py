@@ -1,4 +1,6 @@
-"""Hardware target names, checked where a configuration is made (specs.py imports this)."""
+"""Where a configuration runs (hardware target, replicas), checked where a configuration is made.
+
+Below specs.py, so the spec does not import the cluster package above it."""
 
 from __future__ import annotations
 
