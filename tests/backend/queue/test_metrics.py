@@ -4,41 +4,23 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
-
-from prometheus_client.parser import text_string_to_metric_families
 
 import settings
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.specs import MeasureSettings, SweepSpec
 from storage.states import JobState
+from tests.postgres import free_port
+from tests.prometheus import metric_samples
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICK = MeasureSettings(
     warmup_runs=2, window_runs=10, window_min_seconds=0.05, max_seconds=3, accuracy_samples=1
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _samples(port: int) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def test_metrics_are_off_unless_a_port_is_set_and_then_on_loopback() -> None:
@@ -52,7 +34,7 @@ def test_worker_counts_jobs_configurations_durations_and_queue_depth(
     model = ingest_file(mlp_path, "mlp.onnx")
     spec = SweepSpec(precisions=("fp32",), providers=("cpu",), batch_sizes=(1, 2), measure=QUICK)
     job = jobs.submit_sweep(model.id, spec)
-    port = _free_port()
+    port = free_port()
     worker = subprocess.Popen(
         [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.2"],
         cwd=ROOT,
@@ -66,7 +48,7 @@ def test_worker_counts_jobs_configurations_durations_and_queue_depth(
         while jobs.get_job(job.id).state != JobState.SUCCEEDED and time.monotonic() < deadline:
             time.sleep(0.3)
         time.sleep(0.5)  # one more poll updates the gauges
-        samples = _samples(port)
+        samples = metric_samples(port)
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)

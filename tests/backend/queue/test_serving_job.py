@@ -11,16 +11,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from backend.models.ingest import ingest_file
 from backend.queue import jobs, worker
@@ -30,6 +27,8 @@ from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
 from storage.repo import serving as serving_store
 from storage.states import JobState
 from tests import models as model_factory
+from tests.postgres import free_port
+from tests.prometheus import metric_samples
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = BatchingPolicy(max_batch_size=8, max_queue_delay_us=2000)
@@ -37,22 +36,6 @@ LOADS = (
     LoadSpec(Scenario.CONCURRENCY, duration_s=1.0, concurrency=4, seed=3),
     LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=80, seed=5),
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _samples(port: int) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def _study(loads: tuple[LoadSpec, ...] = LOADS, sizes: tuple[int, ...] = (1, 4)) -> ServingStudy:
@@ -70,7 +53,7 @@ def test_worker_process_serves_measures_stores_typed_points_and_counts_the_study
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     job = submit_study(model.id, _study())
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.2"],
         cwd=ROOT,
@@ -84,7 +67,7 @@ def test_worker_process_serves_measures_stores_typed_points_and_counts_the_study
         while not jobs.get_job(job.id).state.finished and time.monotonic() < deadline:
             time.sleep(0.3)
         time.sleep(0.5)  # one more poll updates the gauges
-        samples = _samples(port)
+        samples = metric_samples(port)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
