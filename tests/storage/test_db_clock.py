@@ -6,19 +6,14 @@ call of that process); PostgreSQL has its own clock, so the stored times must be
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from sqlalchemy import text
 
 from storage.db import session_scope
 from storage.repo import audit, jobs, models, users
+from tests.skewed_clock import run_skewed
 
-ROOT = Path(__file__).resolve().parents[2]
 WRITER = """
 from datetime import datetime
 from storage.repo import audit, jobs, models, users
@@ -45,19 +40,7 @@ def _database_now() -> datetime:
 def test_rows_written_by_a_process_with_a_skewed_clock_carry_the_database_time(
     postgres_url: str,
 ) -> None:
-    faketime = shutil.which("faketime")
-    assert faketime, "faketime is not installed (scripts/test installs it)"
-    done = subprocess.run(
-        [faketime, "-f", "+1d", sys.executable, "-c", WRITER],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    skewed = datetime.fromisoformat(done.stdout.split()[0])
+    skewed = datetime.fromisoformat(run_skewed("+1d", WRITER).split()[0])
     assert skewed - datetime.now() > timedelta(hours=23)  # the skew really applied
     now = _database_now()
 

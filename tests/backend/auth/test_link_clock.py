@@ -7,17 +7,12 @@ against a real PostgreSQL server, whose clock is the true one.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from backend.auth import links
 from storage.clock import database_now
+from tests.skewed_clock import run_skewed
 
-ROOT = Path(__file__).resolve().parents[3]
 WEB_HOST = """
 import json, sys
 from datetime import UTC, datetime
@@ -41,19 +36,8 @@ print(json.dumps({
 
 
 def _web_host(skew: str, fresh: str, stale: str) -> dict:
-    faketime = shutil.which("faketime")
-    assert faketime, "faketime is not installed (scripts/test installs it)"
-    done = subprocess.run(
-        [faketime, "-f", skew, sys.executable, "-c", WEB_HOST, fresh, stale],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_skewed(skew, WEB_HOST, fresh, stale)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_a_skewed_web_host_can_neither_cut_nor_extend_a_link(postgres_url: str) -> None:
