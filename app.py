@@ -8,6 +8,7 @@ from backend import viewer
 from backend.auth.roles import Permission, Via
 from backend.queue.jobs import list_workers
 from pages import access, signin
+from pages.components.widgets import fill_copy_link
 
 st.set_page_config(page_title="Optiboard", page_icon="⚡", layout="wide")
 
@@ -37,7 +38,10 @@ if principal is None:  # routed but not run: the address (page + query) survives
     signin.render(st.navigation([*PAGES, USERS], position="hidden"))
     st.stop()
 if principal.via == Via.LINK:  # a signed link: that comparison, read-only, and nothing else
-    st.navigation([PAGES[-1]], position="hidden").run()
+    try:
+        st.navigation([PAGES[-1]], position="hidden").run()
+    finally:
+        fill_copy_link()
     st.stop()
 allowed = [*PAGES, USERS] if principal.can(Permission.USERS) else PAGES
 page = st.navigation(allowed)
@@ -52,4 +56,7 @@ with st.sidebar:
     access.sign_out_control(principal)
     # No server paths or database addresses here: anyone who can open the page reads the sidebar.
 
-page.run()
+try:
+    page.run()
+finally:  # even when the page stopped early: the header's link carries what it wrote to the URL
+    fill_copy_link()

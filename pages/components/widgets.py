@@ -14,12 +14,21 @@ from pages.components.formatting import plain
 from pages.components.router import ensure_router
 from pages.components.url_state import bound_selectbox, share_url
 
+_LINK_SLOT = "_copy_link_slot"
+
 
 def copy_link() -> None:
-    """A popover with this view's link; its code block has a copy button."""
+    """A popover whose code block (it has a copy button) app.py fills once the page has run."""
     with st.popover("🔗 Copy link", help="A link that opens this exact view, for teammates"):
         st.caption("Anyone who can reach this dashboard sees the same view from this link.")
-        st.code(share_url(), language=None, wrap_lines=True)
+        st.session_state[_LINK_SLOT] = st.empty()
+
+
+def fill_copy_link() -> None:
+    """Write this view's link after the page ran: widgets below the header write to the URL too."""
+    slot = st.session_state.pop(_LINK_SLOT, None)
+    if slot is not None:
+        slot.code(share_url(), language=None, wrap_lines=True)
 
 
 def page_header(title: str, caption: str | None = None) -> None:

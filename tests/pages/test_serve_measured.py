@@ -20,6 +20,8 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     at = open_page("serve", study=job.id)
     assert not at.exception
     assert at.query_params["view"] == "measured" and at.query_params["slo"] == "50"
+    link_shown = at.code[0].value  # the header's Copy link, written after the page's widgets ran
+    assert "slo=50" in link_shown and f"study={job.id}" in link_shown, link_shown
     sentence = (at.success or at.warning)[0].value
     assert sentence.startswith("In 2 measurements across 1 configurations")
     assert "2 of 2 load points measured" in texts(at)
