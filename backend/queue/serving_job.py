@@ -77,7 +77,9 @@ class ServingJob:
         study = ServingStudy.from_dict(job.spec)
         done = serving_store.stored_keys(job.id)
         if done:
-            job_store.log_event(job.id, f"resuming: {len(done)} serving points already stored")
+            job_store.log_event(
+                job.id, f"resuming: {len(done)} load points and calibrations already stored"
+            )
         steps = [(v, p) for v in study.variants for p in study.policies]
         calibrated: set[str] = set()
         try:
