@@ -262,13 +262,13 @@ def _prediction_note(study: ServingStudy, calibrated: bool, old_curves: int) -> 
     """Why a study with points shows no predictions ("" when it does, or will)."""
     if calibrated:
         return ""
-    if not study.curve_sizes:
-        return "This study asked for no calibration, so nothing is predicted beside its points."
     if old_curves:
         return (
             "This study was measured before predictions came from a calibration on the server; "
             "queue it again to see predictions beside its points."
         )
+    if not study.curve_sizes:
+        return "This study asked for no calibration, so nothing is predicted beside its points."
     return ""
 
 
