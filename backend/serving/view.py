@@ -282,7 +282,7 @@ def study_view(job_id: int, slo_p99_ms: float | None = None) -> StudyView:
     for label, points in stored.by_configuration.items():
         variant = variant_of.get(label)
         curve = stored.calibrations.get(variant.key) if variant else None
-        predicted = predicted_points(curve, points) if curve else []
+        predicted = predicted_points(curve, points) if curve is not None else []
         configurations.append(MeasuredConfiguration(label, points, predicted))
     calibrations = [
         VariantCalibration(v.name, stored.calibrations[v.key])
