@@ -27,7 +27,7 @@ import resource
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,11 @@ class Executions:
     queue_ms: float  # mean per request
     response_ms: float  # mean compute_input + compute_output per request
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Executions:
+        by_size = {k: {int(b): v for b, v in data[k].items()} for k in ("count", "busy_ms")}
+        return cls(**{**data, **by_size})
+
 
 @dataclass(frozen=True)
 class HostSample:
@@ -73,6 +78,16 @@ class HostSample:
     server_cpu_ms: float  # Triton's CPU time per request (server, backend stubs, ONNX Runtime)
     wall_s: float  # how long the sample ran, warm-up included (as the CPU times)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "point": self.point.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HostSample:
+        executions = Executions.from_dict(data["executions"])
+        return cls(
+            **{**data, "point": LoadPoint.from_dict(data["point"]), "executions": executions}
+        )
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -82,8 +97,48 @@ class Calibration:
     single: HostSample
     loaded: HostSample
     two_instances: HostSample | None = None
-    then: tuple[LoadPoint, ...] = ()
-    delay_probe: HostSample | None = None  # points measured right after, on the same server
+    then: tuple[LoadPoint, ...] = ()  # points measured right after, on the same server
+    delay_probe: HostSample | None = None
+    measured_curve: LatencyCurve | None = None  # the curve as measured, before `calibrated`
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything measured, so a changed `calibrated` can be judged on the same samples."""
+
+        def sample(s: HostSample | None) -> dict[str, Any] | None:
+            return s.to_dict() if s else None
+
+        return {
+            "curve": asdict(self.curve),
+            "single": self.single.to_dict(),
+            "loaded": self.loaded.to_dict(),
+            "two_instances": sample(self.two_instances),
+            "then": [p.to_dict() for p in self.then],
+            "delay_probe": sample(self.delay_probe),
+            "measured_curve": asdict(self.measured_curve) if self.measured_curve else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        def sample(d: dict[str, Any] | None) -> HostSample | None:
+            return HostSample.from_dict(d) if d else None
+
+        measured = data["measured_curve"]
+        return cls(
+            LatencyCurve.from_dict(data["curve"]),
+            HostSample.from_dict(data["single"]),
+            HostSample.from_dict(data["loaded"]),
+            sample(data["two_instances"]),
+            tuple(LoadPoint.from_dict(p) for p in data["then"]),
+            sample(data["delay_probe"]),
+            LatencyCurve.from_dict(measured) if measured else None,
+        )
+
+    def recalibrated(self) -> LatencyCurve:
+        """`calibrated` applied again to the stored samples (after a change to it)."""
+        assert self.measured_curve is not None, "stored before the measured curve was kept"
+        return calibrated(
+            self.measured_curve, self.single, self.loaded, self.two_instances, self.delay_probe
+        )
 
 
 def _stats(endpoint: ServerEndpoint) -> dict:
@@ -382,5 +437,5 @@ def calibrate_on_server(
         held = BatchingPolicy(max_batch_size=max(sizes), max_queue_delay_us=delay_probe_us)
         spec = LoadSpec(Scenario.CONCURRENCY, duration_s=duration_s)
         probe = _one_sample(model_path, held, spec, served, should_cancel)
-    curve = calibrated(curve, single, loaded, pair, probe)
-    return Calibration(curve, single, loaded, pair, points, probe)
+    fitted = calibrated(curve, single, loaded, pair, probe)
+    return Calibration(fitted, single, loaded, pair, points, probe, measured_curve=curve)
