@@ -65,9 +65,11 @@ def _measured_charts(view: StudyView) -> None:
     (st.success if view.meets else st.warning)(view.sentence, icon="✅" if view.meets else "⚠️")
     st.plotly_chart(charts.throughput_vs_p99(view.curves, view.slo_p99_ms), key="study_curves")
     st.caption(
-        "Solid: measured on Triton. Dashed: predicted by the dynamic-batcher simulation from the "
-        "latency curve measured on the same server, calibrated on its heaviest point."
+        "Solid: measured on Triton. Dashed: predicted by the dynamic-batcher simulation from each "
+        "variant's calibration on the same server, never fitted to a measured point."
     )
+    for line in view.prediction_captions:
+        st.caption(line)
     with_points = {c.label: c for c in view.configurations if c.measured}
     label = bound_selectbox("Configuration", list(with_points), "config")
     split, histogram = st.columns(2)

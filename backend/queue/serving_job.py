@@ -1,10 +1,13 @@
 """The worker's side of a serving study: start Triton per configuration, measure, store, stop.
 
-For each variant x batching policy the worker starts a real tritonserver (backend/serving/
-server.py, which health-checks it and stops it whatever happens), measures the latency curve the
-predictions are made from, then each load point from a child process (the load generator's CPU
-apart from the worker's), and stores every point as it lands. A server that fails to start ends
-the job with Triton's own log line; a cancel kills the child and the server stops with the block.
+Before a variant's first configuration the worker calibrates it on the real server
+(backend/serving/calibrate.py calibrate_on_server, as `serve recommend` and the prediction bench
+do: every simulation input measured, none fitted to a point the predictions are judged on) and
+stores that curve once per variant. Then for each batching policy it starts a real tritonserver
+(backend/serving/server.py, which health-checks it and stops it whatever happens), measures each
+load point from a child process (the load generator's CPU apart from the worker's), and stores
+every point as it lands. A server that fails to start ends the job with Triton's own log line; a
+cancel kills the measuring child (calibration's too) and the server stops with the block.
 """
 
 from __future__ import annotations
@@ -18,15 +21,16 @@ from backend.errors import UserError
 from backend.launch.children import run_in_child
 from backend.queue import metrics
 from backend.queue.lease import LeaseKeeper
-from backend.serving.curve import measure_latency_curve
+from backend.serving.calibrate import CalibrationCancelled, calibrate_on_server
 from backend.serving.loadgen import run_load
+from backend.serving.repository import plan_model
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.study import (
     KIND,
     ServedVariant,
     ServingStudy,
+    calibration_key,
     configuration_label,
-    curve_key,
     load_label,
     point_key,
 )
@@ -39,7 +43,8 @@ from storage.repo import serving as serving_store
 from storage.repo.jobs import JobRow
 from storage.states import JobState
 
-CURVE_REQUESTS = 30  # requests per batch size of the latency curve (its median feeds predictions)
+CALIBRATION_REQUESTS = 15  # requests per batch size of the calibrated curve
+CALIBRATION_SECONDS = 1.0  # each calibration load (one, then four in flight; each probe)
 
 
 class Cancelled(Exception):
@@ -72,8 +77,11 @@ class ServingJob:
         study = ServingStudy.from_dict(job.spec)
         done = serving_store.stored_keys(job.id)
         if done:
-            job_store.log_event(job.id, f"resuming: {len(done)} serving points already stored")
+            job_store.log_event(
+                job.id, f"resuming: {len(done)} load points and calibrations already stored"
+            )
         steps = [(v, p) for v in study.variants for p in study.policies]
+        calibrated: set[str] = set()
         try:
             for index, (variant, policy) in enumerate(steps, start=1):
                 wanted = [point_key(variant, policy, load) for load in study.loads]
@@ -81,6 +89,9 @@ class ServingJob:
                     continue
                 if self._should_stop(job):
                     break
+                if variant.key not in calibrated:
+                    self._calibrate(job, study, variant, done)
+                    calibrated.add(variant.key)
                 label = configuration_label(variant, policy)
                 job_store.log_event(job.id, f"[{index}/{len(steps)}] {label}")
                 self._configuration(job, study, variant, policy, done)
@@ -90,6 +101,43 @@ class ServingJob:
 
     def _should_stop(self, job: JobRow) -> bool:
         return self.runner._should_stop(job.id)
+
+    def _calibrate(
+        self, job: JobRow, study: ServingStudy, variant: ServedVariant, done: set[str]
+    ) -> None:
+        """The variant's simulation inputs measured on the server, stored once (not when the
+        study asks for no predictions or a resumed job has them)."""
+        key = calibration_key(variant)
+        if not study.curve_sizes or key in done:
+            return
+        path = self._path(job.model_id, variant)
+        sizes = study.calibration_sizes
+        planned = plan_model(path, BatchingPolicy(max(sizes)), dict(study.dims))
+        if not planned.max_batch_size:  # a fixed-batch server takes its one shape only
+            sizes = (1,)
+        two = any(p.instance_count > 1 for p in study.policies)
+        job_store.log_event(
+            job.id,
+            f"calibrating {variant.name} on Triton: batch sizes {', '.join(map(str, sizes))}"
+            + (", two instances" if two else "")
+            + (f", a {study.delay_probe_us} us queue delay" if study.delay_probe_us else ""),
+        )
+        try:
+            calibration = calibrate_on_server(
+                path,
+                sizes,
+                requests_per_size=CALIBRATION_REQUESTS,
+                duration_s=CALIBRATION_SECONDS,
+                dims=dict(study.dims),
+                intra_op_threads=study.intra_op_threads or None,
+                two_instances=two,
+                delay_probe_us=study.delay_probe_us,
+                provider=study.provider,
+                should_cancel=lambda: self._should_stop(job),
+            )
+        except CalibrationCancelled:
+            raise Cancelled from None
+        self._save(job, key, variant.name, serving_store.CALIBRATION, asdict(calibration.curve))
 
     def _configuration(
         self,
@@ -133,20 +181,6 @@ class ServingJob:
         done: set[str],
     ) -> None:
         label = configuration_label(variant, policy)
-        key = curve_key(variant, policy)
-        if study.curve_sizes and key not in done:
-            limit = endpoint.max_batch_size or 1
-            sizes = tuple(s for s in study.curve_sizes if s <= limit) or (1,)
-            curve = self._child(
-                job,
-                measure_latency_curve,
-                endpoint,
-                sizes,
-                requests_per_size=CURVE_REQUESTS,
-                timeout_s=60 + 2 * CURVE_REQUESTS * len(sizes),
-                what="The latency-curve measurement",
-            )
-            self._save(job, key, label, serving_store.CURVE, asdict(curve))
         measure = MEASURE_PRESETS[study.measure]
         for load in study.loads:
             key = point_key(variant, policy, load)

@@ -26,16 +26,23 @@ import os
 import resource
 import time
 import urllib.request
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from backend.launch.children import run_in_child
 from backend.serving.curve import measure_latency_curve
 from backend.serving.loadgen import run_load
 from backend.serving.server import ServerEndpoint, TritonServer, serve
-from backend.serving.simulate import RANKING_REQUESTS, simulate
-from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.serving.types import (
+    BatchingPolicy,
+    LatencyCurve,
+    LoadPoint,
+    LoadSpec,
+    Scenario,
+    ServingProvider,
+)
 from backend.specs import MEASURE_PRESETS
 
 LOADED_IN_FLIGHT = 4  # the calibration load; the bench judges 1 and 8 in flight
@@ -55,6 +62,11 @@ class Executions:
     queue_ms: float  # mean per request
     response_ms: float  # mean compute_input + compute_output per request
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Executions:
+        by_size = {k: {int(b): v for b, v in data[k].items()} for k in ("count", "busy_ms")}
+        return cls(**{**data, **by_size})
+
 
 @dataclass(frozen=True)
 class HostSample:
@@ -66,6 +78,16 @@ class HostSample:
     server_cpu_ms: float  # Triton's CPU time per request (server, backend stubs, ONNX Runtime)
     wall_s: float  # how long the sample ran, warm-up included (as the CPU times)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "point": self.point.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HostSample:
+        executions = Executions.from_dict(data["executions"])
+        return cls(
+            **{**data, "point": LoadPoint.from_dict(data["point"]), "executions": executions}
+        )
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -75,8 +97,48 @@ class Calibration:
     single: HostSample
     loaded: HostSample
     two_instances: HostSample | None = None
-    then: tuple[LoadPoint, ...] = ()
-    delay_probe: HostSample | None = None  # points measured right after, on the same server
+    then: tuple[LoadPoint, ...] = ()  # points measured right after, on the same server
+    delay_probe: HostSample | None = None
+    measured_curve: LatencyCurve | None = None  # the curve as measured, before `calibrated`
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything measured, so a changed `calibrated` can be judged on the same samples."""
+
+        def sample(s: HostSample | None) -> dict[str, Any] | None:
+            return s.to_dict() if s else None
+
+        return {
+            "curve": asdict(self.curve),
+            "single": self.single.to_dict(),
+            "loaded": self.loaded.to_dict(),
+            "two_instances": sample(self.two_instances),
+            "then": [p.to_dict() for p in self.then],
+            "delay_probe": sample(self.delay_probe),
+            "measured_curve": asdict(self.measured_curve) if self.measured_curve else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        def sample(d: dict[str, Any] | None) -> HostSample | None:
+            return HostSample.from_dict(d) if d else None
+
+        measured = data["measured_curve"]
+        return cls(
+            LatencyCurve.from_dict(data["curve"]),
+            HostSample.from_dict(data["single"]),
+            HostSample.from_dict(data["loaded"]),
+            sample(data["two_instances"]),
+            tuple(LoadPoint.from_dict(p) for p in data["then"]),
+            sample(data["delay_probe"]),
+            LatencyCurve.from_dict(measured) if measured else None,
+        )
+
+    def recalibrated(self) -> LatencyCurve:
+        """`calibrated` applied again to the stored samples (after a change to it)."""
+        assert self.measured_curve is not None, "stored before the measured curve was kept"
+        return calibrated(
+            self.measured_curve, self.single, self.loaded, self.two_instances, self.delay_probe
+        )
 
 
 def _stats(endpoint: ServerEndpoint) -> dict:
@@ -259,45 +321,6 @@ def _delay_overshoot(single: HostSample, probe: HostSample | None) -> float:
     return max(0.0, probe.executions.queue_ms - delay_ms - single.executions.queue_ms)
 
 
-def calibrate(curve: LatencyCurve, measured: LoadPoint, steps: int = 12) -> LatencyCurve:
-    """The curve fitted to one measured saturated point: the generator's serial cost, then the
-    way's noise. For stored studies that kept only a curve and load points (no CPU times, no
-    per-request statistics): `calibrated` reads every input from measurements instead.
-
-    The serial cost is bisected until the simulated throughput matches (the same time leaves
-    the pure delay, where one request in flight counted it), then the overhead's jitter until
-    the simulated p99 matches.
-    """
-
-    def fitted(cost: float, cv: float) -> LatencyCurve:
-        overhead = max(0.0, curve.overhead_ms - cost)
-        return replace(curve, request_cost_ms=cost, overhead_ms=overhead, overhead_jitter=cv)
-
-    def point(trial: LatencyCurve) -> LoadPoint:
-        return simulate(trial, measured.spec, measured.policy, requests=RANKING_REQUESTS)
-
-    low, high = 0.0, 1000.0 / max(measured.achieved_rps, 1e-9)
-    for _ in range(steps):
-        middle = (low + high) / 2
-        low, high = (
-            (middle, high)
-            if point(fitted(middle, 0.0)).achieved_rps > measured.achieved_rps
-            else (low, middle)
-        )
-    cost = (low + high) / 2
-    low, high = 0.0, 8.0
-    if point(fitted(cost, 0.0)).latency.p99 >= measured.latency.p99:
-        return fitted(cost, 0.0)
-    for _ in range(steps):
-        middle = (low + high) / 2
-        low, high = (
-            (middle, high)
-            if point(fitted(cost, middle)).latency.p99 < measured.latency.p99
-            else (low, middle)
-        )
-    return fitted(cost, (low + high) / 2)
-
-
 def _measure_on_server(
     endpoint: ServerEndpoint,
     group: int,
@@ -321,9 +344,43 @@ def _group(server: TritonServer) -> int:
     return server.process.pid
 
 
-def _in_child(func, *args, timeout_s: float):  # noqa: ANN001, ANN202 - a thin pass-through
+class CalibrationCancelled(Exception):
+    """should_cancel said stop: the measuring child was killed and its server stopped."""
+
+
+def _in_child(
+    func: Callable[..., Any],
+    *args: Any,
+    timeout_s: float,
+    should_cancel: Callable[[], bool] | None,
+) -> Any:
+    """func's value from a limited child; CalibrationCancelled when should_cancel stopped it."""
     what = "The serving calibration"
-    return run_in_child(func, *args, timeout_s=timeout_s, what=what).value_or_raise(what)
+    outcome = run_in_child(func, *args, timeout_s=timeout_s, should_cancel=should_cancel, what=what)
+    if outcome.cancelled:
+        raise CalibrationCancelled
+    return outcome.value_or_raise(what)
+
+
+def _one_sample(
+    model_path: Path,
+    policy: BatchingPolicy,
+    spec: LoadSpec,
+    served: dict[str, Any],
+    should_cancel: Callable[[], bool] | None,
+) -> HostSample:
+    """One more server, one load point sampled on it (calibrate_on_server's optional probes)."""
+    if should_cancel is not None and should_cancel():
+        raise CalibrationCancelled
+    with serve(model_path, policy, **served) as server:
+        return _in_child(
+            sample_load,
+            server.endpoint,
+            spec,
+            _group(server),
+            timeout_s=60 + 8 * spec.duration_s,
+            should_cancel=should_cancel,
+        )
 
 
 def calibrate_on_server(
@@ -337,6 +394,8 @@ def calibrate_on_server(
     two_instances: bool = False,
     then: Sequence[LoadSpec] = (),
     delay_probe_us: int = 0,
+    provider: ServingProvider = ServingProvider.CPU,
+    should_cancel: Callable[[], bool] | None = None,
 ) -> Calibration:
     """Serve the file on the real Triton server and measure every input of the simulation.
 
@@ -347,12 +406,16 @@ def calibrate_on_server(
     largest size, no delay), seconds apart from the calibration on a host whose load moves.
     With delay_probe_us, one more server holds batches that long (no preferred sizes) at one
     request in flight: how late the batcher sends a held batch; without, it sends on time.
+    Every server runs the provider's instances. should_cancel is asked while each child
+    measures and before each further server: True kills the child, stops its server and raises
+    CalibrationCancelled (a worker's job was cancelled).
     """
     sizes = tuple(sorted(set(batch_sizes)))
     policy = BatchingPolicy(max_batch_size=max(sizes))
+    served = {"dims": dims, "intra_op_threads": intra_op_threads, "provider": provider}
     limit = 120 + 2 * requests_per_size * len(sizes) + 8 * duration_s
     limit += sum(4 * spec.duration_s + 10 for spec in then)
-    with serve(model_path, policy, dims=dims, intra_op_threads=intra_op_threads) as server:
+    with serve(model_path, policy, **served) as server:
         curve, single, loaded, points = _in_child(
             _measure_on_server,
             server.endpoint,
@@ -362,22 +425,17 @@ def calibrate_on_server(
             duration_s,
             tuple(then),
             timeout_s=limit,
+            should_cancel=should_cancel,
         )
     pair = None
     if two_instances:
         two = BatchingPolicy(max_batch_size=max(sizes), dynamic_batching=False, instance_count=2)
         spec = LoadSpec(Scenario.CONCURRENCY, concurrency=PAIR_IN_FLIGHT, duration_s=duration_s)
-        with serve(model_path, two, dims=dims, intra_op_threads=intra_op_threads) as server:
-            pair = _in_child(
-                sample_load, server.endpoint, spec, _group(server), timeout_s=60 + 8 * duration_s
-            )
+        pair = _one_sample(model_path, two, spec, served, should_cancel)
     probe = None
     if delay_probe_us > 0:
         held = BatchingPolicy(max_batch_size=max(sizes), max_queue_delay_us=delay_probe_us)
         spec = LoadSpec(Scenario.CONCURRENCY, duration_s=duration_s)
-        with serve(model_path, held, dims=dims, intra_op_threads=intra_op_threads) as server:
-            probe = _in_child(
-                sample_load, server.endpoint, spec, _group(server), timeout_s=60 + 8 * duration_s
-            )
-    curve = calibrated(curve, single, loaded, pair, probe)
-    return Calibration(curve, single, loaded, pair, points, probe)
+        probe = _one_sample(model_path, held, spec, served, should_cancel)
+    fitted = calibrated(curve, single, loaded, pair, probe)
+    return Calibration(fitted, single, loaded, pair, points, probe, measured_curve=curve)

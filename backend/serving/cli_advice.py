@@ -88,17 +88,20 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
         instances = tuple(int(n) for n in args.instances.split(",") if n.strip()) or (1,)
     except ValueError:
         raise UserError(f"--instances takes counts such as 1,2, not {args.instances!r}.") from None
+    grid = recommendation_grid(instances)
+    delays = [p.max_queue_delay_us for p in grid if p.max_queue_delay_us > 0]
     variants = served_variants(
         job_files(args.job),
         dims=dims,
         intra_op_threads=args.threads,
         two_instances=max(instances) > 1,
+        delay_probe_us=min(delays, default=0),  # how late a held batch leaves, for the delays
     )
     return recommend(
         variants,
         args.slo,
         min_rps=args.min_rate,
-        policies=recommendation_grid(instances),
+        policies=grid,
         confirm=triton_confirm(dims, args.threads),
         confirm_top=args.confirm,
         confirm_duration_s=args.duration,

@@ -113,9 +113,11 @@ def served_variants(
     dims: dict[str, int] | None = None,
     intra_op_threads: int | None = None,
     two_instances: bool = True,
+    delay_probe_us: int = 0,
 ) -> list[Variant]:
     """Each file's curve and per-request costs measured through the real server
-    (serving.calibrate), so the predictions are of that server, not of an in-process sweep."""
+    (serving.calibrate), so the predictions are of that server, not of an in-process sweep.
+    delay_probe_us > 0 also measures how late a held batch leaves (for policies with a delay)."""
     from backend.serving.calibrate import calibrate_on_server  # the server side, when installed
 
     return [
@@ -129,6 +131,7 @@ def served_variants(
                 dims=dims,
                 intra_op_threads=intra_op_threads,
                 two_instances=two_instances,
+                delay_probe_us=delay_probe_us,
             ).curve,
             str(f.path),
         )

@@ -2,8 +2,9 @@
 
 Stored as a job's spec (with "kind": "serving", which sweeps do not have), claimed by the worker
 like a sweep, run by backend/queue/serving_job.py; each load point is stored as it lands
-(storage/repo/serving.py). Keys name a point by variant, policy and load, so a resumed job skips
-what is already stored.
+(storage/repo/serving.py), after each variant's calibration on the server (its simulation inputs,
+stored once per variant). Keys name a point by variant, policy and load, and a calibration by
+variant, so a resumed job skips what is already stored.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from storage.repo.jobs import JobRow
 
 KIND = JobKind.SERVING.value
 ORIGINAL = "original"
-CURVE_SIZES = (1, 2, 4, 8, 16)  # the latency curve measured per configuration, for predictions
+CURVE_SIZES = (1, 2, 4, 8, 16)  # the batch sizes calibrated per variant, for predictions
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,8 @@ def point_key(variant: ServedVariant, policy: BatchingPolicy, load: LoadSpec) ->
     return f"{variant.key}|{policy.label}|{load.scenario.value}:{load_label(load)}"
 
 
-def curve_key(variant: ServedVariant, policy: BatchingPolicy) -> str:
-    return f"{variant.key}|{policy.label}|curve"
+def calibration_key(variant: ServedVariant) -> str:
+    return f"{variant.key}|calibration"
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class ServingStudy:
     measure: str = "quick"  # a MEASURE_PRESETS name: warm-up and the stability rule
     dims: tuple[tuple[str, int], ...] = ()
     intra_op_threads: int = 0  # 0: the cores shared out among the instances
-    curve_sizes: tuple[int, ...] = CURVE_SIZES  # () measures no curve and predicts nothing
+    curve_sizes: tuple[int, ...] = CURVE_SIZES  # () calibrates nothing and predicts nothing
     kind: str = field(default=KIND)
     provider: ServingProvider = ServingProvider.CPU  # every configuration's ORT provider
 
@@ -109,6 +110,19 @@ class ServingStudy:
         ]
         if len(set(keys)) != len(keys):
             raise UserError("The study names the same variant, policy and load twice; drop one.")
+
+    @property
+    def calibration_sizes(self) -> tuple[int, ...]:
+        """curve_sizes up to the largest batch a dynamic policy forms (any policy's when none
+        batches): the simulation interpolates only where batches can be."""
+        dynamic = [p.max_batch_size for p in self.policies if p.dynamic_batching]
+        largest = max(dynamic or [p.max_batch_size for p in self.policies])
+        return tuple(s for s in self.curve_sizes if s <= largest) or (1,)
+
+    @property
+    def delay_probe_us(self) -> int:
+        """The smallest queue delay served (0: none), which the calibration probes."""
+        return min((p.max_queue_delay_us for p in self.policies if p.max_queue_delay_us), default=0)
 
     @property
     def point_count(self) -> int:
@@ -171,22 +185,27 @@ def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -
 @dataclass(frozen=True)
 class StudyPoints:
     """A study's stored measurements, typed: points in the order measured, grouped by
-    configuration, and the latency curve each configuration was measured with."""
+    configuration, each variant's calibrated curve (by variant key), and how many bare curves
+    a study stored before calibrations kept (they predict nothing)."""
 
     points: list[LoadPoint]
     by_configuration: dict[str, list[LoadPoint]]
-    curves: dict[str, LatencyCurve]
+    calibrations: dict[str, LatencyCurve]
+    old_curves: int = 0
 
 
 def study_points(job_id: int) -> StudyPoints:
     points: list[LoadPoint] = []
     grouped: dict[str, list[LoadPoint]] = {}
-    curves: dict[str, LatencyCurve] = {}
+    calibrations: dict[str, LatencyCurve] = {}
+    old_curves = 0
     for row in serving_store.list_points([job_id]):
-        if row.kind == serving_store.CURVE:
-            curves[row.configuration] = curve_from_dict(row.payload)
-            continue
-        point = LoadPoint.from_dict(row.payload)
-        points.append(point)
-        grouped.setdefault(row.configuration, []).append(point)
-    return StudyPoints(points, grouped, curves)
+        if row.kind == serving_store.CALIBRATION:
+            calibrations[row.point_key.split("|")[0]] = curve_from_dict(row.payload)
+        elif row.kind == serving_store.POINT:
+            point = LoadPoint.from_dict(row.payload)
+            points.append(point)
+            grouped.setdefault(row.configuration, []).append(point)
+        else:
+            old_curves += 1
+    return StudyPoints(points, grouped, calibrations, old_curves)

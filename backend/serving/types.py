@@ -148,6 +148,10 @@ class LatencyCurve:
         if any(factor <= 0 for factor in self.instance_slowdown):
             raise UserError("Instance slowdown factors must be positive; 1.0 means no slowdown.")
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LatencyCurve:
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
     def slowdown_at(self, running: int) -> float:
         """Compute-time multiplier with `running` executions at once (this one included)."""
         factors = self.instance_slowdown

@@ -1,6 +1,11 @@
 """What the Serve page shows, in one call: curves from stored sweeps, recommendation, chart data,
 and (study_view) the points a serving study measured on Triton with their predictions beside.
 
+A study's predictions simulate each measured load from its variant's calibration on the same
+Triton server (serving.calibrate, stored by the worker once per variant): every input measured,
+none fitted to a measured point, so each prediction is judged against a point it never saw. The
+calibrated figures are captioned beside the chart as the evidence.
+
 The latency-vs-batch curve of each variant comes from a finished Optimize sweep (median per-call
 latency at each batch size, in-process ONNX Runtime); the per-request overhead of a server is a
 user setting until a curve measured through the Triton server (serving.curve) is stored, and so
@@ -10,7 +15,7 @@ pays: without it a tiny model would be predicted to serve millions of requests p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -18,12 +23,12 @@ import pandas as pd
 from backend.errors import UserError
 from backend.records import is_serving
 from backend.reporting import frames
-from backend.serving.calibrate import calibrate
 from backend.serving.recommend import Evidence, Recommendation, Variant, recommend
 from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
     ServedVariant,
     ServingStudy,
+    configuration_label,
     load_label,
     study_points,
 )
@@ -134,7 +139,7 @@ def evidence_table(view: ServeView) -> pd.DataFrame:
 @dataclass(frozen=True)
 class MeasuredConfiguration:
     """One server configuration of a study: its measured points, and the same loads predicted
-    by the batcher simulation from the latency curve measured on that server."""
+    by the batcher simulation from its variant's calibration on the server."""
 
     label: str
     measured: list[LoadPoint]
@@ -149,6 +154,27 @@ class MeasuredConfiguration:
 
 
 @dataclass(frozen=True)
+class VariantCalibration:
+    """A variant's calibrated simulation inputs, as the caption under the chart states them."""
+
+    variant: str
+    curve: LatencyCurve
+
+    @property
+    def caption(self) -> str:
+        c = self.curve
+        compute = ", ".join(
+            f"{ms:.2f} ms at {b}" for b, ms in zip(c.batch_sizes, c.compute_ms, strict=True)
+        )
+        return (
+            f"{self.variant}, calibrated on Triton: compute {compute} · way in and out "
+            f"{c.overhead_ms:.2f} ms (+{c.response_cost_ms:.2f} ms per request on the instance) · "
+            f"generator CPU {c.request_cost_ms:.2f} ms per request · host slowdown "
+            f"{c.host_slowdown:.2f}x · delay overshoot {c.delay_overshoot_ms:.2f} ms"
+        )
+
+
+@dataclass(frozen=True)
 class StudyView:
     """What the Serve page draws for one serving study, measured and predicted apart."""
 
@@ -158,6 +184,17 @@ class StudyView:
     configurations: list[MeasuredConfiguration]
     sentence: str
     meets: bool
+    calibrations: list[VariantCalibration] = field(default_factory=list)
+    prediction_note: str = ""  # why nothing is predicted, when nothing is
+
+    @property
+    def prediction_captions(self) -> list[str]:
+        """What the page writes under the chart: the note, else each variant's calibration."""
+        return (
+            [self.prediction_note]
+            if self.prediction_note
+            else [c.caption for c in self.calibrations]
+        )
 
     @property
     def measurements(self) -> int:
@@ -181,13 +218,9 @@ class StudyView:
 
 
 def predicted_points(curve: LatencyCurve, measured: list[LoadPoint]) -> list[LoadPoint]:
-    """The measured loads predicted by the simulation, its serial per-request cost and overhead
-    noise calibrated on the heaviest measured point (the others are then true predictions)."""
-    if not measured:
-        return []
-    heaviest = max(measured, key=lambda p: p.achieved_rps)
-    fitted = calibrate(curve, heaviest)
-    return [simulate(fitted, p.spec, p.policy, requests=RANKING_REQUESTS) for p in measured]
+    """Each measured load as the simulation predicts it from the calibrated curve (no fitting:
+    the measured points are only judged against)."""
+    return [simulate(curve, p.spec, p.policy, requests=RANKING_REQUESTS) for p in measured]
 
 
 def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> tuple[str, bool]:
@@ -225,21 +258,42 @@ def study_of(job_id: int) -> ServingStudy:
     return ServingStudy.from_dict(job.spec)
 
 
+def _prediction_note(study: ServingStudy, calibrated: bool, old_curves: int) -> str:
+    """Why a study with points shows no predictions ("" when it does, or will)."""
+    if calibrated:
+        return ""
+    if old_curves:
+        return (
+            "This study was measured before predictions came from a calibration on the server; "
+            "queue it again to see predictions beside its points."
+        )
+    if not study.curve_sizes:
+        return "This study asked for no calibration, so nothing is predicted beside its points."
+    return ""
+
+
 def study_view(job_id: int, slo_p99_ms: float | None = None) -> StudyView:
     """The stored points of a serving study (as far as it has come), with predictions."""
     study = study_of(job_id)
     slo = slo_p99_ms or study.slo_p99_ms
     stored = study_points(job_id)
-    configurations = [
-        MeasuredConfiguration(
-            label,
-            points,
-            predicted_points(stored.curves[label], points) if label in stored.curves else [],
-        )
-        for label, points in stored.by_configuration.items()
+    variant_of = {configuration_label(v, p): v for v in study.variants for p in study.policies}
+    configurations = []
+    for label, points in stored.by_configuration.items():
+        variant = variant_of.get(label)
+        curve = stored.calibrations.get(variant.key) if variant else None
+        predicted = predicted_points(curve, points) if curve is not None else []
+        configurations.append(MeasuredConfiguration(label, points, predicted))
+    calibrations = [
+        VariantCalibration(v.name, stored.calibrations[v.key])
+        for v in study.variants
+        if v.key in stored.calibrations
     ]
     sentence, meets = _study_sentence(configurations, slo)
-    return StudyView(job_id, slo, study.point_count, configurations, sentence, meets)
+    note = _prediction_note(study, bool(calibrations), stored.old_curves) if stored.points else ""
+    return StudyView(
+        job_id, slo, study.point_count, configurations, sentence, meets, calibrations, note
+    )
 
 
 def measured_table(view: StudyView) -> pd.DataFrame:

@@ -1,8 +1,10 @@
 """Serving-study points: written once each, by the job's lease holder, as they are measured.
 
-A point is a load point measured on a real Triton server (kind "point") or the latency curve a
-configuration was measured with (kind "curve", which feeds the predictions beside the points).
-The job's progress counts the points only.
+A point is a load point measured on a real Triton server (kind "point") or a variant's
+calibration: the latency curve with every per-request cost measured on the server
+(kind "calibration", once per variant, which the predictions beside the points simulate from).
+Studies stored before kept a bare curve per configuration instead (kind "curve"): still listed,
+never written now, and they predict nothing. The job's progress counts the points only.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from storage.repo.rows import row_of
 from storage.schema import Job, ServingPoint
 
 POINT = "point"
-CURVE = "curve"
+CALIBRATION = "calibration"
+OLD_CURVE = "curve"  # per configuration, before calibrations: read (and ignored), never written
 
 
 @dataclass(frozen=True)

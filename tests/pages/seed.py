@@ -65,8 +65,11 @@ def finished_sweep(
     return job, jobs.stored_results(job.id)
 
 
-def queued_study(model_id: int, slo_p99_ms: float = 50.0) -> JobRow:
-    """A small serving study (one policy, two concurrency levels) queued, not yet run."""
+def queued_study(
+    model_id: int, slo_p99_ms: float = 50.0, curve_sizes: tuple[int, ...] = (1, 4)
+) -> JobRow:
+    """A small serving study (one policy, two concurrency levels) queued, not yet run;
+    curve_sizes () calibrates nothing (no predictions, and a faster run)."""
     from backend.serving.study import ServedVariant, ServingStudy, submit_study
     from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
 
@@ -75,7 +78,7 @@ def queued_study(model_id: int, slo_p99_ms: float = 50.0) -> JobRow:
         policies=(BatchingPolicy(max_batch_size=8, max_queue_delay_us=2000),),
         loads=tuple(LoadSpec(Scenario.CONCURRENCY, duration_s=0.6, concurrency=c) for c in (1, 4)),
         slo_p99_ms=slo_p99_ms,
-        curve_sizes=(1, 4),
+        curve_sizes=curve_sizes,
     )
     return submit_study(model_id, study, label="seeded study")
 

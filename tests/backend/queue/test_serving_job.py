@@ -22,8 +22,15 @@ import pytest
 from backend.models.ingest import ingest_file
 from backend.queue import jobs, worker
 from backend.serving.scenarios import poisson_schedule
-from backend.serving.study import ServedVariant, ServingStudy, study_points, submit_study
+from backend.serving.study import (
+    ServedVariant,
+    ServingStudy,
+    curve_from_dict,
+    study_points,
+    submit_study,
+)
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
+from backend.serving.view import study_view
 from storage.repo import serving as serving_store
 from storage.states import JobState
 from tests import models as model_factory
@@ -48,20 +55,39 @@ def _study(loads: tuple[LoadSpec, ...] = LOADS, sizes: tuple[int, ...] = (1, 4))
     )
 
 
-def test_worker_process_serves_measures_stores_typed_points_and_counts_the_study(
-    data_dir: Path, mlp_path: Path
-) -> None:
-    model = ingest_file(mlp_path, "mlp.onnx")
-    job = submit_study(model.id, _study())
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.2"],
+def _worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.2", *args],
         cwd=ROOT,
-        env={**os.environ, "OPTIBOARD_WORKER_METRICS_PORT": str(port)},
+        env={**os.environ, **(env or {})},
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def _calibrations(job_id: int) -> list:
+    return serving_store.list_points([job_id], kind=serving_store.CALIBRATION)
+
+
+def test_worker_process_calibrates_once_resumes_measures_stores_typed_points_and_counts(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    job = submit_study(model.id, _study())
+    first = _worker("--lease-seconds", "3")
+    try:  # killed once the variant's calibration is stored: the next worker resumes the job
+        deadline = time.monotonic() + 120
+        while not _calibrations(job.id) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    assert _calibrations(job.id), "the calibration was never stored"
+    assert jobs.get_job(job.id).state == JobState.RUNNING  # the dead worker still holds it
+    time.sleep(3.5)  # let its lease run out
+    port = free_port()
+    process = _worker(env={"OPTIBOARD_WORKER_METRICS_PORT": str(port)})
     try:
         deadline = time.monotonic() + 180
         while not jobs.get_job(job.id).state.finished and time.monotonic() < deadline:
@@ -88,10 +114,29 @@ def test_worker_process_serves_measures_stores_typed_points_and_counts_the_study
     assert max(concurrency.batch_histogram) > 1  # four in flight: Triton stacked them
     assert server.spec.seed == 5
     assert server.arrival_schedule_s == poisson_schedule(80, 1.0, 5)
-    (curve,) = points.curves.values()
+    (row,) = _calibrations(job.id)  # once per variant, kept by the resumed job
+    assert row.point_key == "original|calibration" and row.configuration == "original"
+    curve = curve_from_dict(row.payload)
     assert curve.batch_sizes == (1, 4) and all(ms > 0 for ms in curve.compute_ms)
-    events = " ".join(e.message for e in jobs.job_events(job.id))
+    assert curve.request_cost_ms > 0 and curve.response_cost_ms > 0  # measured, not defaults
+    messages = [e.message for e in jobs.job_events(job.id)]
+    calibrating = [m for m in messages if m.startswith("calibrating original")]
+    assert calibrating == [
+        "calibrating original on Triton: batch sizes 1, 4, a 2000 us queue delay"
+    ]
+    assert any(m.startswith("resuming: ") for m in messages)
+    events = " ".join(messages)
     assert "Triton ready on port" in events and "req/s, p99" in events
+    view = study_view(job.id)
+    (config,) = view.configurations
+    assert len(config.predicted) == len(config.measured) == 2
+    for measured, predicted in zip(config.measured, config.predicted, strict=True):
+        assert predicted.predicted and predicted.spec == measured.spec
+        assert predicted.achieved_rps != measured.achieved_rps  # predicted, never fitted
+        assert predicted.latency.p99 != measured.latency.p99
+    (calibration,) = view.calibrations
+    assert calibration.caption.startswith("original, calibrated on Triton: compute ")
+    assert view.prediction_note == ""
 
     serving = (("kind", "serving"),)
     assert samples[("optiboard_jobs_finished_total", (*serving, ("state", "succeeded")))] == 1
@@ -109,17 +154,20 @@ def test_a_server_that_cannot_start_ends_the_job_with_tritons_log_line(
 ) -> None:
     broken = model_factory.save(model_factory.make_custom_op_model(), tmp_path / "custom.onnx")
     model = ingest_file(broken, "custom.onnx")
-    job = submit_study(model.id, _study())
+    uncalibrated = submit_study(model.id, _study(sizes=()))
+    calibrated = submit_study(model.id, _study())
     labels = {"kind": "serving", "outcome": "failed"}
     registry = worker.metrics.WORKER.registry
     failed_before = registry.get_sample_value("optiboard_configurations_total", labels) or 0
     worker.serve(once=True, poll_seconds=0.05)
-    done = jobs.get_job(job.id)
-    assert done.state == JobState.FAILED
-    assert done.error.startswith("Triton could not serve the model")
-    assert "failed to load 'model'" in done.error and "MyOp" in done.error
-    assert "\n" not in done.error and "Traceback" not in done.error  # one sentence
-    assert serving_store.list_points([job.id]) == []
+    for job in (uncalibrated, calibrated):  # the configuration's server, the calibration's
+        done = jobs.get_job(job.id)
+        assert done.state == JobState.FAILED
+        assert done.error.startswith("Triton could not serve the model")
+        assert "failed to load 'model'" in done.error and "MyOp" in done.error
+        assert "\n" not in done.error and "Traceback" not in done.error  # one sentence
+        assert serving_store.list_points([job.id]) == []
+    # a calibration is no configuration: only the first job's server counts
     assert registry.get_sample_value("optiboard_configurations_total", labels) == failed_before + 1
 
 
@@ -146,3 +194,26 @@ def test_cancel_stops_the_server_and_keeps_only_whole_points(
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # stopped and reaped
     assert serving_store.list_points([job.id]) == []
+
+
+def test_cancel_during_the_calibration_ends_the_job_before_any_configuration(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    long = (LoadSpec(Scenario.CONCURRENCY, duration_s=60.0, concurrency=2),)
+    job = submit_study(model.id, _study(long))
+    runner = threading.Thread(target=worker.serve, kwargs={"once": True, "poll_seconds": 0.05})
+    runner.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(
+        e.message.startswith("calibrating") for e in jobs.job_events(job.id)
+    ):
+        time.sleep(0.05)
+    jobs.cancel_job(job.id)  # the calibration's servers and loads take seconds more
+    runner.join(timeout=60)
+    assert not runner.is_alive()
+    assert jobs.get_job(job.id).state == JobState.CANCELLED
+    assert serving_store.list_points([job.id]) == []  # no calibration, no point
+    messages = [e.message for e in jobs.job_events(job.id)]
+    assert any(m.startswith("calibrating original") for m in messages), messages
+    assert not any("Triton ready" in m for m in messages)  # no configuration was served

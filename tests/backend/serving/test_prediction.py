@@ -8,12 +8,13 @@ batch size by more than the tolerance below; the throughput check only catches g
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from backend.serving.calibrate import calibrate_on_server
+from backend.serving.calibrate import Calibration, calibrate_on_server
 from backend.serving.server import TritonEnvironment
 from backend.serving.simulate import simulate
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
@@ -73,6 +74,9 @@ def test_predicted_throughput_and_batch_sizes_match_the_real_server_at_eight_in_
     assert probe.executions.queue_ms >= 1.0  # Triton held each lone request the whole delay
     late = probe.executions.queue_ms - 1.0 - calibration.single.executions.queue_ms
     assert curve.delay_overshoot_ms == max(0.0, late)
+    # every sample survives a JSON round trip, and the curve is derived again from them alone
+    stored = Calibration.from_dict(json.loads(json.dumps(calibration.to_dict())))
+    assert stored == calibration and stored.recalibrated() == curve
 
     predicted = simulate(curve, spec, BatchingPolicy(max_batch_size=8))
     loaded = calibration.loaded.point

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from backend.errors import UserError
-from backend.serving.calibrate import _lognormal_cv, calibrate
+from backend.serving.calibrate import _lognormal_cv
 from backend.serving.ranking import policy_grid, rank_policies
 from backend.serving.simulate import replay, simulate
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
@@ -175,15 +175,3 @@ def test_a_lognormal_spread_is_recovered_from_its_mean_and_p99() -> None:
     p99 = math.exp(-sigma * sigma / 2 + 2.326 * sigma)  # mean 1, cv 0.5
     assert _lognormal_cv(1.0, p99) == pytest.approx(0.5, rel=0.01)
     assert _lognormal_cv(1.0, 0.9) == 0.0
-
-
-def test_a_stored_studys_serial_cost_is_recovered_by_fitting_one_saturated_point() -> None:
-    capped = LatencyCurve((1, 8), (1.0, 1.0), overhead_ms=0.3, request_cost_ms=2.0)
-    offline = simulate(capped, LoadSpec(Scenario.OFFLINE, requests=400), BatchingPolicy(8))
-    assert offline.achieved_rps == pytest.approx(500.0, rel=0.01)  # one read per 2 ms
-    load = LoadSpec(Scenario.CONCURRENCY, concurrency=8)
-    measured = simulate(capped, load, BatchingPolicy(8, dynamic_batching=False))
-    unaware = LatencyCurve((1, 8), (1.0, 1.0), overhead_ms=2.3)  # what one-at-a-time sees
-    found = calibrate(unaware, measured)
-    assert found.request_cost_ms == pytest.approx(2.0, rel=0.05)
-    assert found.overhead_ms == pytest.approx(0.3, abs=0.1)
