@@ -17,6 +17,7 @@ from backend.cli_parsing import (
 )
 from backend.cli_parsing import csv_list as _csv
 from backend.cli_parsing import dims_from_pairs as _dims
+from backend.engine import mixed
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
@@ -267,6 +268,16 @@ def cmd_providers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mixed(args: argparse.Namespace) -> int:
+    """The engine's mixed-precision search, handed the queue's submit (the engine cannot
+    import the queue, which stands above it)."""
+
+    def submit(model_id: int, spec: SweepSpec, label: str) -> int:
+        return jobs.submit_sweep(model_id, spec, label=label).id
+
+    return mixed.run_command(args, submit=submit)
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from backend.queue.worker import main as worker_main
 
@@ -356,6 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "providers", help="which backends and providers work here, and why not"
     ).set_defaults(func=cmd_providers)
+    p = sub.add_parser(
+        "mixed", help="search the fastest INT8/FP32 mix meeting a bound; --submit queues it"
+    )
+    mixed.add_arguments(p)
+    p.set_defaults(func=cmd_mixed)
     p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
     p.add_argument("worker_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_worker)

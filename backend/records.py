@@ -2,6 +2,7 @@
 
 These are frozen dataclasses and str enums with no database handle: reading them cannot write
 anything, so handing them to the view layer keeps the one-way flow page -> backend -> storage.
+get_job reads one job's row by id, for every layer of backend that needs one.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from backend.errors import UserError
+from storage.repo import jobs as job_store
 from storage.repo.jobs import EventRow, JobRow
 from storage.repo.models import ArtifactRow, ModelRow
 from storage.repo.results import ResultRow
@@ -25,6 +28,7 @@ __all__ = [
     "ResultRow",
     "ResultStatus",
     "WorkerRow",
+    "get_job",
     "is_serving",
     "job_kind",
     "utcnow",
@@ -45,3 +49,12 @@ def job_kind(spec: dict[str, Any]) -> JobKind:
 
 def is_serving(spec: dict[str, Any]) -> bool:
     return job_kind(spec) == JobKind.SERVING
+
+
+def get_job(job_id: int) -> JobRow:
+    """A job's row, or the sentence for one that does not exist; here, below the queue facade
+    (which hands it on as jobs.get_job), so serving's commands read a job without the queue."""
+    job = job_store.get_job(job_id)
+    if job is None:
+        raise UserError(f"There is no job {job_id}; list jobs to see which exist.")
+    return job

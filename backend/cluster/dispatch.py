@@ -21,9 +21,9 @@ from typing import Any
 import settings
 from backend.cluster import artifacts, replicas, targets
 from backend.cluster.failures import node_left, sentence_for, unreachable
-from backend.cluster.supervise import port_reason
 from backend.cluster.task import MeasureRequest, NodeOutcome, measure_on_node
 from backend.queue.measuring import ordered_configurations
+from backend.queue.supervise import port_reason
 from backend.results import ConfigurationResult, ResultStatus
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.repo import cluster as cluster_store
@@ -138,7 +138,7 @@ class ClusterSweep:
 
     def dispatch(self, job: JobRow) -> None:
         """Dispatch and collect (the worker concludes); a cluster gone mid-sweep is
-        ClusterUnavailable, which the worker waits out (backend/cluster/supervise.py)."""
+        ClusterUnavailable, which the worker waits out (backend/queue/supervise.py)."""
         import ray
 
         connect()

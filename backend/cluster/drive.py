@@ -1,4 +1,4 @@
-"""The Ray driver of one job's cluster sweep, as a child of the worker (see supervise.py).
+"""The Ray driver of one job's cluster sweep, as a child of the worker (backend/queue/supervise.py).
 
 `python -m backend.cluster.drive --job N --worker W --attempt A --folder F [--resumed]` connects,
 dispatches the configurations not yet stored, stores each result under the worker's lease (W, A:
@@ -21,8 +21,8 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
-from backend.cluster.failures import ClusterUnavailable
 from backend.errors import UserError
+from backend.queue.supervise import ClusterUnavailable
 from storage.repo import jobs as job_store
 
 BEAT_S = 1.0

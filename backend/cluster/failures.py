@@ -1,14 +1,12 @@
-"""The cluster's failures as one sentence each: what happened and what to do (never a traceback)."""
+"""The cluster's failures as one sentence each: what happened and what to do (never a traceback).
+
+The worker's own (a head it waits for, a head it gave up on) and ClusterUnavailable live below,
+in backend/queue/supervise.py, since the worker never imports this package.
+"""
 
 from __future__ import annotations
 
-from backend.errors import UserError
-
-
-class ClusterUnavailable(UserError):
-    """The configured Ray cluster did not answer; `reason` is what the connection said."""
-
-    reason: str = ""
+from backend.queue.supervise import ClusterUnavailable
 
 
 def unreachable(address: str, reason: str) -> ClusterUnavailable:
@@ -19,25 +17,6 @@ def unreachable(address: str, reason: str) -> ClusterUnavailable:
     )
     exc.reason = first
     return exc
-
-
-def still_unreachable(address: str, reason: str, not_stored: int, retry_cap_s: float) -> str:
-    """The Jobs page's line while the worker waits for a head that went away."""
-    first = (reason.strip().splitlines() or ["no answer"])[0][:200]
-    return (
-        f"Ray cluster at {address} is unreachable ({first}); the {not_stored} configurations "
-        f"not yet stored are kept and sent again once it answers, tried every 1 to "
-        f"{retry_cap_s:g} s."
-    )
-
-
-def gave_up(address: str, reason: str, waited_s: float) -> ClusterUnavailable:
-    first = (reason.strip().splitlines() or ["no answer"])[0][:200]
-    return ClusterUnavailable(
-        f"The Ray cluster at {address} did not answer for {waited_s:.0f} s ({first}); start its "
-        "head with `ray start --head` and retry the job, or clear OPTIBOARD_RAY_ADDRESS to run "
-        "on this machine."
-    )
 
 
 def node_left(node_id: str, target: str) -> str:

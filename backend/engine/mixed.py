@@ -8,6 +8,7 @@ kept in FP32 too, and the step is kept only if it is faster and still meets the 
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from backend.errors import UserError
 from backend.results import AccuracyReport
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration, MeasureSettings, Precision
+from backend.specs import Configuration, MeasureSettings, Precision, SweepSpec
 
 METRICS = ("cosine", "top1")
 MAX_STEPS = 8
@@ -241,25 +242,36 @@ def search(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m backend.engine.mixed MODEL --bound cosine=0.99 [--submit]`: search, print each
-    measured step, and with --submit queue FP32, INT8 and the best mix as a profiled sweep (its
-    results join the Compare page and the accuracy-vs-speed chart)."""
-    import argparse
-    import sys
-    import tempfile
+# Queues a sweep of a model under a label and gives the job's id. The engine never imports the
+# queue (it stands above the engine), so the caller above passes it in: `optiboard mixed`.
+Submit = Callable[[int, SweepSpec, str], int]
 
-    from backend.models import library
-    from backend.queue import jobs
-    from backend.specs import MEASURE_PRESETS, SweepSpec
 
-    parser = argparse.ArgumentParser(prog="python -m backend.engine.mixed", description=__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The search's arguments, one list for `python -m backend.engine.mixed` and `optiboard
+    mixed`."""
     parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
     parser.add_argument("--bound", default="cosine=0.99", help="cosine=0.99 or top1=0.98")
     parser.add_argument("--quick", action="store_true", help="short measurement per step")
     parser.add_argument("--submit", action="store_true", help="queue FP32, INT8 and the best mix")
-    args = parser.parse_args(argv)
+
+
+def run_command(args: argparse.Namespace, submit: Submit | None = None) -> int:
+    """Search, print each measured step, and with --submit (only where the caller passes
+    `submit`: `optiboard mixed`) queue FP32, INT8 and the best mix as a profiled sweep (its
+    results join the Compare page and the accuracy-vs-speed chart)."""
+    import sys
+    import tempfile
+
+    from backend.models import library
+    from backend.specs import MEASURE_PRESETS
+
     try:
+        if args.submit and submit is None:  # refused before the search, not after it
+            raise UserError(
+                "--submit queues a job, which the engine alone cannot; run "
+                "`python -m backend.cli mixed` with the same arguments."
+            )
         bound = AccuracyBound.parse(args.bound)
         settings = MEASURE_PRESETS["quick" if args.quick else "standard"]
         with tempfile.TemporaryDirectory(prefix="optiboard-mixed-") as tmp:
@@ -273,16 +285,23 @@ def main(argv: list[str] | None = None) -> int:
         print("no mix met the bound; nothing to submit")
         return 1
     print(f"best: {', '.join(best.fp32_nodes) or 'plain INT8'} in FP32, p50 {best.p50_ms:.3f} ms")
-    if args.submit and best.fp32_nodes:
+    if submit is not None and args.submit and best.fp32_nodes:
         spec = SweepSpec(
             precisions=(Precision.FP32, Precision.INT8_STATIC),
             fp32_nodes=best.fp32_nodes,
             profile=True,
             measure=settings,
         )
-        job = jobs.submit_sweep(args.model, spec, label=f"mixed precision, {args.bound}")
-        print(f"queued job {job.id}; follow it with `optiboard show {job.id}`")
+        job_id = submit(args.model, spec, f"mixed precision, {args.bound}")
+        print(f"queued job {job_id}; follow it with `optiboard show {job_id}`")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m backend.engine.mixed MODEL --bound cosine=0.99`: the search, printed."""
+    parser = argparse.ArgumentParser(prog="python -m backend.engine.mixed", description=__doc__)
+    add_arguments(parser)
+    return run_command(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,18 @@ class ProviderTable:
             if not s.get("available")
         ]
 
+    def why_unavailable(self, runtime: str, provider: str) -> str:
+        """The reason one provider cannot be asked for ("" when it can, or is not listed); the
+        Optimize page says it where TensorRT's settings would be."""
+        return next(
+            (
+                u.reason
+                for u in self.unavailable()
+                if (u.runtime, u.provider) == (runtime, provider)
+            ),
+            "",
+        )
+
 
 def merge_worker_providers(workers: list[WorkerRow]) -> dict[str, list[dict[str, Any]]]:
     """One table over several workers: a provider is available if any worker has it."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import settings
 from backend.errors import UserError
 from backend.models.library import get_model
+from backend.records import get_job
 from backend.results import StoredResult
 from backend.runtimes import BACKENDS
 from backend.specs import (
@@ -47,13 +48,6 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
         )
     configurations = spec.configurations()
     return job_store.create_job(model_id, spec.to_dict(), total=len(configurations), label=label)
-
-
-def get_job(job_id: int) -> JobRow:
-    job = job_store.get_job(job_id)
-    if job is None:
-        raise UserError(f"There is no job {job_id}; list jobs to see which exist.")
-    return job
 
 
 def list_jobs(

@@ -36,6 +36,7 @@ from backend.queue.lease import Backoff, LeaseKeeper
 from backend.queue.measuring import measure_in_child, ordered_configurations
 from backend.queue.mixedsearch import run_search
 from backend.queue.produced import store_produced_files
+from backend.queue.supervise import supervise
 from backend.records import is_serving, job_kind
 from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimes import all_provider_statuses
@@ -129,8 +130,6 @@ class JobRunner:
 
             return JobOutcome(*ServingJob(self).run(job))
         if settings.RAY_ADDRESS.get():  # each configuration a Ray task; storing stays here
-            from backend.cluster.supervise import supervise
-
             return supervise(self, job)
         spec = SweepSpec.from_dict(job.spec)
         configurations = ordered_configurations(spec)

@@ -11,7 +11,7 @@ from pathlib import Path
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.errors import UserError
 from backend.models import library
-from backend.queue import jobs
+from backend.records import get_job
 from backend.reporting.text import table
 from backend.results import StoredResult
 from backend.serving.export import Device, ServingTarget, export_repository, parse_config
@@ -60,7 +60,7 @@ def _source(evidence: Evidence) -> str:
 def job_files(job_id: int) -> list[ServedFile]:
     """One file per precision of a finished sweep that the local server can load (CPU): the
     optimized file the sweep stored, or the model's own file for FP32."""
-    job = jobs.get_job(job_id)
+    job = get_job(job_id)
     stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
     files: dict[str, ServedFile] = {}
     for item in stored:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from backend import cli
 from backend.engine import mixed
 from backend.engine.variants import OptimizationError, build_variant
 from backend.errors import UserError
@@ -67,7 +68,8 @@ def test_mixed_command_queues_the_best_mix_which_joins_the_results_as_its_own_se
 ) -> None:
     source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
     model = ingest_file(source, "bad.onnx")
-    assert mixed.main([str(model.id), "--bound", "cosine=0.99", "--quick", "--submit"]) == 0
+    argv = ["mixed", str(model.id), "--bound", "cosine=0.99", "--quick", "--submit"]
+    assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     assert "meets the bound" in printed and "queued job" in printed
     job = jobs.list_jobs()[0]
@@ -78,3 +80,14 @@ def test_mixed_command_queues_the_best_mix_which_joins_the_results_as_its_own_se
     assert configs[2].fp32_nodes == spec.fp32_nodes and configs[2].profile
     names = {series_name(job.id, "bad", c) for c in configs}
     assert len(names) == 3  # plain INT8 and the mix are two different series
+
+
+def test_the_engine_alone_refuses_submit_before_searching_and_queues_nothing(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    model = ingest_file(source, "bad.onnx")
+    assert mixed.main([str(model.id), "--quick", "--submit"]) == 2
+    captured = capsys.readouterr()
+    assert "python -m backend.cli mixed" in captured.err and captured.out == ""  # no step ran
+    assert jobs.list_jobs() == []

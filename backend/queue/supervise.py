@@ -10,6 +10,9 @@ head goes away the child is killed, the Jobs page gets one sentence, the port is
 backoff, and a new child resumes once it answers: configurations already stored are skipped
 (finished_config_keys), those in flight are sent again, and the results table's unique key keeps
 each one single even if a lost task's result was stored just before the head went.
+
+It lives in queue, not in backend/cluster/, because it is the worker's own code: it starts the
+driver by module name and never imports the cluster package, which stands above the queue.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import settings
-from backend.cluster.failures import gave_up, still_unreachable
 from backend.errors import UserError
 from backend.launch.services import start_service, stop_service
 from backend.queue.lease import Backoff
@@ -42,6 +44,35 @@ WATCH_S = 0.5  # how often the worker looks at the child and the head's port
 HANG_S = 45.0  # no heartbeat for this long while the port answers: the driver is stuck
 CRASHES_BEFORE_FAILING = 3  # child deaths in a row while the head answered
 SETTLED_S = 60.0  # a driver that ran this long before losing its head: the next loss is new
+
+
+class ClusterUnavailable(UserError):
+    """The configured Ray cluster did not answer; `reason` is what the connection said.
+
+    Defined here, below backend/cluster/, because the worker raises it too (gave_up) and the
+    worker never imports the cluster package."""
+
+    reason: str = ""
+
+
+def still_unreachable(address: str, reason: str, not_stored: int, retry_cap_s: float) -> str:
+    """The Jobs page's line while the worker waits for a head that went away."""
+    first = (reason.strip().splitlines() or ["no answer"])[0][:200]
+    return (
+        f"Ray cluster at {address} is unreachable ({first}); the {not_stored} configurations "
+        f"not yet stored are kept and sent again once it answers, tried every 1 to "
+        f"{retry_cap_s:g} s."
+    )
+
+
+def gave_up(address: str, reason: str, waited_s: float) -> ClusterUnavailable:
+    """The job's one sentence once the worker stops waiting for the head."""
+    first = (reason.strip().splitlines() or ["no answer"])[0][:200]
+    return ClusterUnavailable(
+        f"The Ray cluster at {address} did not answer for {waited_s:.0f} s ({first}); start its "
+        "head with `ray start --head` and retry the job, or clear OPTIBOARD_RAY_ADDRESS to run "
+        "on this machine."
+    )
 
 
 class HeadLost(Exception):
