@@ -150,23 +150,6 @@ def _print_row(judged: Judged) -> None:
     )
 
 
-def _describe(name: str, curve: LatencyCurve) -> str:
-    return (
-        f"{name}: compute ms per batch "
-        + ", ".join(
-            f"{b}:{ms:.2f}" for b, ms in zip(curve.batch_sizes, curve.compute_ms, strict=True)
-        )
-        + f"; per request on the instance {curve.response_cost_ms:.2f} ms; way in and "
-        f"out {curve.overhead_ms:.2f} ms (spread {curve.overhead_jitter:.2f}); "
-        f"generator {curve.request_cost_ms:.2f} ms CPU per request; generator and "
-        f"server slow each other x{curve.host_slowdown:.2f}; two instances "
-        f"x{curve.slowdown_at(2):.2f}; host {curve.host_cpu_ms:.2f} ms CPU per request "
-        f"outside executions on {curve.host_cores:.2f} cores; held batches leave "
-        f"{curve.delay_overshoot_ms:.2f} ms late and come back {curve.held_wake_ms:.2f} "
-        "ms later"
-    )
-
-
 def _collect(names: list[str], duration: float, repeat: int) -> dict[str, Any]:
     """Per model: the calibration's samples and every round's measured points (policy order)."""
     collected: dict[str, Any] = {}
@@ -200,7 +183,7 @@ def _judge(collected: dict[str, Any]) -> list[Judged]:
     judged = []
     for name, data in collected.items():
         curve = Calibration.from_dict(data["calibration"]).recalibrated()
-        print(_describe(name, curve))
+        print(f"{name}: {curve.summary}")
         rounds = [[LoadPoint.from_dict(p) for p in points] for points in data["rounds"]]
         for same in zip(*rounds, strict=True):
             predicted = simulate(curve, same[0].spec, same[0].policy)

@@ -24,7 +24,7 @@ from backend.serving.recommend import (
     served_variants,
     triton_confirm,
 )
-from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
+from backend.serving.types import BatchingPolicy, LoadSpec, Scenario, ServingProvider
 from storage.repo import results as result_store
 
 EVIDENCE_HEADERS = ["configuration", "rate under bound", "p50 ms", "p99 ms", "mean batch", "source"]
@@ -57,15 +57,18 @@ def _source(evidence: Evidence) -> str:
     return f"measured at {measured.spec.target_rps or 0:.0f} req/s{verdict}"
 
 
-def job_files(job_id: int) -> list[ServedFile]:
-    """One file per precision of a finished sweep that the local server can load (CPU): the
-    optimized file the sweep stored, or the model's own file for FP32."""
+def job_files(
+    job_id: int, providers: tuple[ServingProvider, ...] = (ServingProvider.CPU,)
+) -> list[ServedFile]:
+    """One file per precision and provider of a finished sweep that Triton's ONNX Runtime can
+    serve on those providers: the optimized file the sweep stored, or the model's own for FP32."""
     job = get_job(job_id)
     stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
-    files: dict[str, ServedFile] = {}
+    wanted = {p.value for p in providers}
+    files: dict[tuple[str, str], ServedFile] = {}
     for item in stored:
-        precision = item.configuration.precision.value
-        if item.configuration.provider != "cpu" or precision in files:
+        precision, provider = item.configuration.precision.value, item.configuration.provider
+        if provider not in wanted or (precision, provider) in files:
             continue
         if item.result.optimized_sha256:
             path = library.artifact_path(item.result.optimized_sha256)
@@ -73,12 +76,22 @@ def job_files(job_id: int) -> list[ServedFile]:
             path = library.onnx_path(job.model_id)
         else:
             continue
-        files[precision] = ServedFile(precision, "cpu", path)
+        files[precision, provider] = ServedFile(precision, provider, path)
     if not files:
+        names = " or ".join(p.value.upper() for p in providers)
         raise UserError(
-            f"Job #{job_id} has no CPU variant with a model file to serve; run a CPU sweep first."
+            f"Job #{job_id} has no {names} variant with a model file to serve; "
+            f"run a sweep on {names} first."
         )
     return list(files.values())
+
+
+def _providers(text: str) -> tuple[ServingProvider, ...]:
+    try:
+        return tuple(ServingProvider(p.strip()) for p in text.split(",") if p.strip())
+    except ValueError:
+        names = ", ".join(p.value for p in ServingProvider)
+        raise UserError(f"--providers takes {names} (comma separated), not {text!r}.") from None
 
 
 def _confirmed(args: argparse.Namespace) -> Recommendation:
@@ -90,13 +103,17 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
         raise UserError(f"--instances takes counts such as 1,2, not {args.instances!r}.") from None
     grid = recommendation_grid(instances)
     delays = [p.max_queue_delay_us for p in grid if p.max_queue_delay_us > 0]
+    probe_us = min(delays, default=0)
     variants = served_variants(
-        job_files(args.job),
+        job_files(args.job, _providers(args.providers) or (ServingProvider.CPU,)),
         dims=dims,
         intra_op_threads=args.threads,
         two_instances=max(instances) > 1,
-        delay_probe_us=min(delays, default=0),  # how late a held batch leaves, for the delays
+        delay_probe_us=probe_us,  # how late a held batch leaves, for the delayed policies
     )
+    for variant in variants:
+        how = f" (queue-delay probe {probe_us} us)" if probe_us else ""
+        print(f"{variant.label}, calibrated on Triton{how}: {variant.curve.summary}")
     return recommend(
         variants,
         args.slo,
@@ -181,8 +198,13 @@ def register_advice(group: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="measure every CPU variant's curve through the real Triton server, then confirm "
+        help="calibrate every variant on the real Triton server, then confirm "
         "the N best predicted configurations (and the default) there",
+    )
+    p.add_argument(
+        "--providers",
+        default="cpu",
+        help="with --confirm: the sweep's variants on these providers (cpu,cuda) are searched",
     )
     p.add_argument("--duration", type=float, default=5.0, help="seconds per confirming run")
     p.add_argument("--instances", default="1,2", help="instance counts searched with --confirm")

@@ -15,7 +15,14 @@ from pathlib import Path
 from backend.errors import UserError
 from backend.serving.ranking import policy_grid
 from backend.serving.simulate import RANKING_REQUESTS, simulate
-from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.serving.types import (
+    BatchingPolicy,
+    LatencyCurve,
+    LoadPoint,
+    LoadSpec,
+    Scenario,
+    ServingProvider,
+)
 from backend.specs import Precision
 
 BISECTION_STEPS = 7  # capacity / 128: finer than the run-to-run noise of a real server
@@ -85,7 +92,10 @@ def triton_confirm(
         if not path:
             raise UserError("This variant has no model file to serve; confirm needs one.")
         policy, load = trial.candidate.policy, trial.load
-        with serve(Path(path), policy, dims=dims, intra_op_threads=intra_op_threads) as server:
+        provider = ServingProvider(trial.candidate.variant.provider)
+        with serve(
+            Path(path), policy, dims=dims, intra_op_threads=intra_op_threads, provider=provider
+        ) as server:
             for step in GENERATOR_STEPS:
                 rate = (load.target_rps or 0.0) * step
                 spec = replace(load, target_rps=rate) if load.target_rps else load
@@ -132,6 +142,7 @@ def served_variants(
                 intra_op_threads=intra_op_threads,
                 two_instances=two_instances,
                 delay_probe_us=delay_probe_us,
+                provider=ServingProvider(f.provider),
             ).curve,
             str(f.path),
         )

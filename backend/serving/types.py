@@ -148,6 +148,22 @@ class LatencyCurve:
         if any(factor <= 0 for factor in self.instance_slowdown):
             raise UserError("Instance slowdown factors must be positive; 1.0 means no slowdown.")
 
+    @property
+    def summary(self) -> str:
+        """The simulation's inputs in one line, as captions, the CLI and the bench state them."""
+        compute = ", ".join(
+            f"{ms:.2f} ms at {b}" for b, ms in zip(self.batch_sizes, self.compute_ms, strict=True)
+        )
+        return (
+            f"compute {compute} · way in and out {self.overhead_ms:.2f} ms (spread "
+            f"{self.overhead_jitter:.2f}; +{self.response_cost_ms:.2f} ms per request on the "
+            f"instance) · generator CPU {self.request_cost_ms:.2f} ms per request · host "
+            f"slowdown {self.host_slowdown:.2f}x · two instances {self.slowdown_at(2):.2f}x · "
+            f"host {self.host_cpu_ms:.2f} ms CPU per request on {self.host_cores:.2f} cores · "
+            f"held batches leave {self.delay_overshoot_ms:.2f} ms late, back "
+            f"{self.held_wake_ms:.2f} ms later"
+        )
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LatencyCurve:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})

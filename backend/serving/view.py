@@ -162,16 +162,7 @@ class VariantCalibration:
 
     @property
     def caption(self) -> str:
-        c = self.curve
-        compute = ", ".join(
-            f"{ms:.2f} ms at {b}" for b, ms in zip(c.batch_sizes, c.compute_ms, strict=True)
-        )
-        return (
-            f"{self.variant}, calibrated on Triton: compute {compute} · way in and out "
-            f"{c.overhead_ms:.2f} ms (+{c.response_cost_ms:.2f} ms per request on the instance) · "
-            f"generator CPU {c.request_cost_ms:.2f} ms per request · host slowdown "
-            f"{c.host_slowdown:.2f}x · delay overshoot {c.delay_overshoot_ms:.2f} ms"
-        )
+        return f"{self.variant}, calibrated on Triton: {self.curve.summary}"
 
 
 @dataclass(frozen=True)

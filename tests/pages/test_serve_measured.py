@@ -40,7 +40,7 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     shown = texts(at)  # the calibration the predictions come from, as evidence
     assert "never fitted to a measured point" in shown
     assert "original, calibrated on Triton: compute " in shown and " ms at 4 · " in shown
-    assert "generator CPU" in shown and "delay overshoot" in shown
+    assert "generator CPU" in shown and "held batches leave" in shown
 
     at.number_input(key="url_slo").set_value(0.001 + 0.01).run()  # below any measured p99
     assert not at.exception and at.query_params["slo"] == "0.011"

@@ -68,19 +68,30 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
     with capsys.disabled():
         print(printed)  # the evidence, shown with -s or when the test fails
     lead = r"In (\d) measurements? across \1 configurations? \(the best of 10 predicted\), "
+    assert re.search(  # the grid's shortest queue delay was probed before predicting
+        r"^FP32 on CPU, calibrated on Triton \(queue-delay probe 500 us\): compute \d",
+        printed,
+        re.MULTILINE,
+    ), printed
+    default = r"the default \(no dynamic batching, one instance\)"
     if code == 0:  # the best predicted policy and the default were both served and measured
         assert printed.count("measured at") == 2
-        assert re.match(
-            lead + r"FP32 on CPU, max \d+, delay \d+ us, x1 meets the p99 bound "
-            r"of 200 ms at \d+ req/s, ",  # then the gain, or where the default missed
-            sentence,
-        ), sentence
         assert sentence.startswith("In 2 measurements across 2 configurations")
-        assert re.search(
-            r"\d+% (more|less) than the default \(no dynamic batching, one instance\)"
-            r"|where the default \(no dynamic batching, one instance\) missed it",
-            sentence,
-        ), sentence
+        policy = r"FP32 on CPU, max \d+, delay \d+ us, x1"
+        if re.search(default + " is the best", sentence):  # it measured more on this host
+            assert re.match(
+                lead + default + r" is the best: it meets the p99 bound of 200 ms at \d+ "
+                r"req/s; the best predicted policy, " + policy + r", measured \d+ req/s",
+                sentence,
+            ), sentence
+        else:
+            assert re.match(
+                lead + policy + r" meets the p99 bound of 200 ms at \d+ req/s, ", sentence
+            ), sentence
+            assert re.search(  # then the gain, or where the default missed
+                r"\d+% (more|less) than " + default + "|where " + default + " missed it",
+                sentence,
+            ), sentence
     else:  # a host too busy for the generator to offer the rate: said, never hidden
         assert code == 3 and "measured" in printed
         assert re.match(
@@ -103,3 +114,18 @@ def test_recommend_with_confirm_on_a_missing_job_says_so_and_starts_no_server(
 ) -> None:
     assert main(["serve", "recommend", "7", "--slo", "10", "--confirm", "1"]) == 2
     assert "There is no job 7" in capsys.readouterr().err
+
+
+def test_recommend_with_confirm_on_providers_the_sweep_did_not_run_says_so_before_serving(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["run", "1", "--precisions", "fp32", "--batch-sizes", "1", "--quick"]) == 0
+    capsys.readouterr()
+    argv = ["serve", "recommend", "1", "--slo", "10", "--confirm", "1"]
+    assert main([*argv, "--providers", "cuda"]) == 2  # a CPU sweep: no CUDA file to serve
+    assert "Job #1 has no CUDA variant with a model file to serve" in capsys.readouterr().err
+    assert main([*argv, "--providers", "cpu,tpu"]) == 2
+    assert "--providers takes cpu, cuda (comma separated), not 'cpu,tpu'" in (
+        capsys.readouterr().err
+    )
