@@ -26,6 +26,7 @@ from pages.components.runtime_settings import cuda_settings, openvino_settings, 
 from pages.components.sweep_data import as_upload, calibration_data, evaluation_data
 from pages.components.targets import replicas_input, target_picker
 from pages.components.url_state import (
+    bound_count,
     bound_multiselect,
     bound_selectbox,
     set_url,
@@ -147,16 +148,7 @@ with right:
         default="all",
         help="ONNX Runtime's graph optimizations; 'all' includes layout changes.",
     )
-    threads = int(
-        st.number_input(
-            "Intra-op threads (0 = let the runtime choose)",
-            min_value=0,
-            max_value=256,
-            value=url_int("threads") or 0,
-            key="url_threads",
-        )
-    )
-    set_url("threads", threads or None)
+    threads = bound_count("Intra-op threads (0 = let the runtime choose)", "threads", 256)
     hint, streams = prefill.performance_hint, prefill.streams
     if "openvino" in runtimes:
         hint, streams = openvino_settings(prefill)

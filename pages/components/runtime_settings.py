@@ -19,7 +19,7 @@ from backend.specs import (
     TrtOptions,
 )
 from backend.trtoptions import DEFAULT_ENGINE_FOLDER, DEFAULT_TIMING_FOLDER
-from pages.components.url_state import bound_selectbox, set_url, url_int
+from pages.components.url_state import bound_count, bound_selectbox
 
 
 def openvino_settings(prefill: SweepSpec) -> tuple[str | None, int]:
@@ -32,16 +32,7 @@ def openvino_settings(prefill: SweepSpec) -> tuple[str | None, int]:
         default=prefill.performance_hint.value,
         help="Latency: one request as fast as possible; throughput: most requests per second.",
     )
-    streams = int(
-        st.number_input(
-            "OpenVINO streams (0 = as the hint chooses)",
-            min_value=0,
-            max_value=64,
-            value=url_int("streams") or 0,
-            key="url_streams",
-        )
-    )
-    set_url("streams", streams or None)
+    streams = bound_count("OpenVINO streams (0 = as the hint chooses)", "streams", 64)
     return hint, streams
 
 
