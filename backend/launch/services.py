@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -44,20 +45,38 @@ def start_service(
             log.close()
 
 
-def stop_service(process: subprocess.Popen, grace_s: float = 0.0) -> None:
-    """SIGTERM to the group and up to grace_s to exit (none: straight to SIGKILL), then SIGKILL."""
-    if process.poll() is not None:
-        return
-    if grace_s > 0:
+def group_stats(group: int) -> list[list[str]]:
+    """/proc/PID/stat fields after the command name (state first) of each process in a
+    process group; a process that ends meanwhile is skipped."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group:
+            found.append(fields)
+    return found
+
+
+def stop_service(process: subprocess.Popen, grace_s: float = 0.0, settle_s: float = 5.0) -> None:
+    """SIGTERM to the group and up to grace_s to exit (none: straight to SIGKILL), then SIGKILL
+    to whatever of the group is left, even when its leader has already exited (a crashed server
+    leaves its backend stubs), and up to settle_s until none of it runs any more."""
+    if process.poll() is None and grace_s > 0:
         try:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        except ProcessLookupError:
+        except (subprocess.TimeoutExpired, ProcessLookupError):
             pass
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     process.wait()
+    deadline = time.monotonic() + settle_s  # SIGKILL lands asynchronously
+    while any(f[0] != "Z" for f in group_stats(process.pid)) and time.monotonic() < deadline:
+        time.sleep(0.02)

@@ -14,6 +14,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from backend.launch.services import group_stats
 from backend.serving.loadgen import run_load
 from backend.serving.server import ServerEndpoint
 from backend.serving.types import LoadPoint, LoadSpec
@@ -101,18 +102,8 @@ def _executions(before: dict, after: dict) -> Executions:
 
 def group_cpu_ms(group: int) -> float:
     """CPU time (user + system) of every live process in a process group, from /proc."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended meanwhile
-            continue
-        if int(fields[2]) == group:
-            total += int(fields[11]) + int(fields[12])
-    return total * 1000 / os.sysconf("SC_CLK_TCK")
+    ticks = sum(int(fields[11]) + int(fields[12]) for fields in group_stats(group))
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def _own_cpu_ms() -> float:
