@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from typing import Any
@@ -51,6 +54,87 @@ def describe_environment() -> dict[str, Any]:
     }
 
 
+# Other processes' load and the hypervisor's steal worth a sentence beside a number measured
+# meanwhile: half a core of someone else's work, or a twentieth of the CPU time taken away.
+OTHERS_NOTE_CORES = 0.5
+STEAL_NOTE_FRACTION = 0.05
+
+
+def _cpu_ticks() -> list[int]:
+    """The machine's CPU time by kind (/proc/stat's first line: user, nice, system, idle,
+    iowait, irq, softirq, steal, ...); empty where there is no /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            return [int(v) for v in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return []
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass(frozen=True)
+class HostShare:
+    """How the machine's CPUs were spent while something was measured: by everything, by
+    this process, and by the hypervisor (steal: time a virtual machine's CPUs did not run)."""
+
+    seconds: float
+    busy_cores: float  # every process's user + system time (this one's included), over wall time
+    own_cores: float  # this process's (and its threads') CPU time over wall time
+    steal_fraction: float  # of the machine's CPU time; 0 on bare metal
+
+    @property
+    def other_cores(self) -> float:
+        return max(0.0, self.busy_cores - self.own_cores)
+
+    def as_telemetry(self) -> dict[str, float]:
+        return {
+            "host_busy_cores": round(self.busy_cores, 3),
+            "host_other_cores": round(self.other_cores, 3),
+            "host_steal_fraction": round(self.steal_fraction, 4),
+        }
+
+
+class HostWatch:
+    """Reads the machine's CPU time around a block: `share` is set when it ends."""
+
+    def __init__(self, own_cpu_s: Callable[[], float] = _own_cpu_s) -> None:
+        self.own_cpu_s = own_cpu_s
+        self.share: HostShare | None = None
+
+    def __enter__(self) -> HostWatch:
+        self._ticks, self._own, self._wall = _cpu_ticks(), self.own_cpu_s(), time.monotonic()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        ticks, wall = _cpu_ticks(), time.monotonic() - self._wall
+        if not ticks or not self._ticks or wall <= 0:
+            return
+        delta = [after - before for after, before in zip(ticks, self._ticks, strict=True)]
+        total = sum(delta) or 1
+        hertz = os.sysconf("SC_CLK_TCK")
+        busy = delta[0] + delta[1] + delta[2] + delta[5] + delta[6]  # user nice system irq softirq
+        own = (self.own_cpu_s() - self._own) / wall
+        self.share = HostShare(wall, busy / hertz / wall, own, delta[7] / total)
+
+
+def contention_note(telemetry: dict[str, Any]) -> str | None:
+    """A sentence when other processes or the hypervisor took a visible share of the CPUs
+    while the number was measured (why it may move on a rerun); None when they did not."""
+    others = telemetry.get("host_other_cores", 0.0)
+    steal = telemetry.get("host_steal_fraction", 0.0)
+    parts = []
+    if others >= OTHERS_NOTE_CORES:
+        parts.append(f"other processes kept {others:.1f} of {os.cpu_count()} cores busy")
+    if steal >= STEAL_NOTE_FRACTION:
+        parts.append(f"the hypervisor took {steal:.0%} of the CPU time (steal)")
+    if not parts:
+        return None
+    return "While this was measured " + " and ".join(parts) + "; a rerun may differ."
+
+
 class TelemetrySampler:
     """Samples CPU load and, where NVML works, GPU load, memory, power and temperature."""
 
@@ -58,10 +142,12 @@ class TelemetrySampler:
         self.interval_s = interval_s
         self.gpu_index = gpu_index
         self.samples: list[dict[str, float]] = []
+        self._host: HostWatch | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> TelemetrySampler:
+        self._host = HostWatch().__enter__()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
@@ -70,6 +156,8 @@ class TelemetrySampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
+        if self._host is not None:
+            self._host.__exit__()
 
     def _run(self) -> None:
         import psutil
@@ -84,10 +172,12 @@ class TelemetrySampler:
                 self.samples.append(sample)
 
     def summary(self) -> dict[str, Any]:
+        share = self._host.share if self._host is not None else None
+        host = share.as_telemetry() if share else {}
         if not self.samples:
-            return {}
+            return host
         keys = [k for k in self.samples[0] if k != "t"]
-        out: dict[str, Any] = {"sample_count": len(self.samples)}
+        out: dict[str, Any] = {"sample_count": len(self.samples), **host}
         for key in keys:
             values = [s[key] for s in self.samples if key in s]
             out[f"{key}_mean"] = sum(values) / len(values)

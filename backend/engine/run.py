@@ -21,7 +21,7 @@ from backend.engine.measure import Measurement, PeakRss, measure
 from backend.engine.profile import write_profile
 from backend.errors import UnavailableError, UserError
 from backend.hardware import gpu_memory_used_mb, visible_gpu_index
-from backend.host import TelemetrySampler, describe_environment
+from backend.host import TelemetrySampler, contention_note, describe_environment
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
@@ -243,6 +243,9 @@ def _record(
             f"{settings.stability_tolerance:.0%} in {settings.max_seconds:.0f} s; "
             "the machine was busy or the run too short. Treat these numbers with care."
         )
+    busy = contention_note(result.telemetry)  # why a rerun may differ, with its figures
+    if busy:
+        result.notes.append(busy)
     result.peak_rss_mb = session.peak.peak_mb
     result.peak_rss_scope = session.peak.scope
     readings = [

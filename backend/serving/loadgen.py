@@ -21,6 +21,7 @@ import numpy as np
 import tritonclient.http.aio as triton_http
 
 from backend.errors import UserError
+from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
 from backend.results import LatencyStats
 from backend.serving.repository import TensorSpec
@@ -232,7 +233,8 @@ def run_load(
 ) -> LoadPoint:
     """Generate one load point against a running server (this process; see run_load_in_child)."""
     measure = measure or MEASURE_PRESETS["quick"]
-    driver, schedule, server = asyncio.run(_measure(endpoint, spec, measure))
+    with HostWatch() as host:
+        driver, schedule, server = asyncio.run(_measure(endpoint, spec, measure))
     good = [r for r in driver.records if r.ok]
     if not good:
         raise UserError(f"No request of the {spec.scenario.value} load point succeeded.")
@@ -244,6 +246,12 @@ def run_load(
         **server.metrics,
         "ort_intra_op_threads": float(endpoint.intra_op_threads),
     }
+    notes = endpoint.notes
+    if host.share is not None:  # the server is another process: only the machine's totals
+        metrics["host_busy_cores"] = round(host.share.busy_cores, 3)
+        metrics["host_steal_fraction"] = round(host.share.steal_fraction, 4)
+        stolen = contention_note({"host_steal_fraction": host.share.steal_fraction})
+        notes = (*notes, stolen) if stolen else notes
     return LoadPoint(
         scenario=spec.scenario,
         policy=endpoint.policy,
@@ -259,7 +267,7 @@ def run_load(
         errors=len(driver.records) - len(good),
         arrival_schedule_s=schedule,
         server_metrics=metrics,
-        notes=endpoint.notes,
+        notes=notes,
         provider=endpoint.provider,
         session_providers=endpoint.session_providers,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from backend.errors import UserError
@@ -34,6 +36,9 @@ def test_concurrency_makes_triton_form_batches_and_its_counters_agree(
     assert point.server_metrics["nv_inference_count"] == inferences == point.latency.count
     assert point.queue_ms > 0 and point.compute_ms > 0
     assert point.stability_note.startswith(("stable:", "unstable:"))
+    # the machine's CPUs meanwhile: the generator and the server kept some of them busy
+    assert 0 < point.server_metrics["host_busy_cores"] <= (os.cpu_count() or 1) + 0.1
+    assert 0 <= point.server_metrics["host_steal_fraction"] < 1
     # the provider asked for and the one ONNX Runtime's session really used ride on the point
     assert point.provider is ServingProvider.CPU
     assert point.session_providers == ("CPUExecutionProvider",)
