@@ -134,6 +134,14 @@ def _p99(point: LoadPoint) -> float:
     return point.latency.p99
 
 
+def _host_note(rounds: list[LoadPoint]) -> str:
+    """The hypervisor's steal in each round, where the point recorded it."""
+    steal = [p.server_metrics.get("host_steal_fraction") for p in rounds]
+    if any(s is None for s in steal):
+        return ""
+    return "  steal " + "/".join(f"{s:.0%}" for s in steal)
+
+
 def _print_row(judged: Judged) -> None:
     rate, rate_spread = judged.measured(_rate)
     p99, p99_spread = judged.measured(_p99)
@@ -145,6 +153,7 @@ def _print_row(judged: Judged) -> None:
         f"{judged.error(_rate):>+6.0%}  {p99:>7.2f} {p99_spread:>5.0%} "
         f"{judged.predicted.latency.p99:>7.2f} {judged.error(_p99):>+6.0%}  "
         f"{batch:>5.1f} {judged.predicted.mean_batch:>5.1f}"
+        + _host_note(judged.rounds)
         + ("  (client saturated)" if judged.saturated else "")
         + ("  (calibration load)" if _is_calibration_load(first) else "")
     )
