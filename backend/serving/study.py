@@ -153,10 +153,6 @@ class ServingStudy:
         )
 
 
-def curve_from_dict(data: dict[str, Any]) -> LatencyCurve:
-    return LatencyCurve(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-
-
 def model_variants(model_id: int) -> list[ServedVariant]:
     """The files a study can serve: the upload, then each optimized variant by file name."""
     optimized = [a for a in model_store.list_artifacts(model_id) if a.kind == "optimized"]
@@ -201,7 +197,7 @@ def study_points(job_id: int) -> StudyPoints:
     old_curves = 0
     for row in serving_store.list_points([job_id]):
         if row.kind == serving_store.CALIBRATION:
-            calibrations[row.point_key.split("|")[0]] = curve_from_dict(row.payload)
+            calibrations[row.point_key.split("|")[0]] = LatencyCurve.from_dict(row.payload)
         elif row.kind == serving_store.POINT:
             point = LoadPoint.from_dict(row.payload)
             points.append(point)

@@ -25,11 +25,10 @@ from backend.serving.scenarios import poisson_schedule
 from backend.serving.study import (
     ServedVariant,
     ServingStudy,
-    curve_from_dict,
     study_points,
     submit_study,
 )
-from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
 from backend.serving.view import study_view
 from storage.repo import serving as serving_store
 from storage.states import JobState
@@ -116,7 +115,7 @@ def test_worker_process_calibrates_once_resumes_measures_stores_typed_points_and
     assert server.arrival_schedule_s == poisson_schedule(80, 1.0, 5)
     (row,) = _calibrations(job.id)  # once per variant, kept by the resumed job
     assert row.point_key == "original|calibration" and row.configuration == "original"
-    curve = curve_from_dict(row.payload)
+    curve = LatencyCurve.from_dict(row.payload)
     assert curve.batch_sizes == (1, 4) and all(ms > 0 for ms in curve.compute_ms)
     assert curve.request_cost_ms > 0 and curve.response_cost_ms > 0  # measured, not defaults
     messages = [e.message for e in jobs.job_events(job.id)]
