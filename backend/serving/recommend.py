@@ -284,7 +284,12 @@ def _sentence(rec: Recommendation, default_label: str) -> str:
     default = rec.default
     if default is not None and default.rate_rps > 0:
         base = default.point
-        if not default.meets(rec.slo_p99_ms, 0.0):
+        if default.measured is not None and base.generator_saturated:
+            versus = (
+                f"where the default ({default_label}) could not be measured: the load "
+                f"generator fell behind even at {base.achieved_rps:.0f} req/s"
+            )
+        elif not default.meets(rec.slo_p99_ms, 0.0):
             versus = (
                 f"where the default ({default_label}) missed it "
                 f"(p99 {base.latency.p99:.1f} ms at {base.achieved_rps:.0f} req/s)"

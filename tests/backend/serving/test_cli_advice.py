@@ -75,7 +75,9 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
     ), printed
     default = r"the default \(no dynamic batching, one instance\)"
     if code == 0:  # the best predicted policy and the default were both served and measured
-        assert printed.count("measured at") == 2
+        # both served: "measured at R req/s", or "measured (client saturated)" where the
+        # generator could not offer even the lowest rate
+        assert printed.count("measured at") + printed.count("measured (client saturated)") == 2
         assert sentence.startswith("In 2 measurements across 2 configurations")
         policy = r"FP32 on CPU, max \d+, delay \d+ us, x1"
         if re.search(default + " is the best", sentence):  # it measured more on this host
@@ -88,8 +90,10 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
             assert re.match(
                 lead + policy + r" meets the p99 bound of 200 ms at \d+ req/s, ", sentence
             ), sentence
-            assert re.search(  # then the gain, or where the default missed
-                r"\d+% (more|less) than " + default + "|where " + default + " missed it",
+            assert re.search(  # then the gain, where the default missed, or why unmeasured
+                r"\d+% (more|less) than " + default + "|where " + default + " missed it"
+                r"|where " + default + r" could not be measured: the load generator fell "
+                r"behind even at \d+ req/s",
                 sentence,
             ), sentence
     else:  # a host too busy for the generator to offer the rate: said, never hidden

@@ -66,3 +66,26 @@ def test_a_measured_default_that_beats_the_pick_becomes_the_answer() -> None:
     assert "the default (no dynamic batching, one instance) is the best" in rec.sentence
     assert f"the best predicted policy, {batched[0].candidate.label}, measured" in rec.sentence
     assert "less than the default" not in rec.sentence
+
+
+def test_a_default_the_generator_could_not_measure_is_said_so_not_called_a_miss() -> None:
+    """When even the lowest rate is beyond the load generator for the default, its point says
+    nothing about the server: the sentence says it could not be measured, never that it missed."""
+    from dataclasses import replace
+
+    from backend.serving.recommend import Trial
+    from backend.serving.simulate import simulate
+
+    def measured_world(trial: Trial) -> LoadPoint:
+        point = simulate(trial.candidate.variant.curve, trial.load, trial.candidate.policy,
+                         requests=2000)  # fmt: skip
+        return replace(point, generator_saturated=not trial.candidate.policy.dynamic_batching)
+
+    rec = recommend([FAST], slo_p99_ms=8.0, confirm=measured_world, confirm_top=1)
+    assert rec.best is not None and rec.best.candidate.policy.dynamic_batching
+    assert rec.default is not None and rec.default.measured is not None
+    assert "missed it" not in rec.sentence
+    assert (
+        "where the default (no dynamic batching, one instance) could not be measured: the load "
+        f"generator fell behind even at {rec.default.point.achieved_rps:.0f} req/s"
+    ) in rec.sentence
