@@ -276,8 +276,11 @@ def _report(judged: list[Judged]) -> None:
     for j, (r, p) in zip(scored, errors, strict=True):
         if r > THROUGHPUT_GOAL or p > P99_GOAL:
             print(
-                f"outside the goal: {j.label}: throughput {j.error(_rate):+.0%}, "
-                f"p99 {j.error(_p99):+.0%}"
+                f"outside the goal: {j.label}: throughput "
+                + "/".join(f"{e:+.0%}" for e in j.errors(_rate))
+                + ", p99 "
+                + "/".join(f"{e:+.0%}" for e in j.errors(_p99))
+                + " (per round)"
             )
     for j in judged:
         if j.saturated:
