@@ -112,7 +112,9 @@ def test_fixed_batch_model_is_served_without_dynamic_batching_and_says_why(
         point = run_load(running.endpoint, spec, MEASURE_PRESETS["quick"])
     # each execution is one request of the model's fixed 4 samples: Triton counts batch 1
     assert point.batch_histogram and set(point.batch_histogram) == {1}
-    assert point.notes == (planned.fixed_batch_note,) and point.policy == planned.policy
+    assert point.notes[0] == planned.fixed_batch_note and point.policy == planned.policy
+    # anything after it is the machine's own contention, said as such (a busy CI host)
+    assert all(n.startswith("While this was measured") for n in point.notes[1:]), point.notes
     assert point.errors == 0
 
 
