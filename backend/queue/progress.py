@@ -156,7 +156,9 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[Configur
 def _serving_progress(job: JobRow) -> list[ConfigurationProgress]:
     """One row per planned load point of a serving study, measured or still pending."""
     study = ServingStudy.from_dict(job.spec)
-    stored = {row.point_key: row for row in serving_store.list_points([job.id], kind="point")}
+    stored = {
+        row.point_key: row for row in serving_store.list_points([job.id], kind=serving_store.POINT)
+    }
     pending = "not run" if job.state.finished else "pending"
     rows = []
     for variant in study.variants:
