@@ -7,7 +7,6 @@ import platform
 import resource
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -70,7 +69,8 @@ def _cpu_ticks() -> list[int]:
         return []
 
 
-def _own_cpu_s() -> float:
+def own_cpu_s() -> float:
+    """This process's CPU time (user + system, every thread), in seconds."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
@@ -100,12 +100,11 @@ class HostShare:
 class HostWatch:
     """Reads the machine's CPU time around a block: `share` is set when it ends."""
 
-    def __init__(self, own_cpu_s: Callable[[], float] = _own_cpu_s) -> None:
-        self.own_cpu_s = own_cpu_s
+    def __init__(self) -> None:
         self.share: HostShare | None = None
 
     def __enter__(self) -> HostWatch:
-        self._ticks, self._own, self._wall = _cpu_ticks(), self.own_cpu_s(), time.monotonic()
+        self._ticks, self._own, self._wall = _cpu_ticks(), own_cpu_s(), time.monotonic()
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -116,7 +115,7 @@ class HostWatch:
         total = sum(delta) or 1
         hertz = os.sysconf("SC_CLK_TCK")
         busy = delta[0] + delta[1] + delta[2] + delta[5] + delta[6]  # user nice system irq softirq
-        own = (self.own_cpu_s() - self._own) / wall
+        own = (own_cpu_s() - self._own) / wall
         self.share = HostShare(wall, busy / hertz / wall, own, delta[7] / total)
 
 

@@ -319,5 +319,5 @@ def calibrate_on_server(
         held = BatchingPolicy(max_batch_size=max(sizes), max_queue_delay_us=delay_probe_us)
         spec = LoadSpec(Scenario.CONCURRENCY, duration_s=duration_s)
         probe = _one_sample(model_path, held, spec, served, should_cancel)
-    fitted = calibrated(curve, single, loaded, pair, probe)
-    return Calibration(fitted, single, loaded, pair, points, probe, measured_curve=curve)
+    inputs = calibrated(curve, single, loaded, pair, probe)
+    return Calibration(inputs, single, loaded, pair, points, probe, measured_curve=curve)

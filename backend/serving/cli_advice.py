@@ -24,7 +24,13 @@ from backend.serving.recommend import (
     served_variants,
     triton_confirm,
 )
-from backend.serving.types import BatchingPolicy, LoadSpec, Scenario, ServingProvider
+from backend.serving.types import (
+    BatchingPolicy,
+    LoadSpec,
+    Scenario,
+    ServingProvider,
+    shortest_queue_delay_us,
+)
 from storage.repo import results as result_store
 
 EVIDENCE_HEADERS = ["configuration", "rate under bound", "p50 ms", "p99 ms", "mean batch", "source"]
@@ -102,8 +108,7 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
     except ValueError:
         raise UserError(f"--instances takes counts such as 1,2, not {args.instances!r}.") from None
     grid = recommendation_grid(instances)
-    delays = [p.max_queue_delay_us for p in grid if p.max_queue_delay_us > 0]
-    probe_us = min(delays, default=0)
+    probe_us = shortest_queue_delay_us(grid)
     variants = served_variants(
         job_files(args.job, _providers(args.providers) or (ServingProvider.CPU,)),
         dims=dims,

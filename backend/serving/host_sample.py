@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import time
 import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from backend.host import own_cpu_s
 from backend.launch.services import group_stats
 from backend.serving.loadgen import run_load
 from backend.serving.server import ServerEndpoint
@@ -106,18 +106,13 @@ def group_cpu_ms(group: int) -> float:
     return ticks * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def _own_cpu_ms() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return 1000 * (usage.ru_utime + usage.ru_stime)
-
-
 def sample_load(endpoint: ServerEndpoint, spec: LoadSpec, server_group: int) -> HostSample:
     """Run one load point in this process (a child: its CPU is the generator's alone) and
     read the CPU that the server's process group spent meanwhile."""
     before, started = _stats(endpoint), time.perf_counter()
-    client0, server0 = _own_cpu_ms(), group_cpu_ms(server_group)
+    client0, server0 = 1000 * own_cpu_s(), group_cpu_ms(server_group)
     point = run_load(endpoint, spec, MEASURE_PRESETS["quick"])
-    client1, server1 = _own_cpu_ms(), group_cpu_ms(server_group)
+    client1, server1 = 1000 * own_cpu_s(), group_cpu_ms(server_group)
     wall, after = time.perf_counter() - started, _stats(endpoint)
     executions = _executions(before, after)
     requests = max(executions.requests, 1)

@@ -22,6 +22,7 @@ from backend.serving.types import (
     LoadSpec,
     Scenario,
     ServingProvider,
+    shortest_queue_delay_us,
 )
 from backend.specs import MEASURE_PRESETS
 from storage.repo import jobs as job_store
@@ -122,7 +123,7 @@ class ServingStudy:
     @property
     def delay_probe_us(self) -> int:
         """The smallest queue delay served (0: none), which the calibration probes."""
-        return min((p.max_queue_delay_us for p in self.policies if p.max_queue_delay_us), default=0)
+        return shortest_queue_delay_us(self.policies)
 
     @property
     def point_count(self) -> int:
@@ -181,8 +182,8 @@ def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -
 @dataclass(frozen=True)
 class StudyPoints:
     """A study's stored measurements, typed: points in the order measured, grouped by
-    configuration, each variant's calibrated curve (by variant key), and how many bare curves
-    a study stored before calibrations kept (they predict nothing)."""
+    configuration, each variant's calibrated curve (by calibration_key), and how many bare
+    curves a study stored before calibrations kept (they predict nothing)."""
 
     points: list[LoadPoint]
     by_configuration: dict[str, list[LoadPoint]]
@@ -197,11 +198,11 @@ def study_points(job_id: int) -> StudyPoints:
     old_curves = 0
     for row in serving_store.list_points([job_id]):
         if row.kind == serving_store.CALIBRATION:
-            calibrations[row.point_key.split("|")[0]] = LatencyCurve.from_dict(row.payload)
+            calibrations[row.point_key] = LatencyCurve.from_dict(row.payload)
         elif row.kind == serving_store.POINT:
             point = LoadPoint.from_dict(row.payload)
             points.append(point)
             grouped.setdefault(row.configuration, []).append(point)
-        else:
+        elif row.kind == serving_store.OLD_CURVE:
             old_curves += 1
     return StudyPoints(points, grouped, calibrations, old_curves)

@@ -6,6 +6,7 @@ subtraction and charts draw both from one type.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -70,6 +71,12 @@ class BatchingPolicy:
             + (f"preferred {preferred}, " if preferred else "")
             + f"x{self.instance_count}"
         )
+
+
+def shortest_queue_delay_us(policies: Iterable[BatchingPolicy]) -> int:
+    """The shortest non-zero max_queue_delay among the policies (0: none holds batches): the
+    delay a calibration probes to learn how late a held batch leaves."""
+    return min((p.max_queue_delay_us for p in policies if p.max_queue_delay_us), default=0)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
     ServedVariant,
     ServingStudy,
+    calibration_key,
     configuration_label,
     load_label,
     study_points,
@@ -272,13 +273,13 @@ def study_view(job_id: int, slo_p99_ms: float | None = None) -> StudyView:
     configurations = []
     for label, points in stored.by_configuration.items():
         variant = variant_of.get(label)
-        curve = stored.calibrations.get(variant.key) if variant else None
+        curve = stored.calibrations.get(calibration_key(variant)) if variant else None
         predicted = predicted_points(curve, points) if curve is not None else []
         configurations.append(MeasuredConfiguration(label, points, predicted))
     calibrations = [
-        VariantCalibration(v.name, stored.calibrations[v.key])
+        VariantCalibration(v.name, stored.calibrations[calibration_key(v)])
         for v in study.variants
-        if v.key in stored.calibrations
+        if calibration_key(v) in stored.calibrations
     ]
     sentence, meets = _study_sentence(configurations, slo)
     note = _prediction_note(study, bool(calibrations), stored.old_curves) if stored.points else ""
