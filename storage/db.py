@@ -6,12 +6,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from settings import data_dir, database_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = ["data_dir", "database_url", "get_engine", "make_engine", "session_scope", "upgrade"]
 
@@ -35,17 +39,47 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+# Any constant shared by every Optiboard process; PostgreSQL's advisory locks are keyed by it.
+_MIGRATION_LOCK_KEY = 0x0B7B0A4D
+
+
+def _hold_migration_lock(connection: Connection) -> None:
+    """Serialize first-use migrations across processes (worker and dashboard start together).
+
+    SQLite's driver runs DDL outside any transaction unless one is opened explicitly, so two
+    processes migrating a fresh file both saw no table and both created it. BEGIN EXCLUSIVE makes
+    the second wait (busy_timeout) and then find the schema at head. PostgreSQL's DDL is
+    transactional already; the advisory lock keeps the second from racing the first's CREATEs.
+    """
+    if connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN EXCLUSIVE")
+    elif connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+
+
+def _at_head(connection: Connection, config: Config) -> bool:
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    current = MigrationContext.configure(connection).get_current_heads()
+    return set(current) == set(ScriptDirectory.from_config(config).get_heads())
+
+
 def upgrade(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision."""
+    """Bring the schema to the newest Alembic revision, one process at a time."""
     from alembic import command
     from alembic.config import Config
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    with engine.connect() as connection:
+        if _at_head(connection, config):  # the usual case takes no lock: readers never wait
+            return
     with engine.begin() as connection:
+        _hold_migration_lock(connection)
         config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        command.upgrade(config, "head")  # finds nothing to do if another process just did it
 
 
 @lru_cache(maxsize=8)
