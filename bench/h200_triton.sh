@@ -11,7 +11,10 @@
 # runtime (its symbols are versioned libcudart.so.12, ORT's libcudart.so.13: no clash).
 #   bench/h200_triton.sh pack DIR   (here) build DIR/cN/part.0N, DIR/c3/tree.tar, payload.sha256
 #   bench/h200_triton.sh carry N    (device, REPO=the call's repo) keep part N in /tmp/p
-#   bench/h200_triton.sh all        (device, in /tmp/wt = tree.tar) install, check, run
+#   bench/h200_triton.sh all        (device) install, check, run serving_gpu.py
+#   bench/h200_triton.sh prediction (device, after all) bench/serving_prediction.py on the host's
+#                                   16 CPU cores: the predictor judged where the load generator and
+#                                   the server do not share two cores
 set -uo pipefail
 stage="$1"
 OUT="${OUT:-/tmp/out}"
@@ -78,8 +81,19 @@ s = o.InferenceSession("/tmp/cnn.onnx", providers=["CUDAExecutionProvider"])
 print("stub env: CUDA session providers", s.get_providers())' 2>&1 | grep -v "^$" | tail -8
     python3 -c 'import tritonclient, gevent, onnx, numpy; print("driver: tritonclient", tritonclient.__version__ if hasattr(tritonclient, "__version__") else "2.73.0", "onnx", onnx.__version__, "numpy", numpy.__version__)'
     timeout "${RUN_S:-420}" python3 bench/serving_gpu.py --venv $TV --out "$OUT" \
-        --configs "${CONFIGS:-cuda:fp32,cpu:fp32,cuda:fp16}" --duration "${DUR:-3}" 2>&1 | tee "$OUT/run.log"
+        --configs "${CONFIGS:-cuda:fp32,cuda:fp32:EXHAUSTIVE,cpu:fp32,cuda:fp16}" --duration "${DUR:-3}" 2>&1 | tee "$OUT/run.log"
     grep -h -E "optiboard session providers|server_version|CUDA memory|Failed|error" "$OUT"/triton_*.log "$OUT"/failed_*.log 2>/dev/null | sort | uniq -c | head -20
     echo "total: $(($(date +%s) - t0)) s"
+    ;;
+prediction)
+    t0=$(date +%s)
+    [ -x $SITE/pytriton/tritonserver/bin/tritonserver ] || {
+        echo "no serving environment in $TV: run 'all' first, on the same warm machine"; exit 1; }
+    export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 OPTIBOARD_DATA_DIR=/tmp/obdata
+    export OPTIBOARD_TRITON_VENV=$TV OPTIBOARD_TRITON_START_TIMEOUT_S=120
+    echo "host: $(nproc) cores, $(uptime)"
+    timeout "${RUN_S:-570}" python3 bench/serving_prediction.py --repeat "${REPEAT:-2}" \
+        --duration "${DUR:-3}" --save "$OUT/prediction.json" 2>&1 | tee "$OUT/prediction.txt"
+    echo "host after: $(uptime); total: $(($(date +%s) - t0)) s"
     ;;
 esac

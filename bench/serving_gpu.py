@@ -8,6 +8,10 @@ the highest rate the sweep reached. Every point records the provider asked for a
 ONNX Runtime's session really used (from the model's line in Triton's log). A configuration
 that cannot be served is reported with the server's sentence and the run goes on.
 
+A CUDA config may name ONNX Runtime's cuDNN convolution search as a third field
+(cuda:fp32:EXHAUSTIVE): the served model's config then asks for that search instead of the
+project's choice (repository.CUDA_CONV_ALGO_SEARCH), so the two are measured side by side.
+
     python3 bench/serving_gpu.py --venv /tmp/tv --out /tmp/out [--configs cuda:fp32,cpu:fp32]
 """
 
@@ -25,6 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from backend.errors import UnavailableError, UserError  # noqa: E402
+from backend.serving import repository as serving_repository  # noqa: E402
 from backend.serving.loadgen import run_load_in_child  # noqa: E402
 from backend.serving.repository import plan_model, write_repository  # noqa: E402
 from backend.serving.server import TritonServer, find_environment, serve  # noqa: E402
@@ -40,8 +45,8 @@ from tests import models as model_factory  # noqa: E402
 
 POLICY = BatchingPolicy(max_batch_size=32, max_queue_delay_us=500)
 HEADERS = (
-    "config      session providers          load            req/s   p50 ms   p99 ms  queue ms"
-    "  compute ms  mean batch  batches formed (size:executions)"
+    "config               session providers          load            req/s   p50 ms   p99 ms"
+    "  queue ms  compute ms  mean batch  batches formed (size:executions)"
 )
 
 
@@ -74,7 +79,7 @@ def row(config: str, point: LoadPoint) -> str:
         load = f"{point.spec.concurrency} in flight"
     used = ",".join(p.replace("ExecutionProvider", "") for p in point.session_providers) or "?"
     return (
-        f"{config:<11} {used:<26} {load:<15} {point.achieved_rps:7.1f} {point.latency.p50:8.2f} "
+        f"{config:<20} {used:<26} {load:<15} {point.achieved_rps:7.1f} {point.latency.p50:8.2f} "
         f"{point.latency.p99:8.2f} {point.queue_ms:9.2f} {point.compute_ms:11.2f} "
         f"{point.mean_batch:11.1f}  {histogram(point)}"
         + ("  (client saturated)" if point.generator_saturated else "")
@@ -165,16 +170,21 @@ def main() -> int:
     print(f"policy: {POLICY.label}; CNN make_cnn(channels=64, blocks=2, image=32)")
     print(HEADERS, flush=True)
     results: list[dict] = []
+    chosen_search = serving_repository.CUDA_CONV_ALGO_SEARCH
     for config in args.configs.split(","):
-        provider, precision = config.split(":")
+        provider, precision, *search = config.split(":")
         if precision not in files:
             continue
+        # the bench's A/B of the served CUDA model's cuDNN search; the product never changes it
+        serving_repository.CUDA_CONV_ALGO_SEARCH = search[0] if search else chosen_search
         try:
             results += run_config(args, provider, files[precision], config)
         except (UnavailableError, UserError, RuntimeError) as exc:
             print(f"{config}: NOT served: {exc}", flush=True)
             results.append({"config": config, "error": str(exc)})
             results += after_failure(args, provider, files[precision], config)
+        finally:
+            serving_repository.CUDA_CONV_ALGO_SEARCH = chosen_search
         (out / "serving_gpu.json").write_text(json.dumps(results, indent=1))  # after each
     return 0
 
