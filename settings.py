@@ -331,6 +331,15 @@ TRITON_START_TIMEOUT_S = _declare(
         "how long a Triton server may take to start and load its model before it is unavailable",
     )
 )
+LOADGEN_PROCESSES = _declare(
+    Setting(
+        "OPTIBOARD_LOADGEN_PROCESSES",
+        "0",
+        int,
+        "most load-generator processes one Server point spreads its arrivals over (one per "
+        "300 req/s); 0 picks half the host's cores less one, so 1 on a 2-core host",
+    )
+)
 WORKER_METRICS_PORT = _declare(
     Setting(
         "OPTIBOARD_WORKER_METRICS_PORT",

@@ -96,6 +96,8 @@ def point_row(point: LoadPoint) -> list[str]:
     spec = point.spec
     if point.scenario is Scenario.SERVER:
         load = f"{spec.target_rps:g} req/s"
+        if point.generator_processes > 1:
+            load += f" ({point.generator_processes} senders)"
     elif point.scenario is Scenario.OFFLINE:
         load = f"bursts of {spec.requests or OFFLINE_DEFAULT_REQUESTS}"
     else:

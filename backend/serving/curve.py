@@ -18,7 +18,7 @@ import tritonclient.http.aio as triton_http
 
 from backend.errors import UserError
 from backend.launch.children import run_in_child
-from backend.serving.loadgen import request_inputs
+from backend.serving.sender import request_inputs
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario, ServingProvider
 

@@ -10,22 +10,25 @@ process (`run_load_in_child`) so the generator never shares the caller's CPU acc
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import numpy as np
 import tritonclient.http.aio as triton_http
 
+import settings
 from backend.errors import UserError
 from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
 from backend.results import LatencyStats
-from backend.serving.repository import TensorSpec
-from backend.serving.scenarios import SCENARIOS
+from backend.serving.scenarios import SCENARIOS, arrival_schedule
+from backend.serving.sender import PART_WARMUP, Driver, Record, drive_part, make_driver, open_client
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.stability import Completed, stability
 from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario, ServingProvider
@@ -33,8 +36,13 @@ from backend.specs import MEASURE_PRESETS, MeasureSettings
 
 LAG_LIMIT_MS = 5.0  # Server: a request leaving later than this (p99) means the client fell behind
 RATE_MARGIN = 0.05  # Server: sending more than 5% slower than the schedule means the same
-MAX_CONNECTIONS = 1024  # Server scenario: beyond this many in flight the server is long overloaded
 SETTLE_S = 2.0  # longest wait for Triton's statistics to record the requests already answered
+# Server: the rate one asyncio generator process keeps on schedule. On the H200 host's 16 cores one
+# process fell behind (p99 send lag past 5 ms) from about 575 req/s while 14 cores sat idle
+# (bench/results/serving_prediction_h200host.txt); past this rate the arrivals are dealt out.
+RPS_PER_GENERATOR = 300.0
+PART_START_S = 4.0  # the schedule's zero this far ahead: the parts' spawn, imports, connections
+SNAPSHOT_LEAD_S = 0.3  # the statistics before a split point are read this long before its zero
 METRICS = (
     "nv_inference_count",
     "nv_inference_exec_count",
@@ -45,68 +53,6 @@ METRICS = (
     "nv_inference_compute_infer_duration_us",
 )
 _METRIC_LINE = re.compile(r"^(\w+)\{([^}]*)\}\s+([0-9.eE+-]+)$")
-
-
-@dataclass(frozen=True)
-class Record:
-    """One request: when it should have left, when it left, when it came back (s), burst."""
-
-    scheduled_s: float | None
-    sent_s: float
-    done_s: float
-    ok: bool
-    burst: int | None = None
-
-
-def _array(spec: TensorSpec, samples: int | None, rng: np.random.Generator) -> np.ndarray:
-    shape = (samples, *spec.dims) if samples else spec.dims
-    if spec.dtype.startswith("float"):
-        return rng.standard_normal(shape).astype(spec.dtype)
-    if spec.dtype == "bool":
-        return rng.random(shape) < 0.5
-    return rng.integers(0, 2, size=shape).astype(spec.dtype)
-
-
-@dataclass
-class Driver:
-    """Sends the same seeded request over and over and records each one (scenarios.Driver)."""
-
-    client: triton_http.InferenceServerClient
-    endpoint: ServerEndpoint
-    inputs: list[triton_http.InferInput]
-    outputs: list[triton_http.InferRequestedOutput]
-    start: float = 0.0
-    records: list[Record] = field(default_factory=list)
-
-    def now(self) -> float:
-        return time.perf_counter() - self.start
-
-    async def send(self, scheduled_s: float | None = None, burst: int | None = None) -> None:
-        sent = self.now()
-        try:
-            await self.client.infer(self.endpoint.model, self.inputs, outputs=self.outputs)
-            ok = True
-        except Exception:  # a failed request is counted, not fatal: the point reports errors
-            ok = False
-        self.records.append(Record(scheduled_s, sent, self.now(), ok, burst))
-
-
-def request_inputs(endpoint: ServerEndpoint, spec: LoadSpec) -> list[triton_http.InferInput]:
-    """The one seeded request every send repeats (samples_per_request along the batch axis)."""
-    batched = endpoint.max_batch_size > 0
-    if batched and spec.samples_per_request > endpoint.max_batch_size:
-        raise UserError(
-            f"Requests of {spec.samples_per_request} samples exceed the server's maximum batch "
-            f"size {endpoint.max_batch_size}; send fewer samples per request."
-        )
-    rng = np.random.default_rng(spec.seed)
-    inputs = []
-    for tensor in endpoint.inputs:
-        array = _array(tensor, spec.samples_per_request if batched else None, rng)
-        item = triton_http.InferInput(tensor.name, list(array.shape), tensor.triton_type)
-        item.set_data_from_numpy(array, binary_data=True)
-        inputs.append(item)
-    return inputs
 
 
 async def _metrics(endpoint: ServerEndpoint) -> dict[str, float]:
@@ -154,6 +100,47 @@ def _server_side(before: tuple[dict, dict], after: tuple[dict, dict]) -> ServerS
     )
 
 
+def generator_processes(spec: LoadSpec) -> int:
+    """How many processes send a point's requests: a Server point past one process's rate
+    splits its schedule, up to the setting's limit (by default half the cores less one)."""
+    if spec.scenario is not Scenario.SERVER or spec.target_rps is None:
+        return 1
+    limit = settings.LOADGEN_PROCESSES.get() or (os.cpu_count() or 2) // 2 - 1
+    return max(1, min(math.ceil(spec.target_rps / RPS_PER_GENERATOR), limit))
+
+
+async def _drive_split(
+    driver: Driver, spec: LoadSpec, warm: int, parts: int
+) -> tuple[list[Record], tuple[float, ...], tuple[dict, dict]]:
+    """The Server schedule dealt out round-robin to `parts` child processes, all started by the
+    one launcher and sending on one clock; the schedule is the one a single process would send."""
+    schedule = arrival_schedule(spec)
+    zero = time.perf_counter() + PART_START_S
+    limit = spec.duration_s * 4 + 60
+    what = "A load generator process"
+    started = [
+        asyncio.ensure_future(
+            asyncio.to_thread(
+                run_in_child,
+                drive_part,
+                driver.endpoint,
+                spec,
+                schedule[part::parts],
+                zero,
+                timeout_s=limit,
+                what=what,
+            )
+        )
+        for part in range(parts)
+    ]
+    await asyncio.sleep(max(0.0, zero - SNAPSHOT_LEAD_S - time.perf_counter()))
+    before = await _snapshot(driver.client, driver.endpoint, warm + parts * PART_WARMUP)
+    outcomes = await asyncio.gather(*started)
+    records = [record for outcome in outcomes for record in outcome.value_or_raise(what)]
+    driver.start = zero
+    return sorted(records, key=lambda r: r.sent_s), schedule, before
+
+
 def _successes(stats: dict) -> int:
     return int(stats["inference_stats"]["success"]["count"])
 
@@ -172,19 +159,13 @@ async def _snapshot(
 
 
 async def _measure(
-    endpoint: ServerEndpoint, spec: LoadSpec, measure: MeasureSettings
-) -> tuple[Driver, tuple[float, ...], ServerSide]:
-    """Warm up, snapshot, drive the scenario, snapshot: records, schedule, server side."""
-    # enough connections that requests never wait for one inside the client (that wait would be
-    # counted as latency): N in flight, a whole burst, or about a second of Server arrivals
-    rate = min(int(spec.target_rps or 0), MAX_CONNECTIONS)
-    connections = max(spec.concurrency, spec.requests or 0, rate, 64)
-    client = triton_http.InferenceServerClient(endpoint.http_url, conn_limit=connections)
+    endpoint: ServerEndpoint, spec: LoadSpec, measure: MeasureSettings, parts: int
+) -> tuple[list[Record], tuple[float, ...], ServerSide]:
+    """Warm up, snapshot, drive the scenario (here, or split over `parts` processes), snapshot:
+    records, schedule, server side."""
+    client = open_client(endpoint, spec)
     try:
-        outputs = [
-            triton_http.InferRequestedOutput(name, binary_data=True) for name in endpoint.outputs
-        ]
-        driver = Driver(client, endpoint, request_inputs(endpoint, spec), outputs)
+        driver = make_driver(client, endpoint, spec)
         driver.start = time.perf_counter()
         initial, _ = await _snapshot(client, endpoint)
         for _ in range(measure.warmup_runs):
@@ -193,12 +174,16 @@ async def _measure(
             raise UserError("The served model answered every warm-up request with an error.")
         warm = _successes(initial) + sum(r.ok for r in driver.records)
         driver.records.clear()
-        before = await _snapshot(client, endpoint, warm)
-        driver.start = time.perf_counter()
-        schedule = await SCENARIOS[spec.scenario].drive(driver, spec)
-        done = _successes(before[0]) + sum(r.ok for r in driver.records)
+        if parts > 1:
+            records, schedule, before = await _drive_split(driver, spec, warm, parts)
+        else:
+            before = await _snapshot(client, endpoint, warm)
+            driver.start = time.perf_counter()
+            schedule = await SCENARIOS[spec.scenario].drive(driver, spec)
+            records = driver.records
+        done = _successes(before[0]) + sum(r.ok for r in records)
         after = await _snapshot(client, endpoint, done)
-        return driver, schedule, _server_side(before, after)
+        return records, schedule, _server_side(before, after)
     finally:
         await client.close()
 
@@ -233,15 +218,19 @@ def run_load(
 ) -> LoadPoint:
     """Generate one load point against a running server (this process; see run_load_in_child)."""
     measure = measure or MEASURE_PRESETS["quick"]
+    parts = generator_processes(spec)
     with HostWatch() as host:
-        driver, schedule, server = asyncio.run(_measure(endpoint, spec, measure))
-    good = [r for r in driver.records if r.ok]
+        records, schedule, server = asyncio.run(_measure(endpoint, spec, measure, parts))
+    good = [r for r in records if r.ok]
     if not good:
         raise UserError(f"No request of the {spec.scenario.value} load point succeeded.")
-    first = min(r.sent_s for r in driver.records)
+    first = min(r.sent_s for r in records)
     last = max(r.done_s for r in good)
     verdict = stability([Completed(r.sent_s, r.done_s, r.burst) for r in good], measure)
-    saturated = saturation_reason(spec, driver.records)
+    saturated = saturation_reason(spec, records)
+    if saturated:
+        senders = f"{parts} generator process" + ("es" if parts > 1 else "")
+        saturated += f" ({senders}; {settings.LOADGEN_PROCESSES.name} allows more)"
     metrics = {
         **server.metrics,
         "ort_intra_op_threads": float(endpoint.intra_op_threads),
@@ -264,12 +253,13 @@ def run_load(
         stable=verdict.stable and not saturated,
         stability_note=f"{verdict.note}; {saturated}" if saturated else verdict.note,
         generator_saturated=bool(saturated),
-        errors=len(driver.records) - len(good),
+        errors=len(records) - len(good),
         arrival_schedule_s=schedule,
         server_metrics=metrics,
         notes=notes,
         provider=endpoint.provider,
         session_providers=endpoint.session_providers,
+        generator_processes=parts,
     )
 
 

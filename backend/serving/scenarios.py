@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -18,7 +19,7 @@ OFFLINE_DEFAULT_REQUESTS = 64
 
 
 class Driver(Protocol):
-    """Sends requests to the server and records each one's timing (loadgen.Driver)."""
+    """Sends requests to the server and records each one's timing (sender.Driver)."""
 
     def now(self) -> float:
         """Seconds since the measurement started."""
@@ -84,22 +85,33 @@ def poisson_schedule(rate_rps: float, duration_s: float, seed: int) -> tuple[flo
     return tuple(float(t) for t in offsets[offsets < duration_s])
 
 
+def arrival_schedule(spec: LoadSpec) -> tuple[float, ...]:
+    """A Server spec's arrival offsets, the same whichever process sends them."""
+    assert spec.target_rps is not None  # LoadSpec checks it for SERVER
+    return poisson_schedule(spec.target_rps, spec.duration_s, spec.seed)
+
+
+async def send_on_schedule(driver: Driver, schedule: Sequence[float]) -> None:
+    """Open loop: each request leaves at its offset whether or not earlier ones have returned."""
+    tasks = []
+    for offset in schedule:
+        delay = offset - driver.now()
+        if delay > 0.0005:
+            await asyncio.sleep(delay)
+        elif delay > 0:
+            _spin_until(driver, offset)
+        tasks.append(asyncio.ensure_future(driver.send(scheduled_s=offset)))
+    await asyncio.gather(*tasks)
+
+
 class Server:
     """Poisson arrivals at the target rate, open loop: a request leaves on schedule whether or
-    not earlier ones have returned (MLPerf Server)."""
+    not earlier ones have returned (MLPerf Server). Past one process's rate, loadgen.py deals
+    the same schedule out to several processes."""
 
     async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]:
-        assert spec.target_rps is not None  # LoadSpec checks it for SERVER
-        schedule = poisson_schedule(spec.target_rps, spec.duration_s, spec.seed)
-        tasks = []
-        for offset in schedule:
-            delay = offset - driver.now()
-            if delay > 0.0005:
-                await asyncio.sleep(delay)
-            elif delay > 0:
-                _spin_until(driver, offset)
-            tasks.append(asyncio.ensure_future(driver.send(scheduled_s=offset)))
-        await asyncio.gather(*tasks)
+        schedule = arrival_schedule(spec)
+        await send_on_schedule(driver, schedule)
         return schedule
 
 

@@ -221,6 +221,7 @@ class LoadPoint:
     notes: tuple[str, ...] = ()  # what the server did differently, e.g. no dynamic batching
     provider: ServingProvider = ServingProvider.CPU  # what was asked for
     session_providers: tuple[str, ...] = ()  # what ONNX Runtime's session really used, in order
+    generator_processes: int = 1  # processes that sent the requests (a fast Server point splits)
 
     @property
     def mean_batch(self) -> float:

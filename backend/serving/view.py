@@ -311,6 +311,7 @@ def measured_table(view: StudyView) -> pd.DataFrame:
                     "predicted req/s": round(predicted.achieved_rps, 1) if predicted else None,
                     "predicted p99 (ms)": round(predicted.latency.p99, 2) if predicted else None,
                     "seed": point.spec.seed,
+                    "senders": point.generator_processes,
                 }
             )
     return pd.DataFrame(rows)

@@ -7,8 +7,15 @@ import os
 import pytest
 
 from backend.errors import UserError
-from backend.serving.loadgen import Record, run_load, run_load_in_child, saturation_reason
+from backend.serving.loadgen import (
+    RPS_PER_GENERATOR,
+    generator_processes,
+    run_load,
+    run_load_in_child,
+    saturation_reason,
+)
 from backend.serving.scenarios import SCENARIOS, poisson_schedule
+from backend.serving.sender import Record
 from backend.serving.server import TritonServer
 from backend.serving.types import LoadPoint, LoadSpec, Scenario, ServingProvider
 from backend.specs import MEASURE_PRESETS
@@ -53,6 +60,37 @@ def test_server_scenario_follows_the_schedule_drawn_from_its_seed(server: Triton
     assert point.latency.count + point.errors == len(point.arrival_schedule_s)
     assert all(0 <= t < 1.0 for t in point.arrival_schedule_s)
     assert point.generator_saturated == ("beyond the client" in point.stability_note)
+
+
+def test_a_fast_server_point_is_dealt_out_to_processes_on_one_schedule(
+    server: TritonServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPTIBOARD_LOADGEN_PROCESSES", "2")
+    spec = LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=400, seed=3)
+    assert generator_processes(spec) == 2
+    point = run_load_in_child(server.endpoint, spec, QUICK)  # the load child starts two more
+    assert point.generator_processes == 2
+    # the very schedule one process would have sent, every request of it sent once
+    assert point.arrival_schedule_s == poisson_schedule(400, 1.0, 3)
+    assert point.latency.count + point.errors == len(point.arrival_schedule_s)
+    # Triton's statistics bracket exactly these requests: no part's warm-up request is counted
+    inferences = sum(size * count for size, count in point.batch_histogram.items())
+    assert inferences == point.server_metrics["nv_inference_count"] == point.latency.count
+    assert point.generator_saturated == ("beyond the client" in point.stability_note)
+    assert LoadPoint.from_dict(point.to_dict()) == point
+
+
+def test_only_server_points_past_one_processs_rate_split_up_to_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPTIBOARD_LOADGEN_PROCESSES", "3")
+    closed = LoadSpec(Scenario.CONCURRENCY, duration_s=1.0, concurrency=64)
+    slow = LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=RPS_PER_GENERATOR)
+    fast = LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=RPS_PER_GENERATOR * 1.5)
+    flood = LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=RPS_PER_GENERATOR * 10)
+    assert [generator_processes(s) for s in (closed, slow, fast, flood)] == [1, 1, 2, 3]
+    monkeypatch.setenv("OPTIBOARD_LOADGEN_PROCESSES", "0")  # half the cores less one
+    assert generator_processes(flood) == max(1, (os.cpu_count() or 2) // 2 - 1)
 
 
 def test_offline_sends_bursts_and_judges_each_burst_as_a_window(server: TritonServer) -> None:
