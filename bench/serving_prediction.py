@@ -88,6 +88,11 @@ def _measure_policy(
     return points + serve_and_measure(path, policy, [server], **common)
 
 
+def _predict(curve: LatencyCurve, measured: LoadPoint) -> LoadPoint:
+    """The measured point predicted with the generator processes that really sent it."""
+    return simulate(curve, measured.spec, measured.policy, senders=measured.generator_processes)
+
+
 def _is_calibration_load(point: LoadPoint) -> bool:
     """The one-in-flight point of the calibration's own policy: its p50 set the way in and out."""
     return (
@@ -219,9 +224,9 @@ def _judge(collected: dict[str, Any]) -> list[Judged]:
             print(f"{name} (round {index}): {curve.summary}")
         rounds = [[LoadPoint.from_dict(p) for p in r["points"]] for r in data["rounds"]]
         for same in zip(*rounds, strict=True):
-            own = [simulate(c, p.spec, p.policy) for c, p in zip(curves, same, strict=True)]
+            own = [_predict(c, p) for c, p in zip(curves, same, strict=True)]
             other = curves[1:] + curves[:1]  # the next round's calibration (itself with one)
-            crossed = [simulate(c, p.spec, p.policy) for c, p in zip(other, same, strict=True)]
+            crossed = [_predict(c, p) for c, p in zip(other, same, strict=True)]
             judged.append(Judged(name, list(same), own, crossed))
     return judged
 

@@ -33,18 +33,20 @@ class Client:
     """The load generator and the host's CPU budget.
 
     The way in is a delay (overhead, lognormal around its mean when the curve has
-    overhead_jitter). Reading an answer is serial work (one event loop), first done first read,
+    overhead_jitter). Reading an answer is serial work (one event loop per generator process; a
+    Server schedule is dealt out round-robin to them), first done first read,
     host_slowdown times longer while an execution runs. With a CPU budget, a virtual host clock
     advances by every request's and every execution's CPU over the cores: a read never ends
     before the clock allows, so a saturated host paces answers at its capacity while a lone
     request still takes only the generator's own time.
     """
 
-    def __init__(self, curve: LatencyCurve, count: int, seed: int) -> None:
+    def __init__(self, curve: LatencyCurve, count: int, seed: int, senders: int = 1) -> None:
         self.cost, self.host = curve.request_cost_ms, curve.host_slowdown
         self.cores = curve.host_cores
         self.per_request = curve.host_cpu_ms / self.cores if self.cores else 0.0
-        self.free, self.clock, self.drawn = 0.0, 0.0, 0
+        self.clock, self.drawn = 0.0, 0
+        self.loops = [0.0] * senders  # when each generator process's event loop is next free
         cv = curve.overhead_jitter
         if cv > 0 and curve.overhead_ms > 0:
             sigma = math.sqrt(math.log1p(cv * cv))
@@ -61,7 +63,7 @@ class Client:
         return at
 
     def busy_at(self, now: float) -> bool:
-        return self.free > now
+        return self.loops[0] > now
 
     def execute(self, start: float, cpu_ms: float) -> float:
         """An execution spends `cpu_ms` of the host's budget from `start`: the earliest it can
@@ -71,15 +73,17 @@ class Client:
         self.clock = max(self.clock, start) + cpu_ms / self.cores
         return self.clock
 
-    def read(self, done: float, executing_until: float) -> float:
-        """When an answer done at `done` has been read (executions end by `executing_until`)."""
-        at = max(done, self.free)
+    def read(self, done: float, executing_until: float, loop: int = 0) -> float:
+        """When an answer done at `done` has been read by its sender's event loop (executions
+        end by `executing_until`)."""
+        at = max(done, self.loops[loop])
         own = self.cost * (self.host if executing_until > at else 1.0)
-        self.free = at + own
+        free = at + own
         if self.cores:
             self.clock = max(self.clock, done) + self.per_request
-            self.free = max(self.free, self.clock - max(self.per_request - own, 0.0))
-        return self.free
+            free = max(free, self.clock - max(self.per_request - own, 0.0))
+        self.loops[loop] = free
+        return free
 
 
 def read_open(
@@ -96,8 +100,10 @@ def read_open(
         start, done, size = batches[index]
         client.execute(start, cpu_ms[size])
         for request in range(int(first[index]), int(first[index]) + size):
-            latest = bisect.bisect_right(starts, client.free if client.free > done else done)
-            read[request] = client.read(done, ends[latest - 1] if latest else 0.0)
+            loop = request % len(client.loops)  # the schedule is dealt out round-robin
+            free = client.loops[loop]
+            latest = bisect.bisect_right(starts, free if free > done else done)
+            read[request] = client.read(done, ends[latest - 1] if latest else 0.0, loop)
     return read
 
 

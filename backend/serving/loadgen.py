@@ -10,8 +10,6 @@ process (`run_load_in_child`) so the generator never shares the caller's CPU acc
 from __future__ import annotations
 
 import asyncio
-import math
-import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +25,7 @@ from backend.errors import UserError
 from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
 from backend.results import LatencyStats
-from backend.serving.scenarios import SCENARIOS, arrival_schedule
+from backend.serving.scenarios import SCENARIOS, arrival_schedule, generator_processes
 from backend.serving.sender import PART_WARMUP, Driver, Record, drive_part, make_driver, open_client
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.stability import Completed, stability
@@ -37,10 +35,6 @@ from backend.specs import MEASURE_PRESETS, MeasureSettings
 LAG_LIMIT_MS = 5.0  # Server: a request leaving later than this (p99) means the client fell behind
 RATE_MARGIN = 0.05  # Server: sending more than 5% slower than the schedule means the same
 SETTLE_S = 2.0  # longest wait for Triton's statistics to record the requests already answered
-# Server: the rate one asyncio generator process keeps on schedule. On the H200 host's 16 cores one
-# process fell behind (p99 send lag past 5 ms) from about 575 req/s while 14 cores sat idle
-# (bench/results/serving_prediction_h200host.txt); past this rate the arrivals are dealt out.
-RPS_PER_GENERATOR = 300.0
 PART_START_S = 4.0  # the schedule's zero this far ahead: the parts' spawn, imports, connections
 SNAPSHOT_LEAD_S = 0.3  # the statistics before a split point are read this long before its zero
 METRICS = (
@@ -98,15 +92,6 @@ def _server_side(before: tuple[dict, dict], after: tuple[dict, dict]) -> ServerS
     return ServerSide(
         mean_ms("queue"), mean_ms("compute_infer"), dict(sorted(histogram.items())), metrics
     )
-
-
-def generator_processes(spec: LoadSpec) -> int:
-    """How many processes send a point's requests: a Server point past one process's rate
-    splits its schedule, up to the setting's limit (by default half the cores less one)."""
-    if spec.scenario is not Scenario.SERVER or spec.target_rps is None:
-        return 1
-    limit = settings.LOADGEN_PROCESSES.get() or (os.cpu_count() or 2) // 2 - 1
-    return max(1, min(math.ceil(spec.target_rps / RPS_PER_GENERATOR), limit))
 
 
 async def _drive_split(

@@ -20,9 +20,10 @@ Where each per-request cost sits, as it does in Triton (it decides which batches
   backend's input hand-over and response building and sending (curve.response_cost_ms; Triton's
   compute_input and compute_output). The instance is busy for all of it, so requests that
   arrive meanwhile queue and form the next batch.
-- The load generator is one event loop: it reads each answer and sends the next request one at
-  a time (curve.request_cost_ms), after the batch is done, in completion order; a request's
-  latency ends when the client has read it.
+- The load generator is one event loop per process: it reads each answer and sends the next
+  request one at a time (curve.request_cost_ms), after the batch is done, in completion order; a
+  request's latency ends when the client has read it. A fast Server schedule is dealt out
+  round-robin to several processes (scenarios.generator_processes), each its own loop.
 - The client and the instances share the host's cores: an execution that starts while the
   client works, and client work done while an execution runs, take curve.host_slowdown times
   longer (only while the client really works, not while the host's budget runs ahead);
@@ -47,6 +48,7 @@ import numpy as np
 from backend.errors import UserError
 from backend.results import LatencyStats
 from backend.serving.client_model import NEVER, Client, ClosedLoop, open_sends, read_open
+from backend.serving.scenarios import generator_processes
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
 
 SIMULATED_REQUESTS = 2000  # enough for a p99 from ~18 samples above it
@@ -245,10 +247,12 @@ def _run_closed(
     return state, batches
 
 
-def _run(curve: LatencyCurve, load: LoadSpec, policy: BatchingPolicy, count: int) -> _Trace:
+def _run(
+    curve: LatencyCurve, load: LoadSpec, policy: BatchingPolicy, count: int, senders: int
+) -> _Trace:
     batcher = _Batcher.of(policy, load.samples_per_request, curve.delay_overshoot_ms)
     machine = _Machine.of(curve, batcher, load, policy.instance_count, count)
-    client = Client(curve, count, load.seed)
+    client = Client(curve, count, load.seed, senders)
     if load.scenario in (Scenario.CONCURRENCY, Scenario.SINGLE_STREAM):
         clients = 1 if load.scenario is Scenario.SINGLE_STREAM else load.concurrency
         state, batches = _run_closed(
@@ -260,7 +264,8 @@ def _run(curve: LatencyCurve, load: LoadSpec, policy: BatchingPolicy, count: int
         pairs = sorted((client.arrive(t), t) for t in sent_at)  # a jittered way in reorders
         arrived, sent = [a for a, _ in pairs], [t for _, t in pairs]
         span = max(arrived[-1] - arrived[0], 1e-9)
-        busy = min(1.0, curve.request_cost_ms * count / span)  # the client's share of the time
+        # the client's share of the time (each sender's, when several share the schedule)
+        busy = min(1.0, curve.request_cost_ms * count / span / senders)
         host = 1.0 + (curve.host_slowdown - 1.0) * busy
         batches = _run_open(batcher, machine, arrived, policy.instance_count, host)
         read = read_open(client, batches, machine.compute)[:count]
@@ -337,10 +342,16 @@ def simulate(
     policy: BatchingPolicy,
     *,
     requests: int | None = None,
+    senders: int | None = None,
 ) -> LoadPoint:
-    """Predict one load point: the same LoadPoint a measurement gives, with predicted=True."""
+    """Predict one load point: the same LoadPoint a measurement gives, with predicted=True.
+
+    `senders`: the load generator's processes (a measured point's own); by default as many as
+    this host's generator would use for `load`.
+    """
     count = _request_count(load, requests)
-    trace = _run(curve, load, policy, count)
+    senders = senders or generator_processes(load)
+    trace = _run(curve, load, policy, count, senders)
     done = trace.read_ms
     if policy.preserve_ordering:
         done = np.maximum.accumulate(np.maximum(done, trace.done_ms))
@@ -368,4 +379,5 @@ def simulate(
         stable=stable,
         stability_note=note,
         predicted=True,
+        generator_processes=senders,
     )

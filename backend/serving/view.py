@@ -212,7 +212,10 @@ class StudyView:
 def predicted_points(curve: LatencyCurve, measured: list[LoadPoint]) -> list[LoadPoint]:
     """Each measured load as the simulation predicts it from the calibrated curve (no fitting:
     the measured points are only judged against)."""
-    return [simulate(curve, p.spec, p.policy, requests=RANKING_REQUESTS) for p in measured]
+    return [
+        simulate(curve, p.spec, p.policy, requests=RANKING_REQUESTS, senders=p.generator_processes)
+        for p in measured
+    ]
 
 
 def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> tuple[str, bool]:

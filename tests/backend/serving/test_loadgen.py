@@ -7,14 +7,13 @@ import os
 import pytest
 
 from backend.errors import UserError
-from backend.serving.loadgen import (
+from backend.serving.loadgen import run_load, run_load_in_child, saturation_reason
+from backend.serving.scenarios import (
     RPS_PER_GENERATOR,
+    SCENARIOS,
     generator_processes,
-    run_load,
-    run_load_in_child,
-    saturation_reason,
+    poisson_schedule,
 )
-from backend.serving.scenarios import SCENARIOS, poisson_schedule
 from backend.serving.sender import Record
 from backend.serving.server import TritonServer
 from backend.serving.types import LoadPoint, LoadSpec, Scenario, ServingProvider

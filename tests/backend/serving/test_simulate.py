@@ -175,3 +175,16 @@ def test_a_lognormal_spread_is_recovered_from_its_mean_and_p99() -> None:
     p99 = math.exp(-sigma * sigma / 2 + 2.326 * sigma)  # mean 1, cv 0.5
     assert _lognormal_cv(1.0, p99) == pytest.approx(0.5, rel=0.01)
     assert _lognormal_cv(1.0, 0.9) == 0.0
+
+
+def test_a_server_schedule_dealt_to_two_generator_processes_reads_answers_in_parallel() -> None:
+    # the client reads each answer for 1 ms: one event loop serves at most 1000 req/s
+    curve = LatencyCurve((1, 8), (0.2, 0.4), request_cost_ms=1.0)
+    load = LoadSpec(Scenario.SERVER, target_rps=1500, duration_s=2.0, seed=4)
+    policy = BatchingPolicy(max_batch_size=8)
+    one = simulate(curve, load, policy, senders=1)
+    two = simulate(curve, load, policy, senders=2)
+    assert not one.stable and "grows without bound" in one.stability_note
+    assert two.stable and two.latency.p99 < 20 < one.latency.p99
+    assert (one.generator_processes, two.generator_processes) == (1, 2)
+    assert two.achieved_rps == pytest.approx(1500, rel=0.1)
