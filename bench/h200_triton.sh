@@ -11,7 +11,7 @@
 # runtime (its symbols are versioned libcudart.so.12, ORT's libcudart.so.13: no clash).
 #   bench/h200_triton.sh pack DIR   (here) build DIR/cN/part.0N, DIR/c3/tree.tar, payload.sha256
 #   bench/h200_triton.sh carry N    (device, REPO=the call's repo) keep part N in /tmp/p
-#   bench/h200_triton.sh all        (device) install, check, run serving_gpu.py
+#   bench/h200_triton.sh all        (device) install, check, run serving_gpu.py (INSTALL_ONLY=1: no run)
 #   bench/h200_triton.sh prediction (device, after all) bench/serving_prediction.py on the host's
 #                                   16 CPU cores: the predictor judged where the load generator and
 #                                   the server do not share two cores
@@ -80,6 +80,7 @@ print("stub env: python", __import__("sys").version.split()[0], "numpy", numpy._
 s = o.InferenceSession("/tmp/cnn.onnx", providers=["CUDAExecutionProvider"])
 print("stub env: CUDA session providers", s.get_providers())' 2>&1 | grep -v "^$" | tail -8
     python3 -c 'import tritonclient, gevent, onnx, numpy; print("driver: tritonclient", tritonclient.__version__ if hasattr(tritonclient, "__version__") else "2.73.0", "onnx", onnx.__version__, "numpy", numpy.__version__)'
+    [ "${INSTALL_ONLY:-0}" = 1 ] && { echo "installed: $(($(date +%s) - t0)) s"; exit 0; }
     timeout "${RUN_S:-420}" python3 bench/serving_gpu.py --venv $TV --out "$OUT" \
         --configs "${CONFIGS:-cuda:fp32,cuda:fp32:EXHAUSTIVE,cpu:fp32,cuda:fp16}" --duration "${DUR:-3}" 2>&1 | tee "$OUT/run.log"
     grep -h -E "optiboard session providers|server_version|CUDA memory|Failed|error" "$OUT"/triton_*.log "$OUT"/failed_*.log 2>/dev/null | sort | uniq -c | head -20
