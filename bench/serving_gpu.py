@@ -93,7 +93,7 @@ def sweep(args: argparse.Namespace, server: TritonServer, label: str, started: f
     points: list[LoadPoint] = []
     print(
         f"{label}: ready in {time.monotonic() - started:.1f} s, session providers "
-        f"{server.endpoint.session_providers}",
+        f"{server.endpoint.session_providers} {server.endpoint.session_options}",
         flush=True,
     )
     (Path(args.out) / f"triton_{file_name(label)}.log").write_text(server.log_text())

@@ -140,7 +140,8 @@ def cmd_serve_load(args: argparse.Namespace) -> int:
         provider=ServingProvider(args.provider),
     )
     if not args.json:
-        used = ", ".join(points[0].session_providers) or "not reported"
+        used = ", ".join(points[0].session_providers + points[0].session_options)
+        used = used or "not reported"
         print(f"policy: {points[0].policy.label}; provider {args.provider} (session: {used})")
         for note in points[0].notes:
             print(note)

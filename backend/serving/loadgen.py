@@ -245,6 +245,7 @@ def run_load(
         provider=endpoint.provider,
         session_providers=endpoint.session_providers,
         generator_processes=parts,
+        session_options=endpoint.session_options,
     )
 
 

@@ -29,7 +29,9 @@ from backend.serving.types import BatchingPolicy, ServingProvider
 
 SETUP = "run scripts/setup-triton"
 _LOG_LINE = re.compile(r"^([EWI])\d{4} [\d:.]+\s+\d+\s+\S+\]\s*(.*)$")
-_PROVIDERS = re.compile(r"optiboard session providers: (\S+)")  # triton_model.py.txt prints it
+# triton_model.py.txt prints both
+_PROVIDERS = re.compile(r"optiboard session providers: (\S+)")
+_OPTIONS = re.compile(r"optiboard session options: (\S+)")
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class ServerEndpoint:
     notes: tuple[str, ...] = ()  # e.g. why dynamic batching was impossible
     provider: ServingProvider = ServingProvider.CPU
     session_providers: tuple[str, ...] = ()  # what ORT's sessions really use (from Triton's log)
+    session_options: tuple[str, ...] = ()  # a CUDA session's options in effect, "key=value"
 
 
 def free_port() -> int:
@@ -103,13 +106,23 @@ def triton_log_line(log: str) -> str:
     return chosen[:400].rstrip(". ")
 
 
-def session_providers(log: str) -> tuple[str, ...]:
-    """The providers every instance's ONNX Runtime session uses, in ORT's order (all instances
-    open the same list; a mismatch would show as the union, first seen first)."""
+def _announced(log: str, line: re.Pattern[str]) -> tuple[str, ...]:
+    """The comma list every instance printed on that line (all instances print the same; a
+    mismatch would show as the union, first seen first)."""
     seen: dict[str, None] = {}
-    for match in _PROVIDERS.finditer(log):
+    for match in line.finditer(log):
         seen.update(dict.fromkeys(match.group(1).split(",")))
     return tuple(seen)
+
+
+def session_providers(log: str) -> tuple[str, ...]:
+    """The providers every instance's ONNX Runtime session uses, in ORT's order."""
+    return _announced(log, _PROVIDERS)
+
+
+def session_options(log: str) -> tuple[str, ...]:
+    """A CUDA session's options as ORT reports them ('cudnn_conv_algo_search=HEURISTIC')."""
+    return _announced(log, _OPTIONS)
 
 
 class TritonServer:
@@ -123,6 +136,7 @@ class TritonServer:
         self.log_path = workdir / "tritonserver.log"
         self.process: subprocess.Popen | None = None
         self.session_providers: tuple[str, ...] = ()
+        self.session_options: tuple[str, ...] = ()
 
     @property
     def endpoint(self) -> ServerEndpoint:
@@ -138,6 +152,7 @@ class TritonServer:
             notes=(self.served.fixed_batch_note,) if self.served.fixed_batch_note else (),
             provider=self.served.provider,
             session_providers=self.session_providers,
+            session_options=self.session_options,
         )
 
     def command(self, repository: Path) -> list[str]:
@@ -198,6 +213,7 @@ class TritonServer:
                 )
             if self._ready():
                 self.session_providers = session_providers(self.log_text())
+                self.session_options = session_options(self.log_text())
                 return
             time.sleep(0.1)
         self.stop()

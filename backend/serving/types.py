@@ -222,6 +222,7 @@ class LoadPoint:
     provider: ServingProvider = ServingProvider.CPU  # what was asked for
     session_providers: tuple[str, ...] = ()  # what ONNX Runtime's session really used, in order
     generator_processes: int = 1  # processes that sent the requests (a fast Server point splits)
+    session_options: tuple[str, ...] = ()  # a CUDA session's options in effect, "key=value"
 
     @property
     def mean_batch(self) -> float:
@@ -253,5 +254,6 @@ class LoadPoint:
                 "notes": tuple(data.get("notes", ())),
                 "provider": ServingProvider(data.get("provider", ServingProvider.CPU)),
                 "session_providers": tuple(data.get("session_providers", ())),
+                "session_options": tuple(data.get("session_options", ())),
             }
         )

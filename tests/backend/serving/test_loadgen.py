@@ -48,6 +48,7 @@ def test_concurrency_makes_triton_form_batches_and_its_counters_agree(
     # the provider asked for and the one ONNX Runtime's session really used ride on the point
     assert point.provider is ServingProvider.CPU
     assert point.session_providers == ("CPUExecutionProvider",)
+    assert point.session_options == ()  # only a CUDA session reports options (cuDNN search)
     assert LoadPoint.from_dict(point.to_dict()) == point
 
 
