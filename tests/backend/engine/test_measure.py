@@ -29,11 +29,13 @@ def test_steady_workload_stops_once_three_windows_agree() -> None:
 
 
 def test_drifting_workload_is_reported_unstable_at_the_time_cap() -> None:
-    delay = [0.0005]
+    # twice as slow from one window to the next: far more than a busy host's sleep jitter (CI
+    # once saw a 0.5 ms sleep's first window read slower than its second)
+    delay = [0.002]
 
     def slower_each_call() -> None:
         time.sleep(delay[0])
-        delay[0] *= 1.08
+        delay[0] *= 1.15
 
     settings = MeasureSettings(
         warmup_runs=0, window_runs=5, window_min_seconds=0.0, max_seconds=0.4
