@@ -22,7 +22,7 @@ from backend.launch.children import run_in_child
 from backend.queue import metrics
 from backend.queue.lease import LeaseKeeper
 from backend.serving.calibrate import CalibrationCancelled, calibrate_on_server
-from backend.serving.loadgen import run_load
+from backend.serving.loadgen import load_time_limit_s, run_load
 from backend.serving.repository import plan_model
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.study import (
@@ -194,7 +194,7 @@ class ServingJob:
                 endpoint,
                 load,
                 measure,
-                timeout_s=load.duration_s * 4 + 60,
+                timeout_s=load_time_limit_s(load),
                 what="The load generator",
             )
             self._save(job, key, label, serving_store.POINT, point.to_dict())

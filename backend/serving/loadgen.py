@@ -94,6 +94,11 @@ def _server_side(before: tuple[dict, dict], after: tuple[dict, dict]) -> ServerS
     )
 
 
+def load_time_limit_s(spec: LoadSpec) -> float:
+    """How long a child that generates the spec's load may run before it is stopped."""
+    return spec.duration_s * 4 + 60
+
+
 async def _drive_split(
     driver: Driver, spec: LoadSpec, warm: int, parts: int
 ) -> tuple[list[Record], tuple[float, ...], tuple[dict, dict]]:
@@ -101,7 +106,7 @@ async def _drive_split(
     one launcher and sending on one clock; the schedule is the one a single process would send."""
     schedule = arrival_schedule(spec)
     zero = time.perf_counter() + PART_START_S
-    limit = spec.duration_s * 4 + 60
+    limit = load_time_limit_s(spec)
     what = "A load generator process"
     started = [
         asyncio.ensure_future(
@@ -122,7 +127,6 @@ async def _drive_split(
     before = await _snapshot(driver.client, driver.endpoint, warm + parts * PART_WARMUP)
     outcomes = await asyncio.gather(*started)
     records = [record for outcome in outcomes for record in outcome.value_or_raise(what)]
-    driver.start = zero
     return sorted(records, key=lambda r: r.sent_s), schedule, before
 
 
@@ -256,7 +260,7 @@ def run_load_in_child(
     timeout_s: float | None = None,
 ) -> LoadPoint:
     """run_load in a child started by the one launcher: the generator's CPU is its own."""
-    limit = timeout_s or spec.duration_s * 4 + 60
+    limit = timeout_s or load_time_limit_s(spec)
     outcome = run_in_child(
         run_load, endpoint, spec, measure, timeout_s=limit, what="The load generator"
     )

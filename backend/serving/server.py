@@ -212,8 +212,9 @@ class TritonServer:
                     f"{self.process.returncode}): {triton_log_line(self.log_text())}."
                 )
             if self._ready():
-                self.session_providers = session_providers(self.log_text())
-                self.session_options = session_options(self.log_text())
+                log = self.log_text()
+                self.session_providers = session_providers(log)
+                self.session_options = session_options(log)
                 return
             time.sleep(0.1)
         self.stop()
