@@ -219,7 +219,8 @@ def run_load(
     saturated = saturation_reason(spec, records)
     if saturated:
         senders = f"{parts} generator process" + ("es" if parts > 1 else "")
-        saturated += f" ({senders}; {settings.LOADGEN_PROCESSES.name} allows more)"
+        setting = settings.LOADGEN_PROCESSES.name
+        saturated += f" ({senders}; more on a host with idle cores: {setting})"
     metrics = {
         **server.metrics,
         "ort_intra_op_threads": float(endpoint.intra_op_threads),
