@@ -219,7 +219,7 @@ def conversion_line(profile: Profile, label: str) -> str | None:
         share = profile.share(nodes)
         total += share
         parts.append(f"{op} {share:.0%} ({len(nodes)} nodes)")
-    if total < MIN_SHARE:
+    if not parts or total < MIN_SHARE:
         return None
     return f"{total:.0%} of {label} time converts data rather than computing: {', '.join(parts)}."
 
