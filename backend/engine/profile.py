@@ -6,6 +6,7 @@ work to every node, so its times are only ever used as shares, never as the late
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tempfile
@@ -333,6 +334,21 @@ def profile_model(
     return build_profile(events, native, optimized, source, built)
 
 
+MAX_STEM_BYTES = 120  # file names stop at 255 bytes; keys with node names go far past that
+
+
+def artifact_stem(config_key: str) -> str:
+    """The file name (without suffix) of a configuration's artifacts: its key with '/' made
+    '_' where that is short, else the key's first 60 characters and a short hash of the whole
+    key. A mixed-precision key carries every node kept in FP32 (a torch export names them
+    '/encoder/layer.0/attention/...'), which would pass the file system's 255-byte limit."""
+    stem = config_key.replace("/", "_")
+    if len(stem.encode()) <= MAX_STEM_BYTES:
+        return stem
+    digest = hashlib.sha256(config_key.encode()).hexdigest()[:16]
+    return f"{stem[:60]}-{digest}"
+
+
 def write_profile(
     model_path: Path,
     source_path: Path,
@@ -349,7 +365,7 @@ def write_profile(
     """
     source = onnx.load(str(source_path), load_external_data=False)
     profile = (profiler or profile_model)(model_path, source, options, feed)
-    out = Path(out_dir) / f"{config_key.replace('/', '_')}.profile.json"
+    out = Path(out_dir) / f"{artifact_stem(config_key)}.profile.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     return profile.save(out)
 
