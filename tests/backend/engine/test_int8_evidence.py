@@ -184,3 +184,25 @@ def test_layer_loss_ranks_only_nodes_whose_inputs_the_fp32_model_has(tmp_path: P
                     f"{loss.node} ({loss.op_type}) was ranked though it reads {tensor}"
                 )
     assert all(loss.loss_db < 60 for loss in ranking if loss.op_type != "Gather")
+
+
+def test_the_search_keeps_a_split_hardswish_in_fp32_by_its_built_names(tmp_path: Path) -> None:
+    """The mixed-precision search's speed step for the HardSwish island keeps its HardSigmoid
+    and its Mul (the uploaded HardSwish is no node of the built graph) and the build takes
+    them: the islands' conversions are gone."""
+    from backend.engine.mixed import island_candidates
+
+    source = model_factory.save(
+        torch_names(make_mobilenet_v3_style(width=16, blocks=1, image=32)), tmp_path / "m.onnx"
+    )
+    variant = build_variant(source, Configuration(precision="int8_static"), tmp_path)
+    profile = _profile(source, variant.path)
+    built = {n.name for n in onnx.load(str(variant.path)).graph.node}
+    candidates = dict(island_candidates(profile, built))
+    keep = candidates["HardSwish"]
+    ops = {n.name: n.op_type for n in onnx.load(str(variant.path)).graph.node}
+    assert {ops[name] for name in keep} == {"HardSigmoid", "Mul"}
+    mixed = Configuration(precision="int8_static", fp32_nodes=tuple(keep))
+    kept = build_variant(source, mixed, tmp_path / "mixed")
+    after = _profile(source, kept.path)
+    assert "HardSwish" not in {i.op_type for i in evidence.float_islands(after)}
