@@ -143,25 +143,6 @@ def _pre_process(build: _Build, source: Path, prepared: Path) -> None:
     except Exception as exc:  # pre-processing only helps; quantize the graph as it is
         build.notes.append(f"quantization pre-processing failed ({exc}); quantized without it")
         shutil.copyfile(source, prepared)
-    _name_inlined(prepared)
-
-
-def _name_inlined(prepared: Path) -> None:
-    """Name the nodes pre-processing made without a name (a HardSwish inlined into HardSigmoid
-    and Mul) '<op>_<index>', as the quantizer would, before quantizing: the same name is then in
-    the prepared and the built graph, so such a node can be kept in FP32 (mixed precision)."""
-    model = onnx.load(str(prepared), load_external_data=False)
-    taken = {n.name for n in model.graph.node if n.name}
-    if len(taken) == len(model.graph.node):
-        return
-    for index, node in enumerate(model.graph.node):
-        if not node.name:
-            name = f"{node.op_type}_{index}"
-            while name in taken:
-                name += "_"
-            node.name = name
-            taken.add(name)
-    onnx.save(model, str(prepared))
 
 
 def _to_int8_dynamic(build: _Build) -> Path:
