@@ -3,10 +3,12 @@
 Run: .venv/bin/python bench/explain_int8.py [--threads 1] [--quick]
 
 For a transformer-style encoder (tests/models.make_transformer at sequence 128) and a
-MobileNetV3-style network built here (depthwise convs, HardSwish, squeeze-excite), it runs the
-measured mixed-precision search (backend.engine.mixed; every step timed with the clean loop and
-compared with FP32 on the same inputs), then profiles FP32, INT8 and the best mix in a separate
-pass and prints the top three profile facts (backend.engine.evidence) behind each.
+MobileNetV3-style network (tests/evidence_models: depthwise convs, HardSwish, squeeze-excite),
+it runs the measured mixed-precision search (backend.engine.mixed; every step timed with the
+clean loop and compared with FP32 on the same inputs; FP32 and the steps then timed again
+interleaved, window by window), then profiles FP32, INT8 and the best mix in a separate pass
+and prints the top three profile facts (backend.engine.evidence) behind each, and the verdict
+against plain FP32.
 """
 
 from __future__ import annotations
@@ -79,10 +81,7 @@ def bench(name: str, source: Path, base: Configuration, settings: MeasureSetting
         path = work / variant_name(source, config)
         facts = _facts(source, path, config, label, speedup if step is not None else None)
         print("\n".join(f"  - {fact}" for fact in facts))
-    if best is None:
-        print("\nno mix met the bound")
-    elif not best.fp32_nodes:
-        print("\nplain INT8 already meets the bound and no measured mix was faster")
+    print(f"\n{found.verdict()}")  # against plain FP32, timed interleaved with the steps
 
 
 def main() -> None:
