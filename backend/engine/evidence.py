@@ -250,14 +250,14 @@ def precision_line(profile: Profile, label: str) -> str | None:
     Runtime: QLinear*, QGemm, MatMulInteger ... compute on int8; Q/DQ are conversions)."""
     if not any(computes_in_int8(n) or is_boundary(n) for n in profile.nodes):
         return None  # a float graph: nothing to say about int8
-    computing = [n for n in profile.nodes if computes(n)]
-    unknown = [n for n in profile.nodes if n.op_type in UNKNOWN_OPS and not n.precision]
+    reported = any(n.precision for n in profile.nodes)  # OpenVINO: only layers with one count
+    computing = [n for n in profile.nodes if computes(n) and (n.precision or not reported)]
+    unknown = [] if reported else [n for n in profile.nodes if n.op_type in UNKNOWN_OPS]
     if not computing:
         return (
             f"The {label} profile names no kernel for its {len(unknown)} computing nodes, so "
             "which of them ran int8 kernels is unknown."
         )
-    reported = any(n.precision for n in computing)
     unit = "layers" if reported else "nodes"
     int8 = [n for n in computing if computes_in_int8(n)]
     other = [n for n in computing if not computes_in_int8(n)]

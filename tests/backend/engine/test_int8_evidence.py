@@ -206,3 +206,15 @@ def test_the_search_keeps_a_split_hardswish_in_fp32_by_its_built_names(tmp_path:
     kept = build_variant(source, mixed, tmp_path / "mixed")
     after = _profile(source, kept.path)
     assert "HardSwish" not in {i.op_type for i in evidence.float_islands(after)}
+
+
+def test_conversions_next_to_a_kept_node_are_not_said_to_be_kept_in_fp32(tmp_path: Path) -> None:
+    """Torch names: 'MatMul_output_0_QuantizeLinear' strips down to the kept MatMul's name,
+    but a QuantizeLinear is a conversion, not a node kept in FP32."""
+    encoder = torch_names(model_factory.make_transformer(d_model=32, heads=4, vocab=50), "/enc")
+    source = model_factory.save(encoder, tmp_path / "enc.onnx")
+    profile = _static(source, tmp_path, (("seq", 16),))
+    kept = [n for n in profile.nodes if profile.is_kept(n)]
+    assert kept and {n.op_type for n in kept} <= {"MatMul", "Softmax", "Clip"}
+    line = evidence.kept_line(profile, LABEL)
+    assert line is not None and "QuantizeLinear" not in line
