@@ -82,6 +82,7 @@ class MixedSearch:
     steps: list[MixedStep] = field(default_factory=list)
     timing: Interleaved | None = None  # the final interleaved timing, where there was one
     stability: str = ""  # the stability sentence where the steps were timed apart (queued)
+    apart_noise: float = MIN_GAIN  # the spread of their window medians, where timed apart
 
     @property
     def best(self) -> MixedStep | None:
@@ -96,7 +97,7 @@ class MixedSearch:
     def noise(self, step: MixedStep) -> float:
         """The least relative difference from FP32 that is not noise for this step."""
         if self.timing is None:
-            return MIN_GAIN
+            return max(MIN_GAIN, self.apart_noise)
         return max(MIN_GAIN, self.timing.noise(FP32, step_key(step)))
 
     def winner(self) -> MixedStep | None:

@@ -132,6 +132,19 @@ def timing_note(job: JobRow, fp32: StoredResult, steps: _Steps) -> str:
     return head + (f". {busy}" if busy else ".")
 
 
+def window_spread(job: JobRow, results: list[ConfigurationResult]) -> float:
+    """The largest relative spread of any result's last window medians: how far apart two
+    numbers timed in separate runs may be by noise alone."""
+    windows = spec_of(job).measure.stable_windows
+    spreads = []
+    for result in results:
+        recent = (result.windows or [])[-windows:]
+        mean = sum(recent) / len(recent) if recent else 0.0
+        if mean > 0:
+            spreads.append(max(abs(v - mean) for v in recent) / mean)
+    return max(spreads, default=0.0)
+
+
 def run_search(
     job: JobRow, configurations: list[Configuration], run_step: RunStep, stop: Callable[[], bool]
 ) -> str | None:
@@ -157,6 +170,7 @@ def run_search(
             job_store.log_event(job.id, f"search for {base.label} stopped: {exc}", "warning")
             continue
         found.stability = timing_note(job, fp32, steps)
+        found.apart_noise = window_spread(job, [fp32.result, *steps.results.values()])
         for line in found.lines():
             job_store.log_event(job.id, f"search: {line}")
         job_store.log_event(job.id, f"search for {base.label}: {found.verdict()}")
