@@ -27,7 +27,6 @@ from backend.engine.mixedresult import (  # noqa: F401 (the search's names, used
     AccuracyBound,
     MixedSearch,
     MixedStep,
-    step_key,
 )
 from backend.engine.profile import Profile, profile_model
 from backend.errors import UserError
@@ -128,7 +127,7 @@ def greedy(
         if len(result.steps) >= MAX_STEPS:
             break
         trial = tuple(sorted(set(result.best.fp32_nodes) | set(nodes)))
-        why = f"kept {len(nodes)} {op} node(s) in FP32: no int8 kernel, conversions around them"
+        why = f"kept the {op} nodes in FP32 ({len(nodes)} built node(s)): no int8 kernel, Q/DQ around"
         result.steps.append(measure(trial, why))
     return result
 
@@ -191,7 +190,7 @@ def _time_together(
     verdict compares numbers taken under the same load; their p50s become these."""
     configs = {FP32: fp32}
     for step in found.steps:
-        configs.setdefault(step_key(step), replace(base, fp32_nodes=step.fp32_nodes))
+        configs.setdefault(found.key(step), replace(base, fp32_nodes=step.fp32_nodes))
     with ExitStack() as stack:
         infers: dict[str, Callable[[], object]] = {}
         for name, config in configs.items():
@@ -205,7 +204,7 @@ def _time_together(
     found.timing = timing
     found.fp32_p50_ms = timing.timed[FP32].p50_ms
     for step in found.steps:
-        step.p50_ms = timing.timed[step_key(step)].p50_ms
+        step.p50_ms = timing.timed[found.key(step)].p50_ms
 
 
 # Queues a sweep of a model under a label and gives the job's id. The engine never imports the

@@ -70,11 +70,6 @@ class MixedStep:
         return f"INT8 with {len(self.fp32_nodes)} node(s) in FP32 ({', '.join(self.fp32_nodes)})"
 
 
-def step_key(step: MixedStep) -> str:
-    """The candidate's name in an interleaved timing."""
-    return "int8:" + ",".join(step.fp32_nodes)
-
-
 @dataclass
 class MixedSearch:
     bound: AccuracyBound
@@ -94,11 +89,17 @@ class MixedSearch:
                 best = step
         return best
 
+    def key(self, step: MixedStep) -> str:
+        """The candidate's name in the interleaved timing: 'step N' as the lines number it (the
+        first step with these nodes in FP32)."""
+        first = next(i for i, s in enumerate(self.steps) if s.fp32_nodes == step.fp32_nodes)
+        return f"step {first}"
+
     def noise(self, step: MixedStep) -> float:
         """The least relative difference from FP32 that is not noise for this step."""
         if self.timing is None:
             return max(MIN_GAIN, self.apart_noise)
-        return max(MIN_GAIN, self.timing.noise(FP32, step_key(step)))
+        return max(MIN_GAIN, self.timing.noise(FP32, self.key(step)))
 
     def winner(self) -> MixedStep | None:
         """The best mix when it beats plain FP32 by more than the noise; None when FP32 is best

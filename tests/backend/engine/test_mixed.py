@@ -48,10 +48,10 @@ def test_plain_fp32_is_a_candidate_timed_interleaved_with_the_steps_and_the_verd
     found = mixed.search(source, mixed.AccuracyBound.parse("cosine=0.99"), tmp_path / "w", QUICK)
     timing = found.timing
     assert timing is not None and mixed.FP32 in timing.timed
-    assert set(timing.timed) == {mixed.FP32} | {mixed.step_key(s) for s in found.steps}
+    assert set(timing.timed) == {mixed.FP32} | {found.key(s) for s in found.steps}
     assert found.fp32_p50_ms == timing.timed[mixed.FP32].p50_ms
     for step in found.steps:  # every p50 shown comes from the interleaved loop
-        assert step.p50_ms == timing.timed[mixed.step_key(step)].p50_ms
+        assert step.p50_ms == timing.timed[found.key(step)].p50_ms
     rounds = {len(t.window_p50_ms) for t in timing.timed.values()}
     assert rounds == {timing.rounds}  # one window of each candidate per round
     verdict_line = found.lines()[-1]
@@ -61,7 +61,7 @@ def test_plain_fp32_is_a_candidate_timed_interleaved_with_the_steps_and_the_verd
     best = found.best
     assert best is not None
     speed, noise = found.fp32_p50_ms / best.p50_ms, found.noise(best)
-    assert noise >= max(mixed.MIN_GAIN, timing.noise(mixed.FP32, mixed.step_key(best)))
+    assert noise >= max(mixed.MIN_GAIN, timing.noise(mixed.FP32, found.key(best)))
     verdict = found.verdict()
     if speed > 1 + noise:
         assert verdict.startswith(f"best: {best.name}, ") and "faster than FP32" in verdict
