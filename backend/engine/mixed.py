@@ -127,7 +127,7 @@ def greedy(
         if len(result.steps) >= MAX_STEPS:
             break
         trial = tuple(sorted(set(result.best.fp32_nodes) | set(nodes)))
-        why = f"kept the {op} nodes in FP32 ({len(nodes)} built nodes): no int8 kernel, Q/DQ around"
+        why = f"kept the {op} nodes in FP32 ({len(nodes)} built node(s)): no int8 kernel, Q/DQ"
         result.steps.append(measure(trial, why))
     return result
 
