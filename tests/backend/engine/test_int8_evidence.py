@@ -73,6 +73,18 @@ def test_dynamic_int8_kernels_count_as_int8(tmp_path: Path) -> None:
     assert f"({len(int8)} of " in line
 
 
+def test_qgemm_counts_as_an_int8_kernel_never_as_a_float_island(tmp_path: Path) -> None:
+    """MatMul + Add fuse into Gemm before quantizing, and ORT runs it as QGemm."""
+    source = model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
+    profile = _static(source, tmp_path)
+    qgemm = profile.of_op("QGemm")
+    assert qgemm, "no QGemm ran"
+    line = evidence.precision_line(profile, LABEL)
+    assert line is not None and "QGemm" in line.split("computing nodes: ")[1].split(")")[0]
+    for island in evidence.float_islands(profile):
+        assert "QGemm" not in {n.op_type for n in island.nodes}
+
+
 def test_a_profile_without_op_types_says_it_cannot_tell(tmp_path: Path) -> None:
     source = model_factory.save(make_hardswish_net(blocks=2), tmp_path / "hs.onnx")
     profile = _static(source, tmp_path)
