@@ -97,7 +97,7 @@ def test_a_profile_without_op_types_says_it_cannot_tell(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("named", [False, True], ids=["onnx-names", "torch-names"])
 def test_hardswish_split_into_hardsigmoid_and_mul_is_named_hardswish(
-    tmp_path: Path, named: bool
+    tmp_path: Path, named: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = make_mobilenet_v3_style(width=16, blocks=2, image=32)
     source = model_factory.save(torch_names(model) if named else model, tmp_path / "mnv3.onnx")
@@ -112,11 +112,8 @@ def test_hardswish_split_into_hardsigmoid_and_mul_is_named_hardswish(
     for island in islands:  # an int8 kernel is never a float island's op or one of its nodes
         assert not evidence.runs_in_int8(island.op_type)
         assert not any(evidence.runs_in_int8(n.op_type) for n in island.nodes)
-    evidence.MIN_SHARE, old = 0.0, evidence.MIN_SHARE
-    try:
-        lines = evidence.island_lines(profile, LABEL, 0.8)
-    finally:
-        evidence.MIN_SHARE = old
+    monkeypatch.setattr(evidence, "MIN_SHARE", 0.0)  # every island, however small here
+    lines = evidence.island_lines(profile, LABEL, 0.8)
     line = next(line for line in lines if "HardSwish nodes" in line)
     assert (
         f"{len(uploaded)} HardSwish nodes that have no int8 kernel here: they run in float "
@@ -134,7 +131,9 @@ class _Reader(CalibrationDataReader):
         return next(self.feeds, None)
 
 
-def test_a_matmul_left_in_float_is_not_said_to_lack_an_int8_kernel(tmp_path: Path) -> None:
+def test_a_matmul_left_in_float_is_not_said_to_lack_an_int8_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """quantize_static told to leave one MatMul out: the others run QLinearMatMul, so the
     sentence says it ran in float although the others ran int8 kernels."""
     source = model_factory.save(
@@ -157,11 +156,8 @@ def test_a_matmul_left_in_float_is_not_said_to_lack_an_int8_kernel(tmp_path: Pat
     island = next(i for i in evidence.float_islands(profile) if left_out in i.sources)
     assert island.op_type == "MatMul" and island.quantized_elsewhere == 2
     assert {n.op_type for n in island.nodes} == {"MatMul"}
-    evidence.MIN_SHARE, old = 0.0, evidence.MIN_SHARE
-    try:
-        lines = evidence.island_lines(profile, LABEL, 0.8)
-    finally:
-        evidence.MIN_SHARE = old
+    monkeypatch.setattr(evidence, "MIN_SHARE", 0.0)  # every island, however small here
+    lines = evidence.island_lines(profile, LABEL, 0.8)
     line = next(line for line in lines if "MatMul nodes" in line)
     assert "1 MatMul nodes that ran in float although 2 other MatMul nodes ran int8 kernels" in line
     assert "no int8 kernel" not in line and "QLinearMatMul" not in line
