@@ -64,12 +64,13 @@ class _Steps:
         self.bound = AccuracyBound.parse(spec_of(job).search_bound)
         self.results: dict[tuple[str, ...], ConfigurationResult] = {}
         self.ran = 0  # steps this search ran itself (plain INT8 is the sweep's)
-        self.errors: list[str] = []  # of those that gave no measured result
+        self.errors: list[str] = []  # of those, the ones that gave no measured result
 
     def measure(self, base: Configuration, keep: tuple[str, ...], why: str) -> MixedStep:
         config = replace(base, fp32_nodes=keep)
         stored = {r.config_key: r.result for r in stored_results(self.job.id)}
         result = stored.get(config.key)
+        ran_here = result is None
         if result is None:
             if self.stop():
                 raise _Stopped("the job was cancelled")
@@ -81,9 +82,11 @@ class _Steps:
             )
             self.ran += result is not None
         if result is None or not result.ok or result.accuracy is None or result.latency is None:
-            error = ((result.error if result else None) or "cancelled").strip().splitlines()
-            self.errors.append(error[-1] if error else "no result")
-            raise _Stopped(f"step '{why}' gave no measured result: {self.errors[-1]}")
+            lines = ((result.error if result else None) or "cancelled").strip().splitlines()
+            error = lines[-1] if lines else "no result"  # a traceback's last line: the error
+            if ran_here and result is not None:
+                self.errors.append(error)
+            raise _Stopped(f"step '{why}' gave no measured result: {error}")
         self.results[config.fp32_nodes] = result
         accuracy = on_evaluation_set(result)
         met = self.bound.met(accuracy)
