@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from backend.engine.measure import Measurement, PeakRss, measure
-from backend.engine.profile import write_profile
+from backend.engine.profile import artifact_stem, write_profile
 from backend.errors import UnavailableError, UserError
 from backend.hardware import gpu_memory_used_mb, visible_gpu_index
 from backend.host import TelemetrySampler, contention_note, describe_environment
@@ -296,7 +296,7 @@ def _keep_outputs(
     """Leave the built graph (and ORT's optimized FP32 graph) where the parent stores them."""
     from backend.engine import variants
 
-    output = Path(task.output_dir) / f"{config.key.replace('/', '_')}.onnx"
+    output = Path(task.output_dir) / f"{artifact_stem(config.key)}.onnx"  # keys can be long
     output.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(variant_path, output)
     result.environment["optimized_path"] = str(output)
