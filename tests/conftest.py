@@ -31,6 +31,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     lines = ["the tests left these behind (now ended):", *left]
+    if reporter is not None:
+        reporter.ensure_newline()
     for line in lines:
         if reporter is not None:
             reporter.write_line(line, red=True)
