@@ -11,7 +11,34 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests import leaks  # noqa: E402
 from tests import models as model_factory  # noqa: E402
+
+_BASELINE: leaks.Baseline | None = None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _BASELINE
+    _BASELINE = leaks.start()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run that leaves a process running or a Triton shm region behind fails, by name."""
+    if _BASELINE is None:
+        return
+    left = leaks.leftovers(_BASELINE)
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["the tests left these behind (now ended):", *left]
+    if reporter is not None:
+        reporter.ensure_newline()
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture
