@@ -85,6 +85,9 @@ SLOW_TESTS = {
     "tests/backend/queue/test_calibration.py::test_an_uploaded_npz_is_stored_and_named_in_the_sweep": "worker run",  # noqa: E501
     "tests/backend/queue/test_jobs.py::test_stored_results_are_typed": "worker run",
     "tests/backend/queue/test_mixedsearch.py::test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound": "worker run",  # noqa: E501
+    "tests/backend/queue/test_mixedsearch.py::test_a_search_whose_every_step_fails_fails_the_job": "worker run",  # noqa: E501
+    "tests/backend/queue/test_mixedsearch.py::test_a_search_on_a_model_with_long_node_names_stores_its_steps": "worker run",  # noqa: E501
+    "tests/backend/models/test_tfconvert.py::test_tensorflow_conversion_is_stopped_at_the_configured_timeout": "TensorFlow child",  # noqa: E501
     "tests/backend/queue/test_queue_races.py": "racing workers",
     "tests/backend/reporting/test_csvsafe.py::test_compatibility_csv_defuses_a_hostile_node_name": "real matrix",  # noqa: E501
     "tests/backend/serving/test_cli_advice.py": "Triton",
@@ -105,6 +108,8 @@ SLOW_TESTS = {
 
 def _reason(nodeid: str, fixtures: list[str]) -> str | None:
     module, _, name = nodeid.partition("::")
+    if "[postgresql" in name:  # the same test parametrized over SQLite and a real PostgreSQL
+        return "a real PostgreSQL server"
     for fixture in fixtures:
         if fixture in SERVER_FIXTURES:
             return SERVER_FIXTURES[fixture]
