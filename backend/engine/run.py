@@ -159,7 +159,8 @@ def _run_session(
         candidate = [infer(f) for f in feeds]
         result.layer_profile = runner.layer_profile()
         names = list(runner.output_names())
-        evaluated = [runner.infer(f) for f in eval_feeds]
+        # the bound buffers again when device-resident: a captured CUDA graph replays only those
+        evaluated = [infer(f) for f in eval_feeds]
     return _Session(
         measurement,
         telemetry.summary(),
