@@ -131,8 +131,9 @@ class DeviceBinding:
         import onnxruntime as ort
 
         self.session = session
-        self._inputs = {
-            name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), device, device_id)
+        self._inputs = {  # own copies: on the CPU an OrtValue wraps the array it is given, and
+            # update_inplace would overwrite the caller's feed
+            name: ort.OrtValue.ortvalue_from_numpy(np.array(array, copy=True), device, device_id)
             for name, array in feeds.items()
         }
         specs = session.get_outputs()
@@ -156,8 +157,9 @@ class DeviceBinding:
         self.binding.synchronize_outputs()
 
     def outputs(self) -> list[np.ndarray]:
-        """The bound outputs copied to the host (for the accuracy check, never timed)."""
-        return [value.numpy() for value in self._outputs]
+        """The bound outputs copied to the host (for the accuracy check, never timed); a copy
+        also on the CPU, where numpy() is a view the next run overwrites."""
+        return [np.array(value.numpy(), copy=True) for value in self._outputs]
 
     def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Run on new inputs written into the bound input buffers (a CUDA graph replays the

@@ -63,9 +63,9 @@ def test_every_run_uses_the_bound_buffers_and_outputs_match_a_plain_run(tmp_path
     assert shapes == [(8, 10)]  # "N" bound by the feed, no run needed
     bound = DeviceBinding(session, feeds[0], shapes, device="cpu")
     address = bound._outputs[0].data_ptr()
-    for feed in feeds:
-        got = bound.infer(feed)
-        np.testing.assert_allclose(got[0], reference.run(None, feed)[0], rtol=1e-6)
+    got = [bound.infer(feed)[0] for feed in feeds]  # each kept while the next ones run
+    for output, feed in zip(got, feeds, strict=True):
+        np.testing.assert_allclose(output, reference.run(None, feed)[0], rtol=1e-6)
     bound.run()  # the timed call: the last inputs again, into the same buffer
     np.testing.assert_allclose(bound.outputs()[0], reference.run(None, feeds[-1])[0], rtol=1e-6)
     assert bound._outputs[0].data_ptr() == address
