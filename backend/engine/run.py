@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import traceback
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -19,9 +20,10 @@ import onnx
 
 from backend.engine.measure import Measurement, PeakRss, measure
 from backend.engine.profile import write_profile
-from backend.errors import UnavailableError, UserError
+from backend.errors import UnavailableError, UserError, runtime_error_line
 from backend.hardware import gpu_memory_used_mb, visible_gpu_index
 from backend.host import TelemetrySampler, contention_note, describe_environment
+from backend.launch.limits import limit_hit_by_exception
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
@@ -92,12 +94,14 @@ def _build(
     task: ConfigurationTask, config: Configuration, workdir: Path, result: ConfigurationResult
 ) -> Variant:
     """Build the variant (calibrating static INT8 with the task's .npz when there is one)."""
-    from backend.engine import inputs, variants
+    from backend.engine import inputs, tensorsize, variants
 
     source = Path(task.source_path)
-    inputs.check_input_size(  # before anything is allocated for a huge batch or dim
-        inputs.input_specs_of(source), config.batch_size, dict(config.symbolic_dims)
-    )
+    dims = dict(config.symbolic_dims)
+    # before anything is allocated for a huge batch or dim
+    inputs.check_input_size(inputs.input_specs_of(source), config.batch_size, dims)
+    if config.provider in GPU_PROVIDERS:  # 32-bit kernel indexing, before any session opens
+        tensorsize.check_gpu_tensor_sizes(source, config.batch_size, dims, config.provider)
     calibration = None
     if config.precision == Precision.INT8_STATIC and task.calibration_path:
         calibration = inputs.load_calibration_npz(
@@ -380,13 +384,17 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     except UserError as exc:
         result.status, result.error = ResultStatus.FAILED, str(exc)
     except Exception as exc:
-        if config.provider not in GPU_PROVIDERS or not is_out_of_memory(exc):
-            raise  # on the CPU the child's memory limit names itself (launch/limits)
-        # a clean per-configuration failure: a knee search stops growing the batch here
-        first = str(exc).strip().splitlines()[0][:200]
+        first = (str(exc).strip().splitlines() or [""])[0]
         result.status = ResultStatus.FAILED
-        result.error = f"Out of GPU memory at batch {config.batch_size}: {first}"
-        result.telemetry["out_of_memory"] = True
+        if config.provider in GPU_PROVIDERS and is_out_of_memory(exc):
+            # a clean per-configuration failure: a knee search stops growing the batch here
+            result.error = f"Out of GPU memory at batch {config.batch_size}: {first[:200]}"
+            result.telemetry["out_of_memory"] = True
+        elif limit_hit_by_exception(exc):
+            raise  # the child's memory or process limit names itself (launch/limits)
+        else:  # the runtime's words on one line; the traceback goes to the child's log only
+            traceback.print_exc()
+            result.error = f"The runtime failed: {runtime_error_line(exc)}"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result.to_dict(with_samples=True)
