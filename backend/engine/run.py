@@ -98,8 +98,7 @@ def _build(
 
     source = Path(task.source_path)
     dims = dict(config.symbolic_dims)
-    # before anything is allocated for a huge batch or dim
-    inputs.check_input_size(inputs.input_specs_of(source), config.batch_size, dims)
+    inputs.check_input_size(inputs.input_specs_of(source), config.batch_size, dims)  # first
     if config.provider in GPU_PROVIDERS:  # 32-bit kernel indexing, before any session opens
         tensorsize.check_gpu_tensor_sizes(source, config.batch_size, dims, config.provider)
     calibration = None
@@ -315,6 +314,7 @@ def _keep_outputs(
 
 def _static_cost(source: Path, config: Configuration, result: ConfigurationResult) -> None:
     """FLOPs per sample of the source graph (static count), for FLOP/s and distance to peak."""
+    from backend.engine.inputs import input_specs_of
     from backend.models.cost import model_cost, resnet50_like
 
     try:
@@ -326,14 +326,24 @@ def _static_cost(source: Path, config: Configuration, result: ConfigurationResul
     if cost.uncounted_ops:
         result.telemetry["flops_uncounted_ops"] = list(cost.uncounted_ops)
     convs = sum(1 for node in cost.nodes if node.op_type == "Conv")
-    image = next(iter(_input_shapes(source)), [])
+    image = next((list(spec["shape"]) for spec in input_specs_of(source)), [])
     result.telemetry["resnet50_like"] = resnet50_like(cost.flops_per_sample, convs, image)
 
 
-def _input_shapes(source: Path) -> list[list[int | str]]:
-    from backend.engine.inputs import input_specs_of
-
-    return [list(spec["shape"]) for spec in input_specs_of(source)]
+def _runtime_failure(exc: Exception, config: Configuration, result: ConfigurationResult) -> None:
+    """A failed result with one line: GPU out of memory, else the runtime's words (the traceback
+    goes to the child's log only); a hit child limit re-raises and names itself (launch/limits)."""
+    gpu_full = config.provider in GPU_PROVIDERS and is_out_of_memory(exc)
+    if limit_hit_by_exception(exc) and not gpu_full:
+        raise exc
+    result.status = ResultStatus.FAILED
+    if gpu_full:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]  # a knee search stops here
+        result.error = f"Out of GPU memory at batch {config.batch_size}: {first}"
+        result.telemetry["out_of_memory"] = True
+    else:
+        traceback.print_exc()
+        result.error = f"The runtime failed: {runtime_error_line(exc)}"
 
 
 def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
@@ -384,17 +394,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     except UserError as exc:
         result.status, result.error = ResultStatus.FAILED, str(exc)
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        result.status = ResultStatus.FAILED
-        if config.provider in GPU_PROVIDERS and is_out_of_memory(exc):
-            # a clean per-configuration failure: a knee search stops growing the batch here
-            result.error = f"Out of GPU memory at batch {config.batch_size}: {first[:200]}"
-            result.telemetry["out_of_memory"] = True
-        elif limit_hit_by_exception(exc):
-            raise  # the child's memory or process limit names itself (launch/limits)
-        else:  # the runtime's words on one line; the traceback goes to the child's log only
-            traceback.print_exc()
-            result.error = f"The runtime failed: {runtime_error_line(exc)}"
+        _runtime_failure(exc, config, result)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result.to_dict(with_samples=True)
