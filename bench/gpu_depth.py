@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend.engine.run import ConfigurationTask, run_configuration  # noqa: E402
 from backend.queue.knee import BatchPoint, best_batch, knee_stop  # noqa: E402
 from backend.reporting import distance  # noqa: E402
-from backend.results import ConfigurationResult  # noqa: E402
+from backend.results import ConfigurationResult, ResultStatus  # noqa: E402
 from backend.specs import Configuration, CudaOptions, IoMode, MeasureSettings  # noqa: E402
 
 MEASURE = MeasureSettings(
@@ -177,24 +177,51 @@ def measure_plan(model: Path, name: str, dims: dict[str, int], out: Path, budget
             run(_config(precision, io, best, dims, **cuda))
 
 
-def limits_check(model: Path, out: Path) -> None:
-    """One configuration through run_in_child, i.e. under the child's default resource limits."""
+def limits_check(model: Path, out: Path, precision: str, batch: int) -> None:
+    """One device-resident configuration through measure_in_child, the worker's own call, under
+    a GPU child's limits; then the same under a CPU child's (RLIMIT_AS, what 51ca28b gave every
+    child); then a batch whose tensors pass 2^31 elements, refused before any session."""
+    from backend.launch import pids
     from backend.launch.children import run_in_child
     from backend.launch.limits import ChildLimits
+    from backend.queue.measuring import measure_in_child
 
-    limits = ChildLimits.from_settings()
-    print(f"child limits: {limits.to_dict()}", flush=True)
-    config = _config("fp16", DEVICE, 8, {})
+    report: dict = {"pids_cgroup": pids.available(), "memory_cgroup": pids.memory_available()}
+    settings = asdict(replace(MEASURE, accuracy_samples=0))
     with tempfile.TemporaryDirectory() as scratch:
-        task = ConfigurationTask(str(model), config.to_dict(), asdict(MEASURE), scratch)
-        outcome = run_in_child(run_configuration, task, timeout_s=300, what="limits check")
-    line = {"limits": limits.to_dict(), "ok": outcome.ok, "error": outcome.error}
-    if outcome.ok:
-        result = ConfigurationResult.from_dict(outcome.value)
-        line |= {"status": result.status.value, "throughput": result.throughput}
-        line |= {"providers": result.providers_used, "error": result.error}
-    print(json.dumps(line), flush=True)
-    out.write_text(json.dumps(line, indent=1))
+        for label, gpu in (("gpu child", True), ("cpu child (RLIMIT_AS)", False)):
+            config = _config(precision, DEVICE, batch, {})
+            task = ConfigurationTask(str(model), config.to_dict(), settings, scratch)
+            limits = ChildLimits.from_settings(gpu=gpu)
+            if gpu:
+                result = measure_in_child(task, timeout_s=300)
+            else:
+                outcome = run_in_child(
+                    run_configuration, task, timeout_s=300, what=config.key, limits=limits
+                )
+                result = ConfigurationResult.from_dict(outcome.value) if outcome.ok else None
+                result = result or ConfigurationResult(
+                    config.key, config.to_dict(), ResultStatus.FAILED
+                )
+                result.error = result.error or outcome.error
+            report[label] = _limits_line(limits, result)
+            print(label, json.dumps(report[label]), flush=True)
+        config = _config("fp16", DEVICE, 4096, {})
+        task = ConfigurationTask(str(model), config.to_dict(), settings, scratch)
+        report["fp16 b4096"] = _limits_line(
+            ChildLimits.from_settings(gpu=True), measure_in_child(task, timeout_s=300)
+        )
+        print("fp16 b4096", json.dumps(report["fp16 b4096"]), flush=True)
+    out.write_text(json.dumps(report, indent=1))
+
+
+def _limits_line(limits, result: ConfigurationResult | None) -> dict:  # noqa: ANN001
+    line: dict = {"limits": limits.to_dict()}
+    if result is not None:
+        line |= {"status": str(result.status), "error": result.error, "notes": result.notes}
+        line |= {"throughput": result.throughput, "peak_rss_mb": result.peak_rss_mb}
+        line |= {"gpu_memory_mb": result.gpu_memory_mb, "providers": result.providers_used}
+    return line
 
 
 def table(paths: list[Path]) -> str:
@@ -566,6 +593,8 @@ def main() -> None:
     p = sub.add_parser("limits")
     p.add_argument("model", type=Path)
     p.add_argument("out", type=Path)
+    p.add_argument("--precision", default="fp32")
+    p.add_argument("--batch", type=int, default=1024)
     for name in ("graphs", "graphbind"):
         p = sub.add_parser(name)
         p.add_argument("model", type=Path)
@@ -585,7 +614,7 @@ def main() -> None:
         dims = {k: int(v) for k, v in (d.split("=") for d in args.dim)}
         measure_plan(args.model, args.name, dims, args.out, args.budget_s)
     elif args.command == "limits":
-        limits_check(args.model, args.out)
+        limits_check(args.model, args.out, args.precision, args.batch)
     elif args.command == "graphs":
         graphs_plan(args.model, args.out, args.budget_s)
     elif args.command == "graphbind":
