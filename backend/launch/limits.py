@@ -3,7 +3,7 @@
 Memory is RLIMIT_AS (address space; the CUDA driver reserves ~14 GB of it, so the default never
 goes below CUDA_ADDRESS_SPACE on an NVIDIA host, and a lower OPTIBOARD_CHILD_MEMORY_MB stops CUDA
 from starting) for CPU children. GPU children (gpu=True) get no RLIMIT_AS: the CUDA driver maps
-address space far beyond what it uses (an FP32 ResNet-50 at batch 1024 with 3.3 GB resident went
+address space far beyond what it uses (an FP32 ResNet-50 at batch 1024 with 3.5 GB resident went
 past 64 GB), so the same number limits their resident memory through a memory cgroup (pids.py)
 where one can be made, and where none can their host memory is unlimited and the result says so.
 CPU is RLIMIT_CPU (SIGXCPU at the soft limit, SIGKILL five

@@ -14,7 +14,7 @@ RLIMIT_NPROC (limits.py) is the process limit, which the kernel enforces for eve
 
 GPU children get a memory cgroup as well (memory.max on v2, memory.limit_in_bytes on v1's own
 memory hierarchy): RLIMIT_AS counts the CUDA driver's address-space reservations, so an FP32
-ResNet-50 at batch 1024 with 3.3 GB resident was refused at 64 GB of address space on an H200.
+ResNet-50 at batch 1024 with 3.5 GB resident was refused at 64 GB of address space on an H200.
 The cgroup counts what the child really holds; when it goes past, the kernel's OOM killer ends the
 child and memory.events / memory.oom_control say so, which becomes the memory-limit sentence.
 """

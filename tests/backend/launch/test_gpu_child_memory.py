@@ -1,6 +1,6 @@
 """GPU children are limited on resident memory (a memory cgroup), not address space: the CUDA
 driver maps tens of GB it never touches, which RLIMIT_AS counted (an FP32 ResNet-50 at batch 1024
-with 3.3 GB resident was refused at 64 GB on an H200). Real children, real cgroups."""
+with 3.5 GB resident was refused at 64 GB on an H200). Real children, real cgroups."""
 
 from __future__ import annotations
 
