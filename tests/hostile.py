@@ -474,6 +474,32 @@ def constant_of_shape_bomb(path: Path) -> Path:
     return save_model(_wrap(graph), path)
 
 
+def cost_bomb(path: Path) -> Path:
+    """A tiny model whose shape inference allocates seq^2 integers: Shape(x) -> Concat(s, s) ->
+    ConstantOfShape (int64) over x of shape [1, seq] (uint8, seq bytes). A NonZero -> Neg branch
+    leaves a shape ONNX cannot infer, so ONNX Runtime's symbolic inference runs too, and that one
+    materialises the ConstantOfShape output: seq = 10,000 is 800 MB, seq = 20,000 3.2 GB."""
+    one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Concat", ["s", "s"], ["s2"], axis=0),
+        helper.make_node("ConstantOfShape", ["s2"], ["c"], value=one),
+        helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0),
+        helper.make_node("NonZero", ["x"], ["nz"]),
+        helper.make_node("Neg", ["nz"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cost_bomb",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, "seq"])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.INT64, []),
+            helper.make_tensor_value_info("z", TensorProto.INT64, [2, "found"]),
+        ],
+    )
+    return save_model(_wrap(graph), path)
+
+
 def huge_symbolic_dim_model(path: Path) -> Path:
     """An MLP whose batch axis is declared as 10^9 (64 GB of float input)."""
     model = models.make_mlp(features=16)
