@@ -130,6 +130,7 @@ def run_process(
     on_tick: Callable[[], None] | None = None,
     tick_s: float = 0.5,
     limits: child_limits.ChildLimits | None = None,
+    binds: sandbox.Binds | None = None,
 ) -> ProcessOutcome:
     """Run `python -m backend.launch.children <limits> *entry` and wait for it (the one core).
 
@@ -142,7 +143,7 @@ def run_process(
         state = sandbox.available()
         if not state.ok:
             raise UserError(f"This needs a sandbox, but {state.reason}.")
-        argv = sandbox.command(argv, folder.scratch, read_only, binary=state.binary)
+        argv = sandbox.command(argv, folder.scratch, read_only, state.binary, binds)
     with pids.group(limits.extra_procs) as tasks:
         process = _start(tasks.wrap(argv) if tasks else argv, folder, sandboxed, merge_output)
         try:
@@ -260,6 +261,39 @@ def run_in_child(
         return _outcome(done, _read_result(result, as_pickle=True), what, timeout_s)
 
 
+def call_in_child(
+    target: str,
+    *args: Any,
+    timeout_s: float,
+    what: str,
+    should_cancel: Callable[[], bool] | None = None,
+    sandboxed: bool = False,
+    binds: sandbox.Binds | None = None,
+    outputs: Mapping[str, Path] | None = None,
+) -> ChildOutcome:
+    """JSON in, JSON out (never unpickled: a child an untrusted model took over returns data
+    only): `module:function(*args)` in a limited (optionally sandboxed) child, in its scratch
+    folder; files it leaves there under the names in `outputs` are moved to the given paths."""
+    with child_folder() as folder:
+        request, result = folder.scratch / "request.json", folder.scratch / "result.json"
+        request.write_text(json.dumps({"target": target, "args": list(args)}))
+        done = run_process(
+            ["call", str(request), str(result)],
+            folder,
+            timeout_s=timeout_s,
+            sandboxed=sandboxed,
+            should_cancel=should_cancel,
+            binds=binds,
+        )
+        outcome = _outcome(done, _read_result(result, as_pickle=False), what, timeout_s)
+        if outcome.ok:
+            for name, destination in (outputs or {}).items():
+                produced = folder.scratch / name
+                if produced.is_file() and not produced.is_symlink():
+                    shutil.move(produced, destination)
+        return outcome
+
+
 def run_call(
     target: str,
     *args: Any,
@@ -269,28 +303,12 @@ def run_call(
     read_only: Sequence[Path] = (),
     outputs: Mapping[str, Path] | None = None,
 ) -> Any:
-    """JSON in, JSON out: `module:function(*args)` in a limited (optionally sandboxed) child.
-
-    The child runs in its scratch folder; files it leaves there under the names in `outputs` are
-    moved to the given paths. UserError for the user's problems and limits, RuntimeError for bugs.
-    """
-    with child_folder() as folder:
-        request, result = folder.scratch / "request.json", folder.scratch / "result.json"
-        request.write_text(json.dumps({"target": target, "args": list(args)}))
-        done = run_process(
-            ["call", str(request), str(result)],
-            folder,
-            timeout_s=timeout_s,
-            sandboxed=sandboxed,
-            read_only=read_only,
-        )
-        outcome = _outcome(done, _read_result(result, as_pickle=False), what, timeout_s)
-        if outcome.ok:
-            for name, destination in (outputs or {}).items():
-                produced = folder.scratch / name
-                if produced.is_file() and not produced.is_symlink():
-                    shutil.move(produced, destination)
-            return outcome.value
+    """call_in_child's value; UserError for the user's problems and limits, else RuntimeError."""
+    binds = sandbox.Binds(read_only=tuple(map(Path, read_only)))
+    kwargs = {"timeout_s": timeout_s, "what": what, "sandboxed": sandboxed, "outputs": outputs}
+    outcome = call_in_child(target, *args, binds=binds, **kwargs)
+    if outcome.ok:
+        return outcome.value
     if outcome.timed_out:
         raise UserError(
             f"{what} took longer than {timeout_s:g} s and was stopped; try a smaller file."
