@@ -13,6 +13,7 @@ itself before it runs (see children.py).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import settings
+from backend.errors import UnavailableError
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
@@ -54,6 +56,7 @@ class Binds:
     share_net: bool = False  # the host's network namespace (a server's loopback ports)
     new_session: bool = True  # False: stays in its parent's process group (see command)
     env: tuple[tuple[str, str], ...] = ()  # extra environment variables
+    private_tmp: bool = False  # an empty writable /tmp (Triton's Python backend writes there)
 
     @classmethod
     def of(
@@ -153,10 +156,11 @@ def command(
     for setting in PASSED_SETTINGS:
         if setting.name in os.environ:
             args += ["--setenv", setting.name, os.environ[setting.name]]
-    for name, value in binds.env:
-        args += ["--setenv", name, value]
     if binds.gpu:
         args += _gpu_args()
+    for name, value in binds.env:  # after the GPU environment: the caller's values win
+        args += ["--setenv", name, value]
+    args += ["--tmpfs", "/tmp"] if binds.private_tmp else []  # before binds under /tmp
     paths = [Path(p) for p in (*SYSTEM_DIRS, *SYSTEM_FILES, CPU_TOPOLOGY)]
     paths += [*_python_paths(), *code, *(Path(p) for p in (*read_only, *binds.read_only))]
     args += _mounts(sorted(paths, key=lambda p: len(p.parts)), "--ro-bind")  # parents first
@@ -165,6 +169,26 @@ def command(
         args += ["--bind", str(folder), str(folder)]  # still writable
     args += ["--remount-ro", "/", "--chdir", str(scratch), "--", *argv]
     return args
+
+
+def service_command(argv: Sequence[str], folder: Path, binds: Binds) -> list[str]:
+    """The bwrap command line of a service (a Triton server) that runs beside its parent until
+    stopped: `folder` is its writable working folder, it stays in the process group that
+    services.start_service makes (new_session off, so a SIGTERM to the group reaches the server
+    itself and it can shut down gracefully), it gets an empty /tmp of its own, and its
+    environment is binds.env on top of PATH and HOME. UnavailableError with the reason when no
+    sandbox works here."""
+    state = available()
+    if not state.ok:
+        raise UnavailableError(
+            f"Uploaded models are served only inside the sandbox, but {state.reason}."
+        )
+    binds = dataclasses.replace(binds, new_session=False, private_tmp=True)
+    sandboxed = command(argv, Path(folder), binary=state.binary, binds=binds)
+    # bwrap dies of a SIGTERM to the group, and --die-with-parent then SIGKILLs the server before
+    # it has shut down; ignored before exec, SIGTERM reaches only the server (which handles it),
+    # and bwrap exits when the server has. A SIGKILL to the group still ends everything.
+    return ["/bin/sh", "-c", 'trap "" TERM; exec "$0" "$@"', *sandboxed]
 
 
 def _trial(binary: str) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import settings
 from backend.errors import UnavailableError
+from backend.launch import sandbox
 from backend.launch.services import start_service, stop_service
 from backend.serving.repository import ServedModel, TensorSpec, plan_model, write_repository
 from backend.serving.types import BatchingPolicy, ServingProvider
@@ -174,12 +175,26 @@ class TritonServer:
             "--log-verbose=0",
         ]
 
+    def sandboxed_command(self, repository: Path) -> list[str]:
+        """command() inside the bubblewrap sandbox: the serving venv and the repository read-only,
+        this server's folder (its repository as serve() writes it, cache) writable, the GPU
+        device nodes for the CUDA provider. It keeps the host's network namespace: the parent
+        and the load generators reach its HTTP and metrics ports on 127.0.0.1, which a namespace
+        of its own would hide (it binds only loopback; --allow-grpc=false)."""
+        env = self.environment.env()
+        outside = not repository.resolve().is_relative_to(self.workdir.resolve())
+        binds = sandbox.Binds.of(
+            read_only=[self.environment.venv, repository if outside else None],
+            writable=[self.workdir],
+            gpu=self.served.provider is ServingProvider.CUDA,
+            share_net=True,
+            env=tuple((k, env[k]) for k in ("PATH", "LD_LIBRARY_PATH") if k in env),
+        )
+        return sandbox.service_command(self.command(repository), self.workdir, binds)
+
     def start(self, repository: Path, timeout_s: float) -> None:
         self.process = start_service(
-            self.command(repository),
-            log_path=self.log_path,
-            env=self.environment.env(),
-            cwd=self.workdir,
+            self.sandboxed_command(repository), log_path=self.log_path, cwd=self.workdir
         )
         self._wait_ready(timeout_s)
 

@@ -135,3 +135,19 @@ def test_a_gpu_child_gets_the_device_nodes_and_a_cpu_child_none(
     for node in sandbox.gpu_devices():  # none on a host without a GPU
         assert f"--dev-bind {node} {node}" in " ".join(gpu_argv)
     assert "--dev-bind" not in sandbox.command(["true"], tmp_path)
+
+
+def test_a_gpu_child_keeps_its_callers_library_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Triton's bundled libraries stay first on LD_LIBRARY_PATH when it gets the GPU."""
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/host/cuda/lib64")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    binds = sandbox.Binds(gpu=True, env=(("LD_LIBRARY_PATH", "/triton/libs:/host/cuda/lib64"),))
+    argv = sandbox.command(["true"], tmp_path, binds=binds)
+    settings_of = {}
+    for index, word in enumerate(argv):
+        if word == "--setenv":
+            settings_of[argv[index + 1]] = argv[index + 2]  # bwrap applies them in order
+    assert settings_of["LD_LIBRARY_PATH"] == "/triton/libs:/host/cuda/lib64"
+    assert settings_of["CUDA_VISIBLE_DEVICES"] == "1"
