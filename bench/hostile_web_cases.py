@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+import settings
 from backend.errors import UserError
 from tests import hostile, hostile_web
 from tests import models as model_factory
@@ -81,8 +82,8 @@ def injected_name(folder: Path, data: Path) -> Callable[[], str]:
 
         row = ingest_file(hostile.injected_name_model(folder / "inject.onnx"), "inject.onnx")
         out = folder / "inject-triton.zip"
-        env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data)}
-        env.pop("OPTIBOARD_DATABASE_URL", None)
+        env = {**os.environ, settings.DATA_DIR.name: str(data)}
+        env.pop(settings.DATABASE_URL.name, None)
         done = subprocess.run(
             [sys.executable, "-m", "backend.cli", "serve", "export", str(row.id), "-o", str(out)],
             cwd=ROOT,

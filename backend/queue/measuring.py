@@ -40,7 +40,7 @@ def measurement_binds(task: ConfigurationTask, config: Configuration) -> sandbox
             folder.mkdir(parents=True, exist_ok=True)
             if folder.resolve() != data:  # never the data folder itself (it holds the database)
                 writable.append(folder)
-        env = (("OPTIBOARD_DATA_DIR", str(data)),)
+        env = ((settings.DATA_DIR.name, str(data)),)
     for folder in writable:
         folder.mkdir(parents=True, exist_ok=True)
     return sandbox.Binds.of(
