@@ -180,3 +180,15 @@ def test_without_a_working_sandbox_nothing_is_served(
     with pytest.raises(UnavailableError, match=r"served only inside the sandbox, but the bubblew"):
         with serve(session_model, POLICY, environment=triton_environment):
             pass
+
+
+def test_a_sandboxed_server_still_shuts_down_gracefully_on_sigterm(
+    triton_environment: TritonEnvironment, session_model: Path
+) -> None:
+    """bwrap itself would die of the group's SIGTERM and take the server down with SIGKILL
+    (--die-with-parent) before Triton's own shutdown ran; it ignores SIGTERM instead."""
+    with serve(session_model, POLICY, environment=triton_environment) as running:
+        running.stop()
+        log = running.log_text()
+    assert "Signal (15) received." in log
+    assert "successfully unloaded 'model' version 1" in log, log[-600:]
