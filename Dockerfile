@@ -4,10 +4,12 @@
 FROM python:3.11-slim
 ARG OPTIBOARD_REQUIREMENTS=requirements.txt
 WORKDIR /app
-# bubblewrap sandboxes SavedModel conversion and upload parsing. In the container it needs
+# bubblewrap sandboxes SavedModel conversion, upload parsing, measurements and Triton servers.
+# In the container it needs
 #   docker run --security-opt seccomp=unconfined --security-opt systempaths=unconfined ...
 # (user namespaces, and a fresh /proc mount that Docker's masked /proc paths otherwise forbid);
-# without them the sandbox does not start and SavedModel uploads are refused with that reason.
+# without them the sandbox does not start and SavedModel uploads, measurements and serving are
+# refused with that reason.
 RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 COPY requirements*.txt ./

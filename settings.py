@@ -294,7 +294,8 @@ BWRAP = _declare(
         "OPTIBOARD_BWRAP",
         "bwrap",
         str,
-        "the bubblewrap binary that sandboxes SavedModel conversion and upload parsing",
+        "the bubblewrap binary that sandboxes SavedModel conversion, upload parsing, "
+        "measurements and Triton servers",
     )
 )
 PARSE_TIMEOUT_S = _declare(

@@ -1,5 +1,7 @@
 """Every hostile builder of tests/hostile.py fed to the real upload paths (model ingest, and the
-calibration and evaluation .npz stores of backend.queue.jobs), as the web process would.
+calibration and evaluation .npz stores of backend.queue.jobs), as the web process would; then the
+cases of bench/hostile_web_cases.py against a real `streamlit run serve.py` on the same data
+directory (upload flood), the Graph page's cost call, `serve export` and the pages themselves.
 
 For each input: the outcome (a clean rejection with its sentence, or an acceptance and why it is
 harmless or not), seconds spent in the call, peak RSS growth of this process (the one calling
@@ -29,7 +31,8 @@ import settings  # noqa: E402
 from backend.errors import UserError  # noqa: E402
 from backend.models.ingest import ingest_file  # noqa: E402
 from backend.queue import jobs  # noqa: E402
-from tests import hostile  # noqa: E402
+from bench.hostile_web_cases import web_cases  # noqa: E402
+from tests import hostile, hostile_web  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1 << 20
@@ -263,6 +266,8 @@ def main() -> None:
         inputs.mkdir()
         canary = root / "canary.txt"
         results = [measure(name, call, data) for name, call in cases(inputs, canary)]
+        with hostile_web.dashboard(data, root / "dashboard.log") as dash:
+            results += [measure(name, call, data) for name, call in web_cases(inputs, data, dash)]
     print(f"{'input':48} {'s':>7} {'peak MB':>8} {'wrote MB':>9} {'left MB':>8}  outcome")
     for r in results:
         print(

@@ -15,7 +15,8 @@ from streamlit import runtime
 from backend import viewer
 from backend.errors import UserError
 from backend.models import library
-from backend.models.cost import ModelCost, model_cost
+from backend.models.cost import ModelCost
+from backend.models.costing import cost_in_child
 from backend.reporting import charts, costview
 from pages.components.formatting import fmt_bytes, fmt_shape, plain
 from pages.components.url_state import bound_selectbox, url_value
@@ -30,8 +31,22 @@ def _viewer_ready() -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _cost(sha256: str, batch: int, dims: str) -> ModelCost:
-    return model_cost(library.artifact_path(sha256), batch, costview.parse_dims(dims))
+def _counted(sha256: str, batch: int, dims: str, shown: str) -> ModelCost:
+    """Counted in a limited child (costing.py); cached per model file and dimensions."""
+    return cost_in_child(library.artifact_path(sha256), batch, costview.parse_dims(dims), shown)
+
+
+def _cost(sha256: str, batch: int, dims: str, shown: str) -> ModelCost:
+    """_counted, with a refusal remembered for this session so a rerun starts no new child."""
+    refused = st.session_state.setdefault("_cost_refused", {})
+    key = (sha256, batch, dims)
+    if key in refused:
+        raise UserError(refused[key])
+    try:
+        return _counted(sha256, batch, dims, shown)
+    except UserError as exc:
+        refused[key] = str(exc)
+        raise
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -141,7 +156,8 @@ batch_col, dims_col = st.columns(2)
 cost_batch = batch_col.number_input("Batch size", min_value=1, max_value=65536, value=1)
 cost_dims = dims_col.text_input("Other dimensions", placeholder="seq=128", key="cost_dims")
 try:
-    cost = _cost(artifact.sha256, int(cost_batch), cost_dims)
+    with st.spinner("Counting in a limited child process..."):
+        cost = _cost(artifact.sha256, int(cost_batch), cost_dims, artifact.filename)
 except UserError as exc:
     show_error(exc)
 else:

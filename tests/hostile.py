@@ -474,6 +474,56 @@ def constant_of_shape_bomb(path: Path) -> Path:
     return save_model(_wrap(graph), path)
 
 
+def cost_bomb(path: Path) -> Path:
+    """A tiny model whose shape inference allocates seq^2 integers: Shape(x) -> Concat(s, s) ->
+    ConstantOfShape (int64) over x of shape [1, seq] (uint8, seq bytes). A NonZero -> Neg branch
+    leaves a shape ONNX cannot infer, so ONNX Runtime's symbolic inference runs too, and that one
+    materialises the ConstantOfShape output: seq = 10,000 is 800 MB, seq = 20,000 3.2 GB."""
+    one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Concat", ["s", "s"], ["s2"], axis=0),
+        helper.make_node("ConstantOfShape", ["s2"], ["c"], value=one),
+        helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0),
+        helper.make_node("NonZero", ["x"], ["nz"]),
+        helper.make_node("Neg", ["nz"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cost_bomb",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, "seq"])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.INT64, []),
+            helper.make_tensor_value_info("z", TensorProto.INT64, [2, "found"]),
+        ],
+    )
+    return save_model(_wrap(graph), path)
+
+
+# An input name that, written into config.pbtxt unescaped, closes its tensor block and adds a
+# model-level EXECUTION_ENV_PATH parameter (Triton's Python backend unpacks that archive and runs
+# the model in it), then opens a second input block that the real one's fields complete.
+INJECTED_NAME = (
+    'x" data_type: TYPE_FP32 dims: [ 4 ] } ] parameters { key: "EXECUTION_ENV_PATH" value { '
+    'string_value: "$$TRITON_MODEL_DIRECTORY/evil.tar.gz" } } input [ { name: "x2'
+)
+# A file name that Markdown would draw as a link and a remote image.
+MARKDOWN_NAME = "[click me](http://evil.test/phish) ![pixel](http://evil.test/pixel.png)"
+
+
+def injected_name_model(path: Path) -> Path:
+    """y = x + 1 over x of shape [N, 4], with x named INJECTED_NAME."""
+    one = numpy_helper.from_array(np.ones((1,), np.float32), "one")
+    graph = helper.make_graph(
+        [helper.make_node("Add", [INJECTED_NAME, "one"], ["y"])],
+        "injected",
+        [helper.make_tensor_value_info(INJECTED_NAME, TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [one],
+    )
+    return save_model(_wrap(graph), path)
+
+
 def huge_symbolic_dim_model(path: Path) -> Path:
     """An MLP whose batch axis is declared as 10^9 (64 GB of float input)."""
     model = models.make_mlp(features=16)

@@ -57,8 +57,11 @@ def activations(model_path: Path, feeds: list[dict[str, np.ndarray]]) -> dict[st
 
     suffix = getattr(qdq_loss_debug, "_TENSOR_SAVE_POSTFIX", "_ReshapedSavedOutput")
     with tempfile.TemporaryDirectory(prefix="optiboard-acts-") as tmp:
-        augmented = Path(tmp) / "augmented.onnx"
-        qdq_loss_debug.modify_model_output_intermediate_tensors(str(model_path), str(augmented))
+        augmented, staged = Path(tmp) / "augmented.onnx", Path(tmp) / "model.onnx"
+        # ORT writes a "<model>-inferred" copy beside the path it is given: here, not beside the
+        # stored model (read-only inside the measurement sandbox)
+        staged.symlink_to(Path(model_path).resolve())
+        qdq_loss_debug.modify_model_output_intermediate_tensors(str(staged), str(augmented))
         options = SessionOptions(provider="cpu", optimization_level="disable")
         found: dict[str, list] = defaultdict(list)
         with get_backend("onnxruntime").open(augmented, options) as runner:

@@ -322,6 +322,9 @@ def _static_cost(source: Path, config: Configuration, result: ConfigurationResul
     except (UserError, onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
         result.notes.append(f"No FLOP count for this model: {str(exc).splitlines()[0][:200]}")
         return
+    except MemoryError:  # shape inference at these dims (cost.py no longer hides it)
+        result.notes.append("No FLOP count for this model: its shape inference ran out of memory.")
+        return
     result.telemetry["flops_per_sample"] = cost.flops_per_sample
     if cost.uncounted_ops:
         result.telemetry["flops_uncounted_ops"] = list(cost.uncounted_ops)

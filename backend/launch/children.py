@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +132,7 @@ def run_process(
     on_tick: Callable[[], None] | None = None,
     tick_s: float = 0.5,
     limits: child_limits.ChildLimits | None = None,
+    binds: sandbox.Binds | None = None,
 ) -> ProcessOutcome:
     """Run `python -m backend.launch.children <limits> *entry` and wait for it (the one core).
 
@@ -145,7 +145,7 @@ def run_process(
         state = sandbox.available()
         if not state.ok:
             raise UserError(f"This needs a sandbox, but {state.reason}.")
-        argv = sandbox.command(argv, folder.scratch, read_only, binary=state.binary)
+        argv = sandbox.command(argv, folder.scratch, read_only, state.binary, binds)
     resident = limits.memory_bytes if limits.gpu else None  # GPU children: a memory cgroup
     with pids.group(limits.extra_procs, resident) as tasks:
         process = _start(tasks.wrap(argv) if tasks else argv, folder, sandboxed, merge_output)
@@ -272,6 +272,41 @@ def run_in_child(
         return _outcome(done, _read_result(result, as_pickle=True), what, timeout_s)
 
 
+def call_in_child(
+    target: str,
+    *args: Any,
+    timeout_s: float,
+    what: str,
+    should_cancel: Callable[[], bool] | None = None,
+    sandboxed: bool = False,
+    binds: sandbox.Binds | None = None,
+    outputs: Mapping[str, Path] | None = None,
+    limits: child_limits.ChildLimits | None = None,
+) -> ChildOutcome:
+    """JSON in, JSON out (never unpickled: a child an untrusted model took over returns data
+    only): `module:function(*args)` in a limited (optionally sandboxed) child, in its scratch
+    folder; files it leaves there under the names in `outputs` are moved to the given paths."""
+    with child_folder() as folder:
+        request, result = folder.scratch / "request.json", folder.scratch / "result.json"
+        request.write_text(json.dumps({"target": target, "args": list(args)}))
+        done = run_process(
+            ["call", str(request), str(result)],
+            folder,
+            timeout_s=timeout_s,
+            sandboxed=sandboxed,
+            should_cancel=should_cancel,
+            binds=binds,
+            limits=limits,
+        )
+        outcome = _outcome(done, _read_result(result, as_pickle=False), what, timeout_s)
+        if outcome.ok:
+            for name, destination in (outputs or {}).items():
+                produced = folder.scratch / name
+                if produced.is_file() and not produced.is_symlink():
+                    shutil.move(produced, destination)
+        return outcome
+
+
 def run_call(
     target: str,
     *args: Any,
@@ -281,28 +316,12 @@ def run_call(
     read_only: Sequence[Path] = (),
     outputs: Mapping[str, Path] | None = None,
 ) -> Any:
-    """JSON in, JSON out: `module:function(*args)` in a limited (optionally sandboxed) child.
-
-    The child runs in its scratch folder; files it leaves there under the names in `outputs` are
-    moved to the given paths. UserError for the user's problems and limits, RuntimeError for bugs.
-    """
-    with child_folder() as folder:
-        request, result = folder.scratch / "request.json", folder.scratch / "result.json"
-        request.write_text(json.dumps({"target": target, "args": list(args)}))
-        done = run_process(
-            ["call", str(request), str(result)],
-            folder,
-            timeout_s=timeout_s,
-            sandboxed=sandboxed,
-            read_only=read_only,
-        )
-        outcome = _outcome(done, _read_result(result, as_pickle=False), what, timeout_s)
-        if outcome.ok:
-            for name, destination in (outputs or {}).items():
-                produced = folder.scratch / name
-                if produced.is_file() and not produced.is_symlink():
-                    shutil.move(produced, destination)
-            return outcome.value
+    """call_in_child's value; UserError for the user's problems and limits, else RuntimeError."""
+    binds = sandbox.Binds(read_only=tuple(map(Path, read_only)))
+    kwargs = {"timeout_s": timeout_s, "what": what, "sandboxed": sandboxed, "outputs": outputs}
+    outcome = call_in_child(target, *args, binds=binds, **kwargs)
+    if outcome.ok:
+        return outcome.value
     if outcome.timed_out:
         raise UserError(
             f"{what} took longer than {timeout_s:g} s and was stopped; try a smaller file."
@@ -336,56 +355,7 @@ def run_module(module: str, *args: str, timeout_s: float, what: str) -> str:
 # ---- child side -------------------------------------------------------------------------------
 
 
-def _call(request: Path) -> Any:
-    """Run the JSON request's module:function; import happens after the limits are set."""
-    import importlib
-
-    payload = json.loads(request.read_text())
-    module, _, name = payload["target"].partition(":")
-    return getattr(importlib.import_module(module), name)(*payload["args"])
-
-
-def _report(mode: str, result: Path, body: Callable[[], Any]) -> int:
-    """Run body, write {'kind': ..., ...} to result; the parent reads it after the child exits."""
-    try:
-        value = body()
-        record: dict[str, Any] = {"kind": "ok", "value": value}
-    except BaseException as exc:  # the parent records it; the child must never hang
-        limit = child_limits.limit_hit_by_exception(exc)
-        if limit:
-            record = {"kind": "limit", "limit": limit}
-        elif isinstance(exc, UserError):
-            record = {"kind": "user_error", "text": str(exc)}
-        else:
-            record = {"kind": "error", "text": traceback.format_exc()}
-        del exc
-    data = pickle.dumps(record) if mode == "pickle" else json.dumps(record).encode()
-    result.write_bytes(data)
-    return 0
-
-
-def main(argv: list[str]) -> int:
-    """Child entry: set the limits first, then run what the parent asked for."""
-    limits, mode, *rest = argv
-    child_limits.apply(child_limits.ChildLimits(**json.loads(limits)))
-    if mode == "module":
-        import runpy
-
-        sys.argv = list(rest)
-        runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
-        return 0
-    request, result = Path(rest[0]), Path(rest[1])
-    if mode == "call":
-        os.chdir(result.parent)  # files a call leaves behind go to its scratch folder
-    if mode == "pickle":
-
-        def body() -> Any:
-            func, args, kwargs = pickle.loads(request.read_bytes())
-            return func(*args, **kwargs)
-
-        return _report(mode, result, body)
-    return _report(mode, result, lambda: _call(request))
-
-
 if __name__ == "__main__":
+    from backend.launch.childmain import main
+
     raise SystemExit(main(sys.argv[1:]))

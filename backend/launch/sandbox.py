@@ -1,15 +1,19 @@
-"""bubblewrap sandbox for children that touch untrusted files (SavedModel conversion, parsing).
+"""bubblewrap sandbox for children that touch untrusted files: SavedModel conversion, parsing,
+measurement children (ONNX Runtime / OpenVINO sessions on uploaded models) and Triton servers.
 
-The child sees a read-only view of only what Python needs (system libraries, the interpreter, the
-venv, the project's code and the input paths it is given), one fresh scratch folder as its only
-writable place, an empty environment apart from PATH/HOME/PYTHONPATH and the parsing caps among
-the OPTIBOARD_* settings, no network (every namespace
-unshared), its own session, and it dies with its parent. The resource limits of limits.py are set
-by the child itself before it runs (see children.py).
+The child sees a read-only view of only what it needs (system libraries, the interpreter, the
+venv, the project's code and the input paths it is given), one fresh scratch folder and the
+output folders it is given as its only writable places, an empty environment apart from
+PATH/HOME/PYTHONPATH, the parsing caps among the OPTIBOARD_* settings and what its caller passes,
+no network (every namespace unshared; a Triton server keeps the host's network namespace for its
+loopback ports), its own session, and it dies with its parent. A child that uses a GPU also gets
+the GPU device nodes and a read-only /sys. The resource limits of limits.py are set by the child
+itself before it runs (see children.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -21,9 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import settings
+from backend.errors import UnavailableError
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
+# the CPU topology and caches ONNX Runtime and OpenVINO size their thread pools and streams from
+CPU_TOPOLOGY = "/sys/devices/system/cpu"
+# NVIDIA's control, per-GPU, unified-memory, modeset and capability nodes; DRI for other GPUs
+GPU_DEVICE_PATTERNS = ("nvidia*", "nvidia-caps", "dri")
+# where the GPU driver and CUDA find devices and libraries; passed through when set
+GPU_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 # the only settings a sandboxed child sees (parsing caps); never the database URL or secrets
 PASSED_SETTINGS = (
@@ -33,6 +44,52 @@ PASSED_SETTINGS = (
     settings.MAX_UNCOMPRESSED_MB,
     settings.MAX_ZIP_MEMBERS,
 )
+
+
+@dataclass(frozen=True)
+class Binds:
+    """What one sandboxed child gets beyond Python and the project's code."""
+
+    read_only: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()  # besides its scratch folder (outputs, caches)
+    gpu: bool = False  # the GPU device nodes, a read-only /sys and the GPU environment
+    share_net: bool = False  # the host's network namespace (a server's loopback ports)
+    new_session: bool = True  # False: stays in its parent's process group (see command)
+    env: tuple[tuple[str, str], ...] = ()  # extra environment variables
+    private_tmp: bool = False  # an empty writable /tmp (Triton's Python backend writes there)
+
+    @classmethod
+    def of(
+        cls,
+        read_only: Sequence[Path | str | None] = (),
+        writable: Sequence[Path | str | None] = (),
+        **kwargs: object,
+    ) -> Binds:
+        """Absolute paths; None entries (an optional file not given) are skipped."""
+
+        def clean(paths: Sequence[Path | str | None]) -> tuple[Path, ...]:
+            return tuple(Path(p).absolute() for p in paths if p)  # bound where they are named
+
+        return cls(clean(read_only), clean(writable), **kwargs)  # type: ignore[arg-type]
+
+
+def gpu_devices(dev: Path = Path("/dev")) -> list[Path]:
+    """The GPU device nodes present on this host (none on a host without a GPU)."""
+    found: list[Path] = []
+    for pattern in GPU_DEVICE_PATTERNS:
+        found += sorted(dev.glob(pattern))
+    return found
+
+
+def _gpu_args() -> list[str]:
+    args: list[str] = []
+    for node in gpu_devices():
+        args += ["--dev-bind", str(node), str(node)]
+    args += ["--ro-bind", "/sys", "/sys"]  # NVML and the CUDA driver read PCI and module state
+    for name in GPU_ENVIRONMENT:
+        if name in os.environ:
+            args += ["--setenv", name, os.environ[name]]
+    return args
 
 
 @dataclass(frozen=True)
@@ -68,16 +125,25 @@ def _python_paths() -> list[Path]:
 
 
 def command(
-    argv: Sequence[str], scratch: Path, read_only: Sequence[Path] = (), binary: str | None = None
+    argv: Sequence[str],
+    scratch: Path,
+    read_only: Sequence[Path] = (),
+    binary: str | None = None,
+    binds: Binds | None = None,
 ) -> list[str]:
-    """The bwrap command line that runs argv (a Python command) inside the sandbox."""
+    """The bwrap command line that runs argv inside the sandbox.
+
+    --new-session (the default) puts the child in a session of its own, so it cannot push input
+    into a terminal; a service started with its own session and no terminal (services.py) passes
+    new_session=False so that signals to its process group reach every process of the server.
+    """
+    binds = binds or Binds()
     root = settings.PROJECT_ROOT
-    code = [root / "backend", root / "settings.py"]
-    args = [
-        binary or available().binary,
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
+    code = [root / "backend", root / "storage", root / "settings.py"]  # code only, no data
+    args = [binary or available().binary, "--die-with-parent"]
+    args += ["--unshare-all", "--share-net"] if binds.share_net else ["--unshare-all"]
+    args += ["--new-session"] if binds.new_session else []
+    args += [
         "--clearenv",
         "--setenv", "PATH", SANDBOX_PATH,
         "--setenv", "HOME", str(scratch),
@@ -90,12 +156,39 @@ def command(
     for setting in PASSED_SETTINGS:
         if setting.name in os.environ:
             args += ["--setenv", setting.name, os.environ[setting.name]]
-    paths = [Path(p) for p in SYSTEM_DIRS + SYSTEM_FILES]
-    paths += [*_python_paths(), *code, *(Path(p) for p in read_only)]
+    if binds.gpu:
+        args += _gpu_args()
+    for name, value in binds.env:  # after the GPU environment: the caller's values win
+        args += ["--setenv", name, value]
+    args += ["--tmpfs", "/tmp"] if binds.private_tmp else []  # before binds under /tmp
+    paths = [Path(p) for p in (*SYSTEM_DIRS, *SYSTEM_FILES, CPU_TOPOLOGY)]
+    paths += [*_python_paths(), *code, *(Path(p) for p in (*read_only, *binds.read_only))]
     args += _mounts(sorted(paths, key=lambda p: len(p.parts)), "--ro-bind")  # parents first
-    args += ["--bind", str(scratch), str(scratch), "--remount-ro", "/"]  # scratch stays writable
-    args += ["--chdir", str(scratch), "--", *argv]
+    writable = sorted({scratch, *binds.writable}, key=lambda p: len(p.parts))
+    for folder in writable:  # after the read-only binds, so an output folder inside one is
+        args += ["--bind", str(folder), str(folder)]  # still writable
+    args += ["--remount-ro", "/", "--chdir", str(scratch), "--", *argv]
     return args
+
+
+def service_command(argv: Sequence[str], folder: Path, binds: Binds) -> list[str]:
+    """The bwrap command line of a service (a Triton server) that runs beside its parent until
+    stopped: `folder` is its writable working folder, it stays in the process group that
+    services.start_service makes (new_session off, so a SIGTERM to the group reaches the server
+    itself and it can shut down gracefully), it gets an empty /tmp of its own, and its
+    environment is binds.env on top of PATH and HOME. UnavailableError with the reason when no
+    sandbox works here."""
+    state = available()
+    if not state.ok:
+        raise UnavailableError(
+            f"Uploaded models are served only inside the sandbox, but {state.reason}."
+        )
+    binds = dataclasses.replace(binds, new_session=False, private_tmp=True)
+    sandboxed = command(argv, Path(folder), binary=state.binary, binds=binds)
+    # bwrap dies of a SIGTERM to the group, and --die-with-parent then SIGKILLs the server before
+    # it has shut down; ignored before exec, SIGTERM reaches only the server (which handles it),
+    # and bwrap exits when the server has. A SIGKILL to the group still ends everything.
+    return ["/bin/sh", "-c", 'trap "" TERM; exec "$0" "$@"', *sandboxed]
 
 
 def _trial(binary: str) -> str:

@@ -84,11 +84,29 @@ def group_stats(group: int) -> list[list[str]]:
     return found
 
 
+def group_members(group: int) -> dict[int, str]:
+    """pid -> command name of each live (not zombie) process in a process group."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                name, rest = stat.read().rsplit(")", 1)
+        except (OSError, ValueError):
+            continue
+        fields = rest.split()
+        if fields[0] != "Z" and int(fields[2]) == group:
+            found[int(entry)] = name.split("(", 1)[1]
+    return found
+
+
 def stop_service(
     process: subprocess.Popen,
     grace_s: float = 0.0,
     settle_s: float = 5.0,
     stop_signal: signal.Signals = signal.SIGTERM,
+    server_pid: int | None = None,
 ) -> None:
     """stop_signal to the leader alone and up to grace_s for it to exit (none: straight to
     SIGKILL), then SIGKILL to whatever of the group is left, even when its leader has already
@@ -96,13 +114,17 @@ def stop_service(
 
     The leader alone: a server told to stop shuts its own children down in order (Triton unloads
     its models, each Python-backend stub exits and its shared memory is released); a signal to
-    the whole group would kill the stubs under it first.
+    the whole group would kill the stubs under it first. server_pid: the server when it is not
+    the leader (inside a sandbox the leader is bwrap, which exits when the server has).
     """
     if process.poll() is None and grace_s > 0:
         try:
-            process.send_signal(stop_signal)
+            if server_pid is None:
+                process.send_signal(stop_signal)
+            else:
+                os.kill(server_pid, stop_signal)
             process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, ProcessLookupError):
             pass
     try:
         os.killpg(process.pid, signal.SIGKILL)

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import onnx
 from onnx import helper, shape_inference
 
+import settings
 from backend.errors import UserError
+
+MB = 1 << 20
 
 ELEMENTWISE = {
     "Abs", "Add", "And", "BitShift", "Ceil", "Celu", "Clip", "Cos", "Div", "Elu", "Equal", "Erf",
@@ -92,6 +96,18 @@ class ModelCost:
     @property
     def flops_per_sample(self) -> float:
         return self.flops / self.batch_size
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON, so a child can count and the parent only reads the numbers."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelCost:
+        return cls(
+            int(data["batch_size"]),
+            tuple(NodeCost(**node) for node in data["nodes"]),
+            tuple(data.get("uncounted_ops", ())),
+        )
 
 
 Shape = list[int]
@@ -249,8 +265,26 @@ def _fix_inputs(model: onnx.ModelProto, batch_size: int, dims: dict[str, int]) -
                     f"Input {value.name!r} has a free dimension {name!r}; give it a value "
                     "(e.g. seq=128) to count FLOPs."
                 )
+    _check_input_size(inputs)
     leading = [v.type.tensor_type.shape.dim for v in inputs if v.type.tensor_type.shape.dim]
     return leading[0][0].dim_value if leading else batch_size
+
+
+def _check_input_size(inputs: list[onnx.ValueInfoProto]) -> None:
+    """The fixed inputs against the input limit a measurement has, before inference sizes
+    anything from them (Python integers: a dimension of 10^9 costs nothing to refuse)."""
+    limit_mb = settings.MAX_INPUT_MB.get()
+    total = 0
+    for value in inputs:
+        tensor = value.type.tensor_type
+        dims = [d.dim_value for d in tensor.shape.dim]
+        total += math.prod(dims) * DTYPE_BYTES.get(tensor.elem_type, 4)
+        if total > limit_mb * MB:
+            raise UserError(
+                f"Input {value.name!r} at shape {dims} takes {total / MB:,.0f} MB, over the "
+                f"input limit of {limit_mb} MB (OPTIBOARD_MAX_INPUT_MB); use a smaller batch "
+                "size or smaller values for the other dimensions."
+            )
 
 
 def _unknown_outputs(model: onnx.ModelProto) -> int:
@@ -292,6 +326,8 @@ def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
         return inferred
     try:
         symbolic = _symbolic_shapes(model)
+    except MemoryError:  # the child's memory limit: said as such, not hidden behind ONNX's answer
+        raise
     except Exception:  # its own assertion errors on graphs it cannot follow: keep ONNX's answer
         return inferred
     return symbolic if _unknown_outputs(symbolic) < _unknown_outputs(inferred) else inferred

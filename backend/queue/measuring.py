@@ -1,16 +1,27 @@
-"""One configuration measured in a limited child, and the order a sweep's configurations run in.
+"""One configuration measured in a limited, sandboxed child, and the order a sweep's
+configurations run in.
 
 Shared by the local worker (backend/queue/worker.py) and every cluster node
-(backend/cluster/task.py), so a number measured anywhere comes from the same call.
+(backend/cluster/task.py), so a number measured anywhere comes from the same call. The child
+opens ONNX Runtime / OpenVINO sessions on an uploaded model, so it runs under bubblewrap
+(launch/sandbox.py): the model, calibration and evaluation files read-only, the output folder
+(and TensorRT's cache folders) writable, no network, the GPU device nodes when the provider uses
+a GPU; it returns JSON only. Without a working sandbox a configuration is refused with the
+reason, as a SavedModel conversion is: untrusted models never run unsandboxed.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
+import settings
 from backend.engine.run import ConfigurationTask, run_configuration
-from backend.launch.children import run_in_child
+from backend.launch import sandbox
+from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
 from backend.results import ConfigurationResult, ResultStatus
 from backend.specs import GPU_PROVIDERS, Configuration, Precision, SweepSpec
@@ -23,21 +34,51 @@ def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
     return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
 
 
+def measurement_binds(task: ConfigurationTask, config: Configuration) -> sandbox.Binds:
+    """What a measurement child may read and write, and whether it gets the GPU."""
+    writable = [Path(task.output_dir)]
+    env: tuple[tuple[str, str], ...] = ()
+    if config.provider == "tensorrt":  # caches under the data folder: only those folders
+        data = settings.data_dir().resolve()
+        for folder in config.tensorrt.folders(data).values():
+            folder.mkdir(parents=True, exist_ok=True)
+            if folder.resolve() != data:  # never the data folder itself (it holds the database)
+                writable.append(folder)
+        env = ((settings.DATA_DIR.name, str(data)),)
+    for folder in writable:
+        folder.mkdir(parents=True, exist_ok=True)
+    return sandbox.Binds.of(
+        read_only=[task.source_path, task.calibration_path, task.evaluation_path],
+        writable=writable,
+        gpu=config.provider != "cpu",
+        env=env,
+    )
+
+
 def measure_in_child(
     task: ConfigurationTask,
     timeout_s: float,
     should_cancel: Callable[[], bool] | None = None,
 ) -> ConfigurationResult | None:
-    """The engine on one configuration in a limited child: the local worker and every cluster
-    node measure through this one call. A failed child becomes a failed result; None: cancelled.
-    """
+    """The engine on one configuration in a limited, sandboxed child: the local worker and every
+    cluster node measure through this one call. A failed child becomes a failed result; None:
+    cancelled."""
     config = Configuration.from_dict(task.configuration)
-    outcome = run_in_child(
-        run_configuration,
-        task,
+    state = sandbox.available()
+    if not state.ok:
+        return _failed(
+            config,
+            f"Not measured: a configuration runs the uploaded model only inside the sandbox, "
+            f"and {state.reason}.",
+        )
+    outcome = call_in_child(
+        "backend.queue.measuring:child_measure",
+        asdict(task),
         timeout_s=timeout_s,
         should_cancel=should_cancel,
         what=f"Configuration {config.key}",
+        sandboxed=True,
+        binds=measurement_binds(task, config),
         limits=ChildLimits.from_settings(gpu=config.provider in GPU_PROVIDERS),
     )
     if outcome.cancelled:
@@ -50,12 +91,18 @@ def measure_in_child(
     if outcome.value == "error":  # a bug's traceback: the log keeps it, the result one line
         log.warning("configuration %s failed:\n%s", config.key, error)
         error = error_line(error)
+    return _failed(config, error, outcome.notes)
+
+
+def _failed(
+    config: Configuration, error: str | None, notes: list[str] | None = None
+) -> ConfigurationResult:
     return ConfigurationResult(
         config_key=config.key,
         configuration=config.to_dict(),
         status=ResultStatus.FAILED,
         error=error,
-        notes=list(outcome.notes),
+        notes=list(notes or []),
         providers_requested=[config.provider],
     )
 
@@ -64,3 +111,11 @@ def error_line(text: str) -> str:
     """A traceback's last line ("RuntimeError: ..."): what went wrong, without the code path."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:500] if lines else text
+
+
+# ---- child side -------------------------------------------------------------------------------
+
+
+def child_measure(task: dict[str, Any]) -> dict[str, Any]:
+    """run_configuration on the task as JSON (inside the sandbox)."""
+    return run_configuration(ConfigurationTask(**task))

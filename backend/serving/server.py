@@ -25,7 +25,8 @@ from pathlib import Path
 
 import settings
 from backend.errors import UnavailableError
-from backend.launch.services import start_service, stop_service
+from backend.launch import sandbox
+from backend.launch.services import group_members, start_service, stop_service
 from backend.serving.repository import ServedModel, TensorSpec, plan_model, write_repository
 from backend.serving.types import BatchingPolicy, ServingProvider
 
@@ -184,13 +185,26 @@ class TritonServer:
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
 
+    def sandboxed_command(self, repository: Path) -> list[str]:
+        """command() inside the bubblewrap sandbox: the serving venv and the repository read-only,
+        this server's folder (its repository as serve() writes it, cache) writable, the GPU
+        device nodes for the CUDA provider. It keeps the host's network namespace: the parent
+        and the load generators reach its HTTP and metrics ports on 127.0.0.1, which a namespace
+        of its own would hide (it binds only loopback; --allow-grpc=false)."""
+        env = self.environment.env()
+        outside = not repository.resolve().is_relative_to(self.workdir.resolve())
+        binds = sandbox.Binds.of(
+            read_only=[self.environment.venv, repository if outside else None],
+            writable=[self.workdir],
+            gpu=self.served.provider is ServingProvider.CUDA,
+            share_net=True,
+            env=tuple((k, env[k]) for k in ("PATH", "LD_LIBRARY_PATH") if k in env),
+        )
+        return sandbox.service_command(self.command(repository), self.workdir, binds)
+
     def start(self, repository: Path, timeout_s: float) -> None:
         self.process = start_service(
-            self.command(repository),
-            log_path=self.log_path,
-            env=self.environment.env(),
-            cwd=self.workdir,
-            death_signal=signal.SIGTERM,  # a dying parent: Triton still unloads and ends stubs
+            self.sandboxed_command(repository), log_path=self.log_path, cwd=self.workdir
         )
         self._wait_ready(timeout_s)
 
@@ -243,12 +257,20 @@ class TritonServer:
         """The shared memory regions this server's Python backend has in /dev/shm now."""
         return sorted(SHM_FOLDER.glob(f"{self.shm_prefix}*"))
 
+    def _tritonserver_pid(self) -> int | None:
+        """The tritonserver process of this server's group (under bwrap, not the leader)."""
+        assert self.process is not None
+        for pid, name in group_members(self.process.pid).items():
+            if name == "tritonserver":
+                return pid
+        return None
+
     def stop(self) -> None:
         """SIGTERM to tritonserver, which unloads its models and ends their stubs; SIGKILL to
         what is left of its group after STOP_GRACE_S; then its shared memory regions removed
         (a stub killed mid-way, or a server that crashed, leaves them)."""
         if self.process is not None:
-            stop_service(self.process, grace_s=STOP_GRACE_S)
+            stop_service(self.process, grace_s=STOP_GRACE_S, server_pid=self._tritonserver_pid())
         for region in self.shm_regions():
             region.unlink(missing_ok=True)
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import pytest
+
+from tests import hostile
 from tests.pages.seed import add_model, open_page, texts
+from tests.rss import MB, rss_bytes
 
 
 def _iframe_src(at) -> str:  # noqa: ANN001 - AppTest
@@ -70,3 +74,26 @@ def test_graph_shows_the_static_compute_cost_per_node_and_for_a_batch(
     assert not at.exception and any("seq" in e.value for e in at.error)  # which dimension
     at.text_input(key="cost_dims").set_value("seq=16").run()
     assert any("FLOPs" in d.value.columns for d in at.dataframe)
+
+
+def test_a_cost_bomb_is_counted_outside_the_web_process_and_a_huge_dim_is_refused(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shape -> Concat -> ConstantOfShape at seq = 20,000: ORT's symbolic shape inference holds
+    seq^2 int64 (3.2 GB). Counted in the page (as on 51ca28b) that grows this process by
+    gigabytes; counted in the limited child it ends at the child's memory limit with a sentence."""
+    monkeypatch.setenv("OPTIBOARD_CHILD_MEMORY_MB", "2048")
+    model = add_model(hostile.cost_bomb(tmp_path / "cost_bomb.onnx"), "bomb")
+    at = open_page("graph", model=model.id)
+    assert not at.exception
+    before = rss_bytes()
+    at.text_input(key="cost_dims").set_value("seq=20000").run()
+    grown = (rss_bytes() - before) / MB
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error).replace("\\", "")  # show_error escapes Markdown
+    assert "memory limit" in errors and "compute cost" in errors, errors
+    assert grown < 150, f"the page process grew by {grown:.0f} MB"
+    at.text_input(key="cost_dims").set_value("seq=5000000").run()
+    errors = " ".join(e.value for e in at.error).replace("\\", "")  # show_error escapes Markdown
+    assert "seq = 5,000,000 is outside 1 to 1,048,576" in errors, errors
+    assert not any("FLOPs" in d.value.columns for d in at.dataframe)

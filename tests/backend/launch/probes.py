@@ -49,3 +49,23 @@ def fork_bomb(count: int) -> int:
             os._exit(0)
         started += 1
     return started
+
+
+def isolation(paths: list[str]) -> dict[str, object]:
+    """What the child sees: its namespaces, which paths exist, which it can write."""
+    writable = {}
+    for path in paths:
+        try:
+            probe = Path(path) / ".probe" if Path(path).is_dir() else Path(path)
+            with open(probe, "a"):
+                pass
+            writable[path] = True
+        except OSError:
+            writable[path] = False
+    return {
+        "mnt": os.readlink("/proc/self/ns/mnt"),
+        "net": os.readlink("/proc/self/ns/net"),
+        "exists": {path: os.path.exists(path) for path in paths},
+        "writable": writable,
+        "root": sorted(os.listdir("/root")) if os.path.isdir("/root") else None,
+    }

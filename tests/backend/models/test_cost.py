@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from backend.errors import UserError
 from backend.models.cost import model_cost
-from tests import models
+from tests import hostile, models
 
 
 def _model(nodes, inputs, outputs, inits=(), opset: int = 17) -> onnx.ModelProto:  # noqa: ANN001
@@ -81,3 +81,30 @@ def test_a_free_dimension_without_a_value_is_refused_with_its_name() -> None:
     with pytest.raises(UserError, match="seq"):
         model_cost(transformer, batch_size=2)
     assert model_cost(transformer, batch_size=2, dims={"seq": 8}).flops > 0
+
+
+def test_the_cost_counted_in_a_child_is_the_cost_counted_here(tmp_path: Path) -> None:
+    from backend.models.costing import cost_in_child
+
+    path = models.save(models.make_transformer(), tmp_path / "t.onnx")
+    here = model_cost(path, 2, {"seq": 16})
+    there = cost_in_child(path, 2, {"seq": 16}, "t.onnx")
+    assert there == here and there.flops > 0
+
+
+def test_dimensions_are_capped_before_a_child_and_inputs_over_the_limit_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backend.models.costing import cost_in_child
+
+    path = hostile.cost_bomb(tmp_path / "bomb.onnx")
+    with pytest.raises(UserError, match=r"seq = 2,000,000 is outside 1 to 1,048,576"):
+        cost_in_child(path, 1, {"seq": 2_000_000}, "bomb.onnx")
+    with pytest.raises(UserError, match=r"batch size = 0 is outside"):
+        cost_in_child(path, 0, {"seq": 8}, "bomb.onnx")
+    monkeypatch.setenv("OPTIBOARD_MAX_INPUT_MB", "1")
+    wide = models.save(models.make_symbolic_dim_model(), tmp_path / "wide.onnx")  # float [N, seq]
+    with pytest.raises(UserError, match=r"Input 'x' at shape \[2, 1048576\] takes 8 MB"):
+        model_cost(wide, 2, {"seq": 1 << 20})
+    with pytest.raises(UserError, match=r"over the input limit of 1 MB \(OPTIBOARD_MAX_INPUT"):
+        cost_in_child(wide, 2, {"seq": 1 << 20}, "wide.onnx")

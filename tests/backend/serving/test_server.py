@@ -143,7 +143,7 @@ def _stub_regions(group: int) -> set[Path]:
     for pid in _alive_in_group(group):
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         if argv[0].endswith(b"triton_python_backend_stub"):
-            regions.add(Path("/dev/shm") / argv[2].decode())
+            regions.add(Path(f"/proc/{pid}/root/dev/shm") / argv[2].decode())
     return regions
 
 
@@ -196,3 +196,57 @@ def test_a_server_whose_parent_is_killed_still_ends_its_stubs_and_shared_memory(
         time.sleep(0.1)
     assert _alive_in_group(group) == []
     assert [region for region in regions if region.exists()] == []
+
+
+def _group_members(group: int) -> dict[int, str]:
+    """pid -> command name of every live process in a process group."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            name, rest = (entry / "stat").read_text().rsplit(")", 1)
+        except (OSError, ValueError):
+            continue
+        fields = rest.split()
+        if fields[0] != "Z" and int(fields[2]) == group:
+            found[int(entry.name)] = name.split("(", 1)[1]
+    return found
+
+
+def test_the_server_runs_inside_the_sandbox_on_the_hosts_loopback(
+    server: TritonServer, tmp_path: Path
+) -> None:
+    assert server.process is not None
+    members = _group_members(server.process.pid)
+    triton = next(pid for pid, name in members.items() if name == "tritonserver")
+    assert "bwrap" in members.values()
+    ours = {kind: Path(f"/proc/self/ns/{kind}").readlink() for kind in ("mnt", "pid", "net")}
+    its = {kind: Path(f"/proc/{triton}/ns/{kind}").readlink() for kind in ("mnt", "pid", "net")}
+    assert its["mnt"] != ours["mnt"] and its["pid"] != ours["pid"]
+    assert its["net"] == ours["net"]  # shared on purpose: its ports are on the host's 127.0.0.1
+    root = Path(f"/proc/{triton}/root")  # the file system as the server sees it
+    assert not (root / tmp_path.relative_to("/")).exists()  # no host folder it was not given
+    assert (root / server.workdir.relative_to("/") / "models").is_dir()
+
+
+def test_without_a_working_sandbox_nothing_is_served(
+    triton_environment: TritonEnvironment,
+    session_model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(tmp_path / "no-bwrap"))
+    with pytest.raises(UnavailableError, match=r"served only inside the sandbox, but the bubblew"):
+        with serve(session_model, POLICY, environment=triton_environment):
+            pass
+
+
+def test_a_sandboxed_server_still_shuts_down_gracefully_on_sigterm(
+    triton_environment: TritonEnvironment, session_model: Path
+) -> None:
+    """bwrap itself would die of the group's SIGTERM and take the server down with SIGKILL
+    (--die-with-parent) before Triton's own shutdown ran; it ignores SIGTERM instead."""
+    with serve(session_model, POLICY, environment=triton_environment) as running:
+        running.stop()
+        log = running.log_text()
+    assert "Signal (15) received." in log
+    assert "successfully unloaded 'model' version 1" in log, log[-600:]

@@ -1,0 +1,153 @@
+"""Measurement children run inside the bubblewrap sandbox: they see only their binds, reach no
+network, and a host without a working sandbox gets each configuration refused with the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+import settings
+from backend.engine.run import ConfigurationTask
+from backend.launch import sandbox
+from backend.launch.children import call_in_child
+from backend.measure_settings import MeasureSettings
+from backend.models.ingest import ingest_file
+from backend.queue.measuring import measure_in_child, measurement_binds
+from backend.results import ResultStatus
+from backend.specs import Configuration, SweepSpec
+
+TESTS = settings.PROJECT_ROOT / "tests"
+QUICK = MeasureSettings(
+    warmup_runs=2, window_runs=10, window_min_seconds=0.05, max_seconds=3, accuracy_samples=1
+)
+
+
+def _task(source: Path, output: Path, provider: str = "cpu") -> ConfigurationTask:
+    config = SweepSpec(precisions=("fp32",), providers=(provider,), batch_sizes=(1,))
+    first = config.configurations()[0]
+    return ConfigurationTask(str(source), first.to_dict(), asdict(QUICK), str(output))
+
+
+def test_a_measurement_child_sees_only_its_binds(data_dir: Path, mlp_path: Path) -> None:
+    ingest_file(mlp_path, "mlp.onnx")  # the database file now exists beside the artifacts
+    database = data_dir / "optiboard.db"
+    assert database.is_file()
+    output, elsewhere = data_dir.parent / "out", data_dir.parent / "elsewhere"
+    elsewhere.mkdir()
+    task = _task(mlp_path, output)
+    binds = measurement_binds(task, Configuration.from_dict(task.configuration))
+    binds = dataclasses.replace(binds, read_only=(*binds.read_only, TESTS))  # the probe's code
+    paths = [str(database), str(mlp_path), str(output), str(elsewhere), str(data_dir)]
+
+    seen = call_in_child(
+        "tests.backend.launch.probes:isolation",
+        paths,
+        timeout_s=60,
+        what="The probe",
+        sandboxed=True,
+        binds=binds,
+    ).value
+
+    assert seen["mnt"] != os.readlink("/proc/self/ns/mnt")  # a mount namespace of its own
+    assert seen["net"] != os.readlink("/proc/self/ns/net")  # and no network
+    assert seen["exists"] == {
+        str(database): False,
+        str(mlp_path): True,
+        str(output): True,
+        str(elsewhere): False,
+        str(data_dir): False,
+    }
+    assert seen["writable"][str(mlp_path)] is False and seen["writable"][str(output)] is True
+    interpreter = Path(sys.base_prefix).resolve().parts  # pyenv's Python may live in /root
+    allowed = {interpreter[2]} if interpreter[:2] == ("/", "root") else set()
+    assert set(seen["root"] or []) <= allowed  # none of /root but the interpreter's folder
+    assert not (elsewhere / ".probe").exists() and (output / ".probe").exists()
+
+
+def test_a_real_measurement_runs_through_bwrap_with_only_its_binds(
+    data_dir: Path, mlp_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bwrap itself runs the child; a wrapper in front of it only writes its argv down."""
+    log = tmp_path / "bwrap-calls.txt"
+    wrapper = tmp_path / "bwrap"
+    wrapper.write_text(
+        f'#!/bin/sh\necho "$@" >> {shlex.quote(str(log))}\nexec /usr/bin/bwrap "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(wrapper))
+    output = tmp_path / "out"
+
+    result = measure_in_child(_task(mlp_path, output), timeout_s=120)
+
+    assert result is not None and result.status == ResultStatus.OK, result and result.error
+    assert result.latency is not None and result.latency.mean > 0
+    calls = [c for c in log.read_text().splitlines() if "backend.launch.children" in c]
+    assert len(calls) == 1, calls  # the availability trial aside, one sandboxed child
+    argv = calls[0].split()
+    assert "--unshare-all" in argv and "--share-net" not in argv and "--clearenv" in argv
+    assert f"--ro-bind {mlp_path} {mlp_path}" in calls[0]
+    assert f"--bind {output} {output}" in calls[0]
+    assert str(data_dir) not in calls[0] and "/dev/nvidia" not in calls[0]
+
+
+def test_without_a_working_sandbox_a_configuration_is_refused_with_the_reason(
+    data_dir: Path, mlp_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(tmp_path / "no-bwrap"))
+
+    result = measure_in_child(_task(mlp_path, tmp_path / "out"), timeout_s=120)
+
+    assert result is not None and result.status == ResultStatus.FAILED
+    assert result.error == (
+        "Not measured: a configuration runs the uploaded model only inside the sandbox, and "
+        f"the bubblewrap sandbox ({str(tmp_path / 'no-bwrap')!r}) is not installed; install the "
+        "Debian package bubblewrap or set OPTIBOARD_BWRAP to its path."
+    )
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_gpu_child_gets_the_device_nodes_and_a_cpu_child_none(
+    tmp_path: Path, mlp_path: Path
+) -> None:
+    dev = tmp_path / "dev"
+    (dev / "dri").mkdir(parents=True)
+    for name in ("nvidia0", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "null"):
+        (dev / name).touch()
+    assert [p.name for p in sandbox.gpu_devices(dev)] == [
+        "nvidia-uvm",
+        "nvidia-uvm-tools",
+        "nvidia0",
+        "nvidiactl",
+        "dri",
+    ]
+    cuda = _task(mlp_path, tmp_path / "out", provider="cuda")
+    cpu = _task(mlp_path, tmp_path / "out", provider="cpu")
+    assert measurement_binds(cuda, Configuration.from_dict(cuda.configuration)).gpu
+    assert not measurement_binds(cpu, Configuration.from_dict(cpu.configuration)).gpu
+    gpu_argv = sandbox.command(["true"], tmp_path, binds=sandbox.Binds(gpu=True))
+    assert "--ro-bind /sys /sys" in " ".join(gpu_argv)
+    for node in sandbox.gpu_devices():  # none on a host without a GPU
+        assert f"--dev-bind {node} {node}" in " ".join(gpu_argv)
+    assert "--dev-bind" not in sandbox.command(["true"], tmp_path)
+
+
+def test_a_gpu_child_keeps_its_callers_library_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Triton's bundled libraries stay first on LD_LIBRARY_PATH when it gets the GPU."""
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/host/cuda/lib64")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    binds = sandbox.Binds(gpu=True, env=(("LD_LIBRARY_PATH", "/triton/libs:/host/cuda/lib64"),))
+    argv = sandbox.command(["true"], tmp_path, binds=binds)
+    settings_of = {}
+    for index, word in enumerate(argv):
+        if word == "--setenv":
+            settings_of[argv[index + 1]] = argv[index + 2]  # bwrap applies them in order
+    assert settings_of["LD_LIBRARY_PATH"] == "/triton/libs:/host/cuda/lib64"
+    assert settings_of["CUDA_VISIBLE_DEVICES"] == "1"
