@@ -11,7 +11,6 @@ import json
 import os
 import re
 import secrets
-import signal
 import socket
 import subprocess
 import tempfile
