@@ -1,8 +1,7 @@
 """One configuration end to end: build the variant, open a session, measure, check accuracy.
 
-run_configuration runs inside a child process (backend.launch.children) so that a crash in a
-runtime only fails that configuration; peak memory is taken over the session and the timed loop
-only (PeakRss), not over calibration or the FP32 reference session that follow or precede them.
+Runs in a child (backend.launch.children): a runtime's crash fails only that configuration.
+Peak memory covers the session and the timed loop (PeakRss), not calibration or the reference.
 """
 
 from __future__ import annotations
@@ -305,8 +304,7 @@ def _keep_outputs(
     shutil.copyfile(variant_path, output)
     result.environment["optimized_path"] = str(output)
     ort_graph_wanted = config.backend == "onnxruntime" and config.precision == Precision.FP32
-    if ort_graph_wanted and config.optimization_level != "disable":
-        # the graph ORT really runs after its own fusions, for download and Netron
+    if ort_graph_wanted and config.optimization_level != "disable":  # ORT's fused graph too
         ort_graph = output.with_name(f"{output.stem}.ort-{config.optimization_level}.onnx")
         variants.save_ort_optimized(variant_path, config.optimization_level, ort_graph)
         result.environment["ort_optimized_path"] = str(ort_graph)
@@ -341,9 +339,8 @@ def _runtime_failure(exc: Exception, config: Configuration, result: Configuratio
         raise exc
     result.status = ResultStatus.FAILED
     if gpu_full:
-        first = (str(exc).strip().splitlines() or [""])[0][:200]  # a knee search stops here
-        result.error = f"Out of GPU memory at batch {config.batch_size}: {first}"
-        result.telemetry["out_of_memory"] = True
+        result.error = f"Out of GPU memory at batch {config.batch_size}: {runtime_error_line(exc)}"
+        result.telemetry["out_of_memory"] = True  # a knee search stops here
     else:
         traceback.print_exc()
         result.error = f"The runtime failed: {runtime_error_line(exc)}"
