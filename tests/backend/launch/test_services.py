@@ -73,8 +73,8 @@ def test_a_service_told_to_die_by_sigterm_gets_it_when_its_parent_is_killed(
     import subprocess
     import sys
 
-    told = tmp_path / "told"
-    trapped = f"trap 'touch {told}; exit 0' TERM; while true; do sleep 0.05; done"
+    told, ready = tmp_path / "told", tmp_path / "ready"
+    trapped = f"trap 'touch {told}; exit 0' TERM; touch {ready}; while true; do sleep 0.05; done"
     script = (
         "import signal, sys, time\n"
         "from backend.launch.services import start_service\n"
@@ -86,7 +86,7 @@ def test_a_service_told_to_die_by_sigterm_gets_it_when_its_parent_is_killed(
     parent = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE)
     try:
         group = int(parent.stdout.readline())
-        assert _until(lambda: len(_running(group)) >= 1)
+        assert _until(ready.exists)  # the trap is set: a SIGTERM before it would just kill sh
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
