@@ -225,6 +225,25 @@ AUTH = _declare(
         "`on`: every page needs a sign-in (or a signed link); `off` only for tests that need it",
     )
 )
+
+
+def _cookie_secure(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("auto", "on", "off"):
+        raise ValueError(f"OPTIBOARD_COOKIE_SECURE takes auto, on or off, not {text!r}")
+    return value
+
+
+COOKIE_SECURE = _declare(
+    Setting(
+        "OPTIBOARD_COOKIE_SECURE",
+        "auto",
+        _cookie_secure,
+        "the session cookie's Secure flag: `on` behind a TLS proxy that talks plain HTTP to the "
+        "dashboard; `auto` sets it when the request came over HTTPS (or says so in "
+        "X-Forwarded-Proto); `off` never",
+    )
+)
 SIGNIN_MAX_FAILURES = _declare(
     Setting(
         "OPTIBOARD_SIGNIN_MAX_FAILURES",
