@@ -249,11 +249,27 @@ SIGNIN_MAX_FAILURES = _declare(
         "OPTIBOARD_SIGNIN_MAX_FAILURES",
         "5",
         int,
-        "failed sign-ins in a row that lock an account (counted in the database)",
+        "failed sign-ins from one address that cost nothing; each further one doubles that "
+        "address's wait before its next try (1, 2, 4 ... s). An account failed from many "
+        "addresses makes new addresses wait after 4 times this; its usual ones never do",
     )
 )
 SIGNIN_LOCK_SECONDS = _declare(
-    Setting("OPTIBOARD_SIGNIN_LOCK_SECONDS", "900", float, "how long a locked account stays locked")
+    Setting(
+        "OPTIBOARD_SIGNIN_LOCK_SECONDS",
+        "900",
+        float,
+        "the longest wait a sign-in throttle imposes (nothing locks an account)",
+    )
+)
+TRUSTED_PROXY_HOPS = _declare(
+    Setting(
+        "OPTIBOARD_TRUSTED_PROXY_HOPS",
+        "0",
+        int,
+        "reverse proxies in front of the dashboard; with n > 0 the sign-in throttle counts the "
+        "client address the outermost proxy appended to X-Forwarded-For, not the proxy's own",
+    )
 )
 LINK_MAX_DAYS = _declare(
     Setting(

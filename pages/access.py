@@ -164,6 +164,7 @@ def sign_out_control(principal: Principal) -> None:
     if st.button("Sign out", key="sign_out"):
         st.session_state.pop(ACCOUNT_KEY, None)
         st.session_state.pop(PRINCIPAL_KEY, None)
+        accounts.signed_out(principal)  # audited
         sessions.revoke(st.context.cookies.get(sessions.COOKIE))
         st.session_state[SIGNED_OUT_KEY] = True
         if principal.via == Via.OIDC:
