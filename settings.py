@@ -114,6 +114,24 @@ MAX_UPLOAD_MB = _declare(
         "largest accepted upload (the Streamlit limit in `.streamlit/config.toml` matches)",
     )
 )
+UPLOAD_SESSION_FILES = _declare(
+    Setting(
+        "OPTIBOARD_UPLOAD_SESSION_FILES",
+        "6",
+        int,
+        "uploaded files one browser session may hold in the web process's memory at once",
+    )
+)
+UPLOAD_SESSION_MB = _declare(
+    Setting(
+        "OPTIBOARD_UPLOAD_SESSION_MB",
+        "2560",
+        int,
+        "megabytes of uploads one browser session may hold in the web process's memory at once "
+        "(the largest model plus its calibration and evaluation files); only signed-in editors "
+        "and admins upload at all",
+    )
+)
 MAX_UNCOMPRESSED_MB = _declare(
     Setting("OPTIBOARD_MAX_UNCOMPRESSED_MB", "8192", int, "cap on a zip's total uncompressed size")
 )

@@ -15,9 +15,10 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import settings
-from backend.auth import accounts, links, returns, sessions
+from backend.auth import accounts, links, returns, sessions, uploads
 from backend.auth.audit import Action, audited
 from backend.auth.roles import Permission, Principal, Role, Via
 from backend.errors import UserError
@@ -69,11 +70,20 @@ def gate() -> Principal | None:
     try:
         principal = _resolve()
     except UserError as exc:
+        _record_upload_rights(None)
         st.error(str(exc), icon="🔒")
         st.stop()
     st.session_state[PRINCIPAL_KEY] = principal
+    _record_upload_rights(principal)
     _sync_session_cookie()
     return principal
+
+
+def _record_upload_rights(principal: Principal | None) -> None:
+    """Tell serve.py's upload gate who this browser session is now (backend/auth/uploads.py)."""
+    ctx = get_script_run_ctx()
+    if ctx is not None:
+        uploads.record(ctx.session_id, principal)
 
 
 def _post(path: str) -> None:
