@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from backend.auth import links
