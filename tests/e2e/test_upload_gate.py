@@ -160,3 +160,24 @@ def test_an_editor_uploads_within_the_sessions_cap(server: Server, browser) -> N
     assert _put(page, server.url, session_id, "d", 1024) == 204  # 10 MB + 1 KB in 3 files
     assert _put(page, server.url, session_id, "e", 1024) == 429  # a fourth file
     page.context.close()
+
+
+def test_an_editor_adds_a_model_through_the_pages_own_uploader(
+    server: Server,
+    browser,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """The gate lets the real uploader through: its PUT carries the size and the session id."""
+    from playwright.sync_api import expect
+
+    from tests import models as model_factory
+
+    model_file = model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
+    page, _ = _open(browser, server.url)
+    _sign_in(page, "editor")
+    expect(page.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    page.locator("input[type=file]").first.set_input_files(str(model_file))
+    expect(page.get_by_text("mlp.onnx").first).to_be_visible(timeout=30_000)
+    page.get_by_role("button", name="Add to library").click()
+    expect(page.get_by_text("Added mlp")).to_be_visible(timeout=60_000)
+    page.context.close()
