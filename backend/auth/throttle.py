@@ -13,6 +13,7 @@ A wait is checked before the password, so a throttled try learns nothing about i
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -20,6 +21,8 @@ import settings
 from storage.clock import database_now
 from storage.repo import throttle as store
 
+_LOG = logging.getLogger(__name__)
+_warned: list[bool] = []  # the proxy warning, once per process
 ACCOUNT_FACTOR = 4  # an account's own allowance, in multiples of an address's
 LOCAL = "local"  # the client of a sign-in from this host (Streamlit gives no address then)
 
@@ -42,6 +45,13 @@ def client_of(peer: str | None, forwarded_for: str | None, hops: int | None = No
     chain = [part.strip() for part in forwarded.split(",") if part.strip()]
     if hops > 0 and len(chain) >= hops:
         return chain[-hops][:100]
+    if chain and hops == 0 and not _warned:
+        _warned.append(True)
+        _LOG.warning(
+            "Sign-ins arrive through a proxy (X-Forwarded-For) but OPTIBOARD_TRUSTED_PROXY_HOPS "
+            "is 0: every client behind it shares one sign-in throttle; set it to the number of "
+            "proxies in front of the dashboard."
+        )
     return peer[:100] if isinstance(peer, str) and peer else LOCAL
 
 
