@@ -123,4 +123,10 @@ def test_an_editor_makes_a_link_sees_it_and_a_visitor_opens_that_view(
     assert re.search(r"/compare\?", visitor.url), visitor.url  # not rewritten to /
     assert "share=" in visitor.url and "charts=latency" in visitor.url
     assert visitor.locator(".js-plotly-plot").count() == 1  # only the latency chart, as linked
+
+    visitor.goto(link.replace("/compare?", "/models?"))  # any other page of a link is Compare
+    expect(visitor.get_by_role("heading", name="Compare")).to_be_visible(timeout=60_000)
+    _settled(visitor)
+    assert re.search(r"/compare\?", visitor.url) and "share=" in visitor.url, visitor.url
+    assert visitor.get_by_role("heading", name="Models").count() == 0
     visitor.context.close()
