@@ -321,8 +321,10 @@ CHILD_MEMORY_MB = _declare(
         "OPTIBOARD_CHILD_MEMORY_MB",
         "0",
         int,
-        "address-space limit (RLIMIT_AS) of every child process; 0 means half of the host's RAM "
-        "(at least 16384 on an NVIDIA host: CUDA reserves ~14 GB of address space)",
+        "memory limit of every child process: address space (RLIMIT_AS) for CPU children, "
+        "resident memory (a memory cgroup, where the service can make one) for GPU children, "
+        "whose CUDA driver maps far more address space than it uses; 0 means half of the "
+        "host's RAM (at least 16384 on an NVIDIA host: CUDA reserves ~14 GB of address space)",
     )
 )
 CHILD_CPU_S = _declare(

@@ -270,10 +270,14 @@ def cmd_providers(args: argparse.Namespace) -> int:
 
 def cmd_mixed(args: argparse.Namespace) -> int:
     """The engine's mixed-precision search, handed the queue's submit (the engine cannot
-    import the queue, which stands above it)."""
+    import the queue, which stands above it). The search itself changes nothing; `--submit`
+    queues a job, audited as `cli:<os user>` like `optiboard submit`."""
+    from backend.auth.audit import Action, audited
+    from backend.auth.cli import cli_principal
 
     def submit(model_id: int, spec: SweepSpec, label: str) -> int:
-        return jobs.submit_sweep(model_id, spec, label=label).id
+        with audited(cli_principal(), Action.SUBMIT, f"model {model_id}", via="mixed --submit"):
+            return jobs.submit_sweep(model_id, spec, label=label).id
 
     return mixed.run_command(args, submit=submit)
 

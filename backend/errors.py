@@ -7,3 +7,14 @@ class UserError(Exception):
 
 class UnavailableError(UserError):
     """A requested backend or provider does not exist on this machine; the message says why."""
+
+
+def runtime_error_line(exc: BaseException, limit: int = 400) -> str:
+    """A runtime's exception as one line for a stored error: its type and message, without the
+    C++ source positions and signatures ONNX Runtime puts inside ('reshape_helper.h:91 ns::F(..)')
+    and never a traceback."""
+    import re
+
+    text = " ".join(str(exc).split())  # one line, single spaces
+    text = re.sub(r"\S+\.(?:cc|h|cpp|cu|hpp):\d+ (?:[\w:~<>]+\([^)]*\)(?: const)? )?", "", text)
+    return f"{type(exc).__name__}: {text}"[:limit]

@@ -3,10 +3,12 @@
 Run: .venv/bin/python bench/explain_int8.py [--threads 1] [--quick]
 
 For a transformer-style encoder (tests/models.make_transformer at sequence 128) and a
-MobileNetV3-style network built here (depthwise convs, HardSwish, squeeze-excite), it runs the
-measured mixed-precision search (backend.engine.mixed; every step timed with the clean loop and
-compared with FP32 on the same inputs), then profiles FP32, INT8 and the best mix in a separate
-pass and prints the top three profile facts (backend.engine.evidence) behind each.
+MobileNetV3-style network (tests/evidence_models: depthwise convs, HardSwish, squeeze-excite),
+it runs the measured mixed-precision search (backend.engine.mixed; every step timed with the
+clean loop and compared with FP32 on the same inputs; FP32 and the steps then timed again
+interleaved, window by window), then profiles FP32, INT8 and the best mix in a separate pass
+and prints the top three profile facts (backend.engine.evidence) behind each, and the verdict
+against plain FP32.
 """
 
 from __future__ import annotations
@@ -18,10 +20,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -32,68 +32,7 @@ from backend.engine.variants import variant_name  # noqa: E402
 from backend.runtimes.base import SessionOptions  # noqa: E402
 from backend.specs import MEASURE_PRESETS, Configuration, MeasureSettings, Precision  # noqa: E402
 from tests import models  # noqa: E402
-
-
-def make_mobilenet_v3_style(
-    width: int = 32, blocks: int = 4, image: int = 96, classes: int = 100, seed: int = 0
-) -> onnx.ModelProto:
-    """Stem conv, then inverted residual blocks (1x1 expand, HardSwish, 3x3 depthwise, HardSwish,
-    squeeze-excite with HardSigmoid, 1x1 project, residual add), pool, classifier."""
-    rng = np.random.default_rng(seed)
-    inits: list[onnx.TensorProto] = []
-    nodes: list[onnx.NodeProto] = []
-
-    def weight(name: str, shape: tuple[int, ...], fan_in: int) -> str:
-        array = rng.normal(0, np.sqrt(2.0 / fan_in), shape).astype(np.float32)
-        inits.append(numpy_helper.from_array(array, name))
-        return name
-
-    def conv(x: str, out: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1) -> str:
-        w = weight(f"{out}_w", (cout, cin // group, k, k), cin // group * k * k)
-        b = weight(f"{out}_b", (cout,), 1000)
-        pads = [k // 2] * 4
-        nodes.append(
-            helper.make_node(
-                "Conv", [x, w, b], [out], kernel_shape=[k, k], strides=[stride] * 2,
-                pads=pads, group=group,
-            )
-        )  # fmt: skip
-        return out
-
-    def act(x: str, out: str) -> str:
-        nodes.append(helper.make_node("HardSwish", [x], [out]))
-        return out
-
-    current = act(conv("input", "stem", 3, width, 3, stride=2), "stem_a")
-    for i in range(blocks):
-        wide = width * 4
-        e = act(conv(current, f"b{i}_expand", width, wide, 1), f"b{i}_ea")
-        d = act(conv(e, f"b{i}_dw", wide, wide, 3, group=wide), f"b{i}_da")
-        nodes.append(helper.make_node("GlobalAveragePool", [d], [f"b{i}_sq"]))
-        s1 = conv(f"b{i}_sq", f"b{i}_se1", wide, wide // 4, 1)
-        nodes.append(helper.make_node("Relu", [s1], [f"b{i}_se1a"]))
-        s2 = conv(f"b{i}_se1a", f"b{i}_se2", wide // 4, wide, 1)
-        nodes.append(helper.make_node("HardSigmoid", [s2], [f"b{i}_gate"]))
-        nodes.append(helper.make_node("Mul", [d, f"b{i}_gate"], [f"b{i}_se"]))
-        p = conv(f"b{i}_se", f"b{i}_project", wide, width, 1)
-        nodes.append(helper.make_node("Add", [p, current], [f"b{i}_out"]))
-        current = f"b{i}_out"
-    nodes.append(helper.make_node("GlobalAveragePool", [current], ["pooled"]))
-    nodes.append(helper.make_node("Flatten", ["pooled"], ["flat"], axis=1))
-    fc = weight("fc_w", (classes, width), width)
-    inits.append(numpy_helper.from_array(np.zeros(classes, np.float32), "fc_b"))
-    nodes.append(helper.make_node("Gemm", ["flat", fc, "fc_b"], ["logits"], transB=1))
-    graph = helper.make_graph(
-        nodes,
-        "mobilenet_v3_style",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, image, image])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", models.OPSET)])
-    model.ir_version = 8
-    onnx.checker.check_model(model, full_check=True)
-    return model
+from tests.evidence_models import make_mobilenet_v3_style  # noqa: E402
 
 
 def _facts(source: Path, path: Path, config: Configuration, label: str, speedup: float | None):
@@ -142,10 +81,7 @@ def bench(name: str, source: Path, base: Configuration, settings: MeasureSetting
         path = work / variant_name(source, config)
         facts = _facts(source, path, config, label, speedup if step is not None else None)
         print("\n".join(f"  - {fact}" for fact in facts))
-    if best is None:
-        print("\nno mix met the bound")
-    elif not best.fp32_nodes:
-        print("\nplain INT8 already meets the bound and no measured mix was faster")
+    print(f"\n{found.verdict()}")  # against plain FP32, timed interleaved with the steps
 
 
 def main() -> None:

@@ -9,6 +9,8 @@ Optiboard's own run_configuration (variants, runner, IOBinding, measure), not ha
   python bench/gpu_depth.py push MODEL OUT.json   ResNet-50 FP16 knobs, large batch, ORT profile
   python bench/gpu_depth.py graphcheck MODEL OUT.json   Casts, float32 islands, BN fusion
   python bench/gpu_depth.py kernels MODEL OUT.json      GPU time per kernel (CUPTI, torch)
+  python bench/gpu_depth.py graphbind MODEL OUT.json    CUDA graph outputs: old vs new binding
+  python bench/gpu_depth.py graphs MODEL OUT.json       CUDA-graph rows again, accuracy on each
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend.engine.run import ConfigurationTask, run_configuration  # noqa: E402
 from backend.queue.knee import BatchPoint, best_batch, knee_stop  # noqa: E402
 from backend.reporting import distance  # noqa: E402
-from backend.results import ConfigurationResult  # noqa: E402
+from backend.results import ConfigurationResult, ResultStatus  # noqa: E402
 from backend.specs import Configuration, CudaOptions, IoMode, MeasureSettings  # noqa: E402
 
 MEASURE = MeasureSettings(
@@ -109,11 +111,18 @@ def _config(precision: str, io: IoMode, batch: int, dims: dict[str, int], **cuda
     )
 
 
-def _measure_one(model: Path, config: Configuration, out: Path) -> ConfigurationResult:
-    settings = replace(MEASURE, accuracy_samples=1 if config.batch_size <= 8 else 0)
+def _measure_one(
+    model: Path, config: Configuration, out: Path, accuracy: bool = False
+) -> ConfigurationResult:
+    samples = 1 if accuracy or config.batch_size <= 8 else 0
+    settings = replace(MEASURE, accuracy_samples=samples)
     task = ConfigurationTask(str(model), config.to_dict(), asdict(settings), str(out))
     result = ConfigurationResult.from_dict(run_configuration(task))
     status = f"{result.throughput:,.0f}/s p50 {result.latency.p50:.3f} ms" if result.ok else ""
+    if result.ok and result.accuracy is not None:
+        top1 = result.accuracy.top1_agreement
+        status += f" cosine {result.accuracy.cosine_similarity:.4f}"
+        status += f" top-1 {top1:.1%}" if top1 is not None else ""
     print(f"  {config.label}: {status or result.error}", flush=True)
     return result
 
@@ -168,24 +177,51 @@ def measure_plan(model: Path, name: str, dims: dict[str, int], out: Path, budget
             run(_config(precision, io, best, dims, **cuda))
 
 
-def limits_check(model: Path, out: Path) -> None:
-    """One configuration through run_in_child, i.e. under the child's default resource limits."""
+def limits_check(model: Path, out: Path, precision: str, batch: int) -> None:
+    """One device-resident configuration through measure_in_child, the worker's own call, under
+    a GPU child's limits; then the same under a CPU child's (RLIMIT_AS, what 51ca28b gave every
+    child); then a batch whose tensors pass 2^31 elements, refused before any session."""
+    from backend.launch import pids
     from backend.launch.children import run_in_child
     from backend.launch.limits import ChildLimits
+    from backend.queue.measuring import measure_in_child
 
-    limits = ChildLimits.from_settings()
-    print(f"child limits: {limits.to_dict()}", flush=True)
-    config = _config("fp16", DEVICE, 8, {})
+    report: dict = {"pids_cgroup": pids.available(), "memory_cgroup": pids.memory_available()}
+    settings = asdict(replace(MEASURE, accuracy_samples=0))
     with tempfile.TemporaryDirectory() as scratch:
-        task = ConfigurationTask(str(model), config.to_dict(), asdict(MEASURE), scratch)
-        outcome = run_in_child(run_configuration, task, timeout_s=300, what="limits check")
-    line = {"limits": limits.to_dict(), "ok": outcome.ok, "error": outcome.error}
-    if outcome.ok:
-        result = ConfigurationResult.from_dict(outcome.value)
-        line |= {"status": result.status.value, "throughput": result.throughput}
-        line |= {"providers": result.providers_used, "error": result.error}
-    print(json.dumps(line), flush=True)
-    out.write_text(json.dumps(line, indent=1))
+        for label, gpu in (("gpu child", True), ("cpu child (RLIMIT_AS)", False)):
+            config = _config(precision, DEVICE, batch, {})
+            task = ConfigurationTask(str(model), config.to_dict(), settings, scratch)
+            limits = ChildLimits.from_settings(gpu=gpu)
+            if gpu:
+                result = measure_in_child(task, timeout_s=300)
+            else:
+                outcome = run_in_child(
+                    run_configuration, task, timeout_s=300, what=config.key, limits=limits
+                )
+                result = ConfigurationResult.from_dict(outcome.value) if outcome.ok else None
+                result = result or ConfigurationResult(
+                    config.key, config.to_dict(), ResultStatus.FAILED
+                )
+                result.error = result.error or outcome.error
+            report[label] = _limits_line(limits, result)
+            print(label, json.dumps(report[label]), flush=True)
+        config = _config("fp16", DEVICE, 4096, {})
+        task = ConfigurationTask(str(model), config.to_dict(), settings, scratch)
+        report["fp16 b4096"] = _limits_line(
+            ChildLimits.from_settings(gpu=True), measure_in_child(task, timeout_s=300)
+        )
+        print("fp16 b4096", json.dumps(report["fp16 b4096"]), flush=True)
+    out.write_text(json.dumps(report, indent=1))
+
+
+def _limits_line(limits, result: ConfigurationResult | None) -> dict:  # noqa: ANN001
+    line: dict = {"limits": limits.to_dict()}
+    if result is not None:
+        line |= {"status": str(result.status), "error": result.error, "notes": result.notes}
+        line |= {"throughput": result.throughput, "peak_rss_mb": result.peak_rss_mb}
+        line |= {"gpu_memory_mb": result.gpu_memory_mb, "providers": result.providers_used}
+    return line
 
 
 def table(paths: list[Path]) -> str:
@@ -194,7 +230,7 @@ def table(paths: list[Path]) -> str:
     shares = distance.copy_shares(results)
     head = (
         f"{'model':<10} {'configuration':<58} {'samples/s':>10} {'p50 ms':>8} {'copy':>6} "
-        f"{'TFLOP/s':>8} {'%FP16pk':>7} {'%own pk':>7} {'GPU MB':>7}"
+        f"{'TFLOP/s':>8} {'%FP16pk':>7} {'%own pk':>7} {'GPU MB':>7} {'cosine':>7} {'top-1':>6}"
     )
     lines = [head, "-" * len(head)]
     for row, result in zip(rows, results, strict=True):
@@ -212,6 +248,7 @@ def table(paths: list[Path]) -> str:
             f"{'' if dist is None else f'{dist.achieved_flops / 1e12:.1f}':>8} "
             f"{'' if not (dist and fp16) else f'{dist.achieved_flops / fp16:.1%}':>7} "
             f"{'' if own is None else f'{own:.1%}':>7} {result.gpu_memory_mb or 0:>7.0f}"
+            f"{_accuracy_columns(result)}"
         )
     for model in dict.fromkeys(row["model"] for row in rows):  # one reference line per model
         ran = [r for row, r in zip(rows, results, strict=True) if row["model"] == model and r.ok]
@@ -219,6 +256,15 @@ def table(paths: list[Path]) -> str:
         if best is not None and (line := distance.mlperf_line(best)):
             lines.append(f"{model}: best {best.throughput:,.0f}/s. {line}")
     return "\n".join(lines)
+
+
+def _accuracy_columns(result: ConfigurationResult) -> str:
+    """Cosine and top-1 agreement with the FP32 CPU reference; blank where none was taken."""
+    if result.accuracy is None or not result.accuracy.samples:  # no batch was checked
+        return f" {'':>7} {'':>6}"
+    top1 = result.accuracy.top1_agreement
+    cosine = result.accuracy.cosine_similarity
+    return f" {cosine:>7.4f} {'' if top1 is None else f'{top1:.0%}':>6}"
 
 
 # --- pushing ResNet-50 FP16 device-resident towards 3x (issue 14), 2026-12-03 afternoon ---
@@ -408,6 +454,117 @@ def kernel_table(model: Path, out: Path, batch: int, cuda: dict, runs: int = 10)
     out.write_text(json.dumps(report, indent=1))
 
 
+# --- CUDA graphs again (issue 21): the rows above were read from all-zero outputs ---
+
+FUSED = {"prefer_nhwc": True, "fuse_conv_bias": True}
+GRAPH_ROWS = [  # (precision, batch, CUDA options): the CUDA-graph rows first, then graph-off twins
+    ("fp16", 1024, {**FUSED, "float16_io": True, "enable_cuda_graph": True}),
+    ("fp16", 1024, {"enable_cuda_graph": True}),
+    ("fp32", 1024, {"enable_cuda_graph": True}),
+    ("fp16", 1, {"enable_cuda_graph": True}),
+    ("fp32", 1, {"enable_cuda_graph": True}),
+    ("fp16", 1, {**FUSED, "enable_cuda_graph": True}),
+    ("fp16", 1024, {**FUSED, "float16_io": True}),
+    ("fp16", 1, {}),
+    ("fp32", 1, {}),
+    ("fp16", 1, FUSED),
+    ("fp16", 1024, {}),
+    ("fp32", 1024, {}),
+]
+
+
+def graphs_plan(model: Path, out: Path, budget_s: float) -> None:
+    """GRAPH_ROWS through run_configuration, device-resident, each with the accuracy check (one
+    batch against the FP32 CPU reference), so no row stands on outputs nobody read."""
+    deadline = time.monotonic() + budget_s
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for precision, batch, cuda in GRAPH_ROWS:
+            config = _config(precision, DEVICE, batch, {}, **cuda)
+            if time.monotonic() > deadline:
+                print(f"  {config.label}: skipped, time budget spent", flush=True)
+                continue
+            result = _measure_one(model, config, Path(scratch), accuracy=True)
+            rows.append({"model": "resnet50", **result.to_dict()})
+            out.write_text(json.dumps(rows, indent=1, default=str))
+
+
+def graph_binding_check(model: Path, out: Path) -> None:
+    """The binding sequence of 51ca28b (a first run on ORT-allocated outputs, then preallocated
+    outputs bound) against DeviceBinding's (final buffers bound before the first run), each on
+    its own CUDA-graph session, compared with a plain session's outputs on two inputs."""
+    import onnxruntime as ort
+
+    from backend.runtimes.onnxruntime import preload_cuda_libraries
+    from backend.runtimes.ort_cuda import cuda_provider_options
+
+    preload_cuda_libraries(ort)
+    report: dict = {"onnxruntime": ort.__version__}
+    for label, knobs in (("default", {}), ("nhwc", {"prefer_nhwc": True})):
+        graph = cuda_provider_options(CudaOptions(enable_cuda_graph=True, **knobs))
+        report[label] = _binding_sequences(model, graph)
+    print(json.dumps(report, indent=1), flush=True)
+    out.write_text(json.dumps(report, indent=1))
+
+
+def _binding_sequences(model: Path, graph: dict) -> dict:
+    import numpy as np
+    import onnxruntime as ort
+
+    from backend.engine import inputs
+    from backend.runtimes.ort_cuda import DeviceBinding
+
+    plain_options = graph | {"enable_cuda_graph": "0"}
+
+    def session(options: dict) -> ort.InferenceSession:
+        providers = [("CUDAExecutionProvider", options), "CPUExecutionProvider"]
+        return ort.InferenceSession(str(model), providers=providers)
+
+    specs = inputs.input_specs_of(model)
+    feeds = [inputs.random_inputs(specs, 1, {}, seed=seed)[0] for seed in (1, 2)]
+    plain = session(plain_options)
+    expected = [plain.run(None, feed)[0] for feed in feeds]
+
+    def cosine(a: np.ndarray, b: np.ndarray) -> float:
+        a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
+        norm = np.linalg.norm(a) * np.linalg.norm(b)
+        return float(a @ b / norm) if norm else 0.0
+
+    report: dict = {"providers": plain.get_providers()}
+    old = session(graph)
+    values = {n: ort.OrtValue.ortvalue_from_numpy(a, "cuda", 0) for n, a in feeds[0].items()}
+    first = old.io_binding()
+    for name, value in values.items():
+        first.bind_ortvalue_input(name, value)
+    name = old.get_outputs()[0].name
+    first.bind_output(name, "cuda", 0)
+    old.run_with_iobinding(first)
+    shape = first.get_outputs()[0].shape()
+    buffer = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, "cuda", 0)
+    later = old.io_binding()
+    for input_name, value in values.items():
+        later.bind_ortvalue_input(input_name, value)
+    later.bind_ortvalue_output(name, buffer)
+    got_old = []
+    for feed in feeds:
+        for input_name, array in feed.items():
+            values[input_name].update_inplace(array)
+        for _ in range(3):
+            old.run_with_iobinding(later)
+        later.synchronize_outputs()
+        got_old.append(buffer.numpy())
+    new = session(graph)
+    bound = DeviceBinding(new, feeds[0], [tuple(shape)])
+    got_new = [bound.infer(feed)[0] for feed in feeds for _ in range(3)][2::3]
+    for label, got in (("51ca28b sequence", got_old), ("DeviceBinding now", got_new)):
+        report[label] = [
+            {"max_abs": float(np.abs(g).max()), "cosine_vs_plain": cosine(g, e)}
+            for g, e in zip(got, expected, strict=True)
+        ]
+    report["plain max_abs"] = [float(np.abs(e).max()) for e in expected]
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -436,6 +593,13 @@ def main() -> None:
     p = sub.add_parser("limits")
     p.add_argument("model", type=Path)
     p.add_argument("out", type=Path)
+    p.add_argument("--precision", default="fp32")
+    p.add_argument("--batch", type=int, default=1024)
+    for name in ("graphs", "graphbind"):
+        p = sub.add_parser(name)
+        p.add_argument("model", type=Path)
+        p.add_argument("out", type=Path)
+        p.add_argument("--budget-s", type=float, default=300)
     sub.add_parser("table").add_argument("paths", type=Path, nargs="+")
     args = parser.parse_args()
     if args.command == "export":
@@ -450,7 +614,11 @@ def main() -> None:
         dims = {k: int(v) for k, v in (d.split("=") for d in args.dim)}
         measure_plan(args.model, args.name, dims, args.out, args.budget_s)
     elif args.command == "limits":
-        limits_check(args.model, args.out)
+        limits_check(args.model, args.out, args.precision, args.batch)
+    elif args.command == "graphs":
+        graphs_plan(args.model, args.out, args.budget_s)
+    elif args.command == "graphbind":
+        graph_binding_check(args.model, args.out)
     else:
         print(table(args.paths))
 

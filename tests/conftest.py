@@ -11,7 +11,46 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests import leaks, tiers  # noqa: E402
 from tests import models as model_factory  # noqa: E402
+
+_BASELINE: leaks.Baseline | None = None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _BASELINE
+    _BASELINE = leaks.start()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slow tier (tests/tiers.py); a whole-suite run also checks that its lists are current."""
+    whole_suite = not config.args or [Path(a).resolve() for a in config.args] == [ROOT / "tests"]
+    tiers.mark(items, whole_suite and not config.getoption("keyword") and not _deselecting(config))
+
+
+def _deselecting(config: pytest.Config) -> bool:
+    """-m picks a tier, which is still the whole suite's collection; -k or --deselect is not."""
+    return bool(config.getoption("deselect", None))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run that leaves a process running or a Triton shm region behind fails, by name."""
+    if _BASELINE is None:
+        return
+    left = leaks.leftovers(_BASELINE)
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["the tests left these behind (now ended):", *left]
+    if reporter is not None:
+        reporter.ensure_newline()
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

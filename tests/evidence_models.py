@@ -91,3 +91,85 @@ def make_bad_layer_mlp(
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", classes])],
         inits,
     )
+
+
+def make_mobilenet_v3_style(
+    width: int = 32, blocks: int = 4, image: int = 96, classes: int = 100, seed: int = 0
+) -> onnx.ModelProto:
+    """Stem conv, then inverted residual blocks (1x1 expand, HardSwish, 3x3 depthwise, HardSwish,
+    squeeze-excite with HardSigmoid, 1x1 project, residual add), pool, classifier."""
+    rng = np.random.default_rng(seed)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def weight(name: str, shape: tuple[int, ...], fan_in: int) -> str:
+        array = rng.normal(0, np.sqrt(2.0 / fan_in), shape).astype(np.float32)
+        inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def conv(x: str, out: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1) -> str:
+        w = weight(f"{out}_w", (cout, cin // group, k, k), cin // group * k * k)
+        b = weight(f"{out}_b", (cout,), 1000)
+        pads = [k // 2] * 4
+        nodes.append(
+            helper.make_node(
+                "Conv", [x, w, b], [out], kernel_shape=[k, k], strides=[stride] * 2,
+                pads=pads, group=group,
+            )
+        )  # fmt: skip
+        return out
+
+    def act(x: str, out: str) -> str:
+        nodes.append(helper.make_node("HardSwish", [x], [out]))
+        return out
+
+    current = act(conv("input", "stem", 3, width, 3, stride=2), "stem_a")
+    for i in range(blocks):
+        wide = width * 4
+        e = act(conv(current, f"b{i}_expand", width, wide, 1), f"b{i}_ea")
+        d = act(conv(e, f"b{i}_dw", wide, wide, 3, group=wide), f"b{i}_da")
+        nodes.append(helper.make_node("GlobalAveragePool", [d], [f"b{i}_sq"]))
+        s1 = conv(f"b{i}_sq", f"b{i}_se1", wide, wide // 4, 1)
+        nodes.append(helper.make_node("Relu", [s1], [f"b{i}_se1a"]))
+        s2 = conv(f"b{i}_se1a", f"b{i}_se2", wide // 4, wide, 1)
+        nodes.append(helper.make_node("HardSigmoid", [s2], [f"b{i}_gate"]))
+        nodes.append(helper.make_node("Mul", [d, f"b{i}_gate"], [f"b{i}_se"]))
+        p = conv(f"b{i}_se", f"b{i}_project", wide, width, 1)
+        nodes.append(helper.make_node("Add", [p, current], [f"b{i}_out"]))
+        current = f"b{i}_out"
+    nodes.append(helper.make_node("GlobalAveragePool", [current], ["pooled"]))
+    nodes.append(helper.make_node("Flatten", ["pooled"], ["flat"], axis=1))
+    fc = weight("fc_w", (classes, width), width)
+    inits.append(numpy_helper.from_array(np.zeros(classes, np.float32), "fc_b"))
+    nodes.append(helper.make_node("Gemm", ["flat", fc, "fc_b"], ["logits"], transB=1))
+    graph = helper.make_graph(
+        nodes,
+        "mobilenet_v3_style",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, image, image])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def torch_names(model: onnx.ModelProto, scope: str = "/features") -> onnx.ModelProto:
+    """Name nodes and tensors as torch.onnx.export does ('/features/features.3/Conv', tensor
+    '/features/features.3/Conv_output_0'), in place: the names ORT's quantizer and optimizers
+    derive from them end in '_output_0_DequantizeLinear_Output' and the like."""
+    graph = model.graph
+    fixed = {t.name for t in graph.input} | {t.name for t in graph.output}
+    fixed |= {t.name for t in graph.initializer}
+    renamed: dict[str, str] = {}
+    for index, node in enumerate(graph.node):
+        node.name = f"{scope}/features.{index}/{node.op_type}"
+        for k, out in enumerate(node.output):
+            if out not in fixed:
+                renamed[out] = f"{node.name}_output_{k}"
+    for node in graph.node:
+        node.input[:] = [renamed.get(t, t) for t in node.input]
+        node.output[:] = [renamed.get(t, t) for t in node.output]
+    onnx.checker.check_model(model, full_check=True)
+    return model

@@ -35,11 +35,17 @@ def is_boundary(node: NodeProfile) -> bool:
 
 
 MIN_SHARE = 0.05  # a fact about less than 5% of the time is not worth a line
-_INT8_KERNEL_PREFIXES = ("QLinear", "QGemm", "QAttention", "QOrdered", "DynamicQuantize")
+# ORT's kernels that compute on int8 data: QLinearConv/MatMul/Add/..., QGemm, QAttention,
+# QOrderedMatMul, QEmbedLayerNormalization, DynamicQuantizeMatMul/LSTM, MatMulInteger,
+# ConvInteger, MatMulIntegerToFloat. DynamicQuantizeLinear is a conversion (CONVERSIONS).
+_INT8_KERNEL_PREFIXES = ("QLinear", "QGemm", "QAttention", "QOrdered", "QEmbed", "DynamicQuantize")
+UNKNOWN_OPS = ("", "?")  # the profiler named no op for the node
 
 
 def runs_in_int8(op_type: str) -> bool:
     """Whether a kernel computes on int8 data (QLinearConv, MatMulInteger, QGemm, ...)."""
+    if op_type in CONVERSIONS:
+        return False
     return op_type.startswith(_INT8_KERNEL_PREFIXES) or "Integer" in op_type
 
 
@@ -50,15 +56,26 @@ def computes_in_int8(node: NodeProfile) -> bool:
     return runs_in_int8(node.op_type)
 
 
+def computes(node: NodeProfile) -> bool:
+    """A node that computes (not a conversion) and whose kernel can be told: by the precision
+    the runtime reports (OpenVINO), else by the op type ONNX Runtime's profiler names."""
+    if node.op_type in CONVERSIONS or is_boundary(node):
+        return False
+    return bool(node.precision) or node.op_type not in UNKNOWN_OPS
+
+
 @dataclass
 class FloatIsland:
     """Uploaded nodes of one op type that ran in float inside an INT8 graph, with what they cost:
-    every runtime node made from them, and the Q/DQ conversions around their float parts."""
+    their runtime nodes that compute in float, and the Q/DQ conversions around them. An uploaded
+    op the runtime splits (HardSwish into HardSigmoid + Mul) may have a part in int8 too."""
 
     op_type: str  # the uploaded op, e.g. HardSwish
     sources: set[str] = field(default_factory=set)
-    nodes: list[NodeProfile] = field(default_factory=list)  # runtime nodes made from them
+    nodes: list[NodeProfile] = field(default_factory=list)  # runtime nodes computing in float
     conversions: list[NodeProfile] = field(default_factory=list)
+    int8_nodes: list[NodeProfile] = field(default_factory=list)  # parts that ran int8 kernels
+    quantized_elsewhere: int = 0  # other uploaded nodes of this op type that ran int8 kernels
 
     def share(self, profile: Profile) -> float:
         return profile.share({n.name: n for n in self.nodes + self.conversions}.values())
@@ -80,14 +97,24 @@ def _neighbours(profile: Profile) -> dict[str, list[NodeProfile]]:
     }
 
 
+def _quantized_sources(profile: Profile) -> dict[str, set[str]]:
+    """{uploaded op type: uploaded nodes of it that ran an int8 kernel}."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for node in profile.nodes:
+        if computes(node) and computes_in_int8(node) and len(node.source_ops) == 1:
+            found[node.source_ops[0]].update(node.source_nodes)
+    return found
+
+
 def float_islands(profile: Profile) -> list[FloatIsland]:
-    """Uploaded op types with no int8 kernel here: their runtime nodes compute in float and are
-    fed by DequantizeLinear or feed QuantizeLinear. Costliest first; each Q/DQ counts once."""
+    """Uploaded op types that computed in float here: their runtime nodes compute in float and
+    are fed by DequantizeLinear or feed QuantizeLinear. Costliest first; each Q/DQ counts once.
+    Named after the uploaded op (HardSwish), never after an int8 kernel made from it."""
     around = _neighbours(profile)
     islands: dict[str, FloatIsland] = {}
     claimed: set[str] = set()
     for node in profile.nodes:
-        if node.op_type in CONVERSIONS or computes_in_int8(node) or profile.is_kept(node):
+        if not computes(node) or computes_in_int8(node) or profile.is_kept(node):
             continue
         if any(profile.is_kept(n) for n in around[node.name]):
             continue  # float because a neighbour was kept in FP32, not for want of a kernel
@@ -100,12 +127,12 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
         island.sources.update(node.source_nodes or [node.name])
         island.conversions.extend(n for n in qdq if n.name not in claimed)
         claimed.update(n.name for n in qdq)
+    quantized = _quantized_sources(profile)
     for island in islands.values():
-        island.nodes = [
-            n
-            for n in profile.nodes
-            if set(n.source_nodes) & island.sources and n.op_type not in BOUNDARY_OPS
-        ]
+        made = [n for n in profile.nodes if set(n.source_nodes) & island.sources and computes(n)]
+        island.nodes = [n for n in made if not computes_in_int8(n)]
+        island.int8_nodes = [n for n in made if computes_in_int8(n)]
+        island.quantized_elsewhere = len(quantized.get(island.op_type, set()) - island.sources)
     return sorted(islands.values(), key=lambda i: -i.share(profile))
 
 
@@ -114,6 +141,34 @@ def _speed_word(speedup: float) -> str:
     if speedup >= 1.0:
         return f"{speedup:.2f}x faster than FP32"
     return f"{speedup:.2f}x the speed of FP32"
+
+
+def _ops(nodes: list[NodeProfile], count: int = 6) -> str:
+    kinds = sorted({n.op_type for n in nodes})
+    more = f" and {len(kinds) - count} more" if len(kinds) > count else ""
+    return ", ".join(kinds[:count]) + more
+
+
+def _island_claim(island: FloatIsland) -> str:
+    """What the island's nodes are and how they ran, from the profile alone."""
+    if island.quantized_elsewhere:  # the op has an int8 kernel: these were left out of it
+        why = (
+            f"ran in float although {island.quantized_elsewhere} other {island.op_type} "
+            "nodes ran int8 kernels"
+        )
+    else:
+        why = "have no int8 kernel here"
+    claim = (
+        f"{len(island.sources)} {island.op_type} nodes that {why}: they run in float "
+        f"(as {_ops(island.nodes)}"
+    )
+    if island.int8_nodes:  # split by the runtime (HardSwish: HardSigmoid + Mul)
+        parts = " + ".join(sorted({n.op_type for n in island.nodes + island.int8_nodes}))
+        claim += (
+            f"; ONNX Runtime splits each into {parts}, and only {_ops(island.int8_nodes)} "
+            "runs in int8"
+        )
+    return claim + ")"
 
 
 def island_lines(profile: Profile, label: str, speedup: float | None) -> list[str]:
@@ -125,11 +180,7 @@ def island_lines(profile: Profile, label: str, speedup: float | None) -> list[st
             continue
         converting = island.conversion_share(profile)
         kinds = "/".join(sorted({n.op_type for n in island.conversions}))
-        ran = ", ".join(sorted({n.op_type for n in island.nodes}))
-        line = (
-            f"{share:.0%} of {label} time is in {len(island.sources)} {island.op_type} nodes "
-            f"that have no int8 kernel here: they run in float (as {ran})"
-        )
+        line = f"{share:.0%} of {label} time is in {_island_claim(island)}"
         if island.conversions:
             line += (
                 f" with {len(island.conversions)} {kinds} nodes around them "
@@ -168,7 +219,7 @@ def conversion_line(profile: Profile, label: str) -> str | None:
         share = profile.share(nodes)
         total += share
         parts.append(f"{op} {share:.0%} ({len(nodes)} nodes)")
-    if total < MIN_SHARE:
+    if not parts or total < MIN_SHARE:
         return None
     return f"{total:.0%} of {label} time converts data rather than computing: {', '.join(parts)}."
 
@@ -194,20 +245,36 @@ def hottest_line(profile: Profile, label: str, count: int = 3) -> str:
 
 
 def precision_line(profile: Profile, label: str) -> str | None:
-    """Where the runtime reports each layer's precision (OpenVINO): the share of time that ran
-    int8 kernels and the float layer types that took the rest."""
-    computing = [n for n in profile.nodes if n.precision and n.op_type not in CONVERSIONS]
-    int8 = [n for n in computing if computes_in_int8(n)]
-    if not int8 and not any(is_boundary(n) for n in profile.nodes):
+    """The share of time that ran int8 kernels and the float kernels that took the rest: by the
+    precision the runtime reports per layer (OpenVINO), else by the kernel's op type (ONNX
+    Runtime: QLinear*, QGemm, MatMulInteger ... compute on int8; Q/DQ are conversions)."""
+    if not any(computes_in_int8(n) or is_boundary(n) for n in profile.nodes):
         return None  # a float graph: nothing to say about int8
+    reported = any(n.precision for n in profile.nodes)  # OpenVINO: only layers with one count
+    computing = [n for n in profile.nodes if computes(n) and (n.precision or not reported)]
+    unknown = [] if reported else [n for n in profile.nodes if n.op_type in UNKNOWN_OPS]
+    if not computing:
+        return (
+            f"The {label} profile names no kernel for its {len(unknown)} computing nodes, so "
+            "which of them ran int8 kernels is unknown."
+        )
+    unit = "layers" if reported else "nodes"
+    int8 = [n for n in computing if computes_in_int8(n)]
     other = [n for n in computing if not computes_in_int8(n)]
     line = (
         f"{profile.share(int8):.0%} of {label} time ran int8 kernels ({len(int8)} of "
-        f"{len(computing)} computing layers)"
+        f"{len(computing)} computing {unit}"
+        + (f": {_ops(int8)})" if int8 and not reported else ")")
     )
     if other:
-        kinds = ", ".join(sorted({f"{n.op_type} ({n.precision})" for n in other})[:6])
-        line += f"; {profile.share(other):.0%} ran in {len(other)} non-int8 layers: {kinds}"
+        if reported:
+            kinds = ", ".join(sorted({f"{n.op_type} ({n.precision})" for n in other})[:6])
+        else:
+            kinds = _ops(other)
+        word = "non-int8" if reported else "float"
+        line += f"; {profile.share(other):.0%} ran in {len(other)} {word} {unit}: {kinds}"
+    if unknown:
+        line += f"; {len(unknown)} nodes could not be classified (no op type in the profile)"
     return line + "."
 
 

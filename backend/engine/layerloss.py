@@ -76,17 +76,32 @@ def _float_name(tensor: str) -> str:
 def rank_nodes(
     float_path: Path, qdq_path: Path, feeds: list[dict[str, np.ndarray]]
 ) -> list[NodeLoss]:
-    """Nodes of the QDQ model by the SQNR they lose, worst first (nodes with no float twin left
-    out). Names are the QDQ model's, so they can be kept in FP32 (Configuration.fp32_nodes)."""
+    """Nodes of the QDQ model by the SQNR they lose, worst first. Names are the QDQ model's, so
+    they can be kept in FP32 (Configuration.fp32_nodes).
+
+    Like is compared with like: a node is scored only when every float activation it reads and
+    at least one it writes is the same tensor in the FP32 model (the graph inputs count, with the
+    feeds as their values; weights are the node's own and count as its loss). A node reading a
+    tensor the FP32 model has not got (one made by ORT's pre-processing) is not comparable and
+    is left out of the ranking, never scored against an assumed perfect input.
+    """
     fp32 = activations(float_path, feeds)
+    float_model = onnx.load(str(float_path), load_external_data=False)
+    weights = {t.name for t in float_model.graph.initializer}
+    for graph_input in float_model.graph.input:
+        if graph_input.name not in weights and all(graph_input.name in f for f in feeds):
+            fp32.setdefault(graph_input.name, [f[graph_input.name] for f in feeds])
     int8 = activations(qdq_path, feeds)
 
+    def seen(tensor: str) -> list | None:
+        return int8.get(tensor + _POST, int8.get(tensor))
+
     def score(tensor: str) -> float | None:
-        seen = int8.get(tensor + _POST, int8.get(tensor))
         reference = fp32.get(_float_name(tensor))
-        if seen is None or reference is None:
+        values = seen(tensor)
+        if values is None or reference is None:
             return None
-        return sqnr_db(reference, seen)
+        return sqnr_db(reference, values)
 
     losses = []
     model = onnx.load(str(qdq_path), load_external_data=False)
@@ -96,9 +111,14 @@ def rank_nodes(
         outputs = [s for s in (score(t) for t in node.output) if s is not None]
         if not outputs:
             continue
-        inputs = [s for s in (score(t) for t in node.input if t) if s is not None]
+        # the float activations it reads (weights are the node's own: they count as its loss)
+        reads = [t for t in node.input if t and seen(t) is not None]
+        inputs = [score(t) for t in reads if _float_name(t) not in weights]
+        if any(s is None for s in inputs):
+            continue  # not comparable: it reads a tensor the FP32 model has not got
+        scored = [s for s in inputs if s is not None]
         losses.append(
-            NodeLoss(node.name, node.op_type, min(inputs, default=SQNR_CAP_DB), min(outputs))
+            NodeLoss(node.name, node.op_type, min(scored, default=SQNR_CAP_DB), min(outputs))
         )
     return sorted(losses, key=lambda loss: -loss.loss_db)
 

@@ -10,101 +10,34 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import onnx
 
 from backend.engine import accuracy, inputs, layerloss, variants
-from backend.engine.evidence import CONVERSIONS, float_islands
+from backend.engine.evidence import float_islands
+from backend.engine.interleave import interleaved
 from backend.engine.measure import measure
-from backend.engine.profile import profile_model
+from backend.engine.mixedresult import (  # noqa: F401 (the search's names, used from here)
+    FP32,
+    MIN_GAIN,
+    AccuracyBound,
+    MixedSearch,
+    MixedStep,
+)
+from backend.engine.profile import Profile, profile_model
 from backend.errors import UserError
 from backend.results import AccuracyReport
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, MeasureSettings, Precision, SweepSpec
 
-METRICS = ("cosine", "top1")
 MAX_STEPS = 8
-MIN_GAIN = 0.03  # a speed step must be 3% faster to be kept
 MIN_LOSS_DB = 0.5  # a node losing less than this is noise, not a cause
 SEED = 1234
-
-
-@dataclass(frozen=True)
-class AccuracyBound:
-    """The least agreement with FP32 a mix must keep: cosine similarity or top-1 agreement."""
-
-    metric: str
-    minimum: float
-
-    def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise UserError(f"Accuracy bound {self.metric!r} is unknown; use cosine or top1.")
-        if not 0.0 < self.minimum <= 1.0:
-            raise UserError(
-                f"An accuracy bound lies in (0, 1], e.g. cosine=0.99, not {self.minimum}."
-            )
-
-    @classmethod
-    def parse(cls, text: str) -> AccuracyBound:
-        """'cosine=0.99' or 'top1=0.98'."""
-        metric, _, value = text.partition("=")
-        try:
-            return cls(metric.strip().lower(), float(value))
-        except ValueError as exc:
-            raise UserError(f"Write the bound as cosine=0.99 or top1=0.98, not {text!r}.") from exc
-
-    def value(self, report: AccuracyReport) -> float | None:
-        return report.cosine_similarity if self.metric == "cosine" else report.top1_agreement
-
-    def met(self, report: AccuracyReport) -> bool:
-        value = self.value(report)
-        return value is not None and value >= self.minimum
-
-
-@dataclass
-class MixedStep:
-    """One measured candidate: which nodes stayed in FP32, its p50 and its accuracy."""
-
-    fp32_nodes: tuple[str, ...]
-    p50_ms: float
-    accuracy: AccuracyReport
-    meets: bool
-    why: str
-
-
-@dataclass
-class MixedSearch:
-    bound: AccuracyBound
-    fp32_p50_ms: float
-    steps: list[MixedStep] = field(default_factory=list)
-
-    @property
-    def best(self) -> MixedStep | None:
-        """The first step that meets the bound, replaced by a later one only when that is at
-        least MIN_GAIN faster: a smaller difference is timing noise, not a reason for FP32."""
-        best = None
-        for step in self.steps:
-            if step.meets and (best is None or step.p50_ms < best.p50_ms * (1 - MIN_GAIN)):
-                best = step
-        return best
-
-    def lines(self) -> list[str]:
-        out = [
-            f"FP32 p50 {self.fp32_p50_ms:.3f} ms; bound {self.bound.metric} >= {self.bound.minimum}"
-        ]
-        for i, step in enumerate(self.steps):
-            value = self.bound.value(step.accuracy)
-            shown = "n/a" if value is None else f"{value:.4f}"
-            out.append(
-                f"step {i}: {len(step.fp32_nodes)} node(s) in FP32, p50 {step.p50_ms:.3f} ms "
-                f"({self.fp32_p50_ms / step.p50_ms:.2f}x FP32), {self.bound.metric} {shown}, "
-                f"{'meets' if step.meets else 'misses'} the bound: {step.why}"
-            )
-        return out
 
 
 @dataclass
@@ -140,19 +73,25 @@ def _next_for_accuracy(ctx: _Context, path: Path, keep: list[str]) -> layerloss.
     return next((r for r in ranking if r.loss_db >= MIN_LOSS_DB and r.node not in keep), None)
 
 
-def _speed_candidates(ctx: _Context, path: Path) -> list[tuple[str, list[str]]]:
-    """(op, node names in the built graph) for each float island of the profile, costliest first."""
-    names = {n.name for n in onnx.load(str(path), load_external_data=False).graph.node}
-    options = SessionOptions(intra_op_threads=ctx.threads)
-    profile = profile_model(path, onnx.load(str(ctx.source)), options, ctx.feeds[0])
+def island_candidates(profile: Profile, built: set[str]) -> list[tuple[str, list[str]]]:
+    """(uploaded op, node names to keep in FP32) for each float island, costliest first: every
+    computing part of its nodes (HardSwish: its HardSigmoid and its Mul, though the Mul ran in
+    int8), as named in the built graph `built`, so that no conversion is left around them."""
     found = []
     for island in float_islands(profile):
-        nodes = sorted(
-            n.name for n in island.nodes if n.name in names and n.op_type not in CONVERSIONS
-        )
+        parts = {n.name for n in island.nodes + island.int8_nodes} | island.sources
+        nodes = sorted(parts & built)
         if nodes:
             found.append((island.op_type, nodes))
     return found
+
+
+def _speed_candidates(ctx: _Context, path: Path) -> list[tuple[str, list[str]]]:
+    """The float islands of the step's profile, as nodes of its built graph."""
+    names = {n.name for n in onnx.load(str(path), load_external_data=False).graph.node}
+    options = SessionOptions(intra_op_threads=ctx.threads)
+    profile = profile_model(path, onnx.load(str(ctx.source)), options, ctx.feeds[0])
+    return island_candidates(profile, names)
 
 
 def greedy(
@@ -188,7 +127,7 @@ def greedy(
         if len(result.steps) >= MAX_STEPS:
             break
         trial = tuple(sorted(set(result.best.fp32_nodes) | set(nodes)))
-        why = f"kept {len(nodes)} {op} node(s) in FP32: no int8 kernel, conversions around them"
+        why = f"kept the {op} nodes in FP32 ({len(nodes)} built node(s)): no int8 kernel, Q/DQ"
         result.steps.append(measure(trial, why))
     return result
 
@@ -232,7 +171,7 @@ def search(
     def measure(keep: tuple[str, ...], why: str) -> MixedStep:
         return _step(ctx, base, list(keep), why)[1]
 
-    return greedy(
+    found = greedy(
         bound,
         fp32_p50,
         base.fp32_nodes,
@@ -240,6 +179,32 @@ def search(
         lambda step: _next_for_accuracy(ctx, built(step), list(step.fp32_nodes)),
         lambda step: _speed_candidates(ctx, built(step)),
     )
+    _time_together(ctx, base, fp32, found)
+    return found
+
+
+def _time_together(
+    ctx: _Context, base: Configuration, fp32: Configuration, found: MixedSearch
+) -> None:
+    """Time plain FP32 and every distinct step again, interleaved window by window, so the
+    verdict compares numbers taken under the same load; their p50s become these."""
+    configs = {FP32: fp32}
+    for step in found.steps:
+        configs.setdefault(found.key(step), replace(base, fp32_nodes=step.fp32_nodes))
+    with ExitStack() as stack:
+        infers: dict[str, Callable[[], object]] = {}
+        for name, config in configs.items():
+            path = ctx.workdir / variants.variant_name(ctx.source, config)
+            options = SessionOptions(
+                provider=config.provider, intra_op_threads=config.intra_op_threads
+            )
+            runner = stack.enter_context(get_backend(config.backend).open(path, options))
+            infers[name] = lambda r=runner: r.infer(ctx.feeds[0])
+        timing = interleaved(infers, ctx.settings)
+    found.timing = timing
+    found.fp32_p50_ms = timing.timed[FP32].p50_ms
+    for step in found.steps:
+        step.p50_ms = timing.timed[found.key(step)].p50_ms
 
 
 # Queues a sweep of a model under a label and gives the job's id. The engine never imports the
@@ -252,14 +217,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mixed`."""
     parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
     parser.add_argument("--bound", default="cosine=0.99", help="cosine=0.99 or top1=0.98")
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="value for a symbolic dimension other than batch, e.g. seq=128 (as for sweeps)",
+    )
     parser.add_argument("--quick", action="store_true", help="short measurement per step")
     parser.add_argument("--submit", action="store_true", help="queue FP32, INT8 and the best mix")
 
 
+def _base(source: Path, pairs: list[str]) -> Configuration:
+    """Static INT8 with the --dim values, each checked against the model's own names."""
+    from backend.cli_parsing import dims_from_pairs
+    from backend.engine.shapes import all_dim_params
+
+    dims = dims_from_pairs(pairs)
+    known = all_dim_params(onnx.load(str(source), load_external_data=False))
+    unknown = sorted(set(dims) - known)
+    if unknown:
+        names = ", ".join(sorted(known)) or "none"
+        raise UserError(
+            f"The model has no symbolic dimension {', '.join(map(repr, unknown))}; its "
+            f"dimensions are: {names}."
+        )
+    return Configuration(precision=Precision.INT8_STATIC, symbolic_dims=tuple(dims.items()))
+
+
 def run_command(args: argparse.Namespace, submit: Submit | None = None) -> int:
-    """Search, print each measured step, and with --submit (only where the caller passes
-    `submit`: `optiboard mixed`) queue FP32, INT8 and the best mix as a profiled sweep (its
-    results join the Compare page and the accuracy-vs-speed chart)."""
+    """Search, print each measured step and the verdict against plain FP32, and with --submit
+    (only where the caller passes `submit`: `optiboard mixed`) queue FP32, INT8 and the best mix
+    as a profiled sweep (its results join the Compare page and the accuracy-vs-speed chart)."""
     import sys
     import tempfile
 
@@ -274,20 +263,23 @@ def run_command(args: argparse.Namespace, submit: Submit | None = None) -> int:
             )
         bound = AccuracyBound.parse(args.bound)
         settings = MEASURE_PRESETS["quick" if args.quick else "standard"]
+        source = library.onnx_path(args.model)
+        base = _base(source, args.dim)
         with tempfile.TemporaryDirectory(prefix="optiboard-mixed-") as tmp:
-            found = search(library.onnx_path(args.model), bound, Path(tmp), settings)
+            found = search(source, bound, Path(tmp), settings, base)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(found.lines()))
+    print(found.verdict())
     best = found.best
     if best is None:
-        print("no mix met the bound; nothing to submit")
+        print("nothing to submit")
         return 1
-    print(f"best: {', '.join(best.fp32_nodes) or 'plain INT8'} in FP32, p50 {best.p50_ms:.3f} ms")
     if submit is not None and args.submit and best.fp32_nodes:
         spec = SweepSpec(
             precisions=(Precision.FP32, Precision.INT8_STATIC),
+            symbolic_dims=base.symbolic_dims,
             fp32_nodes=best.fp32_nodes,
             profile=True,
             measure=settings,

@@ -6,6 +6,7 @@ work to every node, so its times are only ever used as shares, never as the late
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tempfile
@@ -73,8 +74,10 @@ class Profile:
 
     def is_kept(self, node: NodeProfile) -> bool:
         """Left in FP32 on purpose, or one of the Clips that feed such a node its float input."""
+        if node.op_type in QDQ_OPS:  # a conversion next to a kept node is not kept in FP32
+            return False
         kept = set(self.kept_in_fp32)
-        return node.name in kept or _base(node.name) in kept or KEPT_CLIP in node.name
+        return any(s in kept for s in _stages(node.name)) or KEPT_CLIP in node.name
 
     @property
     def total_us(self) -> float:
@@ -167,10 +170,25 @@ def parse_trace(events: list[dict[str, Any]]) -> tuple[int, dict[str, dict[str, 
     return max(len(runs) - 1, 1), nodes
 
 
+def _stages(name: str) -> list[str]:
+    """The name, then each name left by stripping one more derived suffix: a torch tensor
+    '/conv/Conv_output_0_DequantizeLinear_Output' is '/conv/Conv_output_0' (a tensor of the
+    upload) before it is '/conv/Conv' (a node's name, not a tensor)."""
+    found = [name]
+    while (stripped := _DERIVED.sub("", found[-1])) != found[-1]:
+        found.append(stripped)
+    return found
+
+
 def _base(name: str) -> str:
-    while (stripped := _DERIVED.sub("", name)) != name:
-        name = stripped
-    return name
+    return _stages(name)[-1]
+
+
+def _heads(name: str) -> list[str]:
+    """'/enc/dense/MatMul/MatMulAddFusion' -> '/enc/dense/MatMul', '/enc/dense', ...: ORT names
+    a fused node after the first node it absorbed, with the fusion after a slash."""
+    parts = name.split("/")
+    return ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1) if "/".join(parts[:i])]
 
 
 @dataclass
@@ -195,17 +213,19 @@ class SourceIndex:
 
     def match(self, name: str, inputs: list[str], outputs: list[str]) -> list[str]:
         """Source nodes for a runtime node: by name where it survived, else through tensors."""
-        for candidate in (name, _base(name)):
+        for candidate in _stages(name):
             if candidate in self.ops:
                 return [candidate]
-        head = name.split("/")[0]  # ORT's fusions: 'dense/MatMulAddFusion' is dense and its Add
-        if head in self.ops:
-            fused = [self.producer[t] for t in outputs if self.producer.get(t, head) != head]
-            return [head, *dict.fromkeys(fused)]
-        for tensor in [_base(t) for t in outputs] + [_base(name)]:
+        for head in _heads(name):  # ORT's fusions: 'dense/MatMulAddFusion' is dense and its Add
+            if head in self.ops:
+                fused = [self.producer[t] for t in outputs if self.producer.get(t, head) != head]
+                return [head, *dict.fromkeys(fused)]
+        # through tensors, the least stripped name first: a derived name's earlier stage may be
+        # the upload's own tensor, its last stage a node name that is no tensor at all
+        for tensor in [s for t in outputs for s in _stages(t)] + _stages(name):
             if tensor in self.producer:
                 return [self.producer[tensor]]
-        for tensor in [_base(t) for t in inputs] + [_base(name)]:
+        for tensor in [s for t in inputs for s in _stages(t)] + _stages(name):
             if tensor in self.consumers:
                 return list(self.consumers[tensor])
         return []
@@ -314,6 +334,21 @@ def profile_model(
     return build_profile(events, native, optimized, source, built)
 
 
+MAX_STEM_BYTES = 120  # file names stop at 255 bytes; keys with node names go far past that
+
+
+def artifact_stem(config_key: str) -> str:
+    """The file name (without suffix) of a configuration's artifacts: its key with '/' made
+    '_' where that is short, else the key's first 60 characters and a short hash of the whole
+    key. A mixed-precision key carries every node kept in FP32 (a torch export names them
+    '/encoder/layer.0/attention/...'), which would pass the file system's 255-byte limit."""
+    stem = config_key.replace("/", "_")
+    if len(stem.encode()) <= MAX_STEM_BYTES:
+        return stem
+    digest = hashlib.sha256(config_key.encode()).hexdigest()[:16]
+    return f"{stem[:60]}-{digest}"
+
+
 def write_profile(
     model_path: Path,
     source_path: Path,
@@ -330,7 +365,7 @@ def write_profile(
     """
     source = onnx.load(str(source_path), load_external_data=False)
     profile = (profiler or profile_model)(model_path, source, options, feed)
-    out = Path(out_dir) / f"{config_key.replace('/', '_')}.profile.json"
+    out = Path(out_dir) / f"{artifact_stem(config_key)}.profile.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     return profile.save(out)
 

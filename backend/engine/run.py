@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import traceback
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -18,10 +19,11 @@ import numpy as np
 import onnx
 
 from backend.engine.measure import Measurement, PeakRss, measure
-from backend.engine.profile import write_profile
-from backend.errors import UnavailableError, UserError
+from backend.engine.profile import artifact_stem, write_profile
+from backend.errors import UnavailableError, UserError, runtime_error_line
 from backend.hardware import gpu_memory_used_mb, visible_gpu_index
 from backend.host import TelemetrySampler, contention_note, describe_environment
+from backend.launch.limits import limit_hit_by_exception
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
@@ -92,12 +94,13 @@ def _build(
     task: ConfigurationTask, config: Configuration, workdir: Path, result: ConfigurationResult
 ) -> Variant:
     """Build the variant (calibrating static INT8 with the task's .npz when there is one)."""
-    from backend.engine import inputs, variants
+    from backend.engine import inputs, tensorsize, variants
 
     source = Path(task.source_path)
-    inputs.check_input_size(  # before anything is allocated for a huge batch or dim
-        inputs.input_specs_of(source), config.batch_size, dict(config.symbolic_dims)
-    )
+    dims = dict(config.symbolic_dims)
+    inputs.check_input_size(inputs.input_specs_of(source), config.batch_size, dims)  # first
+    if config.provider in GPU_PROVIDERS:  # 32-bit kernel indexing, before any session opens
+        tensorsize.check_gpu_tensor_sizes(source, config.batch_size, dims, config.provider)
     calibration = None
     if config.precision == Precision.INT8_STATIC and task.calibration_path:
         calibration = inputs.load_calibration_npz(
@@ -159,7 +162,8 @@ def _run_session(
         candidate = [infer(f) for f in feeds]
         result.layer_profile = runner.layer_profile()
         names = list(runner.output_names())
-        evaluated = [runner.infer(f) for f in eval_feeds]
+        # the bound buffers again when device-resident: a captured CUDA graph replays only those
+        evaluated = [infer(f) for f in eval_feeds]
     return _Session(
         measurement,
         telemetry.summary(),
@@ -296,7 +300,7 @@ def _keep_outputs(
     """Leave the built graph (and ORT's optimized FP32 graph) where the parent stores them."""
     from backend.engine import variants
 
-    output = Path(task.output_dir) / f"{config.key.replace('/', '_')}.onnx"
+    output = Path(task.output_dir) / f"{artifact_stem(config.key)}.onnx"  # keys can be long
     output.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(variant_path, output)
     result.environment["optimized_path"] = str(output)
@@ -310,6 +314,7 @@ def _keep_outputs(
 
 def _static_cost(source: Path, config: Configuration, result: ConfigurationResult) -> None:
     """FLOPs per sample of the source graph (static count), for FLOP/s and distance to peak."""
+    from backend.engine.inputs import input_specs_of
     from backend.models.cost import model_cost, resnet50_like
 
     try:
@@ -321,14 +326,24 @@ def _static_cost(source: Path, config: Configuration, result: ConfigurationResul
     if cost.uncounted_ops:
         result.telemetry["flops_uncounted_ops"] = list(cost.uncounted_ops)
     convs = sum(1 for node in cost.nodes if node.op_type == "Conv")
-    image = next(iter(_input_shapes(source)), [])
+    image = next((list(spec["shape"]) for spec in input_specs_of(source)), [])
     result.telemetry["resnet50_like"] = resnet50_like(cost.flops_per_sample, convs, image)
 
 
-def _input_shapes(source: Path) -> list[list[int | str]]:
-    from backend.engine.inputs import input_specs_of
-
-    return [list(spec["shape"]) for spec in input_specs_of(source)]
+def _runtime_failure(exc: Exception, config: Configuration, result: ConfigurationResult) -> None:
+    """A failed result with one line: GPU out of memory, else the runtime's words (the traceback
+    goes to the child's log only); a hit child limit re-raises and names itself (launch/limits)."""
+    gpu_full = config.provider in GPU_PROVIDERS and is_out_of_memory(exc)
+    if limit_hit_by_exception(exc) and not gpu_full:
+        raise exc
+    result.status = ResultStatus.FAILED
+    if gpu_full:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]  # a knee search stops here
+        result.error = f"Out of GPU memory at batch {config.batch_size}: {first}"
+        result.telemetry["out_of_memory"] = True
+    else:
+        traceback.print_exc()
+        result.error = f"The runtime failed: {runtime_error_line(exc)}"
 
 
 def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
@@ -379,13 +394,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     except UserError as exc:
         result.status, result.error = ResultStatus.FAILED, str(exc)
     except Exception as exc:
-        if config.provider not in GPU_PROVIDERS or not is_out_of_memory(exc):
-            raise  # on the CPU the child's memory limit names itself (launch/limits)
-        # a clean per-configuration failure: a knee search stops growing the batch here
-        first = str(exc).strip().splitlines()[0][:200]
-        result.status = ResultStatus.FAILED
-        result.error = f"Out of GPU memory at batch {config.batch_size}: {first}"
-        result.telemetry["out_of_memory"] = True
+        _runtime_failure(exc, config, result)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result.to_dict(with_samples=True)

@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class ChildOutcome:
     cancelled: bool = False
     timed_out: bool = False
     limit: str | None = None  # 'memory', 'cpu', 'file', 'procs' or 'killed': a limit ended it
+    notes: list[str] = field(default_factory=list)  # e.g. a GPU child's unlimited host memory
 
     def value_or_raise(self, what: str) -> Any:
         """The child's return value; its UserError again as one (the user's sentence), any other
@@ -67,6 +68,8 @@ class ProcessOutcome:
     timed_out: bool = False
     cancelled: bool = False
     limit: str | None = None
+    limits: child_limits.ChildLimits | None = None  # what the child ran under
+    notes: list[str] = field(default_factory=list)
 
 
 def _read_text(path: Path, cap: int, tail: bool = False) -> str:
@@ -143,7 +146,8 @@ def run_process(
         if not state.ok:
             raise UserError(f"This needs a sandbox, but {state.reason}.")
         argv = sandbox.command(argv, folder.scratch, read_only, binary=state.binary)
-    with pids.group(limits.extra_procs) as tasks:
+    resident = limits.memory_bytes if limits.gpu else None  # GPU children: a memory cgroup
+    with pids.group(limits.extra_procs, resident) as tasks:
         process = _start(tasks.wrap(argv) if tasks else argv, folder, sandboxed, merge_output)
         try:
             timed_out, cancelled = _wait(process, timeout_s, should_cancel, on_tick, tick_s)
@@ -151,14 +155,17 @@ def run_process(
             if process.poll() is None:
                 _kill_group(process)
         procs_hit = tasks is not None and tasks.limit_hit()
+        memory_hit = tasks is not None and tasks.out_of_memory()
+    unlimited = limits.gpu and (tasks is None or tasks.memory is None)
+    notes = [child_limits.unlimited_memory_note("This GPU child")] if unlimited else []
     out_path, err_path = folder.root / "stdout", folder.root / "stderr"
     stdout = _read_text(out_path, LOG_TAIL if merge_output else RESULT_CAP, tail=merge_output)
     stderr = _read_text(err_path, LOG_TAIL, tail=True)
     code = process.returncode
-    limit = "procs" if procs_hit else None
+    limit = "procs" if procs_hit else "memory" if memory_hit else None
     if not (timed_out or cancelled or limit) and code != 0:
         limit = child_limits.limit_hit_by_exit(code, stderr if not merge_output else stdout)
-    return ProcessOutcome(code, stdout, stderr, timed_out, cancelled, limit)
+    return ProcessOutcome(code, stdout, stderr, timed_out, cancelled, limit, limits, notes)
 
 
 def _start(
@@ -211,7 +218,7 @@ def _outcome(
     done: ProcessOutcome, result: dict[str, Any] | None, what: str, timeout_s: float
 ) -> ChildOutcome:
     """One ChildOutcome from how the process ended and what it left in its result file."""
-    limits = child_limits.ChildLimits.from_settings()
+    limits = done.limits or child_limits.ChildLimits.from_settings()
     if done.cancelled:
         return ChildOutcome(False, error="cancelled", cancelled=True)
     if done.timed_out:
@@ -220,19 +227,21 @@ def _outcome(
         )
     kind = result.get("kind") if result else None
     if kind == "ok":
-        return ChildOutcome(True, value=result["value"], exitcode=done.returncode)  # type: ignore[index]
-    # a refused fork seen by the cgroup wins over whatever error the child made of it
-    limit = done.limit if done.limit == "procs" else None
+        value = result["value"]  # type: ignore[index]
+        return ChildOutcome(True, value=value, exitcode=done.returncode, notes=done.notes)
+    # a refused fork or an OOM kill seen by the cgroup wins over what the child made of it
+    limit = done.limit if done.limit in ("procs", "memory") else None
     limit = limit or (result.get("limit") if result else done.limit)
     if limit:
         text = child_limits.sentence(limit, what, limits)
-        return ChildOutcome(False, "limit", text, done.returncode, limit=limit)
+        return ChildOutcome(False, "limit", text, done.returncode, limit=limit, notes=done.notes)
     if kind in ("user_error", "error"):
-        return ChildOutcome(False, kind, result["text"], done.returncode)  # type: ignore[index]
+        text = result["text"]  # type: ignore[index]
+        return ChildOutcome(False, kind, text, done.returncode, notes=done.notes)
     error = _describe_exit(done.returncode)
     last = _last_line(done.stderr)
     error = f"{error}: {last}" if last else error
-    return ChildOutcome(False, error=error, exitcode=done.returncode)
+    return ChildOutcome(False, error=error, exitcode=done.returncode, notes=done.notes)
 
 
 def run_in_child(
@@ -243,9 +252,11 @@ def run_in_child(
     on_tick: Callable[[], None] | None = None,
     tick_s: float = 0.5,
     what: str = "The child process",
+    limits: child_limits.ChildLimits | None = None,
     **kwargs: Any,
 ) -> ChildOutcome:
-    """Call func(*args, **kwargs) in a limited child; kill it on timeout or should_cancel()."""
+    """Call func(*args, **kwargs) in a limited child; kill it on timeout or should_cancel().
+    limits: the settings' by default; ChildLimits.from_settings(gpu=True) for a GPU child."""
     with child_folder() as folder:
         request, result = folder.scratch / "request.pkl", folder.scratch / "result.pkl"
         request.write_bytes(pickle.dumps((func, args, kwargs)))
@@ -256,6 +267,7 @@ def run_in_child(
             should_cancel=should_cancel,
             on_tick=on_tick,
             tick_s=tick_s,
+            limits=limits,
         )
         return _outcome(done, _read_result(result, as_pickle=True), what, timeout_s)
 

@@ -1,4 +1,5 @@
-"""A pids cgroup per child: the process-count limit that also holds when the service is root.
+"""A cgroup per child: the process-count limit that also holds when the service is root, and for
+GPU children the resident-memory limit.
 
 The kernel does not enforce RLIMIT_NPROC for root (uid 0 and CAP_SYS_RESOURCE are exempt), and a
 user namespace that shows root as another uid does not help: the kernel checks the real, outside
@@ -10,6 +11,12 @@ then execs the real command, so nothing of the child runs outside). Afterwards t
 whether the cap was hit (pids.events), kills what is left and removes the cgroup. Where no
 hierarchy is writable (an unprivileged service, a container without cgroup access), the child's
 RLIMIT_NPROC (limits.py) is the process limit, which the kernel enforces for every user but root.
+
+GPU children get a memory cgroup as well (memory.max on v2, memory.limit_in_bytes on v1's own
+memory hierarchy): RLIMIT_AS counts the CUDA driver's address-space reservations, so an FP32
+ResNet-50 at batch 1024 with 3.5 GB resident was refused at 64 GB of address space on an H200.
+The cgroup counts what the child really holds; when it goes past, the kernel's OOM killer ends the
+child and memory.events / memory.oom_control say so, which becomes the memory-limit sentence.
 """
 
 from __future__ import annotations
@@ -25,32 +32,49 @@ from dataclasses import dataclass
 from pathlib import Path
 
 V1_ROOT = Path("/sys/fs/cgroup/pids")
+V1_MEMORY = Path("/sys/fs/cgroup/memory")
 V2_ROOT = Path("/sys/fs/cgroup")
 GROUP = "optiboard"
 PREFIX = "child-"
-# replaces itself with the real command once its pid is in the cgroup; $1 is cgroup.procs
-SHIM = 'echo $$ > "$1" || exit 125; shift; exec "$@"'
+# replaces itself with the real command once its pid is in the cgroups; $1 lists their cgroup.procs
+SHIM = 'for f in $1; do echo $$ > "$f" || exit 125; done; shift; exec "$@"'
 _counter = itertools.count()
 
 
 @dataclass(frozen=True)
 class PidsGroup:
-    """One child's cgroup folder."""
+    """One child's cgroup folder, and its memory cgroup when it has one (v2: the same folder)."""
 
     path: Path
+    memory: Path | None = None
 
     def wrap(self, argv: list[str]) -> list[str]:
         """argv run inside this cgroup from its first instruction on."""
-        return ["/bin/sh", "-c", SHIM, "sh", str(self.path / "cgroup.procs"), *argv]
+        folders = dict.fromkeys(p for p in (self.path, self.memory) if p is not None)
+        procs = " ".join(str(folder / "cgroup.procs") for folder in folders)
+        return ["/bin/sh", "-c", SHIM, "sh", procs, *argv]
 
     def limit_hit(self) -> bool:
         """True once a fork or thread start in the child was refused by pids.max."""
-        try:
-            text = (self.path / "pids.events").read_text()
-        except OSError:
+        return _count(self.path / "pids.events", "max") > 0
+
+    def out_of_memory(self) -> bool:
+        """True once the kernel OOM-killed a task of the child for passing its memory limit."""
+        if self.memory is None:
             return False
-        counts = dict(line.split() for line in text.splitlines() if line.strip())
-        return int(counts.get("max", "0")) > 0
+        v2 = self.memory == self.path  # v1 keeps memory in a hierarchy of its own
+        events = self.memory / ("memory.events" if v2 else "memory.oom_control")
+        return _count(events, "oom_kill") > 0
+
+
+def _count(path: Path, key: str) -> int:
+    """One counter of a cgroup's 'name value' lines (pids.events, memory.events, oom_control)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return 0
+    counts = dict(line.split()[:2] for line in text.splitlines() if len(line.split()) >= 2)
+    return int(counts.get(key, "0"))
 
 
 def _writable(folder: Path) -> bool:
@@ -73,10 +97,43 @@ def _parent() -> Path | None:
             parent = V2_ROOT / GROUP
             parent.mkdir(exist_ok=True)
             (parent / "cgroup.subtree_control").write_text("+pids")
+            if "memory" in controllers.read_text().split():
+                _enable_v2_memory(parent)
             return parent
     except OSError:
         return None
     return None
+
+
+def _enable_v2_memory(parent: Path) -> None:
+    try:
+        (V2_ROOT / "cgroup.subtree_control").write_text("+memory")
+        (parent / "cgroup.subtree_control").write_text("+memory")
+    except OSError:  # memory_parent() then finds no memory.max and says so
+        pass
+
+
+@functools.cache
+def _memory_parent() -> Path | None:
+    """Where the children's memory cgroups go: v1's memory hierarchy, or v2's pids folder when
+    the memory controller is enabled there; None where none can be made."""
+    parent = _parent()
+    try:
+        if (V1_MEMORY / "tasks").exists() and _writable(V1_MEMORY):
+            memory = V1_MEMORY / GROUP
+            memory.mkdir(exist_ok=True)
+            return memory
+        if parent is not None and parent.parent == V2_ROOT:
+            enabled = (parent / "cgroup.subtree_control").read_text().split()
+            return parent if "memory" in enabled else None
+    except OSError:
+        return None
+    return None
+
+
+def memory_available() -> bool:
+    """Whether GPU children get a resident-memory cgroup here."""
+    return _memory_parent() is not None
 
 
 def available() -> bool:
@@ -118,15 +175,17 @@ def _sweep(parent: Path) -> None:
 
 
 @contextmanager
-def group(max_tasks: int) -> Iterator[PidsGroup | None]:
+def group(max_tasks: int, memory_bytes: int | None = None) -> Iterator[PidsGroup | None]:
     """A fresh cgroup with pids.max = max_tasks for one child, removed afterwards; None where
-    cgroups cannot be used (the caller then relies on RLIMIT_NPROC)."""
+    cgroups cannot be used (the caller then relies on RLIMIT_NPROC). memory_bytes: also a
+    resident-memory limit (group.memory is None where no memory cgroup could be made)."""
     parent = _parent()
     if parent is None:
         yield None
         return
     _sweep(parent)
-    path = parent / f"{PREFIX}{os.getpid()}-{next(_counter)}"
+    name = f"{PREFIX}{os.getpid()}-{next(_counter)}"
+    path = parent / name
     try:
         path.mkdir()
         (path / "pids.max").write_text(str(max_tasks))
@@ -135,7 +194,35 @@ def group(max_tasks: int) -> Iterator[PidsGroup | None]:
             _remove(path, attempts=1)
         yield None
         return
+    memory = _memory_group(name, memory_bytes) if memory_bytes else None
     try:
-        yield PidsGroup(path)
+        yield PidsGroup(path, memory)
     finally:
         _remove(path)
+        if memory is not None and memory != path:
+            _remove(memory)
+
+
+def _memory_group(name: str, limit: int) -> Path | None:
+    """The child's memory cgroup with its limit (swap held at the same total), or None."""
+    parent = _memory_parent()
+    if parent is None:
+        return None
+    v2 = parent.parent == V2_ROOT
+    path = parent / name
+    try:
+        if v2:
+            (path / "memory.max").write_text(str(limit))
+            if (path / "memory.swap.max").exists():
+                (path / "memory.swap.max").write_text("0")
+            return path
+        _sweep(parent)
+        path.mkdir()
+        (path / "memory.limit_in_bytes").write_text(str(limit))
+        if (path / "memory.memsw.limit_in_bytes").exists():
+            (path / "memory.memsw.limit_in_bytes").write_text(str(limit))
+        return path
+    except OSError:
+        if not v2 and path.is_dir():
+            _remove(path, attempts=1)
+        return None

@@ -2,19 +2,39 @@
 
 run_process (children.py) waits for a child to finish; a service runs beside its parent until it
 is stopped. Both start the same way: a process group of their own, killed as a whole, and death
-with the parent (PR_SET_PDEATHSIG), so a SIGKILLed worker leaves no server or driver behind.
+with the parent (PR_SET_PDEATHSIG), so a SIGKILLed worker leaves no server or driver behind. A
+service that has children of its own to shut down (Triton's Python-backend stubs and their shared
+memory) is told with a signal it can handle (death_signal SIGTERM) rather than SIGKILL, after
+which its stubs are orphans that nobody stops (one was seen running 50 minutes later).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from backend.launch.limits import die_with_parent
+from backend.launch.limits import PR_SET_PDEATHSIG, die_with_parent
+
+
+def _dies_with_parent_by(sig: signal.Signals) -> Callable[[], None]:
+    """die_with_parent with another signal: one the child can handle to shut down cleanly."""
+    if sig == signal.SIGKILL:
+        return die_with_parent
+
+    def preexec() -> None:
+        parent = os.getppid()
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def start_service(
@@ -23,8 +43,10 @@ def start_service(
     log_path: Path | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    death_signal: signal.Signals = signal.SIGKILL,
 ) -> subprocess.Popen:
-    """Start `argv` with stdout and stderr in log_path (inherited when None).
+    """Start `argv` with stdout and stderr in log_path (inherited when None); death_signal is
+    what the child gets when its parent dies (SIGTERM for a service that shuts children down).
 
     PR_SET_PDEATHSIG is tied to the thread that starts the child: stop it from that thread too.
     """
@@ -38,7 +60,7 @@ def start_service(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=_dies_with_parent_by(death_signal),
         )
     finally:
         if log is not None:
@@ -62,15 +84,25 @@ def group_stats(group: int) -> list[list[str]]:
     return found
 
 
-def stop_service(process: subprocess.Popen, grace_s: float = 0.0, settle_s: float = 5.0) -> None:
-    """SIGTERM to the group and up to grace_s to exit (none: straight to SIGKILL), then SIGKILL
-    to whatever of the group is left, even when its leader has already exited (a crashed server
-    leaves its backend stubs), and up to settle_s until none of it runs any more."""
+def stop_service(
+    process: subprocess.Popen,
+    grace_s: float = 0.0,
+    settle_s: float = 5.0,
+    stop_signal: signal.Signals = signal.SIGTERM,
+) -> None:
+    """stop_signal to the leader alone and up to grace_s for it to exit (none: straight to
+    SIGKILL), then SIGKILL to whatever of the group is left, even when its leader has already
+    exited (a crashed server leaves its backend stubs), and up to settle_s until none of it runs.
+
+    The leader alone: a server told to stop shuts its own children down in order (Triton unloads
+    its models, each Python-backend stub exits and its shared memory is released); a signal to
+    the whole group would kill the stubs under it first.
+    """
     if process.poll() is None and grace_s > 0:
         try:
-            os.killpg(process.pid, signal.SIGTERM)
+            process.send_signal(stop_signal)
             process.wait(timeout=grace_s)
-        except (subprocess.TimeoutExpired, ProcessLookupError):
+        except subprocess.TimeoutExpired:
             pass
     try:
         os.killpg(process.pid, signal.SIGKILL)

@@ -6,12 +6,16 @@ Shared by the local worker (backend/queue/worker.py) and every cluster node
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.launch.children import run_in_child
+from backend.launch.limits import ChildLimits
 from backend.results import ConfigurationResult, ResultStatus
-from backend.specs import Configuration, Precision, SweepSpec
+from backend.specs import GPU_PROVIDERS, Configuration, Precision, SweepSpec
+
+log = logging.getLogger(__name__)
 
 
 def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
@@ -34,15 +38,29 @@ def measure_in_child(
         timeout_s=timeout_s,
         should_cancel=should_cancel,
         what=f"Configuration {config.key}",
+        limits=ChildLimits.from_settings(gpu=config.provider in GPU_PROVIDERS),
     )
     if outcome.cancelled:
         return None
     if outcome.ok:
-        return ConfigurationResult.from_dict(outcome.value)
+        result = ConfigurationResult.from_dict(outcome.value)
+        result.notes.extend(outcome.notes)
+        return result
+    error = outcome.error or "the configuration's child failed without a reason"
+    if outcome.value == "error":  # a bug's traceback: the log keeps it, the result one line
+        log.warning("configuration %s failed:\n%s", config.key, error)
+        error = error_line(error)
     return ConfigurationResult(
         config_key=config.key,
         configuration=config.to_dict(),
         status=ResultStatus.FAILED,
-        error=outcome.error,
+        error=error,
+        notes=list(outcome.notes),
         providers_requested=[config.provider],
     )
+
+
+def error_line(text: str) -> str:
+    """A traceback's last line ("RuntimeError: ..."): what went wrong, without the code path."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:500] if lines else text

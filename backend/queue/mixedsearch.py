@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from backend.engine.evidence import float_islands
+import onnx
+
 from backend.engine.layerloss import NodeLoss, from_dicts
-from backend.engine.mixed import MIN_LOSS_DB, AccuracyBound, MixedStep, greedy
+from backend.engine.mixed import MIN_LOSS_DB, AccuracyBound, MixedStep, greedy, island_candidates
 from backend.engine.profile import stored_profile
+from backend.models import library
 from backend.queue.jobs import fp32_baseline, spec_of, stored_results
-from backend.results import AccuracyReport, ConfigurationResult
+from backend.results import AccuracyReport, ConfigurationResult, StoredResult
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo.jobs import JobRow
@@ -61,11 +63,14 @@ class _Steps:
         self.job, self.run_step, self.stop = job, run_step, stop
         self.bound = AccuracyBound.parse(spec_of(job).search_bound)
         self.results: dict[tuple[str, ...], ConfigurationResult] = {}
+        self.ran = 0  # steps this search ran itself (plain INT8 is the sweep's)
+        self.errors: list[str] = []  # of those, the ones that gave no measured result
 
     def measure(self, base: Configuration, keep: tuple[str, ...], why: str) -> MixedStep:
         config = replace(base, fp32_nodes=keep)
         stored = {r.config_key: r.result for r in stored_results(self.job.id)}
         result = stored.get(config.key)
+        ran_here = result is None
         if result is None:
             if self.stop():
                 raise _Stopped("the job was cancelled")
@@ -75,8 +80,13 @@ class _Steps:
             result = self.run_step(
                 config, (done, done), f"Mixed-precision search step ({bound}): {why}."
             )
+            self.ran += result is not None
         if result is None or not result.ok or result.accuracy is None or result.latency is None:
-            raise _Stopped(f"step '{why}' gave no measured result")
+            lines = ((result.error if result else None) or "cancelled").strip().splitlines()
+            error = lines[-1] if lines else "no result"  # a traceback's last line: the error
+            if ran_here and result is not None:
+                self.errors.append(error)
+            raise _Stopped(f"step '{why}' gave no measured result: {error}")
         self.results[config.fp32_nodes] = result
         accuracy = on_evaluation_set(result)
         met = self.bound.met(accuracy)
@@ -89,17 +99,61 @@ class _Steps:
         )
 
     def islands(self, step: MixedStep) -> list[tuple[str, list[str]]]:
-        profile = stored_profile(self.results[step.fp32_nodes].telemetry)
-        if profile is None:
+        """The float islands of the step's stored profile, as nodes of its stored built graph
+        (an uploaded HardSwish is no node of it: its HardSigmoid and Mul are)."""
+        result = self.results[step.fp32_nodes]
+        profile = stored_profile(result.telemetry)
+        if profile is None or not result.optimized_sha256:
             return []
-        return [(island.op_type, sorted(island.sources)) for island in float_islands(profile)]
+        built = onnx.load(
+            str(library.artifact_path(result.optimized_sha256)), load_external_data=False
+        )
+        return island_candidates(profile, {n.name for n in built.graph.node})
+
+
+def timing_note(job: JobRow, fp32: StoredResult, steps: _Steps) -> str:
+    """The sweep's stability verdict for FP32 and the steps, which the worker timed one after
+    another as separate configurations (not interleaved), with any contention note."""
+    results = [fp32.result, *steps.results.values()]
+    unstable = [r.config_key for r in results if not r.stable]
+    settings = spec_of(job).measure
+    head = (
+        f"FP32 and the {len(steps.results)} step(s) were timed one after another, each in its "
+        "own run (not interleaved); "
+    )
+    if unstable:
+        head += (
+            f"unstable: {len(unstable)} of {len(results)} did not settle within "
+            f"{settings.stability_tolerance:.0%}; treat the verdict with care"
+        )
+    else:
+        head += (
+            f"stable: the last {settings.stable_windows} window medians of each agree within "
+            f"{settings.stability_tolerance:.0%}"
+        )
+    busy = next((n for r in results for n in r.notes if n.startswith("While this was")), None)
+    return head + (f". {busy}" if busy else ".")
+
+
+def window_spread(job: JobRow, results: list[ConfigurationResult]) -> float:
+    """The largest relative spread of any result's last window medians: how far apart two
+    numbers timed in separate runs may be by noise alone."""
+    windows = spec_of(job).measure.stable_windows
+    spreads = []
+    for result in results:
+        recent = (result.windows or [])[-windows:]
+        mean = sum(recent) / len(recent) if recent else 0.0
+        if mean > 0:
+            spreads.append(max(abs(v - mean) for v in recent) / mean)
+    return max(spreads, default=0.0)
 
 
 def run_search(
     job: JobRow, configurations: list[Configuration], run_step: RunStep, stop: Callable[[], bool]
-) -> None:
+) -> str | None:
     """Search from each plain static INT8 point of the job against its FP32 result; log the
-    measured steps and the best mix in the job's events."""
+    measured steps and the verdict against FP32 in the job's events. Gives the job's error when
+    the search ran steps and every one failed (the job must not say it succeeded), else None."""
     steps = _Steps(job, run_step, stop)
     for base in search_bases(configurations):
         fp32 = fp32_baseline(stored_results(job.id), base)
@@ -118,13 +172,14 @@ def run_search(
         except _Stopped as exc:
             job_store.log_event(job.id, f"search for {base.label} stopped: {exc}", "warning")
             continue
+        found.stability = timing_note(job, fp32, steps)
+        found.apart_noise = window_spread(job, [fp32.result, *steps.results.values()])
         for line in found.lines():
             job_store.log_event(job.id, f"search: {line}")
-        best = found.best
-        summary = (
-            f"search best for {base.label}: {', '.join(best.fp32_nodes) or 'plain INT8'} in FP32, "
-            f"p50 {best.p50_ms:.3f} ms"
-            if best
-            else f"search for {base.label}: no mix met the bound"
+        job_store.log_event(job.id, f"search for {base.label}: {found.verdict()}")
+    if steps.ran and len(steps.errors) >= steps.ran:
+        return (
+            f"the mixed-precision search ran {steps.ran} step(s) and every one failed; "
+            f"first: {steps.errors[0]}"
         )
-        job_store.log_event(job.id, summary)
+    return None

@@ -160,14 +160,15 @@ class JobRunner:
                     continue
                 if self.run_one(job, config, context, (index, len(configurations))) is None:
                     break  # cancelled while it ran
+            search_error = None
             if spec.search_bound and not self._should_stop(job.id):
-                run_search(
+                search_error = run_search(
                     job,
                     configurations,
                     lambda config, step, why: self.run_one(job, config, context, step, why),
                     lambda: self._should_stop(job.id),
                 )
-        return self._conclude(job)
+        return self._conclude(job, search_error)
 
     def _stored_path(self, sha256: str | None) -> str | None:
         return str(self.store.path_for(sha256)) if sha256 else None
@@ -213,8 +214,9 @@ class JobRunner:
         )
         return measure_in_child(task, context.timeout_s, lambda: self._should_stop(job.id))
 
-    def _conclude(self, job: JobRow) -> JobOutcome:
-        """The job's final state from its stored results (lost lease and cancel come first)."""
+    def _conclude(self, job: JobRow, search_error: str | None = None) -> JobOutcome:
+        """The job's final state from its stored results (lost lease and cancel come first);
+        a mixed-precision search whose every step failed fails the job."""
         if self.lost_lease:
             job_store.log_event(
                 job.id, "lease lost; another worker owns this job now", level="warning"
@@ -229,6 +231,9 @@ class JobRunner:
             error = f"all {len(results)} configurations failed; first: {failures[0].error}"
             self._finish(job, JobState.FAILED, error)
             return JobOutcome(JobState.FAILED, error)
+        if search_error:
+            self._finish(job, JobState.FAILED, search_error)
+            return JobOutcome(JobState.FAILED, search_error)
         self._finish(job, JobState.SUCCEEDED)
         return JobOutcome(JobState.SUCCEEDED)
 

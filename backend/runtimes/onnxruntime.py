@@ -174,17 +174,8 @@ class OnnxRuntimeRunner(Runner):
         if self.options.profile_prefix is not None:
             session_options.enable_profiling = True
             session_options.profile_file_prefix = str(self.options.profile_prefix)
-        provider_options = self._provider_options()
-        providers: list[Any] | None = [(native, provider_options)] if provider_options else [native]
-        if self.options.provider in PLUGIN_PROVIDERS:  # plugins are bound to discovered devices
-            devices = plugin_devices(ort, native)
-            session_options.add_provider_for_devices(devices, provider_options)
-            providers = None
-        elif native != "CPUExecutionProvider":
-            providers.append("CPUExecutionProvider")  # for nodes the device cannot take
-        self.session = ort.InferenceSession(
-            str(self.model_path), session_options, providers=providers
-        )
+        self._native, self._session_options = native, session_options
+        self.session = self._open(self._provider_options())
         got = self.session.get_providers()
         self.providers_used = got
         if native not in got:
@@ -194,6 +185,19 @@ class OnnxRuntimeRunner(Runner):
             )
         self._inputs = self.session.get_inputs()
         self._outputs = [o.name for o in self.session.get_outputs()]
+
+    def _open(self, provider_options: dict[str, str]) -> Any:
+        import onnxruntime as ort
+
+        native, session_options = self._native, self._session_options
+        providers: list[Any] | None = [(native, provider_options)] if provider_options else [native]
+        if self.options.provider in PLUGIN_PROVIDERS:  # plugins are bound to discovered devices
+            devices = plugin_devices(ort, native)
+            session_options.add_provider_for_devices(devices, provider_options)
+            providers = None
+        elif native != "CPUExecutionProvider":
+            providers.append("CPUExecutionProvider")  # for nodes the device cannot take
+        return ort.InferenceSession(str(self.model_path), session_options, providers=providers)
 
     def _provider_options(self) -> dict[str, str]:
         """Explicit options, then the typed CUDA or TensorRT ones the configuration carries."""
@@ -217,7 +221,12 @@ class OnnxRuntimeRunner(Runner):
             raise UnavailableError(
                 f"device-resident timing needs a GPU provider, not {self.options.provider!r}"
             )
-        return ort_cuda.DeviceBinding(self.session, feeds)
+        options = self._provider_options()
+        plain = options | {"enable_cuda_graph": "0", "cudnn_conv_algo_search": "HEURISTIC"}
+        shapes = ort_cuda.output_shapes(
+            self.session, feeds, options.get("enable_cuda_graph") == "1", lambda: self._open(plain)
+        )
+        return ort_cuda.DeviceBinding(self.session, feeds, shapes)
 
     def input_specs(self) -> list[dict[str, Any]]:
         return [

@@ -10,13 +10,14 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from backend.cudaoptions import CudaOptions
+from backend.errors import UnavailableError
 
 ORT_TYPE_TO_NUMPY = {
     "tensor(float)": np.float32,
@@ -46,58 +47,136 @@ def cuda_provider_options(cuda: CudaOptions) -> dict[str, str]:
     }
 
 
-class DeviceBinding:
-    """Inputs copied to the GPU once, outputs preallocated there: each run() is the model alone.
+def declared_output_shapes(
+    session: Any, feeds: dict[str, np.ndarray]
+) -> list[tuple[int, ...]] | None:
+    """Each output's shape from the session's metadata, its named dimensions bound by the feeds'
+    shapes (an output dim named "batch" takes the size of an input's "batch"); None when one stays
+    unknown (a dimension the graph computes), so the shapes are learned from a run instead."""
+    bound: dict[str, int] = {}
+    for spec in session.get_inputs():
+        if spec.name in feeds:
+            for dim, size in zip(spec.shape, np.shape(feeds[spec.name]), strict=False):
+                if isinstance(dim, str):
+                    bound.setdefault(dim, int(size))
+    shapes = []
+    for spec in session.get_outputs():
+        shape = []
+        for dim in spec.shape:
+            if isinstance(dim, int) and dim >= 0:
+                shape.append(dim)
+            elif isinstance(dim, str) and dim in bound:
+                shape.append(bound[dim])
+            else:
+                return None
+        shapes.append(tuple(shape))
+    return shapes
 
-    The first run lets ORT allocate the outputs to learn their shapes; later runs write into
-    fixed device buffers, which is also what CUDA graphs need (the same addresses every replay).
+
+def learn_output_shapes(
+    session: Any, feeds: dict[str, np.ndarray], device: str = "cuda", device_id: int = 0
+) -> list[tuple[int, ...]]:
+    """One run with outputs ORT allocates, for their shapes. Never on a session that captures a
+    CUDA graph: its first run is the capture, and the graph would keep these outputs' addresses."""
+    binding = session.io_binding()
+    for name, array in feeds.items():
+        binding.bind_cpu_input(name, np.ascontiguousarray(array))
+    for spec in session.get_outputs():
+        binding.bind_output(spec.name, device, device_id)
+    session.run_with_iobinding(binding)
+    return [tuple(value.shape()) for value in binding.get_outputs()]
+
+
+def output_shapes(
+    session: Any,
+    feeds: dict[str, np.ndarray],
+    graph: bool,
+    open_plain: Callable[[], Any],
+    device: str = "cuda",
+) -> list[tuple[int, ...]]:
+    """What the device buffers must hold, learned without a run on a session that captures a
+    CUDA graph (its first run is the capture): the declared shapes, else one run on a second
+    session of the same model with graphs off (open_plain). Without graphs, a run of its own."""
+    if not graph:
+        return learn_output_shapes(session, feeds, device)
+    shapes = declared_output_shapes(session, feeds)
+    if shapes is not None:
+        return shapes
+    probe = open_plain()
+    try:
+        return learn_output_shapes(probe, feeds, device)
+    finally:
+        del probe
+
+
+class DeviceBinding:
+    """Inputs and outputs in fixed buffers on the device, bound before the first run: each run()
+    is the model alone, and a CUDA graph (captured on the first run, replayed after it at the
+    same addresses) writes into the very buffers outputs() reads.
+
+    output_shapes must be known beforehand (declared_output_shapes, or learn_output_shapes on a
+    session that captures no graph): running once on another binding to learn them is what left
+    the bound outputs all zeros under graph replay on an H200. device is "cuda", or "cpu" where
+    ORT's CPU IOBinding stands in (tests).
     """
 
-    def __init__(self, session: Any, feeds: dict[str, np.ndarray], device_id: int = 0) -> None:
+    def __init__(
+        self,
+        session: Any,
+        feeds: dict[str, np.ndarray],
+        output_shapes: list[tuple[int, ...]],
+        device: str = "cuda",
+        device_id: int = 0,
+    ) -> None:
         import onnxruntime as ort
 
         self.session = session
-        self._inputs = {
-            name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), "cuda", device_id)
+        self._inputs = {  # own copies: on the CPU an OrtValue wraps the array it is given, and
+            # update_inplace would overwrite the caller's feed
+            name: ort.OrtValue.ortvalue_from_numpy(np.array(array, copy=True), device, device_id)
             for name, array in feeds.items()
         }
-        names = [o.name for o in session.get_outputs()]
-        first = self._binding()
-        for name in names:
-            first.bind_output(name, "cuda", device_id)
-        session.run_with_iobinding(first)
+        specs = session.get_outputs()
+        if len(specs) != len(output_shapes):
+            raise ValueError(f"{len(output_shapes)} output shapes for {len(specs)} outputs")
         self._outputs = [
             ort.OrtValue.ortvalue_from_shape_and_type(
-                value.shape(), ORT_TYPE_TO_NUMPY[value.data_type()], "cuda", device_id
+                list(shape), _numpy_type(spec.name, spec.type), device, device_id
             )
-            for value in first.get_outputs()
+            for spec, shape in zip(specs, output_shapes, strict=True)
         ]
-        self.binding = self._binding()
-        for name, value in zip(names, self._outputs, strict=True):
-            self.binding.bind_ortvalue_output(name, value)
-
-    def _binding(self) -> Any:
-        binding = self.session.io_binding()
+        self.binding = session.io_binding()
         for name, value in self._inputs.items():
-            binding.bind_ortvalue_input(name, value)
-        return binding
+            self.binding.bind_ortvalue_input(name, value)
+        for spec, value in zip(specs, self._outputs, strict=True):
+            self.binding.bind_ortvalue_output(spec.name, value)
 
     def run(self) -> None:
-        """One inference on device-resident data; returns once the GPU has finished it."""
+        """One inference on device-resident data; returns once the device has finished it."""
         self.session.run_with_iobinding(self.binding)
         self.binding.synchronize_outputs()
 
     def outputs(self) -> list[np.ndarray]:
-        """The last run's outputs copied to the host (for the accuracy check, never timed)."""
-        return [value.numpy() for value in self._outputs]
+        """The bound outputs copied to the host (for the accuracy check, never timed); a copy
+        also on the CPU, where numpy() is a view the next run overwrites."""
+        return [np.array(value.numpy(), copy=True) for value in self._outputs]
 
     def infer(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """Run on new inputs written into the same device buffers (a CUDA graph replays the
+        """Run on new inputs written into the bound input buffers (a CUDA graph replays the
         captured addresses, so a plain session.run would not see new inputs)."""
         for name, array in feeds.items():
             self._inputs[name].update_inplace(np.ascontiguousarray(array))
         self.run()
         return self.outputs()
+
+
+def _numpy_type(name: str, ort_type: str) -> Any:
+    if ort_type not in ORT_TYPE_TO_NUMPY:
+        raise UnavailableError(
+            f"Output {name!r} is {ort_type}, which device-resident timing cannot bind; "
+            "time this model end to end."
+        )
+    return ORT_TYPE_TO_NUMPY[ort_type]
 
 
 @contextmanager

@@ -14,16 +14,9 @@ from backend.models import library
 from backend.records import get_job
 from backend.reporting.text import table
 from backend.results import StoredResult
+from backend.serving.confirm import ServedFile, served_variants, triton_confirm
 from backend.serving.export import Device, ServingTarget, export_repository, parse_config
-from backend.serving.recommend import (
-    Evidence,
-    Recommendation,
-    ServedFile,
-    recommend,
-    recommendation_grid,
-    served_variants,
-    triton_confirm,
-)
+from backend.serving.recommend import Evidence, Recommendation, recommend, recommendation_grid
 from backend.serving.types import (
     BatchingPolicy,
     LoadSpec,
@@ -33,10 +26,20 @@ from backend.serving.types import (
 )
 from storage.repo import results as result_store
 
-EVIDENCE_HEADERS = ["configuration", "rate under bound", "p50 ms", "p99 ms", "mean batch", "source"]
+EVIDENCE_HEADERS = [
+    "configuration",
+    "rate under bound",
+    "p50 ms",
+    "p99 ms",
+    "predicted p99 ms",
+    "mean batch",
+    "source",
+]
 
 
 def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
+    """One row per configuration; a measured row's predicted p99 is the simulation's at the
+    rate really measured, beside the measured p99 (a predicted row's is its own p99)."""
     shown = rec.ranked[:top]
     if rec.default is not None and rec.default.candidate not in {e.candidate for e in shown}:
         shown.append(rec.default)
@@ -46,6 +49,7 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
             f"{e.rate_rps:.0f}",
             f"{e.point.latency.p50:.2f}",
             f"{e.point.latency.p99:.2f}",
+            f"{(e.expected or e.predicted).latency.p99:.2f}",
             f"{e.point.mean_batch:.1f}",
             _source(e),
         ]
@@ -60,7 +64,10 @@ def _source(evidence: Evidence) -> str:
     if measured.generator_saturated:
         return "measured (client saturated)"
     verdict = "" if measured.stable else ", unstable windows"
-    return f"measured at {measured.spec.target_rps or 0:.0f} req/s{verdict}"
+    rate = f"measured at {measured.spec.target_rps or 0:.0f} req/s"
+    if evidence.share < 0.99:  # compared only with rates measured at the same share
+        rate += f" ({evidence.share:.0%} of {evidence.asked_rps:.0f} asked: generator fell back)"
+    return rate + verdict
 
 
 def job_files(

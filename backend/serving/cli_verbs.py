@@ -10,6 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
+from backend.auth.audit import Action, audited
+from backend.auth.cli import cli_principal
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.errors import UserError
 from backend.models import library
@@ -187,37 +189,39 @@ def _variants(model_id: int, names: list[str]) -> list:
 
 
 def cmd_serve_submit(args: argparse.Namespace) -> int:
-    """Queue a serving study; the worker starts Triton for each variant x policy and measures."""
+    """Queue a serving study; the worker starts Triton for each variant x policy and measures.
+    Audited as `cli:<os user>` like a sweep's `submit` (a refused study is recorded `failed`)."""
     from backend.serving.study import ServingStudy, submit_study
 
-    policies = [
-        BatchingPolicy(
-            max_batch_size=args.max_batch_size,
-            dynamic_batching=not args.no_dynamic_batching,
-            preferred_batch_sizes=tuple(_numbers(args.preferred, int, "--preferred")),
-            max_queue_delay_us=delay,
-            instance_count=count,
-            preserve_ordering=args.preserve_ordering,
+    with audited(cli_principal(), Action.SUBMIT, f"model {args.model}", kind="serving"):
+        policies = [
+            BatchingPolicy(
+                max_batch_size=args.max_batch_size,
+                dynamic_batching=not args.no_dynamic_batching,
+                preferred_batch_sizes=tuple(_numbers(args.preferred, int, "--preferred")),
+                max_queue_delay_us=delay,
+                instance_count=count,
+                preserve_ordering=args.preserve_ordering,
+            )
+            for delay in _numbers(args.delay_us, int, "--delay-us") or [0]
+            for count in _numbers(args.instances, int, "--instances") or [1]
+        ]
+        study = ServingStudy(
+            variants=tuple(_variants(args.model, args.variant)),
+            policies=tuple(policies),
+            loads=tuple(specs_of(args)),
+            slo_p99_ms=args.slo,
+            measure=args.preset,
+            dims=tuple(_dims(args.dim).items()),
+            intra_op_threads=args.threads or 0,
+            provider=ServingProvider(args.provider),
         )
-        for delay in _numbers(args.delay_us, int, "--delay-us") or [0]
-        for count in _numbers(args.instances, int, "--instances") or [1]
-    ]
-    study = ServingStudy(
-        variants=tuple(_variants(args.model, args.variant)),
-        policies=tuple(policies),
-        loads=tuple(specs_of(args)),
-        slo_p99_ms=args.slo,
-        measure=args.preset,
-        dims=tuple(_dims(args.dim).items()),
-        intra_op_threads=args.threads or 0,
-        provider=ServingProvider(args.provider),
-    )
-    job = submit_study(args.model, study, label=args.label)
-    print(
-        f"queued job {job.id}: {study.point_count} load points over "
-        f"{len(study.variants) * len(study.policies)} server configurations; "
-        f"follow it with `optiboard show {job.id} --log` or on the Serve page (?study={job.id})"
-    )
+        job = submit_study(args.model, study, label=args.label)
+        print(
+            f"queued job {job.id}: {study.point_count} load points over "
+            f"{len(study.variants) * len(study.policies)} server configurations; "
+            f"follow it with `optiboard show {job.id} --log` or on the Serve page (?study={job.id})"
+        )
     return 0
 
 

@@ -3,25 +3,29 @@
 A configuration is a variant (precision x provider, with its measured latency curve) and a
 batching policy. Each is scored by the highest Server (Poisson) rate at which its predicted p99
 stays within the bound; the best few are then measured through an injected `confirm` callable
-(the real Triton server), and the answer is phrased like Model Analyzer's summary.
+(the real Triton server, confirm.py), and the answer is phrased like Model Analyzer's summary.
+
+Like with like: a confirmation measures a configuration at its own predicted rate, or lower when
+the load generator could not offer it (confirm.GENERATOR_STEPS). Two measured rates are compared
+only when both ran at the same share of their asked rate (a rate the generator fell back to
+says nothing of the server's limit); otherwise the answer says they are not compared, and the
+confirmed configurations keep the order of their predictions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from backend.errors import UserError
 from backend.serving.ranking import policy_grid
-from backend.serving.simulate import RANKING_REQUESTS, simulate
+from backend.serving.simulate import RANKING_REQUESTS, SIMULATED_REQUESTS, simulate
 from backend.serving.types import (
     BatchingPolicy,
     LatencyCurve,
     LoadPoint,
     LoadSpec,
     Scenario,
-    ServingProvider,
 )
 from backend.specs import Precision
 
@@ -31,8 +35,6 @@ CONFIRM_TOP = 3
 # real server as in a longer simulation.
 CONFIRM_HEADROOM = 0.9
 CONFIRM_DURATION_S = 5.0
-GENERATOR_STEPS = (1.0, 0.6, 0.36, 0.2)  # fractions of a confirming rate to fall back to
-CURVE_SIZES = (1, 4, 16)  # measured through the server; the simulation interpolates between
 
 
 @dataclass(frozen=True)
@@ -76,80 +78,6 @@ class Trial:
 Confirm = Callable[[Trial], LoadPoint]
 
 
-def triton_confirm(
-    dims: dict[str, int] | None = None, intra_op_threads: int | None = None
-) -> Confirm:
-    """A `confirm` that measures the trial on the real Triton server: the server is started
-    with the trial's policy and the Server load is run; when the load generator cannot offer
-    that rate (a measurement of the client, not of the server), lower rates are tried on the
-    same server (GENERATOR_STEPS), and the point says which rate was really measured."""
-
-    def measure(trial: Trial) -> LoadPoint:
-        from backend.serving.loadgen import run_load_in_child  # the server side, when installed
-        from backend.serving.server import serve
-
-        path = trial.candidate.variant.model_path
-        if not path:
-            raise UserError("This variant has no model file to serve; confirm needs one.")
-        policy, load = trial.candidate.policy, trial.load
-        provider = ServingProvider(trial.candidate.variant.provider)
-        with serve(
-            Path(path), policy, dims=dims, intra_op_threads=intra_op_threads, provider=provider
-        ) as server:
-            for step in GENERATOR_STEPS:
-                rate = (load.target_rps or 0.0) * step
-                spec = replace(load, target_rps=rate) if load.target_rps else load
-                point = run_load_in_child(server.endpoint, spec)
-                if not point.generator_saturated or not load.target_rps:
-                    break
-        return point
-
-    return measure
-
-
-@dataclass(frozen=True)
-class ServedFile:
-    """A variant to serve: its precision and provider, and the ONNX file the server loads."""
-
-    precision: str
-    provider: str
-    path: Path
-
-
-def served_variants(
-    files: list[ServedFile],
-    batch_sizes: tuple[int, ...] = CURVE_SIZES,
-    *,
-    dims: dict[str, int] | None = None,
-    intra_op_threads: int | None = None,
-    two_instances: bool = True,
-    delay_probe_us: int = 0,
-) -> list[Variant]:
-    """Each file's curve and per-request costs measured through the real server
-    (serving.calibrate), so the predictions are of that server, not of an in-process sweep.
-    delay_probe_us > 0 also measures how late a held batch leaves (for policies with a delay)."""
-    from backend.serving.calibrate import calibrate_on_server  # the server side, when installed
-
-    return [
-        Variant(
-            f.precision,
-            f.provider,
-            calibrate_on_server(
-                f.path,
-                batch_sizes,
-                requests_per_size=10,
-                dims=dims,
-                intra_op_threads=intra_op_threads,
-                two_instances=two_instances,
-                delay_probe_us=delay_probe_us,
-                provider=ServingProvider(f.provider),
-            ).curve,
-            str(f.path),
-        )
-        for f in files
-    ]
-
-
 @dataclass(frozen=True)
 class Evidence:
     """A candidate's best rate under the bound, predicted and (for the best few) measured."""
@@ -158,6 +86,25 @@ class Evidence:
     rate_rps: float  # highest predicted Server rate meeting the bound; 0 when none does
     predicted: LoadPoint  # at rate_rps (or at the lightest probed rate when none meets)
     measured: LoadPoint | None = None
+    asked_rps: float = 0.0  # the Server rate the confirmation asked for
+    expected: LoadPoint | None = None  # the prediction at the load really measured
+
+    @property
+    def share(self) -> float:
+        """The share of the asked rate the measurement ran at (1.0: as asked; less: the load
+        generator fell back to a lower rate); 1.0 when nothing was measured."""
+        if self.measured is None or not self.asked_rps:
+            return 1.0
+        return round((self.measured.spec.target_rps or 0.0) / self.asked_rps, 2)
+
+    @property
+    def basis(self) -> str:
+        """How its rate was obtained, in words; two rates are compared only on the same basis."""
+        if self.measured is None:
+            return "predicted"
+        if self.measured.generator_saturated:
+            return "measured with the load generator behind"
+        return f"measured at {self.share:.0%} of the rate asked"
 
     @property
     def point(self) -> LoadPoint:
@@ -225,10 +172,18 @@ def best_rate(candidate: Candidate, slo_p99_ms: float, seed: int = 0) -> Evidenc
     return Evidence(candidate, low, best)
 
 
+def comparable(first: Evidence, second: Evidence) -> bool:
+    """Rates obtained the same way: both predicted, or both measured at the same share of their
+    asked rate with the load generator keeping up (then each is its own server's)."""
+    saturated = "load generator behind" in first.basis
+    return first.basis == second.basis and not saturated
+
+
 def _beats(default: Evidence, best: Evidence, slo_p99_ms: float, min_rps: float) -> bool:
-    """The measured default meets the bound at a higher measured rate than the pick."""
+    """The measured default meets the bound at a higher rate than the pick, measured alike."""
     return (
         default.measured is not None
+        and comparable(default, best)
         and default.meets(slo_p99_ms, min_rps)
         and default.point.achieved_rps > best.point.achieved_rps
     )
@@ -294,6 +249,11 @@ def _sentence(rec: Recommendation, default_label: str) -> str:
                 f"where the default ({default_label}) missed it "
                 f"(p99 {base.latency.p99:.1f} ms at {base.achieved_rps:.0f} req/s)"
             )
+        elif not comparable(rec.best, default):
+            versus = (
+                f"and the default ({default_label}) met it at {base.achieved_rps:.0f} req/s; "
+                f"not compared, the pick {rec.best.basis} and the default {default.basis}"
+            )
         elif base.achieved_rps:
             gain = (rate / base.achieved_rps - 1) * 100
             more = "more" if gain >= 0 else "less"
@@ -309,15 +269,11 @@ def _generator_note(rec: Recommendation) -> str:
     measured = next((e for e in rec.ranked if e.measured is not None), None)
     unique = {id(e): e for e in (rec.best, rec.default, measured) if e is not None}
     short = [
-        e
-        for e in unique.values()
-        if e is not None
-        and e.measured is not None
-        and (e.measured.spec.target_rps or 0) < e.rate_rps * CONFIRM_HEADROOM * 0.99
+        e for e in unique.values() if e is not None and e.measured is not None and e.share < 0.99
     ]
     if not short:
         return ""
-    asked = ", ".join(f"{e.rate_rps * CONFIRM_HEADROOM:.0f}" for e in short)
+    asked = ", ".join(f"{e.asked_rps:.0f}" for e in short)
     return (
         f" (the load generator could not offer the predicted {asked} req/s on this host, so a "
         "lower rate was measured)"
@@ -328,8 +284,16 @@ def _confirm(evidence: Evidence, confirm: Confirm, seed: int, duration_s: float)
     """Measure a candidate at its predicted rate on the real server."""
     rate = (evidence.rate_rps or evidence.predicted.spec.target_rps or 1.0) * CONFIRM_HEADROOM
     load = LoadSpec(Scenario.SERVER, target_rps=rate, duration_s=duration_s, seed=seed)
-    measured = confirm(Trial(evidence.candidate, load))
-    return Evidence(evidence.candidate, evidence.rate_rps, evidence.predicted, measured)
+    candidate = evidence.candidate
+    measured = confirm(Trial(candidate, load))
+    expected = simulate(  # the prediction at the rate and with the senders really measured
+        candidate.variant.curve,
+        measured.spec,
+        candidate.policy,
+        requests=SIMULATED_REQUESTS,
+        senders=measured.generator_processes,
+    )
+    return Evidence(candidate, evidence.rate_rps, evidence.predicted, measured, rate, expected)
 
 
 def recommend(
@@ -357,7 +321,8 @@ def recommend(
     if confirm is not None:
         top = [_confirm(e, confirm, seed, confirm_duration_s) for e in top]
         measurements = len(top)
-    top.sort(key=lambda e: (not e.meets(slo_p99_ms, min_rps), -e.point.achieved_rps))
+    # confirmed or not, by prediction: measured rates from different generator steps do not rank
+    top.sort(key=lambda e: (not e.meets(slo_p99_ms, min_rps), -e.rate_rps))
     best = top[0] if top and top[0].meets(slo_p99_ms, min_rps) else None
     default = None
     closest = None

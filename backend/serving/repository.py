@@ -13,9 +13,12 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
 
 from backend.engine.inputs import specs_of_model
 from backend.errors import UserError
@@ -169,15 +172,17 @@ def _output_dims(spec: dict, dims: dict[str, int]) -> dict[str, int]:
     return {**unknown, **{k: v for k, v in dims.items() if k in unknown}}
 
 
-def _tensor_block(kind: str, tensors: tuple[TensorSpec, ...]) -> str:
-    blocks = [
-        f'  {{\n    name: "{t.name}"\n    data_type: TYPE_{t.triton_type}\n'
-        f"    dims: [ {', '.join(str(d) for d in t.dims) or '1'} ]\n"
-        + ("    reshape: { shape: [ ] }\n" if not t.dims else "")
-        + "  }"
-        for t in tensors
-    ]
-    return f"{kind} [\n" + ",\n".join(blocks) + "\n]\n"
+def _add_tensors(field: Any, tensors: tuple[TensorSpec, ...]) -> None:
+    """Each tensor as a message of the repeated `field` (ModelInput or ModelOutput): its name
+    is a string field, whatever characters it holds."""
+    for t in tensors:
+        message = field.add(
+            name=t.name,
+            data_type=model_config_pb2.DataType.Value(f"TYPE_{t.triton_type}"),
+            dims=list(t.dims) or [1],
+        )
+        if not t.dims:  # a scalar travels as [1] and reaches the model reshaped to []
+            message.reshape.SetInParent()
 
 
 @dataclass(frozen=True)
@@ -189,64 +194,64 @@ class Deployment:
     trt_precision: str | None = None
 
 
-def _dynamic_batching(served: ServedModel) -> str:
+def _dynamic_batching(config: model_config_pb2.ModelConfig, served: ServedModel) -> None:
     policy = served.policy
     if not (served.max_batch_size and policy.dynamic_batching):
-        return ""
-    preferred = ", ".join(str(size) for size in policy.preferred_batch_sizes)
-    return (
-        "dynamic_batching {\n"
-        + (f"  preferred_batch_size: [ {preferred} ]\n" if preferred else "")
-        + f"  max_queue_delay_microseconds: {policy.max_queue_delay_us}\n"
-        + f"  preserve_ordering: {str(policy.preserve_ordering).lower()}\n"
-        + "}\n"
-    )
+        return
+    batching = config.dynamic_batching
+    batching.SetInParent()  # present even when every field keeps its default
+    batching.preferred_batch_size.extend(policy.preferred_batch_sizes)
+    batching.max_queue_delay_microseconds = policy.max_queue_delay_us
+    batching.preserve_ordering = policy.preserve_ordering
 
 
-def _accelerator(deployment: Deployment) -> str:
+def _accelerator(config: model_config_pb2.ModelConfig, deployment: Deployment) -> None:
     if not (deployment.gpu and deployment.trt_precision):
-        return ""
-    return (
-        "optimization { execution_accelerators { gpu_execution_accelerator : [ {\n"
-        '  name : "tensorrt"\n'
-        f'  parameters {{ key: "precision_mode" value: "{deployment.trt_precision}" }}\n'
-        "} ] } }\n"
-    )
+        return
+    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
+    tensorrt = accelerators.add(name="tensorrt")
+    tensorrt.parameters["precision_mode"] = deployment.trt_precision
+
+
+def model_config(
+    served: ServedModel, deployment: Deployment | None = None
+) -> model_config_pb2.ModelConfig:
+    """Triton's ModelConfig for the local Python-backend model, or with a Deployment the
+    onnxruntime one. A message, never text: a tensor name is a string field, so a crafted name
+    (quotes, braces, a `parameters` block) stays that name and adds nothing to the config.
+
+    The tensors, max_batch_size, dynamic_batching block and instance count are set by the same
+    lines either way.
+    """
+    config = model_config_pb2.ModelConfig(name=served.name, max_batch_size=served.max_batch_size)
+    if deployment is not None:
+        config.platform = "onnxruntime_onnx"
+    else:
+        config.backend = "python"
+    _add_tensors(config.input, served.inputs)
+    _add_tensors(config.output, served.outputs)
+    group = config.instance_group.add(count=served.policy.instance_count)
+    if deployment is not None:
+        group.kind = group.KIND_GPU if deployment.gpu else group.KIND_CPU
+    elif served.provider is ServingProvider.CUDA:  # pinned to GPU 0, the one the provider opens
+        group.kind = group.KIND_GPU
+        group.gpus.append(0)
+    else:
+        group.kind = group.KIND_CPU
+    _dynamic_batching(config, served)
+    if deployment is None:  # the Python backend reads its ONNX Runtime settings from here
+        config.parameters["intra_op_threads"].string_value = str(served.intra_op_threads)
+        config.parameters["provider"].string_value = str(served.provider)
+        if served.provider is ServingProvider.CUDA:
+            config.parameters["cudnn_conv_algo_search"].string_value = CUDA_CONV_ALGO_SEARCH
+    else:
+        _accelerator(config, deployment)
+    return config
 
 
 def config_text(served: ServedModel, deployment: Deployment | None = None) -> str:
-    """config.pbtxt: the local Python-backend model, or with a Deployment the onnxruntime one.
-
-    The tensors, max_batch_size, dynamic_batching block and instance count are written by the
-    same lines either way; Triton validates the text when it loads it, export.py before it zips.
-    """
-    if deployment is not None:
-        kind = "KIND_GPU" if deployment.gpu else "KIND_CPU"
-    else:  # the local server pins its CUDA instances to GPU 0, the one the provider opens
-        kind = "KIND_GPU gpus: [ 0 ]" if served.provider is ServingProvider.CUDA else "KIND_CPU"
-    lines = [
-        f'name: "{served.name}"\n',
-        'platform: "onnxruntime_onnx"\n' if deployment else 'backend: "python"\n',
-        f"max_batch_size: {served.max_batch_size}\n",
-        _tensor_block("input", served.inputs),
-        _tensor_block("output", served.outputs),
-        f"instance_group [ {{ count: {served.policy.instance_count} kind: {kind} }} ]\n",
-        _dynamic_batching(served),
-    ]
-    if deployment is None:  # the Python backend reads its ONNX Runtime settings from here
-        lines.append(
-            'parameters: { key: "intra_op_threads" '
-            f'value: {{ string_value: "{served.intra_op_threads}" }} }}\n'
-            f'parameters: {{ key: "provider" value: {{ string_value: "{served.provider}" }} }}\n'
-        )
-        if served.provider is ServingProvider.CUDA:
-            lines.append(
-                'parameters: { key: "cudnn_conv_algo_search" '
-                f'value: {{ string_value: "{CUDA_CONV_ALGO_SEARCH}" }} }}\n'
-            )
-    else:
-        lines.append(_accelerator(deployment))
-    return "".join(lines)
+    """config.pbtxt: model_config printed by protobuf's text format (Triton parses it back)."""
+    return text_format.MessageToString(model_config(served, deployment))
 
 
 def write_repository(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import signal
 import socket
 import subprocess
 import tempfile
@@ -28,6 +30,11 @@ from backend.serving.repository import ServedModel, TensorSpec, plan_model, writ
 from backend.serving.types import BatchingPolicy, ServingProvider
 
 SETUP = "run scripts/setup-triton"
+SHM_FOLDER = Path("/dev/shm")
+# Each server names its Python backend's shared memory regions (Triton's default prefix is one
+# for every server on the host): the regions a server leaves behind are then known and removed.
+SHM_PREFIX = "optiboard_triton_"
+STOP_GRACE_S = 10.0  # for Triton to unload its models and end its stubs, then SIGKILL
 _LOG_LINE = re.compile(r"^([EWI])\d{4} [\d:.]+\s+\d+\s+\S+\]\s*(.*)$")
 # triton_model.py.txt prints both
 _PROVIDERS = re.compile(r"optiboard session providers: (\S+)")
@@ -137,6 +144,7 @@ class TritonServer:
         self.process: subprocess.Popen | None = None
         self.session_providers: tuple[str, ...] = ()
         self.session_options: tuple[str, ...] = ()
+        self.shm_prefix = f"{SHM_PREFIX}{secrets.token_hex(6)}_"
 
     @property
     def endpoint(self) -> ServerEndpoint:
@@ -170,8 +178,10 @@ class TritonServer:
             "--strict-readiness=true",
             "--exit-on-error=true",
             "--disable-auto-complete-config",
-            "--exit-timeout-secs=1",  # then stop() kills what is left of the group
+            # under STOP_GRACE_S, after which stop() kills what is left of the group
+            "--exit-timeout-secs=5",
             "--log-verbose=0",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
 
     def start(self, repository: Path, timeout_s: float) -> None:
@@ -180,6 +190,7 @@ class TritonServer:
             log_path=self.log_path,
             env=self.environment.env(),
             cwd=self.workdir,
+            death_signal=signal.SIGTERM,  # a dying parent: Triton still unloads and ends stubs
         )
         self._wait_ready(timeout_s)
 
@@ -228,10 +239,18 @@ class TritonServer:
         with urllib.request.urlopen(url, timeout=5) as response:
             return json.loads(response.read())["model_stats"][0]
 
+    def shm_regions(self) -> list[Path]:
+        """The shared memory regions this server's Python backend has in /dev/shm now."""
+        return sorted(SHM_FOLDER.glob(f"{self.shm_prefix}*"))
+
     def stop(self) -> None:
-        """SIGTERM to the process group (server and backend stubs), SIGKILL after 10 s."""
+        """SIGTERM to tritonserver, which unloads its models and ends their stubs; SIGKILL to
+        what is left of its group after STOP_GRACE_S; then its shared memory regions removed
+        (a stub killed mid-way, or a server that crashed, leaves them)."""
         if self.process is not None:
-            stop_service(self.process, grace_s=10)
+            stop_service(self.process, grace_s=STOP_GRACE_S)
+        for region in self.shm_regions():
+            region.unlink(missing_ok=True)
 
 
 @contextmanager

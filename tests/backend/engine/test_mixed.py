@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,54 @@ def test_search_keeps_the_bad_layer_in_fp32_and_meets_the_bound(tmp_path: Path) 
     assert all(step.p50_ms > 0 for step in found.steps)
     later = found.steps[found.steps.index(best) + 1 :]
     assert not any(s.meets and s.p50_ms < best.p50_ms * (1 - mixed.MIN_GAIN) for s in later)
-    assert len(found.lines()) == len(found.steps) + 1
+    assert len(found.lines()) == len(found.steps) + 2  # FP32, the steps, the timing verdict
+
+
+def test_plain_fp32_is_a_candidate_timed_interleaved_with_the_steps_and_the_verdict_says_so(
+    tmp_path: Path,
+) -> None:
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    found = mixed.search(source, mixed.AccuracyBound.parse("cosine=0.99"), tmp_path / "w", QUICK)
+    timing = found.timing
+    assert timing is not None and mixed.FP32 in timing.timed
+    assert set(timing.timed) == {mixed.FP32} | {found.key(s) for s in found.steps}
+    assert found.fp32_p50_ms == timing.timed[mixed.FP32].p50_ms
+    for step in found.steps:  # every p50 shown comes from the interleaved loop
+        assert step.p50_ms == timing.timed[found.key(step)].p50_ms
+    rounds = {len(t.window_p50_ms) for t in timing.timed.values()}
+    assert rounds == {timing.rounds}  # one window of each candidate per round
+    verdict_line = found.lines()[-1]
+    assert verdict_line.startswith("timed interleaved: ")
+    stable = f"; stable: the last {QUICK.stable_windows} window medians of each agree"
+    assert (stable in verdict_line) == timing.stable
+    best = found.best
+    assert best is not None
+    speed, noise = found.fp32_p50_ms / best.p50_ms, found.noise(best)
+    assert noise >= max(mixed.MIN_GAIN, timing.noise(mixed.FP32, found.key(best)))
+    verdict = found.verdict()
+    if speed > 1 + noise:
+        assert verdict.startswith(f"best: {best.name}, ") and "faster than FP32" in verdict
+    elif speed < 1 - noise:
+        assert verdict.startswith("best: FP32, ") and f"ran at {speed:.2f}x FP32's speed" in verdict
+    else:
+        assert verdict.startswith("no clear winner: ") and "within this run's noise" in verdict
+    assert "in FP32, p50" not in verdict  # the old 'best: plain INT8 in FP32' wording
+
+
+def test_mixed_from_the_cli_takes_dim_for_a_transformer(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    encoder = model_factory.make_transformer(d_model=16, heads=2, vocab=30)
+    model = ingest_file(model_factory.save(encoder, tmp_path / "enc.onnx"), "enc.onnx")
+    assert cli.main(["mixed", str(model.id), "--quick"]) == 2
+    assert "symbolic dimension 'seq'" in capsys.readouterr().err  # refused before any step
+    assert cli.main(["mixed", str(model.id), "--quick", "--dim", "sequence=8"]) == 2
+    assert "no symbolic dimension 'sequence'" in capsys.readouterr().err
+    code = cli.main(["mixed", str(model.id), "--quick", "--dim", "seq=8", "--bound", "cosine=0.9"])
+    out = capsys.readouterr().out
+    assert code in (0, 1) and "step 0: 0 node(s) in FP32" in out
+    assert "timed interleaved: " in out
+    assert any(line.startswith(("best: ", "no clear winner: ")) for line in out.splitlines())
 
 
 @pytest.mark.parametrize("text", ["cosine", "cosine=2", "f1=0.9", "top1=abc"])
@@ -80,6 +128,11 @@ def test_mixed_command_queues_the_best_mix_which_joins_the_results_as_its_own_se
     assert configs[2].fp32_nodes == spec.fp32_nodes and configs[2].profile
     names = {series_name(job.id, "bad", c) for c in configs}
     assert len(names) == 3  # plain INT8 and the mix are two different series
+    from backend.auth.audit import recent
+
+    who = f"cli:{getpass.getuser()}"
+    rows = [(e.actor, e.action, e.target, e.outcome, e.detail) for e in recent()]
+    assert rows[0] == (who, "submit", f"model {model.id}", "ok", {"via": "mixed --submit"})
 
 
 def test_the_engine_alone_refuses_submit_before_searching_and_queues_nothing(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from backend.launch.services import group_stats, start_service, stop_service
@@ -32,3 +33,62 @@ def test_a_stop_with_grace_ends_a_running_leader_and_its_children() -> None:
     assert len(_running(leader.pid)) == 3
     stop_service(leader, grace_s=2)
     assert leader.returncode is not None and _running(leader.pid) == []
+
+
+def _until(condition: Callable[[], object], timeout_s: float = 10) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return bool(condition())
+
+
+def test_a_graceful_stop_signals_the_leader_alone_so_it_ends_its_children_itself(
+    tmp_path: Path,
+) -> None:
+    """As tritonserver unloads its models and ends its stubs on SIGTERM: a SIGTERM to the whole
+    group would reach the stubs first (their shared memory then stayed in /dev/shm)."""
+    got_term, stopped = tmp_path / "child-got-term", tmp_path / "leader-stopped"
+    child = f"trap 'touch {got_term}; exit 0' TERM; while true; do sleep 0.05; done"
+    leader = start_service(
+        [
+            "sh",
+            "-c",
+            # a moment before it ends the child: time for a stray SIGTERM to reach the child
+            f'sh -c "{child}" & c=$!; '
+            f"trap 'sleep 0.5; kill -USR1 $c; touch {stopped}; exit 0' TERM; wait",
+        ]
+    )
+    assert _until(lambda: len(_running(leader.pid)) >= 2)
+    stop_service(leader, grace_s=5)
+    assert stopped.exists() and leader.returncode == 0  # the leader handled it and exited
+    assert not got_term.exists()  # its child was ended by the leader, not by our signal
+    assert _running(leader.pid) == []
+
+
+def test_a_service_told_to_die_by_sigterm_gets_it_when_its_parent_is_killed(
+    tmp_path: Path,
+) -> None:
+    """A SIGKILLed worker: its Triton gets a signal it can handle (and then ends its stubs)."""
+    import signal
+    import subprocess
+    import sys
+
+    told = tmp_path / "told"
+    trapped = f"trap 'touch {told}; exit 0' TERM; while true; do sleep 0.05; done"
+    script = (
+        "import signal, sys, time\n"
+        "from backend.launch.services import start_service\n"
+        f"p = start_service(['sh', '-c', {trapped!r}], death_signal=signal.SIGTERM)\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE)
+    try:
+        group = int(parent.stdout.readline())
+        assert _until(lambda: len(_running(group)) >= 1)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    assert _until(told.exists), _running(group)
+    assert _until(lambda: _running(group) == []), _running(group)

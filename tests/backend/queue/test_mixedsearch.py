@@ -3,6 +3,7 @@ on a model with one layer that quantizes badly by construction (tests/evidence_m
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +12,12 @@ import pytest
 from backend.errors import UserError
 from backend.models.ingest import ingest_file
 from backend.queue import calibration, jobs, progress
-from backend.queue.worker import JobRunner
+from backend.queue.mixedsearch import run_search
+from backend.queue.worker import JobRunner, SweepContext
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 from storage.repo import jobs as job_store
 from storage.states import JobState
-from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
+from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp, torch_names
 from tests.models import save
 
 
@@ -49,7 +51,11 @@ def test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound(
     # the bound is checked on the evaluation set (12 real samples), not the random inputs
     step0 = next(m for m in events if "step 0:" in m)
     assert f"cosine {plain.evaluation.cosine_similarity:.4f}" in step0
-    assert any(m.startswith("search best for") and BAD_LAYER in m for m in events)
+    verdict = next(m for m in events if m.startswith("search for ") and "FP32" in m)
+    assert BAD_LAYER in verdict  # the best mix, named whether or not it beat FP32
+    assert any(
+        m.startswith("search: FP32 and the ") and "timed one after another" in m for m in events
+    )
     finished = jobs.get_job(job.id)
     assert finished.progress_done == finished.progress_total == len(stored)
     _, rows = progress.configuration_progress(finished)
@@ -73,3 +79,68 @@ def test_a_search_without_a_bound_or_int8_is_refused_in_one_sentence(
 def test_the_search_bound_survives_the_optimize_link() -> None:
     spec = SweepSpec(precisions=("fp32", "int8_static"), search_bound="top1=0.98")
     assert jobs.spec_from_query(jobs.spec_to_query(spec)) == spec
+
+
+LONG = "/encoder/" + "layer.0/attention/output/dense/" * 10  # a 300-character torch scope
+
+
+def test_a_search_on_a_model_with_long_node_names_stores_its_steps(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Node names go into the configuration's key; the files the step leaves are named by a
+    short hash of it, not by the key (OSError: [Errno 36] File name too long)."""
+    named = torch_names(make_bad_layer_mlp(), LONG)
+    model = ingest_file(save(named, tmp_path / "long.onnx"), "long.onnx")
+    spec = SweepSpec(
+        precisions=(Precision.FP32, Precision.INT8_STATIC),
+        search_bound="cosine=0.99",
+        measure=MEASURE_PRESETS["quick"],
+    )
+    job = jobs.submit_sweep(model.id, spec)
+    claimed = job_store.claim_job("inline", 300, job_id=job.id)
+    assert JobRunner("inline").run(claimed).state == JobState.SUCCEEDED
+    steps = [r for r in jobs.stored_results(job.id) if r.configuration.fp32_nodes]
+    assert steps and all(r.result.ok for r in steps), [r.result.error for r in steps]
+    assert len(steps[0].config_key) > 255  # the key itself is longer than any file name
+
+
+def test_a_search_whose_every_step_fails_fails_the_job(data_dir: Path, tmp_path: Path) -> None:
+    """The sweep's FP32 and INT8 run; the search's steps then cannot write their files (the
+    output folder is a file: a real OSError in the child): the job fails, naming the error."""
+    model = ingest_file(save(make_bad_layer_mlp(), tmp_path / "bad.onnx"), "bad.onnx")
+    spec = SweepSpec(
+        precisions=(Precision.FP32, Precision.INT8_STATIC),
+        search_bound="cosine=0.99",
+        measure=MEASURE_PRESETS["quick"],
+    )
+    job = jobs.submit_sweep(model.id, spec)
+    claimed = job_store.claim_job("inline", 300, job_id=job.id)
+    runner = JobRunner("inline")
+    context = SweepContext(
+        spec=spec,
+        source=runner._source_path(model.id),
+        calibration=None,
+        evaluation=None,
+        evaluation_name=None,
+        op_histogram={},
+        cpu={},
+        timeout_s=60.0,
+        output_dir=tmp_path / "out",
+    )
+    configurations = spec.configurations()
+    for index, config in enumerate(configurations, start=1):
+        assert runner.run_one(claimed, config, context, (index, 2)).ok
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the steps' folder should be")
+    broken = replace(context, output_dir=blocked)
+    error = run_search(
+        claimed,
+        configurations,
+        lambda config, step, why: runner.run_one(claimed, config, broken, step, why),
+        lambda: False,
+    )
+    assert error is not None and error.startswith("the mixed-precision search ran 1 step(s)")
+    outcome = runner._conclude(claimed, error)
+    assert outcome.state == JobState.FAILED
+    finished = jobs.get_job(job.id)
+    assert finished.state == JobState.FAILED and "every one failed" in (finished.error or "")

@@ -74,6 +74,7 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
         re.MULTILINE,
     ), printed
     default = r"the default \(no dynamic batching, one instance\)"
+    assert "p99 ms  predicted p99 ms" in printed  # beside each other, measured or not
     if code == 0:  # the best predicted policy and the default were both served and measured
         # both served: "measured at R req/s", or "measured (client saturated)" where the
         # generator could not offer even the lowest rate
@@ -90,10 +91,13 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
             assert re.match(
                 lead + policy + r" meets the p99 bound of 200 ms at \d+ req/s, ", sentence
             ), sentence
-            assert re.search(  # then the gain, where the default missed, or why unmeasured
+            assert re.search(  # then the gain, where the default missed, or why unmeasured,
+                # or why not compared (measured at different shares of their asked rates)
                 r"\d+% (more|less) than " + default + "|where " + default + " missed it"
                 r"|where " + default + r" could not be measured: the load generator fell "
-                r"behind even at \d+ req/s",
+                r"behind even at \d+ req/s|and " + default + r" met it at \d+ req/s; not "
+                r"compared, the pick measured at \d+% of the rate asked and the default "
+                r"measured at \d+% of the rate asked",
                 sentence,
             ), sentence
     else:  # a host too busy for the generator to offer the rate: said, never hidden
@@ -133,3 +137,22 @@ def test_recommend_with_confirm_on_providers_the_sweep_did_not_run_says_so_befor
     assert "--providers takes cpu, cuda (comma separated), not 'cpu,tpu'" in (
         capsys.readouterr().err
     )
+
+
+def test_a_confirmed_row_prints_the_predicted_p99_beside_the_measured_one() -> None:
+    from backend.serving.cli_advice import EVIDENCE_HEADERS, _evidence_rows
+    from backend.serving.recommend import recommend
+    from tests.backend.serving.test_recommend import FAST, _fallen_back
+
+    rec = recommend([FAST], slo_p99_ms=8.0, confirm=_fallen_back(0.6, 1.0), confirm_top=1)
+    rows = {row[0]: dict(zip(EVIDENCE_HEADERS, row, strict=True)) for row in _evidence_rows(rec, 3)}
+    assert rec.best is not None and rec.best.measured is not None and rec.best.expected
+    best = rows[rec.best.candidate.label]
+    assert best["p99 ms"] == f"{rec.best.measured.latency.p99:.2f}"
+    assert best["predicted p99 ms"] == f"{rec.best.expected.latency.p99:.2f}"
+    asked = f"{rec.best.asked_rps:.0f}"
+    assert best["source"].endswith(f"(60% of {asked} asked: generator fell back)"), best
+    unmeasured = next(e for e in rec.ranked[:3] if e.measured is None)
+    predicted = rows[unmeasured.candidate.label]  # never measured: its own prediction
+    assert predicted["source"] == "predicted"
+    assert predicted["predicted p99 ms"] == predicted["p99 ms"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from pathlib import Path
 
@@ -73,3 +74,14 @@ def test_serve_submit_queues_one_study_with_a_policy_per_delay_and_instance_coun
     assert main([*argv, "--samples", "32", "--max-batch-size", "8"]) == 2
     assert "Requests of 32 samples exceed the maximum batch size 8" in capsys.readouterr().err
     assert len(jobs.list_jobs()) == 1  # refused studies queue nothing
+    from backend.auth.audit import recent
+
+    log = [(e.actor, e.action, e.target, e.outcome) for e in reversed(recent())]
+    who = f"cli:{getpass.getuser()}"  # as a sweep's `submit`; the refusals recorded as failed
+    assert log == [
+        (who, "submit", f"model {model.id}", "ok"),
+        (who, "submit", f"model {model.id}", "failed"),
+        (who, "submit", f"model {model.id}", "failed"),
+    ]
+    assert "Requests of 32 samples" in (recent()[0].error or "")
+    assert recent()[0].detail == {"kind": "serving"}

@@ -137,3 +137,36 @@ def test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_loca
     finally:
         server.stop()
     assert stats["name"] == "mlp" and stats["version"] == "1"
+
+
+EVIL = 'parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "/tmp/evil" } }'
+INJECTED = (
+    f'x" }} {EVIL} input {{ name: "y',  # a block form config
+    # closes the `input [ {` list the text writer used: that config parsed and shipped
+    f'x" data_type: TYPE_FP32 dims: [ 16 ] }} ] {EVIL} input [ {{ name: "y',
+)
+
+
+@pytest.mark.parametrize("crafted", INJECTED)
+def test_a_crafted_tensor_name_stays_one_name_in_every_exported_config(
+    crafted: str, data_dir: Path, tmp_path: Path
+) -> None:
+    """Written as text, such an input name closed its own block and added a parameters block
+    that points the Python backend at another interpreter."""
+    from backend.cli import main
+
+    model = make_mlp()
+    for node in model.graph.node:
+        node.input[:] = [crafted if name == "x" else name for name in node.input]
+    model.graph.input[0].name = crafted
+    onnx_path = save(model, tmp_path / "crafted.onnx")
+    assert main(["add", str(onnx_path)]) == 0
+    out = tmp_path / "crafted.zip"
+    assert main(["serve", "export", "1", "--name", "crafted", "-o", str(out)]) == 0
+    files = _read(out, "crafted")
+    for name in ("crafted/config.pbtxt", f"{LOCAL}/crafted/config.pbtxt"):
+        config = parse_config(files[name].decode())
+        assert [(i.name, list(i.dims)) for i in config.input] == [(crafted, [16])], name
+        assert "EXECUTION_ENV_PATH" not in config.parameters, name
+    local = parse_config(files[f"{LOCAL}/crafted/config.pbtxt"].decode())
+    assert set(local.parameters) == {"intra_op_threads", "provider"}

@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 
 from backend.errors import UnavailableError
+from backend.serving.export import parse_config
 from backend.serving.repository import plan_model, write_repository
 from backend.serving.server import TritonEnvironment, TritonServer, serve
 from backend.serving.study import ServedVariant, ServingStudy
@@ -37,7 +39,12 @@ def test_the_model_refuses_an_onnx_runtime_without_cuda(
     served = plan_model(mlp_path, POLICY, intra_op_threads=1, provider=ServingProvider.CUDA)
     repository = write_repository(tmp_path / "models", mlp_path, served)
     config = repository / "model/config.pbtxt"
-    config.write_text(config.read_text().replace("KIND_GPU gpus: [ 0 ]", "KIND_CPU"))
+    parsed = parse_config(config.read_text())
+    (group,) = parsed.instance_group
+    assert (group.kind, list(group.gpus)) == (group.KIND_GPU, [0])
+    group.kind = group.KIND_CPU
+    del group.gpus[:]
+    config.write_text(text_format.MessageToString(parsed))
     server = TritonServer(triton_environment, served, tmp_path)
     with pytest.raises(UnavailableError) as caught:
         server.start(repository, timeout_s=60)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from backend.errors import UserError
-from backend.serving.recommend import Variant, recommend
+from backend.serving.confirm import GENERATOR_STEPS
+from backend.serving.recommend import CONFIRM_HEADROOM, Confirm, Trial, Variant, recommend
+from backend.serving.simulate import simulate
 from backend.serving.types import LatencyCurve, LoadPoint
 
 SLOW = Variant("fp32", "cpu", LatencyCurve((1, 4, 16, 32), (1.0, 1.4, 3.4, 6.2), 0.2, 0.05))
+# batching gains little: a batched pick's rate measured at a fallback step falls below the
+# default's measured in full
+LINEAR = Variant("fp32", "cpu", LatencyCurve((1, 4, 16, 32), (1.0, 3.0, 11.0, 21.0), 0.2, 0.05))
 FAST = Variant("int8_dynamic", "cpu", LatencyCurve((1, 4, 16, 32), (0.7, 1.0, 2.2, 4.0), 0.2, 0.05))
 
 
@@ -44,19 +51,49 @@ def test_a_non_positive_bound_is_refused() -> None:
         recommend([SLOW], slo_p99_ms=0)
 
 
-def test_a_measured_default_that_beats_the_pick_becomes_the_answer() -> None:
-    """Confirmation can contradict the prediction (on a busy host the generator falls back to a
-    lower rate for the batched policies): the measured default then wins, and says so."""
-    from dataclasses import replace
+def _fallen_back(share_batched: float, share_default: float) -> Confirm:
+    """A measured world where the load generator offered only a share of the asked rate (as
+    confirm.GENERATOR_STEPS falls back), per kind of policy; the server keeps up with it."""
 
-    from backend.serving.recommend import Trial
-    from backend.serving.simulate import simulate
+    def measure(trial: Trial) -> LoadPoint:
+        batched = trial.candidate.policy.dynamic_batching
+        rate = (trial.load.target_rps or 1.0) * (share_batched if batched else share_default)
+        spec = replace(trial.load, target_rps=rate)
+        return simulate(trial.candidate.variant.curve, spec, trial.candidate.policy, requests=2000)
+
+    return measure
+
+
+def test_a_default_measured_at_another_generator_step_is_never_declared_best() -> None:
+    """The batched pick's generator fell back to 20% of its rate, the default's ran in full:
+    the default's higher measured rate is the generator's, not the server's; not compared."""
+    assert 0.2 in GENERATOR_STEPS
+    rec = recommend([LINEAR], slo_p99_ms=20.0, confirm=_fallen_back(0.2, 1.0), confirm_top=2)
+    assert rec.best is not None and rec.default is not None and rec.best is not rec.default
+    assert rec.best.candidate.policy.dynamic_batching
+    assert rec.default.point.achieved_rps > rec.best.point.achieved_rps  # what fooled it
+    assert (rec.best.share, rec.default.share) == (0.2, 1.0)
+    assert "is the best" not in rec.sentence and "% more" not in rec.sentence
+    assert "% less" not in rec.sentence
+    assert (
+        "and the default (no dynamic batching, one instance) met it at "
+        f"{rec.default.point.achieved_rps:.0f} req/s; not compared, the pick measured at 20% "
+        "of the rate asked and the default measured at 100% of the rate asked"
+    ) in rec.sentence
+    # the confirmed keep their predicted order: a fallback does not rank them either
+    confirmed = [e for e in rec.ranked if e.measured is not None]
+    assert [e.rate_rps for e in confirmed] == sorted((e.rate_rps for e in confirmed), reverse=True)
+
+
+def test_a_measured_default_that_beats_the_pick_measured_alike_becomes_the_answer() -> None:
+    """Both measured at the same share of their asked rates, and the batched servers served
+    less than the default: the measured default then wins, and says so."""
 
     def measured_world(trial: Trial) -> LoadPoint:
-        batched = trial.candidate.policy.dynamic_batching
-        rate = (trial.load.target_rps or 1.0) * (0.05 if batched else 0.8)
-        return simulate(trial.candidate.variant.curve, replace(trial.load, target_rps=rate),
-                        trial.candidate.policy, requests=2000)  # fmt: skip
+        point = _fallen_back(0.6, 0.6)(trial)
+        if trial.candidate.policy.dynamic_batching:
+            return replace(point, achieved_rps=point.achieved_rps * 0.05)
+        return point
 
     rec = recommend([FAST], slo_p99_ms=8.0, confirm=measured_world, confirm_top=2)
     assert rec.best is rec.default and rec.default is not None
@@ -68,13 +105,17 @@ def test_a_measured_default_that_beats_the_pick_becomes_the_answer() -> None:
     assert "less than the default" not in rec.sentence
 
 
+def test_a_confirmed_evidence_carries_the_prediction_at_the_measured_rate() -> None:
+    rec = recommend([FAST], slo_p99_ms=8.0, confirm=_fallen_back(0.6, 1.0), confirm_top=1)
+    best = rec.best
+    assert best is not None and best.measured is not None and best.expected is not None
+    assert best.expected.predicted and best.expected.spec == best.measured.spec
+    assert best.asked_rps == pytest.approx(best.rate_rps * CONFIRM_HEADROOM)
+
+
 def test_a_default_the_generator_could_not_measure_is_said_so_not_called_a_miss() -> None:
     """When even the lowest rate is beyond the load generator for the default, its point says
     nothing about the server: the sentence says it could not be measured, never that it missed."""
-    from dataclasses import replace
-
-    from backend.serving.recommend import Trial
-    from backend.serving.simulate import simulate
 
     def measured_world(trial: Trial) -> LoadPoint:
         point = simulate(trial.candidate.variant.curve, trial.load, trial.candidate.policy,

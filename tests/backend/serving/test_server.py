@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +23,8 @@ from backend.serving.types import LoadSpec, Scenario
 from backend.specs import MEASURE_PRESETS
 from tests import models as model_factory
 from tests.backend.serving.conftest import POLICY
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _infer(server: TritonServer, batch: np.ndarray) -> np.ndarray:
@@ -131,10 +136,63 @@ def _alive_in_group(group: int) -> list[int]:
     return alive
 
 
-def test_stopping_the_server_ends_its_processes(
+def _stub_regions(group: int) -> set[Path]:
+    """The shared memory regions the group's Python-backend stubs were started with (each
+    stub's second argument names its region, whatever the server's prefix)."""
+    regions = set()
+    for pid in _alive_in_group(group):
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if argv[0].endswith(b"triton_python_backend_stub"):
+            regions.add(Path("/dev/shm") / argv[2].decode())
+    return regions
+
+
+def test_stopping_the_server_ends_its_processes_and_removes_its_shared_memory(
     triton_environment: TritonEnvironment, session_model: Path
 ) -> None:
-    with serve(session_model, POLICY, environment=triton_environment) as running:
+    """Two instances, two stubs: a SIGTERM to the whole group killed a stub before Triton
+    unloaded it, and its /dev/shm region stayed (one per `serve recommend` server)."""
+    two = replace(POLICY, instance_count=2)
+    with serve(session_model, two, environment=triton_environment) as running:
         group = running.process.pid
-        assert len(_alive_in_group(group)) >= 2  # tritonserver and its Python-backend stub
+        assert len(_alive_in_group(group)) >= 3  # tritonserver and one stub per instance
+        regions = _stub_regions(group)
+        assert regions and all(region.exists() for region in regions)
+        spec = LoadSpec(Scenario.CONCURRENCY, duration_s=0.5, concurrency=4)
+        assert run_load(running.endpoint, spec, MEASURE_PRESETS["quick"]).errors == 0
     assert _alive_in_group(group) == []
+    assert [region for region in regions if region.exists()] == []
+
+
+def test_a_server_whose_parent_is_killed_still_ends_its_stubs_and_shared_memory(
+    session_model: Path, tmp_path: Path
+) -> None:
+    """The worker SIGKILLed (a crash, the OOM killer): Triton is told with a signal it handles,
+    so it unloads the model, its stubs exit and their regions are released."""
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from backend.serving.server import serve\n"
+        "from backend.serving.types import BatchingPolicy\n"
+        "with serve(Path(sys.argv[1]), BatchingPolicy(max_batch_size=4, instance_count=2)) as s:\n"
+        "    print(s.process.pid, flush=True)\n"
+        "    time.sleep(300)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, str(session_model)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        group = int(parent.stdout.readline())
+        regions = _stub_regions(group)
+        assert regions
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 20
+    while _alive_in_group(group) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _alive_in_group(group) == []
+    assert [region for region in regions if region.exists()] == []

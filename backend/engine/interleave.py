@@ -1,0 +1,127 @@
+"""Several candidates timed in turn, window by window, so a busy spell hits them all alike.
+
+Timing candidates one after another lets a change in the machine's load (another job, a
+thermal step) land on one of them only and pick the winner. Here every round runs one window of
+each candidate (warmed up once, first), and the loop stops when each candidate's last
+`stable_windows` window medians agree within the tolerance (the sweep's rule,
+backend.engine.measure) or at the time cap, which is max_seconds per candidate. A difference
+between two candidates smaller than the spread of their own window medians is noise, not a
+winner.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from backend.host import HostWatch, contention_note
+from backend.specs import MeasureSettings
+
+
+@dataclass
+class Timed:
+    """One candidate's kept windows: their samples and every window's median."""
+
+    samples_ms: list[float] = field(default_factory=list)
+    window_p50_ms: list[float] = field(default_factory=list)
+    stable: bool = False
+
+    @property
+    def p50_ms(self) -> float:
+        return float(np.median(self.samples_ms))
+
+    def spread(self, windows: int) -> float:
+        """Largest relative distance of the last `windows` window medians from their mean."""
+        recent = self.window_p50_ms[-windows:]
+        mean = sum(recent) / len(recent)
+        return max(abs(v - mean) for v in recent) / mean if mean > 0 else float("inf")
+
+
+@dataclass
+class Interleaved:
+    """Every candidate's timing from one interleaved loop, and how stable it was."""
+
+    timed: dict[str, Timed]
+    rounds: int
+    settings: MeasureSettings
+    contention: str | None = None  # backend.host.contention_note, when others took the CPUs
+
+    @property
+    def stable(self) -> bool:
+        return all(t.stable for t in self.timed.values())
+
+    def noise(self, *names: str) -> float:
+        """The run's own noise between these candidates: the larger spread of their windows."""
+        return max(self.timed[n].spread(self.settings.stable_windows) for n in names)
+
+    def verdict(self) -> str:
+        """The sweep's stability rule, said of every candidate, with the contention note."""
+        windows, tolerance = self.settings.stable_windows, self.settings.stability_tolerance
+        unstable = sorted(name for name, t in self.timed.items() if not t.stable)
+        head = (
+            f"timed interleaved: {self.rounds} rounds of one window per candidate "
+            f"({len(self.timed)} candidates); "
+        )
+        if unstable:
+            head += (
+                f"unstable: the last {windows} window medians of {', '.join(unstable)} did not "
+                f"agree within {tolerance:.0%} in {self.settings.max_seconds:.0f} s per "
+                "candidate; treat the verdict with care"
+            )
+        else:
+            head += (
+                f"stable: the last {windows} window medians of each agree within {tolerance:.0%}"
+            )
+        return head + (f". {self.contention}" if self.contention else ".")
+
+
+def _window(infer: Callable[[], object], settings: MeasureSettings, deadline: float) -> list[float]:
+    clock = time.perf_counter_ns
+    window: list[int] = []
+    start = clock()
+    while len(window) < settings.window_runs or clock() - start < settings.window_min_seconds * 1e9:
+        t0 = clock()
+        infer()
+        window.append(clock() - t0)
+        if time.perf_counter() > deadline:
+            break
+    return (np.asarray(window, dtype=np.float64) / 1e6).tolist()
+
+
+def _agree(values: list[float], tolerance: float) -> bool:
+    mean = sum(values) / len(values)
+    return mean > 0 and all(abs(v - mean) <= tolerance * mean for v in values)
+
+
+def interleaved(
+    candidates: Mapping[str, Callable[[], object]], settings: MeasureSettings
+) -> Interleaved:
+    """Warm every candidate up, then time them round-robin, one window each per round."""
+    for infer in candidates.values():
+        for _ in range(settings.warmup_runs + 1):
+            infer()
+    windows: dict[str, list[list[float]]] = {name: [] for name in candidates}
+    timed = {name: Timed() for name in candidates}
+    need = settings.stable_windows
+    deadline = time.perf_counter() + settings.max_seconds * max(len(candidates), 1)
+    rounds = 0
+    with HostWatch() as host:
+        while True:
+            rounds += 1
+            for name, infer in candidates.items():
+                samples = _window(infer, settings, deadline)
+                windows[name].append(samples)
+                timed[name].window_p50_ms.append(float(np.median(samples)))
+            for t in timed.values():
+                t.stable = len(t.window_p50_ms) >= need and _agree(
+                    t.window_p50_ms[-need:], settings.stability_tolerance
+                )
+            if all(t.stable for t in timed.values()) or time.perf_counter() > deadline:
+                break
+    for name, t in timed.items():
+        t.samples_ms = [s for window in windows[name][-need:] for s in window]
+    telemetry = host.share.as_telemetry() if host.share else {}
+    return Interleaved(timed, rounds, settings, contention_note(telemetry))

@@ -1,0 +1,94 @@
+"""Confirmation on the real Triton server: each variant's curve calibrated there, and a
+recommendation's best few configurations measured there (recommend.py's `confirm`).
+
+The load generator shares the host with the server: when it cannot offer a confirming rate (a
+measurement of the client, not of the server), lower rates are tried on the same server
+(GENERATOR_STEPS), and the point's spec says which rate was really measured. recommend.py then
+compares two measured rates only when both came from the same step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from backend.errors import UserError
+from backend.serving.recommend import Confirm, Trial, Variant
+from backend.serving.types import LoadPoint, ServingProvider
+
+GENERATOR_STEPS = (1.0, 0.6, 0.36, 0.2)  # fractions of a confirming rate to fall back to
+CURVE_SIZES = (1, 4, 16)  # measured through the server; the simulation interpolates between
+
+
+def triton_confirm(
+    dims: dict[str, int] | None = None, intra_op_threads: int | None = None
+) -> Confirm:
+    """A `confirm` that measures the trial on the real Triton server: the server is started
+    with the trial's policy and the Server load is run; when the load generator cannot offer
+    that rate (a measurement of the client, not of the server), lower rates are tried on the
+    same server (GENERATOR_STEPS), and the point says which rate was really measured."""
+
+    def measure(trial: Trial) -> LoadPoint:
+        from backend.serving.loadgen import run_load_in_child  # the server side, when installed
+        from backend.serving.server import serve
+
+        path = trial.candidate.variant.model_path
+        if not path:
+            raise UserError("This variant has no model file to serve; confirm needs one.")
+        policy, load = trial.candidate.policy, trial.load
+        provider = ServingProvider(trial.candidate.variant.provider)
+        with serve(
+            Path(path), policy, dims=dims, intra_op_threads=intra_op_threads, provider=provider
+        ) as server:
+            for step in GENERATOR_STEPS:
+                rate = (load.target_rps or 0.0) * step
+                spec = replace(load, target_rps=rate) if load.target_rps else load
+                point = run_load_in_child(server.endpoint, spec)
+                if not point.generator_saturated or not load.target_rps:
+                    break
+        return point
+
+    return measure
+
+
+@dataclass(frozen=True)
+class ServedFile:
+    """A variant to serve: its precision and provider, and the ONNX file the server loads."""
+
+    precision: str
+    provider: str
+    path: Path
+
+
+def served_variants(
+    files: list[ServedFile],
+    batch_sizes: tuple[int, ...] = CURVE_SIZES,
+    *,
+    dims: dict[str, int] | None = None,
+    intra_op_threads: int | None = None,
+    two_instances: bool = True,
+    delay_probe_us: int = 0,
+) -> list[Variant]:
+    """Each file's curve and per-request costs measured through the real server
+    (serving.calibrate), so the predictions are of that server, not of an in-process sweep.
+    delay_probe_us > 0 also measures how late a held batch leaves (for policies with a delay)."""
+    from backend.serving.calibrate import calibrate_on_server  # the server side, when installed
+
+    return [
+        Variant(
+            f.precision,
+            f.provider,
+            calibrate_on_server(
+                f.path,
+                batch_sizes,
+                requests_per_size=10,
+                dims=dims,
+                intra_op_threads=intra_op_threads,
+                two_instances=two_instances,
+                delay_probe_us=delay_probe_us,
+                provider=ServingProvider(f.provider),
+            ).curve,
+            str(f.path),
+        )
+        for f in files
+    ]

@@ -1,0 +1,112 @@
+"""The suite leaves nothing behind: no process still running and no Triton shared memory.
+
+A server a test started and did not stop outlives pytest (a Triton Python-backend stub whose
+server died is reparented to init and ran on for 50 minutes), and a shared memory region in
+/dev/shm stays until the host reboots. At the start, the run's environment gets a tag that every
+child inherits; at the end, what still runs with the tag or below pytest, and the regions that
+Optiboard's servers (named by SHM_PREFIX) left since the start, fail the run by name and are
+removed. Regions of other prefixes are not counted: other checkouts on a shared host start
+servers of their own meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from backend.serving.server import SHM_FOLDER, SHM_PREFIX
+
+TAG = "PYTEST_LEAK_TAG"
+SETTLE_S = 10.0  # a server stopped by the last test may still be exiting
+# Helpers of Python's own process pools: they exit with pytest, they do not outlive it.
+IGNORED = ("loky", "multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What ran and what was in /dev/shm before the first test."""
+
+    pids: frozenset[int]
+    regions: frozenset[str]
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:  # ended meanwhile, or another user's
+        return b""
+
+
+def _running() -> dict[int, tuple[int, bytes]]:
+    """Every live process (zombies left out): pid -> (parent pid, environ)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = _read(f"/proc/{entry}/stat").decode(errors="replace")
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) < 2 or fields[0] == "Z":
+            continue
+        found[int(entry)] = (int(fields[1]), _read(f"/proc/{entry}/environ"))
+    return found
+
+
+def _ours(tag: str) -> set[int]:
+    """Processes below pytest, and processes carrying the run's tag wherever they were
+    reparented, pytest itself left out."""
+    running = _running()
+    marker = f"{TAG}={tag}".encode()
+    mine = {pid for pid, (_, env) in running.items() if marker in env.split(b"\0")}
+    below = {os.getpid()}
+    grew = True
+    while grew:
+        more = {pid for pid, (parent, _) in running.items() if parent in below} - below
+        below |= more
+        grew = bool(more)
+    return (mine | below) - {os.getpid()}
+
+
+def _command(pid: int) -> str:
+    return _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def _regions() -> set[str]:
+    return {path.name for path in SHM_FOLDER.glob(f"{SHM_PREFIX}*")}
+
+
+def start() -> Baseline:
+    """Tag this run's environment (once); note what already runs and what /dev/shm holds."""
+    os.environ.setdefault(TAG, f"{os.getpid()}-{time.time_ns()}")
+    return Baseline(frozenset(_ours(os.environ[TAG])), frozenset(_regions()))
+
+
+def _left(baseline: Baseline) -> tuple[dict[int, str], set[str]]:
+    pids = _ours(os.environ[TAG]) - baseline.pids
+    commands = {pid: _command(pid) for pid in pids}
+    processes = {
+        pid: cmd for pid, cmd in commands.items() if cmd and not any(i in cmd for i in IGNORED)
+    }
+    return processes, _regions() - baseline.regions
+
+
+def leftovers(baseline: Baseline, settle_s: float = SETTLE_S) -> list[str]:
+    """What the run left, one line each (none: []), after settle_s for servers still exiting;
+    each leftover is then killed or removed, so the host does not keep it."""
+    deadline = time.monotonic() + settle_s
+    processes, regions = _left(baseline)
+    while (processes or regions) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        processes, regions = _left(baseline)
+    lines = [f"process {pid} still runs: {cmd[:200]}" for pid, cmd in sorted(processes.items())]
+    lines += [f"shared memory {SHM_FOLDER / name} is left" for name in sorted(regions)]
+    for pid in processes:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for name in regions:
+        (SHM_FOLDER / name).unlink(missing_ok=True)
+    return lines

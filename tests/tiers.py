@@ -1,0 +1,134 @@
+"""The two test tiers, declared in one place: `slow` is every test that needs a real server
+(Triton, Ray, PostgreSQL, a browser), a real worker run or several child processes;
+`scripts/test --fast` runs the rest (`-m "not slow"`), `scripts/test` runs everything.
+
+A test is slow when it asks for a server fixture, or its module or its own name is listed below
+with the reason. A listed name that matches no collected test fails the full run, so a rename
+cannot quietly move a slow test into the fast tier. The lists come from `--durations` of a full
+run on the 2-core dev host (every listed test took a second or more there).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+SERVER_FIXTURES = {
+    "postgres_server": "a real PostgreSQL server",
+    "postgres_url": "a real PostgreSQL server",
+    "ray_cluster": "a real local Ray cluster",
+    "triton_environment": "a real Triton server",
+}
+
+SLOW_MODULES = {
+    "tests/e2e/test_browser.py": "browser",
+    "tests/e2e/test_run_script.py": "scripts/run with its worker",
+    "tests/e2e/test_serve_browser.py": "browser and Triton",
+    "tests/e2e/test_signin.py": "browser",
+    "tests/e2e/test_signout_restart.py": "browser and a server restart",
+    "tests/backend/cluster/test_dispatch.py": "Ray cluster",
+    "tests/backend/cluster/test_failures.py": "Ray cluster",
+    "tests/backend/cluster/test_head_restart.py": "Ray cluster",
+    "tests/backend/compat/test_groundtruth.py": "runs ONNX's node tests for real",
+    "tests/backend/compat/test_groundtruth_openvino.py": "runs ONNX's node tests for real",
+    "tests/backend/models/test_upload_locks.py": "racing child processes",
+    "tests/backend/queue/test_fenced_artifacts.py": "worker run",
+    "tests/backend/queue/test_metrics.py": "worker run",
+    "tests/backend/queue/test_serving_job.py": "Triton and a worker run",
+    "tests/backend/queue/test_supervisor.py": "scripts/worker supervising a worker",
+    "tests/backend/queue/test_worker.py": "worker runs",
+    "tests/backend/reporting/test_frames.py": "worker runs",
+    "tests/backend/serving/test_prediction.py": "Triton",
+    "tests/backend/serving/test_provider.py": "Triton",
+    "tests/backend/serving/test_server.py": "Triton",
+    "tests/backend/test_cli.py": "worker runs",
+    "tests/pages/test_access.py": "worker runs behind the pages",
+    "tests/pages/test_compatibility_page.py": "builds the real matrix",
+    "tests/pages/test_evaluation_set.py": "worker run",
+    "tests/pages/test_graph.py": "worker run and the viewer",
+    "tests/pages/test_home.py": "worker run",
+    "tests/pages/test_hot_node_links.py": "browser",
+    "tests/pages/test_jobs.py": "worker runs",
+    "tests/pages/test_mixed_search_page.py": "worker run",
+    "tests/pages/test_optimize_tensorrt.py": "worker run",
+    "tests/pages/test_profile_views.py": "worker run with profiling",
+    "tests/pages/test_serve_measured.py": "Triton and a worker run",
+    "tests/pages/test_untrusted_text.py": "worker run behind every page",
+    "tests/storage/test_migration_race.py": "racing processes on SQLite and PostgreSQL",
+    "tests/test_streamlit_config.py": "starts a Streamlit server",
+}
+
+SLOW_TESTS = {
+    "tests/backend/auth/test_accounts.py::test_repeated_failures_lock_the_account_even_for_the_right_password": "sign-in hashing rounds",  # noqa: E501
+    "tests/backend/compat/test_columns.py::test_ort_cpu_matches_kernels_by_element_type": "real sessions per node",  # noqa: E501
+    "tests/backend/compat/test_columns.py::test_ort_cuda_says_when_a_node_falls_back_to_cpu": "real sessions per node",  # noqa: E501
+    "tests/backend/compat/test_matrix.py::test_custom_domain_op_is_unsupported_on_every_backend": "real matrix",  # noqa: E501
+    "tests/backend/compat/test_matrix.py::test_float16_node_without_cpu_kernel_is_partial_because_ort_casts_it": "real matrix",  # noqa: E501
+    "tests/backend/compat/test_matrix.py::test_frame_has_one_row_per_node_and_backend_with_real_placement": "real matrix",  # noqa: E501
+    "tests/backend/compat/test_matrix.py::test_library_model_matrix_is_cached_and_exports_csv_and_json": "real matrix",  # noqa: E501
+    "tests/backend/compat/test_matrix.py::test_mlp_runs_on_every_backend_and_real_cpu_placement_agrees": "real matrix",  # noqa: E501
+    "tests/backend/compat/test_matrix.py::test_node_with_no_kernel_for_its_type_is_unsupported_and_the_real_session_fails": "real matrix",  # noqa: E501
+    "tests/backend/engine/test_inputs.py::test_npz_that_declares_far_more_than_it_holds_is_refused_in_a_child": "child process",  # noqa: E501
+    "tests/backend/engine/test_ovprofile.py::test_an_openvino_int8_result_gets_explanations_computed_from_its_counters": "worker run",  # noqa: E501
+    "tests/backend/engine/test_profile.py::test_sweep_with_profiling_stores_profiles_and_cites_them": "worker run",  # noqa: E501
+    "tests/backend/launch/test_children.py::test_the_parent_removes_the_folder_of_a_child_it_killed": "child process",  # noqa: E501
+    "tests/backend/launch/test_children.py::test_time_limit_kills_the_child": "child process",
+    "tests/backend/launch/test_sandbox.py::test_hostile_savedmodel_initializer_never_reaches_the_host": "TensorFlow in the sandbox",  # noqa: E501
+    "tests/backend/launch/test_sandbox.py::test_without_a_working_sandbox_savedmodels_are_refused_with_the_reason": "TensorFlow child",  # noqa: E501
+    "tests/backend/models/test_ingest.py::test_tensorflow_savedmodel_without_signatures_is_rejected": "TensorFlow conversion",  # noqa: E501
+    "tests/backend/models/test_ingest.py::test_tensorflow_savedmodel_zip_is_converted_and_matches_tensorflow": "TensorFlow conversion",  # noqa: E501
+    "tests/backend/models/test_tfconvert.py::test_damaged_savedmodel_reports_that_tensorflow_cannot_load_it": "TensorFlow conversion",  # noqa: E501
+    "tests/backend/models/test_tfconvert.py::test_tensorflow_conversion_uses_the_chosen_opset_and_matches_tensorflow": "TensorFlow conversion",  # noqa: E501
+    "tests/backend/models/test_tfconvert.py::test_tensorflow_savedmodel_with_several_signatures_lists_them": "TensorFlow conversion",  # noqa: E501
+    "tests/backend/queue/test_calibration.py::test_a_wrong_input_name_is_refused_and_nothing_is_stored": "worker run",  # noqa: E501
+    "tests/backend/queue/test_calibration.py::test_an_evaluation_set_with_float_labels_is_refused_and_nothing_is_stored": "worker run",  # noqa: E501
+    "tests/backend/queue/test_calibration.py::test_an_evaluation_set_with_labels_is_stored_and_scored_by_the_worker": "worker run",  # noqa: E501
+    "tests/backend/queue/test_calibration.py::test_an_uploaded_npz_is_stored_and_named_in_the_sweep": "worker run",  # noqa: E501
+    "tests/backend/queue/test_jobs.py::test_stored_results_are_typed": "worker run",
+    "tests/backend/queue/test_mixedsearch.py::test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound": "worker run",  # noqa: E501
+    "tests/backend/queue/test_mixedsearch.py::test_a_search_whose_every_step_fails_fails_the_job": "worker run",  # noqa: E501
+    "tests/backend/queue/test_mixedsearch.py::test_a_search_on_a_model_with_long_node_names_stores_its_steps": "worker run",  # noqa: E501
+    "tests/backend/models/test_tfconvert.py::test_tensorflow_conversion_is_stopped_at_the_configured_timeout": "TensorFlow child",  # noqa: E501
+    "tests/backend/queue/test_queue_races.py": "racing workers",
+    "tests/backend/reporting/test_csvsafe.py::test_compatibility_csv_defuses_a_hostile_node_name": "real matrix",  # noqa: E501
+    "tests/backend/serving/test_cli_advice.py": "Triton",
+    "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
+    "tests/backend/serving/test_export.py::test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant": "Triton",  # noqa: E501
+    "tests/backend/serving/test_loadgen.py": "Triton",
+    "tests/backend/test_host.py::test_a_watch_sees_another_process_busy_and_not_this_one": "busy child process",  # noqa: E501
+    "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
+    "tests/backend/test_viewer_focus.py": "browser",
+    "tests/pages/test_compare.py": "worker runs",
+    "tests/pages/test_components.py::test_bound_widgets_start_from_the_url": "Streamlit app runs",
+    "tests/pages/test_components.py::test_bound_widgets_write_their_value_back_to_the_url": "Streamlit app runs",  # noqa: E501
+    "tests/pages/test_models.py": "uploads through the real ingest",
+    "tests/pages/test_optimize.py": "worker runs",
+    "tests/pages/test_serve.py": "worker run and Triton",
+}
+
+
+def _reason(nodeid: str, fixtures: list[str]) -> str | None:
+    module, _, name = nodeid.partition("::")
+    if "[postgresql" in name:  # the same test parametrized over SQLite and a real PostgreSQL
+        return "a real PostgreSQL server"
+    for fixture in fixtures:
+        if fixture in SERVER_FIXTURES:
+            return SERVER_FIXTURES[fixture]
+    if module in SLOW_MODULES:
+        return SLOW_MODULES[module]
+    test = f"{module}::{name.split('[')[0]}"
+    return SLOW_TESTS.get(test) or SLOW_TESTS.get(module)
+
+
+def mark(items: list[pytest.Item], whole_suite: bool) -> None:
+    """Mark every slow item; on a whole-suite run, fail if a listed name matched nothing."""
+    used: set[str] = set()
+    for item in items:
+        reason = _reason(item.nodeid, list(getattr(item, "fixturenames", [])))
+        if reason:
+            item.add_marker(pytest.mark.slow(reason=reason))
+            module, _, name = item.nodeid.partition("::")
+            used.update({module, f"{module}::{name.split('[')[0]}"})
+    if whole_suite:
+        stale = sorted(set(SLOW_MODULES) - used) + sorted(set(SLOW_TESTS) - used)
+        if stale:
+            raise pytest.UsageError(f"tests/tiers.py lists tests that no longer exist: {stale}")
