@@ -38,8 +38,13 @@ if principal is None:  # routed but not run: the address (page + query) survives
     signin.render(st.navigation([*PAGES, USERS], position="hidden"))
     st.stop()
 if principal.via == Via.LINK:  # a signed link: that comparison, read-only, and nothing else
+    # Every page is routed (hidden) so /compare keeps its path; a lone page would be the default,
+    # reachable only at /, and /compare would be "Page not found". Only Compare ever runs.
+    linked = st.navigation(PAGES, position="hidden")
+    if linked.url_path != access.LINK_PAGE:
+        st.switch_page(PAGES[-1], query_params=st.query_params.to_dict())
     try:
-        st.navigation([PAGES[-1]], position="hidden").run()
+        linked.run()
     finally:
         fill_copy_link()
     st.stop()

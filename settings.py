@@ -114,6 +114,24 @@ MAX_UPLOAD_MB = _declare(
         "largest accepted upload (the Streamlit limit in `.streamlit/config.toml` matches)",
     )
 )
+UPLOAD_SESSION_FILES = _declare(
+    Setting(
+        "OPTIBOARD_UPLOAD_SESSION_FILES",
+        "6",
+        int,
+        "uploaded files one browser session may hold in the web process's memory at once",
+    )
+)
+UPLOAD_SESSION_MB = _declare(
+    Setting(
+        "OPTIBOARD_UPLOAD_SESSION_MB",
+        "2560",
+        int,
+        "megabytes of uploads one browser session may hold in the web process's memory at once "
+        "(the largest model plus its calibration and evaluation files); only signed-in editors "
+        "and admins upload at all",
+    )
+)
 MAX_UNCOMPRESSED_MB = _declare(
     Setting("OPTIBOARD_MAX_UNCOMPRESSED_MB", "8192", int, "cap on a zip's total uncompressed size")
 )
@@ -225,16 +243,51 @@ AUTH = _declare(
         "`on`: every page needs a sign-in (or a signed link); `off` only for tests that need it",
     )
 )
+
+
+def _cookie_secure(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("auto", "on", "off"):
+        raise ValueError(f"OPTIBOARD_COOKIE_SECURE takes auto, on or off, not {text!r}")
+    return value
+
+
+COOKIE_SECURE = _declare(
+    Setting(
+        "OPTIBOARD_COOKIE_SECURE",
+        "auto",
+        _cookie_secure,
+        "the session cookie's Secure flag: `on` behind a TLS proxy that talks plain HTTP to the "
+        "dashboard; `auto` sets it when the request came over HTTPS (or says so in "
+        "X-Forwarded-Proto); `off` never",
+    )
+)
 SIGNIN_MAX_FAILURES = _declare(
     Setting(
         "OPTIBOARD_SIGNIN_MAX_FAILURES",
         "5",
         int,
-        "failed sign-ins in a row that lock an account (counted in the database)",
+        "failed sign-ins from one address that cost nothing; each further one doubles that "
+        "address's wait before its next try (1, 2, 4 ... s). An account failed from many "
+        "addresses makes new addresses wait after 4 times this; its usual ones never do",
     )
 )
 SIGNIN_LOCK_SECONDS = _declare(
-    Setting("OPTIBOARD_SIGNIN_LOCK_SECONDS", "900", float, "how long a locked account stays locked")
+    Setting(
+        "OPTIBOARD_SIGNIN_LOCK_SECONDS",
+        "900",
+        float,
+        "the longest wait a sign-in throttle imposes (nothing locks an account)",
+    )
+)
+TRUSTED_PROXY_HOPS = _declare(
+    Setting(
+        "OPTIBOARD_TRUSTED_PROXY_HOPS",
+        "0",
+        int,
+        "reverse proxies in front of the dashboard; with n > 0 the sign-in throttle counts the "
+        "client address the outermost proxy appended to X-Forwarded-For, not the proxy's own",
+    )
 )
 LINK_MAX_DAYS = _declare(
     Setting(

@@ -10,14 +10,16 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
 import streamlit as st
+from streamlit import config as st_config
 from streamlit.navigation.page import StreamlitPage
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import settings
-from backend.auth import accounts, links, returns, sessions
+from backend.auth import accounts, links, returns, sessions, uploads
 from backend.auth.audit import Action, audited
 from backend.auth.roles import Permission, Principal, Role, Via
 from backend.errors import UserError
@@ -25,6 +27,8 @@ from backend.errors import UserError
 ACCOUNT_KEY = "optiboard_account"  # the signed-in account's name (no widget uses this key)
 PRINCIPAL_KEY = "optiboard_principal"  # who this run acts as, resolved by gate()
 SHARE_PARAM = "share"  # the query parameter that carries a signed link's token
+LINK_PAGE = "compare"  # the url_path a signed link opens (app.py's Compare page)
+MADE_LINK_KEY = "optiboard_made_link"  # (job ids, url) of the link an editor made last
 TICKET_KEY = "optiboard_session_ticket"  # set by a password sign-in, spent by the next run
 SIGNED_OUT_KEY = "optiboard_signed_out"  # the next run deletes the session cookie
 XSRF_COOKIE = "_streamlit_xsrf"  # Streamlit's; its token identifies the browser (returns.py)
@@ -69,11 +73,20 @@ def gate() -> Principal | None:
     try:
         principal = _resolve()
     except UserError as exc:
+        _record_upload_rights(None)
         st.error(str(exc), icon="🔒")
         st.stop()
     st.session_state[PRINCIPAL_KEY] = principal
+    _record_upload_rights(principal)
     _sync_session_cookie()
     return principal
+
+
+def _record_upload_rights(principal: Principal | None) -> None:
+    """Tell serve.py's upload gate who this browser session is now (backend/auth/uploads.py)."""
+    ctx = get_script_run_ctx()
+    if ctx is not None:
+        uploads.record(ctx.session_id, principal)
 
 
 def _post(path: str) -> None:
@@ -164,6 +177,7 @@ def sign_out_control(principal: Principal) -> None:
     if st.button("Sign out", key="sign_out"):
         st.session_state.pop(ACCOUNT_KEY, None)
         st.session_state.pop(PRINCIPAL_KEY, None)
+        accounts.signed_out(principal)  # audited
         sessions.revoke(st.context.cookies.get(sessions.COOKIE))
         st.session_state[SIGNED_OUT_KEY] = True
         if principal.via == Via.OIDC:
@@ -179,7 +193,10 @@ def link_scope(frame: pd.DataFrame, column: str = "job_id") -> pd.DataFrame:
 
 
 def signed_link_control(job_ids: list[int]) -> None:
-    """For editors: a signed, expiring, read-only link to this comparison (no account needed)."""
+    """For editors: a signed, expiring, read-only link to this comparison (no account needed).
+
+    The made link is kept in the session and shown under the popover, not in it: the click's
+    rerun may close the popover, and the link must stay in sight until it is copied."""
     if not can(Permission.SHARE) or current().via == Via.OPEN:
         return
     with st.popover("🔏 Read-only link", help="A link for someone without an account"):
@@ -191,8 +208,19 @@ def signed_link_control(job_ids: list[int]) -> None:
             except UserError as exc:
                 st.error(str(exc), icon="🚫")
                 return
-            base = (st.context.url or "").split("?")[0]
             query = {k: st.query_params.get(k) for k in st.query_params.to_dict()}
             query[SHARE_PARAM] = token
-            st.code(f"{base}?{urlencode(query)}", language=None, wrap_lines=True)
-            st.caption("Anyone with this link sees these jobs read-only until it expires.")
+            url = f"{links_base_url()}/{LINK_PAGE}?{urlencode(query)}"
+            st.session_state[MADE_LINK_KEY] = (tuple(job_ids), url)
+    made = st.session_state.get(MADE_LINK_KEY)
+    if made is not None and made[0] == tuple(job_ids):  # a link to what is on screen only
+        st.code(made[1], language=None, wrap_lines=True)
+        st.caption("Anyone with this link sees these jobs read-only until it expires.")
+
+
+def links_base_url() -> str:
+    """scheme://host[:port][/base path] of this dashboard, from the address the browser opened
+    (whatever page that was: a link always names the Compare page itself)."""
+    parts = urlsplit(st.context.url or "")
+    base = str(st_config.get_option("server.baseUrlPath") or "").strip("/")
+    return f"{parts.scheme}://{parts.netloc}" + (f"/{base}" if base else "")

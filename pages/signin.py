@@ -11,9 +11,15 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
-from backend.auth import accounts
+from backend.auth import accounts, throttle
 from backend.errors import UserError
 from pages.access import oidc_configured, remember_view, signed_in
+
+
+def _client() -> str:
+    """This browser's address as the sign-in throttle counts it (behind proxies, the one the
+    outermost proxy saw: OPTIBOARD_TRUSTED_PROXY_HOPS)."""
+    return throttle.client_of(st.context.ip_address, st.context.headers.get("X-Forwarded-For"))
 
 
 def render(requested: StreamlitPage) -> None:
@@ -38,7 +44,7 @@ def render(requested: StreamlitPage) -> None:
         submitted = st.form_submit_button("Sign in")
     if submitted:
         try:
-            principal = accounts.sign_in(name, password)
+            principal = accounts.sign_in(name, password, _client())
         except UserError as exc:
             st.error(str(exc), icon="🔒")
             return

@@ -25,7 +25,7 @@ st.dataframe(
             "account": [a.name for a in rows],
             "role": [a.role.value for a in rows],
             "sign-in": ["password" if a.has_password else "identity provider" for a in rows],
-            "locked until (UTC)": [a.locked_until for a in rows],
+            "new addresses wait until (UTC)": [a.throttled_until for a in rows],
             "last sign-in (UTC)": [a.last_signin_at for a in rows],
         }
     ),
@@ -64,7 +64,7 @@ with change:
                 st.success(f"{who} is now {new_role}.")
             if buttons[1].button("Set password", key="set_password"):
                 accounts.set_password(current(), who, new_password)
-                st.success(f"Password of {who} changed; any lockout is lifted.")
+                st.success(f"Password of {who} changed; any sign-in wait on the account has ended.")
             if buttons[2].button("Remove", key="remove_user"):
                 accounts.remove_account(current(), who)
                 st.success(f"Removed {who}.")

@@ -224,3 +224,15 @@ class SessionRevocation(Base):
     session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(DateTime(), index=True)
     revoked_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
+
+
+class SigninThrottle(Base):
+    """Failed sign-ins counted per client address or per account, and the wait they impose; a
+    row per address an account signed in from too (failures 0), so that address is known."""
+
+    __tablename__ = "signin_throttles"
+
+    key: Mapped[str] = mapped_column(String(400), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    blocked_until: Mapped[datetime | None] = mapped_column(DateTime())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow(), index=True)

@@ -23,8 +23,10 @@ SLOW_MODULES = {
     "tests/e2e/test_browser.py": "browser",
     "tests/e2e/test_run_script.py": "scripts/run with its worker",
     "tests/e2e/test_serve_browser.py": "browser and Triton",
+    "tests/e2e/test_signed_link.py": "browser and a worker run",
     "tests/e2e/test_signin.py": "browser",
     "tests/e2e/test_signout_restart.py": "browser and a server restart",
+    "tests/e2e/test_upload_gate.py": "browser",
     "tests/backend/cluster/test_dispatch.py": "Ray cluster",
     "tests/backend/cluster/test_failures.py": "Ray cluster",
     "tests/backend/cluster/test_head_restart.py": "Ray cluster",
@@ -58,7 +60,7 @@ SLOW_MODULES = {
 }
 
 SLOW_TESTS = {
-    "tests/backend/auth/test_accounts.py::test_repeated_failures_lock_the_account_even_for_the_right_password": "sign-in hashing rounds",  # noqa: E501
+    "tests/backend/auth/test_throttle.py": "sign-in hashing rounds",
     "tests/backend/compat/test_columns.py::test_ort_cpu_matches_kernels_by_element_type": "real sessions per node",  # noqa: E501
     "tests/backend/compat/test_columns.py::test_ort_cuda_says_when_a_node_falls_back_to_cpu": "real sessions per node",  # noqa: E501
     "tests/backend/compat/test_matrix.py::test_custom_domain_op_is_unsupported_on_every_backend": "real matrix",  # noqa: E501

@@ -1,17 +1,20 @@
-"""Built-in accounts: argon2id password hashes, sign-in with a lockout kept in the database,
-and the user changes an admin (or the CLI) makes, each one audited."""
+"""Built-in accounts: argon2id password hashes, sign-in throttled per client and account
+(backend/auth/throttle.py), and the user changes an admin (or the CLI) makes, each one audited."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NoReturn
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 import settings
-from backend.auth.audit import Action, audited
+from backend.auth import throttle
+from backend.auth.audit import Action, Outcome, audited, record
 from backend.auth.roles import Principal, Role, Via, parse_role
 from backend.errors import UserError
 from storage.repo import users as user_store
@@ -25,7 +28,7 @@ _DUMMY_HASH = _HASHER.hash("not a password of anyone")
 
 
 class SignInError(UserError):
-    """Wrong name or password, or a locked account."""
+    """Wrong name or password, or a client that must wait after repeated failures."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class Account:
     name: str
     role: Role
     has_password: bool
-    locked_until: datetime | None
+    throttled_until: datetime | None  # new addresses wait until then (naive UTC); None: no wait
     last_signin_at: datetime | None
     created_at: datetime
 
@@ -45,7 +48,7 @@ def _account(row: UserRow) -> Account:
         row.name,
         Role(row.role),
         row.password_hash is not None,
-        row.locked_until,
+        throttle.account_blocked_until(row.name),
         row.last_signin_at,
         row.created_at,
     )
@@ -79,32 +82,58 @@ def principal_for(name: str) -> Principal | None:
     return Principal(row.name, Role(row.role), Via.PASSWORD) if row else None
 
 
-def sign_in(name: str, password: str) -> Principal:
-    """Check a password; repeated failures lock the account for a while (counted in the DB).
+def sign_in(name: str, password: str, client: str = throttle.LOCAL) -> Principal:
+    """Check a password from this client (its address, throttle.client_of), audited.
 
-    Every refusal reads the same and costs one hash check, so a visitor cannot tell an unknown
-    name from a wrong password or a locked account.
+    A wrong password or unknown name reads the same and costs one hash check, so a visitor cannot
+    tell them apart. Repeated failures make this client (and, for new addresses, the account)
+    wait before the next try; a try during the wait is refused before the password is checked.
     """
-    refused = SignInError(
-        "Wrong account name or password, or the account is locked after repeated failures; "
-        "check both and try again later, or ask an admin to reset the password."
-    )
-    row = user_store.get_user(name.strip())
+    name = name.strip()
+    wait = throttle.wait_s(name, client)
+    if wait > 0:
+        raise SignInError(
+            f"Too many failed sign-ins; wait {math.ceil(wait)} s and try again, or ask an admin "
+            "to reset the password."
+        )
+    row = user_store.get_user(name)
     if row is None or row.password_hash is None:
         _verify(_DUMMY_HASH, password)
-        raise refused
+        _failed(name, client)
     right = _verify(row.password_hash, password)
-    if row.locked_until is not None and user_store.is_locked(row.name):
-        raise refused
     if not right:
-        user_store.record_failure(
-            row.name, settings.SIGNIN_MAX_FAILURES.get(), settings.SIGNIN_LOCK_SECONDS.get()
-        )
-        raise refused
+        _failed(name, client)
     if _HASHER.check_needs_rehash(row.password_hash):
         user_store.set_password_hash(row.name, _HASHER.hash(password))
     user_store.record_success(row.name)
+    throttle.succeeded(row.name, client)
+    record(row.name, Action.SIGN_IN, row.name, Outcome.OK, client=client)
     return Principal(row.name, Role(row.role), Via.PASSWORD)
+
+
+def _failed(name: str, client: str) -> NoReturn:
+    """Count and audit a wrong name or password (and any wait it starts), then refuse."""
+    actor = f"client:{client}"
+    record(actor, Action.SIGN_IN, name, Outcome.FAILED, "wrong account name or password")
+    for started in throttle.failed(name, client):
+        record(
+            actor,
+            Action.SIGNIN_THROTTLE,
+            name if started.scope == "account" else client,
+            Outcome.OK,
+            scope=started.scope,
+            failures=started.failures,
+            until=started.until.isoformat(),
+        )
+    raise SignInError(
+        "Wrong account name or password; check both and try again, or ask an admin to reset "
+        "the password."
+    )
+
+
+def signed_out(principal: Principal) -> None:
+    """Audit a sign-out (the page ends the session itself)."""
+    record(principal.actor, Action.SIGN_OUT, principal.name, Outcome.OK)
 
 
 def _verify(password_hash: str, password: str) -> bool:
@@ -150,11 +179,12 @@ def set_role(actor: Principal, name: str, role: str) -> None:
 
 
 def set_password(actor: Principal, name: str, password: str) -> None:
-    """A new password, which also lifts a lockout."""
+    """A new password, which also ends the account's sign-in wait."""
     password_hash = hash_password(password)
     with audited(actor, Action.USER_PASSWORD, name):
         _existing(name)
         user_store.set_password_hash(name, password_hash)
+        throttle.lift(name)
 
 
 def remove_account(actor: Principal, name: str) -> None:

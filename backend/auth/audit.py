@@ -27,6 +27,10 @@ class Action(StrEnum):
     USER_ROLE = "user_role"
     USER_PASSWORD = "user_password"
     USER_REMOVE = "user_remove"
+    # Access events, recorded as they happen (record()), not mutations: no permission needed.
+    SIGN_IN = "sign_in"
+    SIGN_OUT = "sign_out"
+    SIGNIN_THROTTLE = "signin_throttle"
 
 
 class Outcome(StrEnum):
@@ -70,6 +74,19 @@ def audited(principal: Principal, action: Action, target: str = "", **detail: An
         audit_store.close_entry(entry, Outcome.FAILED.value, _one_line(exc))
         raise
     audit_store.close_entry(entry, Outcome.OK.value)
+
+
+def record(
+    actor: str,
+    action: Action,
+    target: str,
+    outcome: Outcome,
+    error: str | None = None,
+    **detail: Any,
+) -> None:
+    """An access event that has already happened (a sign-in, a failure, a throttle, a sign-out)."""
+    entry = audit_store.open_entry(actor, action.value, target, detail)
+    audit_store.close_entry(entry, outcome.value, error)
 
 
 def recent(limit: int = 200, actor: str | None = None) -> list[AuditRow]:

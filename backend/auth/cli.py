@@ -49,7 +49,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no accounts yet: add the first admin with `optiboard users add NAME --role admin`")
     for a in rows:
-        locked = f"  locked until {a.locked_until:%Y-%m-%d %H:%M} UTC" if a.locked_until else ""
+        waits = a.throttled_until
+        locked = f"  new addresses wait until {waits:%Y-%m-%d %H:%M:%S} UTC" if waits else ""
         kind = "" if a.has_password else "  (identity provider only)"
         print(f"{a.name}  {a.role.value}{kind}{locked}")
     return 0
@@ -112,7 +113,9 @@ def register_users(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name")
     p.add_argument("role", choices=roles)
     p.set_defaults(func=cmd_role)
-    p = verbs.add_parser("password", help="set a new password (also lifts a lockout)")
+    p = verbs.add_parser(
+        "password", help="set a new password (also ends the account's sign-in wait)"
+    )
     p.add_argument("name")
     p.add_argument("--password-stdin", action="store_true")
     p.set_defaults(func=cmd_password)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 
 from backend.engine.evidence import CONVERSIONS, computes_in_int8, per_source_us, source_deltas
@@ -13,6 +15,12 @@ KIND_COLORS = {
     "conversion": "#ef553b",
     "kept in FP32": "#ab63fa",
 }
+
+
+def _text(name: str) -> str:
+    """A node or op name (from the upload or the runtime) for Plotly, whose tick, hover and
+    legend text reads a subset of HTML (<a href>, <img>-like tags): shown as written instead."""
+    return html.escape(str(name), quote=False)
 
 
 def node_kind(profile: Profile, node: NodeProfile) -> str:
@@ -48,16 +56,18 @@ def node_bars(profile: Profile, top: int = 30) -> go.Figure:
         fig.add_trace(
             go.Bar(
                 x=[n.per_run_us for n in picked],
-                y=[n.name for n in picked],
+                y=[_text(n.name) for n in picked],
                 orientation="h",
                 name=kind,
                 marker_color=color,
-                customdata=[[n.op_type, ", ".join(n.source_nodes) or "-"] for n in picked],
+                customdata=[
+                    [_text(n.op_type), _text(", ".join(n.source_nodes) or "-")] for n in picked
+                ],
                 hovertemplate="%{y} (%{customdata[0]}): %{x:.1f} us<br>"
                 "uploaded node(s): %{customdata[1]}<extra></extra>",
             )
         )
-    fig.update_yaxes(categoryorder="array", categoryarray=[n.name for n in nodes])
+    fig.update_yaxes(categoryorder="array", categoryarray=[_text(n.name) for n in nodes])
     return _layout(fig, "Time per node (profiled pass)", "us per run", len(nodes))
 
 
@@ -67,7 +77,7 @@ def op_type_bars(profile: Profile, top: int = 25) -> go.Figure:
     fig = go.Figure(
         go.Bar(
             x=[100 * row["share"] for _, row in rows],
-            y=[op for op, _ in rows],
+            y=[_text(op) for op, _ in rows],
             orientation="h",
             marker_color="#00a3a3",
             customdata=[int(row["nodes"]) for _, row in rows],
@@ -85,16 +95,19 @@ def diff_bars(before: Profile, after: Profile, labels: tuple[str, str], top: int
         fig.add_trace(
             go.Bar(
                 x=[row[1 + index] for row in rows],
-                y=[row[0] for row in rows],
+                y=[_text(row[0]) for row in rows],
                 orientation="h",
-                name=label,
+                name=_text(label),
                 marker_color=color,
-                hovertemplate=f"%{{y}}: %{{x:.1f}} us per run ({label})<extra></extra>",
+                hovertemplate=f"%{{y}}: %{{x:.1f}} us per run ({_text(label)})<extra></extra>",
             )
         )
     fig.update_layout(barmode="group")
     fig = _layout(
-        fig, f"Per uploaded node: {labels[0]} vs {labels[1]}", "us per run", 2 * len(rows)
+        fig,
+        f"Per uploaded node: {_text(labels[0])} vs {_text(labels[1])}",
+        "us per run",
+        2 * len(rows),
     )
     fig.update_layout(barmode="group")
     return fig

@@ -14,6 +14,7 @@ from streamlit.runtime.uploaded_file_manager import UploadedFile
 from backend.queue import jobs
 from backend.queue.sweep_form import Upload
 from backend.specs import SweepSpec
+from pages.components.formatting import plain
 from pages.components.url_state import set_url
 
 
@@ -55,7 +56,7 @@ def evaluation_data(prefill: SweepSpec, model_id: int) -> tuple[str, UploadedFil
         kept + ["none", "npz"],
         format_func=lambda v: {
             "stored": "The evaluation .npz of the sweep you reopened: "
-            + str(jobs.npz_filename(model_id, prefill.evaluation_sha256, "evaluation")),
+            + plain(jobs.npz_filename(model_id, prefill.evaluation_sha256, "evaluation")),
             "none": "None: agreement with FP32 on random inputs only",
             "npz": "Upload an evaluation .npz",
         }[v],

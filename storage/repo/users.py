@@ -1,5 +1,5 @@
-"""Accounts: who may sign in, their role, and failed sign-ins (kept here, so lockout survives
-restarts and holds across dashboard processes)."""
+"""Accounts: who may sign in, their role, their last sign-in. Failed sign-ins are counted in
+storage/repo/throttle.py (the failed_attempts and locked_until columns are no longer used)."""
 
 from __future__ import annotations
 
@@ -68,8 +68,7 @@ def set_role(name: str, role: str) -> bool:
 
 
 def set_password_hash(name: str, password_hash: str) -> bool:
-    """A new password also lifts a lockout: an admin reset is how a locked user gets back in."""
-    return _update(name, password_hash=password_hash, failed_attempts=0, locked_until=None)
+    return _update(name, password_hash=password_hash)
 
 
 def delete_user(name: str) -> bool:
@@ -77,37 +76,5 @@ def delete_user(name: str) -> bool:
         return session.execute(delete(User).where(User.name == name)).rowcount > 0
 
 
-def record_failure(name: str, max_failures: int, lock_seconds: float) -> datetime | None:
-    """Count one failed sign-in in the database; returns the lock's end once the count is reached.
-
-    The increment is one UPDATE, so concurrent attempts from several sessions all count.
-    """
-    with session_scope() as session:
-        session.execute(
-            update(User).where(User.name == name).values(failed_attempts=User.failed_attempts + 1)
-        )
-        count = session.scalar(select(User.failed_attempts).where(User.name == name))
-        if count is None or count < max_failures:
-            return None
-        session.execute(
-            update(User)
-            .where(User.name == name)
-            .values(locked_until=db_utcnow(lock_seconds), failed_attempts=0)
-        )
-        return session.scalar(select(User.locked_until).where(User.name == name))
-
-
-def is_locked(name: str) -> bool:
-    """Whether a lockout holds now, by the database's clock (the one that set it)."""
-    with session_scope() as session:
-        return bool(
-            session.scalar(
-                select(func.count())
-                .select_from(User)
-                .where(User.name == name, User.locked_until > db_utcnow())
-            )
-        )
-
-
 def record_success(name: str) -> None:
-    _update(name, failed_attempts=0, locked_until=None, last_signin_at=db_utcnow())
+    _update(name, last_signin_at=db_utcnow())

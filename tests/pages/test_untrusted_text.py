@@ -115,3 +115,29 @@ def test_an_op_domain_and_node_name_shaped_like_links_render_as_text(
         assert not _leaks(at), (page, _leaks(at))
     nodes = at.dataframe[0].value  # the compatibility page's nodes behind the custom op
     assert list(nodes["node"]) == ["![n](http://evil/n.png)"]  # a table cell: shown as written
+
+
+def test_a_reopened_sweeps_evaluation_file_named_like_markdown_shows_its_name_as_text(
+    data_dir: Path, mlp_path: Path, tmp_path: Path
+) -> None:
+    """The Optimize page's radio labels render Markdown; the stored evaluation file's name (as
+    uploaded) is one of them."""
+    import numpy as np
+
+    from backend.queue import jobs
+    from backend.specs import SweepSpec
+
+    name = "[x](http://evil) ![i](http://evil/i.png).npz"
+    model = add_model(mlp_path, "mlp")
+    npz = tmp_path / "holdout.npz"
+    np.savez(npz, x=np.ones((4, 16), np.float32))
+    sha = jobs.store_evaluation(model.id, npz, filename=name)
+    query = jobs.spec_to_query(SweepSpec(evaluation_sha256=sha))
+    at = open_page("optimize", model=model.id, **query)
+    assert not at.exception
+    radio = at.radio(key="evaluation_source")
+    assert radio.value == "stored"
+    label = radio.options[0]
+    assert not RENDERS_AS_LINK.search(label), label
+    assert label.endswith(plain(name))  # the whole name is there, each character literal
+    assert not _leaks(at), _leaks(at)

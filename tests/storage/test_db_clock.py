@@ -11,17 +11,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import text
 
 from storage.db import session_scope
-from storage.repo import audit, jobs, models, users
+from storage.repo import audit, jobs, models, throttle, users
 from tests.skewed_clock import run_skewed
 
 WRITER = """
 from datetime import datetime
-from storage.repo import audit, jobs, models, users
+from storage.repo import audit, jobs, models, throttle, users
 print(datetime.now().isoformat())
 users.create_user("ada", None, "editor")
 users.record_success("ada")
-users.create_user("bob", None, "viewer")
-users.record_failure("bob", max_failures=1, lock_seconds=600)
+for _ in range(11):  # the eleventh wait, 2^10 s, is capped at 600 s
+    throttle.record_failure("client:bob", free=0, longest_s=600)
 model = models.create_model(
     name="m", sha256="a" * 64, format="onnx", size_bytes=1, metadata={},
     artifacts=[models.NewArtifact("original", "a" * 64, 1, "m.onnx")],
@@ -56,11 +56,11 @@ def test_rows_written_by_a_process_with_a_skewed_clock_carry_the_database_time(
         "audit finished": entry.finished_at,
         **{f"event {e.message!r}": e.created_at for e in events},
     }
-    ada, bob = users.get_user("ada"), users.get_user("bob")
+    ada = users.get_user("ada")
     stamps["last sign-in"] = ada.last_signin_at
     stamps["user"] = ada.created_at
-    assert bob.locked_until is not None
-    stamps["lock end - 600 s"] = bob.locked_until - timedelta(seconds=600)
-    assert users.is_locked("bob")  # by the database's clock, the one that set it
+    waits_until = throttle.blocked_until(["client:bob"])  # by the database's clock, which set it
+    assert waits_until is not None
+    stamps["throttle end - 600 s"] = waits_until - timedelta(seconds=600)
     for what, stamp in stamps.items():
         assert stamp is not None and abs(now - stamp) < timedelta(minutes=5), (what, stamp, now)

@@ -1,4 +1,4 @@
-"""Accounts, lockout counting and the audit log on SQLite and on a real PostgreSQL server."""
+"""Accounts, sign-in failure counts and the audit log on SQLite and on a real PostgreSQL server."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from storage.repo import audit as audit_store
+from storage.repo import throttle as throttle_store
 from storage.repo import users as user_store
 
 
@@ -19,26 +20,23 @@ def database(request: pytest.FixtureRequest, data_dir: Path) -> str:
     return "sqlite"
 
 
-def test_concurrent_failed_sign_ins_all_count_and_lock_once(database: str) -> None:
-    user_store.create_user("ada", "hash", "viewer")
-    locks: list[object] = []
+def test_concurrent_failed_sign_ins_all_count_and_start_one_wait(database: str) -> None:
+    waits: list[object] = []
     barrier = threading.Barrier(8)
 
     def fail() -> None:
         barrier.wait()
-        locks.append(user_store.record_failure("ada", max_failures=8, lock_seconds=60))
+        waits.append(throttle_store.record_failure("client:x", free=7, longest_s=60)[1])
 
     threads = [threading.Thread(target=fail) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    row = user_store.get_user("ada")
-    assert row.locked_until is not None, "eight failures reach the limit of eight"
-    assert sum(lock is not None for lock in locks) == 1
-    assert row.failed_attempts == 0
-    user_store.record_success("ada")
-    assert user_store.get_user("ada").locked_until is None
+    assert sum(wait is not None for wait in waits) == 1, "the eighth failure passes the seven free"
+    assert throttle_store.blocked_until(["client:x"]) is not None
+    throttle_store.clear(["client:x"])
+    assert throttle_store.blocked_until(["client:x"]) is None
 
 
 def test_names_are_unique_and_the_audit_log_keeps_its_order(database: str) -> None:

@@ -59,3 +59,38 @@ def test_diff_bars_compare_the_same_uploaded_nodes(profiles: dict[str, Profile])
     assert dict(zip(int8_bars.y, int8_bars.x, strict=True))["Conv_0"] == pytest.approx(
         per_source["Conv_0"]
     )
+
+
+def _figure_strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _figure_strings(item)]
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in _figure_strings(item)]
+    return []
+
+
+def test_node_and_op_names_shaped_like_html_are_shown_as_text_in_every_chart(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Plotly reads <a href>, <b> and the like in ticks, hovers and legends; names come from the
+    upload (nodes) and the runtime, so they reach the chart entity-escaped."""
+    work = tmp_path_factory.mktemp("html_names")
+    model = make_hardswish_net(blocks=2)
+    for index, node in enumerate(model.graph.node):
+        node.name = f'<a href="http://evil/{index}">n{index}</a>&<img src=x>'
+    source = model_factory.save(model, work / "evil.onnx")
+    feed = {"input": np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)}
+    profile = profile_model(source, onnx.load(str(source)), SessionOptions(), feed)
+    assert any("<a href" in n.name for n in profile.nodes)  # ORT kept the names as written
+    figures = [
+        profilecharts.node_bars(profile),
+        profilecharts.op_type_bars(profile),
+        profilecharts.diff_bars(profile, profile, ("FP32", "<b>mine</b>")),
+    ]
+    texts = [s for fig in figures for s in _figure_strings(fig.to_plotly_json())]
+    assert not [t for t in texts if "<a" in t or "<img" in t or "<b>" in t]
+    escaped = '&lt;a href="http://evil/0"&gt;n0&lt;/a&gt;&amp;&lt;img src=x&gt;'
+    assert any(escaped in t for t in texts)
+    assert any("&lt;b&gt;mine&lt;/b&gt;" in t for t in texts)
