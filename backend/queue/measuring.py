@@ -71,6 +71,10 @@ def measure_in_child(
             f"Not measured: a configuration runs the uploaded model only inside the sandbox, "
             f"and {state.reason}.",
         )
+    try:
+        binds = measurement_binds(task, config)
+    except OSError as exc:  # no output folder: this configuration fails, never the job
+        return _failed(config, f"Not measured: its output folder cannot be made ({exc}).")
     outcome = call_in_child(
         "backend.queue.measuring:child_measure",
         asdict(task),
@@ -78,7 +82,7 @@ def measure_in_child(
         should_cancel=should_cancel,
         what=f"Configuration {config.key}",
         sandboxed=True,
-        binds=measurement_binds(task, config),
+        binds=binds,
         limits=ChildLimits.from_settings(gpu=config.provider in GPU_PROVIDERS),
     )
     if outcome.cancelled:
