@@ -182,7 +182,7 @@ def database_url() -> str:
     if url:
         return url
     directory = data_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: hashes, audit log, models
     return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
 
 
