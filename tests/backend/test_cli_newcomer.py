@@ -12,7 +12,9 @@ def test_worker_verb_takes_the_module_flags_and_jobs_prints_sentences(
 ) -> None:
     assert optiboard("add", str(mlp_path)).returncode == 0
     # tensorrt is not in this CPU build of ONNX Runtime: the job fails with a sentence
-    assert optiboard("submit", "1", "--precisions", "fp32", "--providers", "tensorrt").returncode == 0
+    assert (
+        optiboard("submit", "1", "--precisions", "fp32", "--providers", "tensorrt").returncode == 0
+    )
     worker = optiboard("worker", "--once", "--lease-seconds", "10", "--poll-seconds", "0.1")
     assert worker.returncode == 0, worker.stderr
     assert "job 1 failed" in worker.stderr

@@ -7,6 +7,7 @@ results are seeded into the server's data directory through the real backend and
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -30,6 +31,8 @@ PASSWORD = "correct horse battery"
 # A name that resolves to the dashboard, as a DNS-rebinding attacker's page would.
 REBIND_RULE = "--host-resolver-rules=MAP rebind.test 127.0.0.1"
 pytestmark = pytest.mark.e2e
+# The one provider user whose e-mail the provider vouches for (email_verified): it names an account.
+VERIFIED_LEAD = {"sub": "lead@example.com", "email": "lead@example.com", "email_verified": True}
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,8 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     logs = tmp / "logs"
     logs.mkdir()
     provider = subprocess.Popen(
-        [sys.executable, "-m", "oidc_provider_mock", "--port", str(idp_port)],
+        [sys.executable, "-m", "oidc_provider_mock", "--port", str(idp_port)]
+        + ["--user-claims", json.dumps(VERIFIED_LEAD)],  # others get no email_verified: refused
         env=env,
         stdout=open(logs / "oidc.log", "wb"),  # noqa: SIM115 - closed with the process
         stderr=subprocess.STDOUT,
