@@ -9,6 +9,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 import settings
+from backend.engine.shapes import check_dim_names, stored_dim_names
 from backend.errors import UserError
 from backend.models.library import get_model
 from backend.records import get_job
@@ -37,7 +38,8 @@ CUSTOM_MEASURE = "custom"  # the `measure` query value when the m_* values are g
 
 def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
     """Queue one job holding every configuration of the sweep."""
-    get_model(model_id)
+    model = get_model(model_id)
+    check_dim_names(dict(spec.symbolic_dims), stored_dim_names(model.inputs, model.outputs))
     unknown = [name for name in spec.runtimes if name not in BACKENDS]
     if unknown:
         raise UserError(f"Unknown runtime {unknown[0]!r}; choose from {', '.join(BACKENDS)}.")

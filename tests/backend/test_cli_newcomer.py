@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from backend.errors import UserError
+from backend.queue import jobs
+from backend.specs import SweepSpec
+from tests import models as model_factory
 from tests.backend.test_cli import optiboard
 
 
@@ -22,3 +28,31 @@ def test_worker_verb_takes_the_module_flags_and_jobs_prints_sentences(
     listed = optiboard("jobs")
     assert "all 1 configurations failed; first: onnxruntime provider 'tensorrt'" in listed.stdout
     assert "['" not in listed.stdout and '["' not in listed.stdout
+
+
+def _sequence_model(path: Path) -> Path:
+    """x + 1 over [N, sequence]: the README's `--dim seq=128` does not name its dimension."""
+    model = model_factory.make_symbolic_dim_model()
+    for value in (*model.graph.input, *model.graph.output):
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param == "seq":
+                dim.dim_param = "sequence"
+    return model_factory.save(model, path)
+
+
+def test_a_dim_name_the_model_lacks_is_refused_at_submit_naming_its_real_ones(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    assert optiboard("add", str(_sequence_model(tmp_path / "seqmodel.onnx"))).returncode == 0
+    refused = optiboard("submit", "1", "--precisions", "fp32", "--dim", "seq=128")
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "error: The model has no symbolic dimension 'seq'; its dimensions are: N, sequence.\n"
+    )
+    assert "no jobs yet" in optiboard("jobs").stdout  # nothing was queued
+
+    # the Optimize form's backend path (backend.queue.jobs.submit_sweep) refuses it the same way
+    with pytest.raises(UserError, match="its dimensions are: N, sequence"):
+        jobs.submit_sweep(1, SweepSpec(symbolic_dims=(("seq", 128),)))
+    accepted = optiboard("submit", "1", "--precisions", "fp32", "--dim", "sequence=128")
+    assert accepted.returncode == 0, accepted.stderr
