@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from backend.errors import UserError
@@ -56,3 +58,28 @@ def test_a_dim_name_the_model_lacks_is_refused_at_submit_naming_its_real_ones(
         jobs.submit_sweep(1, SweepSpec(symbolic_dims=(("seq", 128),)))
     accepted = optiboard("submit", "1", "--precisions", "fp32", "--dim", "sequence=128")
     assert accepted.returncode == 0, accepted.stderr
+
+
+def _nan_calibration(path: Path) -> Path:
+    """32 samples of the MLP's input `x` [N, 16], 40 of its 512 values NaN and 2 infinite."""
+    x = np.random.default_rng(0).normal(size=(32, 16)).astype(np.float32)
+    x.ravel()[:40] = np.nan
+    x.ravel()[40:42] = np.inf
+    np.savez(path, x=x)
+    return path
+
+
+def test_nan_calibration_data_is_refused_at_submit_and_upload_naming_input_and_count(
+    data_dir: Path, mlp_path: Path, tmp_path: Path
+) -> None:
+    from backend.queue import calibration
+
+    assert optiboard("add", str(mlp_path)).returncode == 0
+    npz = _nan_calibration(tmp_path / "calib.npz")
+    said = "Input 'x' in calib.npz holds 42 NaN or infinite values (of 512); replace them with"
+    refused = optiboard("submit", "1", "--precisions", "int8_static", "--calibration", str(npz))
+    assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+    assert "no jobs yet" in optiboard("jobs").stdout
+
+    with pytest.raises(UserError, match=re.escape(said)):  # the Optimize page's upload
+        calibration.store_calibration_upload(1, npz.read_bytes(), "calib.npz")
