@@ -17,6 +17,7 @@ from backend.cli_parsing import (
 )
 from backend.cli_parsing import csv_list as _csv
 from backend.cli_parsing import dims_from_pairs as _dims
+from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.models import library
@@ -191,12 +192,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome.state == JobState.SUCCEEDED else 1
 
 
-def _last_line(text: str | None) -> str:
-    """A stored error's last line (the sentence after any detail), as text, not a list."""
-    lines = (text or "").strip().splitlines()
-    return lines[-1] if lines else ""
-
-
 def cmd_jobs(args: argparse.Namespace) -> int:
     rows = [
         [
@@ -206,7 +201,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             f"{j.progress_done}/{j.progress_total}",
             j.attempts,
             j.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            _last_line(j.error),
+            ((j.error or "").strip().splitlines() or [""])[-1],  # its last line, as text
         ]
         for j in jobs.list_jobs(limit=args.limit)
     ]
@@ -386,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
     add_worker_arguments(p)
     p.set_defaults(func=cmd_worker)
+    register_compat(sub)
     register_users(sub)
     register_advice(register_serving(sub))
     return parser

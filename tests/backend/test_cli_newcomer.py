@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -83,3 +84,32 @@ def test_nan_calibration_data_is_refused_at_submit_and_upload_naming_input_and_c
 
     with pytest.raises(UserError, match=re.escape(said)):  # the Optimize page's upload
         calibration.store_calibration_upload(1, npz.read_bytes(), "calib.npz")
+
+
+def test_compat_verb_prints_the_matrix_as_table_csv_and_json(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    custom = model_factory.make_custom_op_model(domain="com.acme", op_type="MyOp")
+    assert (
+        optiboard("add", str(model_factory.save(custom, tmp_path / "custom.onnx"))).returncode == 0
+    )
+
+    shown = optiboard("compat", "1")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split()[:3] == ["backend", "runs", "unsupported"]
+    cpu = next(line for line in lines if line.startswith("ONNX Runtime CPU "))
+    assert "unsupported" in shown.stdout and "MyOp" in shown.stdout and "com.acme" in shown.stdout
+    assert cpu.split()[3].endswith("%")  # "NN% of N" nodes it runs
+
+    out = tmp_path / "compat.csv"
+    assert optiboard("compat", "1", "--format", "csv", "-o", str(out)).returncode == 0
+    header, *rows = out.read_text().splitlines()
+    assert header.startswith("node,index,op_type,domain") and any("MyOp" in r for r in rows)
+
+    as_json = optiboard("compat", "1", "--format", "json")
+    document = json.loads(as_json.stdout)
+    assert {s["label"] for s in document["summary"]} >= {"ONNX Runtime CPU", "OpenVINO"}
+
+    missing = optiboard("compat", "7")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: There is no model 7")
