@@ -9,9 +9,11 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 import settings
+from backend.auth.audit import current_actor as actor
 from backend.engine.shapes import check_dim_names, stored_dim_names
 from backend.errors import UserError
 from backend.models.library import get_model
+from backend.queue import caps
 from backend.records import get_job
 from backend.results import StoredResult
 from backend.runtimes import BACKENDS
@@ -49,7 +51,11 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
             "(README: Many machines) or clear them."
         )
     configurations = spec.configurations()
-    return job_store.create_job(model_id, spec.to_dict(), total=len(configurations), label=label)
+    caps.check_configurations(len(configurations))
+    caps.check_queued()
+    return job_store.create_job(
+        model_id, spec.to_dict(), total=len(configurations), label=label, submitted_by=actor()
+    )
 
 
 def list_jobs(
