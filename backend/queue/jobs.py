@@ -107,7 +107,8 @@ def retry_job(job_id: int) -> JobRow:
     job = get_job(job_id)
     if not job.state.finished:
         raise UserError(f"Job {job_id} is still {job.state.value}; retry it once it has finished.")
-    return job_store.retry_job(job_id)
+    caps.check_queued()
+    return job_store.retry_job(job_id, submitted_by=actor())
 
 
 def resubmit_with_changes(job_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:

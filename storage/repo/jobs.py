@@ -356,12 +356,14 @@ def is_cancel_requested(job_id: int) -> bool:
         return bool(session.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
 
 
-def retry_job(job_id: int) -> JobRow:
-    """Queue a new job with the same model and spec as a finished one."""
+def retry_job(job_id: int, submitted_by: str | None = None) -> JobRow:
+    """Queue a new job with the same model and spec as a finished one, credited to who retried."""
     old = get_job(job_id)
     if old is None:
         raise LookupError(f"no job {job_id}")
-    return create_job(old.model_id, old.spec, old.progress_total, label=old.label)
+    return create_job(
+        old.model_id, old.spec, old.progress_total, label=old.label, submitted_by=submitted_by
+    )
 
 
 def log_event(job_id: int | None, message: str, level: str = "info") -> None:

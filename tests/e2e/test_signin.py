@@ -348,6 +348,27 @@ def _oidc_sign_in(page, subject: str) -> None:  # noqa: ANN001
     page.get_by_role("button", name="Authorize").click()
 
 
+def test_oidc_sign_in_with_an_unverified_email_gets_no_account(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """The provider names lead@example.com's address without email_verified for this subject:
+    no account, no default role, one sentence and a way out."""
+    from playwright.sync_api import expect
+
+    page = _page(browser)
+    page.goto(f"{dashboard.url}/")
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    _oidc_sign_in(page, "someone@example.com")  # the mock's claims: e-mail only, not verified
+    expect(
+        page.get_by_text("Your identity provider did not confirm that someone@example.com")
+    ).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Signed in as")).to_have_count(0)
+    expect(page.get_by_role("link", name="Models")).to_have_count(0)
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    page.context.close()
+
+
 def test_oidc_sign_in_reopens_the_view_a_shared_link_pointed_to(
     dashboard: Dashboard,
     browser,  # noqa: ANN001

@@ -57,4 +57,7 @@ def test_queued_jobs_are_capped_per_user_whichever_door_they_came_through(
             jobs.submit_sweep(1, SweepSpec())
 
     assert optiboard("cancel", "1").returncode == 0  # a cancelled job no longer counts
+    with pytest.raises(UserError, match="^ed already has 2 jobs waiting"):  # nor does a retry
+        with audited(editor, Action.RETRY, "job 1"):
+            jobs.retry_job(1)
     assert optiboard("submit", "1", "--precisions", "fp32").returncode == 0
