@@ -1,7 +1,7 @@
 """An identity provider's e-mail names an account only when the provider verified it.
 
-The claims come from a real OIDC provider (oidc-provider-mock, the one the browser tests use) through
-a real authorization-code round trip and a checked ID token, as Streamlit's st.login receives them.
+The claims come from a real OIDC provider (oidc-provider-mock, as in the browser tests) through a
+real authorization-code round trip and a checked ID token, as Streamlit's st.login receives them.
 """
 
 from __future__ import annotations
