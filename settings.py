@@ -171,6 +171,23 @@ CONFIG_TIMEOUT_S = _declare(
     )
 )
 
+MAX_CONFIGS_PER_JOB = _declare(
+    Setting(
+        "OPTIBOARD_MAX_CONFIGS_PER_JOB",
+        "512",
+        int,
+        "most configurations one sweep may hold; a larger one is refused at submit",
+    )
+)
+MAX_QUEUED_JOBS_PER_USER = _declare(
+    Setting(
+        "OPTIBOARD_MAX_QUEUED_JOBS_PER_USER",
+        "20",
+        int,
+        "most jobs one user (an account, or `cli:<os user>`) may have waiting for a worker",
+    )
+)
+
 
 def data_dir() -> Path:
     return DATA_DIR.get()
@@ -182,7 +199,7 @@ def database_url() -> str:
     if url:
         return url
     directory = data_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: hashes, audit log, models
     return f"sqlite:///{(directory / 'optiboard.db').resolve()}"
 
 

@@ -17,10 +17,12 @@ from backend.cli_parsing import (
 )
 from backend.cli_parsing import csv_list as _csv
 from backend.cli_parsing import dims_from_pairs as _dims
+from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
+from backend.queue.worker_args import add_worker_arguments
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
@@ -199,7 +201,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             f"{j.progress_done}/{j.progress_total}",
             j.attempts,
             j.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            (j.error or "").splitlines()[-1:] or "",
+            ((j.error or "").strip().splitlines() or [""])[-1],  # its last line, as text
         ]
         for j in jobs.list_jobs(limit=args.limit)
     ]
@@ -283,9 +285,9 @@ def cmd_mixed(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from backend.queue.worker import main as worker_main
+    from backend.queue.worker import run_from_args
 
-    return worker_main(args.worker_args)
+    return run_from_args(args)
 
 
 def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
@@ -377,8 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     mixed.add_arguments(p)
     p.set_defaults(func=cmd_mixed)
     p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
-    p.add_argument("worker_args", nargs=argparse.REMAINDER)
+    add_worker_arguments(p)
     p.set_defaults(func=cmd_worker)
+    register_compat(sub)
     register_users(sub)
     register_advice(register_serving(sub))
     return parser

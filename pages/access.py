@@ -57,12 +57,18 @@ def _resolve() -> Principal | None:
             del st.session_state[ACCOUNT_KEY]
         return found
     if oidc_configured() and st.user.get("is_logged_in"):
-        return accounts.oidc_principal(str(st.user.get("email") or "")) or _no_role()
+        try:
+            return accounts.oidc_principal(st.user.to_dict()) or _no_role()
+        except accounts.SignInError as exc:  # the provider did not verify the e-mail
+            return _no_role(str(exc))
     return None
 
 
-def _no_role() -> None:
-    st.error("Your sign-in worked but no role is given to you here; ask an admin for an account.")
+NO_ROLE = "Your sign-in worked but no role is given to you here; ask an admin for an account."
+
+
+def _no_role(why: str = NO_ROLE) -> None:
+    st.error(why)
     if st.button("Sign out"):
         st.logout()
     st.stop()

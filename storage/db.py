@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,6 +23,38 @@ if TYPE_CHECKING:
 __all__ = ["data_dir", "database_url", "get_engine", "make_engine", "session_scope", "upgrade"]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+log = logging.getLogger("optiboard.storage")
+
+PRIVATE_DIR = 0o700  # the data folder: argon2 hashes, the audit log, link_secret, models
+PRIVATE_FILE = 0o600  # the SQLite file; SQLite gives its -wal and -shm the same mode
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """chmod a path that other local users can read or enter, saying so once in the log."""
+    current = stat.S_IMODE(path.stat().st_mode)
+    if current & 0o077:
+        path.chmod(mode)
+        log.warning(
+            "tightened %s from %04o to %04o (readable by other local users)", path, current, mode
+        )
+
+
+def secure_data_files(url: str) -> None:
+    """Make the data folder 0700 and the SQLite file (and its WAL and SHM) 0600: before the first
+    connection creates the file, and at each start for ones an older version left 0755/0644."""
+    folder = data_dir().resolve()
+    if folder.is_dir():
+        _tighten(folder, PRIVATE_DIR)
+    database = make_url(url).database if url.startswith("sqlite") else None
+    if not database or database == ":memory:":
+        return
+    path = Path(database)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))  # empty: a new database
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if file.exists():
+            _tighten(file, PRIVATE_FILE)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -84,6 +119,7 @@ def upgrade(engine: Engine) -> None:
 
 @lru_cache(maxsize=8)
 def _engine_for(url: str) -> Engine:
+    secure_data_files(url)
     engine = make_engine(url)
     upgrade(engine)
     return engine

@@ -86,6 +86,8 @@ class Job(Base):
     progress_total: Mapped[int] = mapped_column(Integer, default=0)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     error: Mapped[str | None] = mapped_column(Text)
+    # who queued it (an account, or cli:<os user>), for the per-user cap on queued jobs
+    submitted_by: Mapped[str | None] = mapped_column(String(255), index=True)
 
 
 class Result(Base):

@@ -57,7 +57,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh data directory (SQLite file + artifacts) used through the normal settings."""
     directory = tmp_path / "data"
-    directory.mkdir()
+    directory.mkdir(mode=0o700)  # as Optiboard makes it: a looser one is tightened with a log line
     monkeypatch.setenv("OPTIBOARD_DATA_DIR", str(directory))
     monkeypatch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
     return directory

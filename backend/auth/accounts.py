@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -193,13 +194,26 @@ def remove_account(actor: Principal, name: str) -> None:
         user_store.delete_user(name)
 
 
-def oidc_principal(email: str | None, fallback_role: str | None = None) -> Principal | None:
+UNVERIFIED_EMAIL = (
+    "Your identity provider did not confirm that {email} is your address (email_verified is not "
+    "true), so it names no account here; verify the address with the provider, or ask an admin "
+    "for a built-in account."
+)
+
+
+def oidc_principal(claims: Mapping[str, Any], fallback_role: str | None = None) -> Principal | None:
     """An identity-provider user: the role of the account named by their e-mail, else the default.
 
-    Returns None when OPTIBOARD_OIDC_DEFAULT_ROLE is `none` and no account names them.
+    The e-mail names an account (or becomes one) only when the provider says it verified it
+    (`email_verified: true`): an address anyone can type into their IdP profile must not become
+    an admin's account. Refused with SignInError otherwise. Returns None when
+    OPTIBOARD_OIDC_DEFAULT_ROLE is `none` and no account names them.
     """
+    email = str(claims.get("email") or "")
     if not email:
         return None
+    if claims.get("email_verified") is not True:
+        raise SignInError(UNVERIFIED_EMAIL.format(email=email))
     row = user_store.get_user(email)
     if row is not None:
         return Principal(row.name, Role(row.role), Via.OIDC)

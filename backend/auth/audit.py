@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from enum import StrEnum
 from typing import Any
 
@@ -59,6 +60,16 @@ def _one_line(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:500]
 
 
+# Who the audited action in progress is for: the queue credits a job to its submitter with it,
+# whichever door (page, CLI) the submit came through.
+_ACTOR: ContextVar[str | None] = ContextVar("optiboard_audited_actor", default=None)
+
+
+def current_actor() -> str | None:
+    """The actor of the audited action running now in this thread, or None outside one."""
+    return _ACTOR.get()
+
+
 @contextmanager
 def audited(principal: Principal, action: Action, target: str = "", **detail: Any) -> Iterator[int]:
     """Check the role, record the attempt, run the body, record how it ended; yields the entry."""
@@ -68,11 +79,14 @@ def audited(principal: Principal, action: Action, target: str = "", **detail: An
     except PermissionDenied as exc:
         audit_store.close_entry(entry, Outcome.DENIED.value, _one_line(exc))
         raise
+    token = _ACTOR.set(principal.actor)
     try:
         yield entry
     except BaseException as exc:
         audit_store.close_entry(entry, Outcome.FAILED.value, _one_line(exc))
         raise
+    finally:
+        _ACTOR.reset(token)
     audit_store.close_entry(entry, Outcome.OK.value)
 
 

@@ -357,11 +357,9 @@ def _conform(
 def read_calibration_npz(
     path: Path, specs: list[dict], symbolic_dims: dict[str, int], optional: tuple[str, ...] = ()
 ) -> CalibrationSet:
-    """Check a calibration (or evaluation) .npz against the model inputs, split it into batch-1
-    feeds; arrays named in `optional` (an evaluation set's labels) come back unchecked in extra.
-
-    Headers first (check_npz_headers), so nothing is loaded from a file that lies about its size.
-    """
+    """Check a calibration (or evaluation) .npz against the model inputs (headers first: nothing is
+    loaded from a file that lies about its size), split it into batch-1 feeds; arrays named in
+    `optional` (an evaluation set's labels) come back unchecked in extra."""
     path, name = Path(path), Path(path).name
     expected = [spec["name"] for spec in specs]
     check_npz_headers(path, expected, optional)
@@ -377,11 +375,22 @@ def read_calibration_npz(
     samples = counts.pop()
     if samples == 0:
         raise UserError(f"{name} holds no samples; put at least one along the first axis.")
+    _refuse_non_finite(arrays, name)
     feeds = [{key: arrays[key][i : i + 1] for key in expected} for i in range(samples)]
     for note in notes:
         log.info("%s: %s", name, note)
     extra = {key: loaded[key] for key in optional if key in loaded}
     return CalibrationSet(feeds, notes, extra)
+
+
+def _refuse_non_finite(arrays: dict[str, np.ndarray], name: str) -> None:
+    """NaN or inf in calibration data makes every scale garbage: say so, and where, up front."""
+    for key, array in arrays.items():
+        if array.dtype.kind in "fc" and (bad := array.size - int(np.isfinite(array).sum())):
+            raise UserError(
+                f"Input {key!r} in {name} holds {bad:,} NaN or infinite values (of {array.size:,});"
+                " replace them with real samples."
+            )
 
 
 def load_calibration_npz(

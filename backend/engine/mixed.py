@@ -231,17 +231,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _base(source: Path, pairs: list[str]) -> Configuration:
     """Static INT8 with the --dim values, each checked against the model's own names."""
     from backend.cli_parsing import dims_from_pairs
-    from backend.engine.shapes import all_dim_params
+    from backend.engine.shapes import all_dim_params, check_dim_names
 
     dims = dims_from_pairs(pairs)
-    known = all_dim_params(onnx.load(str(source), load_external_data=False))
-    unknown = sorted(set(dims) - known)
-    if unknown:
-        names = ", ".join(sorted(known)) or "none"
-        raise UserError(
-            f"The model has no symbolic dimension {', '.join(map(repr, unknown))}; its "
-            f"dimensions are: {names}."
-        )
+    check_dim_names(dims, all_dim_params(onnx.load(str(source), load_external_data=False)))
     return Configuration(precision=Precision.INT8_STATIC, symbolic_dims=tuple(dims.items()))
 
 

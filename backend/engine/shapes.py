@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import onnx
 
 from backend.engine.inputs import concrete_shape, specs_of_model
@@ -24,6 +26,29 @@ def all_dim_params(model: onnx.ModelProto) -> set[str]:
             if dim.HasField("dim_param") and dim.dim_param:
                 params.add(dim.dim_param)
     return params
+
+
+def stored_dim_names(*specs: list[dict]) -> set[str]:
+    """The named dimensions in a model's stored input and output specs."""
+    return {
+        dim
+        for group in specs
+        for spec in group
+        for dim in spec["shape"]
+        if isinstance(dim, str) and dim not in ("", "?")
+    }
+
+
+def check_dim_names(dims: Iterable[str], known: set[str]) -> None:
+    """Refuse dimension values for names the model does not have, naming the ones it has: a
+    `--dim seq=128` on a model whose dimension is `sequence` is caught at submit, not mid-job."""
+    unknown = sorted(set(dims) - known)
+    if unknown:
+        names = ", ".join(sorted(known)) or "none"
+        raise UserError(
+            f"The model has no symbolic dimension {', '.join(map(repr, unknown))}; its "
+            f"dimensions are: {names}."
+        )
 
 
 def fix_shapes(

@@ -9,8 +9,11 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 import settings
+from backend.auth.audit import current_actor as actor
+from backend.engine.shapes import check_dim_names, stored_dim_names
 from backend.errors import UserError
 from backend.models.library import get_model
+from backend.queue import caps
 from backend.records import get_job
 from backend.results import StoredResult
 from backend.runtimes import BACKENDS
@@ -37,7 +40,8 @@ CUSTOM_MEASURE = "custom"  # the `measure` query value when the m_* values are g
 
 def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
     """Queue one job holding every configuration of the sweep."""
-    get_model(model_id)
+    model = get_model(model_id)
+    check_dim_names(dict(spec.symbolic_dims), stored_dim_names(model.inputs, model.outputs))
     unknown = [name for name in spec.runtimes if name not in BACKENDS]
     if unknown:
         raise UserError(f"Unknown runtime {unknown[0]!r}; choose from {', '.join(BACKENDS)}.")
@@ -47,7 +51,11 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
             "(README: Many machines) or clear them."
         )
     configurations = spec.configurations()
-    return job_store.create_job(model_id, spec.to_dict(), total=len(configurations), label=label)
+    caps.check_configurations(len(configurations))
+    caps.check_queued()
+    return job_store.create_job(
+        model_id, spec.to_dict(), total=len(configurations), label=label, submitted_by=actor()
+    )
 
 
 def list_jobs(
@@ -99,7 +107,8 @@ def retry_job(job_id: int) -> JobRow:
     job = get_job(job_id)
     if not job.state.finished:
         raise UserError(f"Job {job_id} is still {job.state.value}; retry it once it has finished.")
-    return job_store.retry_job(job_id)
+    caps.check_queued()
+    return job_store.retry_job(job_id, submitted_by=actor())
 
 
 def resubmit_with_changes(job_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:

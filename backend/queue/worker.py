@@ -37,6 +37,7 @@ from backend.queue.measuring import measure_in_child, ordered_configurations
 from backend.queue.mixedsearch import run_search
 from backend.queue.produced import store_produced_files
 from backend.queue.supervise import supervise
+from backend.queue.worker_args import add_worker_arguments
 from backend.records import is_serving, job_kind
 from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimes import all_provider_statuses
@@ -374,14 +375,8 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
             time.sleep(delay)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="optiboard-worker", description=__doc__)
-    parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
-    parser.add_argument("--poll-seconds", type=float, default=1.0)
-    parser.add_argument(
-        "--lease-seconds", type=float, default=None, help="default: $OPTIBOARD_LEASE_SECONDS"
-    )
-    args = parser.parse_args(argv)
+def run_from_args(args: argparse.Namespace) -> int:
+    """Serve the queue with the flags add_worker_arguments declared."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
@@ -389,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="optiboard-worker", description=__doc__)
+    add_worker_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from backend.auth.audit import current_actor
 from backend.errors import UserError
+from backend.queue import caps
 from backend.records import JobKind
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
 from backend.serving.types import (
@@ -174,8 +176,14 @@ def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -
             f"{unknown[0]!r} is not a stored variant of model {model_id}; pick one from its list."
         )
     label = label or f"serving study, p99 bound {study.slo_p99_ms:g} ms"
+    caps.check_queued()
     return job_store.create_job(
-        model_id, study.to_dict(), total=study.point_count, label=label, unit="load points"
+        model_id,
+        study.to_dict(),
+        total=study.point_count,
+        label=label,
+        unit="load points",
+        submitted_by=current_actor(),
     )
 
 

@@ -45,6 +45,7 @@ class JobRow:
     progress_total: int
     cancel_requested: bool
     error: str | None
+    submitted_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,12 @@ def create_job(
     label: str | None = None,
     max_attempts: int = 3,
     unit: str = "configurations",
+    submitted_by: str | None = None,
 ) -> JobRow:
     """unit names what `total` counts in the first event (a serving study counts load points)."""
     with session_scope() as session:
         job = Job(
+            submitted_by=submitted_by,
             model_id=model_id,
             spec=spec,
             label=label,
@@ -104,6 +107,15 @@ def list_jobs(
         if limit:
             query = query.limit(limit)
         return [_job_row(j) for j in session.scalars(query)]
+
+
+def count_queued_jobs(submitted_by: str) -> int:
+    """Jobs this submitter has waiting for a worker (queued, not yet claimed)."""
+    with session_scope() as session:
+        query = select(func.count()).where(
+            Job.submitted_by == submitted_by, Job.state == JobState.QUEUED.value
+        )
+        return int(session.execute(query).scalar_one())
 
 
 def count_jobs_by_state(url: str | None = None) -> dict[str, int]:
@@ -344,12 +356,14 @@ def is_cancel_requested(job_id: int) -> bool:
         return bool(session.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
 
 
-def retry_job(job_id: int) -> JobRow:
-    """Queue a new job with the same model and spec as a finished one."""
+def retry_job(job_id: int, submitted_by: str | None = None) -> JobRow:
+    """Queue a new job with the same model and spec as a finished one, credited to who retried."""
     old = get_job(job_id)
     if old is None:
         raise LookupError(f"no job {job_id}")
-    return create_job(old.model_id, old.spec, old.progress_total, label=old.label)
+    return create_job(
+        old.model_id, old.spec, old.progress_total, label=old.label, submitted_by=submitted_by
+    )
 
 
 def log_event(job_id: int | None, message: str, level: str = "info") -> None:

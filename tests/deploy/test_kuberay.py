@@ -131,6 +131,8 @@ def test_every_setting_named_exists_and_the_head_is_reached_where_it_listens(man
     gcs_port = int(head_spec["rayStartParams"].get("port", "6379"))
     assert any(p["containerPort"] == gcs_port for p in head["ray-head"]["ports"])
     assert head_spec["rayStartParams"]["num-cpus"] == "0"  # the head measures nothing
+    # Ray's job API runs commands on the head: loopback only (kubectl port-forward to see it)
+    assert head_spec["rayStartParams"]["dashboard-host"] == "127.0.0.1"
     for name in ("worker", "dashboard"):
         env = _env(head[name])
         assert env[settings.RAY_ADDRESS.name]["value"] == f"127.0.0.1:{gcs_port}"

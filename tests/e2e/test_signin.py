@@ -7,6 +7,7 @@ results are seeded into the server's data directory through the real backend and
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -30,6 +31,8 @@ PASSWORD = "correct horse battery"
 # A name that resolves to the dashboard, as a DNS-rebinding attacker's page would.
 REBIND_RULE = "--host-resolver-rules=MAP rebind.test 127.0.0.1"
 pytestmark = pytest.mark.e2e
+# The one provider user whose e-mail the provider vouches for (email_verified): it names an account.
+VERIFIED_LEAD = {"sub": "lead@example.com", "email": "lead@example.com", "email_verified": True}
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,8 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     logs = tmp / "logs"
     logs.mkdir()
     provider = subprocess.Popen(
-        [sys.executable, "-m", "oidc_provider_mock", "--port", str(idp_port)],
+        [sys.executable, "-m", "oidc_provider_mock", "--port", str(idp_port)]
+        + ["--user-claims", json.dumps(VERIFIED_LEAD)],  # others get no email_verified: refused
         env=env,
         stdout=open(logs / "oidc.log", "wb"),  # noqa: SIM115 - closed with the process
         stderr=subprocess.STDOUT,
@@ -342,6 +346,27 @@ def _oidc_sign_in(page, subject: str) -> None:  # noqa: ANN001
     page.wait_for_url(re.compile(r".*/oauth2/authorize.*"), timeout=60_000)  # the provider's form
     page.locator("input[name=sub]").fill(subject)
     page.get_by_role("button", name="Authorize").click()
+
+
+def test_oidc_sign_in_with_an_unverified_email_gets_no_account(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """The provider names lead@example.com's address without email_verified for this subject:
+    no account, no default role, one sentence and a way out."""
+    from playwright.sync_api import expect
+
+    page = _page(browser)
+    page.goto(f"{dashboard.url}/")
+    expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    _oidc_sign_in(page, "someone@example.com")  # the mock's claims: e-mail only, not verified
+    expect(
+        page.get_by_text("Your identity provider did not confirm that someone@example.com")
+    ).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Signed in as")).to_have_count(0)
+    expect(page.get_by_role("link", name="Models")).to_have_count(0)
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    page.context.close()
 
 
 def test_oidc_sign_in_reopens_the_view_a_shared_link_pointed_to(

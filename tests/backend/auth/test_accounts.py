@@ -94,9 +94,11 @@ def test_identity_provider_users_get_their_accounts_role_or_the_default(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     accounts.add_account(cli_principal(), "lead@example.com", "admin", None)
-    assert accounts.oidc_principal("lead@example.com").role == Role.ADMIN
-    assert accounts.oidc_principal("new@example.com").role == Role.VIEWER
+    lead = {"email": "lead@example.com", "email_verified": True}
+    new = {"email": "new@example.com", "email_verified": True}
+    assert accounts.oidc_principal(lead).role == Role.ADMIN
+    assert accounts.oidc_principal(new).role == Role.VIEWER
     monkeypatch.setenv("OPTIBOARD_OIDC_DEFAULT_ROLE", "none")
-    assert accounts.oidc_principal("new@example.com") is None
+    assert accounts.oidc_principal(new) is None
     with pytest.raises(accounts.SignInError):  # no password: only the provider signs them in
         accounts.sign_in("lead@example.com", "")

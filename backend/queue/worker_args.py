@@ -1,0 +1,17 @@
+"""The worker's flags, one definition for `python -m backend.queue.worker` and `optiboard worker`.
+
+Kept apart from the worker so the CLI can declare them without importing the worker's runtimes.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """--once, --poll-seconds, --lease-seconds (read by backend.queue.worker.run_from_args)."""
+    parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
+    parser.add_argument("--poll-seconds", type=float, default=1.0)
+    parser.add_argument(
+        "--lease-seconds", type=float, default=None, help="default: $OPTIBOARD_LEASE_SECONDS"
+    )
