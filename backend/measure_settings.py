@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from backend.errors import UserError
 
+DEFAULT_MIN_COSINE = 0.99  # a sweep's wrong-outputs bound unless the user sets one
+
 
 @dataclass(frozen=True)
 class MeasureSettings:

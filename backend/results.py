@@ -67,6 +67,10 @@ class AccuracyReport:
     top1_agreement: float | None = None
     compared_outputs: int = 0
     samples: int = 0
+    # values that are NaN (or infinite) in this configuration's outputs where FP32's are finite;
+    # the other figures are computed over the positions where both are finite
+    nan_values: int = 0
+    inf_values: int = 0
 
 
 @dataclass(frozen=True)

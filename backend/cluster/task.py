@@ -31,6 +31,7 @@ class MeasureRequest:
     replica: int = 0
     replica_count: int = 1
     group: str = ""  # the replicas' placement group id: names their start line on the node
+    min_cosine: float = 0.99  # the sweep's wrong-outputs bound (SweepSpec.min_cosine)
 
 
 @dataclass
@@ -74,6 +75,7 @@ def measure_on_node(request: MeasureRequest) -> NodeOutcome:
             measure=request.measure,
             output_dir=output_dir,
             calibration_path=calibration,
+            min_cosine=request.min_cosine,
         )
         if request.replica_count > 1:
             start_line(request.group, request.replica, request.replica_count)

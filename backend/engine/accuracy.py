@@ -3,13 +3,17 @@
 Relative error is |a - b| / (|a| + eps) with eps = REL_EPS_FRACTION * mean(|a|) of that output
 (plus a tiny floor), so elements near zero, such as small softmax probabilities, do not turn a
 good result into a huge relative error.
+
+A NaN or infinite value where FP32 is finite is counted, not folded into the figures (one NaN
+would make every mean NaN); wrong_outputs() turns the counts and the cosine into the verdict
+that keeps a configuration from being "ok".
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from backend.results import AccuracyReport
+from backend.results import AccuracyReport, ConfigurationResult, ResultStatus
 
 REL_EPS_FRACTION = 1e-3
 REL_EPS_FLOOR = 1e-12
@@ -49,6 +53,7 @@ def compare_outputs(
     top1_agree = 0
     top1_rows = 0
     compared: set[int] = set()
+    nan_values = inf_values = 0
     for sample, (ref_outputs, cand_outputs) in enumerate(zip(reference, candidate, strict=True)):
         if len(ref_outputs) != len(cand_outputs):
             raise ValueError(
@@ -69,13 +74,20 @@ def compare_outputs(
             compared.add(index)
             a = ref.astype(np.float64).ravel()
             b = cand.astype(np.float64).ravel()
+            finite_ref = np.isfinite(a)
+            nan_values += int((np.isnan(b) & finite_ref).sum())
+            inf_values += int((np.isinf(b) & finite_ref).sum())
+            both = finite_ref & np.isfinite(b)
+            a, b = a[both], b[both]
+            if a.size == 0:
+                continue
             diff = np.abs(a - b)
             max_abs = max(max_abs, float(diff.max()))
             eps = REL_EPS_FRACTION * float(np.abs(a).mean()) + REL_EPS_FLOOR
             rel_sum += float((diff / (np.abs(a) + eps)).sum())
             rel_count += a.size
             cosines.append(_cosine(a, b))
-            if _looks_like_class_scores(ref):
+            if _looks_like_class_scores(ref):  # argmax treats NaN as the largest: a disagreement
                 top1_agree += int((ref.argmax(axis=1) == cand.argmax(axis=1)).sum())
                 top1_rows += ref.shape[0]
     return AccuracyReport(
@@ -85,4 +97,43 @@ def compare_outputs(
         top1_agreement=top1_agree / top1_rows if top1_rows else None,
         compared_outputs=len(compared),
         samples=len(reference),
+        nan_values=nan_values,
+        inf_values=inf_values,
     )
+
+
+def wrong_outputs(report: AccuracyReport | None, min_cosine: float) -> str | None:
+    """Why this configuration's outputs are wrong, citing the numbers; None when they pass.
+
+    Wrong means NaN or infinite values where FP32 is finite, or a cosine similarity against
+    FP32 below the sweep's bound (SweepSpec.min_cosine, 0.99 unless the user set it).
+    """
+    if report is None:
+        return None
+    counts = [
+        f"{count} {kind} value{'s' if count != 1 else ''}"
+        for count, kind in ((report.nan_values, "NaN"), (report.inf_values, "infinite"))
+        if count
+    ]
+    if counts:
+        return (
+            f"Outputs are wrong: {' and '.join(counts)} where FP32 gives finite numbers "
+            f"({report.samples} accuracy samples); these timings are not compared or ranked."
+        )
+    if report.cosine_similarity < min_cosine:
+        return (
+            f"Outputs are wrong: cosine {report.cosine_similarity:.4f} against FP32, below the "
+            f"bound {min_cosine:g}; these timings are not compared or ranked (set the bound with "
+            "--min-cosine or on the Optimize page)."
+        )
+    return None
+
+
+def judge(result: ConfigurationResult, min_cosine: float) -> None:
+    """Mark a configuration that ran: ok, or wrong outputs with the reason as its error and first
+    "why" line (so no reader mistakes the row for a precision trade-off)."""
+    reason = wrong_outputs(result.accuracy, min_cosine)
+    result.status = ResultStatus.WRONG_OUTPUTS if reason else ResultStatus.OK
+    if reason:
+        result.error = reason
+        result.notes.insert(0, reason)

@@ -47,6 +47,7 @@ class ConfigurationTask:
     evaluation_path: str | None = None  # the user's evaluation .npz, scored for every config
     evaluation_sha256: str | None = None
     evaluation_name: str | None = None  # the name it was uploaded under, for the result's note
+    min_cosine: float = 0.99  # below this cosine against FP32 the outputs are wrong (accuracy.py)
 
 
 def _reference_outputs(
@@ -163,15 +164,9 @@ def _run_session(
         names = list(runner.output_names())
         # the bound buffers again when device-resident: a captured CUDA graph replays only those
         evaluated = [infer(f) for f in eval_feeds]
+    summary = telemetry.summary()
     return _Session(
-        measurement,
-        telemetry.summary(),
-        peak,
-        rss_before_session,
-        feeds,
-        candidate,
-        names,
-        evaluated,
+        measurement, summary, peak, rss_before_session, feeds, candidate, names, evaluated
     )
 
 
@@ -388,7 +383,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             _evidence(task, config, variant.path, session, result)
         _keep_outputs(task, config, variant.path, result)
         _static_cost(source, config, result)
-        result.status = ResultStatus.OK
+        accuracy.judge(result, task.min_cosine)  # ok, or wrong outputs with the numbers why
     except UnavailableError as exc:
         result.status, result.error = ResultStatus.UNAVAILABLE, str(exc)
     except UserError as exc:
