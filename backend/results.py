@@ -71,6 +71,7 @@ class AccuracyReport:
     # the other figures are computed over the positions where both are finite
     nan_values: int = 0
     inf_values: int = 0
+    finite_reference_values: int = 0  # output values compared: those FP32 gives as finite
 
 
 @dataclass(frozen=True)

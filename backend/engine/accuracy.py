@@ -53,7 +53,7 @@ def compare_outputs(
     top1_agree = 0
     top1_rows = 0
     compared: set[int] = set()
-    nan_values = inf_values = 0
+    nan_values = inf_values = checked = 0
     for sample, (ref_outputs, cand_outputs) in enumerate(zip(reference, candidate, strict=True)):
         if len(ref_outputs) != len(cand_outputs):
             raise ValueError(
@@ -72,24 +72,26 @@ def compare_outputs(
             if ref.dtype.kind != "f" or ref.size == 0:
                 continue
             compared.add(index)
+            if _looks_like_class_scores(ref):  # argmax takes the first NaN: a disagreement
+                top1_agree += int((ref.argmax(axis=1) == cand.argmax(axis=1)).sum())
+                top1_rows += ref.shape[0]
             a = ref.astype(np.float64).ravel()
             b = cand.astype(np.float64).ravel()
             finite_ref = np.isfinite(a)
+            checked += int(finite_ref.sum())
             nan_values += int((np.isnan(b) & finite_ref).sum())
             inf_values += int((np.isinf(b) & finite_ref).sum())
             both = finite_ref & np.isfinite(b)
-            a, b = a[both], b[both]
-            if a.size == 0:
+            if not both.any():  # nothing finite left to agree with FP32
+                cosines.append(0.0 if finite_ref.any() else 1.0)
                 continue
+            a, b = a[both], b[both]
             diff = np.abs(a - b)
             max_abs = max(max_abs, float(diff.max()))
             eps = REL_EPS_FRACTION * float(np.abs(a).mean()) + REL_EPS_FLOOR
             rel_sum += float((diff / (np.abs(a) + eps)).sum())
             rel_count += a.size
             cosines.append(_cosine(a, b))
-            if _looks_like_class_scores(ref):  # argmax treats NaN as the largest: a disagreement
-                top1_agree += int((ref.argmax(axis=1) == cand.argmax(axis=1)).sum())
-                top1_rows += ref.shape[0]
     return AccuracyReport(
         max_abs_error=max_abs,
         mean_rel_error=rel_sum / rel_count if rel_count else 0.0,
@@ -99,6 +101,7 @@ def compare_outputs(
         samples=len(reference),
         nan_values=nan_values,
         inf_values=inf_values,
+        finite_reference_values=checked,
     )
 
 
@@ -117,8 +120,9 @@ def wrong_outputs(report: AccuracyReport | None, min_cosine: float) -> str | Non
     ]
     if counts:
         return (
-            f"Outputs are wrong: {' and '.join(counts)} where FP32 gives finite numbers "
-            f"({report.samples} accuracy samples); these timings are not compared or ranked."
+            f"Outputs are wrong: {' and '.join(counts)} of {report.finite_reference_values} "
+            f"where FP32 gives finite numbers ({report.samples} accuracy samples); these "
+            "timings are not compared or ranked."
         )
     if report.cosine_similarity < min_cosine:
         return (
