@@ -38,6 +38,7 @@ SLOW_MODULES = {
     "tests/backend/queue/test_serving_job.py": "Triton and a worker run",
     "tests/backend/queue/test_supervisor.py": "scripts/worker supervising a worker",
     "tests/backend/queue/test_worker.py": "worker runs",
+    "tests/backend/queue/test_wrong_outputs.py": "worker runs and CLI runs",
     "tests/backend/reporting/test_frames.py": "worker runs",
     "tests/backend/serving/test_prediction.py": "Triton",
     "tests/backend/serving/test_provider.py": "Triton",
