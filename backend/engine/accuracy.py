@@ -11,6 +11,8 @@ that keeps a configuration from being "ok".
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from backend.results import AccuracyReport, ConfigurationResult, ResultStatus
@@ -33,6 +35,45 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (norm_a * norm_b))
 
 
+@dataclass
+class _Tally:
+    """Running sums over every float output of every sample."""
+
+    max_abs: float = 0.0
+    rel_sum: float = 0.0
+    rel_count: int = 0
+    cosines: list[float] = field(default_factory=list)
+    top1_agree: int = 0
+    top1_rows: int = 0
+    nan_values: int = 0
+    inf_values: int = 0
+    checked: int = 0
+
+    def add(self, ref: np.ndarray, cand: np.ndarray) -> None:
+        """One float output: non-finite values where FP32 is finite are counted; the error
+        figures use the positions where both are finite."""
+        if _looks_like_class_scores(ref):  # argmax takes the first NaN: a disagreement
+            self.top1_agree += int((ref.argmax(axis=1) == cand.argmax(axis=1)).sum())
+            self.top1_rows += ref.shape[0]
+        a = ref.astype(np.float64).ravel()
+        b = cand.astype(np.float64).ravel()
+        finite_ref = np.isfinite(a)
+        self.checked += int(finite_ref.sum())
+        self.nan_values += int((np.isnan(b) & finite_ref).sum())
+        self.inf_values += int((np.isinf(b) & finite_ref).sum())
+        both = finite_ref & np.isfinite(b)
+        if not both.any():  # nothing finite left to agree with FP32
+            self.cosines.append(0.0 if finite_ref.any() else 1.0)
+            return
+        a, b = a[both], b[both]
+        diff = np.abs(a - b)
+        self.max_abs = max(self.max_abs, float(diff.max()))
+        eps = REL_EPS_FRACTION * float(np.abs(a).mean()) + REL_EPS_FLOOR
+        self.rel_sum += float((diff / (np.abs(a) + eps)).sum())
+        self.rel_count += a.size
+        self.cosines.append(_cosine(a, b))
+
+
 def compare_outputs(
     reference: list[list[np.ndarray]],
     candidate: list[list[np.ndarray]],
@@ -46,14 +87,8 @@ def compare_outputs(
         raise ValueError(
             f"reference has {len(reference)} samples but candidate has {len(candidate)}"
         )
-    max_abs = 0.0
-    rel_sum = 0.0
-    rel_count = 0
-    cosines: list[float] = []
-    top1_agree = 0
-    top1_rows = 0
+    tally = _Tally()
     compared: set[int] = set()
-    nan_values = inf_values = checked = 0
     for sample, (ref_outputs, cand_outputs) in enumerate(zip(reference, candidate, strict=True)):
         if len(ref_outputs) != len(cand_outputs):
             raise ValueError(
@@ -72,36 +107,17 @@ def compare_outputs(
             if ref.dtype.kind != "f" or ref.size == 0:
                 continue
             compared.add(index)
-            if _looks_like_class_scores(ref):  # argmax takes the first NaN: a disagreement
-                top1_agree += int((ref.argmax(axis=1) == cand.argmax(axis=1)).sum())
-                top1_rows += ref.shape[0]
-            a = ref.astype(np.float64).ravel()
-            b = cand.astype(np.float64).ravel()
-            finite_ref = np.isfinite(a)
-            checked += int(finite_ref.sum())
-            nan_values += int((np.isnan(b) & finite_ref).sum())
-            inf_values += int((np.isinf(b) & finite_ref).sum())
-            both = finite_ref & np.isfinite(b)
-            if not both.any():  # nothing finite left to agree with FP32
-                cosines.append(0.0 if finite_ref.any() else 1.0)
-                continue
-            a, b = a[both], b[both]
-            diff = np.abs(a - b)
-            max_abs = max(max_abs, float(diff.max()))
-            eps = REL_EPS_FRACTION * float(np.abs(a).mean()) + REL_EPS_FLOOR
-            rel_sum += float((diff / (np.abs(a) + eps)).sum())
-            rel_count += a.size
-            cosines.append(_cosine(a, b))
+            tally.add(ref, cand)
     return AccuracyReport(
-        max_abs_error=max_abs,
-        mean_rel_error=rel_sum / rel_count if rel_count else 0.0,
-        cosine_similarity=float(np.mean(cosines)) if cosines else 1.0,
-        top1_agreement=top1_agree / top1_rows if top1_rows else None,
+        max_abs_error=tally.max_abs,
+        mean_rel_error=tally.rel_sum / tally.rel_count if tally.rel_count else 0.0,
+        cosine_similarity=float(np.mean(tally.cosines)) if tally.cosines else 1.0,
+        top1_agreement=tally.top1_agree / tally.top1_rows if tally.top1_rows else None,
         compared_outputs=len(compared),
         samples=len(reference),
-        nan_values=nan_values,
-        inf_values=inf_values,
-        finite_reference_values=checked,
+        nan_values=tally.nan_values,
+        inf_values=tally.inf_values,
+        finite_reference_values=tally.checked,
     )
 
 

@@ -43,6 +43,7 @@ EVERY_FIELD_CHANGED = SweepSpec(
     fp32_nodes=("dense/MatMulAddFusion", "odd,name"),
     evaluation_sha256="e" * 64,
     search_bound="top1=0.95",
+    min_cosine=0.985,
     targets=("t4", "xeon-8480"),
     replicas=2,
     io_modes=(IoMode.END_TO_END, IoMode.DEVICE),
