@@ -243,8 +243,8 @@ class SweepSpec:
             object.__setattr__(self, "measure", MeasureSettings(**self.measure))
         if not 0.0 <= float(self.min_cosine) <= 1.0:  # NaN fails too
             raise UserError(
-                f"The minimum cosine against FP32 must be from 0 to 1 (0.99 by default), "
-                f"not {self.min_cosine}; outputs below it are marked wrong."
+                f"The minimum cosine against FP32 must be from 0 to 1 ({DEFAULT_MIN_COSINE} by "
+                f"default), not {self.min_cosine}; outputs below it are marked wrong."
             )
         object.__setattr__(self, "min_cosine", float(self.min_cosine))
         if not self.precisions:

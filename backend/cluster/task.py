@@ -17,6 +17,7 @@ from typing import Any
 
 from backend.cluster.artifacts import FileBlob, ShippedFile, fetch, pack_outputs
 from backend.cluster.targets import targets_of
+from backend.measure_settings import DEFAULT_MIN_COSINE
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class MeasureRequest:
     replica: int = 0
     replica_count: int = 1
     group: str = ""  # the replicas' placement group id: names their start line on the node
-    min_cosine: float = 0.99  # the sweep's wrong-outputs bound (SweepSpec.min_cosine)
+    min_cosine: float = DEFAULT_MIN_COSINE  # the sweep's wrong-outputs bound (SweepSpec)
 
 
 @dataclass

@@ -125,7 +125,7 @@ def wrong_outputs(report: AccuracyReport | None, min_cosine: float) -> str | Non
     """Why this configuration's outputs are wrong, citing the numbers; None when they pass.
 
     Wrong means NaN or infinite values where FP32 is finite, or a cosine similarity against
-    FP32 below the sweep's bound (SweepSpec.min_cosine, 0.99 unless the user set it).
+    FP32 below the sweep's bound (SweepSpec.min_cosine, DEFAULT_MIN_COSINE unless the user set it).
     """
     if report is None:
         return None

@@ -23,6 +23,7 @@ from backend.errors import UnavailableError, UserError, runtime_error_line
 from backend.hardware import gpu_memory_used_mb, visible_gpu_index
 from backend.host import TelemetrySampler, contention_note, describe_environment
 from backend.launch.limits import limit_hit_by_exception
+from backend.measure_settings import DEFAULT_MIN_COSINE
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
@@ -47,7 +48,7 @@ class ConfigurationTask:
     evaluation_path: str | None = None  # the user's evaluation .npz, scored for every config
     evaluation_sha256: str | None = None
     evaluation_name: str | None = None  # the name it was uploaded under, for the result's note
-    min_cosine: float = 0.99  # below this cosine against FP32 the outputs are wrong (accuracy.py)
+    min_cosine: float = DEFAULT_MIN_COSINE  # below it against FP32 outputs are wrong (accuracy)
 
 
 def _reference_outputs(

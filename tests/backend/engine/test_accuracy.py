@@ -75,7 +75,9 @@ def test_nan_and_inf_are_counted_where_fp32_is_finite_and_make_the_outputs_wrong
     candidate = np.array([[np.nan, 2.0, np.inf, np.nan]], np.float32)  # last: FP32 is NaN too
     report = compare_outputs([[reference]], [[candidate]])
     assert (report.nan_values, report.inf_values, report.finite_reference_values) == (1, 1, 3)
-    assert np.isfinite([report.max_abs_error, report.mean_rel_error, report.cosine_similarity]).all()
+    assert np.isfinite(
+        [report.max_abs_error, report.mean_rel_error, report.cosine_similarity]
+    ).all()
     assert report.top1_agreement == 0.0  # argmax lands on the NaN
     reason = wrong_outputs(report, 0.99)
     assert reason is not None and "1 NaN value and 1 infinite value of 3" in reason

@@ -118,7 +118,7 @@ def test_the_cli_sets_the_bound_and_prints_the_knee_sentence(
                     "--knee-max-batch", "4")  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     assert "onnxruntime/cpu/fp16/b1/" in run.stdout and ": wrong outputs" in run.stdout
-    assert "cosine 0.0000 against FP32, below the bound 0.99" in run.stdout
+    assert "cosine 0.0000 against FP32, below the bound 0.9;" in run.stdout
     stored = {(r.configuration.precision, r.configuration.batch_size): r.result
               for r in jobs.stored_results(1)}  # fmt: skip
     assert (Precision.FP16, 2) not in stored  # the knee search stopped at the wrong batch
