@@ -46,6 +46,7 @@ SLOW_MODULES = {
     "tests/backend/test_cli.py": "worker runs",
     "tests/pages/test_access.py": "worker runs behind the pages",
     "tests/pages/test_compatibility_page.py": "builds the real matrix",
+    "tests/pages/test_wrong_outputs_pages.py": "worker runs behind the pages",
     "tests/pages/test_evaluation_set.py": "worker run",
     "tests/pages/test_graph.py": "worker run and the viewer",
     "tests/pages/test_home.py": "worker run",
