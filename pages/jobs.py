@@ -182,7 +182,7 @@ def mixed_search(job: JobRow, stored: list[StoredResult]) -> None:
     int8 = [
         s
         for s in stored
-        if s.ok
+        if s.measured  # wrong outputs too: a search may repair them
         and s.configuration.precision.value == "int8_static"
         and s.configuration.backend == "onnxruntime"
     ]
