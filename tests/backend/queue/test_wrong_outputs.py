@@ -155,3 +155,25 @@ def test_the_bound_travels_through_links_and_is_checked() -> None:
         SweepSpec(min_cosine=1.5)
     with pytest.raises(UserError, match="not valid here"):
         jobs.spec_from_query({"min_cosine": "lots"})
+
+
+def test_runtimes_side_by_side_give_wrong_outputs_no_speed_ratio(
+    data_dir: Path, nan_path: Path
+) -> None:
+    """ONNX Runtime's FP16 computes NaN here while OpenVINO's FP16 is right: only the latter
+    gets a 'vs FP32' figure, and the former's cell says why."""
+    from backend.reporting.side_by_side import runtimes_side_by_side
+
+    model = add_model(nan_path, "fp16-nan")
+    spec = SweepSpec(
+        precisions=(Precision.FP32, Precision.FP16), backends=("onnxruntime", "openvino")
+    )
+    job = run_sweep(model.id, spec)
+    statuses = {(r.configuration.backend, r.configuration.precision): r.status
+                for r in jobs.stored_results(job.id)}  # fmt: skip
+    assert statuses[("onnxruntime", Precision.FP16)] == ResultStatus.WRONG_OUTPUTS
+    assert statuses[("openvino", Precision.FP16)] == ResultStatus.OK
+    wide = runtimes_side_by_side(frames.results_frame(job_ids=[job.id])).set_index("precision")
+    assert np.isnan(wide.loc["FP16", "ONNX Runtime CPU · vs FP32"])
+    assert np.isfinite(wide.loc["FP16", "OpenVINO CPU · vs FP32"])
+    assert wide.loc["FP16", "ONNX Runtime CPU · ran as"].startswith("wrong outputs: Outputs are")
