@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.errors import UserError
 from backend.queue import jobs
 from backend.queue.knee import knee_summary, skip_reason
 from backend.reporting import charts, frames
@@ -142,19 +141,6 @@ def test_the_cli_sets_the_bound_and_prints_the_knee_sentence(
     lenient = optiboard("run", "1", "--precisions", "fp16", "--quick", "--min-cosine", "0")
     assert lenient.returncode == 0 and ": wrong outputs" not in lenient.stdout
     assert jobs.stored_results(2)[0].status == ResultStatus.OK  # cosine 0.0 meets a bound of 0
-
-
-def test_the_bound_travels_through_links_and_is_checked() -> None:
-    spec = SweepSpec(min_cosine=0.95)
-    query = jobs.spec_to_query(spec)
-    assert query["min_cosine"] == "0.95"
-    assert jobs.spec_from_query(query).min_cosine == 0.95
-    assert "min_cosine" not in jobs.spec_to_query(SweepSpec())  # the default needs no key
-    assert SweepSpec.from_dict(SweepSpec(min_cosine=0.5).to_dict()).min_cosine == 0.5
-    with pytest.raises(UserError, match="must be from 0 to 1"):
-        SweepSpec(min_cosine=1.5)
-    with pytest.raises(UserError, match="not valid here"):
-        jobs.spec_from_query({"min_cosine": "lots"})
 
 
 def test_runtimes_side_by_side_give_wrong_outputs_no_speed_ratio(
