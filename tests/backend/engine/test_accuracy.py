@@ -95,3 +95,13 @@ def test_cosine_below_the_bound_is_wrong_and_the_bound_is_the_users() -> None:
     assert wrong_outputs(report, 0.98) is None
     all_nan = compare_outputs([[reference]], [[np.full(2, np.nan, np.float32)]])
     assert all_nan.cosine_similarity == 0.0  # nothing finite agrees with FP32
+
+
+def test_a_search_bound_is_never_met_by_outputs_with_nan() -> None:
+    from backend.engine.mixedresult import AccuracyBound
+
+    reference = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    one_nan = compare_outputs([[reference]], [[np.array([1.0, 2.0, 3.0, np.nan], np.float32)]])
+    assert one_nan.cosine_similarity == pytest.approx(1.0)  # the finite values agree...
+    assert not AccuracyBound.parse("cosine=0.99").met(one_nan)  # ...but a NaN is no answer
+    assert AccuracyBound.parse("cosine=0.99").met(compare_outputs([[reference]], [[reference]]))
