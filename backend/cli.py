@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from backend.cli_parsing import (
     add_gpu_options,
     add_trt_option,
     cuda_options_from,
+    measure_from,
     trt_options_from_pairs,
 )
 from backend.cli_parsing import csv_list as _csv
@@ -22,17 +22,13 @@ from backend.engine import mixed
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs
+from backend.queue.knee import knee_summary
 from backend.queue.worker_args import add_worker_arguments
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
-from backend.specs import (
-    MEASURE_PRESETS,
-    MeasureSettings,
-    Precision,
-    SweepSpec,
-)
+from backend.specs import DEFAULT_MIN_COSINE, MEASURE_PRESETS, Precision, SweepSpec
 from storage.states import JobState
 
 
@@ -74,21 +70,14 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         evaluation_sha256=evaluation,
         search_bound=args.search or "",
         backends=tuple(_csv(args.runtimes)),
-        measure=_measure(args),
+        measure=measure_from(args),
+        min_cosine=args.min_cosine,
         io_modes=tuple(_csv(args.timing)),
         cuda=cuda_options_from(args),
         find_knee=args.find_knee,
         knee_max_batch=args.knee_max_batch,
         tensorrt=trt_options_from_pairs(args.trt_option),
     )
-
-
-def _measure(args: argparse.Namespace) -> MeasureSettings:
-    """The chosen preset (the same presets as the Optimize page), with --max-seconds on top."""
-    settings = MEASURE_PRESETS["quick" if args.quick else args.preset]
-    if args.max_seconds is not None:
-        settings = dataclasses.replace(settings, max_seconds=args.max_seconds)
-    return settings
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -177,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         width = 30
         filled = round(width * len(collected) / total)
         bar = "#" * filled + "." * (width - filled)
-        status = f"p50 {result.latency.p50:.3f} ms" if result.latency else result.status.value
+        status = f"p50 {result.latency.p50:.3f} ms" if result.ok else result.status.value
         print(f"[{bar}] {len(collected)}/{total} {result.config_key}: {status}", flush=True)
 
     print(f"job {job.id}: {job.progress_total} configurations")
@@ -188,6 +177,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     why = why_lines(collected)
     if why:
         print("\nwhy:\n" + "\n".join(why))
+    if knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
+        print("\nknee:\n" + "\n".join(f"  {line}" for line in knee))
     print(f"\njob {job.id} {outcome.state.value}")
     return 0 if outcome.state == JobState.SUCCEEDED else 1
 
@@ -227,6 +218,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         why = why_lines(results)
         if why:
             print("why:\n" + "\n".join(why))
+        if knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
+            print("knee:\n" + "\n".join(f"  {line}" for line in knee))
     if args.log:
         for event in jobs.job_events(job.id):
             print(f"{event.created_at:%H:%M:%S} {event.level:<8}{event.message}")
@@ -321,6 +314,13 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--search", help="then search the fastest INT8/FP32 mix meeting e.g. cosine=0.99"
+    )
+    parser.add_argument(
+        "--min-cosine",
+        type=float,
+        default=DEFAULT_MIN_COSINE,
+        help="outputs with a cosine against FP32 below this, or any NaN/inf, are 'wrong outputs': "
+        f"never ranked, plotted or recommended (default {DEFAULT_MIN_COSINE})",
     )
     parser.add_argument(
         "--preset",

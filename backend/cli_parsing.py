@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from backend.cudaoptions import ConvAlgoSearch, CudaOptions, IoMode
 from backend.errors import UserError
+from backend.measure_settings import MEASURE_PRESETS, MeasureSettings
 from backend.trtoptions import ORT_NAMES, TrtOptions
 
 
@@ -23,6 +24,14 @@ def dims_from_pairs(pairs: list[str]) -> dict[str, int]:
             raise UserError(f"--dim takes NAME=VALUE, e.g. --dim seq=128, not {pair!r}.")
         dims[name.strip()] = int(value)
     return dims
+
+
+def measure_from(args: Any) -> MeasureSettings:
+    """The chosen preset (the same presets as the Optimize page), with --max-seconds on top."""
+    settings = MEASURE_PRESETS["quick" if args.quick else args.preset]
+    if args.max_seconds is not None:
+        settings = replace(settings, max_seconds=args.max_seconds)
+    return settings
 
 
 SIZE_UNITS = {

@@ -6,6 +6,11 @@ from dataclasses import dataclass
 
 from backend.errors import UserError
 
+# A sweep's wrong-outputs bound unless the user sets one: a sanity bound, well below the 0.99
+# where the why lines start warning about INT8 loss, so a lossy INT8 point stays a trade-off on
+# the Pareto chart while garbage (cosine near 0, as CUDA-graph rows gave) is never "ok".
+DEFAULT_MIN_COSINE = 0.9
+
 
 @dataclass(frozen=True)
 class MeasureSettings:

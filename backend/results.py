@@ -67,6 +67,11 @@ class AccuracyReport:
     top1_agreement: float | None = None
     compared_outputs: int = 0
     samples: int = 0
+    # values that are NaN (or infinite) in this configuration's outputs where FP32's are finite;
+    # the other figures are computed over the positions where both are finite
+    nan_values: int = 0
+    inf_values: int = 0
+    finite_reference_values: int = 0  # output values compared: those FP32 gives as finite
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,12 @@ class ConfigurationResult:
     def ok(self) -> bool:
         return self.status == ResultStatus.OK
 
+    @property
+    def measured(self) -> bool:
+        """It ran to the end and was timed: ok, or wrong outputs (whose figures say how wrong,
+        so a mixed-precision search may start from them; nothing ranks them)."""
+        return self.status in (ResultStatus.OK, ResultStatus.WRONG_OUTPUTS)
+
     def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = self.status.value
@@ -185,6 +196,10 @@ class StoredResult:
     @property
     def ok(self) -> bool:
         return self.result.ok
+
+    @property
+    def measured(self) -> bool:
+        return self.result.measured
 
     @property
     def latency(self) -> LatencyStats | None:

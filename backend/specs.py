@@ -15,6 +15,7 @@ from backend.cudaoptions import (  # re-exported
 )
 from backend.errors import UserError
 from backend.measure_settings import (  # re-exported
+    DEFAULT_MIN_COSINE,
     MEASURE_PRESETS,
     MeasureSettings,
     preset_name,
@@ -201,6 +202,8 @@ class SweepSpec:
     evaluation_sha256: str | None = None  # the user's evaluation .npz (inputs, optional labels)
     # 'cosine=0.99' or 'top1=0.98': after the sweep, search the fastest INT8/FP32 mix meeting it
     search_bound: str = ""
+    # outputs with a cosine against FP32 below this (or any NaN/inf) are "wrong outputs", not ok
+    min_cosine: float = DEFAULT_MIN_COSINE
     targets: tuple[str, ...] = ()  # cluster hardware targets: every point runs on each
     replicas: int = 1  # data-parallel copies per point (cluster only)
     io_modes: tuple[IoMode, ...] = (IoMode.END_TO_END,)  # GPU providers; others end to end
@@ -238,6 +241,12 @@ class SweepSpec:
             object.__setattr__(self, "profile", True)  # the search reads each step's profile
         if isinstance(self.measure, dict):
             object.__setattr__(self, "measure", MeasureSettings(**self.measure))
+        if not 0.0 <= float(self.min_cosine) <= 1.0:  # NaN fails too
+            raise UserError(
+                f"The minimum cosine against FP32 must be from 0 to 1 ({DEFAULT_MIN_COSINE} by "
+                f"default), not {self.min_cosine}; outputs below it are marked wrong."
+            )
+        object.__setattr__(self, "min_cosine", float(self.min_cosine))
         if not self.precisions:
             raise UserError("Pick at least one precision.")
         if not self.providers:
@@ -373,6 +382,7 @@ def _hint(value: object) -> PerformanceHint:
 
 
 __all__ = [
+    "DEFAULT_MIN_COSINE",
     "GPU_PROVIDERS",
     "MEASURE_PRESETS",
     "OPTIMIZATION_LEVELS",

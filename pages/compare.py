@@ -229,7 +229,11 @@ def comparison() -> None:
             },
             key="distance_table",
         )
-    failed = frame[frame["status"] != ResultStatus.OK.value]
+    wrong = frame[frame["status"] == ResultStatus.WRONG_OUTPUTS.value]
+    if not wrong.empty:  # timed, but not a speedup, a Pareto point or a recommendation
+        with st.expander(f"{len(wrong)} configurations computed wrong outputs", expanded=True):
+            st.dataframe(wrong[["label", "status", "cosine_similarity", "error"]], hide_index=True)
+    failed = frame[~frame["status"].isin([ResultStatus.OK.value, ResultStatus.WRONG_OUTPUTS.value])]
     if not failed.empty:
         with st.expander(f"{len(failed)} configurations did not run"):
             st.dataframe(failed[["label", "status", "error"]], hide_index=True)

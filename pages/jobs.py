@@ -14,6 +14,7 @@ from backend.engine.profile import Profile, stored_profile
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs, progress
+from backend.queue.knee import knee_summary
 from backend.queue.worker import fp32_baseline
 from backend.records import JobRow, JobState, is_serving, utcnow
 from backend.reporting import profilecharts
@@ -181,7 +182,7 @@ def mixed_search(job: JobRow, stored: list[StoredResult]) -> None:
     int8 = [
         s
         for s in stored
-        if s.ok
+        if s.measured  # wrong outputs too: a search may repair them
         and s.configuration.precision.value == "int8_static"
         and s.configuration.backend == "onnxruntime"
     ]
@@ -325,6 +326,10 @@ def job_detail(job_id: int) -> None:
         },
     )
     stored = jobs.stored_results(job.id)
+    if spec is not None and spec.find_knee:  # the knee search's answer, with its numbers
+        knee_lines = knee_summary(spec, stored)
+        if knee_lines:
+            st.markdown("**Knee**\n\n" + "\n".join(f"- {plain(line)}" for line in knee_lines))
     profile_views(
         job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")], job.model_id
     )

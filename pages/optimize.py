@@ -28,6 +28,7 @@ from pages.components.targets import replicas_input, target_picker
 from pages.components.url_state import (
     bound_count,
     bound_multiselect,
+    bound_number,
     bound_selectbox,
     set_url,
     url_int,
@@ -165,6 +166,18 @@ with right:
             jobs.CUSTOM_MEASURE: "As the sweep you reopened measured (custom settings)",
         }[v],
     )
+    min_cosine = bound_number(
+        "Wrong outputs below this cosine against FP32",
+        "min_cosine",
+        prefill.min_cosine,  # the reopened sweep's, else DEFAULT_MIN_COSINE
+        0.0,
+        1.0,
+        step=0.001,
+        format="%.4f",
+        help="A configuration with any NaN or infinite output, or a cosine similarity to the "
+        "FP32 reference below this, is stored as 'wrong outputs': never plotted as a speedup, "
+        "ranked, recommended or taken as the knee.",
+    )
     source, calibration_file, samples = "random", None, prefill.calibration_samples
     if Precision.INT8_STATIC.value in precisions:
         source, calibration_file, samples = calibration_data(prefill)
@@ -227,6 +240,7 @@ try:  # TrtOptions and the spec refuse what cannot run, in one sentence
         cuda=cuda,
         find_knee=find_knee,
         tensorrt=tensorrt,
+        min_cosine=min_cosine,
     )
     spec = choices.spec(prefill)
 except UserError as exc:

@@ -29,3 +29,6 @@ class ResultStatus(str, enum.Enum):
     OK = "ok"
     FAILED = "failed"
     UNAVAILABLE = "unavailable"
+    # it ran and was timed, but its outputs fail the sweep's sanity bound (NaN/inf, or cosine
+    # against FP32 below the bound): never plotted, ranked, recommended or taken as the knee
+    WRONG_OUTPUTS = "wrong outputs"

@@ -337,3 +337,31 @@ def make_symbolic_dim_model() -> onnx.ModelProto:
         [one],
     )
     return _finish(graph)
+
+
+def make_fp16_wrong_model(nan: bool = True, features: int = 8) -> onnx.ModelProto:
+    """Finite in FP32, wrong in FP16: y = (x*c1 - x*c2) / (c1 - c2) with c1 = 1e5, c2 = 99999.
+
+    FP32 gives y = x. The FP16 conversion clamps both constants to 1e4 (float16's range ends at
+    65504), so x*c1 - x*c2 is 0 and the division is 0/0: every output value is NaN. With
+    nan=False the division is left out and FP16's output is all zeros (cosine 0 against FP32).
+    """
+    inits = [_init("c1", np.array(1e5)), _init("c2", np.array(99999.0))]
+    nodes = [
+        helper.make_node("Mul", ["x", "c1"], ["a"]),
+        helper.make_node("Mul", ["x", "c2"], ["b"]),
+        helper.make_node("Sub", ["a", "b"], ["d" if nan else "y"]),
+    ]
+    if nan:
+        nodes += [
+            helper.make_node("Sub", ["c1", "c2"], ["k"]),
+            helper.make_node("Div", ["d", "k"], ["y"]),
+        ]
+    graph = helper.make_graph(
+        nodes,
+        "fp16_wrong",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", features])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", features])],
+        inits,
+    )
+    return _finish(graph)

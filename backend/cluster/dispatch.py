@@ -197,6 +197,7 @@ class ClusterSweep:
             model=model,
             calibration=calibration,
             timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
+            min_cosine=spec.min_cosine,
         )
 
     def _collect(self, job: JobRow, pending: dict[str, Pending], nodes: list[dict]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from backend.cluster.artifacts import FileBlob, ShippedFile, fetch, pack_outputs
 from backend.cluster.targets import targets_of
+from backend.measure_settings import DEFAULT_MIN_COSINE
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class MeasureRequest:
     replica: int = 0
     replica_count: int = 1
     group: str = ""  # the replicas' placement group id: names their start line on the node
+    min_cosine: float = DEFAULT_MIN_COSINE  # the sweep's wrong-outputs bound (SweepSpec)
 
 
 @dataclass
@@ -74,6 +76,7 @@ def measure_on_node(request: MeasureRequest) -> NodeOutcome:
             measure=request.measure,
             output_dir=output_dir,
             calibration_path=calibration,
+            min_cosine=request.min_cosine,
         )
         if request.replica_count > 1:
             start_line(request.group, request.replica, request.replica_count)

@@ -48,6 +48,9 @@ class AccuracyBound:
         return report.cosine_similarity if self.metric == "cosine" else report.top1_agreement
 
     def met(self, report: AccuracyReport) -> bool:
+        """A NaN or infinite output never meets a bound, whatever the finite values agree on."""
+        if report.nan_values or report.inf_values:
+            return False
         value = self.value(report)
         return value is not None and value >= self.minimum
 

@@ -23,6 +23,7 @@ from backend.errors import UnavailableError, UserError, runtime_error_line
 from backend.hardware import gpu_memory_used_mb, visible_gpu_index
 from backend.host import TelemetrySampler, contention_note, describe_environment
 from backend.launch.limits import limit_hit_by_exception
+from backend.measure_settings import DEFAULT_MIN_COSINE
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
@@ -47,6 +48,7 @@ class ConfigurationTask:
     evaluation_path: str | None = None  # the user's evaluation .npz, scored for every config
     evaluation_sha256: str | None = None
     evaluation_name: str | None = None  # the name it was uploaded under, for the result's note
+    min_cosine: float = DEFAULT_MIN_COSINE  # below it against FP32 outputs are wrong (accuracy)
 
 
 def _reference_outputs(
@@ -163,15 +165,9 @@ def _run_session(
         names = list(runner.output_names())
         # the bound buffers again when device-resident: a captured CUDA graph replays only those
         evaluated = [infer(f) for f in eval_feeds]
+    summary = telemetry.summary()
     return _Session(
-        measurement,
-        telemetry.summary(),
-        peak,
-        rss_before_session,
-        feeds,
-        candidate,
-        names,
-        evaluated,
+        measurement, summary, peak, rss_before_session, feeds, candidate, names, evaluated
     )
 
 
@@ -388,7 +384,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             _evidence(task, config, variant.path, session, result)
         _keep_outputs(task, config, variant.path, result)
         _static_cost(source, config, result)
-        result.status = ResultStatus.OK
+        accuracy.judge(result, task.min_cosine)  # ok, or wrong outputs with the numbers why
     except UnavailableError as exc:
         result.status, result.error = ResultStatus.UNAVAILABLE, str(exc)
     except UserError as exc:

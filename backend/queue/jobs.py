@@ -18,6 +18,7 @@ from backend.records import get_job
 from backend.results import StoredResult
 from backend.runtimes import BACKENDS
 from backend.specs import (
+    DEFAULT_MIN_COSINE,
     MEASURE_PRESETS,
     SAME_SET,
     Configuration,
@@ -123,7 +124,7 @@ def submit_search(job_id: int, bound: str) -> JobRow:
     int8 = [
         r.configuration
         for r in stored_results(job_id)
-        if r.ok
+        if r.measured  # INT8 with wrong outputs is what a search is for
         and r.configuration.precision == Precision.INT8_STATIC
         and r.configuration.backend == "onnxruntime"
     ]
@@ -192,6 +193,8 @@ def spec_to_query(spec: SweepSpec) -> dict[str, str]:
         query["trt"] = json.dumps(spec.tensorrt.to_dict(), sort_keys=True)
     if spec.find_knee:
         query["knee"] = str(spec.knee_max_batch)
+    if spec.min_cosine != DEFAULT_MIN_COSINE:
+        query["min_cosine"] = str(spec.min_cosine)
     if query["measure"] == CUSTOM_MEASURE:
         for f in fields(MeasureSettings):
             query[f"m_{f.name}"] = str(getattr(spec.measure, f.name))
@@ -266,6 +269,8 @@ def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
             values["tensorrt"] = json.loads(trt)  # checked by TrtOptions, refusals included
         if knee := query.get("knee"):
             values["find_knee"], values["knee_max_batch"] = True, int(knee)
+        if min_cosine := query.get("min_cosine"):
+            values["min_cosine"] = float(min_cosine)
         values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)
         return SweepSpec(**values)  # type: ignore[arg-type]
     except (ValueError, TypeError) as exc:

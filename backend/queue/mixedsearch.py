@@ -81,7 +81,8 @@ class _Steps:
                 config, (done, done), f"Mixed-precision search step ({bound}): {why}."
             )
             self.ran += result is not None
-        if result is None or not result.ok or result.accuracy is None or result.latency is None:
+        # wrong outputs are measured too (they just never meet the bound, below)
+        if result is None or not result.measured or result.accuracy is None or not result.latency:
             lines = ((result.error if result else None) or "cancelled").strip().splitlines()
             error = lines[-1] if lines else "no result"  # a traceback's last line: the error
             if ran_here and result is not None:
@@ -89,7 +90,7 @@ class _Steps:
             raise _Stopped(f"step '{why}' gave no measured result: {error}")
         self.results[config.fp32_nodes] = result
         accuracy = on_evaluation_set(result)
-        met = self.bound.met(accuracy)
+        met = self.bound.met(accuracy) and result.ok  # wrong outputs never meet a bound
         return MixedStep(config.fp32_nodes, result.latency.p50, accuracy, met, why)
 
     def worst(self, step: MixedStep) -> NodeLoss | None:

@@ -17,6 +17,7 @@ from backend.queue.capabilities import ProviderTable
 from backend.records import JobRow
 from backend.runtimes import precision_gaps
 from backend.specs import (
+    DEFAULT_MIN_COSINE,
     MEASURE_PRESETS,
     CudaOptions,
     IoMode,
@@ -107,6 +108,7 @@ class SweepChoices:
     cuda: CudaOptions
     find_knee: bool
     tensorrt: TrtOptions
+    min_cosine: float = DEFAULT_MIN_COSINE  # outputs below it against FP32 are wrong, not ok
 
     def spec(self, prefill: SweepSpec) -> SweepSpec:
         """The sweep these choices ask for; `prefill` (the reopened sweep) lends its stored
@@ -141,6 +143,7 @@ class SweepChoices:
             cuda=self.cuda,
             find_knee=self.find_knee,
             tensorrt=self.tensorrt,
+            min_cosine=self.min_cosine,
         )
 
 

@@ -212,6 +212,7 @@ class JobRunner:
             evaluation_path=context.evaluation,
             evaluation_sha256=context.spec.evaluation_sha256,
             evaluation_name=context.evaluation_name,
+            min_cosine=context.spec.min_cosine,
         )
         return measure_in_child(task, context.timeout_s, lambda: self._should_stop(job.id))
 

@@ -324,7 +324,8 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     """Speedup of each row over the baseline family at the same model and batch size.
 
     Latency per call grows with the batch, so a row is only compared with the baseline's row of
-    the same batch size; rows without such a partner get NaN rather than a misleading ratio.
+    the same batch size; rows without such a partner get NaN rather than a misleading ratio, and
+    so do rows that are not ok (wrong outputs were timed, but are no speedup and no Pareto point).
     """
     out = frame.copy()
     out["speedup"] = np.nan
@@ -338,9 +339,11 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     keys = pd.MultiIndex.from_arrays([out["model_id"], out["batch_size"]])
     base_p50 = base["p50_ms"].reindex(keys).to_numpy(dtype=float)
     base_tp = base["throughput"].reindex(keys).to_numpy(dtype=float)
+    ok = (out["status"] == ResultStatus.OK.value).to_numpy()  # wrong outputs have timings too
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["speedup"] = base_p50 / out["p50_ms"].to_numpy(dtype=float)
-        out["throughput_ratio"] = out["throughput"].to_numpy(dtype=float) / base_tp
+        out["speedup"] = np.where(ok, base_p50 / out["p50_ms"].to_numpy(dtype=float), np.nan)
+        tp = out["throughput"].to_numpy(dtype=float)
+        out["throughput_ratio"] = np.where(ok, tp / base_tp, np.nan)
     return out
 
 

@@ -51,7 +51,8 @@ def runtimes_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
     fp32 = reference.groupby(["model", "batch_size"])["p50_ms"].min()
     keys = list(zip(data["model"], data["batch_size"], strict=True))
     base = pd.Series([fp32.get(key) for key in keys], index=data.index, dtype=float)
-    data["vs_fp32"] = base / data["p50_ms"].astype(float)
+    ratio = base / data["p50_ms"].astype(float)
+    data["vs_fp32"] = ratio.where(data["status"] == "ok")  # wrong outputs are no speedup
     data["precision"] = [Precision(p).label for p in data["precision"]]
     wide = data.pivot_table(
         index=["model", "precision", "batch_size"],
@@ -89,10 +90,12 @@ def targets_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
         precision=[Precision(p).label for p in data["precision"]],
     )
     targets = list(dict.fromkeys(data["target"]))
-    first = data[data["target"] == targets[0]].set_index(["model", "configuration"])["p50_ms"]
+    ok = data["status"] == "ok"  # wrong outputs (and failures) are compared with nothing
+    first = data[(data["target"] == targets[0]) & ok]
+    first = first.set_index(["model", "configuration"])["p50_ms"]
     keys = list(zip(data["model"], data["configuration"], strict=True))
     base = pd.Series([first.get(key) for key in keys], index=data.index, dtype=float)
-    data["vs_first"] = base / data["p50_ms"].astype(float)
+    data["vs_first"] = (base / data["p50_ms"].astype(float)).where(ok)
     rows = ["model", "runtime", "precision", "batch_size", "replicas", "configuration"]
     # dropna=False would cross every index level with every other; reindex keeps all targets
     wide = data.pivot_table(

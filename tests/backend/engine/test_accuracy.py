@@ -66,3 +66,42 @@ def test_shape_mismatch_names_the_output_and_sample() -> None:
         compare_outputs([[np.zeros((1, 4))]], [[np.zeros((1, 3))]], output_names=["logits"])
     with pytest.raises(ValueError, match="2 samples but candidate has 1"):
         compare_outputs([[np.zeros(2)], [np.zeros(2)]], [[np.zeros(2)]])
+
+
+def test_nan_and_inf_are_counted_where_fp32_is_finite_and_make_the_outputs_wrong() -> None:
+    from backend.engine.accuracy import wrong_outputs
+
+    reference = np.array([[1.0, 2.0, 3.0, np.nan]], np.float32)
+    candidate = np.array([[np.nan, 2.0, np.inf, np.nan]], np.float32)  # last: FP32 is NaN too
+    report = compare_outputs([[reference]], [[candidate]])
+    assert (report.nan_values, report.inf_values, report.finite_reference_values) == (1, 1, 3)
+    assert np.isfinite(
+        [report.max_abs_error, report.mean_rel_error, report.cosine_similarity]
+    ).all()
+    assert report.top1_agreement == 0.0  # argmax lands on the NaN
+    reason = wrong_outputs(report, 0.99)
+    assert reason is not None and "1 NaN value and 1 infinite value of 3" in reason
+    assert "lost precision" not in reason
+
+
+def test_cosine_below_the_bound_is_wrong_and_the_bound_is_the_users() -> None:
+    from backend.engine.accuracy import wrong_outputs
+
+    reference = np.array([1.0, 0.0], np.float32)
+    candidate = np.array([1.0, 0.2], np.float32)  # cosine 0.9806
+    report = compare_outputs([[reference]], [[candidate]])
+    reason = wrong_outputs(report, 0.99)
+    assert reason is not None and "cosine 0.9806 against FP32, below the bound 0.99" in reason
+    assert wrong_outputs(report, 0.98) is None
+    all_nan = compare_outputs([[reference]], [[np.full(2, np.nan, np.float32)]])
+    assert all_nan.cosine_similarity == 0.0  # nothing finite agrees with FP32
+
+
+def test_a_search_bound_is_never_met_by_outputs_with_nan() -> None:
+    from backend.engine.mixedresult import AccuracyBound
+
+    reference = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    one_nan = compare_outputs([[reference]], [[np.array([1.0, 2.0, 3.0, np.nan], np.float32)]])
+    assert one_nan.cosine_similarity == pytest.approx(1.0)  # the finite values agree...
+    assert not AccuracyBound.parse("cosine=0.99").met(one_nan)  # ...but a NaN is no answer
+    assert AccuracyBound.parse("cosine=0.99").met(compare_outputs([[reference]], [[reference]]))

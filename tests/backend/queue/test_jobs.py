@@ -43,6 +43,7 @@ EVERY_FIELD_CHANGED = SweepSpec(
     fp32_nodes=("dense/MatMulAddFusion", "odd,name"),
     evaluation_sha256="e" * 64,
     search_bound="top1=0.95",
+    min_cosine=0.985,
     targets=("t4", "xeon-8480"),
     replicas=2,
     io_modes=(IoMode.END_TO_END, IoMode.DEVICE),
@@ -133,3 +134,16 @@ def test_stored_results_are_typed(data_dir: Path, mlp_path: Path) -> None:
     assert [r.config_key for r in stored] == [
         c.key for c in SweepSpec(batch_sizes=(1, 2)).configurations()
     ]
+
+
+def test_the_bound_travels_through_links_and_is_checked() -> None:
+    spec = SweepSpec(min_cosine=0.95)
+    query = jobs.spec_to_query(spec)
+    assert query["min_cosine"] == "0.95"
+    assert jobs.spec_from_query(query).min_cosine == 0.95
+    assert "min_cosine" not in jobs.spec_to_query(SweepSpec())  # the default needs no key
+    assert SweepSpec.from_dict(SweepSpec(min_cosine=0.5).to_dict()).min_cosine == 0.5
+    with pytest.raises(UserError, match="must be from 0 to 1"):
+        SweepSpec(min_cosine=1.5)
+    with pytest.raises(UserError, match="not valid here"):
+        jobs.spec_from_query({"min_cosine": "lots"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from backend.queue.knee import BatchPoint, best_batch, knee_stop, series_key
+from backend.queue.knee import BatchPoint, best_batch, knee_sentence, knee_stop, series_key
 from backend.specs import Configuration
 
 RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results"
@@ -16,7 +16,9 @@ def recorded_series(name: str) -> list[BatchPoint]:
     rows = json.loads((RESULTS / f"h200_gpu_depth_{name}.json").read_text())
     configs = [(Configuration.from_dict(r["configuration"]), r) for r in rows]
     wanted = series_key(next(c for c, _ in configs if "device" in c.key and c.batch_size == 2))
-    points = [BatchPoint(c.batch_size, r["throughput"]) for c, r in configs]
+    points = [
+        BatchPoint(c.batch_size, r["throughput"], p50_ms=r["latency"]["p50"]) for c, r in configs
+    ]
     keys = [series_key(c) for c, _ in configs]
     return sorted(
         (p for p, k in zip(points, keys, strict=True) if k == wanted), key=lambda p: p.batch
@@ -32,7 +34,8 @@ def test_resnet50_stops_once_three_doublings_add_under_five_percent() -> None:
     gains = [b.throughput / a.throughput - 1 for a, b in zip(series, series[1:], strict=False)]
     assert all(g < 0.05 for g in gains[first - 3 : first]) and gains[first - 4] >= 0.05
     reason = knee_stop(series)
-    assert f"knee is at batch {best_batch(series)}" in reason
+    knee = series[first - 3].batch  # where the flat run began, not the highest throughput
+    assert f"knee is at batch {knee}" in reason and knee == 128 and best_batch(series) == 512
 
 
 def test_bert_keeps_growing_past_five_percent_so_the_search_goes_on() -> None:
@@ -82,4 +85,35 @@ def test_the_worker_skips_batches_past_the_knee_of_stored_results(
         result_store.save_result(job.id, row, [])
     assert skip_reason(spec, by_batch[1024], jobs.stored_results(job.id)) == ""
     result_store.save_result(job.id, series[-1], [])  # batch 1024: the third flat step
-    assert "knee is at batch 512" in skip_reason(spec, by_batch[2048], jobs.stored_results(job.id))
+    assert "knee is at batch 128" in skip_reason(spec, by_batch[2048], jobs.stored_results(job.id))
+
+
+def test_the_knee_sentence_cites_the_knee_and_the_step_that_did_not_pay() -> None:
+    series = recorded_series("resnet50")
+    at = {p.batch: p for p in series}
+    gained = at[256].throughput / at[128].throughput - 1
+    cost = at[256].p50_ms / at[128].p50_ms
+    assert knee_sentence(series) == (
+        f"knee at batch 128: {at[128].throughput:.0f} samples/s, p50 {at[128].p50_ms:.3g} ms; "
+        f"batch 256 gained only {gained:.1%} throughput for {cost:.1f}x the latency "
+        f"(the most, {at[512].throughput:.0f} samples/s, at batch 512)"
+    )
+
+
+def test_no_knee_up_to_the_largest_batch_says_how_much_throughput_still_grew() -> None:
+    series = recorded_series("bert_base")
+    grew = series[-1].throughput / series[-2].throughput - 1
+    assert knee_sentence(series).startswith(
+        f"no knee up to batch 1024: throughput still grew {grew:.1%} from batch 512 to 1024 "
+        f"({series[-1].throughput:.0f} samples/s, p50"
+    )
+
+
+def test_wrong_outputs_end_the_series_and_are_never_the_knee() -> None:
+    grown = [BatchPoint(1, 100.0, p50_ms=1.0), BatchPoint(2, 190.0, p50_ms=1.05)]
+    wrong = BatchPoint(4, None, wrong_outputs=True)
+    assert knee_stop([*grown, wrong]) == "batch 4 computed wrong outputs"
+    assert knee_sentence([*grown, wrong]) == (
+        "no knee up to batch 2: throughput still grew 90.0% from batch 1 to 2 "
+        "(190 samples/s, p50 1.05 ms); the search ended because batch 4 computed wrong outputs"
+    )
