@@ -1,0 +1,43 @@
+"""The first line of every page module: nothing is drawn, read or served before access is checked.
+
+app.py checks access before it routes, but a page must not rely on that: in Streamlit's legacy
+pages/ mode (the first requests after a server start, see router.py) a page runs without app.py,
+and concurrent first visitors used to get Home, Graph (with its model's /media URL) and
+Compatibility (with downloads) that way. So each page resolves who is looking itself, on every
+run (pages/access.gate re-checks the session each time), and stops at the sign-in form or a
+refusal when that person may not see it.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.auth.roles import Permission, Principal, Via
+from pages import access, signin
+
+
+def require_access(permission: Permission = Permission.BROWSE) -> Principal:
+    """The principal of this run when it may `permission`; otherwise draw the sign-in form (no
+    one signed in) or a refusal, and stop the run before the page draws anything."""
+    principal = access.gate()
+    if principal is None:
+        _route_next_runs()
+        signin.render(None)
+        st.stop()
+    if not principal.can(permission):
+        if principal.via == Via.LINK:
+            st.error("This read-only link opens only its comparison.", icon="🔒")
+        else:
+            st.error(
+                f"Your role ({principal.role.value}) may not open this page; ask an admin.",
+                icon="🔒",
+            )
+        st.stop()
+    return principal
+
+
+def _route_next_runs() -> None:
+    """Leave legacy pages/ mode so the next run (after sign-in) goes through app.py's router."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
