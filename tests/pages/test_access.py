@@ -184,6 +184,7 @@ def test_a_failed_jobs_traceback_with_server_paths_is_for_admins_only(
     assert any("/srv/optiboard" in c.value for c in at.code)
 
 
+PAGES_DIR = Path(__file__).parents[2] / "pages"
 PAGE_PERMISSIONS = {
     "home": "browse",
     "models": "browse",
@@ -200,7 +201,7 @@ PAGE_PERMISSIONS = {
 def _run_alone(page: str, **query: object) -> AppTest:
     """Run one page module as its own main script, without app.py's gate: what Streamlit's
     legacy pages/ mode does for the first visitors after a server start."""
-    at = AppTest.from_file(str(Path(__file__).parents[2] / "pages" / f"{page}.py"), default_timeout=120)
+    at = AppTest.from_file(str(PAGES_DIR / f"{page}.py"), default_timeout=120)
     for key, value in query.items():
         at.query_params[key] = str(value)
     return at.run()
@@ -232,7 +233,7 @@ def test_a_page_run_without_app_py_refuses_who_may_not_open_it(
     at = _run_alone("graph", model=model.id, share=token)  # a link opens only its comparison
     assert "opens only its comparison" in at.error[0].value
     assert not at.title and "secret-model" not in texts(at)
-    at = AppTest.from_file(str(Path(__file__).parents[2] / "pages" / "users.py"), default_timeout=120)
+    at = AppTest.from_file(str(PAGES_DIR / "users.py"), default_timeout=120)
     at = sign_in_as(at, "editor").run()
     assert "may not open this page" in at.error[0].value
     assert not at.dataframe and not at.title
