@@ -5,6 +5,8 @@ Streamlit scripts cannot set cookies (they talk over a websocket), so a password
 HttpOnly cookie is set here, over plain HTTP on the same origin (backend/auth/sessions.py):
 - POST START_PATH?ticket=...: trades the one-time ticket the sign-in run issued for the cookie;
 - POST END_PATH: signs the cookie's session out and deletes the cookie.
+WebSocketOrigin refuses the websocket to pages of any other origin (another port of the same host
+included), before Streamlit's own handshake (backend/auth/origins.py).
 UploadGate stands in front of Streamlit's /_stcore/upload_file handler, which would otherwise
 keep any websocket session's files in memory, signed in or not (backend/auth/uploads.py).
 Everything else is Streamlit's own server running app.py, with the same config.toml.
@@ -20,10 +22,11 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from streamlit import config as st_config
 from streamlit.runtime import Runtime
 
 import settings
-from backend.auth import returns, sessions, uploads
+from backend.auth import origins, returns, sessions, uploads
 
 XSRF_COOKIE = "_streamlit_xsrf"
 
@@ -130,11 +133,44 @@ class UploadGate:
             uploads.release(session_id, file_id)
 
 
+_STREAM_PATH = "/_stcore/stream"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+class WebSocketOrigin:
+    """Refuses the websocket handshake (403) to any page but the dashboard's own: same scheme,
+    host and port (backend/auth/origins.py). Streamlit's own check lets any port of localhost in,
+    and cookies reach every port of a host."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope.get("path", "").endswith(_STREAM_PATH):
+            allowed = origins.websocket_origin_allowed(
+                _header(scope, b"origin"),
+                _header(scope, b"host"),
+                list(st_config.get_option("server.allowedHosts") or []),
+                int(st_config.get_option("server.port")),
+            )
+            if not allowed:
+                await receive()  # websocket.connect; closing before accept answers 403
+                await send({"type": "websocket.close", "code": 1008})
+                return
+        await self.app(scope, receive, send)
+
+
 app = st.App(
     "app.py",
     routes=[
         Route(sessions.START_PATH, start, methods=["POST"]),
         Route(sessions.END_PATH, end, methods=["POST"]),
     ],
-    middleware=[Middleware(UploadGate)],
+    middleware=[Middleware(WebSocketOrigin), Middleware(UploadGate)],
 )

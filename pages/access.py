@@ -24,7 +24,7 @@ from backend.auth.audit import Action, audited
 from backend.auth.roles import Permission, Principal, Role, Via
 from backend.errors import UserError
 
-ACCOUNT_KEY = "optiboard_account"  # the signed-in account's name (no widget uses this key)
+SESSION_KEY = "optiboard_password_session"  # (sessions.Session, browser key) of a sign-in
 PRINCIPAL_KEY = "optiboard_principal"  # who this run acts as, resolved by gate()
 SHARE_PARAM = "share"  # the query parameter that carries a signed link's token
 LINK_PAGE = "compare"  # the url_path a signed link opens (app.py's Compare page)
@@ -47,21 +47,35 @@ def _resolve() -> Principal | None:
     token = st.query_params.get(SHARE_PARAM)
     if token:
         return links.verify(token).principal()
-    name = st.session_state.get(ACCOUNT_KEY)
-    if not name and not st.session_state.get(SIGNED_OUT_KEY):
-        session = sessions.verify(st.context.cookies.get(sessions.COOKIE))
-        name = st.session_state[ACCOUNT_KEY] = session.name if session else None
-    if name:
-        found = accounts.principal_for(name)
-        if found is None:
-            del st.session_state[ACCOUNT_KEY]
-        return found
+    session = _password_session()
+    if session is not None:
+        return accounts.principal_for(session.name)  # its role as the database says now
     if oidc_configured() and st.user.get("is_logged_in"):
         try:
             return accounts.oidc_principal(st.user.to_dict()) or _no_role()
         except accounts.SignInError as exc:  # the provider did not verify the e-mail
             return _no_role(str(exc))
     return None
+
+
+def _password_session() -> sessions.Session | None:
+    """This run's password session, checked again on every run (sessions.live), never trusted
+    from an earlier run: a sign-out elsewhere, a new password or role, or a removal ends it here.
+
+    The session this tab signed in with is kept with the browser it was made in (its XSRF
+    token's key), so Streamlit's session id alone (a reconnecting websocket names it) opens
+    nothing in another browser; otherwise the cookie the websocket came with is checked."""
+    browser = returns.browser_key(st.context.cookies.get(XSRF_COOKIE))
+    held = st.session_state.get(SESSION_KEY)
+    if held is not None and held[1] == browser and sessions.live(held[0]):
+        return held[0]
+    st.session_state.pop(SESSION_KEY, None)
+    if st.session_state.get(SIGNED_OUT_KEY):
+        return None
+    session = sessions.verify(st.context.cookies.get(sessions.COOKIE))
+    if session is not None:
+        st.session_state[SESSION_KEY] = (session, browser)
+    return session
 
 
 NO_ROLE = "Your sign-in worked but no role is given to you here; ask an admin for an account."
@@ -148,10 +162,14 @@ def guarded(action: Action, target: str = "", **detail: Any) -> Iterator[int]:
 def signed_in(principal: Principal) -> None:
     """Remember a password sign-in: in this browser session at once, and in a session cookie
     from the next run on (so a reload or a new tab stays signed in)."""
-    st.session_state[ACCOUNT_KEY] = principal.name
+    session = sessions.begin(principal.name)
+    if session is None:
+        return
     browser = returns.browser_key(st.context.cookies.get(XSRF_COOKIE))
-    if browser:
-        st.session_state[TICKET_KEY] = sessions.issue_ticket(principal.name, browser)
+    st.session_state[SESSION_KEY] = (session, browser)
+    st.session_state.pop(SIGNED_OUT_KEY, None)
+    if browser:  # the cookie carries the same session: one sign-out ends both
+        st.session_state[TICKET_KEY] = sessions.issue_ticket(session, browser)
 
 
 def remember_view(page: StreamlitPage) -> None:
@@ -181,9 +199,11 @@ def sign_out_control(principal: Principal) -> None:
         return
     st.text(f"Signed in as {principal.name} ({principal.role.value})")  # text: no markdown
     if st.button("Sign out", key="sign_out"):
-        st.session_state.pop(ACCOUNT_KEY, None)
+        held = st.session_state.pop(SESSION_KEY, None)
         st.session_state.pop(PRINCIPAL_KEY, None)
         accounts.signed_out(principal)  # audited
+        if held is not None:  # every tab of this sign-in, the cookie's included, ends
+            sessions.end(held[0])
         sessions.revoke(st.context.cookies.get(sessions.COOKIE))
         st.session_state[SIGNED_OUT_KEY] = True
         if principal.via == Via.OIDC:

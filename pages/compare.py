@@ -5,11 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from backend.auth.roles import Permission
 from backend.reporting import charts, exports, frames
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus
 from pages.access import link_scope, signed_link_control
 from pages.components.formatting import plain
+from pages.components.gate import require_access
 from pages.components.live import refresh_every, work_in_progress
 from pages.components.url_state import (
     bound_multiselect,
@@ -20,6 +22,8 @@ from pages.components.url_state import (
     url_value,
 )
 from pages.components.widgets import job_label, nothing_yet, page_header
+
+require_access(Permission.COMPARE)  # before anything is drawn or read: components/gate.py
 
 CHARTS = {
     "latency": "Latency vs batch",

@@ -5,14 +5,18 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from backend.auth.roles import Permission
 from backend.compat import BACKEND_LABELS, CompatMatrix, matrix_for_model
 from backend.compat import export as compat_export
 from backend.errors import UserError
 from backend.models import library
 from backend.reporting import charts
 from pages.components.formatting import plain
+from pages.components.gate import require_access
 from pages.components.url_state import bound_selectbox, set_url, url_value
 from pages.components.widgets import model_picker, page_header, show_error
+
+require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

@@ -13,14 +13,18 @@ import streamlit as st
 from streamlit import runtime
 
 from backend import viewer
+from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
 from backend.models.cost import ModelCost
 from backend.models.costing import cost_in_child
 from backend.reporting import charts, costview
 from pages.components.formatting import fmt_bytes, fmt_shape, plain
+from pages.components.gate import require_access
 from pages.components.url_state import bound_selectbox, url_value
 from pages.components.widgets import model_picker, no_models_yet, page_header, show_error
+
+require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
 page_header("Graph", "The model's graph in Netron, with its operators and inputs/outputs.")
 

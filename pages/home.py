@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
+from backend.auth.roles import Permission
 from backend.models import library
 from backend.queue import jobs, progress
 from backend.records import utcnow
 from pages.components.formatting import fmt_ago, fmt_bytes
+from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
 from pages.components.widgets import page_header
+
+require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
 page_header("Optiboard", "Upload a model, sweep precisions and providers, compare the results.")
 

@@ -21,9 +21,12 @@ from backend.reporting import profilecharts
 from backend.results import StoredResult
 from pages.access import can, guarded
 from pages.components.formatting import fmt_duration, plain
+from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
 from pages.components.url_state import bound_multiselect, set_url, url_int
 from pages.components.widgets import page_header, show_error
+
+require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
 STATE_ICONS = {
     "queued": "⏳ queued",

@@ -15,8 +15,11 @@ from backend.models import library
 from backend.records import ArtifactRow, ModelRow
 from pages.access import can, guarded
 from pages.components.formatting import fmt_bytes, fmt_count, fmt_shape, plain
+from pages.components.gate import require_access
 from pages.components.url_state import set_url
 from pages.components.widgets import model_picker, page_header, show_error
+
+require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
 COPY_CHUNK = 8 << 20
 KIND_LABELS = {

@@ -22,6 +22,7 @@ from backend.specs import (
 )
 from pages.access import can, guarded
 from pages.components.formatting import plain
+from pages.components.gate import require_access
 from pages.components.runtime_settings import cuda_settings, openvino_settings, trt_settings
 from pages.components.sweep_data import as_upload, calibration_data, evaluation_data
 from pages.components.targets import replicas_input, target_picker
@@ -36,6 +37,8 @@ from pages.components.url_state import (
     url_value,
 )
 from pages.components.widgets import model_picker, no_models_yet, page_header, show_error
+
+require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
 BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 RUNTIME_LABELS = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT"}

@@ -26,6 +26,7 @@ from backend.serving.view import (
     study_view,
 )
 from pages.access import can, guarded, link_scope
+from pages.components.gate import require_access
 from pages.components.live import refresh_every
 from pages.components.url_state import bound_number, bound_selectbox, url_int
 from pages.components.widgets import (
@@ -35,6 +36,8 @@ from pages.components.widgets import (
     page_header,
     show_error,
 )
+
+require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
 VIEWS = {"measured": "Measured on Triton", "predicted": "Predicted from a sweep"}
 ACTIVE_STATES = ("queued", "running")

@@ -22,13 +22,15 @@ def _client() -> str:
     return throttle.client_of(st.context.ip_address, st.context.headers.get("X-Forwarded-For"))
 
 
-def render(requested: StreamlitPage) -> None:
-    """The form; `requested` is the page the address points to, opened after sign-in."""
+def render(requested: StreamlitPage | None) -> None:
+    """The form; `requested` is the page the address points to, opened after sign-in (None: a
+    page drew the form itself, components/gate.py, and the address stays as it is)."""
     st.title("Sign in to Optiboard")
     if st.query_params.to_dict():
         st.caption("Sign in to open the view this link points to.")
     if oidc_configured() and st.button("Sign in with your organisation", type="primary"):
-        remember_view(requested)
+        if requested is not None:
+            remember_view(requested)
         st.login()
     if not accounts.list_accounts() and not oidc_configured():
         st.info(

@@ -10,7 +10,10 @@ from backend.auth.audit import recent
 from backend.auth.roles import Permission, Role
 from backend.errors import UserError
 from pages.access import can, current
+from pages.components.gate import require_access
 from pages.components.widgets import page_header, show_error
+
+require_access(Permission.USERS)  # before anything is drawn or read: components/gate.py
 
 page_header("Users", "Who may sign in, with which role; every change lands in the audit log.")
 if not can(Permission.USERS):

@@ -170,6 +170,9 @@ class User(Base):
     locked_until: Mapped[datetime | None] = mapped_column(DateTime())
     last_signin_at: Mapped[datetime | None] = mapped_column(DateTime())
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
+    # Every session cookie carries the value it was made under; a bump ends them all (sign-in
+    # sessions outlive nothing an admin changes: password, role, removal).
+    session_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class AuditEntry(Base):

@@ -177,6 +177,7 @@ def set_role(actor: Principal, name: str, role: str) -> None:
     with audited(actor, Action.USER_ROLE, name, role=parsed.value):
         _keep_an_admin(_existing(name), parsed)
         user_store.set_role(name, parsed.value)
+        user_store.end_sessions(name)  # signed-in tabs sign in again, under the new role
 
 
 def set_password(actor: Principal, name: str, password: str) -> None:
@@ -185,6 +186,7 @@ def set_password(actor: Principal, name: str, password: str) -> None:
     with audited(actor, Action.USER_PASSWORD, name):
         _existing(name)
         user_store.set_password_hash(name, password_hash)
+        user_store.end_sessions(name)  # whoever knew the old password is out at their next run
         throttle.lift(name)
 
 

@@ -1,15 +1,20 @@
-"""Password sign-ins that outlast the browser tab: a signed, expiring, HttpOnly session cookie.
+"""Password sign-ins that outlast the browser tab: a signed, expiring, HttpOnly session cookie,
+and the rule every run applies to a signed-in session (`live`).
 
 Streamlit's scripts run over a websocket and cannot set cookies, so the cookie is set by a small
 HTTP route beside the app (serve.py): after a password sign-in the page gets a one-time ticket
 (60 s, bound to the browser by its XSRF token, see returns.browser_key), and a same-origin fetch
-trades it at the route for the cookie. Later runs read the cookie (st.context.cookies) and check it
-here. The cookie holds `<payload>.<mac>` in base64url: the account, a session id, the expiry and a
-fingerprint of the account's password hash (a new password ends every older session), under
-HMAC-SHA256 with a key derived from the data directory's secret (links.py). Signing out records
-the session id in the database (storage.repo.revocations), so a copied cookie stays refused after
-a restart and on every app process, and deletes the cookie in the browser. Cookie expiry is set
-and checked on the database's clock, like signed links.
+trades it at the route for the cookie of the same session. Later runs read the cookie
+(st.context.cookies) and check it here. The cookie holds `<payload>.<mac>` in base64url: the
+account, a session id, the expiry and the account's session generation, under HMAC-SHA256 with a
+key derived from the data directory's secret (links.py).
+
+A session ends when its id is signed out (storage.repo.revocations: a copied cookie stays refused
+after a restart and on every app process) or when the account's generation moves on
+(storage.repo.users.end_sessions: a new password, a new role, a removal end every session made
+before). Pages check `live` on every run, not only when a tab connects, so an ended session is
+signed out at its next run in every tab that holds it. Expiry is set and checked on the
+database's clock, like signed links.
 """
 
 from __future__ import annotations
@@ -34,10 +39,10 @@ COOKIE = "optiboard_session"
 START_PATH = "/_optiboard/session/start"
 END_PATH = "/_optiboard/session/end"
 TICKET_TTL_S = 60.0
-_VERSION = "s1"
+_VERSION = "s2"  # s1 cookies (a password fingerprint, no generation) are refused
 
 _lock = threading.Lock()
-_tickets: dict[str, tuple[float, str, str]] = {}  # ticket -> (until, account, browser key)
+_tickets: dict[str, tuple[float, Session | str, str]] = {}  # ticket -> (until, session, browser)
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class Session:
     name: str
     session_id: str
     expires_at: float  # unix time
+    generation: int = 0  # the account's session generation when the session began
 
 
 def _key() -> bytes:
@@ -59,31 +65,34 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _fingerprint(name: str) -> str | None:
-    """A digest of the account's password hash; None when the account or password is gone."""
-    row = user_store.get_user(name)
-    if row is None or row.password_hash is None:
-        return None
-    return hashlib.sha256(row.password_hash.encode()).hexdigest()[:16]
-
-
 def lifetime_s() -> int:
     return int(settings.SESSION_HOURS.get() * 3600)
 
 
-def issue_ticket(name: str, browser: str, now: float | None = None) -> str:
-    """A one-time ticket this browser trades for the cookie within TICKET_TTL_S."""
+def begin(name: str) -> Session | None:
+    """A new session of this account (at its current generation); None without such account."""
+    generation = user_store.session_generation(name)
+    if generation is None:
+        return None
+    expires_at = int(database_now().timestamp()) + lifetime_s()
+    return Session(name, secrets.token_urlsafe(16), expires_at, generation)
+
+
+def issue_ticket(session: Session | str, browser: str, now: float | None = None) -> str:
+    """A one-time ticket this browser trades for the cookie of this session (or of a new session
+    of the account named) within TICKET_TTL_S."""
     now = time.time() if now is None else now
     ticket = secrets.token_urlsafe(32)
     with _lock:
         for stale in [t for t, (until, _, _) in _tickets.items() if until <= now]:
             del _tickets[stale]
-        _tickets[ticket] = (now + TICKET_TTL_S, name, browser)
+        _tickets[ticket] = (now + TICKET_TTL_S, session, browser)
     return ticket
 
 
 def redeem(ticket: str, browser: str | None, now: float | None = None) -> str | None:
-    """The cookie value for a valid ticket presented by the browser it was issued to, once.
+    """The cookie value for a valid ticket presented by the browser it was issued to, once, while
+    its session is live.
 
     `now` is this process's clock, which issued the ticket; the cookie's expiry is counted from
     the database's clock."""
@@ -92,18 +101,18 @@ def redeem(ticket: str, browser: str | None, now: float | None = None) -> str | 
         found = _tickets.pop(ticket, None)
     if found is None or browser is None:
         return None
-    until, name, issued_to = found
+    until, session, issued_to = found
     if until <= now or not hmac.compare_digest(issued_to, browser):
         return None
-    fingerprint = _fingerprint(name)
-    if fingerprint is None:
+    session = begin(session) if isinstance(session, str) else session
+    if session is None or not live(session):
         return None
     payload = {
         "v": _VERSION,
-        "n": name,
-        "s": secrets.token_urlsafe(16),
-        "e": int(database_now().timestamp()) + lifetime_s(),
-        "p": fingerprint,
+        "n": session.name,
+        "s": session.session_id,
+        "e": int(session.expires_at),
+        "g": session.generation,
     }
     body = json.dumps(payload, separators=(",", ":")).encode()
     return f"{_b64(body)}.{_b64(hmac.new(_key(), body, hashlib.sha256).digest())}"
@@ -124,26 +133,44 @@ def _decode(cookie: str) -> dict | None:
     return payload if isinstance(payload, dict) and payload.get("v") == _VERSION else None
 
 
+def live(session: Session, now: float | None = None) -> bool:
+    """Whether a session still holds: unexpired (by the database's clock unless `now` is given),
+    not signed out, and the account still exists with a password at the session's generation.
+    Every run of a signed-in page asks this again."""
+    now = database_now().timestamp() if now is None else now
+    if session.expires_at <= now or revocations.is_revoked(session.session_id):
+        return False
+    row = user_store.get_user(session.name)
+    return (
+        row is not None
+        and row.password_hash is not None
+        and (row.session_generation == session.generation)
+    )
+
+
 def verify(cookie: str | None, now: float | None = None) -> Session | None:
-    """The session a cookie carries while it is genuine, unexpired (by the database's clock
-    unless `now` is given), not signed out, and the account still has the password it was made
-    with; else None."""
+    """The session a cookie carries while it is genuine and live; else None."""
     payload = _decode(cookie) if cookie else None
     if payload is None:
         return None
-    now = database_now().timestamp() if now is None else now
-    if payload["e"] <= now or revocations.is_revoked(payload["s"]):
+    try:
+        session = Session(
+            str(payload["n"]), str(payload["s"]), float(payload["e"]), int(payload["g"])
+        )
+    except (KeyError, TypeError, ValueError):
         return None
-    if _fingerprint(payload["n"]) != payload["p"]:
-        return None
-    return Session(payload["n"], payload["s"], payload["e"])
+    return session if live(session, now) else None
 
 
 def revoke(cookie: str | None) -> None:
     """Sign a session out: its cookie is refused from now on, even if copied before, by every
     app process and after restarts, until it would have expired anyway."""
     payload = _decode(cookie) if cookie else None
-    if payload is None:
-        return
-    expires_at = datetime.fromtimestamp(payload["e"], UTC).replace(tzinfo=None)
-    revocations.revoke_session(payload["s"], expires_at)
+    if payload is not None:
+        end(Session(str(payload["n"]), str(payload["s"]), float(payload["e"])))
+
+
+def end(session: Session) -> None:
+    """Sign this session out, in every tab and process that holds it (see revoke)."""
+    expires_at = datetime.fromtimestamp(session.expires_at, UTC).replace(tzinfo=None)
+    revocations.revoke_session(session.session_id, expires_at)

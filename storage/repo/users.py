@@ -3,6 +3,7 @@ storage/repo/throttle.py (the failed_attempts and locked_until columns are no lo
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -29,12 +30,20 @@ class UserRow:
     locked_until: datetime | None
     last_signin_at: datetime | None
     created_at: datetime
+    session_generation: int  # sessions carry it; end_sessions bumps it (backend/auth/sessions.py)
 
 
 def create_user(name: str, password_hash: str | None, role: str) -> UserRow:
     try:
         with session_scope() as session:
-            row = User(name=name, password_hash=password_hash, role=role, failed_attempts=0)
+            # A random first generation: a removed account's cookies never fit a new one's name.
+            row = User(
+                name=name,
+                password_hash=password_hash,
+                role=role,
+                failed_attempts=0,
+                session_generation=secrets.randbelow(1 << 30),
+            )
             session.add(row)
             session.flush()
             return row_of(UserRow, row)
@@ -69,6 +78,17 @@ def set_role(name: str, role: str) -> bool:
 
 def set_password_hash(name: str, password_hash: str) -> bool:
     return _update(name, password_hash=password_hash)
+
+
+def end_sessions(name: str) -> bool:
+    """Bump the account's session generation: every session made before ends at its next run."""
+    return _update(name, session_generation=User.session_generation + 1)
+
+
+def session_generation(name: str) -> int | None:
+    """The account's current session generation; None when there is no such account."""
+    with session_scope() as session:
+        return session.scalar(select(User.session_generation).where(User.name == name))
 
 
 def delete_user(name: str) -> bool:

@@ -111,9 +111,11 @@ def make_account(role: str) -> str:
 
 def sign_in_as(at: AppTest, role: str) -> AppTest:
     """A session signed in to a real account of that role, as the sign-in form leaves it."""
-    from pages.access import ACCOUNT_KEY
+    from backend.auth import sessions
+    from pages.access import SESSION_KEY
 
-    at.session_state[ACCOUNT_KEY] = make_account(role)
+    # AppTest sends no cookies, so the browser key is None, as the sign-in form would keep it
+    at.session_state[SESSION_KEY] = (sessions.begin(make_account(role)), None)
     return at
 
 

@@ -182,3 +182,58 @@ def test_a_failed_jobs_traceback_with_server_paths_is_for_admins_only(
     assert "/srv/optiboard" not in "\n".join(c.value for c in at.code)
     at = open_page("jobs", role="admin", job=job.id)
     assert any("/srv/optiboard" in c.value for c in at.code)
+
+
+PAGES_DIR = Path(__file__).parents[2] / "pages"
+PAGE_PERMISSIONS = {
+    "home": "browse",
+    "models": "browse",
+    "graph": "browse",
+    "compatibility": "browse",
+    "optimize": "browse",
+    "jobs": "browse",
+    "serve": "browse",
+    "compare": "compare",
+    "users": "users",
+}
+
+
+def _run_alone(page: str, **query: object) -> AppTest:
+    """Run one page module as its own main script, without app.py's gate: what Streamlit's
+    legacy pages/ mode does for the first visitors after a server start."""
+    at = AppTest.from_file(str(PAGES_DIR / f"{page}.py"), default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = str(value)
+    return at.run()
+
+
+def test_every_page_run_without_app_py_shows_only_the_sign_in_form(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path, "secret-model")
+    job, _ = finished_sweep(model.id, label="secret-job")
+    for page in PAGE_PERMISSIONS:
+        at = _run_alone(page, model=model.id, job=job.id, jobs=job.id)
+        assert not at.exception, (page, at.exception)
+        assert [t.value for t in at.title] == ["Sign in to Optiboard"], page
+        shown = texts(at)
+        assert "secret-model" not in shown and "secret-job" not in shown, page
+        assert not at.get("download_button") and not at.get("iframe"), page
+        assert not at.selectbox and not at.multiselect and not at.dataframe, page
+
+
+def test_a_page_run_without_app_py_refuses_who_may_not_open_it(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    from tests.pages.seed import sign_in_as
+
+    model = add_model(mlp_path, "secret-model")
+    job, _ = finished_sweep(model.id)
+    token = links.sign((job.id,), datetime.now(UTC) + timedelta(hours=1))
+    at = _run_alone("graph", model=model.id, share=token)  # a link opens only its comparison
+    assert "opens only its comparison" in at.error[0].value
+    assert not at.title and "secret-model" not in texts(at)
+    at = AppTest.from_file(str(PAGES_DIR / "users.py"), default_timeout=120)
+    at = sign_in_as(at, "editor").run()
+    assert "may not open this page" in at.error[0].value
+    assert not at.dataframe and not at.title

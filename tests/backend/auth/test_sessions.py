@@ -57,3 +57,22 @@ def test_a_cookie_holds_until_it_expires_is_signed_out_or_the_password_changes(
     assert sessions.verify(bob_cookie) is not None
     accounts.remove_account(cli_principal(), "bob")
     assert sessions.verify(bob_cookie) is None  # a removed account's cookie opens nothing
+
+
+def test_a_new_role_ends_the_accounts_sessions_and_a_recreated_account_starts_afresh(
+    data_dir: Path,
+) -> None:
+    accounts.add_account(cli_principal(), "ada", "editor", PASSWORD)
+    accounts.add_account(cli_principal(), "root", "admin", PASSWORD)
+    cookie, held = _cookie(), sessions.begin("ada")
+    assert held is not None and sessions.live(held)
+    accounts.set_role(cli_principal(), "ada", "viewer")
+    assert sessions.verify(cookie) is None and not sessions.live(held)
+    assert sessions.verify(_cookie()) is not None  # a new sign-in under the new role
+
+    cookie = _cookie()
+    accounts.remove_account(cli_principal(), "ada")
+    accounts.add_account(cli_principal(), "ada", "admin", PASSWORD)  # someone else, same name
+    assert sessions.verify(cookie) is None
+    sessions.end(sessions.begin("root") or held)
+    assert sessions.verify(_cookie("root")) is not None  # ending one session ends only that one
