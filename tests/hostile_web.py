@@ -10,14 +10,17 @@ directory, `open_session` speaks Streamlit's own protobuf messages over its webs
 from __future__ import annotations
 
 import asyncio
+import http.client
 import os
 import secrets
+import select
 import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -191,22 +194,40 @@ def put_file(url: str, session: Session, size: int, name: str = "flood.onnx") ->
         + os.urandom(size)
         + f"\r\n--{boundary}--\r\n".encode()
     )
-    request = urllib.request.Request(
-        f"{url}/_stcore/upload_file/{session.session_id}/{secrets.token_hex(8)}",
-        data=body,
-        method="PUT",
-        headers={
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-            "X-Xsrftoken": session.cookies[XSRF_COOKIE],
-            "Cookie": "; ".join(f"{k}={v}" for k, v in session.cookies.items()),
-            "Origin": url,
-        },
-    )
+    headers = {
+        "Content-Type": f"multipart/form-data; boundary={boundary}",
+        "Content-Length": str(len(body)),
+        "X-Xsrftoken": session.cookies[XSRF_COOKIE],
+        "Cookie": "; ".join(f"{k}={v}" for k, v in session.cookies.items()),
+        "Origin": url,
+    }
+    where = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
+        conn.putrequest("PUT", f"/_stcore/upload_file/{session.session_id}/{secrets.token_hex(8)}")
+        for key, value in headers.items():
+            conn.putheader(key, value)
+        conn.endheaders()
+        _send_until_answered(conn.sock, body)
+        try:
+            return conn.getresponse().status
+        except (ConnectionError, http.client.RemoteDisconnected):
+            return 0  # the connection dropped without an answer
+    finally:
+        conn.close()
+
+
+def _send_until_answered(sock: socket.socket, body: bytes) -> None:
+    """The body in chunks, stopping as soon as the server answers: a gate that refuses before
+    reading the body answers and closes, and a client still sending would only see a reset."""
+    view, sent = memoryview(body), 0
+    while sent < len(body):
+        if select.select([sock], [], [], 0)[0]:
+            return
+        try:
+            sent += sock.send(view[sent : sent + (1 << 16)])
+        except (BrokenPipeError, ConnectionResetError):
+            return
 
 
 def flood(url: str, session: Session, count: int, size: int) -> list[int]:
