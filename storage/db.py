@@ -49,8 +49,9 @@ def secure_data_files(url: str) -> None:
     if not database or database == ":memory:":
         return
     path = Path(database)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    if not path.exists() and path.parent.resolve() == folder:
+        folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    if not path.exists() and path.parent.is_dir():  # a missing folder elsewhere: SQLite's error
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))  # empty: a new database
     for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         if file.exists():

@@ -6,11 +6,9 @@ from pathlib import Path
 
 import onnx
 from onnx import TensorProto, helper
-from streamlit.testing.v1 import AppTest
 
 from backend.models.ingest import ingest_file
-
-PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compatibility.py")
+from tests.pages.seed import open_page
 
 
 def _store(path: Path, name: str) -> int:
@@ -31,18 +29,14 @@ def _bf16_model(path: Path) -> Path:
 
 
 def test_empty_library_says_to_upload_a_model_first(data_dir):
-    app = AppTest.from_file(PAGE, default_timeout=60).run()
+    app = open_page("compatibility", role="viewer")  # through app.py: the page's own gate
     assert not app.exception
-    assert "No models yet" in app.info[0].value
+    assert any("No models yet" in info.value for info in app.info)
 
 
 def test_page_shows_per_backend_summary_heat_map_and_nodes_behind_a_problem_op(data_dir, tmp_path):
     model_id = _store(_bf16_model(tmp_path / "bf16.onnx"), "bf16-relu")
-    app = AppTest.from_file(PAGE, default_timeout=120)
-    app.query_params["model"] = str(model_id)
-    app.query_params["op"] = "Relu"
-    app.query_params["backend"] = "ort-cpu"
-    app.run()
+    app = open_page("compatibility", role="viewer", model=model_id, op="Relu", backend="ort-cpu")
     assert not app.exception
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["ONNX Runtime CPU"] == "50%"  # Identity runs, Relu has no bfloat16 kernel
