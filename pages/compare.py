@@ -42,6 +42,7 @@ available = link_scope(frames.comparable_jobs(include=wanted_jobs))
 @st.fragment(run_every=refresh_every(True))
 def wait_for_first_result() -> None:
     """While the picked jobs have nothing yet, look again until their first result lands."""
+    require_access(Permission.COMPARE)  # a timed fragment rerun skips the page's first line
     fresh = frames.comparable_jobs(include=wanted_jobs)
     if fresh["results"].sum() > 0 or not work_in_progress():
         st.rerun()
@@ -102,6 +103,7 @@ def _figures(
 
 @st.fragment(run_every=refresh_every(ACTIVE))
 def comparison() -> None:
+    require_access(Permission.COMPARE)  # a timed fragment rerun skips the page's first line
     meta = frames.comparable_jobs(include=tuple(job_ids))
     if ACTIVE and not meta[meta["job_id"].isin(job_ids)]["state"].isin(["queued", "running"]).any():
         st.rerun()

@@ -32,6 +32,7 @@ ACTIVE = work_in_progress()
 
 @st.fragment(run_every=refresh_every(ACTIVE))
 def overview() -> None:
+    require_access(Permission.BROWSE)  # a timed fragment rerun skips the page's first line
     rerun_if_changed(ACTIVE)
     counts = progress.job_counts()
     cols = st.columns(4)

@@ -76,6 +76,7 @@ def _jobs_frame(rows: list[JobRow]) -> pd.DataFrame:
 
 @st.fragment(run_every=refresh_every(ACTIVE))
 def job_table() -> None:
+    require_access(Permission.BROWSE)  # a timed fragment rerun skips the page's first line
     rerun_if_changed(ACTIVE)
     rows = jobs.list_jobs(states=[JobState(s) for s in states] or None)
     if model_filter:
@@ -128,6 +129,7 @@ if job_id is None:
 @st.fragment(run_every=refresh_every(ACTIVE))
 def profile_views(job_id: int, profiled: list[StoredResult], model_id: int) -> None:
     """Per-node bars, op types and the diff against FP32, for configurations run with --profile."""
+    require_access(Permission.BROWSE)  # a timed fragment rerun skips the page's first line
     if not profiled:
         return
     with st.expander(f"Per-node profiles ({len(profiled)})"):

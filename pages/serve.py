@@ -121,6 +121,7 @@ def measured() -> None:
 
     @st.fragment(run_every=refresh_every(active))
     def live() -> None:
+        require_access(Permission.BROWSE)  # a timed fragment rerun skips the page's first line
         fresh = frames.comparable_jobs(serving=True, include=(study_id,)).set_index("job_id")
         if active and fresh.at[study_id, "state"] not in ACTIVE_STATES:
             st.rerun()  # finished: one full run, which stops the refresh
@@ -292,6 +293,7 @@ def predicted() -> None:
 
     @st.fragment(run_every=refresh_every(active))
     def recommendation() -> None:
+        require_access(Permission.BROWSE)  # a timed fragment rerun skips the page's first line
         progress = int(
             frames.comparable_jobs(include=(job_id,)).set_index("job_id").at[job_id, "results"]
         )
