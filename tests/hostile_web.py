@@ -27,6 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.waiting import free_port as _free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 XSRF_COOKIE = "_streamlit_xsrf"
 
@@ -36,12 +38,6 @@ class Dashboard:
     url: str
     process: subprocess.Popen
     log: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -24,6 +24,7 @@ from storage.repo import models as model_store
 from storage.repo import results as result_store
 from storage.states import JobState
 from tests.backend.cluster.conftest import RayCluster
+from tests.waiting import wait_for
 
 QUICK = MeasureSettings(
     warmup_runs=2, window_runs=10, window_min_seconds=0.05, max_seconds=3, accuracy_samples=1
@@ -179,7 +180,7 @@ def test_cancel_reaches_the_running_task_and_frees_its_node(
     outcome: list[JobState] = []
     runner = threading.Thread(target=lambda: outcome.append(_run(job_id)))
     runner.start()
-    _wait_for(lambda: _free_slots() < len(ray_cluster.caches), "the measurement to start")
+    wait_for(lambda: _free_slots() < len(ray_cluster.caches), "the measurement to start")
     time.sleep(2)  # into the measurement
     jobs.cancel_job(job_id)
     runner.join(timeout=120)
@@ -187,7 +188,7 @@ def test_cancel_reaches_the_running_task_and_frees_its_node(
     assert outcome == [JobState.CANCELLED]
     assert result_store.list_results(job_ids=[job_id]) == []
     # the task gave its slot back: it is not running on the node any more
-    _wait_for(lambda: _free_slots() == len(ray_cluster.caches), "the slot to come back")
+    wait_for(lambda: _free_slots() == len(ray_cluster.caches), "the slot to come back")
     assert ray.available_resources().get("measure_slot") == len(ray_cluster.caches)
 
 
@@ -195,13 +196,6 @@ def _free_slots() -> float:
     import ray
 
     return ray.available_resources().get("measure_slot", 0.0)
-
-
-def _wait_for(predicate, what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def test_a_node_lost_mid_task_ends_with_the_configuration_done_once_on_another_node(

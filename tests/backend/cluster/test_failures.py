@@ -14,7 +14,7 @@ from backend.models.ingest import ingest_file
 from backend.queue import jobs, progress
 from backend.specs import MeasureSettings, SweepSpec
 from storage.states import JobState
-from tests.postgres import free_port
+from tests.waiting import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -29,6 +29,7 @@ from storage.repo import results as result_store
 from storage.states import JobState
 from tests.pages.seed import open_page
 from tests.postgres import free_port
+from tests.waiting import wait_for
 
 RAY = str(Path(sys.executable).with_name("ray"))
 # never stable, so each measurement runs to its 2 s cap: long enough to kill the head during one
@@ -74,13 +75,6 @@ class Head:
             self.process.wait()
 
 
-def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def _log(job_id: int) -> list[str]:
     return [e.message for e in reversed(jobs.job_events(job_id))]
 
@@ -105,12 +99,12 @@ def test_a_head_restarted_mid_sweep_ends_with_every_configuration_stored_once(
 
     runner = threading.Thread(target=work)
     try:
-        _wait_for(lambda: port_reason(address) is None, "the head's port")
+        wait_for(lambda: port_reason(address) is None, "the head's port")
         runner.start()
-        _wait_for(lambda: len(result_store.list_results(job_ids=[job_id])) == 1, "a result")
+        wait_for(lambda: len(result_store.list_results(job_ids=[job_id])) == 1, "a result")
         time.sleep(1)  # the other configuration is on the node now
         head.kill()
-        _wait_for(
+        wait_for(
             lambda: any(
                 line.startswith(f"Ray cluster at {address} is unreachable (")
                 for line in _log(job_id)

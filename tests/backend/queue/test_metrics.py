@@ -14,8 +14,8 @@ from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.specs import MeasureSettings, SweepSpec
 from storage.states import JobState
-from tests.postgres import free_port
 from tests.prometheus import metric_samples
+from tests.waiting import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICK = MeasureSettings(

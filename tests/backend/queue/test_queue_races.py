@@ -35,6 +35,7 @@ from storage.repo import models as model_store
 from storage.repo import results as result_store
 from storage.states import JobState
 from tests.postgres import PostgresServer
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = MeasureSettings(
@@ -177,15 +178,6 @@ def _stop(*workers: subprocess.Popen) -> list[str]:
     return [worker.communicate()[0] for worker in workers]
 
 
-def _wait_for(predicate, timeout: float = 90.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.skipif(FAKETIME is None, reason="faketime is not installed (apt install faketime)")
 def test_workers_with_one_clock_five_minutes_ahead_run_every_job_exactly_once(
     postgres_url: str, mlp_path: Path
@@ -198,9 +190,9 @@ def test_workers_with_one_clock_five_minutes_ahead_run_every_job_exactly_once(
         _start_worker(FAKETIME, "-f", "+300", env=env),  # its clock is 5 minutes ahead
     ]
     try:
-        _wait_for(lambda: len(jobs.list_workers(None)) == 3, what="three workers")
+        wait_for(lambda: len(jobs.list_workers(None)) == 3, what="three workers")
         submitted = [jobs.submit_sweep(model.id, SweepSpec(measure=TINY)).id for _ in range(6)]
-        _wait_for(lambda: all(jobs.get_job(j).state.finished for j in submitted), what="six jobs")
+        wait_for(lambda: all(jobs.get_job(j).state.finished for j in submitted), what="six jobs")
     finally:
         outputs = _stop(*workers)
     skewed_log = next(line for line in outputs[2].splitlines() if "ready" in line)
@@ -231,14 +223,14 @@ def test_worker_loop_survives_a_database_outage_in_the_middle_of_a_job(
     env = {"OPTIBOARD_DB_RETRY_MAX_S": "1", "OPTIBOARD_LEASE_SECONDS": "5"}
     worker = _start_worker(env=env)
     try:
-        _wait_for(lambda: jobs.get_job(job.id).state == JobState.RUNNING, what="the job to run")
+        wait_for(lambda: jobs.get_job(job.id).state == JobState.RUNNING, what="the job to run")
         postgres_server.stop()
         try:
             time.sleep(3.0)  # several failed tries, each followed by a wait of at most 1 s
             assert worker.poll() is None
         finally:
             postgres_server.start()
-        _wait_for(lambda: jobs.get_job(job.id).state.finished, what="the job after the outage")
+        wait_for(lambda: jobs.get_job(job.id).state.finished, what="the job after the outage")
         assert worker.poll() is None
     finally:
         (output,) = _stop(worker)

@@ -33,8 +33,8 @@ from backend.serving.view import study_view
 from storage.repo import serving as serving_store
 from storage.states import JobState
 from tests import models as model_factory
-from tests.postgres import free_port
 from tests.prometheus import metric_samples
+from tests.waiting import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = BatchingPolicy(max_batch_size=8, max_queue_delay_us=2000)

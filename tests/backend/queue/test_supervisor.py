@@ -5,25 +5,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from storage.repo import workers as worker_store
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _live_pids() -> set[int]:
     return {w.pid for w in worker_store.list_workers(alive_within_seconds=10)}
-
-
-def _wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _alive(pid: int) -> bool:
@@ -45,10 +36,10 @@ def test_a_killed_worker_is_restarted_and_stopping_the_script_stops_it(data_dir:
         text=True,
     )
     try:
-        _wait_for(lambda: len(_live_pids()) == 1, what="the first worker")
+        wait_for(lambda: len(_live_pids()) == 1, what="the first worker")
         (first,) = _live_pids()
         os.kill(first, signal.SIGKILL)
-        _wait_for(lambda: bool(_live_pids() - {first}), what="a restarted worker")
+        wait_for(lambda: bool(_live_pids() - {first}), what="a restarted worker")
         (second,) = _live_pids() - {first}
         assert script.poll() is None
         script.terminate()
@@ -59,4 +50,4 @@ def test_a_killed_worker_is_restarted_and_stopping_the_script_stops_it(data_dir:
             script.wait()
     assert script.returncode == 0
     assert "worker exited with status 137; restarting in 0.2 s" in output, output
-    _wait_for(lambda: not _alive(second), timeout=10, what="the worker to stop with the script")
+    wait_for(lambda: not _alive(second), timeout=10, what="the worker to stop with the script")

@@ -24,6 +24,7 @@ from storage.repo import jobs as job_store
 from storage.repo import results as result_store
 from storage.states import JobState
 from tests import models as model_factory
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICK = MeasureSettings(
@@ -41,15 +42,6 @@ def _start_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.P
         stderr=subprocess.STDOUT,
         text=True,
     )
-
-
-def _wait_for(predicate, timeout: float = 120.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_worker_runs_a_sweep_and_stores_every_configuration(data_dir: Path, mlp_path: Path) -> None:
@@ -121,7 +113,7 @@ def test_killed_worker_job_is_resumed_by_another_without_duplicates(
     job = jobs.submit_sweep(model.id, spec)
     first = _start_worker("--lease-seconds", "3")
     try:
-        _wait_for(lambda: len(jobs.stored_results(job.id)) >= 1, what="first result")
+        wait_for(lambda: len(jobs.stored_results(job.id)) >= 1, what="first result")
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
@@ -148,17 +140,17 @@ def test_cancelling_a_running_job_stops_it_and_the_worker_goes_on(
     job = jobs.submit_sweep(model.id, SweepSpec(batch_sizes=(1, 2), measure=long_run))
     worker = _start_worker()
     try:
-        _wait_for(lambda: jobs.get_job(job.id).state == JobState.RUNNING, what="job to start")
+        wait_for(lambda: jobs.get_job(job.id).state == JobState.RUNNING, what="job to start")
         time.sleep(1.0)
         assert jobs.cancel_job(job.id) == JobState.RUNNING  # a request, honoured by the worker
-        _wait_for(
+        wait_for(
             lambda: jobs.get_job(job.id).state == JobState.CANCELLED,
             timeout=30,
             what="cancellation",
         )
         assert worker.poll() is None
         next_job = jobs.submit_sweep(model.id, SweepSpec(measure=QUICK))
-        _wait_for(lambda: jobs.get_job(next_job.id).state == JobState.SUCCEEDED, what="next job")
+        wait_for(lambda: jobs.get_job(next_job.id).state == JobState.SUCCEEDED, what="next job")
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
