@@ -240,3 +240,41 @@ def test_signing_out_in_one_tab_ends_the_other_tabs_at_their_next_run(
         _settled(first)
         assert first.get_by_text("Signed in as editor").count() == 0
         context.close()
+
+
+def test_a_live_tab_left_alone_ends_at_its_next_refresh_after_a_sign_out_elsewhere(
+    data_dir: Path,
+    mlp_path: Path,
+    browser,  # noqa: ANN001
+) -> None:
+    """Home's overview refreshes itself while work is queued; its timed fragment reruns skip the
+    page's first line, so the fragment checks access too: with no click in the first tab, its
+    next refresh after the sign-out elsewhere shows the sign-in form instead of the queue."""
+    from playwright.sync_api import expect
+
+    from backend.specs import SweepSpec
+    from tests.pages.seed import add_job, add_model
+
+    _accounts()
+    model = add_model(mlp_path, "live-model")
+    add_job(model.id, SweepSpec(), label="queued-job")  # no worker: it stays queued, Home is live
+    with _server(data_dir, "live-tab") as url:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        first = context.new_page()
+        first.goto(f"{url}/")
+        _sign_in(first, "editor")
+        expect(first.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+        expect(first.get_by_text("queued-job").first).to_be_attached(timeout=60_000)  # a grid cell
+        second = context.new_page()
+        second.goto(f"{url}/models")
+        expect(second.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+        second.get_by_role("button", name="Sign out").click()
+        expect(second.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(
+            timeout=60_000
+        )
+        # no click, no reload in the first tab: only its fragment's own refresh runs
+        expect(first.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(
+            timeout=30_000
+        )
+        assert first.get_by_text("queued-job").count() == 0
+        context.close()
