@@ -57,6 +57,25 @@ class Interleaved:
         """The run's own noise between these candidates: the larger spread of their windows."""
         return max(self.timed[n].spread(self.settings.stable_windows) for n in names)
 
+    def to_dict(self) -> dict:
+        """JSON for the trip out of a measurement child (samples left out: p50s, windows)."""
+        return {
+            "timed": {
+                name: {"p50_ms": t.p50_ms, "window_p50_ms": t.window_p50_ms, "stable": t.stable}
+                for name, t in self.timed.items()
+            },
+            "rounds": self.rounds,
+            "contention": self.contention,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, settings: MeasureSettings) -> Interleaved:
+        timed = {
+            name: Timed([t["p50_ms"]], list(t["window_p50_ms"]), bool(t["stable"]))
+            for name, t in data["timed"].items()
+        }
+        return cls(timed, int(data["rounds"]), settings, data.get("contention"))
+
     def verdict(self) -> str:
         """The sweep's stability rule, said of every candidate, with the contention note."""
         windows, tolerance = self.settings.stable_windows, self.settings.stability_tolerance

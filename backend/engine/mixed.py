@@ -19,7 +19,7 @@ import onnx
 
 from backend.engine import accuracy, inputs, layerloss, variants
 from backend.engine.evidence import float_islands
-from backend.engine.interleave import interleaved
+from backend.engine.interleave import Interleaved, interleaved
 from backend.engine.measure import measure
 from backend.engine.mixedresult import (  # noqa: F401 (the search's names, used from here)
     FP32,
@@ -191,20 +191,50 @@ def _time_together(
     configs = {FP32: fp32}
     for step in found.steps:
         configs.setdefault(found.key(step), replace(base, fp32_nodes=step.fp32_nodes))
+    paths = {n: ctx.workdir / variants.variant_name(ctx.source, c) for n, c in configs.items()}
+    apply_timing(found, _interleave(paths, base, ctx.settings, ctx.feeds[0]))
+
+
+def _interleave(
+    paths: dict[str, Path],
+    config: Configuration,
+    settings: MeasureSettings,
+    feed: dict[str, np.ndarray],
+) -> Interleaved:
+    """Each built model in a session of its own, all timed round-robin on one input."""
+    options = SessionOptions(provider=config.provider, intra_op_threads=config.intra_op_threads)
     with ExitStack() as stack:
         infers: dict[str, Callable[[], object]] = {}
-        for name, config in configs.items():
-            path = ctx.workdir / variants.variant_name(ctx.source, config)
-            options = SessionOptions(
-                provider=config.provider, intra_op_threads=config.intra_op_threads
-            )
+        for name, path in paths.items():
             runner = stack.enter_context(get_backend(config.backend).open(path, options))
-            infers[name] = lambda r=runner: r.infer(ctx.feeds[0])
-        timing = interleaved(infers, ctx.settings)
-    found.timing = timing
+            infers[name] = lambda r=runner: r.infer(feed)
+        return interleaved(infers, settings)
+
+
+def apply_timing(found: MixedSearch, timing: Interleaved) -> None:
+    """The interleaved numbers replace those timed apart: FP32's p50 and each step's."""
+    found.timing, found.stability = timing, ""
     found.fp32_p50_ms = timing.timed[FP32].p50_ms
     for step in found.steps:
         step.p50_ms = timing.timed[found.key(step)].p50_ms
+
+
+def time_built_models(paths: dict[str, str], config: dict, measure: dict) -> dict:
+    """Child side of a queued search's final timing (JSON in and out, run in the sandbox):
+    FP32 and the steps' stored built models timed interleaved on one seeded input."""
+    configuration = Configuration.from_dict(config)
+    settings = MeasureSettings(**measure)
+    reference = Path(paths[FP32])
+    feed = inputs.random_inputs(
+        inputs.input_specs_of(reference),
+        configuration.batch_size,
+        dict(configuration.symbolic_dims),
+        count=1,
+        seed=SEED,
+        ranges=inputs.value_ranges(reference),
+    )[0]
+    timing = _interleave({n: Path(p) for n, p in paths.items()}, configuration, settings, feed)
+    return timing.to_dict()
 
 
 # Queues a sweep of a model under a label and gives the job's id. The engine never imports the

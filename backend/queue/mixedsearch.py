@@ -9,17 +9,30 @@ step comes from its stored layer-loss ranking, its float islands from its stored
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import onnx
 
+from backend.engine.interleave import Interleaved
 from backend.engine.layerloss import NodeLoss, from_dicts
-from backend.engine.mixed import MIN_LOSS_DB, AccuracyBound, MixedStep, greedy, island_candidates
+from backend.engine.mixed import (
+    FP32,
+    MIN_LOSS_DB,
+    AccuracyBound,
+    MixedSearch,
+    MixedStep,
+    apply_timing,
+    greedy,
+    island_candidates,
+)
 from backend.engine.profile import stored_profile
+from backend.launch import sandbox
+from backend.launch.children import call_in_child
+from backend.launch.limits import ChildLimits
 from backend.models import library
 from backend.queue.jobs import fp32_baseline, spec_of, stored_results
 from backend.results import AccuracyReport, ConfigurationResult, StoredResult
-from backend.specs import Configuration, Precision
+from backend.specs import GPU_PROVIDERS, Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo.jobs import JobRow
 
@@ -149,6 +162,40 @@ def window_spread(job: JobRow, results: list[ConfigurationResult]) -> float:
     return max(spreads, default=0.0)
 
 
+def interleaved_in_child(
+    job: JobRow, base: Configuration, fp32: StoredResult, found: MixedSearch, steps: _Steps
+) -> Interleaved | None:
+    """FP32 and each distinct step timed again together, window by window, in one sandboxed
+    child on their stored built models: the steps ran one after another in children of their
+    own, so only this compares them under the same load. None (with an event saying why) when
+    a built model is missing or the child fails; the verdict then says it was timed apart."""
+    built = {FP32: fp32.result.optimized_sha256}
+    for step in found.steps:
+        result = steps.results.get(step.fp32_nodes)
+        built.setdefault(found.key(step), result.optimized_sha256 if result else None)
+    if not all(built.values()):
+        job_store.log_event(job.id, "search: no interleaved timing (a built model is missing)")
+        return None
+    paths = {name: str(library.artifact_path(sha)) for name, sha in built.items() if sha}
+    settings = spec_of(job).measure
+    outcome = call_in_child(
+        "backend.engine.mixed:time_built_models",
+        paths,
+        base.to_dict(),
+        asdict(settings),
+        timeout_s=settings.max_seconds * len(paths) + 300,
+        what="The search's interleaved timing",
+        sandboxed=True,
+        binds=sandbox.Binds.of(read_only=list(paths.values()), gpu=base.provider != "cpu"),
+        limits=ChildLimits.from_settings(gpu=base.provider in GPU_PROVIDERS),
+    )
+    if not outcome.ok:
+        reason = (outcome.error or "it failed").strip().splitlines()[-1:] or ["it failed"]
+        job_store.log_event(job.id, f"search: no interleaved timing: {reason[0]}", "warning")
+        return None
+    return Interleaved.from_dict(outcome.value, settings)
+
+
 def run_search(
     job: JobRow, configurations: list[Configuration], run_step: RunStep, stop: Callable[[], bool]
 ) -> str | None:
@@ -173,8 +220,12 @@ def run_search(
         except _Stopped as exc:
             job_store.log_event(job.id, f"search for {base.label} stopped: {exc}", "warning")
             continue
-        found.stability = timing_note(job, fp32, steps)
-        found.apart_noise = window_spread(job, [fp32.result, *steps.results.values()])
+        timing = interleaved_in_child(job, base, fp32, found, steps)
+        if timing is not None:
+            apply_timing(found, timing)
+        else:  # the numbers timed apart, said so, with their own spread as the noise
+            found.stability = timing_note(job, fp32, steps)
+            found.apart_noise = window_spread(job, [fp32.result, *steps.results.values()])
         for line in found.lines():
             job_store.log_event(job.id, f"search: {line}")
         job_store.log_event(job.id, f"search for {base.label}: {found.verdict()}")
