@@ -23,6 +23,7 @@ from backend.engine.run import ConfigurationTask, run_configuration
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
+from backend.queue.progress import last_line
 from backend.results import ConfigurationResult, ResultStatus
 from backend.specs import GPU_PROVIDERS, Configuration, Precision, SweepSpec
 
@@ -94,7 +95,7 @@ def measure_in_child(
     error = outcome.error or "the configuration's child failed without a reason"
     if outcome.value == "error":  # a bug's traceback: the log keeps it, the result one line
         log.warning("configuration %s failed:\n%s", config.key, error)
-        error = error_line(error)
+        error = last_line(error)[:500]
     return _failed(config, error, outcome.notes)
 
 
@@ -109,12 +110,6 @@ def _failed(
         notes=list(notes or []),
         providers_requested=[config.provider],
     )
-
-
-def error_line(text: str) -> str:
-    """A traceback's last line ("RuntimeError: ..."): what went wrong, without the code path."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:500] if lines else text
 
 
 # ---- child side -------------------------------------------------------------------------------

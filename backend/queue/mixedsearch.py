@@ -31,6 +31,7 @@ from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
 from backend.models import library
 from backend.queue.jobs import fp32_baseline, spec_of, stored_results
+from backend.queue.progress import last_line
 from backend.results import AccuracyReport, ConfigurationResult, StoredResult
 from backend.specs import GPU_PROVIDERS, Configuration, Precision
 from storage.repo import jobs as job_store
@@ -96,8 +97,7 @@ class _Steps:
             self.ran += result is not None
         # wrong outputs are measured too (they just never meet the bound, below)
         if result is None or not result.measured or result.accuracy is None or not result.latency:
-            lines = ((result.error if result else None) or "cancelled").strip().splitlines()
-            error = lines[-1] if lines else "no result"  # a traceback's last line: the error
+            error = last_line((result.error if result else None) or "cancelled") or "no result"
             if ran_here and result is not None:
                 self.errors.append(error)
             raise _Stopped(f"step '{why}' gave no measured result: {error}")
@@ -190,8 +190,8 @@ def interleaved_in_child(
         limits=ChildLimits.from_settings(gpu=base.provider in GPU_PROVIDERS),
     )
     if not outcome.ok:
-        reason = (outcome.error or "it failed").strip().splitlines()[-1:] or ["it failed"]
-        job_store.log_event(job.id, f"search: no interleaved timing: {reason[0]}", "warning")
+        reason = last_line(outcome.error) or "it failed"
+        job_store.log_event(job.id, f"search: no interleaved timing: {reason}", "warning")
         return None
     return Interleaved.from_dict(outcome.value, settings)
 
