@@ -67,26 +67,10 @@ def start_service(
             log.close()
 
 
-def group_stats(group: int) -> list[list[str]]:
-    """/proc/PID/stat fields after the command name (state first) of each process in a
-    process group; a process that ends meanwhile is skipped."""
+def _group_scan(group: int) -> list[tuple[int, str, list[str]]]:
+    """(pid, command name, /proc/PID/stat fields after the name, state first) of each process in
+    a process group; a process that ends meanwhile is skipped."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == group:
-            found.append(fields)
-    return found
-
-
-def group_members(group: int) -> dict[int, str]:
-    """pid -> command name of each live (not zombie) process in a process group."""
-    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -96,9 +80,19 @@ def group_members(group: int) -> dict[int, str]:
         except (OSError, ValueError):
             continue
         fields = rest.split()
-        if fields[0] != "Z" and int(fields[2]) == group:
-            found[int(entry)] = name.split("(", 1)[1]
+        if int(fields[2]) == group:
+            found.append((int(entry), name.split("(", 1)[1], fields))
     return found
+
+
+def group_stats(group: int) -> list[list[str]]:
+    """/proc/PID/stat fields after the command name (state first) of each process in a group."""
+    return [fields for _, _, fields in _group_scan(group)]
+
+
+def group_members(group: int) -> dict[int, str]:
+    """pid -> command name of each live (not zombie) process in a process group."""
+    return {pid: name for pid, name, fields in _group_scan(group) if fields[0] != "Z"}
 
 
 def stop_service(

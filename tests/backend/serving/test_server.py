@@ -16,6 +16,7 @@ import onnxruntime as ort
 import pytest
 
 from backend.errors import UnavailableError
+from backend.launch.services import group_members
 from backend.serving.loadgen import run_load
 from backend.serving.repository import plan_model
 from backend.serving.server import TritonEnvironment, TritonServer, find_environment, serve
@@ -198,25 +199,11 @@ def test_a_server_whose_parent_is_killed_still_ends_its_stubs_and_shared_memory(
     assert [region for region in regions if region.exists()] == []
 
 
-def _group_members(group: int) -> dict[int, str]:
-    """pid -> command name of every live process in a process group."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            name, rest = (entry / "stat").read_text().rsplit(")", 1)
-        except (OSError, ValueError):
-            continue
-        fields = rest.split()
-        if fields[0] != "Z" and int(fields[2]) == group:
-            found[int(entry.name)] = name.split("(", 1)[1]
-    return found
-
-
 def test_the_server_runs_inside_the_sandbox_on_the_hosts_loopback(
     server: TritonServer, tmp_path: Path
 ) -> None:
     assert server.process is not None
-    members = _group_members(server.process.pid)
+    members = group_members(server.process.pid)
     triton = next(pid for pid, name in members.items() if name == "tritonserver")
     assert "bwrap" in members.values()
     ours = {kind: Path(f"/proc/self/ns/{kind}").readlink() for kind in ("mnt", "pid", "net")}
