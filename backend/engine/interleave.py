@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from backend.engine.measure import timed_window, windows_agree
 from backend.host import HostWatch, contention_note
 from backend.specs import MeasureSettings
 
@@ -97,24 +98,6 @@ class Interleaved:
         return head + (f". {self.contention}" if self.contention else ".")
 
 
-def _window(infer: Callable[[], object], settings: MeasureSettings, deadline: float) -> list[float]:
-    clock = time.perf_counter_ns
-    window: list[int] = []
-    start = clock()
-    while len(window) < settings.window_runs or clock() - start < settings.window_min_seconds * 1e9:
-        t0 = clock()
-        infer()
-        window.append(clock() - t0)
-        if time.perf_counter() > deadline:
-            break
-    return (np.asarray(window, dtype=np.float64) / 1e6).tolist()
-
-
-def _agree(values: list[float], tolerance: float) -> bool:
-    mean = sum(values) / len(values)
-    return mean > 0 and all(abs(v - mean) <= tolerance * mean for v in values)
-
-
 def interleaved(
     candidates: Mapping[str, Callable[[], object]], settings: MeasureSettings
 ) -> Interleaved:
@@ -131,11 +114,11 @@ def interleaved(
         while True:
             rounds += 1
             for name, infer in candidates.items():
-                samples = _window(infer, settings, deadline)
+                samples = timed_window(infer, settings, deadline).tolist()
                 windows[name].append(samples)
                 timed[name].window_p50_ms.append(float(np.median(samples)))
             for t in timed.values():
-                t.stable = len(t.window_p50_ms) >= need and _agree(
+                t.stable = len(t.window_p50_ms) >= need and windows_agree(
                     t.window_p50_ms[-need:], settings.stability_tolerance
                 )
             if all(t.stable for t in timed.values()) or time.perf_counter() > deadline:

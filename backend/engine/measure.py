@@ -25,10 +25,28 @@ class Measurement:
     stop_reason: str = ""
 
 
-def _agree(values: list[float], tolerance: float) -> bool:
+def windows_agree(values: list[float], tolerance: float) -> bool:
     """True when every value lies within tolerance of the mean of the values."""
     mean = sum(values) / len(values)
     return mean > 0 and all(abs(v - mean) <= tolerance * mean for v in values)
+
+
+def timed_window(
+    infer: Callable[[], object], settings: MeasureSettings, deadline: float
+) -> np.ndarray:
+    """One window: at least window_runs calls and window_min_seconds, each timed with
+    perf_counter_ns, cut short at the deadline (perf_counter); milliseconds per call."""
+    clock = time.perf_counter_ns
+    window: list[int] = []
+    window_start = clock()
+    min_window_ns = settings.window_min_seconds * 1e9
+    while len(window) < settings.window_runs or clock() - window_start < min_window_ns:
+        t0 = clock()
+        infer()
+        window.append(clock() - t0)
+        if time.perf_counter() > deadline:
+            break
+    return np.asarray(window, dtype=np.float64) / 1e6
 
 
 def measure(infer: Callable[[], object], settings: MeasureSettings) -> Measurement:
@@ -52,21 +70,14 @@ def measure(infer: Callable[[], object], settings: MeasureSettings) -> Measureme
     medians: list[float] = []
     stable = False
     reason = "time cap reached before windows agreed"
-    min_window_ns = settings.window_min_seconds * 1e9
     while True:
-        window: list[int] = []
-        window_start = clock()
-        while len(window) < settings.window_runs or clock() - window_start < min_window_ns:
-            t0 = clock()
-            infer()
-            window.append(clock() - t0)
-            if time.perf_counter() > deadline:
-                break
-        samples = np.asarray(window, dtype=np.float64) / 1e6
+        samples = timed_window(infer, settings, deadline)
         windows.append(samples)
         medians.append(float(np.median(samples)))
         recent = medians[-settings.stable_windows :]
-        if len(recent) == settings.stable_windows and _agree(recent, settings.stability_tolerance):
+        if len(recent) == settings.stable_windows and windows_agree(
+            recent, settings.stability_tolerance
+        ):
             stable = True
             reason = f"{settings.stable_windows} windows within {settings.stability_tolerance:.0%}"
             break
