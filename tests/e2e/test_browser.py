@@ -12,13 +12,13 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import models as model_factory
+from tests.dashboard import wait_healthy as _wait_healthy
 from tests.waiting import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,20 +35,6 @@ CHROMIUM_ARGS = [
 ]
 
 pytestmark = pytest.mark.e2e
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError("streamlit did not become healthy")
 
 
 @pytest.fixture

@@ -10,10 +10,7 @@ serve.py` and real Chromium:
 from __future__ import annotations
 
 import http.server
-import os
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +19,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy
+from tests.dashboard import serve_py
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,29 +35,11 @@ pytestmark = pytest.mark.e2e
 @contextmanager
 def _server(data_dir: Path, name: str) -> Iterator[str]:
     """A fresh dashboard process on data_dir; its log lands in test-artifacts/."""
-    port = _free_port()
-    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
-    for variable in ("OPTIBOARD_DATABASE_URL", "OPTIBOARD_AUTH"):
-        env.pop(variable, None)
     log = data_dir.parent / f"{name}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
-            + ["--server.headless", "true", "--server.fileWatcherType", "none"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}", proc)
-        yield f"http://127.0.0.1:{port}"
+        with serve_py(data_dir, log) as (url, _):
+            yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / f"e2e-gates-{name}.log").write_bytes(log.read_bytes())
 

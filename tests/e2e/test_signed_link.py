@@ -4,10 +4,7 @@ comparison, with its settings, at its own address (not "Page not found" and a ju
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests import models as model_factory
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy
+from tests.dashboard import serve_py
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,28 +44,11 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         accounts.add_account(cli_principal(), "editor", "editor", PASSWORD)
         model_path = model_factory.save(model_factory.make_mlp(), tmp / "mlp.onnx")
         job, _ = finished_sweep(add_model(model_path, "mlp").id)
-    port = _free_port()
-    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
-    env.pop("OPTIBOARD_DATABASE_URL", None)
-    env.pop("OPTIBOARD_AUTH", None)
     log = tmp / "streamlit.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
-        + ["--server.headless", "true", "--server.fileWatcherType", "none"],
-        cwd=ROOT,
-        env=env,
-        stdout=open(log, "wb"),  # noqa: SIM115 - closed with the process
-        stderr=subprocess.STDOUT,
-    )
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}", proc)
-        yield Dashboard(f"http://127.0.0.1:{port}", job.id, log)
+        with serve_py(data_dir, log) as (url, _):
+            yield Dashboard(url, job.id, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "e2e-links-streamlit.log").write_bytes(log.read_bytes())
 

@@ -8,9 +8,6 @@ still opens the app there, so the refusal is the sign-out's doing.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy
+from tests.dashboard import serve_py
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct horse battery"
@@ -27,26 +25,8 @@ pytestmark = pytest.mark.e2e
 
 @contextmanager
 def _server(data_dir: Path, log: Path) -> Iterator[str]:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
-    for name in ("OPTIBOARD_DATABASE_URL", "OPTIBOARD_AUTH"):
-        env.pop(name, None)
-    with open(log, "ab") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
-            + ["--server.headless", "true", "--server.fileWatcherType", "none"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        _wait_healthy(url, server)
+    with serve_py(data_dir, log, append=True) as (url, _):
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _sign_out(url: str, cookie: str) -> int:

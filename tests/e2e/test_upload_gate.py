@@ -9,16 +9,14 @@ multipart form with the XSRF header), from the page, with the session id the ser
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy
+from tests.dashboard import serve_py
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_signin import PASSWORD, _sign_in
 from tests.rss import MB, rss_bytes
 
@@ -59,29 +57,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
         for role in ("viewer", "editor"):
             accounts.add_account(cli_principal(), role, role, PASSWORD)
-    port = _free_port()
-    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
-    env |= {"OPTIBOARD_UPLOAD_SESSION_FILES": "3", "OPTIBOARD_UPLOAD_SESSION_MB": "12"}
-    env.pop("OPTIBOARD_DATABASE_URL", None)
-    env.pop("OPTIBOARD_AUTH", None)
     log = tmp / "streamlit.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
-        + ["--server.headless", "true", "--server.fileWatcherType", "none"],
-        cwd=ROOT,
-        env=env,
-        stdout=open(log, "wb"),  # noqa: SIM115 - closed with the process
-        stderr=subprocess.STDOUT,
-    )
+    caps = {"OPTIBOARD_UPLOAD_SESSION_FILES": "3", "OPTIBOARD_UPLOAD_SESSION_MB": "12"}
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}", proc)
-        yield Server(f"http://127.0.0.1:{port}", proc.pid)
+        with serve_py(data_dir, log, env=caps) as (url, proc):
+            yield Server(url, proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "e2e-uploads-streamlit.log").write_bytes(log.read_bytes())
 

@@ -1,0 +1,65 @@
+"""A real dashboard (`streamlit run serve.py`) for the tests that drive one over HTTP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.waiting import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Until Streamlit's health route answers 200; fails when the process exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError("streamlit did not become healthy")
+
+
+@contextmanager
+def serve_py(
+    data_dir: Path, log: Path, env: Mapping[str, str] | None = None, append: bool = False
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """serve.py on a free loopback port with data_dir as its data folder and access control on
+    (the test's own database and auth settings are not passed on), output in log; its URL and
+    process. Terminated (killed past 30 s) when the block ends."""
+    port = free_port()
+    server_env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
+    for variable in ("OPTIBOARD_DATABASE_URL", "OPTIBOARD_AUTH"):
+        server_env.pop(variable, None)
+    server_env |= dict(env or {})
+    with open(log, "ab" if append else "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
+            + ["--server.headless", "true", "--server.fileWatcherType", "none"],
+            cwd=ROOT,
+            env=server_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        yield url, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
