@@ -80,7 +80,9 @@ def dashboard(tmp_path: Path) -> Iterator[str]:
 
 
 def _legend(page) -> set[str]:  # noqa: ANN001 - playwright Page
-    return {t.text_content() or "" for t in page.locator(".js-plotly-plot .legendtext").all()}
+    """The legends' texts, read in one go: a chart that redraws between reads of single
+    entries would leave a locator waiting for an entry that is gone."""
+    return set(page.locator(".js-plotly-plot .legendtext").all_text_contents())
 
 
 def _wait_for(page, predicate, timeout: float, what: str) -> None:  # noqa: ANN001
