@@ -1,4 +1,4 @@
-"""Every OPTIBOARD_* setting, typed and documented in one place; the README table matches it.
+"""Every OPTIBOARD_* setting, typed and documented in one place; docs/settings.md shows them.
 
 A leaf module beneath every layer (pages -> backend -> storage -> settings), so storage can read the
 data directory and database URL without importing upward. Values are read from the environment on
@@ -27,7 +27,7 @@ class Setting(Generic[T]):
     parse: Callable[[str], T]
     help: str
     shell_only: bool = False  # read by scripts/run, not by Python
-    shown_default: str = ""  # what the README shows when the raw default means something else
+    shown_default: str = ""  # what docs/settings.md shows when the raw default means something else
 
     def get(self) -> T:
         return self.parse(os.environ.get(self.name, self.default))
@@ -57,7 +57,7 @@ def _cell(text: str) -> str:
 
 
 def settings_table() -> str:
-    """The README's settings table, in markdown; tests/test_docs.py keeps the README equal to it."""
+    """docs/settings.md's table, in markdown; tests/test_docs.py keeps that page equal to it."""
     lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
     for setting in SETTINGS.values():
         default = setting.shown_default or setting.default

@@ -1,10 +1,15 @@
-"""The README is checked against the code: its settings table and its layout tree.
+"""README.md and docs/ are checked against the code: the settings table, the layout tree, the
+README's length and its links to every page under docs/.
 
-Layout rule: in the code block of the README's "Layout" section, each line starts with the names it
-describes (tokens ending in `/` for a folder or `.py` for a module), indented two spaces per level
-under the folder they belong to; the description follows, and a line indented deeper than that
-continues the description. Every name must exist, and every folder holding Python files under
-backend/, storage/ and pages/, plus every module directly in backend/ and storage/, must be named.
+Layout rule: in the code block of docs/layout.md, each line starts with the names it describes
+(tokens ending in `/` for a folder or `.py` for a module), indented two spaces per level under the
+folder they belong to; the description follows, and a line indented deeper than that continues
+the description. Every name must exist, and every folder holding Python files under backend/,
+storage/ and pages/, plus every module directly in backend/ and storage/, must be named.
+
+Links: a relative link in README.md or a docs/ page must name an existing file (and, with
+`#anchor`, one of its headings); README.md must link every docs/*.md page. The one exception is
+the README's screenshot under test-artifacts/, which the browser test writes and git ignores.
 """
 
 from __future__ import annotations
@@ -18,26 +23,70 @@ import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+SETTINGS_PAGE = DOCS / "settings.md"
+LAYOUT_PAGE = DOCS / "layout.md"
+README_MAX_LINES = 200
 DOCUMENTED_ROOTS = ("backend", "storage", "pages")
 NAME = re.compile(r"^[\w.-]+(/[\w.-]+)*(/|\.py)$")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+WRITTEN_BY_TESTS = "test-artifacts/"  # screenshots the e2e tests write; git ignores the folder
 
 
-def _section(title: str) -> str:
-    text = README.read_text()
+def doc_pages() -> list[Path]:
+    return sorted(DOCS.glob("*.md"))
+
+
+def section(page: Path, title: str) -> str:
+    """The text under a `## title` heading of a page, up to the next `## ` heading."""
+    text = page.read_text()
     match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    assert match, f"README.md has no '## {title}' section"
+    assert match, f"{page.relative_to(ROOT)} has no '## {title}' section"
     return match.group(1)
 
 
-def readme_settings_table() -> str:
-    lines = _section("Settings (environment variables)").splitlines()
+def heading_anchors(text: str) -> set[str]:
+    """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces to '-'."""
+    anchors = set()
+    for heading in re.findall(r"^#+ (.+)$", text, re.M):
+        anchors.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+def relative_links(text: str) -> list[str]:
+    """Link targets that point into this repository (not web addresses, not in-page anchors)."""
+    return [
+        target
+        for target in LINK.findall(text)
+        if not re.match(r"^[a-z]+:", target) and not target.startswith("#")
+    ]
+
+
+def broken_links(page: Path) -> list[str]:
+    """The relative links of a page that name no file, or no heading of the file they name."""
+    broken = []
+    for target in relative_links(page.read_text()):
+        path, _, anchor = target.partition("#")
+        if path.startswith(WRITTEN_BY_TESTS) and page == README:
+            continue  # checked by test_readme_screenshot_is_one_the_browser_test_writes
+        linked = (page.parent / path).resolve()
+        if not linked.is_file():
+            broken.append(f"{target} (no such file)")
+        elif anchor and anchor not in heading_anchors(linked.read_text()):
+            broken.append(f"{target} (no heading #{anchor} in {path})")
+    return broken
+
+
+def documented_settings_table() -> str:
+    """The table lines of docs/settings.md (the page holds that one table)."""
+    lines = SETTINGS_PAGE.read_text().splitlines()
     return "".join(line + "\n" for line in lines if line.startswith("|"))
 
 
 def layout_names() -> set[str]:
-    """Paths named in the README's Layout tree."""
-    block = re.search(r"^```\n(.*?)^```", _section("Layout"), re.S | re.M)
-    assert block, "the README's Layout section has no code block"
+    """Paths named in docs/layout.md's tree."""
+    block = re.search(r"^```\n(.*?)^```", LAYOUT_PAGE.read_text(), re.S | re.M)
+    assert block, "docs/layout.md has no plain code block holding the tree"
     return parse_tree(block.group(1))
 
 
@@ -91,14 +140,14 @@ def test_python_settings_py_prints_the_table() -> None:
     assert all(f"`{name}`" in done.stdout for name in settings.SETTINGS)
 
 
-def test_readme_settings_table_is_the_generated_one() -> None:
-    assert readme_settings_table() == settings.settings_table(), (
-        "README.md's settings table differs from settings.py: replace it with the output of "
+def test_docs_settings_table_is_the_generated_one() -> None:
+    assert documented_settings_table() == settings.settings_table(), (
+        "docs/settings.md's table differs from settings.py: replace it with the output of "
         "`.venv/bin/python settings.py`"
     )
 
 
-def test_readme_layout_names_every_package_and_nothing_that_is_gone() -> None:
+def test_layout_page_names_every_package_and_nothing_that_is_gone() -> None:
     named = layout_names()
     missing = sorted(required_names() - named)
     gone = sorted(n for n in named if not (ROOT / n.rstrip("/")).exists())
@@ -106,20 +155,18 @@ def test_readme_layout_names_every_package_and_nothing_that_is_gone() -> None:
     problems = []
     if missing:
         problems.append(
-            "add to the Layout tree in README.md (a line under its folder, two spaces deeper): "
+            "add to the tree in docs/layout.md (a line under its folder, two spaces deeper): "
             + ", ".join(missing)
         )
     if gone:
-        problems.append(
-            "remove from the Layout tree in README.md (no such path): " + ", ".join(gone)
-        )
+        problems.append("remove from the tree in docs/layout.md (no such path): " + ", ".join(gone))
     if wrong_kind:
         problems.append("these are files, drop the trailing '/': " + ", ".join(wrong_kind))
     assert not problems, "\n".join(problems)
 
 
 def test_layout_parser_follows_indentation() -> None:
-    """The rule the README follows, checked on a small tree so a parser slip cannot pass."""
+    """The rule docs/layout.md follows, checked on a small tree so a parser slip cannot pass."""
     tree = (
         "app.py        entry\n"
         "backend/      the domain, see storage/ too\n"
@@ -142,3 +189,61 @@ def test_layout_parser_follows_indentation() -> None:
         "storage/repo/",
         "storage/repo/jobs.py",
     }
+
+
+def test_readme_stays_under_200_lines() -> None:
+    lines = len(README.read_text().splitlines())
+    assert lines < README_MAX_LINES, (
+        f"README.md has {lines} lines; keep it under {README_MAX_LINES} and move detail to a page "
+        "under docs/ (linked from the README's Documentation list)"
+    )
+
+
+def test_readme_links_every_docs_page() -> None:
+    linked = {
+        (ROOT / target.partition("#")[0]).resolve()
+        for target in relative_links(README.read_text())
+        if target.startswith("docs/")
+    }
+    unlinked = [p.name for p in doc_pages() if p.resolve() not in linked]
+    assert doc_pages(), "docs/ holds no pages"
+    assert not unlinked, f"link these from README.md's Documentation list: {', '.join(unlinked)}"
+
+
+def test_every_relative_link_resolves() -> None:
+    problems = {
+        page.relative_to(ROOT).as_posix(): broken
+        for page in [README, *doc_pages()]
+        if (broken := broken_links(page))
+    }
+    assert not problems, f"links that lead nowhere: {problems}"
+
+
+def test_readme_screenshot_is_one_the_browser_test_writes() -> None:
+    shots = [t for t in relative_links(README.read_text()) if t.startswith(WRITTEN_BY_TESTS)]
+    assert shots, "README.md shows no screenshot"
+    browser_test = (ROOT / "tests" / "e2e" / "test_browser.py").read_text()
+    for shot in shots:
+        name = shot.removeprefix(WRITTEN_BY_TESTS)
+        assert f'ARTIFACTS / "{name}"' in browser_test, f"no e2e test writes {shot}"
+
+
+def test_link_checks_catch_what_they_claim(tmp_path: Path) -> None:
+    """The link rules, on a small page, so a regex slip cannot pass every link."""
+    text = (
+        "[a](other.md) [b](other.md#the-part) [c](other.md#nothing) [d](gone.md)\n"
+        "![img](pic.png) [web](https://example.com) [here](#local)\n"
+    )
+    assert relative_links(text) == [
+        "other.md", "other.md#the-part", "other.md#nothing", "gone.md", "pic.png"
+    ]  # fmt: skip
+    assert heading_anchors("# Title\n## The part\n### Sandbox and child limits (root)\n") == {
+        "title", "the-part", "sandbox-and-child-limits-root"
+    }  # fmt: skip
+    (tmp_path / "other.md").write_text("# Other\n## The part\n")
+    (tmp_path / "pic.png").write_bytes(b"")
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    assert broken_links(page) == [
+        "other.md#nothing (no heading #nothing in other.md)", "gone.md (no such file)"
+    ]  # fmt: skip

@@ -25,7 +25,7 @@ SCANNED = (
 )  # tests/ set variables with monkeypatch
 IMPORT_TIME_CHECKED = ("backend", "storage")  # pages and app.py are scripts, rerun per view
 MENTIONED_IN = ("app.py", "pages", "backend", "storage", "bench", "scripts", "README.md",
-                "Dockerfile", ".streamlit/config.toml")  # fmt: skip
+                "docs", "Dockerfile", ".streamlit/config.toml")  # fmt: skip
 ENV_READERS = {"os.getenv", "getenv", "os.environ.get", "environ.get", "os.environ.pop",
                "os.environ.setdefault", "os.putenv"}  # fmt: skip
 

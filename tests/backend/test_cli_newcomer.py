@@ -34,7 +34,7 @@ def test_worker_verb_takes_the_module_flags_and_jobs_prints_sentences(
 
 
 def _sequence_model(path: Path) -> Path:
-    """x + 1 over [N, sequence]: the README's `--dim seq=128` does not name its dimension."""
+    """x + 1 over [N, sequence]: docs/cli.md's `--dim seq=128` does not name its dimension."""
     model = model_factory.make_symbolic_dim_model()
     for value in (*model.graph.input, *model.graph.output):
         for dim in value.type.tensor_type.shape.dim:

@@ -151,11 +151,11 @@ def test_every_setting_named_exists_and_the_head_is_reached_where_it_listens(man
         assert cache in {m["mountPath"] for m in container["volumeMounts"]}
 
 
-def test_the_ray_version_is_the_pinned_one_and_the_readme_points_here(manifest) -> None:
+def test_the_ray_version_is_the_pinned_one_and_the_cluster_page_points_here(manifest) -> None:
     import ray
 
     pinned = re.search(r"^ray==(\S+)$", (ROOT / "requirements-base.txt").read_text(), re.M)
     assert _cluster(manifest)["spec"]["rayVersion"] == pinned.group(1) == ray.__version__
-    readme = (ROOT / "README.md").read_text()
-    assert "deploy/kuberay/raycluster.yaml" in readme
-    assert "deploy/kuberay/secret.example.yaml" in readme
+    page = (ROOT / "docs" / "cluster.md").read_text()
+    assert "deploy/kuberay/raycluster.yaml" in page
+    assert "deploy/kuberay/secret.example.yaml" in page
