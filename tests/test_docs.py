@@ -48,7 +48,8 @@ def section(page: Path, title: str) -> str:
 def heading_anchors(text: str) -> set[str]:
     """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces to '-'."""
     anchors = set()
-    for heading in re.findall(r"^#+ (.+)$", text, re.M):
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)  # a shell comment is no heading
+    for heading in re.findall(r"^#+ (.+)$", prose, re.M):
         anchors.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
     return anchors
 
@@ -237,8 +238,9 @@ def test_link_checks_catch_what_they_claim(tmp_path: Path) -> None:
     assert relative_links(text) == [
         "other.md", "other.md#the-part", "other.md#nothing", "gone.md", "pic.png"
     ]  # fmt: skip
-    assert heading_anchors("# Title\n## The part\n### Sandbox and child limits (root)\n") == {
-        "title", "the-part", "sandbox-and-child-limits-root"
+    headings = "# Title\n## The part\n```bash\n# a comment\n```\n### Child limits (root)\n"
+    assert heading_anchors(headings) == {
+        "title", "the-part", "child-limits-root"
     }  # fmt: skip
     (tmp_path / "other.md").write_text("# Other\n## The part\n")
     (tmp_path / "pic.png").write_bytes(b"")

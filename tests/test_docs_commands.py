@@ -66,10 +66,21 @@ def commands(text: str) -> list[tuple[str, list[str]]]:
     return found
 
 
+def exact(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The parser and its subcommands' without prefix matching: a doc's `--batch-size` must not
+    pass for `--batch-sizes`, as the flag a reader copies should be the one the code declares."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                exact(child)
+    return parser
+
+
 def parsers() -> dict[str, argparse.ArgumentParser]:
     worker = argparse.ArgumentParser(prog="optiboard-worker")
     add_worker_arguments(worker)  # what backend.queue.worker.main builds
-    return {"optiboard": build_parser(), "worker": worker}
+    return {"optiboard": exact(build_parser()), "worker": exact(worker)}
 
 
 def refusal(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
@@ -143,6 +154,7 @@ def test_command_extraction_and_refusals() -> None:
     ]
     known = parsers()
     assert refusal(known["optiboard"], ["run", "1", "--no-such-flag"])
+    assert refusal(known["optiboard"], ["run", "1", "--batch-size", "8"])  # a prefix of a flag
     assert refusal(known["optiboard"], ["compat", "1", "--format", "yaml"])
     assert refusal(known["optiboard"], ["no-such-command"])
     assert refusal(known["worker"], ["--lease-seconds", "soon"])
