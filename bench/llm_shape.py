@@ -128,7 +128,7 @@ def strip(folder: Path) -> None:
 def fill(folder: Path, seed: int = 0) -> int:
     """Write every stripped tensor again with seeded random values; returns the bytes written.
     Norm weights are 1 and float weights ~N(0, 0.02), as transformers initialises them; int4/int8
-    packed weights and zero points are random bytes and their scales small, so no value overflows."""
+    packed weights and zero points are random bytes and their scales small: no value overflows."""
     rng = np.random.default_rng(seed)
     entries = json.loads((folder / MANIFEST).read_text())
     written = 0
