@@ -291,4 +291,3 @@ def _copy_member(
             f"The zip entry {info.filename!r} could not be read ({exc}); re-create the zip "
             "and upload it again."
         ) from None
-
