@@ -34,7 +34,7 @@ class Aggregation(StrEnum):
     MEAN = "mean of the timed calls"
     SPREAD = "standard deviation of the timed calls"
     EXTREME = "least or most of the timed calls"
-    RATE = "samples over the timed window"
+    RATE = "items (samples, tokens) over the timed window"
     PEAK = "peak over the measured scope"
     ONCE = "measured once per configuration"
     WORST = "worst element against FP32"
@@ -42,7 +42,7 @@ class Aggregation(StrEnum):
     SHARE = "share of the compared rows"
     RATIO = "ratio to a reference result"
     FRACTION = "fraction of a reference figure"
-    ENERGY = "energy over the timed window per sample"  # J/sample, W: room for energy metrics
+    ENERGY = "energy over the timed window"  # per sample (J/sample) or per second (W)
     PRICE = "price per hour over samples per hour"  # $ per million samples: room for cost
 
 
@@ -126,7 +126,7 @@ MEMORY = (
     Metric("peak_rss_mb", f"peak memory (RSS, {PEAK_SCOPE})", "MB", L, A.PEAK, ".0f",
            "peak RSS MB", cli="RSS MB"),
     Metric("gpu_memory_mb", "GPU memory", "MB", L, A.PEAK, ".0f", "GPU MB"),
-    Metric("model_size_bytes", "model file size", "bytes", L, A.ONCE, ",.0f", "model bytes"),
+    Metric("model_size_bytes", "model file size", "bytes", L, A.ONCE, ".0f", "model bytes"),
 )
 ACCURACY = (  # against FP32's outputs on the same inputs, unless the label says otherwise
     Metric("max_abs_error", "max absolute error", "", L, A.WORST, ".3g", "max abs error"),
