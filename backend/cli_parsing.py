@@ -6,14 +6,13 @@ import re
 from dataclasses import fields, replace
 from typing import Any
 
+from backend.commas import comma_list
 from backend.cudaoptions import ConvAlgoSearch, CudaOptions, IoMode
 from backend.errors import UserError
 from backend.measure_settings import MEASURE_PRESETS, MeasureSettings
 from backend.trtoptions import ORT_NAMES, TrtOptions
 
-
-def csv_list(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+csv_list = comma_list  # the name cli.py imports
 
 
 def dims_from_pairs(pairs: list[str]) -> dict[str, int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -32,6 +34,17 @@ CHARTS = {
     "pareto": "Accuracy vs speedup",
     "memory": "Memory",
 }
+
+
+def _number(
+    key: str, spec: str | None = None, label: str | None = None, help: str | None = None
+) -> Any:  # Streamlit's ColumnConfig, which it does not export
+    """A table column of a registered figure: its header and format (spec overrides the format)."""
+    metric = frames.METRICS[key]
+    return st.column_config.NumberColumn(
+        label or metric.header, format=metric.printf(spec), help=help
+    )
+
 
 page_header("Compare", "Pick results across jobs and models; every choice is kept in the link.")
 
@@ -184,25 +197,18 @@ def comparison() -> None:
         view[[*columns, "notes"]],
         hide_index=True,
         column_config={
-            "p50_ms": st.column_config.NumberColumn("p50 ms", format="%.3f"),
-            "p90_ms": st.column_config.NumberColumn("p90 ms", format="%.3f"),
-            "p99_ms": st.column_config.NumberColumn("p99 ms", format="%.3f"),
-            "throughput": st.column_config.NumberColumn("samples/s", format="%.1f"),
-            "speedup": st.column_config.NumberColumn("speedup (p50)", format="%.2fx"),
-            "throughput_ratio": st.column_config.NumberColumn("throughput ratio", format="%.2fx"),
-            "accuracy_loss": st.column_config.NumberColumn(loss_label, format="%.2e"),
+            **{key: _number(key) for key in ("p50_ms", "p90_ms", "p99_ms", "throughput")},
+            "speedup": _number("speedup"),
+            "throughput_ratio": _number("throughput_ratio"),
+            "accuracy_loss": _number("accuracy_loss", label=loss_label),
             "pareto": st.column_config.CheckboxColumn("Pareto"),
-            "eval_top1_accuracy": st.column_config.NumberColumn(
-                "top-1 on eval set", format="percent", help="Against the evaluation set's labels"
+            "eval_top1_accuracy": _number(
+                "eval_top1_accuracy", help="Against the evaluation set's labels"
             ),
-            "eval_top1_agreement": st.column_config.NumberColumn(
-                "top-1 agreement (eval set)", format="percent", help="With FP32, same inputs"
-            ),
+            "eval_top1_agreement": _number("eval_top1_agreement", help="With FP32, same inputs"),
             "evaluation_set": st.column_config.TextColumn("evaluation set"),
             "calibration_set": st.column_config.TextColumn("calibration set"),
-            "peak_rss_mb": st.column_config.NumberColumn(
-                "peak RSS MB", format="%.0f", help=frames.METRICS["peak_rss_mb"].label
-            ),
+            "peak_rss_mb": _number("peak_rss_mb", help=frames.METRICS["peak_rss_mb"].label),
         },
         key="speedup_table",
     )
@@ -214,20 +220,18 @@ def comparison() -> None:
             "dense Tensor Core figure for the precision that ran (FP32 on CUDA runs TF32). Copy "
             "share = (end-to-end p50 - device-resident p50) / end-to-end p50."
         )
-        number = st.column_config.NumberColumn
         columns = ["label", "timing", "throughput", "copy_share", "tflops", "peak_fraction"]
         st.dataframe(
             gpu[[*columns, "gpu_memory_mb", "mlperf_share"]],
             hide_index=True,
             column_config={
-                "throughput": number("samples/s", format="%.0f"),
-                "copy_share": number("copy share", format="percent"),
-                "tflops": number("TFLOP/s", format="%.1f"),
-                "peak_fraction": number("of peak", format="percent"),
-                "gpu_memory_mb": number("GPU MB", format="%.0f"),
-                "mlperf_share": number(
-                    "of MLPerf ResNet-50",
-                    format="percent",
+                "throughput": _number("throughput", ".0f"),
+                "copy_share": _number("copy_share"),
+                "tflops": _number("tflops", ".1f"),
+                "peak_fraction": _number("peak_fraction"),
+                "gpu_memory_mb": _number("gpu_memory_mb"),
+                "mlperf_share": _number(
+                    "mlperf_share",
                     help="MLPerf Inference ResNet-50 offline, H200, TensorRT INT8: about 94,600 "
                     "samples/s per GPU; shown for ResNet-50-like models only (one 3x224x224 input, "
                     "49+ Conv nodes, 7-9 GFLOPs per image).",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import settings
+from backend.commas import comma_list
 from storage.clock import database_now
 from storage.repo import throttle as store
 
@@ -42,7 +43,7 @@ def client_of(peer: str | None, forwarded_for: str | None, hops: int | None = No
     right; entries further left are whatever the client wrote)."""
     hops = settings.TRUSTED_PROXY_HOPS.get() if hops is None else hops
     forwarded = forwarded_for if isinstance(forwarded_for, str) else ""
-    chain = [part.strip() for part in forwarded.split(",") if part.strip()]
+    chain = comma_list(forwarded)
     if hops > 0 and len(chain) >= hops:
         return chain[-hops][:100]
     if chain and hops == 0 and not _warned:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from backend.errors import UserError
-from backend.queue import calibration, jobs
+from backend.queue import jobs, uploads
 from backend.queue.capabilities import ProviderTable
 from backend.records import JobRow
 from backend.runtimes import precision_gaps
@@ -166,14 +166,14 @@ def submit_choices(
 ) -> JobRow:
     """Check and store the uploads the choices asked for, then queue the sweep: the reopened
     job's changed copy when `from_job` is set, else a new job. Here so the page makes one call."""
-    spec = calibration.with_calibration(
+    spec = uploads.with_calibration(
         spec,
         model_id,
         calibration_file.data if calibration_file else None,
         calibration_file.name if calibration_file else None,
         wanted=choices.calibration_source == "npz",
     )
-    spec = calibration.with_evaluation(
+    spec = uploads.with_evaluation(
         spec,
         model_id,
         evaluation_file.data if evaluation_file else None,

@@ -10,12 +10,15 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from backend.engine.measure import PEAK_SCOPE
+from backend.reporting.metrics import pick
 from backend.results import ResultStatus
 
 PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Safe
 # Above this many series, distributions are drawn as boxes from precomputed quantiles of the raw
 # samples rather than violins of every sample: the page stays fast and still readable.
 MAX_VIOLINS = 12
+P50, P90, P99, THROUGHPUT = pick("p50_ms", "p90_ms", "p99_ms", "throughput")
+SPEEDUP, LOSS, RSS, GPU_MEMORY = pick("speedup", "accuracy_loss", "peak_rss_mb", "gpu_memory_mb")
 
 
 def _colors(series: list[str]) -> dict[str, str]:
@@ -83,7 +86,7 @@ def _latency_traces(name: str, group: pd.DataFrame, color: str) -> list[go.Scatt
         name=f"{name} p90",
         legendgroup=name,
         showlegend=False,
-        hovertemplate="batch %{x}<br>p90 %{y:.3f} ms<extra>" + name + "</extra>",
+        hovertemplate=f"batch %{{x}}<br>p90 {P90.hover('y')}<extra>" + name + "</extra>",
     )
     p50 = go.Scatter(
         x=x,
@@ -102,8 +105,8 @@ def _latency_traces(name: str, group: pd.DataFrame, color: str) -> list[go.Scatt
         },
         customdata=np.stack([group["p90_ms"], group["p99_ms"]], axis=-1),
         hovertemplate=(
-            "batch %{x}<br>p50 %{y:.3f} ms<br>p90 %{customdata[0]:.3f} ms"
-            "<br>p99 %{customdata[1]:.3f} ms<extra>" + name + "</extra>"
+            f"batch %{{x}}<br>p50 {P50.hover('y')}<br>p90 {P90.hover('customdata[0]')}"
+            f"<br>p99 {P99.hover('customdata[1]')}<extra>" + name + "</extra>"
         ),
     )
     return [band, p90, p50]
@@ -120,7 +123,7 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
         fig,
         "Latency per call (p50; band and whisker to p99; dotted p90)",
         "batch size",
-        "ms",
+        P50.unit,
         log_x=True,
     )
 
@@ -138,10 +141,12 @@ def throughput_vs_batch(frame: pd.DataFrame) -> go.Figure:
                 mode="lines+markers",
                 name=name,
                 line={"color": colors[name]},
-                hovertemplate="batch %{x}<br>%{y:,.1f} samples/s<extra>" + name + "</extra>",
+                hovertemplate=f"batch %{{x}}<br>{THROUGHPUT.hover('y', ',.1f')}<extra>"
+                + name
+                + "</extra>",
             )
         )
-    return apply_layout(fig, "Throughput", "batch size", "samples / s", log_x=True)
+    return apply_layout(fig, "Throughput", "batch size", THROUGHPUT.unit, log_x=True)
 
 
 def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) -> go.Figure:
@@ -184,7 +189,7 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
     title = "Latency distribution of every call"
     if many:
         title += " (box: quartiles, whiskers p1–p99)"
-    fig = apply_layout(fig, title, "", "ms")
+    fig = apply_layout(fig, title, "", P50.unit)
     fig.update_xaxes(tickangle=-30, automargin=True)
     return fig
 
@@ -203,7 +208,8 @@ def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
                 name=name,
                 marker={"color": colors[name], "size": 10},
                 text=group["label"],
-                hovertemplate="%{text}<br>speedup %{x:.2f}x<br>loss %{y:.3g}<extra></extra>",
+                hovertemplate=f"%{{text}}<br>speedup {SPEEDUP.hover('x')}"
+                f"<br>loss {LOSS.hover('y', '.3g')}<extra></extra>",
             )
         )
     front = data[data["pareto"]].sort_values("speedup")
@@ -220,7 +226,7 @@ def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
                 hovertemplate="%{text}<br>on the Pareto front<extra></extra>",
             )
         )
-    return apply_layout(fig, "Accuracy loss against speedup", "speedup vs baseline (x)", loss_label)
+    return apply_layout(fig, "Accuracy loss against speedup", SPEEDUP.axis_title, loss_label)
 
 
 def memory_chart(frame: pd.DataFrame) -> go.Figure:
@@ -230,13 +236,13 @@ def memory_chart(frame: pd.DataFrame) -> go.Figure:
         go.Bar(
             x=data["label"],
             y=data["peak_rss_mb"],
-            name=f"peak RSS (MB, {PEAK_SCOPE})",
+            name=f"peak RSS ({RSS.unit}, {PEAK_SCOPE})",
             marker_color="#636efa",
         )
     )
     if data["gpu_memory_mb"].notna().any():
-        fig.add_trace(go.Bar(x=data["label"], y=data["gpu_memory_mb"], name="GPU memory (MB)"))
-    fig = apply_layout(fig, f"Memory (peak RSS over {PEAK_SCOPE})", "", "MB")
+        fig.add_trace(go.Bar(x=data["label"], y=data["gpu_memory_mb"], name=GPU_MEMORY.axis_title))
+    fig = apply_layout(fig, f"Memory (peak RSS over {PEAK_SCOPE})", "", RSS.unit)
     fig.update_xaxes(tickangle=-30, automargin=True)
     return fig
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend.commas import comma_list
 from backend.errors import UserError
 from backend.models.cost import ModelCost
 
@@ -11,9 +12,7 @@ from backend.models.cost import ModelCost
 def parse_dims(text: str) -> dict[str, int]:
     """'seq=128, past=0' -> {'seq': 128, 'past': 0}; one sentence for anything else."""
     dims: dict[str, int] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
+    for part in comma_list(text):
         name, sep, value = part.partition("=")
         if not sep or not value.strip().isdigit() or not name.strip():
             raise UserError(f"Dimensions take NAME=VALUE pairs such as seq=128, not {part!r}.")

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from backend.reporting.csvsafe import safe_frame
+from backend.reporting.metrics import REGISTRY as METRICS
 from backend.results import StoredResult
 from storage.repo import results as result_store
 
@@ -41,6 +42,15 @@ REPORT_COLUMNS = [
 ]
 
 
+def _glossary(columns: list[str]) -> str:
+    """What each figure of the report's table is: label, unit and which way is better."""
+    items = "".join(
+        f"<li><code>{m.key}</code>: {html.escape(m.axis_title)}, {m.better.value} is better</li>"
+        for m in (METRICS[c] for c in columns if c in METRICS)
+    )
+    return f"<ul style='font-size:13px'>{items}</ul>" if items else ""
+
+
 def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: str | None) -> str:
     """One self-contained HTML file: plotly.js inlined once, every figure and the summary table."""
     parts = []
@@ -61,7 +71,7 @@ def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: s
         f"<h1>{html.escape(title)}</h1><p>Generated {generated} by Optiboard; "
         f"{len(frame)} configurations; baseline: {base}.</p>"
         + "".join(parts)
-        + f"<h2>All configurations</h2>{table}</body></html>"
+        + f"<h2>All configurations</h2>{table}{_glossary(columns)}</body></html>"
     )
 
 

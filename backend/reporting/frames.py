@@ -6,15 +6,13 @@ from typed StoredResults. Exports live in reporting.exports and are re-exported 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from backend.engine.measure import PEAK_SCOPE
 from backend.records import is_serving
-from backend.reporting import distance
+from backend.reporting import distance, metrics
 from backend.results import LatencyStats, ResultStatus, StoredResult
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
@@ -22,40 +20,10 @@ from storage.repo import models as model_store
 from storage.repo import results as result_store
 from storage.repo.jobs import JobRow
 
-
-@dataclass(frozen=True)
-class Metric:
-    """One column people compare: its key, label and unit, in one place."""
-
-    key: str
-    label: str
-    unit: str
-    higher_is_better: bool = False
-
-
-METRICS: dict[str, Metric] = {
-    m.key: m
-    for m in (
-        Metric("p50_ms", "p50 latency", "ms"),
-        Metric("p90_ms", "p90 latency", "ms"),
-        Metric("p99_ms", "p99 latency", "ms"),
-        Metric("mean_ms", "mean latency", "ms"),
-        Metric("throughput", "throughput", "samples/s", higher_is_better=True),
-        Metric("peak_rss_mb", f"peak memory (RSS, {PEAK_SCOPE})", "MB"),
-        Metric("gpu_memory_mb", "GPU memory", "MB"),
-        Metric("speedup", "speedup vs baseline (p50)", "x", higher_is_better=True),
-        Metric("throughput_ratio", "throughput vs baseline", "x", higher_is_better=True),
-    )
-}
-
-# How "accuracy loss" is read from the accuracy report; 0 means identical to FP32.
-LOSS_METRICS: dict[str, str] = {
-    "mean_rel_error": "mean relative error",
-    "max_abs_error": "max absolute error",
-    "cosine_distance": "1 - cosine similarity",
-    "top1_disagreement": "1 - top-1 agreement",
-    "eval_top1_error": "1 - top-1 accuracy on the evaluation set",
-}
+# Labels, units, better directions and formats of the figures below: reporting.metrics.
+METRICS = metrics.REGISTRY
+# How "accuracy loss" is read from the accuracy report (0 means identical to FP32), by label.
+LOSS_METRICS: dict[str, str] = {loss: metrics.loss_label(loss) for loss in metrics.LOSSES}
 
 COLUMNS = [
     "result_id",
@@ -349,40 +317,24 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
 
 def add_accuracy_loss(frame: pd.DataFrame, metric: str = "mean_rel_error") -> pd.DataFrame:
     """Column `accuracy_loss` (0 = same outputs as FP32) read the way the user chose."""
-    if metric not in LOSS_METRICS:
+    if metric not in metrics.LOSSES:
         raise ValueError(f"unknown accuracy metric {metric!r}")
+    source = metrics.metric(metrics.LOSSES[metric])
     out = frame.copy()
-    if metric == "cosine_distance":
-        out["accuracy_loss"] = 1.0 - pd.to_numeric(out["cosine_similarity"], errors="coerce")
-    elif metric == "top1_disagreement":
-        out["accuracy_loss"] = 1.0 - pd.to_numeric(out["top1_agreement"], errors="coerce")
-    elif metric == "eval_top1_error":
-        out["accuracy_loss"] = 1.0 - pd.to_numeric(out["eval_top1_accuracy"], errors="coerce")
-    else:
-        out["accuracy_loss"] = pd.to_numeric(out[metric], errors="coerce")
+    values = pd.to_numeric(out[source.key], errors="coerce")
+    out["accuracy_loss"] = 1.0 - values if source.higher_is_better else values
     return out
 
 
 def pareto_mask(speedup: np.ndarray, loss: np.ndarray) -> np.ndarray:
     """True where no other point is at least as fast and as accurate, and better in one."""
-    speedup = np.asarray(speedup, dtype=float)
-    loss = np.asarray(loss, dtype=float)
-    mask = np.zeros(speedup.shape, dtype=bool)
-    valid = np.flatnonzero(np.isfinite(speedup) & np.isfinite(loss))
-    order = valid[np.lexsort((loss[valid], -speedup[valid]))]  # fastest first, then most exact
-    best_loss = np.inf
-    for index in order:
-        if loss[index] < best_loss:
-            mask[index] = True
-            best_loss = loss[index]
-    return mask
+    return metrics.pareto_front(METRICS["speedup"], speedup, METRICS["accuracy_loss"], loss)
 
 
 __all__ = [
     "COLUMNS",
     "LOSS_METRICS",
     "METRICS",
-    "Metric",
     "add_accuracy_loss",
     "add_speedups",
     "comparable_jobs",

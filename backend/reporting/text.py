@@ -6,6 +6,8 @@ from typing import Any
 
 from backend.engine.measure import PEAK_SCOPE
 from backend.reporting import distance
+from backend.reporting.metrics import REGISTRY as METRICS
+from backend.reporting.metrics import pick
 from backend.results import ConfigurationResult
 from backend.specs import Configuration
 
@@ -19,21 +21,11 @@ def table(rows: list[list[Any]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-RESULT_HEADERS = [
-    "configuration",
-    "status",
-    "p50 ms",
-    "p99 ms",
-    "samples/s",
-    "RSS MB",
-    "cosine",
-    "top-1",
-    "error",
-]
+# The results table's figures in column order; headers and formats are the registry's.
+RESULT_METRICS = pick(
+    "p50_ms", "p99_ms", "throughput", "peak_rss_mb", "cosine_similarity", "top1_agreement"
+)
+RESULT_HEADERS = ["configuration", "status", *(m.cli_header for m in RESULT_METRICS), "error"]
 
 
 def results_table(results: list[ConfigurationResult]) -> str:
@@ -41,29 +33,34 @@ def results_table(results: list[ConfigurationResult]) -> str:
     rows = []
     for r in results:
         lat, acc = r.latency, r.accuracy
+        values = [
+            lat.p50 if lat else None,
+            lat.p99 if lat else None,
+            r.throughput,
+            r.peak_rss_mb,
+            acc.cosine_similarity if acc else None,
+            acc.top1_agreement if acc else None,
+        ]
         rows.append(
             [
                 r.config_key,
                 r.status.value,
-                fmt(lat.p50 if lat else None),
-                fmt(lat.p99 if lat else None),
-                fmt(r.throughput, 1),
-                fmt(r.peak_rss_mb, 0),
-                fmt(acc.cosine_similarity if acc else None, 5),
-                "-" if not acc or acc.top1_agreement is None else f"{acc.top1_agreement:.1%}",
+                *(m.text(v) for m, v in zip(RESULT_METRICS, values, strict=True)),
                 (r.error or "").splitlines()[-1][:80] if r.error else "",
             ]
         )
     scopes = {r.peak_rss_scope for r in results if r.peak_rss_mb is not None}
     scope = ", ".join(sorted(s or "whole process (older result)" for s in scopes)) or PEAK_SCOPE
-    return table(rows, RESULT_HEADERS) + f"\nRSS MB: peak resident memory over {scope}."
+    rss = METRICS["peak_rss_mb"].cli_header
+    return table(rows, RESULT_HEADERS) + f"\n{rss}: peak resident memory over {scope}."
 
 
 def why_lines(results: list[ConfigurationResult]) -> list[str]:
     return [f"  {r.config_key}: {note}" for r in results for note in r.notes]
 
 
-GPU_HEADERS = ["configuration", "timing", "copy share", "TFLOP/s", "of peak", "GPU MB"]
+GPU_METRICS = pick("copy_share", "tflops", "peak_fraction", "gpu_memory_mb")
+GPU_HEADERS = ["configuration", "timing", *(m.cli_header for m in GPU_METRICS)]
 
 
 def gpu_table(results: list[ConfigurationResult]) -> str:
@@ -77,15 +74,16 @@ def gpu_table(results: list[ConfigurationResult]) -> str:
             continue
         config = Configuration.from_dict(r.configuration)
         share = shares.get(distance.io_pair_key(config))
-        fraction = found.fraction
+        copy, tflops, peak, memory = GPU_METRICS
+        fraction = peak.text(found.fraction)
         rows.append(
             [
                 r.config_key,
                 config.io_mode.label,
-                "-" if share is None else f"{share:.0%}",
-                f"{found.achieved_flops / 1e12:.2f}",
-                "-" if fraction is None else f"{fraction:.1%} ({found.precision.upper()})",
-                fmt(r.gpu_memory_mb, 0),
+                copy.text(share),
+                tflops.text(found.achieved_flops / 1e12),
+                fraction if found.fraction is None else f"{fraction} ({found.precision.upper()})",
+                memory.text(r.gpu_memory_mb),
             ]
         )
         if best is None or (r.throughput or 0) > (best.throughput or 0):

@@ -26,7 +26,6 @@ NATIVE_PROVIDERS = {
     "cuda": "CUDAExecutionProvider",
     "tensorrt": "TensorrtExecutionProvider",
 }
-SHORT_NAMES = {v: k for k, v in NATIVE_PROVIDERS.items()}
 
 ORT_TYPE_TO_NUMPY = {
     "tensor(float)": "float32",

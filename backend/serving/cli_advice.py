@@ -9,16 +9,17 @@ import argparse
 from pathlib import Path
 
 from backend.cli_parsing import dims_from_pairs as _dims
+from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.models import library
 from backend.records import get_job
 from backend.reporting.text import table
 from backend.results import StoredResult
+from backend.serving.cli_verbs import policy_of
 from backend.serving.confirm import ServedFile, served_variants, triton_confirm
 from backend.serving.export import Device, ServingTarget, export_repository, parse_config
 from backend.serving.recommend import Evidence, Recommendation, recommend, recommendation_grid
 from backend.serving.types import (
-    BatchingPolicy,
     LoadSpec,
     Scenario,
     ServingProvider,
@@ -101,7 +102,7 @@ def job_files(
 
 def _providers(text: str) -> tuple[ServingProvider, ...]:
     try:
-        return tuple(ServingProvider(p.strip()) for p in text.split(",") if p.strip())
+        return tuple(ServingProvider(p) for p in comma_list(text))
     except ValueError:
         names = ", ".join(p.value for p in ServingProvider)
         raise UserError(f"--providers takes {names} (comma separated), not {text!r}.") from None
@@ -110,10 +111,7 @@ def _providers(text: str) -> tuple[ServingProvider, ...]:
 def _confirmed(args: argparse.Namespace) -> Recommendation:
     """Curves measured through the real server, predictions, the best few measured there."""
     dims = _dims(args.dim)
-    try:
-        instances = tuple(int(n) for n in args.instances.split(",") if n.strip()) or (1,)
-    except ValueError:
-        raise UserError(f"--instances takes counts such as 1,2, not {args.instances!r}.") from None
+    instances = tuple(comma_numbers(args.instances, int, "--instances")) or (1,)
     grid = recommendation_grid(instances)
     probe_us = shortest_queue_delay_us(grid)
     variants = served_variants(
@@ -153,21 +151,6 @@ def cmd_serve_recommend(args: argparse.Namespace) -> int:
     return 0 if rec.best else 3
 
 
-def _policy(args: argparse.Namespace) -> BatchingPolicy:
-    try:
-        preferred = tuple(int(p) for p in args.preferred.split(",") if p.strip())
-    except ValueError:
-        raise UserError(f"--preferred takes sizes such as 4,8, not {args.preferred!r}.") from None
-    return BatchingPolicy(
-        max_batch_size=args.max_batch_size,
-        dynamic_batching=not args.no_dynamic_batching,
-        preferred_batch_sizes=preferred,
-        max_queue_delay_us=args.delay_us,
-        instance_count=args.instances,
-        preserve_ordering=args.preserve_ordering,
-    )
-
-
 def _load(args: argparse.Namespace) -> LoadSpec:
     if args.rate:
         return LoadSpec(Scenario.SERVER, target_rps=args.rate, duration_s=args.duration)
@@ -179,7 +162,7 @@ def cmd_serve_export(args: argparse.Namespace) -> int:
     source = Path(args.onnx) if args.onnx else library.onnx_path(args.model)
     device = Device.GPU if args.gpu else Device.CPU
     target = ServingTarget(
-        args.name or f"model_{args.model}", _policy(args), device, args.precision
+        args.name or f"model_{args.model}", policy_of(args), device, args.precision
     )
     output = Path(args.output or f"{target.name}-triton.zip")
     export_repository(target, source, output, _load(args))

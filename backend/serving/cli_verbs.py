@@ -13,6 +13,7 @@ from pathlib import Path
 from backend.auth.audit import Action, audited
 from backend.auth.cli import cli_principal
 from backend.cli_parsing import dims_from_pairs as _dims
+from backend.commas import comma_numbers
 from backend.errors import UserError
 from backend.models import library
 from backend.reporting.text import table
@@ -35,15 +36,6 @@ POINT_HEADERS = [
 ]
 
 
-def _numbers(text: str | None, kind: type, flag: str) -> list:
-    if not text:
-        return []
-    try:
-        return [kind(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UserError(f"{flag} takes numbers separated by commas, not {text!r}.") from None
-
-
 def model_file(model_id: int, variant: str | None) -> Path:
     """The model's ONNX file, or one of its optimized variants by file name or sha256 prefix."""
     library.get_model(model_id)  # UserError when there is no such model
@@ -63,13 +55,17 @@ def model_file(model_id: int, variant: str | None) -> Path:
     return library.artifact_path(matches[0].sha256)
 
 
-def policy_of(args: argparse.Namespace) -> BatchingPolicy:
+def policy_of(
+    args: argparse.Namespace, delay_us: int | None = None, instances: int | None = None
+) -> BatchingPolicy:
+    """The batching policy the flags describe (serve load, serve export, serve submit); submit
+    passes each of its --delay-us and --instances values in turn."""
     return BatchingPolicy(
         max_batch_size=args.max_batch_size,
         dynamic_batching=not args.no_dynamic_batching,
-        preferred_batch_sizes=tuple(_numbers(args.preferred, int, "--preferred")),
-        max_queue_delay_us=args.delay_us,
-        instance_count=args.instances,
+        preferred_batch_sizes=tuple(comma_numbers(args.preferred, int, "--preferred")),
+        max_queue_delay_us=args.delay_us if delay_us is None else delay_us,
+        instance_count=args.instances if instances is None else instances,
         preserve_ordering=args.preserve_ordering,
     )
 
@@ -84,12 +80,12 @@ def specs_of(args: argparse.Namespace) -> list[LoadSpec]:
         "requests": args.requests,
     }
     if scenario is Scenario.SERVER:
-        rates = _numbers(args.rate, float, "--rate")
+        rates = comma_numbers(args.rate, float, "--rate")
         if not rates:
             raise UserError("The server scenario needs --rate, e.g. --rate 100,200,400.")
         return [LoadSpec(scenario, target_rps=rate, **common) for rate in rates]
     if scenario is Scenario.CONCURRENCY:
-        levels = _numbers(args.concurrency, int, "--concurrency") or [1]
+        levels = comma_numbers(args.concurrency, int, "--concurrency") or [1]
         return [LoadSpec(scenario, concurrency=level, **common) for level in levels]
     return [LoadSpec(scenario, **common)]
 
@@ -159,7 +155,7 @@ def cmd_serve_curve(args: argparse.Namespace) -> int:
 
     curve = measure_model_curve(
         model_file(args.model, args.variant),
-        _numbers(args.batch_sizes, int, "--batch-sizes"),
+        comma_numbers(args.batch_sizes, int, "--batch-sizes"),
         requests_per_size=args.requests,
         dims=_dims(args.dim),
         intra_op_threads=args.threads,
@@ -195,16 +191,9 @@ def cmd_serve_submit(args: argparse.Namespace) -> int:
 
     with audited(cli_principal(), Action.SUBMIT, f"model {args.model}", kind="serving"):
         policies = [
-            BatchingPolicy(
-                max_batch_size=args.max_batch_size,
-                dynamic_batching=not args.no_dynamic_batching,
-                preferred_batch_sizes=tuple(_numbers(args.preferred, int, "--preferred")),
-                max_queue_delay_us=delay,
-                instance_count=count,
-                preserve_ordering=args.preserve_ordering,
-            )
-            for delay in _numbers(args.delay_us, int, "--delay-us") or [0]
-            for count in _numbers(args.instances, int, "--instances") or [1]
+            policy_of(args, delay, count)
+            for delay in comma_numbers(args.delay_us, int, "--delay-us") or [0]
+            for count in comma_numbers(args.instances, int, "--instances") or [1]
         ]
         study = ServingStudy(
             variants=tuple(_variants(args.model, args.variant)),

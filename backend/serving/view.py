@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from backend.commas import comma_numbers
 from backend.errors import UserError
 from backend.records import is_serving
 from backend.reporting import frames
@@ -333,17 +334,11 @@ def study_from_form(
     """The study the Serve page's form describes: one policy per delay x instance count, one
     load per level (requests in flight, or req/s for the Server scenario)."""
 
-    def numbers(text: str, kind: type, what: str) -> list:
-        try:
-            return [kind(part) for part in text.replace(" ", "").split(",") if part]
-        except ValueError:
-            raise UserError(f"{what} takes numbers separated by commas, not {text!r}.") from None
-
     if scenario is Scenario.SERVER:
-        rates = numbers(levels, float, "Rates") or [100.0]
+        rates = comma_numbers(levels, float, "Rates") or [100.0]
         loads = [LoadSpec(scenario, duration_s=duration_s, target_rps=r) for r in rates]
     elif scenario is Scenario.CONCURRENCY:
-        counts = numbers(levels, int, "Concurrency") or [1]
+        counts = comma_numbers(levels, int, "Concurrency") or [1]
         loads = [LoadSpec(scenario, duration_s=duration_s, concurrency=c) for c in counts]
     else:
         loads = [LoadSpec(scenario, duration_s=duration_s)]
@@ -351,7 +346,7 @@ def study_from_form(
         BatchingPolicy(
             max_batch_size=max_batch_size, max_queue_delay_us=delay, instance_count=count
         )
-        for delay in numbers(delays_us, int, "Queue delays") or [0]
-        for count in numbers(instances, int, "Instances") or [1]
+        for delay in comma_numbers(delays_us, int, "Queue delays") or [0]
+        for count in comma_numbers(instances, int, "Instances") or [1]
     ]
     return ServingStudy(tuple(variants), tuple(policies), tuple(loads), slo_p99_ms)

@@ -12,6 +12,8 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from backend.commas import comma_list
+
 T = TypeVar("T")
 
 
@@ -21,8 +23,7 @@ def url_value(key: str) -> str | None:
 
 
 def url_list(key: str) -> list[str]:
-    value = url_value(key)
-    return [part for part in value.split(",") if part] if value else []
+    return comma_list(url_value(key))
 
 
 def url_int(key: str) -> int | None:

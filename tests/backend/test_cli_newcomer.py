@@ -73,7 +73,7 @@ def _nan_calibration(path: Path) -> Path:
 def test_nan_calibration_data_is_refused_at_submit_and_upload_naming_input_and_count(
     data_dir: Path, mlp_path: Path, tmp_path: Path
 ) -> None:
-    from backend.queue import calibration
+    from backend.queue import uploads
 
     assert optiboard("add", str(mlp_path)).returncode == 0
     npz = _nan_calibration(tmp_path / "calib.npz")
@@ -83,7 +83,7 @@ def test_nan_calibration_data_is_refused_at_submit_and_upload_naming_input_and_c
     assert "no jobs yet" in optiboard("jobs").stdout
 
     with pytest.raises(UserError, match=re.escape(said)):  # the Optimize page's upload
-        calibration.store_calibration_upload(1, npz.read_bytes(), "calib.npz")
+        uploads.store_calibration_upload(1, npz.read_bytes(), "calib.npz")
 
 
 def test_compat_verb_prints_the_matrix_as_table_csv_and_json(

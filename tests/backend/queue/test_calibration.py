@@ -11,7 +11,7 @@ import pytest
 from backend.errors import UserError
 from backend.models import library
 from backend.models.ingest import ingest_file
-from backend.queue import calibration
+from backend.queue import uploads
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 
 INT8 = SweepSpec(precisions=(Precision.FP32, Precision.INT8_STATIC))
@@ -30,7 +30,7 @@ def _calibration_files(model_id: int) -> list[str]:
 def test_an_uploaded_npz_is_stored_and_named_in_the_sweep(data_dir: Path, mlp_path: Path) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     data = _npz(x=np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32))
-    spec = calibration.with_calibration(INT8, model.id, data, "my-cal.npz", wanted=True)
+    spec = uploads.with_calibration(INT8, model.id, data, "my-cal.npz", wanted=True)
     assert spec.calibration_sha256 is not None
     assert library.artifact_path(spec.calibration_sha256).read_bytes() == data
     assert _calibration_files(model.id) == ["my-cal.npz"]
@@ -42,14 +42,14 @@ def test_a_wrong_input_name_is_refused_and_nothing_is_stored(
     model = ingest_file(mlp_path, "mlp.onnx")
     data = _npz(not_an_input=np.zeros((8, 16), np.float32))
     with pytest.raises(UserError):
-        calibration.with_calibration(INT8, model.id, data, "cal.npz", wanted=True)
+        uploads.with_calibration(INT8, model.id, data, "cal.npz", wanted=True)
     assert _calibration_files(model.id) == []
 
 
 def test_choosing_upload_without_a_file_says_what_to_do(data_dir: Path, mlp_path: Path) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     with pytest.raises(UserError, match="Upload the calibration .npz, or choose random inputs"):
-        calibration.with_calibration(INT8, model.id, None, None, wanted=True)
+        uploads.with_calibration(INT8, model.id, None, None, wanted=True)
 
 
 def test_random_calibration_or_no_int8_static_leaves_the_sweep_as_it_is(
@@ -57,9 +57,9 @@ def test_random_calibration_or_no_int8_static_leaves_the_sweep_as_it_is(
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     data = _npz(x=np.zeros((8, 16), np.float32))
-    assert calibration.with_calibration(INT8, model.id, data, "c.npz", wanted=False) == INT8
+    assert uploads.with_calibration(INT8, model.id, data, "c.npz", wanted=False) == INT8
     fp32 = SweepSpec()
-    assert calibration.with_calibration(fp32, model.id, data, "c.npz", wanted=True) == fp32
+    assert uploads.with_calibration(fp32, model.id, data, "c.npz", wanted=True) == fp32
     assert _calibration_files(model.id) == []
 
 
@@ -79,7 +79,7 @@ def test_an_evaluation_set_with_labels_is_stored_and_scored_by_the_worker(
     x = np.random.default_rng(1).normal(size=(6, 16)).astype(np.float32)
     data = _npz(x=x, labels=np.arange(6) % 10)
     quick = MEASURE_PRESETS["quick"]
-    spec = calibration.with_evaluation(SweepSpec(measure=quick), model.id, data, "holdout.npz")
+    spec = uploads.with_evaluation(SweepSpec(measure=quick), model.id, data, "holdout.npz")
     assert _evaluation_files(model.id) == ["holdout.npz"]
     assert (
         jobs.spec_from_query(jobs.spec_to_query(spec)).evaluation_sha256 == spec.evaluation_sha256
@@ -99,9 +99,9 @@ def test_the_calibration_file_is_refused_as_evaluation_set_and_nothing_is_stored
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     data = _npz(x=np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32))
-    spec = calibration.with_calibration(INT8, model.id, data, "cal.npz", wanted=True)
+    spec = uploads.with_calibration(INT8, model.id, data, "cal.npz", wanted=True)
     with pytest.raises(UserError, match="same file as the calibration set"):
-        calibration.with_evaluation(spec, model.id, data, "cal-again.npz")
+        uploads.with_evaluation(spec, model.id, data, "cal-again.npz")
     assert _evaluation_files(model.id) == []
 
 
@@ -111,10 +111,10 @@ def test_an_evaluation_set_with_float_labels_is_refused_and_nothing_is_stored(
     model = ingest_file(mlp_path, "mlp.onnx")
     data = _npz(x=np.zeros((4, 16), np.float32), labels=np.zeros(4, np.float32))
     with pytest.raises(UserError, match="one integer class index per sample") as caught:
-        calibration.with_evaluation(SweepSpec(), model.id, data, "eval.npz")
+        uploads.with_evaluation(SweepSpec(), model.id, data, "eval.npz")
     assert str(caught.value).count(". ") == 0  # one sentence
     assert _evaluation_files(model.id) == []
     pickled = _npz(x=np.zeros((4, 16), np.float32), labels=np.array([{}, 1, 2, 3], dtype=object))
     with pytest.raises(UserError, match="object array"):
-        calibration.with_evaluation(SweepSpec(), model.id, pickled, "eval.npz")
+        uploads.with_evaluation(SweepSpec(), model.id, pickled, "eval.npz")
     assert _evaluation_files(model.id) == []

@@ -11,7 +11,7 @@ import pytest
 
 from backend.errors import UserError
 from backend.models.ingest import ingest_file
-from backend.queue import calibration, jobs, progress
+from backend.queue import jobs, progress, uploads
 from backend.queue.mixedsearch import run_search
 from backend.queue.worker import JobRunner, SweepContext
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
@@ -33,7 +33,7 @@ def test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound(
         measure=MEASURE_PRESETS["quick"],
     )
     assert spec.profile  # the search reads each step's profile and layer-loss ranking
-    spec = calibration.with_evaluation(spec, model.id, path.read_bytes(), "eval.npz")
+    spec = uploads.with_evaluation(spec, model.id, path.read_bytes(), "eval.npz")
     job = jobs.submit_sweep(model.id, spec)
     claimed = job_store.claim_job("inline", 300, job_id=job.id)
     assert JobRunner("inline").run(claimed).state == JobState.SUCCEEDED

@@ -51,3 +51,6 @@ def test_exports_round_trip_and_report_is_self_contained(data_dir: Path, mlp_pat
     html = exports.html_report("t", frame, [charts.latency_vs_batch(frame)], None)
     assert "<script src=" not in html  # plotly.js is inlined, nothing is fetched
     assert "Plotly.newPlot" in html and len(html) > 1_000_000
+    # the registry says what each figure of the table is and which way is better
+    assert "<code>p50_ms</code>: p50 latency (ms), lower is better" in html
+    assert "<code>throughput</code>: throughput (samples/s), higher is better" in html

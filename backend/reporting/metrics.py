@@ -1,0 +1,209 @@
+"""The metric registry: every measured figure's name, unit, better direction, aggregation, format
+and labels, declared once and read by frames, charts, the CLI tables, the Compare page and exports.
+
+A metric's key is its column in reporting.frames' results frame. `spec` is one format for a value
+in both Python (f"{v:{spec}}") and Plotly/d3 hover templates (%{y:<spec>}); Streamlit's column
+format is derived from it (`printf`). Adding a figure (energy per sample, cost per million samples,
+time to first token...) is one `Metric(...)` in REGISTRY plus the frame column that holds it.
+
+Not to be confused with backend/queue/metrics.py: the worker's Prometheus counters about jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from backend.engine.measure import PEAK_SCOPE
+
+
+class Better(StrEnum):
+    """Which way a figure improves: what Pareto fronts and "best" pick by."""
+
+    LOWER = "lower"
+    HIGHER = "higher"
+
+
+class Aggregation(StrEnum):
+    """How one result's figure is made from what its run measured."""
+
+    PERCENTILE = "percentile of the timed calls"
+    MEAN = "mean of the timed calls"
+    SPREAD = "standard deviation of the timed calls"
+    EXTREME = "least or most of the timed calls"
+    RATE = "items (samples, tokens) over the timed window"
+    PEAK = "peak over the measured scope"
+    ONCE = "measured once per configuration"
+    WORST = "worst element against FP32"
+    OVER_OUTPUTS = "mean over the compared outputs"
+    SHARE = "share of the compared rows"
+    RATIO = "ratio to a reference result"
+    FRACTION = "fraction of a reference figure"
+    ENERGY = "energy over the timed window"  # per sample (J/sample) or per second (W)
+    PRICE = "price per hour over samples per hour"  # $ per million samples: room for cost
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One measured figure people compare.
+
+    label: what it is, in words (axis titles, help); header: its table column on pages and in
+    reports ("p50 ms"); cli: its narrower terminal column, when that differs.
+    """
+
+    key: str
+    label: str
+    unit: str
+    better: Better
+    aggregation: Aggregation
+    spec: str
+    header: str
+    cli: str = ""
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.better is Better.HIGHER
+
+    @property
+    def cli_header(self) -> str:
+        return self.cli or self.header
+
+    @property
+    def axis_title(self) -> str:
+        """'speedup vs baseline (x)': the label with its unit."""
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+    @property
+    def suffix(self) -> str:
+        """The unit after a number: '3.1 ms', '1.20x', '0.98' (no unit)."""
+        if not self.unit:
+            return ""
+        return self.unit if self.unit == "x" else f" {self.unit}"
+
+    def text(self, value: float | None, spec: str | None = None) -> str:
+        """The value as tables print it, without its unit (the header says it); '-' when absent."""
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "-"
+        return f"{value:{spec or self.spec}}"
+
+    def hover(self, ref: str, spec: str | None = None) -> str:
+        """A Plotly hover-template value with its unit: hover('y') -> '%{y:.3f} ms'."""
+        return "%{" + f"{ref}:{spec or self.spec}" + "}" + self.suffix
+
+    def printf(self, spec: str | None = None) -> str:
+        """Streamlit NumberColumn's format: 'percent' for shares, printf otherwise ('%.2fx')."""
+        spec = spec or self.spec
+        if spec.endswith("%"):
+            return "percent"
+        return f"%{spec}" + ("x" if self.unit == "x" else "")
+
+
+# Short names for the table below, which reads one figure per line.
+L, H, A, MS = Better.LOWER, Better.HIGHER, Aggregation, "ms"
+# fmt: off
+LATENCY = (  # key, label, unit, better, aggregation, spec, header
+    Metric("p50_ms", "p50 latency", MS, L, A.PERCENTILE, ".3f", "p50 ms"),
+    Metric("p90_ms", "p90 latency", MS, L, A.PERCENTILE, ".3f", "p90 ms"),
+    Metric("p95_ms", "p95 latency", MS, L, A.PERCENTILE, ".3f", "p95 ms"),
+    Metric("p99_ms", "p99 latency", MS, L, A.PERCENTILE, ".3f", "p99 ms"),
+    Metric("mean_ms", "mean latency", MS, L, A.MEAN, ".3f", "mean ms"),
+    Metric("std_ms", "latency spread", MS, L, A.SPREAD, ".3f", "std ms"),
+    Metric("min_ms", "fastest call", MS, L, A.EXTREME, ".3f", "min ms"),
+    Metric("max_ms", "slowest call", MS, L, A.EXTREME, ".3f", "max ms"),
+)
+SPEED = (
+    Metric("throughput", "throughput", "samples/s", H, A.RATE, ".1f", "samples/s"),
+    Metric("speedup", "speedup vs baseline", "x", H, A.RATIO, ".2f", "speedup (p50)"),
+    Metric("throughput_ratio", "throughput vs baseline", "x", H, A.RATIO, ".2f",
+           "throughput ratio"),
+    Metric("session_create_ms", "session creation", MS, L, A.ONCE, ".1f", "session ms"),
+    Metric("first_inference_ms", "first inference", MS, L, A.ONCE, ".1f", "first call ms"),
+)
+MEMORY = (
+    Metric("peak_rss_mb", f"peak memory (RSS, {PEAK_SCOPE})", "MB", L, A.PEAK, ".0f",
+           "peak RSS MB", cli="RSS MB"),
+    Metric("gpu_memory_mb", "GPU memory", "MB", L, A.PEAK, ".0f", "GPU MB"),
+    Metric("model_size_bytes", "model file size", "bytes", L, A.ONCE, ".0f", "model bytes"),
+)
+ACCURACY = (  # against FP32's outputs on the same inputs, unless the label says otherwise
+    Metric("max_abs_error", "max absolute error", "", L, A.WORST, ".3g", "max abs error"),
+    Metric("mean_rel_error", "mean relative error", "", L, A.OVER_OUTPUTS, ".3g",
+           "mean rel. error"),
+    Metric("cosine_similarity", "cosine similarity", "", H, A.OVER_OUTPUTS, ".5f", "cosine"),
+    Metric("top1_agreement", "top-1 agreement", "", H, A.SHARE, ".1%", "top-1"),
+    Metric("eval_top1_accuracy", "top-1 accuracy on the evaluation set", "", H, A.SHARE, ".1%",
+           "top-1 on eval set"),
+    Metric("eval_top1_agreement", "top-1 agreement with FP32 on the evaluation set", "", H,
+           A.SHARE, ".1%", "top-1 agreement (eval set)"),
+    # read from one of the above as the user chooses (LOSSES); 0 means FP32's outputs
+    Metric("accuracy_loss", "accuracy loss", "", L, A.OVER_OUTPUTS, ".2e", "accuracy loss"),
+)
+HARDWARE = (  # GPU results: what the timing includes and the distance to the device's peak
+    Metric("copy_share", "copy share of end-to-end p50", "", L, A.FRACTION, ".0%", "copy share"),
+    Metric("tflops", "achieved FLOP/s", "TFLOP/s", H, A.RATE, ".2f", "TFLOP/s"),
+    Metric("peak_fraction", "share of the device's peak FLOP/s", "", H, A.FRACTION, ".1%",
+           "of peak"),
+    Metric("mlperf_share", "share of MLPerf ResNet-50 per GPU", "", H, A.FRACTION, ".1%",
+           "of MLPerf ResNet-50"),
+)
+# fmt: on
+
+REGISTRY: dict[str, Metric] = {}
+
+
+def register(*metrics: Metric) -> None:
+    """Add figures to the registry; a key already declared is refused (one declaration each)."""
+    for metric in metrics:
+        if metric.key in REGISTRY:
+            raise ValueError(f"metric {metric.key!r} is declared twice")
+        REGISTRY[metric.key] = metric
+
+
+register(*LATENCY, *SPEED, *MEMORY, *ACCURACY, *HARDWARE)
+
+
+def metric(key: str) -> Metric:
+    """The declared metric of a frame column; a KeyError names the undeclared key."""
+    return REGISTRY[key]
+
+
+def pick(*keys: str) -> list[Metric]:
+    """Several declared metrics in the order given: a table's or chart's figures."""
+    return [REGISTRY[key] for key in keys]
+
+
+# Accuracy loss as the user chooses to read it: (source column, read as 1 - value). A source
+# that is better higher (cosine, top-1) is complemented, so 0 always means "same as FP32".
+LOSSES: dict[str, str] = {
+    "mean_rel_error": "mean_rel_error",
+    "max_abs_error": "max_abs_error",
+    "cosine_distance": "cosine_similarity",
+    "top1_disagreement": "top1_agreement",
+    "eval_top1_error": "eval_top1_accuracy",
+}
+
+
+def loss_label(loss: str) -> str:
+    """'1 - cosine similarity' for a complemented source, its own label otherwise."""
+    source = REGISTRY[LOSSES[loss]]
+    return f"1 - {source.label}" if source.higher_is_better else source.label
+
+
+def pareto_front(x: Metric, x_values: np.ndarray, y: Metric, y_values: np.ndarray) -> np.ndarray:
+    """True where no other point is at least as good in both metrics and better in one, each read
+    in its own better direction (speedup higher, accuracy loss lower); of identical points only
+    the first is marked, and a point with a non-finite value never is."""
+    xs = np.asarray(x_values, dtype=float) * (1.0 if x.higher_is_better else -1.0)
+    ys = np.asarray(y_values, dtype=float) * (-1.0 if y.higher_is_better else 1.0)
+    mask = np.zeros(xs.shape, dtype=bool)  # now x is better higher and y better lower
+    valid = np.flatnonzero(np.isfinite(xs) & np.isfinite(ys))
+    order = valid[np.lexsort((ys[valid], -xs[valid]))]  # best x first, then best y
+    best_y = np.inf
+    for index in order:
+        if ys[index] < best_y:
+            mask[index] = True
+            best_y = ys[index]
+    return mask

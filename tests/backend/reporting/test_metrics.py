@@ -1,0 +1,87 @@
+"""The metric registry: one declaration per figure, read the same way by every consumer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from backend.reporting import charts, frames, metrics
+from backend.reporting.metrics import REGISTRY, Aggregation, Better, Metric
+
+
+def test_every_declared_figure_is_a_frame_column_or_one_the_compare_view_adds() -> None:
+    added = {"speedup", "throughput_ratio", "accuracy_loss"}  # add_speedups, add_accuracy_loss
+    assert set(REGISTRY) - added <= set(frames.COLUMNS)
+    assert {"p50_ms", "p99_ms", "throughput", "peak_rss_mb", "cosine_similarity"} <= set(REGISTRY)
+
+
+def test_a_figure_is_declared_once() -> None:
+    again = Metric("p50_ms", "p50", "ms", Better.LOWER, Aggregation.PERCENTILE, ".3f", "p50 ms")
+    with pytest.raises(ValueError, match="'p50_ms' is declared twice"):
+        metrics.register(again)
+    assert REGISTRY["p50_ms"].label == "p50 latency"
+
+
+def test_formats_for_tables_hover_and_streamlit_come_from_one_spec() -> None:
+    p50, speedup, top1 = metrics.pick("p50_ms", "speedup", "top1_agreement")
+    assert p50.text(1.23456) == "1.235" and p50.text(None) == "-" and p50.text(float("nan")) == "-"
+    assert p50.hover("y") == "%{y:.3f} ms" and speedup.hover("x") == "%{x:.2f}x"
+    assert speedup.printf() == "%.2fx" and p50.printf(".1f") == "%.1f"
+    assert top1.text(0.987) == "98.7%" and top1.printf() == "percent"
+    assert speedup.axis_title == "speedup vs baseline (x)" and top1.axis_title == "top-1 agreement"
+    assert REGISTRY["peak_rss_mb"].cli_header == "RSS MB"
+    assert REGISTRY["peak_rss_mb"].header == "peak RSS MB"
+
+
+def test_accuracy_loss_complements_the_figures_that_are_better_higher() -> None:
+    frame = pd.DataFrame(
+        {
+            "cosine_similarity": [0.99, 1.0],
+            "top1_agreement": [0.5, 1.0],
+            "eval_top1_accuracy": [0.9, None],
+            "mean_rel_error": [0.01, 0.0],
+            "max_abs_error": [0.2, 0.0],
+        }
+    )
+    loss = {m: frames.add_accuracy_loss(frame, m)["accuracy_loss"].tolist() for m in metrics.LOSSES}
+    assert loss["cosine_distance"] == pytest.approx([0.01, 0.0])
+    assert loss["top1_disagreement"] == pytest.approx([0.5, 0.0])
+    assert loss["eval_top1_error"][0] == pytest.approx(0.1) and np.isnan(loss["eval_top1_error"][1])
+    assert loss["mean_rel_error"] == [0.01, 0.0] and loss["max_abs_error"] == [0.2, 0.0]
+    assert frames.LOSS_METRICS["cosine_distance"] == "1 - cosine similarity"
+    assert frames.LOSS_METRICS["mean_rel_error"] == "mean relative error"
+
+
+def test_pareto_front_reads_each_metric_in_its_better_direction() -> None:
+    p50, loss = REGISTRY["p50_ms"], REGISTRY["accuracy_loss"]
+    latency = np.array([1.0, 0.5, 0.5, 2.0])  # lower is better here, unlike speedup
+    losses = np.array([0.0, 0.01, 0.02, 0.0])
+    assert metrics.pareto_front(p50, latency, loss, losses).tolist() == [True, True, False, False]
+    speedup = 1.0 / latency  # the same points read as speedups give the same front
+    assert frames.pareto_mask(speedup, losses).tolist() == [True, True, False, False]
+
+
+def test_chart_axes_are_the_registry_units() -> None:
+    frame = pd.DataFrame(
+        {
+            "result_id": [1],
+            "series": ["s"],
+            "label": ["s b1"],
+            "status": ["ok"],
+            "batch_size": [1],
+            "p50_ms": [1.0],
+            "p90_ms": [1.1],
+            "p99_ms": [1.2],
+            "throughput": [1000.0],
+            "speedup": [1.0],
+            "accuracy_loss": [0.0],
+            "pareto": [True],
+        }
+    )
+    assert charts.latency_vs_batch(frame).layout.yaxis.title.text == "ms"
+    assert charts.throughput_vs_batch(frame).layout.yaxis.title.text == "samples/s"
+    pareto = charts.accuracy_vs_speedup(frame, frames.LOSS_METRICS["cosine_distance"])
+    assert pareto.layout.xaxis.title.text == "speedup vs baseline (x)"
+    assert pareto.layout.yaxis.title.text == "1 - cosine similarity"
+    assert "speedup %{x:.2f}x" in pareto.data[0].hovertemplate
