@@ -121,12 +121,21 @@ def main() -> None:
         row = run(args.folder, args.prompt, args.new, batch, args.repeats, args.cuda_graph)
         kv = kv_bytes_per_token(config, args.prompt + args.new // 2, batch)
         achieved = (weights + kv) / (row["itl_ms_p50"] / 1e3)
-        row |= {"weight_bytes": weights, "kv_bytes": kv, "achieved_GBps": achieved / 1e9,
-                "peak_GBps": peak / 1e9, "roofline_share": achieved / peak}
+        row |= {
+            "weight_bytes": weights,
+            "kv_bytes": kv,
+            "achieved_GBps": achieved / 1e9,
+            "peak_GBps": peak / 1e9,
+            "roofline_share": achieved / peak,
+        }
         rows.append(row)
         print(json.dumps(row))
-    summary = {"device": device, "onnxruntime_genai": og.__version__, "folder": args.folder.name,
-               "rows": rows}
+    summary = {
+        "device": device,
+        "onnxruntime_genai": og.__version__,
+        "folder": args.folder.name,
+        "rows": rows,
+    }
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
 

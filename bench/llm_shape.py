@@ -67,7 +67,10 @@ def _tokenizer(folder: Path) -> None:
     text = Path(np.__file__).with_name("__init__.py").read_text()
     tokenizer.train_from_iterator(text.splitlines(), trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
         pad_token="<pad>",
     )
     fast.save_pretrained(folder)
@@ -88,9 +91,21 @@ def build(out: Path, precisions: list[str], execution: str, layers: int | None) 
         for precision in precisions:
             target = out / f"llama-3.2-1b-shape-{precision}-{execution}"
             subprocess.run(
-                [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf),
-                 "-o", str(target), "-p", precision, "-e", execution,
-                 "-c", str(Path(scratch) / "cache")],
+                [
+                    sys.executable,
+                    "-m",
+                    "onnxruntime_genai.models.builder",
+                    "-i",
+                    str(hf),
+                    "-o",
+                    str(target),
+                    "-p",
+                    precision,
+                    "-e",
+                    execution,
+                    "-c",
+                    str(Path(scratch) / "cache"),
+                ],
                 check=True,
             )
             strip(target)
@@ -105,13 +120,15 @@ def _external(model_file: Path) -> list[dict[str, object]]:
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in tensor.external_data}
-        entries.append({
-            "name": tensor.name,
-            "dtype": onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).str,
-            "location": info["location"],
-            "offset": int(info.get("offset", 0)),
-            "length": int(info["length"]),
-        })
+        entries.append(
+            {
+                "name": tensor.name,
+                "dtype": onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).str,
+                "location": info["location"],
+                "offset": int(info.get("offset", 0)),
+                "length": int(info["length"]),
+            }
+        )
     return entries
 
 
@@ -135,8 +152,9 @@ def fill(folder: Path, seed: int = 0) -> int:
     for location in {e["location"] for e in entries}:
         path = folder / location
         with path.open("wb") as out:
-            for entry in sorted((e for e in entries if e["location"] == location),
-                                key=lambda e: e["offset"]):
+            for entry in sorted(
+                (e for e in entries if e["location"] == location), key=lambda e: e["offset"]
+            ):
                 dtype = np.dtype(entry["dtype"])
                 count = entry["length"] // dtype.itemsize
                 name = entry["name"].lower()
