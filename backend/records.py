@@ -36,15 +36,18 @@ __all__ = [
 
 
 class JobKind(StrEnum):
-    """What a job runs: a sweep of configurations, or a serving study on Triton."""
+    """What a job runs: a sweep of configurations, a serving study on Triton, or a generation
+    benchmark of a generative model (backend/generate/job.py)."""
 
     SWEEP = "sweep"
     SERVING = "serving"
+    GENERATION = "generation"
 
 
 def job_kind(spec: dict[str, Any]) -> JobKind:
-    """Read from the stored spec (a serving study's carries kind; sweeps carry none)."""
-    return JobKind.SERVING if spec.get("kind") == JobKind.SERVING else JobKind.SWEEP
+    """Read from the stored spec (serving studies and generation jobs carry kind; sweeps none)."""
+    kind = spec.get("kind")
+    return JobKind(kind) if kind in (JobKind.SERVING, JobKind.GENERATION) else JobKind.SWEEP
 
 
 def is_serving(spec: dict[str, Any]) -> bool:

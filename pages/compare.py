@@ -14,6 +14,7 @@ from backend.results import ResultStatus
 from pages.access import link_scope, signed_link_control
 from pages.components.formatting import plain
 from pages.components.gate import require_access
+from pages.components.generation import generation_comparison
 from pages.components.live import refresh_every, work_in_progress
 from pages.components.url_state import (
     bound_multiselect,
@@ -47,6 +48,17 @@ def _number(
 
 
 page_header("Compare", "Pick results across jobs and models; every choice is kept in the link.")
+
+if url_value("view") == "generation":  # generation jobs: token latency, memory, perplexity
+    generation_comparison()
+    st.stop()
+if not link_scope(frames.comparable_jobs(generation=True)).empty:
+    st.page_link(
+        "pages/compare.py",
+        label="Generation benchmarks: TTFT, ITL, tokens/s and perplexity",
+        icon="💬",
+        query_params={"view": "generation"},
+    )
 
 wanted_jobs = tuple(int(v) for v in url_list("jobs") if v.isdigit())
 available = link_scope(frames.comparable_jobs(include=wanted_jobs))

@@ -8,6 +8,7 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.cluster import targets
 from backend.errors import UserError
+from backend.generate.library import is_generative
 from backend.models import library
 from backend.queue import capabilities, jobs, sweep_form
 from backend.queue.sweep_form import SweepChoices
@@ -23,6 +24,7 @@ from backend.specs import (
 from pages.access import can, guarded
 from pages.components.formatting import plain
 from pages.components.gate import require_access
+from pages.components.generation import generation_form
 from pages.components.runtime_settings import cuda_settings, openvino_settings, trt_settings
 from pages.components.sweep_data import as_upload, calibration_data, evaluation_data
 from pages.components.targets import replicas_input, target_picker
@@ -61,6 +63,9 @@ except UserError as exc:
 
 model = model_picker(models)
 assert model is not None
+if is_generative(model):  # a decoder LM: the generation benchmark instead of a sweep
+    generation_form(model)
+    st.stop()
 
 
 table = capabilities.provider_table()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from backend.records import is_serving
+from backend.records import JobKind, job_kind
 from backend.reporting import distance, metrics
 from backend.results import LatencyStats, ResultStatus, StoredResult
 from backend.specs import Configuration, Precision
@@ -253,12 +253,13 @@ def results_frame(
 
 
 def comparable_jobs(
-    limit: int = 500, include: tuple[int, ...] = (), serving: bool = False
+    limit: int = 500, include: tuple[int, ...] = (), serving: bool = False, generation: bool = False
 ) -> pd.DataFrame:
     """Jobs with results or still to produce them, newest first, for the Compare picker.
 
     `include` adds older jobs that a shared link names, however far back they are. Sweeps by
-    default; serving=True: the serving studies instead (their points are not sweep results).
+    default; serving=True: the serving studies instead (their points are not sweep results);
+    generation=True: the generation benchmarks (their points are generation points).
     """
     jobs = [
         j for j in job_store.list_jobs(limit=limit) if j.progress_done > 0 or not j.state.finished
@@ -267,7 +268,8 @@ def comparable_jobs(
     for job_id in include:
         if job_id not in known and (job := job_store.get_job(job_id)) is not None:
             jobs.append(job)
-    jobs = [j for j in jobs if is_serving(j.spec) == serving]
+    wanted = JobKind.GENERATION if generation else JobKind.SERVING if serving else JobKind.SWEEP
+    jobs = [j for j in jobs if job_kind(j.spec) == wanted]
     names = {m.id: m.name for m in model_store.list_models()}
     return pd.DataFrame(
         {

@@ -149,6 +149,26 @@ HARDWARE = (  # GPU results: what the timing includes and the distance to the de
     Metric("mlperf_share", "share of MLPerf ResNet-50 per GPU", "", H, A.FRACTION, ".1%",
            "of MLPerf ResNet-50"),
 )
+GENERATION = (  # a generation job's points (backend/generate/points.py frame)
+    Metric("ttft_p50_ms", "time to first token p50", MS, L, A.PERCENTILE, ".2f", "TTFT p50 ms"),
+    Metric("ttft_p99_ms", "time to first token p99", MS, L, A.PERCENTILE, ".2f", "TTFT p99 ms"),
+    Metric("itl_p50_ms", "inter-token latency p50", MS, L, A.PERCENTILE, ".3f", "ITL p50 ms"),
+    Metric("itl_p99_ms", "inter-token latency p99", MS, L, A.PERCENTILE, ".3f", "ITL p99 ms"),
+    Metric("e2e_p50_ms", "end-to-end generation p50", MS, L, A.PERCENTILE, ".1f", "e2e p50 ms"),
+    Metric("output_tokens_per_s", "output tokens/s (all sequences)", "tokens/s", H, A.RATE,
+           ".1f", "tokens/s"),
+    Metric("decode_tokens_per_s", "decode tokens/s (sequences / ITL p50)", "tokens/s", H,
+           A.RATE, ".1f", "decode tokens/s"),
+    Metric("weights_mb", "weights", "MB", L, A.ONCE, ".1f", "weights MB"),
+    Metric("kv_cache_mb", "KV cache at prompt + new tokens, every sequence", "MB", L, A.ONCE,
+           ".2f", "KV cache MB"),
+    Metric("memory_mb", "weights + KV cache", "MB", L, A.ONCE, ".1f", "weights + KV MB"),
+    Metric("bandwidth_fraction", "share of the device's peak memory bandwidth per decode step",
+           "", H, A.FRACTION, ".0%", "of peak bandwidth"),
+    Metric("perplexity", "perplexity on the uploaded text", "", L, A.ONCE, ".3f", "perplexity"),
+    Metric("greedy_agreement", "greedy tokens equal to FP32's before the first divergence "
+           "(worst sequence, share of new tokens)", "", H, A.SHARE, ".0%", "greedy agreement"),
+)
 # fmt: on
 
 REGISTRY: dict[str, Metric] = {}
@@ -162,7 +182,7 @@ def register(*metrics: Metric) -> None:
         REGISTRY[metric.key] = metric
 
 
-register(*LATENCY, *SPEED, *MEMORY, *ACCURACY, *HARDWARE)
+register(*LATENCY, *SPEED, *MEMORY, *ACCURACY, *HARDWARE, *GENERATION)
 
 
 def metric(key: str) -> Metric:

@@ -1,10 +1,13 @@
-"""Serving-study points: written once each, by the job's lease holder, as they are measured.
+"""Serving-study and generation points: written once each, by the job's lease holder, as they
+are measured.
 
 A point is a load point measured on a real Triton server (kind "point") or a variant's
 calibration: the latency curve with every per-request cost measured on the server
 (kind "calibration", once per variant, which the predictions beside the points simulate from).
 Studies stored before kept a bare curve per configuration instead (kind "curve"): still listed,
-never written now, and they predict nothing. The job's progress counts the points only.
+never written now, and they predict nothing. A generation job (backend/generate/job.py) stores
+each (variant, runtime, prompt, new tokens, sequences) point as kind "generation". The job's
+progress counts the measured points only (load points or generation points).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from storage.schema import Job, ServingPoint
 POINT = "point"
 CALIBRATION = "calibration"
 OLD_CURVE = "curve"  # per configuration, before calibrations: read (and ignored), never written
+GENERATION = "generation"  # one point of a generation benchmark job
+COUNTED = (POINT, GENERATION)  # the kinds a job's progress counts
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ def save_point(
         done = session.scalar(
             select(func.count())
             .select_from(ServingPoint)
-            .where(ServingPoint.job_id == job_id, ServingPoint.kind == POINT)
+            .where(ServingPoint.job_id == job_id, ServingPoint.kind.in_(COUNTED))
         )
         session.execute(update(Job).where(Job.id == job_id).values(progress_done=done))
         return row_of(ServingPointRow, row)

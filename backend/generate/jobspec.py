@@ -1,0 +1,203 @@
+"""A generation benchmark as a queued job: what it measures (variants x runtimes x prompt lengths
+x new tokens x sequences, perplexity text optional), checked and queued in one call.
+
+The spec is stored as the job's spec with kind "generation" (backend/jobs/kinds.py finds the
+kind there); each (variant, runtime, point) is one stored point (storage/repo/serving.py, kind
+"generation"), keyed by point_key. A perplexity text is stored as an artifact of the model, like
+a sweep's calibration file, so a retried job reads the same bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import settings
+from backend.auth.audit import current_actor
+from backend.errors import UserError
+from backend.generate.benchmark import GENERATION_PRESETS, GenerationSpec
+from backend.queue import caps
+from backend.records import JobKind
+from storage.repo import jobs as job_store
+from storage.repo import models as model_store
+from storage.repo.jobs import JobRow
+
+KIND = JobKind.GENERATION.value
+TEXT_KIND = "perplexity-text"  # the model artifact that holds an uploaded perplexity text
+# The weight-only variants a job offers: (bits, block size), RTN symmetric (weightonly.py).
+# "fp32" is the model as uploaded, the reference every other variant's accuracy is against.
+VARIANTS: dict[str, tuple[int, int] | None] = {"fp32": None, "int4": (4, 32), "int8": (8, 32)}
+VARIANT_LABELS = {"fp32": "FP32", "int4": "INT4 RTN b32", "int8": "INT8 RTN b32"}
+PERPLEXITY_BOUND = 0.10  # a variant's perplexity more than 10% above FP32's is "wrong outputs"
+
+
+@dataclass(frozen=True)
+class GenerationJobSpec:
+    """What one generation job measures; checks itself (one sentence per bad field)."""
+
+    variants: tuple[str, ...] = ("fp32", "int4")
+    runtimes: tuple[str, ...] = ("ort-genai",)
+    device: str = "cpu"
+    prompt_lengths: tuple[int, ...] = (128,)
+    new_tokens: tuple[int, ...] = (64,)
+    sequences: tuple[int, ...] = (1,)
+    preset: str = "quick"
+    seed: int = 0
+    perplexity_sha256: str | None = None
+    perplexity_name: str | None = None
+    perplexity_window: int = 256
+    perplexity_tokens: int = 1024
+    perplexity_bound: float = PERPLEXITY_BOUND
+    kind: str = KIND
+
+    def __post_init__(self) -> None:
+        unknown = [v for v in self.variants if v not in VARIANTS]
+        if unknown or not self.variants:
+            raise UserError(
+                f"Unknown variant {unknown[0] if unknown else '(none)'!r}; choose from "
+                f"{', '.join(VARIANTS)}."
+            )
+        if self.perplexity_bound <= 0:
+            raise UserError("The perplexity bound is a positive fraction, e.g. 0.1 for 10%.")
+        self.generation_spec(self.runtimes[0] if self.runtimes else "")  # checks the rest
+
+    @property
+    def ordered_variants(self) -> tuple[str, ...]:
+        """FP32 first: the reference others are judged against lands before them."""
+        return tuple(sorted(self.variants, key=lambda v: list(VARIANTS).index(v)))
+
+    def generation_spec(self, runtime: str) -> GenerationSpec:
+        """The benchmark of one runtime (measuring.run_generation's spec)."""
+        return GenerationSpec(
+            runtimes=(runtime,) if runtime else (),
+            device=self.device,
+            prompt_lengths=self.prompt_lengths,
+            new_tokens=self.new_tokens,
+            sequences=self.sequences,
+            preset=self.preset,
+            seed=self.seed,
+            perplexity_window=self.perplexity_window,
+            perplexity_chunk=min(32, self.perplexity_window),
+            perplexity_tokens=self.perplexity_tokens,
+        )
+
+    def point_keys(self) -> list[str]:
+        points = self.generation_spec(self.runtimes[0]).points()
+        return [
+            point_key(v, r, p) for v in self.ordered_variants for r in self.runtimes for p in points
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationJobSpec:
+        known = {f.name for f in fields(cls)}
+        return cls(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known}
+        )
+
+
+def point_key(variant: str, runtime: str, point: tuple[int, int, int]) -> str:
+    """'int4|ort-genai|128,64,1': one stored point of a generation job."""
+    return f"{variant}|{runtime}|{','.join(map(str, point))}"
+
+
+def is_generation(spec: dict[str, Any]) -> bool:
+    return spec.get("kind") == KIND
+
+
+def check_text(data: bytes, filename: str) -> None:
+    """An uploaded perplexity text: not empty, under OPTIBOARD_PERPLEXITY_TEXT_MB, UTF-8."""
+    name = Path(filename).name
+    cap = settings.PERPLEXITY_TEXT_MB.get()
+    if not data:
+        raise UserError(f"{name} is empty; upload a UTF-8 text file to score perplexity on.")
+    if len(data) > cap * 2**20:
+        raise UserError(
+            f"The perplexity text {name} is {len(data) / 2**20:.1f} MB, over the {cap:g} MB cap "
+            "(OPTIBOARD_PERPLEXITY_TEXT_MB); upload a shorter text."
+        )
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{name} is not UTF-8 text (byte {exc.start} is not); upload a plain text file."
+        ) from None
+
+
+def submit_generation(
+    model_id: int,
+    spec: GenerationJobSpec,
+    text: bytes | None = None,
+    text_name: str | None = None,
+    label: str | None = None,
+) -> JobRow:
+    """Check everything, store the text (if any), then queue one job; a refusal stores nothing."""
+    from backend.generate.library import generative_model
+    from backend.models.library import store
+    from backend.runtimes import GENAI_RUNTIMES
+
+    model = generative_model(model_id)
+    unknown = [r for r in spec.runtimes if r not in GENAI_RUNTIMES]
+    if unknown or not spec.runtimes:
+        raise UserError(
+            f"Unknown generation runtime {unknown[0] if unknown else '(none)'!r}; choose from "
+            f"{', '.join(GENAI_RUNTIMES)}."
+        )
+    context = model_context(model_id)
+    longest = max(p + n for p in spec.prompt_lengths for n in spec.new_tokens)
+    if 0 < context < longest:
+        raise UserError(
+            f"A prompt plus its new tokens reaches {longest} tokens, beyond {model.name}'s "
+            f"context of {context}; pick shorter prompts or fewer new tokens."
+        )
+    if spec.preset not in GENERATION_PRESETS:
+        raise UserError(f"Unknown measurement {spec.preset!r}; choose quick or standard.")
+    caps.check_configurations(len(spec.point_keys()))
+    caps.check_queued()
+    stored = spec
+    if text is not None:
+        check_text(text, text_name or "text.txt")
+        window = min(spec.perplexity_window, context) if context else spec.perplexity_window
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="optiboard-text-") as tmp:
+            path = Path(tmp) / "perplexity.txt"
+            path.write_bytes(text)
+            with store().putting([path]) as (blob,):
+                name = Path(text_name or "text.txt").name[:200]
+                link = model_store.NewArtifact(TEXT_KIND, blob.sha256, blob.size_bytes, name)
+                model_store.add_artifact(model_id, link)
+        stored = GenerationJobSpec.from_dict(
+            {
+                **spec.to_dict(),
+                "perplexity_sha256": blob.sha256,
+                "perplexity_name": name,
+                "perplexity_window": window,
+            }
+        )
+    variants = ", ".join(VARIANT_LABELS[v] for v in stored.ordered_variants)
+    return job_store.create_job(
+        model_id,
+        stored.to_dict(),
+        total=len(stored.point_keys()),
+        label=label or f"generation: {variants}",
+        unit="generation points",
+        submitted_by=current_actor(),
+    )
+
+
+def offered_runtimes() -> list[str]:
+    """The generative runtimes that can open models on this host (the form offers these)."""
+    from backend.runtimes import GENAI_RUNTIMES, genai_status
+
+    return [name for name in GENAI_RUNTIMES if genai_status(name).available]
+
+
+def model_context(model_id: int) -> int:
+    """The model's context length from its genai_config.json (0 when it does not say)."""
+    from backend.generate.library import genai_config
+
+    return int(genai_config(model_id).get("model", {}).get("context_length") or 0)

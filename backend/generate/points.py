@@ -1,0 +1,212 @@
+"""Generation jobs' stored points as one frame, and the Compare page's four charts of them:
+TTFT and ITL against concurrent sequences, tokens/s against memory (weights + KV cache), and
+perplexity against speed with its Pareto front. No Streamlit here (pages/components draws)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from backend.reporting.charts import PALETTE, apply_layout
+from backend.reporting.metrics import REGISTRY, pareto_front, pick
+from storage.repo import jobs as job_store
+from storage.repo import models as model_store
+from storage.repo import serving as point_store
+
+FIGURES = (
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "e2e_p50_ms",
+    "output_tokens_per_s",
+    "decode_tokens_per_s",
+    "weights_mb",
+    "kv_cache_mb",
+    "memory_mb",
+    "bandwidth_fraction",
+    "perplexity",
+    "greedy_agreement",
+)
+COLUMNS = (
+    "job_id",
+    "point_id",
+    "series",
+    "label",
+    "variant",
+    "runtime",
+    "precision",
+    "prompt_tokens",
+    "new_tokens",
+    "sequences",
+    "status",
+    "stable",
+    *FIGURES,
+    "verdict",
+    "error",
+)
+TTFT, ITL, TOKENS, MEMORY, PPL = pick(
+    "ttft_p50_ms", "itl_p50_ms", "output_tokens_per_s", "memory_mb", "perplexity"
+)
+
+
+def _row(job_id: int, model: str, point_id: int, payload: dict[str, Any]) -> dict[str, Any]:
+    variant = payload.get("variant_label") or payload.get("variant", "")
+    series = f"#{job_id} {model} · {variant} · {payload.get('runtime', '')}"
+    prompt, new, seqs = (payload.get(k) for k in ("prompt_tokens", "new_tokens", "sequences"))
+    agreement = payload.get("agreement") or []
+    ok = payload.get("status") in ("ok", "wrong outputs")
+    weights, kv = payload.get("weights_mb"), payload.get("kv_cache_mb")
+    row = {
+        "job_id": job_id,
+        "point_id": point_id,
+        "series": series,
+        "label": f"{series} · prompt {prompt}, {new} new, {seqs} seq",
+        "variant": payload.get("variant"),
+        "runtime": payload.get("runtime"),
+        "precision": payload.get("precision", ""),
+        "prompt_tokens": prompt,
+        "new_tokens": new,
+        "sequences": seqs,
+        "status": payload.get("status"),
+        "stable": payload.get("stable"),
+        "verdict": payload.get("verdict", ""),
+        "error": payload.get("error", ""),
+    }
+    for key in FIGURES[:9]:
+        row[key] = payload.get(key) if ok else None
+    row["memory_mb"] = weights + kv if ok and weights is not None and kv is not None else None
+    row["bandwidth_fraction"] = (payload.get("roofline") or {}).get("fraction") if ok else None
+    row["perplexity"] = (payload.get("perplexity") or {}).get("perplexity")
+    row["greedy_agreement"] = min(agreement) / new if agreement and new else None
+    return row
+
+
+def generation_frame(job_ids: list[int]) -> pd.DataFrame:
+    """One row per stored point of the jobs, in the order they landed."""
+    names = {m.id: m.name for m in model_store.list_models()}
+    models = {}
+    for job_id in job_ids:
+        job = job_store.get_job(job_id)
+        models[job_id] = names.get(job.model_id, f"model {job.model_id}") if job else "?"
+    rows = [
+        _row(p.job_id, models[p.job_id], p.id, p.payload)
+        for p in point_store.list_points(job_ids, kind=point_store.GENERATION)
+    ]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _colors(series: list[str]) -> dict[str, str]:
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
+
+
+def _svg_text(text: str) -> str:
+    """Model names come from uploads; Plotly reads <a href> tags in trace text."""
+    return html.escape(str(text), quote=False)
+
+
+def _measured(frame: pd.DataFrame) -> pd.DataFrame:
+    data = frame[frame["status"].isin(["ok", "wrong outputs"])]
+    return data.assign(series=data["series"].map(_svg_text), label=data["label"].map(_svg_text))
+
+
+def _lines(frame: pd.DataFrame, y: str, title: str) -> go.Figure:
+    """One line per series and (prompt, new tokens), against concurrent sequences."""
+    data = _measured(frame)
+    fig = go.Figure()
+    colors = _colors(list(dict.fromkeys(data["series"])))
+    metric = REGISTRY[y]
+    for (name, prompt, new), group in data.groupby(
+        ["series", "prompt_tokens", "new_tokens"], sort=False
+    ):
+        group = group.sort_values("sequences")
+        fig.add_trace(
+            go.Scatter(
+                x=group["sequences"],
+                y=group[y],
+                mode="lines+markers",
+                name=f"{name} · prompt {prompt}, {new} new",
+                marker={"color": colors[name], "size": 9},
+                line={"color": colors[name]},
+                text=group["label"],
+                hovertemplate=f"%{{text}}<br>{metric.header} {metric.hover('y')}<extra></extra>",
+            )
+        )
+    return apply_layout(fig, title, "concurrent sequences", metric.axis_title, log_x=True)
+
+
+def ttft_vs_sequences(frame: pd.DataFrame) -> go.Figure:
+    return _lines(frame, "ttft_p50_ms", "Time to first token against concurrency")
+
+
+def itl_vs_sequences(frame: pd.DataFrame) -> go.Figure:
+    return _lines(frame, "itl_p50_ms", "Inter-token latency against concurrency")
+
+
+def tokens_vs_memory(frame: pd.DataFrame) -> go.Figure:
+    """Output tokens/s against weights + KV cache: up and left is better."""
+    data = _measured(frame)
+    fig = go.Figure()
+    colors = _colors(list(dict.fromkeys(data["series"])))
+    for name, group in data.groupby("series", sort=False):
+        fig.add_trace(
+            go.Scatter(
+                x=group["memory_mb"],
+                y=group["output_tokens_per_s"],
+                mode="markers",
+                name=name,
+                marker={"color": colors[name], "size": 10},
+                text=group["label"],
+                hovertemplate=f"%{{text}}<br>{MEMORY.hover('x')}<br>"
+                f"{TOKENS.hover('y')}<extra></extra>",
+            )
+        )
+    return apply_layout(fig, "Tokens/s against memory", MEMORY.axis_title, TOKENS.axis_title)
+
+
+def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
+    """Perplexity against output tokens/s; the Pareto front is joined and starred."""
+    data = _measured(frame)
+    data = data[data["perplexity"].notna() & data["output_tokens_per_s"].notna()]
+    fig = go.Figure()
+    colors = _colors(list(dict.fromkeys(data["series"])))
+    for name, group in data.groupby("series", sort=False):
+        fig.add_trace(
+            go.Scatter(
+                x=group["output_tokens_per_s"],
+                y=group["perplexity"],
+                mode="markers",
+                name=name,
+                marker={"color": colors[name], "size": 10},
+                text=group["label"],
+                hovertemplate=f"%{{text}}<br>{TOKENS.hover('x')}<br>perplexity "
+                f"{PPL.hover('y')}<extra></extra>",
+            )
+        )
+    if not data.empty:
+        mask = pareto_front(TOKENS, data["output_tokens_per_s"], PPL, data["perplexity"])
+        front = data[mask].sort_values("output_tokens_per_s")
+        fig.add_trace(
+            go.Scatter(
+                x=front["output_tokens_per_s"],
+                y=front["perplexity"],
+                mode="lines+markers",
+                name="Pareto front",
+                line={"color": "black", "dash": "dash"},
+                marker={"symbol": "star", "size": 16, "color": "gold", "line": {"width": 1}},
+                text=front["label"],
+                hovertemplate="%{text}<br>on the Pareto front<extra></extra>",
+            )
+        )
+    return apply_layout(fig, "Perplexity against speed", TOKENS.axis_title, PPL.axis_title)
+
+
+CHARTS = {
+    "ttft": ("TTFT vs sequences", ttft_vs_sequences),
+    "itl": ("ITL vs sequences", itl_vs_sequences),
+    "memory": ("Tokens/s vs memory", tokens_vs_memory),
+    "perplexity": ("Perplexity vs speed", perplexity_vs_speed),
+}

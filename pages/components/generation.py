@@ -1,0 +1,216 @@
+"""The generation benchmark on the pages: Optimize's form for a generative model, and Compare's
+live view of generation jobs (TTFT and ITL against sequences, tokens/s against memory,
+perplexity against speed). Widgets only; backend/generate/jobspec.py checks and queues, and
+backend/generate/points.py makes the frame and the figures. Every choice is kept in the URL.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from backend.auth.audit import Action
+from backend.auth.roles import Permission
+from backend.errors import UserError
+from backend.generate import jobspec, points
+from backend.records import ModelRow
+from backend.queue import jobs
+from backend.reporting import frames
+from pages.access import can, guarded, link_scope, signed_link_control
+from pages.components.formatting import plain
+from pages.components.gate import require_access
+from pages.components.live import refresh_every
+from pages.components.url_state import bound_multiselect, bound_pills, bound_selectbox, url_list
+from pages.components.widgets import job_label, show_error
+
+PROMPTS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+NEW_TOKENS = [8, 16, 32, 64, 128, 256, 512]
+SEQUENCES = [1, 2, 4, 8, 16, 32, 64]
+MEASURES = {
+    "quick": "Quick: 2 windows within 25%, for a first look",
+    "standard": "Standard: 3 stable windows within 10%",
+}
+
+
+def generation_form(model: ModelRow) -> None:
+    """Optimize for a generative model: variants x runtimes x points, a text, submit."""
+    context = jobspec.model_context(model.id)
+    st.caption(
+        f"{plain(model.name)} is a generative model"
+        + (f" (context {context} tokens)" if context else "")
+        + ": every variant runs on every runtime at every prompt length, new-token count and "
+        "number of concurrent sequences, with greedy decoding of exactly that many tokens."
+    )
+    left, right = st.columns(2)
+    with left:
+        variants = bound_multiselect(
+            "Variants",
+            list(jobspec.VARIANTS),
+            "g_variants",
+            default=["fp32", "int4"],
+            format_func=jobspec.VARIANT_LABELS.get,
+            help="FP32 is the model as uploaded; INT4/INT8 are weight-only (MatMulNBits, RTN) "
+            "copies, quantized once and kept in the library. Accuracy is against FP32.",
+        )
+        runtimes = bound_multiselect(
+            "Runtimes", jobspec.offered_runtimes(), "g_runtimes", default=["ort-genai"]
+        )
+        fits = [p for p in PROMPTS if not context or p < context] or PROMPTS[:1]
+        prompts = bound_multiselect(
+            "Prompt lengths (tokens)", fits, "g_prompts", default=[min(128, fits[-1])]
+        )
+        new_tokens = bound_multiselect(
+            "New tokens per sequence", NEW_TOKENS, "g_new", default=[min(64, NEW_TOKENS[-1])]
+        )
+        sequences = bound_multiselect(
+            "Concurrent sequences", SEQUENCES, "g_seqs", default=[1],
+            help="Sequences generated together as one batch: TTFT and ITL are drawn against this.",
+        )
+    with right:
+        preset = bound_selectbox(
+            "Measurement", list(MEASURES), "g_measure", default="quick", format_func=MEASURES.get
+        )
+        text = st.file_uploader(
+            "Perplexity text (optional, UTF-8)",
+            type=["txt", "md"],
+            key="perplexity_text",
+            help="Scored through each runtime's KV cache; a variant more than "
+            f"{jobspec.PERPLEXITY_BOUND:.0%} above FP32's perplexity is stored as wrong outputs.",
+        )
+        label = st.text_input("Label (optional)", placeholder="e.g. FP32 vs INT4", key="g_label")
+    try:
+        if not runtimes or not variants:
+            raise UserError("Pick at least one variant and one runtime.")
+        spec = jobspec.GenerationJobSpec(
+            variants=tuple(variants),
+            runtimes=tuple(runtimes),
+            prompt_lengths=tuple(sorted(prompts)),
+            new_tokens=tuple(sorted(new_tokens)),
+            sequences=tuple(sorted(sequences)),
+            preset=preset or "quick",
+        )
+    except UserError as exc:
+        spec = None
+        st.warning(str(exc), icon="✋")
+    st.divider()
+    count = len(spec.point_keys()) if spec else 0
+    summary, button = st.columns([3, 1], vertical_alignment="center")
+    summary.metric("Points in this generation benchmark", count)
+    if not button.button(
+        f"Submit generation benchmark ({count})",
+        type="primary",
+        disabled=spec is None or not can(Permission.SUBMIT),
+        key="submit_generation",
+    ):
+        return
+    assert spec is not None
+    try:
+        with guarded(Action.SUBMIT, f"model {model.id}", configurations=count):
+            job = jobspec.submit_generation(
+                model.id,
+                spec,
+                text.getvalue() if text is not None else None,
+                text.name if text is not None else None,
+                label=label or None,
+            )
+    except UserError as exc:
+        show_error(exc)
+        return
+    st.success(f"Queued job {job.id} with {job.progress_total} generation points.", icon="✅")
+    links = st.columns(2)
+    links[0].page_link(
+        "pages/jobs.py", label=f"Follow job {job.id}", icon="⏱️", query_params={"job": job.id}
+    )
+    links[1].page_link(
+        "pages/compare.py",
+        label="Compare its results as they arrive",
+        icon="📊",
+        query_params={"view": "generation", "jobs": job.id},
+    )
+    if not jobs.list_workers():
+        st.warning("No worker is alive; start one with `python -m backend.queue.worker`.")
+
+
+def generation_comparison() -> None:
+    """Compare's view of generation jobs (?view=generation&jobs=...&g_charts=...)."""
+    wanted = tuple(int(v) for v in url_list("jobs") if v.isdigit())
+    available = link_scope(frames.comparable_jobs(include=wanted, generation=True))
+    if available.empty:
+        st.info(
+            "No generation benchmarks yet. Pick a generative model on the Optimize page and "
+            "submit one; its points appear here as the worker measures them.",
+            icon="📊",
+        )
+        return
+    meta = available.set_index("job_id")
+    job_ids = bound_multiselect(
+        "Generation jobs",
+        meta.index.tolist(),
+        "jobs",
+        default=meta.index.tolist()[:1],
+        format_func=job_label(meta),
+    )
+    if not job_ids:
+        st.info("Pick at least one job above.")
+        return
+    signed_link_control(job_ids)
+    chosen = bound_pills(
+        "Charts",
+        list(points.CHARTS),
+        "g_charts",
+        default=list(points.CHARTS),
+        format_func=lambda key: points.CHARTS[key][0],
+    )
+    active = bool(meta.loc[job_ids, "state"].isin(["queued", "running"]).any())
+    live_points(tuple(job_ids), tuple(chosen), active)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _frame(job_ids: tuple[int, ...], progress: tuple[int, ...]) -> pd.DataFrame:
+    """Cached per selection and per progress, so a new point invalidates it."""
+    del progress
+    return points.generation_frame(list(job_ids))
+
+
+def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool) -> None:
+    """The charts and table, redrawn every few seconds while a picked job runs."""
+
+    @st.fragment(run_every=refresh_every(active))
+    def draw() -> None:
+        require_access(Permission.COMPARE)  # a timed fragment rerun skips the page's first line
+        meta = frames.comparable_jobs(include=job_ids, generation=True)
+        picked = meta[meta["job_id"].isin(job_ids)]
+        if active and not picked["state"].isin(["queued", "running"]).any():
+            st.rerun()
+        frame = _frame(job_ids, tuple(picked.sort_values("job_id")["results"]))
+        if frame.empty:
+            st.info("No point measured yet; this page fills in as the worker measures them.")
+            return
+        measured = frame[frame["status"].isin(["ok", "wrong outputs"])]
+        st.caption(
+            f"{len(measured)} measured points in {frame['series'].nunique()} series"
+            + (" · refreshing while the benchmark runs" if active else "")
+        )
+        figures = [(key, points.CHARTS[key][1](frame)) for key in points.CHARTS if key in chosen]
+        for index in range(0, len(figures), 2):
+            cols = st.columns(2)
+            for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
+                col.plotly_chart(figure, key=f"gen_chart_{key}")
+        shown = ["label", "status", *points.FIGURES, "precision", "stable", "verdict"]
+        st.dataframe(
+            measured[shown],
+            hide_index=True,
+            column_config={
+                key: st.column_config.NumberColumn(
+                    frames.METRICS[key].header, format=frames.METRICS[key].printf()
+                )
+                for key in points.FIGURES
+            },
+            key="generation_table",
+        )
+        failed = frame[~frame["status"].isin(["ok", "wrong outputs"])]
+        if not failed.empty:
+            with st.expander(f"{len(failed)} points did not run"):
+                st.dataframe(failed[["label", "status", "error"]], hide_index=True)
+
+    draw()
