@@ -103,8 +103,15 @@ class GenerationRun:
                 except UserError as exc:  # one sentence for every point it stopped
                     self.context.log(f"{VARIANT_LABELS[variant]} on {runtime}: {exc}", "error")
                     for key in keys:
-                        self.store(key, {"variant": variant, "runtime": runtime,
-                                         "status": FAILED, "error": str(exc)})
+                        self.store(
+                            key,
+                            {
+                                "variant": variant,
+                                "runtime": runtime,
+                                "status": FAILED,
+                                "error": str(exc),
+                            },
+                        )
 
     def keys(self, variant: str, runtime: str) -> list[str]:
         points = self.spec.generation_spec(runtime).points()
@@ -171,8 +178,10 @@ class GenerationRun:
         from backend.generate.measuring import run_generation
 
         label = VARIANT_LABELS[variant]
-        self.context.log(f"{label} on {runtime}: measuring {len(self.keys(variant, runtime))} "
-                         "points in the sandboxed child")
+        self.context.log(
+            f"{label} on {runtime}: measuring {len(self.keys(variant, runtime))} "
+            "points in the sandboxed child"
+        )
         report = run_generation(
             folders[0],
             self.spec.generation_spec(runtime),
@@ -215,8 +224,9 @@ class GenerationRun:
             lease=job_store.lease_of(self.job),
         )
         if saved is None:
-            self.context.log(f"{key}: not stored (this worker lost the job, or stored before)",
-                             "warning")
+            self.context.log(
+                f"{key}: not stored (this worker lost the job, or stored before)", "warning"
+            )
             return
         self.done.add(key)
         if payload["status"] in (OK, WRONG):

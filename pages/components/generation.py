@@ -63,7 +63,10 @@ def generation_form(model: ModelRow) -> None:
             "New tokens per sequence", NEW_TOKENS, "g_new", default=[min(64, NEW_TOKENS[-1])]
         )
         sequences = bound_multiselect(
-            "Concurrent sequences", SEQUENCES, "g_seqs", default=[1],
+            "Concurrent sequences",
+            SEQUENCES,
+            "g_seqs",
+            default=[1],
             help="Sequences generated together as one batch: TTFT and ITL are drawn against this.",
         )
     with right:
