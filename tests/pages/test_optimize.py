@@ -6,7 +6,7 @@ from pathlib import Path
 
 from backend.queue import jobs
 from backend.runtimes import get_backend
-from backend.specs import Precision
+from backend.specs import OpenVinoOptions, Precision
 from tests.pages.seed import add_model, finished_sweep, open_page, texts
 
 
@@ -154,7 +154,7 @@ def test_two_runtimes_are_picked_like_providers_and_reach_the_sweep(
     [job] = jobs.list_jobs()
     spec = jobs.spec_of(job)
     assert spec.runtimes == ("onnxruntime", "openvino")
-    assert spec.performance_hint == "throughput" and spec.streams == 2
+    assert spec.openvino == OpenVinoOptions(performance_hint="throughput", streams=2)
     assert {c.backend for c in spec.configurations()} == {"onnxruntime", "openvino"}
 
 
