@@ -25,7 +25,12 @@ from backend.specs import (
 from pages.access import can, guarded
 from pages.components.formatting import plain
 from pages.components.gate import require_access
-from pages.components.runtime_settings import cuda_settings, openvino_settings, trt_settings
+from pages.components.runtime_settings import (
+    cuda_settings,
+    onnxruntime_settings,
+    openvino_settings,
+    trt_settings,
+)
 from pages.components.sweep_data import as_upload, calibration_data, evaluation_data
 from pages.components.targets import replicas_input, target_picker
 from pages.components.url_state import (
@@ -147,6 +152,7 @@ with right:
     level = bound_selectbox(title, list(OPTIMIZATION_LEVELS), "opt", default="all", help=words)
     threads = bound_count(labelled(SweepSpec, "intra_op_threads")[0], "threads", 256)
     openvino = openvino_settings(prefill) if "openvino" in runtimes else prefill.openvino
+    ort = onnxruntime_settings(prefill) if "onnxruntime" in runtimes else prefill.onnxruntime
     custom = [jobs.CUSTOM_MEASURE] if url_value("measure") == jobs.CUSTOM_MEASURE else []
     preset = bound_selectbox(
         "Measurement",
@@ -215,6 +221,7 @@ try:  # TrtOptions and the spec refuse what cannot run, in one sentence
         "intra_op_threads": threads,
         "simplify": simplify,
         "openvino": openvino,
+        "onnxruntime": ort,
         "calibration_samples": samples,
         "profile": profile,
         "fp32_nodes": fp32_nodes,

@@ -186,3 +186,27 @@ def csv(text: str) -> list[str]:
 def by_native(cls: type) -> Mapping[str, str]:
     """A group's runtime-native knob names (e.g. trt_fp16_enable) -> our field names."""
     return {k.native: f.name for f, k, _ in knobs(cls) if k.native}
+
+
+def columns(obj: Any) -> dict[str, Any]:
+    """The results-table columns the knobs of `obj` declare (nested groups included), each as
+    its plain value (an enum's value)."""
+    found: dict[str, Any] = {}
+    for f, k, tp in knobs(type(obj)):
+        value = getattr(obj, f.name)
+        if k.column:
+            found[k.column] = scalar(value)
+        elif dataclasses.is_dataclass(tp):
+            found |= columns(value)
+    return found
+
+
+def declared_columns(cls: type) -> list[str]:
+    """The column names `columns` gives for instances of `cls`, in declared order."""
+    found: list[str] = []
+    for _field, k, tp in knobs(cls):
+        if k.column:
+            found.append(k.column)
+        elif dataclasses.is_dataclass(tp):
+            found += declared_columns(tp)
+    return found

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from backend.engine.measure import PEAK_SCOPE
+from backend.knobs import columns, declared_columns
 from backend.records import is_serving
 from backend.reporting import distance
 from backend.results import LatencyStats, ResultStatus, StoredResult
@@ -113,6 +114,7 @@ COLUMNS = [
     "ran_on",
     "replicas",
 ]
+COLUMNS += [c for c in declared_columns(Configuration) if c not in COLUMNS]  # knobs added since
 
 
 def series_name(job_id: int, model: str, configuration: Configuration) -> str:
@@ -169,14 +171,7 @@ def _record(
         "series": series,
         "label": f"{series} b{conf.batch_size}",
         "config_key": stored.config_key,
-        "backend": conf.backend,
-        "provider": conf.provider,
-        "precision": conf.precision.value,
-        "batch_size": conf.batch_size,
-        "fixed_shapes": conf.fixed_shapes,
-        "optimization_level": conf.optimization_level,
-        "intra_op_threads": conf.intra_op_threads,
-        "simplify": conf.simplify,
+        **columns(conf),  # every knob that declares a column (backend.knobs)
         "status": r.status.value,
         "error": r.error,
         **_latency_columns(r.latency),
@@ -205,9 +200,7 @@ def _record(
         "execution_precision": r.runtime_facts.get("execution_precision"),
         **_distance_columns(stored),
         "notes": "; ".join(r.notes),
-        "target": conf.target,
         "ran_on": ran_on(r.environment),
-        "replicas": conf.replicas,
     }
 
 

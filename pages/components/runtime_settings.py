@@ -13,22 +13,24 @@ from typing import Any
 
 import streamlit as st
 
-from backend.knobs import knobs, labelled
+from backend.knobs import default_of, knobs, labelled, text_codec
 from backend.specs import (
     CudaOptions,
     IoMode,
     OpenVinoOptions,
+    OrtOptions,
     PerformanceHint,
     SweepSpec,
     TrtOptions,
 )
 from backend.trtoptions import DEFAULT_ENGINE_FOLDER, DEFAULT_TIMING_FOLDER
-from pages.components.url_state import bound_count, bound_selectbox
+from pages.components.url_state import bound_count, bound_selectbox, set_url
 
 
 def declared_widgets(group: type, old: Any) -> dict[str, Any]:
     """A widget per knob of `group` that names one (its `widget` key), labelled and explained
-    by the declaration and starting from `old`: toggles for flags, a select box for a choice."""
+    by the declaration and starting from `old` (the link's or the reopened sweep's): toggles for
+    flags, a select box for a choice. A knob with its own link key keeps the link in step."""
     values: dict[str, Any] = {}
     for f, k, kind in knobs(group):
         if not k.widget:
@@ -43,7 +45,19 @@ def declared_widgets(group: type, old: Any) -> dict[str, Any]:
             )
         else:
             values[f.name] = st.text_input(k.label, str(now), key=k.widget, help=words)
+        if k.url:
+            changed = values[f.name] != default_of(f)
+            set_url(k.url, text_codec(kind).dump(values[f.name]) if changed else None)
     return values
+
+
+def onnxruntime_settings(prefill: SweepSpec) -> OrtOptions:
+    """ONNX Runtime's own session options, drawn from their declarations (backend/
+    runtimeoptions.py), starting from the link's or the reopened sweep's."""
+    if not any(k.widget for _, k, _ in knobs(OrtOptions)):
+        return prefill.onnxruntime
+    with st.expander("ONNX Runtime session settings"):
+        return OrtOptions(**declared_widgets(OrtOptions, prefill.onnxruntime))
 
 
 def openvino_settings(prefill: SweepSpec) -> OpenVinoOptions:
