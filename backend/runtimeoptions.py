@@ -68,3 +68,17 @@ class OrtOptions:
     """
 
     WHAT = "ONNX Runtime session"
+
+    enable_mem_pattern: bool = knob(
+        True,
+        label="Memory pattern (enable_mem_pattern)",
+        help="ONNX Runtime's memory pattern optimization (on by default): it plans one block "
+        "for a run's intermediate tensors from the shapes it saw; off allocates them one by one.",
+        url="mem_pattern",
+        cli=Cli("--no-mem-pattern", "invert", group="ONNX Runtime session"),
+        widget="mem_pattern",
+        key=lambda on: "nomempattern",
+        column="enable_mem_pattern",
+        applies=("onnxruntime",),
+        native="enable_mem_pattern",
+    )
