@@ -1,4 +1,4 @@
-"""Small parsers for the CLI: comma lists, NAME=VALUE dimensions, the measurement preset.
+"""Small parsers for the CLI: NAME=VALUE dimensions, the measurement preset, TensorRT options.
 
 The sweep's own knobs (CUDA and TensorRT options included) are read by backend.knobs.flags from
 their declarations; what stays here is shared with verbs that have no SweepSpec (serving, mixed).
@@ -9,14 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from backend.knobs import csv
 from backend.knobs.flags import options_from_pairs, pair
 from backend.measure_settings import MEASURE_PRESETS, MeasureSettings
 from backend.trtoptions import TrtOptions
-
-
-def csv_list(text: str) -> list[str]:
-    return csv(text)
 
 
 def dims_from_pairs(pairs: list[str]) -> dict[str, int]:

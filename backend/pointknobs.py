@@ -67,7 +67,12 @@ class PointKnobs:
     )
     calibration_sha256: str | None = knob(None, url="calibration")  # CLI: --calibration FILE
     calibration_samples: int = knob(
-        16, url="cal_samples", url_always=True, cli=Cli("--calibration-samples")
+        16,
+        label="Calibration samples",
+        help="static INT8: how many calibration samples to use",
+        url="cal_samples",
+        url_always=True,
+        cli=Cli("--calibration-samples"),
     )
     profile: bool = knob(  # a separate profiled pass after the clean timing (never mixed in)
         False,

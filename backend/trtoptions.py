@@ -1,8 +1,8 @@
 """ONNX Runtime's TensorRT execution provider options, as one typed configuration field.
 
-Kept apart from specs.py (which re-exports it) like cudaoptions.py. The names ONNX Runtime reads
-are in backend/runtimes/ort_trt.py; the rules that tie the options to a configuration's provider
-and precision are check_trt_options, each refusal one sentence.
+Kept apart from specs.py (which re-exports it) like cudaoptions.py. Each knob names the option
+ONNX Runtime reads (native=, used by backend/runtimes/ort_trt.py); the rules that tie the options
+to a configuration's provider and precision are check_trt_options, each refusal one sentence.
 
 Cache folders are stored relative to the data folder (OPTIBOARD_DATA_DIR) and resolved on the
 machine that measures, so a shared link or another user's sweep can never make a worker write
@@ -206,7 +206,3 @@ def trt_for_sweep(value: TrtOptions | dict[str, Any], providers: tuple[str, ...]
         )
     return trt
 
-
-def trt_for(trt: TrtOptions, runtime: str, provider: str) -> TrtOptions:
-    """A sweep's TensorRT options where they apply: ONNX Runtime's tensorrt points only."""
-    return trt if (runtime, provider) == ("onnxruntime", "tensorrt") else TrtOptions()

@@ -24,7 +24,8 @@ BOOLEANS |= {"0": False, "false": False, "off": False, "no": False}
 def add_knob_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """One argument per declared flag of `cls` and of its nested groups."""
     groups: dict[str, Any] = {}
-    for f, k, tp in _flags(cls):
+    own = getattr(cls, "__annotations__", {})  # the class's own knobs first, inherited ones after
+    for f, k, tp in sorted(_flags(cls), key=lambda found: found[0].name not in own):
         assert k.cli is not None
         cli = k.cli
         if cli.group and cli.group not in groups:
