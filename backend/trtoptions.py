@@ -205,4 +205,3 @@ def trt_for_sweep(value: TrtOptions | dict[str, Any], providers: tuple[str, ...]
             "defaults."
         )
     return trt
-
