@@ -14,7 +14,7 @@ from backend.cudaoptions import (  # re-exported
     check_gpu_options,
 )
 from backend.errors import UserError
-from backend.knobs import Cli, applies, key_parts, knob, knobs
+from backend.knobs import Cli, applies, default_of, key_parts, knob, knobs
 from backend.knobs.links import KneeLink, MeasureLink
 from backend.knobs.serialize import from_json, to_json
 from backend.measure_settings import (  # re-exported
@@ -304,9 +304,7 @@ class SweepSpec(PointKnobs):
             if io_mode != IoMode.END_TO_END and provider not in GPU_PROVIDERS:
                 continue
             groups = {
-                f.name: getattr(self, f.name)
-                if applies(k, runtime, provider)
-                else type(f.default_factory())()
+                f.name: getattr(self, f.name) if applies(k, runtime, provider) else default_of(f)
                 for f, k, _ in knobs(PointKnobs)
                 if k.applies
             }
