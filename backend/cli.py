@@ -8,18 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from backend.auth.cli import register_users, run_command
-from backend.cli_parsing import (
-    add_gpu_options,
-    add_trt_option,
-    cuda_options_from,
-    measure_from,
-    trt_options_from_pairs,
-)
-from backend.cli_parsing import csv_list as _csv
 from backend.cli_parsing import dims_from_pairs as _dims
+from backend.cli_parsing import measure_from
 from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
+from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
 from backend.queue import jobs
 from backend.queue.knee import knee_summary
@@ -28,22 +22,13 @@ from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
-from backend.specs import DEFAULT_MIN_COSINE, MEASURE_PRESETS, Precision, SweepSpec
+from backend.specs import MEASURE_PRESETS, SweepSpec
 from storage.states import JobState
 
 
 def _spec(args: argparse.Namespace) -> SweepSpec:
-    try:
-        precisions = tuple(Precision(p) for p in _csv(args.precisions))
-    except ValueError:
-        known = ", ".join(p.value for p in Precision)
-        raise UserError(f"Unknown precision in {args.precisions!r}; choose from {known}.") from None
-    try:
-        batches = tuple(int(b) for b in _csv(args.batch_sizes))
-    except ValueError:
-        raise UserError(
-            f"Batch sizes must be integers, e.g. 1,4,16, not {args.batch_sizes!r}."
-        ) from None
+    """The sweep the flags ask for: every knob read from its declaration (backend.knobs.flags),
+    then the uploads (--calibration, --evaluation) and the measurement preset."""
     calibration = None
     if args.calibration:
         calibration = jobs.store_calibration(
@@ -56,27 +41,10 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
             args.model, path, path.name, _dims(args.dim), calibration
         )
     return SweepSpec(
-        precisions=precisions,
-        providers=tuple(_csv(args.providers)),
-        batch_sizes=batches,
-        fixed_shapes=not args.dynamic,
-        symbolic_dims=tuple(_dims(args.dim).items()),
-        optimization_level=args.opt_level,
-        intra_op_threads=args.threads,
-        simplify=args.simplify,
-        profile=args.profile,
+        **knob_values(SweepSpec, args),
         calibration_sha256=calibration,
-        calibration_samples=args.calibration_samples,
         evaluation_sha256=evaluation,
-        search_bound=args.search or "",
-        backends=tuple(_csv(args.runtimes)),
         measure=measure_from(args),
-        min_cosine=args.min_cosine,
-        io_modes=tuple(_csv(args.timing)),
-        cuda=cuda_options_from(args),
-        find_knee=args.find_knee,
-        knee_max_batch=args.knee_max_batch,
-        tensorrt=trt_options_from_pairs(args.trt_option),
     )
 
 
@@ -284,43 +252,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
+    """The model, the sweep's knobs as declared (backend.knobs.flags), and what is not a knob:
+    the files to upload, the measurement preset and the job's label."""
     parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
-    parser.add_argument(
-        "--precisions",
-        default="fp32,int8_static",
-        help="comma list of " + ", ".join(p.value for p in Precision),
-    )
-    parser.add_argument("--providers", default="cpu", help="comma list: cpu, cuda, tensorrt")
-    parser.add_argument("--runtimes", default="onnxruntime", help="onnxruntime,openvino")
-    parser.add_argument("--batch-sizes", default="1", help="comma list, e.g. 1,8,32")
-    parser.add_argument("--dynamic", action="store_true", help="keep the batch axis dynamic")
-    parser.add_argument(
-        "--dim",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="value for a symbolic dimension other than batch, e.g. seq=128",
-    )
-    parser.add_argument(
-        "--opt-level", default="all", choices=["disable", "basic", "extended", "all"]
-    )
-    parser.add_argument("--threads", type=int, default=0, help="intra-op threads; 0 = runtime's")
-    parser.add_argument("--simplify", action="store_true", help="simplify with onnxslim first")
-    parser.add_argument("--profile", action="store_true", help="per-node profile (separate pass)")
+    add_knob_arguments(parser, SweepSpec)
     parser.add_argument("--calibration", help=".npz of real input samples for static INT8")
-    parser.add_argument("--calibration-samples", type=int, default=16)
     parser.add_argument(
         "--evaluation", help=".npz of inputs (and optional int `labels`) to score task accuracy"
-    )
-    parser.add_argument(
-        "--search", help="then search the fastest INT8/FP32 mix meeting e.g. cosine=0.99"
-    )
-    parser.add_argument(
-        "--min-cosine",
-        type=float,
-        default=DEFAULT_MIN_COSINE,
-        help="outputs with a cosine against FP32 below this, or any NaN/inf, are 'wrong outputs': "
-        f"never ranked, plotted or recommended (default {DEFAULT_MIN_COSINE})",
     )
     parser.add_argument(
         "--preset",
@@ -333,7 +271,6 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
         "--max-seconds", type=float, help="time cap per configuration, overriding the preset's"
     )
     parser.add_argument("--label", help="a name for the job")
-    add_gpu_options(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,7 +290,6 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(verb, help=what)
         _add_sweep_options(p)
-        add_trt_option(p.add_argument_group("TensorRT (the tensorrt provider)"))
         p.set_defaults(func=func)
     p = sub.add_parser("jobs", help="list jobs")
     p.add_argument("--limit", type=int, default=50)

@@ -7,10 +7,11 @@ them to a Configuration (provider, precision, fixed shapes) live in specs._check
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from backend.errors import UserError
+from backend.knobs import Cli, knob
 
 
 class IoMode(enum.StrEnum):
@@ -36,17 +37,70 @@ class ConvAlgoSearch(enum.StrEnum):
 class CudaOptions:
     """The CUDA provider's own knobs; defaults are ONNX Runtime's, so a default adds no key part."""
 
-    conv_algo_search: ConvAlgoSearch = ConvAlgoSearch.EXHAUSTIVE
-    use_tf32: bool = True  # ORT's default: FP32 MatMul/Conv run on TF32 Tensor Cores
-    prefer_nhwc: bool = False
-    enable_cuda_graph: bool = False
-    float16_io: bool = False  # FP16 only: inputs and outputs float16 instead of float32 kept
+    WHAT = "CUDA"
+    GPU = "GPU (the cuda provider)"  # the command line's group title
+
+    conv_algo_search: ConvAlgoSearch = knob(
+        ConvAlgoSearch.EXHAUSTIVE,
+        label="cuDNN convolution search",
+        widget="cudnn_search",
+        cli=Cli("--cudnn-search", choices=tuple(c.value for c in ConvAlgoSearch), group=GPU),
+        native="cudnn_conv_algo_search",
+    )
+    use_tf32: bool = knob(  # ORT's default: FP32 MatMul/Conv run on TF32 Tensor Cores
+        True,
+        label="TF32 for FP32 math",
+        widget="tf32",
+        cli=Cli("--no-tf32", "invert", group=GPU, help="FP32 without TF32 Tensor Cores"),
+        native="use_tf32",
+    )
+    prefer_nhwc: bool = knob(
+        False,
+        label="Prefer NHWC layout",
+        widget="nhwc",
+        cli=Cli("--nhwc", "flag", group=GPU, help="prefer_nhwc layout for convolutions"),
+        native="prefer_nhwc",
+    )
+    enable_cuda_graph: bool = knob(
+        False,
+        label="CUDA graphs (device-resident, fixed shapes)",
+        widget="cuda_graph",
+        cli=Cli("--cuda-graph", "flag", group=GPU, help="enable_cuda_graph (needs device)"),
+        native="enable_cuda_graph",
+    )
+    float16_io: bool = knob(  # FP16 only: inputs and outputs float16 instead of float32 kept
+        False,
+        label="FP16 with float16 inputs and outputs",
+        widget="fp16_io",
+        cli=Cli("--fp16-io", "flag", group=GPU, help="FP16 with float16 inputs/outputs"),
+    )
     # cuDNN may take as much workspace as its fastest algorithm wants (ORT's default); off caps
     # the algorithm search at 32 MB, which can pick slower convolutions
-    conv_max_workspace: bool = True
+    conv_max_workspace: bool = knob(
+        True,
+        label="cuDNN convolution with the maximum workspace",
+        widget="conv_max_workspace",
+        cli=Cli(
+            "--small-workspace", "invert", group=GPU, help="cuDNN conv without the max workspace"
+        ),
+        native="cudnn_conv_use_max_workspace",
+    )
     # Conv bias added inside the convolution (cuDNN frontend) instead of a separate AddTensor
     # kernel after it; ORT's default is off
-    fuse_conv_bias: bool = False
+    fuse_conv_bias: bool = knob(
+        False,
+        label="Fuse conv bias into cuDNN's convolution (FP16 needs NHWC)",
+        help="One kernel per convolution instead of a separate bias-add after each; "
+        "+48% on ResNet-50 FP16 b1024 on an H200.",
+        widget="fuse_conv_bias",
+        cli=Cli(
+            "--fuse-conv-bias",
+            "flag",
+            group=GPU,
+            help="conv bias inside cuDNN's conv (FP16: --nhwc)",
+        ),
+        native="fuse_conv_bias",
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -76,13 +130,15 @@ class CudaOptions:
         return parts
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "conv_algo_search": self.conv_algo_search.value}
+        from backend.knobs.serialize import to_json
+
+        return to_json(self)
 
     @classmethod
     def from_value(cls, value: CudaOptions | dict[str, Any] | None) -> CudaOptions:
-        if isinstance(value, CudaOptions):
-            return value
-        return cls(**(value or {}))
+        from backend.knobs.serialize import from_json
+
+        return from_json(cls, value, what=cls.WHAT)
 
 
 def check_gpu_options(

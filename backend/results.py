@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from backend.knobs.serialize import from_json, to_json
 from backend.specs import Configuration
 from storage.states import ResultStatus
 
@@ -140,23 +141,12 @@ class ConfigurationResult:
         return self.status in (ResultStatus.OK, ResultStatus.WRONG_OUTPUTS)
 
     def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
-        data = asdict(self)
-        data["status"] = self.status.value
-        if not with_samples:
-            data.pop("samples_ms")
-        return data
+        return to_json(self, drop=() if with_samples else ("samples_ms",))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConfigurationResult:
-        data = dict(data)
-        if data.get("latency"):
-            data["latency"] = LatencyStats(**data["latency"])
-        if data.get("accuracy"):
-            data["accuracy"] = AccuracyReport(**data["accuracy"])
-        if data.get("evaluation"):
-            data["evaluation"] = EvaluationReport(**data["evaluation"])
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """The one serializer (backend.knobs.serialize); names a newer writer added are dropped."""
+        return from_json(cls, data, strict=False)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from backend.cudaoptions import (  # re-exported
@@ -14,6 +14,9 @@ from backend.cudaoptions import (  # re-exported
     check_gpu_options,
 )
 from backend.errors import UserError
+from backend.knobs import Cli, applies, default_of, key_parts, knob, knobs
+from backend.knobs.links import KneeLink, MeasureLink
+from backend.knobs.serialize import from_json, to_json
 from backend.measure_settings import (  # re-exported
     DEFAULT_MIN_COSINE,
     MEASURE_PRESETS,
@@ -21,7 +24,9 @@ from backend.measure_settings import (  # re-exported
     preset_name,
 )
 from backend.placement import check_cluster_fields
-from backend.trtoptions import TrtOptions, trt_checked, trt_for, trt_for_sweep
+from backend.pointknobs import LINES, OPTIMIZATION_LEVELS, PointKnobs  # re-exported
+from backend.runtimeoptions import OpenVinoOptions, OrtOptions, PerformanceHint  # re-exported
+from backend.trtoptions import TrtOptions, trt_checked, trt_for_sweep
 
 
 class Precision(str, enum.Enum):
@@ -42,48 +47,32 @@ class Precision(str, enum.Enum):
         }[self.value]
 
 
-class PerformanceHint(enum.StrEnum):
-    """OpenVINO's PERFORMANCE_HINT: one request as fast as possible, or most requests per second."""
-
-    LATENCY = "latency"
-    THROUGHPUT = "throughput"
-
-
-OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
 GPU_PROVIDERS = ("cuda", "tensorrt")  # where device-resident I/O means something
 
 
+SAME_SET = (
+    "The evaluation set is the same file as the calibration set; upload a separate .npz for "
+    "evaluation, so accuracy is not measured on the samples INT8 was calibrated with."
+)
+
+
 @dataclass(frozen=True)
-class Configuration:
+class Configuration(PointKnobs):
     """One point of a sweep: what to build and how to run it."""
 
-    precision: Precision
-    provider: str = "cpu"
-    batch_size: int = 1
-    backend: str = "onnxruntime"
-    fixed_shapes: bool = True
-    symbolic_dims: tuple[tuple[str, int], ...] = ()
-    optimization_level: str = "all"
-    intra_op_threads: int = 0
-    simplify: bool = False
-    calibration_sha256: str | None = None
-    calibration_samples: int = 16
-    performance_hint: PerformanceHint = PerformanceHint.LATENCY  # runtimes with hints (OpenVINO)
-    streams: int = 0  # OpenVINO inference streams; 0 lets the hint choose
-    profile: bool = False  # a separate profiled pass after the clean timing (never mixed in)
+    precision: Precision = knob(column="precision")
+    provider: str = knob("cpu", column="provider")
+    batch_size: int = knob(1, column="batch_size")
+    backend: str = knob("onnxruntime", column="backend")
     fp32_nodes: tuple[str, ...] = ()  # INT8 static only: these nodes stay in FP32 (mixed)
-    target: str = ""  # a cluster's hardware target this point runs on; empty: any machine
-    replicas: int = 1  # data-parallel copies on as many devices of one node (cluster only)
+    target: str = knob("", column="target")  # a cluster's hardware target; empty: any machine
     io_mode: IoMode = IoMode.END_TO_END  # GPU providers: what the timing includes
-    cuda: CudaOptions = field(default_factory=CudaOptions)  # CUDA provider only
-    tensorrt: TrtOptions = field(default_factory=TrtOptions)  # TensorRT provider only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", Precision(self.precision))
         check_cluster_fields(self.target, self.replicas)
-        object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
         object.__setattr__(self, "io_mode", IoMode(self.io_mode))
-        object.__setattr__(self, "cuda", CudaOptions.from_value(self.cuda))
+        self._typed_groups()
         check_gpu_options(
             self.cuda,
             self.io_mode,
@@ -94,8 +83,6 @@ class Configuration:
         )
         object.__setattr__(self, "tensorrt", trt_checked(self))
         object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
-        if self.streams < 0:
-            raise UserError("Streams cannot be negative; 0 lets the runtime choose.")
         if self.fp32_nodes and (
             self.precision != Precision.INT8_STATIC or self.backend != "onnxruntime"
         ):
@@ -125,14 +112,14 @@ class Configuration:
         parts = [self.backend, self.provider, self.precision.value, f"b{self.batch_size}", shape]
         parts += [self.optimization_level, f"t{self.intra_op_threads}"]
         if self.backend != "onnxruntime":  # ONNX Runtime keys stay as they were before hints
-            parts += [self.performance_hint.value, f"s{self.streams}"]
+            parts += [self.openvino.performance_hint.value, f"s{self.openvino.streams}"]
         if self.simplify:
             parts.append("simplified")
         if self.fp32_nodes:
             parts.append("fp32:" + ",".join(self.fp32_nodes))
         if self.io_mode != IoMode.END_TO_END:
             parts.append(self.io_mode.value)
-        parts += self.cuda.key_parts + self.tensorrt.key_parts
+        parts += self._option_parts()
         if dims:
             parts.append(dims)
         if self.replicas > 1:
@@ -140,13 +127,17 @@ class Configuration:
         key = "/".join(parts)
         return f"{key}@{self.target}" if self.target else key
 
+    def _option_parts(self) -> list[str]:
+        """The runtime groups' parts: only what differs from the runtime's own defaults."""
+        return self.cuda.key_parts + self.tensorrt.key_parts + key_parts(self.onnxruntime)
+
     @property
     def label(self) -> str:
         runtime = "" if self.backend == "onnxruntime" else f"{self.backend} "
         mixed = f" mixed ({len(self.fp32_nodes)} in FP32)" if self.fp32_nodes else ""
         replicas = f" x{self.replicas}" if self.replicas > 1 else ""
         where = f" @ {self.target}" if self.target else ""
-        extra = "".join(f" {part}" for part in self.cuda.key_parts + self.tensorrt.key_parts)
+        extra = "".join(f" {part}" for part in self._option_parts())
         io = " device-resident" if self.io_mode == IoMode.DEVICE else ""
         return (
             f"{runtime}{self.provider.upper()} {self.precision.label}{mixed}{extra}{io} "
@@ -154,69 +145,102 @@ class Configuration:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["precision"] = self.precision.value
-        data["performance_hint"] = self.performance_hint.value
-        data["symbolic_dims"] = dict(self.symbolic_dims)
-        data["fp32_nodes"] = list(self.fp32_nodes)
-        data["io_mode"] = self.io_mode.value
-        data["cuda"] = self.cuda.to_dict()
-        return data  # asdict made the TrtOptions a dict already
+        return to_json(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Configuration:
-        data = dict(data)
-        data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
-        data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
-        data["cuda"] = CudaOptions.from_value(data.get("cuda"))
-        return cls(**data)
+        return from_json(cls, data)
 
 
-SAME_SET = (
-    "The evaluation set is the same file as the calibration set; upload a separate .npz for "
-    "evaluation, so accuracy is not measured on the samples INT8 was calibrated with."
-)
+GPU = CudaOptions.GPU
 
 
 @dataclass(frozen=True)
-class SweepSpec:
+class SweepSpec(PointKnobs):
     """A job submission: the cross product of precisions, providers and batch sizes."""
 
-    precisions: tuple[Precision, ...] = (Precision.FP32,)
-    providers: tuple[str, ...] = ("cpu",)
-    batch_sizes: tuple[int, ...] = (1,)
-    backend: str = "onnxruntime"
-    fixed_shapes: bool = True
-    symbolic_dims: tuple[tuple[str, int], ...] = ()
-    optimization_level: str = "all"
-    intra_op_threads: int = 0
-    simplify: bool = False
-    calibration_sha256: str | None = None
-    calibration_samples: int = 16
-    measure: MeasureSettings = field(default_factory=MeasureSettings)
-    backends: tuple[str, ...] = ()  # several runtimes side by side; empty means (backend,)
-    performance_hint: PerformanceHint = PerformanceHint.LATENCY
-    streams: int = 0
-    profile: bool = False  # profile every configuration in a separate pass
-    fp32_nodes: tuple[str, ...] = ()  # adds a mixed INT8 static point keeping these in FP32
-    evaluation_sha256: str | None = None  # the user's evaluation .npz (inputs, optional labels)
+    precisions: tuple[Precision, ...] = knob(
+        (Precision.FP32,),
+        label="Precisions",
+        help="FP32 is the reference every other precision's accuracy is compared with.",
+        url="precisions",
+        url_always=True,
+        cli=Cli(
+            "--precisions",
+            "csv",
+            default="fp32,int8_static",
+            help="comma list of " + ", ".join(p.value for p in Precision),
+        ),
+    )
+    providers: tuple[str, ...] = knob(
+        ("cpu",),
+        label="Execution providers",
+        url="providers",
+        url_always=True,
+        cli=Cli("--providers", "csv", help="comma list: cpu, cuda, tensorrt"),
+    )
+    batch_sizes: tuple[int, ...] = knob(
+        (1,),
+        label="Batch sizes",
+        help="Latency is per call; a call processes one batch.",
+        url="batches",
+        url_always=True,
+        cli=Cli("--batch-sizes", "csv", help="comma list, e.g. 1,8,32"),
+    )
+    backend: str = knob("onnxruntime", url="backend", url_always=True)
+    measure: MeasureSettings = knob(factory=MeasureSettings, link=MeasureLink())
+    backends: tuple[str, ...] = knob(  # several runtimes side by side; empty means (backend,)
+        (),
+        label="Runtimes",
+        help="Each precision is measured on each runtime, side by side; every accuracy is "
+        "against the same FP32 reference.",
+        url="runtimes",
+        cli=Cli("--runtimes", "csv", default="onnxruntime", help="onnxruntime,openvino"),
+    )
+    fp32_nodes: tuple[str, ...] = knob((), url="fp32_nodes", codec=LINES)  # a mixed INT8 twin
+    evaluation_sha256: str | None = knob(None, url="evaluation")  # CLI: --evaluation FILE
     # 'cosine=0.99' or 'top1=0.98': after the sweep, search the fastest INT8/FP32 mix meeting it
-    search_bound: str = ""
+    search_bound: str = knob(
+        "",
+        help="then search the fastest INT8/FP32 mix meeting e.g. cosine=0.99",
+        url="search",
+        cli=Cli("--search"),
+    )
     # outputs with a cosine against FP32 below this (or any NaN/inf) are "wrong outputs", not ok
-    min_cosine: float = DEFAULT_MIN_COSINE
-    targets: tuple[str, ...] = ()  # cluster hardware targets: every point runs on each
-    replicas: int = 1  # data-parallel copies per point (cluster only)
-    io_modes: tuple[IoMode, ...] = (IoMode.END_TO_END,)  # GPU providers; others end to end
-    cuda: CudaOptions = field(default_factory=CudaOptions)  # applied to the cuda provider
-    tensorrt: TrtOptions = field(default_factory=TrtOptions)  # applied to the tensorrt provider
-    find_knee: bool = False  # batches 1, 2, 4 ... until throughput stops growing or memory ends
-    knee_max_batch: int = 1024
+    min_cosine: float = knob(
+        DEFAULT_MIN_COSINE,
+        label="Wrong outputs below this cosine against FP32",
+        help="A configuration with any NaN or infinite output, or a cosine similarity to the "
+        "FP32 reference below this, is stored as 'wrong outputs': never plotted as a speedup, "
+        "ranked, recommended or taken as the knee.",
+        url="min_cosine",
+        cli=Cli(
+            "--min-cosine",
+            help="outputs with a cosine against FP32 below this, or any NaN/inf, are 'wrong "
+            f"outputs': never ranked, plotted or recommended (default {DEFAULT_MIN_COSINE})",
+        ),
+    )
+    targets: tuple[str, ...] = knob((), url="targets")  # cluster targets: every point on each
+    io_modes: tuple[IoMode, ...] = knob(  # GPU providers; others end to end
+        (IoMode.END_TO_END,),
+        label="What the timing includes",
+        help="comma list: end_to_end (host arrays, copies timed), device (IOBinding)",
+        url="timing",
+        cli=Cli("--timing", "csv", group=GPU),
+    )
+    find_knee: bool = knob(  # batches 1, 2, 4 ... until throughput stops growing or memory ends
+        False,
+        help="batches 1,2,4,... until throughput flattens",
+        link=KneeLink(),
+        cli=Cli("--find-knee", "flag", group=GPU),
+    )
+    knee_max_batch: int = knob(1024, cli=Cli("--knee-max-batch", group=GPU))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(dict.fromkeys(str(t) for t in self.targets)))
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
         object.__setattr__(self, "io_modes", tuple(dict.fromkeys(IoMode(m) for m in self.io_modes)))
-        object.__setattr__(self, "cuda", CudaOptions.from_value(self.cuda))
+        self._typed_groups()
         if self.find_knee:
             if self.knee_max_batch < 1:
                 raise UserError("The largest batch of a knee search must be at least 1.")
@@ -230,7 +254,6 @@ class SweepSpec:
         if backends:  # one canonical form: backend is the first, backends only when several
             object.__setattr__(self, "backend", backends[0])
         object.__setattr__(self, "backends", backends if len(backends) > 1 else ())
-        object.__setattr__(self, "performance_hint", _hint(self.performance_hint))
         object.__setattr__(self, "fp32_nodes", tuple(self.fp32_nodes))
         if self.fp32_nodes and Precision.INT8_STATIC not in self.precisions:
             raise UserError("Nodes kept in FP32 need static INT8 among the precisions.")
@@ -239,22 +262,20 @@ class SweepSpec:
         if self.search_bound:
             _check_search(self)
             object.__setattr__(self, "profile", True)  # the search reads each step's profile
-        if isinstance(self.measure, dict):
-            object.__setattr__(self, "measure", MeasureSettings(**self.measure))
         if not 0.0 <= float(self.min_cosine) <= 1.0:  # NaN fails too
             raise UserError(
                 f"The minimum cosine against FP32 must be from 0 to 1 ({DEFAULT_MIN_COSINE} by "
                 f"default), not {self.min_cosine}; outputs below it are marked wrong."
             )
         object.__setattr__(self, "min_cosine", float(self.min_cosine))
-        if not self.precisions:
-            raise UserError("Pick at least one precision.")
-        if not self.providers:
-            raise UserError("Pick at least one execution provider.")
-        if not self.batch_sizes:
-            raise UserError("Pick at least one batch size.")
-        if not self.io_modes:
-            raise UserError("Pick at least one timing mode (end to end or device-resident).")
+        for picked, what in (
+            (self.precisions, "precision"),
+            (self.providers, "execution provider"),
+            (self.batch_sizes, "batch size"),
+            (self.io_modes, "timing mode (end to end or device-resident)"),
+        ):
+            if not picked:
+                raise UserError(f"Pick at least one {what}.")
         if "cuda" in self.providers and self.cuda.enable_cuda_graph:
             if IoMode.DEVICE not in self.io_modes:  # the graph would apply to no point
                 check_gpu_options(self.cuda, IoMode.END_TO_END, "cuda", "onnxruntime", True, True)
@@ -269,40 +290,36 @@ class SweepSpec:
         return self.backends or (self.backend,)
 
     def configurations(self) -> list[Configuration]:
-        """Every point; with fp32_nodes, each ONNX Runtime static INT8 point gets a mixed twin."""
+        """Every point; with fp32_nodes, each ONNX Runtime static INT8 point gets a mixed twin.
+
+        The shared knobs are copied by name; a runtime group reaches only the points its
+        declaration says it applies to (the others keep its defaults)."""
         batches = sorted(set(self.batch_sizes))
         places = self.targets or ("",)
-        points = [
-            (target, runtime, provider, precision, batch, io_mode)
-            for target, runtime, provider, precision, io_mode, batch in itertools.product(
-                places, self.runtimes, self.providers, self.precisions, self.io_modes, batches
+        shared = {f.name: getattr(self, f.name) for f in fields(PointKnobs)}
+        plain = []
+        for target, runtime, provider, precision, io_mode, batch in itertools.product(
+            places, self.runtimes, self.providers, self.precisions, self.io_modes, batches
+        ):
+            if io_mode != IoMode.END_TO_END and provider not in GPU_PROVIDERS:
+                continue
+            groups = {
+                f.name: getattr(self, f.name) if applies(k, runtime, provider) else default_of(f)
+                for f, k, _ in knobs(PointKnobs)
+                if k.applies
+            }
+            groups["cuda"] = self._cuda_for(groups["cuda"], precision, io_mode)
+            plain.append(
+                Configuration(
+                    **(shared | groups),
+                    precision=precision,
+                    provider=provider,
+                    batch_size=batch,
+                    backend=runtime,
+                    target=target,
+                    io_mode=io_mode,
+                )
             )
-            if io_mode == IoMode.END_TO_END or provider in GPU_PROVIDERS
-        ]
-        plain = [
-            Configuration(
-                precision=precision,
-                provider=provider,
-                batch_size=batch,
-                backend=runtime,
-                fixed_shapes=self.fixed_shapes,
-                symbolic_dims=self.symbolic_dims,
-                optimization_level=self.optimization_level,
-                intra_op_threads=self.intra_op_threads,
-                simplify=self.simplify,
-                calibration_sha256=self.calibration_sha256,
-                calibration_samples=self.calibration_samples,
-                performance_hint=self.performance_hint,
-                streams=self.streams,
-                profile=self.profile,
-                target=target,
-                replicas=self.replicas,
-                io_mode=io_mode,
-                cuda=self._cuda_for(runtime, provider, precision, io_mode),
-                tensorrt=trt_for(self.tensorrt, runtime, provider),
-            )
-            for target, runtime, provider, precision, batch, io_mode in points
-        ]
         if not self.fp32_nodes:
             return plain
         mixed = [
@@ -312,47 +329,22 @@ class SweepSpec:
         ]
         return plain + mixed
 
-    def _cuda_for(
-        self, runtime: str, provider: str, precision: Precision, io_mode: IoMode
-    ) -> CudaOptions:
-        """The sweep's CUDA options where they apply: float16 I/O on FP16 points, graphs on
-        device-resident points, nothing off ONNX Runtime's cuda provider (labels say which)."""
-        if provider != "cuda" or runtime != "onnxruntime":
-            return CudaOptions()
+    @staticmethod
+    def _cuda_for(cuda: CudaOptions, precision: Precision, io_mode: IoMode) -> CudaOptions:
+        """Float16 I/O on FP16 points only, graphs on device-resident points only (labels say
+        which); off ONNX Runtime's cuda provider the group is at its defaults already."""
         return replace(
-            self.cuda,
-            float16_io=self.cuda.float16_io and precision == Precision.FP16,
-            enable_cuda_graph=self.cuda.enable_cuda_graph and io_mode == IoMode.DEVICE,
+            cuda,
+            float16_io=cuda.float16_io and precision == Precision.FP16,
+            enable_cuda_graph=cuda.enable_cuda_graph and io_mode == IoMode.DEVICE,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["precisions"] = [p.value for p in self.precisions]
-        data["providers"] = list(self.providers)
-        data["batch_sizes"] = list(self.batch_sizes)
-        data["symbolic_dims"] = dict(self.symbolic_dims)
-        data["backends"] = list(self.backends)
-        data["performance_hint"] = self.performance_hint.value
-        data["fp32_nodes"] = list(self.fp32_nodes)
-        data["targets"] = list(self.targets)
-        data["io_modes"] = [m.value for m in self.io_modes]
-        data["cuda"] = self.cuda.to_dict()
-        return data  # asdict made the TrtOptions a dict already
+        return to_json(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSpec:
-        data = dict(data)
-        data["precisions"] = tuple(data.get("precisions", ("fp32",)))
-        data["providers"] = tuple(data.get("providers", ("cpu",)))
-        data["batch_sizes"] = tuple(data.get("batch_sizes", (1,)))
-        data["symbolic_dims"] = tuple(dict(data.get("symbolic_dims") or {}).items())
-        data["measure"] = MeasureSettings(**(data.get("measure") or {}))
-        data["backends"] = tuple(data.get("backends") or ())
-        data["fp32_nodes"] = tuple(data.get("fp32_nodes") or ())
-        data["targets"] = tuple(data.get("targets") or ())
-        data["io_modes"] = tuple(data.get("io_modes") or (IoMode.END_TO_END,))
-        data["cuda"] = CudaOptions.from_value(data.get("cuda"))
-        return cls(**data)
+        return from_json(cls, data)
 
 
 def _check_search(spec: SweepSpec) -> None:
@@ -373,14 +365,6 @@ def _check_search(spec: SweepSpec) -> None:
         )
 
 
-def _hint(value: object) -> PerformanceHint:
-    try:
-        return PerformanceHint(value)
-    except ValueError:
-        choices = ", ".join(h.value for h in PerformanceHint)
-        raise UserError(f"Unknown performance hint {value!r}; choose one of {choices}.") from None
-
-
 __all__ = [
     "DEFAULT_MIN_COSINE",
     "GPU_PROVIDERS",
@@ -391,8 +375,11 @@ __all__ = [
     "CudaOptions",
     "IoMode",
     "MeasureSettings",
+    "OpenVinoOptions",
+    "OrtOptions",
     "PerformanceHint",
     "Precision",
     "SweepSpec",
+    "TrtOptions",
     "preset_name",
 ]

@@ -1,8 +1,8 @@
 """ONNX Runtime's TensorRT execution provider options, as one typed configuration field.
 
-Kept apart from specs.py (which re-exports it) like cudaoptions.py. The names ONNX Runtime reads
-are in backend/runtimes/ort_trt.py; the rules that tie the options to a configuration's provider
-and precision are check_trt_options, each refusal one sentence.
+Kept apart from specs.py (which re-exports it) like cudaoptions.py. Each knob names the option
+ONNX Runtime reads (native=, used by backend/runtimes/ort_trt.py); the rules that tie the options
+to a configuration's provider and precision are check_trt_options, each refusal one sentence.
 
 Cache folders are stored relative to the data folder (OPTIBOARD_DATA_DIR) and resolved on the
 machine that measures, so a shared link or another user's sweep can never make a worker write
@@ -11,27 +11,28 @@ TensorRT engines outside it, and a cluster node puts them under its own data fol
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import re
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import settings
 from backend.errors import UserError
+from backend.knobs import by_native, knob
 
 DEFAULT_TIMING_FOLDER = "tensorrt/timing"
 DEFAULT_ENGINE_FOLDER = "tensorrt/engines"
 BUILDER_LEVELS = range(0, 6)  # TensorRT's builder optimization levels; ORT's default is 3
-ORT_NAMES = {  # our field -> ONNX Runtime's option (backend/runtimes/ort_trt.py)
-    "fp16": "trt_fp16_enable",
-    "int8": "trt_int8_enable",
-    "int8_calibration_table": "trt_int8_calibration_table_name",
-    "timing_cache": "trt_timing_cache_enable",
-    "timing_cache_path": "trt_timing_cache_path",
-    "engine_cache": "trt_engine_cache_enable",
-    "engine_cache_path": "trt_engine_cache_path",
-    "max_workspace_size": "trt_max_workspace_size",
-    "builder_optimization_level": "trt_builder_optimization_level",
-}
+SIZE_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+SIZE_UNITS |= {"kb": 10**3, "mb": 10**6, "gb": 10**9}
+
+
+def size_bytes(text: str) -> int:
+    """'4GiB', '512MiB' or plain bytes: TensorRT's workspace is a byte count."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in SIZE_UNITS:
+        raise UserError(f"Write a size as bytes or with GiB, MiB, KiB, GB or MB, not {text!r}.")
+    return int(match.group(1)) * SIZE_UNITS[match.group(2).lower()]
 
 
 @dataclass(frozen=True)
@@ -41,15 +42,45 @@ class TrtOptions:
     Defaults are ONNX Runtime's, so a default adds nothing to a configuration's key.
     """
 
-    fp16: bool = False  # trt_fp16_enable: TensorRT may pick FP16 kernels
-    int8: bool = False  # trt_int8_enable: INT8 kernels, with a calibration table or Q/DQ nodes
-    int8_calibration_table: str = ""  # trt_int8_calibration_table_name: a file in the cache folder
-    timing_cache: bool = False  # trt_timing_cache_enable: keep tactic timings between builds
-    timing_cache_path: str = ""  # relative to the data folder; empty: DEFAULT_TIMING_FOLDER
-    engine_cache: bool = False  # trt_engine_cache_enable: keep built engines between sessions
-    engine_cache_path: str = ""  # relative to the data folder; empty: DEFAULT_ENGINE_FOLDER
-    max_workspace_size: int = 0  # trt_max_workspace_size in bytes; 0: ONNX Runtime's default
-    builder_optimization_level: int = 3  # trt_builder_optimization_level, 0 (fast build) to 5
+    WHAT = "TensorRT"
+
+    fp16: bool = knob(False, label="FP16 kernels", native="trt_fp16_enable")
+    # INT8 kernels, with a calibration table or Q/DQ nodes
+    int8: bool = knob(False, label="INT8 kernels", native="trt_int8_enable")
+    int8_calibration_table: str = knob(  # a file in the engine cache folder
+        "",
+        label="INT8 calibration table (a file in the engine cache folder)",
+        help="Not for INT8 static (QDQ): its Q/DQ nodes carry the scales.",
+        native="trt_int8_calibration_table_name",
+    )
+    # keep tactic timings between builds
+    timing_cache: bool = knob(False, label="Timing cache", native="trt_timing_cache_enable")
+    timing_cache_path: str = knob(  # relative to the data folder; empty: DEFAULT_TIMING_FOLDER
+        "",
+        label="Timing cache folder",
+        help="Inside the data folder; empty: the default.",
+        native="trt_timing_cache_path",
+    )
+    # keep built engines between sessions
+    engine_cache: bool = knob(False, label="Engine cache", native="trt_engine_cache_enable")
+    engine_cache_path: str = knob(  # relative to the data folder; empty: DEFAULT_ENGINE_FOLDER
+        "",
+        label="Engine cache folder",
+        help="Inside the data folder; empty: the default.",
+        native="trt_engine_cache_path",
+    )
+    max_workspace_size: int = knob(  # bytes; 0: ONNX Runtime's default
+        0,
+        label="Workspace limit (MiB, 0: ONNX Runtime's default)",
+        native="trt_max_workspace_size",
+        parse=size_bytes,
+    )
+    builder_optimization_level: int = knob(  # 0 (fast build) to 5
+        3,
+        label="Builder optimization level",
+        help="0 builds fastest; 5 searches longest for the fastest engine (3: default).",
+        native="trt_builder_optimization_level",
+    )
 
     def __post_init__(self) -> None:
         for name in ("timing_cache_path", "engine_cache_path"):
@@ -102,19 +133,18 @@ class TrtOptions:
         return found
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        from backend.knobs.serialize import to_json
+
+        return to_json(self)
 
     @classmethod
     def from_value(cls, value: TrtOptions | dict[str, Any] | None) -> TrtOptions:
-        if isinstance(value, TrtOptions):
-            return value
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(value or {}) - known)
-        if unknown:
-            raise UserError(
-                f"Unknown TensorRT option {unknown[0]!r}; choose from {', '.join(sorted(known))}."
-            )
-        return cls(**(value or {}))
+        from backend.knobs.serialize import from_json
+
+        return from_json(cls, value, what=cls.WHAT)
+
+
+ORT_NAMES = {ours: ort for ort, ours in by_native(TrtOptions).items()}  # runtimes/ort_trt.py
 
 
 def inside_data_folder(text: str, label: str) -> str:
@@ -175,8 +205,3 @@ def trt_for_sweep(value: TrtOptions | dict[str, Any], providers: tuple[str, ...]
             "defaults."
         )
     return trt
-
-
-def trt_for(trt: TrtOptions, runtime: str, provider: str) -> TrtOptions:
-    """A sweep's TensorRT options where they apply: ONNX Runtime's tensorrt points only."""
-    return trt if (runtime, provider) == ("onnxruntime", "tensorrt") else TrtOptions()

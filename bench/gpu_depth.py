@@ -329,7 +329,6 @@ def graph_check(model: Path, out: Path) -> None:
     session makes of them with NHWC preferred (op histogram of its optimized graph)."""
     import onnx
 
-    from backend.engine.run import _runtime_knobs
     from backend.engine.variants import build_variant
     from backend.runtimes import get_backend
     from backend.runtimes.base import SessionOptions
@@ -342,9 +341,7 @@ def graph_check(model: Path, out: Path) -> None:
             variant = build_variant(model, config, Path(scratch) / str(f16io))
             built = onnx.load(str(variant.path))
             optimized = Path(scratch) / f"optimized-{f16io}.onnx"
-            options = SessionOptions(
-                provider="cuda", optimized_model_path=optimized, extra=_runtime_knobs(config)
-            )
+            options = SessionOptions.of(config, optimized_model_path=optimized)
             with get_backend("onnxruntime").open(variant.path, options) as runner:
                 used = runner.providers_used
             after = onnx.load(str(optimized))
@@ -404,7 +401,6 @@ def kernel_table(model: Path, out: Path, batch: int, cuda: dict, runs: int = 10)
     from torch.profiler import ProfilerActivity, profile
 
     from backend.engine import inputs
-    from backend.engine.run import _runtime_knobs
     from backend.engine.variants import build_variant
     from backend.runtimes import get_backend
     from backend.runtimes.base import SessionOptions
@@ -414,7 +410,7 @@ def kernel_table(model: Path, out: Path, batch: int, cuda: dict, runs: int = 10)
     with tempfile.TemporaryDirectory() as scratch:
         variant = build_variant(model, config, Path(scratch))
         feeds = inputs.random_inputs(inputs.input_specs_of(variant.path), batch, {})
-        options = SessionOptions(provider="cuda", extra=_runtime_knobs(config))
+        options = SessionOptions.of(config)
         with get_backend("onnxruntime").open(variant.path, options) as runner:
             device = runner.bind_on_device(feeds[0])
             for _ in range(5):

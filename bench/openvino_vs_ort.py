@@ -42,8 +42,9 @@ CONFIGS = (
 
 
 def _open(label: str, backend: str, precision: Precision, path: Path, threads: int) -> Runner:
-    extra = {"precision": precision.value, "perf_counters": False}
-    options = SessionOptions(provider="cpu", intra_op_threads=threads, extra=extra)
+    options = SessionOptions(
+        provider="cpu", intra_op_threads=threads, precision=precision, perf_counters=False
+    )
     runner = get_backend(backend).open(path, options)
     runner.__enter__()
     ran = runner.facts.get("execution_precision", "ORT kernels")

@@ -14,8 +14,8 @@ from backend.engine.profile import Profile, stored_profile
 from backend.errors import UserError
 from backend.models import library
 from backend.queue import jobs, progress
+from backend.queue.jobs import fp32_baseline
 from backend.queue.knee import knee_summary
-from backend.queue.worker import fp32_baseline
 from backend.records import JobRow, JobState, is_serving, utcnow
 from backend.reporting import profilecharts
 from backend.results import StoredResult

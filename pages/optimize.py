@@ -8,10 +8,12 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.cluster import targets
 from backend.errors import UserError
+from backend.forms import optimize as sweep_form
+from backend.forms.optimize import SweepChoices
 from backend.generate.library import is_generative
+from backend.knobs import labelled
 from backend.models import library
-from backend.queue import capabilities, jobs, sweep_form
-from backend.queue.sweep_form import SweepChoices
+from backend.queue import capabilities, jobs
 from backend.specs import (
     MEASURE_PRESETS,
     OPTIMIZATION_LEVELS,
@@ -25,7 +27,12 @@ from pages.access import can, guarded
 from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_form
-from pages.components.runtime_settings import cuda_settings, openvino_settings, trt_settings
+from pages.components.runtime_settings import (
+    cuda_settings,
+    onnxruntime_settings,
+    openvino_settings,
+    trt_settings,
+)
 from pages.components.sweep_data import as_upload, calibration_data, evaluation_data
 from pages.components.targets import replicas_input, target_picker
 from pages.components.url_state import (
@@ -75,27 +82,28 @@ usable = table.usable()
 left, right = st.columns(2)
 with left:
     st.subheader("What to build")
+    title, words = labelled(SweepSpec, "precisions")
     precisions = bound_multiselect(
-        "Precisions",
+        title,
         [p.value for p in Precision],
         "precisions",
         default=[Precision.FP32.value, Precision.INT8_STATIC.value],
         format_func=lambda v: Precision(v).label,
-        help="FP32 is the reference every other precision's accuracy is compared with.",
+        help=words,
     )
+    title, words = labelled(SweepSpec, "backends")
     runtimes = bound_multiselect(
-        "Runtimes",
+        title,
         list(usable) or ["onnxruntime"],
         "runtimes",
         default=list(prefill.runtimes),
         format_func=lambda v: RUNTIME_LABELS.get(v, v),
-        help="Each precision is measured on each runtime, side by side; every accuracy is "
-        "against the same FP32 reference.",
+        help=words,
     )
     cluster_targets = {t.name: t for t in targets.available()}  # announced by a Ray cluster
     picked_targets = target_picker(cluster_targets) if cluster_targets else []
     provider_names = bound_multiselect(
-        "Execution providers",
+        labelled(SweepSpec, "providers")[0],
         sweep_form.offered_providers(
             usable, runtimes, [cluster_targets[name].providers for name in picked_targets]
         ),
@@ -113,15 +121,10 @@ with left:
         with st.expander(f"Precisions a runtime cannot run here ({len(gaps)})"):
             st.caption("These configurations are recorded as unavailable, with the reason.")
             st.dataframe(gaps, hide_index=True, key="precision_gaps")
-    batches = bound_multiselect(
-        "Batch sizes",
-        BATCH_CHOICES,
-        "batches",
-        default=[1],
-        help="Latency is per call; a call processes one batch.",
-    )
+    title, words = labelled(SweepSpec, "batch_sizes")
+    batches = bound_multiselect(title, BATCH_CHOICES, "batches", default=[1], help=words)
     simplify = st.toggle(
-        "Simplify the graph first (onnxslim)",
+        labelled(SweepSpec, "simplify")[0],
         value=url_value("simplify") == "1",
         key="url_simplify",
     )
@@ -130,7 +133,7 @@ with left:
 with right:
     st.subheader("How to run it")
     shapes = bound_selectbox(
-        "Shapes",
+        labelled(SweepSpec, "fixed_shapes")[0],
         ["fixed", "dynamic"],
         "shapes",
         format_func=lambda v: {
@@ -150,17 +153,11 @@ with right:
                 )
             )
         set_url("dims", [f"{k}:{v}" for k, v in dims.items()])
-    level = bound_selectbox(
-        "Graph optimization level",
-        list(OPTIMIZATION_LEVELS),
-        "opt",
-        default="all",
-        help="ONNX Runtime's graph optimizations; 'all' includes layout changes.",
-    )
-    threads = bound_count("Intra-op threads (0 = let the runtime choose)", "threads", 256)
-    hint, streams = prefill.performance_hint, prefill.streams
-    if "openvino" in runtimes:
-        hint, streams = openvino_settings(prefill)
+    title, words = labelled(SweepSpec, "optimization_level")
+    level = bound_selectbox(title, list(OPTIMIZATION_LEVELS), "opt", default="all", help=words)
+    threads = bound_count(labelled(SweepSpec, "intra_op_threads")[0], "threads", 256)
+    openvino = openvino_settings(prefill) if "openvino" in runtimes else prefill.openvino
+    ort = onnxruntime_settings(prefill) if "onnxruntime" in runtimes else prefill.onnxruntime
     custom = [jobs.CUSTOM_MEASURE] if url_value("measure") == jobs.CUSTOM_MEASURE else []
     preset = bound_selectbox(
         "Measurement",
@@ -174,29 +171,23 @@ with right:
             jobs.CUSTOM_MEASURE: "As the sweep you reopened measured (custom settings)",
         }[v],
     )
+    title, words = labelled(SweepSpec, "min_cosine")
     min_cosine = bound_number(
-        "Wrong outputs below this cosine against FP32",
+        title,
         "min_cosine",
         prefill.min_cosine,  # the reopened sweep's, else DEFAULT_MIN_COSINE
         0.0,
         1.0,
         step=0.001,
         format="%.4f",
-        help="A configuration with any NaN or infinite output, or a cosine similarity to the "
-        "FP32 reference below this, is stored as 'wrong outputs': never plotted as a speedup, "
-        "ranked, recommended or taken as the knee.",
+        help=words,
     )
     source, calibration_file, samples = "random", None, prefill.calibration_samples
     if Precision.INT8_STATIC.value in precisions:
         source, calibration_file, samples = calibration_data(prefill)
     evaluation_source, evaluation_file = evaluation_data(prefill, model.id)
-    profile = st.toggle(
-        "Profile every configuration per node",
-        value=url_value("profile") == "1",
-        key="url_profile",
-        help="ONNX Runtime's own profiler, in a separate pass after the clean timing: the why "
-        "lines then cite it and the Jobs page shows per-node bars.",
-    )
+    title, words = labelled(SweepSpec, "profile")
+    profile = st.toggle(title, value=url_value("profile") == "1", key="url_profile", help=words)
     set_url("profile", "1" if profile else None)
     fp32_nodes: tuple[str, ...] = ()
     if Precision.INT8_STATIC.value in precisions:
@@ -224,32 +215,30 @@ if "tensorrt" not in provider_names and trt_missing and "onnxruntime" in runtime
     st.caption(f"TensorRT settings appear once its provider is available; {plain(trt_missing)}.")
 try:  # TrtOptions and the spec refuse what cannot run, in one sentence
     tensorrt = trt_settings(prefill.tensorrt) if "tensorrt" in provider_names else TrtOptions()
-    choices = SweepChoices(
-        precisions=precisions,
-        runtimes=runtimes,
-        providers=provider_names,
-        batch_sizes=batches,
-        shapes=shapes,
-        dims=dims,
-        level=level,
-        threads=threads,
-        simplify=simplify,
-        hint=hint,
-        streams=streams,
-        preset=preset,
-        calibration_source=source,
-        calibration_samples=samples,
-        evaluation_source=evaluation_source,
-        profile=profile,
-        fp32_nodes=fp32_nodes,
-        targets=picked_targets,
-        replicas=replicas,
-        io_modes=io_modes,
-        cuda=cuda,
-        find_knee=find_knee,
-        tensorrt=tensorrt,
-        min_cosine=min_cosine,
-    )
+    knobs = {  # SweepSpec's knobs by their declared names
+        "precisions": precisions,
+        "backends": runtimes,
+        "providers": provider_names,
+        "batch_sizes": batches,
+        "fixed_shapes": shapes != "dynamic",
+        "symbolic_dims": dims,
+        "optimization_level": level or "all",
+        "intra_op_threads": threads,
+        "simplify": simplify,
+        "openvino": openvino,
+        "onnxruntime": ort,
+        "calibration_samples": samples,
+        "profile": profile,
+        "fp32_nodes": fp32_nodes,
+        "targets": picked_targets,
+        "replicas": replicas,
+        "io_modes": io_modes,
+        "cuda": cuda,
+        "find_knee": find_knee,
+        "tensorrt": tensorrt,
+        "min_cosine": min_cosine,
+    }
+    choices = SweepChoices(knobs, preset, source, evaluation_source)
     spec = choices.spec(prefill)
 except UserError as exc:
     spec = None

@@ -2,7 +2,9 @@
 
 pages/ and app.py -> backend/ -> storage/ -> settings.py, never upward and without cycles; runtime
 modules only through their registry (backend/runtimes/__init__.py); ONNX Runtime sessions opened
-only in backend/runtimes/; NVML only in backend/hardware.py; short modules and functions.
+only in backend/runtimes/; NVML only in backend/hardware.py; short modules and functions; no
+module reaches another's private names, and only the CLI climbs back to the worker
+(backend/queue/worker.py).
 
 Size rule: a module in backend/ or storage/ has at most MAX_MODULE_LINES lines (data files such as
 backend/compat/data/*.json are not modules, and Alembic revisions are generated, frozen history); a
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -304,6 +306,91 @@ def size_violations() -> list[Violation]:
     return found
 
 
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_names(tree: ast.AST) -> set[str]:
+    """The private names a module defines: functions, methods, classes, module-level names and
+    the attributes it sets on self."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
+            names.add(node.attr)
+    return {n for n in names if _is_private(n)}
+
+
+@cache
+def private_definitions() -> dict[str, set[str]]:
+    """Each private name defined in the project -> the modules that define it."""
+    owners: dict[str, set[str]] = {}
+    for name in modules():
+        for private in _private_names(tree_of(name)):
+            owners.setdefault(private, set()).add(name)
+    return owners
+
+
+def private_uses(name: str, tree: ast.AST, owners: dict[str, set[str]]) -> list[Violation]:
+    """`from other import _x`; `obj._x` where only other modules define _x; and a collaborator's
+    private, `self.runner._x`, wherever _x is defined (self._x and cls._x are the object's own).
+    A module that needs another's helper needs a public name."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module != name:
+            if node.module.split(".")[0] in PROJECT:
+                for alias in node.names:
+                    if _is_private(alias.name):
+                        detail = f"line {node.lineno} imports {node.module}.{alias.name}"
+                        found.append(Violation(name, "private", detail))
+        elif isinstance(node, ast.Attribute) and _is_private(node.attr):
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            defined_by = owners.get(node.attr, set())
+            # a collaborator's private (self.runner._x) is another object's, whoever defines it
+            collaborator = isinstance(node.value, ast.Attribute)
+            if defined_by and (collaborator or name not in defined_by):
+                detail = (
+                    f"line {node.lineno} uses {ast.unparse(node)}, private to "
+                    f"{', '.join(sorted(defined_by))}; give it a public name"
+                )
+                found.append(Violation(name, "private", detail))
+    return found
+
+
+def private_violations() -> list[Violation]:
+    owners = private_definitions()
+    return [
+        replace(v, file=rel(name))
+        for name in modules()
+        for v in private_uses(name, tree_of(name), owners)
+    ]
+
+
+WORKER = "backend.queue.worker"
+WORKER_CALLERS = {"backend.cli"}  # its `run` and `worker` commands start the worker's loop
+
+
+def worker_climb_violations() -> list[Violation]:
+    """Kinds, launchers, cluster and serving code get what they need of a job from its public
+    JobContext (backend/jobs/context.py); none climbs back to the worker that runs them."""
+    return [
+        Violation(rel(name), "worker-climb", f"line {imp.line} imports {WORKER}")
+        for name in modules()
+        if name not in WORKER_CALLERS and name != WORKER
+        for imp in imports_of(name)
+        if imp.target == WORKER
+    ]
+
+
 def all_violations() -> list[Violation]:
     return [
         *layer_violations(),
@@ -313,6 +400,8 @@ def all_violations() -> list[Violation]:
         *nvml_violations(),
         *launcher_violations(),
         *size_violations(),
+        *private_violations(),
+        *worker_climb_violations(),
     ]
 
 
@@ -334,3 +423,25 @@ def test_the_graph_sees_function_level_imports_and_the_cycle_finder_finds_cycles
     assert sorted(g for g in strongly_connected(graph) if len(g) > 1) == [["a", "b", "c"]]
     assert {"app", "settings", "pages.home", "backend.cli", "storage.db"} <= set(modules())
     assert any(i.top == "streamlit" for i in imports_of("app"))
+
+
+def test_the_private_check_sees_a_climb_into_another_modules_privates() -> None:
+    """What dispatch.py and serving_job.py once did (self.runner._annotate, a worker method;
+    self.runner._should_stop, named like serving_job's own) is caught; self._x and dunders
+    are not."""
+    code = (
+        "from backend.queue.jobs import _private_helper\n"
+        "class Sweep:\n"
+        "    def land(self):\n"
+        "        self.runner._annotate()\n"
+        "        self.runner._own()\n"
+        "        self._own()\n"
+        "        return self.__class__\n"
+    )
+    owners = {"_annotate": {"backend.queue.worker"}, "_own": {"backend.cluster.example"}}
+    found = private_uses("backend.cluster.example", ast.parse(code), owners)
+    assert [v.detail.split(" ")[:4] for v in found] == [
+        ["line", "1", "imports", "backend.queue.jobs._private_helper"],
+        ["line", "4", "uses", "self.runner._annotate,"],
+        ["line", "5", "uses", "self.runner._own,"],
+    ]

@@ -43,7 +43,7 @@ class SharedComparison:
         return Principal("shared-link", Role.VIEWER, Via.LINK, jobs=self.jobs)
 
 
-def _secret() -> bytes:
+def signing_secret() -> bytes:
     """The signing key, created on first use with mode 0600.
 
     Written to a private temporary file, then hard-linked into place: the link either creates the
@@ -72,7 +72,7 @@ def _unb64(text: str) -> bytes:
 
 
 def _mac(payload: bytes) -> bytes:
-    return hmac.new(_secret(), payload, hashlib.sha256).digest()
+    return hmac.new(signing_secret(), payload, hashlib.sha256).digest()
 
 
 def sign(jobs: tuple[int, ...], expires_at: datetime) -> str:

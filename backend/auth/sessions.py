@@ -54,7 +54,7 @@ class Session:
 
 
 def _key() -> bytes:
-    return hmac.new(links._secret(), b"optiboard-session-cookie", hashlib.sha256).digest()
+    return hmac.new(links.signing_secret(), b"optiboard-session-cookie", hashlib.sha256).digest()
 
 
 def _b64(data: bytes) -> str:

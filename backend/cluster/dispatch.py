@@ -1,9 +1,10 @@
 """A sweep on a Ray cluster: each configuration a task, results stored as they arrive.
 
 The worker claims the job as always (lease, attempts, cancel, final state are the queue's); only
-the middle of JobRunner._run differs: instead of measuring configurations one after another here,
-it ships the model once, submits every configuration as a Ray task asking for the resources its
-measurement needs (targets.ask_for), and stores each result the moment it lands. Ray runs a task
+the middle differs (the `ray` launcher, backend/jobs/launchers.py): instead of measuring
+configurations one after another here, it ships the model once, submits every configuration as a
+Ray task asking for the resources its measurement needs (targets.ask_for), and stores each result
+the moment it lands, through the job's public JobContext (backend/jobs/context.py). Ray runs a task
 again on another node when its node or worker process dies (max_retries; application errors are
 results, not retried), and the results table's unique key keeps one result per configuration.
 """
@@ -22,14 +23,16 @@ import settings
 from backend.cluster import artifacts, replicas, targets
 from backend.cluster.failures import node_left, sentence_for, unreachable
 from backend.cluster.task import MeasureRequest, NodeOutcome, measure_on_node
+from backend.jobs.annotate import annotate
+from backend.jobs.context import JobContext
+from backend.queue.jobs import fp32_baseline, stored_results
 from backend.queue.measuring import ordered_configurations
 from backend.queue.supervise import port_reason
-from backend.results import ConfigurationResult, ResultStatus
+from backend.results import ConfigurationResult, ResultStatus, StoredResult
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.repo import cluster as cluster_store
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
-from storage.repo import results as result_store
 from storage.repo.jobs import JobRow
 
 POLL_S = 0.5
@@ -126,24 +129,26 @@ def _failed(config: Configuration, error: str, status: ResultStatus) -> Configur
 
 
 class ClusterSweep:
-    """The middle of JobRunner._run on a cluster; the runner's own steps annotate and store
-    each result (and conclude the job), exactly as for a local measurement."""
+    """A sweep's configurations on a cluster; each result is annotated and stored exactly as
+    for a local measurement (backend/jobs/sweep.py), and the worker concludes the job."""
 
-    def __init__(self, runner: Any, resumed: bool = False) -> None:  # a queue.worker.JobRunner
-        self.runner = runner
+    def __init__(self, context: JobContext, resumed: bool = False) -> None:
+        self.context = context
         self.resumed = resumed  # after a head restart: nodes may still be joining
         self.pending: dict[str, Pending] = {}
         # results held back until the FP32 result they are explained against has landed
         self.waiting: list[tuple[ConfigurationResult, list[artifacts.FileBlob]]] = []
+        # the job's results, read once at the start and added to as each lands: FP32 baselines
+        self.held: list[StoredResult] = []
 
-    def dispatch(self, job: JobRow) -> None:
+    def dispatch(self) -> None:
         """Dispatch and collect (the worker concludes); a cluster gone mid-sweep is
         ClusterUnavailable, which the worker waits out (backend/queue/supervise.py)."""
         import ray
 
         connect()
         try:
-            self._run(job)
+            self._run(self.context.job)
         except (ray.exceptions.RaySystemError, ConnectionError) as exc:
             raise unreachable(settings.RAY_ADDRESS.get() or "its address", str(exc)) from None
 
@@ -151,7 +156,8 @@ class ClusterSweep:
         import ray
 
         spec = SweepSpec.from_dict(job.spec)
-        done = result_store.finished_config_keys(job.id)
+        self.held = stored_results(job.id)
+        done = {r.config_key for r in self.held}
         todo = [c for c in ordered_configurations(spec) if c.key not in done]
         if done:
             job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
@@ -186,10 +192,10 @@ class ClusterSweep:
     def _request_template(self, job: JobRow, spec: SweepSpec) -> MeasureRequest:
         """The model (and calibration file) shipped once for the whole sweep."""
         artifact = model_store.model_file(job.model_id)
-        model = artifacts.ship(self.runner.store.path_for(artifact.sha256), artifact.sha256)
+        model = artifacts.ship(self.context.artifacts.path_for(artifact.sha256), artifact.sha256)
         calibration = None
         if spec.calibration_sha256:
-            path = self.runner.store.path_for(spec.calibration_sha256)
+            path = self.context.artifacts.path_for(spec.calibration_sha256)
             calibration = artifacts.ship(path, spec.calibration_sha256)
         return MeasureRequest(
             configuration={},
@@ -207,7 +213,7 @@ class ClusterSweep:
         owner = {ref: p for p in pending.values() for ref in p.refs}
         alive = {n["NodeID"]: n for n in nodes if n.get("Alive")}
         while owner:
-            if self.runner._should_stop(job.id):
+            if self.context.should_stop():
                 self._cancel(list(owner))
                 break
             ready, _ = ray.wait(list(owner), num_returns=1, timeout=POLL_S)
@@ -273,11 +279,14 @@ class ClusterSweep:
         config = Configuration.from_dict(result.configuration)
         cpu = (result.environment.get("cluster") or {}).get("cpu_flags") or {}
         model = model_store.get_model(job.model_id)
+        baseline = fp32_baseline(self.held, config) if config.precision != Precision.FP32 else None
         with tempfile.TemporaryDirectory(prefix=f"optiboard-job{job.id}-") as folder:
             artifacts.unpack_outputs(files, result.environment, Path(folder))
             histogram = model.op_histogram if model else {}
-            self.runner._annotate(job.id, result, config, histogram, cpu)
-            self.runner._store(job, result)
+            annotate(result, config, histogram, cpu, baseline)
+            stored = self.context.store_result(result)
+        if stored is not None:
+            self.held.append(stored)
 
     def _watch_nodes(self, job: JobRow, alive: dict[str, dict]) -> dict[str, dict]:
         """Log one sentence per node that left since the last look."""

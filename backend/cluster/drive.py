@@ -22,7 +22,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from backend.errors import UserError
+from backend.jobs.context import JobContext
 from backend.queue.supervise import ClusterUnavailable
+from storage.artifacts import ArtifactStore
 from storage.repo import jobs as job_store
 
 BEAT_S = 1.0
@@ -50,7 +52,6 @@ def drive(job_id: int, worker_id: str, attempt: int, folder: Path, resumed: bool
     import ray
 
     from backend.cluster.dispatch import ClusterSweep, connect
-    from backend.queue.worker import JobRunner
 
     (folder / "beat").touch()
     row = job_store.get_job(job_id)
@@ -59,7 +60,8 @@ def drive(job_id: int, worker_id: str, attempt: int, folder: Path, resumed: bool
     job = replace(row, worker_id=worker_id, attempts=attempt)
     connect()
     threading.Thread(target=beat_forever, args=(folder / "beat",), daemon=True).start()
-    ClusterSweep(JobRunner(worker_id), resumed=resumed).dispatch(job)
+    # no lease keeper here: the worker keeps the lease, and every write is fenced by it
+    ClusterSweep(JobContext(job, ArtifactStore()), resumed=resumed).dispatch()
     ray.shutdown()  # only when done: with the head gone it would block
     return "done"
 

@@ -9,7 +9,7 @@ kept in FP32 too, and the step is kept only if it is faster and still meets the 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -94,23 +94,24 @@ def _speed_candidates(ctx: _Context, path: Path) -> list[tuple[str, list[str]]]:
     return island_candidates(profile, names)
 
 
-def greedy(
+def greedy_steps(
     bound: AccuracyBound,
     fp32_p50_ms: float,
     start: tuple[str, ...],
-    measure: Callable[[tuple[str, ...], str], MixedStep],
     worst: Callable[[MixedStep], layerloss.NodeLoss | None],
     islands: Callable[[MixedStep], list[tuple[str, list[str]]]],
-) -> MixedSearch:
-    """The two greedy phases over any way of measuring a step (in process for the CLI, as
-    queued configurations for the dashboard: backend.queue.mixedsearch).
+) -> Generator[tuple[tuple[str, ...], str], MixedStep, MixedSearch]:
+    """The two greedy phases as a generator: it yields each step to measure (the nodes kept in
+    FP32, and why) and is sent that step as measured, so any caller can measure it its own way
+    (in process for the CLI, as queued configurations for the dashboard:
+    backend.queue.mixedsearch); it returns the search.
 
     Accuracy first: while the bound is missed, keep the worst node of the last step in FP32.
     Then speed: try keeping each costly float island of the best step in FP32 too.
     """
     result = MixedSearch(bound, fp32_p50_ms)
     keep = list(start)
-    step = measure(tuple(keep), "all quantizable nodes in INT8")
+    step = yield tuple(keep), "all quantizable nodes in INT8"
     result.steps.append(step)
     while not step.meets and len(result.steps) < MAX_STEPS:
         node = worst(step)
@@ -118,7 +119,7 @@ def greedy(
             break
         keep.append(node.node)
         why = f"kept {node.node} in FP32: it lost {node.loss_db:.1f} dB SQNR"
-        step = measure(tuple(keep), why)
+        step = yield tuple(keep), why
         result.steps.append(step)
     best = result.best
     if best is None:
@@ -128,8 +129,26 @@ def greedy(
             break
         trial = tuple(sorted(set(result.best.fp32_nodes) | set(nodes)))
         why = f"kept the {op} nodes in FP32 ({len(nodes)} built node(s)): no int8 kernel, Q/DQ"
-        result.steps.append(measure(trial, why))
+        result.steps.append((yield trial, why))
     return result
+
+
+def greedy(
+    bound: AccuracyBound,
+    fp32_p50_ms: float,
+    start: tuple[str, ...],
+    measure: Callable[[tuple[str, ...], str], MixedStep],
+    worst: Callable[[MixedStep], layerloss.NodeLoss | None],
+    islands: Callable[[MixedStep], list[tuple[str, list[str]]]],
+) -> MixedSearch:
+    """greedy_steps with every step measured by `measure`, one after another."""
+    steps = greedy_steps(bound, fp32_p50_ms, start, worst, islands)
+    keep, why = next(steps)
+    while True:
+        try:
+            keep, why = steps.send(measure(keep, why))
+        except StopIteration as end:
+            return end.value
 
 
 def search(

@@ -97,7 +97,7 @@ def profile_openvino(
         options,
         optimized_model_path=None,
         profile_prefix=None,
-        extra={**options.extra, "perf_counters": True},
+        perf_counters=True,
     )
     timed: dict[str, dict[str, Any]] = defaultdict(lambda: {"total_us": 0.0})
     with get_backend("openvino").open(Path(model_path), counted) as runner:

@@ -66,17 +66,6 @@ def _reference_outputs(
         ]
 
 
-def _runtime_knobs(config: Configuration) -> dict[str, Any]:
-    """What a runner needs beyond provider and threads; ONNX Runtime ignores these."""
-    return {
-        "precision": config.precision.value,
-        "performance_hint": config.performance_hint.value,
-        "streams": config.streams,
-        "cuda": config.cuda.to_dict(),
-        "tensorrt": config.tensorrt.to_dict(),
-    }
-
-
 @dataclass
 class _Session:
     """What the session + timed loop step hands back to the steps that record it."""
@@ -132,12 +121,7 @@ def _run_session(
     peak = PeakRss()
     rss_before_session = peak.start().stop()
     peak.start()  # the peak of what follows: session creation and the timed loop
-    options = SessionOptions(
-        provider=config.provider,
-        optimization_level=config.optimization_level,
-        intra_op_threads=config.intra_op_threads,
-        extra=_runtime_knobs(config),
-    )
+    options = SessionOptions.of(config)
     with backend.open(variant_path, options) as runner:
         result.session_create_ms = runner.session_create_ms
         result.providers_used = list(runner.providers_used)
@@ -266,12 +250,7 @@ def _evidence(
     from backend.engine import inputs, layerloss
 
     source = Path(task.source_path)
-    options = SessionOptions(
-        provider=config.provider,
-        optimization_level=config.optimization_level,
-        intra_op_threads=config.intra_op_threads,
-        extra=_runtime_knobs(config),
-    )
+    options = SessionOptions.of(config)
     out = Path(task.output_dir)
     feeds = session.accuracy_feeds or inputs.random_inputs(  # accuracy_samples may be 0
         inputs.input_specs_of(source),

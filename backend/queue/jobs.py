@@ -3,40 +3,27 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 import settings
 from backend.auth.audit import current_actor as actor
 from backend.engine.shapes import check_dim_names, stored_dim_names
 from backend.errors import UserError
+from backend.knobs.links import CUSTOM_MEASURE, from_query, to_query  # noqa: F401 (pages read it)
 from backend.models.library import get_model
 from backend.queue import caps
 from backend.records import get_job
 from backend.results import StoredResult
 from backend.runtimes import BACKENDS
-from backend.specs import (
-    DEFAULT_MIN_COSINE,
-    MEASURE_PRESETS,
-    SAME_SET,
-    Configuration,
-    CudaOptions,
-    IoMode,
-    MeasureSettings,
-    Precision,
-    SweepSpec,
-    preset_name,
-)
+from backend.specs import SAME_SET, Configuration, Precision, SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
 from storage.repo import workers as worker_store
 from storage.repo.jobs import EventRow, JobRow
 from storage.states import JobState
-
-CUSTOM_MEASURE = "custom"  # the `measure` query value when the m_* values are given one by one
 
 
 def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
@@ -152,146 +139,23 @@ def spec_of(job: JobRow) -> SweepSpec:
 
 
 def spec_to_query(spec: SweepSpec) -> dict[str, str]:
-    """Optimize-page URL parameters holding every field of the sweep (see spec_from_query)."""
-    query = {
-        "precisions": ",".join(p.value for p in spec.precisions),
-        "backend": spec.backend,
-        "hint": spec.performance_hint.value,
-        "streams": str(spec.streams),
-        "providers": ",".join(spec.providers),
-        "batches": ",".join(str(b) for b in spec.batch_sizes),
-        "shapes": "fixed" if spec.fixed_shapes else "dynamic",
-        "opt": spec.optimization_level,
-        "threads": str(spec.intra_op_threads),
-        "simplify": "1" if spec.simplify else "0",
-        "cal_samples": str(spec.calibration_samples),
-        "measure": preset_name(spec.measure) or CUSTOM_MEASURE,
-    }
-    if spec.backends:
-        query["runtimes"] = ",".join(spec.backends)
-    if spec.symbolic_dims:
-        query["dims"] = ",".join(f"{k}:{v}" for k, v in spec.symbolic_dims)
-    if spec.calibration_sha256:
-        query["calibration"] = spec.calibration_sha256
-    if spec.evaluation_sha256:
-        query["evaluation"] = spec.evaluation_sha256
-    if spec.search_bound:
-        query["search"] = spec.search_bound
-    if spec.profile:
-        query["profile"] = "1"
-    if spec.fp32_nodes:  # one name per line: node names may hold commas
-        query["fp32_nodes"] = "\n".join(spec.fp32_nodes)
-    if spec.targets:
-        query["targets"] = ",".join(spec.targets)
-    if spec.replicas > 1:
-        query["replicas"] = str(spec.replicas)
-    if spec.io_modes != (IoMode.END_TO_END,):
-        query["timing"] = ",".join(mode.value for mode in spec.io_modes)
-    if spec.cuda != CudaOptions():
-        query["cuda"] = json.dumps(spec.cuda.to_dict(), sort_keys=True)
-    if not spec.tensorrt.is_default:
-        query["trt"] = json.dumps(spec.tensorrt.to_dict(), sort_keys=True)
-    if spec.find_knee:
-        query["knee"] = str(spec.knee_max_batch)
-    if spec.min_cosine != DEFAULT_MIN_COSINE:
-        query["min_cosine"] = str(spec.min_cosine)
-    if query["measure"] == CUSTOM_MEASURE:
-        for f in fields(MeasureSettings):
-            query[f"m_{f.name}"] = str(getattr(spec.measure, f.name))
-    return query
-
-
-def _csv(query: Mapping[str, str], key: str) -> list[str]:
-    return [part for part in str(query.get(key) or "").split(",") if part]
-
-
-def _measure_from_query(query: Mapping[str, str]) -> MeasureSettings:
-    name = query.get("measure") or "standard"
-    if name in MEASURE_PRESETS:
-        return MEASURE_PRESETS[name]
-    if name != CUSTOM_MEASURE:
-        choices = ", ".join([*MEASURE_PRESETS, CUSTOM_MEASURE])
-        raise UserError(f"Unknown measurement {name!r} in the link; use one of {choices}.")
-    values = {}
-    for f in fields(MeasureSettings):
-        if (text := query.get(f"m_{f.name}")) is not None:
-            kind = int if f.type == "int" else float
-            values[f.name] = kind(text)
-    return MeasureSettings(**values)
+    """Optimize-page URL parameters holding every knob of the sweep, read from the knobs'
+    declarations (backend.knobs.links; see spec_from_query)."""
+    return to_query(spec)
 
 
 def spec_from_query(query: Mapping[str, str]) -> SweepSpec:
     """The sweep a link describes; absent keys take SweepSpec's own defaults.
 
-    The inverse of spec_to_query for every field, so "Run again with changes" keeps the
+    The inverse of spec_to_query for every knob, so "Run again with changes" keeps the
     calibration file, its sample count and the measurement (preset or custom) of the stored job.
     """
-    values: dict[str, object] = {}
     try:
-        if precisions := _csv(query, "precisions"):
-            values["precisions"] = tuple(precisions)
-        if providers := _csv(query, "providers"):
-            values["providers"] = tuple(providers)
-        if batches := _csv(query, "batches"):
-            values["batch_sizes"] = tuple(int(b) for b in batches)
-        if backend := query.get("backend"):
-            values["backend"] = backend
-        if runtimes := _csv(query, "runtimes"):
-            values["backends"] = tuple(runtimes)
-        if hint := query.get("hint"):
-            values["performance_hint"] = hint
-        if streams := query.get("streams"):
-            values["streams"] = int(streams)
-        if shapes := query.get("shapes"):
-            values["fixed_shapes"] = shapes != "dynamic"
-        dims = [part.split(":", 1) for part in _csv(query, "dims") if ":" in part]
-        values["symbolic_dims"] = tuple((name, int(value)) for name, value in dims)
-        if level := query.get("opt"):
-            values["optimization_level"] = level
-        if threads := query.get("threads"):
-            values["intra_op_threads"] = int(threads)
-        values["simplify"] = query.get("simplify") == "1"
-        values["calibration_sha256"] = query.get("calibration") or None
-        values["evaluation_sha256"] = query.get("evaluation") or None
-        values["search_bound"] = query.get("search") or ""
-        if samples := query.get("cal_samples"):
-            values["calibration_samples"] = int(samples)
-        values["measure"] = _measure_from_query(query)
-        values["profile"] = query.get("profile") == "1"
-        values["targets"] = tuple(_csv(query, "targets"))
-        if replicas := query.get("replicas"):
-            values["replicas"] = int(replicas)
-        if timing := _csv(query, "timing"):
-            values["io_modes"] = tuple(IoMode(mode) for mode in timing)
-        if cuda := query.get("cuda"):
-            values["cuda"] = _cuda_from_query(cuda)
-        if trt := query.get("trt"):
-            values["tensorrt"] = json.loads(trt)  # checked by TrtOptions, refusals included
-        if knee := query.get("knee"):
-            values["find_knee"], values["knee_max_batch"] = True, int(knee)
-        if min_cosine := query.get("min_cosine"):
-            values["min_cosine"] = float(min_cosine)
-        values["fp32_nodes"] = tuple(n for n in str(query.get("fp32_nodes") or "").split("\n") if n)
-        return SweepSpec(**values)  # type: ignore[arg-type]
+        return SweepSpec(**from_query(SweepSpec, query))
     except (ValueError, TypeError) as exc:
         raise UserError(
             f"This link holds a value that is not valid here ({exc}); reopen it."
         ) from None
-
-
-def _cuda_from_query(text: str) -> CudaOptions:
-    """CUDA options from a link's JSON; anything but known names with values of the right
-    kind is a ValueError that names it (a hand-edited link must not reach the constructor)."""
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError("the CUDA options are not a set of named values")
-    defaults = CudaOptions().to_dict()
-    for name, given in value.items():
-        if name not in defaults:
-            raise ValueError(f"unknown CUDA option {str(name)[:40]!r}")
-        if type(given) is not type(defaults[name]):
-            raise ValueError(f"CUDA option {name!r} has a value of the wrong kind")
-    return CudaOptions.from_value(value)
 
 
 def list_workers(alive_within_seconds: float | None = 30.0) -> list[worker_store.WorkerRow]:

@@ -1,14 +1,18 @@
 """The mixed-precision search as queued work, started from the dashboard (or `submit --search`).
 
-Each step of backend.engine.mixed.greedy is one configuration of the job (static INT8 with some
-nodes kept in FP32), run, explained and stored by the worker like any other: the steps appear on
-the Jobs page as they land and join the accuracy-vs-speed chart on Compare. The worst node of a
+Each step of backend.engine.mixed.greedy_steps is one configuration of the job (static INT8 with
+some nodes kept in FP32), run, explained and stored by the worker like any other: the steps appear
+on the Jobs page as they land and join the accuracy-vs-speed chart on Compare. The worst node of a
 step comes from its stored layer-loss ranking, its float islands from its stored profile.
+
+search_plan is the tail of the sweep's plan (backend/jobs/plan.py): a generator that yields each
+step and is sent its stored result, holding the job's results as they land, so nothing reads the
+job again per step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Generator
 from dataclasses import asdict, replace
 
 import onnx
@@ -22,24 +26,23 @@ from backend.engine.mixed import (
     MixedSearch,
     MixedStep,
     apply_timing,
-    greedy,
+    greedy_steps,
     island_candidates,
 )
 from backend.engine.profile import stored_profile
+from backend.jobs.context import JobContext
+from backend.jobs.plan import Plan, Step
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
 from backend.models import library
-from backend.queue.jobs import fp32_baseline, spec_of, stored_results
+from backend.queue.jobs import fp32_baseline
 from backend.queue.progress import last_line
 from backend.results import AccuracyReport, ConfigurationResult, StoredResult
-from backend.specs import GPU_PROVIDERS, Configuration, Precision
-from storage.repo import jobs as job_store
-from storage.repo.jobs import JobRow
+from backend.specs import GPU_PROVIDERS, Configuration, MeasureSettings, Precision, SweepSpec
 
-# runs, explains and stores one configuration as a step (index, total) with its reason; None
-# when it was cancelled (backend.queue.worker.JobRunner.run_one)
-RunStep = Callable[[Configuration, tuple[int, int], str], ConfigurationResult | None]
+# yields a step to measure, is sent its stored result, returns the step as the search sees it
+Measured = Generator[Step, StoredResult | None, MixedStep]
 
 
 class _Stopped(Exception):
@@ -73,32 +76,49 @@ def on_evaluation_set(result: ConfigurationResult) -> AccuracyReport:
 class _Steps:
     """Runs (or reuses, on a resumed job) the configuration of each step for one base point."""
 
-    def __init__(self, job: JobRow, run_step: RunStep, stop: Callable[[], bool]) -> None:
-        self.job, self.run_step, self.stop = job, run_step, stop
-        self.bound = AccuracyBound.parse(spec_of(job).search_bound)
+    def __init__(self, spec: SweepSpec, held: list[StoredResult], context: JobContext) -> None:
+        self.context = context
+        self.bound = AccuracyBound.parse(spec.search_bound)
+        self.held = held  # the job's results: those stored before, then each step's as it lands
         self.results: dict[tuple[str, ...], ConfigurationResult] = {}
         self.ran = 0  # steps this search ran itself (plain INT8 is the sweep's)
         self.errors: list[str] = []  # of those, the ones that gave no measured result
 
-    def measure(self, base: Configuration, keep: tuple[str, ...], why: str) -> MixedStep:
+    def search(
+        self, base: Configuration, fp32: StoredResult
+    ) -> Generator[Step, StoredResult | None, MixedSearch]:
+        """The greedy search from one base point, each of its steps yielded to be measured."""
+        assert fp32.latency is not None
+        steps = greedy_steps(self.bound, fp32.latency.p50, (), self.worst, self.islands)
+        keep, why = next(steps)
+        while True:
+            step = yield from self.measure(base, fp32, keep, why)
+            try:
+                keep, why = steps.send(step)
+            except StopIteration as end:
+                return end.value
+
+    def measure(
+        self, base: Configuration, fp32: StoredResult, keep: tuple[str, ...], why: str
+    ) -> Measured:
         config = replace(base, fp32_nodes=keep)
-        stored = {r.config_key: r.result for r in stored_results(self.job.id)}
-        result = stored.get(config.key)
+        result = next((r.result for r in self.held if r.config_key == config.key), None)
         ran_here = result is None
         if result is None:
-            if self.stop():
-                raise _Stopped("the job was cancelled")
-            done = len(stored) + 1
-            job_store.raise_total(self.job.id, done)
+            done = len(self.held) + 1
+            self.context.raise_total(done)
             bound = f"{self.bound.metric} >= {self.bound.minimum}"
-            result = self.run_step(
-                config, (done, done), f"Mixed-precision search step ({bound}): {why}."
-            )
-            self.ran += result is not None
+            note = f"Mixed-precision search step ({bound}): {why}."
+            stored = yield Step(config, done, done, baseline=fp32, note=note)
+            if stored is None:
+                raise _Stopped(f"step '{why}' was not stored")
+            self.held.append(stored)
+            result = stored.result
+            self.ran += 1
         # wrong outputs are measured too (they just never meet the bound, below)
-        if result is None or not result.measured or result.accuracy is None or not result.latency:
-            error = last_line((result.error if result else None) or "cancelled") or "no result"
-            if ran_here and result is not None:
+        if not result.measured or result.accuracy is None or not result.latency:
+            error = last_line(result.error or "cancelled") or "no result"
+            if ran_here:
                 self.errors.append(error)
             raise _Stopped(f"step '{why}' gave no measured result: {error}")
         self.results[config.fp32_nodes] = result
@@ -125,12 +145,11 @@ class _Steps:
         return island_candidates(profile, {n.name for n in built.graph.node})
 
 
-def timing_note(job: JobRow, fp32: StoredResult, steps: _Steps) -> str:
+def timing_note(settings: MeasureSettings, fp32: StoredResult, steps: _Steps) -> str:
     """The sweep's stability verdict for FP32 and the steps, which the worker timed one after
     another as separate configurations (not interleaved), with any contention note."""
     results = [fp32.result, *steps.results.values()]
     unstable = [r.config_key for r in results if not r.stable]
-    settings = spec_of(job).measure
     head = (
         f"FP32 and the {len(steps.results)} step(s) were timed one after another, each in its "
         "own run (not interleaved); "
@@ -149,10 +168,10 @@ def timing_note(job: JobRow, fp32: StoredResult, steps: _Steps) -> str:
     return head + (f". {busy}" if busy else ".")
 
 
-def window_spread(job: JobRow, results: list[ConfigurationResult]) -> float:
+def window_spread(settings: MeasureSettings, results: list[ConfigurationResult]) -> float:
     """The largest relative spread of any result's last window medians: how far apart two
     numbers timed in separate runs may be by noise alone."""
-    windows = spec_of(job).measure.stable_windows
+    windows = settings.stable_windows
     spreads = []
     for result in results:
         recent = (result.windows or [])[-windows:]
@@ -163,7 +182,11 @@ def window_spread(job: JobRow, results: list[ConfigurationResult]) -> float:
 
 
 def interleaved_in_child(
-    job: JobRow, base: Configuration, fp32: StoredResult, found: MixedSearch, steps: _Steps
+    settings: MeasureSettings,
+    base: Configuration,
+    fp32: StoredResult,
+    found: MixedSearch,
+    steps: _Steps,
 ) -> Interleaved | None:
     """FP32 and each distinct step timed again together, window by window, in one sandboxed
     child on their stored built models: the steps ran one after another in children of their
@@ -174,10 +197,9 @@ def interleaved_in_child(
         result = steps.results.get(step.fp32_nodes)
         built.setdefault(found.key(step), result.optimized_sha256 if result else None)
     if not all(built.values()):
-        job_store.log_event(job.id, "search: no interleaved timing (a built model is missing)")
+        steps.context.log("search: no interleaved timing (a built model is missing)")
         return None
     paths = {name: str(library.artifact_path(sha)) for name, sha in built.items() if sha}
-    settings = spec_of(job).measure
     outcome = call_in_child(
         "backend.engine.mixed:time_built_models",
         paths,
@@ -191,44 +213,41 @@ def interleaved_in_child(
     )
     if not outcome.ok:
         reason = last_line(outcome.error) or "it failed"
-        job_store.log_event(job.id, f"search: no interleaved timing: {reason}", "warning")
+        steps.context.log(f"search: no interleaved timing: {reason}", "warning")
         return None
     return Interleaved.from_dict(outcome.value, settings)
 
 
-def run_search(
-    job: JobRow, configurations: list[Configuration], run_step: RunStep, stop: Callable[[], bool]
-) -> str | None:
-    """Search from each plain static INT8 point of the job against its FP32 result; log the
-    measured steps and the verdict against FP32 in the job's events. Gives the job's error when
-    the search ran steps and every one failed (the job must not say it succeeded), else None."""
-    steps = _Steps(job, run_step, stop)
+def search_plan(
+    spec: SweepSpec,
+    configurations: list[Configuration],
+    held: list[StoredResult],
+    context: JobContext,
+) -> Plan:
+    """Search from each plain static INT8 point of the job against its FP32 result in `held` (the
+    job's results so far, to which each step's is added as it is sent); log the measured steps
+    and the verdict against FP32 in the job's events. Returns the job's error when the search
+    ran steps and every one failed (the job must not say it succeeded), else None."""
+    steps = _Steps(spec, held, context)
     for base in search_bases(configurations):
-        fp32 = fp32_baseline(stored_results(job.id), base)
+        fp32 = fp32_baseline(held, base)
         if fp32 is None or fp32.latency is None:
-            job_store.log_event(job.id, f"search skipped for {base.label}: no FP32 result")
+            context.log(f"search skipped for {base.label}: no FP32 result")
             continue
         try:
-            found = greedy(
-                steps.bound,
-                fp32.latency.p50,
-                (),
-                lambda keep, why, b=base: steps.measure(b, keep, why),
-                steps.worst,
-                steps.islands,
-            )
+            found = yield from steps.search(base, fp32)
         except _Stopped as exc:
-            job_store.log_event(job.id, f"search for {base.label} stopped: {exc}", "warning")
+            context.log(f"search for {base.label} stopped: {exc}", "warning")
             continue
-        timing = interleaved_in_child(job, base, fp32, found, steps)
+        timing = interleaved_in_child(spec.measure, base, fp32, found, steps)
         if timing is not None:
             apply_timing(found, timing)
         else:  # the numbers timed apart, said so, with their own spread as the noise
-            found.stability = timing_note(job, fp32, steps)
-            found.apart_noise = window_spread(job, [fp32.result, *steps.results.values()])
+            found.stability = timing_note(spec.measure, fp32, steps)
+            found.apart_noise = window_spread(spec.measure, [fp32.result, *steps.results.values()])
         for line in found.lines():
-            job_store.log_event(job.id, f"search: {line}")
-        job_store.log_event(job.id, f"search for {base.label}: {found.verdict()}")
+            context.log(f"search: {line}")
+        context.log(f"search for {base.label}: {found.verdict()}")
     if steps.ran and len(steps.errors) >= steps.ran:
         return (
             f"the mixed-precision search ran {steps.ran} step(s) and every one failed; "

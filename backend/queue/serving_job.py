@@ -8,6 +8,9 @@ stores that curve once per variant. Then for each batching policy it starts a re
 load point from a child process (the load generator's CPU apart from the worker's), and stores
 every point as it lands. A server that fails to start ends the job with Triton's own log line; a
 cancel kills the measuring child (calibration's too) and the server stops with the block.
+
+ServingStudyKind is the `serving` entry of the job kinds (backend/jobs/kinds.py); it asks the
+worker only through the job's public JobContext (stop check, events, lease, finish).
 """
 
 from __future__ import annotations
@@ -15,12 +18,12 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from backend.errors import UserError
+from backend.jobs.context import JobContext, JobOutcome
 from backend.launch.children import run_in_child
 from backend.queue import metrics
-from backend.queue.lease import LeaseKeeper
 from backend.serving.calibrate import CalibrationCancelled, calibrate_on_server
 from backend.serving.loadgen import load_time_limit_s, run_load
 from backend.serving.repository import plan_model
@@ -36,7 +39,6 @@ from backend.serving.study import (
 )
 from backend.serving.types import BatchingPolicy, LoadPoint
 from backend.specs import MEASURE_PRESETS
-from storage.artifacts import ArtifactStore
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import serving as serving_store
@@ -51,28 +53,26 @@ class Cancelled(Exception):
     """The job was cancelled (or its lease lost) while a child measured: stop everything."""
 
 
-class Runner(Protocol):
-    """What a serving study needs of backend.queue.worker.JobRunner: its store, its lease
-    keeper, the stop check and the one way to finish a job."""
+class ServingStudyKind:
+    """A serving study: Triton started on this host for each configuration."""
 
-    store: ArtifactStore
-    keeper: LeaseKeeper | None
+    name = KIND
+    launchers = ("local",)
 
-    @property
-    def lost_lease(self) -> bool: ...
+    def run(self, context: JobContext) -> JobOutcome:
+        return ServingJob(context).run(context.job)
 
-    def _should_stop(self, job_id: int) -> bool: ...
-
-    def _finish(self, job: JobRow, state: JobState, error: str | None = None) -> bool: ...
+    def conclude(self, context: JobContext) -> JobOutcome:
+        return ServingJob(context).conclude()
 
 
 class ServingJob:
-    """Runs one claimed serving study to its end for a JobRunner (lease, cancel, finish)."""
+    """Runs one claimed serving study to its end through its JobContext (lease, cancel, finish)."""
 
-    def __init__(self, runner: Runner) -> None:
-        self.runner = runner
+    def __init__(self, context: JobContext) -> None:
+        self.context = context
 
-    def run(self, job: JobRow) -> tuple[JobState, str | None]:
+    def run(self, job: JobRow) -> JobOutcome:
         """The job's outcome: its state (RUNNING when the lease was lost) and why."""
         study = ServingStudy.from_dict(job.spec)
         done = serving_store.stored_keys(job.id)
@@ -97,10 +97,10 @@ class ServingJob:
                 self._configuration(job, study, variant, policy, done)
         except Cancelled:
             pass
-        return self._conclude(job)
+        return self.conclude()
 
     def _should_stop(self, job: JobRow) -> bool:
-        return self.runner._should_stop(job.id)
+        return self.context.should_stop()
 
     def _calibrate(
         self, job: JobRow, study: ServingStudy, variant: ServedVariant, done: set[str]
@@ -222,7 +222,7 @@ class ServingJob:
             job.id, key, label, kind, payload, lease=job_store.lease_of(job)
         )
         if saved is None:
-            held = self.runner.keeper.renew_now() if self.runner.keeper else True
+            held = self.context.still_held()
             why = "this worker lost the job" if not held else "it was already stored"
             job_store.log_event(job.id, f"{key}: not stored, {why}", level="warning")
             if not held:
@@ -230,7 +230,7 @@ class ServingJob:
 
     def _path(self, model_id: int, variant: ServedVariant) -> Path:
         sha = variant.sha256 or model_store.model_file(model_id).sha256
-        path = self.runner.store.path_for(sha)
+        path = self.context.artifacts.path_for(sha)
         if not path.is_file():
             raise UserError(
                 f"The file of {variant.name!r} is missing from the artifact store; "
@@ -238,17 +238,9 @@ class ServingJob:
             )
         return path
 
-    def _conclude(self, job: JobRow) -> tuple[JobState, str | None]:
-        if self.runner.lost_lease:
-            job_store.log_event(
-                job.id, "lease lost; another worker owns this job now", level="warning"
-            )
-            return JobState.RUNNING, "lease lost"
-        if job_store.is_cancel_requested(job.id):
-            self.runner._finish(job, JobState.CANCELLED)
-            return JobState.CANCELLED, None
-        self.runner._finish(job, JobState.SUCCEEDED)
-        return JobState.SUCCEEDED, None
+    def conclude(self) -> JobOutcome:
+        """Lease lost or cancelled first (JobContext.interrupted), else the study succeeded."""
+        return self.context.interrupted() or self.context.finish(JobState.SUCCEEDED)
 
 
 def _summary(point: LoadPoint) -> str:

@@ -12,7 +12,8 @@ backoff, and a new child resumes once it answers: configurations already stored 
 each one single even if a lost task's result was stored just before the head went.
 
 It lives in queue, not in backend/cluster/, because it is the worker's own code: it starts the
-driver by module name and never imports the cluster package, which stands above the queue.
+driver by module name and never imports the cluster package, which stands above the queue. The
+`ray` launcher (backend/jobs/launchers.py) runs it, then has the job's kind conclude.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
+from backend.jobs.context import JobContext
 from backend.launch.services import start_service, stop_service
 from backend.queue.lease import Backoff
 from backend.queue.measuring import ordered_configurations
@@ -150,18 +152,19 @@ def start_driver(job: JobRow, resumed: bool, folder: Path) -> Driver:
 class Supervisor:
     """Runs one claimed job's cluster sweep to the end, through as many head outages as it takes."""
 
-    def __init__(self, runner: Any, job: JobRow) -> None:  # a backend.queue.worker.JobRunner
-        self.runner = runner
-        self.job = job
+    def __init__(self, context: JobContext) -> None:
+        self.context = context
+        self.job = context.job
         self.address = settings.RAY_ADDRESS.get()
         self.crashes = 0
         self.backoff = Backoff(settings.RAY_RETRY_MAX_S.get())
         self.outage_began: float | None = None  # one outage, one sentence, one give-up clock
         self.resuming_logged = True  # "answers again" is said once per outage
 
-    def run(self) -> Any:
+    def run(self) -> None:
+        """Until the sweep is dispatched to its end or the job stops; the kind concludes."""
         resumed = False
-        while not self.runner._should_stop(self.job.id):
+        while not self.context.should_stop():
             reason = port_reason(self.address)
             if reason is not None:
                 self._wait_for_head(reason)
@@ -177,7 +180,6 @@ class Supervisor:
                     self.outage_began = None
                 self._wait_for_head(lost.reason)
             resumed = True
-        return self.runner._conclude(self.job)
 
     def _drive_once(self, resumed: bool) -> bool:
         """True when the child dispatched the sweep to its end (or the job stopped)."""
@@ -190,8 +192,8 @@ class Supervisor:
 
     def _watch(self, driver: Driver) -> bool:
         while driver.process.poll() is None:
-            if self.runner.lost_lease:
-                return True  # _conclude says so; the child's writes are fenced anyway
+            if self.context.lost_lease:
+                return True  # the conclusion says so; the child's writes are fenced anyway
             reason = port_reason(self.address)
             if reason is not None:
                 raise HeadLost(reason)
@@ -246,7 +248,7 @@ class Supervisor:
             log.warning("Ray head %s: %s; next try in %.0f s", self.address, reason, delay)
             deadline = time.monotonic() + delay
             while time.monotonic() < deadline:
-                if self.runner._should_stop(self.job.id):
+                if self.context.should_stop():
                     return
                 time.sleep(min(WATCH_S, max(deadline - time.monotonic(), 0)))
             reason = port_reason(self.address)
@@ -257,8 +259,3 @@ class Supervisor:
                 f"Ray cluster at {self.address} answers again; resuming the "
                 f"{self._not_stored()} configurations not yet stored.",
             )
-
-
-def supervise(runner: Any, job: JobRow) -> Any:
-    """The cluster branch of JobRunner._run: a JobOutcome, or ClusterUnavailable after giving up."""
-    return Supervisor(runner, job).run()

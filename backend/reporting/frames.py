@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from backend.knobs import columns, declared_columns
 from backend.records import JobKind, job_kind
 from backend.reporting import distance, metrics
 from backend.results import LatencyStats, ResultStatus, StoredResult
@@ -81,6 +82,7 @@ COLUMNS = [
     "ran_on",
     "replicas",
 ]
+COLUMNS += [c for c in declared_columns(Configuration) if c not in COLUMNS]  # knobs added since
 
 
 def series_name(job_id: int, model: str, configuration: Configuration) -> str:
@@ -137,14 +139,7 @@ def _record(
         "series": series,
         "label": f"{series} b{conf.batch_size}",
         "config_key": stored.config_key,
-        "backend": conf.backend,
-        "provider": conf.provider,
-        "precision": conf.precision.value,
-        "batch_size": conf.batch_size,
-        "fixed_shapes": conf.fixed_shapes,
-        "optimization_level": conf.optimization_level,
-        "intra_op_threads": conf.intra_op_threads,
-        "simplify": conf.simplify,
+        **columns(conf),  # every knob that declares a column (backend.knobs)
         "status": r.status.value,
         "error": r.error,
         **_latency_columns(r.latency),
@@ -173,9 +168,7 @@ def _record(
         "execution_precision": r.runtime_facts.get("execution_precision"),
         **_distance_columns(stored),
         "notes": "; ".join(r.notes),
-        "target": conf.target,
         "ran_on": ran_on(r.environment),
-        "replicas": conf.replicas,
     }
 
 

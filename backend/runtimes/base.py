@@ -12,7 +12,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from backend.errors import UnavailableError
-from backend.specs import Precision
+from backend.knobs import group_types
+from backend.specs import (
+    Configuration,
+    CudaOptions,
+    OpenVinoOptions,
+    OrtOptions,
+    PointKnobs,
+    Precision,
+    TrtOptions,
+)
 
 
 @dataclass(frozen=True)
@@ -27,12 +36,33 @@ class ProviderStatus:
 
 @dataclass(frozen=True)
 class SessionOptions:
+    """What a runner opens a session with; each runtime's own knobs arrive as its typed group."""
+
     provider: str = "cpu"
     optimization_level: str = "all"
     intra_op_threads: int = 0
     optimized_model_path: Path | None = None  # where the runtime may save its optimized graph
     profile_prefix: Path | None = None  # set: the runtime's own per-node profiler is on
-    extra: dict[str, Any] = field(default_factory=dict)
+    precision: Precision = Precision.FP32  # what OpenVINO compiles for; ORT runs the built graph
+    perf_counters: bool = True  # OpenVINO's per-layer counters (off where a bench times without)
+    openvino: OpenVinoOptions = field(default_factory=OpenVinoOptions)
+    onnxruntime: OrtOptions = field(default_factory=OrtOptions)
+    cuda: CudaOptions = field(default_factory=CudaOptions)
+    tensorrt: TrtOptions = field(default_factory=TrtOptions)
+
+    @classmethod
+    def of(cls, config: Configuration, **paths: Path | None) -> SessionOptions:
+        """A configuration's session: its provider, threads, precision and every runtime group
+        (copied by name, so a new group reaches the runners without another line here)."""
+        groups = {name: getattr(config, name) for name in group_types(PointKnobs)}
+        return cls(
+            provider=config.provider,
+            optimization_level=config.optimization_level,
+            intra_op_threads=config.intra_op_threads,
+            precision=config.precision,
+            **groups,
+            **paths,
+        )
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,11 @@ from typing import Any
 import numpy as np
 
 import settings
-from backend.cudaoptions import CudaOptions
 from backend.errors import UnavailableError
 from backend.runtimes import ort_cuda, ort_trt
 from backend.runtimes.base import DeviceRun, ProviderStatus, Runner, RuntimeBackend, SessionOptions
 from backend.runtimes.ort_plugins import PLUGIN_PROVIDERS, plugin_devices, probe_plugin
 from backend.specs import Precision
-from backend.trtoptions import TrtOptions
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +166,7 @@ class OnnxRuntimeRunner(Runner):
         session_options.log_severity_level = 3
         if self.options.intra_op_threads:
             session_options.intra_op_num_threads = self.options.intra_op_threads
+        session_options.enable_mem_pattern = self.options.onnxruntime.enable_mem_pattern
         if self.options.optimized_model_path is not None:
             session_options.optimized_model_filepath = str(self.options.optimized_model_path)
         if self.options.profile_prefix is not None:
@@ -199,15 +198,12 @@ class OnnxRuntimeRunner(Runner):
         return ort.InferenceSession(str(self.model_path), session_options, providers=providers)
 
     def _provider_options(self) -> dict[str, str]:
-        """Explicit options, then the typed CUDA or TensorRT ones the configuration carries."""
-        options = dict(self.options.extra.get("provider_options", {}))
-        extra = self.options.extra
+        """The typed CUDA or TensorRT options the configuration carries, in ORT's words."""
+        options: dict[str, str] = {}
         if self.options.provider == "cuda":
-            options.update(
-                ort_cuda.cuda_provider_options(CudaOptions.from_value(extra.get("cuda")))
-            )
+            options.update(ort_cuda.cuda_provider_options(self.options.cuda))
         if self.options.provider == "tensorrt":
-            trt = TrtOptions.from_value(extra.get("tensorrt"))
+            trt = self.options.tensorrt
             ort_trt.prepare_cache_folders(trt, settings.data_dir())
             options.update(ort_trt.tensorrt_provider_options(trt, settings.data_dir()))
         return options

@@ -23,7 +23,7 @@ from backend.runtimes.base import (
     RuntimeBackend,
     SessionOptions,
 )
-from backend.specs import PerformanceHint, Precision
+from backend.specs import Precision
 
 DEVICES = {"cpu": "CPU", "gpu": "GPU", "npu": "NPU"}
 
@@ -67,15 +67,14 @@ def _status(short: str) -> ProviderStatus:
 
 
 def _compile_config(options: SessionOptions, precision: str) -> dict[str, Any]:
-    extra = options.extra
-    hint = PerformanceHint(extra.get("performance_hint", PerformanceHint.LATENCY))
+    openvino = options.openvino
     config: dict[str, Any] = {
         "INFERENCE_PRECISION_HINT": precision,
-        "PERFORMANCE_HINT": hint.value.upper(),
-        "PERF_COUNT": bool(extra.get("perf_counters", True)),
+        "PERFORMANCE_HINT": openvino.performance_hint.value.upper(),
+        "PERF_COUNT": options.perf_counters,
     }
-    if extra.get("streams"):
-        config["NUM_STREAMS"] = int(extra["streams"])
+    if openvino.streams:
+        config["NUM_STREAMS"] = openvino.streams
     if options.intra_op_threads:
         config["INFERENCE_NUM_THREADS"] = options.intra_op_threads
     return config
@@ -171,7 +170,7 @@ class OpenVinoRunner(Runner):
     """One compiled model and one infer request; the precision asked is the one read back."""
 
     def activate_impl(self) -> None:
-        precision = Precision(self.options.extra.get("precision", Precision.FP32))
+        precision = self.options.precision
         asked = EXECUTION_PRECISION[precision]
         device = DEVICES[self.options.provider]
         core = _core()
@@ -312,9 +311,7 @@ class OpenVinoBackend(RuntimeBackend):
 
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
         self.require(options.provider)
-        reason = self.precision_unavailable(
-            Precision(options.extra.get("precision", Precision.FP32)), options.provider
-        )
+        reason = self.precision_unavailable(options.precision, options.provider)
         if reason:
             raise UnavailableError(reason)
         return OpenVinoRunner(model_path, options)

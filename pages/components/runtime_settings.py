@@ -8,32 +8,71 @@ from pages/optimize.py (over a hundred lines of widgets) so the page reads as it
 
 from __future__ import annotations
 
+import enum
+from typing import Any
+
 import streamlit as st
 
+from backend.knobs import default_of, knobs, labelled, text_codec
 from backend.specs import (
-    ConvAlgoSearch,
     CudaOptions,
     IoMode,
+    OpenVinoOptions,
+    OrtOptions,
     PerformanceHint,
     SweepSpec,
     TrtOptions,
 )
 from backend.trtoptions import DEFAULT_ENGINE_FOLDER, DEFAULT_TIMING_FOLDER
-from pages.components.url_state import bound_count, bound_selectbox
+from pages.components.url_state import bound_count, bound_selectbox, set_url
 
 
-def openvino_settings(prefill: SweepSpec) -> tuple[str | None, int]:
+def declared_widgets(group: type, old: Any) -> dict[str, Any]:
+    """A widget per knob of `group` that names one (its `widget` key), labelled and explained
+    by the declaration and starting from `old` (the link's or the reopened sweep's): toggles for
+    flags, a select box for a choice. A knob with its own link key keeps the link in step."""
+    values: dict[str, Any] = {}
+    for f, k, kind in knobs(group):
+        if not k.widget:
+            continue
+        now, words = getattr(old, f.name), k.help or None
+        if kind is bool:
+            values[f.name] = st.toggle(k.label, now, key=k.widget, help=words)
+        elif isinstance(kind, type) and issubclass(kind, enum.Enum):
+            options = [m.value for m in kind]
+            values[f.name] = st.selectbox(
+                k.label, options, index=options.index(now.value), key=k.widget, help=words
+            )
+        else:
+            values[f.name] = st.text_input(k.label, str(now), key=k.widget, help=words)
+        if k.url:
+            changed = values[f.name] != default_of(f)
+            set_url(k.url, text_codec(kind).dump(values[f.name]) if changed else None)
+    return values
+
+
+def onnxruntime_settings(prefill: SweepSpec) -> OrtOptions:
+    """ONNX Runtime's own session options, drawn from their declarations (backend/
+    runtimeoptions.py), starting from the link's or the reopened sweep's."""
+    if not any(k.widget for _, k, _ in knobs(OrtOptions)):
+        return prefill.onnxruntime
+    with st.expander("ONNX Runtime session settings"):
+        return OrtOptions(**declared_widgets(OrtOptions, prefill.onnxruntime))
+
+
+def openvino_settings(prefill: SweepSpec) -> OpenVinoOptions:
     """OpenVINO's performance hint and streams, bound to ?hint= and ?streams=; the page offers
     them only when OpenVINO is picked."""
+    title, words = labelled(OpenVinoOptions, "performance_hint")
     hint = bound_selectbox(
-        "OpenVINO performance hint",
+        title,
         [h.value for h in PerformanceHint],
         "hint",
-        default=prefill.performance_hint.value,
-        help="Latency: one request as fast as possible; throughput: most requests per second.",
+        default=prefill.openvino.performance_hint.value,
+        help=words,
     )
-    streams = bound_count("OpenVINO streams (0 = as the hint chooses)", "streams", 64)
-    return hint, streams
+    streams = bound_count(labelled(OpenVinoOptions, "streams")[0], "streams", 64)
+    return OpenVinoOptions(performance_hint=hint or PerformanceHint.LATENCY, streams=streams)
 
 
 def cuda_settings(prefill: SweepSpec) -> tuple[tuple[IoMode, ...], CudaOptions, bool]:
@@ -42,7 +81,7 @@ def cuda_settings(prefill: SweepSpec) -> tuple[tuple[IoMode, ...], CudaOptions, 
     combinations it cannot run, with the reason."""
     with st.expander("CUDA provider settings", expanded=True):
         modes = st.multiselect(
-            "What the timing includes",
+            labelled(SweepSpec, "io_modes")[0],
             [m.value for m in IoMode],
             default=[m.value for m in prefill.io_modes],
             format_func=lambda v: IoMode(v).label,
@@ -50,36 +89,7 @@ def cuda_settings(prefill: SweepSpec) -> tuple[tuple[IoMode, ...], CudaOptions, 
             help="End to end: host arrays in and out, as a client sees it. Device-resident: "
             "inputs and outputs already on the GPU (IOBinding). Both: the copy share is shown.",
         )
-        cuda = CudaOptions(
-            conv_algo_search=st.selectbox(
-                "cuDNN convolution search",
-                [c.value for c in ConvAlgoSearch],
-                index=[c.value for c in ConvAlgoSearch].index(prefill.cuda.conv_algo_search),
-                key="cudnn_search",
-            ),
-            use_tf32=st.toggle("TF32 for FP32 math", prefill.cuda.use_tf32, key="tf32"),
-            prefer_nhwc=st.toggle("Prefer NHWC layout", prefill.cuda.prefer_nhwc, key="nhwc"),
-            enable_cuda_graph=st.toggle(
-                "CUDA graphs (device-resident, fixed shapes)",
-                prefill.cuda.enable_cuda_graph,
-                key="cuda_graph",
-            ),
-            float16_io=st.toggle(
-                "FP16 with float16 inputs and outputs", prefill.cuda.float16_io, key="fp16_io"
-            ),
-            fuse_conv_bias=st.toggle(
-                "Fuse conv bias into cuDNN's convolution (FP16 needs NHWC)",
-                prefill.cuda.fuse_conv_bias,
-                key="fuse_conv_bias",
-                help="One kernel per convolution instead of a separate bias-add after each; "
-                "+48% on ResNet-50 FP16 b1024 on an H200.",
-            ),
-            conv_max_workspace=st.toggle(
-                "cuDNN convolution with the maximum workspace",
-                prefill.cuda.conv_max_workspace,
-                key="conv_max_workspace",
-            ),
-        )
+        cuda = CudaOptions(**declared_widgets(CudaOptions, prefill.cuda))
         knee = st.toggle(
             "Find the knee: batches 1, 2, 4 ... until throughput gains stay under 5%",
             prefill.find_knee,
@@ -94,45 +104,45 @@ def trt_settings(old: TrtOptions) -> TrtOptions:
     what it cannot run, with the reason."""
     with st.expander("TensorRT provider settings", expanded=True):
         cols = st.columns(2)
-        fp16 = cols[0].toggle("FP16 kernels (trt_fp16_enable)", old.fp16, key="trt_fp16")
-        int8 = cols[1].toggle("INT8 kernels (trt_int8_enable)", old.int8, key="trt_int8")
+        fp16 = cols[0].toggle(f"{_label('fp16')} (trt_fp16_enable)", old.fp16, key="trt_fp16")
+        int8 = cols[1].toggle(f"{_label('int8')} (trt_int8_enable)", old.int8, key="trt_int8")
         calibration_table = st.text_input(
-            "INT8 calibration table (a file in the engine cache folder)",
+            _label("int8_calibration_table"),
             old.int8_calibration_table,
             key="trt_table",
-            help="Not for INT8 static (QDQ): its Q/DQ nodes carry the scales.",
+            help=labelled(TrtOptions, "int8_calibration_table")[1],
         )
-        timing = cols[0].toggle("Timing cache", old.timing_cache, key="trt_timing")
-        engine = cols[1].toggle("Engine cache", old.engine_cache, key="trt_engine")
+        timing = cols[0].toggle(_label("timing_cache"), old.timing_cache, key="trt_timing")
+        engine = cols[1].toggle(_label("engine_cache"), old.engine_cache, key="trt_engine")
         folders = st.columns(2)
         timing_path = folders[0].text_input(
-            "Timing cache folder",
+            _label("timing_cache_path"),
             old.timing_cache_path,
             key="trt_timing_path",
             placeholder=DEFAULT_TIMING_FOLDER,
-            help="Inside the data folder; empty: the default.",
+            help=labelled(TrtOptions, "timing_cache_path")[1],
         )
         engine_path = folders[1].text_input(
-            "Engine cache folder",
+            _label("engine_cache_path"),
             old.engine_cache_path,
             key="trt_engine_path",
             placeholder=DEFAULT_ENGINE_FOLDER,
-            help="Inside the data folder; empty: the default.",
+            help=labelled(TrtOptions, "engine_cache_path")[1],
         )
         workspace = folders[0].number_input(
-            "Workspace limit (MiB, 0: ONNX Runtime's default)",
+            _label("max_workspace_size"),
             0,
             1 << 20,
             old.max_workspace_size >> 20,
             key="trt_workspace",
         )
         level = folders[1].slider(
-            "Builder optimization level",
+            _label("builder_optimization_level"),
             0,
             5,
             old.builder_optimization_level,
             key="trt_level",
-            help="0 builds fastest; 5 searches longest for the fastest engine (3: default).",
+            help=labelled(TrtOptions, "builder_optimization_level")[1],
         )
     return TrtOptions(
         fp16=fp16,
@@ -145,3 +155,7 @@ def trt_settings(old: TrtOptions) -> TrtOptions:
         max_workspace_size=int(workspace) << 20,
         builder_optimization_level=level,
     )
+
+
+def _label(name: str) -> str:
+    return labelled(TrtOptions, name)[0]

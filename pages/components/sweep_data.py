@@ -1,8 +1,8 @@
 """The Optimize page's data pickers: INT8 static's calibration data and the evaluation set.
 
 Widgets only: each says where the data comes from ("stored" for the reopened sweep's file, an
-upload, random inputs or none) and hands back the file uploaded, if any; backend/queue/
-sweep_form.py decides what that means for the sweep and stores the upload on submit. Kept apart
+upload, random inputs or none) and hands back the file uploaded, if any; backend/forms/
+optimize.py decides what that means for the sweep and stores the upload on submit. Kept apart
 from pages/optimize.py so the page reads as its flow.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
+from backend.forms.optimize import Upload
 from backend.queue import jobs
-from backend.queue.sweep_form import Upload
 from backend.specs import SweepSpec
 from pages.components.formatting import plain
 from pages.components.url_state import set_url

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from backend.queue import jobs
 from backend.runtimes import get_backend
-from backend.specs import Precision
+from backend.specs import OpenVinoOptions, OrtOptions, Precision
 from tests.pages.seed import add_model, finished_sweep, open_page, texts
 
 
@@ -154,7 +154,7 @@ def test_two_runtimes_are_picked_like_providers_and_reach_the_sweep(
     [job] = jobs.list_jobs()
     spec = jobs.spec_of(job)
     assert spec.runtimes == ("onnxruntime", "openvino")
-    assert spec.performance_hint == "throughput" and spec.streams == 2
+    assert spec.openvino == OpenVinoOptions(performance_hint="throughput", streams=2)
     assert {c.backend for c in spec.configurations()} == {"onnxruntime", "openvino"}
 
 
@@ -196,3 +196,19 @@ def test_cuda_settings_appear_with_the_cuda_provider_and_reach_the_sweep(
     keys = {c.key for c in spec.configurations()}
     assert "onnxruntime/cuda/fp16/b1/fixed/all/t0/device/nhwc/cudagraph/fusebias" in keys
     assert "onnxruntime/cuda/fp16/b1/fixed/all/t0/nhwc/fusebias" in keys
+
+
+def test_onnx_runtime_session_knobs_are_drawn_from_their_declarations(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id)
+    assert at.toggle(key="mem_pattern").value is True  # ONNX Runtime's default
+    at.toggle(key="mem_pattern").set_value(False).run()
+    assert at.query_params["mem_pattern"] == "0"  # the link keeps it
+    at.button(key="submit_sweep").click().run()
+    assert not at.exception
+    [job] = jobs.list_jobs()
+    assert jobs.spec_of(job).onnxruntime == OrtOptions(enable_mem_pattern=False)
+    reopened = open_page("optimize", model=model.id, mem_pattern="0")
+    assert reopened.toggle(key="mem_pattern").value is False

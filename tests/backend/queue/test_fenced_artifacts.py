@@ -1,7 +1,7 @@
 """A worker that lost its job leaves no blob behind; one still referenced by a row stays.
 
 Real SQLite file, real ONNX Runtime run, real lease takeover through claim_job on the database's
-clock, and the worker's own store step (JobRunner._store).
+clock, and the worker's own store step (JobContext.store_result).
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from backend.engine.run import ConfigurationTask, run_configuration
+from backend.jobs.context import JobContext
 from backend.launch.children import run_in_child
 from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
-from backend.queue.worker import JobRunner
 from backend.results import ConfigurationResult
 from backend.specs import Configuration, MeasureSettings, SweepSpec
+from storage.artifacts import ArtifactStore
 from storage.repo import jobs as job_store
 from storage.repo import results as result_store
 
@@ -69,22 +70,25 @@ def test_refused_result_write_leaves_no_blob_and_never_takes_a_referenced_one(
     before = _blobs(data_dir)
 
     late = _copy(measured, tmp_path / "late")
-    JobRunner("w1")._store(stale, late)
+    assert JobContext(stale, ArtifactStore()).store_result(late) is None
 
     assert result_store.list_results(job_ids=[job.id]) == []
     assert _blobs(data_dir) == before  # nothing w1 copied stays in the store
     assert [a.kind for a in library.list_artifacts(model.id)] == ["original"]
     assert not any(Path(late.environment.get(k) or "/nonexistent").exists() for k in PATH_KEYS)
 
-    JobRunner("w2")._store(fresh, _copy(measured, tmp_path / "owner"))
+    stored = JobContext(fresh, ArtifactStore()).store_result(_copy(measured, tmp_path / "owner"))
 
     (row,) = result_store.list_results(job_ids=[job.id])
+    assert stored is not None and stored.id == row.id  # the result as stored, for the plan
     linked = {a.sha256 for a in library.list_artifacts(model.id) if a.kind != "original"}
     assert row.payload["optimized_sha256"] in linked
     assert linked and linked <= _blobs(data_dir)
 
     # w1 comes back once more with identical files: refused, and w2's blobs stay
-    JobRunner("w1")._store(stale, _copy(measured, tmp_path / "again"))
+    assert (
+        JobContext(stale, ArtifactStore()).store_result(_copy(measured, tmp_path / "again")) is None
+    )
 
     assert len(result_store.list_results(job_ids=[job.id])) == 1
     assert linked <= _blobs(data_dir)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from backend.queue.knee import BatchPoint, best_batch, knee_sentence, knee_stop, series_key
 from backend.specs import Configuration
 
@@ -117,3 +119,47 @@ def test_wrong_outputs_end_the_series_and_are_never_the_knee() -> None:
         "no knee up to batch 2: throughput still grew 90.0% from batch 1 to 2 "
         "(190 samples/s, p50 1.05 ms); the search ended because batch 4 computed wrong outputs"
     )
+
+
+def test_the_sweep_plan_stops_at_the_knee_from_the_results_it_is_sent_alone(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The plan is sent each batch's result (the H200 series as recorded) and stores none of
+    them: it stops at the knee from what it holds, so it never reads the job to decide."""
+    from backend.jobs.context import JobContext
+    from backend.jobs.sweep import sweep_plan
+    from backend.models.ingest import ingest_file
+    from backend.queue import jobs
+    from backend.results import ConfigurationResult, StoredResult
+    from backend.specs import IoMode, SweepSpec
+    from storage.artifacts import ArtifactStore
+    from storage.repo import results as result_store
+    from storage.states import utcnow
+
+    model = ingest_file(mlp_path, mlp_path.name)
+    spec = SweepSpec(
+        precisions=("fp16",),
+        providers=("cuda",),
+        io_modes=(IoMode.DEVICE,),
+        find_knee=True,
+        knee_max_batch=2048,
+    )
+    job = jobs.submit_sweep(model.id, spec)
+    recorded = {r["config_key"]: r for r in json.loads(_resnet50_rows())}
+    context = JobContext(job, ArtifactStore())
+    plan = sweep_plan(spec, [], context)
+    sent = []
+    step = next(plan)
+    with pytest.raises(StopIteration):
+        while True:
+            result = ConfigurationResult.from_dict(recorded[step.config.key])
+            sent.append(step.config.batch_size)
+            step = plan.send(StoredResult(len(sent), job.id, utcnow(), step.config, result))
+    assert sent == [2**i for i in range(11)]  # 1 ... 1024; 2048 is past the knee
+    assert result_store.list_results(job_ids=[job.id]) == []
+    skipped = [e.message for e in jobs.job_events(job.id) if "not run" in e.message]
+    assert len(skipped) == 1 and "b2048" in skipped[0] and "knee is at batch 128" in skipped[0]
+
+
+def _resnet50_rows() -> str:
+    return (RESULTS / "h200_gpu_depth_resnet50.json").read_text()

@@ -10,11 +10,15 @@ import numpy as np
 import pytest
 
 from backend.errors import UserError
+from backend.jobs.context import JobContext
+from backend.jobs.sweep import SweepRun, conclude, sweep_plan
 from backend.models.ingest import ingest_file
 from backend.queue import jobs, progress, uploads
-from backend.queue.mixedsearch import run_search
-from backend.queue.worker import JobRunner, SweepContext
+from backend.queue.measuring import ordered_configurations
+from backend.queue.mixedsearch import search_plan
+from backend.queue.worker import JobRunner
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
+from storage.artifacts import ArtifactStore
 from storage.repo import jobs as job_store
 from storage.states import JobState
 from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp, torch_names
@@ -114,32 +118,18 @@ def test_a_search_whose_every_step_fails_fails_the_job(data_dir: Path, tmp_path:
     )
     job = jobs.submit_sweep(model.id, spec)
     claimed = job_store.claim_job("inline", 300, job_id=job.id)
-    runner = JobRunner("inline")
-    context = SweepContext(
-        spec=spec,
-        source=runner._source_path(model.id),
-        calibration=None,
-        evaluation=None,
-        evaluation_name=None,
-        op_histogram={},
-        cpu={},
-        timeout_s=60.0,
-        output_dir=tmp_path / "out",
-    )
-    configurations = spec.configurations()
-    for index, config in enumerate(configurations, start=1):
-        assert runner.run_one(claimed, config, context, (index, 2)).measured  # INT8: wrong
+    context = JobContext(claimed, ArtifactStore())
+    run = SweepRun(context)
+    sweep_only = sweep_plan(replace(spec, search_bound=""), [], context)
+    assert run.drive(sweep_only, run.setup(tmp_path / "out")) is None
+    stored = jobs.stored_results(job.id)
+    assert [r.measured for r in stored] == [True, True]  # INT8: measured, and wrong
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the steps' folder should be")
-    broken = replace(context, output_dir=blocked)
-    error = run_search(
-        claimed,
-        configurations,
-        lambda config, step, why: runner.run_one(claimed, config, broken, step, why),
-        lambda: False,
-    )
+    search = search_plan(spec, ordered_configurations(spec), stored, context)
+    error = run.drive(search, run.setup(blocked))
     assert error is not None and error.startswith("the mixed-precision search ran 1 step(s)")
-    outcome = runner._conclude(claimed, error)
+    outcome = conclude(context, error)
     assert outcome.state == JobState.FAILED
     finished = jobs.get_job(job.id)
     assert finished.state == JobState.FAILED and "every one failed" in (finished.error or "")

@@ -16,7 +16,13 @@ from backend.errors import UnavailableError
 from backend.results import ConfigurationResult
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions
-from backend.specs import MEASURE_PRESETS, Configuration, PerformanceHint, Precision
+from backend.specs import (
+    MEASURE_PRESETS,
+    Configuration,
+    OpenVinoOptions,
+    PerformanceHint,
+    Precision,
+)
 
 pytest.importorskip("openvino")
 
@@ -31,8 +37,8 @@ def _reference(path: Path) -> list[list[np.ndarray]]:
         return [runner.infer(feed) for feed in FEEDS]
 
 
-def _run(path: Path, precision: Precision, **extra: object) -> tuple[list, dict, list]:
-    options = SessionOptions(provider="cpu", extra={"precision": precision.value, **extra})
+def _run(path: Path, precision: Precision) -> tuple[list, dict, list]:
+    options = SessionOptions(provider="cpu", precision=precision)
     with get_backend("openvino").open(path, options) as runner:
         outputs = [runner.infer(feed) for feed in FEEDS]
         return outputs, dict(runner.facts), runner.layer_profile()
@@ -91,10 +97,10 @@ def test_int8_through_nncf_runs_int8_kernels_within_bounds(cnn_path: Path, tmp_p
 
 
 def test_knobs_are_read_back_from_the_compiled_model(mlp_path: Path) -> None:
-    extra = {"precision": "fp32", "performance_hint": "throughput", "streams": 2}
-    with get_backend("openvino").open(mlp_path, SessionOptions(extra=extra)) as runner:
+    asked = OpenVinoOptions(performance_hint=PerformanceHint.THROUGHPUT, streams=2)
+    with get_backend("openvino").open(mlp_path, SessionOptions(openvino=asked)) as runner:
         assert runner.facts["performance_hint"] == "throughput" and runner.facts["streams"] == 2
-    options = SessionOptions(provider="cpu", intra_op_threads=1, extra={"precision": "fp32"})
+    options = SessionOptions(provider="cpu", intra_op_threads=1, precision=Precision.FP32)
     with get_backend("openvino").open(mlp_path, options) as runner:
         assert runner.facts["threads"] == 1 and runner.facts["performance_hint"] == "latency"
         assert runner.input_specs() == [{"name": "x", "dtype": "float32", "shape": ["?", 16]}]
@@ -116,7 +122,9 @@ def test_a_configuration_runs_end_to_end_and_records_what_ran(
     cnn_path: Path, tmp_path: Path, precision: Precision
 ) -> None:
     config = Configuration(
-        precision=precision, backend="openvino", performance_hint=PerformanceHint.LATENCY
+        precision=precision,
+        backend="openvino",
+        openvino=OpenVinoOptions(performance_hint=PerformanceHint.LATENCY),
     )
     task = ConfigurationTask(
         source_path=str(cnn_path),

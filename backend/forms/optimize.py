@@ -9,23 +9,15 @@ stays a thin view.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from backend.errors import UserError
 from backend.queue import jobs, uploads
 from backend.queue.capabilities import ProviderTable
 from backend.records import JobRow
 from backend.runtimes import precision_gaps
-from backend.specs import (
-    DEFAULT_MIN_COSINE,
-    MEASURE_PRESETS,
-    CudaOptions,
-    IoMode,
-    PerformanceHint,
-    Precision,
-    SweepSpec,
-    TrtOptions,
-)
+from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 
 DEFAULT_DIM = 16  # a symbolic dimension's value when the link names none
 
@@ -82,69 +74,42 @@ def node_names(text: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SweepChoices:
-    """What the Optimize page's widgets hold, in their own terms (a preset's name, where the
-    calibration and evaluation data come from); `spec` makes the sweep of them."""
+    """What the Optimize page's widgets hold: the sweep's knobs by their declared names (SweepSpec
+    fields, e.g. {"precisions": [...], "backends": [...]}), plus what only the page speaks of: the
+    measurement preset's name and where the calibration and evaluation data come from."""
 
-    precisions: Sequence[str]
-    runtimes: Sequence[str]
-    providers: Sequence[str]
-    batch_sizes: Sequence[int]
-    shapes: str | None  # "fixed" or "dynamic"
-    dims: Mapping[str, int]
-    level: str | None
-    threads: int
-    simplify: bool
-    hint: str | None
-    streams: int
-    preset: str | None  # a MEASURE_PRESETS name, or jobs.CUSTOM_MEASURE: the reopened sweep's
-    calibration_source: str  # "stored" (the reopened sweep's), "random" or "npz" (an upload)
-    calibration_samples: int
-    evaluation_source: str  # "stored", "none" or "npz"
-    profile: bool
-    fp32_nodes: tuple[str, ...]
-    targets: Sequence[str]
-    replicas: int
-    io_modes: tuple[IoMode, ...]
-    cuda: CudaOptions
-    find_knee: bool
-    tensorrt: TrtOptions
-    min_cosine: float = DEFAULT_MIN_COSINE  # outputs below it against FP32 are wrong, not ok
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    preset: str | None = "standard"  # a MEASURE_PRESETS name, or jobs.CUSTOM_MEASURE
+    calibration_source: str = "random"  # "stored" (the reopened sweep's), "random" or "npz"
+    evaluation_source: str = "none"  # "stored", "none" or "npz"
+
+    def __post_init__(self) -> None:
+        knobs = {f.name for f in fields(SweepSpec)} - SET_BY_SPEC
+        unknown = sorted(set(self.knobs) - knobs)
+        if unknown:  # the page names its knobs; a wrong name is a slip in the page, not the user's
+            raise ValueError(f"{unknown[0]!r} is not a knob the page sets (SweepSpec field)")
+
+    def with_knobs(self, **knobs: Any) -> SweepChoices:
+        return replace(self, knobs={**self.knobs, **knobs})
 
     def spec(self, prefill: SweepSpec) -> SweepSpec:
         """The sweep these choices ask for; `prefill` (the reopened sweep) lends its stored
         files and custom measurement. A refusal is one UserError sentence."""
-        if not self.runtimes:
+        if not self.knobs.get("backends", ("onnxruntime",)):
             raise UserError("Pick at least one runtime.")
         return SweepSpec(
-            precisions=tuple(self.precisions),
-            providers=tuple(self.providers),
-            batch_sizes=tuple(self.batch_sizes),
-            backends=tuple(self.runtimes),
-            performance_hint=self.hint or PerformanceHint.LATENCY,
-            streams=self.streams,
-            fixed_shapes=self.shapes != "dynamic",
-            symbolic_dims=tuple(self.dims.items()),
-            optimization_level=self.level or "all",
-            intra_op_threads=self.threads,
-            simplify=self.simplify,
+            **self.knobs,
             calibration_sha256=(
                 prefill.calibration_sha256 if self.calibration_source == "stored" else None
             ),
-            calibration_samples=self.calibration_samples,
             evaluation_sha256=(
                 prefill.evaluation_sha256 if self.evaluation_source == "stored" else None
             ),
             measure=MEASURE_PRESETS.get(self.preset or "standard", prefill.measure),
-            profile=self.profile,
-            fp32_nodes=self.fp32_nodes,
-            targets=tuple(self.targets),
-            replicas=self.replicas,
-            io_modes=self.io_modes,
-            cuda=self.cuda,
-            find_knee=self.find_knee,
-            tensorrt=self.tensorrt,
-            min_cosine=self.min_cosine,
         )
+
+
+SET_BY_SPEC = {"calibration_sha256", "evaluation_sha256", "measure"}  # from the page's terms
 
 
 @dataclass(frozen=True)

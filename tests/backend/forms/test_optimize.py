@@ -11,45 +11,24 @@ import numpy as np
 import pytest
 
 from backend.errors import UserError
+from backend.forms import optimize as sweep_form
+from backend.forms.optimize import DEFAULT_DIM, SweepChoices, Upload
 from backend.models.ingest import ingest_file
-from backend.queue import jobs, sweep_form
+from backend.queue import jobs
 from backend.queue.capabilities import ProviderTable
-from backend.queue.sweep_form import DEFAULT_DIM, SweepChoices, Upload
 from backend.specs import (
     MEASURE_PRESETS,
-    CudaOptions,
-    IoMode,
     PerformanceHint,
     Precision,
     SweepSpec,
-    TrtOptions,
 )
 
 # the page's defaults: FP32 and INT8 static on the CPU at batch 1, random calibration
 CHOICES = SweepChoices(
-    precisions=["fp32", "int8_static"],
-    runtimes=["onnxruntime"],
-    providers=["cpu"],
-    batch_sizes=[1],
-    shapes="fixed",
-    dims={},
-    level="all",
-    threads=0,
-    simplify=False,
-    hint=None,
-    streams=0,
+    knobs={"precisions": ["fp32", "int8_static"], "backends": ["onnxruntime"]},
     preset="standard",
     calibration_source="random",
-    calibration_samples=16,
     evaluation_source="none",
-    profile=False,
-    fp32_nodes=(),
-    targets=[],
-    replicas=1,
-    io_modes=(IoMode.END_TO_END,),
-    cuda=CudaOptions(),
-    find_knee=False,
-    tensorrt=TrtOptions(),
 )
 REOPENED = SweepSpec(
     calibration_sha256="c" * 64,
@@ -101,7 +80,7 @@ def test_rows_name_what_cannot_run_and_why() -> None:
 def test_the_page_defaults_make_the_default_sweep_of_two_configurations() -> None:
     spec = CHOICES.spec(SweepSpec())
     assert spec.precisions == (Precision.FP32, Precision.INT8_STATIC)
-    assert spec.fixed_shapes and spec.performance_hint == PerformanceHint.LATENCY
+    assert spec.fixed_shapes and spec.openvino.performance_hint == PerformanceHint.LATENCY
     assert spec.measure == MEASURE_PRESETS["standard"]
     assert len(spec.configurations()) == 2
 
@@ -115,13 +94,20 @@ def test_a_reopened_sweep_lends_its_files_only_when_kept_and_its_custom_measurem
     assert kept.calibration_sha256 == REOPENED.calibration_sha256
     assert kept.evaluation_sha256 == REOPENED.evaluation_sha256
     assert kept.measure == REOPENED.measure and kept.measure.max_seconds == 7.0
-    dynamic = dataclasses.replace(CHOICES, shapes="dynamic", dims={"seq": 24}).spec(SweepSpec())
+    dynamic = CHOICES.with_knobs(fixed_shapes=False, symbolic_dims={"seq": 24}).spec(SweepSpec())
     assert not dynamic.fixed_shapes and dict(dynamic.symbolic_dims) == {"seq": 24}
+
+
+def test_a_knob_the_spec_does_not_declare_is_a_slip_in_the_page() -> None:
+    with pytest.raises(ValueError, match="'hint' is not a knob"):
+        CHOICES.with_knobs(hint="latency")
+    with pytest.raises(ValueError, match="'measure' is not a knob"):  # the page names a preset
+        CHOICES.with_knobs(measure=MEASURE_PRESETS["quick"])
 
 
 def test_no_runtime_is_one_sentence() -> None:
     with pytest.raises(UserError, match="Pick at least one runtime"):
-        dataclasses.replace(CHOICES, runtimes=[]).spec(SweepSpec())
+        CHOICES.with_knobs(backends=[]).spec(SweepSpec())
 
 
 def test_submit_stores_the_upload_and_queues_a_new_job_or_the_reopened_ones_copy(

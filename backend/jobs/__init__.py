@@ -1,0 +1,6 @@
+"""What runs a claimed job: its kind (kinds.py: sweep, serving study), where it runs
+(launchers.py: this host, a Ray cluster) and what both may ask of the worker (context.py).
+
+The worker (backend/queue/worker.py) claims a job, looks up its kind and launcher here and calls
+their public methods; no kind or launcher reaches back into the worker.
+"""

@@ -1,0 +1,75 @@
+"""The registry of job kinds: what a claimed job runs, looked up by the kind its spec names.
+
+A job's kind is stored where it always was, as the spec's "kind" key (a sweep's spec has none),
+so every job queued before this registry existed runs as it did. Registering a kind is one entry
+in KINDS and its module, whose object has the public interface of `Kind`; the loader imports
+the module only when a job of that kind runs (the serving stack costs a worker about a second
+at start otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from backend.errors import UserError
+from backend.jobs.context import JobContext, JobOutcome
+from backend.records import JobKind
+from storage.repo.jobs import JobRow
+
+
+class Kind(Protocol):
+    """One kind of job, as the worker and the launchers use it."""
+
+    name: str  # as stored in the spec's "kind" key
+    launchers: tuple[str, ...]  # the launchers that can run it (backend/jobs/launchers.py)
+
+    def run(self, context: JobContext) -> JobOutcome:
+        """Run the job on this host to its end and finish it (or leave it, lease lost)."""
+        ...
+
+    def conclude(self, context: JobContext) -> JobOutcome:
+        """Finish a job another launcher ran, from what it stored."""
+        ...
+
+
+def _sweep() -> Kind:
+    from backend.jobs.sweep import SweepKind
+
+    return SweepKind()
+
+
+def _serving_study() -> Kind:
+    from backend.queue.serving_job import ServingStudyKind
+
+    return ServingStudyKind()
+
+
+def _generation() -> Kind:
+    from backend.generate.job import GenerationKind
+
+    return GenerationKind()
+
+
+KINDS: dict[str, Callable[[], Kind]] = {
+    JobKind.SWEEP.value: _sweep,
+    JobKind.SERVING.value: _serving_study,
+    JobKind.GENERATION.value: _generation,
+}
+
+
+def kind_name(spec: dict[str, Any]) -> str:
+    """The kind a stored spec names; a spec without one is a sweep (every sweep ever stored)."""
+    return str(spec.get("kind") or JobKind.SWEEP.value)
+
+
+def kind_of(job: JobRow) -> Kind:
+    """The job's kind, or one sentence when this worker does not know it."""
+    name = kind_name(job.spec)
+    load = KINDS.get(name)
+    if load is None:
+        raise UserError(
+            f"This worker does not run jobs of kind {name!r} (it runs {', '.join(KINDS)}); "
+            "update the worker to this version of Optiboard and retry the job."
+        )
+    return load()

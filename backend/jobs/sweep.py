@@ -1,0 +1,180 @@
+"""The sweep kind: each configuration measured in a limited child, explained and stored as it lands.
+
+The configurations come from the sweep's plan (sweep_plan, a generator: backend/jobs/plan.py),
+which is sent each result as stored and keeps it: the knee skip (backend/queue/knee.py), the FP32
+baseline every other precision is explained against and the mixed-precision search
+(backend/queue/mixedsearch.py) all decide from the results the run holds. The job's results are
+read once when it starts (a resumed job keeps what it stored) and once when it concludes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import settings
+from backend.engine.explain import cpu_features
+from backend.engine.run import ConfigurationTask
+from backend.jobs.annotate import annotate
+from backend.jobs.context import JobContext, JobOutcome
+from backend.jobs.plan import Plan, Step
+from backend.queue import metrics
+from backend.queue.jobs import fp32_baseline, npz_filename, stored_results
+from backend.queue.knee import skip_reason
+from backend.queue.measuring import measure_in_child, ordered_configurations
+from backend.queue.mixedsearch import search_plan
+from backend.records import JobKind
+from backend.results import ConfigurationResult, StoredResult
+from backend.specs import Precision, SweepSpec
+from storage.repo import models as model_store
+from storage.states import JobState
+
+
+@dataclass(frozen=True)
+class SweepSetup:
+    """What every configuration of one job shares: the sweep, its files and the host."""
+
+    spec: SweepSpec
+    source: Path
+    calibration: str | None
+    evaluation: str | None  # path of the evaluation .npz in the artifact store
+    evaluation_name: str | None
+    op_histogram: dict[str, int]
+    cpu: dict[str, bool]
+    timeout_s: float
+    output_dir: Path  # where children leave built graphs and profiles until they are stored
+
+
+def sweep_plan(spec: SweepSpec, stored: list[StoredResult], context: JobContext) -> Plan:
+    """The sweep's configurations, FP32 first, less those already stored and those past their
+    series' knee, then the mixed-precision search's steps. It keeps every result it is sent, so
+    the knee and each FP32 baseline come from the results it holds."""
+    held = list(stored)
+    done = {r.config_key for r in held}
+    configurations = ordered_configurations(spec)
+    for index, config in enumerate(configurations, start=1):
+        if config.key in done:
+            continue
+        if spec.find_knee and (knee := skip_reason(spec, config, held)):
+            context.log(f"{config.label}: not run, {knee}")
+            continue
+        baseline = fp32_baseline(held, config) if config.precision != Precision.FP32 else None
+        landed = yield Step(config, index, len(configurations), baseline)
+        if landed is not None:
+            held.append(landed)
+    if spec.search_bound:
+        return (yield from search_plan(spec, configurations, held, context))
+    return None
+
+
+def conclude(context: JobContext, search_error: str | None = None) -> JobOutcome:
+    """The job's final state from its stored results (lost lease and cancel come first);
+    a mixed-precision search whose every step failed fails the job."""
+    stopped = context.interrupted()
+    if stopped is not None:
+        return stopped
+    results = stored_results(context.job.id)
+    failures = [r for r in results if not r.ok]
+    if results and len(failures) == len(results):
+        error = f"all {len(results)} configurations failed; first: {failures[0].error}"
+        return context.finish(JobState.FAILED, error)
+    if search_error:
+        return context.finish(JobState.FAILED, search_error)
+    return context.finish(JobState.SUCCEEDED)
+
+
+class SweepRun:
+    """One sweep on this host: its plan's steps measured one after another."""
+
+    def __init__(self, context: JobContext) -> None:
+        self.context = context
+        self.spec = SweepSpec.from_dict(context.job.spec)
+
+    def run(self) -> JobOutcome:
+        job = self.context.job
+        stored = stored_results(job.id)  # once: what a resumed job already has
+        if stored:
+            self.context.log(f"resuming: {len(stored)} configurations already stored")
+        # Children leave built files in the scratch folder; storing copies them, then it goes.
+        with tempfile.TemporaryDirectory(prefix=f"optiboard-job{job.id}-") as output_dir:
+            setup = self.setup(Path(output_dir))
+            error = self.drive(sweep_plan(self.spec, stored, self.context), setup)
+        return conclude(self.context, error)
+
+    def setup(self, output_dir: Path) -> SweepSetup:
+        job, spec, artifacts = self.context.job, self.spec, self.context.artifacts
+        model = model_store.get_model(job.model_id)
+
+        def stored_path(sha256: str | None) -> str | None:
+            return str(artifacts.path_for(sha256)) if sha256 else None
+
+        return SweepSetup(
+            spec=spec,
+            source=artifacts.path_for(model_store.model_file(job.model_id).sha256),
+            calibration=stored_path(spec.calibration_sha256),
+            evaluation=stored_path(spec.evaluation_sha256),
+            evaluation_name=npz_filename(job.model_id, spec.evaluation_sha256, "evaluation"),
+            op_histogram=model.op_histogram if model else {},
+            cpu=cpu_features(),
+            timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
+            output_dir=output_dir,
+        )
+
+    def drive(self, plan: Plan, setup: SweepSetup) -> str | None:
+        """Measure and store each step the plan yields, sending it the stored result; the
+        plan's return value is the job's error. A job that stops (a cancel, a lost lease)
+        closes the plan where it stands."""
+        context = self.context
+        try:
+            step = next(plan)
+            while not context.should_stop():
+                result = self.measure(step, setup)
+                if result is None:  # cancelled while it ran
+                    break
+                stored = context.store_result(result)
+                if context.on_result:
+                    context.on_result(result, step.index, step.total)
+                step = plan.send(stored)
+        except StopIteration as end:
+            return end.value
+        plan.close()
+        return None
+
+    def measure(self, step: Step, setup: SweepSetup) -> ConfigurationResult | None:
+        """One configuration in a limited child, explained; None when it was cancelled."""
+        config = step.config
+        self.context.log(f"[{step.index}/{step.total}] {config.label}")
+        started = time.monotonic()
+        task = ConfigurationTask(
+            source_path=str(setup.source),
+            configuration=config.to_dict(),
+            measure=asdict(setup.spec.measure),
+            output_dir=str(setup.output_dir),
+            calibration_path=setup.calibration,
+            evaluation_path=setup.evaluation,
+            evaluation_sha256=setup.spec.evaluation_sha256,
+            evaluation_name=setup.evaluation_name,
+            min_cosine=setup.spec.min_cosine,
+        )
+        result = measure_in_child(task, setup.timeout_s, self.context.should_stop)
+        if result is None:
+            return None
+        metrics.WORKER.configuration_done(result.status.value, time.monotonic() - started)
+        result.notes[:0] = [step.note] if step.note else []
+        annotate(result, config, setup.op_histogram, setup.cpu, step.baseline)
+        return result
+
+
+class SweepKind:
+    """A sweep of configurations: on this host, or on a Ray cluster (backend/cluster/)."""
+
+    name = JobKind.SWEEP.value
+    launchers = ("local", "ray")
+
+    def run(self, context: JobContext) -> JobOutcome:
+        return SweepRun(context).run()
+
+    def conclude(self, context: JobContext) -> JobOutcome:
+        return conclude(context)

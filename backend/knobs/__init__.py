@@ -1,0 +1,212 @@
+"""Knob declarations: one dataclass field per knob, with everything said about it in its metadata.
+
+A knob is declared once, as `name: type = knob(default, label=..., help=..., url=..., cli=...)`
+on a specs dataclass (SweepSpec, Configuration or one of the runtime groups nested in them). Its
+JSON form, link key, command-line flag, page label and help text, the runtimes it applies to, its
+part of a configuration's key and its results-table column are all read from that declaration:
+knobs.serialize (stored JSON), knobs.links (page links) and knobs.flags (argparse).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How one value reads and writes as text (a link's query value, a NAME=VALUE option)."""
+
+    dump: Callable[[Any], str]
+    load: Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class Cli:
+    """A knob's command-line flag.
+
+    kind: "value" (--threads 4), "csv" (--providers cpu,cuda), "flag" (--simplify sets True),
+    "invert" (--dynamic sets fixed_shapes False), "pairs" (--dim seq=128, repeatable) or
+    "options" (--trt-option NAME=VALUE, repeatable, over a nested group's own knobs).
+    """
+
+    flag: str
+    kind: str = "value"
+    default: str | None = None  # the flag's own default where it differs from the field's
+    choices: tuple[str, ...] = ()
+    group: str = ""  # the argparse group title; empty: the verb's own options
+    metavar: str | None = None
+    help: str = ""  # where the flag's syntax needs other words than the knob's help
+
+
+@dataclass(frozen=True)
+class Knob:
+    """Everything a field says about itself beyond its name, type and default."""
+
+    label: str = ""  # what the Optimize page and tables call it
+    help: str = ""
+    widget: str = ""  # the Optimize page widget's key, where the page draws it from here
+    url: str | None = None  # its key in an Optimize-page link; None: not in links
+    codec: Codec | None = None  # how it reads and writes in a link; None: by its type
+    url_always: bool = False  # written at its default too (links keep the keys they always had)
+    link: Any = None  # a multi-key link codec (read/write over the whole query)
+    cli: Cli | None = None
+    applies: tuple[str, ...] = ()  # "runtime" or "runtime/provider"; empty: everywhere
+    key: Callable[[Any], str] | None = None  # its part of a configuration's key, when not default
+    column: str | None = None  # its results-table column (frames), when it has one
+    native: str = ""  # the runtime's own name for it (an alias on the command line)
+    parse: Callable[[str], Any] | None = None  # NAME=VALUE text -> value, where not by type
+    was: tuple[str, ...] = ()  # top-level JSON names a nested group's knobs were stored under
+
+
+def knob(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, **meta: Any):
+    """A dataclass field carrying its Knob; `factory` for mutable defaults (nested groups)."""
+    return dataclasses.field(
+        default=default, default_factory=factory, metadata={"knob": Knob(**meta)}
+    )
+
+
+def meta(field: dataclasses.Field) -> Knob:
+    return field.metadata.get("knob") or Knob()
+
+
+@cache
+def hints(cls: type) -> dict[str, Any]:
+    """Field types resolved (the specs modules use postponed annotations)."""
+    return typing.get_type_hints(cls)
+
+
+def knobs(cls: type) -> list[tuple[dataclasses.Field, Knob, Any]]:
+    """(field, its Knob, its resolved type) for every field of a declared dataclass."""
+    types = hints(cls)
+    return [(f, meta(f), types[f.name]) for f in dataclasses.fields(cls)]
+
+
+def default_of(field: dataclasses.Field) -> Any:
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+def group_types(cls: type) -> dict[str, type]:
+    """The nested typed groups of a declaration (cuda, tensorrt, openvino...) by field name."""
+    return {f.name: t for f, _, t in knobs(cls) if dataclasses.is_dataclass(t)}
+
+
+def applies(knob_: Knob, runtime: str, provider: str) -> bool:
+    """Whether a knob means anything on one runtime and provider (its `applies` list)."""
+    if not knob_.applies:
+        return True
+    return runtime in knob_.applies or f"{runtime}/{provider}" in knob_.applies
+
+
+def key_parts(obj: Any) -> list[str]:
+    """The declared key parts of the knobs that are not at their default, in declared order."""
+    parts = []
+    for f, k, _ in knobs(type(obj)):
+        value = getattr(obj, f.name)
+        if k.key is not None and value != default_of(f):
+            parts.append(k.key(value))
+    return parts
+
+
+def labelled(cls: type, name: str) -> tuple[str, str]:
+    """A knob's label and help text, for the page that draws its widget."""
+    k = meta(next(f for f in dataclasses.fields(cls) if f.name == name))
+    return k.label, k.help
+
+
+def is_pairs(tp: Any) -> bool:
+    """tuple[tuple[str, int], ...]: stored and linked as a mapping."""
+    args = typing.get_args(tp)
+    return (
+        typing.get_origin(tp) is tuple
+        and len(args) == 2
+        and args[1] is Ellipsis
+        and typing.get_origin(args[0]) is tuple
+    )
+
+
+def item_type(tp: Any) -> Any:
+    """The item type of tuple[X, ...] or list[X]; None for other types."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (tuple, list) and args:
+        return args[0]
+    return None
+
+
+def optional_of(tp: Any) -> tuple[Any, bool]:
+    """(X, True) for X | None; (tp, False) otherwise."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and (type(None) in args):
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else tp), True
+    return tp, False
+
+
+def scalar(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def text_codec(tp: Any) -> Codec:
+    """The default link codec of a type: comma lists for tuples, 1/0 for flags, str otherwise."""
+    inner = item_type(tp)
+    if is_pairs(tp):
+        return Codec(
+            lambda v: ",".join(f"{k}:{n}" for k, n in v),
+            lambda t: tuple(
+                (name, int(n)) for name, n in (p.split(":", 1) for p in csv(t) if ":" in p)
+            ),
+        )
+    if inner is not None:
+        load_item = int if inner is int else str
+        return Codec(
+            lambda v: ",".join(str(scalar(x)) for x in v),
+            lambda t: tuple(load_item(p) for p in csv(t)),
+        )
+    base, _ = optional_of(tp)
+    if base is bool:
+        return Codec(lambda v: "1" if v else "0", lambda t: t == "1")
+    if base in (int, float):
+        return Codec(str, base)
+    return Codec(lambda v: str(scalar(v)), str)
+
+
+def csv(text: str) -> list[str]:
+    """A comma list, blanks dropped: the one comma-list reader of links and flags."""
+    return [part.strip() for part in str(text or "").split(",") if part.strip()]
+
+
+def by_native(cls: type) -> Mapping[str, str]:
+    """A group's runtime-native knob names (e.g. trt_fp16_enable) -> our field names."""
+    return {k.native: f.name for f, k, _ in knobs(cls) if k.native}
+
+
+def columns(obj: Any) -> dict[str, Any]:
+    """The results-table columns the knobs of `obj` declare (nested groups included), each as
+    its plain value (an enum's value)."""
+    found: dict[str, Any] = {}
+    for f, k, tp in knobs(type(obj)):
+        value = getattr(obj, f.name)
+        if k.column:
+            found[k.column] = scalar(value)
+        elif dataclasses.is_dataclass(tp):
+            found |= columns(value)
+    return found
+
+
+def declared_columns(cls: type) -> list[str]:
+    """The column names `columns` gives for instances of `cls`, in declared order."""
+    found: list[str] = []
+    for _field, k, tp in knobs(cls):
+        if k.column:
+            found.append(k.column)
+        elif dataclasses.is_dataclass(tp):
+            found += declared_columns(tp)
+    return found

@@ -1,0 +1,115 @@
+"""Page links derived from knob declarations: every knob with a `url` key reads and writes itself.
+
+A nested group with its own key travels as one JSON value (cuda=, trt=); a group without one
+lends its knobs' keys to the link (hint=, streams=). A knob is written when it differs from its
+default, or always when declared `url_always` (the keys links have always carried).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from backend.errors import UserError
+from backend.knobs import Codec, Knob, default_of, hints, knobs, text_codec
+from backend.knobs.serialize import from_json, to_json
+from backend.measure_settings import MEASURE_PRESETS, MeasureSettings, preset_name
+
+CUSTOM_MEASURE = "custom"  # the `measure` link value when the m_* values are given one by one
+
+
+def group_codec(cls: type) -> Codec:
+    """A nested group as one JSON value; a hand-edited one naming an unknown option, or one of
+    the wrong kind, is a ValueError that names it (it must not reach the constructor)."""
+
+    def load(text: str) -> Any:
+        value = json.loads(text)
+        what = getattr(cls, "WHAT", cls.__name__)
+        if not isinstance(value, dict):
+            raise ValueError(f"the {what} options are not a set of named values")
+        defaults = to_json(cls())
+        for name, given in value.items():
+            if name not in defaults:
+                raise ValueError(f"unknown {what} option {str(name)[:40]!r}")
+            if type(given) is not type(defaults[name]):
+                raise ValueError(f"{what} option {name!r} has a value of the wrong kind")
+        return from_json(cls, value, what=what)
+
+    return Codec(lambda group: json.dumps(to_json(group), sort_keys=True), load)
+
+
+def to_query(obj: Any) -> dict[str, str]:
+    """Link parameters for every declared knob of `obj` (see from_query)."""
+    query: dict[str, str] = {}
+    for f, k, tp in knobs(type(obj)):
+        value = getattr(obj, f.name)
+        if k.link is not None:
+            query.update(k.link.write(obj, f.name))
+        elif k.url is None and dataclasses.is_dataclass(tp):
+            query.update(to_query(value))
+        elif k.url is not None and (k.url_always or value != default_of(f)):
+            query[k.url] = _codec(k, tp).dump(value)
+    return query
+
+
+def from_query(cls: type, query: Mapping[str, str]) -> dict[str, Any]:
+    """The field values a link names for `cls`, by field name; absent or empty keys are left out
+    (they take the declared defaults). A value that does not read is a ValueError."""
+    values: dict[str, Any] = {}
+    for f, k, tp in knobs(cls):
+        if k.link is not None:
+            values.update(k.link.read(query, f.name))
+        elif k.url is None and dataclasses.is_dataclass(tp):
+            if group := from_query(tp, query):
+                values[f.name] = group
+        elif k.url is not None and (text := query.get(k.url)):
+            values[f.name] = _codec(k, tp).load(text)
+    return values
+
+
+def _codec(k: Knob, tp: Any) -> Codec:
+    if k.codec is not None:
+        return k.codec
+    return group_codec(tp) if dataclasses.is_dataclass(tp) else text_codec(tp)
+
+
+class MeasureLink:
+    """`measure=` names a preset, or `custom` with the settings one by one (m_warmup_runs=...)."""
+
+    def write(self, spec: Any, name: str) -> dict[str, str]:
+        settings = getattr(spec, name)
+        preset = preset_name(settings)
+        if preset:
+            return {"measure": preset}
+        values = {
+            f"m_{f.name}": str(getattr(settings, f.name)) for f in dataclasses.fields(settings)
+        }
+        return {"measure": CUSTOM_MEASURE, **values}
+
+    def read(self, query: Mapping[str, str], name: str) -> dict[str, Any]:
+        preset = query.get("measure") or "standard"
+        if preset in MEASURE_PRESETS:
+            return {name: MEASURE_PRESETS[preset]}
+        if preset != CUSTOM_MEASURE:
+            choices = ", ".join([*MEASURE_PRESETS, CUSTOM_MEASURE])
+            raise UserError(f"Unknown measurement {preset!r} in the link; use one of {choices}.")
+        types = hints(MeasureSettings)
+        values = {
+            f.name: types[f.name](query[f"m_{f.name}"])
+            for f in dataclasses.fields(MeasureSettings)
+            if query.get(f"m_{f.name}") is not None
+        }
+        return {name: MeasureSettings(**values)}
+
+
+class KneeLink:
+    """`knee=N`: search the knee up to batch N (find_knee and knee_max_batch in one key)."""
+
+    def write(self, spec: Any, name: str) -> dict[str, str]:
+        return {"knee": str(spec.knee_max_batch)} if spec.find_knee else {}
+
+    def read(self, query: Mapping[str, str], name: str) -> dict[str, Any]:
+        knee = query.get("knee")
+        return {"find_knee": True, "knee_max_batch": int(knee)} if knee else {}

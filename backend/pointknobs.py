@@ -1,0 +1,105 @@
+"""The knobs every point of a sweep shares, declared once: SweepSpec and Configuration inherit them.
+
+SweepSpec.configurations() copies them to each point by name; a runtime group (openvino,
+onnxruntime, cuda, tensorrt) reaches only the points its `applies` names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.cudaoptions import CudaOptions
+from backend.knobs import Cli, Codec, group_types, knob
+from backend.knobs.serialize import from_json
+from backend.runtimeoptions import OpenVinoOptions, OrtOptions
+from backend.trtoptions import TrtOptions
+
+OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+SHAPES = Codec(lambda fixed: "fixed" if fixed else "dynamic", lambda text: text != "dynamic")
+LINES = Codec("\n".join, lambda text: tuple(n for n in text.split("\n") if n))  # names hold commas
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointKnobs:
+    """The knobs every point of a sweep shares, declared once for SweepSpec and Configuration
+    (both inherit them); configurations() copies them by name."""
+
+    fixed_shapes: bool = knob(
+        True,
+        label="Shapes",
+        url="shapes",
+        codec=SHAPES,
+        url_always=True,
+        cli=Cli("--dynamic", "invert", help="keep the batch axis dynamic"),
+        column="fixed_shapes",
+    )
+    symbolic_dims: tuple[tuple[str, int], ...] = knob(
+        (),
+        label="Symbolic dimensions",
+        help="value for a symbolic dimension other than batch, e.g. seq=128",
+        url="dims",
+        cli=Cli("--dim", "pairs", metavar="NAME=VALUE"),
+    )
+    optimization_level: str = knob(
+        "all",
+        label="Graph optimization level",
+        help="ONNX Runtime's graph optimizations; 'all' includes layout changes.",
+        url="opt",
+        url_always=True,
+        cli=Cli("--opt-level", choices=OPTIMIZATION_LEVELS),
+        column="optimization_level",
+    )
+    intra_op_threads: int = knob(
+        0,
+        label="Intra-op threads (0 = let the runtime choose)",
+        url="threads",
+        url_always=True,
+        cli=Cli("--threads", help="intra-op threads; 0 = runtime's"),
+        column="intra_op_threads",
+    )
+    simplify: bool = knob(
+        False,
+        label="Simplify the graph first (onnxslim)",
+        url="simplify",
+        url_always=True,
+        cli=Cli("--simplify", "flag", help="simplify with onnxslim first"),
+        column="simplify",
+    )
+    calibration_sha256: str | None = knob(None, url="calibration")  # CLI: --calibration FILE
+    calibration_samples: int = knob(
+        16,
+        label="Calibration samples",
+        help="static INT8: how many calibration samples to use",
+        url="cal_samples",
+        url_always=True,
+        cli=Cli("--calibration-samples"),
+    )
+    profile: bool = knob(  # a separate profiled pass after the clean timing (never mixed in)
+        False,
+        label="Profile every configuration per node",
+        help="ONNX Runtime's own profiler, in a separate pass after the clean timing: the why "
+        "lines then cite it and the Jobs page shows per-node bars.",
+        url="profile",
+        cli=Cli("--profile", "flag", help="per-node profile (separate pass)"),
+    )
+    replicas: int = knob(1, url="replicas", column="replicas")  # data-parallel copies (cluster)
+    openvino: OpenVinoOptions = knob(
+        factory=OpenVinoOptions, applies=("openvino",), was=("performance_hint", "streams")
+    )
+    onnxruntime: OrtOptions = knob(factory=OrtOptions, applies=("onnxruntime",))
+    cuda: CudaOptions = knob(factory=CudaOptions, url="cuda", applies=("onnxruntime/cuda",))
+    tensorrt: TrtOptions = knob(
+        factory=TrtOptions,
+        url="trt",
+        applies=("onnxruntime/tensorrt",),
+        help="tensorrt provider, repeatable: fp16=1 int8=1 int8_calibration_table=FILE "
+        "timing_cache=1 engine_cache=1 engine_cache_path=DIR max_workspace_size=4GiB "
+        "builder_optimization_level=0..5 (or ORT's trt_* names)",
+        cli=Cli("--trt-option", "options", group="TensorRT (the tensorrt provider)"),
+    )
+
+    def _typed_groups(self) -> None:
+        """Nested groups given as dicts (a link, a stored job) become their typed objects."""
+        for name, group in group_types(type(self)).items():
+            value = getattr(self, name)
+            object.__setattr__(self, name, from_json(group, value, what=getattr(group, "WHAT", "")))

@@ -1,0 +1,84 @@
+"""The OpenVINO and ONNX Runtime session knobs, as typed groups nested in a configuration.
+
+Like cudaoptions.py and trtoptions.py: each group is handed to its runtime as an object
+(backend.runtimes.base.SessionOptions), never as strings. A knob added here is one declaration;
+the runtime reads it where it opens its session.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from backend.errors import UserError
+from backend.knobs import Cli, knob
+
+
+class PerformanceHint(enum.StrEnum):
+    """OpenVINO's PERFORMANCE_HINT: one request as fast as possible, or most requests per second."""
+
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
+
+
+@dataclass(frozen=True)
+class OpenVinoOptions:
+    """OpenVINO's compile options; stored top-level (performance_hint, streams) before 2026-12."""
+
+    WHAT = "OpenVINO"
+
+    performance_hint: PerformanceHint = knob(
+        PerformanceHint.LATENCY,
+        label="OpenVINO performance hint",
+        help="Latency: one request as fast as possible; throughput: most requests per second.",
+        url="hint",
+        url_always=True,
+        cli=Cli("--hint", choices=tuple(h.value for h in PerformanceHint), group="OpenVINO"),
+        applies=("openvino",),
+        native="PERFORMANCE_HINT",
+    )
+    streams: int = knob(
+        0,
+        label="OpenVINO streams (0 = as the hint chooses)",
+        help="Inference streams; 0 lets the performance hint choose.",
+        url="streams",
+        url_always=True,
+        cli=Cli("--streams", group="OpenVINO"),
+        applies=("openvino",),
+        native="NUM_STREAMS",
+    )
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "performance_hint", PerformanceHint(self.performance_hint))
+        except ValueError:
+            choices = ", ".join(h.value for h in PerformanceHint)
+            raise UserError(
+                f"Unknown performance hint {self.performance_hint!r}; choose one of {choices}."
+            ) from None
+        if self.streams < 0:
+            raise UserError("Streams cannot be negative; 0 lets the runtime choose.")
+
+
+@dataclass(frozen=True)
+class OrtOptions:
+    """ONNX Runtime's own session options (onnxruntime.SessionOptions), any provider.
+
+    Defaults are ONNX Runtime's, so a default adds nothing to a configuration's key.
+    """
+
+    WHAT = "ONNX Runtime session"
+
+    enable_mem_pattern: bool = knob(
+        True,
+        label="Memory pattern (enable_mem_pattern)",
+        help="ONNX Runtime's memory pattern optimization (on by default): it plans one block "
+        "for a run's intermediate tensors from the shapes it saw; off allocates them one by one.",
+        url="mem_pattern",
+        cli=Cli("--no-mem-pattern", "invert", group="ONNX Runtime session"),
+        widget="mem_pattern",
+        key=lambda on: "nomempattern",
+        column="enable_mem_pattern",
+        applies=("onnxruntime",),
+        native="enable_mem_pattern",
+    )

@@ -1,0 +1,77 @@
+"""Jobs, results, links and command lines written by the code before knobs were declared (41aae78)
+still read the same: tests/backend/data/stored_41aae78.json was written by that code itself
+(tests/backend/data/make_stored_41aae78.py, run in a checkout of that commit)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend import cli
+from backend.knobs.serialize import to_json
+from backend.queue import jobs
+from backend.results import ConfigurationResult
+from backend.specs import Configuration, OrtOptions, SweepSpec
+
+STORED = json.loads((Path(__file__).parent / "data" / "stored_41aae78.json").read_text())
+
+
+def nested(old: dict[str, Any]) -> dict[str, Any]:
+    """The old dict in today's shape: OpenVINO's two knobs in their group, the ORT group added."""
+    new = dict(old)
+    new["openvino"] = {
+        "performance_hint": new.pop("performance_hint"),
+        "streams": new.pop("streams"),
+    }
+    new["onnxruntime"] = to_json(OrtOptions())  # knobs added since, at their defaults
+    return new
+
+
+def test_the_blob_was_written_by_the_old_code() -> None:
+    assert STORED["commit"].startswith("41aae78")
+    assert "performance_hint" in STORED["sweep_specs"][0]  # the old, flat shape
+    assert len(STORED["configurations"]) > 40
+
+
+@pytest.mark.parametrize("index", range(len(STORED["sweep_specs"])))
+def test_stored_sweeps_load_and_make_the_same_points(index: int) -> None:
+    old = STORED["sweep_specs"][index]
+    spec = SweepSpec.from_dict(old)
+    assert spec.to_dict() == nested(old)
+    assert SweepSpec.from_dict(spec.to_dict()) == spec
+    keys = {c["key"] for c in STORED["configurations"]}
+    assert {c.key for c in spec.configurations()} <= keys
+
+
+def test_stored_configurations_keep_their_keys_and_labels() -> None:
+    for stored in STORED["configurations"]:
+        config = Configuration.from_dict(stored["dict"])
+        assert (config.key, config.label) == (stored["key"], stored["label"])
+        assert Configuration.from_dict(config.to_dict()) == config
+
+
+def test_a_stored_result_loads_and_writes_back_the_same() -> None:
+    old = STORED["result"]
+    result = ConfigurationResult.from_dict(old)
+    assert result.latency is not None and result.latency.p50 > 0
+    assert result.evaluation is not None and result.evaluation.top1_accuracy == 0.75
+    assert result.to_dict(with_samples=True) == old
+    assert Configuration.from_dict(result.configuration).key == result.config_key
+
+
+@pytest.mark.parametrize("index", range(len(STORED["queries"])))
+def test_links_written_before_still_open_the_same_sweep(index: int) -> None:
+    old_query, old_spec = STORED["queries"][index], STORED["sweep_specs"][index]
+    spec = jobs.spec_from_query(old_query)
+    assert spec == SweepSpec.from_dict(old_spec)
+    assert jobs.spec_to_query(spec) == old_query  # the same keys and values as before
+
+
+@pytest.mark.parametrize("index", range(len(STORED["cli"])))
+def test_command_lines_written_before_make_the_same_sweep(index: int) -> None:
+    argv, old = STORED["cli"][index]["argv"], STORED["cli"][index]["spec"]
+    spec = cli._spec(cli.build_parser().parse_args(argv))
+    assert spec.to_dict() == nested(old)
