@@ -21,6 +21,7 @@ SERVER_FIXTURES = {
 
 SLOW_MODULES = {
     "tests/e2e/test_browser.py": "browser",
+    "tests/e2e/test_generation_browser.py": "browser, the model builder and a generation job run",
     "tests/e2e/test_run_script.py": "scripts/run with its worker",
     "tests/e2e/test_serve_browser.py": "browser and Triton",
     "tests/e2e/test_gates.py": "browser and three fresh servers",
@@ -34,6 +35,7 @@ SLOW_MODULES = {
     "tests/backend/compat/test_groundtruth.py": "runs ONNX's node tests for real",
     "tests/backend/compat/test_groundtruth_openvino.py": "runs ONNX's node tests for real",
     "tests/backend/models/test_upload_locks.py": "racing child processes",
+    "tests/backend/generate/test_generation_job.py": "worker runs of generation jobs",
     "tests/backend/queue/test_fenced_artifacts.py": "worker run",
     "tests/backend/queue/test_metrics.py": "worker run",
     "tests/backend/queue/test_serving_job.py": "Triton and a worker run",
@@ -53,6 +55,7 @@ SLOW_MODULES = {
     "tests/pages/test_wrong_outputs_pages.py": "worker runs behind the pages",
     "tests/pages/test_evaluation_set.py": "worker run",
     "tests/pages/test_graph.py": "worker run and the viewer",
+    "tests/pages/test_generation_pages.py": "the model builder and a generation job run",
     "tests/pages/test_home.py": "worker run",
     "tests/pages/test_hot_node_links.py": "browser",
     "tests/pages/test_jobs.py": "worker runs",

@@ -6,15 +6,18 @@ backend/generate/points.py makes the frame and the figures. Every choice is kept
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import streamlit as st
 
+import settings
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.generate import jobspec, points
-from backend.records import ModelRow
 from backend.queue import jobs
+from backend.records import ModelRow
 from backend.reporting import frames
 from pages.access import can, guarded, link_scope, signed_link_control
 from pages.components.formatting import plain
@@ -77,6 +80,7 @@ def generation_form(model: ModelRow) -> None:
             "Perplexity text (optional, UTF-8)",
             type=["txt", "md"],
             key="perplexity_text",
+            max_upload_size=max(1, math.ceil(settings.PERPLEXITY_TEXT_MB.get())),
             help="Scored through each runtime's KV cache; a variant more than "
             f"{jobspec.PERPLEXITY_BOUND:.0%} above FP32's perplexity is stored as wrong outputs.",
         )

@@ -1,0 +1,182 @@
+"""A generation job run by the real worker process: the trained tiny Llama uploaded as an HF
+folder zip, FP32 and INT4 (quantized by the job, stored as a library model), two concurrency
+points, perplexity on the fixture's held-out text; every point stored with its figures, the
+verdict and the events, and the Compare frame and charts built from what was stored."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.errors import UserError
+from backend.generate import jobspec, points
+from backend.generate import library as generative
+from backend.generate.job import judge
+from backend.models import library
+from backend.models.ingest import ingest_file
+from backend.queue import jobs
+from storage.repo import jobs as job_store
+from storage.repo import serving as point_store
+from storage.states import JobState
+from tests import llm_models
+
+ROOT = Path(__file__).resolve().parents[3]
+SPEC = jobspec.GenerationJobSpec(
+    variants=("int4", "fp32"),  # stored in this order; the job runs FP32 first
+    prompt_lengths=(16,),
+    new_tokens=(8,),
+    sequences=(1, 2),
+    perplexity_tokens=256,
+)
+
+
+def run_worker() -> str:
+    worker = subprocess.run(
+        [sys.executable, "-m", "backend.queue.worker", "--once", "--poll-seconds", "0.2"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+    return worker.stdout + worker.stderr
+
+
+def submitted(tmp_path: Path) -> tuple[int, int]:
+    upload = llm_models.hf_zip(tmp_path)
+    model = ingest_file(upload, upload.name)
+    text = llm_models.trained_llama().eval_text.encode()
+    job = jobspec.submit_generation(model.id, SPEC, text, "held-out.txt", label="fp32 vs int4")
+    return model.id, job.id
+
+
+def test_worker_runs_fp32_and_int4_and_stores_every_point(data_dir: Path, tmp_path: Path) -> None:
+    model_id, job_id = submitted(tmp_path)
+    job = job_store.get_job(job_id)
+    assert job.progress_total == 4 and job.spec["kind"] == "generation"
+    assert job.spec["perplexity_window"] == 256  # the model's context caps the window
+
+    run_worker()
+
+    job = job_store.get_job(job_id)
+    assert job.state == JobState.SUCCEEDED, job.error
+    assert job.progress_done == 4
+    stored = point_store.list_points([job_id], kind=point_store.GENERATION)
+    assert [p.point_key for p in stored] == [
+        "fp32|ort-genai|16,8,1",
+        "fp32|ort-genai|16,8,2",
+        "int4|ort-genai|16,8,1",
+        "int4|ort-genai|16,8,2",
+    ]
+    by_key = {p.point_key: p.payload for p in stored}
+    for payload in by_key.values():
+        assert payload["status"] == "ok", payload
+        assert 0 < payload["ttft_p50_ms"] <= payload["e2e_p50_ms"]
+        assert payload["itl_p50_ms"] > 0 and payload["output_tokens_per_s"] > 0
+        assert payload["perplexity"]["perplexity"] > 1 and payload["perplexity"]["tokens"] == 256
+    fp32, int4 = by_key["fp32|ort-genai|16,8,1"], by_key["int4|ort-genai|16,8,1"]
+    assert int4["weights_mb"] < fp32["weights_mb"] / 2  # MatMulNBits weights, stated
+    assert by_key["fp32|ort-genai|16,8,2"]["kv_cache_mb"] == pytest.approx(2 * fp32["kv_cache_mb"])
+    assert not fp32["agreement"] and len(int4["agreement"]) == 1  # against FP32's tokens
+    ratio = int4["perplexity"]["perplexity"] / fp32["perplexity"]["perplexity"]
+    assert 0.9 < ratio < 1.1  # INT4 RTN on the trained model: within the 10% bound
+
+    # the INT4 copy is a library model of its own, made once and named by every INT4 point
+    int4_model = library.get_model(int4["model_id"])
+    assert generative.is_generative(int4_model) and int4_model.id != model_id
+    events = [e.message for e in jobs.job_events(job_id)]
+    assert any("quantizing the model to int4 rtn b32 sym" in m for m in events)
+    assert any(m.startswith("int4|ort-genai|16,8,2: TTFT p50") for m in events)
+
+    frame = points.generation_frame([job_id])
+    assert len(frame) == 4 and frame["perplexity"].notna().all()
+    assert (frame["memory_mb"] > frame["weights_mb"]).all()
+    assert set(frame["greedy_agreement"].dropna()) <= {x / 8 for x in range(9)}
+    for _, (_, draw) in points.CHARTS.items():
+        figure = draw(frame)
+        assert sum(len(trace.x) for trace in figure.data) >= 4
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "backend.cli", *args],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_job_queued_from_the_cli_reuses_the_stored_int4_copy(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """`optiboard generate ID --submit` queues the job; a second job of the same model
+    quantizes nothing again. A folder path cannot be queued (one sentence)."""
+    model_id, _ = submitted(tmp_path)
+    run_worker()
+    models_before = len(library.list_models())
+    refused = cli("generate", str(tmp_path), "--submit")
+    assert refused.returncode != 0 and "--submit queues a library model by its id" in (
+        refused.stdout + refused.stderr
+    )
+    queued = cli(
+        "generate",
+        str(model_id),
+        "--submit",
+        "--variants",
+        "fp32,int4",
+        "--prompt-lengths",
+        "16",
+        "--new-tokens",
+        "8",
+        "--preset",
+        "quick",
+        "--label",
+        "cli",
+    )
+    assert queued.returncode == 0, queued.stdout + queued.stderr
+    assert "with 2 generation points" in queued.stdout
+    again = job_store.list_jobs()[0]
+    assert again.label == "cli" and again.spec["variants"] == ["fp32", "int4"]
+    run_worker()
+    assert job_store.get_job(again.id).state == JobState.SUCCEEDED
+    assert len(library.list_models()) == models_before
+    events = [e.message for e in jobs.job_events(again.id)]
+    assert not any("quantizing" in m for m in events)
+
+
+def test_submit_refuses_in_one_sentence_and_stores_nothing(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlp_path: Path
+) -> None:
+    upload = llm_models.hf_zip(tmp_path)
+    model = ingest_file(upload, upload.name)
+    artifacts = len(library.list_artifacts(model.id))
+    monkeypatch.setenv("OPTIBOARD_PERPLEXITY_TEXT_MB", "0.001")
+    with pytest.raises(UserError, match=r"over the 0.001 MB cap"):
+        jobspec.submit_generation(model.id, SPEC, b"x" * 4096, "big.txt")
+    with pytest.raises(UserError, match="is not UTF-8 text"):
+        jobspec.submit_generation(model.id, SPEC, b"\xff\xfe", "bad.txt")
+    long = jobspec.GenerationJobSpec(prompt_lengths=(250,), new_tokens=(64,))
+    with pytest.raises(UserError, match="beyond .* context of 256"):
+        jobspec.submit_generation(model.id, long)
+    single = ingest_file(mlp_path, "mlp.onnx")
+    with pytest.raises(UserError, match="single-pass ONNX model, not a generative one"):
+        jobspec.submit_generation(single.id, SPEC)
+    assert len(library.list_artifacts(model.id)) == artifacts
+    assert job_store.list_jobs() == []
+
+
+def test_the_verdict_reads_perplexity_and_first_token_agreement() -> None:
+    ok = {"status": "ok", "perplexity": {"perplexity": 10.5}, "agreement": [3, 0]}
+    assert judge(dict(ok), 10.0, 0.10) == "ok"
+    worse = {**ok, "perplexity": {"perplexity": 11.5}}
+    assert judge(worse, 10.0, 0.10) == "wrong outputs" and "15.0% above FP32" in worse["verdict"]
+    diverged = {"status": "ok", "agreement": [0, 0]}
+    assert judge(diverged, None, 0.10) == "wrong outputs"
+    assert judge({"status": "failed"}, 10.0, 0.1) == "failed"

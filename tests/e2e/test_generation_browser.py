@@ -1,0 +1,178 @@
+"""The newcomer's generative flow in a real headless Chromium, against a real `streamlit run` and
+a real worker: bad Hugging Face zips and an over-cap text each get one sentence and leave nothing
+behind; the trained tiny Llama's HF folder zip is uploaded, FP32 vs INT4 submitted from Optimize,
+and Compare draws TTFT, ITL, tokens/s and perplexity as the worker stores each point; its link
+reopens the same view in a fresh browser. Screenshots land in test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import llm_models
+from tests.dashboard import wait_healthy
+from tests.e2e.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _legend, _wait_for
+from tests.waiting import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT_CAP_MB = "0.05"  # the perplexity text cap for this server: a 60 kB text is over it
+CHARTS = (
+    "Time to first token against concurrency",
+    "Inter-token latency against concurrency",
+    "Tokens/s against memory",
+    "Perplexity against speed",
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A real server and a real worker sharing one fresh data directory."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+    data = tmp_path / "data"
+    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data), "PYTHONUNBUFFERED": "1"}
+    env |= {"OPTIBOARD_AUTH": "off", "OPTIBOARD_PERPLEXITY_TEXT_MB": TEXT_CAP_MB}
+    env.pop("OPTIBOARD_DATABASE_URL", None)
+    port = free_port()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+        + ["--server.headless", "true", "--server.fileWatcherType", "none"],
+        cwd=ROOT,
+        env=env,
+        stdout=open(logs / "streamlit.log", "wb"),  # noqa: SIM115 - closed with the process
+        stderr=subprocess.STDOUT,
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.5"],
+        cwd=ROOT,
+        env=env,
+        stdout=open(logs / "worker.log", "wb"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, server)
+        yield url, data
+    finally:
+        for proc in (worker, server):
+            proc.terminate()
+        for proc in (worker, server):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        ARTIFACTS.mkdir(exist_ok=True)
+        for log in logs.iterdir():
+            (ARTIFACTS / f"e2e-generation-{log.name}").write_bytes(log.read_bytes())
+
+
+def _stored_files(data: Path) -> set[Path]:
+    """Every file under the data directory but the database (artifact blobs, model folders)."""
+    return {p for p in data.rglob("*") if p.is_file() and ".db" not in p.name}
+
+
+def test_newcomer_uploads_an_hf_zip_and_compares_fp32_with_int4_live(
+    dashboard: tuple[str, Path], tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    url, data = dashboard
+    ARTIFACTS.mkdir(exist_ok=True)
+    spoilt = {
+        "pickle.zip": ({"pickle_weights": True}, "holds pickled weights"),
+        "notok.zip": ({"drop": ("tokenizer.json",)}, "has no tokenizer.json"),
+        "bert.zip": (
+            {"config_changes": {"architectures": ["BertForMaskedLM"], "model_type": "bert"}},
+            "model builder cannot convert",
+        ),
+    }
+    good = llm_models.hf_zip(tmp_path, name="llama.zip")
+    eval_text = llm_models.trained_llama().eval_text
+    text = tmp_path / "held-out.txt"
+    text.write_text(eval_text)
+    big = tmp_path / "big.txt"
+    big.write_text(eval_text * (60_000 // len(eval_text) + 1))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1600, "height": 1200})
+        page = context.new_page()
+
+        # 1. Bad zips: one sentence each, and the library and the store stay empty.
+        page.goto(f"{url}/models")
+        expect(page.get_by_text("The library is empty")).to_be_visible(timeout=60_000)
+        before = _stored_files(data)
+        for name, (spoil, sentence) in spoilt.items():
+            upload = llm_models.hf_zip(tmp_path, name=name, **spoil)
+            page.locator("input[type=file]").first.set_input_files(str(upload))
+            expect(page.get_by_text(name).first).to_be_visible(timeout=30_000)
+            page.get_by_role("button", name="Add to library").click()
+            error = page.locator("[data-testid=stAlertContentError]").filter(has_text=sentence)
+            expect(error).to_be_visible(timeout=120_000)
+            assert error.inner_text().count(". ") <= 1  # one sentence (names may hold dots)
+            expect(page.get_by_text("The library is empty")).to_be_visible()
+        assert _stored_files(data) == before
+        page.screenshot(path=str(ARTIFACTS / "e2e-generation-1-refused.png"), full_page=True)
+
+        # 2. The HF folder zip: converted by the model builder in the sandbox, a library model.
+        page.locator("input[type=file]").first.set_input_files(str(good))
+        expect(page.get_by_text("llama.zip").first).to_be_visible(timeout=30_000)
+        page.get_by_role("button", name="Add to library").click()
+        expect(page.get_by_text(re.compile(r"Added llama \(hf-genai"))).to_be_visible(
+            timeout=300_000
+        )
+
+        # 3. Optimize offers the generation benchmark; an over-cap text is refused, then FP32 vs
+        #    INT4 with the held-out text is queued.
+        page.goto(f"{url}/optimize?model=1&g_prompts=16&g_new=8&g_seqs=1,2")
+        submit = page.get_by_role("button", name=re.compile(r"Submit generation benchmark \(4\)"))
+        expect(submit).to_be_visible(timeout=60_000)
+        uploader = page.locator("input[type=file]").first
+        uploader.set_input_files(str(big))
+        expect(page.get_by_text("big.txt").first).to_be_visible(timeout=30_000)
+        submit.click()
+        refused = page.locator("[data-testid=stAlertContentError]")
+        expect(refused).to_contain_text(f"over the {TEXT_CAP_MB} MB cap", timeout=30_000)
+        blobs = _stored_files(data)
+        uploader.set_input_files(str(text))
+        expect(page.get_by_text("held-out.txt").first).to_be_visible(timeout=30_000)
+        submit.click()
+        expect(page.get_by_text("Queued job 1 with 4 generation points")).to_be_visible(
+            timeout=60_000
+        )
+        assert len(_stored_files(data)) == len(blobs) + 1  # the text, and only once accepted
+        page.screenshot(path=str(ARTIFACTS / "e2e-generation-2-optimize.png"), full_page=True)
+
+        # 4. Compare draws the points as they land (the page is opened while the job runs).
+        page.get_by_role("link", name="Compare its results as they arrive").click()
+        wanted = {"#1 llama · FP32 · ort-genai", "#1 llama · INT4 RTN b32 · ort-genai"}
+        _wait_for(page, lambda: wanted <= _legend(page), 400, "FP32 and INT4 on the charts")
+        for title in CHARTS:
+            expect(page.locator(".js-plotly-plot .gtitle").filter(has_text=title)).to_have_count(1)
+        _wait_for(
+            page,
+            lambda: "4 measured points in 2 series" in page.content(),
+            120,
+            "every point",
+        )
+        page.screenshot(path=str(ARTIFACTS / "e2e-generation-3-compare.png"), full_page=True)
+
+        # 5. The page's link reopens the same view in a fresh browser.
+        page.get_by_role("button", name=re.compile("Copy link")).click()
+        link = page.locator("[data-testid=stPopoverBody] code").first.inner_text().strip()
+        assert "view=generation" in link and "jobs=1" in link
+        fresh = browser.new_context(viewport={"width": 1600, "height": 1200}).new_page()
+        fresh.goto(link)
+        _wait_for(fresh, lambda: _legend(fresh) == _legend(page), 90, "the same chart legends")
+        fresh.screenshot(path=str(ARTIFACTS / "e2e-generation-4-shared.png"), full_page=True)
+        browser.close()

@@ -1,0 +1,81 @@
+"""The generation benchmark on the pages: Optimize offers it for a generative model and queues
+the chosen variants x points; Compare draws a generation job's points, stored by the real
+worker, as four charts and a table, its view kept in the URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.generate import jobspec
+from backend.models.ingest import ingest_file
+from storage.repo import jobs as job_store
+from tests import llm_models
+from tests.backend.generate.test_generation_job import SPEC, run_worker
+from tests.pages.seed import add_model, open_page, texts
+
+
+def test_optimize_offers_the_generation_benchmark_for_a_generative_model(
+    data_dir: Path, tmp_path: Path, mlp_path: Path
+) -> None:
+    upload = llm_models.hf_zip(tmp_path)
+    model = ingest_file(upload, upload.name)
+    at = open_page("optimize", model=model.id)
+    assert not at.exception, at.exception
+    assert "is a generative model (context 256 tokens)" in texts(at)
+    assert at.multiselect(key="url_g_variants").value == ["fp32", "int4"]
+    assert 256 not in at.multiselect(key="url_g_prompts").options  # past the context
+    assert not at.get("multiselect") or "url_precisions" not in [
+        m.key for m in at.multiselect
+    ]  # the sweep's form is not drawn for a decoder model
+    at.multiselect(key="url_g_prompts").set_value([16, 64])
+    at.multiselect(key="url_g_new").set_value([8])
+    at.multiselect(key="url_g_seqs").set_value([1, 4])
+    at.run()
+    assert "Points in this generation benchmark=8" in texts(at)  # 2 variants x 2 x 1 x 2
+    at.button(key="submit_generation").click().run()
+    assert not at.exception and not at.error, texts(at)
+    assert "Queued job 1 with 8 generation points" in texts(at)
+    job = job_store.get_job(1)
+    assert job.spec["kind"] == "generation" and job.spec["sequences"] == [1, 4]
+
+    at.multiselect(key="url_g_variants").set_value([]).run()
+    assert "Pick at least one variant and one runtime" in texts(at)
+    assert at.button(key="submit_generation").disabled
+
+    single = add_model(mlp_path, "mlp")  # a single-pass model still gets the sweep's form
+    sweep = open_page("optimize", model=single.id)
+    assert sweep.multiselect(key="url_precisions").value
+
+
+def test_compare_draws_a_generation_job_stored_by_the_worker(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    upload = llm_models.hf_zip(tmp_path)
+    model = ingest_file(upload, upload.name)
+    text = llm_models.trained_llama().eval_text.encode()
+    job = jobspec.submit_generation(model.id, SPEC, text, "held-out.txt", label="fp32 vs int4")
+    run_worker()
+
+    at = open_page("compare", view="generation", jobs=job.id)
+    assert not at.exception, at.exception
+    assert len(at.get("plotly_chart")) == 4
+    assert "4 measured points in 2 series" in texts(at)
+    table = at.dataframe[0].value
+    assert len(table) == 4 and set(table["status"]) == {"ok"}
+    assert table["perplexity"].notna().all() and (table["ttft_p50_ms"] > 0).all()
+    int4 = table[table["label"].str.contains("INT4")]
+    fp32 = table[table["label"].str.contains("FP32")]
+    assert int4["weights_mb"].max() < fp32["weights_mb"].min() / 2
+
+    # the chart choice lives in the URL, and the link reopens the same view
+    at.pills(key="url_g_charts").set_value(["ttft", "perplexity"]).run()
+    assert len(at.get("plotly_chart")) == 2
+    query = {k: at.query_params[k] for k in at.query_params}
+    again = open_page(
+        "compare", **{k: v[0] if isinstance(v, list) else v for k, v in query.items()}
+    )
+    assert len(again.get("plotly_chart")) == 2
+    assert again.pills(key="url_g_charts").value == ["ttft", "perplexity"]
+
+    sweeps = open_page("compare")  # the sweeps' view points to the generation view
+    assert any("Generation benchmarks" in str(link.proto.label) for link in sweeps.get("page_link"))
