@@ -16,7 +16,7 @@ from backend.models import library
 from backend.queue import jobs, progress
 from backend.queue.jobs import fp32_baseline
 from backend.queue.knee import knee_summary
-from backend.records import JobRow, JobState, is_serving, utcnow
+from backend.records import JobKind, JobRow, JobState, is_serving, job_kind, utcnow
 from backend.reporting import profilecharts
 from backend.results import StoredResult
 from pages.access import can, guarded
@@ -299,8 +299,12 @@ def job_detail(job_id: int) -> None:
             "pages/serve.py", label="Open on Serve", icon="🚀", query_params={"study": job.id}
         )
     elif state.done:
+        generation = {"view": "generation"} if job_kind(job.spec) == JobKind.GENERATION else {}
         actions[2].page_link(
-            "pages/compare.py", label="Compare results", icon="📊", query_params={"jobs": job.id}
+            "pages/compare.py",
+            label="Compare results",
+            icon="📊",
+            query_params={**generation, "jobs": job.id},
         )
 
     st.markdown("**Configurations**")

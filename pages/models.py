@@ -56,7 +56,9 @@ if can(Permission.UPLOAD):
         max_upload_mb = settings.MAX_UPLOAD_MB.get()
         st.markdown(
             "Accepted: **.onnx**, a **.zip** of an ONNX model with its external-data files, or "
-            "a **.zip** of a TensorFlow SavedModel (converted with tf2onnx). "
+            "a **.zip** of a TensorFlow SavedModel (converted with tf2onnx), or for the generation "
+            "benchmark a **.zip** of an ONNX Runtime GenAI folder or of a Hugging Face model "
+            "folder (.safetensors weights, tokenizer.json). "
             f"Up to {max_upload_mb} MB "
             "(`server.maxUploadSize` in `.streamlit/config.toml`)."
         )

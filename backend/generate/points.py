@@ -34,6 +34,7 @@ FIGURES = (
 COLUMNS = (
     "job_id",
     "point_id",
+    "key",
     "series",
     "label",
     "variant",
@@ -53,7 +54,9 @@ TTFT, ITL, TOKENS, MEMORY, PPL = pick(
 )
 
 
-def _row(job_id: int, model: str, point_id: int, payload: dict[str, Any]) -> dict[str, Any]:
+def _row(
+    job_id: int, model: str, point_id: int, key: str, payload: dict[str, Any]
+) -> dict[str, Any]:
     variant = payload.get("variant_label") or payload.get("variant", "")
     series = f"#{job_id} {model} · {variant} · {payload.get('runtime', '')}"
     prompt, new, seqs = (payload.get(k) for k in ("prompt_tokens", "new_tokens", "sequences"))
@@ -63,6 +66,7 @@ def _row(job_id: int, model: str, point_id: int, payload: dict[str, Any]) -> dic
     row = {
         "job_id": job_id,
         "point_id": point_id,
+        "key": key,
         "series": series,
         "label": f"{series} · prompt {prompt}, {new} new, {seqs} seq",
         "variant": payload.get("variant"),
@@ -93,7 +97,7 @@ def generation_frame(job_ids: list[int]) -> pd.DataFrame:
         job = job_store.get_job(job_id)
         models[job_id] = names.get(job.model_id, f"model {job.model_id}") if job else "?"
     rows = [
-        _row(p.job_id, models[p.job_id], p.id, p.payload)
+        _row(p.job_id, models[p.job_id], p.id, p.point_key, p.payload)
         for p in point_store.list_points(job_ids, kind=point_store.GENERATION)
     ]
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from backend.errors import UserError
 from backend.queue import jobs
-from backend.records import JobRow, JobState, is_serving, utcnow
+from backend.records import JobKind, JobRow, JobState, is_serving, job_kind, utcnow
 from backend.reporting import distance
 from backend.reporting.frames import ran_on
 from backend.results import ConfigurationResult
@@ -131,6 +131,8 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[Configur
     """
     if is_serving(job.spec):
         return None, _serving_progress(job)
+    if job_kind(job.spec) == JobKind.GENERATION:
+        return None, _generation_progress(job)
     try:
         spec = jobs.spec_of(job)
     except (KeyError, TypeError, ValueError) as exc:
@@ -182,4 +184,37 @@ def _serving_progress(job: JobRow) -> list[ConfigurationProgress]:
                         why=point.stability_note,
                     )
                 )
+    return rows
+
+
+def _generation_progress(job: JobRow) -> list[ConfigurationProgress]:
+    """One row per planned point of a generation job: p50 is the whole generation's, throughput
+    its output tokens/s, and the why line its TTFT, ITL and perplexity (or verdict, or error)."""
+    from backend.generate.jobspec import GenerationJobSpec
+    from backend.generate.points import generation_frame
+
+    frame = generation_frame([job.id]).set_index("key")
+    pending = "not run" if job.state.finished else "pending"
+    rows = []
+    for key in GenerationJobSpec.from_dict(job.spec).point_keys():
+        if key not in frame.index:
+            rows.append(ConfigurationProgress(key, key, pending))
+            continue
+        point = frame.loc[key]
+        measured = point["ttft_p50_ms"] is not None and point["ttft_p50_ms"] == point["ttft_p50_ms"]
+        why = point["verdict"] or point["error"]
+        if measured and not why:
+            why = f"TTFT p50 {point['ttft_p50_ms']:.2f} ms, ITL p50 {point['itl_p50_ms']:.3f} ms"
+            if point["perplexity"] == point["perplexity"] and point["perplexity"] is not None:
+                why += f", perplexity {point['perplexity']:.3f}"
+        rows.append(
+            ConfigurationProgress(
+                label=point["label"].split(" · ", 1)[-1],
+                key=key,
+                status=point["status"],
+                p50_ms=point["e2e_p50_ms"] if measured else None,
+                throughput=point["output_tokens_per_s"] if measured else None,
+                why=why,
+            )
+        )
     return rows

@@ -7,6 +7,7 @@ reopens the same view in a fresh browser. Screenshots land in test-artifacts/.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -78,8 +79,18 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def _stored_files(data: Path) -> set[Path]:
-    """Every file under the data directory but the database (artifact blobs, model folders)."""
-    return {p for p in data.rglob("*") if p.is_file() and ".db" not in p.name}
+    """Every file under the data directory but the database and the store's lock files."""
+    return {
+        p
+        for p in data.rglob("*")
+        if p.is_file() and ".db" not in p.name and ".locks" not in p.parts
+    }
+
+
+def _blob(data: Path, path: Path) -> Path:
+    """Where the artifact store keeps a file's bytes (storage/artifacts.py: sha[:2]/sha)."""
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    return data / "artifacts" / sha[:2] / sha
 
 
 def test_newcomer_uploads_an_hf_zip_and_compares_fp32_with_int4_live(
@@ -143,14 +154,14 @@ def test_newcomer_uploads_an_hf_zip_and_compares_fp32_with_int4_live(
         submit.click()
         refused = page.locator("[data-testid=stAlertContentError]")
         expect(refused).to_contain_text(f"over the {TEXT_CAP_MB} MB cap", timeout=30_000)
-        blobs = _stored_files(data)
         uploader.set_input_files(str(text))
         expect(page.get_by_text("held-out.txt").first).to_be_visible(timeout=30_000)
+        expect(refused).to_have_count(0, timeout=30_000)  # the upload's rerun has finished
         submit.click()
         expect(page.get_by_text("Queued job 1 with 4 generation points")).to_be_visible(
             timeout=60_000
         )
-        assert len(_stored_files(data)) == len(blobs) + 1  # the text, and only once accepted
+        assert _blob(data, text).is_file() and not _blob(data, big).exists()
         page.screenshot(path=str(ARTIFACTS / "e2e-generation-2-optimize.png"), full_page=True)
 
         # 4. Compare draws the points as they land (the page is opened while the job runs).
@@ -161,9 +172,12 @@ def test_newcomer_uploads_an_hf_zip_and_compares_fp32_with_int4_live(
             expect(page.locator(".js-plotly-plot .gtitle").filter(has_text=title)).to_have_count(1)
         _wait_for(
             page,
-            lambda: "4 measured points in 2 series" in page.content(),
+            lambda: (
+                "4 measured points in 2 series" in (html := page.content())
+                and "refreshing while" not in html
+            ),
             120,
-            "every point",
+            "every point, and the page done refreshing",
         )
         page.screenshot(path=str(ARTIFACTS / "e2e-generation-3-compare.png"), full_page=True)
 

@@ -77,5 +77,14 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     assert len(again.get("plotly_chart")) == 2
     assert again.pills(key="url_g_charts").value == ["ttft", "perplexity"]
 
+    detail = open_page("jobs", job=job.id)  # one row per planned point, with its figures
+    assert not detail.exception, detail.exception
+    points = next(d.value for d in detail.dataframe if "why / error" in d.value.columns)
+    assert list(points["status"]) == ["ok"] * 4
+    assert points["why / error"].str.contains(r"TTFT p50 .* ms, ITL p50 .*, perplexity").all()
+    assert (points["throughput /s"] > 0).all()
+    links = [link.proto for link in detail.get("page_link")]
+    assert any("view=generation" in str(link.query_string) for link in links)
+
     sweeps = open_page("compare")  # the sweeps' view points to the generation view
     assert any("Generation benchmarks" in str(link.proto.label) for link in sweeps.get("page_link"))

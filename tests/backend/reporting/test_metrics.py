@@ -12,8 +12,15 @@ from backend.reporting.metrics import REGISTRY, Aggregation, Better, Metric
 
 def test_every_declared_figure_is_a_frame_column_or_one_the_compare_view_adds() -> None:
     added = {"speedup", "throughput_ratio", "accuracy_loss"}  # add_speedups, add_accuracy_loss
-    assert set(REGISTRY) - added <= set(frames.COLUMNS)
+    generation = {m.key for m in metrics.GENERATION}  # backend/generate/points.py's frame
+    assert set(REGISTRY) - added - generation <= set(frames.COLUMNS)
     assert {"p50_ms", "p99_ms", "throughput", "peak_rss_mb", "cosine_similarity"} <= set(REGISTRY)
+
+
+def test_every_generation_figure_is_a_column_of_the_generation_frame() -> None:
+    from backend.generate import points
+
+    assert {m.key for m in metrics.GENERATION} == set(points.FIGURES) <= set(points.COLUMNS)
 
 
 def test_a_figure_is_declared_once() -> None:
