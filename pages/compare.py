@@ -24,7 +24,7 @@ from pages.components.url_state import (
     url_list,
     url_value,
 )
-from pages.components.widgets import job_label, nothing_yet, page_header
+from pages.components.widgets import fill_copy_link, job_label, nothing_yet, page_header
 
 require_access(Permission.COMPARE)  # before anything is drawn or read: components/gate.py
 
@@ -51,6 +51,7 @@ page_header("Compare", "Pick results across jobs and models; every choice is kep
 
 if url_value("view") == "generation":  # generation jobs: token latency, memory, perplexity
     generation_comparison()
+    fill_copy_link()  # now: st.stop() drops every later write, app.py's filling of the link too
     st.stop()
 if not link_scope(frames.comparable_jobs(generation=True)).empty:
     st.page_link(

@@ -19,9 +19,11 @@ from backend.generate.jobspec import KIND, VARIANT_LABELS, VARIANTS, GenerationJ
 from backend.jobs.context import JobContext, JobOutcome
 from storage.repo import jobs as job_store
 from storage.repo import serving as point_store
-from storage.states import JobState
+from storage.states import JobState, ResultStatus
 
-OK, FAILED, WRONG, UNAVAILABLE = "ok", "failed", "wrong outputs", "unavailable"
+# the statuses sweeps store (storage/states.py), as the points' JSON holds them
+OK, FAILED = ResultStatus.OK.value, ResultStatus.FAILED.value
+WRONG, UNAVAILABLE = ResultStatus.WRONG_OUTPUTS.value, ResultStatus.UNAVAILABLE.value
 
 
 class GenerationKind:
