@@ -40,7 +40,8 @@ def test_stored_sweeps_and_studies_find_their_kind_and_launcher(
     assert "kind" not in sweep.spec  # as every sweep was stored before the registry
     assert study.spec["kind"] == "serving"
     assert (kind_of(sweep).name, kind_of(study).name) == ("sweep", "serving")
-    assert set(KINDS) == {"sweep", "serving"} and set(LAUNCHERS) == {"local", "ray"}
+    assert set(KINDS) == {"sweep", "serving", "generation"}
+    assert set(LAUNCHERS) == {"local", "ray"}
 
     monkeypatch.delenv("OPTIBOARD_RAY_ADDRESS", raising=False)
     assert launcher_for(kind_of(sweep)).name == "local"
@@ -53,9 +54,9 @@ def test_a_job_of_a_kind_this_worker_does_not_know_fails_in_one_sentence(
     data_dir: Path, mlp_path: Path
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
-    job = job_store.create_job(model.id, {"kind": "generation"}, total=1)
+    job = job_store.create_job(model.id, {"kind": "distillation"}, total=1)
     claimed = job_store.claim_job("inline", 60, job_id=job.id)
-    with pytest.raises(UserError, match="does not run jobs of kind 'generation'"):
+    with pytest.raises(UserError, match="does not run jobs of kind 'distillation'"):
         kind_of(claimed)
 
     outcome = JobRunner("inline").run(claimed)
@@ -64,7 +65,8 @@ def test_a_job_of_a_kind_this_worker_does_not_know_fails_in_one_sentence(
     finished = jobs.get_job(job.id)
     assert finished.state == JobState.FAILED
     assert finished.error == (
-        "This worker does not run jobs of kind 'generation' (it runs sweep, serving); update "
+        "This worker does not run jobs of kind 'distillation' (it runs sweep, serving, "
+        "generation); update "
         "the worker to this version of Optiboard and retry the job."
     )
     assert result_store.list_results(job_ids=[job.id]) == []
