@@ -385,6 +385,15 @@ MAX_INPUT_MB = _declare(
     )
 )
 
+PERPLEXITY_TEXT_MB = _declare(
+    Setting(
+        "OPTIBOARD_PERPLEXITY_TEXT_MB",
+        "16",
+        float,
+        "largest text file a generation benchmark scores perplexity on; a larger one is refused",
+    )
+)
+
 
 # --- serving ---
 TRITON_VENV = _declare(

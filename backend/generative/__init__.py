@@ -1,0 +1,1 @@
+"""Large generative models: benchmark, accuracy (perplexity, greedy agreement), roofline."""
