@@ -17,11 +17,11 @@ import numpy as np
 
 from backend.engine.measure import PeakRss, timed_window, windows_agree
 from backend.errors import UserError
-from backend.generative.footprint import footprint
+from backend.generative.footprint import Footprint, footprint
 from backend.generative.perplexity import perplexity, read_text, tokens_until_divergence
 from backend.generative.roofline import PeakBandwidth, roofline
 from backend.measure_settings import MeasureSettings
-from backend.runtimes.genai import GenAISession, TokenTimes, open_genai
+from backend.runtimes import GenAISession, TokenTimes, open_genai
 
 # A generation is one call of seconds, not milliseconds: few runs per window, same rule.
 GENERATION_PRESETS: dict[str, MeasureSettings] = {
@@ -213,6 +213,40 @@ def summarize(
         result.decode_tokens_per_s = sequences / (result.itl_p50_ms / 1e3)
 
 
+def run_point(
+    session: GenAISession,
+    shape: Footprint,
+    point: tuple[int, int, int],
+    prompts: np.ndarray,
+    settings: MeasureSettings,
+    peak: PeakBandwidth,
+) -> GenerationResult:
+    """One (prompt length, new tokens, sequences) point on an open session."""
+    from backend.errors import runtime_error_line
+
+    prompt_len, new_tokens, sequences = point
+    result = GenerationResult(session.name, prompt_len, new_tokens, sequences)
+    result.precision, result.facts = shape.precision, dict(session.facts)
+    result.weights_mb = shape.weight_bytes / 2**20
+    result.kv_cache_mb = shape.kv_bytes(prompt_len + new_tokens, sequences) / 2**20
+    try:
+        kept, first_ms, stable, reason, peak_mb = measure_point(
+            session, prompts, new_tokens, settings
+        )
+    except Exception as exc:  # the runtime's failure is this point's result
+        result.status, result.error = "failed", runtime_error_line(exc)
+        return result
+    result.first_run_ms, result.stable, result.stop_reason = first_ms, stable, reason
+    result.peak_rss_mb, result.rss_scope = peak_mb, "session open + this point's runs"
+    summarize(result, kept, sequences, new_tokens)
+    context = prompt_len + (new_tokens - 1) / 2  # mean KV length read per decode step
+    result.roofline = roofline(
+        shape.bytes_per_step(context, sequences), result.itl_p50_ms, peak
+    ).to_dict()
+    result.tokens = kept[0].tokens.tolist()
+    return result
+
+
 def run_runtime(
     name: str,
     folder: Path,
@@ -222,10 +256,7 @@ def run_runtime(
     reference: dict[tuple[int, int, int], np.ndarray] | None,
 ) -> tuple[list[GenerationResult], dict[str, Any] | None]:
     """Every point of the spec on one runtime, then its perplexity on the text."""
-    from backend.errors import runtime_error_line
-
     shape = footprint(folder)
-    settings = GENERATION_PRESETS[spec.preset]
     try:
         session = open_genai(name, folder, spec.device)
     except UserError as exc:
@@ -237,32 +268,15 @@ def run_runtime(
     results: list[GenerationResult] = []
     with session:
         text_ids = session.encode(text) if text else None
-        vocab = int(_vocab(folder))
-        for prompt_len, new_tokens, sequences in spec.points():
-            result = GenerationResult(name, prompt_len, new_tokens, sequences)
-            result.precision, result.facts = shape.precision, dict(session.facts)
-            result.weights_mb = shape.weight_bytes / 2**20
-            result.kv_cache_mb = shape.kv_bytes(prompt_len + new_tokens, sequences) / 2**20
-            prompts = prompts_for(vocab, prompt_len, sequences, spec.seed, text_ids)
-            try:
-                kept, first_ms, stable, reason, peak_mb = measure_point(
-                    session, prompts, new_tokens, settings
+        for point in spec.points():
+            prompts = prompts_for(_vocab(folder), point[0], point[2], spec.seed, text_ids)
+            result = run_point(
+                session, shape, point, prompts, GENERATION_PRESETS[spec.preset], peak
+            )
+            if reference is not None and point in reference and result.status == "ok":
+                result.agreement = tokens_until_divergence(
+                    np.asarray(result.tokens), reference[point]
                 )
-            except Exception as exc:  # the runtime's failure is this point's result
-                result.status, result.error = "failed", runtime_error_line(exc)
-                results.append(result)
-                continue
-            result.first_run_ms, result.stable, result.stop_reason = first_ms, stable, reason
-            result.peak_rss_mb, result.rss_scope = peak_mb, "session open + this point's runs"
-            summarize(result, kept, sequences, new_tokens)
-            context = prompt_len + (new_tokens - 1) / 2  # mean KV length read per step
-            result.roofline = roofline(
-                shape.bytes_per_step(context, sequences), result.itl_p50_ms, peak
-            ).to_dict()
-            result.tokens = kept[0].tokens.tolist()
-            key = (prompt_len, new_tokens, sequences)
-            if reference is not None and key in reference:
-                result.agreement = tokens_until_divergence(kept[0].tokens, reference[key])
             results.append(result)
         scored = None
         if text:
@@ -279,7 +293,7 @@ def run_runtime(
 def _vocab(folder: Path) -> int:
     import json
 
-    return json.loads((Path(folder) / "genai_config.json").read_text())["model"]["vocab_size"]
+    return int(json.loads((Path(folder) / "genai_config.json").read_text())["model"]["vocab_size"])
 
 
 def reference_tokens(
@@ -289,7 +303,7 @@ def reference_tokens(
     tokens = {}
     with open_genai("ort-genai", folder, spec.device) as session:
         text_ids = session.encode(text) if text else None
-        vocab = int(_vocab(folder))
+        vocab = _vocab(folder)
         for prompt_len, new_tokens, sequences in spec.points():
             prompts = prompts_for(vocab, prompt_len, sequences, spec.seed, text_ids)
             tokens[(prompt_len, new_tokens, sequences)] = session.generate(

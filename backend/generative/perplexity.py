@@ -11,7 +11,7 @@ import numpy as np
 
 import settings
 from backend.errors import UserError
-from backend.runtimes.genai import GenAISession
+from backend.runtimes import GenAISession
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.errors import UnavailableError
-from backend.runtimes.genai import GenAISession, TokenTimes
+from backend.runtimes.base import GenAISession, TokenTimes
 
 NEEDED = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
 

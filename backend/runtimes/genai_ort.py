@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.errors import UnavailableError
-from backend.runtimes.genai import GenAISession, TokenTimes, timed_steps
+from backend.runtimes.base import GenAISession, TokenTimes, timed_steps
 
 DEVICES = {"cpu": None, "cuda": "cuda"}  # ours -> the provider name genai_config takes
 
