@@ -58,6 +58,9 @@ SLOW_MODULES = {
     "tests/pages/test_jobs.py": "worker runs",
     "tests/pages/test_live_sessions.py": "argon2 sign-ins through app.py, several each",
     "tests/pages/test_mixed_search_page.py": "worker run",
+    "tests/backend/generative/test_benchmark.py": (
+        "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
+    ),
     "tests/pages/test_optimize_tensorrt.py": "worker run",
     "tests/pages/test_profile_views.py": "worker run with profiling",
     "tests/pages/test_serve_measured.py": "Triton and a worker run",

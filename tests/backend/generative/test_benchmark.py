@@ -1,0 +1,151 @@
+"""The generation benchmark and its accuracy columns on the tiny Llama trained in the fixture
+(tests/llm_models.py), converted with onnxruntime-genai's model builder to FP32 and INT4."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend import cli
+from backend.errors import UserError
+from backend.generative.benchmark import GenerationSpec
+from backend.generative.footprint import footprint
+from backend.generative.measuring import run_generation
+from backend.generative.perplexity import perplexity, read_text
+from backend.runtimes import open_genai
+
+pytest.importorskip("onnxruntime_genai")
+pytest.importorskip("transformers")
+
+
+def genai_folder(trained, precision: str) -> Path:
+    """The trained HF folder through the GenAI builder, cached beside the fixture's cache.
+
+    Until the genmodels branch's converter is the fixture's, the test builds the folder itself
+    with the same builder the product uses; only the conversion lives here, never the model."""
+    target = trained.folder.parent / f"{trained.folder.name}-genai-{precision}"
+    if (target / "genai_config.json").is_file():
+        return target
+    building = Path(tempfile.mkdtemp(prefix="genai-", dir=trained.folder.parent))
+    cache = Path(tempfile.mkdtemp(prefix="genai-cache-"))
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(trained.folder)]
+    command += ["-o", str(building), "-p", precision, "-e", "cpu", "-c", str(cache)]
+    try:
+        subprocess.run(command, check=True, capture_output=True, env={**os.environ, "USE_TF": "0"})
+        os.replace(building, target)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
+    return target
+
+
+@pytest.fixture(scope="module")
+def fp32(tiny_llama) -> Path:
+    return genai_folder(tiny_llama, "fp32")
+
+
+@pytest.fixture(scope="module")
+def int4(tiny_llama) -> Path:
+    return genai_folder(tiny_llama, "int4")
+
+
+QUICK = {"preset": "quick", "perplexity_window": 128, "perplexity_chunk": 16}
+
+
+def test_generation_makes_exact_token_counts_with_sensible_latencies(fp32, tiny_llama) -> None:
+    spec = GenerationSpec(prompt_lengths=(96,), new_tokens=(12,), sequences=(1, 3), **QUICK)
+    report = run_generation(fp32, spec, reference=fp32, in_process=True)
+    shape = footprint(fp32)
+    assert [r.status for r in report.results] == ["ok", "ok"]
+    for r in report.results:
+        assert np.asarray(r.tokens).shape == (r.sequences, 12)  # exactly the tokens asked
+        assert 0 < r.ttft_p50_ms <= r.ttft_p99_ms
+        assert 0 < r.itl_p50_ms <= r.itl_p99_ms
+        assert r.ttft_p50_ms > r.itl_p50_ms  # a 96-token prefill, against one decode step
+        assert r.e2e_p50_ms >= r.ttft_p50_ms
+        assert r.output_tokens_per_s > 0 and r.decode_tokens_per_s > 0
+        # KV cache from the config: 2 x layers x kv heads x head dim x tokens x sequences x 4
+        kv = 2 * 2 * tiny_llama.spec.kv_heads * (128 // 4) * (96 + 12) * r.sequences * 4
+        assert r.kv_cache_mb == pytest.approx(kv / 2**20)
+        assert r.weights_mb == pytest.approx(shape.weight_bytes / 2**20)
+        assert r.peak_rss_mb > r.weights_mb
+        assert r.agreement == [12] * r.sequences  # FP32 against itself: no divergence
+        assert r.roofline["achieved_bytes_s"] > 0 and r.roofline["peak"]["bytes_per_s"] > 0
+        assert r.precision == "fp32" and r.facts["providers"] == ["cpu"]
+        assert r.runs >= 2 and r.stop_reason
+
+
+def test_kv_cache_perplexity_equals_the_full_forward_pass(fp32, tiny_llama) -> None:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    with open_genai("ort-genai", fp32) as session:
+        ids = session.encode(tiny_llama.eval_text)
+        through_cache = perplexity(session, ids, window=128, chunk=16, max_tokens=512)
+        one_pass = perplexity(session, ids, window=128, chunk=128, max_tokens=512)
+    model = LlamaForCausalLM.from_pretrained(tiny_llama.folder).eval()
+    losses = []
+    with torch.no_grad():
+        for start in range(0, 512, 128):
+            window = torch.tensor([ids[start : start + 128]])
+            losses.append(float(model(input_ids=window, labels=window).loss))
+    torch_ppl = math.exp(sum(losses) / len(losses))  # equal windows: the mean of means
+    assert through_cache.tokens == 512
+    assert through_cache.perplexity == pytest.approx(one_pass.perplexity, rel=1e-3)
+    assert through_cache.perplexity == pytest.approx(torch_ppl, rel=1e-3)
+    assert through_cache.perplexity < 512 / 5  # the trained model knows its text
+
+
+def test_int4_perplexity_is_within_ten_percent_of_fp32(fp32, int4, tiny_llama) -> None:
+    text = Path(tempfile.mkdtemp()) / "held_out.txt"
+    text.write_text(tiny_llama.eval_text)
+    spec = GenerationSpec(prompt_lengths=(32,), new_tokens=(8,), **QUICK)
+    full = run_generation(fp32, spec, text, in_process=True)
+    quantized = run_generation(int4, spec, text, reference=fp32, in_process=True)
+    fp32_ppl = full.perplexity["ort-genai"]["perplexity"]
+    int4_ppl = quantized.perplexity["ort-genai"]["perplexity"]
+    loss = int4_ppl / fp32_ppl - 1
+    print(f"perplexity FP32 {fp32_ppl:.3f}, INT4 {int4_ppl:.3f}: loss {loss:+.1%}")
+    assert quantized.results[0].precision.startswith("int4 (MatMulNBits")
+    assert quantized.results[0].weights_mb < full.results[0].weights_mb
+    assert abs(loss) <= 0.10
+    assert 0 <= min(quantized.results[0].agreement) <= 8
+
+
+def test_the_cli_measures_in_the_sandboxed_child_and_prints_json(fp32, tmp_path, capsys) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog. " * 40)
+    argv = ["generate", str(fp32), "--prompt-lengths", "16", "--new-tokens", "4"]
+    argv += ["--runtimes", "ort-genai,openvino-genai", "--perplexity-text", str(text)]
+    argv += ["--perplexity-window", "64", "--preset", "quick", "--json"]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    by_runtime = {r["runtime"]: r for r in report["results"]}
+    assert by_runtime["ort-genai"]["status"] == "ok"
+    assert len(by_runtime["ort-genai"]["tokens"][0]) == 4
+    # an ONNX GenAI folder is not OpenVINO GenAI's format: said, not run
+    assert by_runtime["openvino-genai"]["status"] == "unavailable"
+    assert "openvino_model.xml" in by_runtime["openvino-genai"]["error"]
+    assert report["perplexity"]["ort-genai"]["perplexity"] > 1
+    assert "measured in the sandboxed, limited child" in report["notes"]
+
+
+def test_a_text_over_the_cap_is_refused_with_one_sentence(fp32, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPTIBOARD_PERPLEXITY_TEXT_MB", "1")
+    text = tmp_path / "big.txt"
+    text.write_text("word " * 300_000)  # 1.4 MB
+    assert cli.main(["generate", str(fp32), "--perplexity-text", str(text)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: The perplexity text big.txt is 1.4 MB, over the 1 MB cap")
+    assert error.count("\n") == 0
+    with pytest.raises(UserError, match="over the 1 MB cap"):
+        read_text(text)
