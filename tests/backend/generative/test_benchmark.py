@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -22,30 +18,10 @@ from backend.generative.footprint import footprint
 from backend.generative.measuring import run_generation
 from backend.generative.perplexity import perplexity, read_text
 from backend.runtimes import open_genai
+from tests.backend.generative.folders import genai_folder
 
 pytest.importorskip("onnxruntime_genai")
 pytest.importorskip("transformers")
-
-
-def genai_folder(trained, precision: str) -> Path:
-    """The trained HF folder through the GenAI builder, cached beside the fixture's cache.
-
-    Until the genmodels branch's converter is the fixture's, the test builds the folder itself
-    with the same builder the product uses; only the conversion lives here, never the model."""
-    target = trained.folder.parent / f"{trained.folder.name}-genai-{precision}"
-    if (target / "genai_config.json").is_file():
-        return target
-    building = Path(tempfile.mkdtemp(prefix="genai-", dir=trained.folder.parent))
-    cache = Path(tempfile.mkdtemp(prefix="genai-cache-"))
-    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(trained.folder)]
-    command += ["-o", str(building), "-p", precision, "-e", "cpu", "-c", str(cache)]
-    try:
-        subprocess.run(command, check=True, capture_output=True, env={**os.environ, "USE_TF": "0"})
-        os.replace(building, target)
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
-        shutil.rmtree(cache, ignore_errors=True)
-    return target
 
 
 @pytest.fixture(scope="module")
