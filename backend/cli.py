@@ -20,7 +20,7 @@ from backend.cli_parsing import dims_from_pairs as _dims
 from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
-from backend.generative.cli_verbs import register_generate
+from backend.generate.cli_verbs import register_generate
 from backend.models import library
 from backend.queue import jobs
 from backend.queue.knee import knee_summary

@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("USE_TF", "0")
 
 from backend.engine.interleave import interleaved  # noqa: E402
-from backend.generative.footprint import footprint  # noqa: E402
-from backend.generative.perplexity import perplexity, tokens_until_divergence  # noqa: E402
-from backend.generative.roofline import cpu_peak, roofline  # noqa: E402
+from backend.generate.footprint import footprint  # noqa: E402
+from backend.generate.perplexity import perplexity, tokens_until_divergence  # noqa: E402
+from backend.generate.roofline import cpu_peak, roofline  # noqa: E402
 from backend.measure_settings import MeasureSettings  # noqa: E402
 from backend.runtimes import open_genai  # noqa: E402
 from tests import llm_models  # noqa: E402
-from tests.backend.generative.folders import build_genai, genai_folder  # noqa: E402
+from tests.backend.generate.folders import build_genai, genai_folder  # noqa: E402
 
 
 def random_llama(folder: Path, hidden: int, layers: int, vocab: int, intermediate: int) -> Path:

@@ -58,7 +58,7 @@ SLOW_MODULES = {
     "tests/pages/test_jobs.py": "worker runs",
     "tests/pages/test_live_sessions.py": "argon2 sign-ins through app.py, several each",
     "tests/pages/test_mixed_search_page.py": "worker run",
-    "tests/backend/generative/test_benchmark.py": (
+    "tests/backend/generate/test_benchmark.py": (
         "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
     ),
     "tests/pages/test_optimize_tensorrt.py": "worker run",

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import settings
 from backend.errors import UserError
-from backend.generative.benchmark import GenerationReport, GenerationSpec, measure_generation
-from backend.generative.roofline import device_peak
+from backend.generate.benchmark import GenerationReport, GenerationSpec, measure_generation
+from backend.generate.roofline import device_peak
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
 
-TARGET = "backend.generative.benchmark:measure_generation"
+TARGET = "backend.generate.benchmark:measure_generation"
 
 
 def check_folder(folder: Path, what: str = "model") -> Path:

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from backend.errors import UserError
-from backend.generative.benchmark import GenerationSpec, prompts_for
-from backend.generative.perplexity import read_text, tokens_until_divergence
-from backend.generative.roofline import PeakBandwidth, roofline
+from backend.generate.benchmark import GenerationSpec, prompts_for
+from backend.generate.perplexity import read_text, tokens_until_divergence
+from backend.generate.roofline import PeakBandwidth, roofline
 from backend.runtimes import genai_status, open_genai
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from backend.errors import UserError
-from backend.generative.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
+from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
 from backend.reporting.text import table
 
 HEADERS = [
@@ -122,7 +122,7 @@ def explain(report: GenerationReport) -> list[str]:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from backend.generative.measuring import run_generation
+    from backend.generate.measuring import run_generation
 
     report = run_generation(
         Path(args.model),

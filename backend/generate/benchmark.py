@@ -17,9 +17,9 @@ import numpy as np
 
 from backend.engine.measure import PeakRss, timed_window, windows_agree
 from backend.errors import UserError
-from backend.generative.footprint import Footprint, footprint
-from backend.generative.perplexity import perplexity, read_text, tokens_until_divergence
-from backend.generative.roofline import PeakBandwidth, roofline
+from backend.generate.footprint import Footprint, footprint
+from backend.generate.perplexity import perplexity, read_text, tokens_until_divergence
+from backend.generate.roofline import PeakBandwidth, roofline
 from backend.measure_settings import MeasureSettings
 from backend.runtimes import GenAISession, TokenTimes, open_genai
 

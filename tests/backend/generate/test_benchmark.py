@@ -13,12 +13,12 @@ import pytest
 
 from backend import cli
 from backend.errors import UserError
-from backend.generative.benchmark import GenerationSpec
-from backend.generative.footprint import footprint
-from backend.generative.measuring import run_generation
-from backend.generative.perplexity import perplexity, read_text
+from backend.generate.benchmark import GenerationSpec
+from backend.generate.footprint import footprint
+from backend.generate.measuring import run_generation
+from backend.generate.perplexity import perplexity, read_text
 from backend.runtimes import open_genai
-from tests.backend.generative.folders import genai_folder
+from tests.backend.generate.folders import genai_folder
 
 pytest.importorskip("onnxruntime_genai")
 pytest.importorskip("transformers")

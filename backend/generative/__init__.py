@@ -1,1 +1,0 @@
-"""Large generative models: benchmark, accuracy (perplexity, greedy agreement), roofline."""
