@@ -61,6 +61,9 @@ SLOW_MODULES = {
     "tests/backend/generate/test_benchmark.py": (
         "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
     ),
+    "tests/backend/generate/test_openvino_genai.py": (
+        "exports the tiny Llama to OpenVINO IR in a sandboxed child and measures two runtimes"
+    ),
     "tests/pages/test_optimize_tensorrt.py": "worker run",
     "tests/pages/test_profile_views.py": "worker run with profiling",
     "tests/pages/test_serve_measured.py": "Triton and a worker run",

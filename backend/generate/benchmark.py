@@ -9,7 +9,7 @@ do: the model folders and the text are bound read-only and only JSON comes back.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ from backend.generate.perplexity import perplexity, read_text, tokens_until_dive
 from backend.generate.roofline import PeakBandwidth, roofline
 from backend.measure_settings import MeasureSettings
 from backend.runtimes import GenAISession, TokenTimes, open_genai
+
+KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
 
 # A generation is one call of seconds, not milliseconds: few runs per window, same rule.
 GENERATION_PRESETS: dict[str, MeasureSettings] = {
@@ -227,6 +229,9 @@ def run_point(
     prompt_len, new_tokens, sequences = point
     result = GenerationResult(session.name, prompt_len, new_tokens, sequences)
     result.precision, result.facts = shape.precision, dict(session.facts)
+    computes = session.facts.get("inference_precision")
+    if computes and computes != shape.precision:  # e.g. OpenVINO's bf16 default on AMX CPUs
+        result.precision = f"{shape.precision} weights, {computes} compute"
     result.weights_mb = shape.weight_bytes / 2**20
     result.kv_cache_mb = shape.kv_bytes(prompt_len + new_tokens, sequences) / 2**20
     try:
@@ -265,6 +270,9 @@ def run_runtime(
             for p, n, s in spec.points()
         ]
         return failed, None
+    held = KV_ITEM_BYTES.get(session.facts.get("kv_cache_precision", ""))
+    if held:  # the runtime keeps its KV cache in another type than the model's state
+        shape = replace(shape, kv_item_bytes=held)
     results: list[GenerationResult] = []
     with session:
         text_ids = session.encode(text) if text else None
@@ -291,9 +299,13 @@ def run_runtime(
 
 
 def _vocab(folder: Path) -> int:
+    """The vocabulary size from genai_config.json (ORT GenAI) or config.json (OpenVINO IR)."""
     import json
 
-    return int(json.loads((Path(folder) / "genai_config.json").read_text())["model"]["vocab_size"])
+    genai = Path(folder) / "genai_config.json"
+    if genai.is_file():
+        return int(json.loads(genai.read_text())["model"]["vocab_size"])
+    return int(json.loads((Path(folder) / "config.json").read_text())["vocab_size"])
 
 
 def reference_tokens(
@@ -315,7 +327,7 @@ def reference_tokens(
 def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
     """The whole benchmark on JSON in, JSON out: the target of the sandboxed child, and the
     in-process path tests and the bench call. request: folder, spec, peak, text_path?,
-    reference?"""
+    reference?, folders? (runtime -> its own folder of the same model, e.g. an OpenVINO IR)"""
     folder = Path(request["folder"])
     spec = GenerationSpec.from_dict(request["spec"])
     peak = PeakBandwidth(**request["peak"])
@@ -324,8 +336,9 @@ def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("reference"):
         reference = reference_tokens(Path(request["reference"]), spec, text)
     report = GenerationReport(str(folder), spec.to_dict(), peak.to_dict())
+    folders = {name: Path(f) for name, f in (request.get("folders") or {}).items()}
     for name in spec.runtimes:
-        results, scored = run_runtime(name, folder, spec, peak, text, reference)
+        results, scored = run_runtime(name, folders.get(name, folder), spec, peak, text, reference)
         report.results.extend(results)
         if scored is not None:
             report.perplexity[name] = scored

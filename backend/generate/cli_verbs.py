@@ -103,7 +103,13 @@ def explain(report: GenerationReport) -> list[str]:
             versions = ", ".join(f"{k} {v}" for k, v in r.facts.get("versions", {}).items())
             placed = r.facts.get("device_type", "")
             providers = ", ".join(r.facts.get("providers", []))
-            lines.append(f"{r.runtime}: {versions}; providers {providers} {placed}".rstrip())
+            line = f"{r.runtime}: {versions}; providers {providers} {placed}".rstrip()
+            if "kv_cache_precision" in r.facts:
+                line += (
+                    f"; computes in {r.facts['inference_precision']}, KV cache in "
+                    f"{r.facts['kv_cache_precision']} (the plugin's defaults)"
+                )
+            lines.append(line)
         elif r.status != "ok" and f"{r.runtime}:{r.error}" not in seen:
             seen.add(f"{r.runtime}:{r.error}")
             lines.append(f"{r.runtime} {r.status}: {r.error}")
@@ -122,13 +128,17 @@ def explain(report: GenerationReport) -> list[str]:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from backend.generate.measuring import run_generation
+    from backend.generate.measuring import openvino_from, run_generation
 
+    openvino = Path(args.openvino_folder) if args.openvino_folder else None
+    if args.openvino_from and not openvino:
+        openvino = openvino_from(Path(args.openvino_from))
     report = run_generation(
         Path(args.model),
         spec_of(args),
         Path(args.perplexity_text) if args.perplexity_text else None,
         Path(args.reference) if args.reference else None,
+        openvino_folder=openvino,
         in_process=args.in_process,
     )
     if args.json:
@@ -157,6 +167,10 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--perplexity-tokens", type=int, default=1024, help="tokens of it scored")
     p.add_argument("--perplexity-window", type=int, default=256, help="tokens per KV cache")
     p.add_argument("--perplexity-chunk", type=int, default=32, help="tokens appended per step")
+    p.add_argument("--openvino-folder", help="the same model as an OpenVINO GenAI IR folder")
+    p.add_argument(
+        "--openvino-from", help="a Hugging Face folder to export for openvino-genai (cached)"
+    )
     p.add_argument("--reference", help="the FP32 GenAI folder greedy agreement compares with")
     p.add_argument("--preset", choices=list(GENERATION_PRESETS), default="standard")
     p.add_argument("--seed", type=int, default=0, help="seed of the random prompts")

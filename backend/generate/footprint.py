@@ -67,10 +67,13 @@ def _genai_config(folder: Path) -> dict[str, Any]:
 
 
 def footprint(folder: Path) -> Footprint:
-    """Read genai_config.json and the graph (without its external data) of a GenAI folder."""
+    """Read genai_config.json and the graph (without its external data) of a GenAI folder, or
+    config.json and the IR of an OpenVINO GenAI folder."""
     import onnx
 
     folder = Path(folder)
+    if (folder / "openvino_model.xml").is_file() and not (folder / "genai_config.json").is_file():
+        return openvino_footprint(folder)
     config = _genai_config(folder)
     decoder = config["decoder"]
     graph_path = folder / decoder.get("filename", "model.onnx")
@@ -119,4 +122,45 @@ def footprint(folder: Path) -> Footprint:
         embedding_row_bytes=row,
         precision=precision,
         file_bytes=sum(p.stat().st_size for p in on_disk if p.is_file()),
+    )
+
+
+OV_ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "u8": 1, "i8": 1, "u4": 0.5, "i4": 0.5, "i64": 8}
+
+
+def openvino_footprint(folder: Path) -> Footprint:
+    """An OpenVINO IR folder: shape from the HF config.json, bytes from the IR's constants."""
+    import openvino as ov
+
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{folder.name} has no readable config.json ({exc}).") from None
+    model = ov.Core().read_model(str(folder / "openvino_model.xml"))
+    by_type: dict[str, float] = {}
+    for op in model.get_ops():
+        if op.get_type_name() == "Constant":
+            kind = op.get_output_element_type(0).get_type_name()
+            size = int(np.prod(list(op.get_output_shape(0)))) * OV_ITEM_BYTES.get(kind, 4)
+            by_type[kind] = by_type.get(kind, 0) + size
+    hidden, vocab = int(config["hidden_size"]), int(config["vocab_size"])
+    heads = int(config["num_attention_heads"])
+    floats = {k: v for k, v in by_type.items() if k in ("f32", "f16", "bf16")}
+    precision = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(
+        max(floats, key=floats.get) if floats else "", "unknown"
+    )
+    if by_type.get("u4", 0) + by_type.get("i4", 0) > sum(floats.values()) / 8:
+        precision = "int4 (OpenVINO weight compression)"
+    row = hidden * (2 if precision == "fp16" else 4)
+    return Footprint(
+        layers=int(config["num_hidden_layers"]),
+        kv_heads=int(config.get("num_key_value_heads", heads)),
+        head_dim=int(config.get("head_dim") or hidden // heads),
+        kv_item_bytes=4,  # the IR's state type; the CPU plugin may hold it smaller (facts say)
+        context_length=int(config.get("max_position_embeddings", 0)),
+        weight_bytes=int(sum(by_type.values())),
+        lookup_bytes=vocab * row,
+        embedding_row_bytes=row,
+        precision=precision,
+        file_bytes=sum(p.stat().st_size for p in folder.glob("openvino_model.*")),
     )

@@ -23,11 +23,17 @@ TARGET = "backend.generate.benchmark:measure_generation"
 
 
 def check_folder(folder: Path, what: str = "model") -> Path:
-    """A GenAI model folder, or one sentence saying what is wrong."""
+    """A GenAI model folder (or, for openvino-genai, an OpenVINO IR folder), or one sentence
+    saying what is wrong."""
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"The {what} folder {folder} does not exist; give a GenAI model folder.")
-    if not (folder / "genai_config.json").is_file():
+    if what == "OpenVINO" and not (folder / "openvino_model.xml").is_file():
+        raise UserError(
+            f"{folder} has no openvino_model.xml; give an OpenVINO GenAI folder (or export one "
+            "with --openvino-from HF_FOLDER)."
+        )
+    if what != "OpenVINO" and not (folder / "genai_config.json").is_file():
         raise UserError(
             f"{folder} has no genai_config.json; give an ONNX Runtime GenAI model folder "
             "(model.onnx, genai_config.json, tokenizer files)."
@@ -56,13 +62,16 @@ def run_generation(
     text_path: Path | None = None,
     reference: Path | None = None,
     *,
+    openvino_folder: Path | None = None,
     in_process: bool = False,
     should_cancel: Callable[[], bool] | None = None,
 ) -> GenerationReport:
     """The benchmark of one model folder: every runtime x point, perplexity on the text, greedy
-    agreement with the reference folder's tokens. in_process=True runs here (tests, bench)."""
+    agreement with the reference folder's tokens; openvino-genai runs openvino_folder (the same
+    model as OpenVINO IR) when given. in_process=True runs here (tests, bench)."""
     folder = check_folder(folder)
     reference = check_folder(reference, "reference") if reference else None
+    openvino = check_folder(openvino_folder, "OpenVINO") if openvino_folder else None
     text_path = check_text_size(text_path) if text_path else None
     request = {
         "folder": str(folder),
@@ -70,6 +79,7 @@ def run_generation(
         "peak": device_peak(spec.device).to_dict(),
         "text_path": str(text_path) if text_path else None,
         "reference": str(reference) if reference else None,
+        "folders": {"openvino-genai": str(openvino)} if openvino else {},
     }
     if in_process:
         report = GenerationReport.from_dict(measure_generation(request))
@@ -89,10 +99,29 @@ def run_generation(
         what="The generation benchmark",
         should_cancel=should_cancel,
         sandboxed=True,
-        binds=sandbox.Binds.of(read_only=[folder, reference, text_path], gpu=gpu),
+        binds=sandbox.Binds.of(read_only=[folder, reference, openvino, text_path], gpu=gpu),
         limits=ChildLimits.from_settings(gpu=gpu),
     )
     report = GenerationReport.from_dict(outcome.value_or_raise("The generation benchmark"))
     report.notes.extend(outcome.notes)
     report.notes.append("measured in the sandboxed, limited child")
     return report
+
+
+def openvino_from(hf_folder: Path) -> Path:
+    """The OpenVINO IR folder exported from an HF folder (sandboxed child), cached in the data
+    folder by the folder's path and its weights' size and time."""
+    import hashlib
+
+    from backend.generate.openvino_export import export_openvino_in_child
+
+    hf_folder = Path(hf_folder).resolve()
+    weights = hf_folder / "model.safetensors"
+    if not weights.is_file():
+        raise UserError(f"{hf_folder} has no model.safetensors; give a Hugging Face folder.")
+    stat = weights.stat()
+    key = hashlib.sha256(f"{hf_folder}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
+    target = settings.data_dir() / "cache" / "openvino-genai" / key[:16]
+    if not (target / "openvino_model.xml").is_file():
+        export_openvino_in_child(hf_folder, target)
+    return target

@@ -2,7 +2,10 @@
 
 An ONNX Runtime GenAI folder is not its format: OpenVINO reads the builder's model.onnx but its
 GroupQueryAttention becomes an internal op that cannot be saved as IR, and LLMPipeline opens IR
-files only, so such a folder is refused with that reason rather than converted silently.
+files only, so such a folder is refused with that reason rather than converted silently
+(backend/generate/openvino_export.py makes the IR folder from the Hugging Face folder).
+Perplexity reads logits from the same stateful IR compiled on the same device (LLMPipeline does
+not return a prompt's logits), chunk by chunk through its KV-cache state.
 """
 
 from __future__ import annotations
@@ -29,27 +32,48 @@ class OpenVinoGenAISession(GenAISession):
             raise UnavailableError(
                 f"openvino-genai opens OpenVINO IR folders, and {self.folder.name} lacks "
                 f"{', '.join(missing)} (an ONNX Runtime GenAI folder's GroupQueryAttention "
-                "cannot be saved as OpenVINO IR); export the model with optimum-intel to run it."
+                "cannot be saved as OpenVINO IR); export the Hugging Face folder to OpenVINO "
+                "(--openvino-from) and give that folder."
             )
+        import openvino as ov
         import openvino_genai as ov_genai
 
         self._ov = ov_genai
+        self._core = ov.Core()
+        self._request: object | None = None
         self.pipeline = ov_genai.LLMPipeline(str(self.folder), device.upper())
+        plugin = device.upper()
         self.facts = {
             "runtime": "openvino-genai",
             "versions": {
                 "openvino-genai": importlib.metadata.version("openvino-genai"),
                 "openvino": importlib.metadata.version("openvino"),
             },
-            "providers": [device.upper()],
+            "providers": [plugin],
+            # the plugin's own defaults, which LLMPipeline keeps: what precision really ran
+            "inference_precision": self._precision(plugin, "INFERENCE_PRECISION_HINT"),
+            "kv_cache_precision": self._precision(plugin, "KV_CACHE_PRECISION"),
+            "timing": "a streamer's token times (1 sequence); LLMPipeline's raw metrics (more)",
         }
+
+    def _precision(self, plugin: str, key: str) -> str:
+        """The plugin's default for a precision property, in our names (bf16, fp32, u8)."""
+        try:
+            value = self._core.get_property(plugin, key)
+        except RuntimeError:  # a plugin without that property
+            return "not reported"
+        name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+        return {"f32": "fp32", "f16": "fp16"}.get(name, name)
 
     def close(self) -> None:
         self.pipeline = None
+        self._request = None
 
     def generate(self, prompts: np.ndarray, new_tokens: int) -> TokenTimes:
         """Exactly new_tokens: min_new_tokens = max_new_tokens and ignore_eos; per-token times
-        from a streamer (one sequence) or the pipeline's own token times (several)."""
+        from a streamer (one sequence) or, as LLMPipeline streams one sequence only, from the
+        pipeline's own raw metrics (several): its first-token time (from its own start, so
+        without this call's overhead) and the token times after it."""
         import openvino as ov
 
         config = self._ov.GenerationConfig()
@@ -79,8 +103,8 @@ class OpenVinoGenAISession(GenAISession):
             result = self.pipeline.generate(inputs, config)
             raw = result.perf_metrics.raw_metrics
             begin = raw.m_new_token_times[0] if raw.m_new_token_times else 0
-            ttft_ns = int(raw.m_times_to_first_token[0] * 1e3)  # microseconds
-            stamps = [ttft_ns + int((t - begin) * 1e3) for t in raw.m_new_token_times]
+            ttft_ns = int(raw.m_times_to_first_token[0] * 1e3)  # microseconds there
+            stamps = [ttft_ns + int((t - begin) * 1e6) for t in raw.m_new_token_times]  # ms
         tokens = np.asarray(result.tokens, dtype=np.int64).reshape(ids.shape[0], -1)
         tokens = tokens[:, -new_tokens:]
         if tokens.shape[1] != new_tokens or len(stamps) != new_tokens:
@@ -88,6 +112,30 @@ class OpenVinoGenAISession(GenAISession):
                 f"openvino-genai produced {len(stamps)} timed tokens where {new_tokens} were asked"
             )
         return TokenTimes(tokens=tokens, token_ns=stamps)
+
+    def logits(self, token_ids: np.ndarray, chunk: int) -> np.ndarray:
+        if self._request is None:
+            compiled = self._core.compile_model(
+                str(self.folder / "openvino_model.xml"), self.device.upper()
+            )
+            self._request = compiled.create_infer_request()
+        request = self._request
+        request.reset_state()  # type: ignore[attr-defined]
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(1, -1)
+        parts = []
+        for start in range(0, ids.shape[1], max(chunk, 1)):
+            piece = ids[:, start : start + chunk]
+            end = start + piece.shape[1]
+            request.infer(  # type: ignore[attr-defined]
+                {
+                    "input_ids": piece,
+                    "attention_mask": np.ones((1, end), dtype=np.int64),
+                    "position_ids": np.arange(start, end, dtype=np.int64)[None, :],
+                    "beam_idx": np.zeros(1, dtype=np.int32),
+                }
+            )
+            parts.append(np.array(request.get_tensor("logits").data, dtype=np.float32)[0])  # type: ignore[attr-defined]
+        return np.concatenate(parts, axis=0)
 
     def encode(self, text: str) -> list[int]:
         encoded = self.pipeline.get_tokenizer().encode(text)
