@@ -262,6 +262,18 @@ def run_runtime(
 ) -> tuple[list[GenerationResult], dict[str, Any] | None]:
     """Every point of the spec on one runtime, then its perplexity on the text."""
     shape = footprint(folder)
+    if text and 0 < shape.context_length < spec.perplexity_window:
+        raise UserError(
+            f"The perplexity window of {spec.perplexity_window} tokens is longer than the "
+            f"model's context of {shape.context_length}; give --perplexity-window "
+            f"{shape.context_length} or less."
+        )
+    longest = max(p + n for p, n, _ in spec.points())
+    if 0 < shape.context_length < longest:
+        raise UserError(
+            f"A prompt plus its new tokens reaches {longest} tokens, beyond the model's context "
+            f"of {shape.context_length}; give shorter --prompt-lengths or --new-tokens."
+        )
     try:
         session = open_genai(name, folder, spec.device)
     except UserError as exc:

@@ -125,3 +125,12 @@ def test_a_text_over_the_cap_is_refused_with_one_sentence(fp32, tmp_path, monkey
     assert error.count("\n") == 0
     with pytest.raises(UserError, match="over the 1 MB cap"):
         read_text(text)
+
+
+def test_a_generation_past_the_context_is_refused_with_one_sentence(fp32, capsys) -> None:
+    argv = ["generate", str(fp32), "--prompt-lengths", "250", "--new-tokens", "10", "--in-process"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: A prompt plus its new tokens reaches 260 tokens, beyond the model's context of "
+        "256; give shorter --prompt-lengths or --new-tokens."
+    )
