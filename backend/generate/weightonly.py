@@ -5,14 +5,16 @@ block; activations stay float and the `accuracy_level` attribute picks the kerne
 (4: int8 activations on CPU). Algorithms, as onnxruntime.quantization.matmul_nbits_quantizer
 offers them: `rtn` (DefaultWeightOnlyQuantConfig: round to nearest, 4 or 8 bits, symmetric or
 not), `hqq` (HQQWeightOnlyQuantConfig: half-quadratic optimisation of scales and zero points,
-4 bits, needs torch). The quantizer loads the whole model, so it runs in a limited child (in the
+4 bits, always with zero points, needs torch) and `gptq` (GPTQWeightOnlyQuantConfig: error-
+compensating rounding fed by calibration text, cut into windows with the model's own tokenizer,
+4 bits).  The quantizer loads the whole model, so it runs in a limited child (in the
 sandbox where one works); the variant states what its graph holds (facts.py), not what was asked.
 """
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,10 @@ from backend.generate.ingest import read_genai_config
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 
-ALGORITHMS = ("rtn", "hqq")
+ALGORITHMS = ("rtn", "hqq", "gptq")
+CALIBRATION_WINDOW = 64  # tokens per GPTQ calibration sample
+CALIBRATION_SAMPLES = 8
+CALIBRATION_TEXT_CAP = 1 << 20  # characters of calibration text passed to the child
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 DATA_SUFFIX = ".data"
 
@@ -37,14 +42,17 @@ class WeightOnlyConfig:
     block_size: int = 32
     symmetric: bool = True
     accuracy_level: int | None = None  # None: the quantizer's default (left unset in the graph)
+    calibration_text: str = field(default="", repr=False)  # gptq only
 
     def __post_init__(self) -> None:
+        if self.algorithm == "hqq":
+            object.__setattr__(self, "symmetric", False)  # HQQ always stores zero points
         if self.algorithm not in ALGORITHMS:
             raise UserError(
                 f"Weight-only algorithm {self.algorithm!r} is not offered; choose one of "
                 f"{', '.join(ALGORITHMS)}."
             )
-        if self.bits not in (4, 8) or (self.algorithm == "hqq" and self.bits != 4):
+        if self.bits not in (4, 8) or (self.algorithm != "rtn" and self.bits != 4):
             raise UserError(
                 f"{self.algorithm.upper()} does not make {self.bits}-bit weights; choose 4 bits"
                 + (" or 8 bits." if self.algorithm == "rtn" else ".")
@@ -56,6 +64,17 @@ class WeightOnlyConfig:
             )
         if self.accuracy_level is not None and self.accuracy_level not in (0, 1, 2, 3, 4):
             raise UserError(f"Accuracy level {self.accuracy_level} is not 0 to 4; choose one.")
+        if self.algorithm == "gptq" and not self.calibration_text.strip():
+            raise UserError(
+                "GPTQ needs calibration text (a few paragraphs like the model's real input); "
+                "give some, or choose RTN or HQQ, which need none."
+            )
+        if len(self.calibration_text) > CALIBRATION_TEXT_CAP:
+            raise UserError(
+                f"The calibration text is {len(self.calibration_text):,} characters; give at most "
+                f"{CALIBRATION_TEXT_CAP:,} (GPTQ uses {CALIBRATION_SAMPLES} windows of "
+                f"{CALIBRATION_WINDOW} tokens)."
+            )
 
     @property
     def label(self) -> str:
@@ -136,14 +155,53 @@ def quantize_folder(
 # ---- child side -------------------------------------------------------------------------------
 
 
-def _algo_config(config: WeightOnlyConfig) -> Any:
+class _CalibrationWindows:
+    """GPTQ's calibration feeds: windows of the text through the model's tokenizer.json, each a
+    prefill with an empty KV cache (the decoder's own input names from genai_config.json)."""
+
+    def __init__(self, folder: Path, decoder: dict[str, Any], text: str) -> None:
+        import numpy as np
+
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise UserError(
+                "GPTQ calibration needs the tokenizers package (requirements-genai.txt), which "
+                "is not installed here; choose RTN or HQQ."
+            ) from None
+        ids = Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text).ids
+        names = decoder["inputs"]
+        empty = (1, decoder["num_key_value_heads"], 0, decoder["head_size"])
+        self.items = []
+        for start in range(0, len(ids), CALIBRATION_WINDOW)[:CALIBRATION_SAMPLES]:
+            window = np.array([ids[start : start + CALIBRATION_WINDOW]], dtype=np.int64)
+            feed = {names["input_ids"]: window, names["attention_mask"]: np.ones_like(window)}
+            for layer in range(decoder["num_hidden_layers"]):
+                for kind in ("key", "value"):
+                    name = names[f"past_{kind}_names"] % layer
+                    feed[name] = np.zeros(empty, dtype=np.float32)
+            self.items.append(feed)
+        if not self.items:
+            raise UserError("The calibration text has no tokens; give a few paragraphs of text.")
+
+    def __iter__(self) -> Any:
+        return iter(self.items)
+
+
+def _algo_config(config: WeightOnlyConfig, source: Path, decoder_config: dict[str, Any]) -> Any:
     from onnxruntime.quantization.matmul_nbits_quantizer import (
         DefaultWeightOnlyQuantConfig,
+        GPTQWeightOnlyQuantConfig,
         HQQWeightOnlyQuantConfig,
     )
 
     if config.algorithm == "hqq":
         return HQQWeightOnlyQuantConfig(block_size=config.block_size, bits=config.bits)
+    if config.algorithm == "gptq":
+        reader = _CalibrationWindows(source, decoder_config, config.calibration_text)
+        return GPTQWeightOnlyQuantConfig(
+            calibration_data_reader=reader, block_size=config.block_size
+        )
     return DefaultWeightOnlyQuantConfig(
         block_size=config.block_size,
         is_symmetric=config.symmetric,
@@ -159,14 +217,16 @@ def child_quantize(source: str, output: str, decoder: str, config: dict[str, Any
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     chosen = WeightOnlyConfig(**config)
-    model = onnx.load(str(Path(source) / decoder), load_external_data=True)
+    folder = Path(source)
+    decoder_config = read_genai_config(folder, folder.name)["model"]["decoder"]
+    model = onnx.load(str(folder / decoder), load_external_data=True)
     quantizer = MatMulNBitsQuantizer(
         model,
         bits=chosen.bits,
         block_size=chosen.block_size,
         is_symmetric=chosen.symmetric,
         accuracy_level=chosen.accuracy_level,
-        algo_config=_algo_config(chosen),
+        algo_config=_algo_config(chosen, folder, decoder_config),
     )
     quantizer.process()
     result = getattr(quantizer.model, "model", quantizer.model)

@@ -58,7 +58,17 @@ def test_int4_rtn_block_32_is_about_an_eighth_of_fp32_matmul_bytes(tmp_path, fp3
 def test_hqq_variant_generates(tmp_path, fp32_folder) -> None:
     variant = quantize_folder(fp32_folder, tmp_path / "q", WeightOnlyConfig("hqq", block_size=64))
     assert variant.facts.bits == [4] and variant.facts.block_sizes == [64]
+    assert all(q.has_zero_points for q in variant.facts.quantized)  # HQQ is asymmetric
+    assert "int4 hqq b64 asym" in variant.statement()
     assert greedy(variant.folder, "Emulating callable objects", 8).strip()
+
+
+def test_gptq_calibrates_on_text_offline_and_generates(tmp_path, fp32_folder, tiny_llama) -> None:
+    config = WeightOnlyConfig("gptq", block_size=32, calibration_text=tiny_llama.train_text[:4000])
+    variant = quantize_folder(fp32_folder, tmp_path / "q", config)
+    assert len(variant.facts.quantized) == 11 and variant.facts.block_sizes == [32]
+    assert variant.matmul_ratio == pytest.approx(expected_ratio(4, 32, True), rel=0.01)
+    assert greedy(variant.folder, "The for statement", 8).strip()
 
 
 def test_quantizing_a_quantized_folder_is_refused_and_leaves_nothing(tmp_path) -> None:
@@ -73,6 +83,7 @@ def test_quantizing_a_quantized_folder_is_refused_and_leaves_nothing(tmp_path) -
     [
         ({"algorithm": "awq"}, "not offered"),
         ({"algorithm": "hqq", "bits": 8}, "HQQ does not make 8-bit"),
+        ({"algorithm": "gptq"}, "GPTQ needs calibration text"),
         ({"block_size": 48}, "Block size 48 is not supported"),
         ({"accuracy_level": 7}, "Accuracy level 7"),
     ],
