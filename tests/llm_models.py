@@ -213,6 +213,47 @@ def hf_zip(
     return zip_folder(folder, Path(tmp) / name)
 
 
+def built_genai_folder(
+    spec: LlamaSpec = TINY, precision: str = "fp32", block_size: int | None = None
+) -> Path:
+    """The trained model converted by the product's model-builder path (sandboxed child) to an
+    ONNX Runtime GenAI folder, cached beside the HF folder; treat it as read-only."""
+    from backend.generate.builder import BuilderOptions, build_genai_folder
+
+    source = trained_llama(spec).folder
+    options = BuilderOptions(precision=precision, block_size=block_size)
+    tag = f"genai-{precision}" + (f"-b{block_size}" if block_size else "")
+    target = source.parent / f"{source.name}-{tag}"
+    if not (target / "genai_config.json").is_file():
+        building = Path(tempfile.mkdtemp(prefix="building-", dir=source.parent)) / "out"
+        try:
+            build_genai_folder(source, building, options)
+            try:
+                os.replace(building, target)
+            except OSError:  # another session built it meanwhile
+                pass
+        finally:
+            shutil.rmtree(building.parent, ignore_errors=True)
+    return target
+
+
+def genai_folder(tmp: Path, spec: LlamaSpec = TINY, precision: str = "fp32") -> Path:
+    """A private copy of the built GenAI folder under `tmp`, free to change."""
+    source = built_genai_folder(spec, precision)
+    target = Path(tmp) / source.name
+    if not target.exists():
+        shutil.copytree(source, target)
+    return target
+
+
+def genai_zip(
+    tmp: Path, spec: LlamaSpec = TINY, precision: str = "fp32", drop: tuple[str, ...] = ()
+) -> Path:
+    """The built GenAI folder as an upload (under a top folder, as zipping a folder makes it)."""
+    source = built_genai_folder(spec, precision)
+    return zip_folder(source, Path(tmp) / f"{source.name}.zip", drop=drop, prefix="model/")
+
+
 def _build(spec: LlamaSpec, text: str, out: Path) -> None:
     """Train tokenizer and model on the text and save the Hugging Face folder into `out`."""
     os.environ.setdefault("USE_TF", "0")  # else transformers imports TensorFlow (seconds)
