@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("USE_TF", "0")
 
 from backend.engine.interleave import interleaved  # noqa: E402
+from backend.generate.builder import BuilderOptions, build_genai_folder  # noqa: E402
 from backend.generate.footprint import footprint  # noqa: E402
 from backend.generate.perplexity import perplexity, tokens_until_divergence  # noqa: E402
 from backend.generate.roofline import cpu_peak, roofline  # noqa: E402
 from backend.measure_settings import MeasureSettings  # noqa: E402
 from backend.runtimes import open_genai  # noqa: E402
 from tests import llm_models  # noqa: E402
-from tests.backend.generate.folders import build_genai, genai_folder  # noqa: E402
 
 
 def random_llama(folder: Path, hidden: int, layers: int, vocab: int, intermediate: int) -> Path:
@@ -85,7 +85,11 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     hf = random_llama(work / "hf", args.hidden, args.layers, args.vocab, args.intermediate)
-    folders = {p: build_genai(hf, work / f"genai-{p}", p) for p in ("fp32", "int4")}
+    folders = {}
+    for precision in ("fp32", "int4"):  # the product's builder path, in the sandboxed child
+        folders[precision] = work / f"genai-{precision}"
+        if not (folders[precision] / "genai_config.json").is_file():
+            build_genai_folder(hf, folders[precision], BuilderOptions(precision=precision))
     print(f"model: random-weight Llama {shape} ({time.perf_counter() - started:.0f} s to build)")
     peak = cpu_peak()
     print(f"peak: {peak.source}; cpu: {peak.device}; {os.cpu_count()} cores")
@@ -138,7 +142,8 @@ def main() -> int:
     trained = llm_models.trained_llama(llm_models.TINY)
     scores = {}
     for precision in ("fp32", "int4"):
-        with open_genai("ort-genai", genai_folder(trained, precision)) as session:
+        folder = llm_models.built_genai_folder(llm_models.TINY, precision)
+        with open_genai("ort-genai", folder) as session:
             ids = session.encode(trained.eval_text)
             scores[precision] = perplexity(session, ids, window=128, chunk=16, max_tokens=1024)
     loss = scores["int4"].perplexity / scores["fp32"].perplexity - 1

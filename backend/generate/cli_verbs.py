@@ -127,6 +127,15 @@ def explain(report: GenerationReport) -> list[str]:
     return lines + report.notes
 
 
+def model_folder(model: str) -> Path:
+    """A library model id (a generative model's GenAI folder) or a folder path."""
+    if model.isdigit():
+        from backend.generate.library import genai_folder
+
+        return genai_folder(int(model))
+    return Path(model)
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from backend.generate.measuring import openvino_from, run_generation
 
@@ -134,7 +143,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.openvino_from and not openvino:
         openvino = openvino_from(Path(args.openvino_from))
     report = run_generation(
-        Path(args.model),
+        model_folder(args.model),
         spec_of(args),
         Path(args.perplexity_text) if args.perplexity_text else None,
         Path(args.reference) if args.reference else None,
@@ -157,7 +166,9 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
         help="generation benchmark of a GenAI model folder: TTFT, ITL, tokens/s, memory, "
         "bandwidth roofline, perplexity, greedy agreement",
     )
-    p.add_argument("model", help="an ONNX Runtime GenAI model folder (genai_config.json)")
+    p.add_argument(
+        "model", help="a generative model's id (`optiboard models`) or a GenAI model folder"
+    )
     p.add_argument("--prompt-lengths", default="128", help="prompt tokens, e.g. 128,1024")
     p.add_argument("--new-tokens", default="64", help="tokens generated per sequence (exactly)")
     p.add_argument("--sequences", default="1", help="concurrent sequences (a batch), e.g. 1,4")

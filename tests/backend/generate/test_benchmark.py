@@ -1,5 +1,6 @@
 """The generation benchmark and its accuracy columns on the tiny Llama trained in the fixture
-(tests/llm_models.py), converted with onnxruntime-genai's model builder to FP32 and INT4."""
+(tests/llm_models.py), converted by the product's model-builder path
+(llm_models.built_genai_folder) to FP32 and INT4."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from backend.generate.footprint import footprint
 from backend.generate.measuring import run_generation
 from backend.generate.perplexity import perplexity, read_text
 from backend.runtimes import open_genai
-from tests.backend.generate.folders import genai_folder
+from tests import llm_models
 
 pytest.importorskip("onnxruntime_genai")
 pytest.importorskip("transformers")
@@ -26,12 +27,12 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def fp32(tiny_llama) -> Path:
-    return genai_folder(tiny_llama, "fp32")
+    return llm_models.built_genai_folder(tiny_llama.spec, "fp32")
 
 
 @pytest.fixture(scope="module")
 def int4(tiny_llama) -> Path:
-    return genai_folder(tiny_llama, "int4")
+    return llm_models.built_genai_folder(tiny_llama.spec, "int4")
 
 
 QUICK = {"preset": "quick", "perplexity_window": 128, "perplexity_chunk": 16}
@@ -113,6 +114,18 @@ def test_the_cli_measures_in_the_sandboxed_child_and_prints_json(fp32, tmp_path,
     assert "openvino_model.xml" in by_runtime["openvino-genai"]["error"]
     assert report["perplexity"]["ort-genai"]["perplexity"] > 1
     assert "measured in the sandboxed, limited child" in report["notes"]
+
+
+def test_a_library_model_is_benchmarked_by_its_id(data_dir, tmp_path, capsys) -> None:
+    upload = llm_models.genai_zip(tmp_path, precision="int4")
+    assert cli.main(["add", str(upload)]) == 0
+    model_id = capsys.readouterr().out.split()[2].rstrip(":")  # "added model N: ..."
+    argv = ["generate", model_id, "--prompt-lengths", "8", "--new-tokens", "3", "--json"]
+    assert cli.main([*argv, "--preset", "quick"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["results"][0]["status"] == "ok"
+    assert report["results"][0]["precision"].startswith("int4 (MatMulNBits")
+    assert f"model-{model_id}-" in report["folder"]
 
 
 def test_a_text_over_the_cap_is_refused_with_one_sentence(fp32, tmp_path, monkeypatch, capsys):

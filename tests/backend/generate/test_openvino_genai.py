@@ -13,7 +13,7 @@ from backend.generate.measuring import run_generation
 from backend.generate.openvino_export import export_openvino_in_child
 from backend.generate.perplexity import perplexity
 from backend.runtimes import open_genai
-from tests.backend.generate.folders import genai_folder
+from tests import llm_models
 
 pytest.importorskip("openvino_genai")
 pytest.importorskip("onnxruntime_genai")
@@ -30,7 +30,7 @@ def openvino_folder(tiny_llama, tmp_path_factory) -> Path:
 def test_openvino_genai_runs_beside_ort_genai_with_exact_counts(
     openvino_folder, tiny_llama
 ) -> None:
-    fp32 = genai_folder(tiny_llama, "fp32")
+    fp32 = llm_models.built_genai_folder(tiny_llama.spec, "fp32")
     spec = GenerationSpec(
         runtimes=("ort-genai", "openvino-genai"),
         prompt_lengths=(48,),
@@ -63,7 +63,7 @@ def test_openvino_perplexity_through_its_state_matches_its_full_pass_and_ort(
         ids = session.encode(tiny_llama.eval_text)
         through_state = perplexity(session, ids, window=128, chunk=16, max_tokens=512)
         one_pass = perplexity(session, ids, window=128, chunk=128, max_tokens=512)
-    with open_genai("ort-genai", genai_folder(tiny_llama, "fp32")) as session:
+    with open_genai("ort-genai", llm_models.built_genai_folder(tiny_llama.spec, "fp32")) as session:
         assert session.encode(tiny_llama.eval_text) == ids  # one tokenizer, two runtimes
         ort = perplexity(session, ids, window=128, chunk=128, max_tokens=512)
     assert through_state.perplexity == pytest.approx(one_pass.perplexity, rel=1e-3)
