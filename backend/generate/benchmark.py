@@ -66,6 +66,8 @@ class GenerationSpec:
             values = getattr(self, name)
             if not values or any(int(v) < 1 for v in values):
                 raise UserError(f"--{name.replace('_', '-')} takes positive integers, e.g. 1,4.")
+        if not self.runtimes:
+            raise UserError("--runtimes needs at least one runtime, e.g. ort-genai.")
         if self.preset not in GENERATION_PRESETS:
             known = ", ".join(GENERATION_PRESETS)
             raise UserError(f"Unknown preset {self.preset!r}; choose from {known}.")
@@ -336,16 +338,35 @@ def reference_tokens(
     return tokens
 
 
+def _point_key(point: tuple[int, int, int]) -> str:
+    return ",".join(map(str, point))
+
+
+def reference_generation(request: dict[str, Any]) -> dict[str, list[list[int]]]:
+    """reference_tokens as JSON ("prompt,new,sequences" -> tokens): a child of its own, so the
+    reference session's memory is not in any measured runtime's peak."""
+    spec = GenerationSpec.from_dict(request["spec"])
+    text = read_text(Path(request["text_path"])) if request.get("text_path") else None
+    found = reference_tokens(Path(request["reference"]), spec, text)
+    return {_point_key(point): tokens.tolist() for point, tokens in found.items()}
+
+
 def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
-    """The whole benchmark on JSON in, JSON out: the target of the sandboxed child, and the
-    in-process path tests and the bench call. request: folder, spec, peak, text_path?,
-    reference?, folders? (runtime -> its own folder of the same model, e.g. an OpenVINO IR)"""
+    """The benchmark on JSON in, JSON out: the target of the sandboxed child (one per runtime,
+    so each peak RSS is its own), and the in-process path. request: folder, spec, peak,
+    text_path?, reference_tokens? (from reference_generation) or reference? (a folder),
+    folders? (runtime -> its own folder of the same model, e.g. an OpenVINO IR)"""
     folder = Path(request["folder"])
     spec = GenerationSpec.from_dict(request["spec"])
     peak = PeakBandwidth(**request["peak"])
     text = read_text(Path(request["text_path"])) if request.get("text_path") else None
     reference = None
-    if request.get("reference"):
+    if request.get("reference_tokens") is not None:
+        reference = {
+            point: np.asarray(request["reference_tokens"][_point_key(point)])
+            for point in spec.points()
+        }
+    elif request.get("reference"):
         reference = reference_tokens(Path(request["reference"]), spec, text)
     report = GenerationReport(str(folder), spec.to_dict(), peak.to_dict())
     folders = {name: Path(f) for name, f in (request.get("folders") or {}).items()}

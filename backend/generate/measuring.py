@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import settings
 from backend.errors import UserError
@@ -20,6 +21,11 @@ from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
 
 TARGET = "backend.generate.benchmark:measure_generation"
+REFERENCE_TARGET = "backend.generate.benchmark:reference_generation"
+
+
+class GenerationCancelled(Exception):
+    """should_cancel said stop: the child was killed and nothing was measured to the end."""
 
 
 def check_folder(folder: Path, what: str = "model") -> Path:
@@ -91,20 +97,49 @@ def run_generation(
             f"A generation benchmark runs the model only inside the sandbox, and {state.reason}."
         )
     gpu = spec.device != "cpu"
-    points = len(spec.points()) * len(spec.runtimes) + (1 if reference else 0)
-    outcome = call_in_child(
-        TARGET,
-        request,
-        timeout_s=settings.CONFIG_TIMEOUT_S.get() * max(points, 1),
-        what="The generation benchmark",
-        should_cancel=should_cancel,
-        sandboxed=True,
-        binds=sandbox.Binds.of(read_only=[folder, reference, openvino, text_path], gpu=gpu),
-        limits=ChildLimits.from_settings(gpu=gpu),
-    )
-    report = GenerationReport.from_dict(outcome.value_or_raise("The generation benchmark"))
-    report.notes.extend(outcome.notes)
-    report.notes.append("measured in the sandboxed, limited child")
+    binds = sandbox.Binds.of(read_only=[folder, reference, openvino, text_path], gpu=gpu)
+    return in_children(request, spec, binds, should_cancel)
+
+
+def in_children(
+    request: dict[str, Any],
+    spec: GenerationSpec,
+    binds: sandbox.Binds,
+    should_cancel: Callable[[], bool] | None,
+) -> GenerationReport:
+    """The reference's tokens in one sandboxed child, then a child per runtime, so each
+    runtime's peak RSS holds that runtime only (nor the reference's session)."""
+
+    def child(target: str, request: dict[str, Any]) -> tuple[Any, list[str]]:
+        outcome = call_in_child(
+            target,
+            request,
+            timeout_s=settings.CONFIG_TIMEOUT_S.get() * len(spec.points()),
+            what="The generation benchmark",
+            should_cancel=should_cancel,
+            sandboxed=True,
+            binds=binds,
+            limits=ChildLimits.from_settings(gpu=binds.gpu),
+        )
+        if outcome.cancelled:
+            raise GenerationCancelled("The generation benchmark was cancelled.")
+        return outcome.value_or_raise("The generation benchmark"), outcome.notes
+
+    notes: list[str] = []
+    if request.get("reference"):
+        tokens, notes = child(REFERENCE_TARGET, request)
+        request = {**request, "reference": None, "reference_tokens": tokens}
+    parts = []
+    for name in spec.runtimes:
+        value, more = child(TARGET, {**request, "spec": {**request["spec"], "runtimes": [name]}})
+        parts.append(GenerationReport.from_dict(value))
+        notes += [n for n in more if n not in notes]
+    report = parts[0]
+    for part in parts[1:]:
+        report.results.extend(part.results)
+        report.perplexity.update(part.perplexity)
+    report.spec = spec.to_dict()
+    report.notes.extend([*notes, "measured in the sandboxed, limited child (one per runtime)"])
     return report
 
 

@@ -113,7 +113,7 @@ def test_the_cli_measures_in_the_sandboxed_child_and_prints_json(fp32, tmp_path,
     assert by_runtime["openvino-genai"]["status"] == "unavailable"
     assert "openvino_model.xml" in by_runtime["openvino-genai"]["error"]
     assert report["perplexity"]["ort-genai"]["perplexity"] > 1
-    assert "measured in the sandboxed, limited child" in report["notes"]
+    assert "measured in the sandboxed, limited child (one per runtime)" in report["notes"]
 
 
 def test_a_library_model_is_benchmarked_by_its_id(data_dir, tmp_path, capsys) -> None:
