@@ -3,12 +3,13 @@ an exact token count, per runtime; time to first token, inter-token latency, tok
 (weights, KV cache, peak RSS), the bandwidth roofline, stability as sweeps judge it, and the
 accuracy columns (perplexity, greedy agreement with an FP32 reference).
 
-`run_generation` measures inside the sandboxed, limited child (launch/children) the way sweeps
-do: the model folders and the text are bound read-only and only JSON comes back.
+measuring.run_generation runs this inside sandboxed, limited children (launch/children) the way
+sweeps measure: the model folders and the text bound read-only, only JSON coming back.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -164,8 +165,6 @@ def measure_point(
     """(kept runs, first run ms, stable, stop reason, peak RSS MB): the first generation timed
     apart, warm-up, then windows of whole generations until the last windows' median
     end-to-end latencies agree (measure.windows_agree), or the time cap."""
-    import time
-
     runs: list[TokenTimes] = []
 
     def once() -> None:
