@@ -147,3 +147,18 @@ def test_a_generation_past_the_context_is_refused_with_one_sentence(fp32, capsys
         "error: A prompt plus its new tokens reaches 260 tokens, beyond the model's context of "
         "256; give shorter --prompt-lengths or --new-tokens."
     )
+
+
+def test_cuda_without_onnxruntime_genai_cuda_says_why(fp32) -> None:
+    import onnxruntime_genai as og
+
+    if og.is_cuda_available():
+        pytest.skip("this host's onnxruntime-genai has CUDA: the CUDA path runs instead")
+    spec = GenerationSpec(device="cuda", prompt_lengths=(8,), new_tokens=(2,), preset="quick")
+    report = run_generation(fp32, spec, in_process=True)
+    assert [r.status for r in report.results] == ["unavailable"]
+    assert report.results[0].error == (
+        "ort-genai cannot use CUDA here: this onnxruntime-genai has no CUDA support "
+        "(install onnxruntime-genai-cuda on a GPU host)."
+    )
+    assert report.peak_bandwidth["source"]  # NVML's reading, the datasheet's, or why neither
