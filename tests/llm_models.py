@@ -22,6 +22,7 @@ import tempfile
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 CORPUS_BYTES = 48_000  # about 11k tokens: enough for the loss to fall well below log(vocab)
 EVAL_FRACTION = 0.1  # the last tenth is held out for perplexity
@@ -235,6 +236,37 @@ def built_genai_folder(
         finally:
             shutil.rmtree(building.parent, ignore_errors=True)
     return target
+
+
+def built_openvino_folder(spec: LlamaSpec = TINY, compression: Any = None) -> Path:
+    """The trained model exported by the product's OpenVINO path (sandboxed child), optionally
+    NNCF-compressed (an ovexport.NncfConfig), cached beside the HF folder; treat it as read-only."""
+    from backend.generate.ovexport import compress_openvino, export_openvino
+
+    source = trained_llama(spec).folder
+    fp32 = source.parent / f"{source.name}-openvino-fp32"
+    _build_once(fp32, "openvino_model.xml", lambda out: export_openvino(source, out))
+    if compression is None:
+        return fp32
+    tag = compression.label.replace(" ", "-")
+    target = source.parent / f"{source.name}-openvino-{tag}"
+    _build_once(target, "openvino_model.xml", lambda out: compress_openvino(fp32, out, compression))
+    return target
+
+
+def _build_once(target: Path, marker: str, build: Any) -> None:
+    """build(output folder) into a fresh folder, moved to `target` unless another got there."""
+    if (target / marker).is_file():
+        return
+    building = Path(tempfile.mkdtemp(prefix="building-", dir=target.parent)) / "out"
+    try:
+        build(building)
+        try:
+            os.replace(building, target)
+        except OSError:  # another session built it meanwhile
+            pass
+    finally:
+        shutil.rmtree(building.parent, ignore_errors=True)
 
 
 def genai_folder(tmp: Path, spec: LlamaSpec = TINY, precision: str = "fp32") -> Path:
