@@ -24,6 +24,7 @@ SLOW_MODULES = {
     "tests/backend/generate/test_ingest.py": "the model builder in a sandboxed child, generation",
     "tests/backend/generate/test_weightonly.py": "quantizer children and generation per variant",
     "tests/backend/generate/test_openvino.py": "OpenVINO export and NNCF children, LLMPipeline",
+    "tests/pages/test_graph_generative.py": "GenAI ingest children behind the Graph page",
     "tests/e2e/test_browser.py": "browser",
     "tests/e2e/test_run_script.py": "scripts/run with its worker",
     "tests/e2e/test_serve_browser.py": "browser and Triton",
