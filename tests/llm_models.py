@@ -336,6 +336,34 @@ def _train_and_save(spec: LlamaSpec, text: str, out: Path) -> None:
         torch_dtype="float32",
     )
     model = LlamaForCausalLM(config)
+    losses = _train(model, ids, spec) if spec.steps else []
+    model.eval()
+    with torch.no_grad():
+        chunks = eval_ids[: (len(eval_ids) // spec.seq) * spec.seq].view(-1, spec.seq)
+        eval_loss = float(model(input_ids=chunks, labels=chunks).loss)
+    model.save_pretrained(out, safe_serialization=True)
+    fast.save_pretrained(out)
+    GenerationConfig(
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+        do_sample=False,
+    ).save_pretrained(out)
+    report = {  # steps=0 (random weights, for speed benches of a larger shape): no training losses
+        "first_loss": sum(losses[:5]) / 5 if losses else eval_loss,
+        "final_loss": sum(losses[-10:]) / 10 if losses else eval_loss,
+        "eval_loss": eval_loss,
+        "steps": spec.steps,
+        "train_tokens": len(ids),
+        "eval_tokens": int(chunks.numel()),
+    }
+    (out / "training.json").write_text(json.dumps(report, indent=2))
+
+
+def _train(model, ids, spec: LlamaSpec) -> list[float]:  # noqa: ANN001 - torch objects
+    """AdamW with a one-cycle schedule on random windows of the training ids; the step losses."""
+    import torch
+
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(
         optimizer, max_lr=spec.lr, total_steps=spec.steps, pct_start=0.1
@@ -352,24 +380,4 @@ def _train_and_save(spec: LlamaSpec, text: str, out: Path) -> None:
         optimizer.step()
         schedule.step()
         losses.append(float(loss.detach()))
-    model.eval()
-    with torch.no_grad():
-        chunks = eval_ids[: (len(eval_ids) // spec.seq) * spec.seq].view(-1, spec.seq)
-        eval_loss = float(model(input_ids=chunks, labels=chunks).loss)
-    model.save_pretrained(out, safe_serialization=True)
-    fast.save_pretrained(out)
-    GenerationConfig(
-        bos_token_id=fast.bos_token_id,
-        eos_token_id=fast.eos_token_id,
-        pad_token_id=fast.pad_token_id,
-        do_sample=False,
-    ).save_pretrained(out)
-    report = {
-        "first_loss": sum(losses[:5]) / 5,
-        "final_loss": sum(losses[-10:]) / 10,
-        "eval_loss": eval_loss,
-        "steps": spec.steps,
-        "train_tokens": len(ids),
-        "eval_tokens": int(chunks.numel()),
-    }
-    (out / "training.json").write_text(json.dumps(report, indent=2))
+    return losses
