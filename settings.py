@@ -151,7 +151,8 @@ CONVERT_TIMEOUT_S = _declare(
         "OPTIBOARD_CONVERT_TIMEOUT_S",
         "600",
         float,
-        "time limit of the SavedModel -> ONNX conversion (a child process)",
+        "time limit of a conversion child: SavedModel -> ONNX, the GenAI model builder, "
+        "weight-only quantization, the OpenVINO export and NNCF compression",
     )
 )
 LEASE_SECONDS = _declare(

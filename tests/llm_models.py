@@ -22,6 +22,7 @@ import tempfile
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 CORPUS_BYTES = 48_000  # about 11k tokens: enough for the loss to fall well below log(vocab)
 EVAL_FRACTION = 0.1  # the last tenth is held out for perplexity
@@ -237,6 +238,37 @@ def built_genai_folder(
     return target
 
 
+def built_openvino_folder(spec: LlamaSpec = TINY, compression: Any = None) -> Path:
+    """The trained model exported by the product's OpenVINO path (sandboxed child), optionally
+    NNCF-compressed (an ovexport.NncfConfig), cached beside the HF folder; treat it as read-only."""
+    from backend.generate.ovexport import compress_openvino, export_openvino
+
+    source = trained_llama(spec).folder
+    fp32 = source.parent / f"{source.name}-openvino-fp32"
+    _build_once(fp32, "openvino_model.xml", lambda out: export_openvino(source, out))
+    if compression is None:
+        return fp32
+    tag = compression.label.replace(" ", "-")
+    target = source.parent / f"{source.name}-openvino-{tag}"
+    _build_once(target, "openvino_model.xml", lambda out: compress_openvino(fp32, out, compression))
+    return target
+
+
+def _build_once(target: Path, marker: str, build: Any) -> None:
+    """build(output folder) into a fresh folder, moved to `target` unless another got there."""
+    if (target / marker).is_file():
+        return
+    building = Path(tempfile.mkdtemp(prefix="building-", dir=target.parent)) / "out"
+    try:
+        build(building)
+        try:
+            os.replace(building, target)
+        except OSError:  # another session built it meanwhile
+            pass
+    finally:
+        shutil.rmtree(building.parent, ignore_errors=True)
+
+
 def genai_folder(tmp: Path, spec: LlamaSpec = TINY, precision: str = "fp32") -> Path:
     """A private copy of the built GenAI folder under `tmp`, free to change."""
     source = built_genai_folder(spec, precision)
@@ -304,6 +336,34 @@ def _train_and_save(spec: LlamaSpec, text: str, out: Path) -> None:
         torch_dtype="float32",
     )
     model = LlamaForCausalLM(config)
+    losses = _train(model, ids, spec) if spec.steps else []
+    model.eval()
+    with torch.no_grad():
+        chunks = eval_ids[: (len(eval_ids) // spec.seq) * spec.seq].view(-1, spec.seq)
+        eval_loss = float(model(input_ids=chunks, labels=chunks).loss)
+    model.save_pretrained(out, safe_serialization=True)
+    fast.save_pretrained(out)
+    GenerationConfig(
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+        do_sample=False,
+    ).save_pretrained(out)
+    report = {  # steps=0 (random weights, for speed benches of a larger shape): no training losses
+        "first_loss": sum(losses[:5]) / 5 if losses else eval_loss,
+        "final_loss": sum(losses[-10:]) / 10 if losses else eval_loss,
+        "eval_loss": eval_loss,
+        "steps": spec.steps,
+        "train_tokens": len(ids),
+        "eval_tokens": int(chunks.numel()),
+    }
+    (out / "training.json").write_text(json.dumps(report, indent=2))
+
+
+def _train(model, ids, spec: LlamaSpec) -> list[float]:  # noqa: ANN001 - torch objects
+    """AdamW with a one-cycle schedule on random windows of the training ids; the step losses."""
+    import torch
+
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(
         optimizer, max_lr=spec.lr, total_steps=spec.steps, pct_start=0.1
@@ -320,24 +380,4 @@ def _train_and_save(spec: LlamaSpec, text: str, out: Path) -> None:
         optimizer.step()
         schedule.step()
         losses.append(float(loss.detach()))
-    model.eval()
-    with torch.no_grad():
-        chunks = eval_ids[: (len(eval_ids) // spec.seq) * spec.seq].view(-1, spec.seq)
-        eval_loss = float(model(input_ids=chunks, labels=chunks).loss)
-    model.save_pretrained(out, safe_serialization=True)
-    fast.save_pretrained(out)
-    GenerationConfig(
-        bos_token_id=fast.bos_token_id,
-        eos_token_id=fast.eos_token_id,
-        pad_token_id=fast.pad_token_id,
-        do_sample=False,
-    ).save_pretrained(out)
-    report = {
-        "first_loss": sum(losses[:5]) / 5,
-        "final_loss": sum(losses[-10:]) / 10,
-        "eval_loss": eval_loss,
-        "steps": spec.steps,
-        "train_tokens": len(ids),
-        "eval_tokens": int(chunks.numel()),
-    }
-    (out / "training.json").write_text(json.dumps(report, indent=2))
+    return losses

@@ -22,7 +22,11 @@ SERVER_FIXTURES = {
 SLOW_MODULES = {
     "tests/test_llm_models.py": "trains the test LLM on first use (about 20 s)",
     "tests/backend/generate/test_ingest.py": "the model builder in a sandboxed child, generation",
+    "tests/backend/generate/test_builder.py": "the model builder in a sandboxed child, generation",
+    "tests/backend/generate/test_variants.py": "quantizer, OpenVINO export and NNCF children",
     "tests/backend/generate/test_weightonly.py": "quantizer children and generation per variant",
+    "tests/backend/generate/test_openvino.py": "OpenVINO export and NNCF children, LLMPipeline",
+    "tests/pages/test_graph_generative.py": "GenAI ingest children behind the Graph page",
     "tests/e2e/test_browser.py": "browser",
     "tests/e2e/test_run_script.py": "scripts/run with its worker",
     "tests/e2e/test_serve_browser.py": "browser and Triton",

@@ -210,6 +210,26 @@ def _algo_config(config: WeightOnlyConfig, source: Path, decoder_config: dict[st
     )
 
 
+def _load_weights(model: Any, folder: Path) -> None:
+    """Read external data into the tensors ourselves: onnx's loader refuses hard-linked files,
+    which is what a library model's folder is made of (generate.library.genai_folder)."""
+    import onnx
+    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
+
+    for tensor in _get_all_tensors(model):
+        if not uses_external_data(tensor):
+            continue
+        info = ExternalDataInfo(tensor)
+        path = (folder / info.location).resolve()
+        if not path.is_relative_to(folder.resolve()) or not path.is_file():
+            raise UserError(f"The weights file {info.location!r} is not in the model folder.")
+        with open(path, "rb") as handle:
+            handle.seek(info.offset or 0)
+            tensor.raw_data = handle.read(info.length) if info.length else handle.read()
+        tensor.data_location = onnx.TensorProto.DEFAULT
+        del tensor.external_data[:]
+
+
 def child_quantize(source: str, output: str, decoder: str, config: dict[str, Any]) -> dict:
     """Load the decoder with its weights, quantize its MatMuls, save it with external data."""
     import onnx
@@ -219,7 +239,8 @@ def child_quantize(source: str, output: str, decoder: str, config: dict[str, Any
     chosen = WeightOnlyConfig(**config)
     folder = Path(source)
     decoder_config = read_genai_config(folder, folder.name)["model"]["decoder"]
-    model = onnx.load(str(folder / decoder), load_external_data=True)
+    model = onnx.load(str(folder / decoder), load_external_data=False)
+    _load_weights(model, folder)
     quantizer = MatMulNBitsQuantizer(
         model,
         bits=chosen.bits,
