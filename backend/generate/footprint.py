@@ -125,24 +125,17 @@ def footprint(folder: Path) -> Footprint:
     )
 
 
-OV_ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "u8": 1, "i8": 1, "u4": 0.5, "i4": 0.5, "i64": 8}
-
-
 def openvino_footprint(folder: Path) -> Footprint:
     """An OpenVINO IR folder: shape from the HF config.json, bytes from the IR's constants."""
     import openvino as ov
+
+    from backend.generate.ovexport import ir_facts
 
     try:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError) as exc:
         raise UserError(f"{folder.name} has no readable config.json ({exc}).") from None
-    model = ov.Core().read_model(str(folder / "openvino_model.xml"))
-    by_type: dict[str, float] = {}
-    for op in model.get_ops():
-        if op.get_type_name() == "Constant":
-            kind = op.get_output_element_type(0).get_type_name()
-            size = int(np.prod(list(op.get_output_shape(0)))) * OV_ITEM_BYTES.get(kind, 4)
-            by_type[kind] = by_type.get(kind, 0) + size
+    by_type = ir_facts(ov.Core().read_model(str(folder / "openvino_model.xml")))["bytes_by_type"]
     hidden, vocab = int(config["hidden_size"]), int(config["vocab_size"])
     heads = int(config["num_attention_heads"])
     floats = {k: v for k, v in by_type.items() if k in ("f32", "f16", "bf16")}
@@ -151,6 +144,8 @@ def openvino_footprint(folder: Path) -> Footprint:
     )
     if by_type.get("u4", 0) + by_type.get("i4", 0) > sum(floats.values()) / 8:
         precision = "int4 (OpenVINO weight compression)"
+    elif by_type.get("u8", 0) + by_type.get("i8", 0) > sum(floats.values()):
+        precision = "int8 (OpenVINO weight compression)"
     row = hidden * (2 if precision == "fp16" else 4)
     return Footprint(
         layers=int(config["num_hidden_layers"]),

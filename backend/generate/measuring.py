@@ -8,6 +8,7 @@ bandwidth is cached per host in the data folder, which the child cannot write).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -144,11 +145,11 @@ def in_children(
 
 
 def openvino_from(hf_folder: Path) -> Path:
-    """The OpenVINO IR folder exported from an HF folder (sandboxed child), cached in the data
-    folder by the folder's path and its weights' size and time."""
+    """The OpenVINO GenAI folder exported from an HF folder (ovexport, in the sandboxed child),
+    cached in the data folder by the folder's path and its weights' size and time."""
     import hashlib
 
-    from backend.generate.openvino_export import export_openvino_in_child
+    from backend.generate.ovexport import MODEL_XML, export_openvino
 
     hf_folder = Path(hf_folder).resolve()
     weights = hf_folder / "model.safetensors"
@@ -157,6 +158,8 @@ def openvino_from(hf_folder: Path) -> Path:
     stat = weights.stat()
     key = hashlib.sha256(f"{hf_folder}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
     target = settings.data_dir() / "cache" / "openvino-genai" / key[:16]
-    if not (target / "openvino_model.xml").is_file():
-        export_openvino_in_child(hf_folder, target)
+    if not (target / MODEL_XML).is_file():
+        shutil.rmtree(target, ignore_errors=True)  # a half-written export of a killed run
+        target.parent.mkdir(parents=True, exist_ok=True)
+        export_openvino(hf_folder, target)
     return target

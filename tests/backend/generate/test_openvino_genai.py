@@ -1,5 +1,6 @@
 """OpenVINO GenAI beside ONNX Runtime GenAI on the fixture's trained tiny Llama: the HF folder
-exported to a stateful IR in the sandboxed child, then benchmarked and scored side by side."""
+exported to a stateful IR (backend/generate/ovexport.py, through llm_models), then benchmarked
+and scored side by side."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 
 from backend.generate.benchmark import GenerationSpec
 from backend.generate.measuring import run_generation
-from backend.generate.openvino_export import export_openvino_in_child
 from backend.generate.perplexity import perplexity
 from backend.runtimes import open_genai
 from tests import llm_models
@@ -20,11 +20,8 @@ pytest.importorskip("onnxruntime_genai")
 
 
 @pytest.fixture(scope="module")
-def openvino_folder(tiny_llama, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("ov") / "tiny-ov"
-    written = export_openvino_in_child(tiny_llama.folder, out)
-    assert "openvino_model.xml" in written["files"] and "openvino_tokenizer.xml" in written["files"]
-    return out
+def openvino_folder(tiny_llama) -> Path:
+    return llm_models.built_openvino_folder(tiny_llama.spec)
 
 
 def test_openvino_genai_runs_beside_ort_genai_with_exact_counts(
