@@ -72,8 +72,7 @@ class OpenVinoGenAISession(GenAISession):
     def generate(self, prompts: np.ndarray, new_tokens: int) -> TokenTimes:
         """Exactly new_tokens: min_new_tokens = max_new_tokens and ignore_eos; per-token times
         from a streamer (one sequence) or, as LLMPipeline streams one sequence only, from the
-        pipeline's own raw metrics (several): its first-token time (from its own start, so
-        without this call's overhead) and the token times after it."""
+        pipeline's own token times (several), placed on this call's clock by its end."""
         import openvino as ov
 
         config = self._ov.GenerationConfig()
@@ -101,10 +100,11 @@ class OpenVinoGenAISession(GenAISession):
             result = self.pipeline.generate(inputs, config, Stamps())
         else:
             result = self.pipeline.generate(inputs, config)
-            raw = result.perf_metrics.raw_metrics
-            begin = raw.m_new_token_times[0] if raw.m_new_token_times else 0
-            ttft_ns = int(raw.m_times_to_first_token[0] * 1e3)  # microseconds there
-            stamps = [ttft_ns + int((t - begin) * 1e6) for t in raw.m_new_token_times]  # ms
+            total = clock() - start
+            times = list(result.perf_metrics.raw_metrics.m_new_token_times)  # ms, its clock
+            # anchored at this call's end, as a streamer's stamps are at its start: the first
+            # token's time holds all the call's work before it, as for one sequence
+            stamps = [total - int((times[-1] - t) * 1e6) for t in times]
         tokens = np.asarray(result.tokens, dtype=np.int64).reshape(ids.shape[0], -1)
         tokens = tokens[:, -new_tokens:]
         if tokens.shape[1] != new_tokens or len(stamps) != new_tokens:
