@@ -142,6 +142,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     openvino = Path(args.openvino_folder) if args.openvino_folder else None
     if args.openvino_from and not openvino:
         openvino = openvino_from(Path(args.openvino_from))
+    notes = []
+    if not openvino and args.model.isdigit() and "openvino-genai" in args.runtimes:
+        from backend.generate.variants import openvino_folder
+
+        try:  # the library model's own export (once per model), from its uploaded HF folder
+            openvino = openvino_folder(int(args.model)).folder
+        except UserError as exc:
+            notes.append(f"openvino-genai has no OpenVINO folder of model {args.model}: {exc}")
     report = run_generation(
         model_folder(args.model),
         spec_of(args),
@@ -150,6 +158,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         openvino_folder=openvino,
         in_process=args.in_process,
     )
+    report.notes[:0] = notes
     if args.json:
         print(json.dumps(report.to_dict(), indent=1))
         return 0
