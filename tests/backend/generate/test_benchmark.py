@@ -18,6 +18,7 @@ from backend.generate.benchmark import GenerationSpec
 from backend.generate.footprint import footprint
 from backend.generate.measuring import run_generation
 from backend.generate.perplexity import perplexity, read_text
+from backend.reporting.generation import generation_frame
 from backend.runtimes import open_genai
 from tests import llm_models
 
@@ -59,6 +60,9 @@ def test_generation_makes_exact_token_counts_with_sensible_latencies(fp32, tiny_
         assert r.roofline["achieved_bytes_s"] > 0 and r.roofline["peak"]["bytes_per_s"] > 0
         assert r.precision == "fp32" and r.facts["providers"] == ["cpu"]
         assert r.runs >= 2 and r.stop_reason
+    frame = generation_frame(report)  # what the Compare page draws
+    assert list(frame["sequences"]) == [1, 3] and list(frame["agreement_tokens"]) == [12, 12]
+    assert (frame["bandwidth_gb_s"] > 0).all() and frame["perplexity"].isna().all()
 
 
 def test_kv_cache_perplexity_equals_the_full_forward_pass(fp32, tiny_llama) -> None:
