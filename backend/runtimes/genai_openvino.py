@@ -54,6 +54,7 @@ class OpenVinoGenAISession(GenAISession):
             "inference_precision": self._precision(plugin, "INFERENCE_PRECISION_HINT"),
             "kv_cache_precision": self._precision(plugin, "KV_CACHE_PRECISION"),
             "timing": "a streamer's token times (1 sequence); LLMPipeline's raw metrics (more)",
+            "ttft_from": "the call: LLMPipeline.generate on token ids, up to its first token",
         }
 
     def _precision(self, plugin: str, key: str) -> str:

@@ -56,6 +56,7 @@ class OrtGenAISession(GenAISession):
             },
             "device_type": self.model.device_type,  # what the model was placed on, as ORT says
             "providers": [DEVICES[device] or "cpu"],
+            "ttft_from": "the call: generator and KV cache creation, prefill, first token",
         }
 
     def close(self) -> None:
