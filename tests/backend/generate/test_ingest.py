@@ -104,6 +104,15 @@ def test_genai_zip_with_path_traversal_is_refused(data_dir: Path, tmp_path) -> N
     assert not (tmp_path / "escape.txt").exists()
 
 
+def test_hf_zip_with_a_zip_bomb_member_is_refused_before_any_conversion(
+    data_dir: Path, tmp_path
+) -> None:
+    upload = llm_models.hf_zip(tmp_path)
+    with zipfile.ZipFile(upload, "a", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("vocab.txt", b"\0" * (64 << 20))  # 64 MB of zeros, ~1000x compressed
+    reject(upload, upload.name, "looks like a zip bomb", data_dir)
+
+
 BLOCK_TORCH = """
 import sys
 class Block:
