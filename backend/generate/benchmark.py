@@ -246,8 +246,16 @@ def run_point(
     result.peak_rss_mb, result.rss_scope = peak_mb, "session open + this point's runs"
     summarize(result, kept, sequences, new_tokens)
     context = prompt_len + (new_tokens - 1) / 2  # mean KV length read per decode step
+    read = shape
+    if computes in ("bf16", "fp16") and shape.precision == "fp32":  # weights held as computed
+        read = replace(
+            shape,
+            weight_bytes=shape.weight_bytes // 2,
+            lookup_bytes=shape.lookup_bytes // 2,
+            embedding_row_bytes=shape.embedding_row_bytes // 2,
+        )
     result.roofline = roofline(
-        shape.bytes_per_step(context, sequences), result.itl_p50_ms, peak
+        read.bytes_per_step(context, sequences), result.itl_p50_ms, peak
     ).to_dict()
     result.tokens = kept[0].tokens.tolist()
     return result
