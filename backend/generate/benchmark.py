@@ -61,8 +61,11 @@ class GenerationSpec:
     perplexity_window: int = 256
     perplexity_chunk: int = 32
     perplexity_tokens: int = 1024
+    cuda_graph: bool = False  # ONNX Runtime GenAI on CUDA: decode steps replayed as CUDA graphs
 
     def __post_init__(self) -> None:
+        if self.cuda_graph and self.device != "cuda":
+            raise UserError("--cuda-graph needs --device cuda (CUDA graphs run on NVIDIA GPUs).")
         for name in ("prompt_lengths", "new_tokens", "sequences"):
             values = getattr(self, name)
             if not values or any(int(v) < 1 for v in values):
@@ -284,7 +287,7 @@ def run_runtime(
             f"of {shape.context_length}; give shorter --prompt-lengths or --new-tokens."
         )
     try:
-        session = open_genai(name, folder, spec.device)
+        session = open_genai(name, folder, spec.device, spec.cuda_graph)
     except UserError as exc:
         failed = [
             GenerationResult(name, p, n, s, status="unavailable", error=str(exc))
@@ -334,7 +337,7 @@ def reference_tokens(
 ) -> dict[tuple[int, int, int], np.ndarray]:
     """The FP32 reference's greedy tokens on the same prompts (one untimed run per point)."""
     tokens = {}
-    with open_genai("ort-genai", folder, spec.device) as session:
+    with open_genai("ort-genai", folder, spec.device, spec.cuda_graph) as session:
         text_ids = session.encode(text) if text else None
         vocab = _vocab(folder)
         for prompt_len, new_tokens, sequences in spec.points():

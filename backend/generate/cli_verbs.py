@@ -57,6 +57,7 @@ def spec_of(args: argparse.Namespace) -> GenerationSpec:
         perplexity_window=args.perplexity_window,
         perplexity_chunk=args.perplexity_chunk,
         perplexity_tokens=args.perplexity_tokens,
+        cuda_graph=args.cuda_graph,
     )
 
 
@@ -183,6 +184,11 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sequences", default="1", help="concurrent sequences (a batch), e.g. 1,4")
     p.add_argument("--runtimes", default="ort-genai", help="ort-genai,openvino-genai")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="ONNX Runtime GenAI on CUDA: replay each decode step as a CUDA graph",
+    )
     p.add_argument("--perplexity-text", help="a UTF-8 text file to score perplexity on")
     p.add_argument("--perplexity-tokens", type=int, default=1024, help="tokens of it scored")
     p.add_argument("--perplexity-window", type=int, default=256, help="tokens per KV cache")

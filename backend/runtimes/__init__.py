@@ -142,19 +142,24 @@ def run_on_openvino_once(model_bytes: bytes, inputs: list[Any]) -> str:
 # ---- generative runtimes (GenAISession), registered by name like BACKENDS ----------------------
 
 
-def _ort_genai(folder: Path, device: str) -> GenAISession:
+def _ort_genai(folder: Path, device: str, cuda_graph: bool) -> GenAISession:
     from backend.runtimes.genai_ort import OrtGenAISession
 
-    return OrtGenAISession(folder, device)
+    return OrtGenAISession(folder, device, cuda_graph=cuda_graph)
 
 
-def _openvino_genai(folder: Path, device: str) -> GenAISession:
+def _openvino_genai(folder: Path, device: str, cuda_graph: bool) -> GenAISession:
     from backend.runtimes.genai_openvino import OpenVinoGenAISession
 
+    if cuda_graph:
+        raise UnavailableError(
+            "CUDA graphs are an ONNX Runtime GenAI option on CUDA; openvino-genai has none, so "
+            "leave --cuda-graph off for it."
+        )
     return OpenVinoGenAISession(folder, device)
 
 
-GENAI_RUNTIMES: dict[str, tuple[str, Callable[[Path, str], GenAISession]]] = {
+GENAI_RUNTIMES: dict[str, tuple[str, Callable[[Path, str, bool], GenAISession]]] = {
     # name -> (the Python module it needs, factory)
     "ort-genai": ("onnxruntime_genai", _ort_genai),
     "openvino-genai": ("openvino_genai", _openvino_genai),
@@ -174,13 +179,15 @@ def genai_status(name: str) -> GenAIStatus:
     return GenAIStatus(name, True)
 
 
-def open_genai(name: str, folder: Path, device: str = "cpu") -> GenAISession:
+def open_genai(
+    name: str, folder: Path, device: str = "cpu", cuda_graph: bool = False
+) -> GenAISession:
     """A session of a registered generative runtime on a model folder; UnavailableError (one
     sentence) when the runtime or the device is not there, or the folder is not its format."""
     status = genai_status(name)
     if not status.available:
         raise UnavailableError(f"{name} cannot run here: {status.reason}.")
-    return GENAI_RUNTIMES[name][1](Path(folder), device)
+    return GENAI_RUNTIMES[name][1](Path(folder), device, cuda_graph)
 
 
 __all__ = [

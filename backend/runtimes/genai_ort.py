@@ -25,7 +25,7 @@ class OrtGenAISession(GenAISession):
 
     name = "ort-genai"
 
-    def __init__(self, folder: Path, device: str) -> None:
+    def __init__(self, folder: Path, device: str, cuda_graph: bool = False) -> None:
         super().__init__(folder, device)
         import onnxruntime_genai as og
 
@@ -41,11 +41,15 @@ class OrtGenAISession(GenAISession):
                 "ort-genai cannot use CUDA here: this onnxruntime-genai has no CUDA support "
                 "(install onnxruntime-genai-cuda on a GPU host)."
             )
+        if cuda_graph and device != "cuda":
+            raise UnavailableError("CUDA graphs need --device cuda; this run is on the CPU.")
         self._og = og
         config = og.Config(str(self.folder))
         config.clear_providers()
         if DEVICES[device]:
             config.append_provider(DEVICES[device])
+        if cuda_graph:  # one decode step's kernels replayed as one graph launch
+            config.set_provider_option("cuda", "enable_cuda_graph", "1")
         self.model = og.Model(config)
         self.tokenizer = og.Tokenizer(self.model)
         self.facts = {
@@ -56,6 +60,7 @@ class OrtGenAISession(GenAISession):
             },
             "device_type": self.model.device_type,  # what the model was placed on, as ORT says
             "providers": [DEVICES[device] or "cpu"],
+            "cuda_graph": cuda_graph,
             "ttft_from": "the call: generator and KV cache creation, prefill, first token",
         }
 
