@@ -151,7 +151,8 @@ CONVERT_TIMEOUT_S = _declare(
         "OPTIBOARD_CONVERT_TIMEOUT_S",
         "600",
         float,
-        "time limit of the SavedModel -> ONNX conversion (a child process)",
+        "time limit of a conversion child: SavedModel -> ONNX, the GenAI model builder, "
+        "weight-only quantization, the OpenVINO export and NNCF compression",
     )
 )
 LEASE_SECONDS = _declare(
@@ -382,6 +383,15 @@ MAX_INPUT_MB = _declare(
         "2048",
         int,
         "largest model input (batch x dims x item size) or calibration file content accepted",
+    )
+)
+
+PERPLEXITY_TEXT_MB = _declare(
+    Setting(
+        "OPTIBOARD_PERPLEXITY_TEXT_MB",
+        "16",
+        float,
+        "largest text file a generation benchmark scores perplexity on; a larger one is refused",
     )
 )
 

@@ -13,6 +13,7 @@ from backend.cli_parsing import measure_from
 from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
+from backend.generate.cli_verbs import register_generate
 from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
 from backend.queue import jobs
@@ -306,9 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["csv", "json"], default="csv")
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_export)
-    sub.add_parser(
-        "providers", help="which backends and providers work here, and why not"
-    ).set_defaults(func=cmd_providers)
+    p = sub.add_parser("providers", help="which backends and providers work here, and why not")
+    p.set_defaults(func=cmd_providers)
     p = sub.add_parser(
         "mixed", help="search the fastest INT8/FP32 mix meeting a bound; --submit queues it"
     )
@@ -317,8 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
     add_worker_arguments(p)
     p.set_defaults(func=cmd_worker)
-    register_compat(sub)
-    register_users(sub)
+    for register in (register_compat, register_users, register_generate):
+        register(sub)
     register_advice(register_serving(sub))
     return parser
 

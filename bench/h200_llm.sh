@@ -1,37 +1,51 @@
 #!/usr/bin/env bash
 # Issue 23 on a lent H200 without network, in two device calls (the payload is over one call's
-# 64 MiB): `ort` unpacks onnxruntime-gpu (carry .whl/gsc, bench/ort_gpu_payload.py) into the
-# interpreter's environment; `run` (carry .whl/genai .whl/llm1b, within 30 s of the first, while
-# the machine is warm) adds onnxruntime-genai-cuda and its libonnxruntime.so, writes the
-# Llama-3.2-1B-shaped models' random weights (bench/llm_shape.py fill) and measures decode.
+# 64 MiB): `ort` unpacks onnxruntime-gpu (carry .whl/gsc, bench/ort_gpu_payload.py) and bwrap into
+# the interpreter's environment; `run` (carry .whl/genai .whl/llm1b .whl/cliwheels, within 30 s of
+# the first, while the machine is warm) adds onnxruntime-genai-cuda with its libonnxruntime.so and
+# the CLI's missing wheels, writes the Llama-3.2-1B-shaped models' random weights
+# (bench/llm_shape.py fill), then measures decode with the standalone probe (PROBE=1) and through
+# the product: `optiboard generate` (python -m backend.cli generate), its JSON under $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 site=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib'))")
+out="${OUT:-/tmp}"
 case "$1" in
 ort)
     rm -rf "$site"/onnxruntime "$site"/onnxruntime-*.dist-info
     xz -dc .whl/gsc/ort_rest.tar.xz | tar x -C "$site"
     xz -dc .whl/gsc/libonnxruntime_providers_cuda.so.xz \
         > "$site/onnxruntime/capi/libonnxruntime_providers_cuda.so"
+    mkdir -p /tmp/gsc-bin && install -m 0755 .whl/gsc/bwrap /tmp/gsc-bin/bwrap
     python3 -c "import onnxruntime as o; print('ort', o.__version__, o.get_available_providers())"
     ;;
 run)
     rm -rf "$site"/onnxruntime_genai*
-    python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[2]).extractall(sys.argv[1])" \
-        "$site" .whl/genai/onnxruntime_genai_cuda-*.whl
+    python3 -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" \
+        "$site" .whl/genai/onnxruntime_genai_cuda-*.whl .whl/cliwheels/*.whl
     xz -dc .whl/genai/libonnxruntime.so.1.31.1.xz > "$site/onnxruntime/capi/libonnxruntime.so.1.31.1"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader
     mkdir -p /tmp/llm
     for precision in fp16 int4; do
         folder=/tmp/llm/llama-3.2-1b-shape-$precision-cuda
-        [ -d "$folder" ] || cp -r ".whl/llm1b/$(basename "$folder")" "$folder"
-        python3 bench/llm_shape.py fill "$folder"
-        python3 bench/llm_decode_probe.py "$folder" --prompt 1024 --new 128 --batch 1,32 \
-            --json "${OUT:-/tmp}/probe-$precision.json"
-        python3 bench/llm_decode_probe.py "$folder" --prompt 1024 --new 128 --batch 1,32 \
-            --cuda-graph --json "${OUT:-/tmp}/probe-$precision-graph.json" || echo "graph run failed"
+        [ -d "$folder" ] || { cp -r ".whl/llm1b/$(basename "$folder")" "$folder";
+                              python3 bench/llm_shape.py fill "$folder"; }
+        if [ "${PROBE:-0}" = 1 ]; then
+            python3 bench/llm_decode_probe.py "$folder" --prompt 1024 --new 128 --batch 1,32 \
+                --json "$out/probe-$precision.json"
+        fi
     done
-    shift
-    [ $# -eq 0 ] || "$@"  # what the product runs next (optiboard generate ...)
+    export OPTIBOARD_BWRAP=/tmp/gsc-bin/bwrap OPTIBOARD_DATA_DIR=/tmp/llm-data
+    fp16=/tmp/llm/llama-3.2-1b-shape-fp16-cuda
+    for precision in fp16 int4; do
+        for graph in "" "--cuda-graph"; do
+            name="gen-$precision${graph:+-graph}"
+            echo "== optiboard generate $precision $graph"
+            python3 -m backend.cli generate "/tmp/llm/llama-3.2-1b-shape-$precision-cuda" \
+                --device cuda $graph --prompt-lengths 1024 --new-tokens 128 --sequences 1,32 \
+                --reference "$fp16" --json > "$out/$name.json" 2> "$out/$name.err" || tail -5 "$out/$name.err"
+            python3 bench/llm_report.py "$out/$name.json" || true
+        done
+    done
     ;;
 esac

@@ -76,3 +76,19 @@ def cnn_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def transformer_path(tmp_path: Path) -> Path:
     return model_factory.save(model_factory.make_transformer(), tmp_path / "transformer.onnx")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama():
+    """The tiny Llama trained on the stdlib's help text (tests/llm_models.py), built once."""
+    from tests import llm_models
+
+    return llm_models.trained_llama(llm_models.TINY)
+
+
+@pytest.fixture(scope="session")
+def tiny_gqa_llama():
+    """The grouped-query-attention variant: 4 query heads over 2 KV heads, rotary embeddings."""
+    from tests import llm_models
+
+    return llm_models.trained_llama(llm_models.TINY_GQA)

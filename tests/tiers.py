@@ -20,6 +20,13 @@ SERVER_FIXTURES = {
 }
 
 SLOW_MODULES = {
+    "tests/test_llm_models.py": "trains the test LLM on first use (about 20 s)",
+    "tests/backend/generate/test_ingest.py": "the model builder in a sandboxed child, generation",
+    "tests/backend/generate/test_builder.py": "the model builder in a sandboxed child, generation",
+    "tests/backend/generate/test_variants.py": "quantizer, OpenVINO export and NNCF children",
+    "tests/backend/generate/test_weightonly.py": "quantizer children and generation per variant",
+    "tests/backend/generate/test_openvino.py": "OpenVINO export and NNCF children, LLMPipeline",
+    "tests/pages/test_graph_generative.py": "GenAI ingest children behind the Graph page",
     "tests/e2e/test_browser.py": "browser",
     "tests/e2e/test_generation_browser.py": "browser, the model builder and a generation job run",
     "tests/e2e/test_run_script.py": "scripts/run with its worker",
@@ -61,6 +68,12 @@ SLOW_MODULES = {
     "tests/pages/test_jobs.py": "worker runs",
     "tests/pages/test_live_sessions.py": "argon2 sign-ins through app.py, several each",
     "tests/pages/test_mixed_search_page.py": "worker run",
+    "tests/backend/generate/test_benchmark.py": (
+        "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
+    ),
+    "tests/backend/generate/test_openvino_genai.py": (
+        "exports the tiny Llama to OpenVINO IR in a sandboxed child and measures two runtimes"
+    ),
     "tests/pages/test_optimize_tensorrt.py": "worker run",
     "tests/pages/test_profile_views.py": "worker run with profiling",
     "tests/pages/test_serve_measured.py": "Triton and a worker run",

@@ -1,4 +1,5 @@
-"""Turn one upload (.onnx, zipped ONNX with external data, zipped SavedModel) into a library model.
+"""Turn one upload (.onnx, zipped ONNX with external data, zipped SavedModel, zipped generative
+model folder: backend.generate.ingest) into a library model.
 
 All or nothing: every check runs before the first blob is written, blobs this call added are
 removed again if anything later fails, and the model row and its artifacts are one transaction.
@@ -16,6 +17,7 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
+from backend.generate import ingest as generative
 from backend.models import parse
 from backend.models.inspect import ModelMetadata
 from backend.models.safezip import extract_zip
@@ -172,6 +174,9 @@ def _plan_zip(path: Path, filename: str, work: Path) -> _Plan:
     folder = extract_zip(path, parent=work, quota_root=work.parent)
     files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
     files = [p for p in files if not _is_ignored(p.relative_to(folder))]
+    if generative.wants_generative(files, folder):
+        plan = generative.plan_generative(files, folder, filename, work)
+        return _Plan(plan.format, ModelMetadata(**plan.metadata), plan.files)
     onnx_files = [p for p in files if p.suffix.lower() == ".onnx"]
     saved_models = [p for p in files if p.name in SAVEDMODEL_FILES]
     shown = [p.relative_to(folder).as_posix() for p in onnx_files + saved_models]

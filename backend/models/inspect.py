@@ -124,16 +124,25 @@ def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def inspect_model(path: Path, display_name: str | None = None) -> ModelMetadata:
+def inspect_model(
+    path: Path, display_name: str | None = None, lenient: bool = False
+) -> ModelMetadata:
     """Check the model, infer shapes and summarise it; invalid models raise UserError.
 
     External data is never read: parameter counts come from the tensor dims in the graph.
+    `lenient` (ONNX Runtime GenAI graphs, which put ONNX Runtime's own ops such as
+    SimplifiedLayerNormalization in the default domain) turns checker errors into a warning.
     """
     path = Path(path)
     shown = display_name or path.name
     model = load_proto(path, shown)
     opset = next((int(o.version) for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
-    warnings = _validate(path, model, shown, opset)
+    try:
+        warnings = _validate(path, model, shown, opset)
+    except UserError as exc:
+        if not lenient:
+            raise
+        warnings = [f"{exc} (kept: ONNX Runtime GenAI graphs use ONNX Runtime's own operators)"]
     parameters, nodes, custom, custom_warnings = _scan_graphs(model)
     initializer_names = {t.name for t in model.graph.initializer}
     producer = " ".join(p for p in (model.producer_name, model.producer_version) if p) or None

@@ -40,8 +40,14 @@ def artifact_path(sha256: str) -> Path:
 
 def onnx_path(model_id: int) -> Path:
     """The ONNX file to optimize and inspect (converted for SavedModels, else the upload)."""
-    get_model(model_id)
-    return artifact_path(model_store.model_file(model_id).sha256)
+    model = get_model(model_id)
+    try:
+        return artifact_path(model_store.model_file(model_id).sha256)
+    except LookupError:
+        raise UserError(
+            f"Model {model.name} ({model.format}) is a folder of files, not one ONNX file; use "
+            "it with the generation benchmark."
+        ) from None
 
 
 def ingest_upload(
@@ -85,6 +91,7 @@ def symbolic_dims(model: ModelRow) -> list[str]:
 
 
 def delete_model(model_id: int) -> None:
+    """Delete the model, its blobs nobody else uses, and a generative model's linked folder."""
     model = get_model(model_id)
     try:
         model_store.delete_model(model_id, store=store())
@@ -95,3 +102,7 @@ def delete_model(model_id: int) -> None:
         ) from None
     except LookupError:
         raise UserError(f"There is no model {model_id}; pick one from the model library.") from None
+    import shutil
+
+    for folder in (store().root.parent / "genai").glob(f"model-{model_id}-*"):
+        shutil.rmtree(folder, ignore_errors=True)  # generate.library.genai_folder's hard links

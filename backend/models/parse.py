@@ -59,6 +59,20 @@ def internalise(model_path: Path, folder: Path, shown: str, output: Path) -> dic
     )
 
 
+def inspect_external(model_path: Path, folder: Path, shown: str) -> dict[str, Any]:
+    """Metadata of an .onnx whose external data stays beside it (a generative model's folder):
+    every reference checked to be a file inside `folder`; the weights are never read."""
+    model_path, folder = Path(model_path).resolve(), Path(folder).resolve()
+    return _run(
+        "child_inspect_external",
+        str(model_path),
+        str(folder),
+        shown,
+        what=f"Checking {shown!r}",
+        read_only=[folder],
+    )
+
+
 # ---- child side -------------------------------------------------------------------------------
 
 
@@ -91,22 +105,22 @@ def child_inspect(path: str, shown: str) -> dict[str, Any]:
     return inspect_model(Path(path), display_name=shown).to_dict()
 
 
-def child_internalise(model_file: str, folder_text: str, shown: str) -> dict[str, Any]:
-    """Every external-data reference checked, then the model saved as one file in the cwd."""
-    import onnx
-
-    from backend.models.inspect import (
-        PROTOBUF_LIMIT,
-        check_self_contained,
-        external_data_files,
-        inspect_model,
-        load_proto,
-    )
+def child_inspect_external(model_file: str, folder_text: str, shown: str) -> dict[str, Any]:
+    from backend.models.inspect import check_self_contained, inspect_model, load_proto
 
     model_path, folder = Path(model_file), Path(folder_text)
     model = load_proto(model_path, display_name=shown)
     check_self_contained(model, shown, memory_only=True)
-    base = model_path.parent
+    locations = _checked_locations(model, model_path.parent, folder, shown)
+    del model
+    metadata = inspect_model(model_path, display_name=shown, lenient=True).to_dict()
+    return {"metadata": metadata, "locations": locations}
+
+
+def _checked_locations(model: Any, base: Path, folder: Path, shown: str) -> list[str]:
+    """The external data files, each a file inside `folder`; UserError for any that is not."""
+    from backend.models.inspect import external_data_files
+
     locations = external_data_files(model)
     for location in locations:
         target = (base / location).resolve()
@@ -120,6 +134,25 @@ def child_internalise(model_file: str, folder_text: str, shown: str) -> dict[str
                 f"The model {shown!r} needs the external data file {location!r}, which is not "
                 "in the zip; add it next to the .onnx and zip them again."
             )
+    return locations
+
+
+def child_internalise(model_file: str, folder_text: str, shown: str) -> dict[str, Any]:
+    """Every external-data reference checked, then the model saved as one file in the cwd."""
+    import onnx
+
+    from backend.models.inspect import (
+        PROTOBUF_LIMIT,
+        check_self_contained,
+        inspect_model,
+        load_proto,
+    )
+
+    model_path, folder = Path(model_file), Path(folder_text)
+    model = load_proto(model_path, display_name=shown)
+    check_self_contained(model, shown, memory_only=True)
+    base = model_path.parent
+    locations = _checked_locations(model, base, folder, shown)
     if _internalised_size(model, base) > PROTOBUF_LIMIT:
         raise UserError(
             f"The model {shown!r} would be over protobuf's 2 GB limit as one ONNX file, so it "

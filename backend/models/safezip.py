@@ -13,6 +13,8 @@ import shutil
 import stat
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -291,3 +293,15 @@ def _copy_member(
             f"The zip entry {info.filename!r} could not be read ({exc}); re-create the zip "
             "and upload it again."
         ) from None
+
+
+@contextmanager
+def extracted(
+    archive: Path, limits: ZipLimits | None = None, parent: Path | None = None
+) -> Iterator[Path]:
+    """`extract_zip` as a context manager that always removes the folder (generate/variants)."""
+    folder = extract_zip(archive, limits, parent)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

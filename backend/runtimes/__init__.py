@@ -5,10 +5,18 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from backend.errors import UnavailableError
-from backend.runtimes.base import MissingBackend, ProviderStatus, RuntimeBackend
+from backend.runtimes.base import (
+    GenAISession,
+    GenAIStatus,
+    MissingBackend,
+    ProviderStatus,
+    RuntimeBackend,
+    TokenTimes,
+)
 from backend.specs import Precision
 
 
@@ -131,8 +139,65 @@ def run_on_openvino_once(model_bytes: bytes, inputs: list[Any]) -> str:
     return run_once(model_bytes, inputs)
 
 
+# ---- generative runtimes (GenAISession), registered by name like BACKENDS ----------------------
+
+
+def _ort_genai(folder: Path, device: str, cuda_graph: bool) -> GenAISession:
+    from backend.runtimes.genai_ort import OrtGenAISession
+
+    return OrtGenAISession(folder, device, cuda_graph=cuda_graph)
+
+
+def _openvino_genai(folder: Path, device: str, cuda_graph: bool) -> GenAISession:
+    from backend.runtimes.genai_openvino import OpenVinoGenAISession
+
+    if cuda_graph:
+        raise UnavailableError(
+            "CUDA graphs are an ONNX Runtime GenAI option on CUDA; openvino-genai has none, so "
+            "leave --cuda-graph off for it."
+        )
+    return OpenVinoGenAISession(folder, device)
+
+
+GENAI_RUNTIMES: dict[str, tuple[str, Callable[[Path, str, bool], GenAISession]]] = {
+    # name -> (the Python module it needs, factory)
+    "ort-genai": ("onnxruntime_genai", _ort_genai),
+    "openvino-genai": ("openvino_genai", _openvino_genai),
+}
+
+
+def genai_status(name: str) -> GenAIStatus:
+    """Whether a generative runtime can open models here, and if not, why not."""
+    if name not in GENAI_RUNTIMES:
+        known = ", ".join(GENAI_RUNTIMES)
+        return GenAIStatus(name, False, f"unknown generative runtime {name!r}; choose from {known}")
+    module, _ = GENAI_RUNTIMES[name]
+    if importlib.util.find_spec(module) is None:
+        return GenAIStatus(
+            name, False, f"the {module!r} Python package is not installed (requirements.txt)"
+        )
+    return GenAIStatus(name, True)
+
+
+def open_genai(
+    name: str, folder: Path, device: str = "cpu", cuda_graph: bool = False
+) -> GenAISession:
+    """A session of a registered generative runtime on a model folder; UnavailableError (one
+    sentence) when the runtime or the device is not there, or the folder is not its format."""
+    status = genai_status(name)
+    if not status.available:
+        raise UnavailableError(f"{name} cannot run here: {status.reason}.")
+    return GENAI_RUNTIMES[name][1](Path(folder), device, cuda_graph)
+
+
 __all__ = [
     "BACKENDS",
+    "GENAI_RUNTIMES",
+    "GenAISession",
+    "GenAIStatus",
+    "TokenTimes",
+    "genai_status",
+    "open_genai",
     "PrecisionGap",
     "precision_gaps",
     "ProviderStatus",

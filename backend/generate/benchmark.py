@@ -1,0 +1,388 @@
+"""Generation benchmark: prompt length x new tokens x concurrent sequences, greedy decoding of
+an exact token count, per runtime; time to first token, inter-token latency, tokens/s, memory
+(weights, KV cache, peak RSS), the bandwidth roofline, stability as sweeps judge it, and the
+accuracy columns (perplexity, greedy agreement with an FP32 reference).
+
+measuring.run_generation runs this inside sandboxed, limited children (launch/children) the way
+sweeps measure: the model folders and the text bound read-only, only JSON coming back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from backend.engine.measure import PeakRss, timed_window, windows_agree
+from backend.errors import UserError
+from backend.generate.footprint import Footprint, footprint
+from backend.generate.perplexity import perplexity, read_text, tokens_until_divergence
+from backend.generate.roofline import PeakBandwidth, roofline
+from backend.measure_settings import MeasureSettings
+from backend.runtimes import GenAISession, TokenTimes, open_genai
+
+KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
+
+# A generation is one call of seconds, not milliseconds: few runs per window, same rule.
+GENERATION_PRESETS: dict[str, MeasureSettings] = {
+    "quick": MeasureSettings(
+        warmup_runs=0,
+        window_runs=2,
+        window_min_seconds=0.0,
+        stable_windows=2,
+        stability_tolerance=0.25,
+        max_seconds=20.0,
+    ),
+    "standard": MeasureSettings(
+        warmup_runs=1,
+        window_runs=3,
+        window_min_seconds=0.5,
+        stable_windows=3,
+        stability_tolerance=0.10,
+        max_seconds=60.0,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    """What to measure; checks itself (one sentence per bad field)."""
+
+    runtimes: tuple[str, ...] = ("ort-genai",)
+    device: str = "cpu"
+    prompt_lengths: tuple[int, ...] = (128,)
+    new_tokens: tuple[int, ...] = (64,)
+    sequences: tuple[int, ...] = (1,)
+    preset: str = "standard"
+    seed: int = 0
+    perplexity_window: int = 256
+    perplexity_chunk: int = 32
+    perplexity_tokens: int = 1024
+    cuda_graph: bool = False  # ONNX Runtime GenAI on CUDA: decode steps replayed as CUDA graphs
+
+    def __post_init__(self) -> None:
+        if self.cuda_graph and self.device != "cuda":
+            raise UserError("--cuda-graph needs --device cuda (CUDA graphs run on NVIDIA GPUs).")
+        for name in ("prompt_lengths", "new_tokens", "sequences"):
+            values = getattr(self, name)
+            if not values or any(int(v) < 1 for v in values):
+                raise UserError(f"--{name.replace('_', '-')} takes positive integers, e.g. 1,4.")
+        if not self.runtimes:
+            raise UserError("--runtimes needs at least one runtime, e.g. ort-genai.")
+        if self.preset not in GENERATION_PRESETS:
+            known = ", ".join(GENERATION_PRESETS)
+            raise UserError(f"Unknown preset {self.preset!r}; choose from {known}.")
+
+    def points(self) -> list[tuple[int, int, int]]:
+        return [
+            (p, n, s) for p in self.prompt_lengths for n in self.new_tokens for s in self.sequences
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationSpec:
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+@dataclass
+class GenerationResult:
+    """One runtime on one (prompt length, new tokens, sequences) point."""
+
+    runtime: str
+    prompt_tokens: int
+    new_tokens: int
+    sequences: int
+    status: str = "ok"  # "ok", "failed" or "unavailable"
+    error: str = ""
+    ttft_p50_ms: float = 0.0
+    ttft_p99_ms: float = 0.0
+    itl_p50_ms: float = 0.0
+    itl_p99_ms: float = 0.0
+    e2e_p50_ms: float = 0.0
+    output_tokens_per_s: float = 0.0  # sequences x new tokens / end-to-end latency
+    decode_tokens_per_s: float = 0.0  # sequences / inter-token latency
+    first_run_ms: float = 0.0
+    runs: int = 0
+    stable: bool = False
+    stop_reason: str = ""
+    weights_mb: float = 0.0
+    kv_cache_mb: float = 0.0  # at prompt + new tokens, every sequence
+    peak_rss_mb: float = 0.0
+    rss_scope: str = ""
+    precision: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+    roofline: dict[str, Any] = field(default_factory=dict)
+    agreement: list[int] = field(default_factory=list)  # tokens until divergence, per sequence
+    tokens: list[list[int]] = field(default_factory=list)  # the first run's, for agreement
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class GenerationReport:
+    """Every runtime's points and accuracy columns for one model folder."""
+
+    folder: str
+    spec: dict[str, Any]
+    peak_bandwidth: dict[str, Any]
+    results: list[GenerationResult] = field(default_factory=list)
+    perplexity: dict[str, dict[str, Any]] = field(default_factory=dict)  # runtime -> Perplexity
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GenerationReport:
+        results = [GenerationResult(**r) for r in data.get("results", [])]
+        return cls(**{**data, "results": results})
+
+
+def prompts_for(
+    vocab: int, prompt_len: int, sequences: int, seed: int, text_ids: list[int] | None = None
+) -> np.ndarray:
+    """The prompts [sequences, prompt_len]: slices of the text's tokens when it is long enough
+    (greedy agreement means more on real text), else seeded random token ids (3 .. vocab-1)."""
+    if text_ids and len(text_ids) >= prompt_len + sequences:
+        step = max((len(text_ids) - prompt_len) // max(sequences, 1), 1)
+        return np.stack(
+            [np.asarray(text_ids[i * step : i * step + prompt_len]) for i in range(sequences)]
+        ).astype(np.int64)
+    rng = np.random.default_rng(seed)
+    return rng.integers(3, vocab, size=(sequences, prompt_len)).astype(np.int64)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else 0.0
+
+
+def measure_point(
+    session: GenAISession, prompts: np.ndarray, new_tokens: int, settings: MeasureSettings
+) -> tuple[list[TokenTimes], float, bool, str, float]:
+    """(kept runs, first run ms, stable, stop reason, peak RSS MB): the first generation timed
+    apart, warm-up, then windows of whole generations until the last windows' median
+    end-to-end latencies agree (measure.windows_agree), or the time cap."""
+    runs: list[TokenTimes] = []
+
+    def once() -> None:
+        runs.append(session.generate(prompts, new_tokens))
+
+    with PeakRss() as rss:
+        once()
+        first_ms = runs[0].total_ms
+        for _ in range(settings.warmup_runs):
+            once()
+        deadline = time.perf_counter() + settings.max_seconds
+        windows: list[list[TokenTimes]] = []
+        medians: list[float] = []
+        stable, reason = False, "time cap reached before windows agreed"
+        while True:
+            before = len(runs)
+            samples = timed_window(once, settings, deadline)
+            windows.append(runs[before:])
+            medians.append(float(np.median(samples)))
+            recent = medians[-settings.stable_windows :]
+            if len(recent) == settings.stable_windows and windows_agree(
+                recent, settings.stability_tolerance
+            ):
+                stable = True
+                reason = (
+                    f"{settings.stable_windows} windows within {settings.stability_tolerance:.0%}"
+                )
+                break
+            if time.perf_counter() > deadline:
+                break
+    kept = [run for window in windows[-settings.stable_windows :] for run in window]
+    return kept, first_ms, stable, reason, rss.peak_mb or 0.0
+
+
+def summarize(
+    result: GenerationResult, kept: list[TokenTimes], sequences: int, new_tokens: int
+) -> None:
+    """TTFT/ITL percentiles over the kept runs' samples and the throughputs from medians."""
+    ttft = [run.ttft_ms for run in kept]
+    itl = [gap for run in kept for gap in run.itl_ms]
+    e2e = [run.total_ms for run in kept]
+    result.ttft_p50_ms, result.ttft_p99_ms = _percentile(ttft, 50), _percentile(ttft, 99)
+    result.itl_p50_ms, result.itl_p99_ms = _percentile(itl, 50), _percentile(itl, 99)
+    result.e2e_p50_ms = _percentile(e2e, 50)
+    result.runs = len(kept)
+    if result.e2e_p50_ms > 0:
+        result.output_tokens_per_s = sequences * new_tokens / (result.e2e_p50_ms / 1e3)
+    if result.itl_p50_ms > 0:
+        result.decode_tokens_per_s = sequences / (result.itl_p50_ms / 1e3)
+
+
+def run_point(
+    session: GenAISession,
+    shape: Footprint,
+    point: tuple[int, int, int],
+    prompts: np.ndarray,
+    settings: MeasureSettings,
+    peak: PeakBandwidth,
+) -> GenerationResult:
+    """One (prompt length, new tokens, sequences) point on an open session."""
+    from backend.errors import runtime_error_line
+
+    prompt_len, new_tokens, sequences = point
+    result = GenerationResult(session.name, prompt_len, new_tokens, sequences)
+    result.precision, result.facts = shape.precision, dict(session.facts)
+    computes = session.facts.get("inference_precision")
+    if computes and computes != shape.precision:  # e.g. OpenVINO's bf16 default on AMX CPUs
+        result.precision = f"{shape.precision} weights, {computes} compute"
+    result.weights_mb = shape.weight_bytes / 2**20
+    result.kv_cache_mb = shape.kv_bytes(prompt_len + new_tokens, sequences) / 2**20
+    try:
+        kept, first_ms, stable, reason, peak_mb = measure_point(
+            session, prompts, new_tokens, settings
+        )
+    except Exception as exc:  # the runtime's failure is this point's result
+        result.status, result.error = "failed", runtime_error_line(exc)
+        return result
+    result.first_run_ms, result.stable, result.stop_reason = first_ms, stable, reason
+    result.peak_rss_mb, result.rss_scope = peak_mb, "session open + this point's runs"
+    summarize(result, kept, sequences, new_tokens)
+    context = prompt_len + (new_tokens - 1) / 2  # mean KV length read per decode step
+    read = shape
+    if computes in ("bf16", "fp16") and shape.precision == "fp32":  # weights held as computed
+        read = replace(
+            shape,
+            weight_bytes=shape.weight_bytes // 2,
+            lookup_bytes=shape.lookup_bytes // 2,
+            embedding_row_bytes=shape.embedding_row_bytes // 2,
+        )
+    result.roofline = roofline(
+        read.bytes_per_step(context, sequences), result.itl_p50_ms, peak
+    ).to_dict()
+    result.tokens = kept[0].tokens.tolist()
+    return result
+
+
+def run_runtime(
+    name: str,
+    folder: Path,
+    spec: GenerationSpec,
+    peak: PeakBandwidth,
+    text: str | None,
+    reference: dict[tuple[int, int, int], np.ndarray] | None,
+) -> tuple[list[GenerationResult], dict[str, Any] | None]:
+    """Every point of the spec on one runtime, then its perplexity on the text."""
+    shape = footprint(folder)
+    if text and 0 < shape.context_length < spec.perplexity_window:
+        raise UserError(
+            f"The perplexity window of {spec.perplexity_window} tokens is longer than the "
+            f"model's context of {shape.context_length}; give --perplexity-window "
+            f"{shape.context_length} or less."
+        )
+    longest = max(p + n for p, n, _ in spec.points())
+    if 0 < shape.context_length < longest:
+        raise UserError(
+            f"A prompt plus its new tokens reaches {longest} tokens, beyond the model's context "
+            f"of {shape.context_length}; give shorter --prompt-lengths or --new-tokens."
+        )
+    try:
+        session = open_genai(name, folder, spec.device, spec.cuda_graph)
+    except UserError as exc:
+        failed = [
+            GenerationResult(name, p, n, s, status="unavailable", error=str(exc))
+            for p, n, s in spec.points()
+        ]
+        return failed, None
+    held = KV_ITEM_BYTES.get(session.facts.get("kv_cache_precision", ""))
+    if held:  # the runtime keeps its KV cache in another type than the model's state
+        shape = replace(shape, kv_item_bytes=held)
+    results: list[GenerationResult] = []
+    with session:
+        text_ids = session.encode(text) if text else None
+        for point in spec.points():
+            prompts = prompts_for(_vocab(folder), point[0], point[2], spec.seed, text_ids)
+            result = run_point(
+                session, shape, point, prompts, GENERATION_PRESETS[spec.preset], peak
+            )
+            if reference is not None and point in reference and result.status == "ok":
+                result.agreement = tokens_until_divergence(
+                    np.asarray(result.tokens), reference[point]
+                )
+            results.append(result)
+        scored = None
+        if text:
+            scored = perplexity(
+                session,
+                text_ids or [],
+                spec.perplexity_window,
+                spec.perplexity_chunk,
+                spec.perplexity_tokens,
+            ).to_dict()
+    return results, scored
+
+
+def _vocab(folder: Path) -> int:
+    """The vocabulary size from genai_config.json (ORT GenAI) or config.json (OpenVINO IR)."""
+    import json
+
+    genai = Path(folder) / "genai_config.json"
+    if genai.is_file():
+        return int(json.loads(genai.read_text())["model"]["vocab_size"])
+    return int(json.loads((Path(folder) / "config.json").read_text())["vocab_size"])
+
+
+def reference_tokens(
+    folder: Path, spec: GenerationSpec, text: str | None
+) -> dict[tuple[int, int, int], np.ndarray]:
+    """The FP32 reference's greedy tokens on the same prompts (one untimed run per point)."""
+    tokens = {}
+    with open_genai("ort-genai", folder, spec.device, spec.cuda_graph) as session:
+        text_ids = session.encode(text) if text else None
+        vocab = _vocab(folder)
+        for prompt_len, new_tokens, sequences in spec.points():
+            prompts = prompts_for(vocab, prompt_len, sequences, spec.seed, text_ids)
+            tokens[(prompt_len, new_tokens, sequences)] = session.generate(
+                prompts, new_tokens
+            ).tokens
+    return tokens
+
+
+def _point_key(point: tuple[int, int, int]) -> str:
+    return ",".join(map(str, point))
+
+
+def reference_generation(request: dict[str, Any]) -> dict[str, list[list[int]]]:
+    """reference_tokens as JSON ("prompt,new,sequences" -> tokens): a child of its own, so the
+    reference session's memory is not in any measured runtime's peak."""
+    spec = GenerationSpec.from_dict(request["spec"])
+    text = read_text(Path(request["text_path"])) if request.get("text_path") else None
+    found = reference_tokens(Path(request["reference"]), spec, text)
+    return {_point_key(point): tokens.tolist() for point, tokens in found.items()}
+
+
+def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
+    """The benchmark on JSON in, JSON out: the target of the sandboxed child (one per runtime,
+    so each peak RSS is its own), and the in-process path. request: folder, spec, peak,
+    text_path?, reference_tokens? (from reference_generation) or reference? (a folder),
+    folders? (runtime -> its own folder of the same model, e.g. an OpenVINO IR)"""
+    folder = Path(request["folder"])
+    spec = GenerationSpec.from_dict(request["spec"])
+    peak = PeakBandwidth(**request["peak"])
+    text = read_text(Path(request["text_path"])) if request.get("text_path") else None
+    reference = None
+    if request.get("reference_tokens") is not None:
+        reference = {
+            point: np.asarray(request["reference_tokens"][_point_key(point)])
+            for point in spec.points()
+        }
+    elif request.get("reference"):
+        reference = reference_tokens(Path(request["reference"]), spec, text)
+    report = GenerationReport(str(folder), spec.to_dict(), peak.to_dict())
+    folders = {name: Path(f) for name, f in (request.get("folders") or {}).items()}
+    for name in spec.runtimes:
+        results, scored = run_runtime(name, folders.get(name, folder), spec, peak, text, reference)
+        report.results.extend(results)
+        if scored is not None:
+            report.perplexity[name] = scored
+    return report.to_dict()

@@ -1,0 +1,207 @@
+"""`optiboard generate FOLDER ...`: the generation benchmark and its accuracy columns, from a
+terminal. backend/cli.py calls `register_generate(sub)` once."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from backend.errors import UserError
+from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
+from backend.reporting.text import table
+
+HEADERS = [
+    "runtime",
+    "precision",
+    "prompt",
+    "new",
+    "seqs",
+    "TTFT p50/p99 ms",
+    "ITL p50/p99 ms",
+    "out tok/s",
+    "decode tok/s",
+    "e2e ms",
+    "weights MB",
+    "KV MB",
+    "peak RSS MB",
+    "GB/s",
+    "of peak",
+    "agree",
+    "ppl",
+    "verdict",
+]
+
+
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UserError(
+            f"{flag} takes integers separated by commas, e.g. 1,4, not {text!r}."
+        ) from None
+    if not values:
+        raise UserError(f"{flag} needs at least one value, e.g. {flag} 1,4.")
+    return values
+
+
+def spec_of(args: argparse.Namespace) -> GenerationSpec:
+    return GenerationSpec(
+        runtimes=tuple(r.strip() for r in args.runtimes.split(",") if r.strip()),
+        device=args.device,
+        prompt_lengths=_ints(args.prompt_lengths, "--prompt-lengths"),
+        new_tokens=_ints(args.new_tokens, "--new-tokens"),
+        sequences=_ints(args.sequences, "--sequences"),
+        preset=args.preset,
+        seed=args.seed,
+        perplexity_window=args.perplexity_window,
+        perplexity_chunk=args.perplexity_chunk,
+        perplexity_tokens=args.perplexity_tokens,
+        cuda_graph=args.cuda_graph,
+    )
+
+
+def rows_of(report: GenerationReport) -> list[list[str]]:
+    rows = []
+    for r in report.results:
+        if r.status != "ok":
+            continue
+        roof = r.roofline
+        ppl = report.perplexity.get(r.runtime, {}).get("perplexity")
+        agree = f"{min(r.agreement)}/{r.new_tokens}" if r.agreement else "-"
+        rows.append(
+            [
+                r.runtime,
+                r.precision,
+                str(r.prompt_tokens),
+                str(r.new_tokens),
+                str(r.sequences),
+                f"{r.ttft_p50_ms:.2f}/{r.ttft_p99_ms:.2f}",
+                f"{r.itl_p50_ms:.3f}/{r.itl_p99_ms:.3f}",
+                f"{r.output_tokens_per_s:.1f}",
+                f"{r.decode_tokens_per_s:.1f}",
+                f"{r.e2e_p50_ms:.1f}",
+                f"{r.weights_mb:.1f}",
+                f"{r.kv_cache_mb:.2f}",
+                f"{r.peak_rss_mb:.0f}",
+                f"{roof.get('achieved_bytes_s', 0) / 1e9:.2f}",
+                f"{roof.get('fraction', 0):.0%}",
+                agree,
+                f"{ppl:.3f}" if ppl is not None else "-",
+                "stable" if r.stable else "unstable",
+            ]
+        )
+    return rows
+
+
+def explain(report: GenerationReport) -> list[str]:
+    """What ran, the peak the fractions are of, and every runtime or point that did not run."""
+    lines = [f"peak bandwidth: {report.peak_bandwidth['source']}"]
+    seen: set[str] = set()
+    for r in report.results:
+        if r.status == "ok" and r.runtime not in seen:
+            seen.add(r.runtime)
+            versions = ", ".join(f"{k} {v}" for k, v in r.facts.get("versions", {}).items())
+            placed = r.facts.get("device_type", "")
+            providers = ", ".join(r.facts.get("providers", []))
+            line = f"{r.runtime}: {versions}; providers {providers} {placed}".rstrip()
+            if "kv_cache_precision" in r.facts:
+                line += (
+                    f"; computes in {r.facts['inference_precision']}, KV cache in "
+                    f"{r.facts['kv_cache_precision']} (the plugin's defaults)"
+                )
+            lines.append(line)
+        elif r.status != "ok" and f"{r.runtime}:{r.error}" not in seen:
+            seen.add(f"{r.runtime}:{r.error}")
+            lines.append(f"{r.runtime} {r.status}: {r.error}")
+    if any(r.roofline.get("fraction", 0) > 1 for r in report.results):
+        lines.append(
+            "a fraction above 100%: the bytes a step reads fit in the CPU caches, so that decode "
+            "is not bound by memory bandwidth"
+        )
+    for name, scored in report.perplexity.items():
+        lines.append(
+            f"{name} perplexity {scored['perplexity']:.3f} on {scored['tokens']} of "
+            f"{scored['text_tokens']} tokens (windows of {scored['window']}, "
+            f"{scored['chunk']} tokens per step through the KV cache)"
+        )
+    return lines + report.notes
+
+
+def model_folder(model: str) -> Path:
+    """A library model id (a generative model's GenAI folder) or a folder path."""
+    if model.isdigit():
+        from backend.generate.library import genai_folder
+
+        return genai_folder(int(model))
+    return Path(model)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from backend.generate.measuring import openvino_from, run_generation
+
+    openvino = Path(args.openvino_folder) if args.openvino_folder else None
+    if args.openvino_from and not openvino:
+        openvino = openvino_from(Path(args.openvino_from))
+    notes = []
+    if not openvino and args.model.isdigit() and "openvino-genai" in args.runtimes:
+        from backend.generate.variants import openvino_folder
+
+        try:  # the library model's own export (once per model), from its uploaded HF folder
+            openvino = openvino_folder(int(args.model)).folder
+        except UserError as exc:
+            notes.append(f"openvino-genai has no OpenVINO folder of model {args.model}: {exc}")
+    report = run_generation(
+        model_folder(args.model),
+        spec_of(args),
+        Path(args.perplexity_text) if args.perplexity_text else None,
+        Path(args.reference) if args.reference else None,
+        openvino_folder=openvino,
+        in_process=args.in_process,
+    )
+    report.notes[:0] = notes
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1))
+        return 0
+    rows = rows_of(report)
+    if rows:
+        print(table(rows, HEADERS))
+    print("\n".join(explain(report)))
+    return 0 if rows else 1
+
+
+def register_generate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="generation benchmark of a GenAI model folder: TTFT, ITL, tokens/s, memory, "
+        "bandwidth roofline, perplexity, greedy agreement",
+    )
+    p.add_argument(
+        "model", help="a generative model's id (`optiboard models`) or a GenAI model folder"
+    )
+    p.add_argument("--prompt-lengths", default="128", help="prompt tokens, e.g. 128,1024")
+    p.add_argument("--new-tokens", default="64", help="tokens generated per sequence (exactly)")
+    p.add_argument("--sequences", default="1", help="concurrent sequences (a batch), e.g. 1,4")
+    p.add_argument("--runtimes", default="ort-genai", help="ort-genai,openvino-genai")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="ONNX Runtime GenAI on CUDA: replay each decode step as a CUDA graph",
+    )
+    p.add_argument("--perplexity-text", help="a UTF-8 text file to score perplexity on")
+    p.add_argument("--perplexity-tokens", type=int, default=1024, help="tokens of it scored")
+    p.add_argument("--perplexity-window", type=int, default=256, help="tokens per KV cache")
+    p.add_argument("--perplexity-chunk", type=int, default=32, help="tokens appended per step")
+    p.add_argument("--openvino-folder", help="the same model as an OpenVINO GenAI IR folder")
+    p.add_argument(
+        "--openvino-from", help="a Hugging Face folder to export for openvino-genai (cached)"
+    )
+    p.add_argument("--reference", help="the FP32 GenAI folder greedy agreement compares with")
+    p.add_argument("--preset", choices=list(GENERATION_PRESETS), default="standard")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
+    p.add_argument(
+        "--in-process", action="store_true", help="measure here, not in the sandboxed child"
+    )
+    p.add_argument("--json", action="store_true", help="the whole report as JSON")
+    p.set_defaults(func=cmd_generate)

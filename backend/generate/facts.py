@@ -1,0 +1,108 @@
+"""What a generative model's weights are, read from its graph (never from the weights themselves):
+bytes per tensor from dims and element type, and every MatMulNBits node's bits and block size.
+
+Every number a variant states comes from here, so "INT4" is what the graph holds, not what was
+asked for.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# bits per element of the ONNX tensor types a weight can have
+ELEMENT_BITS = {
+    1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64, 16: 16,
+    17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class QuantizedMatMul:
+    """One MatMulNBits node: its weight's shape and how it is stored."""
+
+    name: str
+    bits: int
+    block_size: int
+    k: int
+    n: int
+    accuracy_level: int
+    has_zero_points: bool
+    weight_bytes: int  # packed weight + scales + zero points
+
+
+@dataclass
+class WeightFacts:
+    """Weight bytes of a graph, split into MatMul weights (what weight-only quantization touches)
+    and the rest (embeddings, norms, rotary caches)."""
+
+    total_bytes: int = 0
+    matmul_bytes: int = 0  # float MatMul weights plus MatMulNBits weights, scales, zero points
+    float_matmuls: int = 0  # MatMul nodes whose second input is a stored weight
+    quantized: list[QuantizedMatMul] = field(default_factory=list)
+    op_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def bits(self) -> list[int]:
+        return sorted({q.bits for q in self.quantized})
+
+    @property
+    def block_sizes(self) -> list[int]:
+        return sorted({q.block_size for q in self.quantized})
+
+    def summary(self) -> str:
+        """One line saying what the graph holds, with its numbers."""
+        mb = self.total_bytes / (1 << 20)
+        if not self.quantized:
+            return f"{self.float_matmuls} float MatMul weights; {mb:.2f} MB of weights in all"
+        bits = "/".join(map(str, self.bits))
+        blocks = "/".join(map(str, self.block_sizes))
+        return (
+            f"{len(self.quantized)} MatMulNBits ({bits}-bit, block {blocks}) and "
+            f"{self.float_matmuls} float MatMul weights; {mb:.2f} MB of weights in all"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "bits": self.bits, "block_sizes": self.block_sizes}
+
+
+def tensor_bytes(tensor: Any) -> int:
+    """Stored bytes of an initializer from its dims and type (external data is not read)."""
+    count = 1
+    for dim in tensor.dims:
+        count *= int(dim)
+    return (count * ELEMENT_BITS.get(tensor.data_type, 32) + 7) // 8
+
+
+def weight_facts(model_path: Path) -> WeightFacts:
+    """The facts of one .onnx graph; its external data is never loaded."""
+    import onnx
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    graph = model.graph
+    sizes = {t.name: tensor_bytes(t) for t in graph.initializer}
+    facts = WeightFacts(total_bytes=sum(sizes.values()))
+    facts.op_counts = dict(Counter(node.op_type for node in graph.node))
+    for node in graph.node:
+        if node.op_type == "MatMul" and len(node.input) > 1 and node.input[1] in sizes:
+            facts.float_matmuls += 1
+            facts.matmul_bytes += sizes[node.input[1]]
+        elif node.op_type == "MatMulNBits":
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            stored = sum(sizes.get(name, 0) for name in node.input[1:4] if name)
+            facts.matmul_bytes += stored
+            facts.quantized.append(
+                QuantizedMatMul(
+                    name=node.name,
+                    bits=int(attrs.get("bits", 4)),
+                    block_size=int(attrs["block_size"]),
+                    k=int(attrs["K"]),
+                    n=int(attrs["N"]),
+                    accuracy_level=int(attrs.get("accuracy_level", 0)),
+                    has_zero_points=len(node.input) > 3 and bool(node.input[3]),
+                    weight_bytes=stored,
+                )
+            )
+    return facts

@@ -1,0 +1,161 @@
+"""A generative model's bytes: weights from its files, KV cache from its config, and what one
+decode step must read (the numerator of the bandwidth roofline)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from backend.errors import UserError
+
+ONNX_ITEM_BYTES = {1: 4, 10: 2, 16: 2, 11: 8, 2: 1, 3: 1, 6: 4, 7: 8, 12: 4, 13: 8}  # TensorProto
+ONNX_DTYPE = {1: "fp32", 10: "fp16", 16: "bf16"}
+# the inputs that are cos/sin caches, read one row per position, not whole per token
+ROTARY_INPUTS = {"GroupQueryAttention": (7, 8), "RotaryEmbedding": (2, 3)}
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What the folder holds and what it costs, all derived from its files."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    kv_item_bytes: int  # bytes of one KV element (the past_key_values inputs' type)
+    context_length: int
+    weight_bytes: int  # every initializer (MatMulNBits' packed weights, scales and zero points)
+    lookup_bytes: int  # tables read a row per token: token embeddings, rotary cos/sin caches
+    embedding_row_bytes: int
+    precision: str  # "fp32", "fp16", "int4 (MatMulNBits, block 32)", ...
+    file_bytes: int  # model files on disk (graph + external data)
+
+    def kv_bytes(self, tokens: int, sequences: int) -> int:
+        """2 (K and V) x layers x kv heads x head dim x tokens x sequences x item bytes."""
+        return (
+            2
+            * self.layers
+            * self.kv_heads
+            * self.head_dim
+            * tokens
+            * sequences
+            * self.kv_item_bytes
+        )
+
+    def bytes_per_step(self, context: float, sequences: int) -> float:
+        """Bytes one decode step reads: every weight once (of the lookup tables only the rows of
+        the tokens fed), plus the KV cache of `context` tokens per sequence."""
+        weights = self.weight_bytes - self.lookup_bytes + self.embedding_row_bytes * sequences
+        kv = 2 * self.layers * self.kv_heads * self.head_dim * context * sequences
+        return weights + kv * self.kv_item_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _genai_config(folder: Path) -> dict[str, Any]:
+    path = folder / "genai_config.json"
+    if not path.is_file():
+        raise UserError(f"{folder.name} has no genai_config.json; it is not a GenAI model folder.")
+    try:
+        return json.loads(path.read_text())["model"]
+    except (ValueError, KeyError) as exc:
+        raise UserError(f"{folder.name}'s genai_config.json cannot be read ({exc}).") from None
+
+
+def footprint(folder: Path) -> Footprint:
+    """Read genai_config.json and the graph (without its external data) of a GenAI folder, or
+    config.json and the IR of an OpenVINO GenAI folder."""
+    import onnx
+
+    folder = Path(folder)
+    if (folder / "openvino_model.xml").is_file() and not (folder / "genai_config.json").is_file():
+        return openvino_footprint(folder)
+    config = _genai_config(folder)
+    decoder = config["decoder"]
+    graph_path = folder / decoder.get("filename", "model.onnx")
+    model = onnx.load(str(graph_path), load_external_data=False)
+    graph = model.graph
+    sizes: dict[str, int] = {}
+    float_bytes: dict[str, int] = {}
+    for tensor in graph.initializer:
+        count = int(np.prod(tensor.dims)) if tensor.dims else 1
+        sizes[tensor.name] = count * ONNX_ITEM_BYTES.get(tensor.data_type, 4)
+        label = ONNX_DTYPE.get(tensor.data_type)
+        if label:
+            float_bytes[label] = float_bytes.get(label, 0) + sizes[tensor.name]
+    lookups: set[str] = set()
+    row = 0
+    nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
+    for node in graph.node:
+        if node.op_type == "Gather" and node.input[0] in sizes and not row:
+            tensor = next(t for t in graph.initializer if t.name == node.input[0])
+            lookups.add(tensor.name)
+            row = sizes[tensor.name] // max(int(tensor.dims[0]), 1)
+        rotary = ROTARY_INPUTS.get(node.op_type, ())
+        lookups.update(n for i, n in enumerate(node.input) if i in rotary and n in sizes)
+    if nbits:
+        attrs = {a.name: a.i for a in nbits[0].attribute}
+        precision = f"int{attrs.get('bits', 4)} (MatMulNBits, block {attrs.get('block_size', '?')})"
+    else:
+        precision = max(float_bytes, key=float_bytes.get) if float_bytes else "unknown"
+    kv_type = next(
+        (
+            i.type.tensor_type.elem_type
+            for i in graph.input
+            if "past_key_values" in i.name or i.name.startswith("past_key")
+        ),
+        1,
+    )
+    on_disk = [graph_path, *(p for p in folder.iterdir() if p.suffix == ".data")]
+    return Footprint(
+        layers=int(decoder["num_hidden_layers"]),
+        kv_heads=int(decoder["num_key_value_heads"]),
+        head_dim=int(decoder["head_size"]),
+        kv_item_bytes=ONNX_ITEM_BYTES.get(kv_type, 4),
+        context_length=int(config.get("context_length", 0)),
+        weight_bytes=sum(sizes.values()),
+        lookup_bytes=sum(sizes[name] for name in lookups),
+        embedding_row_bytes=row,
+        precision=precision,
+        file_bytes=sum(p.stat().st_size for p in on_disk if p.is_file()),
+    )
+
+
+def openvino_footprint(folder: Path) -> Footprint:
+    """An OpenVINO IR folder: shape from the HF config.json, bytes from the IR's constants."""
+    import openvino as ov
+
+    from backend.generate.ovexport import ir_facts
+
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{folder.name} has no readable config.json ({exc}).") from None
+    by_type = ir_facts(ov.Core().read_model(str(folder / "openvino_model.xml")))["bytes_by_type"]
+    hidden, vocab = int(config["hidden_size"]), int(config["vocab_size"])
+    heads = int(config["num_attention_heads"])
+    floats = {k: v for k, v in by_type.items() if k in ("f32", "f16", "bf16")}
+    precision = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(
+        max(floats, key=floats.get) if floats else "", "unknown"
+    )
+    if by_type.get("u4", 0) + by_type.get("i4", 0) > sum(floats.values()) / 8:
+        precision = "int4 (OpenVINO weight compression)"
+    elif by_type.get("u8", 0) + by_type.get("i8", 0) > sum(floats.values()):
+        precision = "int8 (OpenVINO weight compression)"
+    row = hidden * (2 if precision == "fp16" else 4)
+    return Footprint(
+        layers=int(config["num_hidden_layers"]),
+        kv_heads=int(config.get("num_key_value_heads", heads)),
+        head_dim=int(config.get("head_dim") or hidden // heads),
+        kv_item_bytes=4,  # the IR's state type; the CPU plugin may hold it smaller (facts say)
+        context_length=int(config.get("max_position_embeddings", 0)),
+        weight_bytes=int(sum(by_type.values())),
+        lookup_bytes=vocab * row,
+        embedding_row_bytes=row,
+        precision=precision,
+        file_bytes=sum(p.stat().st_size for p in folder.glob("openvino_model.*")),
+    )

@@ -1,0 +1,165 @@
+"""A generation benchmark measured in the limited, sandboxed child, as sweeps measure.
+
+The child opens the (possibly uploaded) model folders and parses the text, so it runs under
+bubblewrap with those paths read-only and returns JSON only; without a working sandbox the run is
+refused with the reason. The device's peak bandwidth is found here, in the parent (the CPU's copy
+bandwidth is cached per host in the data folder, which the child cannot write).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import settings
+from backend.errors import UserError
+from backend.generate.benchmark import GenerationReport, GenerationSpec, measure_generation
+from backend.generate.roofline import device_peak
+from backend.launch import sandbox
+from backend.launch.children import call_in_child
+from backend.launch.limits import ChildLimits
+
+TARGET = "backend.generate.benchmark:measure_generation"
+REFERENCE_TARGET = "backend.generate.benchmark:reference_generation"
+
+
+class GenerationCancelled(Exception):
+    """should_cancel said stop: the child was killed and nothing was measured to the end."""
+
+
+def check_folder(folder: Path, what: str = "model") -> Path:
+    """A GenAI model folder (or, for openvino-genai, an OpenVINO IR folder), or one sentence
+    saying what is wrong."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"The {what} folder {folder} does not exist; give a GenAI model folder.")
+    if what == "OpenVINO" and not (folder / "openvino_model.xml").is_file():
+        raise UserError(
+            f"{folder} has no openvino_model.xml; give an OpenVINO GenAI folder (or export one "
+            "with --openvino-from HF_FOLDER)."
+        )
+    if what != "OpenVINO" and not (folder / "genai_config.json").is_file():
+        raise UserError(
+            f"{folder} has no genai_config.json; give an ONNX Runtime GenAI model folder "
+            "(model.onnx, genai_config.json, tokenizer files)."
+        )
+    return folder.resolve()
+
+
+def check_text_size(path: Path) -> Path:
+    """The size cap applied before any child starts (the child checks it again as it reads)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"The perplexity text {path} does not exist; give a text file.")
+    cap = settings.PERPLEXITY_TEXT_MB.get()
+    size = path.stat().st_size
+    if size > cap * 2**20:
+        raise UserError(
+            f"The perplexity text {path.name} is {size / 2**20:.1f} MB, over the {cap:g} MB cap "
+            "(OPTIBOARD_PERPLEXITY_TEXT_MB); give a shorter text."
+        )
+    return path.resolve()
+
+
+def run_generation(
+    folder: Path,
+    spec: GenerationSpec,
+    text_path: Path | None = None,
+    reference: Path | None = None,
+    *,
+    openvino_folder: Path | None = None,
+    in_process: bool = False,
+    should_cancel: Callable[[], bool] | None = None,
+) -> GenerationReport:
+    """The benchmark of one model folder: every runtime x point, perplexity on the text, greedy
+    agreement with the reference folder's tokens; openvino-genai runs openvino_folder (the same
+    model as OpenVINO IR) when given. in_process=True runs here (tests, bench)."""
+    folder = check_folder(folder)
+    reference = check_folder(reference, "reference") if reference else None
+    openvino = check_folder(openvino_folder, "OpenVINO") if openvino_folder else None
+    text_path = check_text_size(text_path) if text_path else None
+    request = {
+        "folder": str(folder),
+        "spec": spec.to_dict(),
+        "peak": device_peak(spec.device).to_dict(),
+        "text_path": str(text_path) if text_path else None,
+        "reference": str(reference) if reference else None,
+        "folders": {"openvino-genai": str(openvino)} if openvino else {},
+    }
+    if in_process:
+        report = GenerationReport.from_dict(measure_generation(request))
+        report.notes.append("measured in-process (not in the sandboxed child)")
+        return report
+    state = sandbox.available()
+    if not state.ok:
+        raise UserError(
+            f"A generation benchmark runs the model only inside the sandbox, and {state.reason}."
+        )
+    gpu = spec.device != "cpu"
+    binds = sandbox.Binds.of(read_only=[folder, reference, openvino, text_path], gpu=gpu)
+    return in_children(request, spec, binds, should_cancel)
+
+
+def in_children(
+    request: dict[str, Any],
+    spec: GenerationSpec,
+    binds: sandbox.Binds,
+    should_cancel: Callable[[], bool] | None,
+) -> GenerationReport:
+    """The reference's tokens in one sandboxed child, then a child per runtime, so each
+    runtime's peak RSS holds that runtime only (nor the reference's session)."""
+
+    def child(target: str, request: dict[str, Any]) -> tuple[Any, list[str]]:
+        outcome = call_in_child(
+            target,
+            request,
+            timeout_s=settings.CONFIG_TIMEOUT_S.get() * len(spec.points()),
+            what="The generation benchmark",
+            should_cancel=should_cancel,
+            sandboxed=True,
+            binds=binds,
+            limits=ChildLimits.from_settings(gpu=binds.gpu),
+        )
+        if outcome.cancelled:
+            raise GenerationCancelled("The generation benchmark was cancelled.")
+        return outcome.value_or_raise("The generation benchmark"), outcome.notes
+
+    notes: list[str] = []
+    if request.get("reference"):
+        tokens, notes = child(REFERENCE_TARGET, request)
+        request = {**request, "reference": None, "reference_tokens": tokens}
+    parts = []
+    for name in spec.runtimes:
+        value, more = child(TARGET, {**request, "spec": {**request["spec"], "runtimes": [name]}})
+        parts.append(GenerationReport.from_dict(value))
+        notes += [n for n in more if n not in notes]
+    report = parts[0]
+    for part in parts[1:]:
+        report.results.extend(part.results)
+        report.perplexity.update(part.perplexity)
+    report.spec = spec.to_dict()
+    report.notes.extend([*notes, "measured in the sandboxed, limited child (one per runtime)"])
+    return report
+
+
+def openvino_from(hf_folder: Path) -> Path:
+    """The OpenVINO GenAI folder exported from an HF folder (ovexport, in the sandboxed child),
+    cached in the data folder by the folder's path and its weights' size and time."""
+    import hashlib
+
+    from backend.generate.ovexport import MODEL_XML, export_openvino
+
+    hf_folder = Path(hf_folder).resolve()
+    weights = hf_folder / "model.safetensors"
+    if not weights.is_file():
+        raise UserError(f"{hf_folder} has no model.safetensors; give a Hugging Face folder.")
+    stat = weights.stat()
+    key = hashlib.sha256(f"{hf_folder}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
+    target = settings.data_dir() / "cache" / "openvino-genai" / key[:16]
+    if not (target / MODEL_XML).is_file():
+        shutil.rmtree(target, ignore_errors=True)  # a half-written export of a killed run
+        target.parent.mkdir(parents=True, exist_ok=True)
+        export_openvino(hf_folder, target)
+    return target

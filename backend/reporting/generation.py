@@ -1,0 +1,45 @@
+"""A generation benchmark's report as one flat frame: a row per runtime x point, the columns the
+Compare page draws (TTFT and ITL against sequences, tokens/s against memory, perplexity against
+speed) and the CLI prints."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from backend.generate.benchmark import GenerationReport
+
+
+def generation_frame(report: GenerationReport) -> pd.DataFrame:
+    """Every result, measured or not (status and error say why not), with its runtime's
+    perplexity and the bandwidth roofline flattened."""
+    rows = []
+    for r in report.results:
+        roof = r.roofline or {}
+        scored = report.perplexity.get(r.runtime, {})
+        rows.append(
+            {
+                "runtime": r.runtime,
+                "precision": r.precision,
+                "prompt_tokens": r.prompt_tokens,
+                "new_tokens": r.new_tokens,
+                "sequences": r.sequences,
+                "status": r.status,
+                "ttft_p50_ms": r.ttft_p50_ms,
+                "ttft_p99_ms": r.ttft_p99_ms,
+                "itl_p50_ms": r.itl_p50_ms,
+                "itl_p99_ms": r.itl_p99_ms,
+                "e2e_p50_ms": r.e2e_p50_ms,
+                "output_tokens_per_s": r.output_tokens_per_s,
+                "decode_tokens_per_s": r.decode_tokens_per_s,
+                "weights_mb": r.weights_mb,
+                "kv_cache_mb": r.kv_cache_mb,
+                "peak_rss_mb": r.peak_rss_mb,
+                "bandwidth_gb_s": roof.get("achieved_bytes_s", 0.0) / 1e9,
+                "bandwidth_fraction": roof.get("fraction", 0.0),
+                "agreement_tokens": min(r.agreement) if r.agreement else None,
+                "perplexity": scored.get("perplexity"),
+                "stable": r.stable,
+                "error": r.error,
+            }
+        )
+    return pd.DataFrame(rows)

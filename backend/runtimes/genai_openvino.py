@@ -1,0 +1,143 @@
+"""OpenVINO GenAI's LLMPipeline on an OpenVINO IR folder (openvino_model.xml + tokenizer IRs).
+
+An ONNX Runtime GenAI folder is not its format: OpenVINO reads the builder's model.onnx but its
+GroupQueryAttention becomes an internal op that cannot be saved as IR, and LLMPipeline opens IR
+files only, so such a folder is refused with that reason rather than converted silently
+(backend/generate/openvino_export.py makes the IR folder from the Hugging Face folder).
+Perplexity reads logits from the same stateful IR compiled on the same device (LLMPipeline does
+not return a prompt's logits), chunk by chunk through its KV-cache state.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from pathlib import Path
+
+import numpy as np
+
+from backend.errors import UnavailableError
+from backend.runtimes.base import GenAISession, TokenTimes
+
+NEEDED = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
+
+
+class OpenVinoGenAISession(GenAISession):
+    name = "openvino-genai"
+
+    def __init__(self, folder: Path, device: str) -> None:
+        super().__init__(folder, device)
+        missing = [name for name in NEEDED if not (self.folder / name).is_file()]
+        if missing:
+            raise UnavailableError(
+                f"openvino-genai opens OpenVINO IR folders, and {self.folder.name} lacks "
+                f"{', '.join(missing)} (an ONNX Runtime GenAI folder's GroupQueryAttention "
+                "cannot be saved as OpenVINO IR); export the Hugging Face folder to OpenVINO "
+                "(--openvino-from) and give that folder."
+            )
+        import openvino as ov
+        import openvino_genai as ov_genai
+
+        self._ov = ov_genai
+        self._core = ov.Core()
+        self._request: object | None = None
+        self.pipeline = ov_genai.LLMPipeline(str(self.folder), device.upper())
+        plugin = device.upper()
+        self.facts = {
+            "runtime": "openvino-genai",
+            "versions": {
+                "openvino-genai": importlib.metadata.version("openvino-genai"),
+                "openvino": importlib.metadata.version("openvino"),
+            },
+            "providers": [plugin],
+            # the plugin's own defaults, which LLMPipeline keeps: what precision really ran
+            "inference_precision": self._precision(plugin, "INFERENCE_PRECISION_HINT"),
+            "kv_cache_precision": self._precision(plugin, "KV_CACHE_PRECISION"),
+            "timing": "a streamer's token times (1 sequence); LLMPipeline's raw metrics (more)",
+            "ttft_from": "the call: LLMPipeline.generate on token ids, up to its first token",
+        }
+
+    def _precision(self, plugin: str, key: str) -> str:
+        """The plugin's default for a precision property, in our names (bf16, fp32, u8)."""
+        try:
+            value = self._core.get_property(plugin, key)
+        except RuntimeError:  # a plugin without that property
+            return "not reported"
+        name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+        return {"f32": "fp32", "f16": "fp16"}.get(name, name)
+
+    def close(self) -> None:
+        self.pipeline = None
+        self._request = None
+
+    def generate(self, prompts: np.ndarray, new_tokens: int) -> TokenTimes:
+        """Exactly new_tokens: min_new_tokens = max_new_tokens and ignore_eos; per-token times
+        from a streamer (one sequence) or, as LLMPipeline streams one sequence only, from the
+        pipeline's own token times (several), placed on this call's clock by its end."""
+        import openvino as ov
+
+        config = self._ov.GenerationConfig()
+        config.max_new_tokens = new_tokens
+        config.min_new_tokens = new_tokens
+        config.ignore_eos = True
+        config.do_sample = False
+        ids = np.ascontiguousarray(prompts, dtype=np.int64)
+        inputs = self._ov.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
+        stamps: list[int] = []
+        clock = time.perf_counter_ns
+
+        class Stamps(self._ov.StreamerBase):  # type: ignore[name-defined,misc]
+            def write(self, token: object) -> object:
+                count = len(token) if isinstance(token, list) else 1
+                stamps.extend([clock() - start] * count)
+                return self_ov.StreamingStatus.RUNNING
+
+            def end(self) -> None:
+                pass
+
+        self_ov = self._ov
+        start = clock()
+        if ids.shape[0] == 1:
+            result = self.pipeline.generate(inputs, config, Stamps())
+        else:
+            result = self.pipeline.generate(inputs, config)
+            total = clock() - start
+            times = list(result.perf_metrics.raw_metrics.m_new_token_times)  # ms, its clock
+            # anchored at this call's end, as a streamer's stamps are at its start: the first
+            # token's time holds all the call's work before it, as for one sequence
+            stamps = [total - int((times[-1] - t) * 1e6) for t in times]
+        tokens = np.asarray(result.tokens, dtype=np.int64).reshape(ids.shape[0], -1)
+        tokens = tokens[:, -new_tokens:]
+        if tokens.shape[1] != new_tokens or len(stamps) != new_tokens:
+            raise RuntimeError(
+                f"openvino-genai produced {len(stamps)} timed tokens where {new_tokens} were asked"
+            )
+        return TokenTimes(tokens=tokens, token_ns=stamps)
+
+    def logits(self, token_ids: np.ndarray, chunk: int) -> np.ndarray:
+        if self._request is None:
+            compiled = self._core.compile_model(
+                str(self.folder / "openvino_model.xml"), self.device.upper()
+            )
+            self._request = compiled.create_infer_request()
+        request = self._request
+        request.reset_state()  # type: ignore[attr-defined]
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(1, -1)
+        parts = []
+        for start in range(0, ids.shape[1], max(chunk, 1)):
+            piece = ids[:, start : start + chunk]
+            end = start + piece.shape[1]
+            request.infer(  # type: ignore[attr-defined]
+                {
+                    "input_ids": piece,
+                    "attention_mask": np.ones((1, end), dtype=np.int64),
+                    "position_ids": np.arange(start, end, dtype=np.int64)[None, :],
+                    "beam_idx": np.zeros(1, dtype=np.int32),
+                }
+            )
+            parts.append(np.array(request.get_tensor("logits").data, dtype=np.float32)[0])  # type: ignore[attr-defined]
+        return np.concatenate(parts, axis=0)
+
+    def encode(self, text: str) -> list[int]:
+        encoded = self.pipeline.get_tokenizer().encode(text)
+        return [int(t) for t in np.asarray(encoded.input_ids.data).reshape(-1)]

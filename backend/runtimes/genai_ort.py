@@ -1,0 +1,116 @@
+"""ONNX Runtime GenAI on a GenAI model folder (genai_config.json + model.onnx + tokenizer)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import numpy as np
+
+from backend.errors import UnavailableError
+from backend.runtimes.base import GenAISession, TokenTimes, timed_steps
+
+DEVICES = {"cpu": None, "cuda": "cuda"}  # ours -> the provider name genai_config takes
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+class OrtGenAISession(GenAISession):
+    """og.Model on the folder; the provider is set on its config (CPU: none appended)."""
+
+    name = "ort-genai"
+
+    def __init__(self, folder: Path, device: str, cuda_graph: bool = False) -> None:
+        super().__init__(folder, device)
+        import onnxruntime_genai as og
+
+        if not (self.folder / "genai_config.json").is_file():
+            raise UnavailableError(
+                f"{self.folder.name} has no genai_config.json, so ONNX Runtime GenAI cannot open "
+                "it; give an ONNX Runtime GenAI folder or a Hugging Face folder to convert."
+            )
+        if device not in DEVICES:
+            raise UnavailableError(f"ort-genai runs on {', '.join(DEVICES)} here, not {device!r}.")
+        if device == "cuda" and not og.is_cuda_available():
+            raise UnavailableError(
+                "ort-genai cannot use CUDA here: this onnxruntime-genai has no CUDA support "
+                "(install onnxruntime-genai-cuda on a GPU host)."
+            )
+        if cuda_graph and device != "cuda":
+            raise UnavailableError("CUDA graphs need --device cuda; this run is on the CPU.")
+        self._og = og
+        config = og.Config(str(self.folder))
+        config.clear_providers()
+        if DEVICES[device]:
+            config.append_provider(DEVICES[device])
+        if cuda_graph:  # one decode step's kernels replayed as one graph launch
+            config.set_provider_option("cuda", "enable_cuda_graph", "1")
+        self.model = og.Model(config)
+        self.tokenizer = og.Tokenizer(self.model)
+        self.facts = {
+            "runtime": "onnxruntime-genai",
+            "versions": {
+                "onnxruntime-genai": getattr(og, "__version__", _version("onnxruntime-genai")),
+                "onnxruntime": _version("onnxruntime"),
+            },
+            "device_type": self.model.device_type,  # what the model was placed on, as ORT says
+            "providers": [DEVICES[device] or "cpu"],
+            "cuda_graph": cuda_graph,
+            "ttft_from": "the call: generator and KV cache creation, prefill, first token",
+        }
+
+    def close(self) -> None:
+        self.model = None  # type: ignore[assignment]
+        self.tokenizer = None  # type: ignore[assignment]
+
+    def _generator(self, length: int, batch: int, exact: bool) -> object:
+        params = self._og.GeneratorParams(self.model)
+        options: dict[str, object] = {"max_length": length, "batch_size": batch, "do_sample": False}
+        if exact:  # EOS suppressed until max_length: exactly the asked number of tokens
+            options["min_length"] = length
+        params.set_search_options(**options)
+        return self._og.Generator(self.model, params)
+
+    def generate(self, prompts: np.ndarray, new_tokens: int) -> TokenTimes:
+        """The clock starts before the generator is made (its KV cache is allocated there), so
+        time to first token holds allocation, prefill and the first token's selection."""
+        prompts = np.ascontiguousarray(prompts, dtype=np.int32)
+        batch, prompt_len = prompts.shape
+        holder: dict[str, object] = {}
+
+        def first() -> None:
+            generator = self._generator(prompt_len + new_tokens, batch, exact=True)
+            generator.append_tokens(prompts)  # type: ignore[attr-defined]
+            generator.generate_next_token()  # type: ignore[attr-defined]
+            holder["g"] = generator
+
+        def step() -> None:
+            holder["g"].generate_next_token()  # type: ignore[attr-defined]
+
+        stamps = timed_steps(first, step, new_tokens)
+        generator = holder["g"]
+        tokens = np.stack(
+            [np.asarray(generator.get_sequence(i))[prompt_len:] for i in range(batch)]  # type: ignore[attr-defined]
+        )
+        if tokens.shape[1] != new_tokens or not generator.is_done():  # type: ignore[attr-defined]
+            raise RuntimeError(
+                f"ort-genai produced {tokens.shape[1]} tokens where {new_tokens} were asked"
+            )
+        return TokenTimes(tokens=tokens, token_ns=stamps)
+
+    def logits(self, token_ids: np.ndarray, chunk: int) -> np.ndarray:
+        ids = np.asarray(token_ids, dtype=np.int32).reshape(1, -1)
+        generator = self._generator(ids.shape[1], 1, exact=False)
+        parts = []
+        for start in range(0, ids.shape[1], max(chunk, 1)):
+            generator.append_tokens(ids[:, start : start + chunk])  # type: ignore[attr-defined]
+            parts.append(np.asarray(generator.get_output("logits"), dtype=np.float32)[0])  # type: ignore[attr-defined]
+        return np.concatenate(parts, axis=0)
+
+    def encode(self, text: str) -> list[int]:
+        return [int(t) for t in self.tokenizer.encode(text)]

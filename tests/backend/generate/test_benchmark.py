@@ -1,0 +1,182 @@
+"""The generation benchmark and its accuracy columns on the tiny Llama trained in the fixture
+(tests/llm_models.py), converted by the product's model-builder path
+(llm_models.built_genai_folder) to FP32 and INT4."""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend import cli
+from backend.errors import UserError
+from backend.generate.benchmark import GenerationSpec
+from backend.generate.footprint import footprint
+from backend.generate.measuring import run_generation
+from backend.generate.perplexity import perplexity, read_text
+from backend.reporting.generation import generation_frame
+from backend.runtimes import open_genai
+from tests import llm_models
+
+pytest.importorskip("onnxruntime_genai")
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def fp32(tiny_llama) -> Path:
+    return llm_models.built_genai_folder(tiny_llama.spec, "fp32")
+
+
+@pytest.fixture(scope="module")
+def int4(tiny_llama) -> Path:
+    return llm_models.built_genai_folder(tiny_llama.spec, "int4")
+
+
+QUICK = {"preset": "quick", "perplexity_window": 128, "perplexity_chunk": 16}
+
+
+def test_generation_makes_exact_token_counts_with_sensible_latencies(fp32, tiny_llama) -> None:
+    spec = GenerationSpec(prompt_lengths=(96,), new_tokens=(12,), sequences=(1, 3), **QUICK)
+    report = run_generation(fp32, spec, reference=fp32, in_process=True)
+    shape = footprint(fp32)
+    assert [r.status for r in report.results] == ["ok", "ok"]
+    for r in report.results:
+        assert np.asarray(r.tokens).shape == (r.sequences, 12)  # exactly the tokens asked
+        assert 0 < r.ttft_p50_ms <= r.ttft_p99_ms
+        assert 0 < r.itl_p50_ms <= r.itl_p99_ms
+        assert r.ttft_p50_ms > r.itl_p50_ms  # a 96-token prefill, against one decode step
+        assert r.e2e_p50_ms >= r.ttft_p50_ms
+        assert r.output_tokens_per_s > 0 and r.decode_tokens_per_s > 0
+        # KV cache from the config: 2 x layers x kv heads x head dim x tokens x sequences x 4
+        kv = 2 * 2 * tiny_llama.spec.kv_heads * (128 // 4) * (96 + 12) * r.sequences * 4
+        assert r.kv_cache_mb == pytest.approx(kv / 2**20)
+        assert r.weights_mb == pytest.approx(shape.weight_bytes / 2**20)
+        assert r.peak_rss_mb > r.weights_mb
+        assert r.agreement == [12] * r.sequences  # FP32 against itself: no divergence
+        assert r.roofline["achieved_bytes_s"] > 0 and r.roofline["peak"]["bytes_per_s"] > 0
+        assert r.precision == "fp32" and r.facts["providers"] == ["cpu"]
+        assert r.runs >= 2 and r.stop_reason
+    frame = generation_frame(report)  # what the Compare page draws
+    assert list(frame["sequences"]) == [1, 3] and list(frame["agreement_tokens"]) == [12, 12]
+    assert (frame["bandwidth_gb_s"] > 0).all() and frame["perplexity"].isna().all()
+
+
+def test_kv_cache_perplexity_equals_the_full_forward_pass(fp32, tiny_llama) -> None:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    with open_genai("ort-genai", fp32) as session:
+        ids = session.encode(tiny_llama.eval_text)
+        through_cache = perplexity(session, ids, window=128, chunk=16, max_tokens=512)
+        one_pass = perplexity(session, ids, window=128, chunk=128, max_tokens=512)
+    model = LlamaForCausalLM.from_pretrained(tiny_llama.folder).eval()
+    losses = []
+    with torch.no_grad():
+        for start in range(0, 512, 128):
+            window = torch.tensor([ids[start : start + 128]])
+            losses.append(float(model(input_ids=window, labels=window).loss))
+    torch_ppl = math.exp(sum(losses) / len(losses))  # equal windows: the mean of means
+    assert through_cache.tokens == 512
+    assert through_cache.perplexity == pytest.approx(one_pass.perplexity, rel=1e-3)
+    assert through_cache.perplexity == pytest.approx(torch_ppl, rel=1e-3)
+    assert through_cache.perplexity < 512 / 5  # the trained model knows its text
+
+
+@pytest.fixture(scope="module")
+def int4_rtn(fp32, tmp_path_factory) -> Path:
+    """ONNX Runtime's MatMulNBits quantizer, RTN, 4 bits, block 32, symmetric (genmodels')."""
+    from backend.generate.weightonly import WeightOnlyConfig, quantize_folder
+
+    out = tmp_path_factory.mktemp("rtn") / "int4-rtn"
+    return quantize_folder(fp32, out, WeightOnlyConfig(algorithm="rtn", bits=4)).folder
+
+
+@pytest.mark.parametrize("variant", ["int4", "int4_rtn"])
+def test_int4_perplexity_is_within_ten_percent_of_fp32(fp32, variant, tiny_llama, request):
+    text = Path(tempfile.mkdtemp()) / "held_out.txt"
+    text.write_text(tiny_llama.eval_text)
+    spec = GenerationSpec(prompt_lengths=(32,), new_tokens=(8,), **QUICK)
+    full = run_generation(fp32, spec, text, in_process=True)
+    folder = request.getfixturevalue(variant)
+    quantized = run_generation(folder, spec, text, reference=fp32, in_process=True)
+    fp32_ppl = full.perplexity["ort-genai"]["perplexity"]
+    int4_ppl = quantized.perplexity["ort-genai"]["perplexity"]
+    loss = int4_ppl / fp32_ppl - 1
+    agreement = quantized.results[0].agreement
+    print(f"{variant}: perplexity FP32 {fp32_ppl:.3f}, INT4 {int4_ppl:.3f}: loss {loss:+.2%}; ")
+    print(f"greedy agreement with FP32: {agreement} of 8 tokens")
+    assert quantized.results[0].precision.startswith("int4 (MatMulNBits")
+    assert quantized.results[0].weights_mb < full.results[0].weights_mb
+    assert int4_ppl != fp32_ppl  # the weights really changed
+    assert abs(loss) <= 0.10
+    assert len(agreement) == 1
+
+
+def test_the_cli_measures_in_the_sandboxed_child_and_prints_json(fp32, tmp_path, capsys) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog. " * 40)
+    argv = ["generate", str(fp32), "--prompt-lengths", "16", "--new-tokens", "4"]
+    argv += ["--runtimes", "ort-genai,openvino-genai", "--perplexity-text", str(text)]
+    argv += ["--perplexity-window", "64", "--preset", "quick", "--json"]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    by_runtime = {r["runtime"]: r for r in report["results"]}
+    assert by_runtime["ort-genai"]["status"] == "ok"
+    assert len(by_runtime["ort-genai"]["tokens"][0]) == 4
+    # an ONNX GenAI folder is not OpenVINO GenAI's format: said, not run
+    assert by_runtime["openvino-genai"]["status"] == "unavailable"
+    assert "openvino_model.xml" in by_runtime["openvino-genai"]["error"]
+    assert report["perplexity"]["ort-genai"]["perplexity"] > 1
+    assert "measured in the sandboxed, limited child (one per runtime)" in report["notes"]
+
+
+def test_a_library_model_is_benchmarked_by_its_id(data_dir, tmp_path, capsys) -> None:
+    upload = llm_models.genai_zip(tmp_path, precision="int4")
+    assert cli.main(["add", str(upload)]) == 0
+    model_id = capsys.readouterr().out.split()[2].rstrip(":")  # "added model N: ..."
+    argv = ["generate", model_id, "--prompt-lengths", "8", "--new-tokens", "3", "--json"]
+    assert cli.main([*argv, "--preset", "quick"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["results"][0]["status"] == "ok"
+    assert report["results"][0]["precision"].startswith("int4 (MatMulNBits")
+    assert f"model-{model_id}-" in report["folder"]
+
+
+def test_a_text_over_the_cap_is_refused_with_one_sentence(fp32, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPTIBOARD_PERPLEXITY_TEXT_MB", "1")
+    text = tmp_path / "big.txt"
+    text.write_text("word " * 300_000)  # 1.4 MB
+    assert cli.main(["generate", str(fp32), "--perplexity-text", str(text)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: The perplexity text big.txt is 1.4 MB, over the 1 MB cap")
+    assert error.count("\n") == 0
+    with pytest.raises(UserError, match="over the 1 MB cap"):
+        read_text(text)
+
+
+def test_a_generation_past_the_context_is_refused_with_one_sentence(fp32, capsys) -> None:
+    argv = ["generate", str(fp32), "--prompt-lengths", "250", "--new-tokens", "10", "--in-process"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: A prompt plus its new tokens reaches 260 tokens, beyond the model's context of "
+        "256; give shorter --prompt-lengths or --new-tokens."
+    )
+
+
+def test_cuda_without_onnxruntime_genai_cuda_says_why(fp32) -> None:
+    import onnxruntime_genai as og
+
+    if og.is_cuda_available():
+        pytest.skip("this host's onnxruntime-genai has CUDA: the CUDA path runs instead")
+    spec = GenerationSpec(device="cuda", prompt_lengths=(8,), new_tokens=(2,), preset="quick")
+    report = run_generation(fp32, spec, in_process=True)
+    assert [r.status for r in report.results] == ["unavailable"]
+    assert report.results[0].error == (
+        "ort-genai cannot use CUDA here: this onnxruntime-genai has no CUDA support "
+        "(install onnxruntime-genai-cuda on a GPU host)."
+    )
+    assert report.peak_bandwidth["source"]  # NVML's reading, the datasheet's, or why neither

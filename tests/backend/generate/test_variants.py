@@ -1,0 +1,57 @@
+"""Variants of a library model: an INT4 copy stored as its own model that says where it came from,
+and the OpenVINO folder of an uploaded HF model; deleting a model removes its linked folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.errors import UserError
+from backend.generate import library as generative
+from backend.generate import variants
+from backend.generate.ovexport import NncfConfig
+from backend.generate.weightonly import WeightOnlyConfig
+from backend.models import library
+from backend.models.ingest import ingest_file
+from tests import llm_models
+from tests.backend.generate.test_ingest import greedy
+from tests.backend.generate.test_openvino import ov_greedy
+
+
+def test_int4_copy_is_a_library_model_that_says_what_it_is(data_dir: Path, tmp_path) -> None:
+    upload = llm_models.genai_zip(tmp_path)
+    fp32 = ingest_file(upload, upload.name)
+    int4 = variants.quantize_model(fp32.id, WeightOnlyConfig("rtn", 4, 32))
+
+    assert int4.name.endswith("(int4 rtn b32 sym)") and generative.is_generative(int4)
+    config_artifact = next(a for a in library.list_artifacts(int4.id) if "genai_config" in a.meta)
+    assert config_artifact.meta["variant_of"] == fp32.id
+    assert config_artifact.meta["facts"]["block_sizes"] == [32]
+    assert "11 MatMulNBits (4-bit, block 32)" in config_artifact.meta["statement"]
+    assert int4.op_histogram["com.microsoft::MatMulNBits"] == 11
+    assert int4.size_bytes < fp32.size_bytes / 2
+    folder = generative.genai_folder(int4.id)
+    assert greedy(folder, "The assert statement", 8).strip()
+
+    library.delete_model(int4.id)
+    assert not folder.exists()
+    assert generative.genai_folder(fp32.id).is_dir()  # the source is untouched
+
+
+def test_openvino_folder_of_an_hf_upload(data_dir: Path, tmp_path) -> None:
+    upload = llm_models.hf_zip(tmp_path)
+    model = ingest_file(upload, upload.name)
+    fp32 = variants.openvino_folder(model.id)
+    assert fp32.facts.bytes_by_type["f32"] > 1 << 20
+    int4 = variants.openvino_folder(model.id, NncfConfig("INT4_ASYM", 64, 1.0))
+    assert "u4" in int4.facts.bytes_by_type
+    assert ov_greedy(int4.folder).strip()
+    assert variants.openvino_folder(model.id).folder == fp32.folder  # exported once
+
+
+def test_a_genai_upload_has_no_hf_weights_to_export(data_dir: Path, tmp_path) -> None:
+    upload = llm_models.genai_zip(tmp_path)
+    model = ingest_file(upload, upload.name)
+    with pytest.raises(UserError, match="no Hugging Face weights to rebuild or export from"):
+        variants.openvino_folder(model.id)
