@@ -137,8 +137,49 @@ def model_folder(model: str) -> Path:
     return Path(model)
 
 
+def cmd_submit_generation(args: argparse.Namespace) -> int:
+    """--submit: queue the benchmark as a job of a library model (the worker runs it)."""
+    from backend.generate.jobspec import GenerationJobSpec, submit_generation
+
+    if not args.model.isdigit():
+        raise UserError(
+            f"--submit queues a library model by its id (`optiboard models`), not {args.model!r}; "
+            "upload the folder as a .zip first, or drop --submit to measure it here."
+        )
+    spec = GenerationJobSpec(
+        variants=tuple(v.strip() for v in args.variants.split(",") if v.strip()),
+        runtimes=tuple(r.strip() for r in args.runtimes.split(",") if r.strip()),
+        device=args.device,
+        prompt_lengths=_ints(args.prompt_lengths, "--prompt-lengths"),
+        new_tokens=_ints(args.new_tokens, "--new-tokens"),
+        sequences=_ints(args.sequences, "--sequences"),
+        preset=args.preset,
+        seed=args.seed,
+        perplexity_window=args.perplexity_window,
+        perplexity_tokens=args.perplexity_tokens,
+    )
+    text = Path(args.perplexity_text) if args.perplexity_text else None
+    if text is not None and not text.is_file():
+        raise UserError(f"The perplexity text {text} does not exist; give a text file.")
+    job = submit_generation(
+        int(args.model),
+        spec,
+        text.read_bytes() if text else None,
+        text.name if text else None,
+        label=args.label,
+    )
+    print(
+        f"queued job {job.id} with {job.progress_total} generation points; follow it with "
+        f"`optiboard show {job.id} --log` or on the Compare page (?view=generation&jobs={job.id})"
+    )
+    return 0
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from backend.generate.measuring import openvino_from, run_generation
+
+    if args.submit:
+        return cmd_submit_generation(args)
 
     openvino = Path(args.openvino_folder) if args.openvino_folder else None
     if args.openvino_from and not openvino:
@@ -204,4 +245,11 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
         "--in-process", action="store_true", help="measure here, not in the sandboxed child"
     )
     p.add_argument("--json", action="store_true", help="the whole report as JSON")
+    p.add_argument(
+        "--submit",
+        action="store_true",
+        help="queue it as a job of the library model (the worker runs it; Compare plots it live)",
+    )
+    p.add_argument("--variants", default="fp32,int4", help="with --submit: fp32,int4,int8")
+    p.add_argument("--label", help="with --submit: the job's label")
     p.set_defaults(func=cmd_generate)
