@@ -172,7 +172,8 @@ def tokens_vs_memory(frame: pd.DataFrame) -> go.Figure:
 
 
 def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
-    """Perplexity against output tokens/s; the Pareto front is joined and starred."""
+    """Perplexity against output tokens/s; the Pareto front of the points with FP32-like outputs
+    is joined and starred."""
     data = _measured(frame)
     data = data[data["perplexity"].notna() & data["output_tokens_per_s"].notna()]
     fig = go.Figure()
@@ -190,9 +191,10 @@ def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
                 f"{PPL.hover('y')}<extra></extra>",
             )
         )
-    if not data.empty:
-        mask = pareto_front(TOKENS, data["output_tokens_per_s"], PPL, data["perplexity"])
-        front = data[mask].sort_values("output_tokens_per_s")
+    ok = data[data["status"] == "ok"]  # wrong outputs are drawn, never a best trade-off
+    if not ok.empty:
+        mask = pareto_front(TOKENS, ok["output_tokens_per_s"], PPL, ok["perplexity"])
+        front = ok[mask].sort_values("output_tokens_per_s")
         fig.add_trace(
             go.Scatter(
                 x=front["output_tokens_per_s"],
