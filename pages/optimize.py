@@ -45,7 +45,13 @@ from pages.components.url_state import (
     url_list,
     url_value,
 )
-from pages.components.widgets import model_picker, no_models_yet, page_header, show_error
+from pages.components.widgets import (
+    fill_copy_link,
+    model_picker,
+    no_models_yet,
+    page_header,
+    show_error,
+)
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
@@ -72,6 +78,7 @@ model = model_picker(models)
 assert model is not None
 if is_generative(model):  # a decoder LM: the generation benchmark instead of a sweep
     generation_form(model)
+    fill_copy_link()  # now: st.stop() drops every later write, app.py's filling of the link too
     st.stop()
 
 

@@ -163,6 +163,10 @@ def test_newcomer_uploads_an_hf_zip_and_compares_fp32_with_int4_live(
         )
         assert _blob(data, text).is_file() and not _blob(data, big).exists()
         page.screenshot(path=str(ARTIFACTS / "e2e-generation-2-optimize.png"), full_page=True)
+        page.get_by_role("button", name=re.compile("Copy link")).click()
+        optimize_link = page.locator("[data-testid=stPopoverBody] code").first.inner_text()
+        assert "g_seqs=1%2C2" in optimize_link or "g_seqs=1,2" in optimize_link
+        page.keyboard.press("Escape")
 
         # 4. Compare draws the points as they land (the page is opened while the job runs).
         page.get_by_role("link", name="Compare its results as they arrive").click()
