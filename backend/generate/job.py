@@ -104,7 +104,7 @@ class GenerationRun:
                     return
                 except UserError as exc:  # one sentence for every point it stopped
                     self.context.log(f"{VARIANT_LABELS[variant]} on {runtime}: {exc}", "error")
-                    for key in keys:
+                    for key in (k for k in keys if k not in self.done):
                         self.store(
                             key,
                             {

@@ -185,3 +185,34 @@ def test_the_verdict_reads_perplexity_and_first_token_agreement() -> None:
     diverged = {"status": "ok", "agreement": [0, 0]}
     assert judge(diverged, None, 0.10) == "wrong outputs"
     assert judge({"status": "failed"}, 10.0, 0.1) == "failed"
+
+
+def test_openvino_genai_runs_beside_ort_genai_on_its_own_export(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """openvino-genai measures the HF upload's OpenVINO export (NNCF INT4 for the INT4
+    variant), its greedy tokens compared with ONNX Runtime GenAI's FP32 on the same prompts."""
+    upload = llm_models.hf_zip(tmp_path)
+    model = ingest_file(upload, upload.name)
+    spec = jobspec.GenerationJobSpec(
+        runtimes=("ort-genai", "openvino-genai"),
+        prompt_lengths=(16,),
+        new_tokens=(8,),
+        perplexity_tokens=256,
+    )
+    text = llm_models.trained_llama().eval_text.encode()
+    job = jobspec.submit_generation(model.id, spec, text, "held-out.txt")
+    run_worker()
+
+    assert job_store.get_job(job.id).state == JobState.SUCCEEDED
+    by_key = {
+        p.point_key: p.payload
+        for p in point_store.list_points([job.id], kind=point_store.GENERATION)
+    }
+    fp32, int4 = by_key["fp32|openvino-genai|16,8,1"], by_key["int4|openvino-genai|16,8,1"]
+    assert fp32["status"] == int4["status"] == "ok"
+    assert "INT4_SYM" in int4["statement"] or "int4" in int4["statement"].lower()
+    assert int4["weights_mb"] < fp32["weights_mb"] / 2
+    assert len(fp32["agreement"]) == 1  # against ONNX Runtime GenAI's FP32 tokens
+    ort = by_key["fp32|ort-genai|16,8,1"]["perplexity"]["perplexity"]
+    assert abs(fp32["perplexity"]["perplexity"] / ort - 1) < 0.01  # the same model, two runtimes
