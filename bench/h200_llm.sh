@@ -35,6 +35,7 @@ run)
                 --json "$out/probe-$precision.json"
         fi
     done
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"; ldconfig -p | grep -c cublasLt || true
     export OPTIBOARD_BWRAP=/tmp/gsc-bin/bwrap OPTIBOARD_DATA_DIR=/tmp/llm-data
     fp16=/tmp/llm/llama-3.2-1b-shape-fp16-cuda
     for precision in fp16 int4; do
@@ -43,7 +44,8 @@ run)
             echo "== optiboard generate $precision $graph"
             python3 -m backend.cli generate "/tmp/llm/llama-3.2-1b-shape-$precision-cuda" \
                 --device cuda $graph --prompt-lengths 1024 --new-tokens 128 --sequences 1,32 \
-                --reference "$fp16" --json > "$out/$name.json" 2> "$out/$name.err" || tail -5 "$out/$name.err"
+                --reference "$fp16" --json > "$out/$name.json" 2> "$out/$name.err" \
+                || tail -n 4 "$out/$name.err"
             python3 bench/llm_report.py "$out/$name.json" || true
         done
     done

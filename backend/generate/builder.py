@@ -21,7 +21,13 @@ import settings
 from backend.errors import UserError
 from backend.generate.hfcheck import check_hf_folder, require_builder
 from backend.launch import sandbox
-from backend.launch.children import ProcessOutcome, child_folder, run_process
+from backend.launch.children import (
+    ProcessOutcome,
+    child_folder,
+    last_line,
+    read_result,
+    run_process,
+)
 from backend.launch.limits import ChildLimits, sentence
 
 # precision -> the execution provider the builder targets by default (fp16 exists for GPUs only)
@@ -142,7 +148,7 @@ def build_genai_folder(
             done = run_process(
                 entry, folder, timeout_s=timeout, sandboxed=True, merge_output=True, binds=binds
             )
-            result = _read_result(result_file)
+            result = _dict_result(result_file)
         _raise_on_failure(done, result, timeout, checked.architecture, output)
     except BaseException:
         shutil.rmtree(output, ignore_errors=True)
@@ -171,7 +177,7 @@ def _raise_on_failure(
             log,
         )
     if error is not None or done.returncode != 0:
-        detail = result.get("detail") or _last_line(log) or f"exit code {done.returncode}"
+        detail = result.get("detail") or last_line(log) or f"exit code {done.returncode}"
         raise BuildFailed(
             f"The model builder could not convert the model ({detail[:300]}); check that the "
             "folder loads with transformers' from_pretrained, and see the conversion log.",
@@ -183,21 +189,6 @@ def _raise_on_failure(
             "the conversion log.",
             log,
         )
-
-
-def _read_result(path: Path) -> dict[str, Any]:
-    if not path.is_file() or path.stat().st_size > 1 << 20:
-        return {}
-    try:
-        loaded = json.loads(path.read_text())
-    except ValueError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
-def _last_line(log: str) -> str:
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 # ---- child process ----------------------------------------------------------------------------
@@ -244,3 +235,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _dict_result(path: Path) -> dict[str, Any]:
+    """The child's JSON result as a dict, {} when it left none (or nothing sensible)."""
+    loaded = read_result(path)
+    return loaded if isinstance(loaded, dict) else {}

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from backend.commas import comma_numbers
 from backend.errors import UserError
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
 from backend.reporting.text import table
@@ -34,12 +35,7 @@ HEADERS = [
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise UserError(
-            f"{flag} takes integers separated by commas, e.g. 1,4, not {text!r}."
-        ) from None
+    values = tuple(comma_numbers(text, int, flag))
     if not values:
         raise UserError(f"{flag} needs at least one value, e.g. {flag} 1,4.")
     return values

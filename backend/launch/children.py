@@ -198,13 +198,16 @@ def _describe_exit(code: int | None) -> str:
     return f"the child process exited with code {code} without a result"
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The last non-empty line of a child's log (the sentence that says what went wrong)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # ORT colours its log lines
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
 
 
-def _read_result(path: Path, as_pickle: bool) -> dict[str, Any] | None:
+def read_result(path: Path, as_pickle: bool = False) -> dict[str, Any] | None:
+    """The result a child left (JSON, or pickle from the project's own children), or None when it
+    left none, too large a one or nothing readable."""
     if not path.is_file() or path.stat().st_size > RESULT_CAP:
         return None
     data = path.read_bytes()
@@ -239,7 +242,7 @@ def _outcome(
         text = result["text"]  # type: ignore[index]
         return ChildOutcome(False, kind, text, done.returncode, notes=done.notes)
     error = _describe_exit(done.returncode)
-    last = _last_line(done.stderr)
+    last = last_line(done.stderr)
     error = f"{error}: {last}" if last else error
     return ChildOutcome(False, error=error, exitcode=done.returncode, notes=done.notes)
 
@@ -269,7 +272,7 @@ def run_in_child(
             tick_s=tick_s,
             limits=limits,
         )
-        return _outcome(done, _read_result(result, as_pickle=True), what, timeout_s)
+        return _outcome(done, read_result(result, as_pickle=True), what, timeout_s)
 
 
 def call_in_child(
@@ -298,7 +301,7 @@ def call_in_child(
             binds=binds,
             limits=limits,
         )
-        outcome = _outcome(done, _read_result(result, as_pickle=False), what, timeout_s)
+        outcome = _outcome(done, read_result(result, as_pickle=False), what, timeout_s)
         if outcome.ok:
             for name, destination in (outputs or {}).items():
                 produced = folder.scratch / name
@@ -348,7 +351,7 @@ def run_module(module: str, *args: str, timeout_s: float, what: str) -> str:
     if done.returncode != 0:
         code = done.returncode or 0
         how = f"signal {-code}" if code < 0 else f"exit {code}"
-        raise RuntimeError(f"{what} crashed ({how}) {_last_line(done.stderr)}".strip())
+        raise RuntimeError(f"{what} crashed ({how}) {last_line(done.stderr)}".strip())
     return done.stdout
 
 

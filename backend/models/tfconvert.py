@@ -21,7 +21,13 @@ from typing import Any
 import settings
 from backend.errors import UserError
 from backend.launch import sandbox
-from backend.launch.children import RESULT_CAP, ProcessOutcome, child_folder, run_process
+from backend.launch.children import (
+    ProcessOutcome,
+    child_folder,
+    last_line,
+    read_result,
+    run_process,
+)
 from backend.launch.limits import ChildLimits, sentence
 
 DEFAULT_OPSET = 17
@@ -78,14 +84,14 @@ def convert_savedmodel(
         )
         log = done.stdout
         _raise_if_stopped(done, timeout)
-        result = _read_result(result_file)
+        result = _dict_result(result_file)
         if result.get("error") is None and done.returncode == 0 and produced.is_file():
             shutil.move(produced, output_path)
     error = result.get("error")
     if error is not None:
         raise ConversionFailed(_error_message(error, result), log)
     if done.returncode != 0 or not output_path.is_file():
-        last = _last_line(log)
+        last = last_line(log)
         raise ConversionFailed(
             f"The TensorFlow conversion crashed (exit code {done.returncode}, last message: "
             f"{last!r}); check that the SavedModel loads in TensorFlow {_tf_hint(result)}.",
@@ -123,22 +129,6 @@ def _raise_if_stopped(done: ProcessOutcome, timeout: float) -> None:
         what = "The TensorFlow conversion"
         limits = ChildLimits.from_settings()
         raise ConversionFailed(sentence(done.limit, what, limits), done.stdout)
-
-
-def _read_result(result_file: Path) -> dict[str, Any]:
-    """The child's JSON result, or {} when it left none (or nothing sensible)."""
-    if not result_file.is_file() or result_file.stat().st_size > RESULT_CAP:
-        return {}
-    try:
-        loaded = json.loads(result_file.read_text())
-    except ValueError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
-def _last_line(log: str) -> str:
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 def _tf_hint(result: dict[str, Any]) -> str:
@@ -269,3 +259,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _dict_result(path: Path) -> dict[str, Any]:
+    """The child's JSON result as a dict, {} when it left none (or nothing sensible)."""
+    loaded = read_result(path)
+    return loaded if isinstance(loaded, dict) else {}

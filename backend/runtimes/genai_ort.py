@@ -11,6 +11,9 @@ from backend.errors import UnavailableError
 from backend.runtimes.base import GenAISession, TokenTimes, timed_steps
 
 DEVICES = {"cpu": None, "cuda": "cuda"}  # ours -> the provider name genai_config takes
+# ORT's sdpa_kernel bitmask: flash (1) + memory-efficient (2) + math (16), not cuDNN's flash
+# attention (8), whose graph fails to build for GQA prefill on an H200 (cuDNN 9.14 and 9.19)
+CUDA_ATTENTION_KERNELS = 1 | 2 | 16
 
 
 def _version(package: str) -> str:
@@ -18,6 +21,19 @@ def _version(package: str) -> str:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+def _preload_cuda_libraries() -> None:
+    """Load CUDA's libraries from the nvidia-* wheels before GenAI's CUDA library needs them: a
+    sandboxed child has no LD_LIBRARY_PATH of the host's shell, and onnxruntime-genai-cuda
+    (unlike onnxruntime-gpu's Python module) does not look in those wheels itself."""
+    try:
+        import onnxruntime
+    except ImportError:  # GenAI then says which library it could not load
+        return
+    preload = getattr(onnxruntime, "preload_dlls", None)
+    if preload is not None:
+        preload(cuda=True, cudnn=False, msvc=False)  # attention runs without cuDNN (above)
 
 
 class OrtGenAISession(GenAISession):
@@ -43,11 +59,15 @@ class OrtGenAISession(GenAISession):
             )
         if cuda_graph and device != "cuda":
             raise UnavailableError("CUDA graphs need --device cuda; this run is on the CPU.")
+        if device == "cuda":
+            _preload_cuda_libraries()
         self._og = og
         config = og.Config(str(self.folder))
         config.clear_providers()
         if DEVICES[device]:
             config.append_provider(DEVICES[device])
+        if device == "cuda":
+            config.set_provider_option("cuda", "sdpa_kernel", str(CUDA_ATTENTION_KERNELS))
         if cuda_graph:  # one decode step's kernels replayed as one graph launch
             config.set_provider_option("cuda", "enable_cuda_graph", "1")
         self.model = og.Model(config)
@@ -61,6 +81,7 @@ class OrtGenAISession(GenAISession):
             "device_type": self.model.device_type,  # what the model was placed on, as ORT says
             "providers": [DEVICES[device] or "cpu"],
             "cuda_graph": cuda_graph,
+            "attention_kernels": "flash, memory-efficient, math" if device == "cuda" else "cpu",
             "ttft_from": "the call: generator and KV cache creation, prefill, first token",
         }
 
