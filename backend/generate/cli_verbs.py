@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from backend.commas import comma_numbers
+from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
 from backend.reporting.text import table
@@ -143,8 +143,8 @@ def cmd_submit_generation(args: argparse.Namespace) -> int:
             "upload the folder as a .zip first, or drop --submit to measure it here."
         )
     spec = GenerationJobSpec(
-        variants=tuple(v.strip() for v in args.variants.split(",") if v.strip()),
-        runtimes=tuple(r.strip() for r in args.runtimes.split(",") if r.strip()),
+        variants=tuple(comma_list(args.variants)),
+        runtimes=tuple(comma_list(args.runtimes)),
         device=args.device,
         prompt_lengths=_ints(args.prompt_lengths, "--prompt-lengths"),
         new_tokens=_ints(args.new_tokens, "--new-tokens"),
