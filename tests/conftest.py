@@ -27,6 +27,7 @@ def _controller(config: pytest.Config) -> bool:
     return WORKER is None and getattr(config.option, "numprocesses", None) not in (None, 0)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Note what runs before the tests. Each xdist worker checks its own processes under its own
     tag (another worker's servers are not its leftovers); the controller checks /dev/shm once
@@ -35,6 +36,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if WORKER is not None:
         os.environ[leaks.TAG] = f"{WORKER}-{os.getpid()}"
     _BASELINE = leaks.start()
+    if _controller(session.config):
+        _prepare_viewer()
+
+
+def _prepare_viewer() -> None:
+    """Copy Netron's viewer to static/netron before the workers start: app.py copies it on its
+    first run when it is missing (a fresh clone), and two workers' first page tests would both
+    copy into the same staging folder."""
+    from backend import viewer
+
+    viewer.prepare_viewer()
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
