@@ -89,6 +89,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     lines = ["the tests left these behind (now ended):", *left]
     if reporter is not None:
         reporter.ensure_newline()
+        if _controller(session.config):  # xdist's progress line does not end itself
+            reporter.write("\n")
     for line in lines:
         if reporter is not None:
             reporter.write_line(line, red=True)

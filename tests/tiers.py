@@ -160,10 +160,6 @@ SERIAL_TESTS = {
     "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
 }
 
-POSTGRES_FIXTURES = {"postgres_server"}
-POSTGRES_GROUP = "postgresql"
-
-
 def _reason(nodeid: str, fixtures: list[str]) -> str | None:
     module, _, name = nodeid.partition("::")
     if "[postgresql" in name:  # the same test parametrized over SQLite and a real PostgreSQL
@@ -186,8 +182,8 @@ def _serial_reason(nodeid: str, fixtures: list[str]) -> str | None:
 
 
 def mark(items: list[pytest.Item], whole_suite: bool) -> None:
-    """Mark every slow and every serial item, and put the PostgreSQL ones in one xdist group;
-    on a whole-suite run, fail if a listed name matched nothing."""
+    """Mark every slow and every serial item; on a whole-suite run, fail if a listed name
+    matched nothing."""
     used: set[str] = set()
     for item in items:
         fixtures = list(getattr(item, "fixturenames", []))
@@ -201,8 +197,6 @@ def mark(items: list[pytest.Item], whole_suite: bool) -> None:
         if serial:
             item.add_marker(pytest.mark.serial(reason=serial))
             used.update(names)
-        if "[postgresql" in name or POSTGRES_FIXTURES & set(fixtures):
-            item.add_marker(pytest.mark.xdist_group(POSTGRES_GROUP))
     if whole_suite:
         listed = {*SLOW_MODULES, *SLOW_TESTS, *SERIAL_MODULES, *SERIAL_TESTS}
         stale = sorted(listed - used)
