@@ -90,10 +90,12 @@ class Store:
 _store: Store | None = None
 
 
-def use(store: Store | None) -> None:
-    """Seed through this store from now on (None: run every step for real)."""
+def use(store: Store | None) -> Store | None:
+    """Seed through this store from now on (None: run every step for real); returns the one that
+    was in use."""
     global _store
-    _store = store
+    previous, _store = _store, store
+    return previous
 
 
 def step(

@@ -17,9 +17,9 @@ from tests.pages import seed, stored
 def store(tmp_path: Path) -> Iterator[stored.Store]:
     """A store of its own, so the run's shared one neither helps nor sees this test."""
     own = stored.Store(tmp_path / "store")
-    stored.use(own)
+    previous = stored.use(own)
     yield own
-    stored.use(None)
+    stored.use(previous)
 
 
 def _fresh_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> Path:
