@@ -117,8 +117,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     factory: pytest.TempPathFactory = terminalreporter.config._tmp_path_factory  # type: ignore[attr-defined]
     root = factory.getbasetemp() / "stored-steps"
-    if root.is_dir():
-        ran, copied = stored.Store(root).counts()
+    ran, copied = stored.Store(root).counts() if root.is_dir() else (0, 0)
+    if ran or copied:
         terminalreporter.write_line(
             f"seeding steps: {ran} run for real, {copied} copied from stored results"
         )
