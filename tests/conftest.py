@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,13 +15,38 @@ if str(ROOT) not in sys.path:
 
 from tests import leaks, tiers  # noqa: E402
 from tests import models as model_factory  # noqa: E402
+from tests.pages import stored  # noqa: E402
 
 _BASELINE: leaks.Baseline | None = None
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1... in a pytest-xdist worker
+LEAKS_KEY = "optiboard_leaks"  # a worker's leftovers, sent to the controller in its workeroutput
 
 
+def _controller(config: pytest.Config) -> bool:
+    """This process hands tests to pytest-xdist workers and runs none itself."""
+    return WORKER is None and getattr(config.option, "numprocesses", None) not in (None, 0)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers
 def pytest_sessionstart(session: pytest.Session) -> None:
+    """Note what runs before the tests. Each xdist worker checks its own processes under its own
+    tag (another worker's servers are not its leftovers); the controller checks /dev/shm once
+    every worker is done, since a region cannot tell which worker's server made it."""
     global _BASELINE
+    if WORKER is not None:
+        os.environ[leaks.TAG] = f"{WORKER}-{os.getpid()}"
     _BASELINE = leaks.start()
+    if _controller(session.config):
+        _prepare_viewer()
+
+
+def _prepare_viewer() -> None:
+    """Copy Netron's viewer to static/netron before the workers start: app.py copies it on its
+    first run when it is missing (a fresh clone), and two workers' first page tests would both
+    copy into the same staging folder."""
+    from backend import viewer
+
+    viewer.prepare_viewer()
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
@@ -34,23 +61,67 @@ def _deselecting(config: pytest.Config) -> bool:
     return bool(config.getoption("deselect", None))
 
 
+def pytest_testnodedown(node: object, error: object) -> None:
+    """The controller collects what a worker's run left (the worker's own exit status is lost)."""
+    left = getattr(node, "workeroutput", {}).get(LEAKS_KEY)
+    if left:
+        _WORKER_LEAKS.extend(left)
+
+
+_WORKER_LEAKS: list[str] = []
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A run that leaves a process running or a Triton shm region behind fails, by name."""
     if _BASELINE is None:
         return
-    left = leaks.leftovers(_BASELINE)
+    if WORKER is not None:
+        left = leaks.leftovers(_BASELINE, regions=False)
+        session.config.workeroutput[LEAKS_KEY] = left  # type: ignore[attr-defined]
+        return
+    if _controller(session.config):
+        left = _WORKER_LEAKS + leaks.leftovers(_BASELINE, processes=False)
+    else:
+        left = leaks.leftovers(_BASELINE)
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     lines = ["the tests left these behind (now ended):", *left]
     if reporter is not None:
         reporter.ensure_newline()
+        if _controller(session.config):  # xdist's progress line does not end itself
+            reporter.write("\n")
     for line in lines:
         if reporter is not None:
             reporter.write_line(line, red=True)
         else:
             print(line, file=sys.stderr)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stored_steps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stored.Store]:
+    """One store of seeding steps per test run (tests/pages/stored.py), shared by xdist workers
+    through the run's base temp folder (each worker's own is a folder inside it)."""
+    base = tmp_path_factory.getbasetemp()
+    store = stored.Store((base.parent if WORKER else base) / "stored-steps")
+    stored.use(store)
+    yield store
+    stored.use(None)
+    store.write_counts(WORKER or "main")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How many seeding steps really ran and how many were copies (tests/pages/stored.py)."""
+    if WORKER is not None:
+        return
+    factory: pytest.TempPathFactory = terminalreporter.config._tmp_path_factory  # type: ignore[attr-defined]
+    root = factory.getbasetemp() / "stored-steps"
+    ran, copied = stored.Store(root).counts() if root.is_dir() else (0, 0)
+    if ran or copied:
+        terminalreporter.write_line(
+            f"seeding steps: {ran} run for real, {copied} copied from stored results"
+        )
 
 
 @pytest.fixture

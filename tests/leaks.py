@@ -83,30 +83,36 @@ def start() -> Baseline:
     return Baseline(frozenset(_ours(os.environ[TAG])), frozenset(_regions()))
 
 
-def _left(baseline: Baseline) -> tuple[dict[int, str], set[str]]:
-    pids = _ours(os.environ[TAG]) - baseline.pids
+def _left(
+    baseline: Baseline, processes: bool = True, regions: bool = True
+) -> tuple[dict[int, str], set[str]]:
+    pids = _ours(os.environ[TAG]) - baseline.pids if processes else set()
     commands = {pid: _command(pid) for pid in pids}
-    processes = {
+    running = {
         pid: cmd for pid, cmd in commands.items() if cmd and not any(i in cmd for i in IGNORED)
     }
-    return processes, _regions() - baseline.regions
+    return running, (_regions() - baseline.regions) if regions else set()
 
 
-def leftovers(baseline: Baseline, settle_s: float = SETTLE_S) -> list[str]:
+def leftovers(
+    baseline: Baseline, settle_s: float = SETTLE_S, processes: bool = True, regions: bool = True
+) -> list[str]:
     """What the run left, one line each (none: []), after settle_s for servers still exiting;
-    each leftover is then killed or removed, so the host does not keep it."""
+    each leftover is then killed or removed, so the host does not keep it. processes/regions
+    False leaves that half to another check (pytest-xdist: workers check processes, the
+    controller the regions)."""
     deadline = time.monotonic() + settle_s
-    processes, regions = _left(baseline)
-    while (processes or regions) and time.monotonic() < deadline:
+    running, left = _left(baseline, processes, regions)
+    while (running or left) and time.monotonic() < deadline:
         time.sleep(0.2)
-        processes, regions = _left(baseline)
-    lines = [f"process {pid} still runs: {cmd[:200]}" for pid, cmd in sorted(processes.items())]
-    lines += [f"shared memory {SHM_FOLDER / name} is left" for name in sorted(regions)]
-    for pid in processes:
+        running, left = _left(baseline, processes, regions)
+    lines = [f"process {pid} still runs: {cmd[:200]}" for pid, cmd in sorted(running.items())]
+    lines += [f"shared memory {SHM_FOLDER / name} is left" for name in sorted(left)]
+    for pid in running:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    for name in regions:
+    for name in left:
         (SHM_FOLDER / name).unlink(missing_ok=True)
     return lines

@@ -6,6 +6,13 @@ A test is slow when it asks for a server fixture, or its module or its own name 
 with the reason. A listed name that matches no collected test fails the full run, so a rename
 cannot quietly move a slow test into the fast tier. The lists come from `--durations` of a full
 run on the 2-core dev host (every listed test took a second or more there).
+
+How the full run spreads them: `scripts/test` runs the tests marked `serial` alone after the rest,
+which run on pytest-xdist workers side by side. Serial are the tests whose waits or measurements
+assume the host is theirs (Triton's latency and load curves, a Ray cluster of three nodes, a
+browser driving a Streamlit server, a spinner that must own a core, a sleep's jitter), and the
+ones that check state every process shares (the run's leftovers in /dev/shm). Tests on the real
+PostgreSQL server share one xdist group, so one worker starts the server (it is session-scoped).
 """
 
 from __future__ import annotations
@@ -131,6 +138,44 @@ SLOW_TESTS = {
 }
 
 
+SERIAL_FIXTURES = {
+    "triton_environment": "Triton measures latency and load curves",
+    "ray_cluster": "a Ray cluster of three nodes on two cores",
+}
+
+SERIAL_MODULES = {
+    "tests/e2e/test_browser.py": "browser and a Streamlit server, with waits",
+    "tests/e2e/test_run_script.py": "scripts/run's server and worker, with waits",
+    "tests/e2e/test_serve_browser.py": "browser and Triton",
+    "tests/e2e/test_gates.py": "browser and three fresh servers, with waits",
+    "tests/e2e/test_signed_link.py": "browser and a worker run, with waits",
+    "tests/e2e/test_signin.py": "browser and an OIDC provider, with waits",
+    "tests/e2e/test_signout_restart.py": "browser and a server restart, with waits",
+    "tests/e2e/test_upload_gate.py": "browser, with waits",
+    "tests/backend/cluster/test_failures.py": "Ray cluster",
+    "tests/backend/cluster/test_head_restart.py": "Ray head restarts",
+    "tests/backend/queue/test_serving_job.py": "Triton",
+    "tests/backend/serving/test_cli_advice.py": "Triton: measured against predicted rates",
+    "tests/backend/serving/test_loadgen.py": "Triton: offered against achieved rates",
+    "tests/backend/serving/test_prediction.py": "Triton: predictions against measurements",
+    "tests/backend/serving/test_provider.py": "Triton",
+    "tests/backend/serving/test_server.py": "Triton and its /dev/shm regions",
+    "tests/backend/test_viewer_focus.py": "browser",
+    "tests/pages/test_hot_node_links.py": "browser",
+    "tests/pages/test_serve_measured.py": "Triton",
+    "tests/test_leaks.py": "every process's /dev/shm regions and children",
+}
+
+SERIAL_TESTS = {
+    "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
+    "tests/backend/engine/test_measure.py::test_first_inference_is_timed_apart_from_the_steady_state": "a sleep's jitter",  # noqa: E501
+    "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
+    "tests/backend/serving/test_export.py::test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant": "Triton",  # noqa: E501
+    "tests/backend/test_host.py::test_a_watch_sees_another_process_busy_and_not_this_one": "a spinner that must own a core",  # noqa: E501
+    "tests/backend/test_host.py::test_a_configuration_measured_beside_busy_processes_says_so": "spinners on every core",  # noqa: E501
+    "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
+}
+
 def _reason(nodeid: str, fixtures: list[str]) -> str | None:
     module, _, name = nodeid.partition("::")
     if "[postgresql" in name:  # the same test parametrized over SQLite and a real PostgreSQL
@@ -144,16 +189,32 @@ def _reason(nodeid: str, fixtures: list[str]) -> str | None:
     return SLOW_TESTS.get(test) or SLOW_TESTS.get(module)
 
 
+def _serial_reason(nodeid: str, fixtures: list[str]) -> str | None:
+    module, _, name = nodeid.partition("::")
+    for fixture in fixtures:
+        if fixture in SERIAL_FIXTURES:
+            return SERIAL_FIXTURES[fixture]
+    return SERIAL_MODULES.get(module) or SERIAL_TESTS.get(f"{module}::{name.split('[')[0]}")
+
+
 def mark(items: list[pytest.Item], whole_suite: bool) -> None:
-    """Mark every slow item; on a whole-suite run, fail if a listed name matched nothing."""
+    """Mark every slow and every serial item; on a whole-suite run, fail if a listed name
+    matched nothing."""
     used: set[str] = set()
     for item in items:
-        reason = _reason(item.nodeid, list(getattr(item, "fixturenames", [])))
+        fixtures = list(getattr(item, "fixturenames", []))
+        module, _, name = item.nodeid.partition("::")
+        names = {module, f"{module}::{name.split('[')[0]}"}
+        reason = _reason(item.nodeid, fixtures)
         if reason:
             item.add_marker(pytest.mark.slow(reason=reason))
-            module, _, name = item.nodeid.partition("::")
-            used.update({module, f"{module}::{name.split('[')[0]}"})
+            used.update(names)
+        serial = _serial_reason(item.nodeid, fixtures)
+        if serial:
+            item.add_marker(pytest.mark.serial(reason=serial))
+            used.update(names)
     if whole_suite:
-        stale = sorted(set(SLOW_MODULES) - used) + sorted(set(SLOW_TESTS) - used)
+        listed = {*SLOW_MODULES, *SLOW_TESTS, *SERIAL_MODULES, *SERIAL_TESTS}
+        stale = sorted(listed - used)
         if stale:
             raise pytest.UsageError(f"tests/tiers.py lists tests that no longer exist: {stale}")

@@ -4,6 +4,11 @@ add_model hands a small onnx.helper model (tests/models.py) to backend ingest, a
 would; finished_sweep queues a sweep and runs the real worker loop (backend/queue/worker.py
 serve(once=True)) in this process, so every result row, event and artifact is what the worker
 writes. Only the measurement is shortened (FAST), so a configuration takes about a second.
+
+Each step (add_model, add_job, queued_study, run_queued) goes through tests/pages/stored.py: the
+first test of a run to take it from a given state runs it for real, and later tests that take the
+same step from the same state get a copy of the data directory it left (a worker run costs tens
+of seconds, a copy milliseconds).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from backend.queue.worker import serve
 from backend.records import JobRow, ModelRow
 from backend.results import StoredResult
 from backend.specs import MeasureSettings, Precision, SweepSpec
+from storage.repo import models as model_store
+from tests.pages import stored
 from tests.spawning import plain_main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,19 +38,36 @@ FAST = MeasureSettings(
 
 def add_model(path: Path, name: str | None = None) -> ModelRow:
     """Ingest an ONNX file exactly as the Models page's upload does."""
-    return ingest_file(path, path.name, name=name)
+    return stored.step(
+        "add_model",
+        (stored.file_digest(path), path.name, name),
+        lambda: ingest_file(path, path.name, name=name),
+        lambda row: row.id,
+        model_store.get_model,
+    )
 
 
 def add_job(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
     """Queue a sweep (with the FAST measurement) without running it."""
-    return jobs.submit_sweep(model_id, dataclasses.replace(spec, measure=FAST), label=label)
+    spec = dataclasses.replace(spec, measure=FAST)
+    return stored.step(
+        "add_job",
+        (model_id, spec, label),
+        lambda: jobs.submit_sweep(model_id, spec, label=label),
+        lambda job: job.id,
+        jobs.get_job,
+    )
 
 
 def run_queued() -> int:
     """Run every queued job to the end with the real worker loop, in this process (its spawned
     children must not re-run the AppTest's app.py: see tests/spawning.py)."""
-    with plain_main():
-        return serve(once=True, poll_seconds=0.05)
+
+    def run() -> int:
+        with plain_main():
+            return serve(once=True, poll_seconds=0.05)
+
+    return stored.step("run_queued", (), run, lambda count: count, int)
 
 
 def run_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
@@ -80,7 +104,13 @@ def queued_study(
         slo_p99_ms=slo_p99_ms,
         curve_sizes=curve_sizes,
     )
-    return submit_study(model_id, study, label="seeded study")
+    return stored.step(
+        "queued_study",
+        (model_id, study),
+        lambda: submit_study(model_id, study, label="seeded study"),
+        lambda job: job.id,
+        jobs.get_job,
+    )
 
 
 def finished_study(model_id: int, slo_p99_ms: float = 50.0) -> JobRow:

@@ -44,7 +44,7 @@ def test_nobody_sees_a_page_before_signing_in(data_dir: Path, mlp_path: Path) ->
 def test_a_shared_link_asks_for_sign_in_then_opens_the_same_view(
     data_dir: Path, mlp_path: Path
 ) -> None:
-    job, _ = finished_sweep(add_model(mlp_path).id)
+    job, _ = finished_sweep(add_model(mlp_path, "mlp").id)
     make_account("viewer")
     at = open_page("compare", role=None, jobs=job.id, charts="latency")
     assert "Sign in to open the view this link points to." in texts(at)
@@ -118,7 +118,7 @@ def test_only_admins_reach_the_users_page_and_changes_are_audited(data_dir: Path
 
 
 def test_an_editor_makes_a_signed_link_and_it_is_audited(data_dir: Path, mlp_path: Path) -> None:
-    job, _ = finished_sweep(add_model(mlp_path).id)
+    job, _ = finished_sweep(add_model(mlp_path, "mlp").id)
     at = open_page("compare", role="editor", jobs=job.id)
     at.button(key="make_link").click().run()
     assert not at.exception, at.exception
@@ -148,7 +148,7 @@ def test_a_signed_link_shows_only_its_comparison_read_only(data_dir: Path, mlp_p
 
 
 def test_an_expired_or_forged_link_opens_nothing(data_dir: Path, mlp_path: Path) -> None:
-    job, _ = finished_sweep(add_model(mlp_path).id)
+    job, _ = finished_sweep(add_model(mlp_path, "mlp").id)
     expired = links.sign((job.id,), datetime.now(UTC) - timedelta(seconds=1))
     at = open_page("compare", role=None, jobs=job.id, share=expired)
     assert "This link has expired" in at.error[0].value

@@ -97,7 +97,7 @@ def _offered(at: AppTest, label: str) -> str:
 
 
 def test_downloads_hold_the_compared_configurations(data_dir: Path, mlp_path: Path) -> None:
-    job, rows = finished_sweep(add_model(mlp_path).id)
+    job, rows = finished_sweep(add_model(mlp_path, "mlp").id)
     at = open_page("compare", jobs=job.id)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["CSV", "JSON", "HTML report"]
