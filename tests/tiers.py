@@ -145,7 +145,7 @@ SERIAL_FIXTURES = {
 
 SERIAL_MODULES = {
     "tests/e2e/test_browser.py": "browser and a Streamlit server, with waits",
-    "tests/e2e/test_generation_browser.py": "browser, a Streamlit server and its worker, with waits",
+    "tests/e2e/test_generation_browser.py": "browser, a Streamlit server, its worker, waits",
     "tests/e2e/test_run_script.py": "scripts/run's server and worker, with waits",
     "tests/e2e/test_serve_browser.py": "browser and Triton",
     "tests/e2e/test_gates.py": "browser and three fresh servers, with waits",

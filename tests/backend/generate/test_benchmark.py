@@ -18,7 +18,7 @@ from backend.generate.benchmark import GenerationSpec
 from backend.generate.footprint import footprint
 from backend.generate.measuring import run_generation
 from backend.generate.perplexity import perplexity, read_text
-from backend.reporting.generation import generation_frame
+from backend.generate.reportframe import generation_frame
 from backend.runtimes import open_genai
 from tests import llm_models
 

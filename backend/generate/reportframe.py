@@ -1,6 +1,5 @@
-"""A generation benchmark's report as one flat frame: a row per runtime x point, the columns the
-Compare page draws (TTFT and ITL against sequences, tokens/s against memory, perplexity against
-speed) and the CLI prints."""
+"""A generation benchmark's report (the CLI's, not stored; points.py reads stored points) as one
+flat frame: a row per runtime x point, with its runtime's perplexity and roofline."""
 
 from __future__ import annotations
 
