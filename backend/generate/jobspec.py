@@ -17,7 +17,7 @@ import settings
 from backend.auth.audit import current_actor
 from backend.errors import UserError
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationSpec
-from backend.queue import caps
+from backend.jobs import caps
 from backend.records import JobKind
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store

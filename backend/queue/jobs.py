@@ -11,9 +11,9 @@ import settings
 from backend.auth.audit import current_actor as actor
 from backend.engine.shapes import check_dim_names, stored_dim_names
 from backend.errors import UserError
+from backend.jobs import caps
 from backend.knobs.links import CUSTOM_MEASURE, from_query, to_query  # noqa: F401 (pages read it)
 from backend.models.library import get_model
-from backend.queue import caps
 from backend.records import get_job
 from backend.results import StoredResult
 from backend.runtimes import BACKENDS

@@ -14,7 +14,7 @@ from typing import Any
 
 from backend.auth.audit import current_actor
 from backend.errors import UserError
-from backend.queue import caps
+from backend.jobs import caps
 from backend.records import JobKind
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
 from backend.serving.types import (
