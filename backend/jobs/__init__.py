@@ -1,4 +1,4 @@
-"""What runs a claimed job: its kind (kinds.py: sweep, serving study), where it runs
+"""What runs a claimed job: its kind (kinds.py: sweep, serving study, generation), where it runs
 (launchers.py: this host, a Ray cluster) and what both may ask of the worker (context.py).
 
 The worker (backend/queue/worker.py) claims a job, looks up its kind and launcher here and calls

@@ -28,7 +28,7 @@ class WorkerMetrics:
         self.enabled = False
         self.jobs_finished = Counter(
             "optiboard_jobs_finished",
-            "Jobs this worker ran to an end, by kind (sweep, serving) and final state",
+            "Jobs this worker ran to an end, by kind (sweep, serving, generation) and final state",
             ["kind", "state"],
             registry=self.registry,
         )
