@@ -4,13 +4,18 @@ perplexity against speed with its Pareto front. No Streamlit here (pages/compone
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.reporting.charts import PALETTE, apply_layout
+from backend.reporting.charts import (
+    apply_layout,
+    escaped,
+    markers_by_series,
+    pareto_trace,
+    series_colors,
+)
 from backend.reporting.metrics import REGISTRY, pareto_front, pick
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -103,25 +108,16 @@ def generation_frame(job_ids: list[int]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def _colors(series: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
-
-
-def _svg_text(text: str) -> str:
-    """Model names come from uploads; Plotly reads <a href> tags in trace text."""
-    return html.escape(str(text), quote=False)
-
-
 def _measured(frame: pd.DataFrame) -> pd.DataFrame:
-    data = frame[frame["status"].isin(["ok", "wrong outputs"])]
-    return data.assign(series=data["series"].map(_svg_text), label=data["label"].map(_svg_text))
+    """Measured points, their names (from uploads) escaped for Plotly's text markup."""
+    return escaped(frame[frame["status"].isin(["ok", "wrong outputs"])])
 
 
 def _lines(frame: pd.DataFrame, y: str, title: str) -> go.Figure:
     """One line per series and (prompt, new tokens), against concurrent sequences."""
     data = _measured(frame)
     fig = go.Figure()
-    colors = _colors(list(dict.fromkeys(data["series"])))
+    colors = series_colors(list(dict.fromkeys(data["series"])))
     metric = REGISTRY[y]
     for (name, prompt, new), group in data.groupby(
         ["series", "prompt_tokens", "new_tokens"], sort=False
@@ -152,22 +148,9 @@ def itl_vs_sequences(frame: pd.DataFrame) -> go.Figure:
 
 def tokens_vs_memory(frame: pd.DataFrame) -> go.Figure:
     """Output tokens/s against weights + KV cache: up and left is better."""
-    data = _measured(frame)
     fig = go.Figure()
-    colors = _colors(list(dict.fromkeys(data["series"])))
-    for name, group in data.groupby("series", sort=False):
-        fig.add_trace(
-            go.Scatter(
-                x=group["memory_mb"],
-                y=group["output_tokens_per_s"],
-                mode="markers",
-                name=name,
-                marker={"color": colors[name], "size": 10},
-                text=group["label"],
-                hovertemplate=f"%{{text}}<br>{MEMORY.hover('x')}<br>"
-                f"{TOKENS.hover('y')}<extra></extra>",
-            )
-        )
+    hover = f"%{{text}}<br>{MEMORY.hover('x')}<br>{TOKENS.hover('y')}"
+    markers_by_series(fig, _measured(frame), "memory_mb", "output_tokens_per_s", hover)
     return apply_layout(fig, "Tokens/s against memory", MEMORY.axis_title, TOKENS.axis_title)
 
 
@@ -177,36 +160,13 @@ def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
     data = _measured(frame)
     data = data[data["perplexity"].notna() & data["output_tokens_per_s"].notna()]
     fig = go.Figure()
-    colors = _colors(list(dict.fromkeys(data["series"])))
-    for name, group in data.groupby("series", sort=False):
-        fig.add_trace(
-            go.Scatter(
-                x=group["output_tokens_per_s"],
-                y=group["perplexity"],
-                mode="markers",
-                name=name,
-                marker={"color": colors[name], "size": 10},
-                text=group["label"],
-                hovertemplate=f"%{{text}}<br>{TOKENS.hover('x')}<br>perplexity "
-                f"{PPL.hover('y')}<extra></extra>",
-            )
-        )
+    hover = f"%{{text}}<br>{TOKENS.hover('x')}<br>perplexity {PPL.hover('y')}"
+    markers_by_series(fig, data, "output_tokens_per_s", "perplexity", hover)
     ok = data[data["status"] == "ok"]  # wrong outputs are drawn, never a best trade-off
     if not ok.empty:
         mask = pareto_front(TOKENS, ok["output_tokens_per_s"], PPL, ok["perplexity"])
         front = ok[mask].sort_values("output_tokens_per_s")
-        fig.add_trace(
-            go.Scatter(
-                x=front["output_tokens_per_s"],
-                y=front["perplexity"],
-                mode="lines+markers",
-                name="Pareto front",
-                line={"color": "black", "dash": "dash"},
-                marker={"symbol": "star", "size": 16, "color": "gold", "line": {"width": 1}},
-                text=front["label"],
-                hovertemplate="%{text}<br>on the Pareto front<extra></extra>",
-            )
-        )
+        fig.add_trace(pareto_trace(front, "output_tokens_per_s", "perplexity"))
     return apply_layout(fig, "Perplexity against speed", TOKENS.axis_title, PPL.axis_title)
 
 

@@ -21,7 +21,7 @@ P50, P90, P99, THROUGHPUT = pick("p50_ms", "p90_ms", "p99_ms", "throughput")
 SPEEDUP, LOSS, RSS, GPU_MEMORY = pick("speedup", "accuracy_loss", "peak_rss_mb", "gpu_memory_mb")
 
 
-def _colors(series: list[str]) -> dict[str, str]:
+def series_colors(series: list[str]) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
 
 
@@ -52,15 +52,46 @@ def _svg_text(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
-def _named(frame: pd.DataFrame) -> pd.DataFrame:
+def escaped(frame: pd.DataFrame) -> pd.DataFrame:
     """Series and labels (they hold model names from uploads) escaped for Plotly's text markup."""
     return frame.assign(
         **{col: frame[col].map(_svg_text) for col in ("series", "label") if col in frame}
     )
 
 
+def markers_by_series(fig: go.Figure, data: pd.DataFrame, x: str, y: str, hover: str) -> None:
+    """One marker trace per series (names and labels already escaped), coloured in order."""
+    colors = series_colors(list(dict.fromkeys(data["series"])))
+    for name, group in data.groupby("series", sort=False):
+        fig.add_trace(
+            go.Scatter(
+                x=group[x],
+                y=group[y],
+                mode="markers",
+                name=name,
+                marker={"color": colors[name], "size": 10},
+                text=group["label"],
+                hovertemplate=f"{hover}<extra></extra>",
+            )
+        )
+
+
+def pareto_trace(front: pd.DataFrame, x: str, y: str) -> go.Scatter:
+    """The Pareto front's points, joined and starred."""
+    return go.Scatter(
+        x=front[x],
+        y=front[y],
+        mode="lines+markers",
+        name="Pareto front",
+        line={"color": "black", "dash": "dash"},
+        marker={"symbol": "star", "size": 16, "color": "gold", "line": {"width": 1}},
+        text=front["label"],
+        hovertemplate="%{text}<br>on the Pareto front<extra></extra>",
+    )
+
+
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
-    return _named(frame[(frame["status"] == ResultStatus.OK.value) & frame["p50_ms"].notna()])
+    return escaped(frame[(frame["status"] == ResultStatus.OK.value) & frame["p50_ms"].notna()])
 
 
 def _latency_traces(name: str, group: pd.DataFrame, color: str) -> list[go.Scatter]:
@@ -116,7 +147,7 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
     """p50 per call against batch size, one line per configuration, shaded up to p99."""
     data = _ok(frame)
     fig = go.Figure()
-    colors = _colors(list(dict.fromkeys(data["series"])))
+    colors = series_colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
         fig.add_traces(_latency_traces(name, group.sort_values("batch_size"), colors[name]))
     return apply_layout(
@@ -131,7 +162,7 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
 def throughput_vs_batch(frame: pd.DataFrame) -> go.Figure:
     data = _ok(frame)
     fig = go.Figure()
-    colors = _colors(list(dict.fromkeys(data["series"])))
+    colors = series_colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
         group = group.sort_values("batch_size")
         fig.add_trace(
@@ -154,7 +185,7 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
     data = _ok(frame)
     data = data[data["result_id"].isin(list(samples))]
     fig = go.Figure()
-    colors = _colors(list(dict.fromkeys(data["series"])))
+    colors = series_colors(list(dict.fromkeys(data["series"])))
     many = len(data) > MAX_VIOLINS
     rows = [row for row in data.itertuples(index=False) if samples[row.result_id].size]
     if many:  # one trace of precomputed boxes: hundreds of traces are slow to build and draw
@@ -196,36 +227,13 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
 
 def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
     """Speedup against accuracy loss; the Pareto front (best trade-offs) is joined and starred."""
-    data = _named(frame[frame["speedup"].notna() & frame["accuracy_loss"].notna()])
+    data = escaped(frame[frame["speedup"].notna() & frame["accuracy_loss"].notna()])
     fig = go.Figure()
-    colors = _colors(list(dict.fromkeys(data["series"])))
-    for name, group in data.groupby("series", sort=False):
-        fig.add_trace(
-            go.Scatter(
-                x=group["speedup"],
-                y=group["accuracy_loss"],
-                mode="markers",
-                name=name,
-                marker={"color": colors[name], "size": 10},
-                text=group["label"],
-                hovertemplate=f"%{{text}}<br>speedup {SPEEDUP.hover('x')}"
-                f"<br>loss {LOSS.hover('y', '.3g')}<extra></extra>",
-            )
-        )
+    hover = f"%{{text}}<br>speedup {SPEEDUP.hover('x')}<br>loss {LOSS.hover('y', '.3g')}"
+    markers_by_series(fig, data, "speedup", "accuracy_loss", hover)
     front = data[data["pareto"]].sort_values("speedup")
     if not front.empty:
-        fig.add_trace(
-            go.Scatter(
-                x=front["speedup"],
-                y=front["accuracy_loss"],
-                mode="lines+markers",
-                name="Pareto front",
-                line={"color": "black", "dash": "dash"},
-                marker={"symbol": "star", "size": 16, "color": "gold", "line": {"width": 1}},
-                text=front["label"],
-                hovertemplate="%{text}<br>on the Pareto front<extra></extra>",
-            )
-        )
+        fig.add_trace(pareto_trace(front, "speedup", "accuracy_loss"))
     return apply_layout(fig, "Accuracy loss against speedup", SPEEDUP.axis_title, loss_label)
 
 
