@@ -60,8 +60,11 @@ def secure_data_files(url: str) -> None:
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
+    # Switching the journal mode takes a lock and can answer "database is locked" at once, without
+    # waiting, while other connections write: switch only a file that is not in WAL mode yet.
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()

@@ -3,13 +3,14 @@ holds across dashboard processes and restarts; every time comes from the databas
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from storage.clock import db_utcnow
-from storage.db import session_scope
+from storage.db import DatabaseUnavailable, session_scope
 from storage.schema import SigninThrottle
 
 FORGIVE_AFTER_S = 86400.0  # a key quiet this long starts counting from zero again
@@ -28,7 +29,23 @@ def record_failure(key: str, free: int, longest_s: float) -> tuple[int, datetime
     """Count one failure; past `free` failures the key waits 1, 2, 4 ... s (at most longest_s)
     before its next try. Returns the count and the wait's end when this failure started one.
 
-    The increment is one UPDATE, so concurrent attempts from several sessions all count."""
+    The increment is one UPDATE, so concurrent attempts from several sessions all count. A failure
+    that was not counted would be a free guess, so a busy database is tried again (the counting
+    transaction rolled back whole, so a retry never counts twice)."""
+    for attempt in range(_ATTEMPTS):
+        try:
+            return _count_failure(key, free, longest_s)
+        except DatabaseUnavailable:
+            if attempt == _ATTEMPTS - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+_ATTEMPTS = 4
+
+
+def _count_failure(key: str, free: int, longest_s: float) -> tuple[int, datetime | None]:
     with session_scope() as session:
         old = SigninThrottle.updated_at < db_utcnow(-KEEP_S)
         session.execute(delete(SigninThrottle).where(old))
