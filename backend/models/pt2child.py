@@ -182,15 +182,16 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"versions": _versions()}
     try:
         program = torch.export.load(args.program)
-        program._guards_code = []  # Python source that .module() would exec: never run
-        inputs = _user_inputs(program)
     except MemoryError:
         raise  # the parent names the memory limit
-    except ValueError as exc:
-        return {**result, "error": "inputs", "detail": str(exc)}
     except Exception as exc:  # reported to the parent as a user-facing error
         traceback.print_exc()
         return {**result, "error": "load", "detail": f"{type(exc).__name__}: {exc}"}
+    program._guards_code = []  # Python source that .module() would exec: never run
+    try:
+        inputs = _user_inputs(program)
+    except ValueError as exc:
+        return {**result, "error": "inputs", "detail": str(exc)}
     dims = _dims(program, inputs)
     result["dims"] = dims
     print(f"optiboard: exporting {len(inputs)} input(s), dynamic dims {dims}", flush=True)
