@@ -16,6 +16,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 SEED = 0
 SYMBOL = re.compile(r"\b[a-z]{1,4}\d+\b")
 
@@ -142,38 +144,44 @@ def _rename(onnx_path: Path, dims: list[dict[str, Any]]) -> None:
 
 def _compare(program: Any, onnx_path: Path, inputs: list[tuple[str, Any]], dims: list) -> dict:
     """ONNX Runtime against the program on seeded inputs at each set of dim values."""
-    import numpy as np
-    import onnxruntime as ort
     import torch
     from torch.utils import _pytree
 
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    feed_names = [i.name for i in session.get_inputs()]
+    from backend.runtimes import get_backend
+    from backend.runtimes.base import SessionOptions
+
     module = program.module()
     runs = []
-    for index, values in enumerate(_sizes(dims, _hints(program, inputs, dims))):
-        tensors = _sample(inputs, values, SEED + index)
-        with torch.no_grad():
-            expected = [t.detach().numpy() for t in _pytree.tree_leaves(module(*tensors))]
-        got = session.run(None, dict(zip(feed_names, [t.numpy() for t in tensors], strict=True)))
-        if len(got) != len(expected):
-            raise AssertionError(f"{len(got)} ONNX outputs against {len(expected)} in torch")
-        worst, cosine = 0.0, 1.0
-        for want, have in zip(expected, got, strict=True):
-            if want.shape != have.shape:
-                raise AssertionError(f"output shape {have.shape} against {want.shape} in torch")
-            a, b = want.astype(np.float64).ravel(), have.astype(np.float64).ravel()
-            worst = max(worst, float(np.max(np.abs(a - b))) if a.size else 0.0)
-            norms = float(np.linalg.norm(a) * np.linalg.norm(b))
-            cosine = min(cosine, float(a @ b / norms) if norms > 0 else float(np.allclose(a, b)))
-        shapes = {name: list(t.shape) for (name, _), t in zip(inputs, tensors, strict=True)}
-        runs.append({"shapes": shapes, "max_abs_diff": worst, "cosine": cosine})
+    with get_backend("onnxruntime").open(onnx_path, SessionOptions()) as runner:
+        feed_names = [spec["name"] for spec in runner.input_specs()]
+        for index, values in enumerate(_sizes(dims, _hints(program, inputs, dims))):
+            tensors = _sample(inputs, values, SEED + index)
+            with torch.no_grad():
+                expected = [t.detach().numpy() for t in _pytree.tree_leaves(module(*tensors))]
+            got = runner.infer(dict(zip(feed_names, [t.numpy() for t in tensors], strict=True)))
+            runs.append(_agreement(inputs, tensors, expected, got))
     return {
         "seed": SEED,
         "runs": runs,
         "max_abs_diff": max(r["max_abs_diff"] for r in runs),
         "cosine": min(r["cosine"] for r in runs),
     }
+
+
+def _agreement(inputs: list, tensors: list, expected: list, got: list) -> dict:
+    """One run's shapes, worst absolute difference and lowest cosine over the outputs."""
+    if len(got) != len(expected):
+        raise AssertionError(f"{len(got)} ONNX outputs against {len(expected)} in torch")
+    worst, cosine = 0.0, 1.0
+    for want, have in zip(expected, got, strict=True):
+        if want.shape != have.shape:
+            raise AssertionError(f"output shape {have.shape} against {want.shape} in torch")
+        a, b = want.astype(np.float64).ravel(), have.astype(np.float64).ravel()
+        worst = max(worst, float(np.max(np.abs(a - b))) if a.size else 0.0)
+        norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+        cosine = min(cosine, float(a @ b / norms) if norms > 0 else float(np.allclose(a, b)))
+    shapes = {name: list(t.shape) for (name, _), t in zip(inputs, tensors, strict=True)}
+    return {"shapes": shapes, "max_abs_diff": worst, "cosine": cosine}
 
 
 def _child(args: argparse.Namespace) -> dict[str, Any]:
