@@ -19,6 +19,7 @@ from backend.models import library, pt2check, pt2convert
 from backend.models.ingest import ingest_file
 from tests import torch_models
 from tests.backend.models.test_ingest import assert_nothing_stored, reject
+from tests.backend.test_cli import optiboard
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -180,17 +181,20 @@ def test_without_torch_a_pt2_upload_is_refused_with_the_reason(
 # ---- slow: the sandboxed export child ---------------------------------------------------------
 
 
-def test_encoder_pt2_upload_keeps_dynamic_dims_and_matches_the_program(
+def test_encoder_pt2_added_by_the_cli_keeps_dynamic_dims_matches_and_sweeps(
     data_dir: Path, encoder_pt2: Path
 ) -> None:
     import torch
 
-    row = ingest_file(encoder_pt2, "encoder.pt2")
+    added = optiboard("add", str(encoder_pt2))
 
-    assert row.format == "pytorch-exported"
+    assert added.returncode == 0, added.stderr[-2000:]
+    assert "added model 1: encoder (pytorch-exported, opset 20" in added.stdout
+    assert "Checked against the ExportedProgram with ONNX Runtime" in added.stdout
+    assert "Dynamic dimensions: x_dim0 (1..64), x_dim1 (2..256)." in added.stdout
+    row = library.get_model(1)
     assert [i["shape"] for i in row.inputs] == [["x_dim0", "x_dim1", 16]]
-    artifacts = library.list_artifacts(row.id)
-    converted = next(a for a in artifacts if a.kind == "converted")
+    converted = next(a for a in library.list_artifacts(1) if a.kind == "converted")
     check = converted.meta["check"]
     assert [r["shapes"] for r in check["runs"]] == [{"x": [2, 8, 16]}, {"x": [3, 9, 16]}]
     assert check["max_abs_diff"] < 1e-4 and check["cosine"] > 0.9999
@@ -198,17 +202,19 @@ def test_encoder_pt2_upload_keeps_dynamic_dims_and_matches_the_program(
         ("x_dim0", 1, 64),
         ("x_dim1", 2, 256),
     ]
-    lines = library.export_check(artifacts)
-    assert lines[0].startswith("Checked against the ExportedProgram with ONNX Runtime")
-    assert lines[1] == "Dynamic dimensions: x_dim0 (1..64), x_dim1 (2..256)."
     # a size the check did not use: ONNX Runtime still agrees with the program
     x = torch.randn(5, 21, 16, generator=torch.Generator().manual_seed(7))
     want = torch.export.load(encoder_pt2).module()(x).detach().numpy()
-    session = ort.InferenceSession(
-        str(library.onnx_path(row.id)), providers=["CPUExecutionProvider"]
-    )
+    session = ort.InferenceSession(str(library.onnx_path(1)), providers=["CPUExecutionProvider"])
     got = session.run(None, {"x": x.numpy()})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    # and it sweeps like an ONNX upload: the sequence is a symbolic dim given on the CLI
+    run = optiboard(
+        "run", "1", "--precisions", "fp32", "--batch-sizes", "3", "--dim", "x_dim1=12", "--quick"
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "1/1" in run.stdout and "job 1 succeeded" in run.stdout
+    assert "onnxruntime/cpu/fp32/b3/" in run.stdout and "x_dim1=12" in run.stdout
 
 
 def test_an_operator_the_exporter_cannot_handle_is_quoted(data_dir: Path, tmp_path: Path) -> None:
