@@ -178,6 +178,19 @@ def test_without_torch_a_pt2_upload_is_refused_with_the_reason(
     assert_nothing_stored(data_dir)
 
 
+def test_without_a_working_sandbox_a_pt2_upload_is_refused_with_the_reason(
+    data_dir: Path, linear_pt2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(tmp_path / "no-bwrap"))
+    reject(
+        linear_pt2,
+        "linear.pt2",
+        r"PyTorch \.pt2 uploads are refused here because the bubblewrap sandbox .* is not "
+        r"installed; .* \(loading one is only ever done inside that sandbox\)\.",
+        data_dir,
+    )
+
+
 # ---- slow: the sandboxed export child ---------------------------------------------------------
 
 
