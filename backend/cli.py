@@ -57,6 +57,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         f"added model {model.id}: {model.name} ({model.format}, opset {model.opset}, "
         f"{model.size_bytes / 2**20:.1f} MiB, {model.parameter_count:,} parameters)"
     )
+    for line in library.export_check(library.list_artifacts(model.id)):
+        print(line)
     for warning in model.warnings:
         print(f"warning: {warning}")
     return 0
@@ -277,7 +279,9 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="optiboard", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("add", help="add a model (.onnx, .zip with external data, SavedModel .zip)")
+    p = sub.add_parser(
+        "add", help="add a model (.onnx, .zip with external data, SavedModel .zip, PyTorch .pt2)"
+    )
     p.add_argument("path")
     p.add_argument("--name")
     p.set_defaults(func=cmd_add)

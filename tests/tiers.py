@@ -120,6 +120,9 @@ SLOW_TESTS = {
     "tests/backend/queue/test_mixedsearch.py::test_a_search_whose_every_step_fails_fails_the_job": "worker run",  # noqa: E501
     "tests/backend/queue/test_mixedsearch.py::test_a_search_on_a_model_with_long_node_names_stores_its_steps": "worker run",  # noqa: E501
     "tests/backend/models/test_tfconvert.py::test_tensorflow_conversion_is_stopped_at_the_configured_timeout": "TensorFlow child",  # noqa: E501
+    "tests/backend/models/test_pt2.py::test_encoder_pt2_added_by_the_cli_keeps_dynamic_dims_matches_and_sweeps": "torch export child and a worker run",  # noqa: E501
+    "tests/backend/models/test_pt2.py::test_an_operator_the_exporter_cannot_handle_is_quoted": "torch export child",  # noqa: E501
+    "tests/backend/models/test_pt2.py::test_a_crafted_pickle_that_slipped_past_the_checks_still_never_runs": "torch child",  # noqa: E501
     "tests/backend/queue/test_queue_races.py": "racing workers",
     "tests/backend/reporting/test_csvsafe.py::test_compatibility_csv_defuses_a_hostile_node_name": "real matrix",  # noqa: E501
     "tests/backend/serving/test_cli_advice.py": "Triton",
