@@ -1,0 +1,65 @@
+"""NVIDIA GPU energy from NVML's total energy counter (nvmlDeviceGetTotalEnergyConsumption).
+
+The counter is the millijoules the GPU used since the driver loaded (Volta and newer): the
+energy of a window is the difference of two readings, with no sampling. NVML refreshes it every
+20-100 ms, so windows much shorter than that are coarse. Without the package, the driver, the
+GPU or the counter, NotMeasurable says which.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.energy.counters import Counter, EnergyMeter, NotMeasurable
+
+COUNTER = "NVML nvmlDeviceGetTotalEnergyConsumption"
+
+
+def _start() -> Any:
+    """The initialised pynvml module, or NotMeasurable naming what is missing."""
+    try:
+        import pynvml
+    except ImportError:
+        raise NotMeasurable(
+            "not measurable here: the nvidia-ml-py package (pynvml) is not installed"
+        ) from None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise NotMeasurable(
+            f"not measurable here: NVML does not start ({exc}): no NVIDIA driver on this machine"
+        ) from None
+    return pynvml
+
+
+def meter(indices: list[int]) -> EnergyMeter:
+    """A meter over the total energy counters of these GPUs (NVML's numbering)."""
+    nv = _start()
+    try:
+        found = [_counter(nv, index) for index in indices]
+    except NotMeasurable:
+        nv.nvmlShutdown()
+        raise
+    return EnergyMeter(found, close=nv.nvmlShutdown)
+
+
+def _counter(nv: Any, index: int) -> Counter:
+    count = nv.nvmlDeviceGetCount()
+    if index >= count:
+        raise NotMeasurable(f"not measurable here: NVML sees {count} GPUs, none with index {index}")
+    handle = nv.nvmlDeviceGetHandleByIndex(index)
+    name = nv.nvmlDeviceGetName(handle)
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    try:
+        nv.nvmlDeviceGetTotalEnergyConsumption(handle)
+    except nv.NVMLError as exc:
+        raise NotMeasurable(
+            f"not measurable here: GPU {index} ({name}) has no total energy counter ({exc}); "
+            "NVML keeps one on Volta and newer GPUs"
+        ) from None
+    return Counter(
+        name=COUNTER,
+        device=f"GPU {index} ({name})",
+        read=lambda: int(nv.nvmlDeviceGetTotalEnergyConsumption(handle)),
+        scale=1e-3,
+    )
