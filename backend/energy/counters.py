@@ -19,13 +19,12 @@ class NotMeasurable(Exception):  # noqa: N818 - a state with its reason, not a f
 
 
 def wrapped_delta(before: int, after: int, max_range: int) -> int:
-    """Units between two readings of a counter that restarts at 0 past max_range.
-
-    A reading lower than the one before means the counter wrapped once (a RAPL package zone
-    takes minutes to hours to wrap, far longer than a window)."""
+    """Units between two readings of a counter that restarts at 0 when it reaches max_range
+    (RAPL's max_energy_range_uj). A reading lower than the one before means it wrapped once:
+    a RAPL package zone takes minutes to hours to wrap, far longer than a window."""
     if after >= before:
         return after - before
-    return max_range - before + after + 1
+    return max_range - before + after
 
 
 @dataclass(frozen=True)

@@ -8,39 +8,29 @@ GPU or the counter, NotMeasurable says which.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import Any
 
 from backend.energy.counters import Counter, EnergyMeter, NotMeasurable
+from backend.hardware import nvml, nvml_unavailable_reason
 
 COUNTER = "NVML nvmlDeviceGetTotalEnergyConsumption"
 
 
-def _start() -> Any:
-    """The initialised pynvml module, or NotMeasurable naming what is missing."""
-    try:
-        import pynvml
-    except ImportError:
-        raise NotMeasurable(
-            "not measurable here: the nvidia-ml-py package (pynvml) is not installed"
-        ) from None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        raise NotMeasurable(
-            f"not measurable here: NVML does not start ({exc}): no NVIDIA driver on this machine"
-        ) from None
-    return pynvml
-
-
 def meter(indices: list[int]) -> EnergyMeter:
-    """A meter over the total energy counters of these GPUs (NVML's numbering)."""
-    nv = _start()
+    """A meter over the total energy counters of these GPUs (NVML's numbering); NVML stays
+    initialised until the meter closes."""
+    stack = ExitStack()
+    nv = stack.enter_context(nvml())
+    if nv is None:
+        stack.close()
+        raise NotMeasurable(f"not measurable here: {nvml_unavailable_reason()}")
     try:
         found = [_counter(nv, index) for index in indices]
     except NotMeasurable:
-        nv.nvmlShutdown()
+        stack.close()
         raise
-    return EnergyMeter(found, close=nv.nvmlShutdown)
+    return EnergyMeter(found, close=stack.close)
 
 
 def _counter(nv: Any, index: int) -> Counter:
