@@ -37,9 +37,10 @@ class EnergyReport:
         if not self.measured or self.j_p50 is None:
             return f"energy: {self.source}"
         idle = f", idle {self.idle_w:.1f} W" if self.idle_w is not None else ""
+        count = len(self.j_per_item)
+        spread = f" ({self.j_min:.4g}-{self.j_max:.4g} over {count} windows)" if count > 1 else ""
         return (
-            f"{self.j_p50:.4g} J/{self.per} ({self.j_min:.4g}-{self.j_max:.4g} over "
-            f"{len(self.j_per_item)} windows), {self.active_w:.1f} W while timed{idle}; "
+            f"{self.j_p50:.4g} J/{self.per}{spread}, {self.active_w:.1f} W while timed{idle}; "
             f"measured by {self.source}"
         )
 
