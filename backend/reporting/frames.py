@@ -190,7 +190,7 @@ def energy_columns(report: EnergyReport | None) -> dict[str, Any]:
         "j_per_sample_above_idle": report.j_above_idle_p50 if measured else None,
         "active_w": report.active_w if measured else None,
         "idle_w": report.idle_w if measured else None,
-        "energy_source": report.source if report else "not measured (an older result)",
+        "energy_source": report.source if report else None,  # None: not recorded
     }
 
 
