@@ -67,7 +67,7 @@ def main() -> None:
     results = [ConfigurationResult.from_dict(r) for r in json.loads(args.results.read_text())]
     rows = [row_of(r) for r in results]
     headers = ["configuration", "status", "samples/s", "J/inference (min-max)", "W timed",
-               "idle W", "J above idle", "cosine", "top-1"]  # fmt: skip
+               "idle W", "J above idle", "shortest window s", "cosine", "top-1"]  # fmt: skip
     cells = [
         [
             r["configuration"],
@@ -77,6 +77,7 @@ def main() -> None:
             _num(r["watts_timed"], ".1f"),
             _num(r["idle_watts"], ".1f"),
             _num(r["j_per_inference_above_idle"], ".4g"),
+            _num(r["shortest_window_s"], ".2f"),
             _num(r["cosine_vs_fp32"], ".6f"),
             _num(r["top1_vs_fp32"], ".1%"),
         ]
