@@ -34,8 +34,8 @@ run)
     for dir in .whl/cliwheels .whl/energywheels; do
         [ -d "$dir" ] && unpack "$dir"/*.whl
     done
-    $PY -c "import sqlalchemy, alembic, mako, onnx, onnxconverter_common, pandas, psutil" \
-        || { echo "missing a package the CLI imports (see above): carry the wheel dirs"; exit 2; }
+    missing=$($PY -c "import importlib.util as u; print(' '.join(m for m in ('sqlalchemy', 'alembic', 'mako', 'onnx', 'onnxconverter_common', 'onnxslim', 'pandas', 'psutil', 'pynvml') if u.find_spec(m) is None))")
+    [ -z "$missing" ] || { echo "missing here: $missing (carry the wheel dirs named above)"; exit 2; }
     if [ "$provider" = cuda ]; then
         nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv,noheader
         export OPTIBOARD_BWRAP="${OPTIBOARD_BWRAP:-/tmp/gsc-bin/bwrap}"

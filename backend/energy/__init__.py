@@ -23,11 +23,14 @@ TRACKER_OF_PROVIDER = {"cpu": "rapl", "cuda": "nvml", "tensorrt": "nvml"}
 
 
 def tracker(name: str, gpus: list[int] | None = None) -> EnergyMeter:
-    """The named tracker's meter, or a meter that says why it cannot measure here."""
+    """The named tracker's meter, or a meter that says why it cannot measure here; a failing
+    counter never fails the measurement it would have accompanied."""
     try:
         return TRACKERS[name](list(gpus or [0]))
     except NotMeasurable as exc:
         return EnergyMeter([], reason=str(exc))
+    except Exception as exc:  # a driver or sysfs error while opening the counters
+        return EnergyMeter([], reason=f"not measurable here: {name} failed ({exc})")
 
 
 def meter_for(provider: str, gpus: list[int] | None = None) -> EnergyMeter:
