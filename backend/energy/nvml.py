@@ -27,7 +27,7 @@ def meter(indices: list[int]) -> EnergyMeter:
         raise NotMeasurable(f"not measurable here: {nvml_unavailable_reason()}")
     try:
         found = [_counter(nv, index) for index in indices]
-    except NotMeasurable:
+    except Exception:  # NotMeasurable or a driver error: NVML is shut down either way
         stack.close()
         raise
     return EnergyMeter(found, close=stack.close)
