@@ -145,7 +145,10 @@ class ConfigurationResult:
         return self.status in (ResultStatus.OK, ResultStatus.WRONG_OUTPUTS)
 
     def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
-        return to_json(self, drop=() if with_samples else ("samples_ms",))
+        """JSON; a result without an energy record writes none (results stored before energy
+        was measured write back exactly as they were read)."""
+        drop = () if with_samples else ("samples_ms",)
+        return to_json(self, drop=drop + (("energy",) if self.energy is None else ()))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConfigurationResult:

@@ -55,13 +55,13 @@ run)
     jobs=(1)
     if [ "$provider" = cuda ]; then
         echo "== job 1: FP32 and FP16, end to end (host arrays) and device-resident (IOBinding)"
-        timeout 200 $PY -m backend.cli run 1 "${common[@]}" --precisions fp32,fp16 \
+        timeout 240 $PY -m backend.cli run 1 "${common[@]}" --precisions fp32,fp16 \
             --timing end_to_end,device --label "energy: fp32 vs fp16" | tee "$out/job1.txt"
         echo "== job 2: the best device-resident configuration of bench/results/h200_gpu_depth.txt"
-        timeout 80 $PY -m backend.cli run 1 "${common[@]}" --precisions fp16 --timing device \
+        timeout 90 $PY -m backend.cli run 1 "${common[@]}" --precisions fp16 --timing device \
             --nhwc --fuse-conv-bias --label "energy: best device-resident" | tee "$out/job2.txt"
         echo "== job 3: the same with CUDA graphs and float16 inputs/outputs"
-        timeout 80 $PY -m backend.cli run 1 "${common[@]}" --precisions fp16 --timing device \
+        timeout 90 $PY -m backend.cli run 1 "${common[@]}" --precisions fp16 --timing device \
             --nhwc --fuse-conv-bias --cuda-graph --fp16-io --label "energy: + CUDA graph" \
             | tee "$out/job3.txt"
         jobs=(1 2 3)
