@@ -202,7 +202,8 @@ def comparison() -> None:
     st.subheader("Speedups" + (f" against {plain(baseline)}" if baseline else ""))
     columns = ["label", "status", "p50_ms", "p90_ms", "p99_ms", "throughput", "speedup"]
     columns += ["throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
-    columns += ["j_per_sample", "j_per_sample_above_idle", "idle_w"]  # backend/energy
+    columns += ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
+    columns += ["j_per_sample_above_idle", "idle_w"]
     if view["evaluation_set"].notna().any():  # task accuracy on the user's own data
         columns += ["eval_top1_accuracy", "eval_top1_agreement", "evaluation_set"]
     if view["calibration_set"].notna().any():
@@ -226,6 +227,10 @@ def comparison() -> None:
             **{
                 key: _number(key, help=frames.METRICS[key].label)
                 for key in ("j_per_sample", "j_per_sample_above_idle", "idle_w")
+            },
+            **{  # the spread of the kept windows' J/sample
+                f"j_per_sample_{end}": _number("j_per_sample", label=f"J/sample {end}")
+                for end in ("min", "max")
             },
         },
         key="speedup_table",
