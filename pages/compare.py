@@ -202,6 +202,8 @@ def comparison() -> None:
     st.subheader("Speedups" + (f" against {plain(baseline)}" if baseline else ""))
     columns = ["label", "status", "p50_ms", "p90_ms", "p99_ms", "throughput", "speedup"]
     columns += ["throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
+    columns += ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
+    columns += ["j_per_sample_above_idle", "idle_w"]
     if view["evaluation_set"].notna().any():  # task accuracy on the user's own data
         columns += ["eval_top1_accuracy", "eval_top1_agreement", "evaluation_set"]
     if view["calibration_set"].notna().any():
@@ -222,9 +224,20 @@ def comparison() -> None:
             "evaluation_set": st.column_config.TextColumn("evaluation set"),
             "calibration_set": st.column_config.TextColumn("calibration set"),
             "peak_rss_mb": _number("peak_rss_mb", help=frames.METRICS["peak_rss_mb"].label),
+            **{
+                key: _number(key, help=frames.METRICS[key].label)
+                for key in ("j_per_sample", "j_per_sample_above_idle", "idle_w")
+            },
+            **{  # the spread of the kept windows' J/sample
+                f"j_per_sample_{end}": _number("j_per_sample", label=f"J/sample {end}")
+                for end in ("min", "max")
+            },
         },
         key="speedup_table",
     )
+    sources = sorted(set(view["energy_source"].dropna()))
+    if sources:  # what measured the energy columns, or why they are empty
+        st.caption("Energy (J/sample, idle W): " + "; ".join(plain(s) for s in sources))
     gpu = view[view["tflops"].notna()]
     if not gpu.empty:
         st.subheader("Distance to the hardware")

@@ -106,6 +106,9 @@ class ConfigurationProgress:
     why: str = ""
     ran_on: str = ""  # cluster runs: target · host · node (· GPU)
     peak_fraction: float | None = None  # GPU results: achieved FLOP/s over the device's peak
+    j_per_sample: float | None = None  # median of the timed windows (backend/energy)
+    idle_w: float | None = None
+    energy_source: str = ""  # what measured the energy, or why it is not measurable here
 
 
 def _from_result(label: str, key: str, result: ConfigurationResult) -> ConfigurationProgress:
@@ -120,7 +123,20 @@ def _from_result(label: str, key: str, result: ConfigurationResult) -> Configura
         why=result.error or "; ".join(result.notes),
         ran_on=ran_on(result.environment),
         peak_fraction=found.fraction if (found := distance.distance(result)) else None,
+        **_energy(result),
     )
+
+
+def _energy(result: ConfigurationResult) -> dict:
+    energy = result.energy
+    if energy is None:
+        return {}
+    measured = energy.measured
+    return {
+        "j_per_sample": energy.j_p50 if measured else None,
+        "idle_w": energy.idle_w if measured else None,
+        "energy_source": energy.source,
+    }
 
 
 def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[ConfigurationProgress]]:

@@ -14,7 +14,7 @@ import pandas as pd
 from backend.knobs import columns, declared_columns
 from backend.records import JobKind, job_kind
 from backend.reporting import distance, metrics
-from backend.results import LatencyStats, ResultStatus, StoredResult
+from backend.results import EnergyReport, LatencyStats, ResultStatus, StoredResult
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -77,6 +77,13 @@ COLUMNS = [
     "tflops",
     "peak_fraction",
     "mlperf_share",
+    "j_per_sample",  # energy: backend/energy, what measured it (or why not) in energy_source
+    "j_per_sample_min",
+    "j_per_sample_max",
+    "j_per_sample_above_idle",
+    "active_w",
+    "idle_w",
+    "energy_source",
     "notes",
     "target",
     "ran_on",
@@ -167,8 +174,23 @@ def _record(
         # what the runtime says it ran (OpenVINO's compiled precision), where it says so
         "execution_precision": r.runtime_facts.get("execution_precision"),
         **_distance_columns(stored),
+        **energy_columns(r.energy),
         "notes": "; ".join(r.notes),
         "ran_on": ran_on(r.environment),
+    }
+
+
+def energy_columns(report: EnergyReport | None) -> dict[str, Any]:
+    """J/sample (median, min-max of the windows), power timed and idle, and its source."""
+    measured = report is not None and report.measured
+    return {
+        "j_per_sample": report.j_p50 if measured else None,
+        "j_per_sample_min": report.j_min if measured else None,
+        "j_per_sample_max": report.j_max if measured else None,
+        "j_per_sample_above_idle": report.j_above_idle_p50 if measured else None,
+        "active_w": report.active_w if measured else None,
+        "idle_w": report.idle_w if measured else None,
+        "energy_source": report.source if report else None,  # None: not recorded
     }
 
 

@@ -169,6 +169,15 @@ GENERATION = (  # a generation job's points (backend/generate/points.py frame)
     Metric("greedy_agreement", "greedy tokens equal to FP32's before the first divergence "
            "(worst sequence, share of new tokens)", "", H, A.SHARE, ".0%", "greedy agreement"),
 )
+ENERGY = (  # counters read at the timed windows' edges (backend/energy): NVML on GPUs, RAPL on CPUs
+    Metric("j_per_sample", "energy per sample (median of the timed windows)", "J", L, A.ENERGY,
+           ".4g", "J/sample"),
+    Metric("j_per_sample_above_idle", "energy per sample above idle power", "J", L, A.ENERGY,
+           ".4g", "J/sample above idle", cli="J above idle"),
+    Metric("active_w", "power while timed", "W", L, A.ENERGY, ".1f", "W timed"),
+    Metric("idle_w", "idle power (measured apart, before the timed loop)", "W", L, A.ONCE, ".1f",
+           "idle W"),
+)
 # fmt: on
 
 REGISTRY: dict[str, Metric] = {}
@@ -182,7 +191,7 @@ def register(*metrics: Metric) -> None:
         REGISTRY[metric.key] = metric
 
 
-register(*LATENCY, *SPEED, *MEMORY, *ACCURACY, *HARDWARE, *GENERATION)
+register(*LATENCY, *SPEED, *MEMORY, *ACCURACY, *HARDWARE, *GENERATION, *ENERGY)
 
 
 def metric(key: str) -> Metric:

@@ -23,7 +23,14 @@ def table(rows: list[list[Any]], headers: list[str]) -> str:
 
 # The results table's figures in column order; headers and formats are the registry's.
 RESULT_METRICS = pick(
-    "p50_ms", "p99_ms", "throughput", "peak_rss_mb", "cosine_similarity", "top1_agreement"
+    "p50_ms",
+    "p99_ms",
+    "throughput",
+    "peak_rss_mb",
+    "j_per_sample",
+    "idle_w",
+    "cosine_similarity",
+    "top1_agreement",
 )
 RESULT_HEADERS = ["configuration", "status", *(m.cli_header for m in RESULT_METRICS), "error"]
 
@@ -32,12 +39,15 @@ def results_table(results: list[ConfigurationResult]) -> str:
     """One line per configuration; the RSS column's scope is said under the table."""
     rows = []
     for r in results:
-        lat, acc = r.latency, r.accuracy
+        lat, acc, energy = r.latency, r.accuracy, r.energy
+        measured = energy is not None and energy.measured
         values = [
             lat.p50 if lat else None,
             lat.p99 if lat else None,
             r.throughput,
             r.peak_rss_mb,
+            energy.j_p50 if energy and measured else None,
+            energy.idle_w if energy and measured else None,
             acc.cosine_similarity if acc else None,
             acc.top1_agreement if acc else None,
         ]
@@ -52,7 +62,20 @@ def results_table(results: list[ConfigurationResult]) -> str:
     scopes = {r.peak_rss_scope for r in results if r.peak_rss_mb is not None}
     scope = ", ".join(sorted(s or "whole process (older result)" for s in scopes)) or PEAK_SCOPE
     rss = METRICS["peak_rss_mb"].cli_header
-    return table(rows, RESULT_HEADERS) + f"\n{rss}: peak resident memory over {scope}."
+    text = table(rows, RESULT_HEADERS) + f"\n{rss}: peak resident memory over {scope}."
+    return "\n".join([text, *energy_lines(results)])
+
+
+def energy_lines(results: list[ConfigurationResult]) -> list[str]:
+    """Under the table: what measured the energy columns, or why they are empty; the spread
+    of each measured configuration's windows."""
+    header = METRICS["j_per_sample"].cli_header
+    sources = sorted({r.energy.source for r in results if r.energy is not None})
+    lines = [f"{header}, idle W: {source}" for source in sources]
+    for r in results:
+        if r.energy is not None and r.energy.measured:
+            lines.append(f"  {r.config_key}: {r.energy.summary}")
+    return lines
 
 
 def why_lines(results: list[ConfigurationResult]) -> list[str]:

@@ -11,8 +11,10 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import _calculate_file_id as file_id
 from streamlit.testing.v1 import AppTest
 
+from backend.energy import meter_for
 from backend.reporting import exports, frames
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
+from pages.components.formatting import plain
 from tests.pages.seed import (
     add_model,
     finished_sweep,
@@ -44,6 +46,9 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     baseline_p50 = dict(zip(batch[fp32], table.loc[fp32, "p50_ms"], strict=True))
     assert np.allclose(table["speedup"], batch.map(baseline_p50) / table["p50_ms"])
     assert table["pareto"].any()
+    cpu = meter_for("cpu")  # J/sample is measured where RAPL reads, else the reason is shown
+    assert table["j_per_sample"].notna().all() == cpu.measurable
+    assert f"Energy (J/sample, idle W): {plain(cpu.source)}" in texts(at)
 
 
 def test_compare_state_lives_in_the_url_and_restores_the_same_view(

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from backend import cli
+from backend.energy import meter_for
 from backend.errors import UserError
 from backend.generate.benchmark import GenerationSpec
 from backend.generate.footprint import footprint
@@ -127,6 +128,8 @@ def test_the_cli_measures_in_the_sandboxed_child_and_prints_json(fp32, tmp_path,
     by_runtime = {r["runtime"]: r for r in report["results"]}
     assert by_runtime["ort-genai"]["status"] == "ok"
     assert len(by_runtime["ort-genai"]["tokens"][0]) == 4
+    spent = by_runtime["ort-genai"]["energy"]  # J/token from the sandboxed child, or why not
+    assert spent["per"] == "token" and spent["source"] == meter_for("cpu").source
     # an ONNX GenAI folder is not OpenVINO GenAI's format: said, not run
     assert by_runtime["openvino-genai"]["status"] == "unavailable"
     assert "openvino_model.xml" in by_runtime["openvino-genai"]["error"]
