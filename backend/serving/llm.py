@@ -95,18 +95,22 @@ def served_llm(serving: LlmServing) -> ServedModel:
     )
 
 
+def _type(name: str) -> int:
+    return model_config_pb2.DataType.Value(f"TYPE_{name}")
+
+
 def llm_config(serving: LlmServing) -> model_config_pb2.ModelConfig:
     """config.pbtxt as a message: decoupled, unbatched, prompt as ids or text, token out."""
-    types = model_config_pb2.DataType
-    config = model_config_pb2.ModelConfig(
-        name=LLM_MODEL_NAME, backend="python", max_batch_size=0
-    )
+    config = model_config_pb2.ModelConfig(name=LLM_MODEL_NAME, backend="python", max_batch_size=0)
     config.model_transaction_policy.decoupled = True
-    config.input.add(name="input_ids", data_type=types.Value("TYPE_INT32"), dims=[-1], optional=True)
-    config.input.add(name="text_input", data_type=types.Value("TYPE_STRING"), dims=[1], optional=True)
-    config.input.add(name="max_tokens", data_type=types.Value("TYPE_INT32"), dims=[1])
-    config.output.add(name="token_id", data_type=types.Value("TYPE_INT32"), dims=[1])
-    config.output.add(name="text_output", data_type=types.Value("TYPE_STRING"), dims=[1])
+    for name, kind, dims, optional in (
+        ("input_ids", "INT32", [-1], True),  # the prompt as token ids (exact length)
+        ("text_input", "STRING", [1], True),  # or as text, tokenized by the model (aiperf)
+        ("max_tokens", "INT32", [1], False),
+    ):
+        config.input.add(name=name, data_type=_type(kind), dims=dims, optional=optional)
+    config.output.add(name="token_id", data_type=_type("INT32"), dims=[1])
+    config.output.add(name="text_output", data_type=_type("STRING"), dims=[1])
     group = config.instance_group.add(count=serving.instances)
     if serving.provider is ServingProvider.CUDA:
         group.kind = group.KIND_GPU
