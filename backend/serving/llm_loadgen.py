@@ -145,13 +145,14 @@ def open_session(spec: LoadSpec) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), timeout=timeout)
 
 
-async def _measure(
+async def measure_records(
     endpoint: ServerEndpoint,
     spec: LoadSpec,
     shape: PromptShape,
     vocab: int,
     measure: MeasureSettings,
 ) -> list[TokenRecord]:
+    """Warm up (measure.warmup_runs requests), then the scenario; the records in order."""
     url = f"http://{endpoint.http_url}{STREAM_PATH}"
     async with open_session(spec) as session:
         driver = LlmDriver(session, url, prompts_of(vocab, shape, spec.seed), shape.output_tokens)
@@ -231,7 +232,7 @@ def run_llm_load(
     """One load point against a running LLM server (this process; see run_llm_load_in_child)."""
     measure = measure or MEASURE_PRESETS["quick"]
     with HostWatch() as host:
-        records = asyncio.run(_measure(endpoint, spec, shape, vocab, measure))
+        records = asyncio.run(measure_records(endpoint, spec, shape, vocab, measure))
     point = summarize(records, spec, shape, slo, measure, endpoint, serving)
     if host.share is not None:
         stolen = contention_note({"host_steal_fraction": host.share.steal_fraction})
