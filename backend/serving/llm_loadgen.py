@@ -66,6 +66,11 @@ class TokenRecord:
         return [1000 * (b - a) for a, b in zip(self.token_s, self.token_s[1:], strict=False)]
 
     @property
+    def itl_mean_ms(self) -> float:
+        gaps = self.itl_ms
+        return sum(gaps) / len(gaps) if gaps else 0.0
+
+    @property
     def itl_p99_ms(self) -> float:
         gaps = self.itl_ms
         return float(np.percentile(gaps, 99)) if gaps else 0.0
@@ -215,6 +220,9 @@ def summarize(
         itl=LatencyStats.from_samples(gaps) if gaps else None,
         output_tokens_per_s=sum(len(r.tokens) for r in good) / window if window > 0 else 0.0,
         slo=slo,
+        itl_request_mean=(
+            LatencyStats.from_samples([r.itl_mean_ms for r in good]) if gaps else None
+        ),
         met_slo=met,
         goodput_rps=(met / window if window > 0 else 0.0) if slo else None,
     )

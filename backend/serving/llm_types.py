@@ -58,6 +58,9 @@ class LlmLoadPoint:
     itl: LatencyStats | None  # every gap between consecutive tokens; None at 1 output token
     output_tokens_per_s: float
     slo: TokenSlo | None = None
+    # each request's mean gap, (end to end - TTFT) / (tokens - 1): ITL as aiperf and genai-perf
+    # define it (their percentiles are over requests); None at 1 output token
+    itl_request_mean: LatencyStats | None = None
     met_slo: int = 0  # successful requests that met the SLO
     goodput_rps: float | None = None  # met_slo over the same window as achieved_rps
 
@@ -76,6 +79,9 @@ class LlmLoadPoint:
             itl=LatencyStats(**data["itl"]) if data.get("itl") else None,
             output_tokens_per_s=data["output_tokens_per_s"],
             slo=TokenSlo(**data["slo"]) if data.get("slo") else None,
+            itl_request_mean=(
+                LatencyStats(**data["itl_request_mean"]) if data.get("itl_request_mean") else None
+            ),
             met_slo=data.get("met_slo", 0),
             goodput_rps=data.get("goodput_rps"),
         )

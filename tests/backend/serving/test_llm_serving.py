@@ -82,6 +82,7 @@ def test_goodput_counts_only_the_requests_that_met_the_slo(
     for record in good:
         assert len(record.tokens) == SHAPE.output_tokens
         assert 0 < record.ttft_ms <= 1000 * (record.done_s - record.sent_s)
+        assert record.itl_mean_ms <= record.itl_p99_ms + 1e-9 or len(record.itl_ms) < 2
 
     def point(slo: TokenSlo):  # noqa: ANN202
         return summarize(records, spec, SHAPE, slo, measure, llm_server.endpoint, "1 x 2")
@@ -97,6 +98,7 @@ def test_goodput_counts_only_the_requests_that_met_the_slo(
     assert split.met_slo == sum(t <= ttfts[len(ttfts) // 2] for t in ttfts) < len(good)
     assert nothing.ttft.p50 <= nothing.point.latency.p50
     assert nothing.itl is not None and nothing.itl.count == len(good) * (SHAPE.output_tokens - 1)
+    assert nothing.itl_request_mean is not None and nothing.itl_request_mean.count == len(good)
     assert everything.output_tokens_per_s == pytest.approx(
         everything.point.achieved_rps * SHAPE.output_tokens
     )
