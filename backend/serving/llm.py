@@ -26,7 +26,7 @@ from tritonclient.grpc import model_config_pb2
 import settings
 from backend.errors import UserError
 from backend.serving.repository import ServedModel, TensorSpec
-from backend.serving.server import TritonEnvironment, TritonServer, _started, find_environment
+from backend.serving.server import TritonEnvironment, TritonServer, find_environment, start_server
 from backend.serving.types import BatchingPolicy, ServingProvider
 
 LLM_MODEL_NAME = "llm"
@@ -158,7 +158,7 @@ def serve_llm(
     with tempfile.TemporaryDirectory(prefix="optiboard-triton-llm-") as work:
         workdir = Path(work)
         repository = write_llm_repository(workdir / "models", folder, serving)
-        server = _started(environment, served_llm(serving), workdir, repository, timeout)
+        server = start_server(environment, served_llm(serving), workdir, repository, timeout)
         try:
             yield server
         finally:
