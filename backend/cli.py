@@ -23,6 +23,7 @@ from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
+from backend.serving.llm_cli import register_llm_serving
 from backend.specs import MEASURE_PRESETS, SweepSpec
 from storage.states import JobState
 
@@ -323,7 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_worker)
     for register in (register_compat, register_users, register_generate):
         register(sub)
-    register_advice(register_serving(sub))
+    serving = register_serving(sub)
+    register_advice(serving)
+    register_llm_serving(serving)
     return parser
 
 

@@ -129,6 +129,7 @@ SLOW_TESTS = {
     "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
     "tests/backend/serving/test_export.py::test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant": "Triton",  # noqa: E501
     "tests/backend/serving/test_loadgen.py": "Triton",
+    "tests/backend/serving/test_llm_serving.py": "Triton serving the tiny Llama, streamed",
     "tests/backend/test_host.py::test_a_watch_sees_another_process_busy_and_not_this_one": "busy child process",  # noqa: E501
     "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
     "tests/backend/test_viewer_focus.py": "browser",
@@ -161,6 +162,7 @@ SERIAL_MODULES = {
     "tests/backend/queue/test_serving_job.py": "Triton",
     "tests/backend/serving/test_cli_advice.py": "Triton: measured against predicted rates",
     "tests/backend/serving/test_loadgen.py": "Triton: offered against achieved rates",
+    "tests/backend/serving/test_llm_serving.py": "Triton: token latencies under load",
     "tests/backend/serving/test_prediction.py": "Triton: predictions against measurements",
     "tests/backend/serving/test_provider.py": "Triton",
     "tests/backend/serving/test_server.py": "Triton and its /dev/shm regions",
