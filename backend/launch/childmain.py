@@ -54,6 +54,10 @@ def main(argv: list[str]) -> int:
         sys.argv = list(rest)
         runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
         return 0
+    if mode == "dialog":  # answers requests until stdin closes (backend/launch/dialog.py)
+        from backend.launch.dialog import serve
+
+        return serve(Path(rest[0]))
     request, result = Path(rest[0]), Path(rest[1])
     if mode == "call":
         os.chdir(result.parent)  # files a call leaves behind go to its scratch folder
