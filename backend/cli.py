@@ -14,6 +14,7 @@ from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
+from backend.jobs.regresscli import register_regress
 from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
 from backend.queue import jobs
@@ -317,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
     add_worker_arguments(p)
     p.set_defaults(func=cmd_worker)
-    for register in (register_compat, register_users, register_generate):
+    for register in (register_compat, register_users, register_generate, register_regress):
         register(sub)
     register_advice(register_serving(sub))
     return parser

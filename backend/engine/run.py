@@ -27,6 +27,7 @@ from backend.measure_settings import DEFAULT_MIN_COSINE
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
+from backend.runtimes.environments import current_env_name
 from backend.specs import GPU_PROVIDERS, Configuration, IoMode, MeasureSettings, Precision
 
 if TYPE_CHECKING:  # variants is imported lazily: the worker imports this module too
@@ -338,6 +339,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             **describe_environment(),
             "backend": backend.name,
             "backend_version": backend.version(),
+            "runtime_env": current_env_name(),
         },
     )
     workdir = Path(tempfile.mkdtemp(prefix="optiboard-config-"))

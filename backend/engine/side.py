@@ -62,8 +62,13 @@ class Side:
         import sys
 
         module = __import__(self.backend.name) if self.backend.name == "onnxruntime" else None
+        from backend.host import describe_environment
+        from backend.runtimes.environments import current_env_name
+
         return {
-            "runtime_env": self.env,
+            **describe_environment(),
+            "runtime_env": current_env_name(),
+            "runtime_env_asked": self.env,
             "backend": self.backend.name,
             "backend_version": self.backend.version(),
             "runtime_file": str(getattr(module, "__file__", "")),

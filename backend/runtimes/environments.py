@@ -97,6 +97,13 @@ def ready_env(name: str) -> RuntimeEnv:
     return env
 
 
+def current_env_name() -> str:
+    """The environment this interpreter is: the name of its folder under .runtime-envs, else
+    default (a result records it beside the runtime version that really ran)."""
+    prefix = Path(sys.prefix).absolute()
+    return prefix.name if prefix.parent == ENVS_DIR.absolute() else DEFAULT
+
+
 def pins_digest(env: RuntimeEnv) -> str:
     """A short digest of the pins, stored with a result so a re-run can say they changed."""
     return hashlib.sha256("\n".join(env.pinned).encode()).hexdigest()[:12]
