@@ -14,12 +14,14 @@ from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
+from backend.jobs.context import JobOutcome, OnResult
 from backend.jobs.regresscli import register_regress
 from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
 from backend.queue import jobs
 from backend.queue.knee import knee_summary
 from backend.queue.worker_args import add_worker_arguments
+from backend.records import JobRow
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
@@ -116,12 +118,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """Run a sweep now in this terminal; it is stored like any job."""
+def run_now(job: JobRow, on_result: OnResult | None = None) -> JobOutcome:
+    """Run a queued job in this terminal, as a worker of its own; stored like any job."""
     from backend.queue.worker import JobRunner, register, worker_id_for_this_process
     from storage.repo import jobs as job_store
 
-    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
     worker_id = worker_id_for_this_process()
     register(worker_id)
     claimed = job_store.claim_job(worker_id, lease_seconds=300, job_id=job.id)
@@ -129,6 +130,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(
             f"Job {job.id} was taken by a running worker; follow it with `optiboard show {job.id}`."
         )
+    return JobRunner(worker_id, lease_seconds=300, on_result=on_result).run(claimed)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a sweep now in this terminal; it is stored like any job."""
+    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
     collected: list[ConfigurationResult] = []
 
     def progress(result: ConfigurationResult, index: int, total: int) -> None:
@@ -140,7 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"[{bar}] {len(collected)}/{total} {result.config_key}: {status}", flush=True)
 
     print(f"job {job.id}: {job.progress_total} configurations")
-    outcome = JobRunner(worker_id, lease_seconds=300, on_result=progress).run(claimed)
+    outcome = run_now(job, progress)
     print("\n" + results_table(collected))
     if gpu := gpu_table(collected):
         print("\n" + gpu)
@@ -318,8 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
     add_worker_arguments(p)
     p.set_defaults(func=cmd_worker)
-    for register in (register_compat, register_users, register_generate, register_regress):
+    for register in (register_compat, register_users, register_generate):
         register(sub)
+    register_regress(sub, run_now)
     register_advice(register_serving(sub))
     return parser
 

@@ -108,9 +108,7 @@ def interleaved(
     for infer in candidates.values():
         for _ in range(settings.warmup_runs + 1):
             infer()
-    windows = {
-        name: partial(_local_window, infer, settings) for name, infer in candidates.items()
-    }
+    windows = {name: partial(_local_window, infer, settings) for name, infer in candidates.items()}
     return interleaved_windows(windows, settings)
 
 

@@ -25,9 +25,9 @@ from backend.host import TelemetrySampler, contention_note, describe_environment
 from backend.launch.limits import limit_hit_by_exception
 from backend.measure_settings import DEFAULT_MIN_COSINE
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
+from backend.runtimeenvs import current_env_name
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
-from backend.runtimes.environments import current_env_name
 from backend.specs import GPU_PROVIDERS, Configuration, IoMode, MeasureSettings, Precision
 
 if TYPE_CHECKING:  # variants is imported lazily: the worker imports this module too

@@ -63,7 +63,7 @@ class Side:
 
         module = __import__(self.backend.name) if self.backend.name == "onnxruntime" else None
         from backend.host import describe_environment
-        from backend.runtimes.environments import current_env_name
+        from backend.runtimeenvs import current_env_name
 
         return {
             **describe_environment(),

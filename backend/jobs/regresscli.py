@@ -4,13 +4,16 @@ terminal. backend/cli.py calls `register_regress(sub)` once."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
+from backend.jobs.context import JobOutcome
 from backend.jobs.regressspec import RegressionSpec, submit_regression
+from backend.records import JobRow
 from backend.reporting import regression as stats
 from backend.reporting.text import table
-from backend.runtimes.environments import DEFAULT, describe
+from backend.runtimeenvs import DEFAULT, describe
 from backend.specs import MEASURE_PRESETS
 from storage.states import JobState
 
@@ -63,19 +66,11 @@ def cmd_regress(args: argparse.Namespace) -> int:
     if args.submit:
         print(f"queued job {job.id}; its report: `optiboard regress --report {job.id}`")
         return 0
-    from backend.queue.worker import JobRunner, register, worker_id_for_this_process
-    from storage.repo import jobs as job_store
-
-    worker_id = worker_id_for_this_process()
-    register(worker_id)
-    claimed = job_store.claim_job(worker_id, lease_seconds=300, job_id=job.id)
-    if claimed is None:
-        raise UserError(f"Job {job.id} was taken by a running worker; follow it there.")
     print(
         f"job {job.id}: {spec.env_a} against {spec.env_b}, {len(spec.configurations())} "
         "configurations, timed interleaved"
     )
-    outcome = JobRunner(worker_id, lease_seconds=300).run(claimed)
+    outcome = args.run_now(job)
     print(report(job.id))
     print(f"\njob {job.id} {outcome.state.value}")
     return 0 if outcome.state == JobState.SUCCEEDED else 1
@@ -87,8 +82,11 @@ def cmd_envs(_: argparse.Namespace) -> int:
     return 0
 
 
-def register_regress(sub: argparse._SubParsersAction) -> None:
-    """Add `regress` and `envs` to the main parser."""
+def register_regress(
+    sub: argparse._SubParsersAction, run_now: Callable[[JobRow], JobOutcome]
+) -> None:
+    """Add `regress` and `envs` to the main parser; run_now runs a queued job in this terminal
+    (backend/cli.py's, the one command module that starts the worker's loop)."""
     p = sub.add_parser(
         "regress", help="the same configurations on two runtime environments, with a verdict"
     )
@@ -115,7 +113,7 @@ def register_regress(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--submit", action="store_true", help="queue it for the worker")
     p.add_argument("--report", type=int, metavar="JOB", help="print a stored check's report")
     p.add_argument("--label")
-    p.set_defaults(func=cmd_regress)
+    p.set_defaults(func=cmd_regress, run_now=run_now)
     sub.add_parser("envs", help="runtime environments and whether each is set up").set_defaults(
         func=cmd_envs
     )

@@ -2,7 +2,7 @@
 
 For each configuration two dialog children start through the one launcher
 (backend/launch/dialog.py), each under its environment's interpreter
-(backend/runtimes/environments.py) and inside the sandbox; each builds the variant and keeps its
+(backend/runtimeenvs.py) and inside the sandbox; each builds the variant and keeps its
 session open. The parent then asks them for one timed window in turn, A B A B ...
 (backend/engine/interleave.py interleaved_windows), so drift of the host lands on both; then for
 their outputs on the same seeded inputs (B against A: cosine, max abs) and their per-node
@@ -36,7 +36,7 @@ from backend.queue.jobs import stored_results
 from backend.records import JobKind
 from backend.reporting import regression as stats
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
-from backend.runtimes.environments import get_env, pins_digest
+from backend.runtimeenvs import get_env, pins_digest
 from backend.specs import Configuration
 from storage.repo import models as model_store
 from storage.states import JobState

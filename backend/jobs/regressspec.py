@@ -17,7 +17,7 @@ from backend.auth.audit import current_actor
 from backend.errors import UserError
 from backend.records import JobKind
 from backend.reporting import regression as stats
-from backend.runtimes.environments import DEFAULT, ready_env
+from backend.runtimeenvs import DEFAULT, ready_env
 from backend.specs import MEASURE_PRESETS, Configuration, MeasureSettings, Precision
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store

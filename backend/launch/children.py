@@ -80,7 +80,7 @@ def _read_text(path: Path, cap: int, tail: bool = False) -> str:
         return handle.read(cap).decode("utf-8", errors="replace")
 
 
-def _environment(sandboxed: bool) -> dict[str, str] | None:
+def child_environment(sandboxed: bool) -> dict[str, str] | None:
     if sandboxed:
         return None  # bwrap --clearenv sets what the child gets
     env = dict(os.environ)
@@ -139,7 +139,7 @@ def run_process(
 
     Sandboxed, the child runs under bubblewrap (sandbox.py) and raises UserError when no working
     sandbox exists: never a silent fallback. python: another interpreter than this one (a runtime
-    environment's, backend/runtimes/environments.py), whose folder the binds must name.
+    environment's, backend/runtimeenvs.py), whose folder the binds must name.
     """
     limits = limits or child_limits.ChildLimits.from_settings()
     argv = child_argv(entry, folder, limits, sandboxed, read_only, binds, python)
@@ -198,7 +198,7 @@ def _start(
             stdout=out,
             stderr=out if merge_output else err,
             cwd=folder.scratch if sandboxed else None,
-            env=_environment(sandboxed),
+            env=child_environment(sandboxed),
             start_new_session=True,  # one process group, killed as a whole
         )
 

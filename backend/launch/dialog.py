@@ -3,9 +3,10 @@
 run_process (children.py) waits for a child to finish, a service (services.py) runs beside its
 parent; a dialog child starts the same way (the same command line, limits, sandbox and process
 group, children.child_argv) and then answers JSON requests over its stdin and stdout until it is
-closed. Two of them side by side let a parent time two runtime versions window by window, each
-with its session kept open between windows (backend/engine/pairs.py). The child's own stdout is
-moved to its stderr before the handler is imported, so a library's prints never reach the pipe.
+closed (its side: backend/launch/childmain.py serve_dialog). Two of them side by side let a
+parent time two runtime versions window by window, each with its session kept open between
+windows (backend/jobs/regression.py). The child's own stdout is moved to its stderr before the
+handler is imported, so a library's prints never reach the pipe.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from backend.errors import UserError
 from backend.launch import limits as child_limits
 from backend.launch import pids, sandbox
-from backend.launch.children import _environment, child_argv, last_line
+from backend.launch.children import child_argv, child_environment, last_line
 from backend.launch.folders import ChildFolder, child_folder
 
 LINE_CAP = 64 << 20  # bytes of one answer the parent reads
@@ -128,7 +129,7 @@ def dialog(
                 stdout=subprocess.PIPE,
                 stderr=err,
                 cwd=folder.scratch if sandboxed else None,
-                env=_environment(sandboxed),
+                env=child_environment(sandboxed),
                 start_new_session=True,
             )
         try:
@@ -154,46 +155,3 @@ def _close(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait()
-
-
-# ---- child side -------------------------------------------------------------------------------
-
-
-def serve(request: Path) -> int:
-    """The child's loop: make the handler, then answer each line until stdin closes."""
-    import importlib
-    import sys
-    import traceback
-
-    answers = os.fdopen(os.dup(1), "wb")  # the pipe; fd 1 becomes stderr for everyone else
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-
-    def reply(record: dict[str, Any]) -> None:
-        answers.write(json.dumps(record).encode() + b"\n")
-        answers.flush()
-
-    def guarded(body: Callable[[], Any]) -> dict[str, Any]:
-        try:
-            return {"kind": "ok", "value": body()}
-        except BaseException as exc:  # the parent reads it; the child must never hang
-            limit = child_limits.limit_hit_by_exception(exc)
-            if limit:
-                return {"kind": "limit", "limit": limit}
-            if isinstance(exc, UserError):
-                return {"kind": "user_error", "text": str(exc)}
-            return {"kind": "error", "text": traceback.format_exc()}
-
-    payload = json.loads(request.read_text())
-    module, _, name = payload["target"].partition(":")
-    handler: list[Callable[[dict[str, Any]], Any]] = []
-    opened = guarded(
-        lambda: handler.append(getattr(importlib.import_module(module), name)(*payload["args"]))
-    )
-    for line in sys.stdin.buffer:
-        if not handler:  # the handler failed to open: every request gets why
-            reply(opened)
-            continue
-        message = json.loads(line)
-        reply(guarded(lambda message=message: handler[0](message)))
-    return 0

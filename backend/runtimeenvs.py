@@ -19,7 +19,7 @@ import settings
 from backend.errors import UserError
 
 DEFAULT = "default"
-PINS_DIR = Path(__file__).resolve().parent / "envs"
+PINS_DIR = Path(__file__).resolve().parent / "runtimes" / "envs"
 ENVS_DIR = settings.PROJECT_ROOT / ".runtime-envs"
 SETUP_SCRIPT = "scripts/setup-runtime-env"
 
