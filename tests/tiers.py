@@ -75,6 +75,7 @@ SLOW_MODULES = {
     "tests/pages/test_jobs.py": "worker runs",
     "tests/pages/test_live_sessions.py": "argon2 sign-ins through app.py, several each",
     "tests/pages/test_mixed_search_page.py": "worker run",
+    "tests/pages/test_regression_view.py": "a CLI regression check: two dialog children",
     "tests/backend/generate/test_benchmark.py": (
         "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
     ),
@@ -90,7 +91,6 @@ SLOW_MODULES = {
 }
 
 SLOW_TESTS = {
-    "tests/backend/jobs/test_regression_check.py::test_a_real_check_and_a_planted_regression_found_with_its_op_named": "CLI runs, two dialog children per check",  # noqa: E501
     "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "CLI runs, two dialog children per check",  # noqa: E501
     "tests/backend/auth/test_throttle.py": "sign-in hashing rounds",
     "tests/backend/compat/test_columns.py::test_ort_cpu_matches_kernels_by_element_type": "real sessions per node",  # noqa: E501

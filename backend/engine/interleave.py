@@ -122,11 +122,15 @@ def interleaved_windows(
     windows: Mapping[str, Window],
     settings: MeasureSettings,
     own_cpu: Callable[[], float] | None = None,
+    min_rounds: int = 1,
+    keep_all: bool = False,
 ) -> Interleaved:
     """Round-robin over warmed-up candidates, each call of windows[name](deadline) timing one
     window of that candidate (here, or in a child that holds its session: perf_counter is the
     host's monotonic clock, so the deadline means the same there); own_cpu: the CPU seconds that
-    are this measurement's own (this process's, plus the children timing for it)."""
+    are this measurement's own (this process's, plus the children timing for it). At least
+    min_rounds rounds unless the time cap comes first; keep_all: every round's samples count,
+    not only the last stable windows' (many short alternations cancel drift best)."""
     samples: dict[str, list[list[float]]] = {name: [] for name in windows}
     timed = {name: Timed() for name in windows}
     need = settings.stable_windows
@@ -143,9 +147,11 @@ def interleaved_windows(
                 t.stable = len(t.window_p50_ms) >= need and windows_agree(
                     t.window_p50_ms[-need:], settings.stability_tolerance
                 )
-            if all(t.stable for t in timed.values()) or time.perf_counter() > deadline:
+            settled = rounds >= min_rounds and all(t.stable for t in timed.values())
+            if settled or time.perf_counter() > deadline:
                 break
     for name, t in timed.items():
-        t.samples_ms = [s for window in samples[name][-need:] for s in window]
+        kept = samples[name] if keep_all else samples[name][-need:]
+        t.samples_ms = [s for window in kept for s in window]
     telemetry = host.share.as_telemetry() if host.share else {}
     return Interleaved(timed, rounds, settings, contention_note(telemetry))

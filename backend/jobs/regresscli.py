@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from backend.cli_parsing import dims_from_pairs
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.jobs.context import JobOutcome
@@ -29,6 +30,7 @@ def spec_of(args: argparse.Namespace) -> RegressionSpec:
         env_b=args.env_b,
         precisions=tuple(comma_list(args.precisions)),
         batch_sizes=tuple(comma_numbers(args.batch_sizes, int, "--batch-sizes")),
+        dims=tuple(dims_from_pairs(args.dim).items()),
         threads=args.threads,
         threads_b=args.threads_b,
         model_b=args.model_b,
@@ -96,6 +98,7 @@ def register_regress(
     p.add_argument("--model-b", type=int, help="B runs this model instead (a re-export)")
     p.add_argument("--precisions", default="fp32", help="comma list, e.g. fp32,int8_dynamic")
     p.add_argument("--batch-sizes", default="1", help="comma list, e.g. 1,8")
+    p.add_argument("--dim", action="append", default=[], help="NAME=VALUE, a symbolic dim")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: the runtime's)")
     p.add_argument("--threads-b", type=int, help="B's own thread count")
     p.add_argument("--preset", choices=list(MEASURE_PRESETS), default="quick")

@@ -121,6 +121,8 @@ def run_pair(
             {s: window(s) for s in SIDES},
             spec.measure,
             own_cpu=lambda: own_cpu_s() + sum(cpu.values()),
+            min_rounds=spec.min_rounds,
+            keep_all=True,
         )
         outputs = {s: Path(d.ask({"op": "outputs"}, timeout)) for s, d in sides.items()}
         profiles = {}

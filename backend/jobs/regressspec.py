@@ -25,6 +25,10 @@ from storage.repo.jobs import JobRow
 
 KIND = JobKind.REGRESSION.value
 SIDES = ("a", "b")
+# Rounds of one window per side at least: many short alternations put a busy spell on both
+# sides; with only the last two stable windows, an A/A check on a loaded 2-core host said
+# "slower" once in six (bench/results/regression_check.txt).
+MIN_ROUNDS = 10
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class RegressionSpec:
     env_a: str = DEFAULT
     precisions: tuple[str, ...] = ("fp32",)
     batch_sizes: tuple[int, ...] = (1,)
+    dims: tuple[tuple[str, int], ...] = ()  # symbolic input dimensions, e.g. (("seq", 128),)
     threads: int = 0  # 0: the runtime chooses (both sides alike)
     threads_b: int | None = None  # B's own thread count (a cut is a regression to find)
     model_b: int | None = None  # B runs this upload instead of the job's model
@@ -45,6 +50,7 @@ class RegressionSpec:
     min_change: float = stats.MIN_CHANGE
     seed: int = stats.SEED
     profile: bool = True
+    min_rounds: int = MIN_ROUNDS  # A B rounds at least (time cap permitting), all of them kept
     kind: str = KIND
 
     def __post_init__(self) -> None:
@@ -52,6 +58,9 @@ class RegressionSpec:
             object.__setattr__(self, "measure", MeasureSettings(**self.measure))
         object.__setattr__(self, "precisions", tuple(self.precisions))
         object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
+        object.__setattr__(
+            self, "dims", tuple((str(k), int(v)) for k, v in dict(self.dims).items())
+        )
         if not self.precisions or not self.batch_sizes:
             raise UserError("A regression check needs at least one precision and batch size.")
         for name in self.precisions:
@@ -66,13 +75,20 @@ class RegressionSpec:
             raise UserError(f"Resamples must be between 100 and 100000, not {self.resamples}.")
         if not 0.5 <= self.confidence < 1:
             raise UserError(f"Confidence must be in [0.5, 1), e.g. 0.95, not {self.confidence}.")
+        if not 1 <= self.min_rounds <= 1000:
+            raise UserError(f"Rounds must be between 1 and 1000, not {self.min_rounds}.")
         if not 0 <= self.min_change < 1:
             raise UserError(f"The smallest change must be in [0, 1), not {self.min_change}.")
 
     def configurations(self) -> list[Configuration]:
         """Every (precision, batch) pair on the CPU with the spec's threads; B's the same."""
         return [
-            Configuration(precision=Precision(p), batch_size=b, intra_op_threads=self.threads)
+            Configuration(
+                precision=Precision(p),
+                batch_size=b,
+                intra_op_threads=self.threads,
+                symbolic_dims=self.dims,
+            )
             for p in self.precisions
             for b in self.batch_sizes
         ]

@@ -2,7 +2,8 @@
 
 ratio = median(B) / median(A) of the raw per-call samples of one configuration timed interleaved
 on environments A and B; its confidence interval is a seeded percentile bootstrap (each side's
-samples resampled with replacement, `resamples` times). The verdict needs both a significant and
+samples resampled with replacement, `resamples` times, each resample's median drawn exactly from
+its order-statistic distribution: bootstrap_medians). The verdict needs both a significant and
 a material change: "slower" when the whole interval lies above 1 and the ratio is at least
 `min_change` above it, "faster" the mirror image, "same" otherwise (an interval that holds 1, or
 a change smaller than min_change: two processes of one version differ by a few percent).
@@ -40,6 +41,26 @@ class RatioInterval:
     median_b_ms: float
 
 
+def bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The medians of `resamples` bootstrap resamples (n draws with replacement), drawn exactly
+    and in O(resamples): a resample is F_n^-1 of n uniforms, so its k-th smallest value is
+    F_n^-1(U_(k)) with U_(k) ~ Beta(k, n - k + 1); for an even n the next one is U_(k) plus
+    (1 - U_(k)) * Beta(1, n - k). The same distribution as resampling indices, without the
+    n x resamples draws (66,000 samples took 4.8 s that way)."""
+    ordered = np.sort(samples)
+    n = ordered.size
+
+    def at(u: np.ndarray) -> np.ndarray:
+        return ordered[np.clip(np.ceil(u * n).astype(np.int64) - 1, 0, n - 1)]
+
+    k = (n + 1) // 2 if n % 2 else n // 2
+    lower = rng.beta(k, n - k + 1, resamples)
+    if n % 2:
+        return at(lower)
+    upper = lower + (1 - lower) * rng.beta(1, n - k, resamples)
+    return (at(lower) + at(upper)) / 2
+
+
 def bootstrap_ratio(
     a_ms: list[float] | np.ndarray,
     b_ms: list[float] | np.ndarray,
@@ -53,13 +74,7 @@ def bootstrap_ratio(
     if a.size == 0 or b.size == 0:
         raise ValueError("both sides need samples")
     rng = np.random.default_rng(seed)
-    ratios = np.empty(resamples)
-    chunk = max(1, min(resamples, 4_000_000 // max(a.size, b.size)))  # bounded memory
-    for start in range(0, resamples, chunk):
-        n = min(chunk, resamples - start)
-        med_a = np.median(a[rng.integers(0, a.size, (n, a.size))], axis=1)
-        med_b = np.median(b[rng.integers(0, b.size, (n, b.size))], axis=1)
-        ratios[start : start + n] = med_b / med_a
+    ratios = bootstrap_medians(b, resamples, rng) / bootstrap_medians(a, resamples, rng)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     med_a, med_b = float(np.median(a)), float(np.median(b))

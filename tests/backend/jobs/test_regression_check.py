@@ -1,10 +1,9 @@
-"""The regression check for real: ONNX Runtime 1.32.0 (default) against 1.31.1 (ort-1.31, made by
-scripts/setup-runtime-env) on a tiny model, an A/A check, and a planted regression, through the
-CLI over a real data directory; then the refusals, which store nothing."""
+"""The regression check for real through the CLI: an A/A check says same; refusals store
+nothing. (ONNX Runtime 1.32.0 against 1.31.1 with a planted regression, and the pages that show
+it: tests/pages/test_regression_view.py.)"""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,43 +13,7 @@ from backend.errors import UserError
 from backend.jobs.regressspec import RegressionSpec, submit_regression
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
-from tests import models
-from tests.backend.test_cli import ROOT, optiboard
-
-
-@pytest.fixture(scope="module")
-def second_env() -> str:
-    """ort-1.31 set up (skipped in seconds when its stamp matches; scripts/test makes it)."""
-    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
-    return "ort-1.31"
-
-
-def test_a_real_check_and_a_planted_regression_found_with_its_op_named(
-    data_dir: Path, tmp_path: Path, second_env: str
-) -> None:
-    mlp = models.save(models.make_mlp(), tmp_path / "mlp.onnx")
-    planted = models.plant_matmul_chain(models.make_mlp())
-    planted_path = models.save(planted, tmp_path / "mlp-planted.onnx")
-    assert optiboard("add", str(mlp)).returncode == 0
-    assert optiboard("add", str(planted_path)).returncode == 0
-
-    run = optiboard("regress", "1", "--env-b", second_env, "--model-b", "2", "--max-seconds", "2")
-    assert run.returncode == 0, run.stdout + run.stderr
-    row = next(line for line in run.stdout.splitlines() if line.startswith("onnxruntime/"))
-    assert "default 1.32.0" in row and "ort-1.31 1.31.1" in row  # the versions that really ran
-    assert " slower " in row and "1.000000" in row  # outputs agree: the chain adds x * 0
-    assert "slower; ops whose time changed most (A -> B):" in run.stdout
-    first_op = run.stdout.split("(A -> B):\n")[1].splitlines()[0].strip()
-    assert first_op.startswith("MatMul: "), run.stdout
-
-    stored = {r.config_key: r.result for r in jobs.stored_results(1)}
-    a = stored["a:default:onnxruntime/cpu/fp32/b1/fixed/all/t0"]
-    b = stored["b:ort-1.31:onnxruntime/cpu/fp32/b1/fixed/all/t0"]
-    assert (a.environment["runtime_env"], b.environment["runtime_env"]) == ("default", "ort-1.31")
-    assert b.environment["runtime_file"].startswith(str(ROOT / ".runtime-envs" / "ort-1.31"))
-    assert b.environment["pins"] == ["onnxruntime==1.31.1"]
-    assert b.telemetry["profile_sha256"] and a.telemetry["profile_sha256"]
-    assert b.environment["regression"]["verdict"] == "slower"
+from tests.backend.test_cli import optiboard
 
 
 def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:

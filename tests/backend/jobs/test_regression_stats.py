@@ -80,3 +80,15 @@ def test_the_profile_diff_names_the_op_that_changed_most_and_new_or_vanished_ker
     assert "only in B: MatMul" in lines and "only in A: FusedConv" in lines
     stored = stats.diff_to_dict(diff)
     assert stored["changes"][1]["op"] == "FusedConv" and stored["total_b_us"] == 1007.0
+
+
+@pytest.mark.parametrize("count", [41, 40])  # odd and even: one middle value, or two
+def test_the_exact_bootstrap_median_matches_resampling_indices(count: int) -> None:
+    samples = _samples(1.0, count=count, seed=4) ** 3  # skewed, with ties in no place
+    rng = np.random.default_rng(0)
+    exact = stats.bootstrap_medians(samples, 20_000, rng)
+    drawn = np.median(samples[rng.integers(0, count, (20_000, count))], axis=1)
+    quantiles = [2.5, 25, 50, 75, 97.5]
+    spread = np.percentile(drawn, 97.5) - np.percentile(drawn, 2.5)
+    difference = np.abs(np.percentile(exact, quantiles) - np.percentile(drawn, quantiles))
+    assert (difference < 0.05 * spread).all(), (difference, spread)
