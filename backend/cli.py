@@ -16,12 +16,13 @@ from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
 from backend.jobs.context import JobOutcome, OnResult
 from backend.jobs.regresscli import register_regress
+from backend.jobs.regresscli import report as regression_report
 from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
 from backend.queue import jobs
 from backend.queue.knee import knee_summary
 from backend.queue.worker_args import add_worker_arguments
-from backend.records import JobRow
+from backend.records import JobKind, JobRow, job_kind
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
@@ -195,7 +196,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         why = why_lines(results)
         if why:
             print("why:\n" + "\n".join(why))
-        if knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
+        if job_kind(job.spec) == JobKind.REGRESSION:  # both sides, the verdict and the op diff
+            print("\n" + regression_report(job.id))
+        elif knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
             print("knee:\n" + "\n".join(f"  {line}" for line in knee))
     if args.log:
         for event in jobs.job_events(job.id):

@@ -24,6 +24,9 @@ def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
     assert " same " in row and "default 1.32.0" in row, run.stdout
     report = optiboard("regress", "--report", "1")
     assert report.stdout == run.stdout.split("\n", 1)[1].rsplit("\n\njob 1", 1)[0] + "\n"
+    shown = optiboard("show", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert report.stdout in shown.stdout  # show prints the same report under the results table
 
 
 def test_bad_environments_get_one_sentence_and_queue_nothing(
