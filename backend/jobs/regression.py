@@ -36,7 +36,7 @@ from backend.queue.jobs import stored_results
 from backend.records import JobKind
 from backend.reporting import regression as stats
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
-from backend.runtimeenvs import get_env, pins_digest
+from backend.runtimeenvs import get_env, pins_digest, ready_env
 from backend.specs import Configuration
 from storage.repo import models as model_store
 from storage.states import JobState
@@ -66,9 +66,9 @@ def _open_sides(
     should_cancel: Callable[[], bool] | None,
 ) -> dict[str, Dialog]:
     """Start both sides (A first), each under its environment's interpreter, in the sandbox."""
+    envs = {side: ready_env(spec.env_of(side)) for side in SIDES}  # both, before any child
     opened = {}
-    for side in SIDES:
-        env = get_env(spec.env_of(side))
+    for side, env in envs.items():
         folder = out / side
         folder.mkdir(parents=True, exist_ok=True)
         task = {

@@ -10,6 +10,7 @@ import pytest
 
 from backend import runtimeenvs as environments
 from backend.errors import UserError
+from backend.jobs.regression import run_pair
 from backend.jobs.regressspec import RegressionSpec, submit_regression
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
@@ -47,3 +48,14 @@ def test_bad_environments_get_one_sentence_and_queue_nothing(
     with pytest.raises(UserError, match="^Unknown precision 'fp8'"):
         RegressionSpec(env_b="default", precisions=("fp8",))
     assert jobs.list_jobs() == []
+
+
+def test_a_pair_on_an_environment_this_host_lacks_fails_in_one_sentence_before_any_child(
+    tmp_path: Path, mlp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = environments.RuntimeEnv("ort-9", tmp_path / "ort-9.txt", tmp_path / "nothing")
+    monkeypatch.setitem(environments.ENVIRONMENTS, "ort-9", missing)
+    spec = RegressionSpec(env_b="ort-9")  # queued where it was set up, claimed where it is not
+    with pytest.raises(UserError, match=r"^Runtime environment 'ort-9' is not set up; run "):
+        run_pair(spec, spec.configurations()[0], {"a": mlp_path, "b": mlp_path}, tmp_path)
+    assert not (tmp_path / "a").exists()  # no side was started
