@@ -52,18 +52,18 @@ class RuntimeEnv:
         setup = f"run {SETUP_SCRIPT} {self.name} on the worker's host"
         if not Path(self.python).is_file():
             return f"Runtime environment {self.name!r} is not set up; {setup}."
-        if _stamp_pins(self.root) is False:
+        if not (self.root / ".installed").is_file():
             return f"Runtime environment {self.name!r} was not set up completely; {setup}."
+        made_from = self.root / "pins.txt"
+        if self.pins is not None and (
+            not made_from.is_file() or made_from.read_text() != self.pins.read_text()
+        ):
+            return f"Runtime environment {self.name!r} was set up from other pins; {setup}."
         return None
 
     def read_only(self) -> tuple[Path, ...]:
         """What a sandboxed child of this environment must see besides .venv: the environment."""
         return () if self.root is None else (self.root,)
-
-
-def _stamp_pins(root: Path) -> bool:
-    """Whether scripts/setup-runtime-env finished (it writes its stamp last)."""
-    return (root / ".installed").is_file()
 
 
 def _registry() -> dict[str, RuntimeEnv]:

@@ -59,3 +59,21 @@ def test_a_pair_on_an_environment_this_host_lacks_fails_in_one_sentence_before_a
     with pytest.raises(UserError, match=r"^Runtime environment 'ort-9' is not set up; run "):
         run_pair(spec, spec.configurations()[0], {"a": mlp_path, "b": mlp_path}, tmp_path)
     assert not (tmp_path / "a").exists()  # no side was started
+
+
+def test_an_environment_made_from_other_pins_says_so(tmp_path: Path) -> None:
+    pins = tmp_path / "ort-8.txt"
+    pins.write_text("onnxruntime==1.31.1\n")
+    root = tmp_path / "env"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python").write_text("")
+    env = environments.RuntimeEnv("ort-8", pins, root)
+    assert env.unavailable() == (
+        "Runtime environment 'ort-8' was not set up completely; run "
+        "scripts/setup-runtime-env ort-8 on the worker's host."
+    )
+    (root / ".installed").write_text("digest\n")
+    (root / "pins.txt").write_text("onnxruntime==1.30.0\n")
+    assert env.unavailable() is not None and "was set up from other pins" in env.unavailable()
+    (root / "pins.txt").write_text(pins.read_text())
+    assert env.unavailable() is None and env.pinned == ["onnxruntime==1.31.1"]
