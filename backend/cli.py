@@ -14,11 +14,15 @@ from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
+from backend.jobs.context import JobOutcome, OnResult
+from backend.jobs.regresscli import register_regress
+from backend.jobs.regresscli import report as regression_report
 from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
 from backend.queue import jobs
 from backend.queue.knee import knee_summary
 from backend.queue.worker_args import add_worker_arguments
+from backend.records import JobKind, JobRow, job_kind
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
@@ -118,12 +122,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """Run a sweep now in this terminal; it is stored like any job."""
+def run_now(job: JobRow, on_result: OnResult | None = None) -> JobOutcome:
+    """Run a queued job in this terminal, as a worker of its own; stored like any job."""
     from backend.queue.worker import JobRunner, register, worker_id_for_this_process
     from storage.repo import jobs as job_store
 
-    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
     worker_id = worker_id_for_this_process()
     register(worker_id)
     claimed = job_store.claim_job(worker_id, lease_seconds=300, job_id=job.id)
@@ -131,6 +134,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(
             f"Job {job.id} was taken by a running worker; follow it with `optiboard show {job.id}`."
         )
+    return JobRunner(worker_id, lease_seconds=300, on_result=on_result).run(claimed)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a sweep now in this terminal; it is stored like any job."""
+    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
     collected: list[ConfigurationResult] = []
 
     def progress(result: ConfigurationResult, index: int, total: int) -> None:
@@ -142,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"[{bar}] {len(collected)}/{total} {result.config_key}: {status}", flush=True)
 
     print(f"job {job.id}: {job.progress_total} configurations")
-    outcome = JobRunner(worker_id, lease_seconds=300, on_result=progress).run(claimed)
+    outcome = run_now(job, progress)
     print("\n" + results_table(collected))
     if gpu := gpu_table(collected):
         print("\n" + gpu)
@@ -190,7 +199,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         why = why_lines(results)
         if why:
             print("why:\n" + "\n".join(why))
-        if knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
+        if job_kind(job.spec) == JobKind.REGRESSION:  # both sides, the verdict and the op diff
+            print("\n" + regression_report(job.id))
+        elif knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
             print("knee:\n" + "\n".join(f"  {line}" for line in knee))
     if args.log:
         for event in jobs.job_events(job.id):
@@ -324,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_worker)
     for register in (register_compat, register_users, register_generate):
         register(sub)
+    register_regress(sub, run_now)
     serving = register_serving(sub)
     register_advice(serving)
     register_llm_serving(serving)

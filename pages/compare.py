@@ -16,6 +16,7 @@ from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_comparison
 from pages.components.live import refresh_every, work_in_progress
+from pages.components.regression import regression_comparison
 from pages.components.url_state import (
     bound_multiselect,
     bound_pills,
@@ -53,6 +54,17 @@ if url_value("view") == "generation":  # generation jobs: token latency, memory,
     generation_comparison()
     fill_copy_link()  # now: st.stop() drops every later write, app.py's filling of the link too
     st.stop()
+if url_value("view") == "regression":  # two runtime environments: verdicts, intervals, op diffs
+    regression_comparison()
+    fill_copy_link()
+    st.stop()
+if not link_scope(frames.comparable_jobs(regression=True)).empty:
+    st.page_link(
+        "pages/compare.py",
+        label="Regression checks: one model on two runtime versions, with verdicts",
+        icon="🔁",
+        query_params={"view": "regression"},
+    )
 if not link_scope(frames.comparable_jobs(generation=True)).empty:
     st.page_link(
         "pages/compare.py",

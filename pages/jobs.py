@@ -340,7 +340,9 @@ def job_detail(job_id: int) -> None:
             "pages/serve.py", label="Open on Serve", icon="🚀", query_params={"study": job.id}
         )
     elif state.done:
-        generation = {"view": "generation"} if job_kind(job.spec) == JobKind.GENERATION else {}
+        views = {JobKind.GENERATION: "generation", JobKind.REGRESSION: "regression"}
+        view = views.get(job_kind(job.spec))
+        generation = {"view": view} if view else {}
         actions[2].page_link(
             "pages/compare.py",
             label="Compare results",

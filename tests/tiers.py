@@ -75,6 +75,7 @@ SLOW_MODULES = {
     "tests/pages/test_jobs.py": "worker runs",
     "tests/pages/test_live_sessions.py": "argon2 sign-ins through app.py, several each",
     "tests/pages/test_mixed_search_page.py": "worker run",
+    "tests/pages/test_regression_view.py": "a CLI regression check: two dialog children",
     "tests/backend/generate/test_benchmark.py": (
         "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
     ),
@@ -90,6 +91,7 @@ SLOW_MODULES = {
 }
 
 SLOW_TESTS = {
+    "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "CLI runs, two dialog children per check",  # noqa: E501
     "tests/backend/auth/test_throttle.py": "sign-in hashing rounds",
     "tests/backend/compat/test_columns.py::test_ort_cpu_matches_kernels_by_element_type": "real sessions per node",  # noqa: E501
     "tests/backend/compat/test_columns.py::test_ort_cuda_says_when_a_node_falls_back_to_cpu": "real sessions per node",  # noqa: E501
@@ -173,6 +175,7 @@ SERIAL_MODULES = {
 }
 
 SERIAL_TESTS = {
+    "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "an A/A timing verdict assumes the host",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_first_inference_is_timed_apart_from_the_steady_state": "a sleep's jitter",  # noqa: E501
     "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
@@ -181,6 +184,7 @@ SERIAL_TESTS = {
     "tests/backend/test_host.py::test_a_configuration_measured_beside_busy_processes_says_so": "spinners on every core",  # noqa: E501
     "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
 }
+
 
 def _reason(nodeid: str, fixtures: list[str]) -> str | None:
     module, _, name = nodeid.partition("::")

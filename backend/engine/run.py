@@ -26,6 +26,7 @@ from backend.host import TelemetrySampler, contention_note, describe_environment
 from backend.launch.limits import limit_hit_by_exception
 from backend.measure_settings import DEFAULT_MIN_COSINE
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
+from backend.runtimeenvs import current_env_name
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
 from backend.specs import GPU_PROVIDERS, Configuration, IoMode, MeasureSettings, Precision
@@ -344,6 +345,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             **describe_environment(),
             "backend": backend.name,
             "backend_version": backend.version(),
+            "runtime_env": current_env_name(),
         },
     )
     workdir = Path(tempfile.mkdtemp(prefix="optiboard-config-"))

@@ -268,13 +268,18 @@ def results_frame(
 
 
 def comparable_jobs(
-    limit: int = 500, include: tuple[int, ...] = (), serving: bool = False, generation: bool = False
+    limit: int = 500,
+    include: tuple[int, ...] = (),
+    serving: bool = False,
+    generation: bool = False,
+    regression: bool = False,
 ) -> pd.DataFrame:
     """Jobs with results or still to produce them, newest first, for the Compare picker.
 
     `include` adds older jobs that a shared link names, however far back they are. Sweeps by
     default; serving=True: the serving studies instead (their points are not sweep results);
-    generation=True: the generation benchmarks (their points are generation points).
+    generation=True: the generation benchmarks (their points are generation points);
+    regression=True: the regression checks (two sides per configuration).
     """
     jobs = [
         j for j in job_store.list_jobs(limit=limit) if j.progress_done > 0 or not j.state.finished
@@ -283,7 +288,15 @@ def comparable_jobs(
     for job_id in include:
         if job_id not in known and (job := job_store.get_job(job_id)) is not None:
             jobs.append(job)
-    wanted = JobKind.GENERATION if generation else JobKind.SERVING if serving else JobKind.SWEEP
+    wanted = (
+        JobKind.GENERATION
+        if generation
+        else JobKind.SERVING
+        if serving
+        else JobKind.REGRESSION
+        if regression
+        else JobKind.SWEEP
+    )
     jobs = [j for j in jobs if job_kind(j.spec) == wanted]
     names = {m.id: m.name for m in model_store.list_models()}
     return pd.DataFrame(
