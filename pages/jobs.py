@@ -146,7 +146,7 @@ def profile_views(job_id: int, profiled: list[StoredResult], model_id: int) -> N
         tabs = st.tabs(["Nodes", "Op types", "Against FP32", "Hottest nodes"])
         tabs[0].plotly_chart(profilecharts.node_bars(profile), key=f"nodes-{job_id}")
         with tabs[3]:
-            hottest_nodes(profile, model_id)
+            hottest_nodes(profile, model_id, chosen.id)
         tabs[1].plotly_chart(profilecharts.op_type_bars(profile), key=f"ops-{job_id}")
         baseline = fp32_baseline(profiled, chosen.configuration)
         fp32 = stored_profile(baseline.result.telemetry) if baseline else None
@@ -162,12 +162,14 @@ def _focus_keys(model_id: int) -> dict[str, str]:
     return viewer.focus_keys(library.onnx_path(model_id))
 
 
-def hottest_nodes(profile: Profile, model_id: int) -> None:
-    """The hottest nodes, each linked to the Graph page's Netron view with it selected."""
+def hottest_nodes(profile: Profile, model_id: int, result_id: int) -> None:
+    """The hottest nodes, each linked to the Graph page's Netron view with it selected and the
+    graph coloured by this result's time shares."""
     rows = profilecharts.hottest_rows(profile, _focus_keys(model_id))
+    view = f"graph?model={model_id}&overlay=time&result={result_id}"
     for row in rows:
         focus = row.pop("focus")
-        row["graph"] = f"graph?model={model_id}&node={quote(focus, safe='')}" if focus else None
+        row["graph"] = f"{view}&node={quote(focus, safe='')}" if focus else None
     st.dataframe(
         rows,
         hide_index=True,
@@ -179,7 +181,16 @@ def hottest_nodes(profile: Profile, model_id: int) -> None:
         },
         key=f"hottest-{model_id}",
     )
-    st.caption("Each link opens the uploaded graph in Netron with that node selected.")
+    st.caption(
+        "Each link opens the uploaded graph in Netron with that node selected, coloured by "
+        "this configuration's time share per node."
+    )
+    st.page_link(
+        "pages/graph.py",
+        label="Graph coloured by accuracy loss (SQNR)",
+        icon="🎯",
+        query_params={"model": model_id, "overlay": "sqnr"},
+    )
 
 
 def mixed_search(job: JobRow, stored: list[StoredResult]) -> None:
