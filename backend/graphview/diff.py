@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from backend.engine.profile import QDQ_OPS, Profile, _stages
-from backend.graphview.overlay import Mark, Overlay, _loss_index
+from backend.engine.profile import QDQ_OPS, Profile, name_stages
+from backend.graphview.overlay import Mark, Overlay, source_index
 from backend.graphview.structure import GraphStructure
 
 # variant-side categories (every variant node has one) and the upload-side one
@@ -120,7 +120,7 @@ def _prefix_source(key: str, ops: dict[str, str]) -> str | None:
 
 def variant_diff(uploaded: GraphStructure, variant: GraphStructure) -> VariantDiff:
     """Classify every variant node, and every uploaded node no variant node stands for."""
-    index = _loss_index(uploaded)
+    index = source_index(uploaded)
     ops = {n.key: n.op_type for n in uploaded.nodes}
     covered: set[str] = set()
     kinds: dict[str, Change] = {}
@@ -130,10 +130,10 @@ def variant_diff(uploaded: GraphStructure, variant: GraphStructure) -> VariantDi
             kinds[node.key] = Change(QDQ, node.key, node.op_type)
         elif node.op_type == "Cast" and node.key not in ops:
             kinds[node.key] = Change(CAST, node.key, node.op_type)
-        elif any(s in ops for s in _stages(node.key)) or "/" in node.key:
+        elif any(s in ops for s in name_stages(node.key)) or "/" in node.key:
             sources = tuple(index.match(node.key, list(node.inputs), list(node.outputs)))
             fresh = tuple(s for s in sources if s not in covered)
-            if not fresh or not any(s in ops for s in _stages(node.key)) and len(fresh) == 1:
+            if not fresh or not any(s in ops for s in name_stages(node.key)) and len(fresh) == 1:
                 later.append(node)
                 continue
             covered.update(fresh)

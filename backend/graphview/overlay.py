@@ -141,7 +141,8 @@ def time_overlay(structure: GraphStructure, profile: Profile, label: str) -> Ove
     )
 
 
-def _loss_index(structure: GraphStructure) -> SourceIndex:
+def source_index(structure: GraphStructure) -> SourceIndex:
+    """Who produces and consumes each tensor, to trace a derived node name back to the upload."""
     producer: dict[str, str] = {}
     consumers: dict[str, list[str]] = defaultdict(list)
     for node in structure.nodes:
@@ -155,7 +156,7 @@ def _loss_index(structure: GraphStructure) -> SourceIndex:
 def sqnr_overlay(structure: GraphStructure, losses: list[NodeLoss], label: str) -> Overlay:
     """dB of SQNR each node loses in the INT8 model (against FP32), on the uploaded node it
     stands for; only the ranked (stored) nodes are painted."""
-    index = _loss_index(structure)
+    index = source_index(structure)
     marks: dict[str, Mark] = {}
     for loss in losses:
         matched = index.match(loss.node, [], [])
