@@ -123,9 +123,11 @@ def time_overlay(structure: GraphStructure, profile: Profile, label: str) -> Ove
     per_run = per_source_us(profile)
     total = sum(per_run.values()) or 1.0
     ran_as: dict[str, list[str]] = defaultdict(list)
-    for node in profile.nodes:
+    for node in sorted(profile.nodes, key=lambda n: -n.total_us):  # hottest runtime node first
         for source in node.source_nodes:
-            ran_as[source].append(f"{node.name} ({node.op_type}, {node.provider})")
+            ran_as[source].append(
+                f"{node.name} ({node.op_type}, {node.provider}, {node.per_run_us:.1f} us)"
+            )
     ops = {n.key: n.op_type for n in structure.nodes}
     shares = {k: v / total for k, v in per_run.items() if k in ops}
 
