@@ -17,6 +17,7 @@ from backend.models.costing import cost_in_child
 from backend.reporting import costview
 from pages.components.formatting import plain
 from pages.components.url_state import bound_selectbox
+from pages.components.widgets import show_error
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -40,11 +41,20 @@ def _legend(overlay: ov.Overlay) -> None:
 
 
 def pick_overlay(model_id: int, sha256: str, filename: str) -> ov.Overlay | None:
-    """The overlay the URL names (?overlay=, ?result=, ?backend=) for the uploaded graph."""
+    """The overlay the URL names (?overlay=, ?result=, ?backend=) for the uploaded graph; where
+    it cannot be drawn, one sentence says why and the plain graph is shown."""
     kinds = list(ov.KINDS)
     kind = bound_selectbox("Overlay", kinds, "overlay", format_func=ov.KINDS.get)
     if not kind:
         return None
+    try:
+        return _overlay(kind, model_id, sha256, filename)
+    except UserError as exc:
+        show_error(exc)
+        return None
+
+
+def _overlay(kind: str, model_id: int, sha256: str, filename: str) -> ov.Overlay | None:
     graph = structure(sha256)
     if kind in ov.NEEDS_RESULT:
         results = views.results_for(model_id, kind)
@@ -71,7 +81,7 @@ def pick_overlay(model_id: int, sha256: str, filename: str) -> ov.Overlay | None
         backend = bound_selectbox("Backend", matrix.backends, "backend")
         overlay = ov.compat_overlay(graph, matrix, backend)
     else:
-        dims = str(st.session_state.get("cost_dims") or "")
+        dims = str(st.session_state.get("cost_dims") or "")  # the Compute cost section's
         with st.spinner("Counting in a limited child process..."):
             cost = cost_in_child(
                 library.artifact_path(sha256), 1, costview.parse_dims(dims), filename
@@ -92,7 +102,7 @@ def variant_diff(model_id: int, artifact: Any) -> ov.Overlay | None:
             str(meta.get("config_key") or ""),
         )
     except UserError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return None
     diff = view.diff
     counts = diff.counts()
