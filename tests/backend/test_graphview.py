@@ -20,7 +20,7 @@ from backend.models.inspect import op_histogram
 from backend.reporting.profilecharts import hottest_rows
 from backend.specs import Configuration
 from tests.graph_evidence import HOSTILE, Evidence, evidence
-from tests.models import make_cnn, save, save_with_external_data
+from tests.models import make_cnn, make_custom_op_model, save, save_with_external_data
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +110,20 @@ def test_viewer_copy_carries_the_overlay_script_and_the_url_names_it(tmp_path: P
     assert "import('./optiboard-overlay.js')" in (prepared / "browser.js").read_text()
     url = viewer.viewer_url("/media/a.bin", "m.onnx", node="n", overlay="/media/o.json")
     assert url.endswith("&node=n&overlay=/media/o.json")
+
+
+def test_compat_overlay_paints_each_node_by_its_status_on_one_backend(tmp_path: Path) -> None:
+    from backend.compat.build import build_matrix
+    from backend.compat.cells import CellStatus
+
+    path = save(make_custom_op_model(), tmp_path / "custom.onnx")
+    matrix = build_matrix(path, with_placement=False)
+    graph = st.read_structure(path)
+    for backend in matrix.backends:
+        overlay = ov.compat_overlay(graph, matrix, backend)
+        custom = next(n.key for n in graph.nodes if n.op_type == "MyOp")
+        mark = overlay.marks[custom]
+        assert mark.fill == ov.STATUS_COLOURS[CellStatus.UNSUPPORTED][0], (backend, mark)
+        assert f"unsupported on {backend}: " in mark.title
+        assert len(overlay.marks) == len(graph.nodes)
+        assert any(label.startswith("unsupported (1 node)") for _f, label in overlay.legend)
