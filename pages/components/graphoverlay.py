@@ -121,6 +121,14 @@ def variant_diff(model_id: int, artifact: Any) -> ov.Overlay | None:
             f"Changed nodes ranked by their share of the profiled time of result "
             f"{view.result.id} (job {job}); each link opens that job's per-node profiles."
         )
+    with st.expander(f"Changed nodes ({len(rows)}), hottest first", expanded=False):
+        _changed_table(rows)
+    overlay = diff.overlay(str(meta.get("config_key") or artifact.filename))
+    _legend(overlay)
+    return overlay
+
+
+def _changed_table(rows: list[dict[str, Any]]) -> None:
     st.dataframe(
         rows,
         hide_index=True,
@@ -130,6 +138,3 @@ def variant_diff(model_id: int, artifact: Any) -> ov.Overlay | None:
             "profile": st.column_config.LinkColumn("profile", display_text="profile rows"),
         },
     )
-    overlay = diff.overlay(str(meta.get("config_key") or artifact.filename))
-    _legend(overlay)
-    return overlay

@@ -6,6 +6,7 @@ count is the variant's, and a hostile node name stays text everywhere it is show
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,7 @@ class Site:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+    ARTIFACTS.mkdir(exist_ok=True)
     tmp = tmp_path_factory.mktemp("graph-overlay")
     data_dir = tmp / "data"
     swept = {}
@@ -126,6 +128,12 @@ def page(site: Site) -> Iterator[object]:
         page.goto(f"{site.url}/")
         _sign_in(page, "viewer")
         expect(page.get_by_text("Signed in as viewer")).to_be_visible(timeout=60_000)
+        # the HttpOnly session cookie comes from a second request (serve.py): until it is set,
+        # a new address would ask to sign in again
+        deadline = time.monotonic() + 60
+        while not [c for c in page.context.cookies() if c["name"] == "optiboard_session"]:
+            assert time.monotonic() < deadline, "no session cookie was set"
+            page.wait_for_timeout(200)
         yield page
         browser.close()
 
@@ -170,6 +178,7 @@ def test_time_overlay_hottest_nodes_match_the_profile_table(
         title = next(t for t in marks if t.startswith(f"{row['uploaded_node']} ("))
         assert f"{row['node']} ({row['op_type']}, " in title, (row, title)
         assert f"{row['us_per_run']:.1f} us)" in title, (row, title)
+    page.screenshot(path=str(ARTIFACTS / f"e2e-graph-overlay-time-{kind}.png"), full_page=True)
     legend = page.frame_locator("iframe").first.locator("#optiboard-legend")
     assert legend.locator(".optiboard-legend-row").count() == 5
 
@@ -200,6 +209,7 @@ def test_int8_diff_counts_match_the_variants_node_counts(site: Site, page) -> No
     assert sum(fill == COLOURS[QDQ][0] for fill in marks.values()) == qdq
     metric = page.get_by_test_id("stMetric").filter(has_text=QDQ)
     assert metric.get_by_test_id("stMetricValue").inner_text().strip() == str(qdq)
+    page.screenshot(path=str(ARTIFACTS / "e2e-graph-overlay-int8-diff.png"), full_page=True)
     summary = page.locator("p", has_text="nodes uploaded").first.inner_text()
     assert f"{sum(ops.values())} in this variant" in summary, summary
 
