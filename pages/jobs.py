@@ -23,7 +23,7 @@ from pages.access import can, guarded
 from pages.components.formatting import fmt_duration, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
-from pages.components.url_state import bound_multiselect, set_url, url_int
+from pages.components.url_state import bound_multiselect, set_url, url_int, url_value
 from pages.components.widgets import page_header, show_error
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
@@ -132,14 +132,17 @@ def profile_views(job_id: int, profiled: list[StoredResult], model_id: int) -> N
     require_access(Permission.BROWSE)  # a timed fragment rerun skips the page's first line
     if not profiled:
         return
-    with st.expander(f"Per-node profiles ({len(profiled)})"):
+    wanted = url_value("profile")  # a configuration key, from the Graph page's variant diff
+    with st.expander(f"Per-node profiles ({len(profiled)})", expanded=wanted is not None):
         st.caption(
             "A separate profiled pass after the clean timing; times are shares, not latency."
         )
         by_label = {s.configuration.label: s for s in profiled}
         if len(by_label) < len(profiled):  # two configurations share a label: show keys
             by_label = {s.config_key: s for s in profiled}
-        chosen = by_label[st.selectbox("Configuration", list(by_label), key="profile")]
+        labels = list(by_label)
+        start = next((i for i, k in enumerate(labels) if by_label[k].config_key == wanted), 0)
+        chosen = by_label[st.selectbox("Configuration", labels, index=start, key="profile")]
         profile = stored_profile(chosen.result.telemetry)
         if profile is None:
             return

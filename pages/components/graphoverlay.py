@@ -4,6 +4,7 @@ asks, caches and draws). The view (overlay, result, backend, node) lives in the 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import streamlit as st
 
@@ -116,10 +117,12 @@ def variant_diff(model_id: int, artifact: Any) -> ov.Overlay | None:
     if view.result is not None and view.profile is not None:
         job = view.result.job_id
         for row in rows:
-            row["profile"] = f"jobs?job={job}" if row["time share"] else None
+            link = f"jobs?job={job}&profile={quote(view.result.config_key, safe='')}"
+            row["profile"] = link if row["time share"] else None
         st.caption(
             f"Changed nodes ranked by their share of the profiled time of result "
-            f"{view.result.id} (job {job}); each link opens that job's per-node profiles."
+            f"{view.result.id} (job {job}); each link opens that configuration's per-node profile "
+            "on the Jobs page."
         )
     with st.expander(f"Changed nodes ({len(rows)}), hottest first", expanded=False):
         _changed_table(rows)
