@@ -127,3 +127,23 @@ def test_compat_overlay_paints_each_node_by_its_status_on_one_backend(tmp_path: 
         assert f"unsupported on {backend}: " in mark.title
         assert len(overlay.marks) == len(graph.nodes)
         assert any(label.startswith("unsupported (1 node)") for _f, label in overlay.legend)
+
+
+def test_int4_weight_only_diff_names_each_matmul_it_replaced() -> None:
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    from backend.engine.profile import name_nodes
+    from tests.models import make_transformer
+
+    upload = make_transformer(d_model=64)
+    quantizer = MatMulNBitsQuantizer(
+        name_nodes(onnx.ModelProto.FromString(upload.SerializeToString())), block_size=32
+    )
+    quantizer.process()
+    variant = quantizer.model.model
+    diff = variant_diff(st.structure_of(upload), st.structure_of(variant))
+    replaced = op_histogram(variant)["com.microsoft::MatMulNBits"]
+    changed = [c for c in diff.changes if c.kind == "changed op"]
+    assert len(changed) == replaced > 0
+    assert all(c.op_type == "MatMulNBits" and c.source_ops == ("MatMul",) for c in changed)
+    assert diff.counts()[REMOVED] == 0 and diff.counts()[QDQ] == 0
