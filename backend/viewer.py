@@ -7,9 +7,11 @@ serves that folder at /app/static/netron) and patch three behaviours of the pack
 - the cookie-consent dialog that blocks the viewer until clicked (it also asks ipinfo.io first);
 - Google Analytics telemetry (page views, errors and events sent with navigator.sendBeacon).
 
-and add one: Netron has no URL parameter that selects a node (its browser host reads only url,
+and add two: Netron has no URL parameter that selects a node (its browser host reads only url,
 identifier and gist), so a `node=` parameter selects and scrolls to the node of that name, or
-the node producing the tensor of that name (unnamed ONNX nodes), once the model has opened.
+the node producing the tensor of that name (unnamed ONNX nodes), once the model has opened; and
+an `overlay=` parameter (a same-origin JSON URL) loads our own optiboard-overlay.js
+(backend/viewer_overlay.js), which paints node fills, plain-text tooltips and a legend.
 
 Every patch must match exactly once or `prepare_viewer` raises ViewerPatchError naming it, so a
 netron upgrade that moves the code fails loudly (and tests/backend/test_viewer.py fails) instead
@@ -34,8 +36,11 @@ import settings
 ROOT = settings.PROJECT_ROOT
 STATIC_DIR = ROOT / "static" / "netron"
 URL_PATH = "/app/static/netron/index.html"
-PATCH_VERSION = 3  # bump when PATCHES or CSP change, so prepared copies are refreshed
+PATCH_VERSION = 4  # bump when PATCHES or CSP change, so prepared copies are refreshed
 MARKER = "optiboard-viewer.json"
+# Our own script, copied beside netron's: paints an overlay's JSON (backend/graphview/overlay.py)
+OVERLAY_SCRIPT = "optiboard-overlay.js"
+OVERLAY_SOURCE = Path(__file__).with_name("viewer_overlay.js")
 # The browser holds the whole model in memory; past this the page offers a download instead.
 MAX_VIEWER_BYTES = 512 * 1024 * 1024
 
@@ -87,10 +92,13 @@ PATCHES: tuple[Patch, ...] = (
         "const telemetry = async () => { return; /* optiboard: no analytics */",
     ),
     Patch(
-        "focus a node named in the URL",
+        "focus a node and paint an overlay named in the URL",
         "browser.js",
         r"const status = await this\._openModel\(location, identifier\);",
         "const status = await this._openModel(location, identifier); /* optiboard: node= */ "
+        "const paint = params.get('overlay'); if (paint && this._view.target) { "
+        f"import('./{OVERLAY_SCRIPT}').then((m) => m.paint(this._view.target, paint, document))"
+        ".catch((e) => document.body.setAttribute('data-optiboard-overlay-error', String(e))); } "
         "const focus = params.get('node'); const graph = this._view.target; "
         "if (focus && graph && graph._table) { "
         "const hit = Array.from(graph._table.values()).find((e) => e && e.id && "
@@ -159,17 +167,22 @@ def prepare_viewer(target: Path = STATIC_DIR, force: bool = False) -> Path:
     shutil.copytree(source, staging, ignore=shutil.ignore_patterns("*.py", "__pycache__", "*.pyc"))
     for name, text in patched.items():
         (staging / name).write_text(text, encoding="utf-8")
+    shutil.copy(OVERLAY_SOURCE, staging / OVERLAY_SCRIPT)
     (staging / MARKER).write_text(json.dumps(stamp))
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
 
 
-def viewer_url(model_url: str, filename: str, node: str | None = None) -> str:
+def viewer_url(
+    model_url: str, filename: str, node: str | None = None, overlay: str | None = None
+) -> str:
     """The iframe address that makes the viewer fetch `model_url` (same origin) as `filename`,
-    selecting `node` (a node name, or the tensor an unnamed node produces) once it is drawn."""
+    selecting `node` (a node name, or the tensor an unnamed node produces) once it is drawn,
+    and painting the overlay JSON at `overlay` (same origin; backend/viewer_overlay.js)."""
     url = f"{URL_PATH}?url={quote(model_url, safe='/')}&identifier={quote(filename, safe='')}"
-    return url + (f"&node={quote(node, safe='')}" if node else "")
+    url += f"&node={quote(node, safe='')}" if node else ""
+    return url + (f"&overlay={quote(overlay, safe='/')}" if overlay else "")
 
 
 def focus_keys(path: Path) -> dict[str, str]:

@@ -97,6 +97,15 @@ if problems_only and not ops.empty:
     bad = set(ops.loc[ops["status"] != "supported", "op"])
     ops = ops[ops["op"].isin(bad)]
 
+graph_links = st.columns(min(len(matrix.backends), 4) or 1)
+for index, name in enumerate(matrix.backends):
+    graph_links[index % len(graph_links)].page_link(
+        "pages/graph.py",
+        label=f"Graph coloured for {BACKEND_LABELS.get(name, name)}",
+        icon="🕸️",
+        query_params={"model": model.id, "overlay": "compat", "backend": name},
+    )
+
 st.subheader("Heat map")
 st.caption("Ops by backend; the number is the node count, the colour the worst status.")
 if ops.empty:

@@ -19,6 +19,7 @@ from backend.models import library
 from backend.models.cost import ModelCost
 from backend.models.costing import cost_in_child
 from backend.reporting import charts, costview
+from pages.components import graphoverlay
 from pages.components.formatting import fmt_bytes, fmt_shape, plain
 from pages.components.gate import require_access
 from pages.components.url_state import bound_selectbox, url_value
@@ -56,6 +57,16 @@ def _cost(sha256: str, batch: int, dims: str, shown: str) -> ModelCost:
 @st.cache_data(show_spinner=False, max_entries=64)
 def _histogram(sha256: str) -> dict[str, int]:
     return viewer.op_histogram(library.artifact_path(sha256))
+
+
+def _private_overlay_url(data: bytes) -> str:
+    """An overlay's JSON in this session's media store, named like the model (unguessable)."""
+    salt = st.session_state.setdefault("_viewer_secret", secrets.token_hex(16))
+    if not runtime.exists():
+        return ""
+    return runtime.get_instance().media_file_mgr.add(
+        data, "application/json", "optiboard.graph.overlay", f"{salt}-overlay.json"
+    )
 
 
 def _private_model_url(sha256: str, filename: str) -> str:
@@ -107,10 +118,19 @@ with graph_col:
         else:
             media_url = _private_model_url(artifact.sha256, artifact.filename)
             focus = url_value("node")  # from a profile's hottest-node link
+            if artifact.kind == "optimized":
+                overlay = graphoverlay.variant_diff(model.id, artifact)
+            else:
+                overlay = graphoverlay.pick_overlay(model.id, artifact.sha256, artifact.filename)
+            overlay_url = (
+                _private_overlay_url(overlay.to_json(graphoverlay.structure(artifact.sha256)))
+                if overlay is not None
+                else None
+            )
             if focus:
                 st.caption(f"Netron selects node {plain(focus)} once the graph is drawn.")
             st.iframe(
-                viewer.viewer_url(media_url, artifact.filename, node=focus),
+                viewer.viewer_url(media_url, artifact.filename, node=focus, overlay=overlay_url),
                 height=720,
                 alt=f"Netron graph of {model.name}",
             )

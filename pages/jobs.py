@@ -24,7 +24,7 @@ from pages.access import can, guarded
 from pages.components.formatting import fmt_duration, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
-from pages.components.url_state import bound_multiselect, set_url, url_int
+from pages.components.url_state import bound_multiselect, set_url, url_int, url_value
 from pages.components.widgets import page_header, show_error
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
@@ -135,21 +135,24 @@ def profile_views(job_id: int, profiled: list[StoredResult], model_id: int) -> N
     require_access(Permission.BROWSE)  # a timed fragment rerun skips the page's first line
     if not profiled:
         return
-    with st.expander(f"Per-node profiles ({len(profiled)})"):
+    wanted = url_value("profile")  # a configuration key, from the Graph page's variant diff
+    with st.expander(f"Per-node profiles ({len(profiled)})", expanded=wanted is not None):
         st.caption(
             "A separate profiled pass after the clean timing; times are shares, not latency."
         )
         by_label = {s.configuration.label: s for s in profiled}
         if len(by_label) < len(profiled):  # two configurations share a label: show keys
             by_label = {s.config_key: s for s in profiled}
-        chosen = by_label[st.selectbox("Configuration", list(by_label), key="profile")]
+        labels = list(by_label)
+        start = next((i for i, k in enumerate(labels) if by_label[k].config_key == wanted), 0)
+        chosen = by_label[st.selectbox("Configuration", labels, index=start, key="profile")]
         profile = stored_profile(chosen.result.telemetry)
         if profile is None:
             return
         tabs = st.tabs(["Nodes", "Op types", "Against FP32", "Hottest nodes"])
         tabs[0].plotly_chart(profilecharts.node_bars(profile), key=f"nodes-{job_id}")
         with tabs[3]:
-            hottest_nodes(profile, model_id)
+            hottest_nodes(profile, model_id, chosen.id)
         tabs[1].plotly_chart(profilecharts.op_type_bars(profile), key=f"ops-{job_id}")
         baseline = fp32_baseline(profiled, chosen.configuration)
         fp32 = stored_profile(baseline.result.telemetry) if baseline else None
@@ -165,12 +168,14 @@ def _focus_keys(model_id: int) -> dict[str, str]:
     return viewer.focus_keys(library.onnx_path(model_id))
 
 
-def hottest_nodes(profile: Profile, model_id: int) -> None:
-    """The hottest nodes, each linked to the Graph page's Netron view with it selected."""
+def hottest_nodes(profile: Profile, model_id: int, result_id: int) -> None:
+    """The hottest nodes, each linked to the Graph page's Netron view with it selected and the
+    graph coloured by this result's time shares."""
     rows = profilecharts.hottest_rows(profile, _focus_keys(model_id))
+    view = f"graph?model={model_id}&overlay=time&result={result_id}"
     for row in rows:
         focus = row.pop("focus")
-        row["graph"] = f"graph?model={model_id}&node={quote(focus, safe='')}" if focus else None
+        row["graph"] = f"{view}&node={quote(focus, safe='')}" if focus else None
     st.dataframe(
         rows,
         hide_index=True,
@@ -182,7 +187,16 @@ def hottest_nodes(profile: Profile, model_id: int) -> None:
         },
         key=f"hottest-{model_id}",
     )
-    st.caption("Each link opens the uploaded graph in Netron with that node selected.")
+    st.caption(
+        "Each link opens the uploaded graph in Netron with that node selected, coloured by "
+        "this configuration's time share per node."
+    )
+    st.page_link(
+        "pages/graph.py",
+        label="Graph coloured by accuracy loss (SQNR)",
+        icon="🎯",
+        query_params={"model": model_id, "overlay": "sqnr"},
+    )
 
 
 def mixed_search(job: JobRow, stored: list[StoredResult]) -> None:

@@ -180,6 +180,11 @@ def _stages(name: str) -> list[str]:
     return found
 
 
+def name_stages(name: str) -> list[str]:
+    """_stages, for readers outside profiles (backend/graphview's variant diff)."""
+    return _stages(name)
+
+
 def _base(name: str) -> str:
     return _stages(name)[-1]
 

@@ -48,6 +48,19 @@ def test_page_shows_per_backend_summary_heat_map_and_nodes_behind_a_problem_op(d
     table = app.dataframe[0].value
     assert list(table["node"]) == ["Relu_0"]
     assert table["reason"].iloc[0].startswith("no bfloat16 kernel for Relu on CPU")
+    # each backend's column opens the Graph page coloured by its statuses
+    links = [e.proto for e in app.get("page_link") if "Graph coloured for" in e.proto.label]
+    assert any(
+        link.page == "graph"
+        and "overlay=compat" in link.query_string
+        and "backend=ort-cpu" in link.query_string
+        for link in links
+    ), links
+    graph = open_page("graph", role="viewer", model=model_id, overlay="compat", backend="ort-cpu")
+    assert not graph.exception and not graph.error
+    src = graph.get("iframe")[0].proto.src
+    captions = " ".join(c.value for c in graph.caption).replace("\\", "")
+    assert "overlay=" in src and "unsupported (1 node)" in captions
 
     app.toggle(key="problems_toggle").set_value(True).run()
     assert not app.exception

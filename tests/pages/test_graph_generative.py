@@ -31,3 +31,8 @@ def test_graph_of_a_genai_model_never_reads_its_weights(data_dir: Path, tmp_path
     assert parse_qs(urlparse(src).query)["identifier"] == ["model.onnx"]
     assert at.get("plotly_chart")  # the operator histogram, from the graph alone
     assert at.metric  # the compute cost, counted from the graph's shapes
+
+    at.selectbox(key="url_overlay").set_value("memory").run()  # from the graph's shapes too
+    assert not at.exception and not at.error, texts(at)
+    overlay = parse_qs(urlparse(at.get("iframe")[0].proto.src).query)["overlay"][0]
+    assert "/media/" in overlay and "Activation memory at batch 1" in texts(at)

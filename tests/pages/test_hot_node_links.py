@@ -38,4 +38,6 @@ def test_hottest_nodes_link_to_the_graph_page_focused_on_each_node(
     assert not page.exception
     src = parse_qs(urlparse(page.get("iframe")[0].proto.src).query)
     assert src["node"] == [query["node"]]
+    assert query["overlay"] == "time" and "/media/" in src["overlay"][0]  # coloured by its profile
+    assert f"Time share: job {job_id}" in texts(page).replace("\\", "")
     assert f"selects node {query['node']}" in texts(page)

@@ -54,6 +54,14 @@ def test_profiled_job_shows_node_bars_op_types_and_the_diff_against_fp32(
     assert titles[:2] == ["Time per node (profiled pass)", "Time by op type"]
     assert any(title.startswith("Per uploaded node: FP32 vs") for title in titles)
 
+    # the Graph page's variant diff links a configuration's profile by its key
+    int8 = next(
+        s for s in jobs.stored_results(job_id) if s.configuration.precision == "int8_static"
+    )
+    linked = open_page("jobs", job=job_id, profile=int8.config_key)
+    assert not linked.exception
+    assert linked.selectbox(key="profile").value == int8.configuration.label
+
 
 def test_unprofiled_job_has_no_profile_section(data_dir: Path, tmp_path: Path) -> None:
     job_id = _profiled_job(tmp_path, profile=False)

@@ -1,0 +1,102 @@
+"""A graph's structure (node names, op types, tensors), read without its weights.
+
+Overlays and diffs need only who is who: the profile's name for each node ('<op>_<index>' for an
+unnamed one, backend.engine.profile.name_nodes), and the key Netron finds it by (its name, or the
+first tensor it produces: backend.viewer.focus_keys). External data is never opened; a large
+.onnx (weights embedded) is parsed in a limited child so its initializers never sit in the web
+process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import settings
+
+# Past this the protobuf holds weights worth keeping out of the web process: parse in a child.
+IN_PROCESS_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """One node of the main graph."""
+
+    key: str  # the name profiles, costs and the compatibility matrix give it
+    op_type: str
+    focus: str  # what the viewer finds it by: its name, or the first tensor it produces
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    domain: str = ""
+
+
+@dataclass(frozen=True)
+class GraphStructure:
+    nodes: tuple[GraphNode, ...]
+
+    def by_key(self) -> dict[str, GraphNode]:
+        return {n.key: n for n in self.nodes}
+
+    def op_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": [asdict(n) for n in self.nodes]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GraphStructure:
+        return cls(
+            tuple(
+                GraphNode(
+                    n["key"],
+                    n["op_type"],
+                    n["focus"],
+                    tuple(n["inputs"]),
+                    tuple(n["outputs"]),
+                    n.get("domain", ""),
+                )
+                for n in data["nodes"]
+            )
+        )
+
+
+def structure_of(model: Any) -> GraphStructure:
+    """The structure of an onnx.ModelProto's main graph."""
+    nodes = []
+    for index, node in enumerate(model.graph.node):
+        key = node.name or f"{node.op_type}_{index}"
+        focus = node.name or (node.output[0] if node.output else key)
+        nodes.append(
+            GraphNode(key, node.op_type, focus, tuple(node.input), tuple(node.output), node.domain)
+        )
+    return GraphStructure(tuple(nodes))
+
+
+def read_structure(path: Path) -> GraphStructure:
+    """The structure of the .onnx at `path`; external data is never read, and a file past
+    IN_PROCESS_BYTES (weights embedded) is parsed in a limited child."""
+    path = Path(path).resolve()
+    if path.stat().st_size <= IN_PROCESS_BYTES:
+        return GraphStructure.from_dict(child_structure(str(path)))
+    from backend.launch import sandbox
+    from backend.launch.children import run_call
+
+    value = run_call(
+        "backend.graphview.structure:child_structure",
+        str(path),
+        timeout_s=settings.PARSE_TIMEOUT_S.get(),
+        what=f"Reading the graph of {path.name!r}",
+        sandboxed=sandbox.available().ok,
+        read_only=[path],
+    )
+    return GraphStructure.from_dict(value)
+
+
+def child_structure(path: str) -> dict[str, Any]:
+    import onnx
+
+    return structure_of(onnx.load(path, load_external_data=False)).to_dict()

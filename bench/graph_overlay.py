@@ -1,0 +1,180 @@
+"""A graph of thousands of nodes with several GB of external data: how long its structure, its
+overlays and Netron's painting take, and that the weights never enter the process.
+
+The external data is one sparse file (the disk holds only its metadata), which the script checks
+with st_blocks before it starts. Nothing here reads it: the structure comes from
+`onnx.load(..., load_external_data=False)` (backend/graphview/structure.py), the FLOPs from the
+cost counter in its limited child. The time overlay is drawn from a synthetic profile (one
+runtime node per uploaded node, times from a fixed random draw), stated as such: running a 4 GB
+graph to profile it is not what this measures.
+
+    .venv/bin/python bench/graph_overlay.py [--blocks 1000] [--gb 4] [--browser]
+
+--browser also serves the patched viewer and the .onnx to headless Chromium (Debian's
+/usr/bin/chromium) and reports Netron's own load-and-layout time and the overlay's paint time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import platform
+import resource
+import sys
+import tempfile
+import threading
+import time
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from backend import viewer  # noqa: E402
+from backend.engine.profile import NodeProfile, Profile  # noqa: E402
+from backend.graphview import overlay as ov  # noqa: E402
+from backend.graphview import structure as st  # noqa: E402
+from backend.models.costing import cost_in_child  # noqa: E402
+
+HIDDEN = 1024
+
+
+def build(folder: Path, blocks: int, gigabytes: float) -> Path:
+    """blocks x (MatMul, Add, Relu) on [1, HIDDEN], every weight in one sparse external file."""
+    data = folder / "weights.bin"
+    per_block = (HIDDEN * HIDDEN + HIDDEN) * 4
+    total = max(int(gigabytes * 1e9), per_block * blocks)
+    stride = total // blocks  # spread the tensors over the whole file
+    inits, nodes = [], []
+    x = "input"
+    for b in range(blocks):
+        for name, dims, offset in (
+            (f"w{b}", [HIDDEN, HIDDEN], b * stride),
+            (f"b{b}", [HIDDEN], b * stride + HIDDEN * HIDDEN * 4),
+        ):
+            tensor = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims)
+            tensor.data_location = TensorProto.EXTERNAL
+            length = int(np.prod(dims)) * 4
+            for key, value in (("location", data.name), ("offset", offset), ("length", length)):
+                tensor.external_data.add(key=key, value=str(value))
+            inits.append(tensor)
+        nodes += [
+            helper.make_node("MatMul", [x, f"w{b}"], [f"m{b}"], name=f"block{b}/matmul"),
+            helper.make_node("Add", [f"m{b}", f"b{b}"], [f"a{b}"], name=f"block{b}/add"),
+            helper.make_node("Relu", [f"a{b}"], [f"r{b}"], name=f"block{b}/relu"),
+        ]
+        x = f"r{b}"
+    graph = helper.make_graph(
+        nodes,
+        "deep",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, HIDDEN])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, HIDDEN])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = folder / "deep.onnx"
+    path.write_bytes(model.SerializeToString())
+    with open(data, "wb") as handle:
+        handle.truncate(total)  # sparse: no block is written
+    return path
+
+
+def synthetic_profile(graph: st.GraphStructure) -> Profile:
+    rng = np.random.default_rng(0)
+    nodes = [
+        NodeProfile(
+            n.key, n.op_type, "CPUExecutionProvider", 20, float(rng.gamma(2.0, 50.0)), [n.key]
+        )
+        for n in graph.nodes
+    ]
+    return Profile(20, "CPUExecutionProvider", nodes)
+
+
+def os_name() -> str:
+    return f"{platform.system()} {platform.release()}, {platform.machine()}"
+
+
+def timed(label: str, call):  # noqa: ANN001, ANN201
+    started = time.perf_counter()
+    value = call()
+    print(f"{label}: {time.perf_counter() - started:.3f} s")
+    return value
+
+
+def browser_times(path: Path, overlay_json: bytes) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.backend.test_viewer import QuietHandler
+    from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    site = path.parent / "site"
+    viewer.prepare_viewer(site / "netron")
+    (site / "deep.onnx").write_bytes(path.read_bytes())  # the graph only: no weights are served
+    (site / "overlay.json").write_bytes(overlay_json)
+    handler = functools.partial(QuietHandler, directory=str(site))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    url = viewer.viewer_url("/deep.onnx", "deep.onnx", overlay="/overlay.json")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        started = time.perf_counter()
+        page.goto(base + url.replace("/app/static", ""))
+        body = page.locator("body")
+        expect(body).to_have_attribute("data-optiboard-overlay", "time", timeout=600_000)
+        wall = time.perf_counter() - started
+        painted = body.get_attribute("data-optiboard-painted")
+        paint_ms = body.get_attribute("data-optiboard-overlay-ms")
+        browser.close()
+    server.shutdown()
+    print(f"browser: Netron opened, laid out and painted in {wall:.1f} s (wall, from navigation)")
+    print(f"browser: overlay fetch + paint {paint_ms} ms for {painted} nodes (in the page)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=1000, help="3 nodes each")
+    parser.add_argument("--gb", type=float, default=4.0, help="external data size")
+    parser.add_argument("--browser", action="store_true")
+    args = parser.parse_args()
+    print(
+        f"python {platform.python_version()}, onnx {onnx.__version__}, "
+        f"netron {viewer.netron_version()}, {os_name()}"
+    )
+    with tempfile.TemporaryDirectory(prefix="graph-overlay-") as tmp:
+        path = timed("build", lambda: build(Path(tmp), args.blocks, args.gb))
+        data = path.with_name("weights.bin")
+        stat = data.stat()
+        on_disk = stat.st_blocks * 512
+        print(
+            f"graph: {path.stat().st_size / 1e6:.2f} MB .onnx, {args.blocks * 3} nodes; external "
+            f"data {stat.st_size / 1e9:.2f} GB of which {on_disk / 1e6:.2f} MB on disk (sparse: "
+            f"{'yes' if on_disk < stat.st_size // 100 else 'NO'})"
+        )
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        graph = timed("structure (in process)", lambda: st.read_structure(path))
+        st.IN_PROCESS_BYTES = 0
+        timed("structure (limited child)", lambda: st.read_structure(path))
+        profile = synthetic_profile(graph)
+        started = time.perf_counter()
+        overlay = ov.time_overlay(graph, profile, "synthetic profile")
+        payload = overlay.to_json(graph)
+        print(
+            f"time overlay + JSON: {time.perf_counter() - started:.3f} s, "
+            f"{len(payload) / 1e6:.2f} MB JSON"
+        )
+        cost = timed("cost counted (limited child)", lambda: cost_in_child(path, 1, {}, path.name))
+        timed("FLOPs overlay", lambda: ov.cost_overlay(graph, cost, "flops").to_json(graph))
+        rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS of this process: {rss_before:.0f} MB before, {rss_after:.0f} MB after")
+        if args.browser:
+            browser_times(path, payload)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
