@@ -19,7 +19,7 @@ def test_empty_library_offers_the_upload(data_dir: Path) -> None:
     at = open_page("models")
     assert not at.exception
     assert "The library is empty" in texts(at)
-    assert at.file_uploader(key="upload_file").allowed_type == [".onnx", ".zip"]
+    assert at.file_uploader(key="upload_file").allowed_type == [".onnx", ".zip", ".pt2"]
 
 
 def test_uploading_an_onnx_adds_it_to_the_library_with_metadata(
