@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from backend import pricing
 from backend.knobs import columns, declared_columns
 from backend.records import JobKind, job_kind
-from backend.reporting import distance, metrics
+from backend.reporting import cost, distance, metrics
 from backend.results import LatencyStats, ResultStatus, StoredResult
-from backend.specs import Configuration, Precision
+from backend.specs import Configuration, Precision, SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
@@ -81,6 +82,7 @@ COLUMNS = [
     "target",
     "ran_on",
     "replicas",
+    *cost.COST_COLUMNS,  # priced by the job's stored prices (reporting.cost)
 ]
 COLUMNS += [c for c in declared_columns(Configuration) if c not in COLUMNS]  # knobs added since
 
@@ -124,7 +126,11 @@ def _latency_columns(latency: LatencyStats | None) -> dict[str, Any]:
 
 
 def _record(
-    stored: StoredResult, job: JobRow | None, model: str, files: dict[str, str]
+    stored: StoredResult,
+    job: JobRow | None,
+    model: str,
+    files: dict[str, str],
+    prices: pricing.Prices,
 ) -> dict[str, Any]:
     conf, r = stored.configuration, stored.result
     accuracy, evaluation = r.accuracy, r.evaluation
@@ -169,6 +175,7 @@ def _record(
         **_distance_columns(stored),
         "notes": "; ".join(r.notes),
         "ran_on": ran_on(r.environment),
+        **cost.row_cost(prices, conf.provider, conf.target, r.throughput, stored.ok),
     }
 
 
@@ -225,12 +232,14 @@ def results_frame(
         for a in model_store.list_artifacts(model_id)
         if a.kind in ("calibration", "evaluation")
     }
+    prices = {jid: job_prices(job) for jid, job in jobs.items()}
     records = [
         _record(
             r,
             jobs[r.job_id],
             names.get(jobs[r.job_id].model_id, "?") if jobs[r.job_id] else "?",
             files,
+            prices[r.job_id],
         )
         for r in rows
     ]
@@ -238,11 +247,18 @@ def results_frame(
     for record, stored in zip(records, rows, strict=True):
         record["copy_share"] = shares.get(distance.io_pair_key(stored.configuration))
     frame = pd.DataFrame.from_records(records, columns=COLUMNS)
-    for column in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "throughput"):
+    numeric = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "throughput")
+    for column in (*numeric, "price_per_hour", "cost_per_million"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame.sort_values(["job_id", "series", "batch_size"], kind="stable").reset_index(
         drop=True
     )
+
+
+def job_prices(job: JobRow | None) -> pricing.Prices:
+    """The prices a sweep was queued with (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
+    stored = SweepSpec.from_dict(job.spec).prices if job is not None else ()
+    return pricing.or_default(stored)
 
 
 def comparable_jobs(
