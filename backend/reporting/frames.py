@@ -342,11 +342,24 @@ def pareto_mask(speedup: np.ndarray, loss: np.ndarray) -> np.ndarray:
     return metrics.pareto_front(METRICS["speedup"], speedup, METRICS["accuracy_loss"], loss)
 
 
+def add_cost_pareto(frame: pd.DataFrame, cost_key: str) -> pd.DataFrame:
+    """Column `cost_pareto`: on the cost (or energy), speed and accuracy front, each figure read
+    its registered way; only ok results can be on it (wrong outputs carry no cost)."""
+    ok = (frame["status"] == ResultStatus.OK.value).to_numpy()
+    figures = [
+        (METRICS[cost_key], np.where(ok, pd.to_numeric(frame[cost_key], errors="coerce"), np.nan)),
+        (METRICS["throughput"], frame["throughput"].to_numpy(dtype=float)),
+        (METRICS["accuracy_loss"], pd.to_numeric(frame["accuracy_loss"], errors="coerce")),
+    ]
+    return frame.assign(cost_pareto=metrics.pareto_many(figures))
+
+
 __all__ = [
     "COLUMNS",
     "LOSS_METRICS",
     "METRICS",
     "add_accuracy_loss",
+    "add_cost_pareto",
     "add_speedups",
     "comparable_jobs",
     "pareto_mask",

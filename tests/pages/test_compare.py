@@ -34,7 +34,7 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     job, rows = finished_sweep(model.id)
     at = open_page("compare", jobs=job.id)
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 5
+    assert len(at.get("plotly_chart")) == 6  # the cost chart too (CPU is priced by default)
     table = at.dataframe[0].value
     assert len(table) == len(rows) == 4
     baseline = at.selectbox(key="url_baseline").value
@@ -88,7 +88,8 @@ def _compared(job_id: int, baseline: str, keep: list[int] | None = None) -> pd.D
     if keep is not None:
         view = view[view["result_id"].isin(keep)]
     view = frames.add_accuracy_loss(frames.add_speedups(view, baseline))
-    return view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
+    view = view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
+    return frames.add_cost_pareto(view, "cost_per_million")  # CPU is priced by default
 
 
 def _offered(at: AppTest, label: str) -> str:
