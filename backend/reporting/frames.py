@@ -257,8 +257,8 @@ def results_frame(
 
 def job_prices(job: JobRow | None) -> pricing.Prices:
     """The prices a sweep was queued with (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
-    stored = SweepSpec.from_dict(job.spec).prices if job is not None else ()
-    return pricing.or_default(stored)
+    sweep = job is not None and job_kind(job.spec) == JobKind.SWEEP
+    return pricing.or_default(SweepSpec.from_dict(job.spec).prices if sweep else ())
 
 
 def comparable_jobs(
