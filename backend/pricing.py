@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 import settings
 from backend.errors import UserError
 from backend.knobs import Cli, Codec
@@ -126,7 +128,7 @@ def dollars(value: float) -> str:
         return f"${value:,.0f}"
     if value >= 1:
         return f"${value:.2f}"
-    return f"${value:.3g}"
+    return "$" + np.format_float_positional(value, precision=3, fractional=False, trim="-")
 
 
 # The sweep knob (SweepSpec.prices): declared here beside its reader, spread into knob(...).

@@ -21,13 +21,14 @@ class Priced:
     """One configuration at the load that meets the bound, with its price."""
 
     label: str
-    point: LoadPoint
+    rate_rps: float  # the rate that meets the bound: predicted, or measured where it was
+    point: LoadPoint  # at that rate: its p99 and samples per request
     basis: str  # "predicted", "measured at 90% of the rate asked", "measured on Triton"
     price: pricing.Price
 
     @property
     def inferences_per_s(self) -> float:
-        return self.point.achieved_rps * self.point.spec.samples_per_request
+        return self.rate_rps * self.point.spec.samples_per_request
 
     @property
     def cost(self) -> float:
@@ -38,7 +39,7 @@ class Priced:
     def facts(self) -> str:
         """p99, rate and how it was obtained, and the price: the numbers behind the cost."""
         return (
-            f"p99 {self.point.latency.p99:.2f} ms at {self.point.achieved_rps:.0f} req/s "
+            f"p99 {self.point.latency.p99:.2f} ms at {self.rate_rps:,.0f} req/s "
             f"{self.basis}, {self.price.text}"
         )
 
@@ -70,7 +71,7 @@ def answer(
 ) -> CostAnswer:
     """Cheapest first; the sentence a manager can forward, numbers included."""
     bound = bound_words(slo_p99_ms, min_rps)
-    ranked = sorted(priced, key=lambda p: (p.cost, -p.point.achieved_rps, p.label))
+    ranked = sorted(priced, key=lambda p: (p.cost, -p.rate_rps, p.label))
     if not ranked:
         why = (
             f"no price applies to {', '.join(unpriced[:3])}; add one with --price or "
@@ -104,7 +105,7 @@ def recommendation_cost(rec: Recommendation) -> CostAnswer:
         seen.setdefault(evidence.candidate, evidence)
     meeting = [e for e in seen.values() if e.meets(rec.slo_p99_ms, rec.min_rps)]
     priced = [
-        Priced(e.candidate.label, e.point, e.basis, e.candidate.variant.price)
+        Priced(e.candidate.label, rate_of(e), e.point, e.basis, e.candidate.variant.price)
         for e in meeting
         if e.candidate.variant.price is not None
     ]
@@ -114,16 +115,20 @@ def recommendation_cost(rec: Recommendation) -> CostAnswer:
     return answer(priced, rec.slo_p99_ms, rec.min_rps, unpriced)
 
 
+def rate_of(evidence: Evidence) -> float:
+    """The rate a configuration meets the bound at: measured where it was confirmed on the
+    server, else the highest predicted rate the recommendation ranks it by."""
+    return evidence.measured.achieved_rps if evidence.measured else evidence.rate_rps
+
+
 def evidence_cost(evidence: Evidence) -> float | None:
     """Dollars per million inferences at the rate under the bound; None when unpriced or when
     no rate meets the bound."""
     price = evidence.candidate.variant.price
     if price is None or evidence.rate_rps <= 0:
         return None
-    point = evidence.point
-    return pricing.cost_per_million(
-        price.per_hour, point.achieved_rps * point.spec.samples_per_request
-    )
+    per_request = evidence.point.spec.samples_per_request
+    return pricing.cost_per_million(price.per_hour, rate_of(evidence) * per_request)
 
 
 def study_cost(
@@ -144,5 +149,5 @@ def study_cost(
         if price is None:
             unpriced.append(label)
         else:
-            priced.append(Priced(label, best, "measured on Triton", price))
+            priced.append(Priced(label, best.achieved_rps, best, "measured on Triton", price))
     return answer(priced, slo_p99_ms, 0.0, tuple(unpriced))
