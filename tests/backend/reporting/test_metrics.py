@@ -100,13 +100,13 @@ def test_chart_axes_are_the_registry_units() -> None:
 
 def test_cost_axes_are_the_registered_money_and_energy_figures_present() -> None:
     assert [m.key for m in metrics.cost_axes(frames.COLUMNS)] == ["cost_per_million"]
-    energy = Metric("joules_in_this_test_only", "energy", "J", Better.LOWER, Aggregation.ENERGY, ".3g", "J")
+    energy = Metric("j_test_only", "energy", "J", Better.LOWER, Aggregation.ENERGY, ".3g", "J")
     metrics.register(energy)  # what the energy metrics will do: the axis appears by itself
     try:
-        keys = [m.key for m in metrics.cost_axes([*frames.COLUMNS, "joules_in_this_test_only"])]
-        assert keys == ["cost_per_million", "joules_in_this_test_only"]
+        keys = [m.key for m in metrics.cost_axes([*frames.COLUMNS, "j_test_only"])]
+        assert keys == ["cost_per_million", "j_test_only"]
     finally:
-        del REGISTRY["joules_in_this_test_only"]
+        del REGISTRY["j_test_only"]
 
 
 def test_the_cost_speed_accuracy_front_reads_each_figure_its_way() -> None:
@@ -118,4 +118,3 @@ def test_the_cost_speed_accuracy_front_reads_each_figure_its_way() -> None:
     # 0: cheapest at its loss; 1: fastest; 2: most accurate; 3: beaten by 1 in all three;
     # 4: no cost (wrong outputs, unpriced) is never on it; 5: the same as 0, only the first
     assert front.tolist() == [True, True, True, False, False, False]
-
