@@ -11,10 +11,13 @@ import pytest
 
 from backend.cli import main
 from backend.pricing import Price
-from backend.serving.cheapest import recommendation_cost
+from backend.queue import jobs
+from backend.serving.cheapest import recommendation_cost, study_cost
 from backend.serving.recommend import Variant, recommend
-from backend.serving.types import BatchingPolicy, LatencyCurve
-from backend.serving.view import serve_view
+from backend.serving.simulate import simulate
+from backend.serving.study import ServingStudy
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
+from backend.serving.view import serve_view, study_of
 from tests.pages.seed import add_model, finished_sweep
 
 SLO, RATE, CPU = 50.0, 100.0, 0.40
@@ -72,3 +75,41 @@ def test_targets_are_compared_by_cost_so_the_fastest_is_not_always_the_cheapest(
     ]
     assert gpu_costs and answer.cheapest.cost < min(gpu_costs)
     assert "FP16 on CUDA @ h200" in {e.candidate.variant.label for e in rec.ranked}
+
+
+def test_a_study_is_priced_at_its_highest_rate_within_the_bound() -> None:
+    curve = LatencyCurve((1, 4, 16), (1.0, 1.4, 3.4), 0.2, 0.05)
+    policies = {
+        "x1": BatchingPolicy(16, max_queue_delay_us=500),
+        "x2": BatchingPolicy(16, instance_count=2),
+    }
+    points = {
+        name: [simulate(curve, LoadSpec(Scenario.SERVER, target_rps=r), p) for r in (100, 400)]
+        for name, p in policies.items()
+    }
+    answer = study_cost(points, 50.0, Price("cpu", 0.40))
+    best_rate = {
+        name: max(p.achieved_rps for p in found if p.stable and p.latency.p99 <= 50.0)
+        for name, found in points.items()
+    }
+    by_hand = {name: 0.40 / (rate * 3600) * 1e6 for name, rate in best_rate.items()}
+    cheapest = min(by_hand, key=by_hand.get)
+    assert answer.cheapest is not None and answer.cheapest.label == cheapest
+    assert answer.cheapest.cost == pytest.approx(by_hand[cheapest])
+    assert "req/s measured on Triton, $0.4/h for cpu)" in answer.sentence
+    unpriced = study_cost(points, 50.0, None)
+    assert unpriced.cheapest is None and "no price applies to x1, x2" in unpriced.sentence
+
+
+def test_a_study_stores_its_prices_and_a_bad_one_stores_nothing(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["add", str(mlp_path)]) == 0
+    argv = ["serve", "submit", "1", "--concurrency", "1", "--slo", "20"]
+    assert main([*argv, "--price", "cpu=free"]) == 2
+    assert "not 'cpu=free'" in capsys.readouterr().err and jobs.list_jobs() == []
+    assert main(argv) == 0 and main([*argv, "--price", "cpu=0.3"]) == 0
+    stamped, given = (study_of(j.id) for j in sorted(jobs.list_jobs(), key=lambda j: j.id))
+    assert stamped.prices == (("cpu", 0.40), ("cuda", 3.50))  # OPTIBOARD_PRICE_PER_HOUR's
+    assert given.prices == (("cpu", 0.3),)
+    assert ServingStudy.from_dict(given.to_dict()) == given
