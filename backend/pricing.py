@@ -81,7 +81,7 @@ def prices_text(prices: Prices) -> str:
 
 def default_prices() -> Prices:
     """OPTIBOARD_PRICE_PER_HOUR, checked (a wrong setting is one sentence naming it)."""
-    return parse_prices(settings.PRICE_PER_HOUR.get(), "OPTIBOARD_PRICE_PER_HOUR")
+    return parse_prices(settings.PRICE_PER_HOUR.get(), settings.PRICE_PER_HOUR.name)
 
 
 def or_default(prices: Prices) -> Prices:
