@@ -90,10 +90,14 @@ def answer(
         sentence += "; no other configuration meets the bound"
     else:
         extra = second.cost - best.cost
-        share = f", {extra / best.cost * 100:.0f}% more" if best.cost > 0 else ""
+        more = (
+            f"{pricing.dollars(extra)} more per million, {extra / best.cost * 100:.0f}% more"
+            if best.cost > 0 and extra / best.cost >= 0.005
+            else "the same to within 0.5%"
+        )
         sentence += (
             f"; the runner-up, {second.label}, costs {pricing.dollars(second.cost)} per million "
-            f"({pricing.dollars(extra)} more per million{share}; {second.facts})"
+            f"({more}; {second.facts})"
         )
     return CostAnswer(best, second, sentence + ".", unpriced)
 
@@ -104,8 +108,12 @@ def recommendation_cost(rec: Recommendation) -> CostAnswer:
     for evidence in [*rec.ranked, *([rec.default] if rec.default else [])]:
         seen.setdefault(evidence.candidate, evidence)
     meeting = [e for e in seen.values() if e.meets(rec.slo_p99_ms, rec.min_rps)]
+    # like with like: measured rates (confirmed on the server) are not ranked against predicted
+    # ones; where some were measured, the answer is among those
+    if any(e.measured is not None for e in meeting):
+        meeting = [e for e in meeting if e.measured is not None]
     priced = [
-        Priced(e.candidate.label, rate_of(e), e.point, e.basis, e.candidate.variant.price)
+        Priced(e.candidate.label, rate_of(e), e.point, _basis(e), e.candidate.variant.price)
         for e in meeting
         if e.candidate.variant.price is not None
     ]
@@ -113,6 +121,11 @@ def recommendation_cost(rec: Recommendation) -> CostAnswer:
         dict.fromkeys(e.candidate.variant.label for e in meeting if not e.candidate.variant.price)
     )
     return answer(priced, rec.slo_p99_ms, rec.min_rps, unpriced)
+
+
+def _basis(evidence: Evidence) -> str:
+    """How its rate was obtained, short: the recommendation's sentence says the detail."""
+    return "measured on Triton" if evidence.measured else "predicted"
 
 
 def rate_of(evidence: Evidence) -> float:

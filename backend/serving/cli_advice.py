@@ -153,8 +153,8 @@ def cmd_serve_recommend(args: argparse.Namespace) -> int:
             args.job, args.slo, args.min_rate, args.overhead, args.server_cost, prices=_prices(args)
         ).recommendation
     print(table(_evidence_rows(rec, args.top), EVIDENCE_HEADERS))
-    print(rec.sentence)
     print(recommendation_cost(rec).sentence)
+    print(rec.sentence)  # last: the recommendation's own sentence, as before
     return 0 if rec.best else 3
 
 
