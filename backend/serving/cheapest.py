@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from backend import pricing
-from backend.serving.recommend import Evidence, Recommendation, Variant
+from backend.serving.recommend import Evidence, Recommendation, Variant, comparable
 from backend.serving.types import LoadPoint
 
 
@@ -25,6 +25,7 @@ class Priced:
     point: LoadPoint  # at that rate: its p99 and samples per request
     basis: str  # "predicted", "measured at 90% of the rate asked", "measured on Triton"
     price: pricing.Price
+    evidence: Evidence | None = None  # the recommendation's, where it came from one
 
     @property
     def inferences_per_s(self) -> float:
@@ -106,21 +107,33 @@ def recommendation_cost(rec: Recommendation) -> CostAnswer:
     """The cheapest of the recommendation's configurations that meet its bound."""
     seen: dict[object, Evidence] = {}
     for evidence in [*rec.ranked, *([rec.default] if rec.default else [])]:
-        seen.setdefault(evidence.candidate, evidence)
+        kept = seen.get(evidence.candidate)  # the grid may hold the default predicted too
+        if kept is None or (kept.measured is None and evidence.measured is not None):
+            seen[evidence.candidate] = evidence
     meeting = [e for e in seen.values() if e.meets(rec.slo_p99_ms, rec.min_rps)]
     # like with like: measured rates (confirmed on the server) are not ranked against predicted
     # ones; where some were measured, the answer is among those
     if any(e.measured is not None for e in meeting):
         meeting = [e for e in meeting if e.measured is not None]
     priced = [
-        Priced(e.candidate.label, rate_of(e), e.point, _basis(e), e.candidate.variant.price)
+        Priced(e.candidate.label, rate_of(e), e.point, _basis(e), e.candidate.variant.price, e)
         for e in meeting
         if e.candidate.variant.price is not None
     ]
     unpriced = tuple(
         dict.fromkeys(e.candidate.variant.label for e in meeting if not e.candidate.variant.price)
     )
-    return answer(priced, rec.slo_p99_ms, rec.min_rps, unpriced)
+    found = answer(priced, rec.slo_p99_ms, rec.min_rps, unpriced)
+    first, second = found.cheapest, found.runner_up
+    if first and second and first.evidence and second.evidence:
+        if not comparable(first.evidence, second.evidence):  # the generator fell back unevenly
+            note = (
+                " The two rates were not measured alike (the load generator fell back to a "
+                "different share of the rate asked), so the difference is not a like-for-like "
+                "comparison."
+            )
+            return replace(found, sentence=found.sentence + note)
+    return found
 
 
 def _basis(evidence: Evidence) -> str:
