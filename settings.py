@@ -151,8 +151,8 @@ CONVERT_TIMEOUT_S = _declare(
         "OPTIBOARD_CONVERT_TIMEOUT_S",
         "600",
         float,
-        "time limit of a conversion child: SavedModel -> ONNX, the GenAI model builder, "
-        "weight-only quantization, the OpenVINO export and NNCF compression",
+        "time limit of a conversion child: SavedModel or PyTorch .pt2 -> ONNX, the GenAI model "
+        "builder, weight-only quantization, the OpenVINO export and NNCF compression",
     )
 )
 LEASE_SECONDS = _declare(
@@ -365,8 +365,8 @@ BWRAP = _declare(
         "OPTIBOARD_BWRAP",
         "bwrap",
         str,
-        "the bubblewrap binary that sandboxes SavedModel conversion, upload parsing, "
-        "measurements and Triton servers",
+        "the bubblewrap binary that sandboxes SavedModel and PyTorch conversion, upload "
+        "parsing, measurements and Triton servers",
     )
 )
 PARSE_TIMEOUT_S = _declare(

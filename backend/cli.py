@@ -14,16 +14,21 @@ from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
+from backend.jobs.context import JobOutcome, OnResult
+from backend.jobs.regresscli import register_regress
+from backend.jobs.regresscli import report as regression_report
 from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
 from backend.pricing import parse_prices
 from backend.queue import jobs
 from backend.queue.knee import knee_summary
 from backend.queue.worker_args import add_worker_arguments
+from backend.records import JobKind, JobRow, job_kind
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
+from backend.serving.llm_cli import register_llm_serving
 from backend.specs import MEASURE_PRESETS, SweepSpec
 from storage.states import JobState
 
@@ -58,6 +63,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         f"added model {model.id}: {model.name} ({model.format}, opset {model.opset}, "
         f"{model.size_bytes / 2**20:.1f} MiB, {model.parameter_count:,} parameters)"
     )
+    for line in library.export_check(library.list_artifacts(model.id)):
+        print(line)
     for warning in model.warnings:
         print(f"warning: {warning}")
     return 0
@@ -116,12 +123,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """Run a sweep now in this terminal; it is stored like any job."""
+def run_now(job: JobRow, on_result: OnResult | None = None) -> JobOutcome:
+    """Run a queued job in this terminal, as a worker of its own; stored like any job."""
     from backend.queue.worker import JobRunner, register, worker_id_for_this_process
     from storage.repo import jobs as job_store
 
-    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
     worker_id = worker_id_for_this_process()
     register(worker_id)
     claimed = job_store.claim_job(worker_id, lease_seconds=300, job_id=job.id)
@@ -129,6 +135,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(
             f"Job {job.id} was taken by a running worker; follow it with `optiboard show {job.id}`."
         )
+    return JobRunner(worker_id, lease_seconds=300, on_result=on_result).run(claimed)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a sweep now in this terminal; it is stored like any job."""
+    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
     collected: list[ConfigurationResult] = []
 
     def progress(result: ConfigurationResult, index: int, total: int) -> None:
@@ -140,7 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"[{bar}] {len(collected)}/{total} {result.config_key}: {status}", flush=True)
 
     print(f"job {job.id}: {job.progress_total} configurations")
-    outcome = JobRunner(worker_id, lease_seconds=300, on_result=progress).run(claimed)
+    outcome = run_now(job, progress)
     print("\n" + results_table(collected, jobs.spec_of(job).prices))
     _cheapest(job.id)
     if gpu := gpu_table(collected):
@@ -191,7 +203,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         why = why_lines(results)
         if why:
             print("why:\n" + "\n".join(why))
-        if knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
+        if job_kind(job.spec) == JobKind.REGRESSION:  # both sides, the verdict and the op diff
+            print("\n" + regression_report(job.id))
+        elif knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
             print("knee:\n" + "\n".join(f"  {line}" for line in knee))
     if args.log:
         for event in jobs.job_events(job.id):
@@ -290,10 +304,20 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", help="a name for the job")
 
 
+def _price_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--price",
+        metavar="TARGET=DOLLARS,...",
+        help="price the results by this table (e.g. cpu=0.40,cuda=3.50) instead of the job's",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="optiboard", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("add", help="add a model (.onnx, .zip with external data, SavedModel .zip)")
+    p = sub.add_parser(
+        "add", help="add a model (.onnx, .zip with external data, SavedModel .zip, PyTorch .pt2)"
+    )
     p.add_argument("path")
     p.add_argument("--name")
     p.set_defaults(func=cmd_add)
@@ -314,11 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="show a job and its results")
     p.add_argument("job", type=int)
     p.add_argument("--log", action="store_true", help="also print the job's events")
-    p.add_argument(
-        "--price",
-        metavar="TARGET=DOLLARS,...",
-        help="price the results by this table (e.g. cpu=0.40,cuda=3.50) instead of the job's",
-    )
+    _price_option(p)
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("cancel", help="cancel a queued or running job")
     p.add_argument("job", type=int)
@@ -327,11 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job", type=int, nargs="+")
     p.add_argument("--format", choices=["csv", "json"], default="csv")
     p.add_argument("-o", "--output")
-    p.add_argument(
-        "--price",
-        metavar="TARGET=DOLLARS,...",
-        help="price the results by this table (e.g. cpu=0.40,cuda=3.50) instead of the job's",
-    )
+    _price_option(p)
     p.set_defaults(func=cmd_export)
     p = sub.add_parser("providers", help="which backends and providers work here, and why not")
     p.set_defaults(func=cmd_providers)
@@ -345,7 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_worker)
     for register in (register_compat, register_users, register_generate):
         register(sub)
-    register_advice(register_serving(sub))
+    register_regress(sub, run_now)
+    serving = register_serving(sub)
+    register_advice(serving)
+    register_llm_serving(serving)
     return parser
 
 

@@ -34,6 +34,20 @@ def nvml() -> Iterator[Any | None]:
         pynvml.nvmlShutdown()  # NVML counts init/shutdown pairs, so nested use is safe
 
 
+def nvml_unavailable_reason() -> str | None:
+    """Why NVML does not start here, in words (no package, no driver); None where it does."""
+    try:
+        import pynvml
+    except ImportError:
+        return "the nvidia-ml-py package (pynvml) is not installed"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:
+        return f"NVML does not start ({exc}): no NVIDIA driver on this machine"
+    pynvml.nvmlShutdown()
+    return None
+
+
 def gpu_inventory() -> list[dict[str, Any]]:
     """Every NVIDIA GPU with its name, memory and driver; empty where there is no driver."""
     with nvml() as nv:

@@ -42,12 +42,13 @@ class JobKind(StrEnum):
     SWEEP = "sweep"
     SERVING = "serving"
     GENERATION = "generation"
+    REGRESSION = "regression"  # the same configurations on two runtime environments
 
 
 def job_kind(spec: dict[str, Any]) -> JobKind:
-    """Read from the stored spec (serving studies and generation jobs carry kind; sweeps none)."""
+    """Read from the stored spec (every kind but the sweep carries kind; sweeps none)."""
     kind = spec.get("kind")
-    return JobKind(kind) if kind in (JobKind.SERVING, JobKind.GENERATION) else JobKind.SWEEP
+    return JobKind(kind) if kind in tuple(JobKind) else JobKind.SWEEP
 
 
 def is_serving(spec: dict[str, Any]) -> bool:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from backend.energy.report import EnergyReport
 from backend.knobs.serialize import from_json, to_json
 from backend.specs import Configuration
 from storage.states import ResultStatus
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AccuracyReport",
     "ConfigurationResult",
+    "EnergyReport",
     "EvaluationReport",
     "LatencyStats",
     "ResultStatus",
@@ -126,6 +128,8 @@ class ConfigurationResult:
     samples_ms: list[float] = field(default_factory=list)
     peak_rss_scope: str | None = None  # what the peak memory covers, said where it is shown
     evaluation: EvaluationReport | None = None  # on the user's evaluation .npz, when one is given
+    # J per sample over the timed windows and idle power apart, or why not measurable here
+    energy: EnergyReport | None = None
 
     def __post_init__(self) -> None:
         self.status = ResultStatus(self.status)
@@ -141,7 +145,10 @@ class ConfigurationResult:
         return self.status in (ResultStatus.OK, ResultStatus.WRONG_OUTPUTS)
 
     def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
-        return to_json(self, drop=() if with_samples else ("samples_ms",))
+        """JSON; a result without an energy record writes none (results stored before energy
+        was measured write back exactly as they were read)."""
+        drop = () if with_samples else ("samples_ms",)
+        return to_json(self, drop=drop + (("energy",) if self.energy is None else ()))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConfigurationResult:

@@ -6,6 +6,7 @@
 # the CLI's missing wheels, writes the Llama-3.2-1B-shaped models' random weights
 # (bench/llm_shape.py fill), then measures decode with the standalone probe (PROBE=1) and through
 # the product: `optiboard generate` (python -m backend.cli generate), its JSON under $OUT.
+# `kernels` instead of `run`: the same set-up, then bench/llm_kernels.py (GPU time per kernel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 site=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib'))")
@@ -19,7 +20,7 @@ ort)
     mkdir -p /tmp/gsc-bin && install -m 0755 .whl/gsc/bwrap /tmp/gsc-bin/bwrap
     python3 -c "import onnxruntime as o; print('ort', o.__version__, o.get_available_providers())"
     ;;
-run)
+run|kernels)
     rm -rf "$site"/onnxruntime_genai*
     python3 -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" \
         "$site" .whl/genai/onnxruntime_genai_cuda-*.whl .whl/cliwheels/*.whl
@@ -35,6 +36,15 @@ run)
                 --json "$out/probe-$precision.json"
         fi
     done
+    if [ "$1" = kernels ]; then  # where a decode step's time goes (bench/llm_kernels.py)
+        for precision in fp16 int4; do
+            for graph in "" "--cuda-graph"; do
+                python3 bench/llm_kernels.py "/tmp/llm/llama-3.2-1b-shape-$precision-cuda" \
+                    $graph --json "$out/kernels-$precision${graph:+-graph}.json" || true
+            done
+        done
+        exit 0
+    fi
     echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"; ldconfig -p | grep -c cublasLt || true
     export OPTIBOARD_BWRAP=/tmp/gsc-bin/bwrap OPTIBOARD_DATA_DIR=/tmp/llm-data
     fp16=/tmp/llm/llama-3.2-1b-shape-fp16-cuda

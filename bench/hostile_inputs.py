@@ -173,8 +173,40 @@ def cases(folder: Path, canary: Path) -> list[tuple[str, Callable[[], str]]]:
     rows += npz_cases(folder, canary)
     saved = build_savedmodel(folder, canary)
     if saved is not None:
-        rows.append(("hostile SavedModel (initializer writes env)", savedmodel(saved, canary)))
+        rows.append(("hostile SavedModel (initializer writes env)", with_canary(saved, canary)))
+    rows += pytorch_cases(folder / "torch", canary)
     return rows
+
+
+PYTORCH_ROWS = {
+    "crafted.pt2": ".pt2, sample-inputs pickle runs os.system",
+    "eval.pt2": ".pt2, size expression sympy would eval",
+    "scripted.pt": "TorchScript .pt (torch.jit.save)",
+    "module.pt": "pickled module .pt (torch.save)",
+    "bomb.pt2": ".pt2 with a 64 MB zero member (zip bomb)",
+    "cnn.pt2": "plain CNN .pt2 (dynamic batch), converted",
+}
+
+
+def pytorch_cases(folder: Path, canary: Path) -> list[tuple[str, Callable[[], str]]]:
+    """The PyTorch uploads, built in a child so torch never loads into this process."""
+    code = (
+        "import sys; from pathlib import Path; sys.path.insert(0, '.');"
+        "from tests import hostile;"
+        "hostile.pytorch_uploads(Path(sys.argv[1]), Path(sys.argv[2]))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(folder), str(canary)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        print(f"PyTorch uploads not built: {done.stderr.strip().splitlines()[-1:]}")
+        return []
+    canary.unlink(missing_ok=True)
+    return [(title, with_canary(folder / name, canary)) for name, title in PYTORCH_ROWS.items()]
 
 
 def npz_cases(folder: Path, canary: Path) -> list[tuple[str, Callable[[], str]]]:
@@ -241,7 +273,7 @@ def canary_state(canary: Path) -> str:
     return "CANARY WRITTEN" if canary.exists() else "canary not written"
 
 
-def savedmodel(path: Path, canary: Path) -> Callable[[], str]:
+def with_canary(path: Path, canary: Path) -> Callable[[], str]:
     def verdict() -> str:
         return canary_state(canary)
 

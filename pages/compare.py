@@ -19,6 +19,7 @@ from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_comparison
 from pages.components.live import refresh_every, work_in_progress
+from pages.components.regression import regression_comparison
 from pages.components.url_state import (
     bound_multiselect,
     bound_pills,
@@ -63,6 +64,17 @@ if url_value("view") == "generation":  # generation jobs: token latency, memory,
     generation_comparison()
     fill_copy_link()  # now: st.stop() drops every later write, app.py's filling of the link too
     st.stop()
+if url_value("view") == "regression":  # two runtime environments: verdicts, intervals, op diffs
+    regression_comparison()
+    fill_copy_link()
+    st.stop()
+if not link_scope(frames.comparable_jobs(regression=True)).empty:
+    st.page_link(
+        "pages/compare.py",
+        label="Regression checks: one model on two runtime versions, with verdicts",
+        icon="🔁",
+        query_params={"view": "regression"},
+    )
 if not link_scope(frames.comparable_jobs(generation=True)).empty:
     st.page_link(
         "pages/compare.py",
@@ -249,6 +261,8 @@ def comparison() -> None:
     columns = ["label", "status", "p50_ms", "p90_ms", "p99_ms", "throughput", "cost_per_million"]
     columns += ["price_per_hour", "speedup"]
     columns += ["throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
+    columns += ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
+    columns += ["j_per_sample_above_idle", "idle_w"]
     if view["evaluation_set"].notna().any():  # task accuracy on the user's own data
         columns += ["eval_top1_accuracy", "eval_top1_agreement", "evaluation_set"]
     if view["calibration_set"].notna().any():
@@ -271,9 +285,20 @@ def comparison() -> None:
             "evaluation_set": st.column_config.TextColumn("evaluation set"),
             "calibration_set": st.column_config.TextColumn("calibration set"),
             "peak_rss_mb": _number("peak_rss_mb", help=frames.METRICS["peak_rss_mb"].label),
+            **{
+                key: _number(key, help=frames.METRICS[key].label)
+                for key in ("j_per_sample", "j_per_sample_above_idle", "idle_w")
+            },
+            **{  # the spread of the kept windows' J/sample
+                f"j_per_sample_{end}": _number("j_per_sample", label=f"J/sample {end}")
+                for end in ("min", "max")
+            },
         },
         key="speedup_table",
     )
+    sources = sorted(set(view["energy_source"].dropna()))
+    if sources:  # what measured the energy columns, or why they are empty
+        st.caption("Energy (J/sample, idle W): " + "; ".join(plain(s) for s in sources))
     gpu = view[view["tflops"].notna()]
     if not gpu.empty:
         st.subheader("Distance to the hardware")

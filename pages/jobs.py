@@ -18,6 +18,7 @@ from backend.queue.jobs import fp32_baseline
 from backend.queue.knee import knee_summary
 from backend.records import JobKind, JobRow, JobState, is_serving, job_kind, utcnow
 from backend.reporting import profilecharts
+from backend.reporting.metrics import pick
 from backend.results import StoredResult
 from pages.access import can, guarded
 from pages.components.formatting import fmt_duration, plain
@@ -27,6 +28,8 @@ from pages.components.url_state import bound_multiselect, set_url, url_int
 from pages.components.widgets import page_header, show_error
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
+
+ENERGY, IDLE = pick("j_per_sample", "idle_w")  # the energy columns (backend/energy)
 
 STATE_ICONS = {
     "queued": "⏳ queued",
@@ -232,6 +235,44 @@ def mixed_search(job: JobRow, stored: list[StoredResult]) -> None:
                 )
 
 
+def _configurations_table(configurations: list[progress.ConfigurationProgress]) -> None:
+    """One row per configuration with its figures; under it, what measured the energy."""
+    st.markdown("**Configurations**")
+    st.dataframe(
+        [
+            {
+                "configuration": c.label,
+                "status": c.status,
+                "p50 ms": c.p50_ms,
+                "p99 ms": c.p99_ms,
+                "throughput /s": c.throughput,
+                "of GPU peak": c.peak_fraction,
+                ENERGY.header: c.j_per_sample,
+                IDLE.header: c.idle_w,
+                "why / error": c.why,
+                "key": c.key,
+            }
+            | ({"ran on": c.ran_on} if any(x.ran_on for x in configurations) else {})
+            for c in configurations
+        ],
+        hide_index=True,
+        column_config={
+            "p50 ms": st.column_config.NumberColumn(format="%.3f"),
+            "p99 ms": st.column_config.NumberColumn(format="%.3f"),
+            "throughput /s": st.column_config.NumberColumn(format="%.1f"),
+            "of GPU peak": st.column_config.NumberColumn(
+                format="percent",
+                help="Static FLOPs x samples/s over the device's dense peak for the precision run",
+            ),
+            ENERGY.header: st.column_config.NumberColumn(format=ENERGY.printf(), help=ENERGY.label),
+            IDLE.header: st.column_config.NumberColumn(format=IDLE.printf(), help=IDLE.label),
+        },
+    )
+    sources = sorted({c.energy_source for c in configurations if c.energy_source})
+    if sources:  # what measured the energy columns, or why they are empty
+        st.caption(f"{ENERGY.header}, {IDLE.header}: " + "; ".join(plain(s) for s in sources))
+
+
 def job_detail(job_id: int) -> None:
     try:
         job = jobs.get_job(job_id)
@@ -299,7 +340,9 @@ def job_detail(job_id: int) -> None:
             "pages/serve.py", label="Open on Serve", icon="🚀", query_params={"study": job.id}
         )
     elif state.done:
-        generation = {"view": "generation"} if job_kind(job.spec) == JobKind.GENERATION else {}
+        views = {JobKind.GENERATION: "generation", JobKind.REGRESSION: "regression"}
+        view = views.get(job_kind(job.spec))
+        generation = {"view": view} if view else {}
         actions[2].page_link(
             "pages/compare.py",
             label="Compare results",
@@ -307,33 +350,7 @@ def job_detail(job_id: int) -> None:
             query_params={**generation, "jobs": job.id},
         )
 
-    st.markdown("**Configurations**")
-    st.dataframe(
-        [
-            {
-                "configuration": c.label,
-                "status": c.status,
-                "p50 ms": c.p50_ms,
-                "p99 ms": c.p99_ms,
-                "throughput /s": c.throughput,
-                "of GPU peak": c.peak_fraction,
-                "why / error": c.why,
-                "key": c.key,
-            }
-            | ({"ran on": c.ran_on} if any(x.ran_on for x in configurations) else {})
-            for c in configurations
-        ],
-        hide_index=True,
-        column_config={
-            "p50 ms": st.column_config.NumberColumn(format="%.3f"),
-            "p99 ms": st.column_config.NumberColumn(format="%.3f"),
-            "throughput /s": st.column_config.NumberColumn(format="%.1f"),
-            "of GPU peak": st.column_config.NumberColumn(
-                format="percent",
-                help="Static FLOPs x samples/s over the device's dense peak for the precision run",
-            ),
-        },
-    )
+    _configurations_table(configurations)
     stored = jobs.stored_results(job.id)
     if spec is not None and spec.find_knee:  # the knee search's answer, with its numbers
         knee_lines = knee_summary(spec, stored)

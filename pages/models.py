@@ -56,7 +56,9 @@ if can(Permission.UPLOAD):
         max_upload_mb = settings.MAX_UPLOAD_MB.get()
         st.markdown(
             "Accepted: **.onnx**, a **.zip** of an ONNX model with its external-data files, or "
-            "a **.zip** of a TensorFlow SavedModel (converted with tf2onnx), or for the generation "
+            "a **.zip** of a TensorFlow SavedModel (converted with tf2onnx), a PyTorch "
+            "ExportedProgram **.pt2** from `torch.export.save` (converted with torch.onnx and "
+            "checked against the program), or for the generation "
             "benchmark a **.zip** of an ONNX Runtime GenAI folder or of a Hugging Face model "
             "folder (.safetensors weights, tokenizer.json). "
             f"Up to {max_upload_mb} MB "
@@ -64,7 +66,10 @@ if can(Permission.UPLOAD):
         )
         with st.form("upload", clear_on_submit=True, border=False):
             upload = st.file_uploader(
-                "Model file", type=["onnx", "zip"], max_upload_size=max_upload_mb, key="upload_file"
+                "Model file",
+                type=["onnx", "zip", "pt2"],
+                max_upload_size=max_upload_mb,
+                key="upload_file",
             )
             name = st.text_input("Name (optional)", placeholder="defaults to the file name")
             submitted = st.form_submit_button("Add to library", type="primary")
@@ -176,6 +181,8 @@ for art in artifacts:
         key=f"dl_{art.id}",
         icon="⬇️",
     )
+for line in library.export_check(artifacts):
+    st.caption(plain(line))
 
 if can(Permission.DELETE):
     with st.expander("🗑️ Delete this model"):

@@ -20,6 +20,7 @@ from backend.serving.types import Scenario
 from backend.serving.view import (
     ServeView,
     StudyView,
+    energy_sources,
     evidence_table,
     measured_table,
     serve_view,
@@ -28,6 +29,7 @@ from backend.serving.view import (
     study_view,
 )
 from pages.access import can, guarded, link_scope
+from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
 from pages.components.url_state import (
@@ -122,6 +124,9 @@ def _measured_charts(view: StudyView) -> None:
             st.plotly_chart(charts.batch_histogram(point, at_load), key="study_batches")
     st.subheader("Measured points")
     st.dataframe(measured_table(view), hide_index=True)
+    sources = energy_sources(view)
+    if sources:  # what measured J/request and idle W, or why they are empty
+        st.caption("J/request, idle W: " + "; ".join(plain(s) for s in sources))
     if point is not None:
         st.caption("Reproduce this configuration's shown point with perf_analyzer:")
         st.code(perf_analyzer_command(f"model_{view.job_id}", point.spec), language="bash")

@@ -615,3 +615,34 @@ def hostile_savedmodel(directory: Path, canary: Path) -> Path:
     module.serve = serve
     tf.saved_model.save(module, str(directory), signatures={"serving_default": serve})
     return Path(directory)
+
+
+def pytorch_uploads(folder: Path, canary: Path) -> dict[str, Path]:
+    """Hostile and refused PyTorch uploads (needs torch; tests/torch_models builds them): a .pt2
+    whose sample-inputs pickle writes `canary`, one whose size expression sympy would eval, a
+    TorchScript .pt, a pickled module, a .pt2 with a 64 MB zero member, and a plain CNN .pt2."""
+    import os
+
+    from tests import torch_models
+
+    folder.mkdir(parents=True, exist_ok=True)
+    plain = torch_models.save_linear_pt2(folder / "linear.pt2")
+
+    def expression(graph: dict) -> None:
+        graph["graph_module"]["graph"]["sym_int_values"] = {
+            "s0": {"as_expr": {"expr_str": f"__import__('os').system('touch {canary}')"}}
+        }
+
+    bomb = torch_models.rewrite(plain, folder / "bomb.pt2", lambda name, data: data)
+    with zipfile.ZipFile(bomb, "a", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("linear/extra/zeros.txt", b"\0" * (64 << 20))
+    return {
+        "crafted.pt2": torch_models.with_hostile_sample_inputs(
+            plain, folder / "crafted.pt2", torch_models.RunsCode(os.system, f"touch {canary}")
+        ),
+        "eval.pt2": torch_models.with_graph(plain, folder / "eval.pt2", expression),
+        "scripted.pt": torch_models.save_torchscript(folder / "scripted.pt"),
+        "module.pt": torch_models.save_pickled_module(folder / "module.pt"),
+        "bomb.pt2": bomb,
+        "cnn.pt2": torch_models.save_cnn_pt2(folder / "cnn.pt2"),
+    }

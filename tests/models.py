@@ -365,3 +365,43 @@ def make_fp16_wrong_model(nan: bool = True, features: int = 8) -> onnx.ModelProt
         inits,
     )
     return _finish(graph)
+
+
+def plant_matmul_chain(
+    model: onnx.ModelProto, links: int = 8, side: int = 256, seed: int = 1
+) -> onnx.ModelProto:
+    """The model with a planted regression: a chain of `links` [side, side] MatMuls on a tile of
+    its first input, reduced, multiplied by zero and added to its first output, so the outputs
+    stay the same (x * 0 is not folded: it depends on the input) while every run pays for the
+    chain. For checking that a regression check finds a slowdown and names MatMul."""
+    planted = onnx.ModelProto.FromString(model.SerializeToString())
+    graph = planted.graph
+    rng = np.random.default_rng(seed)
+    first_in, first_out = graph.input[0].name, graph.output[0].name
+    out_dtype = graph.output[0].type.tensor_type.elem_type
+    nodes = [
+        helper.make_node("ReduceMean", [first_in], ["planted_mean"], keepdims=0),
+        helper.make_node("Expand", ["planted_mean", "planted_shape"], ["planted_0"]),
+    ]
+    inits = [numpy_helper.from_array(np.array([side, side], np.int64), "planted_shape")]
+    for i in range(links):
+        weight = rng.normal(0, 1 / np.sqrt(side), (side, side))
+        inits.append(_init(f"planted_w{i}", weight))
+        nodes.append(
+            helper.make_node("MatMul", [f"planted_{i}", f"planted_w{i}"], [f"planted_{i + 1}"])
+        )
+    nodes += [
+        helper.make_node("ReduceSum", [f"planted_{links}"], ["planted_sum"], keepdims=0),
+        helper.make_node("Mul", ["planted_sum", "planted_zero"], ["planted_nothing"]),
+        helper.make_node("Cast", ["planted_nothing"], ["planted_cast"], to=out_dtype),
+    ]
+    inits.append(_init("planted_zero", np.zeros((), np.float32)))
+    for node in graph.node:  # the first output is now made under another name, then + 0
+        for k, name in enumerate(node.output):
+            if name == first_out:
+                node.output[k] = "planted_before"
+    nodes.append(helper.make_node("Add", ["planted_before", "planted_cast"], [first_out]))
+    graph.node.extend(nodes)
+    graph.initializer.extend(inits)
+    onnx.checker.check_model(planted, full_check=True)
+    return planted

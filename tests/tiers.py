@@ -76,6 +76,7 @@ SLOW_MODULES = {
     "tests/pages/test_jobs.py": "worker runs",
     "tests/pages/test_live_sessions.py": "argon2 sign-ins through app.py, several each",
     "tests/pages/test_mixed_search_page.py": "worker run",
+    "tests/pages/test_regression_view.py": "a CLI regression check: two dialog children",
     "tests/backend/generate/test_benchmark.py": (
         "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
     ),
@@ -91,6 +92,7 @@ SLOW_MODULES = {
 }
 
 SLOW_TESTS = {
+    "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "CLI runs, two dialog children per check",  # noqa: E501
     "tests/backend/auth/test_throttle.py": "sign-in hashing rounds",
     "tests/backend/compat/test_columns.py::test_ort_cpu_matches_kernels_by_element_type": "real sessions per node",  # noqa: E501
     "tests/backend/compat/test_columns.py::test_ort_cuda_says_when_a_node_falls_back_to_cpu": "real sessions per node",  # noqa: E501
@@ -121,6 +123,9 @@ SLOW_TESTS = {
     "tests/backend/queue/test_mixedsearch.py::test_a_search_whose_every_step_fails_fails_the_job": "worker run",  # noqa: E501
     "tests/backend/queue/test_mixedsearch.py::test_a_search_on_a_model_with_long_node_names_stores_its_steps": "worker run",  # noqa: E501
     "tests/backend/models/test_tfconvert.py::test_tensorflow_conversion_is_stopped_at_the_configured_timeout": "TensorFlow child",  # noqa: E501
+    "tests/backend/models/test_pt2.py::test_encoder_pt2_added_by_the_cli_keeps_dynamic_dims_matches_and_sweeps": "torch export child and a worker run",  # noqa: E501
+    "tests/backend/models/test_pt2.py::test_an_operator_the_exporter_cannot_handle_is_quoted": "torch export child",  # noqa: E501
+    "tests/backend/models/test_pt2.py::test_a_crafted_pickle_that_slipped_past_the_checks_still_never_runs": "torch child",  # noqa: E501
     "tests/backend/queue/test_queue_races.py": "racing workers",
     "tests/backend/reporting/test_csvsafe.py::test_compatibility_csv_defuses_a_hostile_node_name": "real matrix",  # noqa: E501
     "tests/backend/serving/test_cli_advice.py": "Triton",
@@ -128,6 +133,7 @@ SLOW_TESTS = {
     "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
     "tests/backend/serving/test_export.py::test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant": "Triton",  # noqa: E501
     "tests/backend/serving/test_loadgen.py": "Triton",
+    "tests/backend/serving/test_llm_serving.py": "Triton serving the tiny Llama, streamed",
     "tests/backend/test_host.py::test_a_watch_sees_another_process_busy_and_not_this_one": "busy child process",  # noqa: E501
     "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
     "tests/backend/test_viewer_focus.py": "browser",
@@ -160,6 +166,7 @@ SERIAL_MODULES = {
     "tests/backend/queue/test_serving_job.py": "Triton",
     "tests/backend/serving/test_cli_advice.py": "Triton: measured against predicted rates",
     "tests/backend/serving/test_loadgen.py": "Triton: offered against achieved rates",
+    "tests/backend/serving/test_llm_serving.py": "Triton: token latencies under load",
     "tests/backend/serving/test_prediction.py": "Triton: predictions against measurements",
     "tests/backend/serving/test_provider.py": "Triton",
     "tests/backend/serving/test_server.py": "Triton and its /dev/shm regions",
@@ -170,6 +177,7 @@ SERIAL_MODULES = {
 }
 
 SERIAL_TESTS = {
+    "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "an A/A timing verdict assumes the host",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_first_inference_is_timed_apart_from_the_steady_state": "a sleep's jitter",  # noqa: E501
     "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
@@ -178,6 +186,7 @@ SERIAL_TESTS = {
     "tests/backend/test_host.py::test_a_configuration_measured_beside_busy_processes_says_so": "spinners on every core",  # noqa: E501
     "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
 }
+
 
 def _reason(nodeid: str, fixtures: list[str]) -> str | None:
     module, _, name = nodeid.partition("::")

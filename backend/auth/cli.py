@@ -79,6 +79,7 @@ AUDITED: dict[str, tuple[Action, Callable[[argparse.Namespace], str]]] = {
     "add": (Action.UPLOAD, lambda args: Path(args.path).name),
     "submit": (Action.SUBMIT, lambda args: f"model {args.model}"),
     "run": (Action.SUBMIT, lambda args: f"model {args.model}"),
+    "regress": (Action.SUBMIT, lambda args: f"model {args.model}"),
     "cancel": (Action.CANCEL, lambda args: f"job {args.job}"),
 }
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from backend.engine.measure import timed_window, windows_agree
 from backend.host import HostWatch, contention_note
 from backend.specs import MeasureSettings
+
+Window = Callable[[float], list[float]]  # one timed window (ms per call) before the deadline
 
 
 @dataclass
@@ -105,25 +108,50 @@ def interleaved(
     for infer in candidates.values():
         for _ in range(settings.warmup_runs + 1):
             infer()
-    windows: dict[str, list[list[float]]] = {name: [] for name in candidates}
-    timed = {name: Timed() for name in candidates}
+    windows = {name: partial(_local_window, infer, settings) for name, infer in candidates.items()}
+    return interleaved_windows(windows, settings)
+
+
+def _local_window(
+    infer: Callable[[], object], settings: MeasureSettings, deadline: float
+) -> list[float]:
+    return timed_window(infer, settings, deadline).tolist()
+
+
+def interleaved_windows(
+    windows: Mapping[str, Window],
+    settings: MeasureSettings,
+    own_cpu: Callable[[], float] | None = None,
+    min_rounds: int = 1,
+    keep_all: bool = False,
+) -> Interleaved:
+    """Round-robin over warmed-up candidates, each call of windows[name](deadline) timing one
+    window of that candidate (here, or in a child that holds its session: perf_counter is the
+    host's monotonic clock, so the deadline means the same there); own_cpu: the CPU seconds that
+    are this measurement's own (this process's, plus the children timing for it). At least
+    min_rounds rounds unless the time cap comes first; keep_all: every round's samples count,
+    not only the last stable windows' (many short alternations cancel drift best)."""
+    samples: dict[str, list[list[float]]] = {name: [] for name in windows}
+    timed = {name: Timed() for name in windows}
     need = settings.stable_windows
-    deadline = time.perf_counter() + settings.max_seconds * max(len(candidates), 1)
+    deadline = time.perf_counter() + settings.max_seconds * max(len(windows), 1)
     rounds = 0
-    with HostWatch() as host:
+    with HostWatch(own_cpu) as host:
         while True:
             rounds += 1
-            for name, infer in candidates.items():
-                samples = timed_window(infer, settings, deadline).tolist()
-                windows[name].append(samples)
-                timed[name].window_p50_ms.append(float(np.median(samples)))
+            for name, window in windows.items():
+                kept = window(deadline)
+                samples[name].append(kept)
+                timed[name].window_p50_ms.append(float(np.median(kept)))
             for t in timed.values():
                 t.stable = len(t.window_p50_ms) >= need and windows_agree(
                     t.window_p50_ms[-need:], settings.stability_tolerance
                 )
-            if all(t.stable for t in timed.values()) or time.perf_counter() > deadline:
+            settled = rounds >= min_rounds and all(t.stable for t in timed.values())
+            if settled or time.perf_counter() > deadline:
                 break
     for name, t in timed.items():
-        t.samples_ms = [s for window in windows[name][-need:] for s in window]
+        kept = samples[name] if keep_all else samples[name][-need:]
+        t.samples_ms = [s for window in kept for s in window]
     telemetry = host.share.as_telemetry() if host.share else {}
     return Interleaved(timed, rounds, settings, contention_note(telemetry))

@@ -5,11 +5,13 @@ from __future__ import annotations
 import resource
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from backend.energy import EnergyMeter, EnergyReport, Reading, energy_report
 from backend.specs import MeasureSettings
 
 
@@ -23,6 +25,15 @@ class Measurement:
     stable: bool = False
     seconds: float = 0.0
     stop_reason: str = ""
+    # the kept windows' energy (counter deltas) and calls, where an energy meter measured them
+    window_energy: list[Reading] = field(default_factory=list)
+    window_calls: list[int] = field(default_factory=list)
+
+    def energy(self, meter: EnergyMeter, idle: Reading | None, items_per_call: int) -> EnergyReport:
+        """J per item of the kept windows (what the meter read), the idle baseline apart."""
+        calls = self.window_calls[-len(self.window_energy) :] if self.window_energy else []
+        windows = [(r, n * items_per_call) for r, n in zip(self.window_energy, calls, strict=True)]
+        return energy_report(meter, windows, idle)
 
 
 def windows_agree(values: list[float], tolerance: float) -> bool:
@@ -49,13 +60,16 @@ def timed_window(
     return np.asarray(window, dtype=np.float64) / 1e6
 
 
-def measure(infer: Callable[[], object], settings: MeasureSettings) -> Measurement:
+def measure(
+    infer: Callable[[], object], settings: MeasureSettings, meter: EnergyMeter | None = None
+) -> Measurement:
     """Time infer() per call with perf_counter_ns; only the stable windows' samples are kept.
 
     The first call is timed apart (lazy allocation, kernel selection), then warm-up runs are
     discarded. Each window runs at least window_runs calls and window_min_seconds; measurement
     stops when the last `stable_windows` window medians agree within the tolerance, or at the
-    time cap, in which case the result says it is not stable.
+    time cap, in which case the result says it is not stable. A measurable energy meter reads
+    its counters at each window's edges, so the kept windows carry their joules too.
     """
     clock = time.perf_counter_ns
     start = clock()
@@ -67,12 +81,16 @@ def measure(infer: Callable[[], object], settings: MeasureSettings) -> Measureme
     loop_start = time.perf_counter()
     deadline = loop_start + settings.max_seconds
     windows: list[np.ndarray] = []
+    energy: list[Reading] = []
     medians: list[float] = []
     stable = False
     reason = "time cap reached before windows agreed"
+    track = meter.track if meter is not None and meter.measurable else None
     while True:
-        samples = timed_window(infer, settings, deadline)
+        with track() if track else nullcontext(Reading()) as reading:
+            samples = timed_window(infer, settings, deadline)
         windows.append(samples)
+        energy.append(reading)
         medians.append(float(np.median(samples)))
         recent = medians[-settings.stable_windows :]
         if len(recent) == settings.stable_windows and windows_agree(
@@ -83,7 +101,8 @@ def measure(infer: Callable[[], object], settings: MeasureSettings) -> Measureme
             break
         if time.perf_counter() > deadline:
             break
-    kept = np.concatenate(windows[-settings.stable_windows :])
+    keep = -settings.stable_windows
+    kept = np.concatenate(windows[keep:])
     return Measurement(
         first_inference_ms=first_ms,
         samples_ms=kept.tolist(),
@@ -91,6 +110,8 @@ def measure(infer: Callable[[], object], settings: MeasureSettings) -> Measureme
         stable=stable,
         seconds=time.perf_counter() - loop_start,
         stop_reason=reason,
+        window_energy=energy[keep:] if track else [],
+        window_calls=[len(w) for w in windows[keep:]],
     )
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
+from backend import energy
 from backend.engine.measure import Measurement, PeakRss, measure
 from backend.engine.profile import artifact_stem, write_profile
 from backend.errors import UnavailableError, UserError, runtime_error_line
@@ -25,6 +26,7 @@ from backend.host import TelemetrySampler, contention_note, describe_environment
 from backend.launch.limits import limit_hit_by_exception
 from backend.measure_settings import DEFAULT_MIN_COSINE
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
+from backend.runtimeenvs import current_env_name
 from backend.runtimes import get_backend
 from backend.runtimes.base import SessionOptions, is_out_of_memory
 from backend.specs import GPU_PROVIDERS, Configuration, IoMode, MeasureSettings, Precision
@@ -78,6 +80,7 @@ class _Session:
     candidate: list[list[np.ndarray]]
     output_names: list[str]
     evaluation: list[list[np.ndarray]] = field(default_factory=list)  # per evaluation batch
+    energy: energy.EnergyReport | None = None
 
 
 def _build(
@@ -136,8 +139,12 @@ def _run_session(
         if config.io_mode == IoMode.DEVICE:  # inputs and outputs stay on the GPU
             bound = runner.bind_on_device(feed)
             call, infer = bound.run, bound.infer
-        with TelemetrySampler(gpu_index=gpu_index) as telemetry:
-            measurement = measure(call, settings)
+        gpus = [gpu_index] if gpu_index is not None else []
+        with energy.meter_for(config.provider, gpus) as meter:
+            idle = meter.idle(energy.IDLE_SECONDS)  # apart, before the loop: devices at rest
+            with TelemetrySampler(gpu_index=gpu_index) as telemetry:
+                measurement = measure(call, settings, meter)
+            energy_report = measurement.energy(meter, idle, config.batch_size)
         peak.stop()
         if gpu_index is not None:  # ORT's arena keeps what the loop needed: read it before close
             result.telemetry["gpu_memory_after_loop_mb"] = gpu_memory_used_mb(gpu_index)
@@ -150,9 +157,8 @@ def _run_session(
         # the bound buffers again when device-resident: a captured CUDA graph replays only those
         evaluated = [infer(f) for f in eval_feeds]
     summary = telemetry.summary()
-    return _Session(
-        measurement, summary, peak, rss_before_session, feeds, candidate, names, evaluated
-    )
+    parts = (measurement, summary, peak, rss_before_session, feeds, candidate, names, evaluated)
+    return _Session(*parts, energy=energy_report)
 
 
 def _evaluation_batches(
@@ -229,6 +235,7 @@ def _record(
     busy = contention_note(result.telemetry)  # why a rerun may differ, with its figures
     if busy:
         result.notes.append(busy)
+    result.energy = session.energy
     result.peak_rss_mb = session.peak.peak_mb
     result.peak_rss_scope = session.peak.scope
     readings = [
@@ -338,6 +345,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
             **describe_environment(),
             "backend": backend.name,
             "backend_version": backend.version(),
+            "runtime_env": current_env_name(),
         },
     )
     workdir = Path(tempfile.mkdtemp(prefix="optiboard-config-"))

@@ -9,18 +9,19 @@ sweeps measure: the model folders and the text bound read-only, only JSON coming
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from backend.engine.measure import PeakRss, timed_window, windows_agree
+from backend import energy
 from backend.errors import UserError
 from backend.generate.footprint import Footprint, footprint
 from backend.generate.perplexity import perplexity, read_text, tokens_until_divergence
 from backend.generate.roofline import PeakBandwidth, roofline
+from backend.generate.timing import measure_point
+from backend.hardware import visible_gpu_index
 from backend.measure_settings import MeasureSettings
 from backend.runtimes import GenAISession, TokenTimes, open_genai
 
@@ -119,6 +120,8 @@ class GenerationResult:
     roofline: dict[str, Any] = field(default_factory=dict)
     agreement: list[int] = field(default_factory=list)  # tokens until divergence, per sequence
     tokens: list[list[int]] = field(default_factory=list)  # the first run's, for agreement
+    # J per generated token over the kept windows, idle power apart, or why not measurable
+    energy: energy.EnergyReport | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,7 +143,12 @@ class GenerationReport:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GenerationReport:
-        results = [GenerationResult(**r) for r in data.get("results", [])]
+        results = [
+            GenerationResult(**{**r, "energy": energy.EnergyReport(**r["energy"])})
+            if r.get("energy")
+            else GenerationResult(**r)
+            for r in data.get("results", [])
+        ]
         return cls(**{**data, "results": results})
 
 
@@ -160,46 +168,6 @@ def prompts_for(
 
 def _percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else 0.0
-
-
-def measure_point(
-    session: GenAISession, prompts: np.ndarray, new_tokens: int, settings: MeasureSettings
-) -> tuple[list[TokenTimes], float, bool, str, float]:
-    """(kept runs, first run ms, stable, stop reason, peak RSS MB): the first generation timed
-    apart, warm-up, then windows of whole generations until the last windows' median
-    end-to-end latencies agree (measure.windows_agree), or the time cap."""
-    runs: list[TokenTimes] = []
-
-    def once() -> None:
-        runs.append(session.generate(prompts, new_tokens))
-
-    with PeakRss() as rss:
-        once()
-        first_ms = runs[0].total_ms
-        for _ in range(settings.warmup_runs):
-            once()
-        deadline = time.perf_counter() + settings.max_seconds
-        windows: list[list[TokenTimes]] = []
-        medians: list[float] = []
-        stable, reason = False, "time cap reached before windows agreed"
-        while True:
-            before = len(runs)
-            samples = timed_window(once, settings, deadline)
-            windows.append(runs[before:])
-            medians.append(float(np.median(samples)))
-            recent = medians[-settings.stable_windows :]
-            if len(recent) == settings.stable_windows and windows_agree(
-                recent, settings.stability_tolerance
-            ):
-                stable = True
-                reason = (
-                    f"{settings.stable_windows} windows within {settings.stability_tolerance:.0%}"
-                )
-                break
-            if time.perf_counter() > deadline:
-                break
-    kept = [run for window in windows[-settings.stable_windows :] for run in window]
-    return kept, first_ms, stable, reason, rss.peak_mb or 0.0
 
 
 def summarize(
@@ -239,12 +207,15 @@ def run_point(
     result.weights_mb = shape.weight_bytes / 2**20
     result.kv_cache_mb = shape.kv_bytes(prompt_len + new_tokens, sequences) / 2**20
     try:
-        kept, first_ms, stable, reason, peak_mb = measure_point(
-            session, prompts, new_tokens, settings
-        )
+        with energy.meter_for(session.device, [visible_gpu_index()]) as meter:
+            idle = meter.idle(energy.IDLE_SECONDS)  # apart, before the point: nothing running
+            kept, first_ms, stable, reason, peak_mb, spent = measure_point(
+                session, prompts, new_tokens, settings, meter
+            )
     except Exception as exc:  # the runtime's failure is this point's result
         result.status, result.error = "failed", runtime_error_line(exc)
         return result
+    result.energy = energy.energy_report(meter, spent, idle, per="token")
     result.first_run_ms, result.stable, result.stop_reason = first_ms, stable, reason
     result.peak_rss_mb, result.rss_scope = peak_mb, "session open + this point's runs"
     summarize(result, kept, sequences, new_tokens)
@@ -335,16 +306,21 @@ def _vocab(folder: Path) -> int:
 def reference_tokens(
     folder: Path, spec: GenerationSpec, text: str | None
 ) -> dict[tuple[int, int, int], np.ndarray]:
-    """The FP32 reference's greedy tokens on the same prompts (one untimed run per point)."""
+    """The FP32 reference's greedy tokens on the same prompts (one untimed run per point).
+
+    The reference runs without CUDA graphs (the plainest path), and a point the reference cannot
+    run is left out (that point then has no agreement) rather than failing every point."""
     tokens = {}
-    with open_genai("ort-genai", folder, spec.device, spec.cuda_graph) as session:
+    with open_genai("ort-genai", folder, spec.device, False) as session:
         text_ids = session.encode(text) if text else None
         vocab = _vocab(folder)
         for prompt_len, new_tokens, sequences in spec.points():
             prompts = prompts_for(vocab, prompt_len, sequences, spec.seed, text_ids)
-            tokens[(prompt_len, new_tokens, sequences)] = session.generate(
-                prompts, new_tokens
-            ).tokens
+            try:
+                found = session.generate(prompts, new_tokens).tokens
+            except Exception:  # noqa: BLE001 - the measured run reports this point's failure
+                continue
+            tokens[(prompt_len, new_tokens, sequences)] = found
     return tokens
 
 
@@ -372,9 +348,11 @@ def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
     text = read_text(Path(request["text_path"])) if request.get("text_path") else None
     reference = None
     if request.get("reference_tokens") is not None:
+        given = request["reference_tokens"]
         reference = {
-            point: np.asarray(request["reference_tokens"][_point_key(point)])
+            point: np.asarray(given[_point_key(point)])
             for point in spec.points()
+            if _point_key(point) in given
         }
     elif request.get("reference"):
         reference = reference_tokens(Path(request["reference"]), spec, text)

@@ -30,6 +30,7 @@ HEADERS = [
     "of peak",
     "agree",
     "ppl",
+    "J/token",
     "verdict",
 ]
 
@@ -84,6 +85,7 @@ def rows_of(report: GenerationReport) -> list[list[str]]:
                 f"{roof.get('fraction', 0):.0%}",
                 agree,
                 f"{ppl:.3f}" if ppl is not None else "-",
+                f"{r.energy.j_p50:.4g}" if r.energy and r.energy.j_p50 is not None else "-",
                 "stable" if r.stable else "unstable",
             ]
         )
@@ -121,6 +123,8 @@ def explain(report: GenerationReport) -> list[str]:
             f"{scored['text_tokens']} tokens (windows of {scored['window']}, "
             f"{scored['chunk']} tokens per step through the KV cache)"
         )
+    for source in sorted({r.energy.source for r in report.results if r.energy is not None}):
+        lines.append(f"J/token: {source}")
     return lines + report.notes
 
 

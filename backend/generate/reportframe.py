@@ -37,6 +37,8 @@ def generation_frame(report: GenerationReport) -> pd.DataFrame:
                 "bandwidth_fraction": roof.get("fraction", 0.0),
                 "agreement_tokens": min(r.agreement) if r.agreement else None,
                 "perplexity": scored.get("perplexity"),
+                "j_per_token": r.energy.j_p50 if r.energy else None,
+                "energy_source": r.energy.source if r.energy else "",
                 "stable": r.stable,
                 "error": r.error,
             }

@@ -51,10 +51,17 @@ def _generation() -> Kind:
     return GenerationKind()
 
 
+def _regression() -> Kind:
+    from backend.jobs.regression import RegressionKind
+
+    return RegressionKind()
+
+
 KINDS: dict[str, Callable[[], Kind]] = {
     JobKind.SWEEP.value: _sweep,
     JobKind.SERVING.value: _serving_study,
     JobKind.GENERATION.value: _generation,
+    JobKind.REGRESSION.value: _regression,
 }
 
 

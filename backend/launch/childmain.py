@@ -54,6 +54,8 @@ def main(argv: list[str]) -> int:
         sys.argv = list(rest)
         runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
         return 0
+    if mode == "dialog":  # answers requests until stdin closes (backend/launch/dialog.py)
+        return serve_dialog(Path(rest[0]))
     request, result = Path(rest[0]), Path(rest[1])
     if mode == "call":
         os.chdir(result.parent)  # files a call leaves behind go to its scratch folder
@@ -65,3 +67,42 @@ def main(argv: list[str]) -> int:
 
         return _report(mode, result, body)
     return _report(mode, result, lambda: _call(request))
+
+
+def serve_dialog(request: Path) -> int:
+    """A dialog child's loop: make the handler, then answer each line until stdin closes. The
+    pipe to the parent is a copy of fd 1; fd 1 becomes stderr, so prints never reach the pipe."""
+    import importlib
+
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def reply(record: dict[str, Any]) -> None:
+        answers.write(json.dumps(record).encode() + b"\n")
+        answers.flush()
+
+    def guarded(body: Callable[[], Any]) -> dict[str, Any]:
+        try:
+            return {"kind": "ok", "value": body()}
+        except BaseException as exc:  # the parent reads it; the child must never hang
+            limit = child_limits.limit_hit_by_exception(exc)
+            if limit:
+                return {"kind": "limit", "limit": limit}
+            if isinstance(exc, UserError):
+                return {"kind": "user_error", "text": str(exc)}
+            return {"kind": "error", "text": traceback.format_exc()}
+
+    payload = json.loads(request.read_text())
+    module, _, name = payload["target"].partition(":")
+    handler: list[Callable[[dict[str, Any]], Any]] = []
+    opened = guarded(
+        lambda: handler.append(getattr(importlib.import_module(module), name)(*payload["args"]))
+    )
+    for line in sys.stdin.buffer:
+        if not handler:  # the handler failed to open: every request gets why
+            reply(opened)
+            continue
+        message = json.loads(line)
+        reply(guarded(lambda message=message: handler[0](message)))
+    return 0

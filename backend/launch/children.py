@@ -80,7 +80,7 @@ def _read_text(path: Path, cap: int, tail: bool = False) -> str:
         return handle.read(cap).decode("utf-8", errors="replace")
 
 
-def _environment(sandboxed: bool) -> dict[str, str] | None:
+def child_environment(sandboxed: bool) -> dict[str, str] | None:
     if sandboxed:
         return None  # bwrap --clearenv sets what the child gets
     env = dict(os.environ)
@@ -133,19 +133,16 @@ def run_process(
     tick_s: float = 0.5,
     limits: child_limits.ChildLimits | None = None,
     binds: sandbox.Binds | None = None,
+    python: str | None = None,
 ) -> ProcessOutcome:
     """Run `python -m backend.launch.children <limits> *entry` and wait for it (the one core).
 
     Sandboxed, the child runs under bubblewrap (sandbox.py) and raises UserError when no working
-    sandbox exists: never a silent fallback.
+    sandbox exists: never a silent fallback. python: another interpreter than this one (a runtime
+    environment's, backend/runtimeenvs.py), whose folder the binds must name.
     """
     limits = limits or child_limits.ChildLimits.from_settings()
-    argv = [sys.executable, "-m", "backend.launch.children", json.dumps(limits.to_dict()), *entry]
-    if sandboxed:
-        state = sandbox.available()
-        if not state.ok:
-            raise UserError(f"This needs a sandbox, but {state.reason}.")
-        argv = sandbox.command(argv, folder.scratch, read_only, state.binary, binds)
+    argv = child_argv(entry, folder, limits, sandboxed, read_only, binds, python)
     resident = limits.memory_bytes if limits.gpu else None  # GPU children: a memory cgroup
     with pids.group(limits.extra_procs, resident) as tasks:
         process = _start(tasks.wrap(argv) if tasks else argv, folder, sandboxed, merge_output)
@@ -168,6 +165,27 @@ def run_process(
     return ProcessOutcome(code, stdout, stderr, timed_out, cancelled, limit, limits, notes)
 
 
+def child_argv(
+    entry: Sequence[str],
+    folder: ChildFolder,
+    limits: child_limits.ChildLimits,
+    sandboxed: bool,
+    read_only: Sequence[Path] = (),
+    binds: sandbox.Binds | None = None,
+    python: str | None = None,
+) -> list[str]:
+    """The command line of one child: the interpreter, the limits, the entry, in bubblewrap when
+    sandboxed (UserError with the reason when no sandbox works here)."""
+    argv = [python or sys.executable, "-m", "backend.launch.children"]
+    argv += [json.dumps(limits.to_dict()), *entry]
+    if sandboxed:
+        state = sandbox.available()
+        if not state.ok:
+            raise UserError(f"This needs a sandbox, but {state.reason}.")
+        argv = sandbox.command(argv, folder.scratch, read_only, state.binary, binds)
+    return argv
+
+
 def _start(
     argv: list[str], folder: ChildFolder, sandboxed: bool, merge_output: bool
 ) -> subprocess.Popen:
@@ -180,7 +198,7 @@ def _start(
             stdout=out,
             stderr=out if merge_output else err,
             cwd=folder.scratch if sandboxed else None,
-            env=_environment(sandboxed),
+            env=child_environment(sandboxed),
             start_new_session=True,  # one process group, killed as a whole
         )
 

@@ -7,7 +7,8 @@ output folders it is given as its only writable places, an empty environment apa
 PATH/HOME/PYTHONPATH, the parsing caps among the OPTIBOARD_* settings and what its caller passes,
 no network (every namespace unshared; a Triton server keeps the host's network namespace for its
 loopback ports), its own session, and it dies with its parent. A child that uses a GPU also gets
-the GPU device nodes and a read-only /sys. The resource limits of limits.py are set by the child
+the GPU device nodes and a read-only /sys; every child sees the CPU topology and RAPL's energy
+counters (/sys/class/powercap) read-only. The resource limits of limits.py are set by the child
 itself before it runs (see children.py).
 """
 
@@ -31,6 +32,9 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
 # the CPU topology and caches ONNX Runtime and OpenVINO size their thread pools and streams from
 CPU_TOPOLOGY = "/sys/devices/system/cpu"
+# RAPL's energy counters, read-only, for a CPU measurement child's energy (backend/energy):
+# the class folder holds links into the devices folder; absent folders are not bound
+ENERGY_COUNTERS = ("/sys/class/powercap", "/sys/devices/virtual/powercap")
 # NVIDIA's control, per-GPU, unified-memory, modeset and capability nodes; DRI for other GPUs
 GPU_DEVICE_PATTERNS = ("nvidia*", "nvidia-caps", "dri")
 # where the GPU driver and CUDA find devices and libraries; passed through when set
@@ -161,7 +165,7 @@ def command(
     for name, value in binds.env:  # after the GPU environment: the caller's values win
         args += ["--setenv", name, value]
     args += ["--tmpfs", "/tmp"] if binds.private_tmp else []  # before binds under /tmp
-    paths = [Path(p) for p in (*SYSTEM_DIRS, *SYSTEM_FILES, CPU_TOPOLOGY)]
+    paths = [Path(p) for p in (*SYSTEM_DIRS, *SYSTEM_FILES, CPU_TOPOLOGY, *ENERGY_COUNTERS)]
     paths += [*_python_paths(), *code, *(Path(p) for p in (*read_only, *binds.read_only))]
     args += _mounts(sorted(paths, key=lambda p: len(p.parts)), "--ro-bind")  # parents first
     writable = sorted({scratch, *binds.writable}, key=lambda p: len(p.parts))

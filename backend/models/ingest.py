@@ -1,5 +1,6 @@
-"""Turn one upload (.onnx, zipped ONNX with external data, zipped SavedModel, zipped generative
-model folder: backend.generate.ingest) into a library model.
+"""Turn one upload (.onnx, zipped ONNX with external data, zipped SavedModel, PyTorch
+ExportedProgram .pt2, zipped generative model folder: backend.generate.ingest) into a library
+model.
 
 All or nothing: every check runs before the first blob is written, blobs this call added are
 removed again if anything later fails, and the model row and its artifacts are one transaction.
@@ -20,6 +21,8 @@ from backend.errors import UserError
 from backend.generate import ingest as generative
 from backend.models import parse
 from backend.models.inspect import ModelMetadata
+from backend.models.pt2check import refuse_other_kinds, sniff_torch_zip
+from backend.models.pt2convert import convert_exported_program
 from backend.models.safezip import extract_zip
 from backend.models.tfconvert import DEFAULT_OPSET, convert_savedmodel
 from storage.artifacts import ArtifactStore
@@ -70,7 +73,11 @@ def ingest_file(
     work_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ingest-", dir=work_root))
     try:
-        plan = _plan_zip(path, filename, work) if is_zip else _plan_onnx(path, filename)
+        torch_kind = sniff_torch_zip(path) if is_zip else None
+        if torch_kind is not None:
+            plan = _plan_pt2(path, filename, work, torch_kind)
+        else:
+            plan = _plan_zip(path, filename, work) if is_zip else _plan_onnx(path, filename)
         return _store_model(store, path, filename, size, model_name, plan)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -130,6 +137,8 @@ def _sniff(path: Path, filename: str) -> bool:
             "SavedModel and upload the folder as a .zip, or export it to ONNX."
         )
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        if lower.endswith((".pt", ".pth", ".pt2", ".bin", ".ckpt")):
+            refuse_other_kinds("pickled", filename)
         raise UserError(
             f"The file {filename!r} is a Python pickle, which is never loaded here; "
             "export the model to ONNX and upload the .onnx file."
@@ -231,6 +240,28 @@ def _plan_savedmodel(saved_model_dir: Path, filename: str, work: Path) -> _Plan:
         "opset": conversion.opset,
         "tf2onnx_version": conversion.tf2onnx_version,
         "tensorflow_version": conversion.tensorflow_version,
+    }
+    plan.files.append(("converted", conversion.onnx_path, f"{stem}.onnx", meta))
+    plan.files.append(("conversion_log", log_path, "conversion_log.txt", meta))
+    return plan
+
+
+def _plan_pt2(path: Path, filename: str, work: Path, kind: str) -> _Plan:
+    """A PyTorch archive: TorchScript and pickles refused, an ExportedProgram checked, converted
+    in a sandboxed child and compared with ONNX Runtime there; the comparison is kept."""
+    refuse_other_kinds(kind, filename)
+    stem = Path(filename).stem or "model"
+    conversion = convert_exported_program(path, work / f"{stem}.onnx", filename)
+    metadata = ModelMetadata(**parse.inspect(conversion.onnx_path, f"{stem}.onnx"))
+    log_path = work / "conversion_log.txt"
+    log_path.write_text(conversion.log, encoding="utf-8")
+    plan = _Plan(format="pytorch-exported", metadata=metadata)
+    meta = {
+        "from": "pytorch-exported",
+        "opset": conversion.opset,
+        "versions": conversion.versions,
+        "dims": conversion.dims,
+        "check": conversion.check,
     }
     plan.files.append(("converted", conversion.onnx_path, f"{stem}.onnx", meta))
     plan.files.append(("conversion_log", log_path, "conversion_log.txt", meta))

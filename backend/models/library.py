@@ -106,3 +106,34 @@ def delete_model(model_id: int) -> None:
 
     for folder in (store().root.parent / "genai").glob(f"model-{model_id}-*"):
         shutil.rmtree(folder, ignore_errors=True)  # generate.library.genai_folder's hard links
+
+
+def export_check(artifacts: list[ArtifactRow]) -> list[str]:
+    """How a PyTorch upload's ONNX compares with its ExportedProgram (stored at conversion), and
+    its dynamic dimensions; [] for every other upload."""
+    meta = next((a.meta for a in artifacts if a.kind == "converted" and a.meta.get("check")), None)
+    if meta is None:
+        return []
+    check = meta["check"]
+    shapes = "; ".join(
+        ", ".join(f"{name} {shape}" for name, shape in run["shapes"].items())
+        for run in check.get("runs", [])
+    )
+    versions = meta.get("versions", {})
+    lines = [
+        f"Checked against the ExportedProgram with ONNX Runtime on seeded inputs (seed "
+        f"{check.get('seed')}): max abs diff {check.get('max_abs_diff'):.3g}, cosine "
+        f"{check.get('cosine'):.6f}, shapes {shapes} (torch {versions.get('torch', '?')}, "
+        f"opset {meta.get('opset')})."
+    ]
+    dims = meta.get("dims") or []
+    if dims:
+        lines.append(
+            "Dynamic dimensions: "
+            + ", ".join(
+                f"{d['name']} ({d['min']}..{d['max'] if d['max'] is not None else '∞'})"
+                for d in dims
+            )
+            + "."
+        )
+    return lines

@@ -305,3 +305,14 @@ def extracted(
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def checked_zip(archive: Path, limits: ZipLimits | None = None) -> Iterator[zipfile.ZipFile]:
+    """The archive opened for reading in place (a .pt2 is never unpacked): the raw layout checks
+    and every member's checks (path, kind, ratio, duplicates, declared totals) have passed."""
+    limits = limits or ZipLimits()
+    with _open_checked(Path(archive), limits) as handle:
+        _plan(handle, limits)
+        _check_totals(handle.infolist(), limits)
+        yield handle

@@ -106,6 +106,9 @@ class ConfigurationProgress:
     why: str = ""
     ran_on: str = ""  # cluster runs: target · host · node (· GPU)
     peak_fraction: float | None = None  # GPU results: achieved FLOP/s over the device's peak
+    j_per_sample: float | None = None  # median of the timed windows (backend/energy)
+    idle_w: float | None = None
+    energy_source: str = ""  # what measured the energy, or why it is not measurable here
 
 
 def _from_result(label: str, key: str, result: ConfigurationResult) -> ConfigurationProgress:
@@ -120,7 +123,20 @@ def _from_result(label: str, key: str, result: ConfigurationResult) -> Configura
         why=result.error or "; ".join(result.notes),
         ran_on=ran_on(result.environment),
         peak_fraction=found.fraction if (found := distance.distance(result)) else None,
+        **_energy(result),
     )
+
+
+def _energy(result: ConfigurationResult) -> dict:
+    energy = result.energy
+    if energy is None:
+        return {}
+    measured = energy.measured
+    return {
+        "j_per_sample": energy.j_p50 if measured else None,
+        "idle_w": energy.idle_w if measured else None,
+        "energy_source": energy.source,
+    }
 
 
 def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[ConfigurationProgress]]:
@@ -133,6 +149,8 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[Configur
         return None, _serving_progress(job)
     if job_kind(job.spec) == JobKind.GENERATION:
         return None, _generation_progress(job)
+    if job_kind(job.spec) == JobKind.REGRESSION:
+        return None, _regression_progress(job)
     try:
         spec = jobs.spec_of(job)
     except (KeyError, TypeError, ValueError) as exc:
@@ -153,6 +171,27 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[Configur
             label = Configuration.from_dict(result.configuration).label
             rows.append(_from_result(label, key, result))
     return spec, rows
+
+
+def _regression_progress(job: JobRow) -> list[ConfigurationProgress]:
+    """Each configuration's two sides (A's environment, then B's), measured or pending."""
+    from backend.jobs.regressspec import SIDES, RegressionSpec, side_key
+
+    spec = RegressionSpec.from_dict(job.spec)
+    results = {r.config_key: r.result for r in jobs.stored_results(job.id)}
+    pending = "not run" if job.state.finished else "pending"
+    rows = []
+    for config in spec.configurations():
+        for side in SIDES:
+            key = side_key(side, spec.env_of(side), config)
+            label = f"{side.upper()} {spec.env_of(side)}: {config.label}"
+            result = results.get(key)
+            rows.append(
+                ConfigurationProgress(label, key, pending)
+                if result is None
+                else _from_result(label, key, result)
+            )
+    return rows
 
 
 def _serving_progress(job: JobRow) -> list[ConfigurationProgress]:

@@ -13,9 +13,18 @@ import numpy as np
 import pandas as pd
 
 from backend import pricing
+from backend.records import JobKind, JobRow, job_kind
+from backend.reporting import metrics
 from backend.results import ResultStatus
+from backend.specs import SweepSpec
 
 COST_COLUMNS = ("price_per_hour", "priced_as", "cost_per_million")
+
+
+def job_prices(job: JobRow | None) -> pricing.Prices:
+    """The prices a sweep was queued with (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
+    sweep = job is not None and job_kind(job.spec) == JobKind.SWEEP
+    return pricing.or_default(SweepSpec.from_dict(job.spec).prices if sweep else ())
 
 
 def row_cost(
@@ -97,3 +106,18 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
         float(second["cost_per_million"]),
         sentence,
     )
+
+
+def add_cost_pareto(frame: pd.DataFrame, cost_key: str) -> pd.DataFrame:
+    """Column `cost_pareto`: on the cost (or energy), speed and accuracy front, each figure read
+    its registered way; only ok results can be on it (wrong outputs carry no cost)."""
+    ok = (frame["status"] == ResultStatus.OK.value).to_numpy()
+    figures = [
+        (
+            metrics.metric(cost_key),
+            np.where(ok, pd.to_numeric(frame[cost_key], errors="coerce"), np.nan),
+        ),
+        (metrics.metric("throughput"), frame["throughput"].to_numpy(dtype=float)),
+        (metrics.metric("accuracy_loss"), pd.to_numeric(frame["accuracy_loss"], errors="coerce")),
+    ]
+    return frame.assign(cost_pareto=metrics.pareto_many(figures))

@@ -39,6 +39,9 @@ REPORT_COLUMNS = [
     "accuracy_loss",
     "peak_rss_mb",
     "peak_rss_scope",
+    "j_per_sample",
+    "idle_w",
+    "energy_source",
     "notes",
 ]
 

@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from backend import pricing
 from backend.knobs import columns, declared_columns
+from backend.pricing import Prices
 from backend.records import JobKind, job_kind
 from backend.reporting import cost, distance, metrics
-from backend.results import LatencyStats, ResultStatus, StoredResult
-from backend.specs import Configuration, Precision, SweepSpec
+from backend.reporting.cost import add_cost_pareto, job_prices
+from backend.results import EnergyReport, LatencyStats, ResultStatus, StoredResult
+from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import results as result_store
@@ -78,6 +79,13 @@ COLUMNS = [
     "tflops",
     "peak_fraction",
     "mlperf_share",
+    "j_per_sample",  # energy: backend/energy, what measured it (or why not) in energy_source
+    "j_per_sample_min",
+    "j_per_sample_max",
+    "j_per_sample_above_idle",
+    "active_w",
+    "idle_w",
+    "energy_source",
     "notes",
     "target",
     "ran_on",
@@ -130,7 +138,7 @@ def _record(
     job: JobRow | None,
     model: str,
     files: dict[str, str],
-    prices: pricing.Prices,
+    prices: Prices,
 ) -> dict[str, Any]:
     conf, r = stored.configuration, stored.result
     accuracy, evaluation = r.accuracy, r.evaluation
@@ -173,9 +181,24 @@ def _record(
         # what the runtime says it ran (OpenVINO's compiled precision), where it says so
         "execution_precision": r.runtime_facts.get("execution_precision"),
         **_distance_columns(stored),
+        **energy_columns(r.energy),
         "notes": "; ".join(r.notes),
         "ran_on": ran_on(r.environment),
         **cost.row_cost(prices, conf.provider, conf.target, r.throughput, stored.ok),
+    }
+
+
+def energy_columns(report: EnergyReport | None) -> dict[str, Any]:
+    """J/sample (median, min-max of the windows), power timed and idle, and its source."""
+    measured = report is not None and report.measured
+    return {
+        "j_per_sample": report.j_p50 if measured else None,
+        "j_per_sample_min": report.j_min if measured else None,
+        "j_per_sample_max": report.j_max if measured else None,
+        "j_per_sample_above_idle": report.j_above_idle_p50 if measured else None,
+        "active_w": report.active_w if measured else None,
+        "idle_w": report.idle_w if measured else None,
+        "energy_source": report.source if report else None,  # None: not recorded
     }
 
 
@@ -255,20 +278,19 @@ def results_frame(
     )
 
 
-def job_prices(job: JobRow | None) -> pricing.Prices:
-    """The prices a sweep was queued with (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
-    sweep = job is not None and job_kind(job.spec) == JobKind.SWEEP
-    return pricing.or_default(SweepSpec.from_dict(job.spec).prices if sweep else ())
-
-
 def comparable_jobs(
-    limit: int = 500, include: tuple[int, ...] = (), serving: bool = False, generation: bool = False
+    limit: int = 500,
+    include: tuple[int, ...] = (),
+    serving: bool = False,
+    generation: bool = False,
+    regression: bool = False,
 ) -> pd.DataFrame:
     """Jobs with results or still to produce them, newest first, for the Compare picker.
 
     `include` adds older jobs that a shared link names, however far back they are. Sweeps by
     default; serving=True: the serving studies instead (their points are not sweep results);
-    generation=True: the generation benchmarks (their points are generation points).
+    generation=True: the generation benchmarks (their points are generation points);
+    regression=True: the regression checks (two sides per configuration).
     """
     jobs = [
         j for j in job_store.list_jobs(limit=limit) if j.progress_done > 0 or not j.state.finished
@@ -277,7 +299,15 @@ def comparable_jobs(
     for job_id in include:
         if job_id not in known and (job := job_store.get_job(job_id)) is not None:
             jobs.append(job)
-    wanted = JobKind.GENERATION if generation else JobKind.SERVING if serving else JobKind.SWEEP
+    wanted = (
+        JobKind.GENERATION
+        if generation
+        else JobKind.SERVING
+        if serving
+        else JobKind.REGRESSION
+        if regression
+        else JobKind.SWEEP
+    )
     jobs = [j for j in jobs if job_kind(j.spec) == wanted]
     names = {m.id: m.name for m in model_store.list_models()}
     return pd.DataFrame(
@@ -340,18 +370,6 @@ def add_accuracy_loss(frame: pd.DataFrame, metric: str = "mean_rel_error") -> pd
 def pareto_mask(speedup: np.ndarray, loss: np.ndarray) -> np.ndarray:
     """True where no other point is at least as fast and as accurate, and better in one."""
     return metrics.pareto_front(METRICS["speedup"], speedup, METRICS["accuracy_loss"], loss)
-
-
-def add_cost_pareto(frame: pd.DataFrame, cost_key: str) -> pd.DataFrame:
-    """Column `cost_pareto`: on the cost (or energy), speed and accuracy front, each figure read
-    its registered way; only ok results can be on it (wrong outputs carry no cost)."""
-    ok = (frame["status"] == ResultStatus.OK.value).to_numpy()
-    figures = [
-        (METRICS[cost_key], np.where(ok, pd.to_numeric(frame[cost_key], errors="coerce"), np.nan)),
-        (METRICS["throughput"], frame["throughput"].to_numpy(dtype=float)),
-        (METRICS["accuracy_loss"], pd.to_numeric(frame["accuracy_loss"], errors="coerce")),
-    ]
-    return frame.assign(cost_pareto=metrics.pareto_many(figures))
 
 
 __all__ = [

@@ -171,6 +171,15 @@ GENERATION = (  # a generation job's points (backend/generate/points.py frame)
     Metric("greedy_agreement", "greedy tokens equal to FP32's before the first divergence "
            "(worst sequence, share of new tokens)", "", H, A.SHARE, ".0%", "greedy agreement"),
 )
+ENERGY = (  # counters read at the timed windows' edges (backend/energy): NVML on GPUs, RAPL on CPUs
+    Metric("j_per_sample", "energy per sample (median of the timed windows)", "J", L, A.ENERGY,
+           ".4g", "J/sample"),
+    Metric("j_per_sample_above_idle", "energy per sample above idle power", "J", L, A.ENERGY,
+           ".4g", "J/sample above idle", cli="J above idle"),
+    Metric("active_w", "power while timed", "W", L, A.ENERGY, ".1f", "W timed"),
+    Metric("idle_w", "idle power (measured apart, before the timed loop)", "W", L, A.ONCE, ".1f",
+           "idle W"),
+)
 COST = (  # a price per hour (given) over a measured rate: backend/pricing.py
     Metric("price_per_hour", "price per hour of the hardware target", "$/h", L, A.GIVEN, ".2f",
            "$/h"),
@@ -192,7 +201,7 @@ def register(*metrics: Metric) -> None:
         REGISTRY[metric.key] = metric
 
 
-register(*LATENCY, *SPEED, *MEMORY, *ACCURACY, *HARDWARE, *GENERATION, *COST)
+register(*LATENCY, *SPEED, *MEMORY, *ACCURACY, *HARDWARE, *GENERATION, *ENERGY, *COST)
 
 
 def metric(key: str) -> Metric:
@@ -223,11 +232,17 @@ def loss_label(loss: str) -> str:
 
 
 def cost_axes(columns: Iterable[str]) -> list[Metric]:
-    """The figures a cost axis can show, among `columns`: money (PRICE) and energy (ENERGY) per
-    item, as registered; energy appears here once its metrics are declared."""
+    """The figures a cost axis can show, among `columns`: money (PRICE) and energy (ENERGY in
+    joules) per item, as registered; power (W) is a rate, not a cost per item."""
     present = set(columns)
-    wanted = (Aggregation.PRICE, Aggregation.ENERGY)
-    return [m for m in REGISTRY.values() if m.aggregation in wanted and m.key in present]
+
+    def per_item(m: Metric) -> bool:
+        return m.aggregation is Aggregation.PRICE or (
+            m.aggregation is Aggregation.ENERGY and m.unit == "J"
+        )
+
+    found = [m for m in REGISTRY.values() if per_item(m) and m.key in present]
+    return sorted(found, key=lambda m: m.aggregation is not Aggregation.PRICE)  # money first
 
 
 def pareto_many(figures: list[tuple[Metric, np.ndarray]]) -> np.ndarray:

@@ -29,6 +29,8 @@ RESULT_METRICS = pick(
     "throughput",
     "cost_per_million",
     "peak_rss_mb",
+    "j_per_sample",
+    "idle_w",
     "cosine_similarity",
     "top1_agreement",
 )
@@ -47,13 +49,16 @@ def results_table(results: list[ConfigurationResult], prices: pricing.Prices = (
     prices = pricing.or_default(prices)
     rows = []
     for r in results:
-        lat, acc = r.latency, r.accuracy
+        lat, acc, energy = r.latency, r.accuracy, r.energy
+        measured = energy is not None and energy.measured
         values = [
             lat.p50 if lat else None,
             lat.p99 if lat else None,
             r.throughput,
             _cost(r, prices),
             r.peak_rss_mb,
+            energy.j_p50 if energy and measured else None,
+            energy.idle_w if energy and measured else None,
             acc.cosine_similarity if acc else None,
             acc.top1_agreement if acc else None,
         ]
@@ -68,12 +73,25 @@ def results_table(results: list[ConfigurationResult], prices: pricing.Prices = (
     scopes = {r.peak_rss_scope for r in results if r.peak_rss_mb is not None}
     scope = ", ".join(sorted(s or "whole process (older result)" for s in scopes)) or PEAK_SCOPE
     rss, money = METRICS["peak_rss_mb"].cli_header, METRICS["cost_per_million"].cli_header
-    return (
+    text = (
         table(rows, RESULT_HEADERS)
         + f"\n{rss}: peak resident memory over {scope}."
         + f"\n{money}: dollars per million inferences = price per hour / (samples/s x 3600) x 1e6"
         + f" at {pricing.prices_text(prices)} (set by --price or OPTIBOARD_PRICE_PER_HOUR)."
     )
+    return "\n".join([text, *energy_lines(results)])
+
+
+def energy_lines(results: list[ConfigurationResult]) -> list[str]:
+    """Under the table: what measured the energy columns, or why they are empty; the spread
+    of each measured configuration's windows."""
+    header = METRICS["j_per_sample"].cli_header
+    sources = sorted({r.energy.source for r in results if r.energy is not None})
+    lines = [f"{header}, idle W: {source}" for source in sources]
+    for r in results:
+        if r.energy is not None and r.energy.measured:
+            lines.append(f"  {r.config_key}: {r.energy.summary}")
+    return lines
 
 
 def why_lines(results: list[ConfigurationResult]) -> list[str]:

@@ -14,7 +14,7 @@ from backend.errors import UserError
 from backend.models import library
 from backend.pricing import Prices, or_default, parse_prices
 from backend.records import get_job
-from backend.reporting.frames import job_prices
+from backend.reporting.cost import job_prices
 from backend.reporting.text import table
 from backend.results import StoredResult
 from backend.serving.cheapest import evidence_cost, recommendation_cost, with_prices

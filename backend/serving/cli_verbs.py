@@ -32,6 +32,8 @@ POINT_HEADERS = [
     "queue ms",
     "compute ms",
     "mean batch",
+    "J/request",
+    "idle W",
     "errors",
     "verdict",
 ]
@@ -112,9 +114,18 @@ def point_row(point: LoadPoint) -> list[str]:
         f"{point.queue_ms:.2f}",
         f"{point.compute_ms:.2f}",
         f"{point.mean_batch:.1f}",
+        *energy_cells(point),
         str(point.errors),
         verdict.split(" (")[0],
     ]
+
+
+def energy_cells(point: LoadPoint) -> list[str]:
+    """J per request over the point's window and idle power, '-' where not measured."""
+    spent = point.energy
+    if spent is None or not spent.measured or spent.j_p50 is None:
+        return ["-", "-"]
+    return [f"{spent.j_p50:.4g}", "-" if spent.idle_w is None else f"{spent.idle_w:.1f}"]
 
 
 def cmd_serve_load(args: argparse.Namespace) -> int:
@@ -145,6 +156,8 @@ def cmd_serve_load(args: argparse.Namespace) -> int:
         for note in points[0].notes:
             print(note)
         print(table([point_row(p) for p in points], POINT_HEADERS))
+        for source in sorted({p.energy.source for p in points if p.energy is not None}):
+            print(f"J/request, idle W: {source}")
         for point in points:
             if point.generator_saturated:
                 print(f"{point.spec.target_rps:g} req/s: {point.stability_note}")

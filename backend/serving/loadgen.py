@@ -13,6 +13,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,9 @@ import numpy as np
 import tritonclient.http.aio as triton_http
 
 import settings
+from backend import energy
 from backend.errors import UserError
+from backend.hardware import visible_gpu_index
 from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
 from backend.results import LatencyStats
@@ -45,6 +48,10 @@ METRICS = (
     "nv_inference_request_duration_us",
     "nv_inference_queue_duration_us",
     "nv_inference_compute_infer_duration_us",
+)
+# RAPL counts the whole package: the load generator's own work on this CPU is in the joules too
+CPU_ENERGY_NOTE = (
+    "J/request counts every CPU package of this host, the load generator's own work included"
 )
 _METRIC_LINE = re.compile(r"^(\w+)\{([^}]*)\}\s+([0-9.eE+-]+)$")
 
@@ -148,10 +155,14 @@ async def _snapshot(
 
 
 async def _measure(
-    endpoint: ServerEndpoint, spec: LoadSpec, measure: MeasureSettings, parts: int
-) -> tuple[list[Record], tuple[float, ...], ServerSide]:
+    endpoint: ServerEndpoint,
+    spec: LoadSpec,
+    measure: MeasureSettings,
+    parts: int,
+    meter: energy.EnergyMeter,
+) -> tuple[list[Record], tuple[float, ...], ServerSide, energy.Reading]:
     """Warm up, snapshot, drive the scenario (here, or split over `parts` processes), snapshot:
-    records, schedule, server side."""
+    records, schedule, server side, and the energy the meter read over the same span."""
     client = open_client(endpoint, spec)
     try:
         driver = make_driver(client, endpoint, spec)
@@ -163,16 +174,18 @@ async def _measure(
             raise UserError("The served model answered every warm-up request with an error.")
         warm = _successes(initial) + sum(r.ok for r in driver.records)
         driver.records.clear()
-        if parts > 1:
-            records, schedule, before = await _drive_split(driver, spec, warm, parts)
-        else:
-            before = await _snapshot(client, endpoint, warm)
-            driver.start = time.perf_counter()
-            schedule = await SCENARIOS[spec.scenario].drive(driver, spec)
-            records = driver.records
-        done = _successes(before[0]) + sum(r.ok for r in records)
-        after = await _snapshot(client, endpoint, done)
-        return records, schedule, _server_side(before, after)
+        tracked = meter.track() if meter.measurable else nullcontext(energy.Reading())
+        with tracked as reading:
+            if parts > 1:
+                records, schedule, before = await _drive_split(driver, spec, warm, parts)
+            else:
+                before = await _snapshot(client, endpoint, warm)
+                driver.start = time.perf_counter()
+                schedule = await SCENARIOS[spec.scenario].drive(driver, spec)
+                records = driver.records
+            done = _successes(before[0]) + sum(r.ok for r in records)
+            after = await _snapshot(client, endpoint, done)
+        return records, schedule, _server_side(before, after), reading
     finally:
         await client.close()
 
@@ -208,9 +221,14 @@ def run_load(
     """Generate one load point against a running server (this process; see run_load_in_child)."""
     measure = measure or MEASURE_PRESETS["quick"]
     parts = generator_processes(spec)
-    with HostWatch() as host:
-        records, schedule, server = asyncio.run(_measure(endpoint, spec, measure, parts))
-    good = [r for r in records if r.ok]
+    # the server's device: its GPU (Triton's KIND_GPU is GPU 0 of what it sees), else the CPU
+    with energy.meter_for(endpoint.provider.value, [visible_gpu_index()]) as meter:
+        idle = meter.idle(energy.IDLE_SECONDS)  # the server up, no request: apart
+        with HostWatch() as host:
+            run = _measure(endpoint, spec, measure, parts, meter)
+            records, schedule, server, reading = asyncio.run(run)
+        good = [r for r in records if r.ok]
+        spent = energy.energy_report(meter, [(reading, len(good))], idle, per="request")
     if not good:
         raise UserError(f"No request of the {spec.scenario.value} load point succeeded.")
     first = min(r.sent_s for r in records)
@@ -231,6 +249,8 @@ def run_load(
         metrics["host_steal_fraction"] = round(host.share.steal_fraction, 4)
         stolen = contention_note({"host_steal_fraction": host.share.steal_fraction})
         notes = (*notes, stolen) if stolen else notes
+    if spent.measured and endpoint.provider is ServingProvider.CPU:
+        notes = (*notes, CPU_ENERGY_NOTE)
     return LoadPoint(
         scenario=spec.scenario,
         policy=endpoint.policy,
@@ -251,6 +271,7 @@ def run_load(
         session_providers=endpoint.session_providers,
         generator_processes=parts,
         session_options=endpoint.session_options,
+        energy=spent,
     )
 
 

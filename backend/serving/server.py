@@ -294,7 +294,7 @@ def serve(
         workdir = Path(folder)
         repository = write_repository(workdir / "models", Path(model_path), served)
         try:
-            server = _started(environment, served, workdir, repository, timeout)
+            server = start_server(environment, served, workdir, repository, timeout)
         except UnavailableError as exc:
             if served.provider is not ServingProvider.CUDA:
                 raise
@@ -308,7 +308,7 @@ def serve(
             server.stop()
 
 
-def _started(
+def start_server(
     environment: TritonEnvironment,
     served: ServedModel,
     workdir: Path,

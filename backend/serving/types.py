@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from backend.errors import UserError
-from backend.results import LatencyStats
+from backend.results import EnergyReport, LatencyStats
 
 
 class Scenario(StrEnum):
@@ -223,6 +223,8 @@ class LoadPoint:
     session_providers: tuple[str, ...] = ()  # what ONNX Runtime's session really used, in order
     generator_processes: int = 1  # processes that sent the requests (a fast Server point splits)
     session_options: tuple[str, ...] = ()  # a CUDA session's options in effect, "key=value"
+    # J per request over the point's window and idle power apart, or why not measurable here
+    energy: EnergyReport | None = None
 
     @property
     def mean_batch(self) -> float:
@@ -255,5 +257,6 @@ class LoadPoint:
                 "provider": ServingProvider(data.get("provider", ServingProvider.CPU)),
                 "session_providers": tuple(data.get("session_providers", ())),
                 "session_options": tuple(data.get("session_options", ())),
+                "energy": EnergyReport(**data["energy"]) if data.get("energy") else None,
             }
         )

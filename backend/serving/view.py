@@ -338,6 +338,8 @@ def measured_table(view: StudyView) -> pd.DataFrame:
                     "queue (ms)": round(point.queue_ms, 2),
                     "compute (ms)": round(point.compute_ms, 2),
                     "mean batch": round(point.mean_batch, 1),
+                    "J/request": point.energy.j_p50 if point.energy else None,
+                    "idle W": point.energy.idle_w if point.energy else None,
                     "verdict": "client saturated"
                     if point.generator_saturated
                     else point.stability_note.split(":")[0],
@@ -348,6 +350,12 @@ def measured_table(view: StudyView) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def energy_sources(view: StudyView) -> list[str]:
+    """What measured the points' energy, or why it could not be, once each."""
+    points = [p for config in view.configurations for p in config.measured]
+    return sorted({p.energy.source for p in points if p.energy is not None})
 
 
 def study_from_form(

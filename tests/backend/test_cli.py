@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from backend import energy
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,6 +41,8 @@ def test_add_inspect_run_show_and_export(data_dir: Path, cnn_path: Path, tmp_pat
     assert "4/4" in run.stdout and "job 1 succeeded" in run.stdout
     assert run.stdout.count("onnxruntime/cpu/int8_static/") >= 2
     assert "RSS MB: peak resident memory over session + timed loop." in run.stdout
+    cpu_energy = energy.meter_for("cpu").source  # this host's RAPL, or why it is not readable
+    assert f"J/sample, idle W: {cpu_energy}" in run.stdout
 
     shown = optiboard("show", "1", "--log")
     assert "succeeded, 4/4 configurations" in shown.stdout and "claimed by" in shown.stdout
@@ -51,6 +55,7 @@ def test_add_inspect_run_show_and_export(data_dir: Path, cnn_path: Path, tmp_pat
     records = json.loads(json_path.read_text())
     assert len(records) == 4 and all(r["samples_ms"] for r in records)
     assert {r["configuration"]["precision"] for r in records} == {"fp32", "int8_static"}
+    assert {r["energy"]["source"] for r in records} == {cpu_energy}  # stored with each result
 
 
 def test_submit_queues_a_job_for_the_worker(data_dir: Path, mlp_path: Path) -> None:

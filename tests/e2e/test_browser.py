@@ -1,7 +1,8 @@
 """The dashboard in a real headless Chromium, against a real `streamlit run` and a real worker.
 
 Upload a model through the file input, submit FP32 + INT8 static, watch Compare fill in, open
-the page's shared link in a fresh browser context, and see Netron draw the graph. Screenshots
+the page's shared link in a fresh browser context, see Netron draw the graph, and upload a
+PyTorch .pt2 whose conversion check shows on the Models page. Screenshots
 land in test-artifacts/ for a person to look at.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import models as model_factory
+from tests import torch_models
 from tests.dashboard import wait_healthy as _wait_healthy
 from tests.waiting import free_port as _free_port
 
@@ -102,6 +104,7 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
 
     ARTIFACTS.mkdir(exist_ok=True)
     model_file = model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
+    cnn_pt2 = torch_models.save_cnn_pt2(tmp_path / "cnn.pt2")
     external: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -156,5 +159,16 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
         assert viewer.locator("svg g.node").count() >= 6
         expect(viewer.get_by_text("Accept")).to_have_count(0)  # no consent dialog
         page.screenshot(path=str(ARTIFACTS / "e2e-5-graph.png"), full_page=True)
+
+        # 6. A PyTorch ExportedProgram (.pt2) uploads the same way, converted and checked.
+        page.goto(f"{dashboard}/models")
+        page.get_by_text("Upload a model").first.click()
+        page.locator("input[type=file]").first.set_input_files(str(cnn_pt2))
+        expect(page.get_by_text("cnn.pt2").first).to_be_visible(timeout=30_000)
+        page.get_by_role("button", name="Add to library").click()
+        expect(page.get_by_text("Added cnn (pytorch-exported")).to_be_visible(timeout=180_000)
+        expect(page.get_by_text("Checked against the ExportedProgram")).to_be_visible()
+        expect(page.get_by_text("Dynamic dimensions: x_dim0 (1..32).")).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "e2e-6-pt2.png"), full_page=True)
         browser.close()
     assert external == [], f"the dashboard reached outside its origin: {external}"

@@ -11,8 +11,10 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import _calculate_file_id as file_id
 from streamlit.testing.v1 import AppTest
 
+from backend.energy import meter_for
 from backend.reporting import exports, frames, metrics
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
+from pages.components.formatting import plain
 from tests.pages.seed import (
     add_model,
     finished_sweep,
@@ -44,6 +46,9 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     baseline_p50 = dict(zip(batch[fp32], table.loc[fp32, "p50_ms"], strict=True))
     assert np.allclose(table["speedup"], batch.map(baseline_p50) / table["p50_ms"])
     assert table["pareto"].any()
+    cpu = meter_for("cpu")  # J/sample is measured where RAPL reads, else the reason is shown
+    assert table["j_per_sample"].notna().all() == cpu.measurable
+    assert f"Energy (J/sample, idle W): {plain(cpu.source)}" in texts(at)
 
 
 def test_compare_state_lives_in_the_url_and_restores_the_same_view(
@@ -200,7 +205,8 @@ def test_compare_prices_by_the_link_and_draws_the_cost_axis(data_dir: Path, mlp_
     by_hand = 2.0 / (table["throughput"] * 3600) * 1e6  # $2 an hour over samples an hour
     assert np.allclose(table["cost_per_million"], by_hand) and (table["price_per_hour"] == 2).all()
     assert "chart_cost" in [c.key for c in at.get("plotly_chart")]
-    assert at.selectbox(key="url_cost").options == [metrics.REGISTRY["cost_per_million"].axis_title]
+    offered = at.selectbox(key="url_cost").options  # energy too where this host measures it
+    assert offered[0] == metrics.REGISTRY["cost_per_million"].axis_title  # money first
     assert "The cheapest configuration is " in texts(at)
     at.text_input(key="url_price").input("cpu=free").run()  # refused: the job's own prices stay
     assert not at.exception

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from backend.energy import meter_for
 from backend.queue import jobs
 from backend.records import JobState
 from backend.specs import Precision, SweepSpec
+from pages.components.formatting import plain
 from tests.pages.seed import (
     add_job,
     add_model,
@@ -52,6 +54,9 @@ def test_job_detail_shows_configurations_results_and_failures(
     stored = {r.result.config_key: r.result for r in jobs.stored_results(job.id)}
     assert configs["why / error"].iloc[1] == stored[configs["key"].iloc[1]].error
     assert f"Job {job.id}" in texts(at)
+    cpu = meter_for("cpu")  # the CPU row's energy, or why this host cannot measure it
+    assert configs["J/sample"].notna().iloc[0] == cpu.measurable
+    assert f"J/sample, idle W: {plain(cpu.source)}" in texts(at)
 
 
 def test_cancel_a_queued_job(data_dir: Path, mlp_path: Path) -> None:

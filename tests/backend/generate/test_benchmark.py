@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from backend import cli
+from backend.energy import meter_for
 from backend.errors import UserError
 from backend.generate.benchmark import GenerationSpec
 from backend.generate.footprint import footprint
@@ -127,6 +128,8 @@ def test_the_cli_measures_in_the_sandboxed_child_and_prints_json(fp32, tmp_path,
     by_runtime = {r["runtime"]: r for r in report["results"]}
     assert by_runtime["ort-genai"]["status"] == "ok"
     assert len(by_runtime["ort-genai"]["tokens"][0]) == 4
+    spent = by_runtime["ort-genai"]["energy"]  # J/token from the sandboxed child, or why not
+    assert spent["per"] == "token" and spent["source"] == meter_for("cpu").source
     # an ONNX GenAI folder is not OpenVINO GenAI's format: said, not run
     assert by_runtime["openvino-genai"]["status"] == "unavailable"
     assert "openvino_model.xml" in by_runtime["openvino-genai"]["error"]
@@ -180,3 +183,14 @@ def test_cuda_without_onnxruntime_genai_cuda_says_why(fp32) -> None:
         "(install onnxruntime-genai-cuda on a GPU host)."
     )
     assert report.peak_bandwidth["source"]  # NVML's reading, the datasheet's, or why neither
+
+
+def test_a_point_the_runtime_cannot_run_fails_alone(fp32) -> None:
+    """GenAI's Generator takes at most 32 sequences: the 33-sequence point fails with the
+    runtime's reason, in the reference run too, and the 1-sequence point keeps its agreement."""
+    spec = GenerationSpec(prompt_lengths=(8,), new_tokens=(3,), sequences=(1, 33), **QUICK)
+    report = run_generation(fp32, spec, reference=fp32, in_process=True)
+    one, many = report.results
+    assert (one.status, one.agreement) == ("ok", [3])
+    assert many.status == "failed" and "must be in [1, 32]" in many.error
+    assert many.agreement == []

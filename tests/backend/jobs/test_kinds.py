@@ -40,7 +40,7 @@ def test_stored_sweeps_and_studies_find_their_kind_and_launcher(
     assert "kind" not in sweep.spec  # as every sweep was stored before the registry
     assert study.spec["kind"] == "serving"
     assert (kind_of(sweep).name, kind_of(study).name) == ("sweep", "serving")
-    assert set(KINDS) == {"sweep", "serving", "generation"}
+    assert set(KINDS) == {"sweep", "serving", "generation", "regression"}
     assert set(LAUNCHERS) == {"local", "ray"}
 
     monkeypatch.delenv("OPTIBOARD_RAY_ADDRESS", raising=False)
@@ -66,7 +66,7 @@ def test_a_job_of_a_kind_this_worker_does_not_know_fails_in_one_sentence(
     assert finished.state == JobState.FAILED
     assert finished.error == (
         "This worker does not run jobs of kind 'distillation' (it runs sweep, serving, "
-        "generation); update "
+        "generation, regression); update "
         "the worker to this version of Optiboard and retry the job."
     )
     assert result_store.list_results(job_ids=[job.id]) == []

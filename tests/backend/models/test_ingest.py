@@ -154,10 +154,19 @@ def test_text_file_is_not_a_model(data_dir: Path, tmp_path: Path) -> None:
     reject(path, "notes.onnx", "'notes.onnx' is a text file, not a model", data_dir)
 
 
-def test_pickle_is_refused_without_being_loaded(data_dir: Path, tmp_path: Path) -> None:
-    path = tmp_path / "weights.pt"
+@pytest.mark.parametrize(
+    ("filename", "message"),
+    [
+        ("weights.pkl", "is a Python pickle, which is never loaded"),
+        ("weights.pt", "is a pickled PyTorch model or state dict .torch.save., which is never"),
+    ],
+)
+def test_pickle_is_refused_without_being_loaded(
+    data_dir: Path, tmp_path: Path, filename: str, message: str
+) -> None:
+    path = tmp_path / filename
     path.write_bytes(b"\x80\x04\x95" + b"\x00" * 64)
-    reject(path, "weights.pt", "is a Python pickle, which is never loaded", data_dir)
+    reject(path, filename, message, data_dir)
 
 
 def test_truncated_onnx_is_rejected(data_dir: Path, mlp_path: Path, tmp_path: Path) -> None:

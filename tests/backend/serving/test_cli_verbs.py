@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from backend.cli import main
+from backend.energy import meter_for
 from backend.models.ingest import ingest_file
 from backend.serving.server import TritonEnvironment
 from backend.serving.types import LoadPoint, Scenario
@@ -28,9 +29,13 @@ def test_serve_load_prints_one_row_per_concurrency(
     assert "policy: max 8, delay 3000 us, preferred 4, x2" in out
     rows = [line.split() for line in out.splitlines() if line.startswith("concurrency")]
     assert [row[1] for row in rows] == ["1", "4"]
+    cpu_energy = meter_for("cpu").source  # this host's RAPL, or why it cannot be read
+    assert f"J/request, idle W: {cpu_energy}" in out
     assert main([*argv, "--concurrency", "2", "--duration", "0.4", "--json"]) == 0
     point = LoadPoint.from_dict(json.loads(capsys.readouterr().out.splitlines()[0]))
     assert point.scenario is Scenario.CONCURRENCY and point.spec.concurrency == 2
+    assert point.energy is not None and point.energy.source == cpu_energy  # kept with the point
+    assert point.energy.per == "request"
     assert point.policy.max_queue_delay_us == 3000 and point.latency.count > 0
     assert point.policy.instance_count == 2 and point.server_metrics["ort_intra_op_threads"] >= 1
 

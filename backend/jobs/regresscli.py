@@ -1,0 +1,122 @@
+"""`optiboard regress MODEL --env-b ort-1.31 ...` and `optiboard envs`: the regression check from a
+terminal. backend/cli.py calls `register_regress(sub)` once."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from backend.cli_parsing import dims_from_pairs
+from backend.commas import comma_list, comma_numbers
+from backend.errors import UserError
+from backend.jobs.context import JobOutcome
+from backend.jobs.regressspec import RegressionSpec, submit_regression
+from backend.records import JobRow
+from backend.reporting import regression as stats
+from backend.reporting.text import table
+from backend.runtimeenvs import DEFAULT, describe
+from backend.specs import MEASURE_PRESETS
+from storage.states import JobState
+
+
+def spec_of(args: argparse.Namespace) -> RegressionSpec:
+    from dataclasses import replace
+
+    measure = MEASURE_PRESETS[args.preset]
+    if args.max_seconds is not None:
+        measure = replace(measure, max_seconds=args.max_seconds)
+    return RegressionSpec(
+        env_a=args.env_a,
+        env_b=args.env_b,
+        precisions=tuple(comma_list(args.precisions)),
+        batch_sizes=tuple(comma_numbers(args.batch_sizes, int, "--batch-sizes")),
+        dims=tuple(dims_from_pairs(args.dim).items()),
+        threads=args.threads,
+        threads_b=args.threads_b,
+        model_b=args.model_b,
+        preset=args.preset,
+        measure=measure,
+        resamples=args.resamples,
+        confidence=args.confidence,
+        min_change=args.min_change,
+        seed=args.seed,
+        profile=not args.no_profile,
+    )
+
+
+def report(job_id: int) -> str:
+    """The check's table and, where slower, the ops that changed (from the stored results)."""
+    from backend.queue import jobs
+    from backend.reporting.regressview import pair_rows, text_report
+
+    job = jobs.get_job(job_id)
+    if job.spec.get("kind") != RegressionSpec.kind:
+        raise UserError(f"Job {job_id} is not a regression check; `optiboard show {job_id}`.")
+    spec = RegressionSpec.from_dict(job.spec)
+    return text_report(spec, pair_rows(spec, jobs.stored_results(job_id)))
+
+
+def cmd_regress(args: argparse.Namespace) -> int:
+    """Queue the check (--submit) or run it now in this terminal, then print its report."""
+    if args.report is not None:
+        print(report(args.report))
+        return 0
+    if args.model is None:
+        raise UserError("Name the model to check: optiboard regress MODEL --env-b NAME.")
+    spec = spec_of(args)
+    job = submit_regression(args.model, spec, label=args.label)
+    if args.submit:
+        print(f"queued job {job.id}; its report: `optiboard regress --report {job.id}`")
+        return 0
+    print(
+        f"job {job.id}: {spec.env_a} against {spec.env_b}, {len(spec.configurations())} "
+        "configurations, timed interleaved"
+    )
+    outcome = args.run_now(job)
+    print(report(job.id))
+    print(f"\njob {job.id} {outcome.state.value}")
+    return 0 if outcome.state == JobState.SUCCEEDED else 1
+
+
+def cmd_envs(_: argparse.Namespace) -> int:
+    rows = [[r["name"], r["pins"], r["state"]] for r in describe()]
+    print(table(rows, ["environment", "pins", "state"]))
+    return 0
+
+
+def register_regress(
+    sub: argparse._SubParsersAction, run_now: Callable[[JobRow], JobOutcome]
+) -> None:
+    """Add `regress` and `envs` to the main parser; run_now runs a queued job in this terminal
+    (backend/cli.py's, the one command module that starts the worker's loop)."""
+    p = sub.add_parser(
+        "regress", help="the same configurations on two runtime environments, with a verdict"
+    )
+    p.add_argument("model", type=int, nargs="?", help="the model (library id)")
+    p.add_argument("--env-a", default=DEFAULT, help="the environment to compare against")
+    p.add_argument("--env-b", default=DEFAULT, help="the environment checked (optiboard envs)")
+    p.add_argument("--model-b", type=int, help="B runs this model instead (a re-export)")
+    p.add_argument("--precisions", default="fp32", help="comma list, e.g. fp32,int8_dynamic")
+    p.add_argument("--batch-sizes", default="1", help="comma list, e.g. 1,8")
+    p.add_argument("--dim", action="append", default=[], help="NAME=VALUE, a symbolic dim")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: the runtime's)")
+    p.add_argument("--threads-b", type=int, help="B's own thread count")
+    p.add_argument("--preset", choices=list(MEASURE_PRESETS), default="quick")
+    p.add_argument("--max-seconds", type=float, help="time cap per side, over the preset's")
+    p.add_argument("--resamples", type=int, default=stats.RESAMPLES)
+    p.add_argument("--confidence", type=float, default=stats.CONFIDENCE)
+    p.add_argument(
+        "--min-change",
+        type=float,
+        default=stats.MIN_CHANGE,
+        help="the smallest change called slower or faster (0.05: 5%%)",
+    )
+    p.add_argument("--seed", type=int, default=stats.SEED, help="the bootstrap's seed")
+    p.add_argument("--no-profile", action="store_true", help="skip the per-op profiles")
+    p.add_argument("--submit", action="store_true", help="queue it for the worker")
+    p.add_argument("--report", type=int, metavar="JOB", help="print a stored check's report")
+    p.add_argument("--label")
+    p.set_defaults(func=cmd_regress, run_now=run_now)
+    sub.add_parser("envs", help="runtime environments and whether each is set up").set_defaults(
+        func=cmd_envs
+    )

@@ -1,0 +1,294 @@
+"""The regression kind: each configuration on environment A and B, timed interleaved, judged.
+
+For each configuration two dialog children start through the one launcher
+(backend/launch/dialog.py), each under its environment's interpreter
+(backend/runtimeenvs.py) and inside the sandbox; each builds the variant and keeps its
+session open. The parent then asks them for one timed window in turn, A B A B ...
+(backend/engine/interleave.py interleaved_windows), so drift of the host lands on both; then for
+their outputs on the same seeded inputs (B against A: cosine, max abs) and their per-node
+profiles. Both sides are stored as ordinary results (samples, profile, environment and the
+runtime version that really ran); B's carries the comparison: the bootstrap interval of the
+ratio of medians, the verdict, the accuracy against A and the per-op profile diff.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import settings
+from backend.engine import accuracy
+from backend.engine.interleave import Interleaved, Window, interleaved_windows
+from backend.engine.profile import Profile
+from backend.engine.side import read_outputs
+from backend.errors import UserError
+from backend.host import own_cpu_s
+from backend.jobs.context import JobContext, JobOutcome
+from backend.jobs.regressspec import SIDES, RegressionSpec, side_key
+from backend.launch import sandbox
+from backend.launch.dialog import Dialog, DialogFailed, dialog
+from backend.launch.limits import ChildLimits
+from backend.queue.jobs import stored_results
+from backend.records import JobKind
+from backend.reporting import regression as stats
+from backend.results import ConfigurationResult, LatencyStats, ResultStatus
+from backend.runtimeenvs import get_env, pins_digest, ready_env
+from backend.specs import Configuration
+from storage.repo import models as model_store
+from storage.states import JobState
+
+
+@dataclass
+class PairRun:
+    """What one configuration's two sides left: facts, timing, outputs and profiles."""
+
+    facts: dict[str, dict[str, Any]]
+    first_ms: dict[str, float]
+    timing: Interleaved
+    outputs: dict[str, Path]
+    profiles: dict[str, Path]
+
+
+def _binds(source: Path, env_root: tuple[Path, ...], out: Path) -> sandbox.Binds:
+    return sandbox.Binds.of(read_only=[source, *env_root], writable=[out])
+
+
+def _open_sides(
+    spec: RegressionSpec,
+    config: Configuration,
+    sources: dict[str, Path],
+    out: Path,
+    stack: ExitStack,
+    should_cancel: Callable[[], bool] | None,
+) -> dict[str, Dialog]:
+    """Start both sides (A first), each under its environment's interpreter, in the sandbox."""
+    envs = {side: ready_env(spec.env_of(side)) for side in SIDES}  # both, before any child
+    opened = {}
+    for side, env in envs.items():
+        folder = out / side
+        folder.mkdir(parents=True, exist_ok=True)
+        task = {
+            "source_path": str(sources[side]),
+            "configuration": spec.side_configuration(config, side).to_dict(),
+            "measure": asdict(spec.measure),
+            "output_dir": str(folder),
+            "env": env.name,
+        }
+        opened[side] = stack.enter_context(
+            dialog(
+                "backend.engine.side:open_side",
+                task,
+                what=f"Side {side.upper()} ({env.name}) of {config.key}",
+                python=env.python,
+                sandboxed=True,
+                binds=_binds(sources[side], env.read_only(), folder),
+                limits=ChildLimits.from_settings(),
+                should_cancel=should_cancel,
+            )
+        )
+    return opened
+
+
+def run_pair(
+    spec: RegressionSpec,
+    config: Configuration,
+    sources: dict[str, Path],
+    out: Path,
+    should_cancel: Callable[[], bool] | None = None,
+) -> PairRun:
+    """Both sides of one configuration, timed interleaved; DialogFailed/UserError say why not."""
+    timeout = spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get()
+    with ExitStack() as stack:
+        sides = _open_sides(spec, config, sources, out, stack, should_cancel)
+        facts = {s: d.ask({"op": "facts"}, timeout) for s, d in sides.items()}
+        first = {s: d.ask({"op": "warm"}, timeout)["first_inference_ms"] for s, d in sides.items()}
+        cpu = dict.fromkeys(SIDES, 0.0)
+
+        def window(side: str) -> Window:
+            def call(deadline: float) -> list[float]:
+                answer = sides[side].ask({"op": "window", "deadline": deadline}, timeout)
+                cpu[side] = answer["cpu_s"]  # the child's CPU time so far: its own, not others'
+
+                return answer["samples_ms"]
+
+            return call
+
+        timing = interleaved_windows(
+            {s: window(s) for s in SIDES},
+            spec.measure,
+            own_cpu=lambda: own_cpu_s() + sum(cpu.values()),
+            min_rounds=spec.min_rounds,
+            keep_all=True,
+        )
+        outputs = {s: Path(d.ask({"op": "outputs"}, timeout)) for s, d in sides.items()}
+        profiles = {}
+        if spec.profile:
+            profiles = {s: Path(d.ask({"op": "profile"}, timeout)) for s, d in sides.items()}
+    return PairRun(facts, first, timing, outputs, profiles)
+
+
+def side_result(
+    spec: RegressionSpec, config: Configuration, side: str, run: PairRun
+) -> ConfigurationResult:
+    """One side as an ordinary stored result: its samples, what ran, its profile."""
+    facts = dict(run.facts[side])
+    timed = run.timing.timed[side]
+    env = get_env(spec.env_of(side))
+    configuration = spec.side_configuration(config, side)
+    result = ConfigurationResult(
+        config_key=side_key(side, env.name, config),
+        configuration=configuration.to_dict(),
+        status=ResultStatus.OK,
+        providers_requested=[config.provider],
+        providers_used=facts.pop("providers_used"),
+        runtime_facts=facts.pop("runtime_facts"),
+        session_create_ms=facts.pop("session_create_ms"),
+        first_inference_ms=run.first_ms[side],
+        samples_ms=timed.samples_ms,
+        latency=LatencyStats.from_samples(timed.samples_ms),
+        stable=timed.stable,
+        windows=timed.window_p50_ms,
+        steps=facts.pop("steps"),
+        notes=facts.pop("notes"),
+        model_size_bytes=facts.pop("model_size_bytes"),
+    )
+    result.throughput = config.batch_size * 1000.0 / result.latency.mean  # type: ignore[union-attr]
+    facts.pop("output_names", None)
+    pins = {"pins": env.pinned, "pins_digest": pins_digest(env)}
+    result.environment = {**facts, "side": side, **pins}
+    result.notes.append(run.timing.verdict())
+    if side in run.profiles:
+        result.environment["profile_path"] = str(run.profiles[side])
+    return result
+
+
+def compare_sides(spec: RegressionSpec, run: PairRun) -> dict[str, Any]:
+    """B against A: the interval, the verdict, outputs and the per-op profile diff."""
+    interval = stats.bootstrap_ratio(
+        run.timing.timed["a"].samples_ms,
+        run.timing.timed["b"].samples_ms,
+        spec.resamples,
+        spec.confidence,
+        spec.seed,
+    )
+    verdict = stats.verdict(interval, spec.min_change)
+    report: dict[str, Any] = {
+        "env_a": spec.env_a,
+        "env_b": spec.env_b,
+        "version_a": run.facts["a"]["backend_version"],
+        "version_b": run.facts["b"]["backend_version"],
+        "interval": asdict(interval),
+        "verdict": verdict,
+        "line": stats.verdict_line(interval, verdict, spec.env_a, spec.env_b),
+        "min_change": spec.min_change,
+        "timing": run.timing.verdict(),
+    }
+    names = run.facts["a"].get("output_names")
+    versus = accuracy.compare_outputs(
+        read_outputs(run.outputs["a"]), read_outputs(run.outputs["b"]), names
+    )
+    report["accuracy_vs_a"] = asdict(versus)
+    if run.profiles:
+        diff = stats.profile_diff(Profile.load(run.profiles["a"]), Profile.load(run.profiles["b"]))
+        report["profile_diff"] = stats.diff_to_dict(diff)
+    return report
+
+
+def _failed(key: str, config: Configuration, error: str) -> ConfigurationResult:
+    return ConfigurationResult(
+        config_key=key,
+        configuration=config.to_dict(),
+        status=ResultStatus.FAILED,
+        error=error,
+        providers_requested=[config.provider],
+    )
+
+
+class RegressionRun:
+    """One regression check on this host: its configurations one after another."""
+
+    def __init__(self, context: JobContext) -> None:
+        self.context = context
+        self.spec = RegressionSpec.from_dict(context.job.spec)
+
+    def sources(self) -> dict[str, Path]:
+        job, artifacts = self.context.job, self.context.artifacts
+        a = artifacts.path_for(model_store.model_file(job.model_id).sha256)
+        b_id = self.spec.model_b or job.model_id
+        return {"a": a, "b": artifacts.path_for(model_store.model_file(b_id).sha256)}
+
+    def run(self) -> JobOutcome:
+        context, spec = self.context, self.spec
+        done = {r.config_key for r in stored_results(context.job.id)}
+        state = sandbox.available()
+        sources = self.sources()
+        for config in spec.configurations():
+            if context.should_stop():
+                break
+            keys = {s: side_key(s, spec.env_of(s), config) for s in SIDES}
+            if all(k in done for k in keys.values()):
+                continue
+            context.log(f"{config.label}: {spec.env_a} against {spec.env_b}, interleaved")
+            self.measure(config, sources, keys, state)
+        return self.conclude()
+
+    def measure(
+        self,
+        config: Configuration,
+        sources: dict[str, Path],
+        keys: dict[str, str],
+        state: sandbox.Availability,
+    ) -> None:
+        """Store both sides' results, B's with the comparison, or two failed ones saying why."""
+        if not state.ok:
+            why = (
+                "Not measured: a regression check runs uploads only in the sandbox, "
+                f"and {state.reason}."
+            )
+            for side in SIDES:
+                self.context.store_result(_failed(keys[side], config, why))
+            return
+        with tempfile.TemporaryDirectory(prefix="optiboard-regress-") as tmp:
+            try:
+                run = run_pair(self.spec, config, sources, Path(tmp), self.context.should_stop)
+            except (DialogFailed, UserError) as exc:
+                if not self.context.should_stop():
+                    for side in SIDES:
+                        self.context.store_result(_failed(keys[side], config, str(exc)))
+                return
+            results = [side_result(self.spec, config, s, run) for s in SIDES]
+            report = compare_sides(self.spec, run)
+            results[1].environment["regression"] = report
+            results[1].notes.insert(0, report["line"])
+            self.context.log(report["line"])
+            # the files are copied into the store by store_result before tmp goes
+            for result in results:
+                self.context.store_result(result)
+
+    def conclude(self) -> JobOutcome:
+        stopped = self.context.interrupted()
+        if stopped is not None:
+            return stopped
+        results = stored_results(self.context.job.id)
+        failed = [r for r in results if not r.ok]
+        if results and len(failed) == len(results):
+            error = f"every side failed; first: {failed[0].error}"
+            return self.context.finish(JobState.FAILED, error)
+        return self.context.finish(JobState.SUCCEEDED)
+
+
+class RegressionKind:
+    """A regression check between two runtime environments, on this host only."""
+
+    name = JobKind.REGRESSION.value
+    launchers = ("local",)
+
+    def run(self, context: JobContext) -> JobOutcome:
+        return RegressionRun(context).run()
+
+    def conclude(self, context: JobContext) -> JobOutcome:
+        return RegressionRun(context).conclude()

@@ -1,0 +1,163 @@
+"""Regression checks between ONNX Runtime 1.32.0 (default, .venv) and 1.31.1 (ort-1.31) on a CNN, a
+transformer encoder and a decoder LM; an A/A check repeated; a planted regression.
+
+Every pair runs through the regression kind's own code (backend/jobs/regression.py run_pair and
+compare_sides): two sandboxed dialog children, one per environment's interpreter, timed window by
+window in turn, a seeded 95% bootstrap interval (2,000 resamples) of median(B)/median(A), the
+verdict rule of backend/reporting/regression.py, outputs of B against A and the per-op profile
+diff. Needs `scripts/setup-runtime-env ort-1.31` first (scripts/test makes it).
+
+    .venv/bin/python bench/regression_check.py [--repeats 20] [--preset quick] [--max-seconds 5]
+
+CPU only (the environments pin the CPU wheel). Prints everything; the recorded run is in
+bench/results/regression_check.txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from backend.jobs.regression import compare_sides, run_pair  # noqa: E402
+from backend.jobs.regressspec import RegressionSpec  # noqa: E402
+from backend.runtimeenvs import ready_env  # noqa: E402
+from backend.specs import MEASURE_PRESETS  # noqa: E402
+from tests import models  # noqa: E402
+
+
+def decoder_lm(folder: Path) -> Path:
+    """The tests' tiny trained Llama (2 layers, hidden 128, vocab 512) as one full forward pass:
+    input_ids [1, 64] -> logits, exported by torch's dynamo exporter."""
+    import torch
+    import transformers
+
+    from tests.llm_models import TINY, trained_llama
+
+    llm = trained_llama(TINY)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        llm.folder, attn_implementation="eager"
+    ).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.inner(input_ids=ids, use_cache=False).logits
+
+    path = folder / "decoder_lm.onnx"
+    ids = torch.randint(0, TINY.vocab, (1, 64))
+    torch.onnx.export(
+        Logits(model), (ids,), str(path), input_names=["input_ids"], output_names=["logits"],
+        dynamo=True, external_data=False,
+    )  # fmt: skip
+    return path
+
+
+def load() -> str:
+    with open("/proc/loadavg") as handle:
+        return " ".join(handle.read().split()[:3])
+
+
+def check(name: str, spec: RegressionSpec, a: Path, b: Path, out: Path) -> dict:
+    """One pair through the kind's code; the comparison dict with the wall time."""
+    config = spec.configurations()[0]
+    started = time.monotonic()
+    run = run_pair(spec, config, {"a": a, "b": b}, out / f"{name}-{time.monotonic_ns()}")
+    report = compare_sides(spec, run)
+    report["seconds"] = time.monotonic() - started
+    report["samples"] = (
+        len(run.timing.timed["a"].samples_ms),
+        len(run.timing.timed["b"].samples_ms),
+    )
+    return report
+
+
+def row(name: str, report: dict) -> str:
+    iv = report["interval"]
+    versus = report["accuracy_vs_a"]
+    return (
+        f"{name:<16} {report['version_a']:>7} {report['version_b']:>7} "
+        f"{iv['median_a_ms']:>9.4f} {iv['median_b_ms']:>9.4f} {iv['ratio']:>6.3f} "
+        f"[{iv['low']:.3f}, {iv['high']:.3f}] {report['verdict']:<7} "
+        f"{versus['cosine_similarity']:.6f} {versus['max_abs_error']:.2e} "
+        f"{report['samples'][0]:>5}/{report['samples'][1]:<5} {report['seconds']:5.1f} s"
+    )
+
+
+HEADER = (
+    f"{'model':<16} {'A':>7} {'B':>7} {'A p50 ms':>9} {'B p50 ms':>9} {'B/A':>6} "
+    f"{'95% interval':<16} {'verdict':<7} cosine   max abs  samples A/B  wall"
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20, help="A/A checks")
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--max-seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    ready_env("ort-1.31")
+    measure = replace(MEASURE_PRESETS[args.preset], max_seconds=args.max_seconds)
+    base = RegressionSpec(env_b="ort-1.31", preset=args.preset, measure=measure)
+    started = time.monotonic()
+    print(f"host: {os.cpu_count()} cores, load average at start {load()} (shared with others)")
+    print(
+        f"preset {args.preset}, time cap {args.max_seconds:g} s per side; {base.resamples:,} "
+        f"resamples, {base.confidence:.0%} interval, seed {base.seed}, smallest change "
+        f"{base.min_change:.0%}"
+    )
+    with tempfile.TemporaryDirectory(prefix="optiboard-bench-regress-") as tmp:
+        folder = Path(tmp)
+        cnn = models.save(models.make_cnn(), folder / "cnn.onnx")
+        encoder = models.save(
+            models.make_transformer(d_model=128, heads=4, vocab=1000), folder / "encoder.onnx"
+        )
+        lm = decoder_lm(folder)
+        print("\n1. ONNX Runtime 1.32.0 (A, default) against 1.31.1 (B, ort-1.31), batch 1, FP32\n")
+        print(HEADER)
+        for name, path, dims in (
+            ("cnn", cnn, ()),
+            ("encoder seq=128", encoder, (("seq", 128),)),
+            ("decoder LM s=64", lm, ()),
+        ):
+            spec = replace(base, dims=dims)
+            print(row(name, check(name, spec, path, path, folder)), flush=True)
+
+        print(f"\n2. A/A: default against default on the CNN, {args.repeats} times\n")
+        print(HEADER)
+        same = 0
+        aa = replace(base, env_b="default", profile=False)
+        for i in range(args.repeats):
+            report = check("cnn A/A", aa, cnn, cnn, folder)
+            same += report["verdict"] == "same"
+            print(row(f"cnn A/A #{i + 1}", report), flush=True)
+        print(f"\nA/A said 'same' in {same} of {args.repeats} repeats (load average now {load()})")
+
+        print(
+            "\n3. Planted regression: B runs the CNN with 8 chained 256x256 MatMuls added "
+            "(x * 0 into the output), ort-1.31 against default\n"
+        )
+        planted = models.save(models.plant_matmul_chain(models.make_cnn()), folder / "planted.onnx")
+        report = check("cnn planted", base, cnn, planted, folder)
+        print(HEADER)
+        print(row("cnn planted", report))
+        print("\n" + report["line"])
+        print("ops whose time changed most (A -> B):")
+        for line in report["profile_diff"]["lines"]:
+            print(f"  {line}")
+    print(f"\ntotal {time.monotonic() - started:.0f} s, load average at the end {load()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""Compare's view of regression checks (?view=regression&jobs=ID): per configuration, runtime
+environment A against B, the bootstrap interval of the ratio of medians and the verdict, the
+outputs of B against A, and where B is slower the ops whose time changed most. Widgets only;
+backend/reporting/regressview.py reads the stored pairs and backend/reporting/regression.py
+holds the numbers."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.auth.roles import Permission
+from backend.jobs.regressspec import RegressionSpec
+from backend.queue import jobs
+from backend.reporting import frames
+from backend.reporting import regression as stats
+from backend.reporting.regressview import PairRow, pair_rows
+from pages.access import link_scope
+from pages.components.formatting import plain
+from pages.components.gate import require_access
+from pages.components.live import refresh_every
+from pages.components.url_state import bound_selectbox, url_list
+from pages.components.widgets import job_label
+
+ICONS = {stats.SLOWER: "🔻", stats.FASTER: "🔺", stats.SAME: "🟰", "failed": "❌"}
+
+
+def regression_comparison() -> None:
+    """Pick one regression check; its table, verdict lines and op diffs, live while it runs."""
+    wanted = tuple(int(v) for v in url_list("jobs") if v.isdigit())
+    available = link_scope(frames.comparable_jobs(include=wanted, regression=True))
+    if available.empty:
+        st.info(
+            "No regression checks yet. Run `optiboard regress MODEL --env-b ort-1.31` (or "
+            "--submit it); each configuration is measured on both runtime environments.",
+            icon="📊",
+        )
+        return
+    meta = available.set_index("job_id")
+    job_id = bound_selectbox(
+        "Regression check",
+        meta.index.tolist(),
+        "jobs",
+        default=meta.index.tolist()[0],
+        format_func=job_label(meta),
+    )
+    active = bool(meta.loc[job_id, "state"] in ("queued", "running"))
+    live_check(int(job_id), active)
+
+
+def live_check(job_id: int, active: bool) -> None:
+    @st.fragment(run_every=refresh_every(active))
+    def draw() -> None:
+        require_access(Permission.COMPARE)  # a timed fragment rerun skips the page's first line
+        job = jobs.get_job(job_id)
+        spec = RegressionSpec.from_dict(job.spec)
+        rows = pair_rows(spec, jobs.stored_results(job_id))
+        st.caption(
+            plain(
+                f"A = {spec.env_a}, B = {spec.env_b}"
+                + (f" running model {spec.model_b}" if spec.model_b else "")
+                + f"; {spec.confidence:.0%} bootstrap interval of median(B)/median(A) from "
+                f"{spec.resamples:,} seeded resamples of the raw samples, timed interleaved "
+                f"(A B A B ...); slower or faster needs the whole interval past 1 and a change "
+                f"of at least {spec.min_change:.0%}."
+            )
+        )
+        if not rows:
+            st.info("No configuration measured yet." if active else "This check stored nothing.")
+            return
+        st.dataframe([_table_row(r) for r in rows], hide_index=True, key=f"regress-{job_id}")
+        for r in rows:
+            _details(r)
+
+    draw()
+
+
+def _table_row(r: PairRow) -> dict[str, object]:
+    iv = r.interval
+    return {
+        "configuration": r.configuration,
+        "verdict": f"{ICONS.get(r.verdict, '')} {r.verdict}",
+        "A": f"{r.env_a} {r.version_a}",
+        "B": f"{r.env_b} {r.version_b}",
+        "A p50 ms": iv.median_a_ms if iv else None,
+        "B p50 ms": iv.median_b_ms if iv else None,
+        "B/A": iv.ratio if iv else None,
+        "interval": f"[{iv.low:.3f}, {iv.high:.3f}]" if iv else "",
+        "cosine B~A": r.cosine,
+        "max abs B-A": r.max_abs,
+    }
+
+
+def _details(r: PairRow) -> None:
+    """The verdict's sentence; for a slower configuration the op diff, open."""
+    if r.error:
+        st.error(plain(f"{r.configuration}: {r.error}"))
+        return
+    st.markdown(f"{ICONS.get(r.verdict, '')} {plain(r.line)}")
+    if not r.diff.get("changes"):
+        return
+    with st.expander(
+        f"Per-op profile, A -> B: {r.configuration}", expanded=r.verdict == stats.SLOWER
+    ):
+        st.caption(
+            "Op types by how much their time per profiled run moved (a separate profiled pass "
+            "on each side: shares, not latency); new: only B ran it, vanished: only A."
+        )
+        st.dataframe(r.diff["changes"], hide_index=True)
+        for line in r.diff.get("lines", [])[3:]:
+            st.caption(plain(line))
