@@ -495,3 +495,15 @@ RAY_GIVE_UP_S = _declare(
         "until the job is cancelled",
     )
 )
+# --- cost ---
+PRICE_PER_HOUR = _declare(
+    Setting(
+        "OPTIBOARD_PRICE_PER_HOUR",
+        "cpu=0.40,cuda=3.50",
+        str,
+        "dollars per hour of each hardware target, as TARGET=DOLLARS pairs: an execution provider "
+        "(cpu, cuda; tensorrt takes cuda's price unless named) or a cluster target's name; gives "
+        "cost per million inferences (or tokens) = price / (items per second x 3600) x 1e6. The "
+        "Optimize page and `--price` override it per job, which stores the prices it used",
+    )
+)

@@ -19,6 +19,7 @@ from backend.jobs.regresscli import register_regress
 from backend.jobs.regresscli import report as regression_report
 from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
+from backend.pricing import parse_prices
 from backend.queue import jobs
 from backend.queue.knee import knee_summary
 from backend.queue.worker_args import add_worker_arguments
@@ -152,7 +153,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     print(f"job {job.id}: {job.progress_total} configurations")
     outcome = run_now(job, progress)
-    print("\n" + results_table(collected))
+    print("\n" + results_table(collected, jobs.spec_of(job).prices))
+    _cheapest(job.id)
     if gpu := gpu_table(collected):
         print("\n" + gpu)
     why = why_lines(collected)
@@ -195,7 +197,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"error: {job.error}")
     results = [stored.result for stored in jobs.stored_results(job.id)]
     if results:
-        print(results_table(results))
+        prices = parse_prices(args.price, "--price") if args.price else jobs.spec_of(job).prices
+        print(results_table(results, prices))
+        _cheapest(job.id, prices)
         why = why_lines(results)
         if why:
             print("why:\n" + "\n".join(why))
@@ -209,6 +213,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cheapest(job_id: int, prices: tuple[tuple[str, float], ...] = ()) -> None:
+    """The cheapest ok configuration and the runner-up, in one sentence (nothing unpriced)."""
+    from backend.reporting import cost, frames
+
+    frame = frames.results_frame(job_ids=[job_id])
+    found = cost.cheapest(cost.reprice(frame, prices) if prices else frame)
+    if found is not None:
+        print(found.sentence)
+
+
 def cmd_cancel(args: argparse.Namespace) -> int:
     state = jobs.cancel_job(args.job)
     print(f"job {args.job}: {'cancelled' if state == JobState.CANCELLED else 'cancel requested'}")
@@ -217,9 +231,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """CSV: the comparison table. JSON: every result's full record (environment, samples)."""
-    from backend.reporting import exports, frames
+    from backend.reporting import cost, exports, frames
 
     frame = frames.results_frame(job_ids=args.job)
+    if args.price:  # every row priced by this table instead of its job's stored one
+        frame = cost.reprice(frame, parse_prices(args.price, "--price"))
     if frame.empty:
         raise UserError(f"Jobs {', '.join(map(str, args.job))} have no results to export yet.")
     if args.format == "csv":
@@ -288,6 +304,14 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", help="a name for the job")
 
 
+def _price_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--price",
+        metavar="TARGET=DOLLARS,...",
+        help="price the results by this table (e.g. cpu=0.40,cuda=3.50) instead of the job's",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="optiboard", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -314,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="show a job and its results")
     p.add_argument("job", type=int)
     p.add_argument("--log", action="store_true", help="also print the job's events")
+    _price_option(p)
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("cancel", help="cancel a queued or running job")
     p.add_argument("job", type=int)
@@ -322,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job", type=int, nargs="+")
     p.add_argument("--format", choices=["csv", "json"], default="csv")
     p.add_argument("-o", "--output")
+    _price_option(p)
     p.set_defaults(func=cmd_export)
     p = sub.add_parser("providers", help="which backends and providers work here, and why not")
     p.set_defaults(func=cmd_providers)

@@ -25,6 +25,7 @@ from backend.measure_settings import (  # re-exported
 )
 from backend.placement import check_cluster_fields
 from backend.pointknobs import LINES, OPTIMIZATION_LEVELS, PointKnobs  # re-exported
+from backend.pricing import PRICE_KNOB, checked
 from backend.runtimeoptions import OpenVinoOptions, OrtOptions, PerformanceHint  # re-exported
 from backend.trtoptions import TrtOptions, trt_checked, trt_for_sweep
 
@@ -235,9 +236,11 @@ class SweepSpec(PointKnobs):
         cli=Cli("--find-knee", "flag", group=GPU),
     )
     knee_max_batch: int = knob(1024, cli=Cli("--knee-max-batch", group=GPU))
+    prices: tuple[tuple[str, float], ...] = knob((), **PRICE_KNOB)  # (): the setting's, when read
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(dict.fromkeys(str(t) for t in self.targets)))
+        object.__setattr__(self, "prices", checked(self.prices) if self.prices else ())
         object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
         object.__setattr__(self, "io_modes", tuple(dict.fromkeys(IoMode(m) for m in self.io_modes)))
         self._typed_groups()

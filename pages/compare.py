@@ -8,7 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from backend.auth.roles import Permission
-from backend.reporting import charts, exports, frames
+from backend.errors import UserError
+from backend.pricing import parse_prices
+from backend.reporting import charts, cost, exports, frames
+from backend.reporting.metrics import cost_axes
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus
 from pages.access import link_scope, signed_link_control
@@ -25,7 +28,13 @@ from pages.components.url_state import (
     url_list,
     url_value,
 )
-from pages.components.widgets import fill_copy_link, job_label, nothing_yet, page_header
+from pages.components.widgets import (
+    fill_copy_link,
+    job_label,
+    nothing_yet,
+    page_header,
+    show_error,
+)
 
 require_access(Permission.COMPARE)  # before anything is drawn or read: components/gate.py
 
@@ -34,6 +43,7 @@ CHARTS = {
     "throughput": "Throughput vs batch",
     "distribution": "Latency distribution",
     "pareto": "Accuracy vs speedup",
+    "cost": "Accuracy vs cost (cost/speed/accuracy Pareto)",
     "memory": "Memory",
 }
 
@@ -127,16 +137,47 @@ def _samples(result_ids: tuple[int, ...]) -> dict:
 
 
 def _figures(
-    view: pd.DataFrame, chosen: list[str], samples: dict, loss_label: str
+    view: pd.DataFrame, chosen: list[str], samples: dict, loss_label: str, cost_key: str | None
 ) -> list[tuple[str, object]]:
+    if cost_key is None:  # nothing priced (no price for these targets): no cost chart
+        chosen = [key for key in chosen if key != "cost"]
     builders = {
         "latency": lambda: charts.latency_vs_batch(view),
         "throughput": lambda: charts.throughput_vs_batch(view),
         "distribution": lambda: charts.latency_distribution(view, samples),
         "pareto": lambda: charts.accuracy_vs_speedup(view, loss_label),
         "memory": lambda: charts.memory_chart(view),
+        "cost": lambda: charts.cost_vs_accuracy(view, cost_key or "", loss_label),
     }
     return [(key, builders[key]()) for key in CHARTS if key in chosen]
+
+
+COST_HELP = "Price per hour / (samples/s x 3600) x 1e6; only results with the right outputs."
+
+
+def _priced(view: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The view priced by the link's price table when given (else each job's stored one), and
+    the cost axis picked among the registered cost and energy figures that have values."""
+    override = st.text_input(
+        "Price per hour ($, TARGET=DOLLARS)",
+        value=url_value("price") or "",
+        placeholder="each job's stored prices, e.g. cpu=0.40,cuda=3.50",
+        key="url_price",
+        help="Prices every configuration again without measuring again: a provider (cpu, "
+        "cuda) or a cluster target's name, dollars per hour.",
+    )
+    set_url("price", override.strip() or None)
+    if override.strip():
+        try:
+            view = cost.reprice(view, parse_prices(override, "The price per hour"))
+        except UserError as exc:
+            show_error(exc)  # the jobs' own prices stay
+    axes = [m for m in cost_axes(view.columns) if view[m.key].notna().any()]
+    if not axes:
+        return view, None
+    names = {m.key: m.axis_title for m in axes}
+    picked = bound_selectbox("Cost axis", list(names), "cost", format_func=names.get)
+    return view, picked
 
 
 @st.fragment(run_every=refresh_every(ACTIVE))
@@ -190,6 +231,7 @@ def comparison() -> None:
     chosen = bound_pills(
         "Charts", list(CHARTS), "charts", default=list(CHARTS), format_func=CHARTS.get
     )
+    view, cost_key = _priced(view)
 
     if view.empty:
         st.info("No configuration selected.")
@@ -197,6 +239,8 @@ def comparison() -> None:
     view = frames.add_speedups(view, baseline)
     view = frames.add_accuracy_loss(view, loss_metric or "mean_rel_error")
     view = view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
+    if cost_key is not None:
+        view = frames.add_cost_pareto(view, cost_key)
     loss_label = frames.LOSS_METRICS[loss_metric or "mean_rel_error"]
     measured = view[view["status"] == ResultStatus.OK.value]
     samples = _samples(tuple(measured["result_id"])) if "distribution" in chosen else {}
@@ -205,14 +249,17 @@ def comparison() -> None:
         f"{len(measured)} measured configurations in {len(series)} series"
         + (" · refreshing while the sweep runs" if ACTIVE else "")
     )
-    figures = _figures(view, chosen, samples, loss_label)
+    if (found := cost.cheapest(view)) is not None:
+        st.info(found.sentence, icon="💲")
+    figures = _figures(view, chosen, samples, loss_label, cost_key)
     for index in range(0, len(figures), 2):
         cols = st.columns(2)
         for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
             col.plotly_chart(figure, key=f"chart_{key}")
 
     st.subheader("Speedups" + (f" against {plain(baseline)}" if baseline else ""))
-    columns = ["label", "status", "p50_ms", "p90_ms", "p99_ms", "throughput", "speedup"]
+    columns = ["label", "status", "p50_ms", "p90_ms", "p99_ms", "throughput", "cost_per_million"]
+    columns += ["price_per_hour", "speedup"]
     columns += ["throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
     columns += ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
     columns += ["j_per_sample_above_idle", "idle_w"]
@@ -225,6 +272,8 @@ def comparison() -> None:
         hide_index=True,
         column_config={
             **{key: _number(key) for key in ("p50_ms", "p90_ms", "p99_ms", "throughput")},
+            "cost_per_million": _number("cost_per_million", help=COST_HELP),
+            "price_per_hour": _number("price_per_hour"),
             "speedup": _number("speedup"),
             "throughput_ratio": _number("throughput_ratio"),
             "accuracy_loss": _number("accuracy_loss", label=loss_label),
@@ -328,7 +377,8 @@ def comparison() -> None:
     )
 
     def report() -> str:
-        every = _figures(view, list(CHARTS), _samples(tuple(measured["result_id"])), loss_label)
+        samples = _samples(tuple(measured["result_id"]))
+        every = _figures(view, list(CHARTS), samples, loss_label, cost_key)
         title = "Optiboard comparison: " + ", ".join(f"job {j}" for j in sorted(job_ids))
         return exports.html_report(title, view, [f for _, f in every], baseline)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from backend import pricing
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.cluster import targets
@@ -189,6 +190,15 @@ with right:
         format="%.4f",
         help=words,
     )
+    title, words = labelled(SweepSpec, "prices")
+    prices = st.text_input(  # checked by SweepSpec: a wrong pair is the warning below
+        title,
+        value=url_value("price") or pricing.prices_text(prefill.prices),
+        placeholder=pricing.prices_text(pricing.default_prices()),
+        key="url_price",
+        help=words,
+    )
+    set_url("price", prices.strip() or None)
     source, calibration_file, samples = "random", None, prefill.calibration_samples
     if Precision.INT8_STATIC.value in precisions:
         source, calibration_file, samples = calibration_data(prefill)
@@ -244,6 +254,7 @@ try:  # TrtOptions and the spec refuse what cannot run, in one sentence
         "find_knee": find_knee,
         "tensorrt": tensorrt,
         "min_cosine": min_cosine,
+        "prices": prices.strip(),
     }
     choices = SweepChoices(knobs, preset, source, evaluation_source)
     spec = choices.spec(prefill)

@@ -10,8 +10,10 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
+from backend.pricing import Prices, parse_prices
 from backend.reporting import frames
 from backend.serving import charts
+from backend.serving.cheapest import CostAnswer
 from backend.serving.export import parse_config, perf_analyzer_command
 from backend.serving.study import load_label, model_variants, submit_study
 from backend.serving.types import Scenario
@@ -30,7 +32,13 @@ from pages.access import can, guarded, link_scope
 from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
-from pages.components.url_state import bound_number, bound_selectbox, url_int
+from pages.components.url_state import (
+    bound_number,
+    bound_selectbox,
+    set_url,
+    url_int,
+    url_value,
+)
 from pages.components.widgets import (
     job_label,
     model_label,
@@ -61,13 +69,38 @@ with st.columns([1, 2])[0]:
 
 
 @st.cache_data(show_spinner="Predicting the measured loads…", max_entries=16)
-def _study(job_id: int, slo: float, progress: int) -> StudyView:
+def _study(job_id: int, slo: float, progress: int, prices: Prices) -> StudyView:
     del progress  # in the key only: a new point invalidates the cached view
-    return study_view(job_id, slo)
+    return study_view(job_id, slo, prices)
+
+
+def _price_override() -> Prices:
+    """The link's price table (`price=cpu=0.4,cuda=3.5`), else () for the job's own prices; a
+    wrong one is said once and changes nothing."""
+    text = st.text_input(
+        "Price per hour ($, TARGET=DOLLARS)",
+        value=url_value("price") or "",
+        placeholder="the job's stored prices, e.g. cpu=0.40,cuda=3.50",
+        key="url_price",
+        help="A provider (cpu, cuda) or a cluster target's name, dollars per hour: prices every "
+        "configuration at the rate that meets the bound.",
+    )
+    set_url("price", text.strip() or None)
+    try:
+        return parse_prices(text, "The price per hour") if text.strip() else ()
+    except UserError as exc:
+        show_error(exc)
+        return ()
+
+
+def _cost_sentence(answer: CostAnswer | None) -> None:
+    if answer is not None:
+        st.info(answer.sentence, icon="💲")
 
 
 def _measured_charts(view: StudyView) -> None:
     (st.success if view.meets else st.warning)(view.sentence, icon="✅" if view.meets else "⚠️")
+    _cost_sentence(view.cost)
     st.plotly_chart(charts.throughput_vs_p99(view.curves, view.slo_p99_ms), key="study_curves")
     st.caption(
         "Solid: measured on Triton. Dashed: predicted by the dynamic-batcher simulation from each "
@@ -123,6 +156,7 @@ def measured() -> None:
     with right:
         slo = bound_number("p99 bound (ms)", "slo", default_slo, 0.01, 60_000.0, step=1.0)
     active = bool(meta.at[study_id, "state"] in ACTIVE_STATES)
+    prices = _price_override()
 
     @st.fragment(run_every=refresh_every(active))
     def live() -> None:
@@ -130,7 +164,7 @@ def measured() -> None:
         fresh = frames.comparable_jobs(serving=True, include=(study_id,)).set_index("job_id")
         if active and fresh.at[study_id, "state"] not in ACTIVE_STATES:
             st.rerun()  # finished: one full run, which stops the refresh
-        view = _study(study_id, slo, int(fresh.at[study_id, "results"]))
+        view = _study(study_id, slo, int(fresh.at[study_id, "results"]), prices)
         st.caption(
             f"{view.measurements} of {view.planned} load points measured"
             + (" · filling in live" if active else f" · {fresh.at[study_id, 'state']}")
@@ -204,10 +238,16 @@ def submit_form() -> None:
 
 @st.cache_data(show_spinner="Simulating every batching policy…", max_entries=16)
 def _view(
-    job_id: int, slo: float, min_rps: float, overhead: float, execution: float, progress: int
+    job_id: int,
+    slo: float,
+    min_rps: float,
+    overhead: float,
+    execution: float,
+    progress: int,
+    prices: Prices,
 ) -> ServeView:
     del progress  # in the key only: a new result invalidates the cached view
-    return serve_view(job_id, slo, min_rps, overhead, execution)
+    return serve_view(job_id, slo, min_rps, overhead, execution, prices=prices)
 
 
 def _prediction_controls(meta: pd.DataFrame) -> tuple[int, float, float, float, float]:
@@ -246,6 +286,7 @@ def _prediction_controls(meta: pd.DataFrame) -> tuple[int, float, float, float, 
 def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
     rec = view.recommendation
     (st.success if rec.best else st.warning)(rec.sentence, icon="✅" if rec.best else "⚠️")
+    _cost_sentence(view.cost)
     st.plotly_chart(charts.throughput_vs_p99(view.curves, slo), key="serve_curves")
     split, histogram = st.columns(2)
     with split:
@@ -294,6 +335,7 @@ def predicted() -> None:
         )
     meta = jobs.set_index("job_id")
     job_id, slo, min_rps, overhead, execution = _prediction_controls(meta)
+    prices = _price_override()
     active = bool(meta.at[job_id, "state"] in ACTIVE_STATES)
 
     @st.fragment(run_every=refresh_every(active))
@@ -303,7 +345,7 @@ def predicted() -> None:
             frames.comparable_jobs(include=(job_id,)).set_index("job_id").at[job_id, "results"]
         )
         try:
-            view = _view(job_id, slo, min_rps, overhead, execution, progress)
+            view = _view(job_id, slo, min_rps, overhead, execution, progress, prices)
         except UserError as exc:
             show_error(exc)
             return

@@ -58,6 +58,7 @@ SLOW_MODULES = {
     "tests/backend/queue/test_worker.py": "worker runs",
     "tests/backend/queue/test_wrong_outputs.py": "worker runs and CLI runs",
     "tests/backend/reporting/test_frames.py": "worker runs",
+    "tests/backend/reporting/test_cost.py": "a worker run (wrong outputs) and a CLI show",
     "tests/backend/serving/test_prediction.py": "Triton",
     "tests/backend/serving/test_provider.py": "Triton",
     "tests/backend/serving/test_server.py": "Triton",
@@ -129,6 +130,7 @@ SLOW_TESTS = {
     "tests/backend/queue/test_queue_races.py": "racing workers",
     "tests/backend/reporting/test_csvsafe.py::test_compatibility_csv_defuses_a_hostile_node_name": "real matrix",  # noqa: E501
     "tests/backend/serving/test_cli_advice.py": "Triton",
+    "tests/backend/serving/test_cheapest.py::test_the_cheapest_configuration_of_a_real_sweep_meets_the_bound_and_names_the_runner_up": "worker run",  # noqa: E501
     "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
     "tests/backend/serving/test_export.py::test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant": "Triton",  # noqa: E501
     "tests/backend/serving/test_loadgen.py": "Triton",

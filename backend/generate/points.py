@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from backend import pricing
 from backend.reporting.charts import (
     apply_layout,
     escaped,
@@ -51,6 +52,8 @@ COLUMNS = (
     "status",
     "stable",
     *FIGURES,
+    "price_per_hour",
+    "cost_per_million_tokens",  # price per hour / (output tokens/s x 3600) x 1e6, ok points
     "verdict",
     "error",
 )
@@ -94,17 +97,26 @@ def _row(
     return row
 
 
-def generation_frame(job_ids: list[int]) -> pd.DataFrame:
-    """One row per stored point of the jobs, in the order they landed."""
+def generation_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.DataFrame:
+    """One row per stored point of the jobs, in the order they landed; priced per million
+    output tokens by `prices` (else OPTIBOARD_PRICE_PER_HOUR) for the job's device."""
     names = {m.id: m.name for m in model_store.list_models()}
-    models = {}
+    table = pricing.or_default(prices)
+    models, price = {}, {}
     for job_id in job_ids:
         job = job_store.get_job(job_id)
         models[job_id] = names.get(job.model_id, f"model {job.model_id}") if job else "?"
-    rows = [
-        _row(p.job_id, models[p.job_id], p.id, p.point_key, p.payload)
-        for p in point_store.list_points(job_ids, kind=point_store.GENERATION)
-    ]
+        price[job_id] = pricing.price_for(table, str(job.spec.get("device", "cpu")) if job else "")
+    rows = []
+    for p in point_store.list_points(job_ids, kind=point_store.GENERATION):
+        row = _row(p.job_id, models[p.job_id], p.id, p.point_key, p.payload)
+        found = price[p.job_id]
+        row["price_per_hour"] = found.per_hour if found else None
+        per_hour = found.per_hour if found and row["status"] == "ok" else None
+        row["cost_per_million_tokens"] = pricing.cost_per_million(
+            per_hour, row["output_tokens_per_s"]
+        )
+        rows.append(row)
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -14,6 +14,7 @@ from backend.errors import UserError
 from backend.jobs import caps
 from backend.knobs.links import CUSTOM_MEASURE, from_query, to_query  # noqa: F401 (pages read it)
 from backend.models.library import get_model
+from backend.pricing import or_default
 from backend.records import get_job
 from backend.results import StoredResult
 from backend.runtimes import BACKENDS
@@ -41,6 +42,7 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
     configurations = spec.configurations()
     caps.check_configurations(len(configurations))
     caps.check_queued()
+    spec = replace(spec, prices=or_default(spec.prices))  # stored: a link prices it the same
     return job_store.create_job(
         model_id, spec.to_dict(), total=len(configurations), label=label, submitted_by=actor()
     )

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from backend.engine.measure import PEAK_SCOPE
-from backend.reporting.metrics import pick
+from backend.reporting.metrics import REGISTRY, pick
 from backend.results import ResultStatus
 
 PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Safe
@@ -59,8 +59,11 @@ def escaped(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def markers_by_series(fig: go.Figure, data: pd.DataFrame, x: str, y: str, hover: str) -> None:
-    """One marker trace per series (names and labels already escaped), coloured in order."""
+def markers_by_series(
+    fig: go.Figure, data: pd.DataFrame, x: str, y: str, hover: str, custom: str | None = None
+) -> None:
+    """One marker trace per series (names and labels already escaped), coloured in order;
+    `custom` names a column the hover reads as %{customdata}."""
     colors = series_colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
         fig.add_trace(
@@ -71,6 +74,7 @@ def markers_by_series(fig: go.Figure, data: pd.DataFrame, x: str, y: str, hover:
                 name=name,
                 marker={"color": colors[name], "size": 10},
                 text=group["label"],
+                customdata=group[custom] if custom else None,
                 hovertemplate=f"{hover}<extra></extra>",
             )
         )
@@ -235,6 +239,24 @@ def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
     if not front.empty:
         fig.add_trace(pareto_trace(front, "speedup", "accuracy_loss"))
     return apply_layout(fig, "Accuracy loss against speedup", SPEEDUP.axis_title, loss_label)
+
+
+def cost_vs_accuracy(frame: pd.DataFrame, cost_key: str, loss_label: str) -> go.Figure:
+    """A cost (or energy) figure per item against accuracy loss, speed in the hover; starred: the
+    cost/speed/accuracy Pareto front (frames.add_cost_pareto's `cost_pareto` column)."""
+    x = REGISTRY[cost_key]
+    data = escaped(frame[frame[cost_key].notna() & frame["accuracy_loss"].notna()])
+    fig = go.Figure()
+    hover = (
+        f"%{{text}}<br>{x.label} {x.hover('x')}<br>loss {LOSS.hover('y', '.3g')}"
+        f"<br>{THROUGHPUT.label} %{{customdata:{THROUGHPUT.spec}}} {THROUGHPUT.unit}"
+    )
+    markers_by_series(fig, data, cost_key, "accuracy_loss", hover, custom="throughput")
+    front = data[data["cost_pareto"]].sort_values(cost_key)
+    if not front.empty:
+        fig.add_trace(pareto_trace(front, cost_key, "accuracy_loss"))
+    title = f"Accuracy loss against {x.label}"
+    return apply_layout(fig, title, x.axis_title, loss_label)
 
 
 def memory_chart(frame: pd.DataFrame) -> go.Figure:

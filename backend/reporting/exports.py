@@ -34,6 +34,7 @@ REPORT_COLUMNS = [
     "p90_ms",
     "p99_ms",
     "throughput",
+    "cost_per_million",
     "speedup",
     "accuracy_loss",
     "peak_rss_mb",

@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 
 from backend.knobs import columns, declared_columns
+from backend.pricing import Prices
 from backend.records import JobKind, job_kind
-from backend.reporting import distance, metrics
+from backend.reporting import cost, distance, metrics
+from backend.reporting.cost import add_cost_pareto, job_prices
 from backend.results import EnergyReport, LatencyStats, ResultStatus, StoredResult
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
@@ -88,6 +90,7 @@ COLUMNS = [
     "target",
     "ran_on",
     "replicas",
+    *cost.COST_COLUMNS,  # priced by the job's stored prices (reporting.cost)
 ]
 COLUMNS += [c for c in declared_columns(Configuration) if c not in COLUMNS]  # knobs added since
 
@@ -131,7 +134,11 @@ def _latency_columns(latency: LatencyStats | None) -> dict[str, Any]:
 
 
 def _record(
-    stored: StoredResult, job: JobRow | None, model: str, files: dict[str, str]
+    stored: StoredResult,
+    job: JobRow | None,
+    model: str,
+    files: dict[str, str],
+    prices: Prices,
 ) -> dict[str, Any]:
     conf, r = stored.configuration, stored.result
     accuracy, evaluation = r.accuracy, r.evaluation
@@ -177,6 +184,7 @@ def _record(
         **energy_columns(r.energy),
         "notes": "; ".join(r.notes),
         "ran_on": ran_on(r.environment),
+        **cost.row_cost(prices, conf.provider, conf.target, r.throughput, stored.ok),
     }
 
 
@@ -247,12 +255,14 @@ def results_frame(
         for a in model_store.list_artifacts(model_id)
         if a.kind in ("calibration", "evaluation")
     }
+    prices = {jid: job_prices(job) for jid, job in jobs.items()}
     records = [
         _record(
             r,
             jobs[r.job_id],
             names.get(jobs[r.job_id].model_id, "?") if jobs[r.job_id] else "?",
             files,
+            prices[r.job_id],
         )
         for r in rows
     ]
@@ -260,7 +270,8 @@ def results_frame(
     for record, stored in zip(records, rows, strict=True):
         record["copy_share"] = shares.get(distance.io_pair_key(stored.configuration))
     frame = pd.DataFrame.from_records(records, columns=COLUMNS)
-    for column in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "throughput"):
+    numeric = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "throughput")
+    for column in (*numeric, "price_per_hour", "cost_per_million"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame.sort_values(["job_id", "series", "batch_size"], kind="stable").reset_index(
         drop=True
@@ -366,6 +377,7 @@ __all__ = [
     "LOSS_METRICS",
     "METRICS",
     "add_accuracy_loss",
+    "add_cost_pareto",
     "add_speedups",
     "comparable_jobs",
     "pareto_mask",

@@ -12,6 +12,7 @@ Not to be confused with backend/queue/metrics.py: the worker's Prometheus counte
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -43,7 +44,8 @@ class Aggregation(StrEnum):
     RATIO = "ratio to a reference result"
     FRACTION = "fraction of a reference figure"
     ENERGY = "energy over the timed window"  # per sample (J/sample) or per second (W)
-    PRICE = "price per hour over samples per hour"  # $ per million samples: room for cost
+    PRICE = "price per hour over items per hour (a measured rate)"  # $ per million items
+    GIVEN = "given by the user, not measured"  # a price per hour
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,14 @@ ENERGY = (  # counters read at the timed windows' edges (backend/energy): NVML o
     Metric("idle_w", "idle power (measured apart, before the timed loop)", "W", L, A.ONCE, ".1f",
            "idle W"),
 )
+COST = (  # a price per hour (given) over a measured rate: backend/pricing.py
+    Metric("price_per_hour", "price per hour of the hardware target", "$/h", L, A.GIVEN, ".2f",
+           "$/h"),
+    Metric("cost_per_million", "cost per million inferences", "$/M", L, A.PRICE, ".4g",
+           "$ per M inferences", cli="$/M inf"),
+    Metric("cost_per_million_tokens", "cost per million output tokens", "$/M tokens", L,
+           A.PRICE, ".4g", "$ per M tokens"),
+)
 # fmt: on
 
 REGISTRY: dict[str, Metric] = {}
@@ -191,7 +201,7 @@ def register(*metrics: Metric) -> None:
         REGISTRY[metric.key] = metric
 
 
-register(*LATENCY, *SPEED, *MEMORY, *ACCURACY, *HARDWARE, *GENERATION, *ENERGY)
+register(*LATENCY, *SPEED, *MEMORY, *ACCURACY, *HARDWARE, *GENERATION, *ENERGY, *COST)
 
 
 def metric(key: str) -> Metric:
@@ -219,6 +229,38 @@ def loss_label(loss: str) -> str:
     """'1 - cosine similarity' for a complemented source, its own label otherwise."""
     source = REGISTRY[LOSSES[loss]]
     return f"1 - {source.label}" if source.higher_is_better else source.label
+
+
+def cost_axes(columns: Iterable[str]) -> list[Metric]:
+    """The figures a cost axis can show, among `columns`: money (PRICE) and energy (ENERGY in
+    joules) per item, as registered; power (W) is a rate, not a cost per item."""
+    present = set(columns)
+
+    def per_item(m: Metric) -> bool:
+        return m.aggregation is Aggregation.PRICE or (
+            m.aggregation is Aggregation.ENERGY and m.unit == "J"
+        )
+
+    found = [m for m in REGISTRY.values() if per_item(m) and m.key in present]
+    return sorted(found, key=lambda m: m.aggregation is not Aggregation.PRICE)  # money first
+
+
+def pareto_many(figures: list[tuple[Metric, np.ndarray]]) -> np.ndarray:
+    """True where no other point is at least as good in every figure and better in one (each
+    read in its own better direction); a point with a non-finite value is never on it, and of
+    identical points only the first is."""
+    signs = [1.0 if m.higher_is_better else -1.0 for m, _ in figures]
+    values = np.column_stack(
+        [np.asarray(v, dtype=float) * s for (_, v), s in zip(figures, signs, strict=True)]
+    )
+    mask = np.zeros(len(values), dtype=bool)  # now every figure is better higher
+    valid = np.flatnonzero(np.isfinite(values).all(axis=1))
+    for i in valid:
+        others = values[valid]
+        dominated = (others >= values[i]).all(axis=1) & (others > values[i]).any(axis=1)
+        same_before = (others == values[i]).all(axis=1) & (valid < i)
+        mask[i] = not dominated.any() and not same_before.any()
+    return mask
 
 
 def pareto_front(x: Metric, x_values: np.ndarray, y: Metric, y_values: np.ndarray) -> np.ndarray:

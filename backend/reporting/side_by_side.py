@@ -7,6 +7,7 @@ reference runtime's FP32 latency at the same batch divided by the cell's (above 
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from backend.reporting.metrics import REGISTRY as METRICS
@@ -78,6 +79,7 @@ TARGET_FIELDS = {
     "p50_ms": METRICS["p50_ms"].header,
     "throughput": "items/s",
     "vs_first": "speed vs first",
+    "cost_per_million": METRICS["cost_per_million"].header,  # each target at its own price
 }
 
 
@@ -111,4 +113,10 @@ def targets_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
     wide = wide.reindex(columns=pd.MultiIndex.from_tuples(columns))
     wide.columns = [f"{target} · {TARGET_FIELDS[field]}" for field, target in columns]
     wide = wide.reset_index().rename(columns={"batch_size": "batch", "configuration": "key"})
+    costs = wide[[f"{t} · {TARGET_FIELDS['cost_per_million']}" for t in targets]].astype(float)
+    priced = costs.notna().any(axis=1)  # compared by cost: the target a million costs least on
+    wide["cheapest target"] = [
+        targets[int(np.nanargmin(row))] if any_price else ""
+        for row, any_price in zip(costs.to_numpy(), priced, strict=True)
+    ]
     return wide.sort_values(["model", "runtime", "batch"]).reset_index(drop=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend import pricing
 from backend.engine.measure import PEAK_SCOPE
 from backend.reporting import distance
 from backend.reporting.metrics import REGISTRY as METRICS
@@ -26,6 +27,7 @@ RESULT_METRICS = pick(
     "p50_ms",
     "p99_ms",
     "throughput",
+    "cost_per_million",
     "peak_rss_mb",
     "j_per_sample",
     "idle_w",
@@ -35,8 +37,16 @@ RESULT_METRICS = pick(
 RESULT_HEADERS = ["configuration", "status", *(m.cli_header for m in RESULT_METRICS), "error"]
 
 
-def results_table(results: list[ConfigurationResult]) -> str:
-    """One line per configuration; the RSS column's scope is said under the table."""
+def _cost(r: ConfigurationResult, prices: pricing.Prices) -> float | None:
+    """Dollars per million inferences of an ok result (failed and wrong outputs: none)."""
+    config = Configuration.from_dict(r.configuration)
+    price = pricing.price_for(prices, config.provider, config.target)
+    return pricing.cost_per_million(price.per_hour if price and r.ok else None, r.throughput)
+
+
+def results_table(results: list[ConfigurationResult], prices: pricing.Prices = ()) -> str:
+    """One line per configuration; the RSS column's scope and the prices are said under it."""
+    prices = pricing.or_default(prices)
     rows = []
     for r in results:
         lat, acc, energy = r.latency, r.accuracy, r.energy
@@ -45,6 +55,7 @@ def results_table(results: list[ConfigurationResult]) -> str:
             lat.p50 if lat else None,
             lat.p99 if lat else None,
             r.throughput,
+            _cost(r, prices),
             r.peak_rss_mb,
             energy.j_p50 if energy and measured else None,
             energy.idle_w if energy and measured else None,
@@ -61,8 +72,13 @@ def results_table(results: list[ConfigurationResult]) -> str:
         )
     scopes = {r.peak_rss_scope for r in results if r.peak_rss_mb is not None}
     scope = ", ".join(sorted(s or "whole process (older result)" for s in scopes)) or PEAK_SCOPE
-    rss = METRICS["peak_rss_mb"].cli_header
-    text = table(rows, RESULT_HEADERS) + f"\n{rss}: peak resident memory over {scope}."
+    rss, money = METRICS["peak_rss_mb"].cli_header, METRICS["cost_per_million"].cli_header
+    text = (
+        table(rows, RESULT_HEADERS)
+        + f"\n{rss}: peak resident memory over {scope}."
+        + f"\n{money}: dollars per million inferences = price per hour / (samples/s x 3600) x 1e6"
+        + f" at {pricing.prices_text(prices)} (set by --price or OPTIBOARD_PRICE_PER_HOUR)."
+    )
     return "\n".join([text, *energy_lines(results)])
 
 

@@ -12,9 +12,12 @@ from backend.cli_parsing import dims_from_pairs as _dims
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.models import library
+from backend.pricing import Prices, or_default, parse_prices
 from backend.records import get_job
+from backend.reporting.cost import job_prices
 from backend.reporting.text import table
 from backend.results import StoredResult
+from backend.serving.cheapest import evidence_cost, recommendation_cost, with_prices
 from backend.serving.cli_verbs import policy_of
 from backend.serving.confirm import ServedFile, served_variants, triton_confirm
 from backend.serving.export import Device, ServingTarget, export_repository, parse_config
@@ -34,6 +37,7 @@ EVIDENCE_HEADERS = [
     "p99 ms",
     "predicted p99 ms",
     "mean batch",
+    "$/M inf",
     "source",
 ]
 
@@ -52,6 +56,7 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
             f"{e.point.latency.p99:.2f}",
             f"{(e.expected or e.predicted).latency.p99:.2f}",
             f"{e.point.mean_batch:.1f}",
+            f"{c:.4g}" if (c := evidence_cost(e)) is not None else "-",
             _source(e),
         ]
         for e in shown
@@ -121,6 +126,7 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
         two_instances=max(instances) > 1,
         delay_probe_us=probe_us,  # how late a held batch leaves, for the delayed policies
     )
+    variants = with_prices(variants, _prices(args))
     for variant in variants:
         how = f" (queue-delay probe {probe_us} us)" if probe_us else ""
         print(f"{variant.label}, calibrated on Triton{how}: {variant.curve.summary}")
@@ -144,11 +150,19 @@ def cmd_serve_recommend(args: argparse.Namespace) -> int:
         from backend.serving.view import serve_view
 
         rec = serve_view(
-            args.job, args.slo, args.min_rate, args.overhead, args.server_cost
+            args.job, args.slo, args.min_rate, args.overhead, args.server_cost, prices=_prices(args)
         ).recommendation
     print(table(_evidence_rows(rec, args.top), EVIDENCE_HEADERS))
-    print(rec.sentence)
+    print(recommendation_cost(rec).sentence)
+    print(rec.sentence)  # last: the recommendation's own sentence, as before
     return 0 if rec.best else 3
+
+
+def _prices(args: argparse.Namespace) -> Prices:
+    """--price, else the sweep's stored prices (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
+    if args.price:
+        return parse_prices(args.price, "--price")
+    return or_default(job_prices(get_job(args.job)))
 
 
 def _load(args: argparse.Namespace) -> LoadSpec:
@@ -205,6 +219,12 @@ def register_advice(group: argparse._SubParsersAction) -> None:
     p.add_argument("--instances", default="1,2", help="instance counts searched with --confirm")
     p.add_argument("--threads", type=int, help="ONNX Runtime threads per served instance")
     p.add_argument("--dim", action="append", default=[], help="NAME=SIZE for a named dim")
+    p.add_argument(
+        "--price",
+        metavar="TARGET=DOLLARS,...",
+        help="dollars per hour per provider or cluster target, e.g. cpu=0.40,cuda=3.50 "
+        "(default: the sweep's stored prices); the cheapest configuration meeting the bound",
+    )
     p.set_defaults(func=cmd_serve_recommend)
     p = group.add_parser("export", help="write a Triton model repository zip")
     p.add_argument("model", type=int, help="model id (see `optiboard models`)")

@@ -16,6 +16,7 @@ from backend.cli_parsing import dims_from_pairs as _dims
 from backend.commas import comma_numbers
 from backend.errors import UserError
 from backend.models import library
+from backend.pricing import parse_prices
 from backend.reporting.text import table
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
 from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario, ServingProvider
@@ -217,6 +218,7 @@ def cmd_serve_submit(args: argparse.Namespace) -> int:
             dims=tuple(_dims(args.dim).items()),
             intra_op_threads=args.threads or 0,
             provider=ServingProvider(args.provider),
+            prices=parse_prices(args.price, "--price") if args.price else (),
         )
         job = submit_study(args.model, study, label=args.label)
         print(
@@ -304,6 +306,12 @@ def register_serving(sub: argparse._SubParsersAction) -> argparse._SubParsersAct
     _provider_option(p)
     p.add_argument("--slo", type=float, default=10.0, help="p99 bound in ms, drawn with the points")
     p.add_argument("--label", help="a label for the job")
+    p.add_argument(
+        "--price",
+        metavar="TARGET=DOLLARS,...",
+        help="dollars per hour, e.g. cpu=0.40,cuda=3.50 (default OPTIBOARD_PRICE_PER_HOUR); "
+        "stored with the study, which names the cheapest configuration meeting its bound",
+    )
     _load_options(p, many=True)
     p.set_defaults(func=cmd_serve_submit, preset="quick")
     return group

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backend.errors import UserError
+from backend.pricing import Price
 from backend.serving.ranking import policy_grid
 from backend.serving.simulate import RANKING_REQUESTS, SIMULATED_REQUESTS, simulate
 from backend.serving.types import (
@@ -45,6 +46,9 @@ class Variant:
     provider: str
     curve: LatencyCurve
     model_path: str = ""  # the ONNX file a real server would load (needed to confirm)
+    target: str = ""  # the cluster target its sweep ran on; empty: this machine
+    runtime: str = "onnxruntime"
+    price: Price | None = None  # per hour of its hardware (backend.pricing); None: not priced
 
     @property
     def label(self) -> str:
@@ -52,7 +56,9 @@ class Variant:
             precision = Precision(self.precision).label
         except ValueError:
             precision = self.precision
-        return f"{precision} on {self.provider.upper()}"
+        runtime = "" if self.runtime == "onnxruntime" else f"{self.runtime} "
+        where = f" @ {self.target}" if self.target else ""
+        return f"{runtime}{precision} on {self.provider.upper()}{where}"
 
 
 @dataclass(frozen=True)

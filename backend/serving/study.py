@@ -9,9 +9,10 @@ variant, so a resumed job skips what is already stored.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from backend import pricing
 from backend.auth.audit import current_actor
 from backend.errors import UserError
 from backend.jobs import caps
@@ -86,12 +87,14 @@ class ServingStudy:
     curve_sizes: tuple[int, ...] = CURVE_SIZES  # () calibrates nothing and predicts nothing
     kind: str = field(default=KIND)
     provider: ServingProvider = ServingProvider.CPU  # every configuration's ORT provider
+    prices: tuple[tuple[str, float], ...] = ()  # per hour; stamped from the setting when queued
 
     def __post_init__(self) -> None:
         if not self.variants or not self.policies or not self.loads:
             raise UserError(
                 "A serving study needs at least one variant, one batching policy and one load."
             )
+        object.__setattr__(self, "prices", pricing.checked(self.prices) if self.prices else ())
         if not self.slo_p99_ms > 0:
             raise UserError("The p99 bound must be above 0 milliseconds.")
         if self.measure not in MEASURE_PRESETS:
@@ -153,6 +156,7 @@ class ServingStudy:
             intra_op_threads=int(data.get("intra_op_threads", 0)),
             curve_sizes=tuple(data.get("curve_sizes", CURVE_SIZES)),
             provider=ServingProvider(data.get("provider", ServingProvider.CPU)),
+            prices=tuple(tuple(pair) for pair in data.get("prices", ())),
         )
 
 
@@ -176,6 +180,7 @@ def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -
             f"{unknown[0]!r} is not a stored variant of model {model_id}; pick one from its list."
         )
     label = label or f"serving study, p99 bound {study.slo_p99_ms:g} ms"
+    study = replace(study, prices=pricing.or_default(study.prices))  # a link prices it the same
     caps.check_queued()
     return job_store.create_job(
         model_id,

@@ -22,8 +22,11 @@ import pandas as pd
 
 from backend.commas import comma_numbers
 from backend.errors import UserError
+from backend.pricing import Price, Prices, or_default, price_for
 from backend.records import is_serving
 from backend.reporting import frames
+from backend.reporting.cost import reprice
+from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
 from backend.serving.recommend import Evidence, Recommendation, Variant, recommend
 from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
@@ -49,6 +52,7 @@ class ServeView:
     variants: list[Variant]
     curves: dict[str, list[LoadPoint]]  # configuration label -> points, rate ascending
     chosen: dict[str, LoadPoint]  # configuration label -> the point the sentence quotes
+    cost: CostAnswer | None = None  # the cheapest configuration meeting the bound
 
 
 def variants_from_results(
@@ -70,7 +74,19 @@ def variants_from_results(
             compute_jitter=float(spread.median()) if not spread.empty else 0.0,
         )
         first = rows.iloc[0]
-        variants.append(Variant(str(first["precision"]), str(first["provider"]), curve))
+        price = None
+        if pd.notna(first.get("price_per_hour")) and first.get("priced_as"):
+            price = Price(str(first["priced_as"]), float(first["price_per_hour"]))
+        variants.append(
+            Variant(
+                str(first["precision"]),
+                str(first["provider"]),
+                curve,
+                target=str(first.get("target") or ""),
+                runtime=str(first.get("backend") or "onnxruntime"),
+                price=price,
+            )
+        )
     return variants
 
 
@@ -98,11 +114,15 @@ def serve_view(
     overhead_ms: float = 0.3,
     execution_ms: float = 0.1,
     seed: int = 0,
+    prices: Prices = (),
 ) -> ServeView:
-    """Recommend a serving configuration for a finished sweep and gather what the page draws."""
+    """Recommend a serving configuration for a finished sweep and gather what the page draws;
+    `prices` (an override) prices it instead of the sweep's stored prices."""
     if overhead_ms < 0 or execution_ms < 0:
         raise UserError("Overheads cannot be negative; use 0 or more milliseconds.")
     frame = frames.results_frame([job_id])
+    if prices:
+        frame = reprice(frame, prices)
     variants = variants_from_results(frame, overhead_ms, execution_ms)
     if not variants:
         raise UserError(
@@ -112,7 +132,10 @@ def serve_view(
     shown = rec.ranked[:SHOWN] + ([rec.default] if rec.default else [])
     curves = {e.candidate.label: _curve_points(e, seed) for e in shown}
     chosen = {e.candidate.label: e.point for e in shown}
-    return ServeView(rec, variants, curves, chosen)
+    return ServeView(rec, variants, curves, chosen, recommendation_cost(rec))
+
+
+COST_HEADER = "$ per M inferences (at that rate)"
 
 
 def evidence_table(view: ServeView) -> pd.DataFrame:
@@ -129,6 +152,7 @@ def evidence_table(view: ServeView) -> pd.DataFrame:
                 "queue (ms)": round(point.queue_ms, 2),
                 "compute (ms)": round(point.compute_ms, 2),
                 "mean batch": round(point.mean_batch, 1),
+                COST_HEADER: evidence_cost(evidence),
                 "source": "measured" if evidence.measured else "predicted",
             }
         )
@@ -179,6 +203,7 @@ class StudyView:
     meets: bool
     calibrations: list[VariantCalibration] = field(default_factory=list)
     prediction_note: str = ""  # why nothing is predicted, when nothing is
+    cost: CostAnswer | None = None  # the cheapest measured configuration meeting the bound
 
     @property
     def prediction_captions(self) -> list[str]:
@@ -268,9 +293,11 @@ def _prediction_note(study: ServingStudy, calibrated: bool, old_curves: int) -> 
     return ""
 
 
-def study_view(job_id: int, slo_p99_ms: float | None = None) -> StudyView:
-    """The stored points of a serving study (as far as it has come), with predictions."""
+def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()) -> StudyView:
+    """The stored points of a serving study (as far as it has come), with predictions; priced
+    by `prices` (an override), else by the study's stored prices."""
     study = study_of(job_id)
+    table = prices or or_default(study.prices)
     slo = slo_p99_ms or study.slo_p99_ms
     stored = study_points(job_id)
     variant_of = {configuration_label(v, p): v for v in study.variants for p in study.policies}
@@ -287,8 +314,10 @@ def study_view(job_id: int, slo_p99_ms: float | None = None) -> StudyView:
     ]
     sentence, meets = _study_sentence(configurations, slo)
     note = _prediction_note(study, bool(calibrations), stored.old_curves) if stored.points else ""
+    price = price_for(table, study.provider.value)
+    cost = study_cost({c.label: c.measured for c in configurations}, slo, price)
     return StudyView(
-        job_id, slo, study.point_count, configurations, sentence, meets, calibrations, note
+        job_id, slo, study.point_count, configurations, sentence, meets, calibrations, note, cost
     )
 
 

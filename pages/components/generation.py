@@ -203,7 +203,8 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             cols = st.columns(2)
             for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
                 col.plotly_chart(figure, key=f"gen_chart_{key}")
-        shown = ["label", "status", *points.FIGURES, "precision", "stable", "verdict"]
+        money = ("cost_per_million_tokens",)  # price per hour / (tokens/s x 3600) x 1e6
+        shown = ["label", "status", *points.FIGURES, *money, "precision", "stable", "verdict"]
         st.dataframe(
             measured[shown],
             hide_index=True,
@@ -211,7 +212,7 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
                 key: st.column_config.NumberColumn(
                     frames.METRICS[key].header, format=frames.METRICS[key].printf()
                 )
-                for key in points.FIGURES
+                for key in (*points.FIGURES, *money)
             },
             key="generation_table",
         )

@@ -27,6 +27,7 @@ def nested(old: dict[str, Any]) -> dict[str, Any]:
         "streams": new.pop("streams"),
     }
     new["onnxruntime"] = to_json(OrtOptions())  # knobs added since, at their defaults
+    new["prices"] = {}  # no price given: OPTIBOARD_PRICE_PER_HOUR's when read or queued
     return new
 
 

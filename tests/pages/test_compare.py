@@ -12,7 +12,7 @@ from streamlit.runtime.memory_media_file_storage import _calculate_file_id as fi
 from streamlit.testing.v1 import AppTest
 
 from backend.energy import meter_for
-from backend.reporting import exports, frames
+from backend.reporting import exports, frames, metrics
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 from pages.components.formatting import plain
 from tests.pages.seed import (
@@ -36,7 +36,7 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     job, rows = finished_sweep(model.id)
     at = open_page("compare", jobs=job.id)
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 5
+    assert len(at.get("plotly_chart")) == 6  # the cost chart too (CPU is priced by default)
     table = at.dataframe[0].value
     assert len(table) == len(rows) == 4
     baseline = at.selectbox(key="url_baseline").value
@@ -93,7 +93,8 @@ def _compared(job_id: int, baseline: str, keep: list[int] | None = None) -> pd.D
     if keep is not None:
         view = view[view["result_id"].isin(keep)]
     view = frames.add_accuracy_loss(frames.add_speedups(view, baseline))
-    return view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
+    view = view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
+    return frames.add_cost_pareto(view, "cost_per_million")  # CPU is priced by default
 
 
 def _offered(at: AppTest, label: str) -> str:
@@ -194,3 +195,21 @@ def test_gpu_results_recorded_on_an_h200_show_copy_share_and_distance_to_peak(
     assert not jobs_page.exception
     listed = next(d.value for d in jobs_page.dataframe if "of GPU peak" in d.value.columns)
     assert listed["of GPU peak"].notna().sum() == 8
+
+
+def test_compare_prices_by_the_link_and_draws_the_cost_axis(data_dir: Path, mlp_path: Path) -> None:
+    job, _ = finished_sweep(add_model(mlp_path, "mlp").id)
+    at = open_page("compare", jobs=job.id, price="cpu=2")
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "cost_per_million" in d.value.columns)
+    by_hand = 2.0 / (table["throughput"] * 3600) * 1e6  # $2 an hour over samples an hour
+    assert np.allclose(table["cost_per_million"], by_hand) and (table["price_per_hour"] == 2).all()
+    assert "chart_cost" in [c.key for c in at.get("plotly_chart")]
+    offered = at.selectbox(key="url_cost").options  # energy too where this host measures it
+    assert offered[0] == metrics.REGISTRY["cost_per_million"].axis_title  # money first
+    assert "The cheapest configuration is " in texts(at)
+    at.text_input(key="url_price").input("cpu=free").run()  # refused: the job's own prices stay
+    assert not at.exception
+    assert any("not 'cpu=free'" in e.value.replace("\\", "") for e in at.error)
+    table = next(d.value for d in at.dataframe if "cost_per_million" in d.value.columns)
+    assert (table["price_per_hour"] == 0.40).all()  # OPTIBOARD_PRICE_PER_HOUR, stored when queued

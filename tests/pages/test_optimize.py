@@ -212,3 +212,23 @@ def test_onnx_runtime_session_knobs_are_drawn_from_their_declarations(
     assert jobs.spec_of(job).onnxruntime == OrtOptions(enable_mem_pattern=False)
     reopened = open_page("optimize", model=model.id, mem_pattern="0")
     assert reopened.toggle(key="mem_pattern").value is False
+
+
+def test_the_price_field_is_in_the_link_stored_with_the_job_and_a_bad_one_disables_submit(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id, price="cpu=0.25")
+    assert at.text_input(key="url_price").value == "cpu=0.25"
+    at.text_input(key="url_price").input("cpu=lots").run()
+    assert not at.exception
+    assert any("not 'cpu=lots'" in w.value for w in at.warning)  # one sentence, nothing queued
+    assert at.button(key="submit_sweep").disabled
+    at.text_input(key="url_price").input("cpu=0.25,a100=2").run()
+    assert at.query_params["price"] == "cpu=0.25,a100=2"
+    at.button(key="submit_sweep").click().run()
+    assert not at.exception
+    [job] = jobs.list_jobs()
+    assert jobs.spec_of(job).prices == (("cpu", 0.25), ("a100", 2.0))
+    reopened = open_page("optimize", model=model.id, **jobs.spec_to_query(jobs.spec_of(job)))
+    assert reopened.text_input(key="url_price").value == "cpu=0.25,a100=2"

@@ -61,7 +61,10 @@ def test_each_configuration_runs_on_a_node_of_its_target_and_lands_in_postgres(
     ray_cluster: RayCluster, postgres_url: str, mlp_path: Path, monkeypatch
 ) -> None:
     spec = SweepSpec(
-        precisions=("fp32", "int8_dynamic"), targets=("alpha", "beta", "gamma"), measure=QUICK
+        precisions=("fp32", "int8_dynamic"),
+        targets=("alpha", "beta", "gamma"),
+        measure=QUICK,
+        prices="alpha=1.0,beta=3.0",  # the targets compared by cost too
     )
     job_id, model_sha = _submit(mlp_path, monkeypatch, spec)
 
@@ -101,6 +104,15 @@ def test_each_configuration_runs_on_a_node_of_its_target_and_lands_in_postgres(
             if r.configuration.target == target
         }
         assert dict(zip(wide["precision"], wide[f"{target} · p50 ms"], strict=True)) == p50
+    for precision, cheapest in zip(wide["precision"], wide["cheapest target"], strict=True):
+        cost = {  # $ per million = price per hour / (samples/s x 3600) x 1e6, per target
+            r.configuration.target: {"alpha": 1.0, "beta": 3.0}[r.configuration.target]
+            / (r.result.throughput * 3600)
+            * 1e6
+            for r in results.values()
+            if r.configuration.precision.label == precision and r.status == ResultStatus.OK
+        }
+        assert cheapest == min(cost, key=cost.get)
     _, rows = progress.configuration_progress(jobs.get_job(job_id))
     assert all(r.ran_on.startswith(("alpha · ", "beta · ")) for r in rows if r.status == "ok")
     # the model arrived by its hash, once, on the node that ran alpha's two configurations

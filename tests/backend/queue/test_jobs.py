@@ -53,6 +53,7 @@ EVERY_FIELD_CHANGED = SweepSpec(
     find_knee=True,
     knee_max_batch=256,
     tensorrt=TrtOptions(fp16=True, timing_cache=True, builder_optimization_level=2),
+    prices=(("t4", 0.53), ("xeon-8480", 1.2), ("cpu", 0.4)),
     measure=MeasureSettings(
         warmup_runs=4,
         window_runs=9,

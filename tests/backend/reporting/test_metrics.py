@@ -13,7 +13,11 @@ from backend.reporting.metrics import REGISTRY, Aggregation, Better, Metric
 def test_every_declared_figure_is_a_frame_column_or_one_the_compare_view_adds() -> None:
     added = {"speedup", "throughput_ratio", "accuracy_loss"}  # add_speedups, add_accuracy_loss
     generation = {m.key for m in metrics.GENERATION}  # backend/generate/points.py's frame
+    generation.add("cost_per_million_tokens")  # priced there too, per output token
     assert set(REGISTRY) - added - generation <= set(frames.COLUMNS)
+    from backend.generate import points
+
+    assert "cost_per_million_tokens" in points.COLUMNS
     assert {"p50_ms", "p99_ms", "throughput", "peak_rss_mb", "cosine_similarity"} <= set(REGISTRY)
 
 
@@ -92,3 +96,26 @@ def test_chart_axes_are_the_registry_units() -> None:
     assert pareto.layout.xaxis.title.text == "speedup vs baseline (x)"
     assert pareto.layout.yaxis.title.text == "1 - cosine similarity"
     assert "speedup %{x:.2f}x" in pareto.data[0].hovertemplate
+
+
+def test_cost_axes_are_the_registered_money_and_energy_figures_present() -> None:
+    axes = [m.key for m in metrics.cost_axes(frames.COLUMNS)]
+    assert axes == ["cost_per_million", "j_per_sample", "j_per_sample_above_idle"]  # not W
+    energy = Metric("j_test_only", "energy", "J", Better.LOWER, Aggregation.ENERGY, ".3g", "J")
+    metrics.register(energy)  # what the energy metrics will do: the axis appears by itself
+    try:
+        keys = [m.key for m in metrics.cost_axes([*frames.COLUMNS, "j_test_only"])]
+        assert keys == [*axes, "j_test_only"]
+    finally:
+        del REGISTRY["j_test_only"]
+
+
+def test_the_cost_speed_accuracy_front_reads_each_figure_its_way() -> None:
+    cost, speed, loss = metrics.pick("cost_per_million", "throughput", "accuracy_loss")
+    costs = np.array([1.0, 2.0, 1.0, 3.0, np.nan, 1.0])
+    speeds = np.array([100.0, 300.0, 90.0, 200.0, 999.0, 100.0])
+    losses = np.array([0.1, 0.1, 0.0, 0.2, 0.0, 0.1])
+    front = metrics.pareto_many([(cost, costs), (speed, speeds), (loss, losses)])
+    # 0: cheapest at its loss; 1: fastest; 2: most accurate; 3: beaten by 1 in all three;
+    # 4: no cost (wrong outputs, unpriced) is never on it; 5: the same as 0, only the first
+    assert front.tolist() == [True, True, True, False, False, False]

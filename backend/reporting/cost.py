@@ -1,0 +1,123 @@
+"""Cost per million inferences in the results frame, and the cheapest configuration of a sweep.
+
+Every row is priced by its own job's stored prices (SweepSpec.prices), or by a table the page or
+the command line gives instead. Only a result that ran and computed the right outputs is priced:
+a failed one or one with wrong outputs gets no cost, so it is never the cheapest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from backend import pricing
+from backend.records import JobKind, JobRow, job_kind
+from backend.reporting import metrics
+from backend.results import ResultStatus
+from backend.specs import SweepSpec
+
+COST_COLUMNS = ("price_per_hour", "priced_as", "cost_per_million")
+
+
+def job_prices(job: JobRow | None) -> pricing.Prices:
+    """The prices a sweep was queued with (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
+    sweep = job is not None and job_kind(job.spec) == JobKind.SWEEP
+    return pricing.or_default(SweepSpec.from_dict(job.spec).prices if sweep else ())
+
+
+def row_cost(
+    prices: pricing.Prices, provider: str, target: str, throughput: float | None, ok: bool
+) -> dict[str, object]:
+    """One configuration's price and cost per million inferences (None where it has none)."""
+    price = pricing.price_for(prices, provider, target or "")
+    return {
+        "price_per_hour": price.per_hour if price else None,
+        "priced_as": price.name if price else None,
+        "cost_per_million": (
+            pricing.cost_per_million(price.per_hour, throughput) if price and ok else None
+        ),
+    }
+
+
+def reprice(frame: pd.DataFrame, prices: pricing.Prices) -> pd.DataFrame:
+    """The frame with every row priced by `prices` (a page's or the CLI's override)."""
+    out = frame.copy()
+    rows = [
+        row_cost(
+            prices,
+            str(r.provider),
+            str(r.target or "") if isinstance(r.target, str) else "",
+            r.throughput,
+            r.status == ResultStatus.OK.value,
+        )
+        for r in out.itertuples()
+    ]
+    for column in COST_COLUMNS:
+        out[column] = [row[column] for row in rows]
+    return _numeric(out)
+
+
+def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
+    for column in ("price_per_hour", "cost_per_million"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
+
+
+@dataclass(frozen=True)
+class Cheapest:
+    """The cheapest ok configuration and the runner-up, with the sentence that says so."""
+
+    label: str
+    cost: float
+    runner_up: str | None
+    runner_up_cost: float | None
+    sentence: str
+
+
+def cheapest(frame: pd.DataFrame) -> Cheapest | None:
+    """The lowest cost per million among ok results (never wrong outputs or failed); None when
+    no result is priced."""
+    ok = frame[(frame["status"] == ResultStatus.OK.value) & np.isfinite(frame["cost_per_million"])]
+    if ok.empty:
+        return None
+    ranked = ok.sort_values(["cost_per_million", "result_id"], kind="stable")
+    best = ranked.iloc[0]
+    sentence = (
+        f"The cheapest configuration is {best['label']} at "
+        f"{pricing.dollars(best['cost_per_million'])} per million inferences "
+        f"({best['throughput']:.1f} samples/s measured, ${best['price_per_hour']:g}/h for "
+        f"{best['priced_as']})"
+    )
+    if len(ranked) < 2:
+        return Cheapest(best["label"], float(best["cost_per_million"]), None, None, sentence + ".")
+    second = ranked.iloc[1]
+    extra = second["cost_per_million"] - best["cost_per_million"]
+    share = extra / best["cost_per_million"] * 100 if best["cost_per_million"] else 0.0
+    sentence += (
+        f"; the runner-up, {second['label']}, costs {pricing.dollars(second['cost_per_million'])}"
+        f" ({pricing.dollars(extra)} or {share:.0f}% more)."
+    )
+    return Cheapest(
+        best["label"],
+        float(best["cost_per_million"]),
+        str(second["label"]),
+        float(second["cost_per_million"]),
+        sentence,
+    )
+
+
+def add_cost_pareto(frame: pd.DataFrame, cost_key: str) -> pd.DataFrame:
+    """Column `cost_pareto`: on the cost (or energy), speed and accuracy front, each figure read
+    its registered way; only ok results can be on it (wrong outputs carry no cost)."""
+    ok = (frame["status"] == ResultStatus.OK.value).to_numpy()
+    figures = [
+        (
+            metrics.metric(cost_key),
+            np.where(ok, pd.to_numeric(frame[cost_key], errors="coerce"), np.nan),
+        ),
+        (metrics.metric("throughput"), frame["throughput"].to_numpy(dtype=float)),
+        (metrics.metric("accuracy_loss"), pd.to_numeric(frame["accuracy_loss"], errors="coerce")),
+    ]
+    return frame.assign(cost_pareto=metrics.pareto_many(figures))
