@@ -140,7 +140,7 @@ class OrtGenAISession(GenAISession):
         """What ran a point of `sequences`: the Generator's one batch, or the Engine's
         scheduler with its max batch and how many sequences it really decoded together."""
         if not self.uses_engine(sequences):
-            return {"engine": f"off: the Generator ran the {sequences} sequences as one batch"}
+            return {"engine": f"off: the Generator ran one batch of {sequences}"}
         engine = self._engine_for(sequences)
         max_batch = int(engine.get_capabilities().configured_max_batch_size)  # type: ignore[attr-defined]
         return {
