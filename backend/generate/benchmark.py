@@ -23,8 +23,7 @@ from backend.generate.roofline import PeakBandwidth, roofline
 from backend.generate.timing import measure_point
 from backend.hardware import visible_gpu_index
 from backend.measure_settings import MeasureSettings
-from backend.runtimes import GenAISession, TokenTimes, open_genai
-from backend.runtimes.genai_engine import ENGINE_MODES
+from backend.runtimes import ENGINE_MODES, GenAISession, TokenTimes, open_genai
 
 KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
 

@@ -11,7 +11,7 @@ from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
 from backend.reporting.text import table
-from backend.runtimes.genai_engine import ENGINE_MODES
+from backend.runtimes import ENGINE_MODES
 
 HEADERS = [
     "runtime",

@@ -17,6 +17,7 @@ from backend.runtimes.base import (
     RuntimeBackend,
     TokenTimes,
 )
+from backend.runtimes.genai_engine import ENGINE_MODES
 from backend.specs import Precision
 
 
@@ -198,6 +199,7 @@ def open_genai(
 
 __all__ = [
     "BACKENDS",
+    "ENGINE_MODES",
     "GENAI_RUNTIMES",
     "GenAISession",
     "GenAIStatus",
