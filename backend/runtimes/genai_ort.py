@@ -83,7 +83,7 @@ class OrtGenAISession(GenAISession):
         self._cuda_graph = cuda_graph
         self._engine_mode = engine
         self._engine: object | None = None
-        self._engine_batch = 0  # the sequences the open Engine's model was configured for
+        self._engine_batch = 0  # the max batch a reopened Engine model was configured for
         self.model = og.Model(self._config(engine_overlay(self.folder, 1)))
         self.tokenizer = og.Tokenizer(self.model)
         self.facts = {
@@ -126,14 +126,17 @@ class OrtGenAISession(GenAISession):
         return sequences > GENERATOR_MAX_SEQUENCES
 
     def _engine_for(self, sequences: int) -> object:
-        """The Engine, its model reopened when dynamic batching's max batch must grow."""
-        if self._engine is None or sequences > self._engine_batch:
-            overlay = engine_overlay(self.folder, sequences)
-            if "engine" in overlay:  # the configured max batch is below `sequences`
-                self._engine = None
-                self.model = self._og.Model(self._config(overlay))
-            self._engine = self._og.Engine(self.model)
-            self._engine_batch = max(sequences, self._engine_batch)
+        """One Engine for the session (a paged model's Engine reserves its KV blocks when made),
+        made again on a reopened model only when dynamic batching's max batch must grow."""
+        overlay = engine_overlay(self.folder, sequences)
+        grow = "engine" in overlay and sequences > self._engine_batch
+        if self._engine is not None and not grow:
+            return self._engine
+        self._engine = None  # the old Engine's reservation goes before another is made
+        if grow:
+            self.model = self._og.Model(self._config(overlay))
+            self._engine_batch = sequences
+        self._engine = self._og.Engine(self.model)
         return self._engine
 
     def point_facts(self, sequences: int, together: int | None) -> dict[str, object]:

@@ -14,6 +14,7 @@ from backend import cli
 from backend.errors import UserError
 from backend.generate.benchmark import GenerationSpec
 from backend.runtimes import TokenTimes, open_genai
+from backend.runtimes.genai_engine import ENGINE_OVERLAY, engine_overlay, scheduler_words
 from tests import llm_models
 
 pytest.importorskip("onnxruntime_genai")
@@ -84,3 +85,16 @@ def test_generate_runs_64_sequences_beside_one_through_the_cli(fp32, capsys) -> 
 def test_an_unknown_engine_mode_is_refused_with_one_sentence() -> None:
     with pytest.raises(UserError, match=r"^--engine takes auto, on, off, not 'always'\.$"):
         GenerationSpec(engine="always")
+
+
+def test_a_paged_models_max_batch_is_raised_to_the_points_sequences(tmp_path) -> None:
+    """PagedAttention folders (the builder's use_paged_attention=true) name a max batch for the
+    Engine's dynamic batching; a point of more sequences reopens the model with it raised."""
+    config = {
+        "model": {},
+        "engine": {"dynamic_batching": {"block_size": 256, "max_batch_size": 16}},
+    }
+    (tmp_path / "genai_config.json").write_text(json.dumps(config))
+    assert engine_overlay(tmp_path, 8) == ENGINE_OVERLAY
+    assert engine_overlay(tmp_path, 64)["engine"] == {"dynamic_batching": {"max_batch_size": 64}}
+    assert scheduler_words(tmp_path, 64).startswith("continuous batching")
