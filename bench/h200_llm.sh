@@ -33,6 +33,7 @@ run|kernels|engine)
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader
     mkdir -p /tmp/llm
     for precision in fp16 int4; do
+        [ "$1" = engine ] && [ "${STATIC:-0}" != 1 ] && continue  # engine: the -paged folders
         folder=/tmp/llm/llama-3.2-1b-shape-$precision-cuda
         [ -d "$folder" ] || { cp -r ".whl/llm1b/$(basename "$folder")" "$folder";
                               python3 bench/llm_shape.py fill "$folder"; }
