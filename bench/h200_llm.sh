@@ -7,6 +7,11 @@
 # (bench/llm_shape.py fill), then measures decode with the standalone probe (PROBE=1) and through
 # the product: `optiboard generate` (python -m backend.cli generate), its JSON under $OUT.
 # `kernels` instead of `run`: the same set-up, then bench/llm_kernels.py (GPU time per kernel).
+# `engine` instead of `run` (also carry .whl/llm1b's -paged folders, bench/llm_shape.py build
+# --paged): 64 sequences beside 1 through onnxruntime-genai's Engine, one Request per sequence.
+# PagedAttention models get its continuous (dynamic) batching; STATIC=1 adds the plain models at
+# 64 sequences (the Engine's static scheduler: 4 at a time), GRAPH=1 the paged FP16 with CUDA
+# graphs asked for (whatever the Engine does with them is what the point reports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 site=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib'))")
@@ -20,7 +25,7 @@ ort)
     mkdir -p /tmp/gsc-bin && install -m 0755 .whl/gsc/bwrap /tmp/gsc-bin/bwrap
     python3 -c "import onnxruntime as o; print('ort', o.__version__, o.get_available_providers())"
     ;;
-run|kernels)
+run|kernels|engine)
     rm -rf "$site"/onnxruntime_genai*
     python3 -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" \
         "$site" .whl/genai/onnxruntime_genai_cuda-*.whl .whl/cliwheels/*.whl
@@ -28,6 +33,7 @@ run|kernels)
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader
     mkdir -p /tmp/llm
     for precision in fp16 int4; do
+        [ "$1" = engine ] && [ "${STATIC:-0}" != 1 ] && continue  # engine: the -paged folders
         folder=/tmp/llm/llama-3.2-1b-shape-$precision-cuda
         [ -d "$folder" ] || { cp -r ".whl/llm1b/$(basename "$folder")" "$folder";
                               python3 bench/llm_shape.py fill "$folder"; }
@@ -36,6 +42,40 @@ run|kernels)
                 --json "$out/probe-$precision.json"
         fi
     done
+    if [ "$1" = engine ]; then
+        export OPTIBOARD_BWRAP=/tmp/gsc-bin/bwrap OPTIBOARD_DATA_DIR=/tmp/llm-data
+        engine_run() {  # name, folder, then generate's own flags
+            local name=$1 folder=$2; shift 2
+            echo "== optiboard generate $name $*"
+            python3 -m backend.cli generate "$folder" --device cuda --prompt-lengths 1024 \
+                --new-tokens 128 "$@" --json > "$out/$name.json" 2> "$out/$name.err" \
+                || tail -n 4 "$out/$name.err"
+            python3 bench/llm_report.py "$out/$name.json" || true
+        }
+        for precision in fp16 int4; do
+            folder=/tmp/llm/llama-3.2-1b-shape-$precision-cuda-paged
+            if [ ! -d "$folder" ]; then
+                [ -d ".whl/llm1b/$(basename "$folder")" ] || {
+                    echo "no .whl/llm1b/$(basename "$folder"): build it with bench/llm_shape.py build --paged"
+                    continue; }
+                cp -r ".whl/llm1b/$(basename "$folder")" "$folder"
+                python3 bench/llm_shape.py fill "$folder"
+            fi
+            engine_run "engine-$precision-paged" "$folder" --sequences 1,64
+        done
+        if [ "${STATIC:-0}" = 1 ]; then
+            for precision in fp16 int4; do
+                engine_run "engine-$precision-static" "/tmp/llm/llama-3.2-1b-shape-$precision-cuda" \
+                    --sequences 64 --preset quick
+            done
+        fi
+        if [ "${GRAPH:-0}" = 1 ]; then
+            engine_run engine-fp16-paged-graph /tmp/llm/llama-3.2-1b-shape-fp16-cuda-paged \
+                --sequences 1,64 --cuda-graph --preset quick
+        fi
+        python3 -c "import onnxruntime_genai as g, onnxruntime as o; print('genai', g.__version__, 'ort', o.__version__)"
+        exit 0
+    fi
     if [ "$1" = kernels ]; then  # where a decode step's time goes (bench/llm_kernels.py)
         for precision in fp16 int4; do
             for graph in "" "--cuda-graph"; do

@@ -32,6 +32,12 @@ def lines(report: dict) -> list[str]:
             f"peak RSS {r['peak_rss_mb']:.0f} MB, "
             f"{roof.get('fraction', float('nan')):.1%} of {peak_gbs:.0f} GB/s, "
             f"stable={r['stable']} ({r['stop_reason']}), agreement={agree}"
+            + (
+                f", engine: {r['facts']['engine']} ({r['facts'].get('sequences_together')} "
+                "together)"
+                if "sequences_together" in r["facts"]
+                else ""
+            )
         )
     return rows
 

@@ -8,6 +8,7 @@ same dtype, shape and file offsets (`fill`). The runtime reads the same graph an
 of weight bytes per token as with the real checkpoint; only the values (and so the text) differ.
 
   python bench/llm_shape.py build OUT [--precisions fp16,int4] [--execution cuda] [--layers N]
+                                       [--paged]  (PagedAttention: the Engine batches continuously)
   python bench/llm_shape.py fill FOLDER        (on the device, before running the benchmark)
 """
 
@@ -76,7 +77,11 @@ def _tokenizer(folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
-def build(out: Path, precisions: list[str], execution: str, layers: int | None) -> None:
+def build(
+    out: Path, precisions: list[str], execution: str, layers: int | None, paged: bool = False
+) -> None:
+    """paged: PagedAttention (CUDA FP16/BF16 only), whose genai_config asks onnxruntime-genai's
+    Engine for dynamic (continuous) batching; its folders end in -paged."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -89,7 +94,8 @@ def build(out: Path, precisions: list[str], execution: str, layers: int | None) 
         del model
         _tokenizer(hf)
         for precision in precisions:
-            target = out / f"llama-3.2-1b-shape-{precision}-{execution}"
+            target = out / f"llama-3.2-1b-shape-{precision}-{execution}{'-paged' if paged else ''}"
+            extra = ["--extra_options", "use_paged_attention=true"] if paged else []
             subprocess.run(
                 [
                     sys.executable,
@@ -105,6 +111,7 @@ def build(out: Path, precisions: list[str], execution: str, layers: int | None) 
                     execution,
                     "-c",
                     str(Path(scratch) / "cache"),
+                    *extra,
                 ],
                 check=True,
             )
@@ -180,12 +187,13 @@ def main() -> None:
     b.add_argument("--precisions", default="fp16,int4")
     b.add_argument("--execution", default="cuda")
     b.add_argument("--layers", type=int, default=None)
+    b.add_argument("--paged", action="store_true", help="PagedAttention (Engine batching)")
     f = verbs.add_parser("fill")
     f.add_argument("folder", type=Path)
     args = parser.parse_args()
     if args.verb == "build":
         args.out.mkdir(parents=True, exist_ok=True)
-        build(args.out, args.precisions.split(","), args.execution, args.layers)
+        build(args.out, args.precisions.split(","), args.execution, args.layers, args.paged)
     else:
         print(f"{fill(args.folder) / 1e9:.2f} GB of random weights written in {args.folder}")
 

@@ -81,6 +81,9 @@ SLOW_MODULES = {
     "tests/backend/generate/test_benchmark.py": (
         "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
     ),
+    "tests/backend/generate/test_engine.py": (
+        "trains the tiny Llama, converts it with the GenAI builder, runs 64 sequences"
+    ),
     "tests/backend/generate/test_openvino_genai.py": (
         "exports the tiny Llama to OpenVINO IR in a sandboxed child and measures two runtimes"
     ),

@@ -23,7 +23,7 @@ from backend.generate.roofline import PeakBandwidth, roofline
 from backend.generate.timing import measure_point
 from backend.hardware import visible_gpu_index
 from backend.measure_settings import MeasureSettings
-from backend.runtimes import GenAISession, TokenTimes, open_genai
+from backend.runtimes import ENGINE_MODES, GenAISession, TokenTimes, open_genai
 
 KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
 
@@ -63,8 +63,13 @@ class GenerationSpec:
     perplexity_chunk: int = 32
     perplexity_tokens: int = 1024
     cuda_graph: bool = False  # ONNX Runtime GenAI on CUDA: decode steps replayed as CUDA graphs
+    # ONNX Runtime GenAI's Engine (one Request per sequence): auto above the Generator's 32
+    # sequences (and for PagedAttention models), on for every point, off never
+    engine: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINE_MODES:
+            raise UserError(f"--engine takes {', '.join(ENGINE_MODES)}, not {self.engine!r}.")
         if self.cuda_graph and self.device != "cuda":
             raise UserError("--cuda-graph needs --device cuda (CUDA graphs run on NVIDIA GPUs).")
         for name in ("prompt_lengths", "new_tokens", "sequences"):
@@ -173,8 +178,11 @@ def _percentile(values: list[float], q: float) -> float:
 def summarize(
     result: GenerationResult, kept: list[TokenTimes], sequences: int, new_tokens: int
 ) -> None:
-    """TTFT/ITL percentiles over the kept runs' samples and the throughputs from medians."""
-    ttft = [run.ttft_ms for run in kept]
+    """TTFT/ITL percentiles over the kept runs' samples and the throughputs from medians.
+
+    Decode tokens/s is the sequences decoded per step over the inter-token latency: all of them
+    for one batch, fewer where the Engine's scheduler ran them in smaller batches."""
+    ttft = [t for run in kept for t in run.ttft_samples_ms]
     itl = [gap for run in kept for gap in run.itl_ms]
     e2e = [run.total_ms for run in kept]
     result.ttft_p50_ms, result.ttft_p99_ms = _percentile(ttft, 50), _percentile(ttft, 99)
@@ -184,7 +192,7 @@ def summarize(
     if result.e2e_p50_ms > 0:
         result.output_tokens_per_s = sequences * new_tokens / (result.e2e_p50_ms / 1e3)
     if result.itl_p50_ms > 0:
-        result.decode_tokens_per_s = sequences / (result.itl_p50_ms / 1e3)
+        result.decode_tokens_per_s = kept[0].concurrent / (result.itl_p50_ms / 1e3)
 
 
 def run_point(
@@ -216,6 +224,7 @@ def run_point(
         result.status, result.error = "failed", runtime_error_line(exc)
         return result
     result.energy = energy.energy_report(meter, spent, idle, per="token")
+    result.facts.update(session.point_facts(sequences, kept[0].together))
     result.first_run_ms, result.stable, result.stop_reason = first_ms, stable, reason
     result.peak_rss_mb, result.rss_scope = peak_mb, "session open + this point's runs"
     summarize(result, kept, sequences, new_tokens)
@@ -228,8 +237,8 @@ def run_point(
             lookup_bytes=shape.lookup_bytes // 2,
             embedding_row_bytes=shape.embedding_row_bytes // 2,
         )
-    result.roofline = roofline(
-        read.bytes_per_step(context, sequences), result.itl_p50_ms, peak
+    result.roofline = roofline(  # one step reads the KV of the sequences it decodes
+        read.bytes_per_step(context, kept[0].concurrent), result.itl_p50_ms, peak
     ).to_dict()
     result.tokens = kept[0].tokens.tolist()
     return result
@@ -258,7 +267,7 @@ def run_runtime(
             f"of {shape.context_length}; give shorter --prompt-lengths or --new-tokens."
         )
     try:
-        session = open_genai(name, folder, spec.device, spec.cuda_graph)
+        session = open_genai(name, folder, spec.device, spec.cuda_graph, spec.engine)
     except UserError as exc:
         failed = [
             GenerationResult(name, p, n, s, status="unavailable", error=str(exc))
@@ -311,7 +320,7 @@ def reference_tokens(
     The reference runs without CUDA graphs (the plainest path), and a point the reference cannot
     run is left out (that point then has no agreement) rather than failing every point."""
     tokens = {}
-    with open_genai("ort-genai", folder, spec.device, False) as session:
+    with open_genai("ort-genai", folder, spec.device, False, spec.engine) as session:
         text_ids = session.encode(text) if text else None
         vocab = _vocab(folder)
         for prompt_len, new_tokens, sequences in spec.points():

@@ -11,6 +11,7 @@ from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
 from backend.reporting.text import table
+from backend.runtimes import ENGINE_MODES
 
 HEADERS = [
     "runtime",
@@ -55,6 +56,7 @@ def spec_of(args: argparse.Namespace) -> GenerationSpec:
         perplexity_chunk=args.perplexity_chunk,
         perplexity_tokens=args.perplexity_tokens,
         cuda_graph=args.cuda_graph,
+        engine=args.engine,
     )
 
 
@@ -229,6 +231,13 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
         "--cuda-graph",
         action="store_true",
         help="ONNX Runtime GenAI on CUDA: replay each decode step as a CUDA graph",
+    )
+    p.add_argument(
+        "--engine",
+        choices=list(ENGINE_MODES),
+        default="auto",
+        help="ONNX Runtime GenAI's Engine, one Request per sequence: auto above the Generator's "
+        "32 sequences (and for PagedAttention models), on for every point, off never",
     )
     p.add_argument("--perplexity-text", help="a UTF-8 text file to score perplexity on")
     p.add_argument("--perplexity-tokens", type=int, default=1024, help="tokens of it scored")

@@ -17,6 +17,7 @@ from backend.runtimes.base import (
     RuntimeBackend,
     TokenTimes,
 )
+from backend.runtimes.genai_engine import ENGINE_MODES
 from backend.specs import Precision
 
 
@@ -142,15 +143,20 @@ def run_on_openvino_once(model_bytes: bytes, inputs: list[Any]) -> str:
 # ---- generative runtimes (GenAISession), registered by name like BACKENDS ----------------------
 
 
-def _ort_genai(folder: Path, device: str, cuda_graph: bool) -> GenAISession:
+def _ort_genai(folder: Path, device: str, cuda_graph: bool, engine: str) -> GenAISession:
     from backend.runtimes.genai_ort import OrtGenAISession
 
-    return OrtGenAISession(folder, device, cuda_graph=cuda_graph)
+    return OrtGenAISession(folder, device, cuda_graph=cuda_graph, engine=engine)
 
 
-def _openvino_genai(folder: Path, device: str, cuda_graph: bool) -> GenAISession:
+def _openvino_genai(folder: Path, device: str, cuda_graph: bool, engine: str) -> GenAISession:
     from backend.runtimes.genai_openvino import OpenVinoGenAISession
 
+    if engine == "on":
+        raise UnavailableError(
+            "--engine on asks for ONNX Runtime GenAI's Engine; openvino-genai runs its own "
+            "pipeline, so leave --engine at auto for it."
+        )
     if cuda_graph:
         raise UnavailableError(
             "CUDA graphs are an ONNX Runtime GenAI option on CUDA; openvino-genai has none, so "
@@ -159,7 +165,7 @@ def _openvino_genai(folder: Path, device: str, cuda_graph: bool) -> GenAISession
     return OpenVinoGenAISession(folder, device)
 
 
-GENAI_RUNTIMES: dict[str, tuple[str, Callable[[Path, str, bool], GenAISession]]] = {
+GENAI_RUNTIMES: dict[str, tuple[str, Callable[[Path, str, bool, str], GenAISession]]] = {
     # name -> (the Python module it needs, factory)
     "ort-genai": ("onnxruntime_genai", _ort_genai),
     "openvino-genai": ("openvino_genai", _openvino_genai),
@@ -180,18 +186,20 @@ def genai_status(name: str) -> GenAIStatus:
 
 
 def open_genai(
-    name: str, folder: Path, device: str = "cpu", cuda_graph: bool = False
+    name: str, folder: Path, device: str = "cpu", cuda_graph: bool = False, engine: str = "auto"
 ) -> GenAISession:
     """A session of a registered generative runtime on a model folder; UnavailableError (one
-    sentence) when the runtime or the device is not there, or the folder is not its format."""
+    sentence) when the runtime or the device is not there, or the folder is not its format.
+    engine: ONNX Runtime GenAI's Engine for auto (above 32 sequences), on or off."""
     status = genai_status(name)
     if not status.available:
         raise UnavailableError(f"{name} cannot run here: {status.reason}.")
-    return GENAI_RUNTIMES[name][1](Path(folder), device, cuda_graph)
+    return GENAI_RUNTIMES[name][1](Path(folder), device, cuda_graph, engine)
 
 
 __all__ = [
     "BACKENDS",
+    "ENGINE_MODES",
     "GENAI_RUNTIMES",
     "GenAISession",
     "GenAIStatus",

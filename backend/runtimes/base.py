@@ -226,20 +226,38 @@ def is_out_of_memory(exc: BaseException) -> bool:
 class TokenTimes:
     """One generation: the tokens each sequence produced and when (ns after the call began).
 
-    token_ns[i] is when token i of every sequence was ready (sequences decode together), so
-    token_ns[0] is the time to first token and the gaps after it are the inter-token latencies.
+    token_ns[i] is when token i of every sequence was ready. Where sequences decode as one batch
+    (the Generator) that is each sequence's own time, so token_ns[0] is the time to first token
+    and the gaps after it are the inter-token latencies. Where a scheduler runs them apart (the
+    Engine), sequence_ns holds each sequence's own times and the samples come from those.
     """
 
     tokens: np.ndarray  # [sequences, new tokens] int
     token_ns: list[int]
+    sequence_ns: list[list[int]] | None = None  # [sequences][new tokens], when they differ
+    together: int | None = None  # most sequences that got a token in one step (None: all)
 
     @property
     def ttft_ms(self) -> float:
         return self.token_ns[0] / 1e6
 
     @property
+    def ttft_samples_ms(self) -> list[float]:
+        """Time to first token of each sequence (one sample where they decode as one batch)."""
+        if self.sequence_ns is None:
+            return [self.ttft_ms]
+        return [own[0] / 1e6 for own in self.sequence_ns]
+
+    @property
     def itl_ms(self) -> list[float]:
-        return [(b - a) / 1e6 for a, b in zip(self.token_ns, self.token_ns[1:], strict=False)]
+        """Every sequence's own gaps between consecutive tokens (one set for one batch)."""
+        series = [self.token_ns] if self.sequence_ns is None else self.sequence_ns
+        return [(b - a) / 1e6 for own in series for a, b in zip(own, own[1:], strict=False)]
+
+    @property
+    def concurrent(self) -> int:
+        """Sequences decoded per step: all of them unless a scheduler ran fewer together."""
+        return self.together if self.together else int(self.tokens.shape[0])
 
     @property
     def total_ms(self) -> float:
@@ -278,6 +296,11 @@ class GenAISession(ABC):
     def generate(self, prompts: np.ndarray, new_tokens: int) -> TokenTimes:
         """Greedy decoding of exactly new_tokens per sequence (EOS ignored) from prompts
         [sequences, prompt length], timed token by token."""
+
+    def point_facts(self, sequences: int, together: int | None) -> dict[str, Any]:
+        """What ran a point of `sequences` beyond the session's facts (e.g. which scheduler and
+        how many sequences it decoded together); runtimes with one path say nothing more."""
+        return {}
 
     def logits(self, token_ids: np.ndarray, chunk: int) -> np.ndarray:
         """Logits [len, vocab] of every position of one sequence, fed `chunk` tokens at a time

@@ -9,6 +9,14 @@ import numpy as np
 
 from backend.errors import UnavailableError
 from backend.runtimes.base import GenAISession, TokenTimes, timed_steps
+from backend.runtimes.genai_engine import (
+    ENGINE_MODES,
+    GENERATOR_MAX_SEQUENCES,
+    dynamic_batching,
+    engine_generate,
+    engine_overlay,
+    scheduler_words,
+)
 
 DEVICES = {"cpu": None, "cuda": "cuda"}  # ours -> the provider name genai_config takes
 # ORT's sdpa_kernel bitmask: flash (1) + memory-efficient (2) + math (16), not cuDNN's flash
@@ -37,13 +45,23 @@ def _preload_cuda_libraries() -> None:
 
 
 class OrtGenAISession(GenAISession):
-    """og.Model on the folder; the provider is set on its config (CPU: none appended)."""
+    """og.Model on the folder; the provider is set on its config (CPU: none appended).
+
+    A point runs through the Generator (every sequence one batch, at most 32) or the Engine
+    (each sequence a Request, any number): engine "auto" takes the Engine above 32 sequences
+    and for PagedAttention models (their genai_config asks for it), "on" for every point,
+    "off" never. point_facts says which ran."""
 
     name = "ort-genai"
 
-    def __init__(self, folder: Path, device: str, cuda_graph: bool = False) -> None:
+    def __init__(
+        self, folder: Path, device: str, cuda_graph: bool = False, engine: str = "auto"
+    ) -> None:
         super().__init__(folder, device)
         import onnxruntime_genai as og
+
+        if engine not in ENGINE_MODES:
+            raise UnavailableError(f"--engine takes {', '.join(ENGINE_MODES)}, not {engine!r}.")
 
         if not (self.folder / "genai_config.json").is_file():
             raise UnavailableError(
@@ -62,15 +80,11 @@ class OrtGenAISession(GenAISession):
         if device == "cuda":
             _preload_cuda_libraries()
         self._og = og
-        config = og.Config(str(self.folder))
-        config.clear_providers()
-        if DEVICES[device]:
-            config.append_provider(DEVICES[device])
-        if device == "cuda":
-            config.set_provider_option("cuda", "sdpa_kernel", str(CUDA_ATTENTION_KERNELS))
-        if cuda_graph:  # one decode step's kernels replayed as one graph launch
-            config.set_provider_option("cuda", "enable_cuda_graph", "1")
-        self.model = og.Model(config)
+        self._cuda_graph = cuda_graph
+        self._engine_mode = engine
+        self._engine: object | None = None
+        self._engine_batch = 0  # the max batch a reopened Engine model was configured for
+        self.model = og.Model(self._config(engine_overlay(self.folder, 1)))
         self.tokenizer = og.Tokenizer(self.model)
         self.facts = {
             "runtime": "onnxruntime-genai",
@@ -85,9 +99,59 @@ class OrtGenAISession(GenAISession):
             "ttft_from": "the call: generator and KV cache creation, prefill, first token",
         }
 
+    def _config(self, overlay: dict[str, object]) -> object:
+        import json
+
+        config = self._og.Config(str(self.folder))
+        config.overlay(json.dumps(overlay))
+        config.clear_providers()
+        if DEVICES[self.device]:
+            config.append_provider(DEVICES[self.device])
+        if self.device == "cuda":
+            config.set_provider_option("cuda", "sdpa_kernel", str(CUDA_ATTENTION_KERNELS))
+        if self._cuda_graph:  # one decode step's kernels replayed as one graph launch
+            config.set_provider_option("cuda", "enable_cuda_graph", "1")
+        return config
+
     def close(self) -> None:
+        self._engine = None
         self.model = None  # type: ignore[assignment]
         self.tokenizer = None  # type: ignore[assignment]
+
+    def uses_engine(self, sequences: int) -> bool:
+        if self._engine_mode == "off":
+            return False
+        if self._engine_mode == "on" or dynamic_batching(self.folder) is not None:
+            return True
+        return sequences > GENERATOR_MAX_SEQUENCES
+
+    def _engine_for(self, sequences: int) -> object:
+        """One Engine for the session (a paged model's Engine reserves its KV blocks when made),
+        made again on a reopened model only when dynamic batching's max batch must grow."""
+        overlay = engine_overlay(self.folder, sequences)
+        grow = "engine" in overlay and sequences > self._engine_batch
+        if self._engine is not None and not grow:
+            return self._engine
+        self._engine = None  # the old Engine's reservation goes before another is made
+        if grow:
+            self.model = self._og.Model(self._config(overlay))
+            self._engine_batch = sequences
+        self._engine = self._og.Engine(self.model)
+        return self._engine
+
+    def point_facts(self, sequences: int, together: int | None) -> dict[str, object]:
+        """What ran a point of `sequences`: the Generator's one batch, or the Engine's
+        scheduler with its max batch and how many sequences it really decoded together."""
+        if not self.uses_engine(sequences):
+            return {"engine": f"off: the Generator ran one batch of {sequences}"}
+        engine = self._engine_for(sequences)
+        max_batch = int(engine.get_capabilities().configured_max_batch_size)  # type: ignore[attr-defined]
+        return {
+            "engine": scheduler_words(self.folder, max_batch),
+            "sequences_together": together or 0,
+            "ttft_from": "the call: the Requests' creation, then each sequence's own prefill "
+            "and first token (TTFT and ITL percentiles are over every sequence's own times)",
+        }
 
     def _generator(self, length: int, batch: int, exact: bool) -> object:
         params = self._og.GeneratorParams(self.model)
@@ -102,6 +166,8 @@ class OrtGenAISession(GenAISession):
         time to first token holds allocation, prefill and the first token's selection."""
         prompts = np.ascontiguousarray(prompts, dtype=np.int32)
         batch, prompt_len = prompts.shape
+        if self.uses_engine(batch):
+            return engine_generate(self._og, self._engine_for(batch), prompts, new_tokens)
         holder: dict[str, object] = {}
 
         def first() -> None:
