@@ -140,16 +140,10 @@ def check_text(data: bytes, filename: str) -> None:
         ) from None
 
 
-def submit_generation(
-    model_id: int,
-    spec: GenerationJobSpec,
-    text: bytes | None = None,
-    text_name: str | None = None,
-    label: str | None = None,
-) -> JobRow:
-    """Check everything, store the text (if any), then queue one job; a refusal stores nothing."""
+def check_submission(model_id: int, spec: GenerationJobSpec, has_text: bool) -> int:
+    """What the spec alone cannot check: runtimes, the model's context, GPTQ's text. Returns
+    the model's context length (0: unknown)."""
     from backend.generate.library import generative_model
-    from backend.models.library import store
     from backend.runtimes import GENAI_RUNTIMES
 
     model = generative_model(model_id)
@@ -169,11 +163,25 @@ def submit_generation(
     if spec.preset not in GENERATION_PRESETS:
         raise UserError(f"Unknown measurement {spec.preset!r}; choose quick or standard.")
     gptq = [v for v in spec.variants if variantnames.is_gptq(v)]
-    if gptq and text is None:
+    if gptq and not has_text:
         raise UserError(
             f"{variantnames.label(gptq[0])} calibrates on the perplexity text, and none was "
             "given; upload a text (a few paragraphs like the model's input), or choose RTN or HQQ."
         )
+    return context
+
+
+def submit_generation(
+    model_id: int,
+    spec: GenerationJobSpec,
+    text: bytes | None = None,
+    text_name: str | None = None,
+    label: str | None = None,
+) -> JobRow:
+    """Check everything, store the text (if any), then queue one job; a refusal stores nothing."""
+    from backend.models.library import store
+
+    context = check_submission(model_id, spec, text is not None)
     caps.check_configurations(len(spec.point_keys()))
     caps.check_queued()
     stored = spec
