@@ -12,6 +12,7 @@ sequence diverges at the first token, is stored as "wrong outputs".
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,32 @@ def judge(payload: dict[str, Any], fp32_perplexity: float | None, bound: float) 
         payload["verdict"] = "every sequence's first generated token differs from FP32's"
         return WRONG
     return OK
+
+
+def nncf_config(config: WeightOnlyConfig | None) -> Any:
+    """The NNCF weight compression an RTN variant means for openvino-genai (same bits and
+    symmetry, the block size as INT4's group size); HQQ, GPTQ and an accuracy level are ONNX
+    Runtime's, one sentence each."""
+    from backend.generate.ovexport import NncfConfig
+
+    if config is None:
+        return None
+    if config.algorithm != "rtn":
+        raise UserError(
+            f"{config.algorithm.upper()} is ONNX Runtime's quantizer; openvino-genai compresses "
+            "with NNCF's data-free INT4/INT8, so choose an RTN variant (e.g. int4-b64-asym)."
+        )
+    if config.accuracy_level is not None:
+        plain = variantnames.name_of(replace(config, accuracy_level=None))
+        raise UserError(
+            "The accuracy level is a MatMulNBits setting of ONNX Runtime; openvino-genai picks "
+            f"its own kernels, so choose {plain} (no -acc) for it."
+        )
+    symmetry = "SYM" if config.symmetric else "ASYM"
+    # NNCF's INT8 modes are per channel only (it refuses a group size); the point's statement
+    # (NncfConfig.label: "per-channel") says so beside the name's block size
+    group = config.block_size if config.bits == 4 else -1
+    return NncfConfig(f"INT{config.bits}_{symmetry}", group)
 
 
 class GenerationRun:
@@ -136,19 +163,9 @@ class GenerationRun:
 
         config = self.config(variant)
         if runtime == "openvino-genai":
-            from backend.generate.ovexport import NncfConfig
             from backend.generate.variants import openvino_folder
 
-            nncf = None
-            if config is not None:
-                if config.algorithm != "rtn":
-                    raise UserError(
-                        f"{config.algorithm.upper()} is ONNX Runtime's quantizer; openvino-genai "
-                        "compresses with NNCF's data-free INT4/INT8, so choose an RTN variant "
-                        "(e.g. int4-b64-asym) for it."
-                    )
-                symmetry = "SYM" if config.symmetric else "ASYM"
-                nncf = NncfConfig(f"INT{config.bits}_{symmetry}", config.block_size)
+            nncf = nncf_config(config)
             exported = openvino_folder(self.job.model_id, nncf)
             meta = {"model_id": self.job.model_id, "statement": exported.statement()}
             return (genai_folder(self.job.model_id), exported.folder), meta

@@ -11,7 +11,9 @@ import pytest
 
 from backend.errors import UserError
 from backend.generate import variantnames
+from backend.generate.job import nncf_config
 from backend.generate.jobspec import GenerationJobSpec
+from backend.generate.ovexport import NncfConfig
 from backend.generate.weightonly import ALGORITHMS, BLOCK_SIZES, WeightOnlyConfig
 from backend.knobs.flags import add_knob_arguments, knob_values
 
@@ -90,3 +92,16 @@ def test_the_spec_flag_and_old_specs_read_the_names() -> None:
     assert GenerationJobSpec().variants == ("fp32", "int4")  # the flag's default
     with pytest.raises(UserError, match="--variants|does not read"):
         knob_values(GenerationJobSpec, parser.parse_args(["--variants", "int4,q4"]))
+
+
+def test_openvino_genai_gets_the_nncf_compression_a_name_means() -> None:
+    """RTN names map to NNCF's data-free modes (INT8 per channel, as NNCF requires); HQQ, GPTQ
+    and an accuracy level are ONNX Runtime's and are one sentence for openvino-genai."""
+    assert nncf_config(None) is None
+    assert nncf_config(variantnames.parse("int4")) == NncfConfig("INT4_SYM", 32)
+    assert nncf_config(variantnames.parse("int4-b64-asym")) == NncfConfig("INT4_ASYM", 64)
+    assert nncf_config(variantnames.parse("int8-b128")) == NncfConfig("INT8_SYM", -1)
+    with pytest.raises(UserError, match="HQQ is ONNX Runtime's quantizer"):
+        nncf_config(variantnames.parse("int4-hqq-b64"))
+    with pytest.raises(UserError, match="so choose int4-b64 \\(no -acc\\)"):
+        nncf_config(variantnames.parse("int4-b64-acc4"))
