@@ -142,6 +142,7 @@ def model_folder(model: str) -> Path:
 def cmd_submit_generation(args: argparse.Namespace) -> int:
     """--submit: queue the benchmark as a job of a library model (the worker runs it)."""
     from backend.generate.jobspec import GenerationJobSpec, submit_generation
+    from backend.knobs.flags import knob_values
 
     if not args.model.isdigit():
         raise UserError(
@@ -149,7 +150,7 @@ def cmd_submit_generation(args: argparse.Namespace) -> int:
             "upload the folder as a .zip first, or drop --submit to measure it here."
         )
     spec = GenerationJobSpec(
-        variants=tuple(comma_list(args.variants)),
+        **knob_values(GenerationJobSpec, args),  # --variants, each name read by variantnames
         runtimes=tuple(comma_list(args.runtimes)),
         device=args.device,
         prompt_lengths=_ints(args.prompt_lengths, "--prompt-lengths"),
@@ -259,6 +260,9 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="queue it as a job of the library model (the worker runs it; Compare plots it live)",
     )
-    p.add_argument("--variants", default="fp32,int4", help="with --submit: fp32,int4,int8")
+    from backend.generate.jobspec import GenerationJobSpec
+    from backend.knobs.flags import add_knob_arguments
+
+    add_knob_arguments(p, GenerationJobSpec)  # --variants, as the spec declares it
     p.add_argument("--label", help="with --submit: the job's label")
     p.set_defaults(func=cmd_generate)

@@ -1,8 +1,9 @@
 """The `generation` job kind: the generation benchmark of a job's spec, run by the worker.
 
-For each variant (FP32 as uploaded first, then weight-only INT4/INT8 copies, quantized once in
-their limited child and kept as library models of their own) and each runtime, the benchmark
-runs in the sandboxed, limited children (measuring.run_generation, as `optiboard generate`
+For each variant (FP32 as uploaded first, then weight-only copies named by variantnames.py,
+e.g. int4 or int4-hqq-b64, each distinct config quantized once in its limited child and kept as
+a library model of its own; GPTQ calibrates on the job's perplexity text) and each runtime, the
+benchmark runs in the sandboxed, limited children (measuring.run_generation, as `optiboard generate`
 does), and each point is stored as it comes back under the job's lease, so Compare plots it at
 once. Greedy agreement is against the uploaded model's tokens on the same prompts; a variant
 whose perplexity is more than the spec's bound above FP32's on the same runtime, or whose every
@@ -11,11 +12,14 @@ sequence diverges at the first token, is stored as "wrong outputs".
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from backend.errors import UserError
-from backend.generate.jobspec import KIND, VARIANT_LABELS, VARIANTS, GenerationJobSpec, point_key
+from backend.generate import variantnames
+from backend.generate.jobspec import KIND, GenerationJobSpec, point_key
+from backend.generate.weightonly import CALIBRATION_TEXT_CAP, WeightOnlyConfig
 from backend.jobs.context import JobContext, JobOutcome
 from storage.repo import jobs as job_store
 from storage.repo import serving as point_store
@@ -68,6 +72,32 @@ def judge(payload: dict[str, Any], fp32_perplexity: float | None, bound: float) 
     return OK
 
 
+def nncf_config(config: WeightOnlyConfig | None) -> Any:
+    """The NNCF weight compression an RTN variant means for openvino-genai (same bits and
+    symmetry, the block size as INT4's group size); HQQ, GPTQ and an accuracy level are ONNX
+    Runtime's, one sentence each."""
+    from backend.generate.ovexport import NncfConfig
+
+    if config is None:
+        return None
+    if config.algorithm != "rtn":
+        raise UserError(
+            f"{config.algorithm.upper()} is ONNX Runtime's quantizer; openvino-genai compresses "
+            "with NNCF's data-free INT4/INT8, so choose an RTN variant (e.g. int4-b64-asym)."
+        )
+    if config.accuracy_level is not None:
+        plain = variantnames.name_of(replace(config, accuracy_level=None))
+        raise UserError(
+            "The accuracy level is a MatMulNBits setting of ONNX Runtime; openvino-genai picks "
+            f"its own kernels, so choose {plain} (no -acc) for it."
+        )
+    symmetry = "SYM" if config.symmetric else "ASYM"
+    # NNCF's INT8 modes are per channel only (it refuses a group size); the point's statement
+    # (NncfConfig.label: "per-channel") says so beside the name's block size
+    group = config.block_size if config.bits == 4 else -1
+    return NncfConfig(f"INT{config.bits}_{symmetry}", group)
+
+
 class GenerationRun:
     """One generation job on this host: variants x runtimes, each point stored as it lands."""
 
@@ -103,7 +133,7 @@ class GenerationRun:
                 except GenerationCancelled:
                     return
                 except UserError as exc:  # one sentence for every point it stopped
-                    self.context.log(f"{VARIANT_LABELS[variant]} on {runtime}: {exc}", "error")
+                    self.context.log(f"{variantnames.label(variant)} on {runtime}: {exc}", "error")
                     for key in (k for k in keys if k not in self.done):
                         self.store(
                             key,
@@ -131,29 +161,36 @@ class GenerationRun:
         openvino-genai its OpenVINO export (NNCF-compressed for INT4/INT8)."""
         from backend.generate.library import genai_folder
 
-        shape = VARIANTS[variant]
+        config = self.config(variant)
         if runtime == "openvino-genai":
-            from backend.generate.ovexport import NncfConfig
             from backend.generate.variants import openvino_folder
 
-            nncf = NncfConfig(mode=f"INT{shape[0]}_SYM", group_size=shape[1]) if shape else None
+            nncf = nncf_config(config)
             exported = openvino_folder(self.job.model_id, nncf)
             meta = {"model_id": self.job.model_id, "statement": exported.statement()}
             return (genai_folder(self.job.model_id), exported.folder), meta
-        if shape is None:
+        if config is None:
             return (genai_folder(self.job.model_id), None), {"model_id": self.job.model_id}
-        model_id = self.quantized(*shape)
+        model_id = self.quantized(config)
         return (genai_folder(model_id), None), {"model_id": model_id}
 
-    def quantized(self, bits: int, block: int) -> int:
-        """The stored weight-only variant of the job's model, quantized now if there is none."""
+    def config(self, variant: str) -> WeightOnlyConfig | None:
+        """The variant's config; GPTQ's calibration text is the job's perplexity text."""
+        if not variantnames.is_gptq(variant):
+            return variantnames.parse(variant)
+        text = self.text_path()
+        calibration = text.read_text(encoding="utf-8", errors="replace") if text else ""
+        return variantnames.parse(variant, calibration[:CALIBRATION_TEXT_CAP])
+
+    def quantized(self, config: WeightOnlyConfig) -> int:
+        """The stored weight-only variant of the job's model with this whole config (and, for
+        GPTQ, this calibration text), quantized now if there is none."""
         from backend.generate.library import folder_artifacts, is_generative
-        from backend.generate.variants import quantize_model
-        from backend.generate.weightonly import WeightOnlyConfig
+        from backend.generate.variants import calibration_sha256, quantize_model
         from backend.models.library import list_models
 
-        config = WeightOnlyConfig(bits=bits, block_size=block)
         wanted = {k: v for k, v in config.to_dict().items() if k != "calibration_text"}
+        wanted["calibration_sha256"] = calibration_sha256(config.calibration_text)
         for model in list_models():
             if not is_generative(model):
                 continue
@@ -179,7 +216,7 @@ class GenerationRun:
     ) -> None:
         from backend.generate.measuring import run_generation
 
-        label = VARIANT_LABELS[variant]
+        label = variantnames.label(variant)
         self.context.log(
             f"{label} on {runtime}: measuring {len(self.keys(variant, runtime))} "
             "points in the sandboxed child"
@@ -188,7 +225,7 @@ class GenerationRun:
             folders[0],
             self.spec.generation_spec(runtime),
             text,
-            reference if VARIANTS[variant] is not None or runtime != "ort-genai" else None,
+            reference if variant != variantnames.FP32 or runtime != "ort-genai" else None,
             openvino_folder=folders[1],
             should_cancel=self.context.should_stop,
         )
@@ -220,7 +257,7 @@ class GenerationRun:
         saved = point_store.save_point(
             self.job.id,
             key,
-            f"{VARIANT_LABELS[payload['variant']]} · {payload['runtime']}",
+            f"{variantnames.label(payload['variant'])} · {payload['runtime']}",
             point_store.GENERATION,
             payload,
             lease=job_store.lease_of(self.job),

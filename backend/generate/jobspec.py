@@ -16,8 +16,10 @@ from typing import Any
 import settings
 from backend.auth.audit import current_actor
 from backend.errors import UserError
+from backend.generate import variantnames
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationSpec
 from backend.jobs import caps
+from backend.knobs import Cli, knob
 from backend.records import JobKind
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -25,10 +27,6 @@ from storage.repo.jobs import JobRow
 
 KIND = JobKind.GENERATION.value
 TEXT_KIND = "perplexity-text"  # the model artifact that holds an uploaded perplexity text
-# The weight-only variants a job offers: (bits, block size), RTN symmetric (weightonly.py).
-# "fp32" is the model as uploaded, the reference every other variant's accuracy is against.
-VARIANTS: dict[str, tuple[int, int] | None] = {"fp32": None, "int4": (4, 32), "int8": (8, 32)}
-VARIANT_LABELS = {"fp32": "FP32", "int4": "INT4 RTN b32", "int8": "INT8 RTN b32"}
 PERPLEXITY_BOUND = 0.10  # a variant's perplexity more than 10% above FP32's is "wrong outputs"
 
 
@@ -36,7 +34,22 @@ PERPLEXITY_BOUND = 0.10  # a variant's perplexity more than 10% above FP32's is 
 class GenerationJobSpec:
     """What one generation job measures; checks itself (one sentence per bad field)."""
 
-    variants: tuple[str, ...] = ("fp32", "int4")
+    variants: tuple[str, ...] = knob(  # canonical names (variantnames.py), fp32 = as uploaded
+        ("fp32", "int4"),
+        label="Variants",
+        help="FP32 is the model as uploaded; the others are weight-only (MatMulNBits) copies, "
+        "quantized once and kept in the library; accuracy is against FP32. GPTQ calibrates on "
+        "the perplexity text.",
+        url="g_variants",
+        cli=Cli(
+            "--variants",
+            "csv",
+            help="with --submit: comma list of fp32 and weight-only names "
+            "int{4|8}[-rtn|-hqq|-gptq][-bN][-asym][-accN], e.g. fp32,int4,int4-hqq-b64 "
+            "(docs/generation.md)",
+        ),
+        parse=variantnames.canonical,
+    )
     runtimes: tuple[str, ...] = ("ort-genai",)
     device: str = "cpu"
     prompt_lengths: tuple[int, ...] = (128,)
@@ -52,20 +65,20 @@ class GenerationJobSpec:
     kind: str = KIND
 
     def __post_init__(self) -> None:
-        unknown = [v for v in self.variants if v not in VARIANTS]
-        if unknown or not self.variants:
-            raise UserError(
-                f"Unknown variant {unknown[0] if unknown else '(none)'!r}; choose from "
-                f"{', '.join(VARIANTS)}."
-            )
+        if not self.variants:
+            raise UserError(f"Pick at least one variant; {variantnames.GRAMMAR}.")
+        names = dict.fromkeys(variantnames.canonical(v) for v in self.variants)  # one sentence
+        object.__setattr__(self, "variants", tuple(names))  # each distinct variant once
         if self.perplexity_bound <= 0:
             raise UserError("The perplexity bound is a positive fraction, e.g. 0.1 for 10%.")
         self.generation_spec(self.runtimes[0] if self.runtimes else "")  # checks the rest
 
     @property
     def ordered_variants(self) -> tuple[str, ...]:
-        """FP32 first: the reference others are judged against lands before them."""
-        return tuple(sorted(self.variants, key=lambda v: list(VARIANTS).index(v)))
+        """FP32 first: the reference others are judged against lands before them; the rest as
+        given (int4 before int8 where both are plain, as jobs always ran them)."""
+        rank = {name: index for index, name in enumerate(variantnames.PRESETS)}
+        return tuple(sorted(self.variants, key=lambda v: rank.get(v, len(rank))))
 
     def generation_spec(self, runtime: str) -> GenerationSpec:
         """The benchmark of one runtime (measuring.run_generation's spec)."""
@@ -127,16 +140,10 @@ def check_text(data: bytes, filename: str) -> None:
         ) from None
 
 
-def submit_generation(
-    model_id: int,
-    spec: GenerationJobSpec,
-    text: bytes | None = None,
-    text_name: str | None = None,
-    label: str | None = None,
-) -> JobRow:
-    """Check everything, store the text (if any), then queue one job; a refusal stores nothing."""
+def check_submission(model_id: int, spec: GenerationJobSpec, has_text: bool) -> int:
+    """What the spec alone cannot check: runtimes, the model's context, GPTQ's text. Returns
+    the model's context length (0: unknown)."""
     from backend.generate.library import generative_model
-    from backend.models.library import store
     from backend.runtimes import GENAI_RUNTIMES
 
     model = generative_model(model_id)
@@ -155,6 +162,26 @@ def submit_generation(
         )
     if spec.preset not in GENERATION_PRESETS:
         raise UserError(f"Unknown measurement {spec.preset!r}; choose quick or standard.")
+    gptq = [v for v in spec.variants if variantnames.is_gptq(v)]
+    if gptq and not has_text:
+        raise UserError(
+            f"{variantnames.label(gptq[0])} calibrates on the perplexity text, and none was "
+            "given; upload a text (a few paragraphs like the model's input), or choose RTN or HQQ."
+        )
+    return context
+
+
+def submit_generation(
+    model_id: int,
+    spec: GenerationJobSpec,
+    text: bytes | None = None,
+    text_name: str | None = None,
+    label: str | None = None,
+) -> JobRow:
+    """Check everything, store the text (if any), then queue one job; a refusal stores nothing."""
+    from backend.models.library import store
+
+    context = check_submission(model_id, spec, text is not None)
     caps.check_configurations(len(spec.point_keys()))
     caps.check_queued()
     stored = spec
@@ -178,7 +205,7 @@ def submit_generation(
                 "perplexity_window": window,
             }
         )
-    variants = ", ".join(VARIANT_LABELS[v] for v in stored.ordered_variants)
+    variants = ", ".join(variantnames.label(v) for v in stored.ordered_variants)
     return job_store.create_job(
         model_id,
         stored.to_dict(),

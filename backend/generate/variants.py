@@ -9,6 +9,7 @@ they are kept, per model and settings, next to the model's linked GenAI folder a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -122,10 +123,20 @@ def variant_meta(
     text = chosen.get("calibration_text") or ""
     return {
         "variant_of": source.id,
-        "variant": {"kind": kind, **chosen, "calibration_text": f"{len(text)} characters"},
+        "variant": {
+            "kind": kind,
+            **chosen,
+            "calibration_text": f"{len(text)} characters",
+            "calibration_sha256": calibration_sha256(text),
+        },
         "facts": variant.facts.to_dict(),
         "statement": variant.statement(),
     }
+
+
+def calibration_sha256(text: str) -> str | None:
+    """What tells two GPTQ variants of one config apart (None: no calibration text)."""
+    return hashlib.sha256(text.encode()).hexdigest() if text else None
 
 
 def store_folder(folder: Path, name: str, meta: dict[str, Any]) -> ModelRow:

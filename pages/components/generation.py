@@ -15,7 +15,9 @@ import settings
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
-from backend.generate import jobspec, points
+from backend.generate import jobspec, points, variantnames
+from backend.generate.weightonly import ALGORITHMS, BLOCK_SIZES
+from backend.knobs import knobs
 from backend.queue import jobs
 from backend.records import ModelRow
 from backend.reporting import frames
@@ -46,15 +48,7 @@ def generation_form(model: ModelRow) -> None:
     )
     left, right = st.columns(2)
     with left:
-        variants = bound_multiselect(
-            "Variants",
-            list(jobspec.VARIANTS),
-            "g_variants",
-            default=["fp32", "int4"],
-            format_func=jobspec.VARIANT_LABELS.get,
-            help="FP32 is the model as uploaded; INT4/INT8 are weight-only (MatMulNBits, RTN) "
-            "copies, quantized once and kept in the library. Accuracy is against FP32.",
-        )
+        variants = variant_choice()
         runtimes = bound_multiselect(
             "Runtimes", jobspec.offered_runtimes(), "g_runtimes", default=["ort-genai"]
         )
@@ -136,6 +130,89 @@ def generation_form(model: ModelRow) -> None:
     )
     if not jobs.list_workers():
         st.warning("No worker is alive; start one with `python -m backend.queue.worker`.")
+
+
+ALGORITHM_NAMES = {
+    "rtn": "RTN (round to nearest)",
+    "hqq": "HQQ (optimised scales, 4-bit, asymmetric)",
+    "gptq": "GPTQ (calibrated on the perplexity text, 4-bit)",
+}
+LEVELS = ["default", "0", "1", "2", "3", "4"]
+
+
+def variant_choice() -> list[str]:
+    """The variants multiselect (names, kept in the link) and the pickers that build one more
+    name from algorithm, bits, block size, symmetry and accuracy level (variantnames.py)."""
+    field, declared, _ = next(
+        k for k in knobs(jobspec.GenerationJobSpec) if k[0].name == "variants"
+    )
+    key = declared.url or "g_variants"
+    with st.expander("Build a weight-only variant", expanded=False):
+        bits = bound_selectbox("Weight bits", [4, 8], "g_bits", default=4)
+        algorithms = list(ALGORITHMS) if bits == 4 else ["rtn"]
+        algorithm = bound_selectbox(
+            "Algorithm", algorithms, "g_algo", default="rtn", format_func=ALGORITHM_NAMES.get
+        )
+        block = bound_selectbox("Block size", list(BLOCK_SIZES), "g_block", default=32)
+        symmetry = bound_selectbox(
+            "Zero points",
+            ["sym", "asym"],
+            "g_sym",
+            default="sym",
+            format_func={"sym": "symmetric (none)", "asym": "asymmetric (one per block)"}.get,
+            disabled=algorithm == "hqq",
+            help="HQQ always stores zero points.",
+        )
+        level = bound_selectbox(
+            "Accuracy level",
+            LEVELS,
+            "g_acc",
+            default="default",
+            help="MatMulNBits' compute type: 4 runs int8 activations on CPU; default leaves "
+            "it to the runtime.",
+        )
+        parts = [f"int{bits}", algorithm or "rtn", f"b{block}"]
+        parts += ["asym"] if symmetry == "asym" else []
+        parts += [f"acc{level}"] if level not in (None, "default") else []
+        try:
+            built: str | None = variantnames.canonical("-".join(map(str, parts)))
+        except UserError as exc:
+            built = None
+            st.warning(str(exc), icon="✋")
+        if built is not None:
+            st.caption(f"These build `{built}`: {variantnames.label(built)}.")
+            if variantnames.is_gptq(built):
+                st.caption("GPTQ calibrates on the perplexity text uploaded on the right.")
+            st.button(
+                f"Add {built} to the variants",
+                key="g_add_variant",
+                on_click=_add_variant,
+                args=(key, built),
+            )
+    linked = []
+    for name in url_list(key):
+        try:
+            linked.append(variantnames.canonical(name))
+        except UserError:
+            continue  # a link's name that does not read is dropped, as any unknown option is
+    options = list(dict.fromkeys([*variantnames.PRESETS, *linked]))
+    return bound_multiselect(
+        declared.label,
+        options,
+        key,
+        default=list(field.default),
+        format_func=lambda name: f"{variantnames.label(name)} ({name})",
+        help=declared.help,
+    )
+
+
+def _add_variant(key: str, name: str) -> None:
+    """The built name joins the chosen variants (the link, which the multiselect reads)."""
+    chosen = list(st.session_state.get(f"url_{key}") or [])
+    if name not in chosen:
+        chosen.append(name)
+    st.query_params[key] = ",".join(chosen)
+    st.session_state.pop(f"url_{key}", None)  # re-read from the link with its new option
 
 
 def generation_comparison() -> None:

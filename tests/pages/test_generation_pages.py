@@ -30,13 +30,31 @@ def test_optimize_offers_the_generation_benchmark_for_a_generative_model(
     at.multiselect(key="url_g_prompts").set_value([16, 64])
     at.multiselect(key="url_g_new").set_value([8])
     at.multiselect(key="url_g_seqs").set_value([1, 4])
-    at.run()
-    assert "Points in this generation benchmark=8" in texts(at)  # 2 variants x 2 x 1 x 2
+    # the pickers build a weight-only name, and the button adds it to the variants
+    at.selectbox(key="url_g_algo").set_value("hqq").run()
+    at.selectbox(key="url_g_block").set_value(64).run()
+    assert "These build `int4-hqq-b64`: INT4 HQQ b64 asym." in texts(at)
+    at.button(key="g_add_variant").click().run()
+    assert at.multiselect(key="url_g_variants").value == ["fp32", "int4", "int4-hqq-b64"]
+    assert at.query_params["g_variants"] in ("fp32,int4,int4-hqq-b64", ["fp32,int4,int4-hqq-b64"])
+    assert "Points in this generation benchmark=12" in texts(at)  # 3 variants x 2 x 1 x 2
     at.button(key="submit_generation").click().run()
     assert not at.exception and not at.error, texts(at)
-    assert "Queued job 1 with 8 generation points" in texts(at)
+    assert "Queued job 1 with 12 generation points" in texts(at)
     job = job_store.get_job(1)
     assert job.spec["kind"] == "generation" and job.spec["sequences"] == [1, 4]
+    assert job.spec["variants"] == ["fp32", "int4", "int4-hqq-b64"]
+
+    # a shared link carries the names; GPTQ without a perplexity text is one sentence
+    linked = open_page("optimize", model=model.id, g_variants="fp32,int4-gptq-b128-asym-acc4")
+    chosen = linked.multiselect(key="url_g_variants")
+    assert chosen.value == ["fp32", "int4-gptq-b128-asym-acc4"]
+    assert "INT4 GPTQ b128 asym acc4 (int4-gptq-b128-asym-acc4)" in chosen.format_func(
+        "int4-gptq-b128-asym-acc4"
+    )
+    linked.button(key="submit_generation").click().run()
+    assert "INT4 GPTQ b128 asym acc4 calibrates on the perplexity text" in texts(linked)
+    assert len(job_store.list_jobs()) == 1
 
     at.multiselect(key="url_g_variants").set_value([]).run()
     assert "Pick at least one variant and one runtime" in texts(at)

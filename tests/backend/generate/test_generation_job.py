@@ -118,11 +118,12 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_job_queued_from_the_cli_reuses_the_stored_int4_copy(
+def test_a_job_queued_from_the_cli_reuses_int4_and_quantizes_hqq_b64_once(
     data_dir: Path, tmp_path: Path
 ) -> None:
-    """`optiboard generate ID --submit` queues the job; a second job of the same model
-    quantizes nothing again. A folder path cannot be queued (one sentence)."""
+    """`optiboard generate ID --submit --variants int4,int4-hqq-b64` queues the job; the
+    stored INT4 copy of the first job is reused, the HQQ block-64 copy is quantized once and
+    its graph holds block-64 MatMulNBits with zero points. A folder path cannot be queued."""
     model_id, _ = submitted(tmp_path)
     run_worker()
     models_before = len(library.list_models())
@@ -135,7 +136,7 @@ def test_a_job_queued_from_the_cli_reuses_the_stored_int4_copy(
         str(model_id),
         "--submit",
         "--variants",
-        "fp32,int4",
+        "int4,int4-HQQ-b64",  # no FP32 this time: the HQQ copy costs what it would
         "--prompt-lengths",
         "16",
         "--new-tokens",
@@ -148,12 +149,27 @@ def test_a_job_queued_from_the_cli_reuses_the_stored_int4_copy(
     assert queued.returncode == 0, queued.stdout + queued.stderr
     assert "with 2 generation points" in queued.stdout
     again = job_store.list_jobs()[0]
-    assert again.label == "cli" and again.spec["variants"] == ["fp32", "int4"]
+    assert again.label == "cli" and again.spec["variants"] == ["int4", "int4-hqq-b64"]
     run_worker()
     assert job_store.get_job(again.id).state == JobState.SUCCEEDED
-    assert len(library.list_models()) == models_before
+    assert len(library.list_models()) == models_before + 1  # the HQQ copy, not INT4 again
     events = [e.message for e in jobs.job_events(again.id)]
-    assert not any("quantizing" in m for m in events)
+    assert [m for m in events if "quantizing" in m] == [
+        "quantizing the model to int4 hqq b64 asym (weight-only, in a child)"
+    ]
+    by_key = {
+        p.point_key: p.payload
+        for p in point_store.list_points([again.id], kind=point_store.GENERATION)
+    }
+    hqq = by_key["int4-hqq-b64|ort-genai|16,8,1"]
+    assert hqq["status"] == "ok" and hqq["variant_label"] == "INT4 HQQ b64 asym"
+    made = generative.folder_artifacts(hqq["model_id"])[0].meta
+    assert made["variant"]["algorithm"] == "hqq" and made["variant"]["block_size"] == 64
+    assert made["facts"]["block_sizes"] == [64] and made["facts"]["bits"] == [4]
+    assert made["facts"]["quantized"] and all(
+        q["has_zero_points"] for q in made["facts"]["quantized"]
+    )  # what the graph holds: asymmetric blocks of 64
+    assert "(4-bit, block 64)" in made["statement"]
 
 
 def test_submit_refuses_in_one_sentence_and_stores_nothing(
