@@ -31,6 +31,16 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def _onnxruntime_version() -> str:
+    """The ONNX Runtime GenAI runs on: the module's own version (a GPU host's onnxruntime-gpu
+    is not the `onnxruntime` distribution, and an unpacked wheel has no metadata at all)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return "not installed"
+    return str(getattr(onnxruntime, "__version__", None) or _version("onnxruntime"))
+
+
 def _preload_cuda_libraries() -> None:
     """Load CUDA's libraries from the nvidia-* wheels before GenAI's CUDA library needs them: a
     sandboxed child has no LD_LIBRARY_PATH of the host's shell, and onnxruntime-genai-cuda
@@ -90,7 +100,7 @@ class OrtGenAISession(GenAISession):
             "runtime": "onnxruntime-genai",
             "versions": {
                 "onnxruntime-genai": getattr(og, "__version__", _version("onnxruntime-genai")),
-                "onnxruntime": _version("onnxruntime"),
+                "onnxruntime": _onnxruntime_version(),
             },
             "device_type": self.model.device_type,  # what the model was placed on, as ORT says
             "providers": [DEVICES[device] or "cpu"],
