@@ -1,8 +1,9 @@
 """The dashboard in a real headless Chromium, against a real `streamlit run` and a real worker.
 
 Upload a model through the file input, submit FP32 + INT8 static, watch Compare fill in, open
-the page's shared link in a fresh browser context, see Netron draw the graph, and upload a
-PyTorch .pt2 whose conversion check shows on the Models page. Screenshots
+the page's shared link in a fresh browser context, see Netron draw the graph, upload a CNN and a
+transformer encoder as PyTorch .pt2 files (their conversion checks and dynamic dimensions show on
+the Models page) and sweep the converted CNN from Optimize until Compare shows it. Screenshots
 land in test-artifacts/ for a person to look at.
 """
 
@@ -105,6 +106,7 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
     ARTIFACTS.mkdir(exist_ok=True)
     model_file = model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
     cnn_pt2 = torch_models.save_cnn_pt2(tmp_path / "cnn.pt2")
+    encoder_pt2 = torch_models.save_encoder_pt2(tmp_path / "encoder.pt2")
     external: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -170,5 +172,26 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
         expect(page.get_by_text("Checked against the ExportedProgram")).to_be_visible()
         expect(page.get_by_text("Dynamic dimensions: x_dim0 (1..32).")).to_be_visible()
         page.screenshot(path=str(ARTIFACTS / "e2e-6-pt2.png"), full_page=True)
+        # the transformer encoder keeps both of its dynamic dimensions, batch and sequence
+        page.goto(f"{dashboard}/models")
+        page.get_by_text("Upload a model").first.click()
+        page.locator("input[type=file]").first.set_input_files(str(encoder_pt2))
+        expect(page.get_by_text("encoder.pt2").first).to_be_visible(timeout=30_000)
+        page.get_by_role("button", name="Add to library").click()
+        expect(page.get_by_text("Added encoder (pytorch-exported")).to_be_visible(timeout=180_000)
+        dims = "Dynamic dimensions: x_dim0 (1..64), x_dim1 (2..256)."
+        expect(page.get_by_text(dims).first).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "e2e-7-pt2-encoder.png"), full_page=True)
+
+        # 7. The converted CNN (model 2) sweeps like an ONNX upload: one FP32 configuration at
+        # batch 1 with the quick preset, submitted from Optimize and measured by the worker.
+        page.goto(f"{dashboard}/optimize?model=2&precisions=fp32&batches=1&measure=quick")
+        submit = page.get_by_role("button", name=re.compile(r"Submit sweep \(1\)"))
+        expect(submit).to_be_visible(timeout=60_000)
+        submit.click()
+        expect(page.get_by_text("Queued job 2 with 1 configuration")).to_be_visible(timeout=30_000)
+        page.goto(f"{dashboard}/compare?jobs=2")
+        _wait_for(page, lambda: "#2 cnn CPU FP32" in _legend(page), 180, "the .pt2 sweep's row")
+        page.screenshot(path=str(ARTIFACTS / "e2e-8-pt2-compare.png"), full_page=True)
         browser.close()
     assert external == [], f"the dashboard reached outside its origin: {external}"
