@@ -87,7 +87,9 @@ if can(Permission.UPLOAD):
                     show_error(exc)
                 else:
                     set_url("model", added.id)
-                    st.session_state.pop("url_model", None)
+                    # the picker's own state, not only the link: popping it left the browser's
+                    # selectbox showing (and sending back) the model chosen before the upload
+                    st.session_state["url_model"] = added.id
                     size = fmt_bytes(added.size_bytes)
                     st.success(f"Added {plain(added.name)} ({added.format}, {size}).")
                     for warning in added.warnings:
