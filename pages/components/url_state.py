@@ -77,9 +77,11 @@ def bound_selectbox(
     index = next((i for i, o in enumerate(options) if str(o) == wanted), None)
     if index is None:
         index = options.index(default) if default in options else 0
-    value = st.selectbox(
-        label, options, index=index, key=f"url_{key}", format_func=format_func, **kwargs
-    )
+    if st.session_state.get(f"url_{key}") in options:  # the widget's own state wins anyway
+        kwargs.pop("index", None)
+    else:
+        kwargs["index"] = index
+    value = st.selectbox(label, options, key=f"url_{key}", format_func=format_func, **kwargs)
     set_url(key, value)
     return value
 
