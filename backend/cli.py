@@ -14,6 +14,7 @@ from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
+from backend.jobs.baselinecli import register_baseline
 from backend.jobs.context import JobOutcome, OnResult
 from backend.jobs.regresscli import register_regress
 from backend.jobs.regresscli import report as regression_report
@@ -336,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     for register in (register_compat, register_users, register_generate):
         register(sub)
     register_regress(sub, run_now)
+    register_baseline(sub, run_now)
     serving = register_serving(sub)
     register_advice(serving)
     register_llm_serving(serving)
