@@ -38,7 +38,7 @@ def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
 
 
 def measurement_binds(
-    task: ConfigurationTask, config: Configuration, env: RuntimeEnv | None = None
+    task: ConfigurationTask, config: Configuration, runtime: RuntimeEnv | None = None
 ) -> sandbox.Binds:
     """What a measurement child may read and write, and whether it gets the GPU."""
     writable = [Path(task.output_dir)]
@@ -57,7 +57,7 @@ def measurement_binds(
             task.source_path,
             task.calibration_path,
             task.evaluation_path,
-            *(env.read_only() if env else ()),
+            *(runtime.read_only() if runtime else ()),
         ],
         writable=writable,
         gpu=config.provider != "cpu",
