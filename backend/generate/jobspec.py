@@ -19,6 +19,7 @@ from backend.errors import UserError
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationSpec
 from backend.jobs import caps
 from backend.records import JobKind
+from backend.runtimeenvs import DEFAULT, get_env, ready_env
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo.jobs import JobRow
@@ -49,6 +50,7 @@ class GenerationJobSpec:
     perplexity_window: int = 256
     perplexity_tokens: int = 1024
     perplexity_bound: float = PERPLEXITY_BOUND
+    runtime_env: str = DEFAULT  # the children's interpreter (backend/runtimeenvs.py)
     kind: str = KIND
 
     def __post_init__(self) -> None:
@@ -58,6 +60,7 @@ class GenerationJobSpec:
                 f"Unknown variant {unknown[0] if unknown else '(none)'!r}; choose from "
                 f"{', '.join(VARIANTS)}."
             )
+        get_env(self.runtime_env)  # an unknown name in one sentence; not set up: at submit
         if self.perplexity_bound <= 0:
             raise UserError("The perplexity bound is a positive fraction, e.g. 0.1 for 10%.")
         self.generation_spec(self.runtimes[0] if self.runtimes else "")  # checks the rest
@@ -140,6 +143,7 @@ def submit_generation(
     from backend.runtimes import GENAI_RUNTIMES
 
     model = generative_model(model_id)
+    ready_env(spec.runtime_env)
     unknown = [r for r in spec.runtimes if r not in GENAI_RUNTIMES]
     if unknown or not spec.runtimes:
         raise UserError(
