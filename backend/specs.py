@@ -242,7 +242,7 @@ class SweepSpec(PointKnobs):
         url="env",
         cli=Cli("--env", help="the runtime environment the children run under (optiboard envs)"),
     )
-    baseline_of: int | None = knob(None)  # a re-run of this pinned job (backend/baselines.py)
+    baseline_of: int | None = knob(None, url="baseline")  # a re-run of this pinned job
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(dict.fromkeys(str(t) for t in self.targets)))
