@@ -130,6 +130,19 @@ def check_text(data: bytes, filename: str) -> None:
         ) from None
 
 
+def _check_runtimes(spec: GenerationJobSpec) -> None:
+    """Known generation runtimes, and an environment that is set up on this host."""
+    from backend.runtimes import GENAI_RUNTIMES
+
+    ready_env(spec.runtime_env)
+    unknown = [r for r in spec.runtimes if r not in GENAI_RUNTIMES]
+    if unknown or not spec.runtimes:
+        raise UserError(
+            f"Unknown generation runtime {unknown[0] if unknown else '(none)'!r}; choose from "
+            f"{', '.join(GENAI_RUNTIMES)}."
+        )
+
+
 def submit_generation(
     model_id: int,
     spec: GenerationJobSpec,
@@ -140,16 +153,9 @@ def submit_generation(
     """Check everything, store the text (if any), then queue one job; a refusal stores nothing."""
     from backend.generate.library import generative_model
     from backend.models.library import store
-    from backend.runtimes import GENAI_RUNTIMES
 
     model = generative_model(model_id)
-    ready_env(spec.runtime_env)
-    unknown = [r for r in spec.runtimes if r not in GENAI_RUNTIMES]
-    if unknown or not spec.runtimes:
-        raise UserError(
-            f"Unknown generation runtime {unknown[0] if unknown else '(none)'!r}; choose from "
-            f"{', '.join(GENAI_RUNTIMES)}."
-        )
+    _check_runtimes(spec)
     context = model_context(model_id)
     longest = max(p + n for p in spec.prompt_lengths for n in spec.new_tokens)
     if 0 < context < longest:
