@@ -11,7 +11,7 @@ from pathlib import Path
 from backend.queue import jobs
 from tests import models
 from tests.backend.test_cli import ROOT, optiboard
-from tests.pages.seed import open_page, texts
+from tests.pages.seed import add_model, open_page, texts
 
 
 def test_a_rerun_of_a_pinned_sweep_on_a_slower_export_is_flagged_on_home_and_jobs(
@@ -20,9 +20,8 @@ def test_a_rerun_of_a_pinned_sweep_on_a_slower_export_is_flagged_on_home_and_job
     subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
     mlp = models.save(models.make_mlp(), tmp_path / "mlp.onnx")
     planted = models.save(models.plant_matmul_chain(models.make_mlp()), tmp_path / "p.onnx")
-    assert optiboard("add", str(mlp)).returncode == 0
-    assert optiboard("add", str(planted)).returncode == 0
-    sweep = ["--precisions", "fp32", "--batch-sizes", "1", "--max-seconds", "2"]
+    assert (add_model(mlp).id, add_model(planted).id) == (1, 2)  # the real ingest
+    sweep = ["--precisions", "fp32", "--batch-sizes", "1", "--max-seconds", "1"]
     run = optiboard("run", "1", *sweep, "--env", "ort-1.31")
     assert run.returncode == 0, run.stdout + run.stderr
     [base] = jobs.stored_results(1)
