@@ -38,6 +38,8 @@ def test_a_rerun_of_a_pinned_sweep_on_a_slower_export_is_flagged_on_home_and_job
     assert "slower" in again.stdout and "not interleaved" in again.stdout
     [rerun] = jobs.stored_results(2)
     assert rerun.result.environment["backend_version"] == "1.31.1"
+    shown = optiboard("show", "2")
+    assert "re-run 2: 1 of 1 configurations beyond the interval" in shown.stdout
     listed = optiboard("baseline", "list")
     assert "cli:" in listed.stdout and "2 (succeeded)" in listed.stdout
 
