@@ -76,7 +76,10 @@ def baseline_control(job: JobRow) -> None:
     with st.expander(title, expanded=bool(pinned or baseline_of)):
         if baseline_of:
             st.markdown(f"A re-run of baseline job {int(baseline_of)}.")
-            drift_table(baselines.drift(int(baseline_of), job.id), f"drift-of-{job.id}")
+            try:
+                drift_table(baselines.drift(int(baseline_of), job.id), f"drift-of-{job.id}")
+            except UserError as exc:  # the baseline went with its model
+                show_error(exc)
         allowed = can(Permission.SUBMIT)
         why_not = None if allowed else "Editors and admins can pin and re-run baselines."
         cols = st.columns([2, 2, 2], vertical_alignment="bottom")
