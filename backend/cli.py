@@ -14,6 +14,7 @@ from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
+from backend.jobs.baselinecli import drift_lines, register_baseline
 from backend.jobs.context import JobOutcome, OnResult
 from backend.jobs.regresscli import register_regress
 from backend.jobs.regresscli import report as regression_report
@@ -207,6 +208,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             print("\n" + regression_report(job.id))
         elif knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
             print("knee:\n" + "\n".join(f"  {line}" for line in knee))
+        if job.spec.get("baseline_of"):  # a baseline's re-run: its drift against the baseline
+            print("\n" + "\n".join(drift_lines(int(job.spec["baseline_of"]), job.id)))
     if args.log:
         for event in jobs.job_events(job.id):
             print(f"{event.created_at:%H:%M:%S} {event.level:<8}{event.message}")
@@ -362,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     for register in (register_compat, register_users, register_generate):
         register(sub)
     register_regress(sub, run_now)
+    register_baseline(sub, run_now)
     serving = register_serving(sub)
     register_advice(serving)
     register_llm_serving(serving)

@@ -8,6 +8,7 @@ from backend.auth.roles import Permission
 from backend.models import library
 from backend.queue import jobs, progress
 from backend.records import utcnow
+from pages.components.baselines import drift_flags
 from pages.components.formatting import fmt_ago, fmt_bytes
 from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
@@ -80,6 +81,7 @@ def overview() -> None:
             hide_index=True,
         )
 
+    drift_flags("home-drift")
     st.subheader("Latest jobs")
     recent = jobs.list_jobs(limit=8)
     if not recent:

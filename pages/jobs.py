@@ -21,6 +21,7 @@ from backend.reporting import profilecharts
 from backend.reporting.metrics import pick
 from backend.results import StoredResult
 from pages.access import can, guarded
+from pages.components.baselines import baseline_control, drift_flags
 from pages.components.formatting import fmt_duration, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
@@ -119,6 +120,7 @@ def job_table() -> None:
 
 
 job_table()
+drift_flags("jobs-drift")
 
 job_id = url_int("job")
 if job_id is None:
@@ -365,6 +367,7 @@ def job_detail(job_id: int) -> None:
         )
 
     _configurations_table(configurations)
+    baseline_control(job)
     stored = jobs.stored_results(job.id)
     if spec is not None and spec.find_knee:  # the knee search's answer, with its numbers
         knee_lines = knee_summary(spec, stored)

@@ -15,6 +15,7 @@ from backend.generate.library import is_generative
 from backend.knobs import labelled
 from backend.models import library
 from backend.queue import capabilities, jobs
+from backend.runtimeenvs import describe
 from backend.specs import (
     MEASURE_PRESETS,
     OPTIMIZATION_LEVELS,
@@ -164,6 +165,18 @@ with right:
     title, words = labelled(SweepSpec, "optimization_level")
     level = bound_selectbox(title, list(OPTIMIZATION_LEVELS), "opt", default="all", help=words)
     threads = bound_count(labelled(SweepSpec, "intra_op_threads")[0], "threads", 256)
+    environments = {e["name"]: e for e in describe()}
+    runtime_env = "default"
+    if len(environments) > 1:  # pinned runtime versions beside the project's (optiboard envs)
+        runtime_env = bound_selectbox(
+            "Runtime environment",
+            list(environments),
+            "env",
+            default="default",
+            format_func=lambda n: f"{n}: {environments[n]['pins']}",
+            help="The measurement children run under this environment's interpreter; every "
+            "result records it. One that is not set up is refused when you submit, saying how.",
+        )
     openvino = openvino_settings(prefill) if "openvino" in runtimes else prefill.openvino
     ort = onnxruntime_settings(prefill) if "onnxruntime" in runtimes else prefill.onnxruntime
     custom = [jobs.CUSTOM_MEASURE] if url_value("measure") == jobs.CUSTOM_MEASURE else []
@@ -255,6 +268,7 @@ try:  # TrtOptions and the spec refuse what cannot run, in one sentence
         "tensorrt": tensorrt,
         "min_cosine": min_cosine,
         "prices": prices.strip(),
+        "runtime_env": runtime_env or "default",
     }
     choices = SweepChoices(knobs, preset, source, evaluation_source)
     spec = choices.spec(prefill)

@@ -241,3 +241,14 @@ class SigninThrottle(Base):
     failures: Mapped[int] = mapped_column(Integer, default=0)
     blocked_until: Mapped[datetime | None] = mapped_column(DateTime())
     updated_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow(), index=True)
+
+
+class Baseline(Base):
+    """A job pinned as a baseline: later re-runs of its configurations are judged against its
+    stored raw samples (backend/baselines.py)."""
+
+    __tablename__ = "baselines"
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    pinned_by: Mapped[str] = mapped_column(String(255))
+    pinned_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())

@@ -78,6 +78,7 @@ SLOW_MODULES = {
     "tests/pages/test_live_sessions.py": "argon2 sign-ins through app.py, several each",
     "tests/pages/test_mixed_search_page.py": "worker run",
     "tests/pages/test_regression_view.py": "a CLI regression check: two dialog children",
+    "tests/pages/test_baseline_drift.py": "two CLI sweeps under a runtime environment",
     "tests/backend/generate/test_benchmark.py": (
         "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
     ),
@@ -123,6 +124,7 @@ SLOW_TESTS = {
     "tests/backend/queue/test_calibration.py::test_an_evaluation_set_with_labels_is_stored_and_scored_by_the_worker": "worker run",  # noqa: E501
     "tests/backend/queue/test_calibration.py::test_an_uploaded_npz_is_stored_and_named_in_the_sweep": "worker run",  # noqa: E501
     "tests/backend/queue/test_jobs.py::test_stored_results_are_typed": "worker run",
+    "tests/backend/jobs/test_baselines.py::test_pin_unpin_and_list_are_audited": "worker run",
     "tests/backend/queue/test_mixedsearch.py::test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound": "worker run",  # noqa: E501
     "tests/backend/queue/test_mixedsearch.py::test_a_search_whose_every_step_fails_fails_the_job": "worker run",  # noqa: E501
     "tests/backend/queue/test_mixedsearch.py::test_a_search_on_a_model_with_long_node_names_stores_its_steps": "worker run",  # noqa: E501

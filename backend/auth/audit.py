@@ -24,6 +24,8 @@ class Action(StrEnum):
     CANCEL = "cancel"
     DELETE = "delete"
     LINK_CREATE = "link_create"
+    BASELINE_PIN = "baseline_pin"
+    BASELINE_UNPIN = "baseline_unpin"
     USER_ADD = "user_add"
     USER_ROLE = "user_role"
     USER_PASSWORD = "user_password"
@@ -48,6 +50,8 @@ NEEDS: dict[Action, Permission] = {
     Action.CANCEL: Permission.CANCEL,
     Action.DELETE: Permission.DELETE,
     Action.LINK_CREATE: Permission.SHARE,
+    Action.BASELINE_PIN: Permission.SUBMIT,
+    Action.BASELINE_UNPIN: Permission.SUBMIT,
     Action.USER_ADD: Permission.USERS,
     Action.USER_ROLE: Permission.USERS,
     Action.USER_PASSWORD: Permission.USERS,

@@ -23,6 +23,7 @@ from backend.generate.roofline import PeakBandwidth, roofline
 from backend.generate.timing import measure_point
 from backend.hardware import visible_gpu_index
 from backend.measure_settings import MeasureSettings
+from backend.runtimeenvs import current_env_name
 from backend.runtimes import ENGINE_MODES, GenAISession, TokenTimes, open_genai
 
 KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
@@ -369,6 +370,8 @@ def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
     folders = {name: Path(f) for name, f in (request.get("folders") or {}).items()}
     for name in spec.runtimes:
         results, scored = run_runtime(name, folders.get(name, folder), spec, peak, text, reference)
+        for result in results:  # the environment this child ran under (backend/runtimeenvs.py)
+            result.facts["runtime_env"] = current_env_name()
         report.results.extend(results)
         if scored is not None:
             report.perplexity[name] = scored

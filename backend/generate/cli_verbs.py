@@ -105,6 +105,8 @@ def explain(report: GenerationReport) -> list[str]:
             placed = r.facts.get("device_type", "")
             providers = ", ".join(r.facts.get("providers", []))
             line = f"{r.runtime}: {versions}; providers {providers} {placed}".rstrip()
+            if "runtime_env" in r.facts:
+                line += f"; environment {r.facts['runtime_env']}"
             if "kv_cache_precision" in r.facts:
                 line += (
                     f"; computes in {r.facts['inference_precision']}, KV cache in "
@@ -160,6 +162,7 @@ def cmd_submit_generation(args: argparse.Namespace) -> int:
         seed=args.seed,
         perplexity_window=args.perplexity_window,
         perplexity_tokens=args.perplexity_tokens,
+        runtime_env=args.env,
     )
     text = Path(args.perplexity_text) if args.perplexity_text else None
     if text is not None and not text.is_file():
@@ -202,6 +205,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         Path(args.reference) if args.reference else None,
         openvino_folder=openvino,
         in_process=args.in_process,
+        runtime_env=args.env,
     )
     report.notes[:0] = notes
     if args.json:
@@ -253,6 +257,12 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     p.add_argument(
         "--in-process", action="store_true", help="measure here, not in the sandboxed child"
+    )
+    p.add_argument(
+        "--env",
+        default="default",
+        help="the runtime environment the children run under (optiboard envs); it needs "
+        "onnxruntime-genai for ort-genai",
     )
     p.add_argument("--json", action="store_true", help="the whole report as JSON")
     p.add_argument(

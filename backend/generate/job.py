@@ -228,6 +228,7 @@ class GenerationRun:
             reference if variant != variantnames.FP32 or runtime != "ort-genai" else None,
             openvino_folder=folders[1],
             should_cancel=self.context.should_stop,
+            runtime_env=self.spec.runtime_env,
         )
         scored = report.perplexity.get(runtime)
         if variant == "fp32" and scored:

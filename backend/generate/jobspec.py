@@ -21,6 +21,7 @@ from backend.generate.benchmark import GENERATION_PRESETS, GenerationSpec
 from backend.jobs import caps
 from backend.knobs import Cli, knob
 from backend.records import JobKind
+from backend.runtimeenvs import DEFAULT, get_env, ready_env
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo.jobs import JobRow
@@ -62,6 +63,7 @@ class GenerationJobSpec:
     perplexity_window: int = 256
     perplexity_tokens: int = 1024
     perplexity_bound: float = PERPLEXITY_BOUND
+    runtime_env: str = DEFAULT  # the children's interpreter (backend/runtimeenvs.py)
     kind: str = KIND
 
     def __post_init__(self) -> None:
@@ -69,6 +71,7 @@ class GenerationJobSpec:
             raise UserError(f"Pick at least one variant; {variantnames.GRAMMAR}.")
         names = dict.fromkeys(variantnames.canonical(v) for v in self.variants)  # one sentence
         object.__setattr__(self, "variants", tuple(names))  # each distinct variant once
+        get_env(self.runtime_env)  # an unknown name in one sentence; not set up: at submit
         if self.perplexity_bound <= 0:
             raise UserError("The perplexity bound is a positive fraction, e.g. 0.1 for 10%.")
         self.generation_spec(self.runtimes[0] if self.runtimes else "")  # checks the rest
@@ -140,19 +143,26 @@ def check_text(data: bytes, filename: str) -> None:
         ) from None
 
 
-def check_submission(model_id: int, spec: GenerationJobSpec, has_text: bool) -> int:
-    """What the spec alone cannot check: runtimes, the model's context, GPTQ's text. Returns
-    the model's context length (0: unknown)."""
-    from backend.generate.library import generative_model
+def _check_runtimes(spec: GenerationJobSpec) -> None:
+    """Known generation runtimes, and an environment that is set up on this host."""
     from backend.runtimes import GENAI_RUNTIMES
 
-    model = generative_model(model_id)
+    ready_env(spec.runtime_env)
     unknown = [r for r in spec.runtimes if r not in GENAI_RUNTIMES]
     if unknown or not spec.runtimes:
         raise UserError(
             f"Unknown generation runtime {unknown[0] if unknown else '(none)'!r}; choose from "
             f"{', '.join(GENAI_RUNTIMES)}."
         )
+
+
+def check_submission(model_id: int, spec: GenerationJobSpec, has_text: bool) -> int:
+    """What the spec alone cannot check: runtimes and environment, the model's context, GPTQ's
+    text. Returns the model's context length (0: unknown)."""
+    from backend.generate.library import generative_model
+
+    model = generative_model(model_id)
+    _check_runtimes(spec)
     context = model_context(model_id)
     longest = max(p + n for p in spec.prompt_lengths for n in spec.new_tokens)
     if 0 < context < longest:

@@ -20,6 +20,7 @@ from backend.generate.roofline import device_peak
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
+from backend.runtimeenvs import DEFAULT, ready_env
 
 TARGET = "backend.generate.benchmark:measure_generation"
 REFERENCE_TARGET = "backend.generate.benchmark:reference_generation"
@@ -72,10 +73,17 @@ def run_generation(
     openvino_folder: Path | None = None,
     in_process: bool = False,
     should_cancel: Callable[[], bool] | None = None,
+    runtime_env: str = DEFAULT,
 ) -> GenerationReport:
     """The benchmark of one model folder: every runtime x point, perplexity on the text, greedy
     agreement with the reference folder's tokens; openvino-genai runs openvino_folder (the same
-    model as OpenVINO IR) when given. in_process=True runs here (tests, bench)."""
+    model as OpenVINO IR) when given. in_process=True runs here (tests, bench). runtime_env:
+    the children run under that environment's interpreter (its onnxruntime under GenAI)."""
+    env = ready_env(runtime_env)
+    if in_process and env.name != DEFAULT:
+        raise UserError(
+            f"--in-process measures in this interpreter, not under {env.name!r}; drop one of them."
+        )
     folder = check_folder(folder)
     reference = check_folder(reference, "reference") if reference else None
     openvino = check_folder(openvino_folder, "OpenVINO") if openvino_folder else None
@@ -98,8 +106,10 @@ def run_generation(
             f"A generation benchmark runs the model only inside the sandbox, and {state.reason}."
         )
     gpu = spec.device != "cpu"
-    binds = sandbox.Binds.of(read_only=[folder, reference, openvino, text_path], gpu=gpu)
-    return in_children(request, spec, binds, should_cancel)
+    binds = sandbox.Binds.of(
+        read_only=[folder, reference, openvino, text_path, *env.read_only()], gpu=gpu
+    )
+    return in_children(request, spec, binds, should_cancel, env.python)
 
 
 def in_children(
@@ -107,6 +117,7 @@ def in_children(
     spec: GenerationSpec,
     binds: sandbox.Binds,
     should_cancel: Callable[[], bool] | None,
+    python: str | None = None,
 ) -> GenerationReport:
     """The reference's tokens in one sandboxed child, then a child per runtime, so each
     runtime's peak RSS holds that runtime only (nor the reference's session)."""
@@ -121,6 +132,7 @@ def in_children(
             sandboxed=True,
             binds=binds,
             limits=ChildLimits.from_settings(gpu=binds.gpu),
+            python=python,
         )
         if outcome.cancelled:
             raise GenerationCancelled("The generation benchmark was cancelled.")

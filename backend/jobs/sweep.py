@@ -158,7 +158,9 @@ class SweepRun:
             evaluation_name=setup.evaluation_name,
             min_cosine=setup.spec.min_cosine,
         )
-        result = measure_in_child(task, setup.timeout_s, self.context.should_stop)
+        result = measure_in_child(
+            task, setup.timeout_s, self.context.should_stop, setup.spec.runtime_env
+        )
         if result is None:
             return None
         metrics.WORKER.configuration_done(result.status.value, time.monotonic() - started)

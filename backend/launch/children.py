@@ -303,10 +303,12 @@ def call_in_child(
     binds: sandbox.Binds | None = None,
     outputs: Mapping[str, Path] | None = None,
     limits: child_limits.ChildLimits | None = None,
+    python: str | None = None,
 ) -> ChildOutcome:
     """JSON in, JSON out (never unpickled: a child an untrusted model took over returns data
     only): `module:function(*args)` in a limited (optionally sandboxed) child, in its scratch
-    folder; files it leaves there under the names in `outputs` are moved to the given paths."""
+    folder; files it leaves there under the names in `outputs` are moved to the given paths.
+    python: a runtime environment's interpreter (backend/runtimeenvs.py) instead of this one."""
     with child_folder() as folder:
         request, result = folder.scratch / "request.json", folder.scratch / "result.json"
         request.write_text(json.dumps({"target": target, "args": list(args)}))
@@ -318,6 +320,7 @@ def call_in_child(
             should_cancel=should_cancel,
             binds=binds,
             limits=limits,
+            python=python,
         )
         outcome = _outcome(done, read_result(result, as_pickle=False), what, timeout_s)
         if outcome.ok:

@@ -17,6 +17,7 @@ from backend.models.library import get_model
 from backend.pricing import or_default
 from backend.records import get_job
 from backend.results import StoredResult
+from backend.runtimeenvs import DEFAULT, ready_env
 from backend.runtimes import BACKENDS
 from backend.specs import SAME_SET, Configuration, Precision, SweepSpec
 from storage.repo import jobs as job_store
@@ -38,6 +39,12 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
         raise UserError(
             "Hardware targets and replicas need a Ray cluster; set OPTIBOARD_RAY_ADDRESS "
             "(README: Many machines) or clear them."
+        )
+    ready_env(spec.runtime_env)  # unknown or not set up: one sentence, nothing stored
+    if spec.runtime_env != DEFAULT and (spec.targets or spec.replicas > 1):
+        raise UserError(
+            "A runtime environment applies to this host's worker only, not to Ray cluster "
+            "targets or replicas; clear --env or the targets."
         )
     configurations = spec.configurations()
     caps.check_configurations(len(configurations))

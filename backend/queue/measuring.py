@@ -20,11 +20,13 @@ from typing import Any
 
 import settings
 from backend.engine.run import ConfigurationTask, run_configuration
+from backend.errors import UserError
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
 from backend.queue.progress import last_line
 from backend.results import ConfigurationResult, ResultStatus
+from backend.runtimeenvs import DEFAULT, RuntimeEnv, ready_env
 from backend.specs import GPU_PROVIDERS, Configuration, Precision, SweepSpec
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,9 @@ def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
     return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
 
 
-def measurement_binds(task: ConfigurationTask, config: Configuration) -> sandbox.Binds:
+def measurement_binds(
+    task: ConfigurationTask, config: Configuration, runtime: RuntimeEnv | None = None
+) -> sandbox.Binds:
     """What a measurement child may read and write, and whether it gets the GPU."""
     writable = [Path(task.output_dir)]
     env: tuple[tuple[str, str], ...] = ()
@@ -49,7 +53,12 @@ def measurement_binds(task: ConfigurationTask, config: Configuration) -> sandbox
     for folder in writable:
         folder.mkdir(parents=True, exist_ok=True)
     return sandbox.Binds.of(
-        read_only=[task.source_path, task.calibration_path, task.evaluation_path],
+        read_only=[
+            task.source_path,
+            task.calibration_path,
+            task.evaluation_path,
+            *(runtime.read_only() if runtime else ()),
+        ],
         writable=writable,
         gpu=config.provider != "cpu",
         env=env,
@@ -60,11 +69,17 @@ def measure_in_child(
     task: ConfigurationTask,
     timeout_s: float,
     should_cancel: Callable[[], bool] | None = None,
+    runtime_env: str = DEFAULT,
 ) -> ConfigurationResult | None:
     """The engine on one configuration in a limited, sandboxed child: the local worker and every
-    cluster node measure through this one call. A failed child becomes a failed result; None:
-    cancelled."""
+    cluster node measure through this one call. The child runs under the runtime environment's
+    interpreter (its result records the environment and the runtime version that ran). A failed
+    child becomes a failed result; None: cancelled."""
     config = Configuration.from_dict(task.configuration)
+    try:
+        env = ready_env(runtime_env)
+    except UserError as exc:  # this host lacks the environment: the configuration fails, says why
+        return _failed(config, f"Not measured: {exc}")
     state = sandbox.available()
     if not state.ok:
         return _failed(
@@ -73,7 +88,7 @@ def measure_in_child(
             f"and {state.reason}.",
         )
     try:
-        binds = measurement_binds(task, config)
+        binds = measurement_binds(task, config, env)
     except OSError as exc:  # no output folder: this configuration fails, never the job
         return _failed(config, f"Not measured: its output folder cannot be made ({exc}).")
     outcome = call_in_child(
@@ -85,6 +100,7 @@ def measure_in_child(
         sandboxed=True,
         binds=binds,
         limits=ChildLimits.from_settings(gpu=config.provider in GPU_PROVIDERS),
+        python=env.python,
     )
     if outcome.cancelled:
         return None

@@ -109,6 +109,13 @@ def list_jobs(
         return [_job_row(j) for j in session.scalars(query)]
 
 
+def jobs_after(job_id: int) -> list[JobRow]:
+    """Jobs queued after this one, newest first (a baseline's re-runs are among them)."""
+    with session_scope() as session:
+        query = select(Job).where(Job.id > job_id).order_by(Job.id.desc())
+        return [_job_row(j) for j in session.scalars(query)]
+
+
 def count_queued_jobs(submitted_by: str) -> int:
     """Jobs this submitter has waiting for a worker (queued, not yet claimed)."""
     with session_scope() as session:

@@ -20,7 +20,8 @@ STORED = json.loads((Path(__file__).parent / "data" / "stored_41aae78.json").rea
 
 
 def nested(old: dict[str, Any]) -> dict[str, Any]:
-    """The old dict in today's shape: OpenVINO's two knobs in their group, the ORT group added."""
+    """The old dict in today's shape: OpenVINO's two knobs in their group, the ORT group, the
+    runtime environment and the baseline added (at their defaults)."""
     new = dict(old)
     new["openvino"] = {
         "performance_hint": new.pop("performance_hint"),
@@ -28,6 +29,7 @@ def nested(old: dict[str, Any]) -> dict[str, Any]:
     }
     new["onnxruntime"] = to_json(OrtOptions())  # knobs added since, at their defaults
     new["prices"] = {}  # no price given: OPTIBOARD_PRICE_PER_HOUR's when read or queued
+    new["runtime_env"], new["baseline_of"] = "default", None
     return new
 
 

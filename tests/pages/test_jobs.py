@@ -101,3 +101,30 @@ def test_states_filter_comes_from_the_url(data_dir: Path, mlp_path: Path) -> Non
     add_job(model.id, SweepSpec(precisions=(Precision.FP32,)))
     at = open_page("jobs", states="queued")
     assert list(at.dataframe[0].value["configurations"]) == ["0/1"]
+
+
+def test_an_editor_pins_a_sweep_as_a_baseline_audited_and_a_viewer_cannot(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    from backend import baselines
+    from backend.auth.audit import recent
+
+    model = add_model(mlp_path)
+    job, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(1,))
+    viewer = open_page("jobs", role="viewer", job=job.id)
+    assert viewer.button(key=f"pin_{job.id}").disabled
+    at = open_page("jobs", role="editor", job=job.id)
+    at.button(key=f"pin_{job.id}").click().run()
+    assert not at.exception, at.exception
+    assert baselines.is_pinned(job.id)
+    entry = recent(limit=1)[0]
+    assert (entry.actor, entry.action, entry.target, entry.outcome) == (
+        "editor",
+        "baseline_pin",
+        f"job {job.id}",
+        "ok",
+    )
+    assert at.button(key=f"pin_{job.id}").label == "Unpin baseline"
+    at.button(key=f"rerun_{job.id}").click().run()  # queued on the baseline's own environment
+    [rerun] = baselines.reruns(job.id)
+    assert rerun.spec["baseline_of"] == job.id and rerun.spec["runtime_env"] == "default"

@@ -36,12 +36,14 @@ def test_submitting_creates_one_job_with_every_chosen_configuration(
     at.multiselect(key="url_precisions").set_value(["fp32", "fp16", "int8_dynamic"])
     at.multiselect(key="url_batches").set_value([1, 8])
     at.selectbox(key="url_measure").set_value("quick")
+    at.selectbox(key="url_env").set_value("ort-1.31")  # set up by scripts/setup-runtime-env
     at.run()
     assert "Configurations in this sweep=6" in texts(at)
     at.button(key="submit_sweep").click().run()
     assert not at.exception
     [job] = jobs.list_jobs()
     spec = jobs.spec_of(job)
+    assert spec.runtime_env == "ort-1.31"  # the children run under it
     assert job.progress_total == 6
     assert set(spec.precisions) == {Precision.FP32, Precision.FP16, Precision.INT8_DYNAMIC}
     assert spec.batch_sizes == (1, 8)

@@ -69,3 +69,14 @@ def test_0005_adds_serving_points_and_downgrades_without_them(tmp_path: Path) ->
     assert {"job_id", "point_key", "configuration", "kind", "payload"} <= columns
     _migrate(url, "0004_cluster_nodes", down=True)
     assert "serving_points" not in inspect(create_engine(url)).get_table_names()
+
+
+def test_0010_adds_baselines_and_downgrades_without_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'baselines.db'}"
+    _migrate(url, "0009_session_generation")
+    assert "baselines" not in inspect(create_engine(url)).get_table_names()
+    _migrate(url, "0010_baselines")
+    columns = {c["name"] for c in inspect(create_engine(url)).get_columns("baselines")}
+    assert columns == {"job_id", "pinned_by", "pinned_at"}
+    _migrate(url, "0009_session_generation", down=True)
+    assert "baselines" not in inspect(create_engine(url)).get_table_names()

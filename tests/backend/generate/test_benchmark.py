@@ -197,3 +197,19 @@ def test_a_point_the_runtime_cannot_run_fails_alone(fp32) -> None:
     assert (one.status, one.agreement) == ("ok", [3])
     assert many.status == "failed" and "must be in [1, 32]" in many.error
     assert many.agreement == []
+
+
+def test_generation_under_a_runtime_environment_records_the_onnxruntime_that_ran(fp32) -> None:
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    subprocess.run([str(root / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
+    spec = GenerationSpec(prompt_lengths=(16,), new_tokens=(4,), **QUICK)
+    with pytest.raises(UserError, match="There is no runtime environment 'ort-0.1'"):
+        run_generation(fp32, spec, runtime_env="ort-0.1")
+    with pytest.raises(UserError, match="not under 'ort-1.31'"):
+        run_generation(fp32, spec, in_process=True, runtime_env="ort-1.31")
+    [result] = run_generation(fp32, spec, runtime_env="ort-1.31").results
+    assert result.status == "ok", result.error
+    assert result.facts["runtime_env"] == "ort-1.31"
+    assert result.facts["versions"]["onnxruntime"] == "1.31.1"  # GenAI on the pinned runtime

@@ -52,6 +52,8 @@ EVERY_FIELD_CHANGED = SweepSpec(
     cuda=CudaOptions(conv_algo_search=ConvAlgoSearch.HEURISTIC, use_tf32=False, prefer_nhwc=True),
     find_knee=True,
     knee_max_batch=256,
+    runtime_env="ort-1.31",
+    baseline_of=5,
     tensorrt=TrtOptions(fp16=True, timing_cache=True, builder_optimization_level=2),
     prices=(("t4", 0.53), ("xeon-8480", 1.2), ("cpu", 0.4)),
     measure=MeasureSettings(
