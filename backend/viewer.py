@@ -41,8 +41,13 @@ MARKER = "optiboard-viewer.json"
 # Our own script, copied beside netron's: paints an overlay's JSON (backend/graphview/overlay.py)
 OVERLAY_SCRIPT = "optiboard-overlay.js"
 OVERLAY_SOURCE = Path(__file__).with_name("viewer_overlay.js")
-# The browser holds the whole model in memory; past this the page offers a download instead.
-MAX_VIEWER_BYTES = 512 * 1024 * 1024
+
+
+def max_viewer_bytes() -> int:
+    """The browser tab holds the whole model in memory (Netron parses it there); past this the
+    Graph page shows a structure-only copy (backend/graphview/skeleton.py) instead."""
+    return settings.VIEWER_MAX_MB.get() * 1024 * 1024
+
 
 # Deny everything, then allow only what the packaged viewer uses (checked in real Chromium by
 # tests/backend/test_viewer.py): its own scripts, models fetched from our origin, images and

@@ -71,6 +71,7 @@ SLOW_MODULES = {
     "tests/pages/test_wrong_outputs_pages.py": "worker runs behind the pages",
     "tests/pages/test_evaluation_set.py": "worker run",
     "tests/pages/test_graph.py": "worker run and the viewer",
+    "tests/pages/test_graph_large.py": "ingest, cost and weightless-copy children behind the page",
     "tests/pages/test_generation_pages.py": "the model builder and a generation job run",
     "tests/pages/test_home.py": "worker run",
     "tests/pages/test_hot_node_links.py": "browser",
