@@ -47,7 +47,7 @@ def test_netron_draws_the_weightless_copy_with_shapes_and_requests_no_weights(si
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
-        url = viewer.viewer_url("/weightless.onnx", "weightless.onnx", node="h0")  # the first MatMul
+        url = viewer.viewer_url("/weightless.onnx", "weightless.onnx", node="h0")
         page.goto(site + url.replace("/app/static", ""))
         expect(page.locator("body")).to_have_attribute("data-optiboard-focused", "h0")
         page.locator("svg g.node", has_text="MatMul").first.click()  # opens its properties
