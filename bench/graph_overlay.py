@@ -44,6 +44,7 @@ from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import settings  # noqa: E402
 from backend import viewer  # noqa: E402
 from backend.engine.profile import NodeProfile, Profile  # noqa: E402
 from backend.errors import UserError  # noqa: E402
@@ -175,11 +176,14 @@ def ingest_bench(args: argparse.Namespace) -> None:
             archive = timed(
                 f"zip of {args.refuse_gb:g} GB", lambda: zipped(Path(tmp), 1000, args.refuse_gb)
             )
-            try:
-                ingest_file(archive, "deep.zip", name="too big")
-                print("ingest accepted it (unexpected)")
-            except UserError as exc:
-                print(f"ingest of {archive.stat().st_size / 1e9:.2f} GB zip refused: {exc}")
+            for upload_mb in (None, "8192"):  # as configured, then with the upload limit raised
+                settings.MAX_UPLOAD_MB.set(upload_mb)
+                try:
+                    ingest_file(archive, "deep.zip", name="too big")
+                    print("ingest accepted it (unexpected)")
+                except UserError as exc:
+                    print(f"ingest of the {archive.stat().st_size / 1e9:.2f} GB zip refused: {exc}")
+            settings.MAX_UPLOAD_MB.set(None)
             archive.unlink()
         archive = timed("zip", lambda: zipped(Path(tmp), args.ingest_blocks, args.ingest_gb))
         print(f"upload: {archive.stat().st_size / 1e9:.2f} GB zip (stored)")
