@@ -59,6 +59,9 @@ def test_a_large_upload_is_shown_from_a_weightless_copy_made_in_a_child(
     assert b2.raw_data or b2.float_data
     assert read_structure(copy) == read_structure(upload)  # overlays match the copy as the upload
 
+    library.delete_model(model.id)
+    assert not copy.exists()  # removed with the last blob it was made from
+
 
 def test_the_copy_is_made_in_a_child_process(data_dir: Path, large_mlp: Path) -> None:
     model = add_model(large_mlp, "wide")
