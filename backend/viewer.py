@@ -195,17 +195,12 @@ def focus_keys(path: Path) -> dict[str, str]:
 
     Profiles name an unnamed node '<op>_<index>' (backend.engine.profile.name_nodes), which the
     uploaded file does not hold; the viewer finds such a node by the first tensor it produces.
+    Read through graphview.structure, so a large file's weights are parsed in a limited child,
+    never in the web process.
     """
-    import onnx
+    from backend.graphview.structure import read_structure
 
-    graph = onnx.load(str(path), load_external_data=False).graph
-    keys = {}
-    for index, node in enumerate(graph.node):
-        if node.name:
-            keys[node.name] = node.name
-        elif node.output:
-            keys[f"{node.op_type}_{index}"] = node.output[0]
-    return keys
+    return {node.key: node.focus for node in read_structure(path).nodes}
 
 
 def op_histogram(path: Path) -> dict[str, int]:
