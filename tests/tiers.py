@@ -71,7 +71,6 @@ SLOW_MODULES = {
     "tests/pages/test_wrong_outputs_pages.py": "worker runs behind the pages",
     "tests/pages/test_evaluation_set.py": "worker run",
     "tests/pages/test_graph.py": "worker run and the viewer",
-    "tests/pages/test_graph_large.py": "ingest, cost and weightless-copy children behind the page",
     "tests/pages/test_generation_pages.py": "the model builder and a generation job run",
     "tests/pages/test_home.py": "worker run",
     "tests/pages/test_hot_node_links.py": "browser",
@@ -143,6 +142,7 @@ SLOW_TESTS = {
     "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
     "tests/backend/test_viewer_focus.py": "browser",
     "tests/backend/test_viewer_weightless.py": "browser",
+    "tests/pages/test_graph_large.py::test_a_large_upload_is_shown_from_a_weightless_copy_made_in_a_child": "ingest, cost and weightless-copy children behind the page",  # noqa: E501
     "tests/pages/test_compare.py": "worker runs",
     "tests/pages/test_components.py::test_bound_widgets_start_from_the_url": "Streamlit app runs",
     "tests/pages/test_components.py::test_bound_widgets_write_their_value_back_to_the_url": "Streamlit app runs",  # noqa: E501
