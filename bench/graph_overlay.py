@@ -165,13 +165,11 @@ def zipped(folder: Path, blocks: int, gigabytes: float) -> Path:
 
 def ingest_bench(args: argparse.Namespace) -> None:
     """A plain upload past the viewer's limit: real ingest, then what the Graph page does."""
-    import os
-
     from backend.models.ingest import ingest_file
     from backend.models.library import list_artifacts
 
     with tempfile.TemporaryDirectory(prefix="graph-ingest-", dir=args.scratch) as tmp:
-        os.environ["OPTIBOARD_DATA_DIR"] = str(Path(tmp) / "data")
+        settings.DATA_DIR.set(str(Path(tmp) / "data"))
         if args.refuse_gb:
             archive = timed(
                 f"zip of {args.refuse_gb:g} GB", lambda: zipped(Path(tmp), 1000, args.refuse_gb)
