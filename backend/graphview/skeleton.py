@@ -15,6 +15,7 @@ cached per artifact digest under the data directory's cache, so a second view on
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,8 @@ def skeleton_of(source: Path, sha256: str) -> Skeleton:
 
     source = Path(source).resolve()
     final.parent.mkdir(parents=True, exist_ok=True)
-    partial = final.with_name(f"{final.name}.{os.getpid()}.partial")
+    # Sessions are threads of one web process: each view writes its own partial file.
+    partial = final.with_name(f"{final.name}.{uuid.uuid4().hex}.partial")
     try:
         made = run_call(
             "backend.graphview.skeleton:child_skeleton",
