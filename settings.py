@@ -114,6 +114,15 @@ MAX_UPLOAD_MB = _declare(
         "largest accepted upload (the Streamlit limit in `.streamlit/config.toml` matches)",
     )
 )
+VIEWER_MAX_MB = _declare(
+    Setting(
+        "OPTIBOARD_VIEWER_MAX_MB",
+        "512",
+        int,
+        "largest .onnx the Graph page hands to Netron whole (the browser tab holds all of it); "
+        "past this it shows a copy without the weights' bytes",
+    )
+)
 UPLOAD_SESSION_FILES = _declare(
     Setting(
         "OPTIBOARD_UPLOAD_SESSION_FILES",

@@ -41,8 +41,13 @@ MARKER = "optiboard-viewer.json"
 # Our own script, copied beside netron's: paints an overlay's JSON (backend/graphview/overlay.py)
 OVERLAY_SCRIPT = "optiboard-overlay.js"
 OVERLAY_SOURCE = Path(__file__).with_name("viewer_overlay.js")
-# The browser holds the whole model in memory; past this the page offers a download instead.
-MAX_VIEWER_BYTES = 512 * 1024 * 1024
+
+
+def max_viewer_bytes() -> int:
+    """The browser tab holds the whole model in memory (Netron parses it there); past this the
+    Graph page shows a structure-only copy (backend/graphview/skeleton.py) instead."""
+    return settings.VIEWER_MAX_MB.get() * 1024 * 1024
+
 
 # Deny everything, then allow only what the packaged viewer uses (checked in real Chromium by
 # tests/backend/test_viewer.py): its own scripts, models fetched from our origin, images and
@@ -190,17 +195,12 @@ def focus_keys(path: Path) -> dict[str, str]:
 
     Profiles name an unnamed node '<op>_<index>' (backend.engine.profile.name_nodes), which the
     uploaded file does not hold; the viewer finds such a node by the first tensor it produces.
+    Read through graphview.structure, so a large file's weights are parsed in a limited child,
+    never in the web process.
     """
-    import onnx
+    from backend.graphview.structure import read_structure
 
-    graph = onnx.load(str(path), load_external_data=False).graph
-    keys = {}
-    for index, node in enumerate(graph.node):
-        if node.name:
-            keys[node.name] = node.name
-        elif node.output:
-            keys[f"{node.op_type}_{index}"] = node.output[0]
-    return keys
+    return {node.key: node.focus for node in read_structure(path).nodes}
 
 
 def op_histogram(path: Path) -> dict[str, int]:

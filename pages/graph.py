@@ -8,6 +8,7 @@ it, it is never written to static/, and it is dropped once the session leaves th
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 
 import streamlit as st
 from streamlit import runtime
@@ -15,6 +16,7 @@ from streamlit import runtime
 from backend import viewer
 from backend.auth.roles import Permission
 from backend.errors import UserError
+from backend.graphview import skeleton
 from backend.models import library
 from backend.models.cost import ModelCost
 from backend.models.costing import cost_in_child
@@ -55,8 +57,10 @@ def _cost(sha256: str, batch: int, dims: str, shown: str) -> ModelCost:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _histogram(sha256: str) -> dict[str, int]:
-    return viewer.op_histogram(library.artifact_path(sha256))
+def _histogram(sha256: str, large: bool) -> dict[str, int]:
+    """Counted from the weightless copy when the file is large, so no weights enter this process."""
+    path = library.artifact_path(sha256)
+    return viewer.op_histogram(skeleton.skeleton_of(path, sha256).path if large else path)
 
 
 def _private_overlay_url(data: bytes) -> str:
@@ -69,10 +73,9 @@ def _private_overlay_url(data: bytes) -> str:
     )
 
 
-def _private_model_url(sha256: str, filename: str) -> str:
-    """Register the model in this session's media store under an unguessable name."""
+def _private_model_url(path: Path, filename: str) -> str:
+    """Register the model file in this session's media store under an unguessable name."""
     salt = st.session_state.setdefault("_viewer_secret", secrets.token_hex(16))
-    path = library.artifact_path(sha256)
     if not runtime.exists():  # bare `python pages/graph.py`: there is no server to serve it
         return ""
     return runtime.get_instance().media_file_mgr.add(
@@ -109,14 +112,20 @@ graph_col, side_col = st.columns([3, 2])
 with graph_col:
     try:
         _viewer_ready()
-        if artifact.size_bytes > viewer.MAX_VIEWER_BYTES:
+        shown_path, weightless = library.artifact_path(artifact.sha256), None
+        if artifact.size_bytes > viewer.max_viewer_bytes():
+            with st.spinner("Making a copy of the graph without its weights (a limited child)..."):
+                weightless = skeleton.skeleton_of(shown_path, artifact.sha256)
+            shown_path = weightless.path
+        if weightless is not None and weightless.size_bytes > viewer.max_viewer_bytes():
             st.info(
-                f"This graph is {fmt_bytes(artifact.size_bytes)}, more than a browser tab can "
-                f"hold comfortably ({fmt_bytes(viewer.MAX_VIEWER_BYTES)}); download it from the "
-                "Models page and open it in the Netron desktop app."
+                f"Even without its weights this graph is {fmt_bytes(weightless.size_bytes)}, "
+                f"more than a browser tab can hold comfortably "
+                f"({fmt_bytes(viewer.max_viewer_bytes())}); download it from the Models page "
+                "and open it in the Netron desktop app."
             )
         else:
-            media_url = _private_model_url(artifact.sha256, artifact.filename)
+            media_url = _private_model_url(shown_path, artifact.filename)
             focus = url_value("node")  # from a profile's hottest-node link
             if artifact.kind == "optimized":
                 overlay = graphoverlay.variant_diff(model.id, artifact)
@@ -134,6 +143,12 @@ with graph_col:
                 height=720,
                 alt=f"Netron graph of {model.name}",
             )
+            if weightless is not None:
+                st.caption(
+                    f"Weights not loaded: this {fmt_bytes(artifact.size_bytes)} graph is shown "
+                    f"from a {fmt_bytes(weightless.size_bytes)} copy that keeps its nodes, "
+                    "attributes, tensor names, types and shapes."
+                )
             st.caption(
                 "Netron viewer, served by this dashboard (works offline). Scroll to zoom, "
                 "click a node for its attributes."
@@ -147,7 +162,7 @@ with side_col:
     histogram = (
         model.op_histogram
         if artifact.kind in ("original", "converted") and model.op_histogram
-        else _histogram(artifact.sha256)
+        else _histogram(artifact.sha256, artifact.size_bytes > viewer.max_viewer_bytes())
     )
     if histogram:
         st.plotly_chart(charts.op_histogram(histogram), key="ops")

@@ -143,6 +143,8 @@ SLOW_TESTS = {
     "tests/backend/test_host.py::test_a_watch_sees_another_process_busy_and_not_this_one": "busy child process",  # noqa: E501
     "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
     "tests/backend/test_viewer_focus.py": "browser",
+    "tests/backend/test_viewer_weightless.py": "browser",
+    "tests/pages/test_graph_large.py::test_a_large_upload_is_shown_from_a_weightless_copy_made_in_a_child": "ingest, cost and weightless-copy children behind the page",  # noqa: E501
     "tests/pages/test_compare.py": "worker runs",
     "tests/pages/test_components.py::test_bound_widgets_start_from_the_url": "Streamlit app runs",
     "tests/pages/test_components.py::test_bound_widgets_write_their_value_back_to_the_url": "Streamlit app runs",  # noqa: E501
@@ -178,6 +180,7 @@ SERIAL_MODULES = {
     "tests/backend/serving/test_provider.py": "Triton",
     "tests/backend/serving/test_server.py": "Triton and its /dev/shm regions",
     "tests/backend/test_viewer_focus.py": "browser",
+    "tests/backend/test_viewer_weightless.py": "browser",
     "tests/pages/test_hot_node_links.py": "browser",
     "tests/pages/test_serve_measured.py": "Triton",
     "tests/test_leaks.py": "every process's /dev/shm regions and children",

@@ -91,8 +91,10 @@ def symbolic_dims(model: ModelRow) -> list[str]:
 
 
 def delete_model(model_id: int) -> None:
-    """Delete the model, its blobs nobody else uses, and a generative model's linked folder."""
+    """Delete the model, its blobs nobody else uses (with their weightless viewer copies), and a
+    generative model's linked folder."""
     model = get_model(model_id)
+    digests = {a.sha256 for a in list_artifacts(model_id)}
     try:
         model_store.delete_model(model_id, store=store())
     except model_store.ModelInUse:
@@ -104,6 +106,11 @@ def delete_model(model_id: int) -> None:
         raise UserError(f"There is no model {model_id}; pick one from the model library.") from None
     import shutil
 
+    from backend.graphview import skeleton
+
+    for sha256 in digests:
+        if not store().exists(sha256):
+            skeleton.cached_path(sha256).unlink(missing_ok=True)
     for folder in (store().root.parent / "genai").glob(f"model-{model_id}-*"):
         shutil.rmtree(folder, ignore_errors=True)  # generate.library.genai_folder's hard links
 
