@@ -80,7 +80,9 @@ class GenerationSpec:
         if not self.runtimes:
             raise UserError("--runtimes needs at least one runtime, e.g. ort-genai.")
         if self.torch_compile and "torch" not in self.runtimes:
-            raise UserError("--torch-compile is an option of the torch runtime; add torch to --runtimes.")
+            raise UserError(
+                "--torch-compile is an option of the torch runtime; add torch to --runtimes."
+            )
         if self.preset not in GENERATION_PRESETS:
             known = ", ".join(GENERATION_PRESETS)
             raise UserError(f"Unknown preset {self.preset!r}; choose from {known}.")

@@ -126,9 +126,7 @@ def run_generation(
             f"A generation benchmark runs the model only inside the sandbox, and {state.reason}."
         )
     gpu = spec.device != "cpu"
-    binds = sandbox.Binds.of(
-        read_only=[folder, reference, openvino, torch_hf, text_path], gpu=gpu
-    )
+    binds = sandbox.Binds.of(read_only=[folder, reference, openvino, torch_hf, text_path], gpu=gpu)
     return in_children(request, spec, binds, should_cancel)
 
 

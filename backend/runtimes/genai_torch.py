@@ -95,12 +95,14 @@ class TorchGenAISession(GenAISession):
             "inference_precision": dtype,  # the dtype the weights were loaded in and run
             "kv_cache_precision": dtype,
             "attention": self.model.config._attn_implementation,
-            "compiled": "torch.compile(mode='reduce-overhead', fullgraph=True)" if compile else
-            "eager",
+            "compiled": "torch.compile(mode='reduce-overhead', fullgraph=True)"
+            if compile
+            else "eager",
             "cuda_graphs": bool(compile and device == "cuda"),
             "kv_cache": "transformers StaticCache (prompt + new tokens)",
             "timing": "our loop: a stamp per token after torch.cuda.synchronize()"
-            if device == "cuda" else "our loop: a stamp per token",
+            if device == "cuda"
+            else "our loop: a stamp per token",
             "ttft_from": "the call: prefill of the prompt and its first token",
         }
 
@@ -139,10 +141,13 @@ class TorchGenAISession(GenAISession):
         if self.device == "cuda":
             self._torch.cuda.synchronize()
 
-    def _run(self, ids: Any, new_tokens: int, length: int, clock: bool) -> tuple[list[Any], list[int]]:
+    def _run(
+        self, ids: Any, new_tokens: int, length: int, clock: bool
+    ) -> tuple[list[Any], list[int]]:
         torch = self._torch
         sequences, prompt_len = ids.shape
-        cache = self._cache(sequences, length)
+        with torch.inference_mode():  # the cache's tensors are inference tensors: reset inside
+            cache = self._cache(sequences, length)
         produced: list[Any] = []
         stamps: list[int] = []
         state: dict[str, Any] = {}
@@ -224,4 +229,3 @@ class TorchGenAISession(GenAISession):
 
     def encode(self, text: str) -> list[int]:
         return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
-

@@ -58,7 +58,9 @@ def test_torch_hf_folder_as_the_model_and_refusals(tiny_llama, tmp_path) -> None
     hf = llm_models.hf_folder(tmp_path, tiny_llama.spec)
     shape = footprint(hf)
     assert shape.precision == "fp32" and shape.layers == tiny_llama.spec.layers
-    spec = GenerationSpec(runtimes=("torch",), prompt_lengths=(16,), new_tokens=(4,), preset="quick")
+    spec = GenerationSpec(
+        runtimes=("torch",), prompt_lengths=(16,), new_tokens=(4,), preset="quick"
+    )
     report = run_generation(hf, spec, in_process=True)
     assert [(r.runtime, r.status, len(r.tokens[0])) for r in report.results] == [("torch", "ok", 4)]
     with pytest.raises(UserError, match="only the torch runtime opens"):
