@@ -106,7 +106,13 @@ def explain(report: GenerationReport) -> list[str]:
             placed = r.facts.get("device_type", "")
             providers = ", ".join(r.facts.get("providers", []))
             line = f"{r.runtime}: {versions}; providers {providers} {placed}".rstrip()
-            if "kv_cache_precision" in r.facts:
+            if "compiled" in r.facts:  # the torch runtime: what it loaded and how it ran
+                line += (
+                    f"; {r.facts['inference_precision']} weights and KV cache, attention "
+                    f"{r.facts['attention']}, {r.facts['compiled']}, CUDA graphs "
+                    f"{'on' if r.facts['cuda_graphs'] else 'off'}"
+                )
+            elif "kv_cache_precision" in r.facts:
                 line += (
                     f"; computes in {r.facts['inference_precision']}, KV cache in "
                     f"{r.facts['kv_cache_precision']} (the plugin's defaults)"

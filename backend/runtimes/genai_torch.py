@@ -46,8 +46,9 @@ class TorchGenAISession(GenAISession):
         checked = check_hf_folder(self.folder, self.folder.name)  # safetensors only, no pickle
         if device == "cpu" and compile:
             raise UserError(
-                "--torch-compile runs on CUDA only here (inductor's CPU C++ compile of every "
-                "shape takes minutes on this host's cores); drop it for --device cpu."
+                "--torch-compile runs on CUDA only here (inductor's C++ compile on CPU took 80 s "
+                "per shape for a 2-layer model and CUDA graphs need a GPU); drop it for --device "
+                "cpu."
             )
         if compile:
             inductor_cache()
@@ -75,9 +76,9 @@ class TorchGenAISession(GenAISession):
         self._compiled_s: dict[tuple[int, int], float] = {}
         self._step = self._decode
         if compile:
-            torch._dynamo.config.cache_size_limit = max(
-                torch._dynamo.config.cache_size_limit, 64
-            )  # one graph per (sequences, cache length): a recompile per point, not a fallback
+            for limit in ("recompile_limit", "cache_size_limit"):  # renamed in torch 2.6
+                if hasattr(torch._dynamo.config, limit):  # a graph per (sequences, length):
+                    setattr(torch._dynamo.config, limit, 64)  # a recompile per point, not eager
             self._step = torch.compile(
                 self._decode, mode="reduce-overhead", fullgraph=True, dynamic=False
             )
@@ -90,7 +91,7 @@ class TorchGenAISession(GenAISession):
                 "transformers": transformers.__version__,
             },
             "providers": [device],
-            "device_type": where,
+            "device_type": where if device == "cuda" else "",
             "architecture": checked.architecture,
             "inference_precision": dtype,  # the dtype the weights were loaded in and run
             "kv_cache_precision": dtype,
@@ -132,6 +133,8 @@ class TorchGenAISession(GenAISession):
         key = (sequences, length)
         if key not in self._caches:
             self._caches = {}  # one shape held at a time: a point's cache, not every point's
+            # a new cache is new addresses: its CUDA graphs are recorded again, off the clock
+            self._compiled_s = {}
             self._caches[key] = StaticCache(config=self.model.config, max_cache_len=length)
         cache = self._caches[key]
         cache.reset()
@@ -164,10 +167,14 @@ class TorchGenAISession(GenAISession):
             produced.append(state["next"])
             self._sync()
 
+        # one [1, 1] tensor per step made up front (no host copy per step), each its own
+        # storage: a view's offset would be a new input layout for the compiled step
+        positions = [
+            p.clone() for p in torch.arange(prompt_len, length, device=self.device).view(-1, 1)
+        ]
+
         def step() -> None:
-            position = torch.tensor(
-                [[prompt_len + len(produced) - 1]], device=self.device, dtype=torch.long
-            )
+            position = positions[len(produced) - 1].view(1, 1)
             if self.compile:
                 torch.compiler.cudagraph_mark_step_begin()
             state["next"] = self._step(state["next"], position, cache).clone()
