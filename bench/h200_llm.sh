@@ -36,12 +36,15 @@ torch)
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader
     python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
     python3 bench/torch_hf_shape.py /tmp/llm/hf-1b
+    [ -x /tmp/gsc-bin/bwrap ] || echo "no /tmp/gsc-bin/bwrap: run the ort stage first, same machine"
+    # inductor's compile workers are processes: room for them under the child's process cap
     export OPTIBOARD_BWRAP=/tmp/gsc-bin/bwrap OPTIBOARD_DATA_DIR=/tmp/llm-data
+    export OPTIBOARD_CHILD_PROCS=4096
     sequences=1,64; [ "${POINTS:-0}" = 1 ] && sequences=1
     for compile in "" "--torch-compile"; do
         name="torch-fp16${compile:+-compiled}"
         echo "== optiboard generate /tmp/llm/hf-1b --runtimes torch $compile"
-        timeout 240 python3 -m backend.cli generate /tmp/llm/hf-1b --runtimes torch --device cuda \
+        timeout "$([ -n "$compile" ] && echo 270 || echo 150)" python3 -m backend.cli generate /tmp/llm/hf-1b --runtimes torch --device cuda \
             $compile --prompt-lengths 1024 --new-tokens 128 --sequences "$sequences" \
             --preset quick --json > "$out/$name.json" 2> "$out/$name.err" \
             || tail -n 6 "$out/$name.err"
