@@ -17,7 +17,8 @@ import numpy as np
 
 from backend import energy
 from backend.errors import UserError
-from backend.generate.footprint import Footprint, footprint
+from backend.generate.footprint import Footprint
+from backend.generate.hffootprint import model_footprint
 from backend.generate.perplexity import perplexity, read_text, tokens_until_divergence
 from backend.generate.roofline import PeakBandwidth, roofline
 from backend.generate.timing import measure_point
@@ -263,7 +264,7 @@ def run_runtime(
     reference: dict[tuple[int, int, int], np.ndarray] | None,
 ) -> tuple[list[GenerationResult], dict[str, Any] | None]:
     """Every point of the spec on one runtime, then its perplexity on the text."""
-    shape = footprint(folder)
+    shape = model_footprint(folder)
     if text and 0 < shape.context_length < spec.perplexity_window:
         raise UserError(
             f"The perplexity window of {spec.perplexity_window} tokens is longer than the "

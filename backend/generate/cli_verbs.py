@@ -230,6 +230,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0 if rows else 1
 
 
+def _torch_arguments(p: argparse.ArgumentParser) -> None:
+    """The torch runtime's flags (transformers + PyTorch on a Hugging Face folder)."""
+    p.add_argument(
+        "--torch-from",
+        help="the Hugging Face folder (config.json, *.safetensors) the torch runtime opens; a "
+        "Hugging Face folder given as the model is used for torch itself",
+    )
+    p.add_argument(
+        "--torch-compile",
+        action="store_true",
+        help="the torch runtime on CUDA: torch.compile the decode step (mode reduce-overhead: "
+        "fused Triton kernels replayed as CUDA graphs), compiled before the timed runs",
+    )
+
+
 def register_generate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "generate",
@@ -266,17 +281,7 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--openvino-from", help="a Hugging Face folder to export for openvino-genai (cached)"
     )
-    p.add_argument(
-        "--torch-from",
-        help="the Hugging Face folder (config.json, *.safetensors) the torch runtime opens; a "
-        "Hugging Face folder given as the model is used for torch itself",
-    )
-    p.add_argument(
-        "--torch-compile",
-        action="store_true",
-        help="the torch runtime on CUDA: torch.compile the decode step (mode reduce-overhead: "
-        "fused Triton kernels replayed as CUDA graphs), compiled before the timed runs",
-    )
+    _torch_arguments(p)
     p.add_argument("--reference", help="the FP32 GenAI folder greedy agreement compares with")
     p.add_argument("--preset", choices=list(GENERATION_PRESETS), default="standard")
     p.add_argument("--seed", type=int, default=0, help="seed of the random prompts")

@@ -67,18 +67,13 @@ def _genai_config(folder: Path) -> dict[str, Any]:
 
 
 def footprint(folder: Path) -> Footprint:
-    """Read genai_config.json and the graph (without its external data) of a GenAI folder,
-    config.json and the IR of an OpenVINO GenAI folder, or config.json and the safetensors
-    headers of a Hugging Face folder (the torch runtime)."""
+    """Read genai_config.json and the graph (without its external data) of a GenAI folder, or
+    config.json and the IR of an OpenVINO GenAI folder."""
     import onnx
 
     folder = Path(folder)
     if (folder / "openvino_model.xml").is_file() and not (folder / "genai_config.json").is_file():
         return openvino_footprint(folder)
-    if not (folder / "genai_config.json").is_file() and any(folder.glob("*.safetensors")):
-        from backend.generate.hffootprint import hf_footprint
-
-        return hf_footprint(folder)
     config = _genai_config(folder)
     decoder = config["decoder"]
     graph_path = folder / decoder.get("filename", "model.onnx")

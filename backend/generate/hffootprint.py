@@ -9,11 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import UserError
-from backend.generate.footprint import Footprint
+from backend.generate.footprint import Footprint, footprint
 
 SAFETENSORS_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I64": 8, "I32": 4, "I8": 1, "U8": 1}
 SAFETENSORS_DTYPE = {"F32": "fp32", "F16": "fp16", "BF16": "bf16"}
 HEADER_CAP = 100 << 20  # a safetensors header is JSON of at most a few MB
+
+
+def model_footprint(folder: Path) -> Footprint:
+    """footprint() of a GenAI or OpenVINO folder, hf_footprint() of a Hugging Face one."""
+    folder = Path(folder)
+    names = ("genai_config.json", "openvino_model.xml")
+    if not any((folder / n).is_file() for n in names) and any(folder.glob("*.safetensors")):
+        return hf_footprint(folder)
+    return footprint(folder)
 
 
 def _header(path: Path) -> dict[str, Any]:

@@ -53,7 +53,6 @@ class TorchGenAISession(GenAISession):
         if compile:
             inductor_cache()
         import torch
-        import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if device == "cuda" and not torch.cuda.is_available():
@@ -82,17 +81,20 @@ class TorchGenAISession(GenAISession):
             self._step = torch.compile(
                 self._decode, mode="reduce-overhead", fullgraph=True, dynamic=False
             )
+        self.facts = self._facts(checked.architecture)
+
+    def _facts(self, architecture: str) -> dict[str, Any]:
+        """What ran, read back from the loaded model: dtype, attention, compiled or eager."""
+        import transformers
+
+        torch, device, compile = self._torch, self.device, self.compile
         dtype = {torch.float16: "fp16", torch.float32: "fp32"}[self.dtype]
-        where = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-        self.facts = {
+        return {
             "runtime": "transformers + PyTorch",
-            "versions": {
-                "torch": torch.__version__,
-                "transformers": transformers.__version__,
-            },
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
             "providers": [device],
-            "device_type": where if device == "cuda" else "",
-            "architecture": checked.architecture,
+            "device_type": torch.cuda.get_device_name() if device == "cuda" else "",
+            "architecture": architecture,
             "inference_precision": dtype,  # the dtype the weights were loaded in and run
             "kv_cache_precision": dtype,
             "attention": self.model.config._attn_implementation,

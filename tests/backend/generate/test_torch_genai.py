@@ -10,7 +10,7 @@ import pytest
 
 from backend.errors import UserError
 from backend.generate.benchmark import GenerationSpec
-from backend.generate.footprint import footprint
+from backend.generate.hffootprint import hf_footprint
 from backend.generate.measuring import run_generation
 from backend.generate.perplexity import perplexity
 from backend.runtimes import open_genai
@@ -56,7 +56,7 @@ def test_torch_runs_beside_ort_genai_with_exact_counts_and_agrees(tiny_llama, tm
 
 def test_torch_hf_folder_as_the_model_and_refusals(tiny_llama, tmp_path) -> None:
     hf = llm_models.hf_folder(tmp_path, tiny_llama.spec)
-    shape = footprint(hf)
+    shape = hf_footprint(hf)
     assert shape.precision == "fp32" and shape.layers == tiny_llama.spec.layers
     spec = GenerationSpec(
         runtimes=("torch",), prompt_lengths=(16,), new_tokens=(4,), preset="quick"
