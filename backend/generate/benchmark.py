@@ -278,8 +278,13 @@ def run_runtime(
             f"of {shape.context_length}; give shorter --prompt-lengths or --new-tokens."
         )
     try:
-        session = open_genai(
-            name, folder, spec.device, spec.cuda_graph, spec.engine, spec.torch_compile
+        session = open_genai(  # each runtime its own CUDA-graph option, so they run side by side
+            name,
+            folder,
+            spec.device,
+            spec.cuda_graph and name != "torch",
+            spec.engine,
+            spec.torch_compile and name == "torch",
         )
     except UserError as exc:
         failed = [
