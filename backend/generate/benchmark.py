@@ -278,14 +278,7 @@ def run_runtime(
             f"of {shape.context_length}; give shorter --prompt-lengths or --new-tokens."
         )
     try:
-        session = open_genai(  # each runtime its own CUDA-graph option, so they run side by side
-            name,
-            folder,
-            spec.device,
-            spec.cuda_graph and name != "torch",
-            spec.engine,
-            spec.torch_compile and name == "torch",
-        )
+        session = _open(name, folder, spec)
     except UserError as exc:
         failed = [
             GenerationResult(name, p, n, s, status="unavailable", error=str(exc))
@@ -318,6 +311,15 @@ def run_runtime(
                 spec.perplexity_tokens,
             ).to_dict()
     return results, scored
+
+
+def _open(name: str, folder: Path, spec: GenerationSpec) -> GenAISession:
+    """Each runtime gets its own CUDA-graph option, so ONNX Runtime GenAI's --cuda-graph and
+    torch's --torch-compile run side by side."""
+    cuda_graph, compiled = spec.cuda_graph and name != "torch", spec.torch_compile
+    return open_genai(
+        name, folder, spec.device, cuda_graph, spec.engine, compiled and name == "torch"
+    )
 
 
 def _vocab(folder: Path) -> int:
