@@ -12,6 +12,11 @@
 # PagedAttention models get its continuous (dynamic) batching; STATIC=1 adds the plain models at
 # 64 sequences (the Engine's static scheduler: 4 at a time), GRAPH=1 the paged FP16 with CUDA
 # graphs asked for (whatever the Engine does with them is what the point reports).
+# `torch` (after `ort`, which installs bwrap; carry .whl/cliwheels): the torch runtime
+# (transformers + PyTorch, the device's own torch/transformers) on a Llama-3.2-1B-shaped HF folder
+# with random fp16 weights made there (bench/torch_hf_shape.py, /tmp/llm/hf-1b), through
+# `optiboard generate --runtimes torch`, eager then --torch-compile; POINTS=1 runs one sequence
+# only (fewer compiles when the call's time is short).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 site=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib'))")
@@ -24,6 +29,27 @@ ort)
         > "$site/onnxruntime/capi/libonnxruntime_providers_cuda.so"
     mkdir -p /tmp/gsc-bin && install -m 0755 .whl/gsc/bwrap /tmp/gsc-bin/bwrap
     python3 -c "import onnxruntime as o; print('ort', o.__version__, o.get_available_providers())"
+    ;;
+torch)
+    python3 -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" \
+        "$site" .whl/cliwheels/*.whl
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader
+    python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
+    python3 bench/torch_hf_shape.py /tmp/llm/hf-1b
+    [ -x /tmp/gsc-bin/bwrap ] || echo "no /tmp/gsc-bin/bwrap: run the ort stage first, same machine"
+    # inductor's compile workers are processes: room for them under the child's process cap
+    export OPTIBOARD_BWRAP=/tmp/gsc-bin/bwrap OPTIBOARD_DATA_DIR=/tmp/llm-data
+    export OPTIBOARD_CHILD_PROCS=4096
+    sequences=1,64; [ "${POINTS:-0}" = 1 ] && sequences=1
+    for compile in "" "--torch-compile"; do
+        name="torch-fp16${compile:+-compiled}"
+        echo "== optiboard generate /tmp/llm/hf-1b --runtimes torch $compile"
+        timeout "$([ -n "$compile" ] && echo 270 || echo 150)" python3 -m backend.cli generate /tmp/llm/hf-1b --runtimes torch --device cuda \
+            $compile --prompt-lengths 1024 --new-tokens 128 --sequences "$sequences" \
+            --preset quick --json > "$out/$name.json" 2> "$out/$name.err" \
+            || tail -n 6 "$out/$name.err"
+        python3 bench/llm_report.py "$out/$name.json" || true
+    done
     ;;
 run|kernels|engine)
     rm -rf "$site"/onnxruntime_genai*

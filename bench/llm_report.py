@@ -22,8 +22,10 @@ def lines(report: dict) -> list[str]:
         peak_gbs = roof.get("peak", {}).get("bytes_per_s", 0) / 1e9
         agree = r.get("agreement") or []
         rows.append(
-            f"{r['runtime']} {r['precision']} graph={r['facts'].get('cuda_graph')} "
-            f"{r['prompt_tokens']}+{r['new_tokens']} x{r['sequences']}: "
+            f"{r['runtime']} {r['precision']} "
+            f"graph={r['facts'].get('cuda_graph', r['facts'].get('cuda_graphs'))} "
+            + (f"{r['facts']['compiled']} " if "compiled" in r["facts"] else "")
+            + f"{r['prompt_tokens']}+{r['new_tokens']} x{r['sequences']}: "
             f"TTFT {r['ttft_p50_ms']:.2f}/{r['ttft_p99_ms']:.2f} ms, "
             f"ITL {r['itl_p50_ms']:.3f}/{r['itl_p99_ms']:.3f} ms, "
             f"decode {r['decode_tokens_per_s']:.0f} tok/s, "

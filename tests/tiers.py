@@ -88,6 +88,9 @@ SLOW_MODULES = {
     "tests/backend/generate/test_openvino_genai.py": (
         "exports the tiny Llama to OpenVINO IR in a sandboxed child and measures two runtimes"
     ),
+    "tests/backend/generate/test_torch_genai.py": (
+        "trains the tiny Llama, measures ort-genai and transformers + PyTorch in sandboxed children"
+    ),
     "tests/pages/test_optimize_tensorrt.py": "worker run",
     "tests/pages/test_profile_views.py": "worker run with profiling",
     "tests/pages/test_serve_measured.py": "Triton and a worker run",

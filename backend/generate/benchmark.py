@@ -17,7 +17,8 @@ import numpy as np
 
 from backend import energy
 from backend.errors import UserError
-from backend.generate.footprint import Footprint, footprint
+from backend.generate.footprint import Footprint
+from backend.generate.hffootprint import model_footprint
 from backend.generate.perplexity import perplexity, read_text, tokens_until_divergence
 from backend.generate.roofline import PeakBandwidth, roofline
 from backend.generate.timing import measure_point
@@ -67,6 +68,7 @@ class GenerationSpec:
     # ONNX Runtime GenAI's Engine (one Request per sequence): auto above the Generator's 32
     # sequences (and for PagedAttention models), on for every point, off never
     engine: str = "auto"
+    torch_compile: bool = False  # the torch runtime: decode step via torch.compile (CUDA graphs)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINE_MODES:
@@ -79,6 +81,10 @@ class GenerationSpec:
                 raise UserError(f"--{name.replace('_', '-')} takes positive integers, e.g. 1,4.")
         if not self.runtimes:
             raise UserError("--runtimes needs at least one runtime, e.g. ort-genai.")
+        if self.torch_compile and "torch" not in self.runtimes:
+            raise UserError(
+                "--torch-compile is an option of the torch runtime; add torch to --runtimes."
+            )
         if self.preset not in GENERATION_PRESETS:
             known = ", ".join(GENERATION_PRESETS)
             raise UserError(f"Unknown preset {self.preset!r}; choose from {known}.")
@@ -231,12 +237,17 @@ def run_point(
     summarize(result, kept, sequences, new_tokens)
     context = prompt_len + (new_tokens - 1) / 2  # mean KV length read per decode step
     read = shape
-    if computes in ("bf16", "fp16") and shape.precision == "fp32":  # weights held as computed
+    floats = ("bf16", "fp16", "fp32")
+    held = KV_ITEM_BYTES[computes] if computes in floats else 0
+    stored = KV_ITEM_BYTES[shape.precision] if shape.precision in floats else 0
+    # float weights held as computed: an fp32 file run in fp16 or bf16, or (torch, which loads
+    # the weights in the dtype it runs) an fp16 file run in fp32
+    if held and stored and (held < stored or (held > stored and session.name == "torch")):
         read = replace(
             shape,
-            weight_bytes=shape.weight_bytes // 2,
-            lookup_bytes=shape.lookup_bytes // 2,
-            embedding_row_bytes=shape.embedding_row_bytes // 2,
+            weight_bytes=shape.weight_bytes * held // stored,
+            lookup_bytes=shape.lookup_bytes * held // stored,
+            embedding_row_bytes=shape.embedding_row_bytes * held // stored,
         )
     result.roofline = roofline(  # one step reads the KV of the sequences it decodes
         read.bytes_per_step(context, kept[0].concurrent), result.itl_p50_ms, peak
@@ -254,7 +265,7 @@ def run_runtime(
     reference: dict[tuple[int, int, int], np.ndarray] | None,
 ) -> tuple[list[GenerationResult], dict[str, Any] | None]:
     """Every point of the spec on one runtime, then its perplexity on the text."""
-    shape = footprint(folder)
+    shape = model_footprint(folder)
     if text and 0 < shape.context_length < spec.perplexity_window:
         raise UserError(
             f"The perplexity window of {spec.perplexity_window} tokens is longer than the "
@@ -268,7 +279,7 @@ def run_runtime(
             f"of {shape.context_length}; give shorter --prompt-lengths or --new-tokens."
         )
     try:
-        session = open_genai(name, folder, spec.device, spec.cuda_graph, spec.engine)
+        session = _open(name, folder, spec)
     except UserError as exc:
         failed = [
             GenerationResult(name, p, n, s, status="unavailable", error=str(exc))
@@ -303,8 +314,18 @@ def run_runtime(
     return results, scored
 
 
+def _open(name: str, folder: Path, spec: GenerationSpec) -> GenAISession:
+    """Each runtime gets its own CUDA-graph option, so ONNX Runtime GenAI's --cuda-graph and
+    torch's --torch-compile run side by side."""
+    cuda_graph, compiled = spec.cuda_graph and name != "torch", spec.torch_compile
+    return open_genai(
+        name, folder, spec.device, cuda_graph, spec.engine, compiled and name == "torch"
+    )
+
+
 def _vocab(folder: Path) -> int:
-    """The vocabulary size from genai_config.json (ORT GenAI) or config.json (OpenVINO IR)."""
+    """The vocabulary size from genai_config.json (ORT GenAI) or config.json (OpenVINO IR, a
+    Hugging Face folder)."""
     import json
 
     genai = Path(folder) / "genai_config.json"
@@ -351,7 +372,8 @@ def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
     """The benchmark on JSON in, JSON out: the target of the sandboxed child (one per runtime,
     so each peak RSS is its own), and the in-process path. request: folder, spec, peak,
     text_path?, reference_tokens? (from reference_generation) or reference? (a folder),
-    folders? (runtime -> its own folder of the same model, e.g. an OpenVINO IR)"""
+    folders? (runtime -> its own folder of the same model, e.g. an OpenVINO IR or, for torch,
+    the Hugging Face folder)"""
     folder = Path(request["folder"])
     spec = GenerationSpec.from_dict(request["spec"])
     peak = PeakBandwidth(**request["peak"])

@@ -57,6 +57,7 @@ def spec_of(args: argparse.Namespace) -> GenerationSpec:
         perplexity_tokens=args.perplexity_tokens,
         cuda_graph=args.cuda_graph,
         engine=args.engine,
+        torch_compile=args.torch_compile,
     )
 
 
@@ -107,7 +108,13 @@ def explain(report: GenerationReport) -> list[str]:
             line = f"{r.runtime}: {versions}; providers {providers} {placed}".rstrip()
             if "runtime_env" in r.facts:
                 line += f"; environment {r.facts['runtime_env']}"
-            if "kv_cache_precision" in r.facts:
+            if "compiled" in r.facts:  # the torch runtime: what it loaded and how it ran
+                line += (
+                    f"; {r.facts['inference_precision']} weights and KV cache, attention "
+                    f"{r.facts['attention']}, {r.facts['compiled']}, CUDA graphs "
+                    f"{'on' if r.facts['cuda_graphs'] else 'off'}"
+                )
+            elif "kv_cache_precision" in r.facts:
                 line += (
                     f"; computes in {r.facts['inference_precision']}, KV cache in "
                     f"{r.facts['kv_cache_precision']} (the plugin's defaults)"
@@ -198,12 +205,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
             openvino = openvino_folder(int(args.model)).folder
         except UserError as exc:
             notes.append(f"openvino-genai has no OpenVINO folder of model {args.model}: {exc}")
+    torch_hf = Path(args.torch_from) if args.torch_from else None
+    if not torch_hf and args.model.isdigit() and "torch" in args.runtimes:
+        from backend.generate.variants import hf_folder
+
+        try:  # the library model's uploaded Hugging Face folder (kept once per model)
+            torch_hf = hf_folder(int(args.model))
+        except UserError as exc:
+            notes.append(f"torch has no Hugging Face folder of model {args.model}: {exc}")
     report = run_generation(
         model_folder(args.model),
         spec_of(args),
         Path(args.perplexity_text) if args.perplexity_text else None,
         Path(args.reference) if args.reference else None,
         openvino_folder=openvino,
+        torch_folder=torch_hf,
         in_process=args.in_process,
         runtime_env=args.env,
     )
@@ -218,6 +234,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0 if rows else 1
 
 
+def _torch_arguments(p: argparse.ArgumentParser) -> None:
+    """The torch runtime's flags (transformers + PyTorch on a Hugging Face folder)."""
+    p.add_argument(
+        "--torch-from",
+        help="the Hugging Face folder (config.json, *.safetensors) the torch runtime opens; a "
+        "Hugging Face folder given as the model is used for torch itself",
+    )
+    p.add_argument(
+        "--torch-compile",
+        action="store_true",
+        help="the torch runtime on CUDA: torch.compile the decode step (mode reduce-overhead: "
+        "fused Triton kernels replayed as CUDA graphs), compiled before the timed runs",
+    )
+
+
 def register_generate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "generate",
@@ -225,12 +256,14 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
         "bandwidth roofline, perplexity, greedy agreement",
     )
     p.add_argument(
-        "model", help="a generative model's id (`optiboard models`) or a GenAI model folder"
+        "model",
+        help="a generative model's id (`optiboard models`), a GenAI model folder, or (for "
+        "--runtimes torch) a Hugging Face folder",
     )
     p.add_argument("--prompt-lengths", default="128", help="prompt tokens, e.g. 128,1024")
     p.add_argument("--new-tokens", default="64", help="tokens generated per sequence (exactly)")
     p.add_argument("--sequences", default="1", help="concurrent sequences (a batch), e.g. 1,4")
-    p.add_argument("--runtimes", default="ort-genai", help="ort-genai,openvino-genai")
+    p.add_argument("--runtimes", default="ort-genai", help="ort-genai,openvino-genai,torch")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument(
         "--cuda-graph",
@@ -252,6 +285,7 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--openvino-from", help="a Hugging Face folder to export for openvino-genai (cached)"
     )
+    _torch_arguments(p)
     p.add_argument("--reference", help="the FP32 GenAI folder greedy agreement compares with")
     p.add_argument("--preset", choices=list(GENERATION_PRESETS), default="standard")
     p.add_argument("--seed", type=int, default=0, help="seed of the random prompts")

@@ -156,12 +156,23 @@ class GenerationRun:
     def variant_folders(
         self, variant: str, runtime: str
     ) -> tuple[tuple[Path, Path | None], dict[str, Any]]:
-        """(GenAI folder, OpenVINO folder or None) of the variant on the runtime: the model
-        itself, its weight-only copy (made once, a library model of its own), or for
-        openvino-genai its OpenVINO export (NNCF-compressed for INT4/INT8)."""
+        """(GenAI folder, OpenVINO or Hugging Face folder or None) of the variant on the
+        runtime: the model itself, its weight-only copy (made once, a library model of its own),
+        for openvino-genai its OpenVINO export (NNCF-compressed for INT4/INT8), for torch the
+        uploaded Hugging Face folder (kept once)."""
         from backend.generate.library import genai_folder
 
         config = self.config(variant)
+        if runtime == "torch":  # transformers opens the uploaded Hugging Face folder itself
+            from backend.generate.variants import hf_folder
+
+            if config is not None:
+                raise UserError(
+                    f"The torch runtime runs the uploaded Hugging Face weights as they are, not "
+                    f"the {variantnames.label(variant)} ONNX variant; measure torch on fp32."
+                )
+            meta = {"model_id": self.job.model_id}
+            return (genai_folder(self.job.model_id), hf_folder(self.job.model_id)), meta
         if runtime == "openvino-genai":
             from backend.generate.variants import openvino_folder
 
@@ -226,7 +237,8 @@ class GenerationRun:
             self.spec.generation_spec(runtime),
             text,
             reference if variant != variantnames.FP32 or runtime != "ort-genai" else None,
-            openvino_folder=folders[1],
+            openvino_folder=folders[1] if runtime == "openvino-genai" else None,
+            torch_folder=folders[1] if runtime == "torch" else None,
             should_cancel=self.context.should_stop,
             runtime_env=self.spec.runtime_env,
         )

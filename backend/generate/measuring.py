@@ -41,12 +41,25 @@ def check_folder(folder: Path, what: str = "model") -> Path:
             f"{folder} has no openvino_model.xml; give an OpenVINO GenAI folder (or export one "
             "with --openvino-from HF_FOLDER)."
         )
+    if what == "Hugging Face":
+        from backend.generate.hfcheck import check_hf_folder
+
+        check_hf_folder(folder, folder.name)  # safetensors only: pickled weights refused
+        return folder.resolve()
     if what != "OpenVINO" and not (folder / "genai_config.json").is_file():
         raise UserError(
             f"{folder} has no genai_config.json; give an ONNX Runtime GenAI model folder "
             "(model.onnx, genai_config.json, tokenizer files)."
         )
     return folder.resolve()
+
+
+def is_hf_only(folder: Path) -> bool:
+    """A Hugging Face folder (config.json, no genai_config.json): the torch runtime's format."""
+    folder = Path(folder)
+    return (folder / "config.json").is_file() and not (
+        (folder / "genai_config.json").is_file() or (folder / "openvino_model.xml").is_file()
+    )
 
 
 def check_text_size(path: Path) -> Path:
@@ -71,20 +84,32 @@ def run_generation(
     reference: Path | None = None,
     *,
     openvino_folder: Path | None = None,
+    torch_folder: Path | None = None,
     in_process: bool = False,
     should_cancel: Callable[[], bool] | None = None,
     runtime_env: str = DEFAULT,
 ) -> GenerationReport:
     """The benchmark of one model folder: every runtime x point, perplexity on the text, greedy
     agreement with the reference folder's tokens; openvino-genai runs openvino_folder (the same
-    model as OpenVINO IR) when given. in_process=True runs here (tests, bench). runtime_env:
-    the children run under that environment's interpreter (its onnxruntime under GenAI)."""
+    model as OpenVINO IR) when given, torch runs torch_folder (its Hugging Face folder), and a
+    Hugging Face folder given as the model is torch's when torch is the only runtime.
+    in_process=True runs here (tests, bench). runtime_env: the children run under that
+    environment's interpreter (its onnxruntime under GenAI)."""
     env = ready_env(runtime_env)
     if in_process and env.name != DEFAULT:
         raise UserError(
             f"--in-process measures in this interpreter, not under {env.name!r}; drop one of them."
         )
-    folder = check_folder(folder)
+    if is_hf_only(folder):
+        if set(spec.runtimes) != {"torch"}:
+            raise UserError(
+                f"{Path(folder).name} is a Hugging Face folder, which only the torch runtime "
+                "opens; give --runtimes torch, or an ONNX Runtime GenAI folder as the model with "
+                "--torch-from HF_FOLDER."
+            )
+        torch_folder = torch_folder or folder
+    torch_hf = check_folder(torch_folder, "Hugging Face") if torch_folder else None
+    folder = torch_hf if is_hf_only(folder) else check_folder(folder)
     reference = check_folder(reference, "reference") if reference else None
     openvino = check_folder(openvino_folder, "OpenVINO") if openvino_folder else None
     text_path = check_text_size(text_path) if text_path else None
@@ -94,7 +119,10 @@ def run_generation(
         "peak": device_peak(spec.device).to_dict(),
         "text_path": str(text_path) if text_path else None,
         "reference": str(reference) if reference else None,
-        "folders": {"openvino-genai": str(openvino)} if openvino else {},
+        "folders": {
+            **({"openvino-genai": str(openvino)} if openvino else {}),
+            **({"torch": str(torch_hf)} if torch_hf else {}),
+        },
     }
     if in_process:
         report = GenerationReport.from_dict(measure_generation(request))
@@ -107,7 +135,7 @@ def run_generation(
         )
     gpu = spec.device != "cpu"
     binds = sandbox.Binds.of(
-        read_only=[folder, reference, openvino, text_path, *env.read_only()], gpu=gpu
+        read_only=[folder, reference, openvino, torch_hf, text_path, *env.read_only()], gpu=gpu
     )
     return in_children(request, spec, binds, should_cancel, env.python)
 

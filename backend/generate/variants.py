@@ -102,6 +102,24 @@ def openvino_folder(model_id: int, compression: NncfConfig | None = None) -> Ope
     return compress_openvino(fp32, target, compression)
 
 
+def hf_folder(model_id: int) -> Path:
+    """The uploaded Hugging Face folder of an `hf-genai` model, unzipped once (safezip) next to
+    its GenAI folder and kept (read-only use): what the torch runtime opens."""
+    source = generative.generative_model(model_id)
+    root = library.store().root.parent / generative.FOLDERS
+    target = root / f"model-{source.id}-{source.sha256[:12]}-hf"
+    if not (target / "config.json").is_file():
+        work = _work()
+        try:
+            with hf_source(source, work) as folder:
+                shutil.rmtree(target, ignore_errors=True)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copytree(folder, target)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
 @contextmanager
 def hf_source(model: ModelRow, work: Path) -> Iterator[Path]:
     """The uploaded Hugging Face folder of an `hf-genai` model, unzipped again (safezip)."""

@@ -143,15 +143,21 @@ def run_on_openvino_once(model_bytes: bytes, inputs: list[Any]) -> str:
 # ---- generative runtimes (GenAISession), registered by name like BACKENDS ----------------------
 
 
-def _ort_genai(folder: Path, device: str, cuda_graph: bool, engine: str) -> GenAISession:
+def _ort_genai(
+    folder: Path, device: str, cuda_graph: bool, engine: str, torch_compile: bool
+) -> GenAISession:
     from backend.runtimes.genai_ort import OrtGenAISession
 
+    _no_torch_compile("ort-genai", torch_compile)
     return OrtGenAISession(folder, device, cuda_graph=cuda_graph, engine=engine)
 
 
-def _openvino_genai(folder: Path, device: str, cuda_graph: bool, engine: str) -> GenAISession:
+def _openvino_genai(
+    folder: Path, device: str, cuda_graph: bool, engine: str, torch_compile: bool
+) -> GenAISession:
     from backend.runtimes.genai_openvino import OpenVinoGenAISession
 
+    _no_torch_compile("openvino-genai", torch_compile)
     if engine == "on":
         raise UnavailableError(
             "--engine on asks for ONNX Runtime GenAI's Engine; openvino-genai runs its own "
@@ -165,10 +171,37 @@ def _openvino_genai(folder: Path, device: str, cuda_graph: bool, engine: str) ->
     return OpenVinoGenAISession(folder, device)
 
 
-GENAI_RUNTIMES: dict[str, tuple[str, Callable[[Path, str, bool, str], GenAISession]]] = {
+def _no_torch_compile(name: str, torch_compile: bool) -> None:
+    if torch_compile:
+        raise UnavailableError(
+            f"--torch-compile compiles the torch runtime's decode step; {name} has no such "
+            "option, so run it without --torch-compile or with --runtimes torch only."
+        )
+
+
+def _torch(
+    folder: Path, device: str, cuda_graph: bool, engine: str, torch_compile: bool
+) -> GenAISession:
+    from backend.runtimes.genai_torch import TorchGenAISession
+
+    if engine == "on":
+        raise UnavailableError(
+            "--engine on asks for ONNX Runtime GenAI's Engine; the torch runtime runs its own "
+            "loop, so leave --engine at auto for it."
+        )
+    if cuda_graph:
+        raise UnavailableError(
+            "--cuda-graph is ONNX Runtime GenAI's option; the torch runtime replays CUDA graphs "
+            "through --torch-compile (mode reduce-overhead) instead."
+        )
+    return TorchGenAISession(folder, device, compile=torch_compile)
+
+
+GENAI_RUNTIMES: dict[str, tuple[str, Callable[[Path, str, bool, str, bool], GenAISession]]] = {
     # name -> (the Python module it needs, factory)
     "ort-genai": ("onnxruntime_genai", _ort_genai),
     "openvino-genai": ("openvino_genai", _openvino_genai),
+    "torch": ("transformers", _torch),  # transformers + PyTorch on a Hugging Face folder
 }
 
 
@@ -186,15 +219,21 @@ def genai_status(name: str) -> GenAIStatus:
 
 
 def open_genai(
-    name: str, folder: Path, device: str = "cpu", cuda_graph: bool = False, engine: str = "auto"
+    name: str,
+    folder: Path,
+    device: str = "cpu",
+    cuda_graph: bool = False,
+    engine: str = "auto",
+    torch_compile: bool = False,
 ) -> GenAISession:
     """A session of a registered generative runtime on a model folder; UnavailableError (one
     sentence) when the runtime or the device is not there, or the folder is not its format.
-    engine: ONNX Runtime GenAI's Engine for auto (above 32 sequences), on or off."""
+    engine: ONNX Runtime GenAI's Engine for auto (above 32 sequences), on or off;
+    torch_compile: the torch runtime's decode step through torch.compile (reduce-overhead)."""
     status = genai_status(name)
     if not status.available:
         raise UnavailableError(f"{name} cannot run here: {status.reason}.")
-    return GENAI_RUNTIMES[name][1](Path(folder), device, cuda_graph, engine)
+    return GENAI_RUNTIMES[name][1](Path(folder), device, cuda_graph, engine, torch_compile)
 
 
 __all__ = [

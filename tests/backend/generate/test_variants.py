@@ -48,6 +48,11 @@ def test_openvino_folder_of_an_hf_upload(data_dir: Path, tmp_path) -> None:
     assert "u4" in int4.facts.bytes_by_type
     assert ov_greedy(int4.folder).strip()
     assert variants.openvino_folder(model.id).folder == fp32.folder  # exported once
+    hf = variants.hf_folder(model.id)  # what the torch runtime opens: the upload, kept once
+    assert (hf / "config.json").is_file() and (hf / "model.safetensors").is_file()
+    assert variants.hf_folder(model.id) == hf
+    library.delete_model(model.id)
+    assert not hf.exists() and not fp32.folder.exists()
 
 
 def test_a_genai_upload_has_no_hf_weights_to_export(data_dir: Path, tmp_path) -> None:

@@ -1,0 +1,240 @@
+"""transformers + PyTorch on a Hugging Face folder: greedy decoding over a static KV cache in our
+own loop (prefill once, then one token per step), optionally with the decode step compiled by
+torch.compile in mode "reduce-overhead" (inductor fuses the small norm/rotary/activation kernels
+into a few Triton kernels and replays each step as a CUDA graph).
+
+Only config.json + *.safetensors are read (hfcheck refuses pickled weights), fp32 on CPU and fp16
+on CUDA, attention through sdpa. A compiled decode step is compiled and recorded for each
+(sequences, cache length) shape in an untimed warm-up inside the first generate() of that shape,
+before the clock starts, so no timed window holds a compilation; its seconds are a point fact.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from backend.errors import UnavailableError, UserError
+from backend.runtimes.base import GenAISession, TokenTimes
+
+WARMUP_STEPS = 3  # compile, then cudagraph trees' warm-up run, then its recording
+
+
+def inductor_cache() -> str:
+    """Where inductor and triton write their caches: TORCHINDUCTOR_CACHE_DIR when set, else a
+    folder under the temporary directory, which the sandbox mounts writable (a private tmpfs)."""
+    path = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(
+        Path(tempfile.gettempdir()) / "optiboard-inductor"
+    )
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    os.environ.setdefault("TRITON_CACHE_DIR", str(Path(path) / "triton"))
+    return path
+
+
+class TorchGenAISession(GenAISession):
+    name = "torch"
+
+    def __init__(self, folder: Path, device: str, compile: bool = False) -> None:
+        super().__init__(folder, device)
+        from backend.generate.hfcheck import check_hf_folder
+
+        checked = check_hf_folder(self.folder, self.folder.name)  # safetensors only, no pickle
+        if device == "cpu" and compile:
+            raise UserError(
+                "--torch-compile runs on CUDA only here (inductor's C++ compile on CPU took 80 s "
+                "per shape for a 2-layer model and CUDA graphs need a GPU); drop it for --device "
+                "cpu."
+            )
+        if compile:
+            inductor_cache()
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if device == "cuda" and not torch.cuda.is_available():
+            raise UnavailableError("torch cannot run on cuda here: torch sees no CUDA device.")
+        if device not in ("cpu", "cuda"):
+            raise UnavailableError(f"torch runs on cpu or cuda, not {device!r}.")
+        self._torch = torch
+        self.dtype = torch.float16 if device == "cuda" else torch.float32
+        self.model = AutoModelForCausalLM.from_pretrained(
+            str(self.folder),
+            dtype=self.dtype,
+            attn_implementation="sdpa",
+            use_safetensors=True,
+            local_files_only=True,
+        ).to(device)
+        self.model.eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
+        self.compile = compile
+        self._caches: dict[tuple[int, int], Any] = {}
+        self._compiled_s: dict[tuple[int, int], float] = {}
+        self._step = self._decode
+        if compile:
+            for limit in ("recompile_limit", "cache_size_limit"):  # renamed in torch 2.6
+                if hasattr(torch._dynamo.config, limit):  # a graph per (sequences, length):
+                    setattr(torch._dynamo.config, limit, 64)  # a recompile per point, not eager
+            self._step = torch.compile(
+                self._decode, mode="reduce-overhead", fullgraph=True, dynamic=False
+            )
+        self.facts = self._facts(checked.architecture)
+
+    def _facts(self, architecture: str) -> dict[str, Any]:
+        """What ran, read back from the loaded model: dtype, attention, compiled or eager."""
+        import transformers
+
+        torch, device, compile = self._torch, self.device, self.compile
+        dtype = {torch.float16: "fp16", torch.float32: "fp32"}[self.dtype]
+        return {
+            "runtime": "transformers + PyTorch",
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+            "providers": [device],
+            "device_type": torch.cuda.get_device_name() if device == "cuda" else "",
+            "architecture": architecture,
+            "inference_precision": dtype,  # the dtype the weights were loaded in and run
+            "kv_cache_precision": dtype,
+            "attention": self.model.config._attn_implementation,
+            "compiled": "torch.compile(mode='reduce-overhead', fullgraph=True)"
+            if compile
+            else "eager",
+            "cuda_graphs": bool(compile and device == "cuda"),
+            "kv_cache": "transformers StaticCache (prompt + new tokens)",
+            "timing": "our loop: a stamp per token after torch.cuda.synchronize()"
+            if device == "cuda"
+            else "our loop: a stamp per token",
+            "ttft_from": "the call: prefill of the prompt and its first token",
+        }
+
+    def close(self) -> None:
+        self._caches.clear()
+        self.model = None
+        if self.device == "cuda":
+            self._torch.cuda.empty_cache()
+
+    def _decode(self, tokens: Any, position: Any, cache: Any) -> Any:
+        """One decode step: the next greedy token of every sequence (argmax inside, so a
+        compiled step hands back one small tensor)."""
+        out = self.model(
+            input_ids=tokens,
+            position_ids=position.expand(tokens.shape[0], 1),
+            cache_position=position[0],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+
+    def _cache(self, sequences: int, length: int) -> Any:
+        """One StaticCache per (sequences, length), reset in place between generations: the
+        same tensors every time, as CUDA graphs replay from fixed addresses."""
+        from transformers import StaticCache
+
+        key = (sequences, length)
+        if key not in self._caches:
+            self._caches = {}  # one shape held at a time: a point's cache, not every point's
+            # a new cache is new addresses: its CUDA graphs are recorded again, off the clock
+            self._compiled_s = {}
+            self._caches[key] = StaticCache(config=self.model.config, max_cache_len=length)
+        cache = self._caches[key]
+        cache.reset()
+        return cache
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            self._torch.cuda.synchronize()
+
+    def _run(
+        self, ids: Any, new_tokens: int, length: int, clock: bool
+    ) -> tuple[list[Any], list[int]]:
+        torch = self._torch
+        sequences, prompt_len = ids.shape
+        with torch.inference_mode():  # the cache's tensors are inference tensors: reset inside
+            cache = self._cache(sequences, length)
+        produced: list[Any] = []
+        stamps: list[int] = []
+        state: dict[str, Any] = {}
+
+        def first() -> None:
+            out = self.model(
+                input_ids=ids,
+                cache_position=torch.arange(prompt_len, device=self.device),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            state["next"] = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            produced.append(state["next"])
+            self._sync()
+
+        # one [1, 1] tensor per step made up front (no host copy per step), each its own
+        # storage: a view's offset would be a new input layout for the compiled step
+        positions = [
+            p.clone() for p in torch.arange(prompt_len, length, device=self.device).view(-1, 1)
+        ]
+
+        def step() -> None:
+            position = positions[len(produced) - 1].view(1, 1)
+            if self.compile:
+                torch.compiler.cudagraph_mark_step_begin()
+            state["next"] = self._step(state["next"], position, cache).clone()
+            produced.append(state["next"])
+            self._sync()
+
+        from backend.runtimes.base import timed_steps
+
+        with torch.inference_mode():
+            if clock:
+                stamps = timed_steps(first, step, new_tokens)
+            else:
+                first()
+                for _ in range(new_tokens - 1):
+                    step()
+        return produced, stamps
+
+    def generate(self, prompts: np.ndarray, new_tokens: int) -> TokenTimes:
+        torch = self._torch
+        ids = torch.as_tensor(np.asarray(prompts, dtype=np.int64), device=self.device)
+        length = ids.shape[1] + new_tokens
+        key = (int(ids.shape[0]), length)
+        if self.compile and key not in self._compiled_s:  # compile + record, off the clock
+            started = time.perf_counter()
+            self._run(ids, min(new_tokens, WARMUP_STEPS + 1), length, clock=False)
+            self._compiled_s[key] = time.perf_counter() - started
+        produced, stamps = self._run(ids, new_tokens, length, clock=True)
+        tokens = torch.cat(produced, dim=1).cpu().numpy().astype(np.int64)
+        return TokenTimes(tokens=tokens, token_ns=stamps)
+
+    def point_facts(self, sequences: int, together: int | None) -> dict[str, Any]:
+        spent = [s for (seqs, _), s in self._compiled_s.items() if seqs == sequences]
+        if not spent:
+            return {}
+        return {"compile_warmup_s": round(spent[-1], 1), "compile_untimed": True}
+
+    def logits(self, token_ids: np.ndarray, chunk: int) -> np.ndarray:
+        """Eager (never the compiled step), through a fresh StaticCache `chunk` tokens a step."""
+        from transformers import StaticCache
+
+        torch = self._torch
+        ids = torch.as_tensor(np.asarray(token_ids, dtype=np.int64).reshape(1, -1))
+        ids = ids.to(self.device)
+        total = ids.shape[1]
+        cache = StaticCache(config=self.model.config, max_cache_len=total)
+        parts = []
+        with torch.inference_mode():
+            for start in range(0, total, max(chunk, 1)):
+                piece = ids[:, start : start + chunk]
+                end = start + piece.shape[1]
+                out = self.model(
+                    input_ids=piece,
+                    cache_position=torch.arange(start, end, device=self.device),
+                    past_key_values=cache,
+                    use_cache=True,
+                )
+                parts.append(out.logits[0].float().cpu().numpy())
+        return np.concatenate(parts, axis=0)
+
+    def encode(self, text: str) -> list[int]:
+        return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
