@@ -250,7 +250,7 @@ def comparison() -> None:
         + (" · refreshing while the sweep runs" if ACTIVE else "")
     )
     if (found := cost.cheapest(view)) is not None:
-        st.info(found.sentence, icon="💲")
+        st.info(plain(found.sentence), icon="💲")
     figures = _figures(view, chosen, samples, loss_label, cost_key)
     for index in range(0, len(figures), 2):
         cols = st.columns(2)

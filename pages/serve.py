@@ -95,7 +95,7 @@ def _price_override() -> Prices:
 
 def _cost_sentence(answer: CostAnswer | None) -> None:
     if answer is not None:
-        st.info(answer.sentence, icon="💲")
+        st.info(plain(answer.sentence), icon="💲")
 
 
 def _measured_charts(view: StudyView) -> None:

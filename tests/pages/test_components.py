@@ -74,7 +74,7 @@ def _bound_widgets() -> None:
 
 
 def test_bound_widgets_start_from_the_url() -> None:
-    at = AppTest.from_function(_bound_widgets)
+    at = AppTest.from_function(_bound_widgets, default_timeout=60)
     at.query_params.update({"pick": "c", "many": "2,8,99", "charts": "y", "n": "nope"})
     at.run()
     assert not at.exception
@@ -83,14 +83,14 @@ def test_bound_widgets_start_from_the_url() -> None:
     assert at.session_state["charts"] == ["y"]
     assert at.session_state["number"] is None  # a malformed number is ignored, not an error
     assert at.session_state["threads"] == 0 and "threads" not in at.query_params  # 0: not named
-    again = AppTest.from_function(_bound_widgets)
+    again = AppTest.from_function(_bound_widgets, default_timeout=60)
     again.query_params["threads"] = "99"  # beyond the largest: clamped, never a widget error
     again.run()
     assert not again.exception and again.session_state["threads"] == 8
 
 
 def test_bound_widgets_write_their_value_back_to_the_url() -> None:
-    at = AppTest.from_function(_bound_widgets).run()
+    at = AppTest.from_function(_bound_widgets, default_timeout=60).run()
     assert at.query_params["pick"] == "b" and at.query_params["many"] == "1"
     at.number_input(key="url_threads").set_value(3).run()
     assert at.query_params["threads"] == "3"
