@@ -152,6 +152,10 @@ def command(
         "--setenv", "PATH", SANDBOX_PATH,
         "--setenv", "HOME", str(scratch),
         "--setenv", "TMPDIR", str(scratch),
+        # getpass.getuser() (torch's cache paths) reads these before the passwd file, which a
+        # host may not hold the sandbox's uid in ("getpwuid(): uid not found: 0" on a GPU host)
+        "--setenv", "LOGNAME", "optiboard",
+        "--setenv", "USER", "optiboard",
         "--setenv", "PYTHONPATH", str(root),
         "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
         "--proc", "/proc",

@@ -50,8 +50,7 @@ class TorchGenAISession(GenAISession):
                 "per shape for a 2-layer model and CUDA graphs need a GPU); drop it for --device "
                 "cpu."
             )
-        if compile:
-            inductor_cache()
+        inductor_cache()  # transformers imports torch._dynamo, which resolves it at import
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
