@@ -198,7 +198,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"error: {job.error}")
     results = [stored.result for stored in jobs.stored_results(job.id)]
     if results:
-        prices = parse_prices(args.price, "--price") if args.price else jobs.spec_of(job).prices
+        sweep = job_kind(job.spec) == JobKind.SWEEP  # a regression check's spec is not a sweep's
+        stored = jobs.spec_of(job).prices if sweep else ()
+        prices = parse_prices(args.price, "--price") if args.price else stored
         print(results_table(results, prices))
         _cheapest(job.id, prices)
         why = why_lines(results)
