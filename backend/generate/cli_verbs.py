@@ -250,6 +250,9 @@ def _torch_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def register_generate(sub: argparse._SubParsersAction) -> None:
+    """The `generate` verb and its flags.
+
+    Why long: one add_argument per flag, read top to bottom like the verb's --help."""
     p = sub.add_parser(
         "generate",
         help="generation benchmark of a GenAI model folder: TTFT, ITL, tokens/s, memory, "

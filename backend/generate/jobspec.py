@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import settings
+from backend.auth import caps
 from backend.auth.audit import current_actor
 from backend.errors import UserError
 from backend.generate import variantnames
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationSpec
-from backend.jobs import caps
 from backend.knobs import Cli, knob
 from backend.records import JobKind
 from backend.runtimeenvs import DEFAULT, get_env, ready_env

@@ -77,6 +77,23 @@ def check_text_size(path: Path) -> Path:
     return path.resolve()
 
 
+def _model_folders(
+    folder: Path, spec: GenerationSpec, torch_folder: Path | None
+) -> tuple[Path, Path | None]:
+    """The checked model folder and torch's Hugging Face folder: a Hugging Face folder given as
+    the model is torch's, when torch is the only runtime."""
+    if is_hf_only(folder):
+        if set(spec.runtimes) != {"torch"}:
+            raise UserError(
+                f"{Path(folder).name} is a Hugging Face folder, which only the torch runtime "
+                "opens; give --runtimes torch, or an ONNX Runtime GenAI folder as the model with "
+                "--torch-from HF_FOLDER."
+            )
+        torch_folder = torch_folder or folder
+    torch_hf = check_folder(torch_folder, "Hugging Face") if torch_folder else None
+    return (torch_hf if is_hf_only(folder) and torch_hf else check_folder(folder)), torch_hf
+
+
 def run_generation(
     folder: Path,
     spec: GenerationSpec,
@@ -100,16 +117,7 @@ def run_generation(
         raise UserError(
             f"--in-process measures in this interpreter, not under {env.name!r}; drop one of them."
         )
-    if is_hf_only(folder):
-        if set(spec.runtimes) != {"torch"}:
-            raise UserError(
-                f"{Path(folder).name} is a Hugging Face folder, which only the torch runtime "
-                "opens; give --runtimes torch, or an ONNX Runtime GenAI folder as the model with "
-                "--torch-from HF_FOLDER."
-            )
-        torch_folder = torch_folder or folder
-    torch_hf = check_folder(torch_folder, "Hugging Face") if torch_folder else None
-    folder = torch_hf if is_hf_only(folder) else check_folder(folder)
+    folder, torch_hf = _model_folders(folder, spec, torch_folder)
     reference = check_folder(reference, "reference") if reference else None
     openvino = check_folder(openvino_folder, "OpenVINO") if openvino_folder else None
     text_path = check_text_size(text_path) if text_path else None

@@ -46,8 +46,8 @@ def spec_of(args: argparse.Namespace) -> RegressionSpec:
 
 def report(job_id: int) -> str:
     """The check's table and, where slower, the ops that changed (from the stored results)."""
+    from backend.jobs.regressview import pair_rows, text_report
     from backend.queue import jobs
-    from backend.reporting.regressview import pair_rows, text_report
 
     job = jobs.get_job(job_id)
     if job.spec.get("kind") != RegressionSpec.kind:

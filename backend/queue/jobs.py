@@ -8,10 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import settings
+from backend.auth import caps
 from backend.auth.audit import current_actor as actor
 from backend.engine.shapes import check_dim_names, stored_dim_names
 from backend.errors import UserError
-from backend.jobs import caps
 from backend.knobs.links import CUSTOM_MEASURE, from_query, to_query  # noqa: F401 (pages read it)
 from backend.models.library import get_model
 from backend.pricing import or_default

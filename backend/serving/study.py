@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from backend import pricing
+from backend.auth import caps
 from backend.auth.audit import current_actor
 from backend.errors import UserError
-from backend.jobs import caps
 from backend.records import JobKind
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
 from backend.serving.types import (

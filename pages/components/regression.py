@@ -1,7 +1,7 @@
 """Compare's view of regression checks (?view=regression&jobs=ID): per configuration, runtime
 environment A against B, the bootstrap interval of the ratio of medians and the verdict, the
 outputs of B against A, and where B is slower the ops whose time changed most. Widgets only;
-backend/reporting/regressview.py reads the stored pairs and backend/reporting/regression.py
+backend/jobs/regressview.py reads the stored pairs and backend/reporting/regression.py
 holds the numbers."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import streamlit as st
 
 from backend.auth.roles import Permission
 from backend.jobs.regressspec import RegressionSpec
+from backend.jobs.regressview import PairRow, pair_rows
 from backend.queue import jobs
 from backend.reporting import frames
 from backend.reporting import regression as stats
-from backend.reporting.regressview import PairRow, pair_rows
 from pages.access import link_scope
 from pages.components.formatting import plain
 from pages.components.gate import require_access
