@@ -62,6 +62,8 @@ def test_sandboxed_child_sees_no_secrets_from_the_environment(
     assert isinstance(seen, dict)
     assert "hunter2" not in repr(seen)
     passed = {"PATH", "HOME", "TMPDIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"}
+    passed |= {"LOGNAME", "USER"}  # a fixed name for getpass.getuser(), not the host's
+    assert (seen.get("USER"), seen.get("LOGNAME")) == ("optiboard", "optiboard")
     passed |= {setting.name for setting in sandbox.PASSED_SETTINGS}  # parsing caps only
     assert set(seen) <= passed | {"PWD", "LC_CTYPE"}  # the last two set by bwrap and Python
     assert (
