@@ -182,7 +182,8 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
         dims = "Dynamic dimensions: x_dim0 (1..64), x_dim1 (2..256)."
         expect(page.get_by_text(dims).first).to_be_visible()
         # the model picker moved to the new upload (it kept showing the CNN before)
-        expect(page.get_by_text("encoder (#3, pytorch-exported)").first).to_be_visible()
+        picker = page.get_by_role("combobox", name="Model")
+        expect(picker).to_match_aria_snapshot('- combobox "Model": /encoder \\(#3, pytorch/')
         page.screenshot(path=str(ARTIFACTS / "e2e-7-pt2-encoder.png"), full_page=True)
 
         # 7. The converted CNN (model 2) sweeps like an ONNX upload: one FP32 configuration at
