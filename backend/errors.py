@@ -9,6 +9,14 @@ class UnavailableError(UserError):
     """A requested backend or provider does not exist on this machine; the message says why."""
 
 
+class ConversionFailed(UserError):
+    """A converter in its child (tf2onnx, torch.onnx) failed; `log` holds the child's output."""
+
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
+
+
 def runtime_error_line(exc: BaseException, limit: int = 400) -> str:
     """A runtime's exception as one line for a stored error: its type and message, without the
     C++ source positions and signatures ONNX Runtime puts inside ('reshape_helper.h:91 ns::F(..)')

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import settings
-from backend.errors import UserError
+from backend.errors import ConversionFailed, UserError
 from backend.launch import sandbox
 from backend.launch.children import (
     ProcessOutcome,
@@ -32,14 +32,6 @@ from backend.models.pt2check import EXPORT_HINT, check_archive
 EXPORTER_MODULES = ("torch", "onnxscript")
 # every torch.load inside torch.export.load runs weights-only (its sample-inputs fallback too)
 CHILD_ENV = (("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1"),)
-
-
-class ConversionFailed(UserError):
-    """The export or the check failed; `log` holds the child's full output."""
-
-    def __init__(self, message: str, log: str) -> None:
-        super().__init__(message)
-        self.log = log
 
 
 @dataclass(frozen=True)

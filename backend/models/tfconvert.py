@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import settings
-from backend.errors import UserError
+from backend.errors import ConversionFailed, UserError
 from backend.launch import sandbox
 from backend.launch.children import (
     ProcessOutcome,
@@ -32,14 +32,6 @@ from backend.launch.limits import ChildLimits, sentence
 
 DEFAULT_OPSET = 17
 MIN_OPSET, MAX_OPSET = 9, 18  # the range tf2onnx 1.17 converts to
-
-
-class ConversionFailed(UserError):
-    """tf2onnx could not convert the SavedModel; `log` holds the child's full output."""
-
-    def __init__(self, message: str, log: str) -> None:
-        super().__init__(message)
-        self.log = log
 
 
 @dataclass(frozen=True)
