@@ -1,0 +1,135 @@
+"""Where a compiled PyTorch batch-1 decode step's time goes on a GPU, and which inductor settings
+shorten it (issue 23's 50% roofline goal), outside the product: the same model, cache and step as
+backend/runtimes/genai_torch.py (StaticCache, greedy argmax inside the step, sdpa, fp16), compiled
+per mode in a fresh process, then timed two ways over 128 steps after a 1,024-token prefill:
+  synced  a stamp per step after torch.cuda.synchronize() (what the product's ITL is)
+  gpu     CUDA events around 128 back-to-back steps (the GPU's floor for this step)
+and, with --kernels, the step's GPU kernels by name from torch.profiler (CUPTI).
+
+  python3 bench/torch_decode_probe.py FOLDER MODE [--kernels]
+  MODE: reduce-overhead | cdt (reduce-overhead + coordinate_descent_tuning) |
+        max-autotune (+ coordinate_descent_tuning)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+PROMPT, NEW = 1024, 128
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("mode", choices=["reduce-overhead", "cdt", "max-autotune"])
+    parser.add_argument("--kernels", action="store_true")
+    args = parser.parse_args()
+
+    import torch
+    import torch._inductor.config as inductor
+    from transformers import AutoModelForCausalLM, StaticCache
+
+    if args.mode in ("cdt", "max-autotune"):
+        inductor.coordinate_descent_tuning = True
+    compile_mode = "max-autotune" if args.mode == "max-autotune" else "reduce-overhead"
+    model = AutoModelForCausalLM.from_pretrained(
+        str(args.folder), dtype=torch.float16, attn_implementation="sdpa"
+    ).to("cuda")
+    model.eval()
+    length = PROMPT + NEW
+    cache = StaticCache(config=model.config, max_cache_len=length)
+
+    def decode(tokens, position, cache):  # noqa: ANN001, ANN202 - as genai_torch._decode
+        out = model(
+            input_ids=tokens,
+            position_ids=position.expand(tokens.shape[0], 1),
+            cache_position=position[0],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+
+    step = torch.compile(decode, mode=compile_mode, fullgraph=True, dynamic=False)
+    ids = torch.randint(0, model.config.vocab_size, (1, PROMPT), device="cuda")
+    positions = [p.clone() for p in torch.arange(PROMPT, length, device="cuda").view(-1, 1)]
+
+    def prefill():  # noqa: ANN202
+        cache.reset()
+        out = model(input_ids=ids, cache_position=torch.arange(PROMPT, device="cuda"),
+                    past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+
+    def steps(count: int, sync_each: bool, nxt=None) -> list[float]:  # noqa: ANN001
+        nxt, stamps = (prefill() if nxt is None else nxt), []
+        torch.cuda.synchronize()
+        for i in range(count):
+            started = time.perf_counter()
+            torch.compiler.cudagraph_mark_step_begin()
+            nxt = step(nxt, positions[i].view(1, 1), cache).clone()
+            if sync_each:
+                torch.cuda.synchronize()
+                stamps.append(time.perf_counter() - started)
+        torch.cuda.synchronize()
+        return stamps
+
+    with torch.inference_mode():
+        began = time.perf_counter()
+        steps(4, True)  # compile, warm-up, record
+        compile_s = time.perf_counter() - began
+        synced = []
+        for _ in range(3):
+            synced += steps(NEW - 1, True)[8:]
+        gpu = []
+        for _ in range(3):
+            prefill()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            nxt = prefill()
+            start.record()
+            for i in range(NEW - 1):
+                torch.compiler.cudagraph_mark_step_begin()
+                nxt = step(nxt, positions[i].view(1, 1), cache).clone()
+            end.record()
+            torch.cuda.synchronize()
+            gpu.append(start.elapsed_time(end) / (NEW - 1) * 1000)
+        kernels = _kernels(torch, steps, prefill) if args.kernels else {}
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    synced_us = statistics.median(synced) * 1e6
+    result = {
+        "mode": args.mode, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
+        "compile_s": round(compile_s, 1), "weights_gb": round(weights / 1e9, 3),
+        "synced_step_us_p50": round(synced_us, 1),
+        "synced_tok_s": round(1e6 / synced_us, 1),
+        "gpu_step_us": [round(g, 1) for g in gpu],
+        "gpu_tok_s": round(1e6 / min(gpu), 1),
+        "hbm_share_synced": round(weights / (synced_us * 1e-6) / 4.8e12, 3),
+        "kernels_us_per_step": kernels,
+    }
+    print(json.dumps(result))
+
+
+def _kernels(torch, steps, prefill) -> dict[str, float]:  # noqa: ANN001
+    """GPU time per kernel name over 64 decode steps, per step, largest first (top 25)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    first = prefill()  # off the profile: only decode steps are read
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        steps(64, False, first)
+    totals: dict[str, float] = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            name = event.name[:70]
+            totals[name] = totals.get(name, 0.0) + event.device_time_total
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])
+    out = {name: round(us / 64, 1) for name, us in ranked[:25]}
+    out["ALL"] = round(sum(totals.values()) / 64, 1)
+    return out
+
+
+if __name__ == "__main__":
+    main()
