@@ -15,7 +15,7 @@ from backend.reporting import frames
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer
 from backend.serving.export import parse_config, perf_analyzer_command
-from backend.serving.study import load_label, model_variants, submit_study
+from backend.serving.study import load_label, model_variants, runtime_labels, submit_study
 from backend.serving.types import Scenario
 from backend.serving.view import (
     ServeView,
@@ -108,6 +108,9 @@ def _measured_charts(view: StudyView) -> None:
     )
     for line in view.prediction_captions:
         st.caption(line)
+    served_on = runtime_labels([p for c in view.configurations for p in c.measured])
+    if served_on:  # points stored before it was recorded say nothing
+        st.caption("Served on " + ", ".join(served_on) + " in Triton's Python backend.")
     with_points = {c.label: c for c in view.configurations if c.measured}
     label = bound_selectbox("Configuration", list(with_points), "config")
     split, histogram = st.columns(2)

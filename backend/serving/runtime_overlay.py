@@ -95,4 +95,3 @@ def check_loaded(env: RuntimeEnv, found: Loaded) -> None:
             f"Triton's Python backend loaded {seen}, not the onnxruntime {pinned} that runtime "
             f"environment {env.name!r} pins; run scripts/setup-runtime-env {env.name} again."
         )
-
