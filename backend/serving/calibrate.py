@@ -296,12 +296,8 @@ def calibrate_on_server(
     """
     sizes = tuple(sorted(set(batch_sizes)))
     policy = BatchingPolicy(max_batch_size=max(sizes))
-    served = {
-        "dims": dims,
-        "intra_op_threads": intra_op_threads,
-        "provider": provider,
-        "runtime_env": runtime_env,
-    }
+    served = {"dims": dims, "intra_op_threads": intra_op_threads, "provider": provider}
+    served["runtime_env"] = runtime_env
     limit = 120 + 2 * requests_per_size * len(sizes) + 8 * duration_s
     limit += sum(4 * spec.duration_s + 10 for spec in then)
     with serve(model_path, policy, **served) as server:
