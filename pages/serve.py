@@ -3,6 +3,8 @@ batching policy predicted from a sweep's latency curves; every choice is kept in
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import streamlit as st
 
@@ -12,6 +14,7 @@ from backend.errors import UserError
 from backend.models import library
 from backend.pricing import Prices, parse_prices
 from backend.reporting import frames
+from backend.runtimeenvs import describe
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer
 from backend.serving.export import parse_config, perf_analyzer_command
@@ -218,11 +221,21 @@ def submit_form() -> None:
         max_batch = cols[0].number_input("Max batch size", 1, 1024, 16, key="study_max_batch")
         delays = cols[1].text_input("Max queue delays (us)", "0,2000", key="study_delays")
         instances = cols[2].text_input("Instance counts", "1", key="study_instances")
+        environments = {e["name"]: e["pins"] for e in describe()}
+        runtime_env = st.selectbox(
+            "Runtime environment",
+            list(environments),
+            format_func=lambda n: f"{n}: {environments[n]}",
+            key="study_env",
+            help="Triton's Python backend runs the model on this environment's onnxruntime; "
+            "every point records the version that ran. One not set up is refused, saying how.",
+        )
         if st.button("Queue the study", key="submit_study", icon="🚀"):
             try:
                 study = study_from_form(
                     picked, scenario, levels, duration, int(max_batch), delays, instances, slo
                 )
+                study = replace(study, runtime_env=runtime_env)
                 with guarded(Action.SUBMIT, f"model {model_id}", kind="serving"):
                     job = submit_study(model_id, study)
             except UserError as exc:

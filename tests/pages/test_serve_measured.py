@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -41,6 +42,8 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     assert "never fitted to a measured point" in shown
     assert "original, calibrated on Triton: compute " in shown and " ms at 4 · " in shown
     assert "generator CPU" in shown and "held batches leave" in shown
+    served = r"Served on onnxruntime \d+\.\d+\.\d+ \(default\) in Triton's Python backend\."
+    assert re.search(served, shown), shown  # what ran the model, as its points recorded it
 
     at.number_input(key="url_slo").set_value(0.001 + 0.01).run()  # below any measured p99
     assert not at.exception and at.query_params["slo"] == "0.011"
