@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import settings
 from backend.errors import UnavailableError, UserError
 from backend.runtimeenvs import RuntimeEnv
 
@@ -90,7 +91,10 @@ def check_loaded(env: RuntimeEnv, found: Loaded) -> None:
     """The server ran the environment's pinned onnxruntime, else one sentence (UnavailableError)."""
     pinned = pinned_version(env)
     if found.version != pinned:
-        seen = f"onnxruntime {found.version} from {found.where}" if found.version else "nothing"
+        where = Path(found.where)  # the project's own folders named from its root
+        if where.is_relative_to(settings.PROJECT_ROOT):
+            where = where.relative_to(settings.PROJECT_ROOT)
+        seen = f"onnxruntime {found.version} from {where}" if found.version else "nothing"
         raise UnavailableError(
             f"Triton's Python backend loaded {seen}, not the onnxruntime {pinned} that runtime "
             f"environment {env.name!r} pins; run scripts/setup-runtime-env {env.name} again."

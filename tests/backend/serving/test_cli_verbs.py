@@ -115,6 +115,17 @@ def test_a_study_carries_its_runtime_environment_and_a_missing_one_queues_nothin
         assert capsys.readouterr().err.strip().endswith(sentence)
         assert main(["serve", verb, str(model.id), "--env", "ort-0.1"]) == 2
         assert "There is no runtime environment 'ort-0.1'; choose" in capsys.readouterr().err
+    pins = tmp_path / "ov-x.txt"  # set up, but with no onnxruntime for the Python backend
+    pins.write_text("openvino==2025.1.0\n")
+    (tmp_path / "ov-x" / "bin").mkdir(parents=True)
+    for name, text in (("bin/python", ""), (".installed", "x\n"), ("pins.txt", pins.read_text())):
+        (tmp_path / "ov-x" / name).write_text(text)
+    openvino = runtimeenvs.RuntimeEnv("ov-x", pins, tmp_path / "ov-x")
+    monkeypatch.setitem(runtimeenvs.ENVIRONMENTS, "ov-x", openvino)
+    assert main(["serve", "submit", str(model.id), "--env", "ov-x"]) == 2
+    assert "Runtime environment 'ov-x' pins no onnxruntime, which is all Triton" in (
+        capsys.readouterr().err
+    )
     assert jobs.list_jobs() == []
     # ort-1.31 is set up by scripts/test
     assert main(["serve", "submit", str(model.id), "--env", "ort-1.31"]) == 0
