@@ -41,6 +41,7 @@ def test_serve_load_on_an_environment_reports_its_onnxruntime_and_default_the_se
     assert own != "1.31.1"  # else the test could not tell the two apart
     model = ingest_file(mlp_path, "mlp.onnx")
     argv = ["serve", "load", str(model.id), "--concurrency", "2", "--duration", "0.4"]
+    argv += ["--preset", "quick"]
     assert main([*argv, "--env", "ort-1.31", "--json"]) == 0
     point = LoadPoint.from_dict(json.loads(capsys.readouterr().out.splitlines()[0]))
     assert (point.runtime_env, point.onnxruntime) == ("ort-1.31", "1.31.1")
