@@ -102,6 +102,7 @@ def test_viewers_cannot_queue_a_study_and_editors_can(data_dir: Path, mlp_path: 
     at = open_page("serve", role="editor", view="measured")
     at.text_input(key="study_levels").input("2,8")
     at.text_input(key="study_delays").input("0,1000")
+    at.selectbox(key="study_env").set_value("ort-1.31")  # made by scripts/test
     at.button(key="submit_study").click().run()
     assert not at.exception
     (job,) = [j for j in jobs.list_jobs() if is_serving(j.spec)]
@@ -109,6 +110,7 @@ def test_viewers_cannot_queue_a_study_and_editors_can(data_dir: Path, mlp_path: 
     assert [load.concurrency for load in study.loads] == [2, 8]
     assert [p.max_queue_delay_us for p in study.policies] == [0, 1000]
     assert job.model_id == model.id and job.progress_total == 4
+    assert study.runtime_env == "ort-1.31"  # the queued study carries its environment
     assert f"Queued job {job.id}: 4 load points on Triton." in texts(at)
 
     at.text_input(key="study_levels").input("two").run()
