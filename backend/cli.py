@@ -30,6 +30,7 @@ from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
 from backend.serving.llm_cli import register_llm_serving
+from backend.serving.study import runtime_line as serving_runtime_line
 from backend.specs import MEASURE_PRESETS, SweepSpec
 from storage.states import JobState
 
@@ -196,6 +197,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     if job.error:
         print(f"error: {job.error}")
+    if job_kind(job.spec) == JobKind.SERVING:  # what ran its served model, as its points say
+        print(serving_runtime_line(job.id, job.spec))
     results = [stored.result for stored in jobs.stored_results(job.id)]
     if results:
         sweep = job_kind(job.spec) == JobKind.SWEEP  # a regression check's spec is not a sweep's

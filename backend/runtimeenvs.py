@@ -17,6 +17,7 @@ from pathlib import Path
 
 import settings
 from backend.errors import UserError
+from backend.knobs import Cli
 
 DEFAULT = "default"
 PINS_DIR = Path(__file__).resolve().parent / "runtimes" / "envs"
@@ -64,6 +65,13 @@ class RuntimeEnv:
     def read_only(self) -> tuple[Path, ...]:
         """What a sandboxed child of this environment must see besides .venv: the environment."""
         return () if self.root is None else (self.root,)
+
+
+def env_knob(runs: str) -> dict:
+    """The `runtime_env` knob's declaration, one for every job spec that takes an environment:
+    `--env NAME` on the command line, `env=` in a link; `runs` says what runs under it."""
+    words = f"the runtime environment {runs} (optiboard envs)"
+    return {"url": "env", "cli": Cli("--env", help=words)}
 
 
 def _registry() -> dict[str, RuntimeEnv]:

@@ -26,7 +26,7 @@ from backend.measure_settings import (  # re-exported
 from backend.placement import check_cluster_fields
 from backend.pointknobs import LINES, OPTIMIZATION_LEVELS, PointKnobs  # re-exported
 from backend.pricing import PRICE_KNOB, checked
-from backend.runtimeenvs import get_env
+from backend.runtimeenvs import env_knob, get_env
 from backend.runtimeoptions import OpenVinoOptions, OrtOptions, PerformanceHint  # re-exported
 from backend.trtoptions import TrtOptions, trt_checked, trt_for_sweep
 
@@ -239,11 +239,7 @@ class SweepSpec(PointKnobs):
     knee_max_batch: int = knob(1024, cli=Cli("--knee-max-batch", group=GPU))
     prices: tuple[tuple[str, float], ...] = knob((), **PRICE_KNOB)  # (): the setting's, when read
     # the runtime environment every measurement child runs under (backend/runtimeenvs.py)
-    runtime_env: str = knob(
-        "default",
-        url="env",
-        cli=Cli("--env", help="the runtime environment the children run under (optiboard envs)"),
-    )
+    runtime_env: str = knob("default", **env_knob("the children run under"))
     baseline_of: int | None = knob(None, url="baseline")  # a re-run of this pinned job
 
     def __post_init__(self) -> None:

@@ -3,6 +3,8 @@ batching policy predicted from a sweep's latency curves; every choice is kept in
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import streamlit as st
 
@@ -12,10 +14,11 @@ from backend.errors import UserError
 from backend.models import library
 from backend.pricing import Prices, parse_prices
 from backend.reporting import frames
+from backend.runtimeenvs import describe
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer
 from backend.serving.export import parse_config, perf_analyzer_command
-from backend.serving.study import load_label, model_variants, submit_study
+from backend.serving.study import load_label, model_variants, runtime_labels, submit_study
 from backend.serving.types import Scenario
 from backend.serving.view import (
     ServeView,
@@ -108,6 +111,9 @@ def _measured_charts(view: StudyView) -> None:
     )
     for line in view.prediction_captions:
         st.caption(line)
+    served_on = runtime_labels([p for c in view.configurations for p in c.measured])
+    if served_on:  # points stored before it was recorded say nothing
+        st.caption("Served on " + ", ".join(served_on) + " in Triton's Python backend.")
     with_points = {c.label: c for c in view.configurations if c.measured}
     label = bound_selectbox("Configuration", list(with_points), "config")
     split, histogram = st.columns(2)
@@ -215,11 +221,21 @@ def submit_form() -> None:
         max_batch = cols[0].number_input("Max batch size", 1, 1024, 16, key="study_max_batch")
         delays = cols[1].text_input("Max queue delays (us)", "0,2000", key="study_delays")
         instances = cols[2].text_input("Instance counts", "1", key="study_instances")
+        environments = {e["name"]: e["pins"] for e in describe()}
+        runtime_env = st.selectbox(
+            "Runtime environment",
+            list(environments),
+            format_func=lambda n: f"{n}: {environments[n]}",
+            key="study_env",
+            help="Triton's Python backend runs the model on this environment's onnxruntime; "
+            "every point records the version that ran. One not set up is refused, saying how.",
+        )
         if st.button("Queue the study", key="submit_study", icon="🚀"):
             try:
                 study = study_from_form(
                     picked, scenario, levels, duration, int(max_batch), delays, instances, slo
                 )
+                study = replace(study, runtime_env=runtime_env)
                 with guarded(Action.SUBMIT, f"model {model_id}", kind="serving"):
                     job = submit_study(model_id, study)
             except UserError as exc:

@@ -134,6 +134,7 @@ class ServingJob:
                 delay_probe_us=study.delay_probe_us,
                 provider=study.provider,
                 should_cancel=lambda: self._should_stop(job),
+                runtime_env=study.runtime_env,
             )
         except CalibrationCancelled:
             raise Cancelled from None
@@ -156,12 +157,14 @@ class ServingJob:
                 dims=dict(study.dims),
                 intra_op_threads=study.intra_op_threads or None,
                 provider=study.provider,
+                runtime_env=study.runtime_env,
             ) as server:
+                ran = f"onnxruntime {server.loaded.version or '?'} ({server.runtime.name})"
                 job_store.log_event(
                     job.id,
-                    f"Triton ready on port {server.http_port} (pid {server.process.pid})"
+                    f"Triton ready on port {server.http_port} (pid {server.process.pid}), {ran}"
                     if server.process
-                    else "Triton ready",
+                    else f"Triton ready, {ran}",
                 )
                 self._measure(job, study, variant, policy, server.endpoint, done)
             outcome = "ok"

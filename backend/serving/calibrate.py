@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.launch.children import run_in_child
+from backend.runtimeenvs import DEFAULT
 from backend.serving.curve import measure_latency_curve
 from backend.serving.host_sample import HostSample, sample_load
 from backend.serving.loadgen import run_load
@@ -278,6 +279,7 @@ def calibrate_on_server(
     delay_probe_us: int = 0,
     provider: ServingProvider = ServingProvider.CPU,
     should_cancel: Callable[[], bool] | None = None,
+    runtime_env: str = DEFAULT,
 ) -> Calibration:
     """Serve the file on the real Triton server and measure every input of the simulation.
 
@@ -288,13 +290,14 @@ def calibrate_on_server(
     largest size, no delay), seconds apart from the calibration on a host whose load moves.
     With delay_probe_us, one more server holds batches that long (no preferred sizes) at one
     request in flight: how late the batcher sends a held batch; without, it sends on time.
-    Every server runs the provider's instances. should_cancel is asked while each child
-    measures and before each further server: True kills the child, stops its server and raises
-    CalibrationCancelled (a worker's job was cancelled).
+    Every server runs the provider's instances, on runtime_env's onnxruntime. should_cancel is
+    asked while each child measures and before each further server: True kills the child, stops
+    its server and raises CalibrationCancelled (a worker's job was cancelled).
     """
     sizes = tuple(sorted(set(batch_sizes)))
     policy = BatchingPolicy(max_batch_size=max(sizes))
     served = {"dims": dims, "intra_op_threads": intra_op_threads, "provider": provider}
+    served["runtime_env"] = runtime_env
     limit = 120 + 2 * requests_per_size * len(sizes) + 8 * duration_s
     limit += sum(4 * spec.duration_s + 10 for spec in then)
     with serve(model_path, policy, **served) as server:

@@ -129,7 +129,9 @@ def energy_cells(point: LoadPoint) -> list[str]:
 
 
 def cmd_serve_load(args: argparse.Namespace) -> int:
+    from backend.knobs.flags import knob_values
     from backend.serving.loadgen import serve_and_measure
+    from backend.serving.study import ServingStudy
 
     path = model_file(args.model, args.variant)
     policy, specs = policy_of(args), specs_of(args)
@@ -148,11 +150,15 @@ def cmd_serve_load(args: argparse.Namespace) -> int:
         intra_op_threads=args.threads,
         on_point=progress,
         provider=ServingProvider(args.provider),
+        runtime_env=knob_values(ServingStudy, args)["runtime_env"],  # --env, as a study takes it
     )
     if not args.json:
         used = ", ".join(points[0].session_providers + points[0].session_options)
         used = used or "not reported"
-        print(f"policy: {points[0].policy.label}; provider {args.provider} (session: {used})")
+        print(
+            f"policy: {points[0].policy.label}; provider {args.provider} (session: {used}); "
+            f"{points[0].runtime_label or 'onnxruntime version not reported'}"
+        )
         for note in points[0].notes:
             print(note)
         print(table([point_row(p) for p in points], POINT_HEADERS))
@@ -201,6 +207,7 @@ def _variants(model_id: int, names: list[str]) -> list:
 def cmd_serve_submit(args: argparse.Namespace) -> int:
     """Queue a serving study; the worker starts Triton for each variant x policy and measures.
     Audited as `cli:<os user>` like a sweep's `submit` (a refused study is recorded `failed`)."""
+    from backend.knobs.flags import knob_values
     from backend.serving.study import ServingStudy, submit_study
 
     with audited(cli_principal(), Action.SUBMIT, f"model {args.model}", kind="serving"):
@@ -219,6 +226,7 @@ def cmd_serve_submit(args: argparse.Namespace) -> int:
             intra_op_threads=args.threads or 0,
             provider=ServingProvider(args.provider),
             prices=parse_prices(args.price, "--price") if args.price else (),
+            **knob_values(ServingStudy, args),  # --env
         )
         job = submit_study(args.model, study, label=args.label)
         print(
@@ -244,6 +252,14 @@ def _provider_option(parser: argparse.ArgumentParser) -> None:
         default=ServingProvider.CPU.value,
         help="ONNX Runtime provider of the served model (cuda: KIND_GPU instances on GPU 0)",
     )
+
+
+def _env_option(parser: argparse.ArgumentParser) -> None:
+    """--env NAME, as ServingStudy declares it (the same knob as a sweep's)."""
+    from backend.knobs.flags import add_knob_arguments
+    from backend.serving.study import ServingStudy
+
+    add_knob_arguments(parser, ServingStudy)
 
 
 def _load_options(parser: argparse.ArgumentParser, many: bool = False) -> None:
@@ -287,6 +303,7 @@ def register_serving(sub: argparse._SubParsersAction) -> argparse._SubParsersAct
     p = group.add_parser("load", help="serve a model on Triton and measure load points")
     _model_options(p)
     _load_options(p)
+    _env_option(p)
     p.set_defaults(func=cmd_serve_load)
     p = group.add_parser("curve", help="measure compute time per batch size on Triton")
     _model_options(p)
@@ -313,5 +330,6 @@ def register_serving(sub: argparse._SubParsersAction) -> argparse._SubParsersAct
         "stored with the study, which names the cheapest configuration meeting its bound",
     )
     _load_options(p, many=True)
+    _env_option(p)
     p.set_defaults(func=cmd_serve_submit, preset="quick")
     return group

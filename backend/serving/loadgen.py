@@ -28,6 +28,7 @@ from backend.hardware import visible_gpu_index
 from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
 from backend.results import LatencyStats
+from backend.runtimeenvs import DEFAULT
 from backend.serving.scenarios import SCENARIOS, arrival_schedule, generator_processes
 from backend.serving.sender import PART_WARMUP, Driver, Record, drive_part, make_driver, open_client
 from backend.serving.server import ServerEndpoint, serve
@@ -272,6 +273,8 @@ def run_load(
         generator_processes=parts,
         session_options=endpoint.session_options,
         energy=spent,
+        runtime_env=endpoint.runtime_env,
+        onnxruntime=endpoint.onnxruntime,
     )
 
 
@@ -299,15 +302,22 @@ def serve_and_measure(
     intra_op_threads: int | None = None,
     on_point: Callable[[LoadPoint], None] | None = None,
     provider: ServingProvider = ServingProvider.CPU,
+    runtime_env: str = DEFAULT,
 ) -> list[LoadPoint]:
-    """Serve the ONNX file under `policy` on a real Triton server, measure each spec from a
-    child process (the generator apart from the caller), stop the server; the points in order.
+    """Serve the ONNX file under `policy` on a real Triton server (on runtime_env's onnxruntime),
+    measure each spec from a child process (the generator apart from the caller), stop the
+    server; the points in order.
 
     The policy recorded on each point is the one really served (a fixed-batch model's differs).
     """
     points = []
     with serve(
-        model_path, policy, dims=dims, intra_op_threads=intra_op_threads, provider=provider
+        model_path,
+        policy,
+        dims=dims,
+        intra_op_threads=intra_op_threads,
+        provider=provider,
+        runtime_env=runtime_env,
     ) as server:
         for spec in specs:
             point = run_load_in_child(server.endpoint, spec, measure)

@@ -69,6 +69,7 @@ class ServedModel:
     intra_op_threads: int
     fixed_batch_note: str = ""
     provider: ServingProvider = ServingProvider.CPU  # the local model's ORT provider
+    onnxruntime_path: str = ""  # a runtime environment's onnxruntime overlay (runtime_overlay.py)
 
 
 def _tensor(name: str, dtype: str, shape: list, batched: bool, dims: dict[str, int]) -> TensorSpec:
@@ -242,6 +243,8 @@ def model_config(
     if deployment is None:  # the Python backend reads its ONNX Runtime settings from here
         config.parameters["intra_op_threads"].string_value = str(served.intra_op_threads)
         config.parameters["provider"].string_value = str(served.provider)
+        if served.onnxruntime_path:  # first on the stub's sys.path, before onnxruntime's import
+            config.parameters["onnxruntime_path"].string_value = served.onnxruntime_path
         if served.provider is ServingProvider.CUDA:
             config.parameters["cudnn_conv_algo_search"].string_value = CUDA_CONV_ALGO_SEARCH
     else:

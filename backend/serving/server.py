@@ -3,6 +3,8 @@
 The server is the tritonserver binary inside the nvidia-pytriton wheel, installed by
 scripts/setup-triton into .triton-venv (Debian's python3.11, numpy<2). Missing environment, a
 server that exits or a model that does not load: UnavailableError with Triton's own log line.
+A runtime environment (backend/runtimeenvs.py) other than default puts its own onnxruntime under
+the Python backend (runtime_overlay.py); the server is refused when another version loaded.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import settings
 from backend.errors import UnavailableError
 from backend.launch import sandbox
 from backend.launch.services import group_members, start_service, stop_service
+from backend.runtimeenvs import DEFAULT, ENVIRONMENTS, RuntimeEnv, ready_env
+from backend.serving import runtime_overlay
 from backend.serving.repository import ServedModel, TensorSpec, plan_model, write_repository
 from backend.serving.types import BatchingPolicy, ServingProvider
 
@@ -93,6 +97,8 @@ class ServerEndpoint:
     provider: ServingProvider = ServingProvider.CPU
     session_providers: tuple[str, ...] = ()  # what ORT's sessions really use (from Triton's log)
     session_options: tuple[str, ...] = ()  # a CUDA session's options in effect, "key=value"
+    runtime_env: str = DEFAULT  # the runtime environment whose onnxruntime was asked for
+    onnxruntime: str = ""  # the onnxruntime version the served model really loaded
 
 
 def free_port() -> int:
@@ -135,8 +141,16 @@ def session_options(log: str) -> tuple[str, ...]:
 class TritonServer:
     """One tritonserver process serving one model; a context manager (see `serve`)."""
 
-    def __init__(self, environment: TritonEnvironment, served: ServedModel, workdir: Path) -> None:
+    def __init__(
+        self,
+        environment: TritonEnvironment,
+        served: ServedModel,
+        workdir: Path,
+        runtime: RuntimeEnv | None = None,
+    ) -> None:
         self.environment = environment
+        self.runtime = runtime or ENVIRONMENTS[DEFAULT]
+        self.loaded = runtime_overlay.Loaded()
         self.served = served
         self.workdir = workdir
         self.http_port, self.metrics_port = free_port(), free_port()
@@ -161,6 +175,8 @@ class TritonServer:
             provider=self.served.provider,
             session_providers=self.session_providers,
             session_options=self.session_options,
+            runtime_env=self.runtime.name,
+            onnxruntime=self.loaded.version,
         )
 
     def command(self, repository: Path) -> list[str]:
@@ -189,11 +205,15 @@ class TritonServer:
         this server's folder (its repository as serve() writes it, cache) writable, the GPU
         device nodes for the CUDA provider. It keeps the host's network namespace: the parent
         and the load generators reach its HTTP and metrics ports on 127.0.0.1, which a namespace
-        of its own would hide (it binds only loopback; --allow-grpc=false)."""
+        of its own would hide (it binds only loopback; --allow-grpc=false). Under a runtime
+        environment, its site-packages read-only too (its overlay's links point there)."""
         env = self.environment.env()
+        site = None
+        if self.runtime.root is not None:
+            site = runtime_overlay.site_packages(self.runtime)
         outside = not repository.resolve().is_relative_to(self.workdir.resolve())
         binds = sandbox.Binds.of(
-            read_only=[self.environment.venv, repository if outside else None],
+            read_only=[self.environment.venv, repository if outside else None, site],
             writable=[self.workdir],
             gpu=self.served.provider is ServingProvider.CUDA,
             share_net=True,
@@ -239,6 +259,7 @@ class TritonServer:
                 log = self.log_text()
                 self.session_providers = session_providers(log)
                 self.session_options = session_options(log)
+                self.loaded = runtime_overlay.loaded(log)
                 return
             time.sleep(0.1)
         self.stop()
@@ -284,17 +305,26 @@ def serve(
     start_timeout_s: float | None = None,
     environment: TritonEnvironment | None = None,
     provider: ServingProvider = ServingProvider.CPU,
+    runtime_env: str = DEFAULT,
 ) -> Iterator[TritonServer]:
     """Serve one ONNX file under one batching policy until the block ends; the server is stopped
-    and its repository removed whatever happens. provider cuda: KIND_GPU instances on GPU 0."""
+    and its repository removed whatever happens. provider cuda: KIND_GPU instances on GPU 0.
+    runtime_env: the environment whose onnxruntime the model runs on (unknown, not set up or
+    pinning no onnxruntime: one sentence before anything starts)."""
+    runtime = ready_env(runtime_env)
+    if runtime.root is not None:
+        runtime_overlay.pinned_version(runtime)
     environment = environment or find_environment()
     served = plan_model(Path(model_path), policy, dims, intra_op_threads, provider=provider)
     timeout = start_timeout_s or settings.TRITON_START_TIMEOUT_S.get()
     with tempfile.TemporaryDirectory(prefix="optiboard-triton-") as folder:
         workdir = Path(folder)
+        if runtime.root is not None:  # the model puts it first on sys.path (runtime_overlay.py)
+            overlay = runtime_overlay.make_overlay(runtime, workdir)
+            served = replace(served, onnxruntime_path=str(overlay))
         repository = write_repository(workdir / "models", Path(model_path), served)
         try:
-            server = start_server(environment, served, workdir, repository, timeout)
+            server = start_server(environment, served, workdir, repository, timeout, runtime)
         except UnavailableError as exc:
             if served.provider is not ServingProvider.CUDA:
                 raise
@@ -303,6 +333,8 @@ def serve(
                 "sees and onnxruntime-gpu in the serving environment, else serve on the CPU."
             ) from exc
         try:
+            if runtime.root is not None:
+                runtime_overlay.check_loaded(runtime, server.loaded)
             yield server
         finally:
             server.stop()
@@ -314,10 +346,11 @@ def start_server(
     workdir: Path,
     repository: Path,
     timeout: float,
+    runtime: RuntimeEnv | None = None,
 ) -> TritonServer:
     """A started server; a port taken between choosing it and Triton binding it gets one retry."""
     for attempt in (1, 2):
-        server = TritonServer(environment, served, workdir)
+        server = TritonServer(environment, served, workdir, runtime)
         try:
             server.start(repository, timeout)
             return server

@@ -16,7 +16,10 @@ from backend import pricing
 from backend.auth import caps
 from backend.auth.audit import current_actor
 from backend.errors import UserError
+from backend.knobs import knob
 from backend.records import JobKind
+from backend.runtimeenvs import DEFAULT, env_knob, get_env, ready_env
+from backend.serving import runtime_overlay
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
 from backend.serving.types import (
     BatchingPolicy,
@@ -88,6 +91,8 @@ class ServingStudy:
     kind: str = field(default=KIND)
     provider: ServingProvider = ServingProvider.CPU  # every configuration's ORT provider
     prices: tuple[tuple[str, float], ...] = ()  # per hour; stamped from the setting when queued
+    # whose onnxruntime the served model runs on (backend/serving/runtime_overlay.py)
+    runtime_env: str = knob(DEFAULT, **env_knob("whose onnxruntime the served model runs on"))
 
     def __post_init__(self) -> None:
         if not self.variants or not self.policies or not self.loads:
@@ -116,6 +121,7 @@ class ServingStudy:
         ]
         if len(set(keys)) != len(keys):
             raise UserError("The study names the same variant, policy and load twice; drop one.")
+        get_env(self.runtime_env)  # an unknown name in one sentence; not set up: at submit
 
     @property
     def calibration_sizes(self) -> tuple[int, ...]:
@@ -157,6 +163,7 @@ class ServingStudy:
             curve_sizes=tuple(data.get("curve_sizes", CURVE_SIZES)),
             provider=ServingProvider(data.get("provider", ServingProvider.CPU)),
             prices=tuple(tuple(pair) for pair in data.get("prices", ())),
+            runtime_env=data.get("runtime_env", DEFAULT),
         )
 
 
@@ -179,6 +186,9 @@ def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -
         raise UserError(
             f"{unknown[0]!r} is not a stored variant of model {model_id}; pick one from its list."
         )
+    env = ready_env(study.runtime_env)  # not set up here: one sentence, nothing queued
+    if env.root is not None:
+        runtime_overlay.pinned_version(env)  # an environment without onnxruntime cannot serve
     label = label or f"serving study, p99 bound {study.slo_p99_ms:g} ms"
     study = replace(study, prices=pricing.or_default(study.prices))  # a link prices it the same
     caps.check_queued()
@@ -219,3 +229,14 @@ def study_points(job_id: int) -> StudyPoints:
         elif row.kind == serving_store.OLD_CURVE:
             old_curves += 1
     return StudyPoints(points, grouped, calibrations, old_curves)
+
+
+def runtime_labels(points: list[LoadPoint]) -> list[str]:
+    """What ran the served model, once each ("onnxruntime 1.31.1 (ort-1.31)")."""
+    return sorted({p.runtime_label for p in points if p.runtime_label})
+
+
+def runtime_line(job_id: int, spec: dict[str, Any]) -> str:
+    """`optiboard show`'s line for a study: the environment it asked for, what its points ran."""
+    ran = ", ".join(runtime_labels(study_points(job_id).points)) or "no load point stored yet"
+    return f"runtime environment {ServingStudy.from_dict(spec).runtime_env}: {ran}"

@@ -225,6 +225,17 @@ class LoadPoint:
     session_options: tuple[str, ...] = ()  # a CUDA session's options in effect, "key=value"
     # J per request over the point's window and idle power apart, or why not measurable here
     energy: EnergyReport | None = None
+    # the runtime environment asked for (backend/runtimeenvs.py) and the onnxruntime version the
+    # served model really loaded; "" on points stored before they were recorded, and predictions
+    runtime_env: str = ""
+    onnxruntime: str = ""
+
+    @property
+    def runtime_label(self) -> str:
+        """'onnxruntime 1.31.1 (ort-1.31)': what ran the model ('' where not recorded)."""
+        if not self.onnxruntime:
+            return ""
+        return f"onnxruntime {self.onnxruntime} ({self.runtime_env or 'default'})"
 
     @property
     def mean_batch(self) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -41,6 +42,8 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     assert "never fitted to a measured point" in shown
     assert "original, calibrated on Triton: compute " in shown and " ms at 4 · " in shown
     assert "generator CPU" in shown and "held batches leave" in shown
+    served = r"Served on onnxruntime \d+\.\d+\.\d+ \(default\) in Triton's Python backend\."
+    assert re.search(served, shown), shown  # what ran the model, as its points recorded it
 
     at.number_input(key="url_slo").set_value(0.001 + 0.01).run()  # below any measured p99
     assert not at.exception and at.query_params["slo"] == "0.011"
@@ -99,6 +102,7 @@ def test_viewers_cannot_queue_a_study_and_editors_can(data_dir: Path, mlp_path: 
     at = open_page("serve", role="editor", view="measured")
     at.text_input(key="study_levels").input("2,8")
     at.text_input(key="study_delays").input("0,1000")
+    at.selectbox(key="study_env").set_value("ort-1.31")  # made by scripts/test
     at.button(key="submit_study").click().run()
     assert not at.exception
     (job,) = [j for j in jobs.list_jobs() if is_serving(j.spec)]
@@ -106,6 +110,7 @@ def test_viewers_cannot_queue_a_study_and_editors_can(data_dir: Path, mlp_path: 
     assert [load.concurrency for load in study.loads] == [2, 8]
     assert [p.max_queue_delay_us for p in study.policies] == [0, 1000]
     assert job.model_id == model.id and job.progress_total == 4
+    assert study.runtime_env == "ort-1.31"  # the queued study carries its environment
     assert f"Queued job {job.id}: 4 load points on Triton." in texts(at)
 
     at.text_input(key="study_levels").input("two").run()

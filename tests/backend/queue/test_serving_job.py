@@ -44,13 +44,16 @@ LOADS = (
 )
 
 
-def _study(loads: tuple[LoadSpec, ...] = LOADS, sizes: tuple[int, ...] = (1, 4)) -> ServingStudy:
+def _study(
+    loads: tuple[LoadSpec, ...] = LOADS, sizes: tuple[int, ...] = (1, 4), env: str = "default"
+) -> ServingStudy:
     return ServingStudy(
         variants=(ServedVariant(),),
         policies=(POLICY,),
         loads=loads,
         slo_p99_ms=50.0,
         curve_sizes=sizes,
+        runtime_env=env,
     )
 
 
@@ -113,6 +116,8 @@ def test_worker_process_calibrates_once_resumes_measures_stores_typed_points_and
     assert max(concurrency.batch_histogram) > 1  # four in flight: Triton stacked them
     assert server.spec.seed == 5
     assert server.arrival_schedule_s == poisson_schedule(80, 1.0, 5)
+    ran = {p.runtime_label for p in points.points}  # .triton-venv's own onnxruntime
+    assert len(ran) == 1 and ran.pop().endswith(" (default)")
     (row,) = _calibrations(job.id)  # once per variant, kept by the resumed job
     assert row.point_key == "original|calibration" and row.configuration == "original"
     curve = LatencyCurve.from_dict(row.payload)
@@ -175,7 +180,7 @@ def test_cancel_stops_the_server_and_keeps_only_whole_points(
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     long = (LoadSpec(Scenario.CONCURRENCY, duration_s=60.0, concurrency=2),)
-    job = submit_study(model.id, _study(long, sizes=()))
+    job = submit_study(model.id, _study(long, sizes=(), env="ort-1.31"))  # made by scripts/test
     runner = threading.Thread(target=worker.serve, kwargs={"once": True, "poll_seconds": 0.05})
     runner.start()
     pid = None
@@ -185,6 +190,8 @@ def test_cancel_stops_the_server_and_keeps_only_whole_points(
         pid = next((int(m.group(1)) for m in found if m), None)
         time.sleep(0.1)
     assert pid is not None, "Triton never became ready"
+    ready = [e.message for e in jobs.job_events(job.id) if "Triton ready" in e.message]
+    assert ready[0].endswith(", onnxruntime 1.31.1 (ort-1.31)")  # the study's environment
     os.kill(pid, 0)  # the server runs
     jobs.cancel_job(job.id)
     runner.join(timeout=60)

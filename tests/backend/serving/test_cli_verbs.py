@@ -90,3 +90,47 @@ def test_serve_submit_queues_one_study_with_a_policy_per_delay_and_instance_coun
     ]
     assert "Requests of 32 samples" in (recent()[0].error or "")
     assert recent()[0].detail == {"kind": "serving"}
+
+
+def test_a_study_carries_its_runtime_environment_and_a_missing_one_queues_nothing(
+    data_dir: Path,
+    mlp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    from backend import runtimeenvs
+    from backend.queue import jobs
+    from backend.serving.study import ServingStudy
+
+    model = ingest_file(mlp_path, "mlp.onnx")
+    missing = runtimeenvs.RuntimeEnv("ort-9", tmp_path / "ort-9.txt", tmp_path / "nothing")
+    monkeypatch.setitem(runtimeenvs.ENVIRONMENTS, "ort-9", missing)
+    sentence = (
+        "Runtime environment 'ort-9' is not set up; run scripts/setup-runtime-env ort-9 on the "
+        "worker's host."
+    )
+    for verb in ("submit", "load"):  # refused before a server starts or a job is stored
+        assert main(["serve", verb, str(model.id), "--env", "ort-9"]) == 2
+        assert capsys.readouterr().err.strip().endswith(sentence)
+        assert main(["serve", verb, str(model.id), "--env", "ort-0.1"]) == 2
+        assert "There is no runtime environment 'ort-0.1'; choose" in capsys.readouterr().err
+    pins = tmp_path / "ov-x.txt"  # set up, but with no onnxruntime for the Python backend
+    pins.write_text("openvino==2025.1.0\n")
+    (tmp_path / "ov-x" / "bin").mkdir(parents=True)
+    for name, text in (("bin/python", ""), (".installed", "x\n"), ("pins.txt", pins.read_text())):
+        (tmp_path / "ov-x" / name).write_text(text)
+    openvino = runtimeenvs.RuntimeEnv("ov-x", pins, tmp_path / "ov-x")
+    monkeypatch.setitem(runtimeenvs.ENVIRONMENTS, "ov-x", openvino)
+    assert main(["serve", "submit", str(model.id), "--env", "ov-x"]) == 2
+    assert "Runtime environment 'ov-x' pins no onnxruntime, which is all Triton" in (
+        capsys.readouterr().err
+    )
+    assert jobs.list_jobs() == []
+    # ort-1.31 is set up by scripts/test
+    assert main(["serve", "submit", str(model.id), "--env", "ort-1.31"]) == 0
+    job = jobs.list_jobs()[0]
+    assert ServingStudy.from_dict(job.spec).runtime_env == job.spec["runtime_env"] == "ort-1.31"
+    capsys.readouterr()
+    assert main(["show", str(job.id)]) == 0
+    assert "runtime environment ort-1.31: no load point stored yet" in capsys.readouterr().out
