@@ -1,4 +1,4 @@
-"""Confirmation on the real Triton server: each variant's curve calibrated there, and a
+"""Confirmation on the real Triton server: each variant's cost curve measured there, and a
 recommendation's best few configurations measured there (recommend.py's `confirm`).
 
 The load generator shares the host with the server: when it cannot offer a confirming rate (a
@@ -70,15 +70,15 @@ def served_variants(
     delay_probe_us: int = 0,
 ) -> list[Variant]:
     """Each file's curve and per-request costs measured through the real server
-    (serving.calibrate), so the predictions are of that server, not of an in-process sweep.
+    (serving.costmodel), so the predictions are of that server, not of an in-process sweep.
     delay_probe_us > 0 also measures how late a held batch leaves (for policies with a delay)."""
-    from backend.serving.calibrate import calibrate_on_server  # the server side, when installed
+    from backend.serving.costmodel import measure_costs_on_server  # the server side, when installed
 
     return [
         Variant(
             f.precision,
             f.provider,
-            calibrate_on_server(
+            measure_costs_on_server(
                 f.path,
                 batch_sizes,
                 requests_per_size=10,
