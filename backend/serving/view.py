@@ -27,7 +27,7 @@ from backend.records import is_serving
 from backend.reporting import frames
 from backend.reporting.cost import reprice
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
-from backend.serving.recommend import Evidence, Recommendation, Variant, recommend
+from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, recommend
 from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
     ServedVariant,
@@ -49,7 +49,7 @@ class ServeView:
     """The recommendation and, per shown configuration, its throughput-vs-p99 curve."""
 
     recommendation: Recommendation
-    variants: list[Variant]
+    variants: list[MeasuredVariant]
     curves: dict[str, list[LoadPoint]]  # configuration label -> points, rate ascending
     chosen: dict[str, LoadPoint]  # configuration label -> the point the sentence quotes
     cost: CostAnswer | None = None  # the cheapest configuration meeting the bound
@@ -57,8 +57,8 @@ class ServeView:
 
 def variants_from_results(
     frame: pd.DataFrame, overhead_ms: float, execution_ms: float = 0.0
-) -> list[Variant]:
-    """One Variant per sweep series with a measured latency at one batch size or more."""
+) -> list[MeasuredVariant]:
+    """One MeasuredVariant per sweep series with a measured latency at one batch size or more."""
     ok = frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
     variants = []
     for _, rows in ok.groupby("series", sort=True):
@@ -78,7 +78,7 @@ def variants_from_results(
         if pd.notna(first.get("price_per_hour")) and first.get("priced_as"):
             price = Price(str(first["priced_as"]), float(first["price_per_hour"]))
         variants.append(
-            Variant(
+            MeasuredVariant(
                 str(first["precision"]),
                 str(first["provider"]),
                 curve,
