@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from backend.runtimes import get_backend, onnxruntime_provider_name
+from backend.runtimes import get_runtime, onnxruntime_provider_name
 from backend.runtimes.base import SessionOptions
 
 PROFILE_RUNS = 20
@@ -316,7 +316,7 @@ def profile_model(
     options: SessionOptions,
     feed: dict[str, np.ndarray],
     runs: int = PROFILE_RUNS,
-    backend: str = "onnxruntime",
+    runtime: str = "onnxruntime",
 ) -> Profile:
     """Open a profiling session of its own, run `runs` + 1 times, and map the trace to source."""
     with tempfile.TemporaryDirectory(prefix="optiboard-profile-") as tmp:
@@ -324,7 +324,7 @@ def profile_model(
         profiled = replace(
             options, optimized_model_path=optimized_path, profile_prefix=Path(tmp) / "trace"
         )
-        with get_backend(backend).open(Path(model_path), profiled) as runner:
+        with get_runtime(runtime).open(Path(model_path), profiled) as runner:
             for _ in range(runs + 1):
                 runner.infer(feed)
             trace = runner.end_profiling()
