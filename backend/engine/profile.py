@@ -28,8 +28,10 @@ KEPT_IN_FP32 = "optiboard.kept_in_fp32"  # model metadata: nodes left unquantize
 KEPT_CLIP = "_clipped_for_"  # in the names of those Clips (backend.engine.calibration)
 # OpenVINO's names: FakeQuantize is its Q/DQ, Reorder its layout/precision change, Convert a cast
 OV_CONVERSION_OPS = ("FakeQuantize", "Reorder", "Convert")
+# what converts between precisions, layouts or devices rather than computing (evidence.py, charts)
 CONVERSION_OPS = (
     *QDQ_OPS,
+    "DynamicQuantizeLinear",
     "Cast",
     "MemcpyToHost",
     "MemcpyFromHost",
@@ -100,10 +102,6 @@ class Profile:
             for op, ns in groups.items()
         }
         return dict(sorted(rows.items(), key=lambda kv: -kv[1]["total_us"]))
-
-    def conversion_shares(self) -> dict[str, float]:
-        """Share of time in each conversion op (Q/DQ, Cast, Memcpy, layout Transpose)."""
-        return {op: self.share(self.of_op(op)) for op in CONVERSION_OPS if self.of_op(op)}
 
     def off_provider(self) -> list[NodeProfile]:
         """Nodes the runtime placed on another provider than the one asked for."""
