@@ -263,10 +263,10 @@ def cmd_providers(args: argparse.Namespace) -> int:
     from backend.runtimes import all_provider_statuses
 
     rows = []
-    for backend, statuses in all_provider_statuses().items():
+    for runtime, statuses in all_provider_statuses().items():
         for s in statuses:
-            rows.append([backend, s.name, "yes" if s.available else "no", s.reason])
-    print(table(rows, ["backend", "provider", "available", "detail"]))
+            rows.append([runtime, s.name, "yes" if s.available else "no", s.reason])
+    print(table(rows, ["runtime", "provider", "available", "detail"]))
     return 0
 
 
@@ -357,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output")
     _price_option(p)
     p.set_defaults(func=cmd_export)
-    p = sub.add_parser("providers", help="which backends and providers work here, and why not")
+    p = sub.add_parser("providers", help="which runtimes and providers work here, and why not")
     p.set_defaults(func=cmd_providers)
     p = sub.add_parser(
         "mixed", help="search the fastest INT8/FP32 mix meeting a bound; --submit queues it"

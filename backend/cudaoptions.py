@@ -145,7 +145,7 @@ def check_gpu_options(
     cuda: CudaOptions,
     io_mode: IoMode,
     provider: str,
-    backend: str,
+    runtime: str,
     fixed_shapes: bool,
     fp16: bool,
 ) -> None:
@@ -157,7 +157,7 @@ def check_gpu_options(
         )
     if cuda.is_default:
         return
-    if provider != "cuda" or backend != "onnxruntime":
+    if provider != "cuda" or runtime != "onnxruntime":
         raise UserError(
             "CUDA options (graphs, cuDNN search and workspace, TF32, NHWC, bias fusion, float16 "
             "I/O) apply to ONNX "

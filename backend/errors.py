@@ -6,7 +6,7 @@ class UserError(Exception):
 
 
 class UnavailableError(UserError):
-    """A requested backend or provider does not exist on this machine; the message says why."""
+    """A requested runtime or provider does not exist on this machine; the message says why."""
 
 
 class ConversionFailed(UserError):

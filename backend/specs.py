@@ -294,7 +294,7 @@ class SweepSpec(PointKnobs):
 
     @property
     def runtimes(self) -> tuple[str, ...]:
-        """The backends this sweep runs on, in the order picked."""
+        """The runtimes this sweep runs on, in the order picked."""
         return self.backends or (self.backend,)
 
     def configurations(self) -> list[Configuration]:

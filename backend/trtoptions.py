@@ -162,11 +162,11 @@ def inside_data_folder(text: str, label: str) -> str:
     return resolved.relative_to(data).as_posix()
 
 
-def check_trt_options(trt: TrtOptions, provider: str, backend: str, precision: str) -> None:
+def check_trt_options(trt: TrtOptions, provider: str, runtime: str, precision: str) -> None:
     """Refuse the combinations the tensorrt provider cannot run, each with one sentence."""
     if trt.is_default:
         return
-    if provider != "tensorrt" or backend != "onnxruntime":
+    if provider != "tensorrt" or runtime != "onnxruntime":
         raise UserError(
             "TensorRT options apply to ONNX Runtime's tensorrt provider only; pick it or leave "
             "them at their defaults."

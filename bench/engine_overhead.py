@@ -16,7 +16,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.engine.measure import measure  # noqa: E402
-from backend.runtimes import get_backend  # noqa: E402
+from backend.runtimes import get_runtime  # noqa: E402
 from backend.runtimes.base import SessionOptions  # noqa: E402
 from backend.specs import MeasureSettings  # noqa: E402
 from tests import models  # noqa: E402
@@ -36,7 +36,7 @@ def bare_loop(session, feed: dict[str, np.ndarray], runs: int) -> list[float]:
 
 
 def compare(name: str, model_path: Path, feed: dict[str, np.ndarray]) -> float:
-    backend = get_backend("onnxruntime")
+    runtime = get_runtime("onnxruntime")
     settings = MeasureSettings(
         warmup_runs=20,
         window_runs=RUNS_PER_ROUND // 3,
@@ -46,7 +46,7 @@ def compare(name: str, model_path: Path, feed: dict[str, np.ndarray]) -> float:
         max_seconds=60,
     )
     engine_p50, bare_p50 = [], []
-    with backend.open(model_path, SessionOptions(provider="cpu", intra_op_threads=1)) as runner:
+    with runtime.open(model_path, SessionOptions(provider="cpu", intra_op_threads=1)) as runner:
         bare_loop(runner.session, feed, 50)
         for round_index in range(ROUNDS):
             order = [0, 1] if round_index % 2 == 0 else [1, 0]

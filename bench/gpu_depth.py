@@ -330,7 +330,7 @@ def graph_check(model: Path, out: Path) -> None:
     import onnx
 
     from backend.engine.variants import build_variant
-    from backend.runtimes import get_backend
+    from backend.runtimes import get_runtime
     from backend.runtimes.base import SessionOptions
 
     source = onnx.load(str(model))
@@ -342,7 +342,7 @@ def graph_check(model: Path, out: Path) -> None:
             built = onnx.load(str(variant.path))
             optimized = Path(scratch) / f"optimized-{f16io}.onnx"
             options = SessionOptions.of(config, optimized_model_path=optimized)
-            with get_backend("onnxruntime").open(variant.path, options) as runner:
+            with get_runtime("onnxruntime").open(variant.path, options) as runner:
                 used = runner.providers_used
             after = onnx.load(str(optimized))
             report[f"fp16 f16io={f16io}"] = {
@@ -402,7 +402,7 @@ def kernel_table(model: Path, out: Path, batch: int, cuda: dict, runs: int = 10)
 
     from backend.engine import inputs
     from backend.engine.variants import build_variant
-    from backend.runtimes import get_backend
+    from backend.runtimes import get_runtime
     from backend.runtimes.base import SessionOptions
 
     torch.cuda.init()
@@ -411,7 +411,7 @@ def kernel_table(model: Path, out: Path, batch: int, cuda: dict, runs: int = 10)
         variant = build_variant(model, config, Path(scratch))
         feeds = inputs.random_inputs(inputs.input_specs_of(variant.path), batch, {})
         options = SessionOptions.of(config)
-        with get_backend("onnxruntime").open(variant.path, options) as runner:
+        with get_runtime("onnxruntime").open(variant.path, options) as runner:
             device = runner.bind_on_device(feeds[0])
             for _ in range(5):
                 device.run()

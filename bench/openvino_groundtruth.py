@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 
 from backend.compat.groundtruth import collect_cases  # noqa: E402
 from backend.compat.groundtruth_openvino import run_cases_openvino  # noqa: E402
-from backend.runtimes import get_backend  # noqa: E402
+from backend.runtimes import get_runtime  # noqa: E402
 
 
 def main() -> int:
@@ -32,9 +32,9 @@ def main() -> int:
     parser.add_argument("--goal", type=float, default=0.98)
     args = parser.parse_args()
 
-    backend = get_backend("openvino")
-    if not backend.provider_status("cpu") or not backend.provider_status("cpu").available:
-        print(f"OpenVINO CPU is unavailable here: {backend.providers()[0].reason}")
+    runtime = get_runtime("openvino")
+    if not runtime.provider_status("cpu") or not runtime.provider_status("cpu").available:
+        print(f"OpenVINO CPU is unavailable here: {runtime.providers()[0].reason}")
         return 2
     started = time.perf_counter()
     cases = collect_cases()[:: args.stride]
@@ -42,7 +42,7 @@ def main() -> int:
         cases = cases[: args.limit]
     confusion = run_cases_openvino(cases, jobs=args.jobs)
     counts = confusion.counts
-    print(f"runtime: openvino {backend.version()} CPU; {len(cases)} ONNX node test cases")
+    print(f"runtime: openvino {runtime.version()} CPU; {len(cases)} ONNX node test cases")
     print(
         "confusion (positive = OpenVINO CPU compiles and runs it): "
         + "  ".join(f"{k}={v}" for k, v in counts.items())

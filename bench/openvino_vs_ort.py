@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend.engine.accuracy import compare_outputs  # noqa: E402
 from backend.engine.inputs import input_specs_of, random_inputs  # noqa: E402
 from backend.engine.variants import build_variant  # noqa: E402
-from backend.runtimes import get_backend  # noqa: E402
+from backend.runtimes import get_runtime  # noqa: E402
 from backend.runtimes.base import Runner, SessionOptions  # noqa: E402
 from backend.specs import Configuration, Precision  # noqa: E402
 from tests import models  # noqa: E402
@@ -41,11 +41,11 @@ CONFIGS = (
 )
 
 
-def _open(label: str, backend: str, precision: Precision, path: Path, threads: int) -> Runner:
+def _open(label: str, runtime: str, precision: Precision, path: Path, threads: int) -> Runner:
     options = SessionOptions(
         provider="cpu", intra_op_threads=threads, precision=precision, perf_counters=False
     )
-    runner = get_backend(backend).open(path, options)
+    runner = get_runtime(runtime).open(path, options)
     runner.__enter__()
     ran = runner.facts.get("execution_precision", "ORT kernels")
     print(f"opened {label:16s} in {runner.session_create_ms:7.1f} ms; runs: {ran}", end="")
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--calibration", type=int, default=32)
     args = parser.parse_args()
 
-    openvino = get_backend("openvino")
+    openvino = get_runtime("openvino")
     workdir = Path(tempfile.mkdtemp(prefix="ov-bench-"))
     source = models.save(
         models.make_cnn(channels=args.channels, blocks=args.blocks, image=args.image, classes=100),
@@ -76,7 +76,7 @@ def main() -> None:
     print(
         f"model: ResNet-style CNN, {args.channels} channels, {args.blocks} residual blocks, "
         f"{args.image}x{args.image} input, 100 classes; batch 1; threads={args.threads} "
-        f"(machine has {os.cpu_count()} cores); onnxruntime {get_backend('onnxruntime').version()}"
+        f"(machine has {os.cpu_count()} cores); onnxruntime {get_runtime('onnxruntime').version()}"
         f", openvino {openvino.version()}"
     )
     specs = input_specs_of(source)
@@ -84,17 +84,17 @@ def main() -> None:
     calibration = random_inputs(one, 1, {}, count=args.calibration, seed=0)
 
     runners: dict[str, Runner] = {}
-    for label, backend, precision in CONFIGS:
-        reason = get_backend(backend).precision_unavailable(precision, "cpu")
+    for label, runtime, precision in CONFIGS:
+        reason = get_runtime(runtime).precision_unavailable(precision, "cpu")
         if reason:
             print(f"skipped {label}: {reason}")
             continue
-        config = Configuration(precision=precision, backend=backend)
+        config = Configuration(precision=precision, backend=runtime)
         started = time.perf_counter()
-        variant = build_variant(source, config, workdir / backend, calibration=calibration)
+        variant = build_variant(source, config, workdir / runtime, calibration=calibration)
         took = time.perf_counter() - started
         print(f"built {label:16s} in {took:5.2f}s: {'; '.join(variant.steps)}")
-        runners[label] = _open(label, backend, precision, variant.path, args.threads)
+        runners[label] = _open(label, runtime, precision, variant.path, args.threads)
 
     feed = random_inputs(specs, 1, {}, count=1, seed=123)[0]
     for runner in runners.values():  # warm-up: first calls allocate and pick kernels

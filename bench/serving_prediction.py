@@ -1,22 +1,22 @@
 """Predicted vs measured serving: the batcher simulation against the real Triton server.
 
 For each model (a tiny MLP, a small CNN, a transformer block, all from tests/models.py):
-1. calibrate on the real server (serving.calibrate.calibrate_on_server): the latency-vs-batch
-   curve, one request in flight (per-request instance work, the way in and out), four in flight
-   (the generator's CPU per request, how much the generator and the server slow each other),
-   two instances at four in flight (how two executions slow each other) and a 1000 us queue
-   delay at one in flight (how late Triton's batcher sends a held batch). None of these load
-   points is judged below (the judged delay is 2000 us);
+1. measure the costs on the real server (serving.costmodel.measure_costs_on_server): the
+   latency-vs-batch curve, one request in flight (per-request instance work, the way in and
+   out), four in flight (the generator's CPU per request, how much the generator and the
+   server slow each other), two instances at four in flight (how two executions slow each
+   other) and a 1000 us queue delay at one in flight (how late Triton's batcher sends a held
+   batch). None of these load points is judged below (the judged delay is 2000 us);
 2. for several policies and loads, measure LoadPoints on the real server and predict the same
    points with the simulation; print throughput, p99 and mean batch of both, and the error.
 Goal: within 10% on throughput and 20% on p99; every point outside is listed at the end.
 Points where the load generator fell behind are shown but not scored (not the server's numbers).
 Every load point is measured in --repeat rounds, minutes apart (the host's speed moves), each
-round calibrating first and measuring right after; each round's points are predicted from its own
-calibration. The rounds' spread says how far the measurement itself is reproducible, and the
-same points predicted from the other round's calibration say how much of the error is the host's
-drift between calibration and measurement. --save keeps every sample and --replay judges a
-changed model on those same measurements.
+round measuring the costs first and the points right after; each round's points are predicted
+from its own cost measurement. The rounds' spread says how far the measurement itself is
+reproducible, and the same points predicted from the other round's cost measurement say how much
+of the error is the host's drift between cost measurement and points. --save keeps every sample
+and --replay judges a changed model on those same measurements.
 Also prints how long ranking 300 policies takes. Takes several minutes; run it once.
 
     .venv/bin/python bench/serving_prediction.py [--duration 4] [--repeat 2] [--save F | --replay F]
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from backend.serving.calibrate import Calibration, calibrate_on_server  # noqa: E402
+from backend.serving.costmodel import CostMeasurement, measure_costs_on_server  # noqa: E402
 from backend.serving.ranking import policy_grid, rank_policies  # noqa: E402
 from backend.serving.simulate import simulate  # noqa: E402
 from backend.serving.types import (  # noqa: E402
@@ -52,11 +52,11 @@ from backend.specs import MEASURE_PRESETS  # noqa: E402
 from tests import models  # noqa: E402
 
 THROUGHPUT_GOAL, P99_GOAL = 0.10, 0.20
-# One ONNX Runtime thread per instance, in calibration and measurement alike: an idle intra-op
-# pool spins, and that CPU would read as per-request work in the host's budget.
+# One ONNX Runtime thread per instance, in the cost measurement and the points alike: an idle
+# intra-op pool spins, and that CPU would read as per-request work in the host's budget.
 THREADS = 1
-CALIBRATION_POLICY = BatchingPolicy(max_batch_size=16)  # what calibrate_on_server serves
-PROBE_DELAY_US = 1000  # the calibration's queue delay: not the 2000 us judged below
+COST_POLICY = BatchingPolicy(max_batch_size=16)  # what measure_costs_on_server serves
+PROBE_DELAY_US = 1000  # the cost measurement's queue delay: not the 2000 us judged below
 MODELS = {
     "mlp": (models.make_mlp, {}),
     "cnn": (models.make_cnn, {}),
@@ -93,10 +93,10 @@ def _predict(curve: LatencyCurve, measured: LoadPoint) -> LoadPoint:
     return simulate(curve, measured.spec, measured.policy, senders=measured.generator_processes)
 
 
-def _is_calibration_load(point: LoadPoint) -> bool:
-    """The one-in-flight point of the calibration's own policy: its p50 set the way in and out."""
+def _is_cost_load(point: LoadPoint) -> bool:
+    """The one-in-flight point of the cost measurement's policy: its p50 set the way in and out."""
     return (
-        point.policy == CALIBRATION_POLICY
+        point.policy == COST_POLICY
         and point.spec.scenario is Scenario.CONCURRENCY
         and point.spec.concurrency == 1
     )
@@ -105,8 +105,8 @@ def _is_calibration_load(point: LoadPoint) -> bool:
 @dataclass(frozen=True)
 class Judged:
     """One load point measured in every round (the same policy and load), each round's
-    prediction from that round's own calibration, and (with two rounds or more) from the next
-    round's calibration: how much the host's drift between calibration and measurement costs."""
+    prediction from that round's own cost measurement, and (with two rounds or more) from the next
+    round's: how much the host's drift between cost measurement and points costs."""
 
     model: str
     rounds: list[LoadPoint]
@@ -183,12 +183,12 @@ def _print_row(judged: Judged) -> None:
         f"{batch:>5.1f} {judged.predicted(_batch):>5.1f}"
         + _host_note(judged.rounds)
         + ("  (client saturated)" if judged.saturated else "")
-        + ("  (calibration load)" if _is_calibration_load(first) else "")
+        + ("  (cost-measurement load)" if _is_cost_load(first) else "")
     )
 
 
 def _collect(names: list[str], duration: float, repeat: int) -> dict[str, Any]:
-    """Per model and round: a calibration, then every policy's points right after it."""
+    """Per model and round: a cost measurement, then every policy's points right after it."""
     collected: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
         for name in names:
@@ -196,7 +196,7 @@ def _collect(names: list[str], duration: float, repeat: int) -> dict[str, Any]:
             path = models.save(build(), Path(folder) / f"{name}.onnx")
             rounds = []
             for _ in range(repeat):
-                calibration = calibrate_on_server(
+                costs = measure_costs_on_server(
                     path,
                     dims=dims,
                     two_instances=True,
@@ -208,24 +208,25 @@ def _collect(names: list[str], duration: float, repeat: int) -> dict[str, Any]:
                     for policy in POLICIES
                     for p in _measure_policy(path, policy, dims, duration)
                 ]
-                rounds.append({"calibration": calibration.to_dict(), "points": points})
+                # "calibration": the key files saved before keep
+                rounds.append({"calibration": costs.to_dict(), "points": points})
             collected[name] = {"rounds": rounds}
             print(f"{name}: measured {repeat} round(s)", flush=True)
     return collected
 
 
 def _judge(collected: dict[str, Any]) -> list[Judged]:
-    """Every point predicted from each round's calibration (re-derived from the stored samples,
-    so a changed `calibrated` is judged on the same measurements)."""
+    """Every point predicted from each round's cost measurement (re-derived from the stored
+    samples, so a changed `costs_from_samples` is judged on the same measurements)."""
     judged = []
     for name, data in collected.items():
-        curves = [Calibration.from_dict(r["calibration"]).recalibrated() for r in data["rounds"]]
+        curves = [CostMeasurement.from_dict(r["calibration"]).recomputed() for r in data["rounds"]]
         for index, curve in enumerate(curves, start=1):
             print(f"{name} (round {index}): {curve.summary}")
         rounds = [[LoadPoint.from_dict(p) for p in r["points"]] for r in data["rounds"]]
         for same in zip(*rounds, strict=True):
             own = [_predict(c, p) for c, p in zip(curves, same, strict=True)]
-            other = curves[1:] + curves[:1]  # the next round's calibration (itself with one)
+            other = curves[1:] + curves[:1]  # the next round's cost measurement (itself with one)
             crossed = [_predict(c, p) for c, p in zip(other, same, strict=True)]
             judged.append(Judged(name, list(same), own, crossed))
     return judged
@@ -240,7 +241,7 @@ def _report(judged: list[Judged]) -> None:
     print(header)
     for row in judged:
         _print_row(row)
-    scored = [j for j in judged if not j.saturated and not _is_calibration_load(j.rounds[0])]
+    scored = [j for j in judged if not j.saturated and not _is_cost_load(j.rounds[0])]
     if not scored:
         return
     errors = [(j.abs_error(_rate), j.abs_error(_p99)) for j in scored]
@@ -262,8 +263,8 @@ def _report(judged: list[Judged]) -> None:
         )
         crossed = [(j.abs_error(_rate, True), j.abs_error(_p99, True)) for j in scored]
         print(
-            "predicted from the other round's calibration instead (the host's drift between "
-            f"calibration and measurement): mean |error| throughput "
+            "predicted from the other round's cost measurement instead (the host's drift between "
+            f"cost measurement and points): mean |error| throughput "
             f"{sum(r for r, _ in crossed) / len(crossed):.0%}, p99 "
             f"{sum(p for _, p in crossed) / len(crossed):.0%}"
         )

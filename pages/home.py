@@ -68,8 +68,8 @@ def overview() -> None:
                     )
                     or "none",
                     "providers": ", ".join(
-                        f"{backend}:{p['name']}"
-                        for backend, statuses in (w.providers or {}).items()
+                        f"{runtime}:{p['name']}"
+                        for runtime, statuses in (w.providers or {}).items()
                         for p in statuses
                         if isinstance(p, dict) and p.get("available")
                     ),

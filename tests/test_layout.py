@@ -200,7 +200,7 @@ def _is_runtime_module(name: str) -> bool:
 
 
 def runtime_violations() -> list[Violation]:
-    """Runtime modules are reached through get_backend(); only the registry and siblings import."""
+    """Runtime modules are reached through get_runtime(); only the registry and siblings import."""
     found = []
     for name in modules():
         if name == "backend.runtimes" or name.startswith("backend.runtimes."):
@@ -211,7 +211,7 @@ def runtime_violations() -> list[Violation]:
                     Violation(
                         rel(name),
                         "runtime-registry",
-                        f"line {imp.line} imports {imp.target}; use backend.runtimes.get_backend()",
+                        f"line {imp.line} imports {imp.target}; use backend.runtimes.get_runtime()",
                     )
                 )
     return found
@@ -232,7 +232,7 @@ def session_violations() -> list[Violation]:
                         rel(name),
                         "session",
                         f"line {node.lineno} opens an InferenceSession; open a runner through "
-                        "backend.runtimes.get_backend(...).open()",
+                        "backend.runtimes.get_runtime(...).open()",
                     )
                 )
     return found

@@ -122,10 +122,10 @@ SLOW_TESTS = {
     "tests/backend/models/test_tfconvert.py::test_damaged_savedmodel_reports_that_tensorflow_cannot_load_it": "TensorFlow conversion",  # noqa: E501
     "tests/backend/models/test_tfconvert.py::test_tensorflow_conversion_uses_the_chosen_opset_and_matches_tensorflow": "TensorFlow conversion",  # noqa: E501
     "tests/backend/models/test_tfconvert.py::test_tensorflow_savedmodel_with_several_signatures_lists_them": "TensorFlow conversion",  # noqa: E501
-    "tests/backend/queue/test_calibration.py::test_a_wrong_input_name_is_refused_and_nothing_is_stored": "worker run",  # noqa: E501
-    "tests/backend/queue/test_calibration.py::test_an_evaluation_set_with_float_labels_is_refused_and_nothing_is_stored": "worker run",  # noqa: E501
-    "tests/backend/queue/test_calibration.py::test_an_evaluation_set_with_labels_is_stored_and_scored_by_the_worker": "worker run",  # noqa: E501
-    "tests/backend/queue/test_calibration.py::test_an_uploaded_npz_is_stored_and_named_in_the_sweep": "worker run",  # noqa: E501
+    "tests/backend/queue/test_uploads.py::test_a_wrong_input_name_is_refused_and_nothing_is_stored": "worker run",  # noqa: E501
+    "tests/backend/queue/test_uploads.py::test_an_evaluation_set_with_float_labels_is_refused_and_nothing_is_stored": "worker run",  # noqa: E501
+    "tests/backend/queue/test_uploads.py::test_an_evaluation_set_with_labels_is_stored_and_scored_by_the_worker": "worker run",  # noqa: E501
+    "tests/backend/queue/test_uploads.py::test_an_uploaded_npz_is_stored_and_named_in_the_sweep": "worker run",  # noqa: E501
     "tests/backend/queue/test_jobs.py::test_stored_results_are_typed": "worker run",
     "tests/backend/jobs/test_baselines.py::test_pin_unpin_and_list_are_audited": "worker run",
     "tests/backend/queue/test_mixedsearch.py::test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound": "worker run",  # noqa: E501

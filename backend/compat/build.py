@@ -119,9 +119,9 @@ def build_matrix(
 
 def real_placements(model_path: Path) -> dict[str, Placement]:
     """A real session per column with an ORT provider available here; the others are skipped."""
-    from backend.runtimes import get_backend
+    from backend.runtimes import get_runtime
 
-    available = {s.name for s in get_backend("onnxruntime").providers() if s.available}
+    available = {s.name for s in get_runtime("onnxruntime").providers() if s.available}
     return {
         name: read_placement(model_path, column.placement_provider)
         for name, column in COLUMNS.items()

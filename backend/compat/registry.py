@@ -137,13 +137,13 @@ def load_registry(refresh: bool = False) -> KernelRegistry:
 
 def dump() -> dict[str, Any]:
     """What the child prints: every registered kernel with its version range and types."""
-    from backend.runtimes import get_backend, kernel_definitions
+    from backend.runtimes import get_runtime, kernel_definitions
 
     installed = installed_runtime()
     label = (
         f"{installed[0]} {installed[1]}"
         if installed
-        else f"onnxruntime {get_backend('onnxruntime').version()}"
+        else f"onnxruntime {get_runtime('onnxruntime').version()}"
     )
     return {"runtime": label, "kernels": kernel_definitions()}
 

@@ -9,18 +9,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from backend.engine.profile import OV_CONVERSION_OPS, QDQ_OPS, NodeProfile, Profile
-
-CONVERSIONS = (
-    "QuantizeLinear",
-    "DequantizeLinear",
-    "DynamicQuantizeLinear",
-    "Cast",
-    "MemcpyToHost",
-    "MemcpyFromHost",
-    "Transpose",
-    *OV_CONVERSION_OPS,
+from backend.engine.profile import (
+    CONVERSION_OPS,
+    OV_CONVERSION_OPS,
+    QDQ_OPS,
+    NodeProfile,
+    Profile,
 )
+
 # what sits between int8 and float compute: ORT's Q/DQ, OpenVINO's FakeQuantize, and its Reorder
 # or Convert where they run in int8 (an f32 Reorder is a layout change inside a float graph)
 BOUNDARY_OPS = (*QDQ_OPS, *OV_CONVERSION_OPS)
@@ -37,14 +33,14 @@ def is_boundary(node: NodeProfile) -> bool:
 MIN_SHARE = 0.05  # a fact about less than 5% of the time is not worth a line
 # ORT's kernels that compute on int8 data: QLinearConv/MatMul/Add/..., QGemm, QAttention,
 # QOrderedMatMul, QEmbedLayerNormalization, DynamicQuantizeMatMul/LSTM, MatMulInteger,
-# ConvInteger, MatMulIntegerToFloat. DynamicQuantizeLinear is a conversion (CONVERSIONS).
+# ConvInteger, MatMulIntegerToFloat. DynamicQuantizeLinear is a conversion (CONVERSION_OPS).
 _INT8_KERNEL_PREFIXES = ("QLinear", "QGemm", "QAttention", "QOrdered", "QEmbed", "DynamicQuantize")
 UNKNOWN_OPS = ("", "?")  # the profiler named no op for the node
 
 
 def runs_in_int8(op_type: str) -> bool:
     """Whether a kernel computes on int8 data (QLinearConv, MatMulInteger, QGemm, ...)."""
-    if op_type in CONVERSIONS:
+    if op_type in CONVERSION_OPS:
         return False
     return op_type.startswith(_INT8_KERNEL_PREFIXES) or "Integer" in op_type
 
@@ -59,7 +55,7 @@ def computes_in_int8(node: NodeProfile) -> bool:
 def computes(node: NodeProfile) -> bool:
     """A node that computes (not a conversion) and whose kernel can be told: by the precision
     the runtime reports (OpenVINO), else by the op type ONNX Runtime's profiler names."""
-    if node.op_type in CONVERSIONS or is_boundary(node):
+    if node.op_type in CONVERSION_OPS or is_boundary(node):
         return False
     return bool(node.precision) or node.op_type not in UNKNOWN_OPS
 
@@ -212,7 +208,7 @@ def conversion_line(profile: Profile, label: str) -> str | None:
     """The share of time spent converting data rather than computing, by op type."""
     parts = []
     total = 0.0
-    for op in CONVERSIONS:
+    for op in CONVERSION_OPS:
         nodes = profile.of_op(op)
         if not nodes:
             continue

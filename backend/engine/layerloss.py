@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
 
 SQNR_CAP_DB = 100.0  # identical tensors; also the score of an unquantized graph input
@@ -64,7 +64,7 @@ def activations(model_path: Path, feeds: list[dict[str, np.ndarray]]) -> dict[st
         qdq_loss_debug.modify_model_output_intermediate_tensors(str(staged), str(augmented))
         options = SessionOptions(provider="cpu", optimization_level="disable")
         found: dict[str, list] = defaultdict(list)
-        with get_backend("onnxruntime").open(augmented, options) as runner:
+        with get_runtime("onnxruntime").open(augmented, options) as runner:
             names = runner.output_names()
             for feed in feeds:
                 for name, value in zip(names, runner.infer(feed), strict=True):

@@ -31,7 +31,7 @@ from backend.engine.mixedresult import (  # noqa: F401 (the search's names, used
 from backend.engine.profile import Profile, profile_model
 from backend.errors import UserError
 from backend.results import AccuracyReport
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, MeasureSettings, Precision, SweepSpec
 
@@ -56,7 +56,7 @@ def _run(ctx: _Context, config: Configuration) -> tuple[Path, float, AccuracyRep
     """Build the variant, time it with the clean loop, compare it with FP32 on the feeds."""
     variant = variants.build_variant(ctx.source, config, ctx.workdir, calibration=ctx.calibration)
     options = SessionOptions(provider=config.provider, intra_op_threads=config.intra_op_threads)
-    with get_backend(config.backend).open(variant.path, options) as runner:
+    with get_runtime(config.backend).open(variant.path, options) as runner:
         timing = measure(lambda: runner.infer(ctx.feeds[0]), ctx.settings)
         outputs = [runner.infer(feed) for feed in ctx.feeds]
         report = accuracy.compare_outputs(ctx.reference, outputs, runner.output_names())
@@ -177,7 +177,7 @@ def search(
     fp32 = replace(base, precision=Precision.FP32, fp32_nodes=())
     ctx = _Context(Path(source), Path(workdir), settings, bound, feeds, [], calibration)
     ctx.threads = base.intra_op_threads
-    with get_backend(base.backend).open(
+    with get_runtime(base.backend).open(
         Path(source), SessionOptions(optimization_level="basic")
     ) as runner:
         ctx.reference = [runner.infer(feed) for feed in feeds]
@@ -225,7 +225,7 @@ def _interleave(
     with ExitStack() as stack:
         infers: dict[str, Callable[[], object]] = {}
         for name, path in paths.items():
-            runner = stack.enter_context(get_backend(config.backend).open(path, options))
+            runner = stack.enter_context(get_runtime(config.backend).open(path, options))
             infers[name] = lambda r=runner: r.infer(feed)
         return interleaved(infers, settings)
 

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 
 from backend.engine.profile import PROFILE_RUNS, Profile, SourceIndex, kept_in_fp32, mapped_node
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
@@ -100,7 +100,7 @@ def profile_openvino(
         perf_counters=True,
     )
     timed: dict[str, dict[str, Any]] = defaultdict(lambda: {"total_us": 0.0})
-    with get_backend("openvino").open(Path(model_path), counted) as runner:
+    with get_runtime("openvino").open(Path(model_path), counted) as runner:
         runner.infer(feed)  # allocation and kernel choice, left out like ORT's first run
         for _ in range(runs):
             runner.infer(feed)

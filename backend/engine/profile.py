@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from backend.runtimes import get_backend, onnxruntime_provider_name
+from backend.runtimes import get_runtime, onnxruntime_provider_name
 from backend.runtimes.base import SessionOptions
 
 PROFILE_RUNS = 20
@@ -28,8 +28,10 @@ KEPT_IN_FP32 = "optiboard.kept_in_fp32"  # model metadata: nodes left unquantize
 KEPT_CLIP = "_clipped_for_"  # in the names of those Clips (backend.engine.calibration)
 # OpenVINO's names: FakeQuantize is its Q/DQ, Reorder its layout/precision change, Convert a cast
 OV_CONVERSION_OPS = ("FakeQuantize", "Reorder", "Convert")
+# what converts between precisions, layouts or devices rather than computing (evidence.py, charts)
 CONVERSION_OPS = (
     *QDQ_OPS,
+    "DynamicQuantizeLinear",
     "Cast",
     "MemcpyToHost",
     "MemcpyFromHost",
@@ -100,10 +102,6 @@ class Profile:
             for op, ns in groups.items()
         }
         return dict(sorted(rows.items(), key=lambda kv: -kv[1]["total_us"]))
-
-    def conversion_shares(self) -> dict[str, float]:
-        """Share of time in each conversion op (Q/DQ, Cast, Memcpy, layout Transpose)."""
-        return {op: self.share(self.of_op(op)) for op in CONVERSION_OPS if self.of_op(op)}
 
     def off_provider(self) -> list[NodeProfile]:
         """Nodes the runtime placed on another provider than the one asked for."""
@@ -316,7 +314,7 @@ def profile_model(
     options: SessionOptions,
     feed: dict[str, np.ndarray],
     runs: int = PROFILE_RUNS,
-    backend: str = "onnxruntime",
+    runtime: str = "onnxruntime",
 ) -> Profile:
     """Open a profiling session of its own, run `runs` + 1 times, and map the trace to source."""
     with tempfile.TemporaryDirectory(prefix="optiboard-profile-") as tmp:
@@ -324,7 +322,7 @@ def profile_model(
         profiled = replace(
             options, optimized_model_path=optimized_path, profile_prefix=Path(tmp) / "trace"
         )
-        with get_backend(backend).open(Path(model_path), profiled) as runner:
+        with get_runtime(runtime).open(Path(model_path), profiled) as runner:
             for _ in range(runs + 1):
                 runner.infer(feed)
             trace = runner.end_profiling()

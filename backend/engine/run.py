@@ -27,7 +27,7 @@ from backend.launch.limits import limit_hit_by_exception
 from backend.measure_settings import DEFAULT_MIN_COSINE
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimeenvs import current_env_name
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions, is_out_of_memory
 from backend.specs import GPU_PROVIDERS, Configuration, IoMode, MeasureSettings, Precision
 
@@ -57,9 +57,9 @@ def _reference_outputs(
     source: Path, feeds: list[dict[str, np.ndarray]], threads: int
 ) -> list[list[np.ndarray]]:
     """FP32 outputs of the uploaded model on the CPU: the accuracy reference for every config."""
-    backend = get_backend("onnxruntime")
+    runtime = get_runtime("onnxruntime")
     options = SessionOptions(provider="cpu", optimization_level="basic", intra_op_threads=threads)
-    with backend.open(source, options) as runner:
+    with runtime.open(source, options) as runner:
         wanted = {spec["name"]: spec["dtype"] for spec in runner.input_specs()}
         # FP16 with float16 I/O feeds float16 arrays; the FP32 source takes them as float32
         return [
@@ -120,12 +120,12 @@ def _run_session(
     the first two."""
     from backend.engine import inputs
 
-    backend = get_backend(config.backend)
+    runtime = get_runtime(config.backend)
     peak = PeakRss()
     rss_before_session = peak.start().stop()
     peak.start()  # the peak of what follows: session creation and the timed loop
     options = SessionOptions.of(config)
-    with backend.open(variant_path, options) as runner:
+    with runtime.open(variant_path, options) as runner:
         result.session_create_ms = runner.session_create_ms
         result.providers_used = list(runner.providers_used)
         result.runtime_facts = dict(runner.facts)  # what the runtime says it really runs
@@ -335,7 +335,7 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
     config = Configuration.from_dict(task.configuration)
     settings = MeasureSettings(**task.measure)
     source = Path(task.source_path)
-    backend = get_backend(config.backend)
+    runtime = get_runtime(config.backend)
     result = ConfigurationResult(
         config_key=config.key,
         configuration=config.to_dict(),
@@ -343,15 +343,15 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
         providers_requested=[config.provider],
         environment={
             **describe_environment(),
-            "backend": backend.name,
-            "backend_version": backend.version(),
+            "backend": runtime.name,  # stored keys: the runtime under its first name
+            "backend_version": runtime.version(),
             "runtime_env": current_env_name(),
         },
     )
     workdir = Path(tempfile.mkdtemp(prefix="optiboard-config-"))
     try:
-        backend.require(config.provider)
-        reason = backend.precision_unavailable(config.precision, config.provider)
+        runtime.require(config.provider)
+        reason = runtime.precision_unavailable(config.precision, config.provider)
         if reason:
             raise UnavailableError(reason)
         variant = _build(task, config, workdir, result)

@@ -22,7 +22,7 @@ import numpy as np
 from backend.engine.measure import timed_window
 from backend.engine.run import ACCURACY_SEED
 from backend.host import own_cpu_s
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, MeasureSettings
 
@@ -40,12 +40,12 @@ class Side:
         self.source = Path(task["source_path"])
         self.out = Path(task["output_dir"])
         self.env = str(task["env"])
-        self.backend = get_backend(self.config.backend)
-        self.backend.require(self.config.provider)
+        self.runtime = get_runtime(self.config.backend)
+        self.runtime.require(self.config.provider)
         self.workdir = Path(tempfile.mkdtemp(prefix="optiboard-side-"))
         self.variant = variants.build_variant(self.source, self.config, self.workdir)
         self.options = SessionOptions.of(self.config)
-        self.runner = self.backend.open(self.variant.path, self.options).__enter__()
+        self.runner = self.runtime.open(self.variant.path, self.options).__enter__()
         specs = self.runner.input_specs()
         self.ranges = inputs.value_ranges(self.source)
         dims = dict(self.config.symbolic_dims)
@@ -61,7 +61,7 @@ class Side:
         """What really runs: the runtime's version and file, providers, the variant's steps."""
         import sys
 
-        module = __import__(self.backend.name) if self.backend.name == "onnxruntime" else None
+        module = __import__(self.runtime.name) if self.runtime.name == "onnxruntime" else None
         from backend.host import describe_environment
         from backend.runtimeenvs import current_env_name
 
@@ -69,8 +69,8 @@ class Side:
             **describe_environment(),
             "runtime_env": current_env_name(),
             "runtime_env_asked": self.env,
-            "backend": self.backend.name,
-            "backend_version": self.backend.version(),
+            "backend": self.runtime.name,  # stored keys: the runtime under its first name
+            "backend_version": self.runtime.version(),
             "runtime_file": str(getattr(module, "__file__", "")),
             "python": sys.executable,
             "providers_used": list(self.runner.providers_used),

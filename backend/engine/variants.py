@@ -35,7 +35,7 @@ from backend.engine.profile import KEPT_IN_FP32, name_nodes
 from backend.engine.shapes import fix_shapes
 from backend.errors import UserError
 from backend.models.inspect import op_histogram
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, Precision
 
@@ -99,7 +99,7 @@ def _simplify(build: _Build) -> None:
 def _check_loads(path: Path) -> None:
     """ORT must be able to open the file; raises the runtime's own exception if not."""
     options = SessionOptions(provider="cpu", optimization_level="disable")
-    with get_backend("onnxruntime").open(path, options):
+    with get_runtime("onnxruntime").open(path, options):
         pass
 
 
@@ -356,7 +356,7 @@ def save_ort_optimized(model_path: Path, level: str, out_path: Path) -> Path:
     partial = out_path.with_name(f".{out_path.name}.partial")
     options = SessionOptions(provider="cpu", optimization_level=level, optimized_model_path=partial)
     try:
-        with get_backend("onnxruntime").open(model_path, options):
+        with get_runtime("onnxruntime").open(model_path, options):
             pass  # opening the session is what writes the optimized graph
         os.replace(partial, out_path)
     finally:

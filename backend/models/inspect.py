@@ -215,7 +215,7 @@ def _scan_graphs(model: onnx.ModelProto) -> tuple[int, int, list[str], list[str]
                 label = node.name or (node.output[0] if node.output else f"#{index}")
                 warnings.append(
                     f"Node {label!r} uses op {node.op_type!r} from custom domain {domain!r} "
-                    "that no backend can run; the benchmark will fail unless a custom-op "
+                    "that no runtime can run; the benchmark will fail unless a custom-op "
                     "library is registered."
                 )
     return parameters, nodes, custom, warnings

@@ -147,12 +147,12 @@ def _compare(program: Any, onnx_path: Path, inputs: list[tuple[str, Any]], dims:
     import torch
     from torch.utils import _pytree
 
-    from backend.runtimes import get_backend
+    from backend.runtimes import get_runtime
     from backend.runtimes.base import SessionOptions
 
     module = program.module()
     runs = []
-    with get_backend("onnxruntime").open(onnx_path, SessionOptions()) as runner:
+    with get_runtime("onnxruntime").open(onnx_path, SessionOptions()) as runner:
         feed_names = [spec["name"] for spec in runner.input_specs()]
         for index, values in enumerate(_sizes(dims, _hints(program, inputs, dims))):
             tensors = _sample(inputs, values, SEED + index)

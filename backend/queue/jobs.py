@@ -18,7 +18,7 @@ from backend.pricing import or_default
 from backend.records import get_job
 from backend.results import StoredResult
 from backend.runtimeenvs import DEFAULT, ready_env
-from backend.runtimes import BACKENDS
+from backend.runtimes import RUNTIMES
 from backend.specs import SAME_SET, Configuration, Precision, SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -32,9 +32,9 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
     """Queue one job holding every configuration of the sweep."""
     model = get_model(model_id)
     check_dim_names(dict(spec.symbolic_dims), stored_dim_names(model.inputs, model.outputs))
-    unknown = [name for name in spec.runtimes if name not in BACKENDS]
+    unknown = [name for name in spec.runtimes if name not in RUNTIMES]
     if unknown:
-        raise UserError(f"Unknown runtime {unknown[0]!r}; choose from {', '.join(BACKENDS)}.")
+        raise UserError(f"Unknown runtime {unknown[0]!r}; choose from {', '.join(RUNTIMES)}.")
     if (spec.targets or spec.replicas > 1) and not settings.RAY_ADDRESS.get():
         raise UserError(
             "Hardware targets and replicas need a Ray cluster; set OPTIBOARD_RAY_ADDRESS "

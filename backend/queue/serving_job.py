@@ -1,13 +1,13 @@
 """The worker's side of a serving study: start Triton per configuration, measure, store, stop.
 
-Before a variant's first configuration the worker calibrates it on the real server
-(backend/serving/calibrate.py calibrate_on_server, as `serve recommend` and the prediction bench
+Before a variant's first configuration the worker measures its costs on the real server
+(backend/serving/costmodel.py measure_costs_on_server, as `serve recommend` and the prediction bench
 do: every simulation input measured, none fitted to a point the predictions are judged on) and
 stores that curve once per variant. Then for each batching policy it starts a real tritonserver
 (backend/serving/server.py, which health-checks it and stops it whatever happens), measures each
 load point from a child process (the load generator's CPU apart from the worker's), and stores
 every point as it lands. A server that fails to start ends the job with Triton's own log line; a
-cancel kills the measuring child (calibration's too) and the server stops with the block.
+cancel kills the measuring child (the cost measurement's too) and the server stops with the block.
 
 ServingStudyKind is the `serving` entry of the job kinds (backend/jobs/kinds.py); it asks the
 worker only through the job's public JobContext (stop check, events, lease, finish).
@@ -24,7 +24,7 @@ from backend.errors import UserError
 from backend.jobs.context import JobContext, JobOutcome
 from backend.launch.children import run_in_child
 from backend.queue import metrics
-from backend.serving.calibrate import CalibrationCancelled, calibrate_on_server
+from backend.serving.costmodel import CostMeasurementCancelled, measure_costs_on_server
 from backend.serving.loadgen import load_time_limit_s, run_load
 from backend.serving.repository import plan_model
 from backend.serving.server import ServerEndpoint, serve
@@ -32,8 +32,8 @@ from backend.serving.study import (
     KIND,
     ServedVariant,
     ServingStudy,
-    calibration_key,
     configuration_label,
+    cost_key,
     load_label,
     point_key,
 )
@@ -45,8 +45,8 @@ from storage.repo import serving as serving_store
 from storage.repo.jobs import JobRow
 from storage.states import JobState
 
-CALIBRATION_REQUESTS = 15  # requests per batch size of the calibrated curve
-CALIBRATION_SECONDS = 1.0  # each calibration load (one, then four in flight; each probe)
+COST_REQUESTS = 15  # requests per batch size of the measured cost curve
+COST_SECONDS = 1.0  # each cost-measurement load (one, then four in flight; each probe)
 
 
 class Cancelled(Exception):
@@ -78,10 +78,10 @@ class ServingJob:
         done = serving_store.stored_keys(job.id)
         if done:
             job_store.log_event(
-                job.id, f"resuming: {len(done)} load points and calibrations already stored"
+                job.id, f"resuming: {len(done)} load points and cost measurements already stored"
             )
         steps = [(v, p) for v in study.variants for p in study.policies]
-        calibrated: set[str] = set()
+        measured: set[str] = set()
         try:
             for index, (variant, policy) in enumerate(steps, start=1):
                 wanted = [point_key(variant, policy, load) for load in study.loads]
@@ -89,9 +89,9 @@ class ServingJob:
                     continue
                 if self._should_stop(job):
                     break
-                if variant.key not in calibrated:
-                    self._calibrate(job, study, variant, done)
-                    calibrated.add(variant.key)
+                if variant.key not in measured:
+                    self._measure_costs(job, study, variant, done)
+                    measured.add(variant.key)
                 label = configuration_label(variant, policy)
                 job_store.log_event(job.id, f"[{index}/{len(steps)}] {label}")
                 self._configuration(job, study, variant, policy, done)
@@ -102,32 +102,32 @@ class ServingJob:
     def _should_stop(self, job: JobRow) -> bool:
         return self.context.should_stop()
 
-    def _calibrate(
+    def _measure_costs(
         self, job: JobRow, study: ServingStudy, variant: ServedVariant, done: set[str]
     ) -> None:
         """The variant's simulation inputs measured on the server, stored once (not when the
         study asks for no predictions or a resumed job has them)."""
-        key = calibration_key(variant)
+        key = cost_key(variant)
         if not study.curve_sizes or key in done:
             return
         path = self._path(job.model_id, variant)
-        sizes = study.calibration_sizes
+        sizes = study.cost_sizes
         planned = plan_model(path, BatchingPolicy(max(sizes)), dict(study.dims))
         if not planned.max_batch_size:  # a fixed-batch server takes its one shape only
             sizes = (1,)
         two = any(p.instance_count > 1 for p in study.policies)
         job_store.log_event(
             job.id,
-            f"calibrating {variant.name} on Triton: batch sizes {', '.join(map(str, sizes))}"
+            f"measuring {variant.name}'s costs on Triton: batch sizes {', '.join(map(str, sizes))}"
             + (", two instances" if two else "")
             + (f", a {study.delay_probe_us} us queue delay" if study.delay_probe_us else ""),
         )
         try:
-            calibration = calibrate_on_server(
+            costs = measure_costs_on_server(
                 path,
                 sizes,
-                requests_per_size=CALIBRATION_REQUESTS,
-                duration_s=CALIBRATION_SECONDS,
+                requests_per_size=COST_REQUESTS,
+                duration_s=COST_SECONDS,
                 dims=dict(study.dims),
                 intra_op_threads=study.intra_op_threads or None,
                 two_instances=two,
@@ -136,9 +136,9 @@ class ServingJob:
                 should_cancel=lambda: self._should_stop(job),
                 runtime_env=study.runtime_env,
             )
-        except CalibrationCancelled:
+        except CostMeasurementCancelled:
             raise Cancelled from None
-        self._save(job, key, variant.name, serving_store.CALIBRATION, asdict(calibration.curve))
+        self._save(job, key, variant.name, serving_store.COSTS, asdict(costs.curve))
 
     def _configuration(
         self,

@@ -103,8 +103,8 @@ def port_reason(address: str, timeout_s: float = 2.0) -> str | None:
 
 
 @dataclass
-class Driver:
-    """One `python -m backend.cluster.drive` child and its two files."""
+class RayDriverChild:
+    """One Ray driver child (`python -m backend.cluster.drive`) and its two files."""
 
     process: subprocess.Popen
     folder: Path
@@ -135,7 +135,7 @@ class Driver:
         stop_service(self.process)
 
 
-def start_driver(job: JobRow, resumed: bool, folder: Path) -> Driver:
+def start_driver_child(job: JobRow, resumed: bool, folder: Path) -> RayDriverChild:
     command = [
         sys.executable,
         "-m",
@@ -146,7 +146,7 @@ def start_driver(job: JobRow, resumed: bool, folder: Path) -> Driver:
         f"--folder={folder}",
     ] + (["--resumed"] if resumed else [])
     process = start_service(command, cwd=settings.PROJECT_ROOT)
-    return Driver(process, folder, time.time())
+    return RayDriverChild(process, folder, time.time())
 
 
 class Supervisor:
@@ -184,13 +184,13 @@ class Supervisor:
     def _drive_once(self, resumed: bool) -> bool:
         """True when the child dispatched the sweep to its end (or the job stopped)."""
         with tempfile.TemporaryDirectory(prefix=f"optiboard-drive{self.job.id}-") as folder:
-            driver = start_driver(self.job, resumed, Path(folder))
+            driver = start_driver_child(self.job, resumed, Path(folder))
             try:
                 return self._watch(driver)
             finally:
                 driver.kill()
 
-    def _watch(self, driver: Driver) -> bool:
+    def _watch(self, driver: RayDriverChild) -> bool:
         while driver.process.poll() is None:
             if self.context.lost_lease:
                 return True  # the conclusion says so; the child's writes are fenced anyway

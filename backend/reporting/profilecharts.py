@@ -6,8 +6,8 @@ import html
 
 import plotly.graph_objects as go
 
-from backend.engine.evidence import CONVERSIONS, computes_in_int8, per_source_us, source_deltas
-from backend.engine.profile import NodeProfile, Profile
+from backend.engine.evidence import computes_in_int8, per_source_us, source_deltas
+from backend.engine.profile import CONVERSION_OPS, NodeProfile, Profile
 
 KIND_COLORS = {
     "int8 kernel": "#00a3a3",
@@ -27,7 +27,7 @@ def node_kind(profile: Profile, node: NodeProfile) -> str:
     """What a bar stands for: an int8 or float kernel, a conversion, or a node kept in FP32."""
     if profile.is_kept(node):
         return "kept in FP32"
-    if node.op_type in CONVERSIONS:
+    if node.op_type in CONVERSION_OPS:
         return "conversion"
     return "int8 kernel" if computes_in_int8(node) else "float kernel"
 

@@ -23,8 +23,8 @@ FIELDS = {
 }
 
 
-def runtime_label(backend: str, provider: str) -> str:
-    name = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}.get(backend, backend)
+def runtime_label(runtime: str, provider: str) -> str:
+    name = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}.get(runtime, runtime)
     return f"{name} {provider.upper()}"
 
 

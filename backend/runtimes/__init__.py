@@ -1,4 +1,4 @@
-"""Runtime backends registered by name. A backend whose library is missing says why."""
+"""Runtimes registered by name. A runtime whose library is missing says why."""
 
 from __future__ import annotations
 
@@ -12,63 +12,63 @@ from backend.errors import UnavailableError
 from backend.runtimes.base import (
     GenAISession,
     GenAIStatus,
-    MissingBackend,
+    MissingRuntime,
     ProviderStatus,
-    RuntimeBackend,
+    Runtime,
     TokenTimes,
 )
 from backend.runtimes.genai_engine import ENGINE_MODES
 from backend.specs import Precision
 
 
-def _onnxruntime() -> RuntimeBackend:
-    from backend.runtimes.onnxruntime import OnnxRuntimeBackend
+def _onnxruntime() -> Runtime:
+    from backend.runtimes.onnxruntime import OnnxRuntime
 
-    return OnnxRuntimeBackend()
+    return OnnxRuntime()
 
 
-def _openvino() -> RuntimeBackend:
+def _openvino() -> Runtime:
     if importlib.util.find_spec("openvino") is None:
         reason = "the 'openvino' Python package is not installed (pip install -r requirements.txt)"
-        return MissingBackend("openvino", reason, ("cpu", "gpu", "npu"))
-    from backend.runtimes.openvino import OpenVinoBackend
+        return MissingRuntime("openvino", reason, ("cpu", "gpu", "npu"))
+    from backend.runtimes.openvino import OpenVinoRuntime
 
-    return OpenVinoBackend()
+    return OpenVinoRuntime()
 
 
-def _not_yet(name: str, module: str, what: str) -> Callable[[], RuntimeBackend]:
-    def factory() -> RuntimeBackend:
+def _not_yet(name: str, module: str, what: str) -> Callable[[], Runtime]:
+    def factory() -> Runtime:
         if importlib.util.find_spec(module) is None:
             reason = f"the {module!r} Python package is not installed ({what})"
         else:
             reason = f"{module!r} is installed but Optiboard has no {name} runner yet"
-        return MissingBackend(name, reason)
+        return MissingRuntime(name, reason)
 
     return factory
 
 
-BACKENDS: dict[str, Callable[[], RuntimeBackend]] = {
+RUNTIMES: dict[str, Callable[[], Runtime]] = {
     "onnxruntime": _onnxruntime,
     "tensorrt": _not_yet("tensorrt", "tensorrt", "needs an NVIDIA GPU; see requirements-gpu.txt"),
     "openvino": _openvino,
 }
 
-_instances: dict[str, RuntimeBackend] = {}
+_instances: dict[str, Runtime] = {}
 
 
-def get_backend(name: str) -> RuntimeBackend:
-    if name not in BACKENDS:
+def get_runtime(name: str) -> Runtime:
+    if name not in RUNTIMES:
         raise UnavailableError(
-            f"Unknown backend {name!r}; registered backends: {', '.join(BACKENDS)}."
+            f"Unknown runtime {name!r}; registered runtimes: {', '.join(RUNTIMES)}."
         )
     if name not in _instances:
-        _instances[name] = BACKENDS[name]()
+        _instances[name] = RUNTIMES[name]()
     return _instances[name]
 
 
 def all_provider_statuses() -> dict[str, list[ProviderStatus]]:
-    """Every backend's providers with availability and reason, for pages and the worker row."""
-    return {name: get_backend(name).providers() for name in BACKENDS}
+    """Every runtime's providers with availability and reason, for pages and the worker row."""
+    return {name: get_runtime(name).providers() for name in RUNTIMES}
 
 
 @dataclass(frozen=True)
@@ -88,13 +88,13 @@ def precision_gaps(
     providers a runtime lacks altogether are its provider status's business, not listed here."""
     gaps = []
     for runtime in runtimes:
-        backend = get_backend(runtime)
+        registered = get_runtime(runtime)
         for provider in providers:
-            status = backend.provider_status(provider)
+            status = registered.provider_status(provider)
             if status is None or not status.available:
                 continue
             for precision in precisions:
-                reason = backend.precision_unavailable(Precision(precision), provider)
+                reason = registered.precision_unavailable(Precision(precision), provider)
                 if reason:
                     gaps.append(PrecisionGap(runtime, provider, Precision(precision), reason))
     return gaps
@@ -140,7 +140,7 @@ def run_on_openvino_once(model_bytes: bytes, inputs: list[Any]) -> str:
     return run_once(model_bytes, inputs)
 
 
-# ---- generative runtimes (GenAISession), registered by name like BACKENDS ----------------------
+# ---- generative runtimes (GenAISession), registered by name like RUNTIMES ----------------------
 
 
 def _ort_genai(
@@ -237,7 +237,7 @@ def open_genai(
 
 
 __all__ = [
-    "BACKENDS",
+    "RUNTIMES",
     "ENGINE_MODES",
     "GENAI_RUNTIMES",
     "GenAISession",
@@ -248,9 +248,9 @@ __all__ = [
     "PrecisionGap",
     "precision_gaps",
     "ProviderStatus",
-    "RuntimeBackend",
+    "Runtime",
     "all_provider_statuses",
-    "get_backend",
+    "get_runtime",
     "kernel_definitions",
     "onnxruntime_provider_name",
     "placement_session",

@@ -1,4 +1,4 @@
-"""The runtime-backend interface: one module per runtime, registered by name."""
+"""The runtime interface: one module per runtime, registered by name."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from backend.specs import (
 
 @dataclass(frozen=True)
 class ProviderStatus:
-    """Whether a backend can run on one device kind here, and if not, why not."""
+    """Whether a runtime can run on one device kind here, and if not, why not."""
 
     name: str  # short name used in configs: "cpu", "cuda", "tensorrt"
     available: bool
@@ -148,7 +148,7 @@ class Runner(ABC):
         raise UnavailableError(f"{type(self).__name__} has no per-node profiler")
 
 
-class RuntimeBackend(ABC):
+class Runtime(ABC):
     """A runtime such as ONNX Runtime or TensorRT: says what it can run here, opens runners."""
 
     name: str = ""
@@ -158,14 +158,14 @@ class RuntimeBackend(ABC):
 
     @abstractmethod
     def providers(self) -> list[ProviderStatus]:
-        """Every device kind this backend knows, available or with the reason it is not."""
+        """Every device kind this runtime knows, available or with the reason it is not."""
 
     @abstractmethod
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
         """A runner for the model; raises UnavailableError if options.provider cannot be used."""
 
     def precision_unavailable(self, precision: Precision, provider: str) -> str | None:
-        """Why this backend cannot run `precision` on `provider` here, or None when it can."""
+        """Why this runtime cannot run `precision` on `provider` here, or None when it can."""
         return None
 
     def query_model(self, model_path: Path, provider: str) -> ModelQuery | None:
@@ -173,7 +173,7 @@ class RuntimeBackend(ABC):
         return None
 
     def provider_status(self, provider: str) -> ProviderStatus | None:
-        """One provider's status; backends override it when probing all of them is costly."""
+        """One provider's status; runtimes override it when probing all of them is costly."""
         return next((s for s in self.providers() if s.name == provider), None)
 
     def require(self, provider: str) -> ProviderStatus:
@@ -190,8 +190,8 @@ class RuntimeBackend(ABC):
         )
 
 
-class MissingBackend(RuntimeBackend):
-    """A backend whose library is not installed: it reports why instead of failing late."""
+class MissingRuntime(Runtime):
+    """A runtime whose library is not installed: it reports why instead of failing late."""
 
     def __init__(self, name: str, reason: str, provider_names: tuple[str, ...] = ("gpu",)) -> None:
         self.name = name

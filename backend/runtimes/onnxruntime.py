@@ -1,4 +1,4 @@
-"""ONNX Runtime backend: CPU, CUDA and TensorRT execution providers, each detected for real."""
+"""ONNX Runtime (the default runtime): CPU, CUDA and TensorRT providers, each detected for real."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import settings
 from backend.errors import UnavailableError
 from backend.runtimes import ort_cuda, ort_trt
-from backend.runtimes.base import DeviceRun, ProviderStatus, Runner, RuntimeBackend, SessionOptions
+from backend.runtimes.base import DeviceRun, ProviderStatus, Runner, Runtime, SessionOptions
 from backend.runtimes.ort_plugins import PLUGIN_PROVIDERS, plugin_devices, probe_plugin
 from backend.specs import Precision
 
@@ -245,7 +245,7 @@ class OnnxRuntimeRunner(Runner):
         return Path(self.session.end_profiling())
 
 
-class OnnxRuntimeBackend(RuntimeBackend):
+class OnnxRuntime(Runtime):
     name = "onnxruntime"
 
     def version(self) -> str:

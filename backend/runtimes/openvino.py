@@ -1,4 +1,4 @@
-"""OpenVINO backend: CPU (and GPU/NPU where OpenVINO finds them), precisions read back.
+"""The OpenVINO runtime: CPU (and GPU/NPU where OpenVINO finds them), precisions read back.
 
 OpenVINO's CPU plugin runs bf16 by default on CPUs with AVX-512 BF16 or AMX, so an "FP32" row that
 only asks for FP32 silently measures bf16. Every runner sets INFERENCE_PRECISION_HINT itself and
@@ -20,7 +20,7 @@ from backend.runtimes.base import (
     ModelQuery,
     ProviderStatus,
     Runner,
-    RuntimeBackend,
+    Runtime,
     SessionOptions,
 )
 from backend.specs import Precision
@@ -255,7 +255,7 @@ class OpenVinoRunner(Runner):
         ]
 
 
-class OpenVinoBackend(RuntimeBackend):
+class OpenVinoRuntime(Runtime):
     name = "openvino"
 
     def version(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from backend import pricing
-from backend.serving.recommend import Evidence, Recommendation, Variant, comparable
+from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, comparable
 from backend.serving.types import LoadPoint
 
 
@@ -55,7 +55,7 @@ class CostAnswer:
     unpriced: tuple[str, ...] = ()  # configurations meeting the bound with no price
 
 
-def with_prices(variants: list[Variant], prices: pricing.Prices) -> list[Variant]:
+def with_prices(variants: list[MeasuredVariant], prices: pricing.Prices) -> list[MeasuredVariant]:
     """Each variant priced by its cluster target, else its provider (prices: the job's or an
     override; empty: OPTIBOARD_PRICE_PER_HOUR)."""
     table = pricing.or_default(prices)

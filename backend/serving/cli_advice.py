@@ -129,7 +129,7 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
     variants = with_prices(variants, _prices(args))
     for variant in variants:
         how = f" (queue-delay probe {probe_us} us)" if probe_us else ""
-        print(f"{variant.label}, calibrated on Triton{how}: {variant.curve.summary}")
+        print(f"{variant.label}, measured on Triton{how}: {variant.curve.summary}")
     return recommend(
         variants,
         args.slo,
@@ -207,7 +207,7 @@ def register_advice(group: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="calibrate every variant on the real Triton server, then confirm "
+        help="measure every variant's costs on the real Triton server, then confirm "
         "the N best predicted configurations (and the default) there",
     )
     p.add_argument(

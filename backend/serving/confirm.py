@@ -1,4 +1,4 @@
-"""Confirmation on the real Triton server: each variant's curve calibrated there, and a
+"""Confirmation on the real Triton server: each variant's cost curve measured there, and a
 recommendation's best few configurations measured there (recommend.py's `confirm`).
 
 The load generator shares the host with the server: when it cannot offer a confirming rate (a
@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backend.errors import UserError
-from backend.serving.recommend import Confirm, Trial, Variant
+from backend.serving.recommend import Confirm, MeasuredVariant, Trial
 from backend.serving.types import LoadPoint, ServingProvider
 
 GENERATOR_STEPS = (1.0, 0.6, 0.36, 0.2)  # fractions of a confirming rate to fall back to
@@ -68,17 +68,17 @@ def served_variants(
     intra_op_threads: int | None = None,
     two_instances: bool = True,
     delay_probe_us: int = 0,
-) -> list[Variant]:
+) -> list[MeasuredVariant]:
     """Each file's curve and per-request costs measured through the real server
-    (serving.calibrate), so the predictions are of that server, not of an in-process sweep.
+    (serving.costmodel), so the predictions are of that server, not of an in-process sweep.
     delay_probe_us > 0 also measures how late a held batch leaves (for policies with a delay)."""
-    from backend.serving.calibrate import calibrate_on_server  # the server side, when installed
+    from backend.serving.costmodel import measure_costs_on_server  # the server side, when installed
 
     return [
-        Variant(
+        MeasuredVariant(
             f.precision,
             f.provider,
-            calibrate_on_server(
+            measure_costs_on_server(
                 f.path,
                 batch_sizes,
                 requests_per_size=10,

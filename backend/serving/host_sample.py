@@ -1,7 +1,7 @@
 """One load point on the real server with what it cost: Triton's executions behind it (its own
 statistics endpoint, by batch size) and the CPU that the generator and the server spent.
 
-The calibration (serving.calibrate) reads every simulation input from such samples.
+The cost measurement (serving.costmodel) reads every simulation input from such samples.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ generated token, from the decoupled model of llm.py). The clock starts when the 
 time to first token (TTFT) is the first token's event, the inter-token latencies (ITL) the gaps
 between the following events, end-to-end the last one. When requests go out is the serving
 scenarios' business (scenarios.py: N in flight, or Poisson arrivals at a rate), through the same
-Driver protocol the single-pass generator uses; a point is run in a child process started by the
-one launcher, so the generator never shares the caller's CPU accounting.
+RequestSender protocol the single-pass generator uses; a point is run in a child process started
+by the one launcher, so the generator never shares the caller's CPU accounting.
 
 A request succeeds only when it streamed exactly the asked number of tokens; goodput counts the
 successful requests that met the SLO (TTFT and the p99 of their own ITLs within bounds).
@@ -111,8 +111,8 @@ async def stream_request(
 
 
 @dataclass
-class LlmDriver:
-    """Sends the pool's prompts in turn and records each streamed request (scenarios.Driver)."""
+class LlmSender:
+    """Sends the pool's prompts in turn and records each streamed request (a RequestSender)."""
 
     session: aiohttp.ClientSession
     url: str
@@ -160,17 +160,17 @@ async def measure_records(
     """Warm up (measure.warmup_runs requests), then the scenario; the records in order."""
     url = f"http://{endpoint.http_url}{STREAM_PATH}"
     async with open_session(spec) as session:
-        driver = LlmDriver(session, url, prompts_of(vocab, shape, spec.seed), shape.output_tokens)
-        driver.start = time.perf_counter()
+        sender = LlmSender(session, url, prompts_of(vocab, shape, spec.seed), shape.output_tokens)
+        sender.start = time.perf_counter()
         for _ in range(measure.warmup_runs):
-            await driver.send()
-        failed = [r for r in driver.records if not r.ok]
-        if driver.records and len(failed) == len(driver.records):
+            await sender.send()
+        failed = [r for r in sender.records if not r.ok]
+        if sender.records and len(failed) == len(sender.records):
             raise UserError(f"The served LLM failed every warm-up request: {failed[0].error}.")
-        driver.records.clear()
-        driver.start = time.perf_counter()
-        await SCENARIOS[spec.scenario].drive(driver, spec)
-        return driver.records
+        sender.records.clear()
+        sender.start = time.perf_counter()
+        await SCENARIOS[spec.scenario].drive(sender, spec)
+        return sender.records
 
 
 def summarize(

@@ -30,7 +30,14 @@ from backend.launch.children import run_in_child
 from backend.results import LatencyStats
 from backend.runtimeenvs import DEFAULT
 from backend.serving.scenarios import SCENARIOS, arrival_schedule, generator_processes
-from backend.serving.sender import PART_WARMUP, Driver, Record, drive_part, make_driver, open_client
+from backend.serving.sender import (
+    PART_WARMUP,
+    Record,
+    TritonSender,
+    drive_part,
+    make_sender,
+    open_client,
+)
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.stability import Completed, stability
 from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario, ServingProvider
@@ -108,7 +115,7 @@ def load_time_limit_s(spec: LoadSpec) -> float:
 
 
 async def _drive_split(
-    driver: Driver, spec: LoadSpec, warm: int, parts: int
+    sender: TritonSender, spec: LoadSpec, warm: int, parts: int
 ) -> tuple[list[Record], tuple[float, ...], tuple[dict, dict]]:
     """The Server schedule dealt out round-robin to `parts` child processes, all started by the
     one launcher and sending on one clock; the schedule is the one a single process would send."""
@@ -121,7 +128,7 @@ async def _drive_split(
             asyncio.to_thread(
                 run_in_child,
                 drive_part,
-                driver.endpoint,
+                sender.endpoint,
                 spec,
                 schedule[part::parts],
                 zero,
@@ -132,7 +139,7 @@ async def _drive_split(
         for part in range(parts)
     ]
     await asyncio.sleep(max(0.0, zero - SNAPSHOT_LEAD_S - time.perf_counter()))
-    before = await _snapshot(driver.client, driver.endpoint, warm + parts * PART_WARMUP)
+    before = await _snapshot(sender.client, sender.endpoint, warm + parts * PART_WARMUP)
     outcomes = await asyncio.gather(*started)
     records = [record for outcome in outcomes for record in outcome.value_or_raise(what)]
     return sorted(records, key=lambda r: r.sent_s), schedule, before
@@ -166,24 +173,24 @@ async def _measure(
     records, schedule, server side, and the energy the meter read over the same span."""
     client = open_client(endpoint, spec)
     try:
-        driver = make_driver(client, endpoint, spec)
-        driver.start = time.perf_counter()
+        sender = make_sender(client, endpoint, spec)
+        sender.start = time.perf_counter()
         initial, _ = await _snapshot(client, endpoint)
         for _ in range(measure.warmup_runs):
-            await driver.send()
-        if driver.records and not any(r.ok for r in driver.records):
+            await sender.send()
+        if sender.records and not any(r.ok for r in sender.records):
             raise UserError("The served model answered every warm-up request with an error.")
-        warm = _successes(initial) + sum(r.ok for r in driver.records)
-        driver.records.clear()
+        warm = _successes(initial) + sum(r.ok for r in sender.records)
+        sender.records.clear()
         tracked = meter.track() if meter.measurable else nullcontext(energy.Reading())
         with tracked as reading:
             if parts > 1:
-                records, schedule, before = await _drive_split(driver, spec, warm, parts)
+                records, schedule, before = await _drive_split(sender, spec, warm, parts)
             else:
                 before = await _snapshot(client, endpoint, warm)
-                driver.start = time.perf_counter()
-                schedule = await SCENARIOS[spec.scenario].drive(driver, spec)
-                records = driver.records
+                sender.start = time.perf_counter()
+                schedule = await SCENARIOS[spec.scenario].drive(sender, spec)
+                records = sender.records
             done = _successes(before[0]) + sum(r.ok for r in records)
             after = await _snapshot(client, endpoint, done)
         return records, schedule, _server_side(before, after), reading

@@ -39,8 +39,9 @@ CONFIRM_DURATION_S = 5.0
 
 
 @dataclass(frozen=True)
-class Variant:
-    """One optimized model variant and its measured latency-vs-batch curve."""
+class MeasuredVariant:
+    """One optimized model variant and its measured latency-vs-batch curve: what the ranking
+    weighs (engine.variants.Variant is the built file; study.ServedVariant a study's file)."""
 
     precision: str
     provider: str
@@ -65,7 +66,7 @@ class Variant:
 class Candidate:
     """A configuration to serve: a variant and a batching policy."""
 
-    variant: Variant
+    variant: MeasuredVariant
     policy: BatchingPolicy
 
     @property
@@ -303,7 +304,7 @@ def _confirm(evidence: Evidence, confirm: Confirm, seed: int, duration_s: float)
 
 
 def recommend(
-    variants: list[Variant],
+    variants: list[MeasuredVariant],
     slo_p99_ms: float,
     *,
     min_rps: float = 0.0,

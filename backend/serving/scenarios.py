@@ -1,7 +1,8 @@
 """The load scenarios, one small class each, registered by name in SCENARIOS.
 
-Each drives a `Driver` (loadgen.py) that sends one request and records it; a scenario only decides
-when requests go out: one at a time, N in flight, a burst, or on a Poisson schedule.
+Each drives a `RequestSender` (sender.TritonSender, llm_loadgen.LlmSender) that sends one request
+and records it; a scenario only decides when requests go out: one at a time, N in flight, a
+burst, or on a Poisson schedule.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ OFFLINE_DEFAULT_REQUESTS = 64
 RPS_PER_GENERATOR = 300.0
 
 
-class Driver(Protocol):
-    """Sends requests to the server and records each one's timing (sender.Driver)."""
+class RequestSender(Protocol):
+    """Sends requests to the server and records each one's timing: sender.TritonSender (one
+    inference request) and llm_loadgen.LlmSender (one streamed generation) implement it."""
 
     def now(self) -> float:
         """Seconds since the measurement started."""
@@ -40,13 +42,13 @@ class Driver(Protocol):
 class LoadScenario(Protocol):
     """When requests go out; returns the arrival schedule it used (empty when closed loop)."""
 
-    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]: ...
+    async def drive(self, sender: RequestSender, spec: LoadSpec) -> tuple[float, ...]: ...
 
 
-async def _closed_loop(driver: Driver, duration_s: float, in_flight: int) -> None:
+async def _closed_loop(sender: RequestSender, duration_s: float, in_flight: int) -> None:
     async def one_client() -> None:
-        while driver.now() < duration_s:
-            await driver.send()
+        while sender.now() < duration_s:
+            await sender.send()
 
     await asyncio.gather(*(one_client() for _ in range(in_flight)))
 
@@ -54,16 +56,16 @@ async def _closed_loop(driver: Driver, duration_s: float, in_flight: int) -> Non
 class SingleStream:
     """One request at a time; the next leaves when the previous returns (MLPerf SingleStream)."""
 
-    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]:
-        await _closed_loop(driver, spec.duration_s, 1)
+    async def drive(self, sender: RequestSender, spec: LoadSpec) -> tuple[float, ...]:
+        await _closed_loop(sender, spec.duration_s, 1)
         return ()
 
 
 class Concurrency:
     """N requests always in flight (perf_analyzer's --concurrency-range)."""
 
-    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]:
-        await _closed_loop(driver, spec.duration_s, spec.concurrency)
+    async def drive(self, sender: RequestSender, spec: LoadSpec) -> tuple[float, ...]:
+        await _closed_loop(sender, spec.duration_s, spec.concurrency)
         return ()
 
 
@@ -71,11 +73,11 @@ class Offline:
     """Bursts of `requests` sent at once, one after another until the duration is spent
     (MLPerf Offline: maximum throughput); each burst is one measurement window."""
 
-    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]:
+    async def drive(self, sender: RequestSender, spec: LoadSpec) -> tuple[float, ...]:
         count = spec.requests or OFFLINE_DEFAULT_REQUESTS
         burst = 0
-        while burst == 0 or driver.now() < spec.duration_s:
-            await asyncio.gather(*(driver.send(burst=burst) for _ in range(count)))
+        while burst == 0 or sender.now() < spec.duration_s:
+            await asyncio.gather(*(sender.send(burst=burst) for _ in range(count)))
             burst += 1
         return ()
 
@@ -107,16 +109,16 @@ def arrival_schedule(spec: LoadSpec) -> tuple[float, ...]:
     return poisson_schedule(spec.target_rps, spec.duration_s, spec.seed)
 
 
-async def send_on_schedule(driver: Driver, schedule: Sequence[float]) -> None:
+async def send_on_schedule(sender: RequestSender, schedule: Sequence[float]) -> None:
     """Open loop: each request leaves at its offset whether or not earlier ones have returned."""
     tasks = []
     for offset in schedule:
-        delay = offset - driver.now()
+        delay = offset - sender.now()
         if delay > 0.0005:
             await asyncio.sleep(delay)
         elif delay > 0:
-            _spin_until(driver, offset)
-        tasks.append(asyncio.ensure_future(driver.send(scheduled_s=offset)))
+            _spin_until(sender, offset)
+        tasks.append(asyncio.ensure_future(sender.send(scheduled_s=offset)))
     await asyncio.gather(*tasks)
 
 
@@ -125,15 +127,15 @@ class Server:
     not earlier ones have returned (MLPerf Server). Past one process's rate, loadgen.py deals
     the same schedule out to several processes."""
 
-    async def drive(self, driver: Driver, spec: LoadSpec) -> tuple[float, ...]:
+    async def drive(self, sender: RequestSender, spec: LoadSpec) -> tuple[float, ...]:
         schedule = arrival_schedule(spec)
-        await send_on_schedule(driver, schedule)
+        await send_on_schedule(sender, schedule)
         return schedule
 
 
-def _spin_until(driver: Driver, offset: float) -> None:
+def _spin_until(sender: RequestSender, offset: float) -> None:
     """asyncio.sleep is ~1 ms coarse; the last half millisecond is waited for by spinning."""
-    while driver.now() < offset:
+    while sender.now() < offset:
         time.sleep(0)
 
 

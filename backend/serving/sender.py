@@ -1,6 +1,6 @@
-"""Requests out and their timings back: the Driver every scenario sends through, the seeded
-request it repeats, and one generator process's share of a Server schedule split over several
-(loadgen.py deals the schedule out and gathers the records).
+"""Requests out and their timings back: the TritonSender every scenario sends through (a
+scenarios.RequestSender), the seeded request it repeats, and one generator process's share of a
+Server schedule split over several (loadgen.py deals the schedule out and gathers the records).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def _array(spec: TensorSpec, samples: int | None, rng: np.random.Generator) -> n
 
 
 @dataclass
-class Driver:
-    """Sends the same seeded request over and over and records each one (scenarios.Driver)."""
+class TritonSender:
+    """Sends the same seeded request over and over and records each one (a RequestSender)."""
 
     client: triton_http.InferenceServerClient
     endpoint: ServerEndpoint
@@ -93,13 +93,13 @@ def open_client(endpoint: ServerEndpoint, spec: LoadSpec) -> triton_http.Inferen
     return triton_http.InferenceServerClient(endpoint.http_url, conn_limit=connections)
 
 
-def make_driver(
+def make_sender(
     client: triton_http.InferenceServerClient, endpoint: ServerEndpoint, spec: LoadSpec
-) -> Driver:
+) -> TritonSender:
     outputs = [
         triton_http.InferRequestedOutput(name, binary_data=True) for name in endpoint.outputs
     ]
-    return Driver(client, endpoint, request_inputs(endpoint, spec), outputs)
+    return TritonSender(client, endpoint, request_inputs(endpoint, spec), outputs)
 
 
 def drive_part(
@@ -118,14 +118,14 @@ async def _drive_part(
 ) -> list[Record]:
     client = open_client(endpoint, spec)
     try:
-        driver = make_driver(client, endpoint, spec)
-        driver.start = time.perf_counter()
+        sender = make_sender(client, endpoint, spec)
+        sender.start = time.perf_counter()
         for _ in range(PART_WARMUP):
-            await driver.send()
-        driver.records.clear()
+            await sender.send()
+        sender.records.clear()
         await asyncio.sleep(max(0.0, zero_s - time.perf_counter()))
-        driver.start = zero_s
-        await send_on_schedule(driver, offsets)
-        return driver.records
+        sender.start = zero_s
+        await send_on_schedule(sender, offsets)
+        return sender.records
     finally:
         await client.close()

@@ -2,9 +2,9 @@
 
 Stored as a job's spec (with "kind": "serving", which sweeps do not have), claimed by the worker
 like a sweep, run by backend/queue/serving_job.py; each load point is stored as it lands
-(storage/repo/serving.py), after each variant's calibration on the server (its simulation inputs,
-stored once per variant). Keys name a point by variant, policy and load, and a calibration by
-variant, so a resumed job skips what is already stored.
+(storage/repo/serving.py), after each variant's cost measurement on the server (its simulation
+inputs, stored once per variant). Keys name a point by variant, policy and load, and a cost
+measurement by variant, so a resumed job skips what is already stored.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from storage.repo.jobs import JobRow
 
 KIND = JobKind.SERVING.value
 ORIGINAL = "original"
-CURVE_SIZES = (1, 2, 4, 8, 16)  # the batch sizes calibrated per variant, for predictions
+CURVE_SIZES = (1, 2, 4, 8, 16)  # batch sizes whose costs each variant measures, for predictions
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,8 @@ def point_key(variant: ServedVariant, policy: BatchingPolicy, load: LoadSpec) ->
     return f"{variant.key}|{policy.label}|{load.scenario.value}:{load_label(load)}"
 
 
-def calibration_key(variant: ServedVariant) -> str:
-    return f"{variant.key}|calibration"
+def cost_key(variant: ServedVariant) -> str:
+    return f"{variant.key}|calibration"  # stored keys keep the first name
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class ServingStudy:
     measure: str = "quick"  # a MEASURE_PRESETS name: warm-up and the stability rule
     dims: tuple[tuple[str, int], ...] = ()
     intra_op_threads: int = 0  # 0: the cores shared out among the instances
-    curve_sizes: tuple[int, ...] = CURVE_SIZES  # () calibrates nothing and predicts nothing
+    curve_sizes: tuple[int, ...] = CURVE_SIZES  # () measures no costs and predicts nothing
     kind: str = field(default=KIND)
     provider: ServingProvider = ServingProvider.CPU  # every configuration's ORT provider
     prices: tuple[tuple[str, float], ...] = ()  # per hour; stamped from the setting when queued
@@ -124,7 +124,7 @@ class ServingStudy:
         get_env(self.runtime_env)  # an unknown name in one sentence; not set up: at submit
 
     @property
-    def calibration_sizes(self) -> tuple[int, ...]:
+    def cost_sizes(self) -> tuple[int, ...]:
         """curve_sizes up to the largest batch a dynamic policy forms (any policy's when none
         batches): the simulation interpolates only where batches can be."""
         dynamic = [p.max_batch_size for p in self.policies if p.dynamic_batching]
@@ -133,7 +133,7 @@ class ServingStudy:
 
     @property
     def delay_probe_us(self) -> int:
-        """The smallest queue delay served (0: none), which the calibration probes."""
+        """The smallest queue delay served (0: none), which the cost measurement probes."""
         return shortest_queue_delay_us(self.policies)
 
     @property
@@ -205,30 +205,30 @@ def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -
 @dataclass(frozen=True)
 class StudyPoints:
     """A study's stored measurements, typed: points in the order measured, grouped by
-    configuration, each variant's calibrated curve (by calibration_key), and how many bare
-    curves a study stored before calibrations kept (they predict nothing)."""
+    configuration, each variant's measured cost curve (by cost_key), and how many bare
+    curves a study stored before cost measurements were kept (they predict nothing)."""
 
     points: list[LoadPoint]
     by_configuration: dict[str, list[LoadPoint]]
-    calibrations: dict[str, LatencyCurve]
+    costs: dict[str, LatencyCurve]
     old_curves: int = 0
 
 
 def study_points(job_id: int) -> StudyPoints:
     points: list[LoadPoint] = []
     grouped: dict[str, list[LoadPoint]] = {}
-    calibrations: dict[str, LatencyCurve] = {}
+    costs: dict[str, LatencyCurve] = {}
     old_curves = 0
     for row in serving_store.list_points([job_id]):
-        if row.kind == serving_store.CALIBRATION:
-            calibrations[row.point_key] = LatencyCurve.from_dict(row.payload)
+        if row.kind == serving_store.COSTS:
+            costs[row.point_key] = LatencyCurve.from_dict(row.payload)
         elif row.kind == serving_store.POINT:
             point = LoadPoint.from_dict(row.payload)
             points.append(point)
             grouped.setdefault(row.configuration, []).append(point)
         elif row.kind == serving_store.OLD_CURVE:
             old_curves += 1
-    return StudyPoints(points, grouped, calibrations, old_curves)
+    return StudyPoints(points, grouped, costs, old_curves)
 
 
 def runtime_labels(points: list[LoadPoint]) -> list[str]:

@@ -75,7 +75,7 @@ class BatchingPolicy:
 
 def shortest_queue_delay_us(policies: Iterable[BatchingPolicy]) -> int:
     """The shortest non-zero max_queue_delay among the policies (0: none holds batches): the
-    delay a calibration probes to learn how late a held batch leaves."""
+    delay a cost measurement probes to learn how late a held batch leaves."""
     return min((p.max_queue_delay_us for p in policies if p.max_queue_delay_us), default=0)
 
 

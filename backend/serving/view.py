@@ -1,10 +1,10 @@
 """What the Serve page shows, in one call: curves from stored sweeps, recommendation, chart data,
 and (study_view) the points a serving study measured on Triton with their predictions beside.
 
-A study's predictions simulate each measured load from its variant's calibration on the same
-Triton server (serving.calibrate, stored by the worker once per variant): every input measured,
+A study's predictions simulate each measured load from its variant's cost measurement on the same
+Triton server (serving.costmodel, stored by the worker once per variant): every input measured,
 none fitted to a measured point, so each prediction is judged against a point it never saw. The
-calibrated figures are captioned beside the chart as the evidence.
+measured costs are captioned beside the chart as the evidence.
 
 The latency-vs-batch curve of each variant comes from a finished Optimize sweep (median per-call
 latency at each batch size, in-process ONNX Runtime); the per-request overhead of a server is a
@@ -27,13 +27,13 @@ from backend.records import is_serving
 from backend.reporting import frames
 from backend.reporting.cost import reprice
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
-from backend.serving.recommend import Evidence, Recommendation, Variant, recommend
+from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, recommend
 from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
     ServedVariant,
     ServingStudy,
-    calibration_key,
     configuration_label,
+    cost_key,
     load_label,
     study_points,
 )
@@ -49,7 +49,7 @@ class ServeView:
     """The recommendation and, per shown configuration, its throughput-vs-p99 curve."""
 
     recommendation: Recommendation
-    variants: list[Variant]
+    variants: list[MeasuredVariant]
     curves: dict[str, list[LoadPoint]]  # configuration label -> points, rate ascending
     chosen: dict[str, LoadPoint]  # configuration label -> the point the sentence quotes
     cost: CostAnswer | None = None  # the cheapest configuration meeting the bound
@@ -57,8 +57,8 @@ class ServeView:
 
 def variants_from_results(
     frame: pd.DataFrame, overhead_ms: float, execution_ms: float = 0.0
-) -> list[Variant]:
-    """One Variant per sweep series with a measured latency at one batch size or more."""
+) -> list[MeasuredVariant]:
+    """One MeasuredVariant per sweep series with a measured latency at one batch size or more."""
     ok = frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
     variants = []
     for _, rows in ok.groupby("series", sort=True):
@@ -78,7 +78,7 @@ def variants_from_results(
         if pd.notna(first.get("price_per_hour")) and first.get("priced_as"):
             price = Price(str(first["priced_as"]), float(first["price_per_hour"]))
         variants.append(
-            Variant(
+            MeasuredVariant(
                 str(first["precision"]),
                 str(first["provider"]),
                 curve,
@@ -165,7 +165,7 @@ def evidence_table(view: ServeView) -> pd.DataFrame:
 @dataclass(frozen=True)
 class MeasuredConfiguration:
     """One server configuration of a study: its measured points, and the same loads predicted
-    by the batcher simulation from its variant's calibration on the server."""
+    by the batcher simulation from its variant's cost measurement on the server."""
 
     label: str
     measured: list[LoadPoint]
@@ -180,15 +180,15 @@ class MeasuredConfiguration:
 
 
 @dataclass(frozen=True)
-class VariantCalibration:
-    """A variant's calibrated simulation inputs, as the caption under the chart states them."""
+class VariantCosts:
+    """A variant's measured simulation inputs, as the caption under the chart states them."""
 
     variant: str
     curve: LatencyCurve
 
     @property
     def caption(self) -> str:
-        return f"{self.variant}, calibrated on Triton: {self.curve.summary}"
+        return f"{self.variant}, measured on Triton: {self.curve.summary}"
 
 
 @dataclass(frozen=True)
@@ -201,18 +201,14 @@ class StudyView:
     configurations: list[MeasuredConfiguration]
     sentence: str
     meets: bool
-    calibrations: list[VariantCalibration] = field(default_factory=list)
+    costs: list[VariantCosts] = field(default_factory=list)
     prediction_note: str = ""  # why nothing is predicted, when nothing is
     cost: CostAnswer | None = None  # the cheapest measured configuration meeting the bound
 
     @property
     def prediction_captions(self) -> list[str]:
-        """What the page writes under the chart: the note, else each variant's calibration."""
-        return (
-            [self.prediction_note]
-            if self.prediction_note
-            else [c.caption for c in self.calibrations]
-        )
+        """What the page writes under the chart: the note, else each variant's measured costs."""
+        return [self.prediction_note] if self.prediction_note else [c.caption for c in self.costs]
 
     @property
     def measurements(self) -> int:
@@ -236,7 +232,7 @@ class StudyView:
 
 
 def predicted_points(curve: LatencyCurve, measured: list[LoadPoint]) -> list[LoadPoint]:
-    """Each measured load as the simulation predicts it from the calibrated curve (no fitting:
+    """Each measured load as the simulation predicts it from the measured cost curve (no fitting:
     the measured points are only judged against)."""
     return [
         simulate(curve, p.spec, p.policy, requests=RANKING_REQUESTS, senders=p.generator_processes)
@@ -279,17 +275,19 @@ def study_of(job_id: int) -> ServingStudy:
     return ServingStudy.from_dict(job.spec)
 
 
-def _prediction_note(study: ServingStudy, calibrated: bool, old_curves: int) -> str:
+def _prediction_note(study: ServingStudy, measured: bool, old_curves: int) -> str:
     """Why a study with points shows no predictions ("" when it does, or will)."""
-    if calibrated:
+    if measured:
         return ""
     if old_curves:
         return (
-            "This study was measured before predictions came from a calibration on the server; "
-            "queue it again to see predictions beside its points."
+            "This study was measured before predictions came from a cost measurement on the "
+            "server; queue it again to see predictions beside its points."
         )
     if not study.curve_sizes:
-        return "This study asked for no calibration, so nothing is predicted beside its points."
+        return (
+            "This study asked for no cost measurement, so nothing is predicted beside its points."
+        )
     return ""
 
 
@@ -304,20 +302,20 @@ def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()
     configurations = []
     for label, points in stored.by_configuration.items():
         variant = variant_of.get(label)
-        curve = stored.calibrations.get(calibration_key(variant)) if variant else None
+        curve = stored.costs.get(cost_key(variant)) if variant else None
         predicted = predicted_points(curve, points) if curve is not None else []
         configurations.append(MeasuredConfiguration(label, points, predicted))
-    calibrations = [
-        VariantCalibration(v.name, stored.calibrations[calibration_key(v)])
+    costs = [
+        VariantCosts(v.name, stored.costs[cost_key(v)])
         for v in study.variants
-        if calibration_key(v) in stored.calibrations
+        if cost_key(v) in stored.costs
     ]
     sentence, meets = _study_sentence(configurations, slo)
-    note = _prediction_note(study, bool(calibrations), stored.old_curves) if stored.points else ""
+    note = _prediction_note(study, bool(costs), stored.old_curves) if stored.points else ""
     price = price_for(table, study.provider.value)
     cost = study_cost({c.label: c.measured for c in configurations}, slo, price)
     return StudyView(
-        job_id, slo, study.point_count, configurations, sentence, meets, calibrations, note, cost
+        job_id, slo, study.point_count, configurations, sentence, meets, costs, note, cost
     )
 
 

@@ -2,8 +2,9 @@
 are measured.
 
 A point is a load point measured on a real Triton server (kind "point") or a variant's
-calibration: the latency curve with every per-request cost measured on the server
-(kind "calibration", once per variant, which the predictions beside the points simulate from).
+cost measurement: the latency curve with every per-request cost measured on the server
+(kind "calibration", its first name, kept for stored rows; once per variant, which the
+predictions beside the points simulate from).
 Studies stored before kept a bare curve per configuration instead (kind "curve"): still listed,
 never written now, and they predict nothing. A generation job (backend/generate/job.py) stores
 each (variant, runtime, prompt, new tokens, sequences) point as kind "generation". The job's
@@ -25,8 +26,8 @@ from storage.repo.rows import row_of
 from storage.schema import Job, ServingPoint
 
 POINT = "point"
-CALIBRATION = "calibration"
-OLD_CURVE = "curve"  # per configuration, before calibrations: read (and ignored), never written
+COSTS = "calibration"  # a variant's measured costs; the stored kind keeps its first name
+OLD_CURVE = "curve"  # per configuration, before cost measurements: read, ignored, never written
 GENERATION = "generation"  # one point of a generation benchmark job
 COUNTED = (POINT, GENERATION)  # the kinds a job's progress counts
 

@@ -92,6 +92,7 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(data_dir: Path, tmp_path: P
     assert [(e.action, e.outcome) for e in recent()] == [("submit", "failed"), ("upload", "failed")]
     providers = optiboard("providers")
     assert "onnxruntime" in providers.stdout and "cpu" in providers.stdout
+    assert providers.stdout.split()[:2] == ["runtime", "provider"]  # docs/runtimes.md's words
 
 
 def test_real_calibration_samples_reach_static_int8(

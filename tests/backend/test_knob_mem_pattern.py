@@ -13,7 +13,7 @@ from backend import cli
 from backend.errors import UserError
 from backend.knobs import columns
 from backend.queue import jobs
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, OrtOptions, Precision, SweepSpec
 
@@ -23,7 +23,7 @@ OFF = OrtOptions(enable_mem_pattern=False)
 @pytest.mark.parametrize("wanted", [True, False])
 def test_the_session_onnx_runtime_opens_has_the_setting(mlp_path: Path, wanted: bool) -> None:
     config = Configuration(Precision.FP32, onnxruntime=OrtOptions(enable_mem_pattern=wanted))
-    with get_backend("onnxruntime").open(mlp_path, SessionOptions.of(config)) as runner:
+    with get_runtime("onnxruntime").open(mlp_path, SessionOptions.of(config)) as runner:
         assert runner.session.get_session_options().enable_mem_pattern is wanted
 
 

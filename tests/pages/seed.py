@@ -93,7 +93,7 @@ def queued_study(
     model_id: int, slo_p99_ms: float = 50.0, curve_sizes: tuple[int, ...] = (1, 4)
 ) -> JobRow:
     """A small serving study (one policy, two concurrency levels) queued, not yet run;
-    curve_sizes () calibrates nothing (no predictions, and a faster run)."""
+    curve_sizes () measures no costs (no predictions, and a faster run)."""
     from backend.serving.study import ServedVariant, ServingStudy, submit_study
     from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
 

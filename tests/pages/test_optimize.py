@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.queue import jobs
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.specs import OpenVinoOptions, OrtOptions, Precision
 from tests.pages.seed import add_model, finished_sweep, open_page, texts
 
@@ -69,7 +69,7 @@ def test_unavailable_providers_are_listed_with_their_reason(data_dir: Path, mlp_
     assert "tensorrt" in set(unavailable["runtime"])
     assert all(reason for reason in unavailable["why not"])
     # offered: exactly the providers that really work here (TensorRT too, where it does)
-    working = [s.name.upper() for s in get_backend("onnxruntime").providers() if s.available]
+    working = [s.name.upper() for s in get_runtime("onnxruntime").providers() if s.available]
     assert at.multiselect(key="url_providers").options == working
 
 

@@ -38,9 +38,9 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     table = at.dataframe[0].value
     assert list(table["load"]) == ["1 in flight", "4 in flight"]
     assert table["predicted p99 (ms)"].notna().all() and (table["p99 (ms)"] > 0).all()
-    shown = texts(at)  # the calibration the predictions come from, as evidence
+    shown = texts(at)  # the cost measurement the predictions come from, as evidence
     assert "never fitted to a measured point" in shown
-    assert "original, calibrated on Triton: compute " in shown and " ms at 4 · " in shown
+    assert "original, measured on Triton: compute " in shown and " ms at 4 · " in shown
     assert "generator CPU" in shown and "held batches leave" in shown
     served = r"Served on onnxruntime \d+\.\d+\.\d+ \(default\) in Triton's Python backend\."
     assert re.search(served, shown), shown  # what ran the model, as its points recorded it
@@ -69,7 +69,7 @@ def test_a_running_study_fills_in_and_says_why_nothing_is_predicted(
     data_dir: Path, mlp_path: Path
 ) -> None:
     model = add_model(mlp_path, "mlp")
-    job = queued_study(model.id, curve_sizes=())  # no calibration asked for
+    job = queued_study(model.id, curve_sizes=())  # no cost measurement asked for
     at = open_page("serve", view="measured", study=job.id)
     assert not at.exception
     assert "0 of 2 load points measured · filling in live" in texts(at)
@@ -78,17 +78,17 @@ def test_a_running_study_fills_in_and_says_why_nothing_is_predicted(
     assert not at.exception
     assert "2 of 2 load points measured" in texts(at)
     assert len(at.get("plotly_chart")) == 3
-    assert "This study asked for no calibration, so nothing is predicted" in texts(at)
+    assert "This study asked for no cost measurement, so nothing is predicted" in texts(at)
     assert at.dataframe[0].value["predicted p99 (ms)"].isna().all()
 
-    # what the worker stored before calibrations: a bare curve per configuration, which
+    # what the worker stored before cost measurements: a bare curve per configuration, which
     # predicts nothing now; the view says to measure again rather than fail
     legacy = asdict(LatencyCurve(batch_sizes=(1, 4), compute_ms=(0.1, 0.2)))
     configuration = "original · max 8, delay 2000 us, x1"
     key = "original|max 8, delay 2000 us, x1|curve"
     serving_store.save_point(job.id, key, configuration, serving_store.OLD_CURVE, legacy)
     old = study_view(job.id)  # the page caches its view by progress, which a curve leaves
-    assert "measured before predictions came from a calibration" in old.prediction_captions[0]
+    assert "measured before predictions came from a cost measurement" in old.prediction_captions[0]
     assert [c.predicted for c in old.configurations] == [[]]
 
 

@@ -12,7 +12,7 @@ from backend.compat import datafiles
 from backend.compat.cells import PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, CompatCell
 from backend.compat.columns.base import CompatColumn, ModelContext, list_source
 from backend.compat.facts import NodeFacts
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import ModelQuery
 
 
@@ -100,7 +100,7 @@ class OpenVINOColumn(CompatColumn):
             return None
         path = context.model_path
         return context.remember(
-            ("query", self.name), lambda: get_backend("openvino").query_model(path, "cpu")
+            ("query", self.name), lambda: get_runtime("openvino").query_model(path, "cpu")
         )
 
     def _attributed(self, query: ModelQuery, context: ModelContext) -> bool:

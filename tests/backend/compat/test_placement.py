@@ -9,7 +9,7 @@ import onnx
 from backend.compat.facts import unique_names
 from backend.compat.placement import parse_placement_log, read_placement
 from backend.launch.children import run_in_child
-from backend.runtimes import get_backend, placement_session
+from backend.runtimes import get_runtime, placement_session
 from tests import models as model_factory
 
 
@@ -62,7 +62,7 @@ def test_parser_splits_nodes_across_providers_in_the_multi_provider_format():
 
 
 def test_cuda_placement_is_real_on_a_gpu_and_an_announced_cpu_fallback_elsewhere(mlp_path):
-    cuda_works = get_backend("onnxruntime").provider_status("cuda").available
+    cuda_works = get_runtime("onnxruntime").provider_status("cuda").available
     placement = read_placement(mlp_path, "cuda")
     assert placement.ok
     assert placement.requested_active == cuda_works

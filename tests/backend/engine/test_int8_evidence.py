@@ -14,7 +14,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 
 from backend.engine import evidence, layerloss
 from backend.engine.inputs import input_specs_of, random_inputs, value_ranges
-from backend.engine.profile import Profile, profile_model
+from backend.engine.profile import CONVERSION_OPS, Profile, profile_model
 from backend.engine.variants import build_variant
 from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration
@@ -50,7 +50,7 @@ def test_an_ort_profile_states_the_share_of_time_in_int8_kernels_by_op_type(
     profile = _static(source, tmp_path)
     int8 = [n for n in profile.nodes if n.op_type.startswith(("QLinear", "QGemm"))]
     assert int8, "the static INT8 graph ran no QLinear/QGemm kernel"
-    computing = [n for n in profile.nodes if n.op_type not in evidence.CONVERSIONS]
+    computing = [n for n in profile.nodes if n.op_type not in CONVERSION_OPS]
     line = evidence.precision_line(profile, LABEL)
     assert line is not None
     assert line.startswith(
@@ -89,7 +89,7 @@ def test_a_profile_without_op_types_says_it_cannot_tell(tmp_path: Path) -> None:
     source = model_factory.save(make_hardswish_net(blocks=2), tmp_path / "hs.onnx")
     profile = _static(source, tmp_path)
     for node in profile.nodes:  # as a trace whose events carry no op_name gives it
-        if node.op_type not in evidence.CONVERSIONS:
+        if node.op_type not in CONVERSION_OPS:
             node.op_type = "?"
     line = evidence.precision_line(profile, LABEL)
     assert line is not None and "names no kernel" in line and "0 of 0" not in line

@@ -94,7 +94,7 @@ def test_custom_domain_model_is_accepted_with_the_warning(data_dir: Path, tmp_pa
 
     assert row.op_histogram == {"Relu": 1, "com.acme::MyOp": 1}
     assert len(row.warnings) == 1
-    assert "custom domain 'com.acme' that no backend can run" in row.warnings[0]
+    assert "custom domain 'com.acme' that no runtime can run" in row.warnings[0]
 
 
 def test_zip_with_external_data_yields_a_runnable_single_file(

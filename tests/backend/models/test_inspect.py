@@ -63,7 +63,7 @@ def test_custom_domain_op_is_accepted_with_a_warning(tmp_path: Path) -> None:
     assert meta.op_histogram == {"Relu": 1, "com.acme::MyOp": 1}
     assert meta.custom_domains == ["com.acme"]
     assert meta.warnings == [
-        "Node 'custom' uses op 'MyOp' from custom domain 'com.acme' that no backend can run; "
+        "Node 'custom' uses op 'MyOp' from custom domain 'com.acme' that no runtime can run; "
         "the benchmark will fail unless a custom-op library is registered."
     ]
 

@@ -68,24 +68,24 @@ def _worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     )
 
 
-def _calibrations(job_id: int) -> list:
-    return serving_store.list_points([job_id], kind=serving_store.CALIBRATION)
+def _costs(job_id: int) -> list:
+    return serving_store.list_points([job_id], kind=serving_store.COSTS)
 
 
-def test_worker_process_calibrates_once_resumes_measures_stores_typed_points_and_counts(
+def test_worker_process_measures_costs_once_resumes_measures_stores_typed_points_and_counts(
     data_dir: Path, mlp_path: Path
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     job = submit_study(model.id, _study())
     first = _worker("--lease-seconds", "3")
-    try:  # killed once the variant's calibration is stored: the next worker resumes the job
+    try:  # killed once the variant's cost measurement is stored: the next worker resumes the job
         deadline = time.monotonic() + 120
-        while not _calibrations(job.id) and time.monotonic() < deadline:
+        while not _costs(job.id) and time.monotonic() < deadline:
             time.sleep(0.1)
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
-    assert _calibrations(job.id), "the calibration was never stored"
+    assert _costs(job.id), "the cost measurement was never stored"
     assert jobs.get_job(job.id).state == JobState.RUNNING  # the dead worker still holds it
     time.sleep(3.5)  # let its lease run out
     port = free_port()
@@ -118,15 +118,15 @@ def test_worker_process_calibrates_once_resumes_measures_stores_typed_points_and
     assert server.arrival_schedule_s == poisson_schedule(80, 1.0, 5)
     ran = {p.runtime_label for p in points.points}  # .triton-venv's own onnxruntime
     assert len(ran) == 1 and ran.pop().endswith(" (default)")
-    (row,) = _calibrations(job.id)  # once per variant, kept by the resumed job
+    (row,) = _costs(job.id)  # once per variant, kept by the resumed job
     assert row.point_key == "original|calibration" and row.configuration == "original"
     curve = LatencyCurve.from_dict(row.payload)
     assert curve.batch_sizes == (1, 4) and all(ms > 0 for ms in curve.compute_ms)
     assert curve.request_cost_ms > 0 and curve.response_cost_ms > 0  # measured, not defaults
     messages = [e.message for e in jobs.job_events(job.id)]
-    calibrating = [m for m in messages if m.startswith("calibrating original")]
-    assert calibrating == [
-        "calibrating original on Triton: batch sizes 1, 4, a 2000 us queue delay"
+    measuring = [m for m in messages if m.startswith("measuring original's costs")]
+    assert measuring == [
+        "measuring original's costs on Triton: batch sizes 1, 4, a 2000 us queue delay"
     ]
     assert any(m.startswith("resuming: ") for m in messages)
     events = " ".join(messages)
@@ -138,8 +138,8 @@ def test_worker_process_calibrates_once_resumes_measures_stores_typed_points_and
         assert predicted.predicted and predicted.spec == measured.spec
         assert predicted.achieved_rps != measured.achieved_rps  # predicted, never fitted
         assert predicted.latency.p99 != measured.latency.p99
-    (calibration,) = view.calibrations
-    assert calibration.caption.startswith("original, calibrated on Triton: compute ")
+    (costs,) = view.costs
+    assert costs.caption.startswith("original, measured on Triton: compute ")
     assert view.prediction_note == ""
 
     serving = (("kind", "serving"),)
@@ -158,20 +158,20 @@ def test_a_server_that_cannot_start_ends_the_job_with_tritons_log_line(
 ) -> None:
     broken = model_factory.save(model_factory.make_custom_op_model(), tmp_path / "custom.onnx")
     model = ingest_file(broken, "custom.onnx")
-    uncalibrated = submit_study(model.id, _study(sizes=()))
-    calibrated = submit_study(model.id, _study())
+    unmeasured = submit_study(model.id, _study(sizes=()))
+    measured = submit_study(model.id, _study())
     labels = {"kind": "serving", "outcome": "failed"}
     registry = worker.metrics.WORKER.registry
     failed_before = registry.get_sample_value("optiboard_configurations_total", labels) or 0
     worker.serve(once=True, poll_seconds=0.05)
-    for job in (uncalibrated, calibrated):  # the configuration's server, the calibration's
+    for job in (unmeasured, measured):  # the configuration's server, the cost measurement's
         done = jobs.get_job(job.id)
         assert done.state == JobState.FAILED
         assert done.error.startswith("Triton could not serve the model")
         assert "failed to load 'model'" in done.error and "MyOp" in done.error
         assert "\n" not in done.error and "Traceback" not in done.error  # one sentence
         assert serving_store.list_points([job.id]) == []
-    # a calibration is no configuration: only the first job's server counts
+    # a cost measurement is no configuration: only the first job's server counts
     assert registry.get_sample_value("optiboard_configurations_total", labels) == failed_before + 1
 
 
@@ -202,7 +202,7 @@ def test_cancel_stops_the_server_and_keeps_only_whole_points(
     assert serving_store.list_points([job.id]) == []
 
 
-def test_cancel_during_the_calibration_ends_the_job_before_any_configuration(
+def test_cancel_during_the_cost_measurement_ends_the_job_before_any_configuration(
     data_dir: Path, mlp_path: Path
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
@@ -212,14 +212,14 @@ def test_cancel_during_the_calibration_ends_the_job_before_any_configuration(
     runner.start()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any(
-        e.message.startswith("calibrating") for e in jobs.job_events(job.id)
+        e.message.startswith("measuring") for e in jobs.job_events(job.id)
     ):
         time.sleep(0.05)
-    jobs.cancel_job(job.id)  # the calibration's servers and loads take seconds more
+    jobs.cancel_job(job.id)  # the cost measurement's servers and loads take seconds more
     runner.join(timeout=60)
     assert not runner.is_alive()
     assert jobs.get_job(job.id).state == JobState.CANCELLED
-    assert serving_store.list_points([job.id]) == []  # no calibration, no point
+    assert serving_store.list_points([job.id]) == []  # no cost measurement, no point
     messages = [e.message for e in jobs.job_events(job.id)]
-    assert any(m.startswith("calibrating original") for m in messages), messages
+    assert any(m.startswith("measuring original's costs") for m in messages), messages
     assert not any("Triton ready" in m for m in messages)  # no configuration was served

@@ -92,9 +92,9 @@ def test_worker_runs_a_sweep_and_stores_every_configuration(data_dir: Path, mlp_
 
 
 def library_providers():
-    from backend.runtimes import get_backend
+    from backend.runtimes import get_runtime
 
-    return get_backend("onnxruntime").providers()
+    return get_runtime("onnxruntime").providers()
 
 
 def test_killed_worker_job_is_resumed_by_another_without_duplicates(

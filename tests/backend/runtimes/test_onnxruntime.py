@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from backend.errors import UnavailableError
-from backend.runtimes import all_provider_statuses, get_backend
+from backend.runtimes import all_provider_statuses, get_runtime
 from backend.runtimes.base import SessionOptions
 
 
@@ -19,7 +19,7 @@ def test_every_registered_backend_says_what_it_can_run_here() -> None:
 
 
 def test_unavailable_provider_is_an_error_that_says_why() -> None:
-    backend = get_backend("onnxruntime")
+    backend = get_runtime("onnxruntime")
     missing = [s for s in backend.providers() if not s.available]
     if not missing:
         pytest.skip("every ONNX Runtime provider works on this machine")
@@ -28,12 +28,12 @@ def test_unavailable_provider_is_an_error_that_says_why() -> None:
 
 
 def test_unknown_backend_lists_the_registered_ones() -> None:
-    with pytest.raises(UnavailableError, match="registered backends: onnxruntime"):
-        get_backend("coreml")
+    with pytest.raises(UnavailableError, match="registered runtimes: onnxruntime"):
+        get_runtime("coreml")
 
 
 def test_runner_records_the_providers_the_session_really_got(mlp_path: Path) -> None:
-    backend = get_backend("onnxruntime")
+    backend = get_runtime("onnxruntime")
     with backend.open(mlp_path, SessionOptions(provider="cpu")) as runner:
         assert runner.providers_used == ["CPUExecutionProvider"]
         assert runner.session_create_ms > 0

@@ -14,7 +14,7 @@ from backend.engine.run import ConfigurationTask, run_configuration
 from backend.engine.variants import build_variant
 from backend.errors import UnavailableError
 from backend.results import ConfigurationResult
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
 from backend.specs import (
     MEASURE_PRESETS,
@@ -33,19 +33,19 @@ FEEDS = [
 
 
 def _reference(path: Path) -> list[list[np.ndarray]]:
-    with get_backend("onnxruntime").open(path, SessionOptions(provider="cpu")) as runner:
+    with get_runtime("onnxruntime").open(path, SessionOptions(provider="cpu")) as runner:
         return [runner.infer(feed) for feed in FEEDS]
 
 
 def _run(path: Path, precision: Precision) -> tuple[list, dict, list]:
     options = SessionOptions(provider="cpu", precision=precision)
-    with get_backend("openvino").open(path, options) as runner:
+    with get_runtime("openvino").open(path, options) as runner:
         outputs = [runner.infer(feed) for feed in FEEDS]
         return outputs, dict(runner.facts), runner.layer_profile()
 
 
 def _bf16_reason() -> str | None:
-    return get_backend("openvino").precision_unavailable(Precision.BF16, "cpu")
+    return get_runtime("openvino").precision_unavailable(Precision.BF16, "cpu")
 
 
 def test_fp32_is_true_f32_and_equals_the_reference(cnn_path: Path) -> None:
@@ -98,10 +98,10 @@ def test_int8_through_nncf_runs_int8_kernels_within_bounds(cnn_path: Path, tmp_p
 
 def test_knobs_are_read_back_from_the_compiled_model(mlp_path: Path) -> None:
     asked = OpenVinoOptions(performance_hint=PerformanceHint.THROUGHPUT, streams=2)
-    with get_backend("openvino").open(mlp_path, SessionOptions(openvino=asked)) as runner:
+    with get_runtime("openvino").open(mlp_path, SessionOptions(openvino=asked)) as runner:
         assert runner.facts["performance_hint"] == "throughput" and runner.facts["streams"] == 2
     options = SessionOptions(provider="cpu", intra_op_threads=1, precision=Precision.FP32)
-    with get_backend("openvino").open(mlp_path, options) as runner:
+    with get_runtime("openvino").open(mlp_path, options) as runner:
         assert runner.facts["threads"] == 1 and runner.facts["performance_hint"] == "latency"
         assert runner.input_specs() == [{"name": "x", "dtype": "float32", "shape": ["?", 16]}]
         (probs,) = runner.infer({"x": np.ones((3, 16), np.float32)})
@@ -109,7 +109,7 @@ def test_knobs_are_read_back_from_the_compiled_model(mlp_path: Path) -> None:
 
 
 def test_precisions_a_runtime_lacks_are_unavailable_with_a_reason() -> None:
-    openvino, onnxruntime = get_backend("openvino"), get_backend("onnxruntime")
+    openvino, onnxruntime = get_runtime("openvino"), get_runtime("onnxruntime")
     assert "INT8 static" in openvino.precision_unavailable(Precision.INT8_DYNAMIC, "cpu")
     assert "OpenVINO" in onnxruntime.precision_unavailable(Precision.BF16, "cpu")
     assert onnxruntime.precision_unavailable(Precision.FP32, "cpu") is None
@@ -133,7 +133,7 @@ def test_a_configuration_runs_end_to_end_and_records_what_ran(
         output_dir=str(tmp_path / "out"),
     )
     result = ConfigurationResult.from_dict(run_configuration(task))
-    expected_reason = get_backend("openvino").precision_unavailable(precision, "cpu")
+    expected_reason = get_runtime("openvino").precision_unavailable(precision, "cpu")
     if expected_reason:
         assert (result.status, result.error) == ("unavailable", expected_reason)
         return
@@ -152,7 +152,7 @@ def test_ort_openvino_plugin_is_usable_only_where_discovery_gives_it_a_device(
     pytest.importorskip("onnxruntime_ep_openvino")
     import onnxruntime as ort
 
-    backend = get_backend("onnxruntime")
+    backend = get_runtime("onnxruntime")
     status = backend.provider_status("openvino")
     assert status is not None and status.native_name == "OpenVINOExecutionProvider"
     offered = [d for d in ort.get_ep_devices() if d.ep_name == "OpenVINOExecutionProvider"]

@@ -11,7 +11,7 @@ import pytest
 
 from backend.cudaoptions import CudaOptions
 from backend.errors import UnavailableError
-from backend.runtimes import get_backend
+from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions, is_out_of_memory
 from backend.runtimes.onnxruntime import probe_provider
 from backend.runtimes.ort_cuda import (
@@ -51,7 +51,7 @@ def test_cuda_options_use_the_provider_option_names_of_onnxruntime_gpu() -> None
 def test_device_resident_timing_is_refused_on_the_cpu_provider(mlp_path: Path) -> None:
     import numpy as np
 
-    runner = get_backend("onnxruntime").open(mlp_path, SessionOptions(provider="cpu"))
+    runner = get_runtime("onnxruntime").open(mlp_path, SessionOptions(provider="cpu"))
     with runner, pytest.raises(UnavailableError, match="GPU provider"):
         runner.bind_on_device({"x": np.zeros((1, 16), np.float32)})
 

@@ -13,7 +13,7 @@ from backend.cli import main
 from backend.pricing import Price
 from backend.queue import jobs
 from backend.serving.cheapest import recommendation_cost, study_cost
-from backend.serving.recommend import Variant, recommend
+from backend.serving.recommend import MeasuredVariant, recommend
 from backend.serving.simulate import simulate
 from backend.serving.study import ServingStudy
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
@@ -62,8 +62,8 @@ def test_the_cheapest_configuration_of_a_real_sweep_meets_the_bound_and_names_th
 def test_targets_are_compared_by_cost_so_the_fastest_is_not_always_the_cheapest() -> None:
     curve = LatencyCurve((1, 4, 16, 32), (1.0, 1.4, 3.4, 6.2), 0.2, 0.05)
     faster = LatencyCurve((1, 4, 16, 32), (0.7, 1.0, 2.2, 4.0), 0.2, 0.05)
-    cpu = Variant("fp32", "cpu", curve, price=Price("cpu", 0.40))
-    gpu = Variant("fp16", "cuda", faster, target="h200", price=Price("h200", 3.50))
+    cpu = MeasuredVariant("fp32", "cpu", curve, price=Price("cpu", 0.40))
+    gpu = MeasuredVariant("fp16", "cuda", faster, target="h200", price=Price("h200", 3.50))
     policies = [BatchingPolicy(16, max_queue_delay_us=500), BatchingPolicy(16, instance_count=2)]
     rec = recommend([cpu, gpu], 20.0, policies=policies)
     assert rec.best is not None and rec.best.candidate.variant is gpu  # the most req/s

@@ -69,7 +69,7 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
         print(printed)  # the evidence, shown with -s or when the test fails
     lead = r"In (\d) measurements? across \1 configurations? \(the best of 10 predicted\), "
     assert re.search(  # the grid's shortest queue delay was probed before predicting
-        r"^FP32 on CPU, calibrated on Triton \(queue-delay probe 500 us\): compute \d",
+        r"^FP32 on CPU, measured on Triton \(queue-delay probe 500 us\): compute \d",
         printed,
         re.MULTILINE,
     ), printed

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from backend.serving.calibrate import Calibration, calibrate_on_server
+from backend.serving.costmodel import CostMeasurement, measure_costs_on_server
 from backend.serving.server import TritonEnvironment
 from backend.serving.simulate import simulate
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
@@ -23,7 +23,7 @@ from tests import models
 # Loose enough for a shared 2-core host, tight enough that batches of 1 against 3 fail.
 BATCH_FACTOR = 2.0  # predicted mean batch within half to twice the measured one
 # Throughput within half to twice the measured: the same point measured a minute apart on the
-# shared host moves by more than a third, and the calibration seconds before by as much.
+# shared host moves by more than a third, and the cost measurement seconds before by as much.
 RATE_FACTOR = 2.0
 # One ONNX Runtime thread: no idle thread pool spinning, so the CPU the server spends per
 # request (the simulation's host budget) is the requests' own.
@@ -57,7 +57,7 @@ def test_predicted_throughput_and_batch_sizes_match_the_real_server_at_eight_in_
 ) -> None:
     path = _weight_bound_model(tmp_path / "weight_bound.onnx")
     spec = LoadSpec(Scenario.CONCURRENCY, concurrency=8, duration_s=2.0)
-    calibration = calibrate_on_server(
+    costs = measure_costs_on_server(
         path,
         (1, 2, 4, 8),
         requests_per_size=8,
@@ -66,22 +66,22 @@ def test_predicted_throughput_and_batch_sizes_match_the_real_server_at_eight_in_
         then=[spec],  # measured right after, on the same server: the host's load moves
         delay_probe_us=1000,
     )
-    curve, (measured,) = calibration.curve, calibration.then
-    assert calibration.loaded.point.spec.concurrency != spec.concurrency  # another load
+    curve, (measured,) = costs.curve, costs.then
+    assert costs.loaded.point.spec.concurrency != spec.concurrency  # another load
     assert curve.request_cost_ms > 0 and curve.host_cores > 0 and curve.response_cost_ms > 0
-    probe = calibration.delay_probe
+    probe = costs.delay_probe
     assert probe is not None and probe.point.policy.max_queue_delay_us == 1000
     assert probe.executions.queue_ms >= 1.0  # Triton held each lone request the whole delay
-    late = probe.executions.queue_ms - 1.0 - calibration.single.executions.queue_ms
+    late = probe.executions.queue_ms - 1.0 - costs.single.executions.queue_ms
     assert curve.delay_overshoot_ms == max(0.0, late)
     # every sample survives a JSON round trip, and the curve is derived again from them alone
-    stored = Calibration.from_dict(json.loads(json.dumps(calibration.to_dict())))
-    assert stored == calibration and stored.recalibrated() == curve
+    stored = CostMeasurement.from_dict(json.loads(json.dumps(costs.to_dict())))
+    assert stored == costs and stored.recomputed() == curve
 
     predicted = simulate(curve, spec, BatchingPolicy(max_batch_size=8))
-    loaded = calibration.loaded.point
-    print(  # shown when the test fails: what the host did during calibration and after
-        f"calibration at {loaded.spec.concurrency} in flight: {loaded.achieved_rps:.0f} req/s, "
+    loaded = costs.loaded.point
+    print(  # shown when the test fails: what the host did during the cost measurement and after
+        f"costs measured at {loaded.spec.concurrency} in flight: {loaded.achieved_rps:.0f} req/s, "
         f"batch {loaded.mean_batch:.2f}; {curve}\nmeasured {measured.achieved_rps:.0f} req/s, "
         f"batch {measured.mean_batch:.2f}; predicted {predicted.achieved_rps:.0f} req/s, "
         f"batch {predicted.mean_batch:.2f}"

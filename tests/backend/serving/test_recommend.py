@@ -8,15 +8,19 @@ import pytest
 
 from backend.errors import UserError
 from backend.serving.confirm import GENERATOR_STEPS
-from backend.serving.recommend import CONFIRM_HEADROOM, Confirm, Trial, Variant, recommend
+from backend.serving.recommend import CONFIRM_HEADROOM, Confirm, MeasuredVariant, Trial, recommend
 from backend.serving.simulate import simulate
 from backend.serving.types import LatencyCurve, LoadPoint
 
-SLOW = Variant("fp32", "cpu", LatencyCurve((1, 4, 16, 32), (1.0, 1.4, 3.4, 6.2), 0.2, 0.05))
+SLOW = MeasuredVariant("fp32", "cpu", LatencyCurve((1, 4, 16, 32), (1.0, 1.4, 3.4, 6.2), 0.2, 0.05))
 # batching gains little: a batched pick's rate measured at a fallback step falls below the
 # default's measured in full
-LINEAR = Variant("fp32", "cpu", LatencyCurve((1, 4, 16, 32), (1.0, 3.0, 11.0, 21.0), 0.2, 0.05))
-FAST = Variant("int8_dynamic", "cpu", LatencyCurve((1, 4, 16, 32), (0.7, 1.0, 2.2, 4.0), 0.2, 0.05))
+LINEAR = MeasuredVariant(
+    "fp32", "cpu", LatencyCurve((1, 4, 16, 32), (1.0, 3.0, 11.0, 21.0), 0.2, 0.05)
+)
+FAST = MeasuredVariant(
+    "int8_dynamic", "cpu", LatencyCurve((1, 4, 16, 32), (0.7, 1.0, 2.2, 4.0), 0.2, 0.05)
+)
 
 
 def test_a_bound_no_configuration_meets_says_so_and_names_the_closest() -> None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from backend.errors import UserError
-from backend.serving.calibrate import _lognormal_cv
+from backend.serving.costmodel import _lognormal_cv
 from backend.serving.ranking import policy_grid, rank_policies
 from backend.serving.simulate import replay, simulate
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario

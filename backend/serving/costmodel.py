@@ -1,4 +1,4 @@
-"""The simulation's inputs, measured on the real server: where each per-request cost sits.
+"""The simulation's cost model, measured on the real server: where each per-request cost sits.
 
 One server (dynamic batching, no queue delay, one instance) gives everything, each piece read
 from a measurement and never fitted to a load point the simulation is then judged on:
@@ -43,7 +43,7 @@ from backend.serving.types import (
 )
 from backend.specs import MEASURE_PRESETS
 
-LOADED_IN_FLIGHT = 4  # the calibration load; the bench judges 1 and 8 in flight
+LOADED_IN_FLIGHT = 4  # the cost measurement's load; the bench judges 1 and 8 in flight
 PAIR_IN_FLIGHT = 4  # on the two-instance server: two queued per instance keep both busy
 Z99 = 2.326  # standard normal quantile at 0.99
 MAX_SLOWDOWN = 10.0
@@ -51,8 +51,8 @@ MAX_SIGMA = 1.5  # a lognormal's p99 reaches 13x its mean: beyond, noise is not 
 
 
 @dataclass(frozen=True)
-class Calibration:
-    """The calibrated curve and the measurements it was read from."""
+class CostMeasurement:
+    """The cost curve and the measurements it was read from."""
 
     curve: LatencyCurve
     single: HostSample
@@ -60,10 +60,10 @@ class Calibration:
     two_instances: HostSample | None = None
     then: tuple[LoadPoint, ...] = ()  # points measured right after, on the same server
     delay_probe: HostSample | None = None
-    measured_curve: LatencyCurve | None = None  # the curve as measured, before `calibrated`
+    measured_curve: LatencyCurve | None = None  # the curve as measured, before `costs_from_samples`
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything measured, so a changed `calibrated` can be judged on the same samples."""
+        """Everything measured, so a changed `costs_from_samples` is judged on the same samples."""
 
         def sample(s: HostSample | None) -> dict[str, Any] | None:
             return s.to_dict() if s else None
@@ -79,7 +79,7 @@ class Calibration:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+    def from_dict(cls, data: dict[str, Any]) -> CostMeasurement:
         def sample(d: dict[str, Any] | None) -> HostSample | None:
             return HostSample.from_dict(d) if d else None
 
@@ -94,10 +94,10 @@ class Calibration:
             LatencyCurve.from_dict(measured) if measured else None,
         )
 
-    def recalibrated(self) -> LatencyCurve:
-        """`calibrated` applied again to the stored samples (after a change to it)."""
+    def recomputed(self) -> LatencyCurve:
+        """`costs_from_samples` applied again to the stored samples (after a change to it)."""
         assert self.measured_curve is not None, "stored before the measured curve was kept"
-        return calibrated(
+        return costs_from_samples(
             self.measured_curve, self.single, self.loaded, self.two_instances, self.delay_probe
         )
 
@@ -118,7 +118,7 @@ def _lognormal_cv(mean: float, p99: float) -> float:
     return math.sqrt(math.expm1(sigma * sigma))
 
 
-def calibrated(
+def costs_from_samples(
     curve: LatencyCurve,
     single: HostSample,
     loaded: HostSample,
@@ -227,7 +227,7 @@ def _group(server: TritonServer) -> int:
     return server.process.pid
 
 
-class CalibrationCancelled(Exception):
+class CostMeasurementCancelled(Exception):
     """should_cancel said stop: the measuring child was killed and its server stopped."""
 
 
@@ -237,11 +237,11 @@ def _in_child(
     timeout_s: float,
     should_cancel: Callable[[], bool] | None,
 ) -> Any:
-    """func's value from a limited child; CalibrationCancelled when should_cancel stopped it."""
-    what = "The serving calibration"
+    """func's value from a limited child; CostMeasurementCancelled when should_cancel stopped it."""
+    what = "The serving cost measurement"
     outcome = run_in_child(func, *args, timeout_s=timeout_s, should_cancel=should_cancel, what=what)
     if outcome.cancelled:
-        raise CalibrationCancelled
+        raise CostMeasurementCancelled
     return outcome.value_or_raise(what)
 
 
@@ -252,9 +252,9 @@ def _one_sample(
     served: dict[str, Any],
     should_cancel: Callable[[], bool] | None,
 ) -> HostSample:
-    """One more server, one load point sampled on it (calibrate_on_server's optional probes)."""
+    """One more server, one load point sampled on it (measure_costs_on_server's optional probes)."""
     if should_cancel is not None and should_cancel():
-        raise CalibrationCancelled
+        raise CostMeasurementCancelled
     with serve(model_path, policy, **served) as server:
         return _in_child(
             sample_load,
@@ -266,7 +266,7 @@ def _one_sample(
         )
 
 
-def calibrate_on_server(
+def measure_costs_on_server(
     model_path: Path,
     batch_sizes: Sequence[int] = (1, 2, 4, 8, 16),
     *,
@@ -280,19 +280,19 @@ def calibrate_on_server(
     provider: ServingProvider = ServingProvider.CPU,
     should_cancel: Callable[[], bool] | None = None,
     runtime_env: str = DEFAULT,
-) -> Calibration:
+) -> CostMeasurement:
     """Serve the file on the real Triton server and measure every input of the simulation.
 
     With two_instances, a second server (no batching, two instances, PAIR_IN_FLIGHT in flight:
     both always busy, the host's cores pressed) measures how two executions at once slow each
     other and the cores the host gives; without, the curve keeps no instance slowdown.
     `then`: load points measured right after on the same server (dynamic batching up to the
-    largest size, no delay), seconds apart from the calibration on a host whose load moves.
+    largest size, no delay), seconds apart from the cost measurement on a host whose load moves.
     With delay_probe_us, one more server holds batches that long (no preferred sizes) at one
     request in flight: how late the batcher sends a held batch; without, it sends on time.
     Every server runs the provider's instances, on runtime_env's onnxruntime. should_cancel is
     asked while each child measures and before each further server: True kills the child, stops
-    its server and raises CalibrationCancelled (a worker's job was cancelled).
+    its server and raises CostMeasurementCancelled (a worker's job was cancelled).
     """
     sizes = tuple(sorted(set(batch_sizes)))
     policy = BatchingPolicy(max_batch_size=max(sizes))
@@ -322,5 +322,5 @@ def calibrate_on_server(
         held = BatchingPolicy(max_batch_size=max(sizes), max_queue_delay_us=delay_probe_us)
         spec = LoadSpec(Scenario.CONCURRENCY, duration_s=duration_s)
         probe = _one_sample(model_path, held, spec, served, should_cancel)
-    inputs = calibrated(curve, single, loaded, pair, probe)
-    return Calibration(inputs, single, loaded, pair, points, probe, measured_curve=curve)
+    inputs = costs_from_samples(curve, single, loaded, pair, probe)
+    return CostMeasurement(inputs, single, loaded, pair, points, probe, measured_curve=curve)
