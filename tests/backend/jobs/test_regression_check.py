@@ -13,6 +13,7 @@ import pytest
 from backend import runtimeenvs as environments
 from backend.cli import main
 from backend.errors import UserError
+from backend.graphview.views import results_for
 from backend.jobs.regresscli import report
 from backend.jobs.regression import run_pair
 from backend.jobs.regressspec import RegressionSpec, split_key, submit_regression
@@ -150,6 +151,9 @@ def test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples(
     assert shown.startswith("\n".join(lines) + "\n\n") and shown in printed
     labels = [p.label for p in configuration_progress(job)[1]]
     assert labels[0] == "model 1 A default: CPU FP32 b1" and len(labels) == 4
+
+    # the graph's overlays of model 1 take its own sides only, not model 2's (same job)
+    assert {s.result.environment["model_id"] for s in results_for(1, "time")} == {1}
 
     at = open_page("compare", view="regression", jobs=1)
     assert not at.exception, at.exception
