@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import settings  # noqa: E402
 from backend.jobs.regression import compare_sides, run_pair  # noqa: E402
 from backend.jobs.regressspec import RegressionSpec, split_key  # noqa: E402
 from backend.runtimeenvs import ready_env  # noqa: E402
@@ -110,8 +111,8 @@ def one_check(base: RegressionSpec, paths: dict[str, Path], folder: Path) -> Non
     """Section 1: the three models in one queued check, run here, its report printed."""
     data = folder / "data"
     data.mkdir(mode=0o700)
-    os.environ["OPTIBOARD_DATA_DIR"] = str(data)  # read when first used: a throwaway library
-    os.environ.pop("OPTIBOARD_DATABASE_URL", None)
+    settings.DATA_DIR.set(str(data))  # read when first used: a throwaway library
+    settings.DATABASE_URL.set(None)  # its SQLite file, not a configured database
     from backend.cli import run_now
     from backend.jobs.regressspec import submit_regression
     from backend.jobs.regressview import pair_rows, text_report
