@@ -23,10 +23,13 @@ def _has_data(result: StoredResult, kind: str) -> bool:
 
 
 def results_for(model_id: int, kind: str) -> list[StoredResult]:
-    """The model's stored results an overlay of `kind` can be drawn from, newest first."""
+    """The model's stored results an overlay of `kind` can be drawn from, newest first; a
+    regression check's side that ran another model (one of several, or B's own upload) is
+    that model's, not its job's (environment["model_id"])."""
     rows = result_store.list_results(model_id=model_id)
     stored = [StoredResult.from_row(row) for row in rows]
-    return [s for s in reversed(stored) if s.measured and _has_data(s, kind)]
+    own = [s for s in stored if s.result.environment.get("model_id", model_id) == model_id]
+    return [s for s in reversed(own) if s.measured and _has_data(s, kind)]
 
 
 def result_label(result: StoredResult) -> str:

@@ -1,5 +1,6 @@
-"""`optiboard regress MODEL --env-b ort-1.31 ...` and `optiboard envs`: the regression check from a
-terminal. backend/cli.py calls `register_regress(sub)` once."""
+"""`optiboard regress MODEL[,MODEL...] --env-b ort-1.31 ...` and `optiboard envs`: the regression
+check from a terminal (several models, a comma list as every list flag takes: one check, each
+model timed interleaved on A and B). backend/cli.py calls `register_regress(sub)` once."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from backend.cli_parsing import dims_from_pairs
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.jobs.context import JobOutcome
-from backend.jobs.regressspec import RegressionSpec, submit_regression
+from backend.jobs.regressspec import MIN_ROUNDS, RegressionSpec, submit_regression
 from backend.records import JobRow
 from backend.reporting import regression as stats
 from backend.reporting.text import table
@@ -41,6 +42,7 @@ def spec_of(args: argparse.Namespace) -> RegressionSpec:
         min_change=args.min_change,
         seed=args.seed,
         profile=not args.no_profile,
+        min_rounds=args.rounds,
     )
 
 
@@ -53,7 +55,8 @@ def report(job_id: int) -> str:
     if job.spec.get("kind") != RegressionSpec.kind:
         raise UserError(f"Job {job_id} is not a regression check; `optiboard show {job_id}`.")
     spec = RegressionSpec.from_dict(job.spec)
-    return text_report(spec, pair_rows(spec, jobs.stored_results(job_id)))
+    stored = jobs.stored_results(job_id)
+    return text_report(spec, pair_rows(spec, stored, job.model_id), job.model_id)
 
 
 def cmd_regress(args: argparse.Namespace) -> int:
@@ -61,16 +64,18 @@ def cmd_regress(args: argparse.Namespace) -> int:
     if args.report is not None:
         print(report(args.report))
         return 0
-    if args.model is None:
+    models = comma_numbers(args.model, int, "MODEL")
+    if not models:
         raise UserError("Name the model to check: optiboard regress MODEL --env-b NAME.")
     spec = spec_of(args)
-    job = submit_regression(args.model, spec, label=args.label)
+    job = submit_regression(models, spec, label=args.label)
     if args.submit:
         print(f"queued job {job.id}; its report: `optiboard regress --report {job.id}`")
         return 0
+    several = f" on each of {len(models)} models" if len(models) > 1 else ""
     print(
         f"job {job.id}: {spec.env_a} against {spec.env_b}, {len(spec.configurations())} "
-        "configurations, timed interleaved"
+        f"configurations{several}, timed interleaved"
     )
     outcome = args.run_now(job)
     print(report(job.id))
@@ -92,10 +97,14 @@ def register_regress(
     p = sub.add_parser(
         "regress", help="the same configurations on two runtime environments, with a verdict"
     )
-    p.add_argument("model", type=int, nargs="?", help="the model (library id)")
+    p.add_argument(
+        "model", nargs="?", help="the model (library id), or several as a comma list: 3,4,5"
+    )
     p.add_argument("--env-a", default=DEFAULT, help="the environment to compare against")
     p.add_argument("--env-b", default=DEFAULT, help="the environment checked (optiboard envs)")
-    p.add_argument("--model-b", type=int, help="B runs this model instead (a re-export)")
+    p.add_argument(
+        "--model-b", type=int, help="B runs this model instead (a re-export; one model only)"
+    )
     p.add_argument("--precisions", default="fp32", help="comma list, e.g. fp32,int8_dynamic")
     p.add_argument("--batch-sizes", default="1", help="comma list, e.g. 1,8")
     p.add_argument("--dim", action="append", default=[], help="NAME=VALUE, a symbolic dim")
@@ -113,6 +122,12 @@ def register_regress(
     )
     p.add_argument("--seed", type=int, default=stats.SEED, help="the bootstrap's seed")
     p.add_argument("--no-profile", action="store_true", help="skip the per-op profiles")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=MIN_ROUNDS,
+        help="A B rounds at least per configuration, time cap permitting",
+    )
     p.add_argument("--submit", action="store_true", help="queue it for the worker")
     p.add_argument("--report", type=int, metavar="JOB", help="print a stored check's report")
     p.add_argument("--label")

@@ -1,14 +1,17 @@
-"""The regression kind: each configuration on environment A and B, timed interleaved, judged.
+"""The regression kind: each model's configurations on environment A and B, timed interleaved,
+judged.
 
-For each configuration two dialog children start through the one launcher
-(backend/launch/dialog.py), each under its environment's interpreter
+For each model, one after another, and each of its configurations two dialog children start
+through the one launcher (backend/launch/dialog.py), each under its environment's interpreter
 (backend/runtimeenvs.py) and inside the sandbox; each builds the variant and keeps its
 session open. The parent then asks them for one timed window in turn, A B A B ...
 (backend/engine/interleave.py interleaved_windows), so drift of the host lands on both; then for
 their outputs on the same seeded inputs (B against A: cosine, max abs) and their per-node
 profiles. Both sides are stored as ordinary results (samples, profile, environment and the
 runtime version that really ran); B's carries the comparison: the bootstrap interval of the
-ratio of medians, the verdict, the accuracy against A and the per-op profile diff.
+ratio of medians, the verdict, the accuracy against A and the per-op profile diff. At the end
+the job's log says each model's verdict in one line and, for several models, an overall line
+(backend/jobs/regressview.py summary_lines).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from backend.engine.side import read_outputs
 from backend.errors import UserError
 from backend.host import own_cpu_s
 from backend.jobs.context import JobContext, JobOutcome
-from backend.jobs.regressspec import SIDES, RegressionSpec, side_key
+from backend.jobs.regressspec import SIDES, RegressionSpec
+from backend.jobs.regressview import pair_rows, summary_lines
 from backend.launch import sandbox
 from backend.launch.dialog import Dialog, DialogFailed, dialog
 from backend.launch.limits import ChildLimits
@@ -132,15 +136,16 @@ def run_pair(
 
 
 def side_result(
-    spec: RegressionSpec, config: Configuration, side: str, run: PairRun
+    spec: RegressionSpec, config: Configuration, side: str, run: PairRun, model: int
 ) -> ConfigurationResult:
-    """One side as an ordinary stored result: its samples, what ran, its profile."""
+    """One side as an ordinary stored result: its samples, what ran (and which model: the
+    check's `model`, or B's own upload), its profile."""
     facts = dict(run.facts[side])
     timed = run.timing.timed[side]
     env = get_env(spec.env_of(side))
     configuration = spec.side_configuration(config, side)
     result = ConfigurationResult(
-        config_key=side_key(side, env.name, config),
+        config_key=spec.key_of(side, model, config),
         configuration=configuration.to_dict(),
         status=ResultStatus.OK,
         providers_requested=[config.provider],
@@ -160,6 +165,7 @@ def side_result(
     facts.pop("output_names", None)
     pins = {"pins": env.pinned, "pins_digest": pins_digest(env)}
     result.environment = {**facts, "side": side, **pins}
+    result.environment["model_id"] = spec.model_of(side, model)
     result.notes.append(run.timing.verdict())
     if side in run.profiles:
         result.environment["profile_path"] = str(run.profiles[side])
@@ -209,31 +215,41 @@ def _failed(key: str, config: Configuration, error: str) -> ConfigurationResult:
 
 
 class RegressionRun:
-    """One regression check on this host: its configurations one after another."""
+    """One regression check on this host: its models, and each one's configurations, one after
+    another."""
 
     def __init__(self, context: JobContext) -> None:
         self.context = context
         self.spec = RegressionSpec.from_dict(context.job.spec)
 
-    def sources(self) -> dict[str, Path]:
-        job, artifacts = self.context.job, self.context.artifacts
-        a = artifacts.path_for(model_store.model_file(job.model_id).sha256)
-        b_id = self.spec.model_b or job.model_id
-        return {"a": a, "b": artifacts.path_for(model_store.model_file(b_id).sha256)}
+    def sources(self, model: int) -> dict[str, Path]:
+        """Each side's model file: `model` on A, and on B too unless B runs its own upload."""
+        artifacts = self.context.artifacts
+        return {
+            side: artifacts.path_for(model_store.model_file(self.spec.model_of(side, model)).sha256)
+            for side in SIDES
+        }
 
     def run(self) -> JobOutcome:
         context, spec = self.context, self.spec
         done = {r.config_key for r in stored_results(context.job.id)}
         state = sandbox.available()
-        sources = self.sources()
-        for config in spec.configurations():
-            if context.should_stop():
-                break
-            keys = {s: side_key(s, spec.env_of(s), config) for s in SIDES}
-            if all(k in done for k in keys.values()):
-                continue
-            context.log(f"{config.label}: {spec.env_a} against {spec.env_b}, interleaved")
-            self.measure(config, sources, keys, state)
+        models = spec.model_ids(context.job.model_id)
+        for model in models:
+            sources = self.sources(model)
+            for config in spec.configurations():
+                if context.should_stop():
+                    return self.conclude()
+                keys = {s: spec.key_of(s, model, config) for s in SIDES}
+                if all(k in done for k in keys.values()):
+                    continue
+                which = f"model {model} " if len(models) > 1 else ""
+                versus = f"{spec.env_a} against {spec.env_b}"
+                context.log(f"{which}{config.label}: {versus}, interleaved")
+                self.measure(config, sources, keys, state, model)
+        rows = pair_rows(spec, stored_results(context.job.id), context.job.model_id)
+        for line in summary_lines(spec, rows, context.job.model_id):
+            context.log(line)
         return self.conclude()
 
     def measure(
@@ -242,6 +258,7 @@ class RegressionRun:
         sources: dict[str, Path],
         keys: dict[str, str],
         state: sandbox.Availability,
+        model: int,
     ) -> None:
         """Store both sides' results, B's with the comparison, or two failed ones saying why."""
         if not state.ok:
@@ -260,7 +277,7 @@ class RegressionRun:
                     for side in SIDES:
                         self.context.store_result(_failed(keys[side], config, str(exc)))
                 return
-            results = [side_result(self.spec, config, s, run) for s in SIDES]
+            results = [side_result(self.spec, config, s, run, model) for s in SIDES]
             report = compare_sides(self.spec, run)
             results[1].environment["regression"] = report
             results[1].notes.insert(0, report["line"])

@@ -2,16 +2,21 @@
 
 The spec is stored as the job's spec with kind "regression" (backend/jobs/kinds.py); each
 configuration is stored twice, once per side, as an ordinary result whose key says the side and
-the environment (side_key), so Compare, exports and profiles read them like any result. B may
-run another upload of the same model (model_b): a re-export, or a variant planted to check that
-a regression is found. A refusal (unknown environment, one not set up, a bad number) stores
-nothing.
+the environment (side_key), so Compare, exports and profiles read them like any result. One
+check may cover several models (models), each configuration of each on both sides; their keys
+then name the model too ('a:default:m3:<configuration key>'), while a one-model check keeps the
+keys it always had, and a check stored before `models` existed reads as its job's model. B may
+run another upload of a single model (model_b): a re-export, or a variant planted to check that
+a regression is found. A refusal (unknown environment or model, one not set up, a model named
+twice, a bad number) stores nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, NamedTuple
 
 from backend.auth.audit import current_actor
 from backend.errors import UserError
@@ -42,7 +47,9 @@ class RegressionSpec:
     dims: tuple[tuple[str, int], ...] = ()  # symbolic input dimensions, e.g. (("seq", 128),)
     threads: int = 0  # 0: the runtime chooses (both sides alike)
     threads_b: int | None = None  # B's own thread count (a cut is a regression to find)
-    model_b: int | None = None  # B runs this upload instead of the job's model
+    model_b: int | None = None  # B runs this upload instead of the (single) model
+    # the models checked, in order; () in a check stored before several models: the job's model
+    models: tuple[int, ...] = ()
     preset: str = "quick"
     measure: MeasureSettings = field(default_factory=lambda: MEASURE_PRESETS["quick"])
     resamples: int = stats.RESAMPLES
@@ -61,6 +68,15 @@ class RegressionSpec:
         object.__setattr__(
             self, "dims", tuple((str(k), int(v)) for k, v in dict(self.dims).items())
         )
+        object.__setattr__(self, "models", tuple(int(m) for m in self.models))
+        twice = sorted({m for m in self.models if self.models.count(m) > 1})
+        if twice:
+            raise UserError(f"Model {twice[0]} is named twice; name each model once.")
+        if self.model_b is not None and len(self.models) > 1:
+            raise UserError(
+                "B's own model (--model-b) pairs one model with another upload; check several "
+                "models without it, or one model with it."
+            )
         if not self.precisions or not self.batch_sizes:
             raise UserError("A regression check needs at least one precision and batch size.")
         for name in self.precisions:
@@ -96,13 +112,27 @@ class RegressionSpec:
     def side_configuration(self, config: Configuration, side: str) -> Configuration:
         """B's configuration: A's, with B's own thread count when the spec gives one."""
         if side == "b" and self.threads_b is not None:
-            from dataclasses import replace
-
             return replace(config, intra_op_threads=self.threads_b)
         return config
 
     def env_of(self, side: str) -> str:
         return self.env_a if side == "a" else self.env_b
+
+    def model_ids(self, job_model: int) -> tuple[int, ...]:
+        """The models checked, in order: the spec's, or the job's one model (an older check)."""
+        return self.models or (job_model,)
+
+    def model_of(self, side: str, model: int) -> int:
+        """The upload a side runs for `model`: B's own model_b where the spec gives one."""
+        return self.model_b if side == "b" and self.model_b is not None else model
+
+    def keyed_by_model(self) -> bool:
+        """Whether stored keys name the model: only where one check covers several."""
+        return len(self.models) > 1
+
+    def key_of(self, side: str, model: int, config: Configuration) -> str:
+        """The stored result's key of one side of one model's configuration."""
+        return side_key(side, self.env_of(side), config, model if self.keyed_by_model() else None)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,27 +143,54 @@ class RegressionSpec:
         return cls(**known)
 
 
-def side_key(side: str, env: str, config: Configuration) -> str:
-    """The stored result's key of one side: 'a:default:<configuration key>'."""
-    return f"{side}:{env}:{config.key}"
+class SideKey(NamedTuple):
+    """A stored side's key read back; model None: the check's one model (its job's)."""
+
+    side: str
+    env: str
+    model: int | None
+    config: str
 
 
-def split_key(key: str) -> tuple[str, str, str] | None:
-    """(side, environment, configuration key) of a side's key, or None for another key."""
+_MODEL = re.compile(r"m(\d+):(.+)")
+
+
+def side_key(side: str, env: str, config: Configuration, model: int | None = None) -> str:
+    """'a:default:<configuration key>', or 'a:default:m3:<configuration key>' in a check of
+    several models (a configuration key starts with its backend's name, never 'm<digits>:')."""
+    return f"{side}:{env}:" + (f"m{model}:" if model is not None else "") + config.key
+
+
+def split_key(key: str) -> SideKey | None:
+    """A side's key read back (either form of side_key), or None for another key."""
     side, _, rest = key.partition(":")
     env, _, config = rest.partition(":")
-    return (side, env, config) if side in SIDES and config else None
+    if side not in SIDES or not config:
+        return None
+    named = _MODEL.fullmatch(config)
+    if named:
+        return SideKey(side, env, int(named.group(1)), named.group(2))
+    return SideKey(side, env, None, config)
 
 
-def submit_regression(model_id: int, spec: RegressionSpec, label: str | None = None) -> JobRow:
-    """Check both environments and models, then queue one job; a refusal stores nothing."""
+def submit_regression(
+    model: int | Sequence[int], spec: RegressionSpec, label: str | None = None
+) -> JobRow:
+    """Check both environments and every model, then queue one job (its model: the first
+    checked); a refusal stores nothing. `model`: one id, or the ids of several models in order."""
+    models = (model,) if isinstance(model, int) else tuple(model)
+    if not models:
+        raise UserError("Name the model to check: optiboard regress MODEL --env-b NAME.")
+    spec = replace(spec, models=models)  # checks: a model named twice, model_b with several
     for name in (spec.env_a, spec.env_b):
         ready_env(name)  # one sentence: unknown, or not set up (with the script to run)
-    for mid in {model_id, spec.model_b or model_id}:
+    for mid in dict.fromkeys([*models, *([spec.model_b] if spec.model_b else [])]):
         if model_store.get_model(mid) is None:
             raise UserError(f"There is no model {mid}; list models to see which exist.")
-    total = 2 * len(spec.configurations())
-    label = label or f"regression: {spec.env_a} vs {spec.env_b}"
+    total = 2 * len(spec.configurations()) * len(models)
+    label = label or f"regression: {spec.env_a} vs {spec.env_b}" + (
+        f", {len(models)} models" if len(models) > 1 else ""
+    )
     return job_store.create_job(
-        model_id, spec.to_dict(), total=total, label=label, submitted_by=current_actor()
+        models[0], spec.to_dict(), total=total, label=label, submitted_by=current_actor()
     )

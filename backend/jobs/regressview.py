@@ -1,9 +1,11 @@
-"""A regression check's stored results read back as one row per configuration (CLI and pages).
+"""A regression check's stored results read back as one row per model and configuration (CLI
+and pages), and the check's summary: each model's verdict in one line, then an overall line.
 
 Each configuration's two sides are ordinary stored results (backend/jobs/regressspec.py keys
-them 'a:ENV:KEY' and 'b:ENV:KEY'); B's carries the comparison the job made. The interval is
-recomputed here from both sides' stored raw samples with the stored seed and resamples, so what
-is shown is what the samples say (and equals what the job logged).
+them 'a:ENV:KEY' and 'b:ENV:KEY', or 'a:ENV:mID:KEY' in a check of several models); B's carries
+the comparison the job made. The interval is recomputed here from both sides' stored raw samples
+with the stored seed and resamples, so what is shown is what the samples say (and equals what
+the job logged).
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from backend.jobs.regressspec import RegressionSpec, split_key
 from backend.reporting import regression as stats
 from backend.reporting.text import table
 from backend.results import StoredResult
+from storage.repo import models as model_store
 from storage.repo import results as result_store
+
+FAILED = "failed"
 
 
 @dataclass
 class PairRow:
-    """One configuration of a regression check: both sides and the verdict."""
+    """One configuration of one model in a regression check: both sides and the verdict."""
 
     configuration: str
     env_a: str
@@ -35,62 +40,150 @@ class PairRow:
     diff_lines: list[str] = field(default_factory=list)
     diff: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    model_id: int = 0
+    model: str = ""  # 'model 3 (cnn.onnx)'
 
 
-def pair_rows(spec: RegressionSpec, stored: list[StoredResult]) -> list[PairRow]:
-    """Rows in the order the configurations were stored; a failed side says why."""
-    sides: dict[str, dict[str, StoredResult]] = {}
+def model_name(model_id: int) -> str:
+    """'model 3 (cnn.onnx)', or 'model 3' for one no longer in the library."""
+    row = model_store.get_model(model_id)
+    return f"model {model_id} ({row.name})" if row else f"model {model_id}"
+
+
+def pair_rows(spec: RegressionSpec, stored: list[StoredResult], job_model: int) -> list[PairRow]:
+    """Rows by model in the check's order, then in the order the configurations were stored; a
+    failed side says why. job_model: the job's model, the one model of a one-model check."""
+    sides: dict[tuple[int, str], dict[str, StoredResult]] = {}
     for result in stored:
         parts = split_key(result.config_key)
         if parts:
-            sides.setdefault(parts[2], {})[parts[0]] = result
+            model = parts.model if parts.model is not None else job_model
+            sides.setdefault((model, parts.config), {})[parts.side] = result
+    order = {m: i for i, m in enumerate(spec.model_ids(job_model))}
+    names = {m: model_name(m) for m in {*order, *(model for model, _ in sides)}}
     samples = result_store.result_samples([s.id for pair in sides.values() for s in pair.values()])
     rows = []
-    for key, pair in sides.items():
-        a, b = pair.get("a"), pair.get("b")
+    for model, key in sorted(sides, key=lambda mk: order.get(mk[0], len(order))):
+        a, b = sides[model, key].get("a"), sides[model, key].get("b")
         if a is None or b is None or not (a.ok and b.ok):
             why = next((s.error for s in (a, b) if s is not None and s.error), "not measured yet")
             rows.append(
-                PairRow(key, spec.env_a, spec.env_b, "", "", "failed", why or "", None, error=why)
+                PairRow(key, spec.env_a, spec.env_b, "", "", FAILED, why or "", None, error=why)
             )
-            continue
-        report = b.result.environment.get("regression", {})
-        interval = stats.bootstrap_ratio(
-            samples.get(a.id) or a.result.samples_ms,
-            samples.get(b.id) or b.result.samples_ms,
-            spec.resamples,
-            spec.confidence,
-            spec.seed,
-        )
-        verdict = stats.verdict(interval, spec.min_change)
-        versus = report.get("accuracy_vs_a") or {}
-        diff = report.get("profile_diff") or {}
-        rows.append(
-            PairRow(
-                configuration=key,
-                env_a=spec.env_a,
-                env_b=spec.env_b,
-                version_a=str(a.result.environment.get("backend_version", "?")),
-                version_b=str(b.result.environment.get("backend_version", "?")),
-                verdict=verdict,
-                line=stats.verdict_line(interval, verdict, spec.env_a, spec.env_b),
-                interval=interval,
-                cosine=versus.get("cosine_similarity"),
-                max_abs=versus.get("max_abs_error"),
-                diff_lines=list(diff.get("lines") or []),
-                diff=diff,
-            )
-        )
+        else:
+            rows.append(_measured(spec, key, a, b, samples))
+        rows[-1].model_id, rows[-1].model = model, names[model]
     return rows
 
 
-def text_report(spec: RegressionSpec, rows: list[PairRow]) -> str:
-    """The table, then for each slower configuration the ops whose time changed most."""
+def _measured(
+    spec: RegressionSpec,
+    key: str,
+    a: StoredResult,
+    b: StoredResult,
+    samples: dict[int, list[float]],
+) -> PairRow:
+    """Both sides measured: the interval recomputed from their own stored samples."""
+    report = b.result.environment.get("regression", {})
+    interval = stats.bootstrap_ratio(
+        samples.get(a.id) or a.result.samples_ms,
+        samples.get(b.id) or b.result.samples_ms,
+        spec.resamples,
+        spec.confidence,
+        spec.seed,
+    )
+    verdict = stats.verdict(interval, spec.min_change)
+    versus = report.get("accuracy_vs_a") or {}
+    diff = report.get("profile_diff") or {}
+    return PairRow(
+        configuration=key,
+        env_a=spec.env_a,
+        env_b=spec.env_b,
+        version_a=str(a.result.environment.get("backend_version", "?")),
+        version_b=str(b.result.environment.get("backend_version", "?")),
+        verdict=verdict,
+        line=stats.verdict_line(interval, verdict, spec.env_a, spec.env_b),
+        interval=interval,
+        cosine=versus.get("cosine_similarity"),
+        max_abs=versus.get("max_abs_error"),
+        diff_lines=list(diff.get("lines") or []),
+        diff=diff,
+    )
+
+
+def _said(r: PairRow) -> str:
+    """'slower, B/A 1.342 [1.201, 1.450]', or 'failed: why'."""
+    iv = r.interval
+    if r.error or iv is None:
+        return f"{FAILED}: {r.error}"
+    return f"{r.verdict}, B/A {iv.ratio:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+
+
+def model_verdict(rows: list[PairRow]) -> str:
+    """One model's verdict over its configurations: slower where any is, else faster where
+    any is, else failed where any failed, else same."""
+    said = {r.verdict for r in rows}
+    for verdict in (stats.SLOWER, stats.FASTER, FAILED):
+        if verdict in said:
+            return verdict
+    return stats.SAME
+
+
+def summary_lines(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> list[str]:
+    """Each model's verdict in one line (its configurations' intervals), then, for several
+    models, the overall line: 'slower on 1 of 3 models: model 3 (lm.onnx)'. A model without
+    a stored pair yet says 'not measured yet'."""
+    models = spec.model_ids(job_model)
+    by_model: dict[int, list[PairRow]] = {m: [] for m in models}
+    for r in rows:
+        by_model.setdefault(r.model_id, []).append(r)
+    lines, verdicts = [], {}
+    for model, own in by_model.items():
+        name = own[0].model if own else model_name(model)
+        if not own:
+            lines.append(f"{name}: not measured yet")
+            continue
+        verdicts[name] = model_verdict(own)
+        if len(own) == 1:
+            lines.append(f"{name}: {_said(own[0])}")
+        else:
+            lines.append(f"{name}: " + "; ".join(f"{r.configuration} {_said(r)}" for r in own))
+    if len(by_model) > 1:
+        lines.append(overall_line(verdicts, len(by_model)))
+    return lines
+
+
+def overall_line(verdicts: dict[str, str], total: int) -> str:
+    """'slower on 1 of 3 models: NAME; the same on 2', from each model's verdict."""
+    named = {
+        v: [name for name, said in verdicts.items() if said == v]
+        for v in (stats.SLOWER, stats.FASTER, FAILED, stats.SAME)
+    }
+    if len(named[stats.SAME]) == total:
+        return f"the same on all {total} models"
+    parts = []
+    for verdict in (stats.SLOWER, stats.FASTER, FAILED):
+        if named[verdict]:
+            of = f" of {total} models" if not parts else ""
+            parts.append(f"{verdict} on {len(named[verdict])}{of}: {', '.join(named[verdict])}")
+    if named[stats.SAME]:
+        parts.append(f"the same on {len(named[stats.SAME])}")
+    pending = total - len(verdicts)
+    if pending:
+        parts.append(f"{pending} not measured yet")
+    return "; ".join(parts) if parts else f"none of {total} models measured yet"
+
+
+def text_report(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> str:
+    """The summary, the table (with a model column for several models), then for each slower
+    configuration the ops whose time changed most."""
+    several = len(spec.model_ids(job_model)) > 1
     body = []
     for r in rows:
         iv = r.interval
         body.append(
-            [
+            ([r.model] if several else [])
+            + [
                 r.configuration,
                 f"{r.env_a} {r.version_a}",
                 f"{r.env_b} {r.version_b}",
@@ -103,18 +196,19 @@ def text_report(spec: RegressionSpec, rows: list[PairRow]) -> str:
                 f"{r.max_abs:.3g}" if r.max_abs is not None else "-",
             ]
         )
-    headers = ["configuration", "A", "B", "A p50 ms", "B p50 ms", "B/A", "interval"]
-    headers += ["verdict", "cosine B~A", "max abs B-A"]
-    lines = [table(body, headers), ""]
+    headers = (["model"] if several else []) + ["configuration", "A", "B", "A p50 ms", "B p50 ms"]
+    headers += ["B/A", "interval", "verdict", "cosine B~A", "max abs B-A"]
+    lines = summary_lines(spec, rows, job_model) + ["", table(body, headers), ""]
     lines.append(
         f"{spec.confidence:.0%} bootstrap interval of median(B)/median(A), {spec.resamples:,} "
         f"resamples (seed {spec.seed}); slower/faster needs the whole interval past 1 and a "
         f"change of at least {spec.min_change:.0%}."
     )
     for r in rows:
+        which = f"{r.model} {r.configuration}" if several else r.configuration
         if r.error:
-            lines.append(f"{r.configuration}: failed: {r.error}")
+            lines.append(f"{which}: failed: {r.error}")
         elif r.verdict == stats.SLOWER and r.diff_lines:
-            lines.append(f"{r.configuration}: slower; ops whose time changed most (A -> B):")
+            lines.append(f"{which}: slower; ops whose time changed most (A -> B):")
             lines += [f"  {line}" for line in r.diff_lines]
     return "\n".join(lines)

@@ -174,23 +174,26 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[Configur
 
 
 def _regression_progress(job: JobRow) -> list[ConfigurationProgress]:
-    """Each configuration's two sides (A's environment, then B's), measured or pending."""
-    from backend.jobs.regressspec import SIDES, RegressionSpec, side_key
+    """Each model's configurations' two sides (A's environment, then B's), measured or pending;
+    the label names the model where the check covers several."""
+    from backend.jobs.regressspec import SIDES, RegressionSpec
 
     spec = RegressionSpec.from_dict(job.spec)
     results = {r.config_key: r.result for r in jobs.stored_results(job.id)}
     pending = "not run" if job.state.finished else "pending"
     rows = []
-    for config in spec.configurations():
-        for side in SIDES:
-            key = side_key(side, spec.env_of(side), config)
-            label = f"{side.upper()} {spec.env_of(side)}: {config.label}"
-            result = results.get(key)
-            rows.append(
-                ConfigurationProgress(label, key, pending)
-                if result is None
-                else _from_result(label, key, result)
-            )
+    for model in spec.model_ids(job.model_id):
+        which = f"model {model} " if spec.keyed_by_model() else ""
+        for config in spec.configurations():
+            for side in SIDES:
+                key = spec.key_of(side, model, config)
+                label = f"{which}{side.upper()} {spec.env_of(side)}: {config.label}"
+                result = results.get(key)
+                rows.append(
+                    ConfigurationProgress(label, key, pending)
+                    if result is None
+                    else _from_result(label, key, result)
+                )
     return rows
 
 

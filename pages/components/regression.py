@@ -1,4 +1,5 @@
-"""Compare's view of regression checks (?view=regression&jobs=ID): per configuration, runtime
+"""Compare's view of regression checks (?view=regression&jobs=ID): each model's verdict in one
+line and, for several models, the overall line; then per model and configuration, runtime
 environment A against B, the bootstrap interval of the ratio of medians and the verdict, the
 outputs of B against A, and where B is slower the ops whose time changed most. Widgets only;
 backend/jobs/regressview.py reads the stored pairs and backend/reporting/regression.py
@@ -10,7 +11,7 @@ import streamlit as st
 
 from backend.auth.roles import Permission
 from backend.jobs.regressspec import RegressionSpec
-from backend.jobs.regressview import PairRow, pair_rows
+from backend.jobs.regressview import PairRow, pair_rows, summary_lines
 from backend.queue import jobs
 from backend.reporting import frames
 from backend.reporting import regression as stats
@@ -53,7 +54,8 @@ def live_check(job_id: int, active: bool) -> None:
         require_access(Permission.COMPARE)  # a timed fragment rerun skips the page's first line
         job = jobs.get_job(job_id)
         spec = RegressionSpec.from_dict(job.spec)
-        rows = pair_rows(spec, jobs.stored_results(job_id))
+        rows = pair_rows(spec, jobs.stored_results(job_id), job.model_id)
+        several = len(spec.model_ids(job.model_id)) > 1
         st.caption(
             plain(
                 f"A = {spec.env_a}, B = {spec.env_b}"
@@ -67,16 +69,20 @@ def live_check(job_id: int, active: bool) -> None:
         if not rows:
             st.info("No configuration measured yet." if active else "This check stored nothing.")
             return
-        st.dataframe([_table_row(r) for r in rows], hide_index=True, key=f"regress-{job_id}")
+        for line in summary_lines(spec, rows, job.model_id):
+            st.markdown(plain(line))
+        table = [_table_row(r, several) for r in rows]
+        st.dataframe(table, hide_index=True, key=f"regress-{job_id}")
         for r in rows:
-            _details(r)
+            _details(r, several)
 
     draw()
 
 
-def _table_row(r: PairRow) -> dict[str, object]:
+def _table_row(r: PairRow, several: bool) -> dict[str, object]:
     iv = r.interval
     return {
+        **({"model": r.model} if several else {}),
         "configuration": r.configuration,
         "verdict": f"{ICONS.get(r.verdict, '')} {r.verdict}",
         "A": f"{r.env_a} {r.version_a}",
@@ -90,17 +96,17 @@ def _table_row(r: PairRow) -> dict[str, object]:
     }
 
 
-def _details(r: PairRow) -> None:
+def _details(r: PairRow, several: bool) -> None:
     """The verdict's sentence; for a slower configuration the op diff, open."""
+    which = f"{r.model} {r.configuration}" if several else r.configuration
     if r.error:
-        st.error(plain(f"{r.configuration}: {r.error}"))
+        st.error(plain(f"{which}: {r.error}"))
         return
-    st.markdown(f"{ICONS.get(r.verdict, '')} {plain(r.line)}")
+    which_said = f"{r.model}: {r.line}" if several else r.line
+    st.markdown(f"{ICONS.get(r.verdict, '')} {plain(which_said)}")
     if not r.diff.get("changes"):
         return
-    with st.expander(
-        f"Per-op profile, A -> B: {r.configuration}", expanded=r.verdict == stats.SLOWER
-    ):
+    with st.expander(f"Per-op profile, A -> B: {which}", expanded=r.verdict == stats.SLOWER):
         st.caption(
             "Op types by how much their time per profiled run moved (a separate profiled pass "
             "on each side: shares, not latency); new: only B ran it, vanished: only A."

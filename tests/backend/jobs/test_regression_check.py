@@ -1,20 +1,33 @@
-"""The regression check for real through the CLI: an A/A check says same; refusals store
-nothing. (ONNX Runtime 1.32.0 against 1.31.1 with a planted regression, and the pages that show
-it: tests/pages/test_regression_view.py.)"""
+"""The regression check for real through the CLI: an A/A check says same; one check over two
+models gives each its own verdict from its own samples; a check stored before several models
+still reads back; refusals store nothing. (ONNX Runtime 1.32.0 against 1.31.1 with a planted
+regression, and the pages that show it: tests/pages/test_regression_view.py.)"""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from backend import runtimeenvs as environments
+from backend.cli import main
 from backend.errors import UserError
+from backend.graphview.views import results_for
+from backend.jobs.regresscli import report
 from backend.jobs.regression import run_pair
-from backend.jobs.regressspec import RegressionSpec, submit_regression
+from backend.jobs.regressspec import RegressionSpec, split_key, submit_regression
+from backend.jobs.regressview import pair_rows, summary_lines, text_report
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
-from tests.backend.test_cli import optiboard
+from backend.queue.progress import configuration_progress
+from backend.reporting import regression as stats
+from storage.repo import results as result_store
+from tests import models
+from tests.backend.test_cli import ROOT, optiboard
+from tests.pages.seed import open_page
+
+KEY = "onnxruntime/cpu/fp32/b1/fixed/all/t0"
 
 
 def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
@@ -28,6 +41,16 @@ def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
     shown = optiboard("show", "1")
     assert shown.returncode == 0, shown.stderr
     assert report.stdout in shown.stdout  # show prints the same report under the results table
+    assert report.stdout.startswith("model 1 (mlp): same, B/A ")  # its one model's line
+
+    # a one-model check keeps the keys it always had, so one stored before several models
+    # (its spec without 'models') reads back the same: its job's model, the same report
+    stored = jobs.stored_results(1)
+    assert sorted(r.config_key for r in stored) == [f"{side}:default:{KEY}" for side in "ab"]
+    before = {k: v for k, v in jobs.get_job(1).spec.items() if k != "models"}
+    old = RegressionSpec.from_dict(before)
+    assert old.models == () and old.model_ids(1) == (1,)
+    assert text_report(old, pair_rows(old, stored, 1), 1) + "\n" == report.stdout
 
 
 def test_bad_environments_get_one_sentence_and_queue_nothing(
@@ -77,3 +100,84 @@ def test_an_environment_made_from_other_pins_says_so(tmp_path: Path) -> None:
     assert env.unavailable() is not None and "was set up from other pins" in env.unavailable()
     (root / "pins.txt").write_text(pins.read_text())
     assert env.unavailable() is None and env.pinned == ["onnxruntime==1.31.1"]
+
+
+def test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
+    mlp = models.save(models.make_mlp(), tmp_path / "mlp.onnx")
+    cnn = models.save(models.make_cnn(channels=8, blocks=1, image=16), tmp_path / "cnn.onnx")
+    assert main(["add", str(mlp)]) == 0 and main(["add", str(cnn)]) == 0
+    args = ["--env-b", "ort-1.31", "--rounds", "3", "--max-seconds", "1"]
+    capsys.readouterr()
+    assert main(["regress", "1,2", *args]) == 0  # in this process: no interpreter to start
+    printed = capsys.readouterr().out
+    assert "1 configurations on each of 2 models" in printed
+
+    job = jobs.get_job(1)
+    spec = RegressionSpec.from_dict(job.spec)
+    assert spec.models == (1, 2) and job.progress_total == 4
+    stored = jobs.stored_results(1)
+    by_model: dict[int, dict[str, list[float]]] = {}
+    samples = result_store.result_samples([s.id for s in stored])
+    for side in stored:
+        key = split_key(side.config_key)
+        assert key is not None and key.model == side.result.environment["model_id"]
+        assert side.result.environment["backend_version"] == (
+            "1.32.0" if key.side == "a" else "1.31.1"
+        )
+        by_model.setdefault(key.model, {})[key.side] = samples[side.id]
+    assert sorted(by_model) == [1, 2]
+
+    rows = pair_rows(spec, stored, job.model_id)
+    assert [r.model for r in rows] == ["model 1 (mlp)", "model 2 (cnn)"]
+    for r in rows:  # each row's interval and verdict from its own model's two sides
+        own = stats.bootstrap_ratio(by_model[r.model_id]["a"], by_model[r.model_id]["b"])
+        assert r.interval == own and r.verdict == stats.verdict(own)
+        assert r.version_b == "1.31.1" and r.cosine is not None and r.cosine > 0.9999
+    assert rows[1].interval.median_a_ms != rows[0].interval.median_a_ms  # type: ignore[union-attr]
+
+    lines = summary_lines(spec, rows, job.model_id)
+    assert lines[0].startswith(f"model 1 (mlp): {rows[0].verdict}, B/A ")
+    assert lines[1].startswith(f"model 2 (cnn): {rows[1].verdict}, B/A ")
+    if {r.verdict for r in rows} == {"same"}:
+        assert lines[2] == "the same on all 2 models"
+    else:
+        assert " of 2 models: " in lines[2], lines
+    logged = [e.message for e in jobs.job_events(1)]
+    assert all(line in logged for line in lines), logged  # the job's summary, in its log
+    shown = report(1)
+    assert shown.startswith("\n".join(lines) + "\n\n") and shown in printed
+    labels = [p.label for p in configuration_progress(job)[1]]
+    assert labels[0] == "model 1 A default: CPU FP32 b1" and len(labels) == 4
+
+    # the graph's overlays of model 1 take its own sides only, not model 2's (same job)
+    assert {s.result.environment["model_id"] for s in results_for(1, "time")} == {1}
+
+    at = open_page("compare", view="regression", jobs=1)
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert table["model"].tolist() == ["model 1 (mlp)", "model 2 (cnn)"]
+    assert table["B"].tolist() == ["ort-1.31 1.31.1"] * 2
+
+
+def test_bad_model_lists_get_one_sentence_and_queue_nothing(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["add", str(mlp_path)]) == 0
+    capsys.readouterr()
+    said = {
+        "1,7": "There is no model 7; list models to see which exist.",
+        "1,1": "Model 1 is named twice; name each model once.",
+        "1,x": "MODEL takes numbers separated by commas, not '1,x'.",
+        ",": "Name the model to check: optiboard regress MODEL --env-b NAME.",
+    }
+    for models_given, sentence in said.items():
+        assert main(["regress", models_given, "--env-b", "default", "--submit"]) == 2
+        assert capsys.readouterr().err == f"error: {sentence}\n", models_given
+    with pytest.raises(UserError, match=r"^B's own model \(--model-b\) pairs one model with"):
+        submit_regression([1, 2], RegressionSpec(env_b="default", model_b=1))
+    assert jobs.list_jobs() == []
+    assert main(["regress", "1", "--env-b", "default", "--submit"]) == 0  # one model, as always
+    assert RegressionSpec.from_dict(jobs.get_job(1).spec).models == (1,)
