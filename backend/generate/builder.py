@@ -19,7 +19,7 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.generate.hfcheck import check_hf_folder, require_builder
+from backend.hfcheck import check_hf_folder, require_builder
 from backend.launch import sandbox
 from backend.launch.children import (
     ProcessOutcome,

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend import hfcheck
 from backend.errors import UserError
-from backend.generate import hfcheck
 from backend.generate.builder import BuilderOptions, build_genai_folder
 from backend.models import parse
 from storage.artifacts import sha256_file
