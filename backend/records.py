@@ -37,7 +37,7 @@ __all__ = [
 
 class JobKind(StrEnum):
     """What a job runs: a sweep of configurations, a serving study on Triton, or a generation
-    benchmark of a generative model (backend/generate/job.py)."""
+    benchmark of a generative model (backend/jobs/generation.py)."""
 
     SWEEP = "sweep"
     SERVING = "serving"

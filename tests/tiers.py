@@ -28,8 +28,10 @@ SERVER_FIXTURES = {
 
 SLOW_MODULES = {
     "tests/test_llm_models.py": "trains the test LLM on first use (about 20 s)",
-    "tests/backend/generate/test_ingest.py": "the model builder in a sandboxed child, generation",
-    "tests/backend/generate/test_builder.py": "the model builder in a sandboxed child, generation",
+    "tests/backend/models/test_genai_ingest.py": (
+        "the model builder in a sandboxed child, generation"
+    ),
+    "tests/backend/models/test_hfconvert.py": "the model builder in a sandboxed child, generation",
     "tests/backend/generate/test_variants.py": "quantizer, OpenVINO export and NNCF children",
     "tests/backend/generate/test_weightonly.py": "quantizer children and generation per variant",
     "tests/backend/generate/test_openvino.py": "OpenVINO export and NNCF children, LLMPipeline",
@@ -50,7 +52,7 @@ SLOW_MODULES = {
     "tests/backend/compat/test_groundtruth.py": "runs ONNX's node tests for real",
     "tests/backend/compat/test_groundtruth_openvino.py": "runs ONNX's node tests for real",
     "tests/backend/models/test_upload_locks.py": "racing child processes",
-    "tests/backend/generate/test_generation_job.py": "worker runs of generation jobs",
+    "tests/backend/jobs/test_generation_job.py": "worker runs of generation jobs",
     "tests/backend/queue/test_fenced_artifacts.py": "worker run",
     "tests/backend/queue/test_metrics.py": "worker run",
     "tests/backend/queue/test_serving_job.py": "Triton and a worker run",

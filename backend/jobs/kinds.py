@@ -46,7 +46,7 @@ def _serving_study() -> Kind:
 
 
 def _generation() -> Kind:
-    from backend.generate.job import GenerationKind
+    from backend.jobs.generation import GenerationKind
 
     return GenerationKind()
 
