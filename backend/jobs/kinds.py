@@ -40,7 +40,7 @@ def _sweep() -> Kind:
 
 
 def _serving_study() -> Kind:
-    from backend.queue.serving_job import ServingStudyKind
+    from backend.jobs.serving import ServingStudyKind
 
     return ServingStudyKind()
 
