@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from backend.auth.audit import current_actor
 from backend.errors import UserError
 from backend.queue import jobs
-from backend.records import JobKind, JobRow, JobState, get_job, job_kind
+from backend.records import JobKind, JobRow, JobState, get_job, job_kind, stored_results
 from backend.reporting import regression as stats
 from backend.runtimeenvs import ready_env
 from backend.specs import SweepSpec
@@ -66,7 +66,7 @@ def _pinnable(job: JobRow) -> None:
         )
     if job.state != JobState.SUCCEEDED:
         raise UserError(f"Job {job.id} is {job.state.value}; pin a job that succeeded.")
-    if not any(r.measured for r in jobs.stored_results(job.id)):
+    if not any(r.measured for r in stored_results(job.id)):
         raise UserError(f"Job {job.id} has no measured configuration to compare against.")
 
 
@@ -122,7 +122,7 @@ def reruns(job_id: int) -> list[JobRow]:
 
 def drift(baseline_id: int, rerun_id: int) -> list[Drift]:
     """Every configuration measured in both, judged from their stored raw samples."""
-    base, again = jobs.stored_results(baseline_id), jobs.stored_results(rerun_id)
+    base, again = stored_results(baseline_id), stored_results(rerun_id)
     env_base = get_job(baseline_id).spec.get("runtime_env") or "default"
     env_again = get_job(rerun_id).spec.get("runtime_env") or "default"
     by_key = {r.config_key: r for r in base if r.measured}

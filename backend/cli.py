@@ -8,21 +8,21 @@ from pathlib import Path
 from typing import Any
 
 from backend.auth.cli import register_users, run_command
+from backend.baselinecli import drift_lines, register_baseline
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.cli_parsing import measure_from
 from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
-from backend.jobs.baselinecli import drift_lines, register_baseline
 from backend.jobs.context import JobOutcome, OnResult
+from backend.jobs.knee import knee_summary
 from backend.jobs.regresscli import register_regress
 from backend.jobs.regresscli import report as regression_report
 from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
 from backend.pricing import parse_prices
 from backend.queue import jobs
-from backend.queue.knee import knee_summary
 from backend.queue.worker_args import add_worker_arguments
 from backend.records import JobKind, JobRow, job_kind
 from backend.reporting.text import gpu_table, results_table, table, why_lines

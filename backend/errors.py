@@ -17,6 +17,12 @@ class ConversionFailed(UserError):
         self.log = log
 
 
+def last_line(text: str | None) -> str:
+    """The last non-empty line of a traceback: the sentence that says what went wrong."""
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 def runtime_error_line(exc: BaseException, limit: int = 400) -> str:
     """A runtime's exception as one line for a stored error: its type and message, without the
     C++ source positions and signatures ONNX Runtime puts inside ('reshape_helper.h:91 ns::F(..)')

@@ -2,7 +2,8 @@
 
 These are frozen dataclasses and str enums with no database handle: reading them cannot write
 anything, so handing them to the view layer keeps the one-way flow page -> backend -> storage.
-get_job reads one job's row by id, for every layer of backend that needs one.
+get_job and stored_results read one job's row and its typed results by id, for every layer of
+backend that needs them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from enum import StrEnum
 from typing import Any
 
 from backend.errors import UserError
+from backend.results import StoredResult
 from storage.repo import jobs as job_store
+from storage.repo import results as result_store
 from storage.repo.jobs import EventRow, JobRow
 from storage.repo.models import ArtifactRow, ModelRow
 from storage.repo.results import ResultRow
@@ -31,13 +34,14 @@ __all__ = [
     "get_job",
     "is_serving",
     "job_kind",
+    "stored_results",
     "utcnow",
 ]
 
 
 class JobKind(StrEnum):
     """What a job runs: a sweep of configurations, a serving study on Triton, or a generation
-    benchmark of a generative model (backend/generate/job.py)."""
+    benchmark of a generative model (backend/jobs/generation.py)."""
 
     SWEEP = "sweep"
     SERVING = "serving"
@@ -53,6 +57,12 @@ def job_kind(spec: dict[str, Any]) -> JobKind:
 
 def is_serving(spec: dict[str, Any]) -> bool:
     return job_kind(spec) == JobKind.SERVING
+
+
+def stored_results(job_id: int) -> list[StoredResult]:
+    """The job's results read as types, in the order they were stored (here with get_job, so a
+    job kind or a baseline reads them without the queue facade)."""
+    return [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
 
 
 def get_job(job_id: int) -> JobRow:

@@ -10,7 +10,7 @@ import numpy as np
 
 from backend.energy.report import EnergyReport
 from backend.knobs.serialize import from_json, to_json
-from backend.specs import Configuration
+from backend.specs import Configuration, Precision
 from storage.states import ResultStatus
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ __all__ = [
     "LatencyStats",
     "ResultStatus",
     "StoredResult",
+    "fp32_baseline",
 ]
 
 
@@ -205,3 +206,23 @@ class StoredResult:
     @property
     def error(self) -> str | None:
         return self.result.error
+
+
+def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
+    """The measured FP32 result this configuration is compared with: same runtime, provider
+    and batch."""
+    return next(
+        (
+            r
+            for r in stored
+            if r.ok
+            and r.latency is not None
+            and r.configuration.precision == Precision.FP32
+            and r.configuration.backend == config.backend
+            and r.configuration.provider == config.provider
+            and r.configuration.batch_size == config.batch_size
+            and r.configuration.target == config.target
+            and r.configuration.replicas == config.replicas
+        ),
+        None,
+    )

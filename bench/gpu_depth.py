@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.engine.run import ConfigurationTask, run_configuration  # noqa: E402
-from backend.queue.knee import BatchPoint, best_batch, knee_stop  # noqa: E402
+from backend.jobs.knee import BatchPoint, best_batch, knee_stop  # noqa: E402
 from backend.reporting import distance  # noqa: E402
 from backend.results import ConfigurationResult, ResultStatus  # noqa: E402
 from backend.specs import Configuration, CudaOptions, IoMode, MeasureSettings  # noqa: E402
@@ -181,10 +181,10 @@ def limits_check(model: Path, out: Path, precision: str, batch: int) -> None:
     """One device-resident configuration through measure_in_child, the worker's own call, under
     a GPU child's limits; then the same under a CPU child's (RLIMIT_AS, what 51ca28b gave every
     child); then a batch whose tensors pass 2^31 elements, refused before any session."""
+    from backend.jobs.measuring import measure_in_child
     from backend.launch import pids
     from backend.launch.children import run_in_child
     from backend.launch.limits import ChildLimits
-    from backend.queue.measuring import measure_in_child
 
     report: dict = {"pids_cgroup": pids.available(), "memory_cgroup": pids.memory_available()}
     settings = asdict(replace(MEASURE, accuracy_samples=0))

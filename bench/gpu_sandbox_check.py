@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from backend.cudaoptions import CudaOptions  # noqa: E402
 from backend.engine.run import ConfigurationTask  # noqa: E402
+from backend.jobs.measuring import measure_in_child  # noqa: E402
 from backend.launch import pids, sandbox  # noqa: E402
-from backend.queue.measuring import measure_in_child  # noqa: E402
 from backend.specs import Configuration, IoMode, MeasureSettings  # noqa: E402
 from tests import models  # noqa: E402
 

@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("USE_TF", "0")
 
 from backend.engine.interleave import interleaved  # noqa: E402
-from backend.generate.builder import BuilderOptions, build_genai_folder  # noqa: E402
 from backend.generate.footprint import footprint  # noqa: E402
 from backend.generate.perplexity import perplexity, tokens_until_divergence  # noqa: E402
 from backend.generate.roofline import cpu_peak, roofline  # noqa: E402
 from backend.measure_settings import MeasureSettings  # noqa: E402
+from backend.models.hfconvert import BuilderOptions, build_genai_folder  # noqa: E402
 from backend.runtimes import open_genai  # noqa: E402
 from tests import llm_models  # noqa: E402
 

@@ -12,14 +12,13 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.engine.profile import Profile, stored_profile
 from backend.errors import UserError
+from backend.jobs.knee import knee_summary
 from backend.models import library
 from backend.queue import jobs, progress
-from backend.queue.jobs import fp32_baseline
-from backend.queue.knee import knee_summary
 from backend.records import JobKind, JobRow, JobState, is_serving, job_kind, utcnow
 from backend.reporting import profilecharts
 from backend.reporting.metrics import pick
-from backend.results import StoredResult
+from backend.results import StoredResult, fp32_baseline
 from pages.access import can, guarded
 from pages.components.baselines import baseline_control, drift_flags
 from pages.components.formatting import fmt_duration, plain

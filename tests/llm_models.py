@@ -219,7 +219,7 @@ def built_genai_folder(
 ) -> Path:
     """The trained model converted by the product's model-builder path (sandboxed child) to an
     ONNX Runtime GenAI folder, cached beside the HF folder; treat it as read-only."""
-    from backend.generate.builder import BuilderOptions, build_genai_folder
+    from backend.models.hfconvert import BuilderOptions, build_genai_folder
 
     source = trained_llama(spec).folder
     options = BuilderOptions(precision=precision, block_size=block_size)

@@ -28,8 +28,10 @@ SERVER_FIXTURES = {
 
 SLOW_MODULES = {
     "tests/test_llm_models.py": "trains the test LLM on first use (about 20 s)",
-    "tests/backend/generate/test_ingest.py": "the model builder in a sandboxed child, generation",
-    "tests/backend/generate/test_builder.py": "the model builder in a sandboxed child, generation",
+    "tests/backend/models/test_genai_ingest.py": (
+        "the model builder in a sandboxed child, generation"
+    ),
+    "tests/backend/models/test_hfconvert.py": "the model builder in a sandboxed child, generation",
     "tests/backend/generate/test_variants.py": "quantizer, OpenVINO export and NNCF children",
     "tests/backend/generate/test_weightonly.py": "quantizer children and generation per variant",
     "tests/backend/generate/test_openvino.py": "OpenVINO export and NNCF children, LLMPipeline",
@@ -50,10 +52,10 @@ SLOW_MODULES = {
     "tests/backend/compat/test_groundtruth.py": "runs ONNX's node tests for real",
     "tests/backend/compat/test_groundtruth_openvino.py": "runs ONNX's node tests for real",
     "tests/backend/models/test_upload_locks.py": "racing child processes",
-    "tests/backend/generate/test_generation_job.py": "worker runs of generation jobs",
+    "tests/backend/jobs/test_generation_job.py": "worker runs of generation jobs",
     "tests/backend/queue/test_fenced_artifacts.py": "worker run",
     "tests/backend/queue/test_metrics.py": "worker run",
-    "tests/backend/queue/test_serving_job.py": "Triton and a worker run",
+    "tests/backend/jobs/test_serving_job.py": "Triton and a worker run",
     "tests/backend/queue/test_supervisor.py": "scripts/worker supervising a worker",
     "tests/backend/queue/test_worker.py": "worker runs",
     "tests/backend/queue/test_wrong_outputs.py": "worker runs and CLI runs",
@@ -129,9 +131,9 @@ SLOW_TESTS = {
     "tests/backend/queue/test_uploads.py::test_an_uploaded_npz_is_stored_and_named_in_the_sweep": "worker run",  # noqa: E501
     "tests/backend/queue/test_jobs.py::test_stored_results_are_typed": "worker run",
     "tests/backend/jobs/test_baselines.py::test_pin_unpin_and_list_are_audited": "worker run",
-    "tests/backend/queue/test_mixedsearch.py::test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound": "worker run",  # noqa: E501
-    "tests/backend/queue/test_mixedsearch.py::test_a_search_whose_every_step_fails_fails_the_job": "worker run",  # noqa: E501
-    "tests/backend/queue/test_mixedsearch.py::test_a_search_on_a_model_with_long_node_names_stores_its_steps": "worker run",  # noqa: E501
+    "tests/backend/jobs/test_mixedsearch.py::test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound": "worker run",  # noqa: E501
+    "tests/backend/jobs/test_mixedsearch.py::test_a_search_whose_every_step_fails_fails_the_job": "worker run",  # noqa: E501
+    "tests/backend/jobs/test_mixedsearch.py::test_a_search_on_a_model_with_long_node_names_stores_its_steps": "worker run",  # noqa: E501
     "tests/backend/models/test_tfconvert.py::test_tensorflow_conversion_is_stopped_at_the_configured_timeout": "TensorFlow child",  # noqa: E501
     "tests/backend/models/test_pt2.py::test_encoder_pt2_added_by_the_cli_keeps_dynamic_dims_matches_and_sweeps": "torch export child and a worker run",  # noqa: E501
     "tests/backend/models/test_pt2.py::test_an_operator_the_exporter_cannot_handle_is_quoted": "torch export child",  # noqa: E501
@@ -176,7 +178,7 @@ SERIAL_MODULES = {
     "tests/e2e/test_upload_gate.py": "browser, with waits",
     "tests/backend/cluster/test_failures.py": "Ray cluster",
     "tests/backend/cluster/test_head_restart.py": "Ray head restarts",
-    "tests/backend/queue/test_serving_job.py": "Triton",
+    "tests/backend/jobs/test_serving_job.py": "Triton",
     "tests/backend/serving/test_cli_advice.py": "Triton: measured against predicted rates",
     "tests/backend/serving/test_loadgen.py": "Triton: offered against achieved rates",
     "tests/backend/serving/test_llm_serving.py": "Triton: token latencies under load",

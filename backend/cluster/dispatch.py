@@ -25,10 +25,10 @@ from backend.cluster.failures import node_left, sentence_for, unreachable
 from backend.cluster.task import MeasureRequest, NodeOutcome, measure_on_node
 from backend.jobs.annotate import annotate
 from backend.jobs.context import JobContext
-from backend.queue.jobs import fp32_baseline, stored_results
-from backend.queue.measuring import ordered_configurations
-from backend.queue.supervise import port_reason
-from backend.results import ConfigurationResult, ResultStatus, StoredResult
+from backend.jobs.measuring import ordered_configurations
+from backend.jobs.supervise import port_reason
+from backend.records import stored_results
+from backend.results import ConfigurationResult, ResultStatus, StoredResult, fp32_baseline
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.repo import cluster as cluster_store
 from storage.repo import jobs as job_store
@@ -143,7 +143,7 @@ class ClusterSweep:
 
     def dispatch(self) -> None:
         """Dispatch and collect (the worker concludes); a cluster gone mid-sweep is
-        ClusterUnavailable, which the worker waits out (backend/queue/supervise.py)."""
+        ClusterUnavailable, which the worker waits out (backend/jobs/supervise.py)."""
         import ray
 
         connect()

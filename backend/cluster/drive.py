@@ -1,4 +1,4 @@
-"""The Ray driver of one job's cluster sweep, as a child of the worker (backend/queue/supervise.py).
+"""The Ray driver of one job's cluster sweep, as a child of the worker (backend/jobs/supervise.py).
 
 `python -m backend.cluster.drive --job N --worker W --attempt A --folder F [--resumed]` connects,
 dispatches the configurations not yet stored, stores each result under the worker's lease (W, A:
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from backend.errors import UserError
 from backend.jobs.context import JobContext
-from backend.queue.supervise import ClusterUnavailable
+from backend.jobs.supervise import ClusterUnavailable
 from storage.artifacts import ArtifactStore
 from storage.repo import jobs as job_store
 

@@ -1,12 +1,12 @@
 """The cluster's failures as one sentence each: what happened and what to do (never a traceback).
 
 The worker's own (a head it waits for, a head it gave up on) and ClusterUnavailable live below,
-in backend/queue/supervise.py, since the worker never imports this package.
+in backend/jobs/supervise.py, since the worker never imports this package.
 """
 
 from __future__ import annotations
 
-from backend.queue.supervise import ClusterUnavailable
+from backend.jobs.supervise import ClusterUnavailable
 
 
 def unreachable(address: str, reason: str) -> ClusterUnavailable:

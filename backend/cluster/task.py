@@ -1,6 +1,6 @@
 """What runs on a cluster node: fetch the model by hash, measure through the worker's own call.
 
-The measurement is backend.queue.measuring.measure_in_child, the same call (and the same limited
+The measurement is backend.jobs.measuring.measure_in_child, the same call (and the same limited
 child from backend.launch) the single-machine worker uses, so a number measured on a node means
 exactly what a local one means. Ray's cancel interrupts the wait for the child, and the launcher
 kills the child's process group on the way out.
@@ -65,7 +65,7 @@ def _where() -> dict[str, Any]:
 def measure_on_node(request: MeasureRequest) -> NodeOutcome:
     """Run one configuration (one replica) here; called by Ray on the chosen node."""
     from backend.engine.run import ConfigurationTask
-    from backend.queue.measuring import measure_in_child
+    from backend.jobs.measuring import measure_in_child
 
     source = fetch(request.model)
     calibration = str(fetch(request.calibration)) if request.calibration else None

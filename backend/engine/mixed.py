@@ -104,7 +104,7 @@ def greedy_steps(
     """The two greedy phases as a generator: it yields each step to measure (the nodes kept in
     FP32, and why) and is sent that step as measured, so any caller can measure it its own way
     (in process for the CLI, as queued configurations for the dashboard:
-    backend.queue.mixedsearch); it returns the search.
+    backend.jobs.mixedsearch); it returns the search.
 
     Accuracy first: while the bound is missed, keep the worst node of the last step in FP32.
     Then speed: try keeping each costly float island of the best step in FP32 too.

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import UserError
-from backend.generate.ingest import GENAI_CONFIG, GENAI_KIND, is_generative_format
 from backend.models import library
+from backend.models.genai import GENAI_CONFIG, GENAI_KIND, is_generative_format
 from storage.repo.models import ArtifactRow, ModelRow
 
 FOLDERS = "genai"  # under the data directory, beside artifacts/

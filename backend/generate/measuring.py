@@ -42,7 +42,7 @@ def check_folder(folder: Path, what: str = "model") -> Path:
             "with --openvino-from HF_FOLDER)."
         )
     if what == "Hugging Face":
-        from backend.generate.hfcheck import check_hf_folder
+        from backend.hfcheck import check_hf_folder
 
         check_hf_folder(folder, folder.name)  # safetensors only: pickled weights refused
         return folder.resolve()

@@ -19,10 +19,10 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.generate.builder import OFFLINE_ENV
-from backend.generate.hfcheck import check_hf_folder, require_builder
+from backend.hfcheck import check_hf_folder, require_builder
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
+from backend.models.hfconvert import OFFLINE_ENV
 
 MODEL_XML = "openvino_model.xml"
 NNCF_MODES = ("INT4_SYM", "INT4_ASYM", "INT8_SYM", "INT8_ASYM")

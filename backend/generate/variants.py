@@ -20,8 +20,6 @@ from typing import Any
 
 from backend.errors import UserError
 from backend.generate import library as generative
-from backend.generate.builder import BuilderOptions, build_genai_folder
-from backend.generate.ingest import FORMAT_GENAI, FORMAT_HF, plan_genai_folder
 from backend.generate.ovexport import (
     IrFacts,
     NncfConfig,
@@ -31,6 +29,8 @@ from backend.generate.ovexport import (
 )
 from backend.generate.weightonly import WeightOnlyConfig, WeightOnlyVariant, quantize_folder
 from backend.models import library
+from backend.models.genai import FORMAT_GENAI, FORMAT_HF, plan_genai_folder
+from backend.models.hfconvert import BuilderOptions, build_genai_folder
 from backend.models.safezip import extracted
 from storage.repo import models as model_store
 from storage.repo.models import ModelRow, NewArtifact

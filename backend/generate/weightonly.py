@@ -21,9 +21,9 @@ from typing import Any
 import settings
 from backend.errors import UserError
 from backend.generate.facts import WeightFacts, weight_facts
-from backend.generate.ingest import read_genai_config
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
+from backend.models.genai import read_genai_config
 
 ALGORITHMS = ("rtn", "hqq", "gptq")
 CALIBRATION_WINDOW = 64  # tokens per GPTQ calibration sample

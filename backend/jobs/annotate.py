@@ -19,7 +19,7 @@ def annotate(
     baseline: StoredResult | None,
 ) -> None:
     """Add the "why" lines, against `baseline`: the FP32 result of the same runtime, provider
-    and batch (backend.queue.jobs.fp32_baseline), taken from the results the run holds."""
+    and batch (backend.results.fp32_baseline), taken from the results the run holds."""
     if not result.ok or result.latency is None:
         return
     speedup = None

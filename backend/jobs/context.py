@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from backend.queue.lease import LeaseKeeper
-from backend.queue.produced import store_produced_files
+from backend.jobs.lease import LeaseKeeper
+from backend.jobs.produced import store_produced_files
 from backend.results import ConfigurationResult, ResultStatus, StoredResult
 from storage.artifacts import ArtifactStore
 from storage.repo import jobs as job_store

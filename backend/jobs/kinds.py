@@ -40,13 +40,13 @@ def _sweep() -> Kind:
 
 
 def _serving_study() -> Kind:
-    from backend.queue.serving_job import ServingStudyKind
+    from backend.jobs.serving import ServingStudyKind
 
     return ServingStudyKind()
 
 
 def _generation() -> Kind:
-    from backend.generate.job import GenerationKind
+    from backend.jobs.generation import GenerationKind
 
     return GenerationKind()
 

@@ -4,7 +4,7 @@
 `ray` hands a sweep to the Ray cluster at OPTIBOARD_RAY_ADDRESS: a driver child
 (`python -m backend.cluster.drive`) sends each configuration as a Ray task and stores each result
 under the worker's lease, while the worker holds the lease and waits out head outages
-(backend/queue/supervise.py); the kind then concludes from what was stored. The worker never
+(backend/jobs/supervise.py); the kind then concludes from what was stored. The worker never
 imports Ray or the cluster package.
 """
 
@@ -15,7 +15,7 @@ from typing import Protocol
 import settings
 from backend.jobs.context import JobContext, JobOutcome
 from backend.jobs.kinds import Kind
-from backend.queue.supervise import Supervisor
+from backend.jobs.supervise import Supervisor
 
 
 class Launcher(Protocol):

@@ -1,6 +1,6 @@
 """A sweep's plan: a generator that yields the next configuration to measure and is sent the
-result as stored, so adaptive searches (the knee, backend/queue/knee.py; the mixed-precision
-search, backend/queue/mixedsearch.py) decide from results they hold, never by reading the job.
+result as stored, so adaptive searches (the knee, backend/jobs/knee.py; the mixed-precision
+search, backend/jobs/mixedsearch.py) decide from results they hold, never by reading the job.
 """
 
 from __future__ import annotations

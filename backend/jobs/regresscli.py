@@ -12,7 +12,7 @@ from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.jobs.context import JobOutcome
 from backend.jobs.regressspec import MIN_ROUNDS, RegressionSpec, submit_regression
-from backend.records import JobRow
+from backend.records import JobRow, get_job, stored_results
 from backend.reporting import regression as stats
 from backend.reporting.text import table
 from backend.runtimeenvs import DEFAULT, describe
@@ -49,13 +49,12 @@ def spec_of(args: argparse.Namespace) -> RegressionSpec:
 def report(job_id: int) -> str:
     """The check's table and, where slower, the ops that changed (from the stored results)."""
     from backend.jobs.regressview import pair_rows, text_report
-    from backend.queue import jobs
 
-    job = jobs.get_job(job_id)
+    job = get_job(job_id)
     if job.spec.get("kind") != RegressionSpec.kind:
         raise UserError(f"Job {job_id} is not a regression check; `optiboard show {job_id}`.")
     spec = RegressionSpec.from_dict(job.spec)
-    stored = jobs.stored_results(job_id)
+    stored = stored_results(job_id)
     return text_report(spec, pair_rows(spec, stored, job.model_id), job.model_id)
 
 

@@ -36,8 +36,7 @@ from backend.jobs.regressview import pair_rows, summary_lines
 from backend.launch import sandbox
 from backend.launch.dialog import Dialog, DialogFailed, dialog
 from backend.launch.limits import ChildLimits
-from backend.queue.jobs import stored_results
-from backend.records import JobKind
+from backend.records import JobKind, stored_results
 from backend.reporting import regression as stats
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
 from backend.runtimeenvs import get_env, pins_digest, ready_env

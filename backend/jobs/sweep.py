@@ -1,9 +1,9 @@
 """The sweep kind: each configuration measured in a limited child, explained and stored as it lands.
 
 The configurations come from the sweep's plan (sweep_plan, a generator: backend/jobs/plan.py),
-which is sent each result as stored and keeps it: the knee skip (backend/queue/knee.py), the FP32
+which is sent each result as stored and keeps it: the knee skip (backend/jobs/knee.py), the FP32
 baseline every other precision is explained against and the mixed-precision search
-(backend/queue/mixedsearch.py) all decide from the results the run holds. The job's results are
+(backend/jobs/mixedsearch.py) all decide from the results the run holds. The job's results are
 read once when it starts (a resumed job keeps what it stored) and once when it concludes.
 """
 
@@ -17,16 +17,16 @@ from pathlib import Path
 import settings
 from backend.engine.explain import cpu_features
 from backend.engine.run import ConfigurationTask
+from backend.jobs import metrics
 from backend.jobs.annotate import annotate
 from backend.jobs.context import JobContext, JobOutcome
+from backend.jobs.knee import skip_reason
+from backend.jobs.measuring import measure_in_child, ordered_configurations
+from backend.jobs.mixedsearch import search_plan
 from backend.jobs.plan import Plan, Step
-from backend.queue import metrics
-from backend.queue.jobs import fp32_baseline, npz_filename, stored_results
-from backend.queue.knee import skip_reason
-from backend.queue.measuring import measure_in_child, ordered_configurations
-from backend.queue.mixedsearch import search_plan
-from backend.records import JobKind
-from backend.results import ConfigurationResult, StoredResult
+from backend.models.library import npz_filename
+from backend.records import JobKind, stored_results
+from backend.results import ConfigurationResult, StoredResult, fp32_baseline
 from backend.specs import Precision, SweepSpec
 from storage.repo import models as model_store
 from storage.states import JobState

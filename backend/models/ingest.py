@@ -1,5 +1,5 @@
 """Turn one upload (.onnx, zipped ONNX with external data, zipped SavedModel, PyTorch
-ExportedProgram .pt2, zipped generative model folder: backend.generate.ingest) into a library
+ExportedProgram .pt2, zipped generative model folder: backend.models.genai) into a library
 model.
 
 All or nothing: every check runs before the first blob is written, blobs this call added are
@@ -18,7 +18,7 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.generate import ingest as generative
+from backend.models import genai as generative
 from backend.models import parse
 from backend.models.inspect import ModelMetadata
 from backend.models.pt2check import refuse_other_kinds, sniff_torch_zip

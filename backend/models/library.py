@@ -144,3 +144,15 @@ def export_check(artifacts: list[ArtifactRow]) -> list[str]:
             + "."
         )
     return lines
+
+
+def npz_filename(model_id: int, sha256: str | None, kind: str) -> str | None:
+    """The name a calibration or evaluation file was uploaded under, for pages to show."""
+    if not sha256:
+        return None
+    names = [
+        a.filename
+        for a in model_store.list_artifacts(model_id)
+        if a.kind == kind and a.sha256 == sha256
+    ]
+    return names[-1] if names else None

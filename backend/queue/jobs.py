@@ -15,14 +15,12 @@ from backend.errors import UserError
 from backend.knobs.links import CUSTOM_MEASURE, from_query, to_query  # noqa: F401 (pages read it)
 from backend.models.library import get_model
 from backend.pricing import or_default
-from backend.records import get_job
-from backend.results import StoredResult
+from backend.records import get_job, stored_results
 from backend.runtimeenvs import DEFAULT, ready_env
 from backend.runtimes import RUNTIMES
-from backend.specs import SAME_SET, Configuration, Precision, SweepSpec
+from backend.specs import SAME_SET, Precision, SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
-from storage.repo import results as result_store
 from storage.repo import workers as worker_store
 from storage.repo.jobs import EventRow, JobRow
 from storage.states import JobState
@@ -69,31 +67,6 @@ def job_events(job_id: int, limit: int = 500) -> list[EventRow]:
     return job_store.list_events(job_id, limit=limit)
 
 
-def stored_results(job_id: int) -> list[StoredResult]:
-    """The job's results read as types, in the order they were stored."""
-    return [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
-
-
-def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredResult | None:
-    """The measured FP32 result this configuration is compared with: same runtime, provider
-    and batch."""
-    return next(
-        (
-            r
-            for r in stored
-            if r.ok
-            and r.latency is not None
-            and r.configuration.precision == Precision.FP32
-            and r.configuration.backend == config.backend
-            and r.configuration.provider == config.provider
-            and r.configuration.batch_size == config.batch_size
-            and r.configuration.target == config.target
-            and r.configuration.replicas == config.replicas
-        ),
-        None,
-    )
-
-
 def cancel_job(job_id: int) -> JobState:
     get_job(job_id)
     return job_store.cancel_job(job_id)
@@ -115,7 +88,7 @@ def resubmit_with_changes(job_id: int, spec: SweepSpec, label: str | None = None
 
 def submit_search(job_id: int, bound: str) -> JobRow:
     """A new job measuring FP32 and ONNX Runtime's static INT8 where `job_id` measured INT8,
-    then searching the fastest INT8/FP32 mix that meets `bound` (backend.queue.mixedsearch)."""
+    then searching the fastest INT8/FP32 mix that meets `bound` (backend.jobs.mixedsearch)."""
     job = get_job(job_id)
     int8 = [
         r.configuration
@@ -234,15 +207,3 @@ def _store_checked_npz(
                 "upload the model again and then the file."
             ) from None
     return stored.sha256
-
-
-def npz_filename(model_id: int, sha256: str | None, kind: str) -> str | None:
-    """The name a calibration or evaluation file was uploaded under, for pages to show."""
-    if not sha256:
-        return None
-    names = [
-        a.filename
-        for a in model_store.list_artifacts(model_id)
-        if a.kind == kind and a.sha256 == sha256
-    ]
-    return names[-1] if names else None

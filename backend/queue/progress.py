@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from backend.errors import UserError
+from backend.errors import UserError, last_line
 from backend.queue import jobs
 from backend.records import JobKind, JobRow, JobState, is_serving, job_kind, utcnow
 from backend.reporting import distance
@@ -71,12 +71,6 @@ class JobProgress:
     @property
     def text(self) -> str:
         return f"{self.done}/{self.total}"
-
-
-def last_line(text: str | None) -> str:
-    """The last non-empty line of a traceback: the sentence that says what went wrong."""
-    lines = (text or "").strip().splitlines()
-    return lines[-1] if lines else ""
 
 
 def progress_of(job: JobRow, now: datetime | None = None) -> JobProgress:

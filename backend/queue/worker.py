@@ -22,11 +22,11 @@ import uuid
 import settings
 from backend.errors import UserError
 from backend.host import describe_environment
+from backend.jobs import metrics
 from backend.jobs.context import JobContext, JobOutcome, OnResult
 from backend.jobs.kinds import kind_name, kind_of
 from backend.jobs.launchers import launcher_for
-from backend.queue import metrics
-from backend.queue.lease import Backoff, LeaseKeeper
+from backend.jobs.lease import Backoff, LeaseKeeper
 from backend.queue.worker_args import add_worker_arguments
 from backend.runtimes import all_provider_statuses
 from storage.artifacts import ArtifactStore

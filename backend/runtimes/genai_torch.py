@@ -41,7 +41,7 @@ class TorchGenAISession(GenAISession):
 
     def __init__(self, folder: Path, device: str, compile: bool = False) -> None:
         super().__init__(folder, device)
-        from backend.generate.hfcheck import check_hf_folder
+        from backend.hfcheck import check_hf_folder
 
         checked = check_hf_folder(self.folder, self.folder.name)  # safetensors only, no pickle
         if device == "cpu" and compile:

@@ -1,7 +1,7 @@
 """A serving study: the job kind that measures variants x batching policies x loads on Triton.
 
 Stored as a job's spec (with "kind": "serving", which sweeps do not have), claimed by the worker
-like a sweep, run by backend/queue/serving_job.py; each load point is stored as it lands
+like a sweep, run by backend/jobs/serving.py; each load point is stored as it lands
 (storage/repo/serving.py), after each variant's cost measurement on the server (its simulation
 inputs, stored once per variant). Keys name a point by variant, policy and load, and a cost
 measurement by variant, so a resumed job skips what is already stored.

@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from backend.forms.optimize import Upload
-from backend.queue import jobs
+from backend.models import library
 from backend.specs import SweepSpec
 from pages.components.formatting import plain
 from pages.components.url_state import set_url
@@ -56,7 +56,7 @@ def evaluation_data(prefill: SweepSpec, model_id: int) -> tuple[str, UploadedFil
         kept + ["none", "npz"],
         format_func=lambda v: {
             "stored": "The evaluation .npz of the sweep you reopened: "
-            + plain(jobs.npz_filename(model_id, prefill.evaluation_sha256, "evaluation")),
+            + plain(library.npz_filename(model_id, prefill.evaluation_sha256, "evaluation")),
             "none": "None: agreement with FP32 on random inputs only",
             "npz": "Upload an evaluation .npz",
         }[v],

@@ -6,7 +6,7 @@ cost measurement: the latency curve with every per-request cost measured on the 
 (kind "calibration", its first name, kept for stored rows; once per variant, which the
 predictions beside the points simulate from).
 Studies stored before kept a bare curve per configuration instead (kind "curve"): still listed,
-never written now, and they predict nothing. A generation job (backend/generate/job.py) stores
+never written now, and they predict nothing. A generation job (backend/jobs/generation.py) stores
 each (variant, runtime, prompt, new tokens, sequences) point as kind "generation". The job's
 progress counts the measured points only (load points or generation points).
 """

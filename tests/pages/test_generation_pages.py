@@ -10,7 +10,7 @@ from backend.generate import jobspec
 from backend.models.ingest import ingest_file
 from storage.repo import jobs as job_store
 from tests import llm_models
-from tests.backend.generate.test_generation_job import SPEC, run_worker
+from tests.backend.jobs.test_generation_job import SPEC, run_worker
 from tests.pages.seed import add_model, open_page, texts
 
 

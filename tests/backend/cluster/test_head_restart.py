@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from backend.cluster.targets import node_resources
+from backend.jobs.supervise import port_reason
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
-from backend.queue.supervise import port_reason
 from backend.queue.worker import JobRunner
 from backend.specs import MeasureSettings, SweepSpec
 from storage.repo import jobs as job_store

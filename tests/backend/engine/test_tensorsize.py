@@ -16,7 +16,7 @@ from backend.engine import run
 from backend.engine.run import ConfigurationTask
 from backend.engine.tensorsize import check_gpu_tensor_sizes
 from backend.errors import UserError
-from backend.queue.measuring import measure_in_child
+from backend.jobs.measuring import measure_in_child
 from backend.results import ConfigurationResult, ResultStatus
 from backend.specs import MEASURE_PRESETS, Configuration
 from tests import models

@@ -11,10 +11,10 @@ import pytest
 
 from backend.errors import UserError
 from backend.generate import variantnames
-from backend.generate.job import nncf_config
 from backend.generate.jobspec import GenerationJobSpec
 from backend.generate.ovexport import NncfConfig
 from backend.generate.weightonly import ALGORITHMS, BLOCK_SIZES, WeightOnlyConfig
+from backend.jobs.generation import nncf_config
 from backend.knobs.flags import add_knob_arguments, knob_values
 
 

@@ -15,8 +15,8 @@ from backend.generate.weightonly import WeightOnlyConfig
 from backend.models import library
 from backend.models.ingest import ingest_file
 from tests import llm_models
-from tests.backend.generate.test_ingest import greedy
 from tests.backend.generate.test_openvino import ov_greedy
+from tests.backend.models.test_genai_ingest import greedy
 
 
 def test_int4_copy_is_a_library_model_that_says_what_it_is(data_dir: Path, tmp_path) -> None:

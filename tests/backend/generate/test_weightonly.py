@@ -8,7 +8,7 @@ import pytest
 from backend.errors import UserError
 from backend.generate.weightonly import WeightOnlyConfig, quantize_folder
 from tests import llm_models
-from tests.backend.generate.test_ingest import greedy
+from tests.backend.models.test_genai_ingest import greedy
 
 
 def expected_ratio(bits: int, block: int, symmetric: bool) -> float:

@@ -14,11 +14,11 @@ import pytest
 
 import settings
 from backend.engine.run import ConfigurationTask
+from backend.jobs.measuring import measure_in_child, measurement_binds
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.measure_settings import MeasureSettings
 from backend.models.ingest import ingest_file
-from backend.queue.measuring import measure_in_child, measurement_binds
 from backend.results import ResultStatus
 from backend.specs import Configuration, SweepSpec
 

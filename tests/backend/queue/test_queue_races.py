@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from backend.errors import UserError
+from backend.jobs.lease import LeaseKeeper
 from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
-from backend.queue.lease import LeaseKeeper
 from backend.results import ResultStatus
 from backend.specs import MeasureSettings, SweepSpec
 from storage.repo import jobs as job_store

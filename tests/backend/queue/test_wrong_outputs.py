@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backend.jobs.knee import knee_summary, skip_reason
 from backend.queue import jobs
-from backend.queue.knee import knee_summary, skip_reason
 from backend.reporting import charts, frames
 from backend.reporting.text import results_table, why_lines
 from backend.serving.view import variants_from_results

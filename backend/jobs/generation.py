@@ -1,13 +1,14 @@
 """The `generation` job kind: the generation benchmark of a job's spec, run by the worker.
 
-For each variant (FP32 as uploaded first, then weight-only copies named by variantnames.py,
-e.g. int4 or int4-hqq-b64, each distinct config quantized once in its limited child and kept as
-a library model of its own; GPTQ calibrates on the job's perplexity text) and each runtime, the
-benchmark runs in the sandboxed, limited children (measuring.run_generation, as `optiboard generate`
-does), and each point is stored as it comes back under the job's lease, so Compare plots it at
-once. Greedy agreement is against the uploaded model's tokens on the same prompts; a variant
-whose perplexity is more than the spec's bound above FP32's on the same runtime, or whose every
-sequence diverges at the first token, is stored as "wrong outputs".
+For each variant (FP32 as uploaded first, then weight-only copies named by
+backend/generate/variantnames.py, e.g. int4 or int4-hqq-b64, each distinct config quantized once
+in its limited child and kept as a library model of its own; GPTQ calibrates on the job's
+perplexity text) and each runtime, the benchmark runs in the sandboxed, limited children
+(backend/generate/measuring.py run_generation, as `optiboard generate` does), and each point is
+stored as it comes back under the job's lease, so Compare plots it at once. Greedy agreement is
+against the uploaded model's tokens on the same prompts; a variant whose perplexity is more than
+the spec's bound above FP32's on the same runtime, or whose every sequence diverges at the first
+token, is stored as "wrong outputs".
 """
 
 from __future__ import annotations

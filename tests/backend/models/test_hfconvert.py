@@ -10,10 +10,10 @@ import onnx
 import pytest
 
 from backend.errors import UserError
-from backend.generate.builder import BuilderOptions, BuildFailed, build_genai_folder
 from backend.generate.facts import weight_facts
+from backend.models.hfconvert import BuilderOptions, BuildFailed, build_genai_folder
 from tests import llm_models
-from tests.backend.generate.test_ingest import greedy
+from tests.backend.models.test_genai_ingest import greedy
 
 
 def test_int4_build_holds_matmulnbits_of_the_asked_block_and_generates(tmp_path) -> None:

@@ -1,5 +1,8 @@
 """Zipped generative models as library models: an ONNX Runtime GenAI folder as it is, or a Hugging
-Face folder converted by the model builder (builder.py) to one.
+Face folder converted by the model builder (hfconvert.py) to one.
+
+It is an upload format beside ONNX, SavedModel and ExportedProgram, so it is checked here in
+models/ with them; backend/generate/ works on the library model it becomes.
 
 A generative model keeps its folder: every file is its own artifact of kind `genai` (filename is
 its path inside the folder, meta["paths"] every path with that content), so multi-GB external
@@ -15,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend import hfcheck
 from backend.errors import UserError
-from backend.generate import hfcheck
-from backend.generate.builder import BuilderOptions, build_genai_folder
 from backend.models import parse
+from backend.models.hfconvert import BuilderOptions, build_genai_folder
 from storage.artifacts import sha256_file
 
 GENAI_CONFIG = "genai_config.json"

@@ -20,11 +20,10 @@ from typing import Any
 
 import settings
 from backend.engine.run import ConfigurationTask, run_configuration
-from backend.errors import UserError
+from backend.errors import UserError, last_line
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
-from backend.queue.progress import last_line
 from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimeenvs import DEFAULT, RuntimeEnv, ready_env
 from backend.specs import GPU_PROVIDERS, Configuration, Precision, SweepSpec
@@ -92,7 +91,7 @@ def measure_in_child(
     except OSError as exc:  # no output folder: this configuration fails, never the job
         return _failed(config, f"Not measured: its output folder cannot be made ({exc}).")
     outcome = call_in_child(
-        "backend.queue.measuring:child_measure",
+        "backend.jobs.measuring:child_measure",
         asdict(task),
         timeout_s=timeout_s,
         should_cancel=should_cancel,

@@ -4,6 +4,9 @@ Checked in this process from file names and config.json (a small JSON file, size
 weights must be safetensors (a pickle is never loaded, not even in the sandbox), a tokenizer.json
 must be there for generation and perplexity, no custom code may be asked for, and the
 architecture must be one that onnxruntime-genai's model builder converts.
+
+It stands low, beside errors.py, because two floors read a Hugging Face folder: the model builder
+at upload and the torch generative runtime (backend/runtimes/genai_torch.py), which checks again.
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@ import pytest
 
 from backend.errors import UserError
 from backend.jobs.context import JobContext
+from backend.jobs.measuring import ordered_configurations
+from backend.jobs.mixedsearch import search_plan
 from backend.jobs.sweep import SweepRun, conclude, sweep_plan
 from backend.models.ingest import ingest_file
 from backend.queue import jobs, progress, uploads
-from backend.queue.measuring import ordered_configurations
-from backend.queue.mixedsearch import search_plan
 from backend.queue.worker import JobRunner
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 from storage.artifacts import ArtifactStore

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.queue.knee import BatchPoint, best_batch, knee_sentence, knee_stop, series_key
+from backend.jobs.knee import BatchPoint, best_batch, knee_sentence, knee_stop, series_key
 from backend.specs import Configuration
 
 RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results"
@@ -56,9 +56,9 @@ def test_the_worker_skips_batches_past_the_knee_of_stored_results(
     data_dir: Path, mlp_path: Path
 ) -> None:
     """Stored as a worker stores them: the H200 series up to 512, then up to 1024."""
+    from backend.jobs.knee import skip_reason
     from backend.models.ingest import ingest_file
     from backend.queue import jobs
-    from backend.queue.knee import skip_reason
     from backend.specs import CudaOptions, IoMode, SweepSpec
     from storage.repo import results as result_store
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import UserError
+from backend.jobs import metrics
 from backend.jobs.context import JobContext, JobOutcome
 from backend.launch.children import run_in_child
-from backend.queue import metrics
 from backend.serving.costmodel import CostMeasurementCancelled, measure_costs_on_server
 from backend.serving.loadgen import load_time_limit_s, run_load
 from backend.serving.repository import plan_model

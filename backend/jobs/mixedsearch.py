@@ -30,15 +30,14 @@ from backend.engine.mixed import (
     island_candidates,
 )
 from backend.engine.profile import stored_profile
+from backend.errors import last_line
 from backend.jobs.context import JobContext
 from backend.jobs.plan import Plan, Step
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
 from backend.models import library
-from backend.queue.jobs import fp32_baseline
-from backend.queue.progress import last_line
-from backend.results import AccuracyReport, ConfigurationResult, StoredResult
+from backend.results import AccuracyReport, ConfigurationResult, StoredResult, fp32_baseline
 from backend.specs import GPU_PROVIDERS, Configuration, MeasureSettings, Precision, SweepSpec
 
 # yields a step to measure, is sent its stored result, returns the step as the search sees it

@@ -11,8 +11,8 @@ backoff, and a new child resumes once it answers: configurations already stored 
 (finished_config_keys), those in flight are sent again, and the results table's unique key keeps
 each one single even if a lost task's result was stored just before the head went.
 
-It lives in queue, not in backend/cluster/, because it is the worker's own code: it starts the
-driver by module name and never imports the cluster package, which stands above the queue. The
+It lives in jobs/, not in backend/cluster/, because it is the worker's own code: it starts the
+driver by module name and never imports the cluster package, which stands above the jobs. The
 `ray` launcher (backend/jobs/launchers.py) runs it, then has the job's kind conclude.
 """
 
@@ -32,9 +32,9 @@ from typing import Any
 import settings
 from backend.errors import UserError
 from backend.jobs.context import JobContext
+from backend.jobs.lease import Backoff
+from backend.jobs.measuring import ordered_configurations
 from backend.launch.services import start_service, stop_service
-from backend.queue.lease import Backoff
-from backend.queue.measuring import ordered_configurations
 from backend.specs import SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import results as result_store

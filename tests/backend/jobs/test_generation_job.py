@@ -15,7 +15,7 @@ import pytest
 from backend.errors import UserError
 from backend.generate import jobspec, points
 from backend.generate import library as generative
-from backend.generate.job import judge
+from backend.jobs.generation import judge
 from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import jobs

@@ -11,7 +11,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from backend.errors import UserError
-from backend.generate.hfcheck import SUPPORTED_ARCHITECTURES, check_hf_folder, is_hf_folder
+from backend.hfcheck import SUPPORTED_ARCHITECTURES, check_hf_folder, is_hf_folder
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8}
 

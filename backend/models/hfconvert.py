@@ -1,10 +1,12 @@
 """Hugging Face folder -> ONNX Runtime GenAI folder (ONNX with a KV cache) with onnxruntime-genai's
-model builder, always in a sandboxed, limited child.
+model builder, always in a sandboxed, limited child: the generative sibling of tfconvert.py and
+pt2convert.py, used at upload (genai.py) and for backend/generate/'s variants.
 
-The builder reads config.json through transformers and the weights from safetensors (hfcheck.py
-refused everything else first); it runs under bubblewrap like the SavedModel conversion: the input
-folder read-only, the output folder its only writable place besides its scratch, no network (the
-Hugging Face hub is switched off as well), and it is never run unsandboxed.
+The builder reads config.json through transformers and the weights from safetensors
+(backend/hfcheck.py refused everything else first); it runs under bubblewrap like the SavedModel
+conversion: the input folder read-only, the output folder its only writable place besides its
+scratch, no network (the Hugging Face hub is switched off as well), and it is never run
+unsandboxed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.generate.hfcheck import check_hf_folder, require_builder
+from backend.hfcheck import check_hf_folder, require_builder
 from backend.launch import sandbox
 from backend.launch.children import (
     ProcessOutcome,
@@ -142,7 +144,7 @@ def build_genai_folder(
     try:
         with child_folder() as folder:
             result_file = folder.scratch / "result.json"
-            entry = ["module", "backend.generate.builder", "--result", str(result_file)]
+            entry = ["module", "backend.models.hfconvert", "--result", str(result_file)]
             entry += ["--", *options.argv(source, output, folder.scratch / "cache")]
             binds = sandbox.Binds.of(read_only=[source], writable=[output], env=OFFLINE_ENV)
             done = run_process(
@@ -209,7 +211,7 @@ def _versions() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Child entry: run the builder's own CLI with the given arguments, write a JSON result."""
-    parser = argparse.ArgumentParser(prog="python -m backend.generate.builder")
+    parser = argparse.ArgumentParser(prog="python -m backend.models.hfconvert")
     parser.add_argument("--result", required=True)
     parser.add_argument("builder_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
