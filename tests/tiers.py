@@ -145,6 +145,7 @@ SLOW_TESTS = {
     "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
     "tests/backend/serving/test_export.py::test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant": "Triton",  # noqa: E501
     "tests/backend/serving/test_loadgen.py": "Triton",
+    "tests/backend/serving/test_runtime_env.py::test_a_server_that_loads_another_version_than_the_pins_is_refused": "Triton",  # noqa: E501
     "tests/backend/serving/test_llm_serving.py": "Triton serving the tiny Llama, streamed",
     "tests/backend/test_host.py::test_a_watch_sees_another_process_busy_and_not_this_one": "busy child process",  # noqa: E501
     "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
