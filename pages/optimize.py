@@ -29,6 +29,7 @@ from pages.access import can, guarded
 from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_form
+from pages.components.prices import price_box
 from pages.components.runtime_settings import (
     cuda_settings,
     onnxruntime_settings,
@@ -203,15 +204,9 @@ with right:
         format="%.4f",
         help=words,
     )
-    title, words = labelled(SweepSpec, "prices")
-    prices = st.text_input(  # checked by SweepSpec: a wrong pair is the warning below
-        title,
-        value=url_value("price") or pricing.prices_text(prefill.prices),
-        placeholder=pricing.prices_text(pricing.default_prices()),
-        key="url_price",
-        help=words,
+    prices = price_box(  # checked by SweepSpec: a wrong pair is the warning below
+        pricing.prices_text(prefill.prices), pricing.prices_text(pricing.default_prices())
     )
-    set_url("price", prices.strip() or None)
     source, calibration_file, samples = "random", None, prefill.calibration_samples
     if Precision.INT8_STATIC.value in precisions:
         source, calibration_file, samples = calibration_data(prefill)
@@ -267,7 +262,7 @@ try:  # TrtOptions and the spec refuse what cannot run, in one sentence
         "find_knee": find_knee,
         "tensorrt": tensorrt,
         "min_cosine": min_cosine,
-        "prices": prices.strip(),
+        "prices": prices,
         "runtime_env": runtime_env or "default",
     }
     choices = SweepChoices(knobs, preset, source, evaluation_source)
