@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.server
 import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,8 +18,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.browsing import CHROMIUM, chromium, serving
 from tests.dashboard import serve_py
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,12 +47,8 @@ def _server(data_dir: Path, name: str) -> Iterator[str]:
 def browser() -> Iterator[object]:
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 def _is_media(url: str) -> bool:
@@ -151,14 +146,8 @@ def _other_port_site(dashboard: str) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Page) as url:
+        yield url
 
 
 def test_a_page_from_another_port_cannot_open_the_websocket(

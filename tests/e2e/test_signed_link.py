@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests import models as model_factory
+from tests.browsing import CHROMIUM, chromium
 from tests.dashboard import serve_py
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,12 +55,8 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 def test_an_editor_makes_a_link_sees_it_and_a_visitor_opens_that_view(
