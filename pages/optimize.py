@@ -50,6 +50,7 @@ from pages.components.url_state import (
 )
 from pages.components.widgets import (
     fill_copy_link,
+    job_queued,
     model_picker,
     no_models_yet,
     page_header,
@@ -302,16 +303,6 @@ if button.button(
     except UserError as exc:
         show_error(exc)
     else:
-        st.success(f"Queued job {job.id} with {job.progress_total} configurations.", icon="✅")
-        links = st.columns(2)
-        links[0].page_link(
-            "pages/jobs.py", label=f"Follow job {job.id}", icon="⏱️", query_params={"job": job.id}
-        )
-        links[1].page_link(
-            "pages/compare.py",
-            label="Compare its results as they arrive",
-            icon="📊",
-            query_params={"jobs": job.id},
-        )
+        job_queued(job.id, f"{job.progress_total} configurations")
         if not jobs.list_workers():
             st.warning("No worker is alive; start one with `python -m backend.queue.worker`.")
