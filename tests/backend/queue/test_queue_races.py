@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -36,6 +35,7 @@ from storage.repo import results as result_store
 from storage.states import JobState
 from tests.postgres import PostgresServer
 from tests.waiting import wait_for
+from tests.workers import start_worker
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = MeasureSettings(
@@ -159,18 +159,6 @@ def test_lease_keeper_holds_a_lease_through_a_long_blocking_step(data_dir: Path)
     assert again is not None and again.attempts == 2
 
 
-def _start_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [*args, sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.2"],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
 def _stop(*workers: subprocess.Popen) -> list[str]:
     for worker in workers:
         if worker.poll() is None:
@@ -185,9 +173,9 @@ def test_workers_with_one_clock_five_minutes_ahead_run_every_job_exactly_once(
     model = ingest_file(mlp_path, "mlp.onnx")
     env = {"OPTIBOARD_LEASE_SECONDS": "20"}
     workers = [
-        _start_worker(env=env),
-        _start_worker(env=env),
-        _start_worker(FAKETIME, "-f", "+300", env=env),  # its clock is 5 minutes ahead
+        start_worker(env=env),
+        start_worker(env=env),
+        start_worker(env=env, wrapper=(FAKETIME, "-f", "+300")),  # its clock is 5 minutes ahead
     ]
     try:
         wait_for(lambda: len(jobs.list_workers(None)) == 3, what="three workers")
@@ -221,7 +209,7 @@ def test_worker_loop_survives_a_database_outage_in_the_middle_of_a_job(
     model = ingest_file(mlp_path, "mlp.onnx")
     job = jobs.submit_sweep(model.id, SweepSpec(measure=TINY))
     env = {"OPTIBOARD_DB_RETRY_MAX_S": "1", "OPTIBOARD_LEASE_SECONDS": "5"}
-    worker = _start_worker(env=env)
+    worker = start_worker(env=env)
     try:
         wait_for(lambda: jobs.get_job(job.id).state == JobState.RUNNING, what="the job to run")
         postgres_server.stop()
