@@ -5,9 +5,6 @@ verdict and the events, and the Compare frame and charts built from what was sto
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from storage.repo import jobs as job_store
 from storage.repo import serving as point_store
 from storage.states import JobState
 from tests import llm_models
+from tests.backend.test_cli import optiboard
 from tests.workers import run_worker_once
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -95,17 +93,6 @@ def test_worker_runs_fp32_and_int4_and_stores_every_point(data_dir: Path, tmp_pa
     assert frame.at[fastest, "output_tokens_per_s"] not in list(front.x)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "backend.cli", *args],
-        cwd=ROOT,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_a_job_queued_from_the_cli_reuses_int4_and_quantizes_hqq_b64_once(
     data_dir: Path, tmp_path: Path
 ) -> None:
@@ -115,11 +102,11 @@ def test_a_job_queued_from_the_cli_reuses_int4_and_quantizes_hqq_b64_once(
     model_id, _ = submitted(tmp_path)
     run_worker_once(timeout=600)
     models_before = len(library.list_models())
-    refused = cli("generate", str(tmp_path), "--submit")
+    refused = optiboard("generate", str(tmp_path), "--submit")
     assert refused.returncode != 0 and "--submit queues a library model by its id" in (
         refused.stdout + refused.stderr
     )
-    queued = cli(
+    queued = optiboard(
         "generate",
         str(model_id),
         "--submit",
