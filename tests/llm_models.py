@@ -225,16 +225,7 @@ def built_genai_folder(
     options = BuilderOptions(precision=precision, block_size=block_size)
     tag = f"genai-{precision}" + (f"-b{block_size}" if block_size else "")
     target = source.parent / f"{source.name}-{tag}"
-    if not (target / "genai_config.json").is_file():
-        building = Path(tempfile.mkdtemp(prefix="building-", dir=source.parent)) / "out"
-        try:
-            build_genai_folder(source, building, options)
-            try:
-                os.replace(building, target)
-            except OSError:  # another session built it meanwhile
-                pass
-        finally:
-            shutil.rmtree(building.parent, ignore_errors=True)
+    _build_once(target, "genai_config.json", lambda out: build_genai_folder(source, out, options))
     return target
 
 
