@@ -24,7 +24,7 @@ from pages.components.url_state import (
     bound_pills,
     bound_selectbox,
     set_url,
-    url_list,
+    url_ids,
     url_value,
 )
 from pages.components.widgets import (
@@ -81,7 +81,7 @@ if not link_scope(frames.comparable_jobs(generation=True)).empty:
         query_params={"view": "generation"},
     )
 
-wanted_jobs = tuple(int(v) for v in url_list("jobs") if v.isdigit())
+wanted_jobs = url_ids("jobs")
 available = link_scope(frames.comparable_jobs(include=wanted_jobs))
 
 

@@ -25,7 +25,13 @@ from pages.access import can, guarded, link_scope, signed_link_control
 from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
-from pages.components.url_state import bound_multiselect, bound_pills, bound_selectbox, url_list
+from pages.components.url_state import (
+    bound_multiselect,
+    bound_pills,
+    bound_selectbox,
+    url_ids,
+    url_list,
+)
 from pages.components.widgets import job_label, job_queued, show_error
 
 PROMPTS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
@@ -207,7 +213,7 @@ def _add_variant(key: str, name: str) -> None:
 
 def generation_comparison() -> None:
     """Compare's view of generation jobs (?view=generation&jobs=...&g_charts=...)."""
-    wanted = tuple(int(v) for v in url_list("jobs") if v.isdigit())
+    wanted = url_ids("jobs")
     available = link_scope(frames.comparable_jobs(include=wanted, generation=True))
     if available.empty:
         st.info(
