@@ -34,11 +34,16 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
 
 @contextmanager
 def serve_py(
-    data_dir: Path, log: Path, env: Mapping[str, str] | None = None, append: bool = False
+    data_dir: Path,
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    append: bool = False,
+    keep_as: str = "",
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """serve.py on a free loopback port with data_dir as its data folder and access control on
     (the test's own database and auth settings are not passed on), output in log; its URL and
-    process. Terminated (killed past 30 s) when the block ends."""
+    process. Terminated (killed past 30 s) when the block ends; then the log is copied to
+    test-artifacts/{keep_as} when that names a file."""
     port = free_port()
     server_env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
     for variable in ("OPTIBOARD_DATABASE_URL", "OPTIBOARD_AUTH"):
@@ -63,6 +68,9 @@ def serve_py(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if keep_as:
+            ARTIFACTS.mkdir(exist_ok=True)
+            (ARTIFACTS / keep_as).write_bytes(log.read_bytes())
 
 
 def streamlit_argv(script: str, port: int, *extra: str) -> list[str]:

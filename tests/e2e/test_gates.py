@@ -22,8 +22,6 @@ from tests.browsing import CHROMIUM, chromium, serving
 from tests.dashboard import serve_py
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 # Home is the default page, at the root ("/home" is not one of the app's addresses). The root
 # comes last: app.py runs there even in legacy mode and its st.navigation ends that mode.
 PAGES = ("graph", "compatibility", "jobs", "optimize", "models", "serve", "compare", "users", "")
@@ -35,12 +33,8 @@ pytestmark = pytest.mark.e2e
 def _server(data_dir: Path, name: str) -> Iterator[str]:
     """A fresh dashboard process on data_dir; its log lands in test-artifacts/."""
     log = data_dir.parent / f"{name}.log"
-    try:
-        with serve_py(data_dir, log) as (url, _):
-            yield url
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / f"e2e-gates-{name}.log").write_bytes(log.read_bytes())
+    with serve_py(data_dir, log, keep_as=f"e2e-gates-{name}.log") as (url, _):
+        yield url
 
 
 @pytest.fixture

@@ -111,12 +111,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                 ),
             )
     log = tmp / "streamlit.log"
-    try:
-        with serve_py(data_dir, log) as (url, _):
-            yield Site(url, swept)
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "e2e-graph-overlay-streamlit.log").write_bytes(log.read_bytes())
+    with serve_py(data_dir, log, keep_as="e2e-graph-overlay-streamlit.log") as (url, _):
+        yield Site(url, swept)
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,9 @@ import pytest
 
 from tests import models as model_factory
 from tests.browsing import CHROMIUM, chromium
-from tests.dashboard import serve_py
+from tests.dashboard import ARTIFACTS, serve_py
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 pytestmark = pytest.mark.e2e
 
 
@@ -45,12 +43,8 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         model_path = model_factory.save(model_factory.make_mlp(), tmp / "mlp.onnx")
         job, _ = finished_sweep(add_model(model_path, "mlp").id)
     log = tmp / "streamlit.log"
-    try:
-        with serve_py(data_dir, log) as (url, _):
-            yield Dashboard(url, job.id, log)
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "e2e-links-streamlit.log").write_bytes(log.read_bytes())
+    with serve_py(data_dir, log, keep_as="e2e-links-streamlit.log") as (url, _):
+        yield Dashboard(url, job.id, log)
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,6 @@ from tests.dashboard import serve_py
 from tests.e2e.test_signin import PASSWORD, _sign_in
 from tests.rss import MB, rss_bytes
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 pytestmark = pytest.mark.e2e
 
 PUT = """async ([url, size]) => {
@@ -59,12 +57,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             accounts.add_account(cli_principal(), role, role, PASSWORD)
     log = tmp / "streamlit.log"
     caps = {"OPTIBOARD_UPLOAD_SESSION_FILES": "3", "OPTIBOARD_UPLOAD_SESSION_MB": "12"}
-    try:
-        with serve_py(data_dir, log, env=caps) as (url, proc):
-            yield Server(url, proc.pid)
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "e2e-uploads-streamlit.log").write_bytes(log.read_bytes())
+    with serve_py(data_dir, log, env=caps, keep_as="e2e-uploads-streamlit.log") as (url, proc):
+        yield Server(url, proc.pid)
 
 
 @pytest.fixture(scope="module")
