@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -207,6 +208,13 @@ def save_with_external_data(
         size_threshold=0,
     )
     return path
+
+
+def npz_bytes(**arrays: np.ndarray) -> bytes:
+    """An .npz upload's bytes (a calibration or evaluation set), as np.savez writes them."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
 
 
 def zip_folder(folder: Path, zip_path: Path, top: str | None = None) -> Path:
