@@ -44,14 +44,6 @@ TINY = MeasureSettings(
 FAKETIME = shutil.which("faketime")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, data_dir: Path) -> str:
-    """Run the test once on a SQLite file and once on a fresh PostgreSQL database."""
-    if request.param == "postgresql":
-        request.getfixturevalue("postgres_url")
-    return request.param
-
-
 def _payload(key: str) -> dict:
     return {"config_key": key, "configuration": {}, "status": "ok", "latency": {"p50": 1.0}}
 
