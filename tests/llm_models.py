@@ -19,10 +19,11 @@ import json
 import os
 import shutil
 import tempfile
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.models import zip_folder
 
 CORPUS_BYTES = 48_000  # about 11k tokens: enough for the loss to fall well below log(vocab)
 EVAL_FRACTION = 0.1  # the last tenth is held out for perplexity
@@ -169,18 +170,6 @@ def hf_folder(tmp: Path, spec: LlamaSpec = TINY) -> Path:
     return target
 
 
-def zip_folder(folder: Path, dest: Path, drop: tuple[str, ...] = (), prefix: str = "") -> Path:
-    """Zip every file of `folder` (minus the names in `drop`) under an optional top folder."""
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(Path(folder).rglob("*")):
-            relative = path.relative_to(folder).as_posix()
-            if path.is_file() and path.name not in drop:
-                archive.write(path, f"{prefix}{relative}")
-    return dest
-
-
 def hf_zip(
     tmp: Path,
     spec: LlamaSpec = TINY,
@@ -274,7 +263,7 @@ def genai_zip(
 ) -> Path:
     """The built GenAI folder as an upload (under a top folder, as zipping a folder makes it)."""
     source = built_genai_folder(spec, precision)
-    return zip_folder(source, Path(tmp) / f"{source.name}.zip", drop=drop, prefix="model/")
+    return zip_folder(source, Path(tmp) / f"{source.name}.zip", top="model", drop=drop)
 
 
 def _build(spec: LlamaSpec, text: str, out: Path) -> None:
