@@ -28,14 +28,11 @@ Netron opens the copy with the overlay.
 from __future__ import annotations
 
 import argparse
-import functools
 import platform
 import resource
 import sys
 import tempfile
-import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -119,22 +116,16 @@ def timed(label: str, call):  # noqa: ANN001, ANN201
 
 
 def browser_times(path: Path, overlay_json: bytes) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from tests.backend.test_viewer import QuietHandler
-    from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browsing import chromium, serving_folder
 
     site = path.parent / "site"
     viewer.prepare_viewer(site / "netron")
     (site / "deep.onnx").write_bytes(path.read_bytes())  # the graph only: no weights are served
     (site / "overlay.json").write_bytes(overlay_json)
-    handler = functools.partial(QuietHandler, directory=str(site))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
     url = viewer.viewer_url("/deep.onnx", "deep.onnx", overlay="/overlay.json")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with serving_folder(site) as base, chromium() as browser:
         page = browser.new_page()
         started = time.perf_counter()
         page.goto(base + url.replace("/app/static", ""))
@@ -143,8 +134,6 @@ def browser_times(path: Path, overlay_json: bytes) -> None:
         wall = time.perf_counter() - started
         painted = body.get_attribute("data-optiboard-painted")
         paint_ms = body.get_attribute("data-optiboard-overlay-ms")
-        browser.close()
-    server.shutdown()
     print(f"browser: Netron opened, laid out and painted in {wall:.1f} s (wall, from navigation)")
     print(f"browser: overlay fetch + paint {paint_ms} ms for {painted} nodes (in the page)")
 

@@ -103,6 +103,24 @@ def upload(path: Path, filename: str, note: str) -> Callable[[], str]:
     return call
 
 
+def _built_in_child(code: str, folder: Path, canary: Path, what: str, **env: str) -> bool:
+    """Run `code` (python -c, argv: folder and canary) in a fresh interpreter, so the framework
+    that builds the uploads never loads into this process; False, said, when it failed. The
+    canary is reset afterwards: building may run the hostile code too, only loading counts."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(folder), str(canary)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    if done.returncode != 0:
+        print(f"{what} not built: {done.stderr.strip().splitlines()[-1:]}")
+        return False
+    canary.unlink(missing_ok=True)
+    return True
+
+
 def build_savedmodel(folder: Path, canary: Path) -> Path | None:
     """The hostile SavedModel, built in a child so TensorFlow never loads into this process."""
     code = (
@@ -111,18 +129,8 @@ def build_savedmodel(folder: Path, canary: Path) -> Path | None:
         "d = hostile.hostile_savedmodel(Path(sys.argv[1]) / 'sm', Path(sys.argv[2]));"
         "models.zip_folder(d, Path(sys.argv[1]) / 'hostile_savedmodel.zip', top='sm')"
     )
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(folder), str(canary)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    if done.returncode != 0:
-        print(f"hostile SavedModel not built: {done.stderr.strip().splitlines()[-1:]}")
+    if not _built_in_child(code, folder, canary, "hostile SavedModel", TF_CPP_MIN_LOG_LEVEL="3"):
         return None
-    canary.unlink(missing_ok=True)  # saving may run the initializer too; only loading counts
     return folder / "hostile_savedmodel.zip"
 
 
@@ -195,17 +203,8 @@ def pytorch_cases(folder: Path, canary: Path) -> list[tuple[str, Callable[[], st
         "from tests import hostile;"
         "hostile.pytorch_uploads(Path(sys.argv[1]), Path(sys.argv[2]))"
     )
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(folder), str(canary)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        print(f"PyTorch uploads not built: {done.stderr.strip().splitlines()[-1:]}")
+    if not _built_in_child(code, folder, canary, "PyTorch uploads"):
         return []
-    canary.unlink(missing_ok=True)
     return [(title, with_canary(folder / name, canary)) for name, title in PYTORCH_ROWS.items()]
 
 

@@ -15,10 +15,8 @@ import subprocess
 import sys
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -26,6 +24,7 @@ import settings
 from backend.errors import UserError
 from tests import hostile, hostile_web
 from tests import models as model_factory
+from tests.pages.router import through_app_py
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOOD_PUTS, FLOOD_MB = 64, 5  # what the review sent: 64 x 5 MB took the server 312 -> 634 MB
@@ -111,24 +110,6 @@ def injected_name(folder: Path, data: Path) -> Callable[[], str]:
     return call
 
 
-@contextmanager
-def _pages_router() -> Iterator[None]:
-    """AppTest outside pytest: leave Streamlit's legacy pages/ mode (tests/pages/conftest.py)."""
-    from streamlit.runtime.pages_manager import PagesManager
-
-    original = PagesManager.__init__
-
-    def init(self: PagesManager, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    PagesManager.__init__ = init  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        PagesManager.__init__ = original  # type: ignore[method-assign]
-
-
 def markdown_names(folder: Path) -> Callable[[], str]:
     """A model and an evaluation .npz uploaded under MARKDOWN_NAME; the pages that show them."""
 
@@ -147,7 +128,7 @@ def markdown_names(folder: Path) -> Callable[[], str]:
         job = jobs.submit_sweep(model.id, SweepSpec(evaluation_sha256=sha), label="md")
         link = {**jobs.spec_to_query(jobs.spec_of(job)), "from_job": job.id}
         leaks = {}
-        with _pages_router():
+        with through_app_py():
             for page, query in (("models", {}), ("graph", {}), ("optimize", link)):
                 at = open_page(page, model=model.id, **query)
                 if at.exception:

@@ -8,8 +8,6 @@ import pandas as pd
 import streamlit as st
 
 from backend.auth.roles import Permission
-from backend.errors import UserError
-from backend.pricing import parse_prices
 from backend.reporting import charts, cost, exports, frames
 from backend.reporting.metrics import cost_axes
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
@@ -19,13 +17,14 @@ from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_comparison
 from pages.components.live import refresh_every, work_in_progress
+from pages.components.prices import price_override
 from pages.components.regression import regression_comparison
 from pages.components.url_state import (
     bound_multiselect,
     bound_pills,
     bound_selectbox,
     set_url,
-    url_list,
+    url_ids,
     url_value,
 )
 from pages.components.widgets import (
@@ -33,7 +32,6 @@ from pages.components.widgets import (
     job_label,
     nothing_yet,
     page_header,
-    show_error,
 )
 
 require_access(Permission.COMPARE)  # before anything is drawn or read: components/gate.py
@@ -83,7 +81,7 @@ if not link_scope(frames.comparable_jobs(generation=True)).empty:
         query_params={"view": "generation"},
     )
 
-wanted_jobs = tuple(int(v) for v in url_list("jobs") if v.isdigit())
+wanted_jobs = url_ids("jobs")
 available = link_scope(frames.comparable_jobs(include=wanted_jobs))
 
 
@@ -158,20 +156,12 @@ COST_HELP = "Price per hour / (samples/s x 3600) x 1e6; only results with the ri
 def _priced(view: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """The view priced by the link's price table when given (else each job's stored one), and
     the cost axis picked among the registered cost and energy figures that have values."""
-    override = st.text_input(
-        "Price per hour ($, TARGET=DOLLARS)",
-        value=url_value("price") or "",
-        placeholder="each job's stored prices, e.g. cpu=0.40,cuda=3.50",
-        key="url_price",
-        help="Prices every configuration again without measuring again: a provider (cpu, "
-        "cuda) or a cluster target's name, dollars per hour.",
+    prices = price_override(
+        "each job's stored prices, e.g. cpu=0.40,cuda=3.50",
+        "Here it prices every configuration again without measuring again.",
     )
-    set_url("price", override.strip() or None)
-    if override.strip():
-        try:
-            view = cost.reprice(view, parse_prices(override, "The price per hour"))
-        except UserError as exc:
-            show_error(exc)  # the jobs' own prices stay
+    if prices:
+        view = cost.reprice(view, prices)
     axes = [m for m in cost_axes(view.columns) if view[m.key].notna().any()]
     if not axes:
         return view, None

@@ -29,6 +29,7 @@ from pages.access import can, guarded
 from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_form
+from pages.components.prices import price_box
 from pages.components.runtime_settings import (
     cuda_settings,
     onnxruntime_settings,
@@ -49,6 +50,7 @@ from pages.components.url_state import (
 )
 from pages.components.widgets import (
     fill_copy_link,
+    job_queued,
     model_picker,
     no_models_yet,
     page_header,
@@ -203,15 +205,9 @@ with right:
         format="%.4f",
         help=words,
     )
-    title, words = labelled(SweepSpec, "prices")
-    prices = st.text_input(  # checked by SweepSpec: a wrong pair is the warning below
-        title,
-        value=url_value("price") or pricing.prices_text(prefill.prices),
-        placeholder=pricing.prices_text(pricing.default_prices()),
-        key="url_price",
-        help=words,
+    prices = price_box(  # checked by SweepSpec: a wrong pair is the warning below
+        pricing.prices_text(prefill.prices), pricing.prices_text(pricing.default_prices())
     )
-    set_url("price", prices.strip() or None)
     source, calibration_file, samples = "random", None, prefill.calibration_samples
     if Precision.INT8_STATIC.value in precisions:
         source, calibration_file, samples = calibration_data(prefill)
@@ -267,7 +263,7 @@ try:  # TrtOptions and the spec refuse what cannot run, in one sentence
         "find_knee": find_knee,
         "tensorrt": tensorrt,
         "min_cosine": min_cosine,
-        "prices": prices.strip(),
+        "prices": prices,
         "runtime_env": runtime_env or "default",
     }
     choices = SweepChoices(knobs, preset, source, evaluation_source)
@@ -307,16 +303,6 @@ if button.button(
     except UserError as exc:
         show_error(exc)
     else:
-        st.success(f"Queued job {job.id} with {job.progress_total} configurations.", icon="✅")
-        links = st.columns(2)
-        links[0].page_link(
-            "pages/jobs.py", label=f"Follow job {job.id}", icon="⏱️", query_params={"job": job.id}
-        )
-        links[1].page_link(
-            "pages/compare.py",
-            label="Compare its results as they arrive",
-            icon="📊",
-            query_params={"jobs": job.id},
-        )
+        job_queued(job.id, f"{job.progress_total} configurations")
         if not jobs.list_workers():
             st.warning("No worker is alive; start one with `python -m backend.queue.worker`.")

@@ -12,7 +12,7 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
-from backend.pricing import Prices, parse_prices
+from backend.pricing import Prices
 from backend.reporting import frames
 from backend.runtimeenvs import describe
 from backend.serving import charts
@@ -35,12 +35,11 @@ from pages.access import can, guarded, link_scope
 from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
+from pages.components.prices import price_override
 from pages.components.url_state import (
     bound_number,
     bound_selectbox,
-    set_url,
     url_int,
-    url_value,
 )
 from pages.components.widgets import (
     job_label,
@@ -77,25 +76,6 @@ def _study(job_id: int, slo: float, progress: int, prices: Prices) -> StudyView:
     return study_view(job_id, slo, prices)
 
 
-def _price_override() -> Prices:
-    """The link's price table (`price=cpu=0.4,cuda=3.5`), else () for the job's own prices; a
-    wrong one is said once and changes nothing."""
-    text = st.text_input(
-        "Price per hour ($, TARGET=DOLLARS)",
-        value=url_value("price") or "",
-        placeholder="the job's stored prices, e.g. cpu=0.40,cuda=3.50",
-        key="url_price",
-        help="A provider (cpu, cuda) or a cluster target's name, dollars per hour: prices every "
-        "configuration at the rate that meets the bound.",
-    )
-    set_url("price", text.strip() or None)
-    try:
-        return parse_prices(text, "The price per hour") if text.strip() else ()
-    except UserError as exc:
-        show_error(exc)
-        return ()
-
-
 def _cost_sentence(answer: CostAnswer | None) -> None:
     if answer is not None:
         st.info(plain(answer.sentence), icon="💲")
@@ -107,7 +87,7 @@ def _measured_charts(view: StudyView) -> None:
     st.plotly_chart(charts.throughput_vs_p99(view.curves, view.slo_p99_ms), key="study_curves")
     st.caption(
         "Solid: measured on Triton. Dashed: predicted by the dynamic-batcher simulation from each "
-        "variant's calibration on the same server, never fitted to a measured point."
+        "variant's cost measurement on the same server, never fitted to a measured point."
     )
     for line in view.prediction_captions:
         st.caption(line)
@@ -162,7 +142,10 @@ def measured() -> None:
     with right:
         slo = bound_number("p99 bound (ms)", "slo", default_slo, 0.01, 60_000.0, step=1.0)
     active = bool(meta.at[study_id, "state"] in ACTIVE_STATES)
-    prices = _price_override()
+    prices = price_override(
+        "the job's stored prices, e.g. cpu=0.40,cuda=3.50",
+        "Here it prices every configuration at the rate that meets the bound.",
+    )
 
     @st.fragment(run_every=refresh_every(active))
     def live() -> None:
@@ -351,7 +334,10 @@ def predicted() -> None:
         )
     meta = jobs.set_index("job_id")
     job_id, slo, min_rps, overhead, execution = _prediction_controls(meta)
-    prices = _price_override()
+    prices = price_override(
+        "the job's stored prices, e.g. cpu=0.40,cuda=3.50",
+        "Here it prices every configuration at the rate that meets the bound.",
+    )
     active = bool(meta.at[job_id, "state"] in ACTIVE_STATES)
 
     @st.fragment(run_every=refresh_every(active))

@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.waiting import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"  # screenshots and server logs, for a person to look at
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -33,11 +34,16 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
 
 @contextmanager
 def serve_py(
-    data_dir: Path, log: Path, env: Mapping[str, str] | None = None, append: bool = False
+    data_dir: Path,
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    append: bool = False,
+    keep_as: str = "",
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """serve.py on a free loopback port with data_dir as its data folder and access control on
     (the test's own database and auth settings are not passed on), output in log; its URL and
-    process. Terminated (killed past 30 s) when the block ends."""
+    process. Terminated (killed past 30 s) when the block ends; then the log is copied to
+    test-artifacts/{keep_as} when that names a file."""
     port = free_port()
     server_env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
     for variable in ("OPTIBOARD_DATABASE_URL", "OPTIBOARD_AUTH"):
@@ -45,8 +51,7 @@ def serve_py(
     server_env |= dict(env or {})
     with open(log, "ab" if append else "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
-            + ["--server.headless", "true", "--server.fileWatcherType", "none"],
+            streamlit_argv("serve.py", port),
             cwd=ROOT,
             env=server_env,
             stdout=out,
@@ -63,3 +68,64 @@ def serve_py(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if keep_as:
+            ARTIFACTS.mkdir(exist_ok=True)
+            (ARTIFACTS / keep_as).write_bytes(log.read_bytes())
+
+
+def streamlit_argv(script: str, port: int, *extra: str) -> list[str]:
+    """`streamlit run script` headless on `port`, not watching files."""
+    return [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port)] + [
+        "--server.headless",
+        "true",
+        "--server.fileWatcherType",
+        "none",
+        *extra,
+    ]
+
+
+def stop_and_keep_logs(procs: list[subprocess.Popen], logs: Path, prefix: str) -> None:
+    """Terminate every process (killed past 20 s each), then copy each log in `logs` to
+    test-artifacts/{prefix}{name}."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    ARTIFACTS.mkdir(exist_ok=True)
+    for log in logs.iterdir():
+        (ARTIFACTS / f"{prefix}{log.name}").write_bytes(log.read_bytes())
+
+
+@contextmanager
+def app_and_worker(data_dir: Path, logs: Path, prefix: str, **env: str) -> Iterator[str]:
+    """`streamlit run app.py` and a worker sharing `data_dir`, access control off (these tests
+    are about the workflow; test_signin covers sign-in), `env` on top; the app's URL. Their logs
+    go to `logs` (created), copied to test-artifacts/{prefix}streamlit.log and worker.log."""
+    server_env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
+    server_env |= {"OPTIBOARD_AUTH": "off", **env}
+    server_env.pop("OPTIBOARD_DATABASE_URL", None)
+    port = free_port()
+    logs.mkdir()
+    server = subprocess.Popen(
+        streamlit_argv("app.py", port),
+        cwd=ROOT,
+        env=server_env,
+        stdout=open(logs / "streamlit.log", "wb"),  # noqa: SIM115 - closed with the process
+        stderr=subprocess.STDOUT,
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.5"],
+        cwd=ROOT,
+        env=server_env,
+        stdout=open(logs / "worker.log", "wb"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, server)
+        yield url
+    finally:
+        stop_and_keep_logs([worker, server], logs, prefix)

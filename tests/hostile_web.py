@@ -16,7 +16,6 @@ import secrets
 import select
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -27,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.dashboard import streamlit_argv
 from tests.waiting import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +48,7 @@ def dashboard(data_dir: Path, log: Path) -> Iterator[Dashboard]:
     env.pop("OPTIBOARD_DATABASE_URL", None)
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
-            + ["--server.headless", "true", "--server.fileWatcherType", "none"],
+            streamlit_argv("serve.py", port),
             cwd=ROOT,
             env=env,
             stdout=out,

@@ -19,10 +19,11 @@ import json
 import os
 import shutil
 import tempfile
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.models import zip_folder
 
 CORPUS_BYTES = 48_000  # about 11k tokens: enough for the loss to fall well below log(vocab)
 EVAL_FRACTION = 0.1  # the last tenth is held out for perplexity
@@ -169,18 +170,6 @@ def hf_folder(tmp: Path, spec: LlamaSpec = TINY) -> Path:
     return target
 
 
-def zip_folder(folder: Path, dest: Path, drop: tuple[str, ...] = (), prefix: str = "") -> Path:
-    """Zip every file of `folder` (minus the names in `drop`) under an optional top folder."""
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(Path(folder).rglob("*")):
-            relative = path.relative_to(folder).as_posix()
-            if path.is_file() and path.name not in drop:
-                archive.write(path, f"{prefix}{relative}")
-    return dest
-
-
 def hf_zip(
     tmp: Path,
     spec: LlamaSpec = TINY,
@@ -225,16 +214,7 @@ def built_genai_folder(
     options = BuilderOptions(precision=precision, block_size=block_size)
     tag = f"genai-{precision}" + (f"-b{block_size}" if block_size else "")
     target = source.parent / f"{source.name}-{tag}"
-    if not (target / "genai_config.json").is_file():
-        building = Path(tempfile.mkdtemp(prefix="building-", dir=source.parent)) / "out"
-        try:
-            build_genai_folder(source, building, options)
-            try:
-                os.replace(building, target)
-            except OSError:  # another session built it meanwhile
-                pass
-        finally:
-            shutil.rmtree(building.parent, ignore_errors=True)
+    _build_once(target, "genai_config.json", lambda out: build_genai_folder(source, out, options))
     return target
 
 
@@ -283,7 +263,7 @@ def genai_zip(
 ) -> Path:
     """The built GenAI folder as an upload (under a top folder, as zipping a folder makes it)."""
     source = built_genai_folder(spec, precision)
-    return zip_folder(source, Path(tmp) / f"{source.name}.zip", drop=drop, prefix="model/")
+    return zip_folder(source, Path(tmp) / f"{source.name}.zip", top="model", drop=drop)
 
 
 def _build(spec: LlamaSpec, text: str, out: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -209,14 +210,25 @@ def save_with_external_data(
     return path
 
 
-def zip_folder(folder: Path, zip_path: Path, top: str | None = None) -> Path:
-    """Zip every file under `folder`, optionally inside a top folder named `top`."""
+def npz_bytes(**arrays: np.ndarray) -> bytes:
+    """An .npz upload's bytes (a calibration or evaluation set), as np.savez writes them."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def zip_folder(
+    folder: Path, zip_path: Path, top: str | None = None, drop: tuple[str, ...] = ()
+) -> Path:
+    """Zip every file under `folder` but those named in `drop`, optionally inside a top folder
+    named `top`."""
     import zipfile
 
     folder, zip_path = Path(folder), Path(zip_path)
+    zip_path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
         for file in sorted(folder.rglob("*")):
-            if file.is_file():
+            if file.is_file() and file.name not in drop:
                 name = file.relative_to(folder).as_posix()
                 archive.write(file, f"{top}/{name}" if top else name)
     return zip_path

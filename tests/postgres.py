@@ -118,3 +118,12 @@ def postgres_url(
     url = postgres_server.new_database()
     monkeypatch.setenv("OPTIBOARD_DATABASE_URL", url)
     return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, data_dir: Path) -> str:
+    """Run the test once on the data directory's SQLite file and once on a fresh PostgreSQL
+    database (made the configured one): "sqlite" or that database's URL."""
+    if request.param == "postgresql":
+        return request.getfixturevalue("postgres_url")
+    return "sqlite"

@@ -13,11 +13,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-import settings
 from backend.engine.inputs import read_calibration_npz, specs_of_model
 from backend.errors import UserError
-from backend.launch import sandbox
-from backend.launch.children import run_call
+from backend.launch.children import run_parse
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 
@@ -187,14 +185,12 @@ def check_npz_in_child(
     calibration and evaluation uploads both come through here.
     """
     path = Path(path).resolve()
-    return run_call(
+    return run_parse(
         target,
         str(path),
         specs,
         dict(symbolic_dims),
-        timeout_s=settings.PARSE_TIMEOUT_S.get(),
         what=f"Checking the uploaded file {path.name!r}",
-        sandboxed=sandbox.available().ok,
         read_only=[path],
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
@@ -43,18 +44,25 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
     return values
 
 
+def _shared(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags a measurement here and a queued generation job read alike."""
+    return {
+        "runtimes": tuple(comma_list(args.runtimes)),
+        "device": args.device,
+        "prompt_lengths": _ints(args.prompt_lengths, "--prompt-lengths"),
+        "new_tokens": _ints(args.new_tokens, "--new-tokens"),
+        "sequences": _ints(args.sequences, "--sequences"),
+        "preset": args.preset,
+        "seed": args.seed,
+        "perplexity_window": args.perplexity_window,
+        "perplexity_tokens": args.perplexity_tokens,
+    }
+
+
 def spec_of(args: argparse.Namespace) -> GenerationSpec:
     return GenerationSpec(
-        runtimes=tuple(r.strip() for r in args.runtimes.split(",") if r.strip()),
-        device=args.device,
-        prompt_lengths=_ints(args.prompt_lengths, "--prompt-lengths"),
-        new_tokens=_ints(args.new_tokens, "--new-tokens"),
-        sequences=_ints(args.sequences, "--sequences"),
-        preset=args.preset,
-        seed=args.seed,
-        perplexity_window=args.perplexity_window,
+        **_shared(args),
         perplexity_chunk=args.perplexity_chunk,
-        perplexity_tokens=args.perplexity_tokens,
         cuda_graph=args.cuda_graph,
         engine=args.engine,
         torch_compile=args.torch_compile,
@@ -160,15 +168,7 @@ def cmd_submit_generation(args: argparse.Namespace) -> int:
         )
     spec = GenerationJobSpec(
         **knob_values(GenerationJobSpec, args),  # --variants, each name read by variantnames
-        runtimes=tuple(comma_list(args.runtimes)),
-        device=args.device,
-        prompt_lengths=_ints(args.prompt_lengths, "--prompt-lengths"),
-        new_tokens=_ints(args.new_tokens, "--new-tokens"),
-        sequences=_ints(args.sequences, "--sequences"),
-        preset=args.preset,
-        seed=args.seed,
-        perplexity_window=args.perplexity_window,
-        perplexity_tokens=args.perplexity_tokens,
+        **_shared(args),
         runtime_env=args.env,
     )
     text = Path(args.perplexity_text) if args.perplexity_text else None

@@ -22,6 +22,7 @@ from backend.errors import UserError
 from backend.hfcheck import check_hf_folder, require_builder
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
+from backend.launch.converter import require_sandbox, versions
 from backend.models.hfconvert import OFFLINE_ENV
 
 MODEL_XML = "openvino_model.xml"
@@ -115,12 +116,10 @@ def compress_openvino(
 
 
 def _run(target: str, source: Path, output: Path, args: list[Any], timeout_s: float | None):
-    state = sandbox.available()
-    if not state.ok:
-        raise UserError(
-            f"OpenVINO exports are refused here because {state.reason} (they read the uploaded "
-            "files, which only ever happens inside that sandbox)."
-        )
+    require_sandbox(
+        "OpenVINO exports",
+        "they read the uploaded files, which only ever happens inside that sandbox",
+    )
     output.mkdir(parents=True, exist_ok=False)
     try:
         outcome = call_in_child(
@@ -141,15 +140,7 @@ def _run(target: str, source: Path, output: Path, args: list[Any], timeout_s: fl
 
 
 def _versions() -> dict[str, str]:
-    import importlib
-
-    found = {}
-    for name in ("openvino", "nncf", "openvino_tokenizers", "openvino_genai", "torch"):
-        try:
-            found[name] = str(importlib.import_module(name).__version__)
-        except (ImportError, AttributeError):
-            found[name] = "missing"
-    return found
+    return versions("openvino", "nncf", "openvino_tokenizers", "openvino_genai", "torch")
 
 
 def ir_facts(model: Any) -> dict[str, Any]:

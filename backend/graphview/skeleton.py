@@ -52,20 +52,17 @@ def skeleton_of(source: Path, sha256: str) -> Skeleton:
     final = cached_path(sha256)
     if final.is_file():
         return Skeleton(final, final.stat().st_size, cached=True)
-    from backend.launch import sandbox
-    from backend.launch.children import run_call
+    from backend.launch.children import run_parse
 
     source = Path(source).resolve()
     final.parent.mkdir(parents=True, exist_ok=True)
     # Sessions are threads of one web process: each view writes its own partial file.
     partial = final.with_name(f"{final.name}.{uuid.uuid4().hex}.partial")
     try:
-        made = run_call(
+        made = run_parse(
             "backend.graphview.skeleton:child_skeleton",
             str(source),
-            timeout_s=settings.PARSE_TIMEOUT_S.get(),
             what=f"Making a weightless copy of {source.name!r} for the viewer",
-            sandboxed=sandbox.available().ok,
             read_only=[source],
             outputs={NAME: partial},
         )

@@ -13,8 +13,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import settings
-
 # Past this the protobuf holds weights worth keeping out of the web process: parse in a child.
 IN_PROCESS_BYTES = 16 * 1024 * 1024
 
@@ -82,15 +80,12 @@ def read_structure(path: Path) -> GraphStructure:
     path = Path(path).resolve()
     if path.stat().st_size <= IN_PROCESS_BYTES:
         return GraphStructure.from_dict(child_structure(str(path)))
-    from backend.launch import sandbox
-    from backend.launch.children import run_call
+    from backend.launch.children import run_parse
 
-    value = run_call(
+    value = run_parse(
         "backend.graphview.structure:child_structure",
         str(path),
-        timeout_s=settings.PARSE_TIMEOUT_S.get(),
         what=f"Reading the graph of {path.name!r}",
-        sandboxed=sandbox.available().ok,
         read_only=[path],
     )
     return GraphStructure.from_dict(value)

@@ -6,7 +6,8 @@ limits (limits.py) before it imports anything else, runs with a fresh temporary 
 parent removes afterwards (also when the child was killed), and is killed with its whole process
 group on timeout or cancel. Three ways in, one core (run_process):
 - run_in_child: call a Python function (pickled by reference) and get its value back;
-- run_call: call "module:function" with JSON arguments and get JSON back (safe for sandboxes);
+- run_call: call "module:function" with JSON arguments and get JSON back (safe for sandboxes),
+  run_parse the same for a child that parses an untrusted file;
 - run_module: `python -m module args` and get its stdout.
 Children that run beside their parent until stopped (a Triton server, a Ray driver) start through
 services.py, with the same process group and death-with-parent rules.
@@ -355,6 +356,20 @@ def run_call(
     if outcome.value == "error":
         raise RuntimeError(f"{what} failed:\n{outcome.error}")
     raise UserError(f"{what} crashed ({outcome.error}); the file is damaged or not supported.")
+
+
+def run_parse(
+    target: str,
+    *args: Any,
+    what: str,
+    read_only: Sequence[Path],
+    outputs: Mapping[str, Path] | None = None,
+) -> Any:
+    """run_call for a child that parses an untrusted file (an upload, a stored model): under
+    OPTIBOARD_PARSE_TIMEOUT_S, sandboxed wherever bubblewrap works here, `read_only` bound."""
+    timeout_s, sandboxed = settings.PARSE_TIMEOUT_S.get(), sandbox.available().ok
+    kwargs = {"timeout_s": timeout_s, "sandboxed": sandboxed, "outputs": outputs}
+    return run_call(target, *args, what=what, read_only=read_only, **kwargs)
 
 
 def run_module(module: str, *args: str, timeout_s: float, what: str) -> str:

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import settings
 from backend.errors import UserError
-from backend.launch import sandbox
-from backend.launch.children import run_call
+from backend.launch.children import run_parse
 from backend.models.cost import ModelCost
 
 MAX_DIM = 1 << 20  # 1,048,576: longer than any sequence a graph's cost is read at
@@ -36,14 +34,12 @@ def cost_in_child(path: Path, batch_size: int, dims: dict[str, int], shown: str)
     """model_cost of the file at `path` in a limited child; UserError says why there is none."""
     check_dims(batch_size, dims)
     path = Path(path).resolve()
-    value = run_call(
+    value = run_parse(
         "backend.models.costing:child_cost",
         str(path),
         batch_size,
         dims,
-        timeout_s=settings.PARSE_TIMEOUT_S.get(),
         what=f"Counting the compute cost of {shown!r}",
-        sandboxed=sandbox.available().ok,
         read_only=[path],
     )
     return ModelCost.from_dict(value)

@@ -12,7 +12,6 @@ unsandboxed.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from dataclasses import dataclass
@@ -23,15 +22,10 @@ import settings
 from backend.errors import UserError
 from backend.hfcheck import check_hf_folder, require_builder
 from backend.launch import sandbox
-from backend.launch.children import (
-    ProcessOutcome,
-    child_folder,
-    last_line,
-    read_result,
-    run_process,
-)
-from backend.launch.limits import ChildLimits, sentence
+from backend.launch.children import ProcessOutcome, child_folder, last_line
+from backend.launch.converter import child_main, require_sandbox, run_converter, stopped, versions
 
+MODULE = "backend.models.hfconvert"
 # precision -> the execution provider the builder targets by default (fp16 exists for GPUs only)
 PRECISIONS = {"fp32": "cpu", "int8": "cpu", "int4": "cpu", "fp16": "cuda", "bf16": "cuda"}
 BLOCK_SIZES = (16, 32, 64, 128, 256)
@@ -133,24 +127,17 @@ def build_genai_folder(
     shown = shown or source.name
     checked = check_hf_folder(source, shown)
     require_builder()
-    state = sandbox.available()
-    if not state.ok:
-        raise UserError(
-            f"Hugging Face folders are refused here because {state.reason} (the model builder "
-            "reads the uploaded files, which only ever happens inside that sandbox)."
-        )
+    require_sandbox(
+        "Hugging Face folders",
+        "the model builder reads the uploaded files, which only ever happens inside that sandbox",
+    )
     timeout = default_timeout_s() if timeout_s is None else timeout_s
     output.mkdir(parents=True, exist_ok=False)
     try:
         with child_folder() as folder:
-            result_file = folder.scratch / "result.json"
-            entry = ["module", "backend.models.hfconvert", "--result", str(result_file)]
-            entry += ["--", *options.argv(source, output, folder.scratch / "cache")]
+            args = ["--", *options.argv(source, output, folder.scratch / "cache")]
             binds = sandbox.Binds.of(read_only=[source], writable=[output], env=OFFLINE_ENV)
-            done = run_process(
-                entry, folder, timeout_s=timeout, sandboxed=True, merge_output=True, binds=binds
-            )
-            result = _dict_result(result_file)
+            done, result = run_converter(MODULE, args, folder, timeout, binds)
         _raise_on_failure(done, result, timeout, checked.architecture, output)
     except BaseException:
         shutil.rmtree(output, ignore_errors=True)
@@ -162,15 +149,9 @@ def _raise_on_failure(
     done: ProcessOutcome, result: dict[str, Any], timeout: float, architecture: str, output: Path
 ) -> None:
     log = done.stdout
-    if done.timed_out:
-        raise BuildFailed(
-            f"The model builder took longer than {timeout:g} s and was stopped; upload a smaller "
-            "model or raise OPTIBOARD_CONVERT_TIMEOUT_S.",
-            log,
-        )
-    if done.limit:
-        limits = ChildLimits.from_settings()
-        raise BuildFailed(sentence(done.limit, "The model builder", limits), log)
+    limit = stopped(done, "The model builder", timeout)
+    if limit is not None:
+        raise BuildFailed(limit, log)
     error = result.get("error")
     if error == "unsupported":
         raise BuildFailed(
@@ -196,29 +177,21 @@ def _raise_on_failure(
 # ---- child process ----------------------------------------------------------------------------
 
 
-def _versions() -> dict[str, str]:
-    """Versions as the imported modules report them (what really ran)."""
-    import importlib
-
-    found = {}
-    for name in ("onnxruntime_genai", "onnxruntime", "torch", "transformers", "onnx"):
-        try:
-            found[name] = str(importlib.import_module(name).__version__)
-        except ImportError:
-            found[name] = "missing"
-    return found
-
-
 def main(argv: list[str] | None = None) -> int:
     """Child entry: run the builder's own CLI with the given arguments, write a JSON result."""
-    parser = argparse.ArgumentParser(prog="python -m backend.models.hfconvert")
-    parser.add_argument("--result", required=True)
+    return child_main(f"python -m {MODULE}", _options, _build, argv)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("builder_args", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    builder_args = [a for a in args.builder_args if a != "--"]
-    result: dict[str, Any] = {"versions": _versions()}
+
+
+def _build(args: argparse.Namespace) -> dict[str, Any]:
     import runpy
 
+    builder_args = [a for a in args.builder_args if a != "--"]
+    names = ("onnxruntime_genai", "onnxruntime", "torch", "transformers", "onnx")
+    result: dict[str, Any] = {"versions": versions(*names)}
     sys.argv = ["onnxruntime_genai.models.builder", *builder_args]
     try:  # the builder's CLI lives under its `if __name__ == "__main__"`
         runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__", alter_sys=True)
@@ -231,15 +204,8 @@ def main(argv: list[str] | None = None) -> int:
 
         traceback.print_exc()
         result.update(error="build", detail=f"{type(exc).__name__}: {' '.join(str(exc).split())}")
-    Path(args.result).write_text(json.dumps(result))
-    return 0 if "error" not in result else 2
+    return result
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-
-def _dict_result(path: Path) -> dict[str, Any]:
-    """The child's JSON result as a dict, {} when it left none (or nothing sensible)."""
-    loaded = read_result(path)
-    return loaded if isinstance(loaded, dict) else {}

@@ -3,7 +3,7 @@
 onnx's protobuf parser, checker and shape inference, and numpy's .npz reader, are fed files that
 anyone who reaches the dashboard can upload; a hostile file can make them allocate without bound
 or crash. So the web process never parses an upload itself: the parent-side functions here start
-a child through backend.launch.children.run_call, and the child-side functions (prefixed
+a child through backend.launch.children.run_parse, and the child-side functions (prefixed
 `child_`) take and return JSON only.
 """
 
@@ -12,44 +12,41 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import settings
 from backend.errors import UserError
-from backend.launch import sandbox
-from backend.launch.children import run_call
+from backend.launch.children import run_parse
 
 MB = 1 << 20
-
-
-def _run(target: str, *args: Any, what: str, read_only: list[Path], outputs: dict | None = None):
-    """run_call in a child under the limits, sandboxed whenever bubblewrap works here."""
-    return run_call(
-        f"backend.models.parse:{target}",
-        *args,
-        timeout_s=settings.PARSE_TIMEOUT_S.get(),
-        what=what,
-        sandboxed=sandbox.available().ok,
-        read_only=[p.resolve() for p in read_only],
-        outputs=outputs,
-    )
 
 
 def check_onnx(path: Path, shown: str) -> dict[str, Any]:
     """Metadata of a single uploaded .onnx that must be self-contained; UserError says why not."""
     path = Path(path).resolve()
-    return _run("child_check_onnx", str(path), shown, what=f"Checking {shown!r}", read_only=[path])
+    return run_parse(
+        "backend.models.parse:child_check_onnx",
+        str(path),
+        shown,
+        what=f"Checking {shown!r}",
+        read_only=[path],
+    )
 
 
 def inspect(path: Path, shown: str) -> dict[str, Any]:
     """inspect_model's metadata of a model file (for example one just converted), in a child."""
     path = Path(path).resolve()
-    return _run("child_inspect", str(path), shown, what=f"Checking {shown!r}", read_only=[path])
+    return run_parse(
+        "backend.models.parse:child_inspect",
+        str(path),
+        shown,
+        what=f"Checking {shown!r}",
+        read_only=[path],
+    )
 
 
 def internalise(model_path: Path, folder: Path, shown: str, output: Path) -> dict[str, Any]:
     """Check an .onnx and its external data files, then write them as one file to `output`."""
     model_path, folder = Path(model_path).resolve(), Path(folder).resolve()
-    return _run(
-        "child_internalise",
+    return run_parse(
+        "backend.models.parse:child_internalise",
         str(model_path),
         str(folder),
         shown,
@@ -63,8 +60,8 @@ def inspect_external(model_path: Path, folder: Path, shown: str) -> dict[str, An
     """Metadata of an .onnx whose external data stays beside it (a generative model's folder):
     every reference checked to be a file inside `folder`; the weights are never read."""
     model_path, folder = Path(model_path).resolve(), Path(folder).resolve()
-    return _run(
-        "child_inspect_external",
+    return run_parse(
+        "backend.models.parse:child_inspect_external",
         str(model_path),
         str(folder),
         shown,

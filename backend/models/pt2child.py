@@ -12,26 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import traceback
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from backend.launch.converter import attempt, child_main, versions
+
 SEED = 0
 SYMBOL = re.compile(r"\b[a-z]{1,4}\d+\b")
-
-
-def _versions() -> dict[str, str]:
-    import importlib
-
-    found = {}
-    for name in ("torch", "onnxscript", "onnx", "onnxruntime"):
-        try:
-            found[name] = str(importlib.import_module(name).__version__)
-        except ImportError:
-            found[name] = "missing"
-    return found
 
 
 def _user_inputs(program: Any) -> list[tuple[str, Any]]:
@@ -187,14 +176,10 @@ def _agreement(inputs: list, tensors: list, expected: list, got: list) -> dict:
 def _child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    result: dict[str, Any] = {"versions": _versions()}
-    try:
-        program = torch.export.load(args.program)
-    except MemoryError:
-        raise  # the parent names the memory limit
-    except Exception as exc:  # reported to the parent as a user-facing error
-        traceback.print_exc()
-        return {**result, "error": "load", "detail": f"{type(exc).__name__}: {exc}"}
+    result: dict[str, Any] = {"versions": versions("torch", "onnxscript", "onnx", "onnxruntime")}
+    program, failed = attempt("load", lambda: torch.export.load(args.program))
+    if failed:
+        return {**result, **failed}
     program._guards_code = []  # Python source that .module() would exec: never run
     try:
         inputs = _user_inputs(program)
@@ -203,28 +188,24 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     dims = _dims(program, inputs)
     result["dims"] = dims
     print(f"optiboard: exporting {len(inputs)} input(s), dynamic dims {dims}", flush=True)
-    try:
-        exported = torch.onnx.export(program, dynamo=True, optimize=True, verbose=False)
-        exported.save(args.output)
-    except MemoryError:
-        raise
-    except Exception as exc:
-        traceback.print_exc()
-        Path(args.output).unlink(missing_ok=True)
-        return {**result, "error": "export", "detail": _reason(exc)}
+
+    def export() -> None:
+        torch.onnx.export(program, dynamo=True, optimize=True, verbose=False).save(args.output)
+
+    _, failed = attempt("export", export, output=args.output, detail=_reason)
+    if failed:
+        return {**result, **failed}
     _rename(Path(args.output), dims)
     import onnx
 
     opsets = onnx.load(args.output, load_external_data=False).opset_import
     result["opset"] = next((o.version for o in opsets if o.domain in ("", "ai.onnx")), 0)
-    try:
-        result["check"] = _compare(program, Path(args.output), inputs, dims)
-    except MemoryError:
-        raise
-    except Exception as exc:
-        traceback.print_exc()
-        Path(args.output).unlink(missing_ok=True)
-        return {**result, "error": "mismatch", "detail": f"{type(exc).__name__}: {exc}"}
+    check, failed = attempt(
+        "mismatch", lambda: _compare(program, Path(args.output), inputs, dims), output=args.output
+    )
+    if failed:
+        return {**result, **failed}
+    result["check"] = check
     print(f"optiboard: check {json.dumps(result['check'])}", flush=True)
     return result
 
@@ -240,14 +221,12 @@ def _reason(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the child: convert and check, then write a JSON result for the parent."""
-    parser = argparse.ArgumentParser(prog="python -m backend.models.pt2child")
+    return child_main("python -m backend.models.pt2child", _options, _child, argv)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program", required=True)
     parser.add_argument("--output", required=True)
-    parser.add_argument("--result", required=True)
-    args = parser.parse_args(argv)
-    result = _child(args)
-    Path(args.result).write_text(json.dumps(result))
-    return 0 if "error" not in result else 2
 
 
 if __name__ == "__main__":

@@ -19,14 +19,8 @@ from typing import Any
 import settings
 from backend.errors import ConversionFailed, UserError
 from backend.launch import sandbox
-from backend.launch.children import (
-    ProcessOutcome,
-    child_folder,
-    last_line,
-    read_result,
-    run_process,
-)
-from backend.launch.limits import ChildLimits, sentence
+from backend.launch.children import ProcessOutcome, child_folder, last_line
+from backend.launch.converter import require_sandbox, run_converter, stopped
 from backend.models.pt2check import EXPORT_HINT, check_archive
 
 EXPORTER_MODULES = ("torch", "onnxscript")
@@ -74,23 +68,13 @@ def convert_exported_program(
     program = Path(program).resolve()
     check_archive(program, filename)
     require_exporter(filename)
-    state = sandbox.available()
-    if not state.ok:
-        raise UserError(
-            f"PyTorch .pt2 uploads are refused here because {state.reason} (loading one is only "
-            "ever done inside that sandbox)."
-        )
+    require_sandbox("PyTorch .pt2 uploads", "loading one is only ever done inside that sandbox")
     timeout = settings.CONVERT_TIMEOUT_S.get() if timeout_s is None else timeout_s
     with child_folder() as folder:
-        produced, result_file = folder.scratch / "model.onnx", folder.scratch / "result.json"
-        entry = ["module", "backend.models.pt2child", "--program", str(program)]
-        entry += ["--output", str(produced), "--result", str(result_file)]
+        produced = folder.scratch / "model.onnx"
+        args = ["--program", str(program), "--output", str(produced)]
         binds = sandbox.Binds.of(read_only=[program], env=CHILD_ENV)
-        done = run_process(
-            entry, folder, timeout_s=timeout, sandboxed=True, merge_output=True, binds=binds
-        )
-        result = read_result(result_file)
-        result = result if isinstance(result, dict) else {}
+        done, result = run_converter("backend.models.pt2child", args, folder, timeout, binds)
         _raise_on_failure(done, result, timeout)
         if not produced.is_file():
             raise ConversionFailed(
@@ -117,16 +101,9 @@ def _one_line(text: str) -> str:
 
 def _raise_on_failure(done: ProcessOutcome, result: dict[str, Any], timeout: float) -> None:
     log = done.stdout
-    if done.timed_out:
-        raise ConversionFailed(
-            f"The PyTorch export took longer than {timeout:g} s and was stopped; upload a smaller "
-            "model or raise OPTIBOARD_CONVERT_TIMEOUT_S.",
-            log,
-        )
-    if done.limit:
-        raise ConversionFailed(
-            sentence(done.limit, "The PyTorch export", ChildLimits.from_settings()), log
-        )
+    limit = stopped(done, "The PyTorch export", timeout)
+    if limit is not None:
+        raise ConversionFailed(limit, log)
     error, detail = result.get("error"), _one_line(result.get("detail", ""))
     if error == "load":
         raise ConversionFailed(

@@ -10,10 +10,8 @@ full output as the conversion log.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,15 +19,10 @@ from typing import Any
 import settings
 from backend.errors import ConversionFailed, UserError
 from backend.launch import sandbox
-from backend.launch.children import (
-    ProcessOutcome,
-    child_folder,
-    last_line,
-    read_result,
-    run_process,
-)
-from backend.launch.limits import ChildLimits, sentence
+from backend.launch.children import child_folder, last_line
+from backend.launch.converter import attempt, child_main, require_sandbox, run_converter, stopped
 
+MODULE = "backend.models.tfconvert"
 DEFAULT_OPSET = 17
 MIN_OPSET, MAX_OPSET = 9, 18  # the range tf2onnx 1.17 converts to
 
@@ -61,22 +54,23 @@ def convert_savedmodel(
             f"Opset {opset} is outside what tf2onnx can produce; pick one from "
             f"{MIN_OPSET} to {MAX_OPSET}."
         )
-    _require_sandbox()
+    require_sandbox(
+        "TensorFlow SavedModels",
+        "loading one runs the uploader's code, which only ever happens inside that sandbox",
+    )
     timeout = default_timeout_s() if timeout_s is None else timeout_s
     output_path = Path(output_path)
     source = Path(saved_model_dir).resolve()
     with child_folder() as folder:
-        produced, result_file = folder.scratch / "model.onnx", folder.scratch / "result.json"
-        entry = ["module", "backend.models.tfconvert", "--saved-model", str(source)]
-        entry += ["--output", str(produced), "--opset", str(opset), "--result", str(result_file)]
-        if signature is not None:
-            entry += ["--signature", signature]
-        done = run_process(
-            entry, folder, timeout_s=timeout, sandboxed=True, read_only=[source], merge_output=True
-        )
+        produced = folder.scratch / "model.onnx"
+        args = ["--saved-model", str(source), "--output", str(produced), "--opset", str(opset)]
+        args += ["--signature", signature] if signature is not None else []
+        binds = sandbox.Binds.of(read_only=[source])
+        done, result = run_converter(MODULE, args, folder, timeout, binds)
         log = done.stdout
-        _raise_if_stopped(done, timeout)
-        result = _dict_result(result_file)
+        limit = stopped(done, "The TensorFlow conversion", timeout)
+        if limit is not None:
+            raise ConversionFailed(limit, log)
         if result.get("error") is None and done.returncode == 0 and produced.is_file():
             shutil.move(produced, output_path)
     error = result.get("error")
@@ -97,30 +91,6 @@ def convert_savedmodel(
         tf2onnx_version=result.get("tf2onnx_version", "unknown"),
         tensorflow_version=result.get("tensorflow_version", "unknown"),
     )
-
-
-def _require_sandbox() -> None:
-    """Never convert without the sandbox: loading a SavedModel runs the uploader's code."""
-    state = sandbox.available()
-    if not state.ok:
-        raise UserError(
-            f"TensorFlow SavedModels are refused here because {state.reason} (loading one runs "
-            "the uploader's code, which only ever happens inside that sandbox)."
-        )
-
-
-def _raise_if_stopped(done: ProcessOutcome, timeout: float) -> None:
-    """ConversionFailed naming the time limit or resource limit that stopped the child."""
-    if done.timed_out:
-        raise ConversionFailed(
-            f"The TensorFlow conversion took longer than {timeout:g} s and was stopped; "
-            "upload a smaller model or raise OPTIBOARD_CONVERT_TIMEOUT_S.",
-            done.stdout,
-        )
-    if done.limit:
-        what = "The TensorFlow conversion"
-        limits = ChildLimits.from_settings()
-        raise ConversionFailed(sentence(done.limit, what, limits), done.stdout)
 
 
 def _tf_hint(result: dict[str, Any]) -> str:
@@ -192,13 +162,9 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         "tensorflow_version": tf.__version__,
         "tf2onnx_version": tf2onnx.__version__,
     }
-    try:
-        loaded = tf.saved_model.load(args.saved_model)
-    except MemoryError:
-        raise  # the parent names the memory limit
-    except Exception as exc:  # reported to the parent as a user-facing error
-        traceback.print_exc()
-        return {**result, "error": "load", "detail": f"{type(exc).__name__}: {exc}"}
+    loaded, failed = attempt("load", lambda: tf.saved_model.load(args.saved_model))
+    if failed:
+        return {**result, **failed}
     signatures = sorted(k for k in loaded.signatures.keys() if not k.startswith("__"))
     result["signatures"] = signatures
     signature, error = _pick_signature(signatures, args.signature)
@@ -224,36 +190,21 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         "--output",
         args.output,
     ]
-    try:
-        tf2onnx.convert.main()
-    except MemoryError:
-        raise  # the parent names the memory limit
-    except Exception as exc:  # reported to the parent as a user-facing error
-        traceback.print_exc()
-        Path(args.output).unlink(missing_ok=True)
-        return {**result, "error": "convert", "detail": f"{type(exc).__name__}: {exc}"}
-    return result
+    _, failed = attempt("convert", tf2onnx.convert.main, output=args.output)
+    return {**result, **(failed or {})}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the child: convert, then write a JSON result file for the parent."""
-    parser = argparse.ArgumentParser(prog="python -m backend.models.tfconvert")
+    return child_main(f"python -m {MODULE}", _options, _child, argv)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--saved-model", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--opset", type=int, default=DEFAULT_OPSET)
-    parser.add_argument("--result", required=True)
     parser.add_argument("--signature", default=None)
-    args = parser.parse_args(argv)
-    result = _child(args)
-    Path(args.result).write_text(json.dumps(result))
-    return 0 if "error" not in result else 2
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-
-def _dict_result(path: Path) -> dict[str, Any]:
-    """The child's JSON result as a dict, {} when it left none (or nothing sensible)."""
-    loaded = read_result(path)
-    return loaded if isinstance(loaded, dict) else {}

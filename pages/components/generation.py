@@ -25,8 +25,14 @@ from pages.access import can, guarded, link_scope, signed_link_control
 from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
-from pages.components.url_state import bound_multiselect, bound_pills, bound_selectbox, url_list
-from pages.components.widgets import job_label, show_error
+from pages.components.url_state import (
+    bound_multiselect,
+    bound_pills,
+    bound_selectbox,
+    url_ids,
+    url_list,
+)
+from pages.components.widgets import job_label, job_queued, show_error
 
 PROMPTS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 NEW_TOKENS = [8, 16, 32, 64, 128, 256, 512]
@@ -117,17 +123,7 @@ def generation_form(model: ModelRow) -> None:
     except UserError as exc:
         show_error(exc)
         return
-    st.success(f"Queued job {job.id} with {job.progress_total} generation points.", icon="✅")
-    links = st.columns(2)
-    links[0].page_link(
-        "pages/jobs.py", label=f"Follow job {job.id}", icon="⏱️", query_params={"job": job.id}
-    )
-    links[1].page_link(
-        "pages/compare.py",
-        label="Compare its results as they arrive",
-        icon="📊",
-        query_params={"view": "generation", "jobs": job.id},
-    )
+    job_queued(job.id, f"{job.progress_total} generation points", {"view": "generation"})
     if not jobs.list_workers():
         st.warning("No worker is alive; start one with `python -m backend.queue.worker`.")
 
@@ -217,7 +213,7 @@ def _add_variant(key: str, name: str) -> None:
 
 def generation_comparison() -> None:
     """Compare's view of generation jobs (?view=generation&jobs=...&g_charts=...)."""
-    wanted = tuple(int(v) for v in url_list("jobs") if v.isdigit())
+    wanted = url_ids("jobs")
     available = link_scope(frames.comparable_jobs(include=wanted, generation=True))
     if available.empty:
         st.info(

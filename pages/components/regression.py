@@ -19,7 +19,7 @@ from pages.access import link_scope
 from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
-from pages.components.url_state import bound_selectbox, url_list
+from pages.components.url_state import bound_selectbox, url_ids
 from pages.components.widgets import job_label
 
 ICONS = {stats.SLOWER: "🔻", stats.FASTER: "🔺", stats.SAME: "🟰", "failed": "❌"}
@@ -27,7 +27,7 @@ ICONS = {stats.SLOWER: "🔻", stats.FASTER: "🔺", stats.SAME: "🟰", "failed
 
 def regression_comparison() -> None:
     """Pick one regression check; its table, verdict lines and op diffs, live while it runs."""
-    wanted = tuple(int(v) for v in url_list("jobs") if v.isdigit())
+    wanted = url_ids("jobs")
     available = link_scope(frames.comparable_jobs(include=wanted, regression=True))
     if available.empty:
         st.info(

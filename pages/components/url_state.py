@@ -26,6 +26,11 @@ def url_list(key: str) -> list[str]:
     return comma_list(url_value(key))
 
 
+def url_ids(key: str) -> tuple[int, ...]:
+    """The ids ?key=3,4 names (jobs on Compare); anything that is not a whole number is dropped."""
+    return tuple(int(v) for v in url_list(key) if v.isdigit())
+
+
 def url_int(key: str) -> int | None:
     value = url_value(key)
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pandas as pd
 import streamlit as st
@@ -85,3 +85,19 @@ def nothing_yet(message: str, icon: str) -> NoReturn:
     st.info(message, icon=icon)
     st.page_link("pages/optimize.py", label="Optimize a model", icon="🛠️")
     st.stop()
+
+
+def job_queued(job_id: int, what: str, compare: dict[str, Any] | None = None) -> None:
+    """A submitted job's confirmation (`what` says what it queued) and two links: follow it on
+    Jobs, and compare its results as they arrive (`compare`: more of Compare's link)."""
+    st.success(f"Queued job {job_id} with {what}.", icon="✅")
+    links = st.columns(2)
+    links[0].page_link(
+        "pages/jobs.py", label=f"Follow job {job_id}", icon="⏱️", query_params={"job": job_id}
+    )
+    links[1].page_link(
+        "pages/compare.py",
+        label="Compare its results as they arrive",
+        icon="📊",
+        query_params={**(compare or {}), "jobs": job_id},
+    )

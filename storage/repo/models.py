@@ -58,6 +58,25 @@ class NewArtifact:
     filename: str
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def row(self, model_id: int) -> Artifact:
+        """Its database row, linked to `model_id` (not yet added to a session)."""
+        return Artifact(
+            model_id=model_id,
+            kind=self.kind,
+            sha256=self.sha256,
+            size_bytes=self.size_bytes,
+            filename=self.filename,
+            meta=self.meta,
+        )
+
+    def query(self, model_id: int) -> Select[tuple[Artifact]]:
+        """The model's row of this content and kind, which exists at most once."""
+        return select(Artifact).where(
+            Artifact.model_id == model_id,
+            Artifact.kind == self.kind,
+            Artifact.sha256 == self.sha256,
+        )
+
 
 def create_model(
     *,
@@ -87,17 +106,7 @@ def create_model(
         )
         session.add(model)
         session.flush()
-        for art in artifacts:
-            session.add(
-                Artifact(
-                    model_id=model.id,
-                    kind=art.kind,
-                    sha256=art.sha256,
-                    size_bytes=art.size_bytes,
-                    filename=art.filename,
-                    meta=art.meta,
-                )
-            )
+        session.add_all([art.row(model.id) for art in artifacts])
         session.flush()
         return row_of(ModelRow, model)
 
@@ -162,35 +171,22 @@ def add_artifact(model_id: int, art: NewArtifact) -> ArtifactRow:
     """
     try:
         with session_scope() as session:
-            existing = session.scalar(_artifact_query(model_id, art))
+            existing = session.scalar(art.query(model_id))
             if existing is not None:
                 return row_of(ArtifactRow, existing)
-            row = Artifact(
-                model_id=model_id,
-                kind=art.kind,
-                sha256=art.sha256,
-                size_bytes=art.size_bytes,
-                filename=art.filename,
-                meta=art.meta,
-            )
+            row = art.row(model_id)
             session.add(row)
             session.flush()
             return row_of(ArtifactRow, row)
     except IntegrityError:
         pass  # a concurrent link of the same content won, or the model is gone: look once
     with session_scope() as session:
-        existing = session.scalar(_artifact_query(model_id, art))
+        existing = session.scalar(art.query(model_id))
         if existing is None:
             raise LookupError(
                 f"model {model_id} no longer exists; artifact {art.filename} not linked"
             )
         return row_of(ArtifactRow, existing)
-
-
-def _artifact_query(model_id: int, art: NewArtifact) -> Select[tuple[Artifact]]:
-    return select(Artifact).where(
-        Artifact.model_id == model_id, Artifact.kind == art.kind, Artifact.sha256 == art.sha256
-    )
 
 
 def list_artifacts(model_id: int) -> list[ArtifactRow]:

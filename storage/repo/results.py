@@ -20,7 +20,7 @@ from storage.db import session_scope
 from storage.repo.jobs import Lease, fence
 from storage.repo.models import NewArtifact
 from storage.repo.rows import row_of
-from storage.schema import Artifact, Job, Result, ResultSamples
+from storage.schema import Job, Result, ResultSamples
 
 
 @dataclass(frozen=True)
@@ -93,24 +93,8 @@ def _link(session: Session, job_id: int, artifacts: Sequence[NewArtifact]) -> No
     """Artifact rows for the job's model, once per (model, kind, content)."""
     model_id = session.scalar(select(Job.model_id).where(Job.id == job_id))
     for art in artifacts:
-        exists = session.scalar(
-            select(Artifact.id).where(
-                Artifact.model_id == model_id,
-                Artifact.kind == art.kind,
-                Artifact.sha256 == art.sha256,
-            )
-        )
-        if exists is None:
-            session.add(
-                Artifact(
-                    model_id=model_id,
-                    kind=art.kind,
-                    sha256=art.sha256,
-                    size_bytes=art.size_bytes,
-                    filename=art.filename,
-                    meta=art.meta,
-                )
-            )
+        if session.scalar(art.query(model_id)) is None:
+            session.add(art.row(model_id))
 
 
 def finished_config_keys(job_id: int) -> set[str]:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import shutil
-import threading
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from backend import viewer
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browsing import CHROMIUM, chromium, serving_folder, viewer_link
 
 
 @pytest.fixture(scope="module")
@@ -84,31 +81,18 @@ def served_viewer(prepared: Path, mlp_path: Path, tmp_path: Path) -> Iterator[st
     root = tmp_path / "site"
     shutil.copytree(prepared, root / "netron")
     shutil.copy(mlp_path, root / "mlp.onnx")
-    handler = functools.partial(QuietHandler, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
-        pass
+    with serving_folder(root) as url:
+        yield url
 
 
 @pytest.mark.e2e
 def test_viewer_renders_a_model_in_chromium_without_csp_violations(served_viewer: str) -> None:
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     refused: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         page = browser.new_page()
         # netron replaces window.eval, so violations come back through the console instead.
         page.add_init_script(
@@ -123,10 +107,8 @@ def test_viewer_renders_a_model_in_chromium_without_csp_violations(served_viewer
                 else None
             ),
         )
-        url = viewer.viewer_url("/mlp.onnx", "mlp.onnx").replace("/app/static", "")
-        page.goto(served_viewer + url)
+        page.goto(viewer_link(served_viewer, "mlp.onnx"))
         expect(page.locator("svg g.node").first).to_be_visible(timeout=60_000)
         assert page.locator("svg g.node").count() >= 6
         page.wait_for_timeout(1000)  # late violations (fonts, workers) are reported async
-        browser.close()
     assert refused == [], sorted({r[:150] for r in refused})

@@ -3,17 +3,13 @@ opens Netron with that node selected, in real Chromium."""
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from backend import viewer
-from tests.backend.test_viewer import QuietHandler
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browsing import CHROMIUM, chromium, serving_folder, viewer_link
 from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
 from tests.models import make_mlp, save
 
@@ -37,32 +33,22 @@ def site(tmp_path: Path) -> Iterator[str]:
     viewer.prepare_viewer(root / "netron")
     save(make_mlp(), root / "mlp.onnx")
     save(make_bad_layer_mlp(), root / "bad.onnx")
-    handler = functools.partial(QuietHandler, directory=str(root))
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_folder(root) as url:
+        yield url
 
 
 @pytest.mark.e2e
 def test_netron_selects_the_node_named_in_the_link(site: str) -> None:
     assert CHROMIUM.exists(), "scripts/test installs Debian's chromium at /usr/bin/chromium"
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         page = browser.new_page()
         for model, node, op in (("bad.onnx", BAD_LAYER, "MatMul"), ("mlp.onnx", "h2", "Relu")):
-            url = viewer.viewer_url(f"/{model}", model, node=node).replace("/app/static", "")
-            page.goto(site + url)
+            page.goto(viewer_link(site, model, node=node))
             expect(page.locator("body")).to_have_attribute(
                 "data-optiboard-focused", node, timeout=60_000
             )
             selected = page.locator("svg g.node.select")
             assert selected.count() == 1
             assert op in selected.first.text_content()
-        browser.close()

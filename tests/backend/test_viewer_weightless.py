@@ -5,18 +5,14 @@ served would make it request one and get a 404)."""
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from backend import viewer
 from backend.graphview.skeleton import strip_weights
-from tests.backend.test_viewer import QuietHandler
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browsing import CHROMIUM, chromium, serving_folder, viewer_link
 from tests.models import make_mlp, save
 
 
@@ -27,33 +23,24 @@ def site(tmp_path: Path) -> Iterator[str]:
     model = make_mlp(features=512, hidden=1024)
     assert strip_weights(model) == 3  # w1 (2 MB), b1 (4 kB), w2 (40 kB); b2 (40 B) is kept
     save(model, root / "weightless.onnx")
-    handler = functools.partial(QuietHandler, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_folder(root) as url:
+        yield url
 
 
 @pytest.mark.e2e
 def test_netron_draws_the_weightless_copy_with_shapes_and_requests_no_weights(site: str) -> None:
     assert CHROMIUM.exists(), "scripts/test installs Debian's chromium at /usr/bin/chromium"
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     failed: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         page = browser.new_page()
         page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
-        url = viewer.viewer_url("/weightless.onnx", "weightless.onnx", node="h0")
-        page.goto(site + url.replace("/app/static", ""))
+        page.goto(viewer_link(site, "weightless.onnx", node="h0"))
         expect(page.locator("body")).to_have_attribute("data-optiboard-focused", "h0")
         page.locator("svg g.node", has_text="MatMul").first.click()  # opens its properties
         weight = page.locator("#sidebar .sidebar-item-value", has_text="w1").last
         weight.locator(".sidebar-item-value-expander").click()
         expect(weight).to_contain_text("float32[512,1024]")
         expect(weight).to_contain_text("Tensor data is empty.")
-        browser.close()
     assert failed == []

@@ -9,10 +9,7 @@ land in test-artifacts/ for a person to look at.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,21 +18,10 @@ import pytest
 
 from tests import models as model_factory
 from tests import torch_models
-from tests.dashboard import wait_healthy as _wait_healthy
-from tests.waiting import free_port as _free_port
+from tests.browsing import CHROMIUM, chromium
+from tests.dashboard import ARTIFACTS, app_and_worker
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 pytestmark = pytest.mark.e2e
 
@@ -45,41 +31,8 @@ def dashboard(tmp_path: Path) -> Iterator[str]:
     """A real server and a real worker sharing one fresh data directory."""
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
-    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(tmp_path / "data"), "PYTHONUNBUFFERED": "1"}
-    env["OPTIBOARD_AUTH"] = "off"  # this test is about the workflow; test_signin covers sign-in
-    env.pop("OPTIBOARD_DATABASE_URL", None)
-    port = _free_port()
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-        + ["--server.headless", "true", "--server.fileWatcherType", "none"],
-        cwd=ROOT,
-        env=env,
-        stdout=open(logs / "streamlit.log", "wb"),  # noqa: SIM115 - closed with the process
-        stderr=subprocess.STDOUT,
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.5"],
-        cwd=ROOT,
-        env=env,
-        stdout=open(logs / "worker.log", "wb"),  # noqa: SIM115
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, server)
+    with app_and_worker(tmp_path / "data", tmp_path / "logs", "e2e-") as url:
         yield url
-    finally:
-        for proc in (worker, server):
-            proc.terminate()
-        for proc in (worker, server):
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        for log in logs.iterdir():
-            (ARTIFACTS / f"e2e-{log.name}").write_bytes(log.read_bytes())
 
 
 def _legend(page) -> set[str]:  # noqa: ANN001 - playwright Page
@@ -101,15 +54,14 @@ def _wait_for(page, predicate, timeout: float, what: str) -> None:  # noqa: ANN0
 def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
     dashboard: str, tmp_path: Path
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     ARTIFACTS.mkdir(exist_ok=True)
     model_file = model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
     cnn_pt2 = torch_models.save_cnn_pt2(tmp_path / "cnn.pt2")
     encoder_pt2 = torch_models.save_encoder_pt2(tmp_path / "encoder.pt2")
     external: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         context = browser.new_context(viewport={"width": 1600, "height": 1100})
         page = context.new_page()
         page.on(
@@ -196,5 +148,4 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
         page.goto(f"{dashboard}/compare?jobs=2")
         _wait_for(page, lambda: "#2 cnn CPU FP32" in _legend(page), 180, "the .pt2 sweep's row")
         page.screenshot(path=str(ARTIFACTS / "e2e-8-pt2-compare.png"), full_page=True)
-        browser.close()
     assert external == [], f"the dashboard reached outside its origin: {external}"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.server
 import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,12 +18,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.browsing import CHROMIUM, chromium, serving
 from tests.dashboard import serve_py
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 # Home is the default page, at the root ("/home" is not one of the app's addresses). The root
 # comes last: app.py runs there even in legacy mode and its st.navigation ends that mode.
 PAGES = ("graph", "compatibility", "jobs", "optimize", "models", "serve", "compare", "users", "")
@@ -36,24 +33,16 @@ pytestmark = pytest.mark.e2e
 def _server(data_dir: Path, name: str) -> Iterator[str]:
     """A fresh dashboard process on data_dir; its log lands in test-artifacts/."""
     log = data_dir.parent / f"{name}.log"
-    try:
-        with serve_py(data_dir, log) as (url, _):
-            yield url
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / f"e2e-gates-{name}.log").write_bytes(log.read_bytes())
+    with serve_py(data_dir, log, keep_as=f"e2e-gates-{name}.log") as (url, _):
+        yield url
 
 
 @pytest.fixture
 def browser() -> Iterator[object]:
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 def _is_media(url: str) -> bool:
@@ -151,14 +140,8 @@ def _other_port_site(dashboard: str) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Page) as url:
+        yield url
 
 
 def test_a_page_from_another_port_cannot_open_the_websocket(

@@ -8,19 +8,16 @@ reopens the same view in a fresh browser. Screenshots land in test-artifacts/.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import llm_models
-from tests.dashboard import wait_healthy
-from tests.e2e.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _legend, _wait_for
-from tests.waiting import free_port
+from tests.browsing import CHROMIUM, chromium
+from tests.dashboard import app_and_worker
+from tests.e2e.test_browser import ARTIFACTS, _legend, _wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT_CAP_MB = "0.05"  # the perplexity text cap for this server: a 60 kB text is over it
@@ -40,42 +37,10 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
     data = tmp_path / "data"
-    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data), "PYTHONUNBUFFERED": "1"}
-    env |= {"OPTIBOARD_AUTH": "off", "OPTIBOARD_PERPLEXITY_TEXT_MB": TEXT_CAP_MB}
-    env.pop("OPTIBOARD_DATABASE_URL", None)
-    port = free_port()
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-        + ["--server.headless", "true", "--server.fileWatcherType", "none"],
-        cwd=ROOT,
-        env=env,
-        stdout=open(logs / "streamlit.log", "wb"),  # noqa: SIM115 - closed with the process
-        stderr=subprocess.STDOUT,
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.5"],
-        cwd=ROOT,
-        env=env,
-        stdout=open(logs / "worker.log", "wb"),  # noqa: SIM115
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, server)
+    with app_and_worker(
+        data, tmp_path / "logs", "e2e-generation-", OPTIBOARD_PERPLEXITY_TEXT_MB=TEXT_CAP_MB
+    ) as url:
         yield url, data
-    finally:
-        for proc in (worker, server):
-            proc.terminate()
-        for proc in (worker, server):
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        ARTIFACTS.mkdir(exist_ok=True)
-        for log in logs.iterdir():
-            (ARTIFACTS / f"e2e-generation-{log.name}").write_bytes(log.read_bytes())
 
 
 def _stored_files(data: Path) -> set[Path]:
@@ -96,7 +61,7 @@ def _blob(data: Path, path: Path) -> Path:
 def test_newcomer_uploads_an_hf_zip_and_compares_fp32_with_int4_live(
     dashboard: tuple[str, Path], tmp_path: Path
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     url, data = dashboard
     ARTIFACTS.mkdir(exist_ok=True)
@@ -114,8 +79,7 @@ def test_newcomer_uploads_an_hf_zip_and_compares_fp32_with_int4_live(
     text.write_text(eval_text)
     big = tmp_path / "big.txt"
     big.write_text(eval_text * (60_000 // len(eval_text) + 1))
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         context = browser.new_context(viewport={"width": 1600, "height": 1200})
         page = context.new_page()
 
@@ -193,4 +157,3 @@ def test_newcomer_uploads_an_hf_zip_and_compares_fp32_with_int4_live(
         fresh.goto(link)
         _wait_for(fresh, lambda: _legend(fresh) == _legend(page), 90, "the same chart legends")
         fresh.screenshot(path=str(ARTIFACTS / "e2e-generation-4-shared.png"), full_page=True)
-        browser.close()

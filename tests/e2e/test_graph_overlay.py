@@ -23,8 +23,9 @@ from backend.graphview.diff import COLOURS, QDQ
 from backend.models.inspect import op_histogram
 from backend.reporting.profilecharts import hottest_rows
 from backend.results import StoredResult
+from tests.browsing import CHROMIUM, chromium
 from tests.dashboard import serve_py
-from tests.e2e.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.test_browser import ARTIFACTS
 from tests.e2e.test_signin import PASSWORD, _sign_in
 from tests.graph_evidence import HOSTILE
 from tests.models import make_cnn, make_transformer, save
@@ -110,20 +111,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                 ),
             )
     log = tmp / "streamlit.log"
-    try:
-        with serve_py(data_dir, log) as (url, _):
-            yield Site(url, swept)
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "e2e-graph-overlay-streamlit.log").write_bytes(log.read_bytes())
+    with serve_py(data_dir, log, keep_as="e2e-graph-overlay-streamlit.log") as (url, _):
+        yield Site(url, swept)
 
 
 @pytest.fixture(scope="module")
 def page(site: Site) -> Iterator[object]:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         page = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
         page.goto(f"{site.url}/")
         _sign_in(page, "viewer")
@@ -135,7 +131,6 @@ def page(site: Site) -> Iterator[object]:
             assert time.monotonic() < deadline, "no session cookie was set"
             page.wait_for_timeout(200)
         yield page
-        browser.close()
 
 
 def _painted(page, url: str, kind: str) -> dict[str, str]:  # noqa: ANN001

@@ -11,10 +11,9 @@ import pytest
 
 from backend.models.ingest import ingest_file
 from tests import models as model_factory
+from tests.browsing import chromium
 from tests.e2e.test_browser import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
     _legend,
     _wait_for,
     dashboard,  # noqa: F401 - the fixture
@@ -29,8 +28,6 @@ def test_serve_page_draws_a_measured_study_and_its_link_reopens_it(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
     monkeypatch.setenv("OPTIBOARD_DATA_DIR", str(tmp_path / "data"))  # the dashboard's own
     monkeypatch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
     model_file = model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
@@ -38,8 +35,7 @@ def test_serve_page_draws_a_measured_study_and_its_link_reopens_it(
     job = queued_study(model.id, slo_p99_ms=20.0)  # the dashboard's worker runs it on Triton
     ARTIFACTS.mkdir(exist_ok=True)
     wanted = re.compile(r"\((measured|predicted)\)$")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         # tall enough for the whole page: Streamlit scrolls inside its own container
         page = browser.new_context(viewport={"width": 1500, "height": 2300}).new_page()
         page.goto(f"{dashboard}/serve?view=measured&study={job.id}")
@@ -61,4 +57,3 @@ def test_serve_page_draws_a_measured_study_and_its_link_reopens_it(
         fresh = browser.new_context(viewport={"width": 1500, "height": 1300}).new_page()
         fresh.goto(link)
         _wait_for(fresh, lambda: _legend(fresh) == _legend(page), 60, "the same curves")
-        browser.close()

@@ -12,12 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests import models as model_factory
-from tests.dashboard import serve_py
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browsing import CHROMIUM, chromium
+from tests.dashboard import ARTIFACTS, serve_py
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 pytestmark = pytest.mark.e2e
 
 
@@ -45,22 +43,14 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         model_path = model_factory.save(model_factory.make_mlp(), tmp / "mlp.onnx")
         job, _ = finished_sweep(add_model(model_path, "mlp").id)
     log = tmp / "streamlit.log"
-    try:
-        with serve_py(data_dir, log) as (url, _):
-            yield Dashboard(url, job.id, log)
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "e2e-links-streamlit.log").write_bytes(log.read_bytes())
+    with serve_py(data_dir, log, keep_as="e2e-links-streamlit.log") as (url, _):
+        yield Dashboard(url, job.id, log)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 def test_an_editor_makes_a_link_sees_it_and_a_visitor_opens_that_view(

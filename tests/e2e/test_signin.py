@@ -23,10 +23,13 @@ from pathlib import Path
 import pytest
 
 from tests import models as model_factory
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy
+from tests.browsing import CHROMIUM, chromium
+from tests.dashboard import ARTIFACTS, stop_and_keep_logs, streamlit_argv
+from tests.dashboard import wait_healthy as _wait_healthy
+from tests.e2e.test_browser import _legend
+from tests.waiting import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 PASSWORD = "correct horse battery"
 # A name that resolves to the dashboard, as a DNS-rebinding attacker's page would.
 REBIND_RULE = "--host-resolver-rules=MAP rebind.test 127.0.0.1"
@@ -119,9 +122,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         stderr=subprocess.STDOUT,
     )
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
-        + ["--server.headless", "true", "--server.fileWatcherType", "none"]
-        + ["--secrets.files", str(secrets_file)],
+        streamlit_argv("serve.py", port, "--secrets.files", str(secrets_file)),
         cwd=ROOT,
         env=env,
         stdout=open(logs / "streamlit.log", "wb"),  # noqa: SIM115
@@ -132,28 +133,13 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         _wait_healthy(url, server)
         yield Dashboard(url, job_id, data_dir, logs / "streamlit.log")
     finally:
-        for proc in (server, provider):
-            proc.terminate()
-        for proc in (server, provider):
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        ARTIFACTS.mkdir(exist_ok=True)
-        for log in logs.iterdir():
-            (ARTIFACTS / f"e2e-signin-{log.name}").write_bytes(log.read_bytes())
+        stop_and_keep_logs([server, provider], logs, "e2e-signin-")
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, REBIND_RULE]
-        )
-        yield chromium
-        chromium.close()
+    with chromium(REBIND_RULE) as browser:
+        yield browser
 
 
 def _page(browser):  # noqa: ANN001, ANN202 - playwright objects
@@ -174,10 +160,6 @@ def _settled(page) -> None:  # noqa: ANN001
     page.wait_for_selector("[data-test-script-state=notRunning]", timeout=60_000)
     page.wait_for_timeout(500)  # let the last deltas paint
     page.wait_for_selector("[data-test-script-state=notRunning]", timeout=60_000)
-
-
-def _legend(page) -> set[str]:  # noqa: ANN001
-    return {t.text_content() or "" for t in page.locator(".js-plotly-plot .legendtext").all()}
 
 
 def test_roles_limit_what_each_account_sees(dashboard: Dashboard, browser) -> None:  # noqa: ANN001

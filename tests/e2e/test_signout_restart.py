@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browsing import CHROMIUM, chromium
 from tests.dashboard import serve_py
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct horse battery"
@@ -66,8 +66,6 @@ def test_a_signed_out_cookie_stays_refused_after_a_restart(
 ) -> None:
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-
     from backend.auth import accounts, sessions
     from backend.auth.cli import cli_principal
 
@@ -82,10 +80,6 @@ def test_a_signed_out_cookie_stays_refused_after_a_restart(
 
     with _server(data_dir, log) as url:
         assert _sign_out(url, signed_out) == 204
-    with _server(data_dir, log) as url, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            assert _opens_signed_in(browser, url, kept)
-            assert not _opens_signed_in(browser, url, signed_out)
-        finally:
-            browser.close()
+    with _server(data_dir, log) as url, chromium() as browser:
+        assert _opens_signed_in(browser, url, kept)
+        assert not _opens_signed_in(browser, url, signed_out)

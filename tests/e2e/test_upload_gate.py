@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.browsing import CHROMIUM, chromium
 from tests.dashboard import serve_py
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.test_signin import PASSWORD, _sign_in
 from tests.rss import MB, rss_bytes
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 pytestmark = pytest.mark.e2e
 
 PUT = """async ([url, size]) => {
@@ -59,22 +57,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             accounts.add_account(cli_principal(), role, role, PASSWORD)
     log = tmp / "streamlit.log"
     caps = {"OPTIBOARD_UPLOAD_SESSION_FILES": "3", "OPTIBOARD_UPLOAD_SESSION_MB": "12"}
-    try:
-        with serve_py(data_dir, log, env=caps) as (url, proc):
-            yield Server(url, proc.pid)
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "e2e-uploads-streamlit.log").write_bytes(log.read_bytes())
+    with serve_py(data_dir, log, env=caps, keep_as="e2e-uploads-streamlit.log") as (url, proc):
+        yield Server(url, proc.pid)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 def _open(browser, url: str):  # noqa: ANN001, ANN202 - playwright objects

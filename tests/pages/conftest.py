@@ -4,33 +4,18 @@ and each starts with empty st.cache_data, as a fresh server would."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
+
+from tests.pages.router import through_app_py
 
 
 @pytest.fixture(autouse=True)
 def route_through_app_py() -> Iterator[None]:
-    """Leave Streamlit's legacy pages/ mode that AppTest re-enters on each run.
-
-    AppTest resets PagesManager.uses_pages_directory before every run, and a pages/ folder beside
-    app.py turns it on, so a run would execute pages/<page>.py without app.py (no router, no
-    sign-in gate) and a click would be spent on that run. A server leaves the mode for good once
-    app.py has called st.navigation; this does the same from the first run.
-    """
-    original = PagesManager.__init__
-
-    def init(self: PagesManager, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    PagesManager.__init__ = init  # type: ignore[method-assign]
-    try:
+    """Every page test runs through app.py (tests/pages/router.py says why)."""
+    with through_app_py():
         yield
-    finally:
-        PagesManager.__init__ = original  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True)

@@ -149,6 +149,14 @@ def sign_in_as(at: AppTest, role: str) -> AppTest:
     return at
 
 
+def submit_sign_in(at: AppTest, name: str, password: str) -> AppTest:
+    """The sign-in form filled in and submitted, as a person does it; the page after it."""
+    at.text_input(key="signin_name").input(name)
+    at.text_input(key="signin_password").input(password)
+    next(b for b in at.button if b.label == "Sign in").click()
+    return at.run()
+
+
 def open_page(page: str, role: str | None = "admin", **query: object) -> AppTest:
     """Run app.py (router, gate, sidebar and all) on one page, with the given URL query.
 

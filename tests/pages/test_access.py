@@ -20,15 +20,9 @@ from tests.pages.seed import (
     finished_sweep,
     make_account,
     open_page,
+    submit_sign_in,
     texts,
 )
-
-
-def _sign_in(at: AppTest, name: str, password: str) -> AppTest:
-    at.text_input(key="signin_name").input(name)
-    at.text_input(key="signin_password").input(password)
-    next(b for b in at.button if b.label == "Sign in").click()
-    return at.run()
 
 
 def test_nobody_sees_a_page_before_signing_in(data_dir: Path, mlp_path: Path) -> None:
@@ -48,7 +42,7 @@ def test_a_shared_link_asks_for_sign_in_then_opens_the_same_view(
     make_account("viewer")
     at = open_page("compare", role=None, jobs=job.id, charts="latency")
     assert "Sign in to open the view this link points to." in texts(at)
-    at = _sign_in(at, "viewer", ACCOUNT_PASSWORD)
+    at = submit_sign_in(at, "viewer", ACCOUNT_PASSWORD)
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["Compare"]
     assert at.query_params["jobs"] == [str(job.id)] or at.query_params["jobs"] == str(job.id)
@@ -58,7 +52,7 @@ def test_a_shared_link_asks_for_sign_in_then_opens_the_same_view(
 
 def test_a_wrong_password_keeps_the_gate_closed(data_dir: Path) -> None:
     make_account("editor")
-    at = _sign_in(open_page("models", role=None), "editor", "not the password")
+    at = submit_sign_in(open_page("models", role=None), "editor", "not the password")
     assert "Wrong account name or password" in at.error[0].value
     assert [t.value for t in at.title] == ["Sign in to Optiboard"]
 

@@ -12,6 +12,7 @@ from streamlit.runtime.memory_media_file_storage import _calculate_file_id as fi
 from streamlit.testing.v1 import AppTest
 
 from backend.energy import meter_for
+from backend.pricing import PRICE_KNOB
 from backend.reporting import exports, frames, metrics
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 from pages.components.formatting import plain
@@ -208,7 +209,9 @@ def test_compare_prices_by_the_link_and_draws_the_cost_axis(data_dir: Path, mlp_
     offered = at.selectbox(key="url_cost").options  # energy too where this host measures it
     assert offered[0] == metrics.REGISTRY["cost_per_million"].axis_title  # money first
     assert "The cheapest configuration is " in texts(at)
-    at.text_input(key="url_price").input("cpu=free").run()  # refused: the job's own prices stay
+    box = at.text_input(key="url_price")  # the sweep's declared knob, as on Optimize and Serve
+    assert box.label == PRICE_KNOB["label"] and box.help.startswith(PRICE_KNOB["help"])
+    box.input("cpu=free").run()  # refused: the job's own prices stay
     assert not at.exception
     assert any("not 'cpu=free'" in e.value.replace("\\", "") for e in at.error)
     table = next(d.value for d in at.dataframe if "cost_per_million" in d.value.columns)

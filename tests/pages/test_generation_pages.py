@@ -10,8 +10,9 @@ from backend.generate import jobspec
 from backend.models.ingest import ingest_file
 from storage.repo import jobs as job_store
 from tests import llm_models
-from tests.backend.jobs.test_generation_job import SPEC, run_worker
+from tests.backend.jobs.test_generation_job import SPEC
 from tests.pages.seed import add_model, open_page, texts
+from tests.workers import run_worker_once
 
 
 def test_optimize_offers_the_generation_benchmark_for_a_generative_model(
@@ -72,7 +73,7 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     model = ingest_file(upload, upload.name)
     text = llm_models.trained_llama().eval_text.encode()
     job = jobspec.submit_generation(model.id, SPEC, text, "held-out.txt", label="fp32 vs int4")
-    run_worker()
+    run_worker_once(timeout=600)
 
     at = open_page("compare", view="generation", jobs=job.id)
     assert not at.exception, at.exception

@@ -8,17 +8,10 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from tests.pages.seed import ACCOUNT_PASSWORD, make_account, open_page
+from tests.pages.seed import ACCOUNT_PASSWORD, make_account, open_page, submit_sign_in
 
 NEW_PASSWORD = "another long passphrase"
 GATE = ["Sign in to Optiboard"]
-
-
-def _sign_in(at: AppTest, name: str, password: str) -> AppTest:
-    at.text_input(key="signin_name").input(name)
-    at.text_input(key="signin_password").input(password)
-    next(b for b in at.button if b.label == "Sign in").click()
-    return at.run()
 
 
 def _titles(at: AppTest) -> list[str]:
@@ -42,7 +35,7 @@ def _admin_changes(name: str, button: str, **inputs: str) -> None:
 
 
 def _signed_in_tab(name: str, password: str = ACCOUNT_PASSWORD) -> AppTest:
-    at = _sign_in(open_page("jobs", role=None), name, password)
+    at = submit_sign_in(open_page("jobs", role=None), name, password)
     assert not at.exception, at.exception
     assert _titles(at) == ["Jobs"]
     return at
@@ -58,13 +51,13 @@ def test_a_new_password_role_or_removal_ends_a_signed_in_tab_at_its_next_run(
     _admin_changes("editor", "set_password", edit_password=NEW_PASSWORD)
     tab = tab.run()
     assert _titles(tab) == GATE and not tab.sidebar.button
-    tab = _sign_in(tab, "editor", NEW_PASSWORD)
+    tab = submit_sign_in(tab, "editor", NEW_PASSWORD)
     assert _titles(tab) == ["Jobs"]
 
     _admin_changes("editor", "set_role", edit_role="viewer")
     tab = tab.run()
     assert _titles(tab) == GATE
-    tab = _sign_in(tab, "editor", NEW_PASSWORD)
+    tab = submit_sign_in(tab, "editor", NEW_PASSWORD)
     assert _who(tab) == ["Signed in as editor (viewer)"]  # the new role from the next sign-in
 
     _admin_changes("editor", "remove_user")

@@ -60,6 +60,9 @@ def test_transformer_dims_get_inputs_and_reach_the_sweep(
     at.button(key="submit_sweep").click().run()
     [job] = jobs.list_jobs()
     assert dict(jobs.spec_of(job).symbolic_dims) == {"seq": 24}
+    links = {e.proto.label: e.proto.page for e in at.get("page_link")}  # follow it, compare it
+    assert links[f"Follow job {job.id}"] == "jobs"
+    assert links["Compare its results as they arrive"] == "compare"
 
 
 def test_unavailable_providers_are_listed_with_their_reason(data_dir: Path, mlp_path: Path) -> None:

@@ -4,8 +4,6 @@ worker, and the Optimize page's profile toggle and mixed-precision node list."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from backend.models.ingest import ingest_file
@@ -14,6 +12,7 @@ from backend.specs import MeasureSettings, SweepSpec
 from tests import models as model_factory
 from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp, make_hardswish_net
 from tests.pages.seed import add_model, open_page, texts
+from tests.workers import run_worker_once
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = MeasureSettings(
@@ -26,14 +25,7 @@ def _profiled_job(tmp_path: Path, profile: bool) -> int:
     model = ingest_file(source, "hs.onnx")
     spec = SweepSpec(precisions=("fp32", "int8_static"), profile=profile, measure=QUICK)
     job = jobs.submit_sweep(model.id, spec)
-    worker = subprocess.run(
-        [sys.executable, "-m", "backend.queue.worker", "--once", "--poll-seconds", "0.2"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert worker.returncode == 0, worker.stdout + worker.stderr
+    run_worker_once(timeout=300)
     return job.id
 
 

@@ -8,21 +8,11 @@ from pathlib import Path
 from storage.artifacts import ArtifactStore
 from storage.repo import models as model_store
 from tests.flocks import someone_waits_on, wait_until
-
-
-def _model() -> model_store.ModelRow:
-    return model_store.create_model(
-        name="m",
-        sha256="a" * 64,
-        format="onnx",
-        size_bytes=10,
-        metadata={},
-        artifacts=[model_store.NewArtifact("original", "a" * 64, 10, "m.onnx")],
-    )
+from tests.storage.rows import model_row
 
 
 def test_a_remover_waits_for_the_writer_and_keeps_the_blob_it_linked(data_dir: Path) -> None:
-    model = _model()
+    model = model_row()
     store = ArtifactStore()
     blob = store.put_bytes(b"an optimized model")
     removed: list[set[str]] = []

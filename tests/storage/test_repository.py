@@ -11,17 +11,7 @@ from storage.repo import results as result_store
 from storage.repo import workers as worker_store
 from storage.schema import Base
 from storage.states import JobState, utcnow
-
-
-def _model(name: str = "m") -> model_store.ModelRow:
-    return model_store.create_model(
-        name=name,
-        sha256="a" * 64,
-        format="onnx",
-        size_bytes=10,
-        metadata={"opset": 17, "inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 4]}]},
-        artifacts=[model_store.NewArtifact("original", "a" * 64, 10, "m.onnx")],
-    )
+from tests.storage.rows import model_row
 
 
 def test_sqlite_runs_in_wal_mode_with_foreign_keys(data_dir: Path) -> None:
@@ -42,7 +32,7 @@ def test_migrations_create_exactly_the_schema_the_models_declare(data_dir: Path)
 
 
 def test_two_claims_of_one_job_give_it_to_one_worker(data_dir: Path) -> None:
-    job = job_store.create_job(_model().id, {}, total=1)
+    job = job_store.create_job(model_row().id, {}, total=1)
     first = job_store.claim_job("w1", 30)
     second = job_store.claim_job("w2", 30)
     assert first is not None and first.id == job.id and first.worker_id == "w1"
@@ -50,18 +40,8 @@ def test_two_claims_of_one_job_give_it_to_one_worker(data_dir: Path) -> None:
     assert second is None
 
 
-def test_expired_lease_requeues_then_fails_after_max_attempts(data_dir: Path) -> None:
-    job = job_store.create_job(_model().id, {}, total=1, max_attempts=2)
-    assert job_store.claim_job("w1", lease_seconds=-1).id == job.id  # lease already expired
-    again = job_store.claim_job("w2", lease_seconds=-1)
-    assert again.id == job.id and again.attempts == 2 and again.worker_id == "w2"
-    assert job_store.claim_job("w3", 30) is None
-    final = job_store.get_job(job.id)
-    assert final.state == JobState.FAILED and "gave up after 2 attempts" in final.error
-
-
 def test_saving_a_result_twice_keeps_the_first_row_and_counts_progress(data_dir: Path) -> None:
-    job = job_store.create_job(_model().id, {}, total=2)
+    job = job_store.create_job(model_row().id, {}, total=2)
     payload = {"config_key": "k1", "configuration": {}, "status": "ok", "latency": {"p50": 2.0}}
     assert result_store.save_result(job.id, payload, [1.0, 2.0, 3.0]) is not None
     assert result_store.save_result(job.id, {**payload, "latency": {"p50": 1.5}}, [1.5]) is None
@@ -72,7 +52,7 @@ def test_saving_a_result_twice_keeps_the_first_row_and_counts_progress(data_dir:
 
 
 def test_deleting_a_model_whose_job_runs_is_refused_and_changes_nothing(data_dir: Path) -> None:
-    model = _model()
+    model = model_row()
     job = job_store.create_job(model.id, {}, total=1)
     job_store.claim_job("w1", 30)
     with pytest.raises(model_store.ModelInUse):
@@ -87,18 +67,18 @@ def test_deleting_a_model_whose_job_runs_is_refused_and_changes_nothing(data_dir
 def test_linking_an_artifact_to_a_deleted_model_fails_once_without_recursion(
     data_dir: Path,
 ) -> None:
-    model = _model()
+    model = model_row()
     model_store.delete_model(model.id)
     art = model_store.NewArtifact("optimized", "c" * 64, 1, "o.onnx")
     with pytest.raises(LookupError, match="no longer exists"):
         model_store.add_artifact(model.id, art)
-    again = _model("again")
+    again = model_row("again")
     first = model_store.add_artifact(again.id, art)
     assert model_store.add_artifact(again.id, art) == first
 
 
 def test_cancel_queued_is_immediate_and_running_is_a_request(data_dir: Path) -> None:
-    model = _model()
+    model = model_row()
     queued = job_store.create_job(model.id, {}, total=1)
     assert job_store.cancel_job(queued.id) == JobState.CANCELLED
     running = job_store.create_job(model.id, {}, total=1)
@@ -109,7 +89,7 @@ def test_cancel_queued_is_immediate_and_running_is_a_request(data_dir: Path) -> 
 
 
 def test_finish_by_a_worker_that_lost_the_lease_is_refused(data_dir: Path) -> None:
-    job = job_store.create_job(_model().id, {}, total=1)
+    job = job_store.create_job(model_row().id, {}, total=1)
     job_store.claim_job("w1", lease_seconds=-1)
     job_store.claim_job("w2", lease_seconds=30)
     assert not job_store.finish_job(job.id, JobState.SUCCEEDED, worker_id="w1")
@@ -152,6 +132,6 @@ def test_database_url_setting_is_honoured(tmp_path: Path, monkeypatch: pytest.Mo
     url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
     monkeypatch.setenv("OPTIBOARD_DATABASE_URL", url)
     monkeypatch.setenv("OPTIBOARD_DATA_DIR", str(tmp_path / "data"))
-    _model("elsewhere")
+    model_row("elsewhere")
     assert (tmp_path / "elsewhere.db").is_file()
     assert [m.name for m in model_store.list_models()] == ["elsewhere"]

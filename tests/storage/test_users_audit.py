@@ -12,14 +12,6 @@ from storage.repo import throttle as throttle_store
 from storage.repo import users as user_store
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, data_dir: Path) -> str:
-    """The data directory's SQLite file, or a fresh database on the test PostgreSQL server."""
-    if request.param == "postgresql":
-        return request.getfixturevalue("postgres_url")
-    return "sqlite"
-
-
 def test_concurrent_failed_sign_ins_all_count_and_start_one_wait(database: str) -> None:
     waits: list[object] = []
     barrier = threading.Barrier(8)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from backend.queue import jobs, progress
 from backend.specs import MeasureSettings, SweepSpec
 from storage.states import JobState
 from tests.waiting import free_port
+from tests.workers import run_worker_once
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -27,15 +25,7 @@ def test_a_cluster_unreachable_past_the_give_up_time_fails_the_job_with_one_sent
     monkeypatch.setenv("OPTIBOARD_RAY_ADDRESS", address)
     monkeypatch.setenv("OPTIBOARD_RAY_GIVE_UP_S", "3")  # the worker waits this long, then fails
     job = jobs.submit_sweep(model.id, SweepSpec(measure=MeasureSettings(max_seconds=2)))
-    worker = subprocess.run(
-        [sys.executable, "-m", "backend.queue.worker", "--once", "--poll-seconds", "0.2"],
-        cwd=ROOT,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert worker.returncode == 0, worker.stdout + worker.stderr
+    run_worker_once(timeout=120)
 
     failed = jobs.get_job(job.id)
     assert failed.state == JobState.FAILED

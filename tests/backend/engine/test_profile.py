@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, MeasureSettings, SweepSpec
 from tests import models as model_factory
 from tests.evidence_models import make_hardswish_net
+from tests.workers import run_worker_once
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICK = MeasureSettings(
@@ -70,14 +69,7 @@ def test_sweep_with_profiling_stores_profiles_and_cites_them(
     model = ingest_file(hardswish_path, "hardswish.onnx")
     spec = SweepSpec(precisions=("fp32", "int8_static"), profile=True, measure=QUICK)
     job = jobs.submit_sweep(model.id, spec)
-    worker = subprocess.run(
-        [sys.executable, "-m", "backend.queue.worker", "--once", "--poll-seconds", "0.2"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert worker.returncode == 0, worker.stdout + worker.stderr
+    run_worker_once(timeout=300)
     results = {r.configuration.precision.value: r.result for r in jobs.stored_results(job.id)}
     assert all(r.ok for r in results.values())
     profiles = [a for a in library.list_artifacts(model.id) if a.kind == "profile"]

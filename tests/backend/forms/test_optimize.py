@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import io
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from backend.specs import (
     Precision,
     SweepSpec,
 )
+from tests.models import npz_bytes
 
 # the page's defaults: FP32 and INT8 static on the CPU at batch 1, random calibration
 CHOICES = SweepChoices(
@@ -35,12 +35,6 @@ REOPENED = SweepSpec(
     evaluation_sha256="e" * 64,
     measure=dataclasses.replace(MEASURE_PRESETS["standard"], max_seconds=7.0),
 )
-
-
-def _npz(**arrays: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
 
 
 def test_a_picked_target_adds_its_providers_once_and_only_for_picked_runtimes() -> None:
@@ -119,7 +113,7 @@ def test_submit_stores_the_upload_and_queues_a_new_job_or_the_reopened_ones_copy
     with pytest.raises(UserError, match="Upload the calibration .npz"):
         sweep_form.submit_choices(choices, spec, model.id, None, None)
     assert jobs.list_jobs() == []
-    upload = Upload(_npz(x=np.zeros((4, 16), np.float32)), "cal.npz")
+    upload = Upload(npz_bytes(x=np.zeros((4, 16), np.float32)), "cal.npz")
     first = sweep_form.submit_choices(choices, spec, model.id, upload, None, label="first")
     stored = jobs.spec_of(first)
     assert stored.calibration_sha256 is not None and first.label == "first"

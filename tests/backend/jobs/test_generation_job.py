@@ -5,9 +5,6 @@ verdict and the events, and the Compare frame and charts built from what was sto
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,8 @@ from storage.repo import jobs as job_store
 from storage.repo import serving as point_store
 from storage.states import JobState
 from tests import llm_models
+from tests.backend.test_cli import optiboard
+from tests.workers import run_worker_once
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = jobspec.GenerationJobSpec(
@@ -32,19 +31,6 @@ SPEC = jobspec.GenerationJobSpec(
     sequences=(1, 2),
     perplexity_tokens=256,
 )
-
-
-def run_worker() -> str:
-    worker = subprocess.run(
-        [sys.executable, "-m", "backend.queue.worker", "--once", "--poll-seconds", "0.2"],
-        cwd=ROOT,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert worker.returncode == 0, worker.stdout + worker.stderr
-    return worker.stdout + worker.stderr
 
 
 def submitted(tmp_path: Path) -> tuple[int, int]:
@@ -61,7 +47,7 @@ def test_worker_runs_fp32_and_int4_and_stores_every_point(data_dir: Path, tmp_pa
     assert job.progress_total == 4 and job.spec["kind"] == "generation"
     assert job.spec["perplexity_window"] == 256  # the model's context caps the window
 
-    run_worker()
+    run_worker_once(timeout=600)
 
     job = job_store.get_job(job_id)
     assert job.state == JobState.SUCCEEDED, job.error
@@ -107,17 +93,6 @@ def test_worker_runs_fp32_and_int4_and_stores_every_point(data_dir: Path, tmp_pa
     assert frame.at[fastest, "output_tokens_per_s"] not in list(front.x)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "backend.cli", *args],
-        cwd=ROOT,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_a_job_queued_from_the_cli_reuses_int4_and_quantizes_hqq_b64_once(
     data_dir: Path, tmp_path: Path
 ) -> None:
@@ -125,13 +100,13 @@ def test_a_job_queued_from_the_cli_reuses_int4_and_quantizes_hqq_b64_once(
     stored INT4 copy of the first job is reused, the HQQ block-64 copy is quantized once and
     its graph holds block-64 MatMulNBits with zero points. A folder path cannot be queued."""
     model_id, _ = submitted(tmp_path)
-    run_worker()
+    run_worker_once(timeout=600)
     models_before = len(library.list_models())
-    refused = cli("generate", str(tmp_path), "--submit")
+    refused = optiboard("generate", str(tmp_path), "--submit")
     assert refused.returncode != 0 and "--submit queues a library model by its id" in (
         refused.stdout + refused.stderr
     )
-    queued = cli(
+    queued = optiboard(
         "generate",
         str(model_id),
         "--submit",
@@ -150,7 +125,7 @@ def test_a_job_queued_from_the_cli_reuses_int4_and_quantizes_hqq_b64_once(
     assert "with 2 generation points" in queued.stdout
     again = job_store.list_jobs()[0]
     assert again.label == "cli" and again.spec["variants"] == ["int4", "int4-hqq-b64"]
-    run_worker()
+    run_worker_once(timeout=600)
     assert job_store.get_job(again.id).state == JobState.SUCCEEDED
     assert len(library.list_models()) == models_before + 1  # the HQQ copy, not INT4 again
     events = [e.message for e in jobs.job_events(again.id)]
@@ -218,7 +193,7 @@ def test_openvino_genai_runs_beside_ort_genai_on_its_own_export(
     )
     text = llm_models.trained_llama().eval_text.encode()
     job = jobspec.submit_generation(model.id, spec, text, "held-out.txt")
-    run_worker()
+    run_worker_once(timeout=600)
 
     assert job_store.get_job(job.id).state == JobState.SUCCEEDED
     by_key = {

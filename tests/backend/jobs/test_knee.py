@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backend.jobs.knee import BatchPoint, best_batch, knee_sentence, knee_stop, series_key
-from backend.specs import Configuration
+from backend.specs import Configuration, IoMode, SweepSpec
 
 RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results"
 
@@ -52,6 +52,17 @@ def test_out_of_memory_or_a_failure_ends_the_series() -> None:
     assert best_batch([*grown, BatchPoint(4, None)]) == 2
 
 
+def _h200_knee_sweep() -> SweepSpec:
+    """The knee search the stored H200 ResNet-50 series ran: FP16 on CUDA, device I/O."""
+    return SweepSpec(
+        precisions=("fp16",),
+        providers=("cuda",),
+        io_modes=(IoMode.DEVICE,),
+        find_knee=True,
+        knee_max_batch=2048,
+    )
+
+
 def test_the_worker_skips_batches_past_the_knee_of_stored_results(
     data_dir: Path, mlp_path: Path
 ) -> None:
@@ -59,17 +70,11 @@ def test_the_worker_skips_batches_past_the_knee_of_stored_results(
     from backend.jobs.knee import skip_reason
     from backend.models.ingest import ingest_file
     from backend.queue import jobs
-    from backend.specs import CudaOptions, IoMode, SweepSpec
+    from backend.specs import CudaOptions
     from storage.repo import results as result_store
 
     model = ingest_file(mlp_path, mlp_path.name)
-    spec = SweepSpec(
-        precisions=("fp16",),
-        providers=("cuda",),
-        io_modes=(IoMode.DEVICE,),
-        find_knee=True,
-        knee_max_batch=2048,
-    )
+    spec = _h200_knee_sweep()
     job = jobs.submit_sweep(model.id, spec)
     by_batch = {c.batch_size: c for c in spec.configurations()}
     rows = json.loads((RESULTS / "h200_gpu_depth_resnet50.json").read_text())
@@ -131,19 +136,12 @@ def test_the_sweep_plan_stops_at_the_knee_from_the_results_it_is_sent_alone(
     from backend.models.ingest import ingest_file
     from backend.queue import jobs
     from backend.results import ConfigurationResult, StoredResult
-    from backend.specs import IoMode, SweepSpec
     from storage.artifacts import ArtifactStore
     from storage.repo import results as result_store
     from storage.states import utcnow
 
     model = ingest_file(mlp_path, mlp_path.name)
-    spec = SweepSpec(
-        precisions=("fp16",),
-        providers=("cuda",),
-        io_modes=(IoMode.DEVICE,),
-        find_knee=True,
-        knee_max_batch=2048,
-    )
+    spec = _h200_knee_sweep()
     job = jobs.submit_sweep(model.id, spec)
     recorded = {r["config_key"]: r for r in json.loads(_resnet50_rows())}
     context = JobContext(job, ArtifactStore())

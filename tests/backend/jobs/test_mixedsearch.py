@@ -25,17 +25,22 @@ from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp, torch_names
 from tests.models import save
 
 
+def _search() -> SweepSpec:
+    """FP32 and INT8 static, then the search for the FP32 nodes that keep the cosine >= 0.99."""
+    return SweepSpec(
+        precisions=(Precision.FP32, Precision.INT8_STATIC),
+        search_bound="cosine=0.99",
+        measure=MEASURE_PRESETS["quick"],
+    )
+
+
 def test_a_search_job_stores_each_step_keeps_the_bad_layer_and_meets_the_bound(
     data_dir: Path, tmp_path: Path
 ) -> None:
     model = ingest_file(save(make_bad_layer_mlp(), tmp_path / "bad.onnx"), "bad.onnx")
     path = tmp_path / "eval.npz"
     np.savez(path, x=np.random.default_rng(5).normal(size=(12, 32)).astype(np.float32))
-    spec = SweepSpec(
-        precisions=(Precision.FP32, Precision.INT8_STATIC),
-        search_bound="cosine=0.99",
-        measure=MEASURE_PRESETS["quick"],
-    )
+    spec = _search()
     assert spec.profile  # the search reads each step's profile and layer-loss ranking
     spec = uploads.with_evaluation(spec, model.id, path.read_bytes(), "eval.npz")
     job = jobs.submit_sweep(model.id, spec)
@@ -94,11 +99,7 @@ def test_a_search_on_a_model_with_long_node_names_stores_its_steps(
     short hash of it, not by the key (OSError: [Errno 36] File name too long)."""
     named = torch_names(make_bad_layer_mlp(), LONG)
     model = ingest_file(save(named, tmp_path / "long.onnx"), "long.onnx")
-    spec = SweepSpec(
-        precisions=(Precision.FP32, Precision.INT8_STATIC),
-        search_bound="cosine=0.99",
-        measure=MEASURE_PRESETS["quick"],
-    )
+    spec = _search()
     job = jobs.submit_sweep(model.id, spec)
     claimed = job_store.claim_job("inline", 300, job_id=job.id)
     assert JobRunner("inline").run(claimed).state == JobState.SUCCEEDED
@@ -111,11 +112,7 @@ def test_a_search_whose_every_step_fails_fails_the_job(data_dir: Path, tmp_path:
     """The sweep's FP32 and INT8 run; the search's steps then cannot write their files (the
     output folder is a file: a real OSError in the child): the job fails, naming the error."""
     model = ingest_file(save(make_bad_layer_mlp(), tmp_path / "bad.onnx"), "bad.onnx")
-    spec = SweepSpec(
-        precisions=(Precision.FP32, Precision.INT8_STATIC),
-        search_bound="cosine=0.99",
-        measure=MEASURE_PRESETS["quick"],
-    )
+    spec = _search()
     job = jobs.submit_sweep(model.id, spec)
     claimed = job_store.claim_job("inline", 300, job_id=job.id)
     context = JobContext(claimed, ArtifactStore())

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -31,36 +30,18 @@ from backend.queue import jobs
 from backend.results import ResultStatus
 from backend.specs import MeasureSettings, SweepSpec
 from storage.repo import jobs as job_store
-from storage.repo import models as model_store
 from storage.repo import results as result_store
 from storage.states import JobState
 from tests.postgres import PostgresServer
+from tests.storage.rows import model_row
 from tests.waiting import wait_for
+from tests.workers import start_worker
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = MeasureSettings(
     warmup_runs=1, window_runs=5, window_min_seconds=0.01, max_seconds=1, accuracy_samples=1
 )
 FAKETIME = shutil.which("faketime")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, data_dir: Path) -> str:
-    """Run the test once on a SQLite file and once on a fresh PostgreSQL database."""
-    if request.param == "postgresql":
-        request.getfixturevalue("postgres_url")
-    return request.param
-
-
-def _model(name: str = "m") -> model_store.ModelRow:
-    return model_store.create_model(
-        name=name,
-        sha256="a" * 64,
-        format="onnx",
-        size_bytes=10,
-        metadata={"opset": 17},
-        artifacts=[model_store.NewArtifact("original", "a" * 64, 10, "m.onnx")],
-    )
 
 
 def _payload(key: str) -> dict:
@@ -84,7 +65,7 @@ def _claim_and_cancel_at_once(job_id: int) -> tuple[job_store.JobRow | None, Job
 
 
 def test_claim_and_cancel_racing_never_overwrite_each_other(database: str) -> None:
-    model = _model()
+    model = model_row()
     for _ in range(12):
         job_id = job_store.create_job(model.id, {}, total=1).id
         claimed, cancel_outcome = _claim_and_cancel_at_once(job_id)
@@ -98,7 +79,7 @@ def test_claim_and_cancel_racing_never_overwrite_each_other(database: str) -> No
 
 
 def test_expired_job_with_a_cancel_request_ends_cancelled(database: str) -> None:
-    job = job_store.create_job(_model().id, {}, total=1)
+    job = job_store.create_job(model_row().id, {}, total=1)
     claimed = job_store.claim_job("w1", lease_seconds=-1)  # its worker then stops answering
     assert job_store.cancel_job(job.id) == JobState.RUNNING
     assert job_store.claim_job("w2", 30) is None
@@ -109,7 +90,7 @@ def test_expired_job_with_a_cancel_request_ends_cancelled(database: str) -> None
 
 
 def test_expired_lease_requeues_then_fails_after_max_attempts(database: str) -> None:
-    job = job_store.create_job(_model().id, {}, total=1, max_attempts=2)
+    job = job_store.create_job(model_row().id, {}, total=1, max_attempts=2)
     assert job_store.claim_job("w1", lease_seconds=-1).id == job.id  # lease already expired
     again = job_store.claim_job("w2", lease_seconds=-1)
     assert again.id == job.id and again.attempts == 2 and again.worker_id == "w2"
@@ -122,7 +103,7 @@ def test_expired_lease_requeues_then_fails_after_max_attempts(database: str) -> 
 def test_worker_that_lost_its_lease_writes_nothing_and_no_result_is_replaced(
     database: str,
 ) -> None:
-    job = job_store.create_job(_model().id, {}, total=2)
+    job = job_store.create_job(model_row().id, {}, total=2)
     old = job_store.lease_of(job_store.claim_job("w1", lease_seconds=-1))
     new = job_store.lease_of(job_store.claim_job("w1", lease_seconds=30))  # same worker, again
     assert (old.attempt, new.attempt) == (1, 2)
@@ -138,7 +119,7 @@ def test_worker_that_lost_its_lease_writes_nothing_and_no_result_is_replaced(
 
 
 def test_deleting_a_model_while_its_job_runs_is_refused_in_one_sentence(database: str) -> None:
-    model = _model("busy")
+    model = model_row("busy")
     job = job_store.create_job(model.id, {}, total=1)
     job_store.claim_job("w1", 30)
     with pytest.raises(UserError, match=r"^Model busy has a running job; cancel it .*\.$"):
@@ -148,7 +129,7 @@ def test_deleting_a_model_while_its_job_runs_is_refused_in_one_sentence(database
 
 
 def test_lease_keeper_holds_a_lease_through_a_long_blocking_step(data_dir: Path) -> None:
-    job_store.create_job(_model().id, {}, total=1)
+    job_store.create_job(model_row().id, {}, total=1)
     lease = job_store.lease_of(job_store.claim_job("w1", lease_seconds=1.0))
     with LeaseKeeper(lease, lease_seconds=1.0, every_s=0.2) as keeper:
         time.sleep(2.0)  # stands for a copy that blocks the worker longer than the lease
@@ -157,18 +138,6 @@ def test_lease_keeper_holds_a_lease_through_a_long_blocking_step(data_dir: Path)
     time.sleep(1.5)  # no keeper any more: the lease runs out and the job goes to another
     again = job_store.claim_job("w2", 30)
     assert again is not None and again.attempts == 2
-
-
-def _start_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [*args, sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.2"],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 def _stop(*workers: subprocess.Popen) -> list[str]:
@@ -185,9 +154,9 @@ def test_workers_with_one_clock_five_minutes_ahead_run_every_job_exactly_once(
     model = ingest_file(mlp_path, "mlp.onnx")
     env = {"OPTIBOARD_LEASE_SECONDS": "20"}
     workers = [
-        _start_worker(env=env),
-        _start_worker(env=env),
-        _start_worker(FAKETIME, "-f", "+300", env=env),  # its clock is 5 minutes ahead
+        start_worker(env=env),
+        start_worker(env=env),
+        start_worker(env=env, wrapper=(FAKETIME, "-f", "+300")),  # its clock is 5 minutes ahead
     ]
     try:
         wait_for(lambda: len(jobs.list_workers(None)) == 3, what="three workers")
@@ -221,7 +190,7 @@ def test_worker_loop_survives_a_database_outage_in_the_middle_of_a_job(
     model = ingest_file(mlp_path, "mlp.onnx")
     job = jobs.submit_sweep(model.id, SweepSpec(measure=TINY))
     env = {"OPTIBOARD_DB_RETRY_MAX_S": "1", "OPTIBOARD_LEASE_SECONDS": "5"}
-    worker = _start_worker(env=env)
+    worker = start_worker(env=env)
     try:
         wait_for(lambda: jobs.get_job(job.id).state == JobState.RUNNING, what="the job to run")
         postgres_server.stop()

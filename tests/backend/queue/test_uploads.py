@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
@@ -13,14 +12,9 @@ from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import uploads
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
+from tests.models import npz_bytes
 
 INT8 = SweepSpec(precisions=(Precision.FP32, Precision.INT8_STATIC))
-
-
-def _npz(**arrays: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
 
 
 def _calibration_files(model_id: int) -> list[str]:
@@ -29,7 +23,7 @@ def _calibration_files(model_id: int) -> list[str]:
 
 def test_an_uploaded_npz_is_stored_and_named_in_the_sweep(data_dir: Path, mlp_path: Path) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
-    data = _npz(x=np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32))
+    data = npz_bytes(x=np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32))
     spec = uploads.with_calibration(INT8, model.id, data, "my-cal.npz", wanted=True)
     assert spec.calibration_sha256 is not None
     assert library.artifact_path(spec.calibration_sha256).read_bytes() == data
@@ -40,7 +34,7 @@ def test_a_wrong_input_name_is_refused_and_nothing_is_stored(
     data_dir: Path, mlp_path: Path
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
-    data = _npz(not_an_input=np.zeros((8, 16), np.float32))
+    data = npz_bytes(not_an_input=np.zeros((8, 16), np.float32))
     with pytest.raises(UserError):
         uploads.with_calibration(INT8, model.id, data, "cal.npz", wanted=True)
     assert _calibration_files(model.id) == []
@@ -56,7 +50,7 @@ def test_random_calibration_or_no_int8_static_leaves_the_sweep_as_it_is(
     data_dir: Path, mlp_path: Path
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
-    data = _npz(x=np.zeros((8, 16), np.float32))
+    data = npz_bytes(x=np.zeros((8, 16), np.float32))
     assert uploads.with_calibration(INT8, model.id, data, "c.npz", wanted=False) == INT8
     fp32 = SweepSpec()
     assert uploads.with_calibration(fp32, model.id, data, "c.npz", wanted=True) == fp32
@@ -77,7 +71,7 @@ def test_an_evaluation_set_with_labels_is_stored_and_scored_by_the_worker(
 
     model = ingest_file(mlp_path, "mlp.onnx")
     x = np.random.default_rng(1).normal(size=(6, 16)).astype(np.float32)
-    data = _npz(x=x, labels=np.arange(6) % 10)
+    data = npz_bytes(x=x, labels=np.arange(6) % 10)
     quick = MEASURE_PRESETS["quick"]
     spec = uploads.with_evaluation(SweepSpec(measure=quick), model.id, data, "holdout.npz")
     assert _evaluation_files(model.id) == ["holdout.npz"]
@@ -98,7 +92,7 @@ def test_the_calibration_file_is_refused_as_evaluation_set_and_nothing_is_stored
     data_dir: Path, mlp_path: Path
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
-    data = _npz(x=np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32))
+    data = npz_bytes(x=np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32))
     spec = uploads.with_calibration(INT8, model.id, data, "cal.npz", wanted=True)
     with pytest.raises(UserError, match="same file as the calibration set"):
         uploads.with_evaluation(spec, model.id, data, "cal-again.npz")
@@ -109,12 +103,14 @@ def test_an_evaluation_set_with_float_labels_is_refused_and_nothing_is_stored(
     data_dir: Path, mlp_path: Path
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
-    data = _npz(x=np.zeros((4, 16), np.float32), labels=np.zeros(4, np.float32))
+    data = npz_bytes(x=np.zeros((4, 16), np.float32), labels=np.zeros(4, np.float32))
     with pytest.raises(UserError, match="one integer class index per sample") as caught:
         uploads.with_evaluation(SweepSpec(), model.id, data, "eval.npz")
     assert str(caught.value).count(". ") == 0  # one sentence
     assert _evaluation_files(model.id) == []
-    pickled = _npz(x=np.zeros((4, 16), np.float32), labels=np.array([{}, 1, 2, 3], dtype=object))
+    pickled = npz_bytes(
+        x=np.zeros((4, 16), np.float32), labels=np.array([{}, 1, 2, 3], dtype=object)
+    )
     with pytest.raises(UserError, match="object array"):
         uploads.with_evaluation(SweepSpec(), model.id, pickled, "eval.npz")
     assert _evaluation_files(model.id) == []

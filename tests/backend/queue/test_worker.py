@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,23 +23,12 @@ from storage.repo import results as result_store
 from storage.states import JobState
 from tests import models as model_factory
 from tests.waiting import wait_for
+from tests.workers import start_worker
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICK = MeasureSettings(
     warmup_runs=2, window_runs=10, window_min_seconds=0.05, max_seconds=3, accuracy_samples=1
 )
-
-
-def _start_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "backend.queue.worker", "--poll-seconds", "0.2", *args],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 def test_worker_runs_a_sweep_and_stores_every_configuration(data_dir: Path, mlp_path: Path) -> None:
@@ -53,7 +40,7 @@ def test_worker_runs_a_sweep_and_stores_every_configuration(data_dir: Path, mlp_
         measure=QUICK,
     )
     job = jobs.submit_sweep(model.id, spec)
-    worker = _start_worker("--once")
+    worker = start_worker("--once")
     output, _ = worker.communicate(timeout=300)
     assert worker.returncode == 0, output
 
@@ -111,7 +98,7 @@ def test_killed_worker_job_is_resumed_by_another_without_duplicates(
     )
     spec = SweepSpec(precisions=("fp32",), batch_sizes=(1, 2, 3, 4), measure=slow)
     job = jobs.submit_sweep(model.id, spec)
-    first = _start_worker("--lease-seconds", "3")
+    first = start_worker("--lease-seconds", "3")
     try:
         wait_for(lambda: len(jobs.stored_results(job.id)) >= 1, what="first result")
     finally:
@@ -120,7 +107,7 @@ def test_killed_worker_job_is_resumed_by_another_without_duplicates(
     stored_before = len(jobs.stored_results(job.id))
     assert jobs.get_job(job.id).state == JobState.RUNNING  # the dead worker still holds it
     time.sleep(3.5)  # let the lease run out
-    second = _start_worker("--once", "--lease-seconds", "30")
+    second = start_worker("--once", "--lease-seconds", "30")
     output, _ = second.communicate(timeout=300)
     assert second.returncode == 0, output
 
@@ -138,7 +125,7 @@ def test_cancelling_a_running_job_stops_it_and_the_worker_goes_on(
     model = ingest_file(cnn_path, "cnn.onnx")
     long_run = MeasureSettings(window_runs=10, stability_tolerance=0.001, max_seconds=60)
     job = jobs.submit_sweep(model.id, SweepSpec(batch_sizes=(1, 2), measure=long_run))
-    worker = _start_worker()
+    worker = start_worker()
     try:
         wait_for(lambda: jobs.get_job(job.id).state == JobState.RUNNING, what="job to start")
         time.sleep(1.0)
@@ -162,7 +149,7 @@ def test_configuration_over_its_time_limit_fails_and_the_job_records_why(
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     job = jobs.submit_sweep(model.id, SweepSpec(measure=MeasureSettings(max_seconds=0.5)))
-    worker = _start_worker("--once", env={"OPTIBOARD_CONFIG_TIMEOUT_S": "0"})
+    worker = start_worker("--once", env={"OPTIBOARD_CONFIG_TIMEOUT_S": "0"})
     output, _ = worker.communicate(timeout=120)
     assert worker.returncode == 0, output
     final = jobs.get_job(job.id)
@@ -190,7 +177,7 @@ def test_model_no_backend_can_run_fails_with_the_runtime_error(
     path = model_factory.save(onnx_model, tmp_path / "custom.onnx")
     model = ingest_file(path, "custom.onnx")
     job = jobs.submit_sweep(model.id, SweepSpec(measure=QUICK))
-    worker = _start_worker("--once")
+    worker = start_worker("--once")
     output, _ = worker.communicate(timeout=120)
     assert worker.returncode == 0, output
     (result,) = jobs.stored_results(job.id)

@@ -8,10 +8,7 @@ constants to float16's range, so FP16 really computes 0/0 = NaN (or all zeros) o
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +22,7 @@ from backend.serving.view import variants_from_results
 from backend.specs import Precision, SweepSpec
 from storage.states import ResultStatus
 from tests import models as model_factory
+from tests.backend.test_cli import optiboard
 from tests.pages.seed import add_model, run_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -91,17 +89,6 @@ def test_a_knee_search_stops_at_wrong_outputs_and_never_names_them_the_knee(
     assert knee_summary(spec, stored) == [
         "CPU FP16: no knee: no batch ran; the search ended because batch 1 computed wrong outputs"
     ]
-
-
-def optiboard(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "backend.cli", *args],
-        cwd=ROOT,
-        env=os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def test_the_cli_sets_the_bound_and_prints_the_knee_sentence(
