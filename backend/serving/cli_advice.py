@@ -17,8 +17,9 @@ from backend.records import get_job
 from backend.reporting.cost import job_prices
 from backend.reporting.text import table
 from backend.results import StoredResult
+from backend.runtimeenvs import DEFAULT
 from backend.serving.cheapest import evidence_cost, recommendation_cost, with_prices
-from backend.serving.cli_verbs import policy_of
+from backend.serving.cli_verbs import env_from_args, env_option, policy_of
 from backend.serving.confirm import ServedFile, served_variants, triton_confirm
 from backend.serving.export import Device, ServingTarget, export_repository, parse_config
 from backend.serving.recommend import Evidence, Recommendation, recommend, recommendation_grid
@@ -115,7 +116,7 @@ def _providers(text: str) -> tuple[ServingProvider, ...]:
 
 def _confirmed(args: argparse.Namespace) -> Recommendation:
     """Curves measured through the real server, predictions, the best few measured there."""
-    dims = _dims(args.dim)
+    dims, env = _dims(args.dim), env_from_args(args)
     instances = tuple(comma_numbers(args.instances, int, "--instances")) or (1,)
     grid = recommendation_grid(instances)
     probe_us = shortest_queue_delay_us(grid)
@@ -125,6 +126,7 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
         intra_op_threads=args.threads,
         two_instances=max(instances) > 1,
         delay_probe_us=probe_us,  # how late a held batch leaves, for the delayed policies
+        runtime_env=env,
     )
     variants = with_prices(variants, _prices(args))
     for variant in variants:
@@ -135,7 +137,7 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
         args.slo,
         min_rps=args.min_rate,
         policies=grid,
-        confirm=triton_confirm(dims, args.threads),
+        confirm=triton_confirm(dims, args.threads, runtime_env=env),
         confirm_top=args.confirm,
         confirm_duration_s=args.duration,
     )
@@ -146,6 +148,13 @@ def cmd_serve_recommend(args: argparse.Namespace) -> int:
         raise UserError("--confirm takes 0 or more configurations and --duration positive seconds.")
     if args.confirm:
         rec = _confirmed(args)
+        ran = sorted({e.measured.runtime_label for e in rec.ranked if e.measured is not None})
+        print(f"confirmed on {', '.join(r for r in ran if r) or 'no measured point'}")
+    elif env_from_args(args) != DEFAULT:
+        raise UserError(
+            "--env picks the onnxruntime of the servers that --confirm starts; add --confirm N, "
+            "or drop --env to predict from the sweep alone."
+        )
     else:
         from backend.serving.view import serve_view
 
@@ -225,6 +234,7 @@ def register_advice(group: argparse._SubParsersAction) -> None:
         help="dollars per hour per provider or cluster target, e.g. cpu=0.40,cuda=3.50 "
         "(default: the sweep's stored prices); the cheapest configuration meeting the bound",
     )
+    env_option(p)
     p.set_defaults(func=cmd_serve_recommend)
     p = group.add_parser("export", help="write a Triton model repository zip")
     p.add_argument("model", type=int, help="model id (see `optiboard models`)")

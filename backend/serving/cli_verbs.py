@@ -129,9 +129,7 @@ def energy_cells(point: LoadPoint) -> list[str]:
 
 
 def cmd_serve_load(args: argparse.Namespace) -> int:
-    from backend.knobs.flags import knob_values
     from backend.serving.loadgen import serve_and_measure
-    from backend.serving.study import ServingStudy
 
     path = model_file(args.model, args.variant)
     policy, specs = policy_of(args), specs_of(args)
@@ -150,7 +148,7 @@ def cmd_serve_load(args: argparse.Namespace) -> int:
         intra_op_threads=args.threads,
         on_point=progress,
         provider=ServingProvider(args.provider),
-        runtime_env=knob_values(ServingStudy, args)["runtime_env"],  # --env, as a study takes it
+        runtime_env=env_from_args(args),
     )
     if not args.json:
         used = ", ".join(points[0].session_providers + points[0].session_options)
@@ -173,14 +171,16 @@ def cmd_serve_load(args: argparse.Namespace) -> int:
 def cmd_serve_curve(args: argparse.Namespace) -> int:
     from backend.serving.curve import measure_model_curve
 
-    curve = measure_model_curve(
+    curve, ran = measure_model_curve(
         model_file(args.model, args.variant),
         comma_numbers(args.batch_sizes, int, "--batch-sizes"),
         requests_per_size=args.requests,
         dims=_dims(args.dim),
         intra_op_threads=args.threads,
         provider=ServingProvider(args.provider),
+        runtime_env=env_from_args(args),
     )
+    print(f"served on {ran or 'an onnxruntime that did not report its version'}")
     rows = [[b, f"{ms:.3f}"] for b, ms in zip(curve.batch_sizes, curve.compute_ms, strict=True)]
     print(table(rows, ["batch", "compute ms (median)"]))
     print(f"overhead per request {curve.overhead_ms:.3f} ms, jitter {curve.compute_jitter:.2f}")
@@ -254,7 +254,15 @@ def _provider_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _env_option(parser: argparse.ArgumentParser) -> None:
+def env_from_args(args: argparse.Namespace) -> str:
+    """--env, read as a study reads it."""
+    from backend.knobs.flags import knob_values
+    from backend.serving.study import ServingStudy
+
+    return knob_values(ServingStudy, args)["runtime_env"]
+
+
+def env_option(parser: argparse.ArgumentParser) -> None:
     """--env NAME, as ServingStudy declares it (the same knob as a sweep's)."""
     from backend.knobs.flags import add_knob_arguments
     from backend.serving.study import ServingStudy
@@ -303,12 +311,13 @@ def register_serving(sub: argparse._SubParsersAction) -> argparse._SubParsersAct
     p = group.add_parser("load", help="serve a model on Triton and measure load points")
     _model_options(p)
     _load_options(p)
-    _env_option(p)
+    env_option(p)
     p.set_defaults(func=cmd_serve_load)
     p = group.add_parser("curve", help="measure compute time per batch size on Triton")
     _model_options(p)
     p.add_argument("--batch-sizes", default="1,2,4,8,16")
     p.add_argument("--requests", type=int, default=30, help="requests per batch size")
+    env_option(p)
     p.set_defaults(func=cmd_serve_curve)
     p = group.add_parser("submit", help="queue a serving study for the worker (real Triton)")
     p.add_argument("model", type=int, help="model id (see `optiboard models`)")
@@ -330,6 +339,6 @@ def register_serving(sub: argparse._SubParsersAction) -> argparse._SubParsersAct
         "stored with the study, which names the cheapest configuration meeting its bound",
     )
     _load_options(p, many=True)
-    _env_option(p)
+    env_option(p)
     p.set_defaults(func=cmd_serve_submit, preset="quick")
     return group

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backend.errors import UserError
+from backend.runtimeenvs import DEFAULT
 from backend.serving.recommend import Confirm, MeasuredVariant, Trial
 from backend.serving.types import LoadPoint, ServingProvider
 
@@ -21,7 +22,9 @@ CURVE_SIZES = (1, 4, 16)  # measured through the server; the simulation interpol
 
 
 def triton_confirm(
-    dims: dict[str, int] | None = None, intra_op_threads: int | None = None
+    dims: dict[str, int] | None = None,
+    intra_op_threads: int | None = None,
+    runtime_env: str = DEFAULT,
 ) -> Confirm:
     """A `confirm` that measures the trial on the real Triton server: the server is started
     with the trial's policy and the Server load is run; when the load generator cannot offer
@@ -38,7 +41,12 @@ def triton_confirm(
         policy, load = trial.candidate.policy, trial.load
         provider = ServingProvider(trial.candidate.variant.provider)
         with serve(
-            Path(path), policy, dims=dims, intra_op_threads=intra_op_threads, provider=provider
+            Path(path),
+            policy,
+            dims=dims,
+            intra_op_threads=intra_op_threads,
+            provider=provider,
+            runtime_env=runtime_env,
         ) as server:
             for step in GENERATOR_STEPS:
                 rate = (load.target_rps or 0.0) * step
@@ -68,6 +76,7 @@ def served_variants(
     intra_op_threads: int | None = None,
     two_instances: bool = True,
     delay_probe_us: int = 0,
+    runtime_env: str = DEFAULT,
 ) -> list[MeasuredVariant]:
     """Each file's curve and per-request costs measured through the real server
     (serving.costmodel), so the predictions are of that server, not of an in-process sweep.
@@ -87,6 +96,7 @@ def served_variants(
                 two_instances=two_instances,
                 delay_probe_us=delay_probe_us,
                 provider=ServingProvider(f.provider),
+                runtime_env=runtime_env,
             ).curve,
             str(f.path),
         )

@@ -18,6 +18,7 @@ import tritonclient.http.aio as triton_http
 
 from backend.errors import UserError
 from backend.launch.children import run_in_child
+from backend.runtimeenvs import DEFAULT
 from backend.serving.sender import request_inputs
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario, ServingProvider
@@ -152,13 +153,21 @@ def measure_model_curve(
     dims: dict[str, int] | None = None,
     intra_op_threads: int | None = None,
     provider: ServingProvider = ServingProvider.CPU,
-) -> LatencyCurve:
+    runtime_env: str = DEFAULT,
+) -> tuple[LatencyCurve, str]:
     """Serve the file on one instance without dynamic batching (client batches only) and measure
-    its curve from a child process started by the one launcher."""
+    its curve from a child process started by the one launcher; with what ran the model
+    ("onnxruntime 1.31.1 (ort-1.31)")."""
     policy = BatchingPolicy(max_batch_size=max(batch_sizes), dynamic_batching=False)
     with serve(
-        model_path, policy, dims=dims, intra_op_threads=intra_op_threads, provider=provider
+        model_path,
+        policy,
+        dims=dims,
+        intra_op_threads=intra_op_threads,
+        provider=provider,
+        runtime_env=runtime_env,
     ) as server:
+        ran = server.endpoint.runtime_label
         outcome = run_in_child(
             measure_latency_curve,
             server.endpoint,
@@ -167,4 +176,4 @@ def measure_model_curve(
             timeout_s=60 + 2 * requests_per_size * len(batch_sizes),
             what="The latency-curve measurement",
         )
-    return outcome.value_or_raise("The latency-curve measurement")
+    return outcome.value_or_raise("The latency-curve measurement"), ran

@@ -31,7 +31,7 @@ from backend.launch.services import group_members, start_service, stop_service
 from backend.runtimeenvs import DEFAULT, ENVIRONMENTS, RuntimeEnv, ready_env
 from backend.serving import runtime_overlay
 from backend.serving.repository import ServedModel, TensorSpec, plan_model, write_repository
-from backend.serving.types import BatchingPolicy, ServingProvider
+from backend.serving.types import BatchingPolicy, ServingProvider, runtime_label
 
 SETUP = "run scripts/setup-triton"
 SHM_FOLDER = Path("/dev/shm")
@@ -99,6 +99,10 @@ class ServerEndpoint:
     session_options: tuple[str, ...] = ()  # a CUDA session's options in effect, "key=value"
     runtime_env: str = DEFAULT  # the runtime environment whose onnxruntime was asked for
     onnxruntime: str = ""  # the onnxruntime version the served model really loaded
+
+    @property
+    def runtime_label(self) -> str:
+        return runtime_label(self.onnxruntime, self.runtime_env)
 
 
 def free_port() -> int:

@@ -199,6 +199,13 @@ class LatencyCurve:
         return times[-1] + slope * (batch - sizes[-1])
 
 
+def runtime_label(onnxruntime: str, runtime_env: str) -> str:
+    """'onnxruntime 1.31.1 (ort-1.31)': what ran the served model ('' where not recorded)."""
+    if not onnxruntime:
+        return ""
+    return f"onnxruntime {onnxruntime} ({runtime_env or 'default'})"
+
+
 @dataclass(frozen=True)
 class LoadPoint:
     """One measured (or predicted) load point."""
@@ -232,10 +239,7 @@ class LoadPoint:
 
     @property
     def runtime_label(self) -> str:
-        """'onnxruntime 1.31.1 (ort-1.31)': what ran the model ('' where not recorded)."""
-        if not self.onnxruntime:
-            return ""
-        return f"onnxruntime {self.onnxruntime} ({self.runtime_env or 'default'})"
+        return runtime_label(self.onnxruntime, self.runtime_env)
 
     @property
     def mean_batch(self) -> float:

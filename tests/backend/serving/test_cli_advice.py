@@ -62,8 +62,10 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
     assert main(["run", "1", "--precisions", "fp32", "--batch-sizes", "1,8", "--quick"]) == 0
     capsys.readouterr()
     argv = ["serve", "recommend", "1", "--slo", "200", "--confirm", "1", "--duration", "1"]
-    code = main([*argv, "--instances", "1", "--top", "3"])
+    code = main([*argv, "--instances", "1", "--top", "3", "--env", "ort-1.31"])
     printed = capsys.readouterr().out
+    # the servers that measured costs and confirmed ran the environment's onnxruntime
+    assert "confirmed on onnxruntime 1.31.1 (ort-1.31)\n" in printed, printed
     sentence = printed.strip().splitlines()[-1]
     with capsys.disabled():
         print(printed)  # the evidence, shown with -s or when the test fails
@@ -120,6 +122,16 @@ def test_recommend_refuses_a_negative_confirm_count_before_measuring_anything(
     assert main(["add", str(mlp_path)]) == 0
     assert main(["serve", "recommend", "1", "--slo", "10", "--confirm", "-1"]) == 2
     assert "--confirm takes 0 or more configurations" in capsys.readouterr().err
+
+
+def test_recommend_takes_an_environment_only_for_the_servers_confirm_starts(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["serve", "recommend", "1", "--slo", "10", "--env", "ort-1.31"]) == 2
+    assert "--env picks the onnxruntime of the servers that --confirm starts; add --confirm N" in (
+        capsys.readouterr().err
+    )
 
 
 def test_recommend_with_confirm_on_a_missing_job_says_so_and_starts_no_server(

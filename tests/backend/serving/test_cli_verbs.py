@@ -110,7 +110,7 @@ def test_a_study_carries_its_runtime_environment_and_a_missing_one_queues_nothin
         "Runtime environment 'ort-9' is not set up; run scripts/setup-runtime-env ort-9 on the "
         "worker's host."
     )
-    for verb in ("submit", "load"):  # refused before a server starts or a job is stored
+    for verb in ("submit", "load", "curve"):  # refused before a server starts or a job is stored
         assert main(["serve", verb, str(model.id), "--env", "ort-9"]) == 2
         assert capsys.readouterr().err.strip().endswith(sentence)
         assert main(["serve", verb, str(model.id), "--env", "ort-0.1"]) == 2

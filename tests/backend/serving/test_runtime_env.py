@@ -51,6 +51,9 @@ def test_serve_load_on_an_environment_reports_its_onnxruntime_and_default_the_se
     out = capsys.readouterr().out
     assert out.startswith("policy: max 16, delay 0 us, x1; provider cpu (session: CPUExec")
     assert f"; onnxruntime {own} (default)\n" in out.splitlines(keepends=True)[0]
+    curve = ["serve", "curve", str(model.id), "--batch-sizes", "1,2", "--requests", "3"]
+    assert main([*curve, "--env", "ort-1.31"]) == 0
+    assert capsys.readouterr().out.startswith("served on onnxruntime 1.31.1 (ort-1.31)\n")
 
 
 def test_a_server_that_loads_another_version_than_the_pins_is_refused(
