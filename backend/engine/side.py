@@ -61,7 +61,7 @@ class Side:
         """What really runs: the runtime's version and file, providers, the variant's steps."""
         import sys
 
-        module = __import__(self.runtime.name) if self.runtime.name == "onnxruntime" else None
+        module = __import__(self.runtime.name)  # onnxruntime, openvino: where it was loaded from
         from backend.host import describe_environment
         from backend.runtimeenvs import current_env_name
 

@@ -29,6 +29,7 @@ def spec_of(args: argparse.Namespace) -> RegressionSpec:
     return RegressionSpec(
         env_a=args.env_a,
         env_b=args.env_b,
+        runtime=args.runtime,
         precisions=tuple(comma_list(args.precisions)),
         batch_sizes=tuple(comma_numbers(args.batch_sizes, int, "--batch-sizes")),
         dims=tuple(dims_from_pairs(args.dim).items()),
@@ -103,6 +104,11 @@ def register_regress(
     p.add_argument("--env-b", default=DEFAULT, help="the environment checked (optiboard envs)")
     p.add_argument(
         "--model-b", type=int, help="B runs this model instead (a re-export; one model only)"
+    )
+    p.add_argument(
+        "--runtime",
+        default="onnxruntime",
+        help="the runtime both sides run: onnxruntime or openvino (its environments' versions)",
     )
     p.add_argument("--precisions", default="fp32", help="comma list, e.g. fp32,int8_dynamic")
     p.add_argument("--batch-sizes", default="1", help="comma list, e.g. 1,8")

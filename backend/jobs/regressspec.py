@@ -23,6 +23,7 @@ from backend.errors import UserError
 from backend.records import JobKind
 from backend.reporting import regression as stats
 from backend.runtimeenvs import DEFAULT, ready_env
+from backend.runtimes import RUNTIMES
 from backend.specs import MEASURE_PRESETS, Configuration, MeasureSettings, Precision
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -42,6 +43,7 @@ class RegressionSpec:
 
     env_b: str
     env_a: str = DEFAULT
+    runtime: str = "onnxruntime"  # the runtime both sides run (its version is what changes)
     precisions: tuple[str, ...] = ("fp32",)
     batch_sizes: tuple[int, ...] = (1,)
     dims: tuple[tuple[str, int], ...] = ()  # symbolic input dimensions, e.g. (("seq", 128),)
@@ -77,6 +79,10 @@ class RegressionSpec:
                 "B's own model (--model-b) pairs one model with another upload; check several "
                 "models without it, or one model with it."
             )
+        if self.runtime not in RUNTIMES:
+            raise UserError(
+                f"Unknown runtime {self.runtime!r}; choose from {', '.join(RUNTIMES)}."
+            )
         if not self.precisions or not self.batch_sizes:
             raise UserError("A regression check needs at least one precision and batch size.")
         for name in self.precisions:
@@ -97,9 +103,11 @@ class RegressionSpec:
             raise UserError(f"The smallest change must be in [0, 1), not {self.min_change}.")
 
     def configurations(self) -> list[Configuration]:
-        """Every (precision, batch) pair on the CPU with the spec's threads; B's the same."""
+        """Every (precision, batch) pair on the spec's runtime on the CPU with its threads; B's
+        the same."""
         return [
             Configuration(
+                backend=self.runtime,
                 precision=Precision(p),
                 batch_size=b,
                 intra_op_threads=self.threads,

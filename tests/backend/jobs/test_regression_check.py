@@ -70,6 +70,8 @@ def test_bad_environments_get_one_sentence_and_queue_nothing(
         submit_regression(7, RegressionSpec(env_b="default"))
     with pytest.raises(UserError, match="^Unknown precision 'fp8'"):
         RegressionSpec(env_b="default", precisions=("fp8",))
+    with pytest.raises(UserError, match="^Unknown runtime 'tvm'; choose from onnxruntime, "):
+        RegressionSpec(env_b="default", runtime="tvm")
     assert jobs.list_jobs() == []
 
 
@@ -100,6 +102,31 @@ def test_an_environment_made_from_other_pins_says_so(tmp_path: Path) -> None:
     assert env.unavailable() is not None and "was set up from other pins" in env.unavailable()
     (root / "pins.txt").write_text(pins.read_text())
     assert env.unavailable() is None and env.pinned == ["onnxruntime==1.31.1"]
+
+
+def test_openvino_versions_are_checked_like_onnx_runtimes(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OpenVINO 2026.4.1 (the project's) against 2026.3.1 (ov-2026.3): each side's child loads
+    its own version, from its own folder, and the row names both."""
+    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ov-2026.3"], check=True)
+    cnn = models.save(models.make_cnn(channels=8, blocks=1, image=16), tmp_path / "cnn.onnx")
+    assert main(["add", str(cnn)]) == 0
+    args = ["--env-b", "ov-2026.3", "--runtime", "openvino", "--rounds", "2", "--max-seconds", "1"]
+    capsys.readouterr()
+    assert main(["regress", "1", *args, "--no-profile"]) == 0
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if line.startswith("openvino/cpu/fp32/b1"))
+    assert "default 2026.4.1" in row and "ov-2026.3 2026.3.1" in row, printed
+    for side in jobs.stored_results(1):
+        facts = side.result.environment
+        version, folder = (
+            ("2026.4.1", ".venv")
+            if side.config_key.startswith("a:")
+            else ("2026.3.1", ".runtime-envs/ov-2026.3")
+        )
+        assert facts["backend"] == "openvino" and facts["backend_version"] == version
+        assert f"/{folder}/lib/" in facts["runtime_file"], facts["runtime_file"]
 
 
 def test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples(
