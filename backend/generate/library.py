@@ -3,7 +3,8 @@
 The folder is rebuilt from the artifact store as hard links (no copy of multi-GB weights; not
 symbolic links, which ONNX Runtime resolves and then refuses as external data outside the model's
 directory) under the data directory, once per model; a copy where the store is on another file
-system. Deleting the model removes the folder. Treat it as read-only: the links share the blobs.
+system. backend/models/derived.py names it, so deleting the model removes the folder. Treat it
+as read-only: the links share the blobs.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import UserError
-from backend.models import library
+from backend.models import derived, library
 from backend.models.genai import GENAI_CONFIG, GENAI_KIND, is_generative_format
 from storage.repo.models import ArtifactRow, ModelRow
-
-FOLDERS = "genai"  # under the data directory, beside artifacts/
 
 
 def _same_file(path: Path, blob: Path) -> bool:
@@ -61,8 +60,7 @@ def genai_config(model_id: int) -> dict[str, Any]:
 def genai_folder(model_id: int) -> Path:
     """The model's GenAI folder (links into the artifact store), made on first use."""
     model = generative_model(model_id)
-    store = library.store()
-    target = store.root.parent / FOLDERS / f"model-{model.id}-{model.sha256[:12]}"
+    target = derived.genai_path(model)
     artifacts = folder_artifacts(model_id)
     links = {path: library.artifact_path(a.sha256) for a in artifacts for path in a.meta["paths"]}
     if all(_same_file(target / p, blob) for p, blob in links.items()):

@@ -28,7 +28,7 @@ from backend.generate.ovexport import (
     export_openvino,
 )
 from backend.generate.weightonly import WeightOnlyConfig, WeightOnlyVariant, quantize_folder
-from backend.models import library
+from backend.models import derived, library
 from backend.models.genai import FORMAT_GENAI, FORMAT_HF, plan_genai_folder
 from backend.models.hfconvert import BuilderOptions, build_genai_folder
 from backend.models.safezip import extracted
@@ -80,8 +80,7 @@ def rebuild_model(model_id: int, options: BuilderOptions, name: str | None = Non
 def openvino_folder(model_id: int, compression: NncfConfig | None = None) -> OpenVinoFolder:
     """The model as an OpenVINO GenAI folder (exported once), optionally NNCF-compressed."""
     source = generative.generative_model(model_id)
-    root = library.store().root.parent / generative.FOLDERS
-    fp32 = root / f"model-{source.id}-{source.sha256[:12]}-openvino-fp32"
+    fp32 = derived.genai_path(source, "-openvino-fp32")
     facts_file = fp32 / FACTS_FILE
     if not facts_file.is_file():
         work = _work()
@@ -106,8 +105,7 @@ def hf_folder(model_id: int) -> Path:
     """The uploaded Hugging Face folder of an `hf-genai` model, unzipped once (safezip) next to
     its GenAI folder and kept (read-only use): what the torch runtime opens."""
     source = generative.generative_model(model_id)
-    root = library.store().root.parent / generative.FOLDERS
-    target = root / f"model-{source.id}-{source.sha256[:12]}-hf"
+    target = derived.genai_path(source, "-hf")
     if not (target / "config.json").is_file():
         work = _work()
         try:

@@ -9,7 +9,8 @@ type and shape and says 'Tensor data is empty.' for its values, and requests no 
 are unchanged, so overlays match the copy as they match the upload.
 
 The copy is made in a limited child (the upload is parsed there, never in the web process) and
-cached per artifact digest under the data directory's cache, so a second view only opens a file.
+cached per artifact digest where backend/models/derived.py says (so deleting the model removes
+it), so a second view only opens a file.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import settings
+from backend.models import derived
 
 # Tensors this small (shape vectors, axes, scalars) keep their values: they are not weights and
 # Netron shows them inline, e.g. a Reshape's target shape.
@@ -36,20 +37,10 @@ class Skeleton:
     made_by: int = 0  # the pid of the child that made it (0 when read from the cache)
 
 
-def cache_folder() -> Path:
-    return settings.data_dir() / "cache" / "graph-skeletons"
-
-
-def cached_path(sha256: str) -> Path:
-    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
-        raise ValueError(f"not a sha256 digest: {sha256!r}")
-    return cache_folder() / f"{sha256}.onnx"
-
-
 def skeleton_of(source: Path, sha256: str) -> Skeleton:
     """The structure-only copy of the .onnx at `source` (whose content digest is `sha256`),
     made in a limited child on the first call and read from the cache afterwards."""
-    final = cached_path(sha256)
+    final = derived.skeleton_path(sha256)
     if final.is_file():
         return Skeleton(final, final.stat().st_size, cached=True)
     from backend.launch.children import run_parse

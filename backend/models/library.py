@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from backend.errors import UserError
+from backend.models import derived
 from storage.artifacts import ArtifactStore
 from storage.repo import models as model_store
 from storage.repo.models import ArtifactRow, ModelRow
@@ -104,15 +105,7 @@ def delete_model(model_id: int) -> None:
         ) from None
     except LookupError:
         raise UserError(f"There is no model {model_id}; pick one from the model library.") from None
-    import shutil
-
-    from backend.graphview import skeleton
-
-    for sha256 in digests:
-        if not store().exists(sha256):
-            skeleton.cached_path(sha256).unlink(missing_ok=True)
-    for folder in (store().root.parent / "genai").glob(f"model-{model_id}-*"):
-        shutil.rmtree(folder, ignore_errors=True)  # generate.library.genai_folder's hard links
+    derived.remove(model_id, gone=[d for d in digests if not store().exists(d)])
 
 
 def export_check(artifacts: list[ArtifactRow]) -> list[str]:

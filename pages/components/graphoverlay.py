@@ -11,9 +11,9 @@ import streamlit as st
 from backend.compat import matrix_for_model
 from backend.errors import UserError
 from backend.graphview import overlay as ov
-from backend.graphview import skeleton, views
+from backend.graphview import views
 from backend.graphview.structure import GraphStructure, read_structure
-from backend.models import library
+from backend.models import derived, library
 from backend.models.costing import cost_in_child
 from backend.reporting import costview
 from pages.components.formatting import plain
@@ -26,7 +26,7 @@ def structure(sha256: str) -> GraphStructure:
     """Node names and tensors only: external data is never read (structure.py). A large file's
     weightless copy (graphview/skeleton.py, made before the overlay) has the same nodes and is
     read in a blink, instead of parsing the whole file in a child again."""
-    copy = skeleton.cached_path(sha256)
+    copy = derived.skeleton_path(sha256)
     return read_structure(copy if copy.is_file() else library.artifact_path(sha256))
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from backend.graphview import skeleton
 from backend.graphview.structure import read_structure
-from backend.models import library
+from backend.models import derived, library
 from tests import models as model_factory
 from tests.pages.seed import add_model, open_page, texts
 
@@ -41,7 +41,7 @@ def test_a_large_upload_is_shown_from_a_weightless_copy_made_in_a_child(
     shown = texts(at)
     assert "Weights not loaded" in shown, shown
 
-    copy = skeleton.cached_path(artifact.sha256)
+    copy = derived.skeleton_path(artifact.sha256)
     assert copy.is_file() and copy.stat().st_size < 20_000  # the weights' 2 MB left out
     again = skeleton.skeleton_of(upload, artifact.sha256)
     assert again.cached and again.path == copy
