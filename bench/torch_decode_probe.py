@@ -59,8 +59,13 @@ def main() -> None:
 
     def prefill():  # noqa: ANN202
         cache.reset()
-        out = model(input_ids=ids, cache_position=torch.arange(PROMPT, device="cuda"),
-                    past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = model(
+            input_ids=ids,
+            cache_position=torch.arange(PROMPT, device="cuda"),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
 
     def steps(count: int, sync_each: bool, nxt=None) -> list[float]:  # noqa: ANN001
@@ -100,8 +105,11 @@ def main() -> None:
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     synced_us = statistics.median(synced) * 1e6
     result = {
-        "mode": args.mode, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-        "compile_s": round(compile_s, 1), "weights_gb": round(weights / 1e9, 3),
+        "mode": args.mode,
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(),
+        "compile_s": round(compile_s, 1),
+        "weights_gb": round(weights / 1e9, 3),
         "synced_step_us_p50": round(synced_us, 1),
         "synced_tok_s": round(1e6 / synced_us, 1),
         "gpu_step_us": [round(g, 1) for g in gpu],
