@@ -80,9 +80,7 @@ class RegressionSpec:
                 "models without it, or one model with it."
             )
         if self.runtime not in RUNTIMES:
-            raise UserError(
-                f"Unknown runtime {self.runtime!r}; choose from {', '.join(RUNTIMES)}."
-            )
+            raise UserError(f"Unknown runtime {self.runtime!r}; choose from {', '.join(RUNTIMES)}.")
         if not self.precisions or not self.batch_sizes:
             raise UserError("A regression check needs at least one precision and batch size.")
         for name in self.precisions:
