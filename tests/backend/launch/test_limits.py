@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +41,8 @@ def _task(model: Path, tmp_path: Path, **config: object) -> ConfigurationTask:
     configuration = Configuration(precision="fp32", **config)  # type: ignore[arg-type]
     return ConfigurationTask(
         source_path=str(model),
-        configuration=configuration.to_dict(),
-        measure=asdict(MEASURE_PRESETS["quick"]),
+        configuration=configuration,
+        measure=MEASURE_PRESETS["quick"],
         output_dir=str(tmp_path / "out"),
     )
 
