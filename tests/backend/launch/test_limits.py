@@ -87,8 +87,8 @@ def test_huge_symbolic_dimension_is_refused_before_any_input_is_allocated(
     outcome = run_in_child(run_configuration, task, timeout_s=120)
 
     assert outcome.ok, outcome.error
-    assert outcome.value["status"] == "failed"
-    assert outcome.value["error"] == (
+    assert outcome.value.status == "failed"
+    assert outcome.value.error == (
         "Input 'x' at shape [1, 1000000000] takes 3,815 MB, over the input limit of 2048 MB "
         "(OPTIBOARD_MAX_INPUT_MB); use a smaller batch size or smaller values for the symbolic "
         "dimensions."
