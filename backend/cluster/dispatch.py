@@ -35,7 +35,6 @@ from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo.jobs import JobRow
 
-FP32 = Precision.FP32
 POLL_S = 0.5
 CANCEL_GRACE_S = 10.0  # after a polite cancel, the worker processes still running are killed
 REJOIN_S = 60.0  # after a head restart, how long nodes have to join before a target is missing
@@ -264,7 +263,9 @@ class ClusterSweep:
         here they finish in any order, so a result waits for its baseline (seconds, usually).
         """
         still = []
-        fp32_first = sorted(self.waiting, key=lambda w: w[0].configuration.precision != FP32)
+        fp32_first = sorted(
+            self.waiting, key=lambda w: w[0].configuration.precision != Precision.FP32
+        )
         for result, files in fp32_first:
             config = result.configuration
             baseline = replace(config, precision=Precision.FP32, fp32_nodes=()).key
