@@ -100,7 +100,7 @@ class ConfigurationResult:
     """Everything measured for one configuration, or why it could not be."""
 
     config_key: str
-    configuration: dict[str, Any]
+    configuration: Configuration  # written and read by the one serializer, nested
     status: ResultStatus
     error: str | None = None
     providers_requested: list[str] = field(default_factory=list)
@@ -159,7 +159,7 @@ class ConfigurationResult:
 
 @dataclass(frozen=True)
 class StoredResult:
-    """A stored result read as types: its Configuration and ConfigurationResult parsed once.
+    """A stored result read as types: its payload parsed once, configuration included.
 
     Readers (reporting frames, the worker's FP32 baseline lookup, CLI, pages) use this rather
     than payload dict keys, so no reader repeats the defaults of backend.specs. It lives in
@@ -174,14 +174,14 @@ class StoredResult:
 
     @classmethod
     def from_row(cls, row: ResultRow) -> StoredResult:
-        result = ConfigurationResult.from_dict(row.payload)
-        return cls(
-            id=row.id,
-            job_id=row.job_id,
-            created_at=row.created_at,
-            configuration=Configuration.from_dict(row.configuration),
-            result=result,
-        )
+        """The row's payload parsed once; its configuration column is the payload's own copy
+        (an index for storage), so it is not read a second time."""
+        return cls.of(row, ConfigurationResult.from_dict(row.payload))
+
+    @classmethod
+    def of(cls, row: ResultRow, result: ConfigurationResult) -> StoredResult:
+        """The row just written for `result`, which the writer holds typed already."""
+        return cls(row.id, row.job_id, row.created_at, result.configuration, result)
 
     @property
     def config_key(self) -> str:

@@ -171,7 +171,7 @@ def check_trt_options(trt: TrtOptions, provider: str, runtime: str, precision: s
             "TensorRT options apply to ONNX Runtime's tensorrt provider only; pick it or leave "
             "them at their defaults."
         )
-    qdq = precision == "int8_static"  # our static INT8 variant carries Q/DQ nodes with scales
+    qdq = precision == "int8_static"  # Precision.INT8_STATIC (a str enum): Q/DQ nodes with scales
     if trt.int8_calibration_table and not trt.int8:
         raise UserError(
             "An INT8 calibration table is read only in TensorRT's INT8 mode; turn INT8 on or "
@@ -192,7 +192,7 @@ def check_trt_options(trt: TrtOptions, provider: str, runtime: str, precision: s
 def trt_checked(config: Any) -> TrtOptions:
     """A Configuration's options, typed and checked against its provider and precision."""
     trt = TrtOptions.from_value(config.tensorrt)
-    check_trt_options(trt, config.provider, config.backend, config.precision.value)
+    check_trt_options(trt, config.provider, config.backend, config.precision)
     return trt
 
 

@@ -20,7 +20,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -116,8 +116,8 @@ def _measure_one(
 ) -> ConfigurationResult:
     samples = 1 if accuracy or config.batch_size <= 8 else 0
     settings = replace(MEASURE, accuracy_samples=samples)
-    task = ConfigurationTask(str(model), config.to_dict(), asdict(settings), str(out))
-    result = ConfigurationResult.from_dict(run_configuration(task))
+    task = ConfigurationTask(str(model), config, settings, str(out))
+    result = run_configuration(task)
     status = f"{result.throughput:,.0f}/s p50 {result.latency.p50:.3f} ms" if result.ok else ""
     if result.ok and result.accuracy is not None:
         top1 = result.accuracy.top1_agreement
@@ -187,11 +187,11 @@ def limits_check(model: Path, out: Path, precision: str, batch: int) -> None:
     from backend.launch.limits import ChildLimits
 
     report: dict = {"pids_cgroup": pids.available(), "memory_cgroup": pids.memory_available()}
-    settings = asdict(replace(MEASURE, accuracy_samples=0))
+    settings = replace(MEASURE, accuracy_samples=0)
     with tempfile.TemporaryDirectory() as scratch:
         for label, gpu in (("gpu child", True), ("cpu child (RLIMIT_AS)", False)):
             config = _config(precision, DEVICE, batch, {})
-            task = ConfigurationTask(str(model), config.to_dict(), settings, scratch)
+            task = ConfigurationTask(str(model), config, settings, scratch)
             limits = ChildLimits.from_settings(gpu=gpu)
             if gpu:
                 result = measure_in_child(task, timeout_s=300)
@@ -199,15 +199,13 @@ def limits_check(model: Path, out: Path, precision: str, batch: int) -> None:
                 outcome = run_in_child(
                     run_configuration, task, timeout_s=300, what=config.key, limits=limits
                 )
-                result = ConfigurationResult.from_dict(outcome.value) if outcome.ok else None
-                result = result or ConfigurationResult(
-                    config.key, config.to_dict(), ResultStatus.FAILED
-                )
+                result = outcome.value if outcome.ok else None
+                result = result or ConfigurationResult(config.key, config, ResultStatus.FAILED)
                 result.error = result.error or outcome.error
             report[label] = _limits_line(limits, result)
             print(label, json.dumps(report[label]), flush=True)
         config = _config("fp16", DEVICE, 4096, {})
-        task = ConfigurationTask(str(model), config.to_dict(), settings, scratch)
+        task = ConfigurationTask(str(model), config, settings, scratch)
         report["fp16 b4096"] = _limits_line(
             ChildLimits.from_settings(gpu=True), measure_in_child(task, timeout_s=300)
         )
@@ -234,7 +232,7 @@ def table(paths: list[Path]) -> str:
     )
     lines = [head, "-" * len(head)]
     for row, result in zip(rows, results, strict=True):
-        config = Configuration.from_dict(result.configuration)
+        config = result.configuration
         if not result.ok or result.latency is None:
             lines.append(f"{row['model']:<10} {config.label:<58} {result.error or result.status}")
             continue

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +62,7 @@ def main(out: Path) -> None:
                 io_mode=io,
                 cuda=CudaOptions(**cuda),
             )
-            task = ConfigurationTask(str(model), config.to_dict(), asdict(MEASURE), scratch)
+            task = ConfigurationTask(str(model), config, MEASURE, scratch)
             result = measure_in_child(task, timeout_s=300)
             assert result is not None
             row = {

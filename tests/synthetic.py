@@ -20,7 +20,7 @@ def save_synthetic_result(job_id: int, config: Configuration, samples_ms: np.nda
     stats = LatencyStats.from_samples(samples_ms)
     result = ConfigurationResult(
         config_key=config.key,
-        configuration=config.to_dict(),
+        configuration=config,
         status="ok",
         error=None,
         providers_requested=["CPUExecutionProvider"],

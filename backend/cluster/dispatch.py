@@ -121,7 +121,7 @@ def asdict_shallow(request: MeasureRequest) -> dict[str, Any]:
 def _failed(config: Configuration, error: str, status: ResultStatus) -> ConfigurationResult:
     return ConfigurationResult(
         config_key=config.key,
-        configuration=config.to_dict(),
+        configuration=config,
         status=status,
         error=error,
         providers_requested=[config.provider],
@@ -250,10 +250,9 @@ class ClusterSweep:
             ray.util.remove_placement_group(entry.group)
         outcomes = [entry.outcomes[i] for i in sorted(entry.outcomes)]
         if entry.config.replicas > 1:
-            data = replicas.merge(entry.config, outcomes)
+            result = replicas.merge(entry.config, outcomes)
         else:
-            data = outcomes[0].result
-        result = ConfigurationResult.from_dict(data)
+            result = ConfigurationResult.from_dict(outcomes[0].result)
         self.waiting.append((result, outcomes[0].files))
         self._land_ready(job)
 
@@ -264,9 +263,11 @@ class ClusterSweep:
         here they finish in any order, so a result waits for its baseline (seconds, usually).
         """
         still = []
-        fp32_first = sorted(self.waiting, key=lambda w: w[0].configuration["precision"] != "fp32")
+        fp32_first = sorted(
+            self.waiting, key=lambda w: w[0].configuration.precision != Precision.FP32
+        )
         for result, files in fp32_first:
-            config = Configuration.from_dict(result.configuration)
+            config = result.configuration
             baseline = replace(config, precision=Precision.FP32, fp32_nodes=()).key
             if everything or config.precision == Precision.FP32 or baseline not in self.pending:
                 self._land(job, result, files)
@@ -276,7 +277,7 @@ class ClusterSweep:
 
     def _land(self, job: JobRow, result: ConfigurationResult, files: list) -> None:
         """Annotate and store one result exactly as the local worker does."""
-        config = Configuration.from_dict(result.configuration)
+        config = result.configuration
         cpu = (result.environment.get("cluster") or {}).get("cpu_flags") or {}
         model = model_store.get_model(job.model_id)
         baseline = fp32_baseline(self.held, config) if config.precision != Precision.FP32 else None

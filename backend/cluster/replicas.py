@@ -32,17 +32,18 @@ def window_overlap(outcomes: list[NodeOutcome]) -> float:
     return max(common, 0.0) / longest if longest > 0 else 0.0
 
 
-def merge(config: Configuration, outcomes: list[NodeOutcome]) -> dict[str, Any]:
-    """One result for the configuration from its replicas' results (in replica order)."""
+def merge(config: Configuration, outcomes: list[NodeOutcome]) -> ConfigurationResult:
+    """One result for the configuration from its replicas' results (in replica order), each
+    read from the node's JSON once."""
     results = [ConfigurationResult.from_dict(o.result) for o in outcomes]
     first = results[0]
     failed = next((r for r in results if not r.ok), None)
     if failed is not None:
         index = results.index(failed)
-        failed.config_key, failed.configuration = config.key, config.to_dict()
+        failed.config_key, failed.configuration = config.key, config
         failed.error = f"replica {index + 1} of {len(results)}: {failed.error}"
         failed.environment.setdefault("cluster", first.environment.get("cluster"))
-        return failed.to_dict(with_samples=True)
+        return failed
     samples = [s for r in results for s in r.samples_ms]
     per_device = [r.throughput or 0.0 for r in results]
     first.samples_ms = samples
@@ -61,4 +62,4 @@ def merge(config: Configuration, outcomes: list[NodeOutcome]) -> dict[str, Any]:
         f"per device {', '.join(f'{t:.1f}' for t in per_device)}/s."
     )
     first.status = ResultStatus.OK
-    return first.to_dict(with_samples=True)
+    return first

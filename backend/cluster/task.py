@@ -17,7 +17,7 @@ from typing import Any
 
 from backend.cluster.artifacts import FileBlob, ShippedFile, fetch, pack_outputs
 from backend.cluster.targets import targets_of
-from backend.measure_settings import DEFAULT_MIN_COSINE
+from backend.measure_settings import DEFAULT_MIN_COSINE, MeasureSettings
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,15 @@ def measure_on_node(request: MeasureRequest) -> NodeOutcome:
     """Run one configuration (one replica) here; called by Ray on the chosen node."""
     from backend.engine.run import ConfigurationTask
     from backend.jobs.measuring import measure_in_child
+    from backend.specs import Configuration
 
     source = fetch(request.model)
     calibration = str(fetch(request.calibration)) if request.calibration else None
     with tempfile.TemporaryDirectory(prefix="optiboard-node-") as output_dir:
-        task = ConfigurationTask(
+        task = ConfigurationTask(  # the node's one read of what crossed as plain data
             source_path=str(source),
-            configuration=request.configuration,
-            measure=request.measure,
+            configuration=Configuration.from_dict(request.configuration),
+            measure=MeasureSettings(**request.measure),
             output_dir=output_dir,
             calibration_path=calibration,
             min_cosine=request.min_cosine,

@@ -157,7 +157,6 @@ def explain(
 
     speedup_vs_fp32 is FP32 latency divided by this configuration's latency (above 1 is faster).
     """
-    precision = Precision(precision)
     provider = provider.lower()
     lines: list[str] = []
     if profile is not None:

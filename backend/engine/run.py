@@ -23,6 +23,7 @@ from backend.engine.profile import artifact_stem, write_profile
 from backend.errors import UnavailableError, UserError, runtime_error_line
 from backend.hardware import gpu_memory_used_mb, visible_gpu_index
 from backend.host import TelemetrySampler, contention_note, describe_environment
+from backend.knobs.serialize import from_json, to_json
 from backend.launch.limits import limit_hit_by_exception
 from backend.measure_settings import DEFAULT_MIN_COSINE
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus
@@ -40,17 +41,25 @@ ACCURACY_SEED = 1234
 
 @dataclass(frozen=True)
 class ConfigurationTask:
-    """Everything a child needs; plain data so it crosses the process boundary."""
+    """Everything a child needs, typed; to_dict/from_dict (the one serializer) carry it across
+    the process boundary, so neither side handles the configuration as a dict."""
 
     source_path: str
-    configuration: dict[str, Any]
-    measure: dict[str, Any]
+    configuration: Configuration
+    measure: MeasureSettings
     output_dir: str  # where the optimized model is left for the parent to store
     calibration_path: str | None = None
     evaluation_path: str | None = None  # the user's evaluation .npz, scored for every config
     evaluation_sha256: str | None = None
     evaluation_name: str | None = None  # the name it was uploaded under, for the result's note
     min_cosine: float = DEFAULT_MIN_COSINE  # below it against FP32 outputs are wrong (accuracy)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_json(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConfigurationTask:
+        return from_json(cls, data)
 
 
 def _reference_outputs(
@@ -328,17 +337,16 @@ def _runtime_failure(exc: Exception, config: Configuration, result: Configuratio
         result.error = f"The runtime failed: {runtime_error_line(exc)}"
 
 
-def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
-    """Measure one configuration; returns ConfigurationResult.to_dict(with_samples=True)."""
+def run_configuration(task: ConfigurationTask) -> ConfigurationResult:
+    """Measure one configuration (the child's side: jobs/measuring.child_measure serializes it)."""
     from backend.engine import accuracy, variants
 
-    config = Configuration.from_dict(task.configuration)
-    settings = MeasureSettings(**task.measure)
+    config, settings = task.configuration, task.measure
     source = Path(task.source_path)
     runtime = get_runtime(config.backend)
     result = ConfigurationResult(
         config_key=config.key,
-        configuration=config.to_dict(),
+        configuration=config,
         status=ResultStatus.FAILED,
         providers_requested=[config.provider],
         environment={
@@ -380,4 +388,4 @@ def run_configuration(task: ConfigurationTask) -> dict[str, Any]:
         _runtime_failure(exc, config, result)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return result.to_dict(with_samples=True)
+    return result

@@ -130,4 +130,4 @@ class JobContext:
             f"{result.config_key}: {status}",
             level="error" if result.status == ResultStatus.FAILED else "info",
         )
-        return StoredResult.from_row(saved)
+        return StoredResult.of(saved, result)  # the typed result just written, not re-read

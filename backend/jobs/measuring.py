@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +35,9 @@ def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
     return sorted(spec.configurations(), key=lambda c: c.precision != Precision.FP32)
 
 
-def measurement_binds(
-    task: ConfigurationTask, config: Configuration, runtime: RuntimeEnv | None = None
-) -> sandbox.Binds:
+def measurement_binds(task: ConfigurationTask, runtime: RuntimeEnv | None = None) -> sandbox.Binds:
     """What a measurement child may read and write, and whether it gets the GPU."""
+    config = task.configuration
     writable = [Path(task.output_dir)]
     env: tuple[tuple[str, str], ...] = ()
     if config.provider == "tensorrt":  # caches under the data folder: only those folders
@@ -74,7 +72,7 @@ def measure_in_child(
     cluster node measure through this one call. The child runs under the runtime environment's
     interpreter (its result records the environment and the runtime version that ran). A failed
     child becomes a failed result; None: cancelled."""
-    config = Configuration.from_dict(task.configuration)
+    config = task.configuration
     try:
         env = ready_env(runtime_env)
     except UserError as exc:  # this host lacks the environment: the configuration fails, says why
@@ -87,12 +85,12 @@ def measure_in_child(
             f"and {state.reason}.",
         )
     try:
-        binds = measurement_binds(task, config, env)
+        binds = measurement_binds(task, env)
     except OSError as exc:  # no output folder: this configuration fails, never the job
         return _failed(config, f"Not measured: its output folder cannot be made ({exc}).")
     outcome = call_in_child(
         "backend.jobs.measuring:child_measure",
-        asdict(task),
+        task.to_dict(),
         timeout_s=timeout_s,
         should_cancel=should_cancel,
         what=f"Configuration {config.key}",
@@ -119,7 +117,7 @@ def _failed(
 ) -> ConfigurationResult:
     return ConfigurationResult(
         config_key=config.key,
-        configuration=config.to_dict(),
+        configuration=config,
         status=ResultStatus.FAILED,
         error=error,
         notes=list(notes or []),
@@ -131,5 +129,7 @@ def _failed(
 
 
 def child_measure(task: dict[str, Any]) -> dict[str, Any]:
-    """run_configuration on the task as JSON (inside the sandbox)."""
-    return run_configuration(ConfigurationTask(**task))
+    """run_configuration on the task as JSON (inside the sandbox): the child's one read of the
+    task and one write of its result."""
+    result = run_configuration(ConfigurationTask.from_dict(task))
+    return result.to_dict(with_samples=True)

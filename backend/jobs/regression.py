@@ -145,7 +145,7 @@ def side_result(
     configuration = spec.side_configuration(config, side)
     result = ConfigurationResult(
         config_key=spec.key_of(side, model, config),
-        configuration=configuration.to_dict(),
+        configuration=configuration,
         status=ResultStatus.OK,
         providers_requested=[config.provider],
         providers_used=facts.pop("providers_used"),
@@ -206,7 +206,7 @@ def compare_sides(spec: RegressionSpec, run: PairRun) -> dict[str, Any]:
 def _failed(key: str, config: Configuration, error: str) -> ConfigurationResult:
     return ConfigurationResult(
         config_key=key,
-        configuration=config.to_dict(),
+        configuration=config,
         status=ResultStatus.FAILED,
         error=error,
         providers_requested=[config.provider],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import settings
@@ -149,8 +149,8 @@ class SweepRun:
         started = time.monotonic()
         task = ConfigurationTask(
             source_path=str(setup.source),
-            configuration=config.to_dict(),
-            measure=asdict(setup.spec.measure),
+            configuration=config,
+            measure=setup.spec.measure,
             output_dir=str(setup.output_dir),
             calibration_path=setup.calibration,
             evaluation_path=setup.evaluation,

@@ -21,7 +21,7 @@ from backend.serving.study import (
     point_key,
 )
 from backend.serving.types import LoadPoint
-from backend.specs import Configuration, SweepSpec
+from backend.specs import SweepSpec
 from storage.repo import serving as serving_store
 
 
@@ -162,7 +162,7 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[Configur
     keys = {c.key for c in planned}
     for key, result in results.items():  # added while running: the mixed-precision search steps
         if key not in keys:
-            label = Configuration.from_dict(result.configuration).label
+            label = result.configuration.label
             rows.append(_from_result(label, key, result))
     return spec, rows
 

@@ -69,7 +69,7 @@ def _gpu_name(result: ConfigurationResult) -> str:
 
 def distance(result: ConfigurationResult) -> Distance | None:
     """None unless the result ran on a GPU provider with a throughput and a static FLOP count."""
-    config = Configuration.from_dict(result.configuration)
+    config = result.configuration
     flops = result.telemetry.get("flops_per_sample")
     if config.provider not in ("cuda", "tensorrt") or not flops or not result.throughput:
         return None
@@ -93,7 +93,7 @@ def copy_shares(results: list[ConfigurationResult]) -> dict[str, float]:
     for result in results:
         if not result.ok or result.latency is None:
             continue
-        config = Configuration.from_dict(result.configuration)
+        config = result.configuration
         side = device if config.io_mode == IoMode.DEVICE else end_to_end
         side[io_pair_key(config)] = result.latency.p50
     return {

@@ -10,7 +10,6 @@ from backend.reporting import distance
 from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.metrics import pick
 from backend.results import ConfigurationResult
-from backend.specs import Configuration
 
 
 def table(rows: list[list[Any]], headers: list[str]) -> str:
@@ -39,8 +38,7 @@ RESULT_HEADERS = ["configuration", "status", *(m.cli_header for m in RESULT_METR
 
 def _cost(r: ConfigurationResult, prices: pricing.Prices) -> float | None:
     """Dollars per million inferences of an ok result (failed and wrong outputs: none)."""
-    config = Configuration.from_dict(r.configuration)
-    price = pricing.price_for(prices, config.provider, config.target)
+    price = pricing.price_for(prices, r.configuration.provider, r.configuration.target)
     return pricing.cost_per_million(price.per_hour if price and r.ok else None, r.throughput)
 
 
@@ -111,7 +109,7 @@ def gpu_table(results: list[ConfigurationResult]) -> str:
         found = distance.distance(r) if r.ok else None
         if found is None:
             continue
-        config = Configuration.from_dict(r.configuration)
+        config = r.configuration
         share = shares.get(distance.io_pair_key(config))
         copy, tflops, peak, memory = GPU_METRICS
         fraction = peak.text(found.fraction)

@@ -94,9 +94,9 @@ def precision_gaps(
             if status is None or not status.available:
                 continue
             for precision in precisions:
-                reason = registered.precision_unavailable(Precision(precision), provider)
+                reason = registered.precision_unavailable(precision, provider)
                 if reason:
-                    gaps.append(PrecisionGap(runtime, provider, Precision(precision), reason))
+                    gaps.append(PrecisionGap(runtime, provider, precision, reason))
     return gaps
 
 

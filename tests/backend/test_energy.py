@@ -13,7 +13,7 @@ from backend.energy.counters import EnergyMeter, Reading, wrapped_delta
 from backend.engine.measure import measure
 from backend.reporting.text import energy_lines
 from backend.results import ConfigurationResult
-from backend.specs import MeasureSettings
+from backend.specs import Configuration, MeasureSettings, Precision
 
 POWERCAP = Path("/sys/class/powercap")
 
@@ -130,7 +130,7 @@ def test_window_energy_per_sample_with_idle_apart(tmp_path: Path) -> None:
     assert report.idle_w == 0 and report.j_above_idle_p50 == pytest.approx(0.0005)
     assert report.source == "RAPL energy_uj on CPU package-0 (intel-rapl:0)"
 
-    result = ConfigurationResult("k", {}, "ok", energy=report)
+    result = ConfigurationResult("k", Configuration(precision=Precision.FP32), "ok", energy=report)
     again = ConfigurationResult.from_dict(result.to_dict())
     assert again.energy == report  # stored in the result's JSON and read back as types
     assert energy_lines([again])[1].startswith(

@@ -6,12 +6,10 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.host import HostWatch, contention_note
-from backend.results import ConfigurationResult
 from backend.specs import MEASURE_PRESETS, Configuration, Precision
 from tests.models import make_mlp, save
 
@@ -58,13 +56,13 @@ def test_a_configuration_measured_beside_busy_processes_says_so(tmp_path: Path) 
     model = save(make_mlp(), tmp_path / "mlp.onnx")
     task = ConfigurationTask(
         str(model),
-        Configuration(precision=Precision.FP32, intra_op_threads=1).to_dict(),
-        asdict(MEASURE_PRESETS["quick"]),
+        Configuration(precision=Precision.FP32, intra_op_threads=1),
+        MEASURE_PRESETS["quick"],
         str(tmp_path),
     )
     spinners = _spinners(os.cpu_count() or 1)  # every core has someone else's work
     try:
-        result = ConfigurationResult.from_dict(run_configuration(task))
+        result = run_configuration(task)
     finally:
         _stop(spinners)
     assert result.ok, result.error

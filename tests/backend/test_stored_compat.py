@@ -5,16 +5,18 @@ still read the same: tests/backend/data/stored_41aae78.json was written by that 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from backend import cli
+from backend.engine.run import ConfigurationTask
 from backend.knobs.serialize import to_json
 from backend.queue import jobs
-from backend.results import ConfigurationResult
-from backend.specs import Configuration, OrtOptions, SweepSpec
+from backend.results import ConfigurationResult, ResultStatus
+from backend.specs import MEASURE_PRESETS, Configuration, OrtOptions, SweepSpec
 
 STORED = json.loads((Path(__file__).parent / "data" / "stored_41aae78.json").read_text())
 
@@ -61,8 +63,32 @@ def test_a_stored_result_loads_and_writes_back_the_same() -> None:
     result = ConfigurationResult.from_dict(old)
     assert result.latency is not None and result.latency.p50 > 0
     assert result.evaluation is not None and result.evaluation.top1_accuracy == 0.75
-    assert result.to_dict(with_samples=True) == old
-    assert Configuration.from_dict(result.configuration).key == result.config_key
+    # the configuration is read as a Configuration and written in today's shape (OpenVINO's
+    # two knobs in their group, the ORT group added); the rest writes back exactly as stored
+    written = result.to_dict(with_samples=True)
+    config = dict(old["configuration"])
+    config["openvino"] = {"performance_hint": config.pop("performance_hint")}
+    config["openvino"]["streams"] = config.pop("streams")
+    config["onnxruntime"] = to_json(OrtOptions())
+    assert written["configuration"] == config
+    assert {**written, "configuration": old["configuration"]} == old
+    assert result.configuration.key == result.config_key
+
+
+def test_a_task_and_a_result_carry_a_stored_configuration_typed_and_write_it_unchanged() -> None:
+    """What crosses into a child (the task) and into a results row (the result) holds the
+    Configuration itself; its JSON there is Configuration.to_dict's, nested in the same place."""
+    for stored in STORED["configurations"]:
+        config = Configuration.from_dict(stored["dict"])
+        task = ConfigurationTask("model.onnx", config, MEASURE_PRESETS["quick"], "out")
+        sent = json.loads(json.dumps(task.to_dict()))
+        assert sent["configuration"] == config.to_dict()
+        assert sent["measure"] == asdict(MEASURE_PRESETS["quick"])
+        assert ConfigurationTask.from_dict(sent) == task
+        result = ConfigurationResult(config.key, config, ResultStatus.FAILED)
+        row = json.loads(json.dumps(result.to_dict()))
+        assert row["configuration"] == config.to_dict()
+        assert ConfigurationResult.from_dict(row).configuration == config
 
 
 @pytest.mark.parametrize("index", range(len(STORED["queries"])))

@@ -169,7 +169,7 @@ def test_a_sweep_records_the_options_with_its_result_and_the_reason_tensorrt_is_
 
     (stored,) = jobs.stored_results(job.id)
     assert stored.configuration.tensorrt == trt  # recorded with the result
-    assert stored.result.configuration["tensorrt"]["builder_optimization_level"] == 5
+    assert stored.result.to_dict()["configuration"]["tensorrt"]["builder_optimization_level"] == 5
     assert stored.result.status == ResultStatus.UNAVAILABLE
     from backend.runtimes.onnxruntime import probe_provider
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +21,11 @@ def test_a_stored_nan_calibration_file_fails_its_configuration_with_the_reason(
     config = Configuration(precision="int8_static")
     task = ConfigurationTask(
         str(path),
-        config.to_dict(),
-        asdict(MEASURE_PRESETS["quick"]),
+        config,
+        MEASURE_PRESETS["quick"],
         str(tmp_path / "out"),
         calibration_path=str(tmp_path / "calib.npz"),
     )
     result = run_configuration(task)
-    assert result["status"] == "failed"
-    assert "Input 'x' in calib.npz holds 128 NaN or infinite values (of 128)" in result["error"]
+    assert result.status == "failed" and result.error is not None
+    assert "Input 'x' in calib.npz holds 128 NaN or infinite values (of 128)" in result.error

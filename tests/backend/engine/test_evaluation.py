@@ -3,7 +3,6 @@ construction: they are the argmax of its FP32 forward pass computed here with nu
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -47,14 +46,14 @@ def _run(model: Path, npz: Path, precision: Precision, out: Path) -> Configurati
     config = Configuration(precision=precision, batch_size=4)
     task = ConfigurationTask(
         str(model),
-        config.to_dict(),
-        asdict(MEASURE_PRESETS["quick"]),
+        config,
+        MEASURE_PRESETS["quick"],
         str(out),
         evaluation_path=str(npz),
         evaluation_sha256="ab" * 32,
         evaluation_name=npz.name,
     )
-    result = ConfigurationResult.from_dict(run_configuration(task))
+    result = run_configuration(task)
     # the bad layer's INT8 is far off FP32 (cosine about 0.5): stored as wrong outputs, scored
     wanted = ResultStatus.OK if precision == Precision.FP32 else ResultStatus.WRONG_OUTPUTS
     assert result.status == wanted, result.error

@@ -91,12 +91,11 @@ def test_profile_pass_runs_without_accuracy_inputs_and_leaves_the_file(
     from dataclasses import asdict
 
     from backend.engine.run import ConfigurationTask, run_configuration
-    from backend.results import ConfigurationResult
 
     config = Configuration(precision="int8_static", profile=True)
     measure = MeasureSettings(**{**asdict(QUICK), "accuracy_samples": 0})
-    task = ConfigurationTask(str(hardswish_path), config.to_dict(), asdict(measure), str(tmp_path))
-    result = ConfigurationResult.from_dict(run_configuration(task))
+    task = ConfigurationTask(str(hardswish_path), config, measure, str(tmp_path))
+    result = run_configuration(task)
     assert result.ok, result.error
     written = Profile.load(Path(result.environment["profile_path"]))
     assert written.runs == PROFILE_RUNS and written.of_op("QLinearConv")

@@ -5,7 +5,6 @@ fails inside the runtime stores one line, never a Python traceback."""
 from __future__ import annotations
 
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 
 import onnx
@@ -18,7 +17,7 @@ from backend.engine.tensorsize import check_gpu_tensor_sizes
 from backend.errors import UserError
 from backend.jobs.measuring import measure_in_child
 from backend.results import ConfigurationResult, ResultStatus
-from backend.specs import MEASURE_PRESETS, Configuration
+from backend.specs import MEASURE_PRESETS, Configuration, MeasureSettings
 from tests import models
 
 
@@ -52,8 +51,8 @@ def test_a_gpu_configuration_is_refused_before_its_variant_is_built(
     monkeypatch.setenv("OPTIBOARD_MAX_INPUT_MB", "100000")  # the input (805 MB) is not the issue
     path = models.save(models.make_cnn(), tmp_path / "cnn.onnx")
     config = Configuration(precision="fp32", provider="cuda", batch_size=65_536)
-    task = ConfigurationTask(str(path), config.to_dict(), {}, str(tmp_path / "out"))
-    result = ConfigurationResult(config.key, config.to_dict(), ResultStatus.FAILED)
+    task = ConfigurationTask(str(path), config, MeasureSettings(), str(tmp_path / "out"))
+    result = ConfigurationResult(config.key, config, ResultStatus.FAILED)
     workdir = Path(tempfile.mkdtemp(dir=tmp_path))
 
     with pytest.raises(UserError, match="2,147,483,648 elements"):
@@ -80,9 +79,7 @@ def _fails_at_run_time(path: Path) -> Path:
 def test_a_runtime_failure_is_stored_as_one_line_without_a_traceback(tmp_path: Path) -> None:
     path = _fails_at_run_time(tmp_path / "bad.onnx")
     config = Configuration(precision="fp32", batch_size=4)
-    task = ConfigurationTask(
-        str(path), config.to_dict(), asdict(MEASURE_PRESETS["quick"]), str(tmp_path / "out")
-    )
+    task = ConfigurationTask(str(path), config, MEASURE_PRESETS["quick"], str(tmp_path / "out"))
 
     result = measure_in_child(task, timeout_s=120)
 

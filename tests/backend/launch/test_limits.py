@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +41,8 @@ def _task(model: Path, tmp_path: Path, **config: object) -> ConfigurationTask:
     configuration = Configuration(precision="fp32", **config)  # type: ignore[arg-type]
     return ConfigurationTask(
         source_path=str(model),
-        configuration=configuration.to_dict(),
-        measure=asdict(MEASURE_PRESETS["quick"]),
+        configuration=configuration,
+        measure=MEASURE_PRESETS["quick"],
         output_dir=str(tmp_path / "out"),
     )
 
@@ -88,8 +87,8 @@ def test_huge_symbolic_dimension_is_refused_before_any_input_is_allocated(
     outcome = run_in_child(run_configuration, task, timeout_s=120)
 
     assert outcome.ok, outcome.error
-    assert outcome.value["status"] == "failed"
-    assert outcome.value["error"] == (
+    assert outcome.value.status == "failed"
+    assert outcome.value.error == (
         "Input 'x' at shape [1, 1000000000] takes 3,815 MB, over the input limit of 2048 MB "
         "(OPTIBOARD_MAX_INPUT_MB); use a smaller batch size or smaller values for the symbolic "
         "dimensions."

@@ -7,7 +7,6 @@ import dataclasses
 import os
 import shlex
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from backend.launch.children import call_in_child
 from backend.measure_settings import MeasureSettings
 from backend.models.ingest import ingest_file
 from backend.results import ResultStatus
-from backend.specs import Configuration, SweepSpec
+from backend.specs import SweepSpec
 
 TESTS = settings.PROJECT_ROOT / "tests"
 QUICK = MeasureSettings(
@@ -31,7 +30,7 @@ QUICK = MeasureSettings(
 def _task(source: Path, output: Path, provider: str = "cpu") -> ConfigurationTask:
     config = SweepSpec(precisions=("fp32",), providers=(provider,), batch_sizes=(1,))
     first = config.configurations()[0]
-    return ConfigurationTask(str(source), first.to_dict(), asdict(QUICK), str(output))
+    return ConfigurationTask(str(source), first, QUICK, str(output))
 
 
 def test_a_measurement_child_sees_only_its_binds(data_dir: Path, mlp_path: Path) -> None:
@@ -41,7 +40,7 @@ def test_a_measurement_child_sees_only_its_binds(data_dir: Path, mlp_path: Path)
     output, elsewhere = data_dir.parent / "out", data_dir.parent / "elsewhere"
     elsewhere.mkdir()
     task = _task(mlp_path, output)
-    binds = measurement_binds(task, Configuration.from_dict(task.configuration))
+    binds = measurement_binds(task)
     binds = dataclasses.replace(binds, read_only=(*binds.read_only, TESTS))  # the probe's code
     paths = [str(database), str(mlp_path), str(output), str(elsewhere), str(data_dir)]
 
@@ -128,8 +127,8 @@ def test_a_gpu_child_gets_the_device_nodes_and_a_cpu_child_none(
     ]
     cuda = _task(mlp_path, tmp_path / "out", provider="cuda")
     cpu = _task(mlp_path, tmp_path / "out", provider="cpu")
-    assert measurement_binds(cuda, Configuration.from_dict(cuda.configuration)).gpu
-    assert not measurement_binds(cpu, Configuration.from_dict(cpu.configuration)).gpu
+    assert measurement_binds(cuda).gpu
+    assert not measurement_binds(cpu).gpu
     gpu_argv = sandbox.command(["true"], tmp_path, binds=sandbox.Binds(gpu=True))
     assert "--ro-bind /sys /sys" in " ".join(gpu_argv)
     for node in sandbox.gpu_devices():  # none on a host without a GPU

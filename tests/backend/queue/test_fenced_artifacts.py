@@ -7,7 +7,6 @@ clock, and the worker's own store step (JobContext.store_result).
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict
 from pathlib import Path
 
 from backend.engine.run import ConfigurationTask, run_configuration
@@ -32,13 +31,13 @@ def _measure(source: Path, output: Path) -> ConfigurationResult:
     config = Configuration(precision="fp32", provider="cpu", batch_size=1)  # type: ignore[arg-type]
     task = ConfigurationTask(
         source_path=str(source),
-        configuration=config.to_dict(),
-        measure=asdict(TINY),
+        configuration=config,
+        measure=TINY,
         output_dir=str(output),
     )
     outcome = run_in_child(run_configuration, task, timeout_s=120)
     assert outcome.ok, outcome.error
-    return ConfigurationResult.from_dict(outcome.value)
+    return outcome.value
 
 
 def _copy(result: ConfigurationResult, folder: Path) -> ConfigurationResult:

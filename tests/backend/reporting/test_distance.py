@@ -21,7 +21,7 @@ def recorded(name: str) -> list[ConfigurationResult]:
 
 
 def by_label(results: list[ConfigurationResult]) -> dict[str, ConfigurationResult]:
-    return {Configuration.from_dict(r.configuration).label: r for r in results}
+    return {r.configuration.label: r for r in results}
 
 
 def test_copy_share_pairs_end_to_end_with_device_resident_of_the_same_configuration() -> None:
@@ -37,7 +37,7 @@ def test_copy_share_pairs_end_to_end_with_device_resident_of_the_same_configurat
     assert len(shares) == len(pairs)  # graphs, NHWC, no-TF32 rows have no end-to-end twin
     for end_to_end, device in pairs.items():
         e2e, dev = labels[end_to_end].latency.p50, labels[device].latency.p50
-        key = distance.io_pair_key(Configuration.from_dict(labels[device].configuration))
+        key = distance.io_pair_key(labels[device].configuration)
         assert shares[key] == pytest.approx((e2e - dev) / e2e)
     assert shares[key] > 0.2  # at batch 512 the copies are a large share of end to end
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,6 @@ from backend.engine.ovprofile import kernel_precision
 from backend.engine.run import ConfigurationTask, run_configuration
 from backend.engine.variants import build_variant
 from backend.errors import UnavailableError
-from backend.results import ConfigurationResult
 from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
 from backend.specs import (
@@ -128,11 +126,11 @@ def test_a_configuration_runs_end_to_end_and_records_what_ran(
     )
     task = ConfigurationTask(
         source_path=str(cnn_path),
-        configuration=config.to_dict(),
-        measure=asdict(MEASURE_PRESETS["quick"]),
+        configuration=config,
+        measure=MEASURE_PRESETS["quick"],
         output_dir=str(tmp_path / "out"),
     )
-    result = ConfigurationResult.from_dict(run_configuration(task))
+    result = run_configuration(task)
     expected_reason = get_runtime("openvino").precision_unavailable(precision, "cpu")
     if expected_reason:
         assert (result.status, result.error) == ("unavailable", expected_reason)
