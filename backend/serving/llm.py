@@ -25,6 +25,8 @@ from tritonclient.grpc import model_config_pb2
 
 import settings
 from backend.errors import UserError
+from backend.runtimeenvs import DEFAULT
+from backend.serving import runtime_overlay
 from backend.serving.repository import ServedModel, TensorSpec
 from backend.serving.server import TritonEnvironment, TritonServer, find_environment, start_server
 from backend.serving.types import BatchingPolicy, ServingProvider
@@ -99,7 +101,7 @@ def _type(name: str) -> int:
     return model_config_pb2.DataType.Value(f"TYPE_{name}")
 
 
-def llm_config(serving: LlmServing) -> model_config_pb2.ModelConfig:
+def llm_config(serving: LlmServing, onnxruntime_path: str = "") -> model_config_pb2.ModelConfig:
     """config.pbtxt as a message: decoupled, unbatched, prompt as ids or text, token out."""
     config = model_config_pb2.ModelConfig(name=LLM_MODEL_NAME, backend="python", max_batch_size=0)
     config.model_transaction_policy.decoupled = True
@@ -119,16 +121,20 @@ def llm_config(serving: LlmServing) -> model_config_pb2.ModelConfig:
         group.kind = group.KIND_CPU
     config.parameters["provider"].string_value = str(serving.provider)
     config.parameters["sequences_per_instance"].string_value = str(serving.sequences_per_instance)
+    if onnxruntime_path:  # first on the stub's sys.path: onnxruntime-genai loads that onnxruntime
+        config.parameters["onnxruntime_path"].string_value = onnxruntime_path
     return config
 
 
-def write_llm_repository(root: Path, folder: Path, serving: LlmServing) -> Path:
+def write_llm_repository(
+    root: Path, folder: Path, serving: LlmServing, onnxruntime_path: str = ""
+) -> Path:
     """root/llm/config.pbtxt, root/llm/1/model.py and root/llm/1/genai/ (the folder's files,
     hard-linked where possible: no copy of a large model); returns root."""
     version = root / LLM_MODEL_NAME / "1"
     target = version / GENAI_SUBFOLDER
     target.mkdir(parents=True, exist_ok=True)
-    config = text_format.MessageToString(llm_config(serving))
+    config = text_format.MessageToString(llm_config(serving, onnxruntime_path))
     (root / LLM_MODEL_NAME / "config.pbtxt").write_text(config)
     shutil.copyfile(LLM_TEMPLATE, version / "model.py")
     for path in sorted(Path(folder).iterdir()):
@@ -147,19 +153,25 @@ def serve_llm(
     *,
     start_timeout_s: float | None = None,
     environment: TritonEnvironment | None = None,
+    runtime_env: str = DEFAULT,
 ) -> Iterator[TritonServer]:
     """Serve one GenAI folder on Triton until the block ends; the server is stopped and its
-    repository removed whatever happens."""
+    repository removed whatever happens. runtime_env: the environment whose onnxruntime
+    onnxruntime-genai (.triton-venv's) loads, as `serve` does for a plain model."""
     serving = serving or LlmServing()
     folder = Path(folder).resolve()
     folder_facts(folder)  # a folder GenAI cannot open is refused before any server starts
+    runtime = runtime_overlay.prepare(runtime_env)
     environment = environment or find_environment()
     timeout = start_timeout_s or settings.TRITON_START_TIMEOUT_S.get()
     with tempfile.TemporaryDirectory(prefix="optiboard-triton-llm-") as work:
         workdir = Path(work)
-        repository = write_llm_repository(workdir / "models", folder, serving)
-        server = start_server(environment, served_llm(serving), workdir, repository, timeout)
+        overlay = runtime_overlay.overlay_path(runtime, workdir)
+        repository = write_llm_repository(workdir / "models", folder, serving, overlay)
+        served = served_llm(serving)
+        server = start_server(environment, served, workdir, repository, timeout, runtime)
         try:
+            runtime_overlay.verify(runtime, server.loaded)
             yield server
         finally:
             server.stop()

@@ -15,6 +15,7 @@ from pathlib import Path
 from backend.commas import comma_numbers
 from backend.errors import UserError
 from backend.reporting.text import table
+from backend.serving.cli_verbs import env_from_args, env_option
 from backend.serving.llm_types import LlmLoadPoint, PromptShape, TokenSlo
 from backend.serving.types import LoadSpec, Scenario, ServingProvider
 from backend.specs import MEASURE_PRESETS
@@ -101,11 +102,13 @@ def cmd_serve_llm(args: argparse.Namespace) -> int:
         slo=slo,
         measure=MEASURE_PRESETS[args.preset],
         on_point=progress,
+        runtime_env=env_from_args(args),
     )
     if not args.json:
+        ran = points[0].point.runtime_label or "an onnxruntime that did not report its version"
         print(
-            f"served: {serving.label} on {args.provider}; {shape.prompt_tokens} prompt tokens, "
-            f"exactly {shape.output_tokens} output tokens per request (greedy)"
+            f"served: {serving.label} on {args.provider}, {ran}; {shape.prompt_tokens} prompt "
+            f"tokens, exactly {shape.output_tokens} output tokens per request (greedy)"
         )
         if slo:
             print(f"SLO: {slo.label} (per request)")
@@ -137,4 +140,5 @@ def register_llm_serving(group: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of prompts and arrivals")
     p.add_argument("--preset", choices=list(MEASURE_PRESETS), default="quick")
     p.add_argument("--json", action="store_true", help="one JSON point per line")
+    env_option(p)
     p.set_defaults(func=cmd_serve_llm)

@@ -28,6 +28,7 @@ from backend.errors import UserError
 from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
 from backend.results import LatencyStats
+from backend.runtimeenvs import DEFAULT
 from backend.serving.llm import STREAM_PATH, LlmServing, folder_facts, serve_llm
 from backend.serving.llm_types import LlmLoadPoint, PromptShape, TokenSlo
 from backend.serving.scenarios import SCENARIOS
@@ -211,6 +212,8 @@ def summarize(
         errors=len(errors),
         notes=tuple(notes),
         provider=endpoint.provider,
+        runtime_env=endpoint.runtime_env,
+        onnxruntime=endpoint.onnxruntime,
     )
     return LlmLoadPoint(
         point=point,
@@ -290,9 +293,10 @@ def serve_and_measure_llm(
     slo: TokenSlo | None = None,
     measure: MeasureSettings | None = None,
     on_point: Callable[[LlmLoadPoint], None] | None = None,
+    runtime_env: str = DEFAULT,
 ) -> list[LlmLoadPoint]:
-    """Serve the GenAI folder on a real Triton server, measure each spec from a child process,
-    stop the server; the points in order."""
+    """Serve the GenAI folder on a real Triton server (onnxruntime-genai on runtime_env's
+    onnxruntime), measure each spec from a child process, stop the server; the points in order."""
     facts = folder_facts(folder)
     if shape.prompt_tokens + shape.output_tokens > facts.context_length:
         raise UserError(
@@ -300,7 +304,7 @@ def serve_and_measure_llm(
             f"the model's context of {facts.context_length}; ask for fewer tokens."
         )
     points = []
-    with serve_llm(folder, serving) as server:
+    with serve_llm(folder, serving, runtime_env=runtime_env) as server:
         for spec in specs:
             point = run_llm_load_in_child(
                 server.endpoint, spec, shape, facts.vocab_size, slo, measure, serving.label

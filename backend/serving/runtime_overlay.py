@@ -21,7 +21,7 @@ from pathlib import Path
 
 import settings
 from backend.errors import UnavailableError, UserError
-from backend.runtimeenvs import RuntimeEnv
+from backend.runtimeenvs import RuntimeEnv, ready_env
 
 OVERLAY = "runtime-overlay"  # the folder in the server's workdir
 # onnxruntime's import package, its bundled libraries and its dist-info (onnxruntime-gpu's too)
@@ -99,3 +99,24 @@ def check_loaded(env: RuntimeEnv, found: Loaded) -> None:
             f"Triton's Python backend loaded {seen}, not the onnxruntime {pinned} that runtime "
             f"environment {env.name!r} pins; run scripts/setup-runtime-env {env.name} again."
         )
+
+
+def prepare(runtime_env: str) -> RuntimeEnv:
+    """The environment a server is asked to run, checked before anything starts: unknown, not
+    set up, stale or pinning no onnxruntime is one sentence."""
+    runtime = ready_env(runtime_env)
+    if runtime.root is not None:
+        pinned_version(runtime)
+    return runtime
+
+
+def overlay_path(runtime: RuntimeEnv, workdir: Path) -> str:
+    """The overlay folder a served model puts first on sys.path; "" for the default (the
+    serving venv's own onnxruntime)."""
+    return str(make_overlay(runtime, workdir)) if runtime.root is not None else ""
+
+
+def verify(runtime: RuntimeEnv, found: Loaded) -> None:
+    """check_loaded where an environment was asked for; the default is whatever .triton-venv has."""
+    if runtime.root is not None:
+        check_loaded(runtime, found)

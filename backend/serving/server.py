@@ -28,7 +28,7 @@ import settings
 from backend.errors import UnavailableError
 from backend.launch import sandbox
 from backend.launch.services import group_members, start_service, stop_service
-from backend.runtimeenvs import DEFAULT, ENVIRONMENTS, RuntimeEnv, ready_env
+from backend.runtimeenvs import DEFAULT, ENVIRONMENTS, RuntimeEnv
 from backend.serving import runtime_overlay
 from backend.serving.repository import ServedModel, TensorSpec, plan_model, write_repository
 from backend.serving.types import BatchingPolicy, ServingProvider, runtime_label
@@ -315,17 +315,14 @@ def serve(
     and its repository removed whatever happens. provider cuda: KIND_GPU instances on GPU 0.
     runtime_env: the environment whose onnxruntime the model runs on (unknown, not set up or
     pinning no onnxruntime: one sentence before anything starts)."""
-    runtime = ready_env(runtime_env)
-    if runtime.root is not None:
-        runtime_overlay.pinned_version(runtime)
+    runtime = runtime_overlay.prepare(runtime_env)
     environment = environment or find_environment()
     served = plan_model(Path(model_path), policy, dims, intra_op_threads, provider=provider)
     timeout = start_timeout_s or settings.TRITON_START_TIMEOUT_S.get()
     with tempfile.TemporaryDirectory(prefix="optiboard-triton-") as folder:
         workdir = Path(folder)
-        if runtime.root is not None:  # the model puts it first on sys.path (runtime_overlay.py)
-            overlay = runtime_overlay.make_overlay(runtime, workdir)
-            served = replace(served, onnxruntime_path=str(overlay))
+        # the model puts it first on sys.path (runtime_overlay.py)
+        served = replace(served, onnxruntime_path=runtime_overlay.overlay_path(runtime, workdir))
         repository = write_repository(workdir / "models", Path(model_path), served)
         try:
             server = start_server(environment, served, workdir, repository, timeout, runtime)
@@ -337,8 +334,7 @@ def serve(
                 "sees and onnxruntime-gpu in the serving environment, else serve on the CPU."
             ) from exc
         try:
-            if runtime.root is not None:
-                runtime_overlay.check_loaded(runtime, server.loaded)
+            runtime_overlay.verify(runtime, server.loaded)
             yield server
         finally:
             server.stop()

@@ -119,3 +119,24 @@ def test_a_poisson_point_measured_from_the_child_round_trips_as_json(
     assert point.met_slo == point.ttft.count > 0
     assert LlmLoadPoint.from_dict(point.to_dict()) == point
     assert llm_row(point)[0] == "20 req/s"
+    # no environment asked: .triton-venv's own onnxruntime, as the model printed it
+    assert point.point.runtime_env == "default" and point.point.onnxruntime
+
+
+def test_serve_llm_on_an_environment_runs_genai_on_its_onnxruntime(
+    genai_folder: Path, triton_environment: TritonEnvironment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve llm --env ort-1.31`: .triton-venv's onnxruntime-genai loads the environment's
+    onnxruntime (1.31.1), every request streams its tokens, and the CLI says what ran."""
+    import subprocess
+
+    from backend.cli import main
+    from tests.backend.test_cli import ROOT
+
+    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
+    argv = ["serve", "llm", str(genai_folder), "--env", "ort-1.31", "--concurrency", "1"]
+    argv += ["--duration", "1", "--prompt-tokens", "12", "--output-tokens", "10"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("served: 1 instance(s) x 1 sequence(s) on cpu, onnxruntime 1.31.1 ")
+    assert "(ort-1.31); 12 prompt tokens, exactly 10 output tokens" in first
