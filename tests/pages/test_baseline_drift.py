@@ -5,19 +5,18 @@ Home and Jobs with the ratio, the interval and a link to the comparison."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from backend.queue import jobs
-from tests import models
-from tests.backend.test_cli import ROOT, optiboard
+from tests import models, runtime_envs
+from tests.backend.test_cli import optiboard
 from tests.pages.seed import add_model, open_page, texts
 
 
 def test_a_rerun_of_a_pinned_sweep_on_a_slower_export_is_flagged_on_home_and_jobs(
     data_dir: Path, tmp_path: Path
 ) -> None:
-    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
+    runtime_envs.set_up("ort-1.31")
     mlp = models.save(models.make_mlp(), tmp_path / "mlp.onnx")
     planted = models.save(models.plant_matmul_chain(models.make_mlp()), tmp_path / "p.onnx")
     assert (add_model(mlp).id, add_model(planted).id) == (1, 2)  # the real ingest

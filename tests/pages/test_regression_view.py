@@ -5,11 +5,10 @@ regression view and the Jobs page show the same check."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from backend.queue import jobs
-from tests import models
+from tests import models, runtime_envs
 from tests.backend.test_cli import ROOT, optiboard
 from tests.pages.seed import open_page, texts
 
@@ -17,7 +16,7 @@ from tests.pages.seed import open_page, texts
 def test_a_real_check_and_a_planted_regression_found_with_its_op_named_and_shown(
     data_dir: Path, tmp_path: Path
 ) -> None:
-    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
+    runtime_envs.set_up("ort-1.31")
     mlp = models.save(models.make_mlp(), tmp_path / "mlp.onnx")
     planted_path = models.save(models.plant_matmul_chain(models.make_mlp()), tmp_path / "p.onnx")
     assert optiboard("add", str(mlp)).returncode == 0

@@ -21,7 +21,7 @@ from backend.generate.measuring import run_generation
 from backend.generate.perplexity import perplexity, read_text
 from backend.generate.reportframe import generation_frame
 from backend.runtimes import open_genai
-from tests import llm_models
+from tests import llm_models, runtime_envs
 
 pytest.importorskip("onnxruntime_genai")
 pytest.importorskip("transformers")
@@ -200,10 +200,7 @@ def test_a_point_the_runtime_cannot_run_fails_alone(fp32) -> None:
 
 
 def test_generation_under_a_runtime_environment_records_the_onnxruntime_that_ran(fp32) -> None:
-    import subprocess
-
-    root = Path(__file__).resolve().parents[3]
-    subprocess.run([str(root / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
+    runtime_envs.set_up("ort-1.31")
     spec = GenerationSpec(prompt_lengths=(16,), new_tokens=(4,), **QUICK)
     with pytest.raises(UserError, match="There is no runtime environment 'ort-0.1'"):
         run_generation(fp32, spec, runtime_env="ort-0.1")

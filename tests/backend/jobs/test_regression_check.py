@@ -5,7 +5,6 @@ regression, and the pages that show it: tests/pages/test_regression_view.py.)"""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,8 +22,8 @@ from backend.queue import jobs
 from backend.queue.progress import configuration_progress
 from backend.reporting import regression as stats
 from storage.repo import results as result_store
-from tests import models
-from tests.backend.test_cli import ROOT, optiboard
+from tests import models, runtime_envs
+from tests.backend.test_cli import optiboard
 from tests.pages.seed import open_page
 
 KEY = "onnxruntime/cpu/fp32/b1/fixed/all/t0"
@@ -109,7 +108,7 @@ def test_openvino_versions_are_checked_like_onnx_runtimes(
 ) -> None:
     """OpenVINO 2026.4.1 (the project's) against 2026.3.1 (ov-2026.3): each side's child loads
     its own version, from its own folder, and the row names both."""
-    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ov-2026.3"], check=True)
+    runtime_envs.set_up("ov-2026.3")
     cnn = models.save(models.make_cnn(channels=8, blocks=1, image=16), tmp_path / "cnn.onnx")
     assert main(["add", str(cnn)]) == 0
     args = ["--env-b", "ov-2026.3", "--runtime", "openvino", "--rounds", "2", "--max-seconds", "1"]
@@ -132,7 +131,7 @@ def test_openvino_versions_are_checked_like_onnx_runtimes(
 def test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
+    runtime_envs.set_up("ort-1.31")
     mlp = models.save(models.make_mlp(), tmp_path / "mlp.onnx")
     cnn = models.save(models.make_cnn(channels=8, blocks=1, image=16), tmp_path / "cnn.onnx")
     assert main(["add", str(mlp)]) == 0 and main(["add", str(cnn)]) == 0

@@ -18,6 +18,7 @@ from backend.serving.llm_types import PromptShape, TokenSlo
 from backend.serving.server import TritonEnvironment, TritonServer
 from backend.serving.types import LoadSpec, Scenario
 from backend.specs import MEASURE_PRESETS
+from tests import runtime_envs
 from tests.llm_models import built_genai_folder
 
 SHAPE = PromptShape(prompt_tokens=12, output_tokens=10)
@@ -128,12 +129,10 @@ def test_serve_llm_on_an_environment_runs_genai_on_its_onnxruntime(
 ) -> None:
     """`serve llm --env ort-1.31`: .triton-venv's onnxruntime-genai loads the environment's
     onnxruntime (1.31.1), every request streams its tokens, and the CLI says what ran."""
-    import subprocess
 
     from backend.cli import main
-    from tests.backend.test_cli import ROOT
 
-    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
+    runtime_envs.set_up("ort-1.31")
     argv = ["serve", "llm", str(genai_folder), "--env", "ort-1.31", "--concurrency", "1"]
     argv += ["--duration", "1", "--prompt-tokens", "12", "--output-tokens", "10"]
     assert main(argv) == 0

@@ -8,7 +8,6 @@ import importlib.metadata as md
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,8 @@ from backend.errors import UnavailableError
 from backend.models.ingest import ingest_file
 from backend.serving.server import TritonEnvironment, serve
 from backend.serving.types import LoadPoint
+from tests import runtime_envs
 from tests.backend.serving.conftest import POLICY
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def _triton_venv_onnxruntime(environment: TritonEnvironment) -> str:
@@ -36,7 +34,7 @@ def test_serve_load_on_an_environment_reports_its_onnxruntime_and_default_the_se
     triton_environment: TritonEnvironment,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    subprocess.run([str(ROOT / "scripts" / "setup-runtime-env"), "ort-1.31"], check=True)
+    runtime_envs.set_up("ort-1.31")
     own = _triton_venv_onnxruntime(triton_environment)
     assert own != "1.31.1"  # else the test could not tell the two apart
     model = ingest_file(mlp_path, "mlp.onnx")
