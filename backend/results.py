@@ -174,8 +174,8 @@ class StoredResult:
 
     @classmethod
     def from_row(cls, row: ResultRow) -> StoredResult:
-        """The row's payload parsed once; its configuration column is the payload's own copy
-        (an index for storage), so it is not read a second time."""
+        """The row's payload parsed once, configuration included (the payload is its one copy:
+        migration 0011 dropped the column that repeated it)."""
         return cls.of(row, ConfigurationResult.from_dict(row.payload))
 
     @classmethod
