@@ -145,15 +145,25 @@ class ConfigurationResult:
         so a mixed-precision search may start from them; nothing ranks them)."""
         return self.status in (ResultStatus.OK, ResultStatus.WRONG_OUTPUTS)
 
-    def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
+    def to_dict(
+        self, with_samples: bool = False, with_configuration: bool = True
+    ) -> dict[str, Any]:
         """JSON; a result without an energy record writes none (results stored before energy
-        was measured write back exactly as they were read)."""
+        was measured write back exactly as they were read). Without the configuration: what a
+        child or a node sends back to the parent that sent it the configuration (the parent
+        holds it typed, so it does not cross twice)."""
         drop = () if with_samples else ("samples_ms",)
+        drop += () if with_configuration else ("configuration",)
         return to_json(self, drop=drop + (("energy",) if self.energy is None else ()))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ConfigurationResult:
-        """The one serializer (backend.knobs.serialize); names a newer writer added are dropped."""
+    def from_dict(
+        cls, data: dict[str, Any], configuration: Configuration | None = None
+    ) -> ConfigurationResult:
+        """The one serializer (backend.knobs.serialize); names a newer writer added are dropped.
+        `configuration`: the one the reader sent, for a result written without it."""
+        if configuration is not None:
+            data = {**data, "configuration": configuration}  # kept as it is, not re-read
         return from_json(cls, data, strict=False)
 
 
@@ -174,8 +184,8 @@ class StoredResult:
 
     @classmethod
     def from_row(cls, row: ResultRow) -> StoredResult:
-        """The row's payload parsed once; its configuration column is the payload's own copy
-        (an index for storage), so it is not read a second time."""
+        """The row's payload parsed once, configuration included (the payload is its one copy:
+        migration 0011 dropped the column that repeated it)."""
         return cls.of(row, ConfigurationResult.from_dict(row.payload))
 
     @classmethod

@@ -91,7 +91,11 @@ class Job(Base):
 
 
 class Result(Base):
-    """One measured (or failed) configuration; unique per job so retries never duplicate."""
+    """One measured (or failed) configuration; unique per job so retries never duplicate.
+
+    The payload is the result as written (backend/results.py), its configuration included; the
+    columns beside it are the few figures queries filter or sort on (0011 dropped the
+    configuration's second copy)."""
 
     __tablename__ = "results"
     __table_args__ = (UniqueConstraint("job_id", "config_key", name="uq_result_config"),)
@@ -99,7 +103,6 @@ class Result(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     config_key: Mapped[str] = mapped_column(String(255))
-    configuration: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     throughput: Mapped[float | None] = mapped_column(Float)

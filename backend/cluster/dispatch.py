@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import settings
 from backend.cluster import artifacts, replicas, targets
 from backend.cluster.failures import node_left, sentence_for, unreachable
 from backend.cluster.task import MeasureRequest, NodeOutcome, measure_on_node
+from backend.engine.run import ConfigurationTask
 from backend.jobs.annotate import annotate
 from backend.jobs.context import JobContext
 from backend.jobs.measuring import ordered_configurations
@@ -90,16 +91,7 @@ def submit(config: Configuration, request: MeasureRequest) -> Pending:
     refs = [
         _remote()
         .options(**options, scheduling_strategy=PlacementGroupSchedulingStrategy(group, i))
-        .remote(
-            MeasureRequest(
-                **{
-                    **asdict_shallow(request),
-                    "replica": i,
-                    "replica_count": config.replicas,
-                    "group": group.id.hex(),
-                }
-            )
-        )
+        .remote(replace(request, replica=i, replica_count=config.replicas, group=group.id.hex()))
         for i in range(config.replicas)
     ]
     return Pending(config, refs, group)
@@ -113,9 +105,17 @@ def _remote() -> Any:
     return ray.remote(measure_on_node)
 
 
-def asdict_shallow(request: MeasureRequest) -> dict[str, Any]:
-    """Fields as they are (dataclasses.asdict would copy the object refs inside ShippedFile)."""
-    return {name: getattr(request, name) for name in request.__dataclass_fields__}
+def node_task(config: Configuration, spec: SweepSpec) -> dict[str, Any]:
+    """The configuration's task as a node reads it (ConfigurationTask.from_dict): the same
+    task a local sweep sends its child, less the paths, which are the node's own."""
+    task = ConfigurationTask(
+        source_path="",  # the node's fetched copy of the model
+        configuration=config,
+        measure=spec.measure,
+        output_dir="",  # the node's scratch folder
+        min_cosine=spec.min_cosine,
+    )
+    return task.to_dict()
 
 
 def _failed(config: Configuration, error: str, status: ResultStatus) -> ConfigurationResult:
@@ -172,8 +172,7 @@ class ClusterSweep:
             if reason:
                 self._land(job, _failed(config, reason, ResultStatus.UNAVAILABLE), [])
                 continue
-            fields = {**asdict_shallow(request), "configuration": config.to_dict()}
-            pending[config.key] = submit(config, MeasureRequest(**fields))
+            pending[config.key] = submit(config, replace(request, task=node_task(config, spec)))
         job_store.log_event(job.id, f"{len(pending)} configurations sent to the Ray cluster")
         self._collect(job, pending, nodes)
 
@@ -198,12 +197,10 @@ class ClusterSweep:
             path = self.context.artifacts.path_for(spec.calibration_sha256)
             calibration = artifacts.ship(path, spec.calibration_sha256)
         return MeasureRequest(
-            configuration={},
-            measure=asdict(spec.measure),
+            task={},  # each configuration's own: node_task
             model=model,
             calibration=calibration,
             timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
-            min_cosine=spec.min_cosine,
         )
 
     def _collect(self, job: JobRow, pending: dict[str, Pending], nodes: list[dict]) -> None:
@@ -241,7 +238,8 @@ class ClusterSweep:
                 _reachable(settings.RAY_ADDRESS.get())  # a head gone: not this task's failure
             retries = settings.CLUSTER_MAX_RETRIES.get()
             failed = _failed(entry.config, sentence_for(exc, retries), ResultStatus.FAILED)
-            entry.outcomes[index] = NodeOutcome(result=failed.to_dict(with_samples=True))
+            data = failed.to_dict(with_samples=True, with_configuration=False)
+            entry.outcomes[index] = NodeOutcome(result=data)
 
     def _finish_entry(self, job: JobRow, entry: Pending) -> None:
         import ray
@@ -252,7 +250,7 @@ class ClusterSweep:
         if entry.config.replicas > 1:
             result = replicas.merge(entry.config, outcomes)
         else:
-            result = ConfigurationResult.from_dict(outcomes[0].result)
+            result = ConfigurationResult.from_dict(outcomes[0].result, configuration=entry.config)
         self.waiting.append((result, outcomes[0].files))
         self._land_ready(job)
 

@@ -35,12 +35,12 @@ def window_overlap(outcomes: list[NodeOutcome]) -> float:
 def merge(config: Configuration, outcomes: list[NodeOutcome]) -> ConfigurationResult:
     """One result for the configuration from its replicas' results (in replica order), each
     read from the node's JSON once."""
-    results = [ConfigurationResult.from_dict(o.result) for o in outcomes]
+    results = [ConfigurationResult.from_dict(o.result, configuration=config) for o in outcomes]
     first = results[0]
     failed = next((r for r in results if not r.ok), None)
     if failed is not None:
         index = results.index(failed)
-        failed.config_key, failed.configuration = config.key, config
+        failed.config_key = config.key
         failed.error = f"replica {index + 1} of {len(results)}: {failed.error}"
         failed.environment.setdefault("cluster", first.environment.get("cluster"))
         return failed

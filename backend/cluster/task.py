@@ -11,33 +11,33 @@ from __future__ import annotations
 import socket
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from backend.cluster.artifacts import FileBlob, ShippedFile, fetch, pack_outputs
 from backend.cluster.targets import targets_of
-from backend.measure_settings import DEFAULT_MIN_COSINE, MeasureSettings
 
 
 @dataclass(frozen=True)
 class MeasureRequest:
-    """One task's work: plain data and nested object refs, so it pickles cheaply."""
+    """One task's work: plain data and nested object refs, so it pickles cheaply. `task` is a
+    ConfigurationTask's JSON (backend.knobs.serialize), the configuration and its measurement
+    settings in it; the node puts its own paths in place of its source and output folder."""
 
-    configuration: dict[str, Any]
-    measure: dict[str, Any]
+    task: dict[str, Any]
     model: ShippedFile
     calibration: ShippedFile | None
     timeout_s: float
     replica: int = 0
     replica_count: int = 1
     group: str = ""  # the replicas' placement group id: names their start line on the node
-    min_cosine: float = DEFAULT_MIN_COSINE  # the sweep's wrong-outputs bound (SweepSpec)
 
 
 @dataclass
 class NodeOutcome:
-    """A ConfigurationResult as a dict (with samples), the files it produced, and where it ran."""
+    """A ConfigurationResult as JSON (with samples, without the configuration the head sent and
+    holds), the files it produced, and where it ran."""
 
     result: dict[str, Any]
     files: list[FileBlob] = field(default_factory=list)
@@ -66,18 +66,15 @@ def measure_on_node(request: MeasureRequest) -> NodeOutcome:
     """Run one configuration (one replica) here; called by Ray on the chosen node."""
     from backend.engine.run import ConfigurationTask
     from backend.jobs.measuring import measure_in_child
-    from backend.specs import Configuration
 
     source = fetch(request.model)
     calibration = str(fetch(request.calibration)) if request.calibration else None
     with tempfile.TemporaryDirectory(prefix="optiboard-node-") as output_dir:
-        task = ConfigurationTask(  # the node's one read of what crossed as plain data
+        task = replace(  # the node's one read of what crossed as plain data, on its own paths
+            ConfigurationTask.from_dict(request.task),
             source_path=str(source),
-            configuration=Configuration.from_dict(request.configuration),
-            measure=MeasureSettings(**request.measure),
             output_dir=output_dir,
             calibration_path=calibration,
-            min_cosine=request.min_cosine,
         )
         if request.replica_count > 1:
             start_line(request.group, request.replica, request.replica_count)
@@ -86,7 +83,7 @@ def measure_on_node(request: MeasureRequest) -> NodeOutcome:
         ended = time.time()
         if result is None:  # no should_cancel here: Ray's cancel interrupts the wait instead
             raise RuntimeError("the measurement was cancelled")
-        data = result.to_dict(with_samples=True)
+        data = result.to_dict(with_samples=True, with_configuration=False)
         files = pack_outputs(data["environment"]) if request.replica == 0 else []
     data["environment"]["cluster"] = {**_where(), "replica": request.replica}
     return NodeOutcome(result=data, files=files, started=started, ended=ended)

@@ -30,6 +30,7 @@ from backend.engine.mixedresult import (  # noqa: F401 (the search's names, used
 )
 from backend.engine.profile import Profile, profile_model
 from backend.errors import UserError
+from backend.knobs.serialize import from_json
 from backend.results import AccuracyReport
 from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
@@ -242,7 +243,7 @@ def time_built_models(paths: dict[str, str], config: dict, measure: dict) -> dic
     """Child side of a queued search's final timing (JSON in and out, run in the sandbox):
     FP32 and the steps' stored built models timed interleaved on one seeded input."""
     configuration = Configuration.from_dict(config)
-    settings = MeasureSettings(**measure)
+    settings = from_json(MeasureSettings, measure)
     reference = Path(paths[FP32])
     feed = inputs.random_inputs(
         inputs.input_specs_of(reference),

@@ -5,7 +5,8 @@ The parent (backend/jobs/regression.py) opens one side per environment and asks 
 for one timed window, so the two versions are timed interleaved (backend/engine/interleave.py)
 with their sessions warm. Both sides build the same variant from the same upload and feed the
 same seeded inputs, so their outputs can be compared value by value and their profiles node by
-node. Everything crosses as JSON; outputs and profiles are files in the side's output folder.
+node. Everything crosses as JSON (the side's task through the one serializer,
+backend.knobs.serialize); outputs and profiles are files in the side's output folder.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ import numpy as np
 from backend.engine.measure import timed_window
 from backend.engine.run import ACCURACY_SEED
 from backend.host import own_cpu_s
+from backend.knobs.serialize import from_json, to_json
 from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, MeasureSettings
@@ -29,17 +32,35 @@ from backend.specs import Configuration, MeasureSettings
 TIMING_SEED = 0  # the timed feed: the same on both sides
 
 
+@dataclass(frozen=True)
+class SideTask:
+    """What one side builds and how it measures, sent to its child as JSON."""
+
+    source_path: str
+    configuration: Configuration  # this side's (B's may have its own thread count)
+    measure: MeasureSettings
+    output_dir: str
+    env: str  # the runtime environment asked for, said back in the side's facts
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_json(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SideTask:
+        return from_json(cls, data)
+
+
 class Side:
     """The built variant and its open session; each request is one method."""
 
-    def __init__(self, task: dict[str, Any]) -> None:
+    def __init__(self, task: SideTask) -> None:
         from backend.engine import inputs, variants
 
-        self.config = Configuration.from_dict(task["configuration"])
-        self.settings = MeasureSettings(**task["measure"])
-        self.source = Path(task["source_path"])
-        self.out = Path(task["output_dir"])
-        self.env = str(task["env"])
+        self.config = task.configuration
+        self.settings = task.measure
+        self.source = Path(task.source_path)
+        self.out = Path(task.output_dir)
+        self.env = task.env
         self.runtime = get_runtime(self.config.backend)
         self.runtime.require(self.config.provider)
         self.workdir = Path(tempfile.mkdtemp(prefix="optiboard-side-"))
@@ -122,8 +143,9 @@ class Side:
 
 
 def open_side(task: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
-    """The dialog handler: build and open, then answer {'op': name, ...} with Side.name."""
-    side = Side(task)
+    """The dialog handler: the task read once, build and open, then answer {'op': name, ...}
+    with Side.name."""
+    side = Side(SideTask.from_dict(task))
     ops = {"facts": side.facts, "warm": side.warm, "window": side.window}
     ops |= {"outputs": side.outputs, "profile": side.profile}
 

@@ -102,7 +102,7 @@ def measure_in_child(
     if outcome.cancelled:
         return None
     if outcome.ok:
-        result = ConfigurationResult.from_dict(outcome.value)
+        result = ConfigurationResult.from_dict(outcome.value, configuration=config)
         result.notes.extend(outcome.notes)
         return result
     error = outcome.error or "the configuration's child failed without a reason"
@@ -130,6 +130,6 @@ def _failed(
 
 def child_measure(task: dict[str, Any]) -> dict[str, Any]:
     """run_configuration on the task as JSON (inside the sandbox): the child's one read of the
-    task and one write of its result."""
+    task and one write of its result, without the configuration the parent sent and holds."""
     result = run_configuration(ConfigurationTask.from_dict(task))
-    return result.to_dict(with_samples=True)
+    return result.to_dict(with_samples=True, with_configuration=False)

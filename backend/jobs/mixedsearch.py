@@ -13,7 +13,7 @@ job again per step.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import onnx
 
@@ -33,6 +33,7 @@ from backend.engine.profile import stored_profile
 from backend.errors import last_line
 from backend.jobs.context import JobContext
 from backend.jobs.plan import Plan, Step
+from backend.knobs.serialize import to_json
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
@@ -203,7 +204,7 @@ def interleaved_in_child(
         "backend.engine.mixed:time_built_models",
         paths,
         base.to_dict(),
-        asdict(settings),
+        to_json(settings),
         timeout_s=settings.max_seconds * len(paths) + 300,
         what="The search's interleaved timing",
         sandboxed=True,

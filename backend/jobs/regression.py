@@ -27,7 +27,7 @@ import settings
 from backend.engine import accuracy
 from backend.engine.interleave import Interleaved, Window, interleaved_windows
 from backend.engine.profile import Profile
-from backend.engine.side import read_outputs
+from backend.engine.side import SideTask, read_outputs
 from backend.errors import UserError
 from backend.host import own_cpu_s
 from backend.jobs.context import JobContext, JobOutcome
@@ -74,13 +74,13 @@ def _open_sides(
     for side, env in envs.items():
         folder = out / side
         folder.mkdir(parents=True, exist_ok=True)
-        task = {
-            "source_path": str(sources[side]),
-            "configuration": spec.side_configuration(config, side).to_dict(),
-            "measure": asdict(spec.measure),
-            "output_dir": str(folder),
-            "env": env.name,
-        }
+        task = SideTask(
+            source_path=str(sources[side]),
+            configuration=spec.side_configuration(config, side),
+            measure=spec.measure,
+            output_dir=str(folder),
+            env=env.name,
+        ).to_dict()
         opened[side] = stack.enter_context(
             dialog(
                 "backend.engine.side:open_side",

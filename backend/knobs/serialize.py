@@ -75,6 +75,21 @@ def from_json(cls: type, data: Any, strict: bool = True, what: str = "") -> Any:
     return cls(**values)
 
 
+def field_from_json(cls: type, data: Any, name: str) -> Any:
+    """One field of what to_json wrote for `cls`, read as from_json reads it (an old top-level
+    name included; absent or null where the type takes none: the field's default), without
+    building the rest: a reader that wants one figure of a stored sweep checks nothing else."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    data = _moved_in(cls, dict(data)) if isinstance(data, dict) else {}
+    base, optional = optional_of(hints(cls)[name])
+    value = data.get(name)
+    if value is None and not optional:
+        if f.default_factory is not dataclasses.MISSING:
+            return f.default_factory()
+        return f.default
+    return _load(value, base)
+
+
 def _moved_in(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     """Old top-level names of knobs now in a nested group, moved into that group's dict."""
     for f, k, tp in knobs(cls):

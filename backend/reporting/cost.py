@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from backend import pricing
+from backend.knobs.serialize import field_from_json
 from backend.records import JobKind, JobRow, job_kind
 from backend.reporting import metrics
 from backend.results import ResultStatus
@@ -22,9 +23,11 @@ COST_COLUMNS = ("price_per_hour", "priced_as", "cost_per_million")
 
 
 def job_prices(job: JobRow | None) -> pricing.Prices:
-    """The prices a sweep was queued with (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
+    """The prices a sweep was queued with (older sweeps: OPTIBOARD_PRICE_PER_HOUR); only that
+    field of the stored spec is read, and checked as SweepSpec checks it."""
     sweep = job is not None and job_kind(job.spec) == JobKind.SWEEP
-    return pricing.or_default(SweepSpec.from_dict(job.spec).prices if sweep else ())
+    stored = field_from_json(SweepSpec, job.spec, "prices") if sweep else ()
+    return pricing.or_default(pricing.checked(stored) if stored else ())
 
 
 def row_cost(

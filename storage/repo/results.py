@@ -1,8 +1,9 @@
 """Results of configurations and their raw samples: written once, by the job's lease holder.
 
-Latency statistics live once, in the payload (derived from the samples by the engine); there are
-no separate latency columns to drift from it (migration 0003_typed_results
-dropped them). Readers parse rows into backend.results.StoredResult.
+Latency statistics and the configuration live once, in the payload (the latency derived from the
+samples by the engine); there are no separate latency or configuration columns to drift from it
+(migrations 0003_typed_results and 0011_configuration_once dropped them). Readers parse rows into
+backend.results.StoredResult.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ class ResultRow:
     id: int
     job_id: int
     config_key: str
-    configuration: dict[str, Any]
     status: str
     error: str | None
     throughput: float | None
@@ -67,7 +67,6 @@ def save_result(
         row = Result(
             job_id=job_id,
             config_key=payload["config_key"],
-            configuration=payload["configuration"],
             status=payload["status"],
             error=payload.get("error"),
             throughput=payload.get("throughput"),

@@ -3,6 +3,7 @@ the knob's trip through links, flags and stored jobs, and bad prices refused wit
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,10 @@ from backend import cli, pricing
 from backend.cli import main
 from backend.errors import UserError
 from backend.queue import jobs
+from backend.reporting import cost
 from backend.specs import SweepSpec
+from storage.repo import jobs as job_store
+from tests.storage.rows import model_row
 
 REFUSED = "takes TARGET=DOLLARS pairs with a name and a price of 0 or more dollars an hour"
 
@@ -91,3 +95,24 @@ def test_a_bad_price_is_refused_in_one_sentence_and_nothing_is_stored(
     said = capsys.readouterr().err.strip()
     assert said.count("OPTIBOARD_PRICE_PER_HOUR takes TARGET=DOLLARS") == 1
     assert jobs.list_jobs() == []
+
+
+def test_a_jobs_prices_are_read_alone_from_its_stored_spec_as_the_whole_spec_reads_them(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cost.job_prices reads one field of the stored sweep (knobs.serialize.field_from_json):
+    the same prices as SweepSpec.from_dict, the setting's for older sweeps and other kinds."""
+    monkeypatch.setenv("OPTIBOARD_PRICE_PER_HOUR", "cpu=0.25")
+    model = model_row()
+    old = json.loads((Path(__file__).parent / "data" / "stored_41aae78.json").read_text())
+    specs = [*old["sweep_specs"], SweepSpec(prices="cpu=0.4,a100=2.5").to_dict()]
+    for spec in specs:
+        job = job_store.create_job(model.id, spec, total=1)
+        whole = SweepSpec.from_dict(job.spec).prices
+        assert cost.job_prices(job) == pricing.or_default(whole)
+    assert cost.job_prices(job) == (("cpu", 0.4), ("a100", 2.5))
+    assert cost.job_prices(job_store.create_job(model.id, old["sweep_specs"][0], total=1)) == (
+        ("cpu", 0.25),
+    )
+    other = job_store.create_job(model.id, {"kind": "regression", "env_b": "x"}, total=1)
+    assert cost.job_prices(other) == (("cpu", 0.25),) and cost.job_prices(None) == (("cpu", 0.25),)

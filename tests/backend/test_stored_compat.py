@@ -12,7 +12,10 @@ from typing import Any
 import pytest
 
 from backend import cli
+from backend.cluster.dispatch import node_task
 from backend.engine.run import ConfigurationTask
+from backend.engine.side import SideTask
+from backend.jobs.regressspec import RegressionSpec
 from backend.knobs.serialize import to_json
 from backend.queue import jobs
 from backend.results import ConfigurationResult, ResultStatus
@@ -104,3 +107,30 @@ def test_command_lines_written_before_make_the_same_sweep(index: int) -> None:
     argv, old = STORED["cli"][index]["argv"], STORED["cli"][index]["spec"]
     spec = cli._spec(cli.build_parser().parse_args(argv))
     assert spec.to_dict() == nested(old)
+
+
+def test_a_result_sent_back_without_its_configuration_is_stored_the_same() -> None:
+    """A child (or a cluster node) writes its result without the configuration its parent sent
+    and holds; the parent reads it back with that one, and the row's payload is the same."""
+    old = ConfigurationResult.from_dict(STORED["result"])
+    sent = json.loads(json.dumps(old.to_dict(with_samples=True, with_configuration=False)))
+    assert "configuration" not in sent
+    back = ConfigurationResult.from_dict(sent, configuration=old.configuration)
+    assert back == old and back.configuration is old.configuration
+    assert back.to_dict() == old.to_dict()  # what store_result writes
+
+
+def test_a_node_and_a_side_read_their_task_back_in_one_from_dict() -> None:
+    """The Ray request and a regression check's side carry the configuration and the
+    measurement settings as the one serializer writes them (no asdict, no hand-built dict)."""
+    quick = MEASURE_PRESETS["quick"]
+    spec = SweepSpec(measure=quick, min_cosine=0.5)
+    for stored in STORED["configurations"]:
+        config = Configuration.from_dict(stored["dict"])
+        task = ConfigurationTask.from_dict(json.loads(json.dumps(node_task(config, spec))))
+        assert (task.configuration, task.measure, task.min_cosine) == (config, quick, 0.5)
+        side = SideTask("model.onnx", config, quick, "out", "default")
+        assert SideTask.from_dict(json.loads(json.dumps(side.to_dict()))) == side
+    check = RegressionSpec(env_b="default", dims=(("seq", 8),), measure=quick)
+    assert check.to_dict()["measure"] == asdict(quick)  # the settings' JSON as before
+    assert RegressionSpec.from_dict({**check.to_dict(), "dims": [["seq", 8]]}) == check  # older

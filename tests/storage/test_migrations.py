@@ -1,15 +1,20 @@
-"""Migrations on a real SQLite file that holds data: 0003 keeps latency in the payload."""
+"""Migrations on a real SQLite file that holds data: 0003 keeps latency in the payload, 0011
+keeps the configuration there (on a real PostgreSQL server too)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, inspect, text
 
+import settings
+from backend.results import ConfigurationResult, StoredResult
 from storage.db import MIGRATIONS_DIR
+from storage.repo import results as result_store
 
 LATENCY = {"p50": 1.5, "p90": 2.0, "p99": 3.0}
 
@@ -80,3 +85,87 @@ def test_0010_adds_baselines_and_downgrades_without_them(tmp_path: Path) -> None
     assert columns == {"job_id", "pinned_by", "pinned_at"}
     _migrate(url, "0009_session_generation", down=True)
     assert "baselines" not in inspect(create_engine(url)).get_table_names()
+
+
+# a result stored by the code of 41aae78 (tests/backend/data/make_stored_41aae78.py wrote it)
+OLD = json.loads(
+    (Path(__file__).parents[1] / "backend" / "data" / "stored_41aae78.json").read_text()
+)["result"]
+
+
+def _seed_old_rows(url: str, revision: str) -> dict[int, ConfigurationResult]:
+    """Two rows as the code before 0011 wrote them (the configuration in its column and in
+    the payload), and one whose payload lacks it; what each must read as afterwards."""
+    _migrate(url, revision)
+    payload = {k: v for k, v in OLD.items() if k != "samples_ms"}  # samples: their own table
+    bare = {k: v for k, v in payload.items() if k != "configuration"}
+    rows = {1: payload, 2: {**payload, "config_key": "other"}, 3: {**bare, "config_key": "bare"}}
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO models (id, name, sha256, format, size_bytes, inputs, outputs, "
+                "op_histogram, parameter_count, node_count, warnings, created_at) VALUES "
+                "(1, 'm', :sha, 'onnx', 1, '[]', '[]', '{}', 0, 0, '[]', '2026-01-01')"
+            ),
+            {"sha": "a" * 64},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO jobs (id, model_id, state, spec, created_at, attempts, "
+                "max_attempts, progress_done, progress_total, cancel_requested) VALUES "
+                "(1, 1, 'succeeded', '{}', '2026-01-01', 1, 3, 3, 3, false)"
+            )
+        )
+        for row_id, data in rows.items():
+            conn.execute(
+                text(
+                    "INSERT INTO results (id, job_id, config_key, configuration, status, "
+                    "throughput, peak_rss_mb, payload, created_at) VALUES (:id, 1, :key, "
+                    ":configuration, 'ok', :throughput, :rss, :payload, '2026-01-01')"
+                ),
+                {
+                    "id": row_id,
+                    "key": data["config_key"],
+                    "configuration": json.dumps(OLD["configuration"]),
+                    "throughput": data["throughput"],
+                    "rss": data["peak_rss_mb"],
+                    "payload": json.dumps(data),
+                },
+            )
+            conn.execute(
+                text("INSERT INTO result_samples (result_id, samples_ms) VALUES (:id, :s)"),
+                {"id": row_id, "s": json.dumps(OLD["samples_ms"])},
+            )
+    engine.dispose()
+    # what the code before read from each row: the payload, with the column's configuration
+    # where the payload had none
+    return {
+        row_id: ConfigurationResult.from_dict({"configuration": OLD["configuration"], **data})
+        for row_id, data in rows.items()
+    }
+
+
+@pytest.mark.parametrize("revision", ["0002_users_audit", "0010_baselines"])
+def test_0011_keeps_the_configuration_once_and_old_rows_read_the_same(
+    database: str, revision: str
+) -> None:
+    """A database at an older revision with rows the old code wrote is upgraded on first use,
+    as the app does (foreign keys on), and every row reads back as the same StoredResult with
+    its samples (0003 and 0011 drop columns in place, never by copying the table);
+    downgrade restores the column."""
+    url = settings.database_url()
+    expected = _seed_old_rows(url, revision)
+    stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[1])]
+    assert "configuration" not in _columns(url)
+    assert {s.id: s.result for s in stored} == expected
+    assert all(s.configuration == expected[s.id].configuration for s in stored)
+    assert stored[0].configuration.key == OLD["config_key"]  # the old flat shape, read typed
+    assert result_store.result_samples([1]) == {1: OLD["samples_ms"]}
+
+    _migrate(url, "0010_baselines", down=True)
+    with create_engine(url).connect() as conn:
+        columns = conn.execute(text("SELECT id, configuration FROM results ORDER BY id")).all()
+    assert [json.loads(c) if isinstance(c, str) else c for _, c in columns] == [
+        OLD["configuration"]
+    ] * 3

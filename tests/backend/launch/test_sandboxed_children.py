@@ -82,9 +82,11 @@ def test_a_real_measurement_runs_through_bwrap_with_only_its_binds(
     monkeypatch.setenv("OPTIBOARD_BWRAP", str(wrapper))
     output = tmp_path / "out"
 
-    result = measure_in_child(_task(mlp_path, output), timeout_s=120)
+    task = _task(mlp_path, output)
+    result = measure_in_child(task, timeout_s=120)
 
     assert result is not None and result.status == ResultStatus.OK, result and result.error
+    assert result.configuration is task.configuration  # sent once, not echoed back and re-read
     assert result.latency is not None and result.latency.mean > 0
     calls = [c for c in log.read_text().splitlines() if "backend.launch.children" in c]
     assert len(calls) == 1, calls  # the availability trial aside, one sandboxed child
