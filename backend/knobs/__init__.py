@@ -46,12 +46,32 @@ class Cli:
 
 
 @dataclass(frozen=True)
+class Widget:
+    """How the Optimize form draws a knob. Its kind follows from the field's type (a tuple of
+    choices: multiselect; choices: select box; bool: toggle; int/float: number; str: text; a
+    tuple of names: one per line; name:value pairs: one number per name); these say the rest."""
+
+    key: str  # the widget's key
+    choices: tuple[Any, ...] = ()  # the values offered, where the type does not say them
+    labels: Any = None  # how a choice reads: a mapping or a function; None: its .label, or itself
+    limits: tuple[float, float] | None = None  # a number's range
+    step: float | None = None
+    format: str | None = None
+    scale: int = 1  # shown as value / scale (a byte count as MiB)
+    slider: bool = False
+    placeholder: str = ""
+    start: Any = None  # where the form starts when the link names nothing; None: the default
+    expanded: bool = False  # a nested group's expander, open from the start
+    within: str = ""  # a nested group's field name: drawn in that group's expander, after it
+
+
+@dataclass(frozen=True)
 class Knob:
     """Everything a field says about itself beyond its name, type and default."""
 
     label: str = ""  # what the Optimize page and tables call it
     help: str = ""
-    widget: str = ""  # the Optimize page widget's key, where the page draws it from here
+    widget: Widget | None = None  # how the Optimize form draws it; None: not in the form
     url: str | None = None  # its key in an Optimize-page link; None: not in links
     codec: Codec | None = None  # how it reads and writes in a link; None: by its type
     url_always: bool = False  # written at its default too (links keep the keys they always had)
@@ -66,7 +86,10 @@ class Knob:
 
 
 def knob(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, **meta: Any):
-    """A dataclass field carrying its Knob; `factory` for mutable defaults (nested groups)."""
+    """A dataclass field carrying its Knob; `factory` for mutable defaults (nested groups);
+    `widget="key"` is short for Widget("key")."""
+    if isinstance(meta.get("widget"), str):
+        meta["widget"] = Widget(meta["widget"])
     return dataclasses.field(
         default=default, default_factory=factory, metadata={"knob": Knob(**meta)}
     )
