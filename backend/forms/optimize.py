@@ -91,9 +91,8 @@ def sweep_from(
         "calibration_sha256": calibration_source == "stored",
         "evaluation_sha256": evaluation_source == "stored",
     }
-    return SweepSpec(
-        **values, **{name: start.get(name) if keep else None for name, keep in kept.items()}
-    )
+    files = {name: start.get(name) if keep else None for name, keep in kept.items()}
+    return SweepSpec(**(dict(values) | files))
 
 
 @dataclass(frozen=True)
