@@ -73,14 +73,14 @@ with left:
     precisions = form.draw("precisions")
     runtimes = form.draw("backends", options=list(usable) or ["onnxruntime"])
     cluster_targets = {t.name: t for t in targets.available()}  # announced by a Ray cluster
-    if cluster_targets:
-        form.draw(
-            "targets",
-            options=list(cluster_targets),
-            labels=lambda n: (
-                f"{n} · {cluster_targets[n].nodes} node(s) · {cluster_targets[n].description}"
-            ),
-        )
+    form.draw(
+        "targets",
+        options=list(cluster_targets),
+        labels=lambda n: (
+            f"{n} · {cluster_targets[n].nodes} node(s) · {cluster_targets[n].description}"
+        ),
+        shown=bool(cluster_targets),
+    )
     provider_names = form.draw(
         "providers",
         options=sweep_form.offered_providers(
@@ -107,36 +107,35 @@ with right:
     form.draw("optimization_level")
     form.draw("intra_op_threads")
     environments = {e["name"]: e for e in describe()}
-    if len(environments) > 1:  # pinned runtime versions beside the project's (optiboard envs)
-        form.draw(
-            "runtime_env",
-            options=list(environments),
-            labels=lambda n: f"{n}: {environments[n]['pins']}",
-        )
+    form.draw(  # pinned runtime versions beside the project's (optiboard envs)
+        "runtime_env",
+        options=list(environments),
+        labels=lambda n: f"{n}: {environments[n]['pins']}",
+        shown=len(environments) > 1,
+    )
     for runtime in ("openvino", "onnxruntime"):  # a runtime's group where it is picked
-        if runtime in runtimes:
-            form.draw(runtime)
+        form.draw(runtime, shown=runtime in runtimes)
     form.values["measure"] = measurement(start)
     form.draw("min_cosine")
     form.values["prices"] = price_box(  # checked by SweepSpec: a wrong pair is the warning below
-        "", pricing.prices_text(pricing.default_prices())  # starts from the link's text
+        "",
+        pricing.prices_text(pricing.default_prices()),  # starts from the link's text
     )
     calibration, int8_static = ("random", None), Precision.INT8_STATIC in precisions
     if int8_static:
         calibration = calibration_data(start)
-        if calibration[0] != "npz":
-            form.draw("calibration_samples")
+    form.draw("calibration_samples", shown=int8_static and calibration[0] != "npz")
     evaluation = evaluation_data(start, model.id)
     form.draw("profile")
-    if int8_static:
-        form.draw("fp32_nodes")
-    if cluster_targets:
-        form.draw("replicas")
+    form.draw("fp32_nodes", shown=int8_static)
+    form.draw("replicas", shown=bool(cluster_targets))
+    more = st.container()  # a knob declared with a widget that the page does not place
     label = st.text_input("Label (optional)", placeholder="e.g. first INT8 try", key="label")
 
 for provider in ("cuda", "tensorrt"):  # a provider's group (its own expander) where it is picked
-    if provider in provider_names:
-        form.draw(provider)
+    form.draw(provider, shown=provider in provider_names)
+with more:
+    form.rest()
 trt_missing = table.why_unavailable("onnxruntime", "tensorrt")
 if "tensorrt" not in provider_names and trt_missing and "onnxruntime" in runtimes:
     st.caption(f"TensorRT settings appear once its provider is available; {plain(trt_missing)}.")

@@ -33,6 +33,7 @@ class KnobForm:
     def __init__(self, cls: type, start: Mapping[str, Any]) -> None:
         self.cls, self.start = cls, start
         self.values: dict[str, Any] = {}
+        self.skipped: set[str] = set()
         self.declared = {f.name: (f, k, tp) for f, k, tp in knobs(cls) if k.widget}
 
     def draw(
@@ -41,11 +42,17 @@ class KnobForm:
         options: Sequence[Any] | None = None,
         labels: Mapping[Any, str] | Callable[[Any], str] | None = None,
         help: str | None = None,
+        shown: bool = True,
     ) -> Any:
         """One knob's widget; `options` (and their `labels`) where what is offered depends on
         the host (runtimes usable here, the model's symbolic dims); `help` where the page's
-        words say more than the declaration's."""
+        words say more than the declaration's. Not `shown` (its runtime, provider or
+        precision is not picked, or the host has no choice to offer): not drawn, linked or
+        built, so the sweep takes its default, and `rest` leaves it out too."""
         f, k, tp = self.declared[name]
+        if not shown:
+            self.skipped.add(name)
+            return default_of(f)
         if dataclasses.is_dataclass(tp):
             return self._group(name)
         if is_pairs(tp) and not options:  # no names to give values to: nothing drawn or linked
@@ -58,9 +65,11 @@ class KnobForm:
         return value
 
     def rest(self) -> None:
-        """Every declared knob not drawn yet, in declared order (nested groups as theirs)."""
+        """Every declared knob the page has not placed yet, in declared order (nested groups as
+        theirs): where a knob added with a `widget` appears with no page edit."""
         for name, (_, k, _) in self.declared.items():
-            if name not in self.values and not (k.widget and k.widget.within):
+            placed = name in self.values or name in self.skipped
+            if not placed and not (k.widget and k.widget.within):
                 self.draw(name)
 
     def _group(self, name: str) -> Any:
