@@ -2,9 +2,10 @@
 
 A knob is declared once, as `name: type = knob(default, label=..., help=..., url=..., cli=...)`
 on a specs dataclass (SweepSpec, Configuration or one of the runtime groups nested in them). Its
-JSON form, link key, command-line flag, page label and help text, the runtimes it applies to, its
-part of a configuration's key and its results-table column are all read from that declaration:
-knobs.serialize (stored JSON), knobs.links (page links) and knobs.flags (argparse).
+JSON form, link key, command-line flag, page label, help text and form widget, the runtimes it
+applies to, its part of a configuration's key and its results-table column are all read from
+that declaration: knobs.serialize (stored JSON), knobs.links (page links), knobs.flags
+(argparse) and pages/components/knob_form.py (the Optimize form).
 """
 
 from __future__ import annotations
@@ -137,12 +138,6 @@ def key_parts(obj: Any) -> list[str]:
         if k.key is not None and value != default_of(f):
             parts.append(k.key(value))
     return parts
-
-
-def labelled(cls: type, name: str) -> tuple[str, str]:
-    """A knob's label and help text, for the page that draws its widget."""
-    k = meta(next(f for f in dataclasses.fields(cls) if f.name == name))
-    return k.label, k.help
 
 
 def is_pairs(tp: Any) -> bool:

@@ -57,7 +57,6 @@ def _bound_widgets() -> None:
     import streamlit as st
 
     from pages.components.url_state import (
-        bound_count,
         bound_multiselect,
         bound_pills,
         bound_selectbox,
@@ -69,7 +68,6 @@ def _bound_widgets() -> None:
     st.session_state["many"] = bound_multiselect("Many", [1, 2, 4, 8], "many", default=[1])
     st.session_state["charts"] = bound_pills("Charts", ["x", "y"], "charts", default=["x"])
     st.session_state["number"] = url_int("n")
-    st.session_state["threads"] = bound_count("Threads (0: the runtime's choice)", "threads", 8)
     set_url("flag", st.session_state.get("flag_value", False))
 
 
@@ -82,18 +80,11 @@ def test_bound_widgets_start_from_the_url() -> None:
     assert at.multiselect(key="url_many").value == [2, 8]  # an unknown 99 is dropped
     assert at.session_state["charts"] == ["y"]
     assert at.session_state["number"] is None  # a malformed number is ignored, not an error
-    assert at.session_state["threads"] == 0 and "threads" not in at.query_params  # 0: not named
-    again = AppTest.from_function(_bound_widgets, default_timeout=60)
-    again.query_params["threads"] = "99"  # beyond the largest: clamped, never a widget error
-    again.run()
-    assert not again.exception and again.session_state["threads"] == 8
 
 
 def test_bound_widgets_write_their_value_back_to_the_url() -> None:
     at = AppTest.from_function(_bound_widgets, default_timeout=60).run()
     assert at.query_params["pick"] == "b" and at.query_params["many"] == "1"
-    at.number_input(key="url_threads").set_value(3).run()
-    assert at.query_params["threads"] == "3"
     at.multiselect(key="url_many").set_value([4, 8]).run()
     assert at.query_params["many"] == "4,8"
     at.multiselect(key="url_many").set_value([]).run()
