@@ -182,8 +182,9 @@ def text_codec(tp: Any) -> Codec:
                 (name, int(n)) for name, n in (p.split(":", 1) for p in csv(t) if ":" in p)
             ),
         )
-    if inner is not None:
-        load_item = int if inner is int else str
+    if inner is not None:  # enum items read as their enum: the link's "fp32" is Precision.FP32
+        is_enum = isinstance(inner, type) and issubclass(inner, enum.Enum)
+        load_item = int if inner is int else inner if is_enum else str
         return Codec(
             lambda v: ",".join(str(scalar(x)) for x in v),
             lambda t: tuple(load_item(p) for p in csv(t)),

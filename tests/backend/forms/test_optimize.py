@@ -48,7 +48,8 @@ def test_the_form_starts_from_the_link_typed_and_reads_the_runtimes_as_the_spec_
     start = start_values(
         {"precisions": "fp16", "dims": "seq:128", "hint": "throughput", "backend": "openvino"}
     )
-    assert start["precisions"] == ("fp16",) and start["symbolic_dims"] == (("seq", 128),)
+    [fp16] = start["precisions"]  # typed as the spec holds it, not the link's text
+    assert fp16 is Precision.FP16 and start["symbolic_dims"] == (("seq", 128),)
     assert start["openvino"] == OpenVinoOptions(performance_hint=PerformanceHint.THROUGHPUT)
     assert start["backends"] == ("openvino",)  # a one-runtime link names it as backend=
     assert start_values({})["backends"] == ("onnxruntime",)
