@@ -197,7 +197,7 @@ def _pairs(k: Knob, w: Widget, start: Any, names: Sequence[str]) -> tuple[tuple[
     low = int(w.limits[0]) if w.limits else None
     values = []
     for index, name in enumerate(names):
-        now = int(given.get(name, w.start))
+        now = max(int(given.get(name, w.start)), low or 0)  # below the least: clamped
         value = cols[index % len(cols)].number_input(
             plain(name), min_value=low, value=now, step=1, key=f"{w.key}_{name}"
         )
