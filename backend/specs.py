@@ -53,7 +53,7 @@ class Precision(str, enum.Enum):
         }[self.value]
 
 
-GPU_PROVIDERS = ("cuda", "tensorrt")
+GPU_PROVIDERS = ("cuda", "tensorrt")  # where device-resident I/O means something
 BATCH_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the batch sizes the Optimize form offers
 RUNTIME_LABELS = {
     "onnxruntime": "ONNX Runtime",
