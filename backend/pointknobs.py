@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backend.cudaoptions import CudaOptions
-from backend.knobs import Cli, Codec, group_types, knob
+from backend.knobs import Cli, Codec, Widget, group_types, knob
 from backend.knobs.serialize import from_json
 from backend.runtimeoptions import OpenVinoOptions, OrtOptions
 from backend.trtoptions import TrtOptions
@@ -30,14 +30,23 @@ class PointKnobs:
         url="shapes",
         codec=SHAPES,
         url_always=True,
+        widget=Widget(
+            "url_shapes",
+            choices=(True, False),
+            labels={
+                True: "Fixed: bake the batch size and dims into the graph",
+                False: "Dynamic: keep symbolic dims in the graph",
+            },
+        ),
         cli=Cli("--dynamic", "invert", help="keep the batch axis dynamic"),
         column="fixed_shapes",
     )
     symbolic_dims: tuple[tuple[str, int], ...] = knob(
         (),
-        label="Symbolic dimensions",
+        label="Values for the model's other symbolic dimensions (the first is the batch):",
         help="value for a symbolic dimension other than batch, e.g. seq=128",
         url="dims",
+        widget=Widget("dim", limits=(1, 1 << 31), start=16),  # start: each named one's
         cli=Cli("--dim", "pairs", metavar="NAME=VALUE"),
     )
     optimization_level: str = knob(
@@ -46,6 +55,7 @@ class PointKnobs:
         help="ONNX Runtime's graph optimizations; 'all' includes layout changes.",
         url="opt",
         url_always=True,
+        widget=Widget("url_opt", choices=OPTIMIZATION_LEVELS),
         cli=Cli("--opt-level", choices=OPTIMIZATION_LEVELS),
         column="optimization_level",
     )
@@ -54,6 +64,7 @@ class PointKnobs:
         label="Intra-op threads (0 = let the runtime choose)",
         url="threads",
         url_always=True,
+        widget=Widget("url_threads", limits=(0, 256)),
         cli=Cli("--threads", help="intra-op threads; 0 = runtime's"),
         column="intra_op_threads",
     )
@@ -62,16 +73,18 @@ class PointKnobs:
         label="Simplify the graph first (onnxslim)",
         url="simplify",
         url_always=True,
+        widget="url_simplify",
         cli=Cli("--simplify", "flag", help="simplify with onnxslim first"),
         column="simplify",
     )
     calibration_sha256: str | None = knob(None, url="calibration")  # CLI: --calibration FILE
     calibration_samples: int = knob(
         16,
-        label="Calibration samples",
+        label="Random calibration samples",
         help="static INT8: how many calibration samples to use",
         url="cal_samples",
         url_always=True,
+        widget=Widget("url_cal_samples", limits=(1, 1024)),
         cli=Cli("--calibration-samples"),
     )
     profile: bool = knob(  # a separate profiled pass after the clean timing (never mixed in)
@@ -80,17 +93,42 @@ class PointKnobs:
         help="ONNX Runtime's own profiler, in a separate pass after the clean timing: the why "
         "lines then cite it and the Jobs page shows per-node bars.",
         url="profile",
+        widget="url_profile",
         cli=Cli("--profile", "flag", help="per-node profile (separate pass)"),
     )
-    replicas: int = knob(1, url="replicas", column="replicas")  # data-parallel copies (cluster)
-    openvino: OpenVinoOptions = knob(
-        factory=OpenVinoOptions, applies=("openvino",), was=("performance_hint", "streams")
+    replicas: int = knob(  # data-parallel copies (cluster)
+        1,
+        label="Replicas (data-parallel copies on one node's devices)",
+        help="N copies run at once on N GPUs (or share the CPU) of one node; the result "
+        "gives aggregate and per-device throughput.",
+        url="replicas",
+        widget=Widget("replicas", limits=(1, 64)),
+        column="replicas",
     )
-    onnxruntime: OrtOptions = knob(factory=OrtOptions, applies=("onnxruntime",))
-    cuda: CudaOptions = knob(factory=CudaOptions, url="cuda", applies=("onnxruntime/cuda",))
+    openvino: OpenVinoOptions = knob(
+        factory=OpenVinoOptions,
+        applies=("openvino",),
+        was=("performance_hint", "streams"),
+        widget="openvino",  # no label: its knobs sit in the form's column
+    )
+    onnxruntime: OrtOptions = knob(
+        factory=OrtOptions,
+        label="ONNX Runtime session settings",  # a nested group's label: its expander's title
+        applies=("onnxruntime",),
+        widget="onnxruntime",
+    )
+    cuda: CudaOptions = knob(
+        factory=CudaOptions,
+        label="CUDA provider settings",
+        url="cuda",
+        applies=("onnxruntime/cuda",),
+        widget=Widget("cuda", expanded=True),
+    )
     tensorrt: TrtOptions = knob(
         factory=TrtOptions,
+        label="TensorRT provider settings",
         url="trt",
+        widget=Widget("tensorrt", expanded=True),
         applies=("onnxruntime/tensorrt",),
         help="tensorrt provider, repeatable: fp16=1 int8=1 int8_calibration_table=FILE "
         "timing_cache=1 engine_cache=1 engine_cache_path=DIR max_workspace_size=4GiB "

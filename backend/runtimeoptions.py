@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 
 from backend.errors import UserError
-from backend.knobs import Cli, knob
+from backend.knobs import Cli, Widget, knob
 
 
 class PerformanceHint(enum.StrEnum):
@@ -33,6 +33,7 @@ class OpenVinoOptions:
         help="Latency: one request as fast as possible; throughput: most requests per second.",
         url="hint",
         url_always=True,
+        widget="url_hint",
         cli=Cli("--hint", choices=tuple(h.value for h in PerformanceHint), group="OpenVINO"),
         applies=("openvino",),
         native="PERFORMANCE_HINT",
@@ -43,6 +44,7 @@ class OpenVinoOptions:
         help="Inference streams; 0 lets the performance hint choose.",
         url="streams",
         url_always=True,
+        widget=Widget("url_streams", limits=(0, 64)),
         cli=Cli("--streams", group="OpenVINO"),
         applies=("openvino",),
         native="NUM_STREAMS",

@@ -1,4 +1,8 @@
-"""Typed sweep and configuration specs; stored as JSON on the job, validated on construction."""
+"""Typed sweep and configuration specs; stored as JSON on the job, validated on construction.
+
+Why long: each knob is declared once on its field (JSON, link, flag, form widget, label, help),
+so SweepSpec's declarations are the sweep's one description; splitting them would split that.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from backend.cudaoptions import (  # re-exported
     check_gpu_options,
 )
 from backend.errors import UserError
-from backend.knobs import Cli, applies, default_of, key_parts, knob, knobs
+from backend.knobs import Cli, Widget, applies, default_of, key_parts, knob, knobs
 from backend.knobs.links import KneeLink, MeasureLink
 from backend.knobs.serialize import from_json, to_json
 from backend.measure_settings import (  # re-exported
@@ -50,6 +54,12 @@ class Precision(str, enum.Enum):
 
 
 GPU_PROVIDERS = ("cuda", "tensorrt")  # where device-resident I/O means something
+BATCH_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the batch sizes the Optimize form offers
+RUNTIME_LABELS = {
+    "onnxruntime": "ONNX Runtime",
+    "openvino": "OpenVINO",
+    "tensorrt": "TensorRT",
+}  # where device-resident I/O means something
 
 
 SAME_SET = (
@@ -167,6 +177,7 @@ class SweepSpec(PointKnobs):
         help="FP32 is the reference every other precision's accuracy is compared with.",
         url="precisions",
         url_always=True,
+        widget=Widget("url_precisions", start=(Precision.FP32, Precision.INT8_STATIC)),
         cli=Cli(
             "--precisions",
             "csv",
@@ -179,6 +190,7 @@ class SweepSpec(PointKnobs):
         label="Execution providers",
         url="providers",
         url_always=True,
+        widget=Widget("url_providers", labels=str.upper),  # offered: the page's, for the host
         cli=Cli("--providers", "csv", help="comma list: cpu, cuda, tensorrt"),
     )
     batch_sizes: tuple[int, ...] = knob(
@@ -187,6 +199,7 @@ class SweepSpec(PointKnobs):
         help="Latency is per call; a call processes one batch.",
         url="batches",
         url_always=True,
+        widget=Widget("url_batches", choices=BATCH_CHOICES),
         cli=Cli("--batch-sizes", "csv", help="comma list, e.g. 1,8,32"),
     )
     backend: str = knob("onnxruntime", url="backend", url_always=True)
@@ -197,9 +210,17 @@ class SweepSpec(PointKnobs):
         help="Each precision is measured on each runtime, side by side; every accuracy is "
         "against the same FP32 reference.",
         url="runtimes",
+        widget=Widget("url_runtimes", labels=RUNTIME_LABELS),  # offered: those usable here
         cli=Cli("--runtimes", "csv", default="onnxruntime", help="onnxruntime,openvino"),
     )
-    fp32_nodes: tuple[str, ...] = knob((), url="fp32_nodes", codec=LINES)  # a mixed INT8 twin
+    fp32_nodes: tuple[str, ...] = knob(  # a mixed INT8 twin of each ONNX Runtime INT8 static point
+        (),
+        label="Mixed INT8: nodes to keep in FP32, one per line (adds a mixed point)",
+        help="Names from the Graph page, the profile or `python -m backend.engine.mixed`.",
+        url="fp32_nodes",
+        codec=LINES,
+        widget="fp32_nodes",
+    )
     evaluation_sha256: str | None = knob(None, url="evaluation")  # CLI: --evaluation FILE
     # 'cosine=0.99' or 'top1=0.98': after the sweep, search the fastest INT8/FP32 mix meeting it
     search_bound: str = knob(
@@ -216,30 +237,55 @@ class SweepSpec(PointKnobs):
         "FP32 reference below this, is stored as 'wrong outputs': never plotted as a speedup, "
         "ranked, recommended or taken as the knee.",
         url="min_cosine",
+        widget=Widget("url_min_cosine", limits=(0.0, 1.0), step=0.001, format="%.4f"),
         cli=Cli(
             "--min-cosine",
             help="outputs with a cosine against FP32 below this, or any NaN/inf, are 'wrong "
             f"outputs': never ranked, plotted or recommended (default {DEFAULT_MIN_COSINE})",
         ),
     )
-    targets: tuple[str, ...] = knob((), url="targets")  # cluster targets: every point on each
+    targets: tuple[str, ...] = knob(  # cluster targets: every point on each
+        (),
+        label="Hardware targets",
+        help="Every configuration runs on each target picked; Compare shows them side by "
+        "side. None picked: any node of the cluster.",
+        url="targets",
+        widget="url_targets",  # offered: the targets the cluster's nodes announced
+    )
     io_modes: tuple[IoMode, ...] = knob(  # GPU providers; others end to end
         (IoMode.END_TO_END,),
         label="What the timing includes",
-        help="comma list: end_to_end (host arrays, copies timed), device (IOBinding)",
+        help="End to end: host arrays in and out, as a client sees it. Device-resident: "
+        "inputs and outputs already on the GPU (IOBinding). Both: the copy share is shown.",
         url="timing",
-        cli=Cli("--timing", "csv", group=GPU),
+        widget=Widget("io_modes", within="cuda"),
+        cli=Cli(
+            "--timing",
+            "csv",
+            group=GPU,
+            help="comma list: end_to_end (host arrays, copies timed), device (IOBinding)",
+        ),
     )
     find_knee: bool = knob(  # batches 1, 2, 4 ... until throughput stops growing or memory ends
         False,
-        help="batches 1,2,4,... until throughput flattens",
+        label="Find the knee: batches 1, 2, 4 ... until throughput gains stay under 5%",
         link=KneeLink(),
-        cli=Cli("--find-knee", "flag", group=GPU),
+        widget=Widget("find_knee", within="cuda"),
+        cli=Cli(
+            "--find-knee", "flag", group=GPU, help="batches 1,2,4,... until throughput flattens"
+        ),
     )
     knee_max_batch: int = knob(1024, cli=Cli("--knee-max-batch", group=GPU))
     prices: tuple[tuple[str, float], ...] = knob((), **PRICE_KNOB)  # (): the setting's, when read
     # the runtime environment every measurement child runs under (backend/runtimeenvs.py)
-    runtime_env: str = knob("default", **env_knob("the children run under"))
+    runtime_env: str = knob(
+        "default",
+        label="Runtime environment",
+        help="The measurement children run under this environment's interpreter; every "
+        "result records it. One that is not set up is refused when you submit, saying how.",
+        widget="url_env",  # offered where environments beside the project's are set up
+        **env_knob("the children run under"),
+    )
     baseline_of: int | None = knob(None, url="baseline")  # a re-run of this pinned job
 
     def __post_init__(self) -> None:
@@ -375,6 +421,7 @@ def _check_search(spec: SweepSpec) -> None:
 
 __all__ = [
     "DEFAULT_MIN_COSINE",
+    "BATCH_CHOICES",
     "GPU_PROVIDERS",
     "MEASURE_PRESETS",
     "OPTIMIZATION_LEVELS",
@@ -387,6 +434,7 @@ __all__ = [
     "OrtOptions",
     "PerformanceHint",
     "Precision",
+    "RUNTIME_LABELS",
     "SweepSpec",
     "TrtOptions",
     "preset_name",

@@ -18,7 +18,7 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.knobs import by_native, knob
+from backend.knobs import Widget, by_native, knob
 
 DEFAULT_TIMING_FOLDER = "tensorrt/timing"
 DEFAULT_ENGINE_FOLDER = "tensorrt/engines"
@@ -44,34 +44,46 @@ class TrtOptions:
 
     WHAT = "TensorRT"
 
-    fp16: bool = knob(False, label="FP16 kernels", native="trt_fp16_enable")
+    fp16: bool = knob(
+        False, label="FP16 kernels (trt_fp16_enable)", widget="trt_fp16", native="trt_fp16_enable"
+    )
     # INT8 kernels, with a calibration table or Q/DQ nodes
-    int8: bool = knob(False, label="INT8 kernels", native="trt_int8_enable")
+    int8: bool = knob(
+        False, label="INT8 kernels (trt_int8_enable)", widget="trt_int8", native="trt_int8_enable"
+    )
     int8_calibration_table: str = knob(  # a file in the engine cache folder
         "",
         label="INT8 calibration table (a file in the engine cache folder)",
         help="Not for INT8 static (QDQ): its Q/DQ nodes carry the scales.",
+        widget="trt_table",
         native="trt_int8_calibration_table_name",
     )
     # keep tactic timings between builds
-    timing_cache: bool = knob(False, label="Timing cache", native="trt_timing_cache_enable")
+    timing_cache: bool = knob(
+        False, label="Timing cache", widget="trt_timing", native="trt_timing_cache_enable"
+    )
     timing_cache_path: str = knob(  # relative to the data folder; empty: DEFAULT_TIMING_FOLDER
         "",
         label="Timing cache folder",
         help="Inside the data folder; empty: the default.",
+        widget=Widget("trt_timing_path", placeholder=DEFAULT_TIMING_FOLDER),
         native="trt_timing_cache_path",
     )
     # keep built engines between sessions
-    engine_cache: bool = knob(False, label="Engine cache", native="trt_engine_cache_enable")
+    engine_cache: bool = knob(
+        False, label="Engine cache", widget="trt_engine", native="trt_engine_cache_enable"
+    )
     engine_cache_path: str = knob(  # relative to the data folder; empty: DEFAULT_ENGINE_FOLDER
         "",
         label="Engine cache folder",
         help="Inside the data folder; empty: the default.",
+        widget=Widget("trt_engine_path", placeholder=DEFAULT_ENGINE_FOLDER),
         native="trt_engine_cache_path",
     )
     max_workspace_size: int = knob(  # bytes; 0: ONNX Runtime's default
         0,
         label="Workspace limit (MiB, 0: ONNX Runtime's default)",
+        widget=Widget("trt_workspace", limits=(0, 1 << 20), scale=1 << 20),
         native="trt_max_workspace_size",
         parse=size_bytes,
     )
@@ -79,6 +91,7 @@ class TrtOptions:
         3,
         label="Builder optimization level",
         help="0 builds fastest; 5 searches longest for the fastest engine (3: default).",
+        widget=Widget("trt_level", limits=(0, 5), slider=True),
         native="trt_builder_optimization_level",
     )
 

@@ -1,4 +1,8 @@
-"""Optimize: choose precisions, providers, batch sizes and knobs; submit them as one sweep."""
+"""Optimize: choose precisions, providers, batch sizes and knobs; submit them as one sweep.
+
+Every sweep widget is drawn from its knob's declaration (pages/components/knob_form.py): the
+page says where each goes and what this host offers, never a link key, a label or a widget kind.
+"""
 
 from __future__ import annotations
 
@@ -10,44 +14,19 @@ from backend.auth.roles import Permission
 from backend.cluster import targets
 from backend.errors import UserError
 from backend.forms import optimize as sweep_form
-from backend.forms.optimize import SweepChoices
 from backend.generate.library import is_generative
-from backend.knobs import labelled
 from backend.models import library
 from backend.queue import capabilities, jobs
 from backend.runtimeenvs import describe
-from backend.specs import (
-    MEASURE_PRESETS,
-    OPTIMIZATION_LEVELS,
-    CudaOptions,
-    IoMode,
-    Precision,
-    SweepSpec,
-    TrtOptions,
-)
+from backend.specs import Precision, SweepSpec
 from pages.access import can, guarded
 from pages.components.formatting import plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_form
+from pages.components.knob_form import KnobForm
 from pages.components.prices import price_box
-from pages.components.runtime_settings import (
-    cuda_settings,
-    onnxruntime_settings,
-    openvino_settings,
-    trt_settings,
-)
-from pages.components.sweep_data import as_upload, calibration_data, evaluation_data
-from pages.components.targets import replicas_input, target_picker
-from pages.components.url_state import (
-    bound_count,
-    bound_multiselect,
-    bound_number,
-    bound_selectbox,
-    set_url,
-    url_int,
-    url_list,
-    url_value,
-)
+from pages.components.sweep_data import as_upload, calibration_data, evaluation_data, measurement
+from pages.components.url_state import url_int
 from pages.components.widgets import (
     fill_copy_link,
     job_queued,
@@ -59,9 +38,6 @@ from pages.components.widgets import (
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
-BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-RUNTIME_LABELS = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT"}
-
 page_header("Optimize", "Every combination you pick becomes one configuration of a sweep.")
 
 models = library.list_models()
@@ -72,11 +48,11 @@ if not models:
 from_job = url_int("from_job")
 if from_job is not None:
     st.info(f"Changing the sweep of job {from_job}: adjust anything, then submit it as a new job.")
-try:  # what the link says beyond the bound widgets: calibration file, samples, custom measurement
-    prefill = jobs.spec_from_query(st.query_params.to_dict())
+try:  # the link, read once: where every widget starts
+    start = sweep_form.start_values(st.query_params.to_dict())
 except UserError as exc:
     show_error(exc)
-    prefill = SweepSpec()
+    start = sweep_form.start_values({})
 
 model = model_picker(models)
 assert model is not None
@@ -89,38 +65,27 @@ if is_generative(model):  # a decoder LM: the generation benchmark instead of a 
 table = capabilities.provider_table()
 where = table.where
 usable = table.usable()
+form = KnobForm(SweepSpec, start)  # form.values: the sweep's knobs as drawn, typed
 
 left, right = st.columns(2)
 with left:
     st.subheader("What to build")
-    title, words = labelled(SweepSpec, "precisions")
-    precisions = bound_multiselect(
-        title,
-        [p.value for p in Precision],
-        "precisions",
-        default=[Precision.FP32.value, Precision.INT8_STATIC.value],
-        format_func=lambda v: Precision(v).label,
-        help=words,
-    )
-    title, words = labelled(SweepSpec, "backends")
-    runtimes = bound_multiselect(
-        title,
-        list(usable) or ["onnxruntime"],
-        "runtimes",
-        default=list(prefill.runtimes),
-        format_func=lambda v: RUNTIME_LABELS.get(v, v),
-        help=words,
-    )
+    precisions = form.draw("precisions")
+    runtimes = form.draw("backends", options=list(usable) or ["onnxruntime"])
     cluster_targets = {t.name: t for t in targets.available()}  # announced by a Ray cluster
-    picked_targets = target_picker(cluster_targets) if cluster_targets else []
-    provider_names = bound_multiselect(
-        labelled(SweepSpec, "providers")[0],
-        sweep_form.offered_providers(
-            usable, runtimes, [cluster_targets[name].providers for name in picked_targets]
+    form.draw(
+        "targets",
+        options=list(cluster_targets),
+        labels=lambda n: (
+            f"{n} · {cluster_targets[n].nodes} node(s) · {cluster_targets[n].description}"
         ),
+        shown=bool(cluster_targets),
+    )
+    provider_names = form.draw(
         "providers",
-        default=["cpu"],
-        format_func=str.upper,
+        options=sweep_form.offered_providers(
+            usable, runtimes, [cluster_targets[n].providers for n in form.values.get("targets", ())]
+        ),
         help=f"Providers available {plain(where)}.",
     )
     unavailable = sweep_form.unavailable_rows(table)
@@ -132,142 +97,50 @@ with left:
         with st.expander(f"Precisions a runtime cannot run here ({len(gaps)})"):
             st.caption("These configurations are recorded as unavailable, with the reason.")
             st.dataframe(gaps, hide_index=True, key="precision_gaps")
-    title, words = labelled(SweepSpec, "batch_sizes")
-    batches = bound_multiselect(title, BATCH_CHOICES, "batches", default=[1], help=words)
-    simplify = st.toggle(
-        labelled(SweepSpec, "simplify")[0],
-        value=url_value("simplify") == "1",
-        key="url_simplify",
-    )
-    set_url("simplify", "1" if simplify else None)
+    form.draw("batch_sizes")
+    form.draw("simplify")
 
 with right:
     st.subheader("How to run it")
-    shapes = bound_selectbox(
-        labelled(SweepSpec, "fixed_shapes")[0],
-        ["fixed", "dynamic"],
-        "shapes",
-        format_func=lambda v: {
-            "fixed": "Fixed: bake the batch size and dims into the graph",
-            "dynamic": "Dynamic: keep symbolic dims in the graph",
-        }[v],
-    )
-    symbolic = library.symbolic_dims(model)
-    dims = sweep_form.dim_defaults(symbolic, url_list("dims"))
-    if symbolic:
-        st.caption("Values for the model's other symbolic dimensions (the first is the batch):")
-        dim_cols = st.columns(min(len(symbolic), 4))
-        for index, (name, default) in enumerate(list(dims.items())):
-            dims[name] = int(
-                dim_cols[index % len(dim_cols)].number_input(
-                    plain(name), min_value=1, value=default, step=1, key=f"dim_{name}"
-                )
-            )
-        set_url("dims", [f"{k}:{v}" for k, v in dims.items()])
-    title, words = labelled(SweepSpec, "optimization_level")
-    level = bound_selectbox(title, list(OPTIMIZATION_LEVELS), "opt", default="all", help=words)
-    threads = bound_count(labelled(SweepSpec, "intra_op_threads")[0], "threads", 256)
+    form.draw("fixed_shapes")
+    form.draw("symbolic_dims", options=library.symbolic_dims(model))
+    form.draw("optimization_level")
+    form.draw("intra_op_threads")
     environments = {e["name"]: e for e in describe()}
-    runtime_env = "default"
-    if len(environments) > 1:  # pinned runtime versions beside the project's (optiboard envs)
-        runtime_env = bound_selectbox(
-            "Runtime environment",
-            list(environments),
-            "env",
-            default="default",
-            format_func=lambda n: f"{n}: {environments[n]['pins']}",
-            help="The measurement children run under this environment's interpreter; every "
-            "result records it. One that is not set up is refused when you submit, saying how.",
-        )
-    openvino = openvino_settings(prefill) if "openvino" in runtimes else prefill.openvino
-    ort = onnxruntime_settings(prefill) if "onnxruntime" in runtimes else prefill.onnxruntime
-    custom = [jobs.CUSTOM_MEASURE] if url_value("measure") == jobs.CUSTOM_MEASURE else []
-    preset = bound_selectbox(
-        "Measurement",
-        list(MEASURE_PRESETS) + custom,
-        "measure",
-        default="standard",
-        format_func=lambda v: {
-            "quick": "Quick: a few seconds per configuration, for a first look",
-            "standard": "Standard: 3 stable windows within 10%",
-            "thorough": "Thorough: 5 stable windows within 5%",
-            jobs.CUSTOM_MEASURE: "As the sweep you reopened measured (custom settings)",
-        }[v],
+    form.draw(  # pinned runtime versions beside the project's (optiboard envs)
+        "runtime_env",
+        options=list(environments),
+        labels=lambda n: f"{n}: {environments[n]['pins']}",
+        shown=len(environments) > 1,
     )
-    title, words = labelled(SweepSpec, "min_cosine")
-    min_cosine = bound_number(
-        title,
-        "min_cosine",
-        prefill.min_cosine,  # the reopened sweep's, else DEFAULT_MIN_COSINE
-        0.0,
-        1.0,
-        step=0.001,
-        format="%.4f",
-        help=words,
+    for runtime in ("openvino", "onnxruntime"):  # a runtime's group where it is picked
+        form.draw(runtime, shown=runtime in runtimes)
+    form.values["measure"] = measurement(start)
+    form.draw("min_cosine")
+    form.values["prices"] = price_box(  # checked by SweepSpec: a wrong pair is the warning below
+        "",
+        pricing.prices_text(pricing.default_prices()),  # starts from the link's text
     )
-    prices = price_box(  # checked by SweepSpec: a wrong pair is the warning below
-        pricing.prices_text(prefill.prices), pricing.prices_text(pricing.default_prices())
-    )
-    source, calibration_file, samples = "random", None, prefill.calibration_samples
-    if Precision.INT8_STATIC.value in precisions:
-        source, calibration_file, samples = calibration_data(prefill)
-    evaluation_source, evaluation_file = evaluation_data(prefill, model.id)
-    title, words = labelled(SweepSpec, "profile")
-    profile = st.toggle(title, value=url_value("profile") == "1", key="url_profile", help=words)
-    set_url("profile", "1" if profile else None)
-    fp32_nodes: tuple[str, ...] = ()
-    if Precision.INT8_STATIC.value in precisions:
-        kept = st.text_area(
-            "Mixed INT8: nodes to keep in FP32, one per line (adds a mixed point)",
-            value="\n".join(prefill.fp32_nodes),
-            key="fp32_nodes",
-            help="Names from the Graph page, the profile or `python -m backend.engine.mixed`.",
-        )
-        fp32_nodes = sweep_form.node_names(kept)
-        set_url("fp32_nodes", "\n".join(fp32_nodes) or None)
-    replicas = replicas_input(prefill) if cluster_targets else 1
+    calibration, int8_static = ("random", None), Precision.INT8_STATIC in precisions
+    if int8_static:
+        calibration = calibration_data(start)
+    form.draw("calibration_samples", shown=int8_static and calibration[0] != "npz")
+    evaluation = evaluation_data(start, model.id)
+    form.draw("profile")
+    form.draw("fp32_nodes", shown=int8_static)
+    form.draw("replicas", shown=bool(cluster_targets))
+    more = st.container()  # a knob declared with a widget that the page does not place
     label = st.text_input("Label (optional)", placeholder="e.g. first INT8 try", key="label")
 
-
-io_modes, cuda, find_knee = (
-    cuda_settings(prefill)
-    if "cuda" in provider_names
-    else ((IoMode.END_TO_END,), CudaOptions(), False)
-)
-
-
+for provider in ("cuda", "tensorrt"):  # a provider's group (its own expander) where it is picked
+    form.draw(provider, shown=provider in provider_names)
+with more:
+    form.rest()
 trt_missing = table.why_unavailable("onnxruntime", "tensorrt")
 if "tensorrt" not in provider_names and trt_missing and "onnxruntime" in runtimes:
     st.caption(f"TensorRT settings appear once its provider is available; {plain(trt_missing)}.")
-try:  # TrtOptions and the spec refuse what cannot run, in one sentence
-    tensorrt = trt_settings(prefill.tensorrt) if "tensorrt" in provider_names else TrtOptions()
-    knobs = {  # SweepSpec's knobs by their declared names
-        "precisions": precisions,
-        "backends": runtimes,
-        "providers": provider_names,
-        "batch_sizes": batches,
-        "fixed_shapes": shapes != "dynamic",
-        "symbolic_dims": dims,
-        "optimization_level": level or "all",
-        "intra_op_threads": threads,
-        "simplify": simplify,
-        "openvino": openvino,
-        "onnxruntime": ort,
-        "calibration_samples": samples,
-        "profile": profile,
-        "fp32_nodes": fp32_nodes,
-        "targets": picked_targets,
-        "replicas": replicas,
-        "io_modes": io_modes,
-        "cuda": cuda,
-        "find_knee": find_knee,
-        "tensorrt": tensorrt,
-        "min_cosine": min_cosine,
-        "prices": prices,
-        "runtime_env": runtime_env or "default",
-    }
-    choices = SweepChoices(knobs, preset, source, evaluation_source)
-    spec = choices.spec(prefill)
+try:  # the spec refuses what cannot run, in one sentence
+    spec = sweep_form.sweep_from(form.values, start, calibration[0], evaluation[0])
 except UserError as exc:
     spec = None
     st.warning(str(exc), icon="✋")
@@ -292,11 +165,10 @@ if button.button(
     try:
         with guarded(Action.SUBMIT, f"model {model.id}", configurations=count):
             job = sweep_form.submit_choices(
-                choices,
                 spec,
                 model.id,
-                as_upload(calibration_file),
-                as_upload(evaluation_file),
+                (calibration[0], as_upload(calibration[1])),
+                (evaluation[0], as_upload(evaluation[1])),
                 from_job=from_job,
                 label=label or None,
             )

@@ -1,25 +1,25 @@
 """The Optimize page's choices turned into a sweep, and their submission with the uploads.
 
-The page reads widgets and renders; what the choices mean (the providers a picked hardware
-target adds, the stored file a reopened sweep keeps, the measurement a preset names, a symbolic
-dimension's starting value) is decided here, so it is tested without Streamlit and the page
-stays a thin view.
+The page draws the widgets from the knob declarations (pages/components/knob_form.py) and
+renders; what the choices mean (the link's values the form starts from, the providers a picked
+hardware target adds, the stored file a reopened sweep keeps)
+is decided here, so it is tested without Streamlit and the page stays a thin view.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
 from backend.errors import UserError
+from backend.knobs import group_types
+from backend.knobs.links import from_query
 from backend.queue import jobs, uploads
 from backend.queue.capabilities import ProviderTable
 from backend.records import JobRow
 from backend.runtimes import precision_gaps
-from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
-
-DEFAULT_DIM = 16  # a symbolic dimension's value when the link names none
+from backend.specs import Precision, SweepSpec
 
 
 def offered_providers(
@@ -57,59 +57,42 @@ def precision_gap_rows(
     ]
 
 
-def dim_defaults(symbolic: Sequence[str], linked: Sequence[str]) -> dict[str, int]:
-    """Each symbolic dimension's starting value: the link's (`dims=seq:128`), else DEFAULT_DIM;
-    a value that is not a whole number is ignored rather than refused."""
-    wanted = dict(part.split(":", 1) for part in linked if ":" in part and part.split(":")[1])
-    return {
-        name: int(wanted[name]) if wanted.get(name, "").isdigit() else DEFAULT_DIM
-        for name in symbolic
+def start_values(query: Mapping[str, str]) -> dict[str, Any]:
+    """The sweep a link describes as SweepSpec field values by name, typed (nested groups built),
+    read once per run: where the form's widgets start. Only what the link names; the runtimes
+    as the spec reads them (`runtimes=`, else `backend=`). Not checked as a whole: that is the
+    spec's, once, when the form's values are built (sweep_from). A value that does not read is
+    one UserError sentence."""
+    try:
+        values = from_query(SweepSpec, query)
+        for name, group in group_types(SweepSpec).items():
+            if isinstance(values.get(name), Mapping):  # a group lending its knobs' keys
+                values[name] = group(**values[name])
+    except (ValueError, TypeError) as exc:
+        raise UserError(
+            f"This link holds a value that is not valid here ({exc}); reopen it."
+        ) from None
+    values.setdefault("backends", (values.get("backend", "onnxruntime"),))
+    return values
+
+
+def sweep_from(
+    values: Mapping[str, Any],
+    start: Mapping[str, Any],
+    calibration_source: str = "random",
+    evaluation_source: str = "none",
+) -> SweepSpec:
+    """The one sweep the form asks for: the knobs it drew (`values`, by field name; what was
+    not drawn takes its default) and the link's (`start`) stored calibration and evaluation
+    files where their source says "stored". A refusal is one UserError sentence."""
+    if not values.get("backends", ("onnxruntime",)):
+        raise UserError("Pick at least one runtime.")
+    kept = {
+        "calibration_sha256": calibration_source == "stored",
+        "evaluation_sha256": evaluation_source == "stored",
     }
-
-
-def node_names(text: str) -> tuple[str, ...]:
-    """Node names typed one per line (the mixed INT8 point's); blank lines and spaces dropped."""
-    return tuple(line.strip() for line in text.splitlines() if line.strip())
-
-
-@dataclass(frozen=True)
-class SweepChoices:
-    """What the Optimize page's widgets hold: the sweep's knobs by their declared names (SweepSpec
-    fields, e.g. {"precisions": [...], "backends": [...]}), plus what only the page speaks of: the
-    measurement preset's name and where the calibration and evaluation data come from."""
-
-    knobs: Mapping[str, Any] = field(default_factory=dict)
-    preset: str | None = "standard"  # a MEASURE_PRESETS name, or jobs.CUSTOM_MEASURE
-    calibration_source: str = "random"  # "stored" (the reopened sweep's), "random" or "npz"
-    evaluation_source: str = "none"  # "stored", "none" or "npz"
-
-    def __post_init__(self) -> None:
-        knobs = {f.name for f in fields(SweepSpec)} - SET_BY_SPEC
-        unknown = sorted(set(self.knobs) - knobs)
-        if unknown:  # the page names its knobs; a wrong name is a slip in the page, not the user's
-            raise ValueError(f"{unknown[0]!r} is not a knob the page sets (SweepSpec field)")
-
-    def with_knobs(self, **knobs: Any) -> SweepChoices:
-        return replace(self, knobs={**self.knobs, **knobs})
-
-    def spec(self, prefill: SweepSpec) -> SweepSpec:
-        """The sweep these choices ask for; `prefill` (the reopened sweep) lends its stored
-        files and custom measurement. A refusal is one UserError sentence."""
-        if not self.knobs.get("backends", ("onnxruntime",)):
-            raise UserError("Pick at least one runtime.")
-        return SweepSpec(
-            **self.knobs,
-            calibration_sha256=(
-                prefill.calibration_sha256 if self.calibration_source == "stored" else None
-            ),
-            evaluation_sha256=(
-                prefill.evaluation_sha256 if self.evaluation_source == "stored" else None
-            ),
-            measure=MEASURE_PRESETS.get(self.preset or "standard", prefill.measure),
-        )
-
-
-SET_BY_SPEC = {"calibration_sha256", "evaluation_sha256", "measure"}  # from the page's terms
+    files = {name: start.get(name) if keep else None for name, keep in kept.items()}
+    return SweepSpec(**(dict(values) | files))
 
 
 @dataclass(frozen=True)
@@ -121,29 +104,31 @@ class Upload:
 
 
 def submit_choices(
-    choices: SweepChoices,
     spec: SweepSpec,
     model_id: int,
-    calibration_file: Upload | None,
-    evaluation_file: Upload | None,
+    calibration: tuple[str, Upload | None] = ("random", None),
+    evaluation: tuple[str, Upload | None] = ("none", None),
     from_job: int | None = None,
     label: str | None = None,
 ) -> JobRow:
-    """Check and store the uploads the choices asked for, then queue the sweep: the reopened
-    job's changed copy when `from_job` is set, else a new job. Here so the page makes one call."""
+    """Check and store the uploads the form asked for (each a source, "npz" for an upload, and
+    the file received), then queue the sweep: the reopened job's changed copy when `from_job`
+    is set, else a new job. Here so the page makes one call."""
+    calibration_source, calibration_file = calibration
+    evaluation_source, evaluation_file = evaluation
     spec = uploads.with_calibration(
         spec,
         model_id,
         calibration_file.data if calibration_file else None,
         calibration_file.name if calibration_file else None,
-        wanted=choices.calibration_source == "npz",
+        wanted=calibration_source == "npz",
     )
     spec = uploads.with_evaluation(
         spec,
         model_id,
         evaluation_file.data if evaluation_file else None,
         evaluation_file.name if evaluation_file else None,
-        wanted=choices.evaluation_source == "npz",
+        wanted=evaluation_source == "npz",
     )
     if from_job is not None:
         return jobs.resubmit_with_changes(from_job, spec, label=label)

@@ -2,9 +2,10 @@
 
 A knob is declared once, as `name: type = knob(default, label=..., help=..., url=..., cli=...)`
 on a specs dataclass (SweepSpec, Configuration or one of the runtime groups nested in them). Its
-JSON form, link key, command-line flag, page label and help text, the runtimes it applies to, its
-part of a configuration's key and its results-table column are all read from that declaration:
-knobs.serialize (stored JSON), knobs.links (page links) and knobs.flags (argparse).
+JSON form, link key, command-line flag, page label, help text and form widget, the runtimes it
+applies to, its part of a configuration's key and its results-table column are all read from
+that declaration: knobs.serialize (stored JSON), knobs.links (page links), knobs.flags
+(argparse) and pages/components/knob_form.py (the Optimize form).
 """
 
 from __future__ import annotations
@@ -46,12 +47,32 @@ class Cli:
 
 
 @dataclass(frozen=True)
+class Widget:
+    """How the Optimize form draws a knob. Its kind follows from the field's type (a tuple of
+    choices: multiselect; choices: select box; bool: toggle; int/float: number; str: text; a
+    tuple of names: one per line; name:value pairs: one number per name); these say the rest."""
+
+    key: str  # the widget's key
+    choices: tuple[Any, ...] = ()  # the values offered, where the type does not say them
+    labels: Any = None  # how a choice reads: a mapping or a function; None: its .label, or itself
+    limits: tuple[float, float] | None = None  # a number's range
+    step: float | None = None
+    format: str | None = None
+    scale: int = 1  # shown as value / scale (a byte count as MiB)
+    slider: bool = False
+    placeholder: str = ""
+    start: Any = None  # where the form starts when the link names nothing; None: the default
+    expanded: bool = False  # a nested group's expander, open from the start
+    within: str = ""  # a nested group's field name: drawn in that group's expander, after it
+
+
+@dataclass(frozen=True)
 class Knob:
     """Everything a field says about itself beyond its name, type and default."""
 
     label: str = ""  # what the Optimize page and tables call it
     help: str = ""
-    widget: str = ""  # the Optimize page widget's key, where the page draws it from here
+    widget: Widget | None = None  # how the Optimize form draws it; None: not in the form
     url: str | None = None  # its key in an Optimize-page link; None: not in links
     codec: Codec | None = None  # how it reads and writes in a link; None: by its type
     url_always: bool = False  # written at its default too (links keep the keys they always had)
@@ -66,7 +87,10 @@ class Knob:
 
 
 def knob(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, **meta: Any):
-    """A dataclass field carrying its Knob; `factory` for mutable defaults (nested groups)."""
+    """A dataclass field carrying its Knob; `factory` for mutable defaults (nested groups);
+    `widget="key"` is short for Widget("key")."""
+    if isinstance(meta.get("widget"), str):
+        meta["widget"] = Widget(meta["widget"])
     return dataclasses.field(
         default=default, default_factory=factory, metadata={"knob": Knob(**meta)}
     )
@@ -116,12 +140,6 @@ def key_parts(obj: Any) -> list[str]:
     return parts
 
 
-def labelled(cls: type, name: str) -> tuple[str, str]:
-    """A knob's label and help text, for the page that draws its widget."""
-    k = meta(next(f for f in dataclasses.fields(cls) if f.name == name))
-    return k.label, k.help
-
-
 def is_pairs(tp: Any) -> bool:
     """tuple[tuple[str, int], ...]: stored and linked as a mapping."""
     args = typing.get_args(tp)
@@ -164,8 +182,9 @@ def text_codec(tp: Any) -> Codec:
                 (name, int(n)) for name, n in (p.split(":", 1) for p in csv(t) if ":" in p)
             ),
         )
-    if inner is not None:
-        load_item = int if inner is int else str
+    if inner is not None:  # enum items read as their enum: the link's "fp32" is Precision.FP32
+        is_enum = isinstance(inner, type) and issubclass(inner, enum.Enum)
+        load_item = int if inner is int else inner if is_enum else str
         return Codec(
             lambda v: ",".join(str(scalar(x)) for x in v),
             lambda t: tuple(load_item(p) for p in csv(t)),

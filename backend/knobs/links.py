@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,14 +45,35 @@ def to_query(obj: Any) -> dict[str, str]:
     """Link parameters for every declared knob of `obj` (see from_query)."""
     query: dict[str, str] = {}
     for f, k, tp in knobs(type(obj)):
-        value = getattr(obj, f.name)
-        if k.link is not None:
-            query.update(k.link.write(obj, f.name))
-        elif k.url is None and dataclasses.is_dataclass(tp):
-            query.update(to_query(value))
-        elif k.url is not None and (k.url_always or value != default_of(f)):
-            query[k.url] = _codec(k, tp).dump(value)
+        if k.link is None and k.url is None:
+            if dataclasses.is_dataclass(tp):  # a group without its own key lends its knobs'
+                query.update(to_query(getattr(obj, f.name)))
+        else:
+            query.update({key: text for key, text in _written(obj, f, k, tp).items() if text})
     return query
+
+
+def field_query(cls: type, name: str, value: Any) -> dict[str, str | None]:
+    """The link keys one knob of `cls` writes for `value` (the others at their defaults), None
+    for a key to remove: what a form widget keeps in step with the link. A nested group without
+    its own key writes nothing here (its knobs write theirs)."""
+    found = {f.name: (f, k, tp) for f, k, tp in knobs(cls)}
+    f, k, tp = found[name]
+    if k.link is None and k.url is None:
+        return {}
+    whole = types.SimpleNamespace(**{g.name: default_of(g) for g, _, _ in found.values()})
+    setattr(whole, name, value)
+    return _written(whole, f, k, tp)
+
+
+def _written(obj: Any, f: dataclasses.Field, k: Knob, tp: Any) -> dict[str, str | None]:
+    """A knob's keys as text; None (or empty text) where it writes nothing (at its default)."""
+    value = getattr(obj, f.name)
+    if k.link is not None:
+        return dict.fromkeys(k.link.keys) | k.link.write(obj, f.name)
+    if k.url_always or value != default_of(f):
+        return {k.url: _codec(k, tp).dump(value)}
+    return {k.url: None}
 
 
 def from_query(cls: type, query: Mapping[str, str]) -> dict[str, Any]:
@@ -77,6 +99,8 @@ def _codec(k: Knob, tp: Any) -> Codec:
 
 class MeasureLink:
     """`measure=` names a preset, or `custom` with the settings one by one (m_warmup_runs=...)."""
+
+    keys = ("measure", *(f"m_{f.name}" for f in dataclasses.fields(MeasureSettings)))
 
     def write(self, spec: Any, name: str) -> dict[str, str]:
         settings = getattr(spec, name)
@@ -106,6 +130,8 @@ class MeasureLink:
 
 class KneeLink:
     """`knee=N`: search the knee up to batch N (find_knee and knee_max_batch in one key)."""
+
+    keys = ("knee",)
 
     def write(self, spec: Any, name: str) -> dict[str, str]:
         return {"knee": str(spec.knee_max_batch)} if spec.find_knee else {}

@@ -1,4 +1,5 @@
-"""The Optimize page's data pickers: INT8 static's calibration data and the evaluation set.
+"""The Optimize page's own pickers: INT8 static's calibration data, the evaluation set and the
+measurement preset.
 
 Widgets only: each says where the data comes from ("stored" for the reopened sweep's file, an
 upload, random inputs or none) and hands back the file uploaded, if any; backend/forms/
@@ -8,20 +9,24 @@ from pages/optimize.py so the page reads as its flow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from backend.forms.optimize import Upload
+from backend.knobs.links import CUSTOM_MEASURE, field_query
 from backend.models import library
-from backend.specs import SweepSpec
+from backend.specs import MEASURE_PRESETS, MeasureSettings, SweepSpec, preset_name
 from pages.components.formatting import plain
 from pages.components.url_state import set_url
 
 
-def calibration_data(prefill: SweepSpec) -> tuple[str, UploadedFile | None, int]:
-    """Where INT8 static's calibration data comes from ("stored", "random" or "npz"), the
-    uploaded .npz, and how many random samples (bound to ?cal_samples=)."""
-    kept = ["stored"] if prefill.calibration_sha256 else []
+def calibration_data(start: Mapping[str, Any]) -> tuple[str, UploadedFile | None]:
+    """Where INT8 static's calibration data comes from ("stored", "random" or "npz") and the
+    uploaded .npz; `start` is the link's sweep (its stored file is offered when it has one)."""
+    kept = ["stored"] if start.get("calibration_sha256") else []
     source = st.radio(
         "INT8 static calibration data",
         kept + ["random", "npz"],
@@ -33,30 +38,49 @@ def calibration_data(prefill: SweepSpec) -> tuple[str, UploadedFile | None, int]
         horizontal=True,
         key="calibration_source",
     )
-    samples = prefill.calibration_samples
-    if source == "npz":
-        uploaded = st.file_uploader(
-            "Calibration .npz: one array per input name, samples along the first axis",
-            type=["npz"],
-            key="calibration_file",
-        )
-        return source, uploaded, samples
-    samples = int(
-        st.number_input("Random calibration samples", min_value=1, max_value=1024, value=samples)
+    if source != "npz":
+        return source, None
+    uploaded = st.file_uploader(
+        "Calibration .npz: one array per input name, samples along the first axis",
+        type=["npz"],
+        key="calibration_file",
     )
-    set_url("cal_samples", samples)
-    return source, None, samples
+    return source, uploaded
 
 
-def evaluation_data(prefill: SweepSpec, model_id: int) -> tuple[str, UploadedFile | None]:
+def measurement(start: Mapping[str, Any]) -> MeasureSettings:
+    """The measurement a preset names, or the reopened sweep's own settings ("custom", offered
+    only when the link's are not a preset); kept in the link as the measure knob declares it."""
+    linked = start.get("measure", MEASURE_PRESETS["standard"])
+    custom = [] if preset_name(linked) else [CUSTOM_MEASURE]
+    preset = st.selectbox(
+        "Measurement",
+        list(MEASURE_PRESETS) + custom,
+        index=(list(MEASURE_PRESETS) + custom).index(preset_name(linked) or CUSTOM_MEASURE),
+        format_func=lambda v: {
+            "quick": "Quick: a few seconds per configuration, for a first look",
+            "standard": "Standard: 3 stable windows within 10%",
+            "thorough": "Thorough: 5 stable windows within 5%",
+            CUSTOM_MEASURE: "As the sweep you reopened measured (custom settings)",
+        }[v],
+        key="url_measure",
+    )
+    settings = MEASURE_PRESETS.get(preset, linked)
+    for key, text in field_query(SweepSpec, "measure", settings).items():
+        set_url(key, text)
+    return settings
+
+
+def evaluation_data(start: Mapping[str, Any], model_id: int) -> tuple[str, UploadedFile | None]:
     """Where the evaluation set comes from ("stored", "none" or "npz") and the uploaded .npz."""
-    kept = ["stored"] if prefill.evaluation_sha256 else []
+    stored = start.get("evaluation_sha256")
+    kept = ["stored"] if stored else []
     source = st.radio(
         "Evaluation set (task accuracy)",
         kept + ["none", "npz"],
         format_func=lambda v: {
             "stored": "The evaluation .npz of the sweep you reopened: "
-            + plain(library.npz_filename(model_id, prefill.evaluation_sha256, "evaluation")),
+            + plain(library.npz_filename(model_id, stored, "evaluation")),
             "none": "None: agreement with FP32 on random inputs only",
             "npz": "Upload an evaluation .npz",
         }[v],

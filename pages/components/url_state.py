@@ -151,12 +151,3 @@ def bound_number(
     value = st.number_input(label, min_value, max_value, initial, key=f"url_{key}", **kwargs)
     set_url(key, f"{value:g}")
     return float(value)
-
-
-def bound_count(label: str, key: str, max_value: int, **kwargs: Any) -> int:
-    """A count input where 0 means "let the runtime choose", from ?key= and written back only
-    when set (a link names only what someone chose)."""
-    initial = min(max(url_int(key) or 0, 0), max_value)
-    value = int(st.number_input(label, 0, max_value, initial, key=f"url_{key}", **kwargs))
-    set_url(key, value or None)
-    return value

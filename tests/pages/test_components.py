@@ -57,7 +57,6 @@ def _bound_widgets() -> None:
     import streamlit as st
 
     from pages.components.url_state import (
-        bound_count,
         bound_multiselect,
         bound_pills,
         bound_selectbox,
@@ -69,7 +68,6 @@ def _bound_widgets() -> None:
     st.session_state["many"] = bound_multiselect("Many", [1, 2, 4, 8], "many", default=[1])
     st.session_state["charts"] = bound_pills("Charts", ["x", "y"], "charts", default=["x"])
     st.session_state["number"] = url_int("n")
-    st.session_state["threads"] = bound_count("Threads (0: the runtime's choice)", "threads", 8)
     set_url("flag", st.session_state.get("flag_value", False))
 
 
@@ -82,18 +80,11 @@ def test_bound_widgets_start_from_the_url() -> None:
     assert at.multiselect(key="url_many").value == [2, 8]  # an unknown 99 is dropped
     assert at.session_state["charts"] == ["y"]
     assert at.session_state["number"] is None  # a malformed number is ignored, not an error
-    assert at.session_state["threads"] == 0 and "threads" not in at.query_params  # 0: not named
-    again = AppTest.from_function(_bound_widgets, default_timeout=60)
-    again.query_params["threads"] = "99"  # beyond the largest: clamped, never a widget error
-    again.run()
-    assert not again.exception and again.session_state["threads"] == 8
 
 
 def test_bound_widgets_write_their_value_back_to_the_url() -> None:
     at = AppTest.from_function(_bound_widgets, default_timeout=60).run()
     assert at.query_params["pick"] == "b" and at.query_params["many"] == "1"
-    at.number_input(key="url_threads").set_value(3).run()
-    assert at.query_params["threads"] == "3"
     at.multiselect(key="url_many").set_value([4, 8]).run()
     assert at.query_params["many"] == "4,8"
     at.multiselect(key="url_many").set_value([]).run()
@@ -103,3 +94,57 @@ def test_bound_widgets_write_their_value_back_to_the_url() -> None:
     at.session_state["flag_value"] = True
     at.run()
     assert at.query_params["flag"] == "1"
+
+
+def _declared_form() -> None:
+    """A form over a dataclass the page has never heard of: what a knob added with a `widget`
+    gets without a page edit."""
+    import enum
+    from dataclasses import dataclass
+
+    import streamlit as st
+
+    from backend.knobs import Widget, knob
+    from backend.knobs.links import from_query
+    from pages.components.knob_form import KnobForm
+
+    class Speed(enum.StrEnum):
+        SLOW = "slow"
+        FAST = "fast"
+
+    @dataclass(frozen=True)
+    class Toy:
+        speeds: tuple[Speed, ...] = knob(
+            (Speed.SLOW,), label="Speeds", url="speeds", url_always=True, widget="speeds"
+        )
+        cores: int = knob(0, label="Cores", url="cores", widget=Widget("cores", limits=(0, 8)))
+        fast_io: bool = knob(False, label="Fast I/O", url="fast_io", widget="fast_io")
+        name: str = knob("", label="Name", help="Who runs it.", url="name", widget="name")
+        hidden: int = knob(3, url="hidden")  # declares no widget: not drawn, not written
+
+    form = KnobForm(Toy, from_query(Toy, st.query_params.to_dict()))
+    form.rest()
+    st.session_state["toy"] = repr(Toy(**form.values))
+
+
+def test_a_declared_knob_gets_its_widget_its_start_and_its_link_key_from_the_declaration() -> None:
+    at = AppTest.from_function(_declared_form, default_timeout=60)
+    at.query_params.update({"speeds": "fast", "cores": "99", "name": " x ", "hidden": "5"})
+    at.run()
+    assert not at.exception
+    assert at.multiselect(key="speeds").value == ["fast"]  # an enum's tuple: a multiselect
+    assert at.number_input(key="cores").value == 8  # beyond the declared limits: clamped
+    assert at.toggle(key="fast_io").value is False and at.text_input(key="name").value == " x "
+    assert at.text_input(key="name").help == "Who runs it."  # label and help as declared
+    assert [w.key for w in at.number_input] == ["cores"]  # `hidden` declares no widget
+    assert at.query_params["cores"] == "8" and at.query_params["name"] == "x"  # stripped
+    at.toggle(key="fast_io").set_value(True)
+    at.number_input(key="cores").set_value(0)
+    at.multiselect(key="speeds").set_value(["slow", "fast"]).run()
+    assert at.query_params["fast_io"] == "1" and at.query_params["speeds"] == "slow,fast"
+    assert "cores" not in at.query_params  # back at its default: the link drops it
+    assert at.query_params["hidden"] == "5"  # what the form does not draw stays as linked
+    assert at.session_state["toy"].endswith(
+        "Toy(speeds=(<Speed.SLOW: 'slow'>, <Speed.FAST: 'fast'>), cores=0, fast_io=True, "
+        "name='x', hidden=3)"
+    )

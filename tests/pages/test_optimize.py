@@ -237,3 +237,39 @@ def test_the_price_field_is_in_the_link_stored_with_the_job_and_a_bad_one_disabl
     assert jobs.spec_of(job).prices == (("cpu", 0.25), ("a100", 2.0))
     reopened = open_page("optimize", model=model.id, **jobs.spec_to_query(jobs.spec_of(job)))
     assert reopened.text_input(key="url_price").value == "cpu=0.25,a100=2"
+
+
+def test_every_drawn_knob_starts_from_the_link_and_submits_the_linked_sweep(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    from backend.specs import MEASURE_PRESETS, SweepSpec
+
+    model = add_model(mlp_path)
+    spec = SweepSpec(
+        precisions=(Precision.FP32, Precision.INT8_STATIC),
+        backends=("onnxruntime", "openvino"),
+        batch_sizes=(2, 8),
+        fixed_shapes=False,
+        optimization_level="basic",
+        intra_op_threads=3,
+        simplify=True,
+        calibration_samples=5,
+        profile=True,
+        fp32_nodes=("dense/2",),
+        openvino=OpenVinoOptions(performance_hint="throughput", streams=2),
+        onnxruntime=OrtOptions(enable_mem_pattern=False),
+        min_cosine=0.95,
+        measure=MEASURE_PRESETS["quick"],
+        prices=(("cpu", 0.25),),
+    )
+    at = open_page("optimize", model=model.id, **jobs.spec_to_query(spec))
+    assert not at.exception
+    assert at.selectbox(key="url_shapes").value is False  # a declared choice: "Dynamic: ..."
+    assert at.selectbox(key="url_opt").value == "basic"
+    assert at.number_input(key="url_threads").value == 3 and at.toggle(key="url_simplify").value
+    assert at.number_input(key="url_cal_samples").value == 5
+    assert at.number_input(key="url_streams").value == 2
+    assert at.text_area(key="fp32_nodes").value == "dense/2"
+    at.button(key="submit_sweep").click().run()
+    [job] = jobs.list_jobs()
+    assert jobs.spec_of(job) == spec  # every knob through widget, link and back, unchanged
