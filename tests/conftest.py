@@ -51,12 +51,9 @@ def _prepare_viewer() -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tiers and lanes (tests/tiers.py); a whole-suite run also checks that its lists are
-    current. Under `--dist loadgroup` (scripts/test) the lanes are handed out first."""
+    """The slow tier (tests/tiers.py); a whole-suite run also checks that its lists are current."""
     whole_suite = not config.args or [Path(a).resolve() for a in config.args] == [ROOT / "tests"]
     tiers.mark(items, whole_suite and not config.getoption("keyword") and not _deselecting(config))
-    if config.getoption("dist", None) == "loadgroup":
-        tiers.lanes_first(items)
 
 
 def _deselecting(config: pytest.Config) -> bool:

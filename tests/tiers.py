@@ -7,13 +7,16 @@ with the reason. A listed name that matches no collected test fails the full run
 cannot quietly move a slow test into the fast tier. The lists come from `--durations` of a full
 run on the 2-core dev host (every listed test took a second or more there).
 
-How the full run spreads them (`scripts/test`): one pytest-xdist worker per core takes the tests
-that compute, a module at a time; one more worker per lane runs the tests that drive a browser
-(Streamlit and Chromium) or a server (Triton, Ray) one at a time, beside them, since those mostly
-wait. The `alone` tests run after, by themselves: what they assert is a measurement of the host
-(a timing verdict, offered against achieved load, a spinner's share of a core) or the state every
-process shares (the run's leftovers in /dev/shm). Each PostgreSQL test makes its own database on
-one server per worker process (tests/postgres.py).
+How the full run spreads them: `scripts/test` runs the tests marked `serial` alone after the rest,
+which run on pytest-xdist workers side by side. Serial are the tests whose waits or measurements
+assume the host is theirs (Triton's latency and load curves, a Ray cluster of three nodes, a
+browser driving a Streamlit server, a spinner that must own a core, a sleep's jitter), and the
+ones that check state every process shares (the run's leftovers in /dev/shm). Each worker that
+runs a PostgreSQL test starts one server for its session (tests/postgres.py). Measured on the
+2-core host: the parallel part keeps both cores busy (vmstat: 0-3% idle), the serial part one
+(about 45% idle), and running lanes of serial tests beside the parallel part saved little (17.9
+against 19.2 minutes) while an OIDC sign-out then fell back to the root under load, so the
+serial tests stay alone.
 """
 
 from __future__ import annotations
@@ -163,60 +166,47 @@ SLOW_TESTS = {
 }
 
 
-# Lanes: tests that drive a server of their own (a browser and Streamlit, Triton, Ray) run one
-# at a time on one pytest-xdist worker per lane, beside the workers that take the rest, since they
-# wait far more than they compute (the serial part used 0.4 of a core over 11 minutes). Their waits
-# allow for a busy host; what must own the host is ALONE below.
-LANE_FIXTURES = {
-    "triton_environment": "servers",
-    "ray_cluster": "servers",
+SERIAL_FIXTURES = {
+    "triton_environment": "Triton measures latency and load curves",
+    "ray_cluster": "a Ray cluster of three nodes on two cores",
 }
 
-LANE_MODULES = {
-    "tests/e2e/test_browser.py": "browser",
-    "tests/e2e/test_generation_browser.py": "browser",
-    "tests/e2e/test_run_script.py": "browser",
-    "tests/e2e/test_serve_browser.py": "browser",
-    "tests/e2e/test_gates.py": "browser",
-    "tests/e2e/test_signed_link.py": "browser",
-    "tests/e2e/test_graph_overlay.py": "browser",
-    "tests/e2e/test_signin.py": "browser",
-    "tests/e2e/test_signout_restart.py": "browser",
-    "tests/e2e/test_upload_gate.py": "browser",
-    "tests/backend/test_viewer_focus.py": "browser",
-    "tests/backend/test_viewer_weightless.py": "browser",
-    "tests/pages/test_hot_node_links.py": "browser",
-    "tests/backend/cluster/test_failures.py": "servers",
-    "tests/backend/cluster/test_head_restart.py": "servers",
-    "tests/backend/jobs/test_serving_job.py": "servers",
-    "tests/backend/serving/test_provider.py": "servers",
-    "tests/backend/serving/test_server.py": "servers",
-    "tests/pages/test_serve_measured.py": "servers",
-}
-
-LANE_TESTS = {
-    "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "servers",  # noqa: E501
-    "tests/backend/serving/test_export.py::test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant": "servers",  # noqa: E501
-    "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
-}
-
-# Alone: run after everything else, one at a time, with the host to themselves, since what they
-# assert is a measurement of the host (a timing verdict, offered against achieved rates, a
-# spinner's share of a core) or the state every process shares.
-ALONE_MODULES = {
+SERIAL_MODULES = {
+    "tests/e2e/test_browser.py": "browser and a Streamlit server, with waits",
+    "tests/e2e/test_generation_browser.py": "browser, a Streamlit server, its worker, waits",
+    "tests/e2e/test_run_script.py": "scripts/run's server and worker, with waits",
+    "tests/e2e/test_serve_browser.py": "browser and Triton",
+    "tests/e2e/test_gates.py": "browser and three fresh servers, with waits",
+    "tests/e2e/test_signed_link.py": "browser and a worker run, with waits",
+    "tests/e2e/test_graph_overlay.py": "browser driving a Streamlit server",
+    "tests/e2e/test_signin.py": "browser and an OIDC provider, with waits",
+    "tests/e2e/test_signout_restart.py": "browser and a server restart, with waits",
+    "tests/e2e/test_upload_gate.py": "browser, with waits",
+    "tests/backend/cluster/test_failures.py": "Ray cluster",
+    "tests/backend/cluster/test_head_restart.py": "Ray head restarts",
+    "tests/backend/jobs/test_serving_job.py": "Triton",
     "tests/backend/serving/test_cli_advice.py": "Triton: measured against predicted rates",
     "tests/backend/serving/test_loadgen.py": "Triton: offered against achieved rates",
     "tests/backend/serving/test_llm_serving.py": "Triton: token latencies under load",
     "tests/backend/serving/test_prediction.py": "Triton: predictions against measurements",
+    "tests/backend/serving/test_provider.py": "Triton",
+    "tests/backend/serving/test_server.py": "Triton and its /dev/shm regions",
+    "tests/backend/test_viewer_focus.py": "browser",
+    "tests/backend/test_viewer_weightless.py": "browser",
+    "tests/pages/test_hot_node_links.py": "browser",
+    "tests/pages/test_serve_measured.py": "Triton",
     "tests/test_leaks.py": "every process's /dev/shm regions and children",
 }
 
-ALONE_TESTS = {
+SERIAL_TESTS = {
     "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "an A/A timing verdict assumes the host",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_first_inference_is_timed_apart_from_the_steady_state": "a sleep's jitter",  # noqa: E501
+    "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
+    "tests/backend/serving/test_export.py::test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant": "Triton",  # noqa: E501
     "tests/backend/test_host.py::test_a_watch_sees_another_process_busy_and_not_this_one": "a spinner that must own a core",  # noqa: E501
     "tests/backend/test_host.py::test_a_configuration_measured_beside_busy_processes_says_so": "spinners on every core",  # noqa: E501
+    "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
 }
 
 
@@ -233,23 +223,17 @@ def _reason(nodeid: str, fixtures: list[str]) -> str | None:
     return SLOW_TESTS.get(test) or SLOW_TESTS.get(module)
 
 
-def _lane(nodeid: str, fixtures: list[str]) -> str | None:
+def _serial_reason(nodeid: str, fixtures: list[str]) -> str | None:
     module, _, name = nodeid.partition("::")
     for fixture in fixtures:
-        if fixture in LANE_FIXTURES:
-            return LANE_FIXTURES[fixture]
-    return LANE_MODULES.get(module) or LANE_TESTS.get(f"{module}::{name.split('[')[0]}")
-
-
-def _alone_reason(nodeid: str) -> str | None:
-    module, _, name = nodeid.partition("::")
-    return ALONE_MODULES.get(module) or ALONE_TESTS.get(f"{module}::{name.split('[')[0]}")
+        if fixture in SERIAL_FIXTURES:
+            return SERIAL_FIXTURES[fixture]
+    return SERIAL_MODULES.get(module) or SERIAL_TESTS.get(f"{module}::{name.split('[')[0]}")
 
 
 def mark(items: list[pytest.Item], whole_suite: bool) -> None:
-    """Mark every slow and every alone item and put each item in its xdist group (its lane, else
-    its module, so a module's fixtures are made once); on a whole-suite run, fail if a listed
-    name matched nothing."""
+    """Mark every slow and every serial item; on a whole-suite run, fail if a listed name
+    matched nothing."""
     used: set[str] = set()
     for item in items:
         fixtures = list(getattr(item, "fixturenames", []))
@@ -259,31 +243,12 @@ def mark(items: list[pytest.Item], whole_suite: bool) -> None:
         if reason:
             item.add_marker(pytest.mark.slow(reason=reason))
             used.update(names)
-        alone = _alone_reason(item.nodeid)
-        lane = _lane(item.nodeid, fixtures)
-        if alone:
-            item.add_marker(pytest.mark.alone(reason=alone))
+        serial = _serial_reason(item.nodeid, fixtures)
+        if serial:
+            item.add_marker(pytest.mark.serial(reason=serial))
             used.update(names)
-        elif lane:
-            used.update(names)
-        item.add_marker(pytest.mark.xdist_group(name=f"lane-{lane}" if lane else module))
     if whole_suite:
-        listed = {*SLOW_MODULES, *SLOW_TESTS, *LANE_MODULES, *LANE_TESTS, *ALONE_MODULES}
-        stale = sorted((listed | set(ALONE_TESTS)) - used)
+        listed = {*SLOW_MODULES, *SLOW_TESTS, *SERIAL_MODULES, *SERIAL_TESTS}
+        stale = sorted(listed - used)
         if stale:
             raise pytest.UsageError(f"tests/tiers.py lists tests that no longer exist: {stale}")
-
-
-def lanes_first(items: list[pytest.Item]) -> None:
-    """Order for `--dist loadgroup --no-loadscope-reorder`, which hands out groups in the order
-    of their first items: the lanes first (the longest chains of waits), then the modules with a
-    slow test, then the rest, which fill the workers' gaps at the end; within each rank, the
-    collection's order."""
-    group = {item.nodeid: next(item.iter_markers("xdist_group")).kwargs["name"] for item in items}
-    slow = {group[item.nodeid] for item in items if item.get_closest_marker("slow")}
-
-    def rank(item: pytest.Item) -> int:
-        name = group[item.nodeid]
-        return 0 if name.startswith("lane-") else 1 if name in slow else 2
-
-    items.sort(key=rank)  # stable: each group's items keep their order

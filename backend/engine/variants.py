@@ -51,7 +51,6 @@ class Variant:
     """A built model file plus what was done to it and what the user should know."""
 
     path: Path
-    precision: Precision
     steps: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     node_count_before: int = 0
@@ -340,7 +339,6 @@ def build_variant(
     after = len(onnx.load(str(final), load_external_data=False).graph.node)
     return Variant(
         path=final,
-        precision=config.precision,
         steps=build.steps,
         notes=build.notes,
         node_count_before=before,
