@@ -84,3 +84,17 @@ class OrtOptions:
         applies=("onnxruntime",),
         native="enable_mem_pattern",
     )
+    enable_cpu_mem_arena: bool = knob(
+        True,
+        label="CPU memory arena (enable_cpu_mem_arena)",
+        help="ONNX Runtime's CPU arena (on by default): it keeps freed blocks for reuse, which "
+        "saves allocations but holds memory at its peak; off returns each block, lowering peak "
+        "RSS at some cost in speed.",
+        url="cpu_arena",
+        cli=Cli("--no-cpu-arena", "invert", group="ONNX Runtime session"),
+        widget="cpu_arena",
+        key=lambda on: "nocpuarena",
+        column="enable_cpu_mem_arena",
+        applies=("onnxruntime",),
+        native="enable_cpu_mem_arena",
+    )

@@ -167,6 +167,7 @@ class OnnxRuntimeRunner(Runner):
         if self.options.intra_op_threads:
             session_options.intra_op_num_threads = self.options.intra_op_threads
         session_options.enable_mem_pattern = self.options.onnxruntime.enable_mem_pattern
+        session_options.enable_cpu_mem_arena = self.options.onnxruntime.enable_cpu_mem_arena
         if self.options.optimized_model_path is not None:
             session_options.optimized_model_filepath = str(self.options.optimized_model_path)
         if self.options.profile_prefix is not None:
