@@ -48,11 +48,9 @@ if not models:
 from_job = url_int("from_job")
 if from_job is not None:
     st.info(f"Changing the sweep of job {from_job}: adjust anything, then submit it as a new job.")
-try:  # the link, read once: where every widget starts
-    start = sweep_form.start_values(st.query_params.to_dict())
-except UserError as exc:
-    show_error(exc)
-    start = sweep_form.start_values({})
+start, link_problem = sweep_form.link_start(st.query_params.to_dict())  # read once
+if link_problem is not None:  # the rest of the link still applies
+    show_error(link_problem)
 
 model = model_picker(models)
 assert model is not None

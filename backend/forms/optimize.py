@@ -76,6 +76,25 @@ def start_values(query: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
+def link_start(query: Mapping[str, str]) -> tuple[dict[str, Any], UserError | None]:
+    """Where the form starts from a link that may hold a value that does not read: the rest of
+    the link, and the sentence naming what was dropped (the page shows it), so one bad key does
+    not reset every widget."""
+    try:
+        return start_values(query), None
+    except UserError as problem:
+        kept = {key: value for key, value in query.items() if _reads({key: value})}
+        return (start_values(kept) if _reads(kept) else start_values({})), problem
+
+
+def _reads(query: Mapping[str, str]) -> bool:
+    try:
+        start_values(query)
+    except UserError:
+        return False
+    return True
+
+
 def sweep_from(
     values: Mapping[str, Any],
     start: Mapping[str, Any],

@@ -84,6 +84,17 @@ def test_no_precision_disables_submit_with_a_clear_reason(data_dir: Path, mlp_pa
     assert at.button(key="submit_sweep").disabled
 
 
+def test_a_link_with_one_bad_value_says_so_and_keeps_the_rest(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id, precisions="fp16", batches="2,4", dims="seq:x")
+    assert not at.exception
+    assert "not valid here" in texts(at)
+    assert at.multiselect(key="url_precisions").value == ["fp16"]
+    assert at.multiselect(key="url_batches").value == [2, 4]
+
+
 def test_run_again_with_changes_prefills_from_the_url(data_dir: Path, mlp_path: Path) -> None:
     model = add_model(mlp_path)
     old, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(2, 4))

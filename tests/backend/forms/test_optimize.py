@@ -12,7 +12,7 @@ import pytest
 
 from backend.errors import UserError
 from backend.forms import optimize as sweep_form
-from backend.forms.optimize import Upload, start_values, sweep_from
+from backend.forms.optimize import Upload, link_start, start_values, sweep_from
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.queue.capabilities import ProviderTable
@@ -136,3 +136,12 @@ def test_submit_stores_the_upload_and_queues_a_new_job_or_the_reopened_ones_copy
     assert again.id != first.id and again.label == "first"  # the reopened job's copy
     assert jobs.spec_of(again).calibration_sha256 == stored.calibration_sha256
     assert [j.id for j in jobs.list_jobs()] == [again.id, first.id]
+
+
+def test_a_link_with_one_bad_value_keeps_the_rest_and_names_the_bad_one() -> None:
+    start, problem = link_start({"dims": "seq:x", "batches": "1,8", "precisions": "fp16"})
+    assert problem is not None and "not valid here" in str(problem)
+    assert start["batch_sizes"] == (1, 8)
+    assert start["precisions"] == (Precision.FP16,)
+    assert "symbolic_dims" not in start
+    assert link_start({"batches": "4"}) == (start_values({"batches": "4"}), None)
