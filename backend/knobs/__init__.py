@@ -106,10 +106,12 @@ def hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def knobs(cls: type) -> list[tuple[dataclasses.Field, Knob, Any]]:
-    """(field, its Knob, its resolved type) for every field of a declared dataclass."""
+@cache
+def knobs(cls: type) -> tuple[tuple[dataclasses.Field, Knob, Any], ...]:
+    """(field, its Knob, its resolved type) for every field of a declared dataclass; cached, as
+    the serializer asks it for every stored result it reads."""
     types = hints(cls)
-    return [(f, meta(f), types[f.name]) for f in dataclasses.fields(cls)]
+    return tuple((f, meta(f), types[f.name]) for f in dataclasses.fields(cls))
 
 
 def default_of(field: dataclasses.Field) -> Any:
@@ -140,6 +142,7 @@ def key_parts(obj: Any) -> list[str]:
     return parts
 
 
+@cache
 def is_pairs(tp: Any) -> bool:
     """tuple[tuple[str, int], ...]: stored and linked as a mapping."""
     args = typing.get_args(tp)
@@ -151,6 +154,7 @@ def is_pairs(tp: Any) -> bool:
     )
 
 
+@cache
 def item_type(tp: Any) -> Any:
     """The item type of tuple[X, ...] or list[X]; None for other types."""
     args = typing.get_args(tp)
@@ -159,6 +163,7 @@ def item_type(tp: Any) -> Any:
     return None
 
 
+@cache
 def optional_of(tp: Any) -> tuple[Any, bool]:
     """(X, True) for X | None; (tp, False) otherwise."""
     args = typing.get_args(tp)
