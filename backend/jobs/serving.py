@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import UserError
-from backend.jobs import metrics
+from backend.jobs import prometheus
 from backend.jobs.context import JobContext, JobOutcome
 from backend.launch.children import run_in_child
 from backend.serving.costmodel import CostMeasurementCancelled, measure_costs_on_server
@@ -172,7 +172,7 @@ class ServingJob:
             outcome = "cancelled"
             raise
         finally:
-            metrics.WORKER.configuration_done(outcome, time.monotonic() - started, kind=KIND)
+            prometheus.WORKER.configuration_done(outcome, time.monotonic() - started, kind=KIND)
 
     def _measure(
         self,
@@ -201,7 +201,7 @@ class ServingJob:
                 what="The load generator",
             )
             self._save(job, key, label, serving_store.POINT, point.to_dict())
-            metrics.WORKER.serving_point(point.stable, point.generator_saturated)
+            prometheus.WORKER.serving_point(point.stable, point.generator_saturated)
             job_store.log_event(job.id, f"{label} | {load_label(load)}: {_summary(point)}")
 
     def _child(

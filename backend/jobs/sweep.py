@@ -17,7 +17,7 @@ from pathlib import Path
 import settings
 from backend.engine.explain import cpu_features
 from backend.engine.run import ConfigurationTask
-from backend.jobs import metrics
+from backend.jobs import prometheus
 from backend.jobs.annotate import annotate
 from backend.jobs.context import JobContext, JobOutcome
 from backend.jobs.knee import skip_reason
@@ -163,7 +163,7 @@ class SweepRun:
         )
         if result is None:
             return None
-        metrics.WORKER.configuration_done(result.status.value, time.monotonic() - started)
+        prometheus.WORKER.configuration_done(result.status.value, time.monotonic() - started)
         result.notes[:0] = [step.note] if step.note else []
         annotate(result, config, setup.op_histogram, setup.cpu, step.baseline)
         return result

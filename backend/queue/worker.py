@@ -22,7 +22,7 @@ import uuid
 import settings
 from backend.errors import UserError
 from backend.host import describe_environment
-from backend.jobs import metrics
+from backend.jobs import prometheus
 from backend.jobs.context import JobContext, JobOutcome, OnResult
 from backend.jobs.kinds import kind_name, kind_of
 from backend.jobs.launchers import launcher_for
@@ -103,7 +103,7 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
     backoff = Backoff(settings.DB_RETRY_MAX_S.get())
     registered = False
     processed = 0
-    if metrics.WORKER.start_from_settings():
+    if prometheus.WORKER.start_from_settings():
         log.info("metrics on %s", settings.WORKER_METRICS_PORT.get())
     while True:
         try:
@@ -112,8 +112,8 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
                 registered = True
                 log.info("worker %s ready", worker_id)
             worker_store.worker_heartbeat(worker_id, None)
-            if metrics.WORKER.enabled:
-                metrics.WORKER.observe_jobs(job_store.count_jobs_by_state())
+            if prometheus.WORKER.enabled:
+                prometheus.WORKER.observe_jobs(job_store.count_jobs_by_state())
             job = job_store.claim_job(worker_id, lease_seconds)
             backoff.reset()
             if job is None:
@@ -125,7 +125,7 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
             started = time.monotonic()
             outcome = JobRunner(worker_id, lease_seconds).run(job)
             seconds = time.monotonic() - started
-            metrics.WORKER.job_finished(outcome.state, seconds, kind=kind_name(job.spec))
+            prometheus.WORKER.job_finished(outcome.state, seconds, kind=kind_name(job.spec))
             log.info("job %s %s", job.id, outcome.state.value)
             processed += 1
         except DatabaseUnavailable as exc:

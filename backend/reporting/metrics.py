@@ -6,7 +6,7 @@ in both Python (f"{v:{spec}}") and Plotly/d3 hover templates (%{y:<spec>}); Stre
 format is derived from it (`printf`). Adding a figure (energy per sample, cost per million samples,
 time to first token...) is one `Metric(...)` in REGISTRY plus the frame column that holds it.
 
-Not to be confused with backend/jobs/metrics.py: the worker's Prometheus counters about jobs.
+Not to be confused with backend/jobs/prometheus.py: the worker's Prometheus counters about jobs.
 """
 
 from __future__ import annotations
