@@ -161,7 +161,7 @@ def test_a_server_that_cannot_start_ends_the_job_with_tritons_log_line(
     unmeasured = submit_study(model.id, _study(sizes=()))
     measured = submit_study(model.id, _study())
     labels = {"kind": "serving", "outcome": "failed"}
-    registry = worker.metrics.WORKER.registry
+    registry = worker.prometheus.WORKER.registry
     failed_before = registry.get_sample_value("optiboard_configurations_total", labels) or 0
     worker.serve(once=True, poll_seconds=0.05)
     for job in (unmeasured, measured):  # the configuration's server, the cost measurement's
