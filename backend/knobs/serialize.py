@@ -13,7 +13,7 @@ import enum
 from typing import Any
 
 from backend.errors import UserError
-from backend.knobs import hints, is_pairs, item_type, knobs, optional_of
+from backend.knobs import default_of, hints, is_pairs, item_type, knobs, optional_of
 
 
 def to_json(obj: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -84,9 +84,7 @@ def field_from_json(cls: type, data: Any, name: str) -> Any:
     base, optional = optional_of(hints(cls)[name])
     value = data.get(name)
     if value is None and not optional:
-        if f.default_factory is not dataclasses.MISSING:
-            return f.default_factory()
-        return f.default
+        return default_of(f)
     return _load(value, base)
 
 
