@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import onnx
 
+from backend import ort_tools
 from backend.engine.inputs import concrete_shape, specs_of_model
 from backend.errors import UserError
 from backend.specs import Configuration
@@ -58,6 +59,7 @@ def fix_shapes(
 
     Appends what it did to steps and what it ignored to notes; returns the re-inferred model.
     """
+    ort_tools.without_torch()
     from onnxruntime.tools.onnx_model_utils import (
         fix_output_shapes,
         make_dim_param_fixed,

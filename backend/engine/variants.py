@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from backend import ort_tools
 from backend.engine.calibration import (
     FeedReader,
     batched_feeds,
@@ -135,6 +136,7 @@ def _to_fp16(build: _Build) -> Path:
 
 def _pre_process(build: _Build, source: Path, prepared: Path) -> None:
     """ORT's recommended pre-quantization pass: shape inference and graph fusions."""
+    ort_tools.without_torch()  # its symbolic shape inference lives in onnxruntime.tools
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     try:

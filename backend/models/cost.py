@@ -19,6 +19,7 @@ import onnx
 from onnx import helper, shape_inference
 
 import settings
+from backend import ort_tools
 from backend.errors import UserError
 
 MB = 1 << 20
@@ -302,6 +303,7 @@ def _symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     Its infer_shapes() saves a debugging copy of the model into the current directory and raises
     when any shape stays unknown; the same steps without that keep the working tree clean.
     """
+    ort_tools.without_torch()
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
     inference = SymbolicShapeInference(2**31 - 1, True, False, 0)  # auto_merge on
