@@ -1,8 +1,8 @@
 """The OpenVINO and ONNX Runtime session knobs, as typed groups nested in a configuration.
 
-Like cudaoptions.py and trtoptions.py: each group is handed to its runtime as an object
-(backend.runtimes.base.SessionOptions), never as strings. A knob added here is one declaration;
-the runtime reads it where it opens its session.
+Like cudaoptions.py and trtoptions.py: each group reaches its runtime as an object, inside the
+Configuration a session is opened with (backend.runtimes.base.SessionOptions), never as
+strings. A knob added here is one declaration; the runtime reads it where it opens its session.
 """
 
 from __future__ import annotations

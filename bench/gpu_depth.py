@@ -339,7 +339,7 @@ def graph_check(model: Path, out: Path) -> None:
             variant = build_variant(model, config, Path(scratch) / str(f16io))
             built = onnx.load(str(variant.path))
             optimized = Path(scratch) / f"optimized-{f16io}.onnx"
-            options = SessionOptions.of(config, optimized_model_path=optimized)
+            options = SessionOptions(config, optimized_model_path=optimized)
             with get_runtime("onnxruntime").open(variant.path, options) as runner:
                 used = runner.providers_used
             after = onnx.load(str(optimized))
@@ -408,7 +408,7 @@ def kernel_table(model: Path, out: Path, batch: int, cuda: dict, runs: int = 10)
     with tempfile.TemporaryDirectory() as scratch:
         variant = build_variant(model, config, Path(scratch))
         feeds = inputs.random_inputs(inputs.input_specs_of(variant.path), batch, {})
-        options = SessionOptions.of(config)
+        options = SessionOptions(config)
         with get_runtime("onnxruntime").open(variant.path, options) as runner:
             device = runner.bind_on_device(feeds[0])
             for _ in range(5):

@@ -42,9 +42,10 @@ CONFIGS = (
 
 
 def _open(label: str, runtime: str, precision: Precision, path: Path, threads: int) -> Runner:
-    options = SessionOptions(
-        provider="cpu", intra_op_threads=threads, precision=precision, perf_counters=False
+    config = Configuration(
+        precision=precision, backend=runtime, provider="cpu", intra_op_threads=threads
     )
+    options = SessionOptions(config, perf_counters=False)
     runner = get_runtime(runtime).open(path, options)
     runner.__enter__()
     ran = runner.facts.get("execution_precision", "ORT kernels")

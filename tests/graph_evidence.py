@@ -15,7 +15,7 @@ from backend.engine.layerloss import NodeLoss
 from backend.engine.profile import Profile, profile_model
 from backend.engine.variants import build_variant
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration
+from backend.specs import Configuration, Precision
 from tests.models import make_cnn, make_transformer, save
 
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\">"  # a node name no page may render
@@ -47,6 +47,11 @@ def evidence(kind: str, folder: Path, hostile: bool = False) -> Evidence:
     config = Configuration(precision="int8_static", symbolic_dims=dims)
     variant = build_variant(source, config, folder / "int8").path
     feeds = _feeds(kind, 4)
-    profile = profile_model(variant, onnx.load(str(source)), SessionOptions(), feeds[0])
+    profile = profile_model(
+        variant,
+        onnx.load(str(source)),
+        SessionOptions(Configuration(precision=Precision.FP32)),
+        feeds[0],
+    )
     losses = layerloss.rank_nodes(source, variant, feeds)
     return Evidence(source, Path(variant), profile, losses)

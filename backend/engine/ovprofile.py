@@ -110,5 +110,6 @@ def profile_openvino(
                 entry["total_us"] += layer["real_time_us"]
         graph = runner.execution_graph()
     built = onnx.load(str(model_path), load_external_data=False)
-    device = options.provider.upper()  # OpenVINO's device name: cpu -> CPU, gpu -> GPU
+    # OpenVINO's device name: cpu -> CPU, gpu -> GPU
+    device = options.configuration.provider.upper()
     return build_ov_profile(dict(timed), graph, runs, device, source, built)

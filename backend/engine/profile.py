@@ -333,7 +333,7 @@ def profile_model(
             else None
         )
     built = onnx.load(str(model_path), load_external_data=False)
-    native = onnxruntime_provider_name(options.provider)
+    native = onnxruntime_provider_name(options.configuration.provider)
     return build_profile(events, native, optimized, source, built)
 
 

@@ -67,7 +67,10 @@ def _reference_outputs(
 ) -> list[list[np.ndarray]]:
     """FP32 outputs of the uploaded model on the CPU: the accuracy reference for every config."""
     runtime = get_runtime("onnxruntime")
-    options = SessionOptions(provider="cpu", optimization_level="basic", intra_op_threads=threads)
+    reference = Configuration(
+        precision=Precision.FP32, optimization_level="basic", intra_op_threads=threads
+    )
+    options = SessionOptions(reference)
     with runtime.open(source, options) as runner:
         wanted = {spec["name"]: spec["dtype"] for spec in runner.input_specs()}
         # FP16 with float16 I/O feeds float16 arrays; the FP32 source takes them as float32
@@ -133,7 +136,7 @@ def _run_session(
     peak = PeakRss()
     rss_before_session = peak.start().stop()
     peak.start()  # the peak of what follows: session creation and the timed loop
-    options = SessionOptions.of(config)
+    options = SessionOptions(config)
     with runtime.open(variant_path, options) as runner:
         result.session_create_ms = runner.session_create_ms
         result.providers_used = list(runner.providers_used)
@@ -266,7 +269,7 @@ def _evidence(
     from backend.engine import inputs, layerloss
 
     source = Path(task.source_path)
-    options = SessionOptions.of(config)
+    options = SessionOptions(config)
     out = Path(task.output_dir)
     feeds = session.accuracy_feeds or inputs.random_inputs(  # accuracy_samples may be 0
         inputs.input_specs_of(source),

@@ -65,7 +65,7 @@ class Side:
         self.runtime.require(self.config.provider)
         self.workdir = Path(tempfile.mkdtemp(prefix="optiboard-side-"))
         self.variant = variants.build_variant(self.source, self.config, self.workdir)
-        self.options = SessionOptions.of(self.config)
+        self.options = SessionOptions(self.config)
         self.runner = self.runtime.open(self.variant.path, self.options).__enter__()
         specs = self.runner.input_specs()
         self.ranges = inputs.value_ranges(self.source)

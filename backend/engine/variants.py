@@ -98,8 +98,8 @@ def _simplify(build: _Build) -> None:
 
 def _check_loads(path: Path) -> None:
     """ORT must be able to open the file; raises the runtime's own exception if not."""
-    options = SessionOptions(provider="cpu", optimization_level="disable")
-    with get_runtime("onnxruntime").open(path, options):
+    plain = Configuration(precision=Precision.FP32, optimization_level="disable")
+    with get_runtime("onnxruntime").open(path, SessionOptions(plain)):
         pass
 
 
@@ -354,7 +354,8 @@ def save_ort_optimized(model_path: Path, level: str, out_path: Path) -> Path:
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     partial = out_path.with_name(f".{out_path.name}.partial")
-    options = SessionOptions(provider="cpu", optimization_level=level, optimized_model_path=partial)
+    config = Configuration(precision=Precision.FP32, optimization_level=level)
+    options = SessionOptions(config, optimized_model_path=partial)
     try:
         with get_runtime("onnxruntime").open(model_path, options):
             pass  # opening the session is what writes the optimized graph

@@ -13,16 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from backend.errors import UnavailableError
-from backend.knobs import group_types
-from backend.specs import (
-    Configuration,
-    CudaOptions,
-    OpenVinoOptions,
-    OrtOptions,
-    PointKnobs,
-    Precision,
-    TrtOptions,
-)
+from backend.specs import Configuration, Precision
 
 
 @dataclass(frozen=True)
@@ -37,33 +28,15 @@ class ProviderStatus:
 
 @dataclass(frozen=True)
 class SessionOptions:
-    """What a runner opens a session with; each runtime's own knobs arrive as its typed group."""
+    """What a runner opens a session with: the typed Configuration itself (provider, precision,
+    threads, optimization level, every runtime group), read by the runners where they need a knob,
+    and only what is not a knob beside it. A session opened outside a sweep (a reference, a
+    profile, a load check) builds a Configuration too, so there is one shape."""
 
-    provider: str = "cpu"
-    optimization_level: str = "all"
-    intra_op_threads: int = 0
+    configuration: Configuration
     optimized_model_path: Path | None = None  # where the runtime may save its optimized graph
     profile_prefix: Path | None = None  # set: the runtime's own per-node profiler is on
-    precision: Precision = Precision.FP32  # what OpenVINO compiles for; ORT runs the built graph
     perf_counters: bool = True  # OpenVINO's per-layer counters (off where a bench times without)
-    openvino: OpenVinoOptions = field(default_factory=OpenVinoOptions)
-    onnxruntime: OrtOptions = field(default_factory=OrtOptions)
-    cuda: CudaOptions = field(default_factory=CudaOptions)
-    tensorrt: TrtOptions = field(default_factory=TrtOptions)
-
-    @classmethod
-    def of(cls, config: Configuration, **paths: Path | None) -> SessionOptions:
-        """A configuration's session: its provider, threads, precision and every runtime group
-        (copied by name, so a new group reaches the runners without another line here)."""
-        groups = {name: getattr(config, name) for name in group_types(PointKnobs)}
-        return cls(
-            provider=config.provider,
-            optimization_level=config.optimization_level,
-            intra_op_threads=config.intra_op_threads,
-            precision=config.precision,
-            **groups,
-            **paths,
-        )
 
 
 @dataclass(frozen=True)
@@ -162,7 +135,8 @@ class Runtime(ABC):
 
     @abstractmethod
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
-        """A runner for the model; raises UnavailableError if options.provider cannot be used."""
+        """A runner for the model; raises UnavailableError if the configuration's provider cannot
+        be used."""
 
     def precision_unavailable(self, precision: Precision, provider: str) -> str | None:
         """Why this runtime cannot run `precision` on `provider` here, or None when it can."""

@@ -157,17 +157,18 @@ class OnnxRuntimeRunner(Runner):
     def activate_impl(self) -> None:
         import onnxruntime as ort
 
-        if self.options.provider in PLUGIN_PROVIDERS:
-            native = PLUGIN_PROVIDERS[self.options.provider][1]
+        config = self.options.configuration
+        if config.provider in PLUGIN_PROVIDERS:
+            native = PLUGIN_PROVIDERS[config.provider][1]
         else:
-            native = NATIVE_PROVIDERS[self.options.provider]
+            native = NATIVE_PROVIDERS[config.provider]
         session_options = ort.SessionOptions()
-        session_options.graph_optimization_level = graph_level(self.options.optimization_level)
+        session_options.graph_optimization_level = graph_level(config.optimization_level)
         session_options.log_severity_level = 3
-        if self.options.intra_op_threads:
-            session_options.intra_op_num_threads = self.options.intra_op_threads
-        session_options.enable_mem_pattern = self.options.onnxruntime.enable_mem_pattern
-        session_options.enable_cpu_mem_arena = self.options.onnxruntime.enable_cpu_mem_arena
+        if config.intra_op_threads:
+            session_options.intra_op_num_threads = config.intra_op_threads
+        session_options.enable_mem_pattern = config.onnxruntime.enable_mem_pattern
+        session_options.enable_cpu_mem_arena = config.onnxruntime.enable_cpu_mem_arena
         if self.options.optimized_model_path is not None:
             session_options.optimized_model_filepath = str(self.options.optimized_model_path)
         if self.options.profile_prefix is not None:
@@ -190,7 +191,9 @@ class OnnxRuntimeRunner(Runner):
 
         native, session_options = self._native, self._session_options
         providers: list[Any] | None = [(native, provider_options)] if provider_options else [native]
-        if self.options.provider in PLUGIN_PROVIDERS:  # plugins are bound to discovered devices
+        if (
+            self.options.configuration.provider in PLUGIN_PROVIDERS
+        ):  # plugins are bound to discovered devices
             devices = plugin_devices(ort, native)
             session_options.add_provider_for_devices(devices, provider_options)
             providers = None
@@ -200,11 +203,12 @@ class OnnxRuntimeRunner(Runner):
 
     def _provider_options(self) -> dict[str, str]:
         """The typed CUDA or TensorRT options the configuration carries, in ORT's words."""
+        config = self.options.configuration
         options: dict[str, str] = {}
-        if self.options.provider == "cuda":
-            options.update(ort_cuda.cuda_provider_options(self.options.cuda))
-        if self.options.provider == "tensorrt":
-            trt = self.options.tensorrt
+        if config.provider == "cuda":
+            options.update(ort_cuda.cuda_provider_options(config.cuda))
+        if config.provider == "tensorrt":
+            trt = config.tensorrt
             ort_trt.prepare_cache_folders(trt, settings.data_dir())
             options.update(ort_trt.tensorrt_provider_options(trt, settings.data_dir()))
         return options
@@ -213,10 +217,9 @@ class OnnxRuntimeRunner(Runner):
         self.session = None
 
     def bind_on_device(self, feeds: dict[str, np.ndarray]) -> DeviceRun:
-        if self.options.provider not in ("cuda", "tensorrt"):
-            raise UnavailableError(
-                f"device-resident timing needs a GPU provider, not {self.options.provider!r}"
-            )
+        provider = self.options.configuration.provider
+        if provider not in ("cuda", "tensorrt"):
+            raise UnavailableError(f"device-resident timing needs a GPU provider, not {provider!r}")
         options = self._provider_options()
         plain = options | {"enable_cuda_graph": "0", "cudnn_conv_algo_search": "HEURISTIC"}
         shapes = ort_cuda.output_shapes(
@@ -271,7 +274,7 @@ class OnnxRuntime(Runtime):
         return None
 
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
-        self.require(options.provider)
+        self.require(options.configuration.provider)
         return OnnxRuntimeRunner(model_path, options)
 
 

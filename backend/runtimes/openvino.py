@@ -67,7 +67,7 @@ def _status(short: str) -> ProviderStatus:
 
 
 def _compile_config(options: SessionOptions, precision: str) -> dict[str, Any]:
-    openvino = options.openvino
+    openvino = options.configuration.openvino
     config: dict[str, Any] = {
         "INFERENCE_PRECISION_HINT": precision,
         "PERFORMANCE_HINT": openvino.performance_hint.value.upper(),
@@ -75,8 +75,8 @@ def _compile_config(options: SessionOptions, precision: str) -> dict[str, Any]:
     }
     if openvino.streams:
         config["NUM_STREAMS"] = openvino.streams
-    if options.intra_op_threads:
-        config["INFERENCE_NUM_THREADS"] = options.intra_op_threads
+    if options.configuration.intra_op_threads:
+        config["INFERENCE_NUM_THREADS"] = options.configuration.intra_op_threads
     return config
 
 
@@ -170,9 +170,9 @@ class OpenVinoRunner(Runner):
     """One compiled model and one infer request; the precision asked is the one read back."""
 
     def activate_impl(self) -> None:
-        precision = self.options.precision
+        precision = self.options.configuration.precision
         asked = EXECUTION_PRECISION[precision]
-        device = DEVICES[self.options.provider]
+        device = DEVICES[self.options.configuration.provider]
         core = _core()
         model = core.read_model(str(self.model_path))
         if precision == Precision.FP16:
@@ -310,8 +310,9 @@ class OpenVinoRuntime(Runtime):
         return ModelQuery(runtime, device, tensors)
 
     def open(self, model_path: Path, options: SessionOptions) -> Runner:
-        self.require(options.provider)
-        reason = self.precision_unavailable(options.precision, options.provider)
+        config = options.configuration
+        self.require(config.provider)
+        reason = self.precision_unavailable(config.precision, config.provider)
         if reason:
             raise UnavailableError(reason)
         return OpenVinoRunner(model_path, options)

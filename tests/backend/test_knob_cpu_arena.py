@@ -24,7 +24,7 @@ OFF = OrtOptions(enable_cpu_mem_arena=False)
 @pytest.mark.parametrize("wanted", [True, False])
 def test_the_session_onnx_runtime_opens_has_the_setting(mlp_path: Path, wanted: bool) -> None:
     config = Configuration(Precision.FP32, onnxruntime=OrtOptions(enable_cpu_mem_arena=wanted))
-    with get_runtime("onnxruntime").open(mlp_path, SessionOptions.of(config)) as runner:
+    with get_runtime("onnxruntime").open(mlp_path, SessionOptions(config)) as runner:
         assert runner.session.get_session_options().enable_cpu_mem_arena is wanted
 
 

@@ -21,6 +21,7 @@ from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp, make_hardswish_
 
 VNNI_CPU = {"avx2": True, "avx512f": True, "avx512_vnni": True, "amx": False}
 BLOCKS = 5
+CPU = SessionOptions(Configuration(precision=Precision.FP32))  # ORT's CPU provider, defaults
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def hardswish_int8(tmp_path: Path) -> tuple[Path, Profile]:
     source = model_factory.save(make_hardswish_net(blocks=BLOCKS), tmp_path / "hs.onnx")
     variant = build_variant(source, Configuration(precision="int8_static"), tmp_path)
     feed = {"input": np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)}
-    return source, profile_model(variant.path, onnx.load(str(source)), SessionOptions(), feed)
+    return source, profile_model(variant.path, onnx.load(str(source)), CPU, feed)
 
 
 def test_explanation_names_the_op_without_int8_kernel_with_the_profiles_numbers(
@@ -65,7 +66,7 @@ def test_profile_diff_names_the_uploaded_nodes_that_changed(
     source, int8 = hardswish_int8
     variant = build_variant(source, Configuration(precision="fp32"), tmp_path / "fp32")
     feed = {"input": np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)}
-    fp32 = profile_model(variant.path, onnx.load(str(source)), SessionOptions(), feed)
+    fp32 = profile_model(variant.path, onnx.load(str(source)), CPU, feed)
     lines = evidence.faster_slower(fp32, int8)
     named = {f"{n.op_type}_{i}" for i, n in enumerate(onnx.load(str(source)).graph.node)}
     assert lines and all(line.split(":")[0] in named for line in lines)
@@ -92,7 +93,7 @@ def test_nodes_kept_in_fp32_on_purpose_are_not_blamed_on_missing_kernels(tmp_pat
     config = Configuration(precision="int8_static", fp32_nodes=(BAD_LAYER,))
     variant = build_variant(source, config, tmp_path)
     feed = {"x": np.random.default_rng(0).normal(size=(1, 32)).astype(np.float32)}
-    profile = profile_model(variant.path, onnx.load(str(source)), SessionOptions(), feed)
+    profile = profile_model(variant.path, onnx.load(str(source)), CPU, feed)
     assert [k.split("/")[0] for k in profile.kept_in_fp32] == [BAD_LAYER]
     kept = [n for n in profile.nodes if profile.is_kept(n)]
     assert kept and all(BAD_LAYER in n.source_nodes for n in kept)
@@ -114,7 +115,7 @@ def test_an_island_whose_conversions_were_counted_elsewhere_claims_none(
     config = Configuration(precision="int8_dynamic", symbolic_dims=(("seq", 16),))
     variant = build_variant(source, config, tmp_path)
     feed = {"tokens": np.random.default_rng(0).integers(0, 50, (1, 16), dtype=np.int64)}
-    profile = profile_model(variant.path, onnx.load(str(source)), SessionOptions(), feed)
+    profile = profile_model(variant.path, onnx.load(str(source)), CPU, feed)
     islands = {i.op_type: i for i in evidence.float_islands(profile)}
     # the embedding's weights are dequantized on every run, next to a float Gather
     assert [n.op_type for n in islands["Gather"].conversions] == ["DequantizeLinear"]

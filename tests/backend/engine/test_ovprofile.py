@@ -49,8 +49,7 @@ def test_openvino_int8_profile_maps_fused_layers_back_to_the_uploaded_nodes(
     variant = build_variant(hardswish, config, tmp_path)
     source = onnx.load(str(hardswish))
     feed = {"input": np.random.default_rng(0).standard_normal((1, 3, 32, 32), np.float32)}
-    options = SessionOptions(provider="cpu", precision=Precision.INT8_STATIC)
-    profile = profile_openvino(variant.path, source, options, feed, runs=3)
+    profile = profile_openvino(variant.path, source, SessionOptions(config), feed, runs=3)
     assert profile.runs == 3 and profile.provider == "CPU"
     named = name_nodes(onnx.load(str(hardswish)))  # the names profiles give unnamed nodes
     hardswish_nodes = {n.name for n in named.graph.node if n.op_type == "HardSwish"}
@@ -73,7 +72,7 @@ def test_openvino_int8_profile_maps_fused_layers_back_to_the_uploaded_nodes(
 def test_an_openvino_fp32_profile_claims_no_int8_facts(hardswish: Path) -> None:
     source = onnx.load(str(hardswish))
     feed = {"input": np.random.default_rng(0).standard_normal((1, 3, 32, 32), np.float32)}
-    options = SessionOptions(provider="cpu", precision=Precision.FP32)
+    options = SessionOptions(Configuration(Precision.FP32, backend="openvino"))
     profile = profile_openvino(hardswish, source, options, feed, runs=2)
     assert profile.nodes and not any(n.precision in ("i8", "u8") for n in profile.nodes)
     lines = facts(profile, "OpenVINO FP32")

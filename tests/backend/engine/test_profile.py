@@ -15,7 +15,7 @@ from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration, MeasureSettings, SweepSpec
+from backend.specs import Configuration, MeasureSettings, Precision, SweepSpec
 from tests import models as model_factory
 from tests.evidence_models import make_hardswish_net
 from tests.workers import run_worker_once
@@ -34,7 +34,12 @@ def hardswish_path(tmp_path: Path) -> Path:
 def _profile(source: Path, precision: str, workdir: Path) -> Profile:
     variant = build_variant(source, Configuration(precision=precision), workdir)
     feed = {"input": np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)}
-    return profile_model(variant.path, onnx.load(str(source)), SessionOptions(), feed)
+    return profile_model(
+        variant.path,
+        onnx.load(str(source)),
+        SessionOptions(Configuration(precision=Precision.FP32)),
+        feed,
+    )
 
 
 def test_int8_profile_maps_every_quantized_conv_back_to_an_uploaded_conv(

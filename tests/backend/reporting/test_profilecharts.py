@@ -10,9 +10,11 @@ from backend.engine.profile import Profile, profile_model
 from backend.engine.variants import build_variant
 from backend.reporting import profilecharts
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration
+from backend.specs import Configuration, Precision
 from tests import models as model_factory
 from tests.evidence_models import make_hardswish_net
+
+CPU = SessionOptions(Configuration(precision=Precision.FP32))  # ORT's CPU provider, defaults
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +25,7 @@ def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Profile]:
     found = {}
     for precision in ("fp32", "int8_static"):
         variant = build_variant(source, Configuration(precision=precision), work / precision)
-        found[precision] = profile_model(
-            variant.path, onnx.load(str(source)), SessionOptions(), feed
-        )
+        found[precision] = profile_model(variant.path, onnx.load(str(source)), CPU, feed)
     return found
 
 
@@ -82,7 +82,7 @@ def test_node_and_op_names_shaped_like_html_are_shown_as_text_in_every_chart(
         node.name = f'<a href="http://evil/{index}">n{index}</a>&<img src=x>'
     source = model_factory.save(model, work / "evil.onnx")
     feed = {"input": np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)}
-    profile = profile_model(source, onnx.load(str(source)), SessionOptions(), feed)
+    profile = profile_model(source, onnx.load(str(source)), CPU, feed)
     assert any("<a href" in n.name for n in profile.nodes)  # ORT kept the names as written
     figures = [
         profilecharts.node_bars(profile),

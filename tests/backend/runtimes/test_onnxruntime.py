@@ -6,6 +6,7 @@ import pytest
 from backend.errors import UnavailableError
 from backend.runtimes import all_provider_statuses, get_runtime
 from backend.runtimes.base import SessionOptions
+from backend.specs import Configuration, Precision
 
 
 def test_every_registered_backend_says_what_it_can_run_here() -> None:
@@ -24,7 +25,9 @@ def test_unavailable_provider_is_an_error_that_says_why() -> None:
     if not missing:
         pytest.skip("every ONNX Runtime provider works on this machine")
     with pytest.raises(UnavailableError, match=missing[0].reason[:30]):
-        backend.open(Path("x.onnx"), SessionOptions(provider=missing[0].name))
+        backend.open(
+            Path("x.onnx"), SessionOptions(Configuration(Precision.FP32, provider=missing[0].name))
+        )
 
 
 def test_unknown_backend_lists_the_registered_ones() -> None:
@@ -34,7 +37,7 @@ def test_unknown_backend_lists_the_registered_ones() -> None:
 
 def test_runner_records_the_providers_the_session_really_got(mlp_path: Path) -> None:
     backend = get_runtime("onnxruntime")
-    with backend.open(mlp_path, SessionOptions(provider="cpu")) as runner:
+    with backend.open(mlp_path, SessionOptions(Configuration(Precision.FP32))) as runner:
         assert runner.providers_used == ["CPUExecutionProvider"]
         assert runner.session_create_ms > 0
         assert runner.input_specs() == [{"name": "x", "dtype": "float32", "shape": ["N", 16]}]

@@ -31,12 +31,14 @@ FEEDS = [
 
 
 def _reference(path: Path) -> list[list[np.ndarray]]:
-    with get_runtime("onnxruntime").open(path, SessionOptions(provider="cpu")) as runner:
+    with get_runtime("onnxruntime").open(
+        path, SessionOptions(Configuration(Precision.FP32))
+    ) as runner:
         return [runner.infer(feed) for feed in FEEDS]
 
 
 def _run(path: Path, precision: Precision) -> tuple[list, dict, list]:
-    options = SessionOptions(provider="cpu", precision=precision)
+    options = SessionOptions(Configuration(precision, backend="openvino"))
     with get_runtime("openvino").open(path, options) as runner:
         outputs = [runner.infer(feed) for feed in FEEDS]
         return outputs, dict(runner.facts), runner.layer_profile()
@@ -96,9 +98,12 @@ def test_int8_through_nncf_runs_int8_kernels_within_bounds(cnn_path: Path, tmp_p
 
 def test_knobs_are_read_back_from_the_compiled_model(mlp_path: Path) -> None:
     asked = OpenVinoOptions(performance_hint=PerformanceHint.THROUGHPUT, streams=2)
-    with get_runtime("openvino").open(mlp_path, SessionOptions(openvino=asked)) as runner:
+    with get_runtime("openvino").open(
+        mlp_path, SessionOptions(Configuration(Precision.FP32, backend="openvino", openvino=asked))
+    ) as runner:
         assert runner.facts["performance_hint"] == "throughput" and runner.facts["streams"] == 2
-    options = SessionOptions(provider="cpu", intra_op_threads=1, precision=Precision.FP32)
+    threads = Configuration(Precision.FP32, backend="openvino", intra_op_threads=1)
+    options = SessionOptions(threads)
     with get_runtime("openvino").open(mlp_path, options) as runner:
         assert runner.facts["threads"] == 1 and runner.facts["performance_hint"] == "latency"
         assert runner.input_specs() == [{"name": "x", "dtype": "float32", "shape": ["?", 16]}]
@@ -158,9 +163,13 @@ def test_ort_openvino_plugin_is_usable_only_where_discovery_gives_it_a_device(
     if not status.available:  # e.g. this AMD host: the plugin loads but accepts no device
         assert "device discovery found" in status.reason and "accepted none" in status.reason
         with pytest.raises(UnavailableError, match="accepted none"):
-            backend.open(mlp_path, SessionOptions(provider="openvino"))
+            backend.open(
+                mlp_path, SessionOptions(Configuration(Precision.FP32, provider="openvino"))
+            )
         return
-    with backend.open(mlp_path, SessionOptions(provider="openvino")) as runner:
+    with backend.open(
+        mlp_path, SessionOptions(Configuration(Precision.FP32, provider="openvino"))
+    ) as runner:
         assert "OpenVINOExecutionProvider" in runner.providers_used
 
 

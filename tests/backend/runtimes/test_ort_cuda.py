@@ -18,6 +18,7 @@ from backend.runtimes.ort_cuda import (
     cuda_provider_options,
     summarise_banner,
 )
+from backend.specs import Configuration, Precision
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -51,7 +52,9 @@ def test_cuda_options_use_the_provider_option_names_of_onnxruntime_gpu() -> None
 def test_device_resident_timing_is_refused_on_the_cpu_provider(mlp_path: Path) -> None:
     import numpy as np
 
-    runner = get_runtime("onnxruntime").open(mlp_path, SessionOptions(provider="cpu"))
+    runner = get_runtime("onnxruntime").open(
+        mlp_path, SessionOptions(Configuration(Precision.FP32))
+    )
     with runner, pytest.raises(UnavailableError, match="GPU provider"):
         runner.bind_on_device({"x": np.zeros((1, 16), np.float32)})
 
