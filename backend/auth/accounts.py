@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -24,8 +25,13 @@ from storage.repo.users import UserRow
 MIN_PASSWORD_LENGTH = 10
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 _HASHER = PasswordHasher()  # argon2id with the library's current recommended parameters
-# Verified when the name is unknown, so a wrong name costs as long as a wrong password.
-_DUMMY_HASH = _HASHER.hash("not a password of anyone")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Verified when the name is unknown, so a wrong name costs as long as a wrong password.
+    Made on first use, not at import: every CLI start and page process imported it (0.1 s)."""
+    return _HASHER.hash("not a password of anyone")
 
 
 class SignInError(UserError):
@@ -99,7 +105,7 @@ def sign_in(name: str, password: str, client: str = throttle.LOCAL) -> Principal
         )
     row = user_store.get_user(name)
     if row is None or row.password_hash is None:
-        _verify(_DUMMY_HASH, password)
+        _verify(_dummy_hash(), password)
         _failed(name, client)
     right = _verify(row.password_hash, password)
     if not right:

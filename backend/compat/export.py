@@ -7,14 +7,15 @@ import io
 import json
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from backend.compat.cells import PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, CompatMatrix
 from backend.compat.columns import COLUMNS
 from backend.compat.facts import short_type
 from backend.reporting.csvsafe import neutralise
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ def rows(matrix: CompatMatrix) -> list[dict[str, Any]]:
 
 
 def to_frame(matrix: CompatMatrix) -> pd.DataFrame:
+    import pandas as pd  # here: the CLI's table and CSV paths need no pandas (0.3 s a start)
+
     return pd.DataFrame(rows(matrix))
 
 

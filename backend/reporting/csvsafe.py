@@ -13,9 +13,10 @@ is, while "-3+cmd|..." or "-A1" is quoted. Booleans and missing values are untou
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where a frame is made: a CLI start that writes no frame skips it
+    import pandas as pd
 
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -32,6 +33,8 @@ def neutralise(value: Any) -> Any:
 
 def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy whose text cells and column names are neutralised; numeric columns untouched."""
+    import pandas as pd
+
     safe = frame.copy()
     for column in safe.columns:
         if safe[column].dtype == object or pd.api.types.is_string_dtype(safe[column]):
