@@ -79,10 +79,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         left = leaks.leftovers(_BASELINE, regions=False)
         session.config.workeroutput[LEAKS_KEY] = left  # type: ignore[attr-defined]
         return
+    regions = leaks.regions_checked_here()
     if _controller(session.config):
-        left = _WORKER_LEAKS + leaks.leftovers(_BASELINE, processes=False)
+        left = _WORKER_LEAKS + leaks.leftovers(_BASELINE, processes=False, regions=regions)
     else:
-        left = leaks.leftovers(_BASELINE)
+        left = leaks.leftovers(_BASELINE, regions=regions)
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

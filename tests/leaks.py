@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from backend.serving.server import SHM_FOLDER, SHM_PREFIX
 
 TAG = "PYTEST_LEAK_TAG"
+# Set by scripts/test for the part that runs beside the serial lane: the lane's live Triton
+# regions are not that part's leftovers (and that part starts no Triton server; tests/tiers.py).
+REGIONS_ELSEWHERE = "PYTEST_REGIONS_CHECKED_ELSEWHERE"
 SETTLE_S = 10.0  # a server stopped by the last test may still be exiting
 # Helpers of Python's own process pools: they exit with pytest, they do not outlive it.
 IGNORED = ("loky", "multiprocessing.resource_tracker", "multiprocessing.forkserver")
@@ -75,6 +78,11 @@ def _command(pid: int) -> str:
 
 def _regions() -> set[str]:
     return {path.name for path in SHM_FOLDER.glob(f"{SHM_PREFIX}*")}
+
+
+def regions_checked_here() -> bool:
+    """Whether this run counts /dev/shm regions (no other run beside it starts servers)."""
+    return not os.environ.get(REGIONS_ELSEWHERE)
 
 
 def start() -> Baseline:

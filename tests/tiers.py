@@ -7,16 +7,16 @@ with the reason. A listed name that matches no collected test fails the full run
 cannot quietly move a slow test into the fast tier. The lists come from `--durations` of a full
 run on the 2-core dev host (every listed test took a second or more there).
 
-How the full run spreads them: `scripts/test` runs the tests marked `serial` alone after the rest,
-which run on pytest-xdist workers side by side. Serial are the tests whose waits or measurements
-assume the host is theirs (Triton's latency and load curves, a Ray cluster of three nodes, a
-browser driving a Streamlit server, a spinner that must own a core, a sleep's jitter), and the
-ones that check state every process shares (the run's leftovers in /dev/shm). Each worker that
-runs a PostgreSQL test starts one server for its session (tests/postgres.py). Measured on the
-2-core host: the parallel part keeps both cores busy (vmstat: 0-3% idle), the serial part one
-(about 45% idle), and running lanes of serial tests beside the parallel part saved little (17.9
-against 19.2 minutes) while an OIDC sign-out then fell back to the root under load, so the
-serial tests stay alone.
+How the full run spreads them (`scripts/test`): the tests marked `serial` run one at a time, in a
+lane of their own beside the rest, which run on pytest-xdist workers side by side; then the
+tests marked `alone` (also serial) run with nothing else. Serial are the tests that start
+servers with waits or share host-wide state (Triton, a Ray cluster of three nodes, a browser
+driving a Streamlit server, /dev/shm): two of them at once would race for ports, memory or the
+same regions, and under a load of three they still finish. Alone are the ones whose assertions
+are timings (Triton's predicted against measured rates, offered against achieved load, an A/A
+verdict, a sleep's jitter, a spinner that must own a core) and the check of what the whole run
+left. Each worker that runs a PostgreSQL test starts one server for its session
+(tests/postgres.py).
 """
 
 from __future__ import annotations
@@ -198,6 +198,23 @@ SERIAL_MODULES = {
     "tests/test_leaks.py": "every process's /dev/shm regions and children",
 }
 
+# Serial tests whose assertions are timings, or that check state every process shares: they run
+# after the rest, with nothing beside them.
+ALONE_MODULES = {
+    "tests/backend/serving/test_cli_advice.py": "Triton: measured against predicted rates",
+    "tests/backend/serving/test_loadgen.py": "Triton: offered against achieved rates",
+    "tests/backend/serving/test_prediction.py": "Triton: predictions against measurements",
+    "tests/test_leaks.py": "every process's /dev/shm regions and children",
+}
+
+ALONE_TESTS = {
+    "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "an A/A timing verdict",  # noqa: E501
+    "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
+    "tests/backend/engine/test_measure.py::test_first_inference_is_timed_apart_from_the_steady_state": "a sleep's jitter",  # noqa: E501
+    "tests/backend/test_host.py::test_a_watch_sees_another_process_busy_and_not_this_one": "a spinner that must own a core",  # noqa: E501
+    "tests/backend/test_host.py::test_a_configuration_measured_beside_busy_processes_says_so": "spinners on every core",  # noqa: E501
+}
+
 SERIAL_TESTS = {
     "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "an A/A timing verdict assumes the host",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
@@ -231,6 +248,11 @@ def _serial_reason(nodeid: str, fixtures: list[str]) -> str | None:
     return SERIAL_MODULES.get(module) or SERIAL_TESTS.get(f"{module}::{name.split('[')[0]}")
 
 
+def _alone_reason(nodeid: str) -> str | None:
+    module, _, name = nodeid.partition("::")
+    return ALONE_MODULES.get(module) or ALONE_TESTS.get(f"{module}::{name.split('[')[0]}")
+
+
 def mark(items: list[pytest.Item], whole_suite: bool) -> None:
     """Mark every slow and every serial item; on a whole-suite run, fail if a listed name
     matched nothing."""
@@ -247,8 +269,14 @@ def mark(items: list[pytest.Item], whole_suite: bool) -> None:
         if serial:
             item.add_marker(pytest.mark.serial(reason=serial))
             used.update(names)
+        alone = _alone_reason(item.nodeid)
+        if alone:
+            if not serial:
+                raise pytest.UsageError(f"tests/tiers.py: {item.nodeid} is alone, not serial")
+            item.add_marker(pytest.mark.alone(reason=alone))
     if whole_suite:
         listed = {*SLOW_MODULES, *SLOW_TESTS, *SERIAL_MODULES, *SERIAL_TESTS}
+        listed |= {*ALONE_MODULES, *ALONE_TESTS}
         stale = sorted(listed - used)
         if stale:
             raise pytest.UsageError(f"tests/tiers.py lists tests that no longer exist: {stale}")
