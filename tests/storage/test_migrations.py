@@ -169,3 +169,30 @@ def test_0011_keeps_the_configuration_once_and_old_rows_read_the_same(
     assert [json.loads(c) if isinstance(c, str) else c for _, c in columns] == [
         OLD["configuration"]
     ] * 3
+
+
+def test_head_revision_is_the_newest_migration_and_a_migrated_database_is_recognised(
+    tmp_path: Path,
+) -> None:
+    from alembic.script import ScriptDirectory
+
+    from storage import db
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    assert ScriptDirectory.from_config(config).get_heads() == [db.HEAD_REVISION]
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'head.db'}")
+    with engine.connect() as connection:
+        assert not db._at_head(connection)  # fresh: no alembic_version table
+    db.upgrade(engine)
+    with engine.connect() as connection:
+        assert db._at_head(connection)
+    _migrate(str(engine.url), "0010_baselines", down=True)
+    with engine.connect() as connection:
+        assert not db._at_head(connection)  # one behind: upgrade() runs Alembic again
+    db.upgrade(engine)
+    with engine.connect() as connection:
+        assert db._at_head(connection)
+        columns = {c["name"] for c in inspect(connection).get_columns("results")}
+    assert "configuration" not in columns  # 0011 ran again
+    engine.dispose()
