@@ -18,6 +18,8 @@ RUN python -m venv .venv && .venv/bin/pip install --no-cache-dir -r ${OPTIBOARD_
 COPY scripts/setup-triton scripts/setup-triton
 RUN scripts/setup-triton && rm -rf /var/lib/apt/lists/*
 COPY . .
+# bytecode for the sandboxed children, which cannot write it (scripts/setup-venv says why)
+RUN .venv/bin/python -m compileall -q backend storage pages settings.py app.py serve.py >/dev/null
 ENV OPTIBOARD_DATA_DIR=/app/data OPTIBOARD_ADDRESS=0.0.0.0 OPTIBOARD_PORT=8501
 EXPOSE 8501
 VOLUME /app/data
