@@ -8,9 +8,9 @@ a failed one or one with wrong outputs gets no cost, so it is never the cheapest
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from backend import pricing
 from backend.knobs.serialize import field_from_json
@@ -18,6 +18,9 @@ from backend.records import JobKind, JobRow, job_kind
 from backend.reporting import metrics
 from backend.results import ResultStatus
 from backend.specs import SweepSpec
+
+if TYPE_CHECKING:  # imported where a frame is read: the CLI's start needs only job_prices
+    import pandas as pd
 
 COST_COLUMNS = ("price_per_hour", "priced_as", "cost_per_million")
 
@@ -63,6 +66,8 @@ def reprice(frame: pd.DataFrame, prices: pricing.Prices) -> pd.DataFrame:
 
 
 def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     for column in ("price_per_hour", "cost_per_million"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
@@ -114,6 +119,8 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
 def add_cost_pareto(frame: pd.DataFrame, cost_key: str) -> pd.DataFrame:
     """Column `cost_pareto`: on the cost (or energy), speed and accuracy front, each figure read
     its registered way; only ok results can be on it (wrong outputs carry no cost)."""
+    import pandas as pd
+
     ok = (frame["status"] == ResultStatus.OK.value).to_numpy()
     figures = [
         (
