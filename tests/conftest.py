@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests import leaks, tiers  # noqa: E402
+from tests import leaks, tfchild, tiers  # noqa: E402
 from tests import models as model_factory  # noqa: E402
 from tests.pages import stored  # noqa: E402
 
@@ -98,6 +98,53 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         else:
             print(line, file=sys.stderr)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_TF_WHY = (
+    "Streamlit's AppTest then runs keras.backend.clear_session() (a full garbage collection, "
+    "about 0.2 s) after every page run in this process; build SavedModels and TensorFlow "
+    "reference outputs in a child with tests/tfchild.in_child"
+)
+_tf_before: list[str] = []  # TensorFlow modules loaded when the running test started
+_tf_blamed = False  # one failure names the culprit; later tests are not blamed for it
+_tf_collected: list[str] = []  # the collector after which TensorFlow first appeared, if any
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """Remember which module's (or package's) collection first imported TensorFlow."""
+    if not _tf_collected and tfchild.loaded():
+        _tf_collected.append(report.nodeid or "the rootdir's conftest or a plugin")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Note whether TensorFlow is already in this process before the test's fixtures run."""
+    _tf_before[:] = tfchild.loaded()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Fail the test after which TensorFlow appeared in the pytest process, by name; when it was
+    there before the first test, collection (a test module, conftest or plugin) imported it."""
+    global _tf_blamed
+    outcome = yield
+    if call.when != "teardown" or _tf_blamed:
+        return
+    now = tfchild.loaded()
+    if not now:
+        return
+    _tf_blamed = True
+    if _tf_collected:
+        where = f"while collecting {_tf_collected[0]} (its imports or conftest)"
+    elif _tf_before:
+        where = "before this test ran (in an earlier session fixture or hook)"
+    else:
+        where = "by this test or its fixtures"
+    report = outcome.get_result()
+    report.outcome = "failed"
+    report.longrepr = (
+        f"TensorFlow was imported into the pytest process {where} ({', '.join(now)}): {_TF_WHY}."
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

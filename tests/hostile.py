@@ -594,27 +594,11 @@ def image_model(path: Path) -> Path:
 
 
 def hostile_savedmodel(directory: Path, canary: Path) -> Path:
-    """A SavedModel whose resource initializer writes the process environment to `canary`."""
-    import tensorflow as tf
+    """A SavedModel whose resource initializer writes the process environment to `canary` (built
+    by TensorFlow in a child process: tests/tfchild.py says why)."""
+    from tests import tf_models, tfchild
 
-    class Canary(tf.saved_model.experimental.TrackableResource):
-        def _create_resource(self) -> tf.Tensor:
-            return tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name="canary")
-
-        def _initialize(self) -> None:
-            tf.io.write_file(str(canary), tf.io.read_file("/proc/self/environ"))
-
-    module = tf.Module()
-    module.canary = Canary()
-    module.w = tf.Variable(tf.ones([4, 2]))
-
-    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
-    def serve(x: tf.Tensor) -> dict[str, tf.Tensor]:
-        return {"y": tf.matmul(x, module.w)}
-
-    module.serve = serve
-    tf.saved_model.save(module, str(directory), signatures={"serving_default": serve})
-    return Path(directory)
+    return tfchild.in_child(tf_models.save_canary_savedmodel, Path(directory), Path(canary))
 
 
 def pytorch_uploads(folder: Path, canary: Path) -> dict[str, Path]:

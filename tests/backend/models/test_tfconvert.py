@@ -11,7 +11,7 @@ import pytest
 
 from backend.errors import UserError
 from backend.models.tfconvert import ConversionFailed, convert_savedmodel
-from tests import models
+from tests import models, tf_models, tfchild
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +22,6 @@ def dense_savedmodel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_tensorflow_conversion_uses_the_chosen_opset_and_matches_tensorflow(
     dense_savedmodel: Path, tmp_path: Path
 ) -> None:
-    import tensorflow as tf
-
     done = convert_savedmodel(dense_savedmodel, tmp_path / "dense.onnx", opset=13)
 
     assert done.signature == "serving_default"
@@ -37,10 +35,8 @@ def test_tensorflow_conversion_uses_the_chosen_opset_and_matches_tensorflow(
     x = np.random.default_rng(3).normal(size=(4, 8)).astype(np.float32)
     session = ort.InferenceSession(str(done.onnx_path), providers=["CPUExecutionProvider"])
     got = session.run(None, {session.get_inputs()[0].name: x})[0]
-    want = tf.saved_model.load(str(dense_savedmodel)).signatures["serving_default"](
-        x=tf.constant(x)
-    )["y"]
-    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+    want = tfchild.in_child(tf_models.serving_output, dense_savedmodel, x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_tensorflow_conversion_is_stopped_at_the_configured_timeout(
@@ -54,21 +50,7 @@ def test_tensorflow_conversion_is_stopped_at_the_configured_timeout(
 
 
 def test_tensorflow_savedmodel_with_several_signatures_lists_them(tmp_path: Path) -> None:
-    import tensorflow as tf
-
-    class TwoHeads(tf.Module):
-        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
-        def double(self, x: tf.Tensor) -> tf.Tensor:
-            return x * 2.0
-
-        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
-        def halve(self, x: tf.Tensor) -> tf.Tensor:
-            return x / 2.0
-
-    module = TwoHeads()
-    tf.saved_model.save(
-        module, str(tmp_path / "two"), signatures={"double": module.double, "halve": module.halve}
-    )
+    tfchild.in_child(tf_models.save_two_signature_savedmodel, tmp_path / "two")
 
     with pytest.raises(ConversionFailed, match=r"several signatures \('double', 'halve'\)") as err:
         convert_savedmodel(tmp_path / "two", tmp_path / "two.onnx")
