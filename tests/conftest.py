@@ -170,6 +170,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"seeding steps: {ran} run for real, {copied} copied from stored results"
         )
+        for seconds, step, test in stored.Store(root).slowest(5):  # where seeding costs most
+            terminalreporter.write_line(f"  {seconds:6.2f}s {step} (first taken by {test})")
 
 
 @pytest.fixture

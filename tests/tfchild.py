@@ -14,6 +14,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
+from tests.spawning import plain_main  # after a page test, __main__ is app.py: not re-run
+
 T = TypeVar("T")
 
 MODULES = ("tensorflow", "keras", "tf_keras")  # any of these in sys.modules makes Streamlit pay
@@ -28,5 +30,5 @@ def in_child(function: Callable[..., T], *args: Any) -> T:
     """`function(*args)` in a fresh spawned process (a module-level function, picklable
     arguments and result); its exception is raised here."""
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+    with plain_main(), ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         return pool.submit(function, *args).result()

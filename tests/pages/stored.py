@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -68,8 +69,15 @@ class Store:
                 _restore(entry, directory)
                 self.copied += 1
                 return load(json.loads((entry / "step.json").read_text())["result"])
+            started = time.monotonic()
             result = run()
-            _keep(directory, entry, {"step": name, "args": repr(args), "result": save(result)})
+            took = round(time.monotonic() - started, 2)
+            test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+            _keep(
+                directory,
+                entry,
+                {"step": name, "args": repr(args), "result": save(result), "test": test, "s": took},
+            )
             self.ran += 1
             return result
 
@@ -77,6 +85,14 @@ class Store:
         (self.root / f"counts-{who}.json").write_text(
             json.dumps({"ran": self.ran, "copied": self.copied})
         )
+
+    def slowest(self, count: int) -> list[tuple[float, str, str]]:
+        """The real steps that took longest: (seconds, step, the test that ran it)."""
+        found = []
+        for path in self.root.glob("*/step.json"):
+            step = json.loads(path.read_text())
+            found.append((step.get("s", 0.0), step["step"], step.get("test", "")))
+        return sorted(found, reverse=True)[:count]
 
     def counts(self) -> tuple[int, int]:
         """Steps run for real and steps copied, summed over the run's processes."""
