@@ -185,21 +185,17 @@ SERIAL_MODULES = {
     "tests/backend/cluster/test_failures.py": "Ray cluster",
     "tests/backend/cluster/test_head_restart.py": "Ray head restarts",
     "tests/backend/jobs/test_serving_job.py": "Triton",
-    "tests/backend/serving/test_cli_advice.py": "Triton: measured against predicted rates",
-    "tests/backend/serving/test_loadgen.py": "Triton: offered against achieved rates",
     "tests/backend/serving/test_llm_serving.py": "Triton: token latencies under load",
-    "tests/backend/serving/test_prediction.py": "Triton: predictions against measurements",
     "tests/backend/serving/test_provider.py": "Triton",
     "tests/backend/serving/test_server.py": "Triton and its /dev/shm regions",
     "tests/backend/test_viewer_focus.py": "browser",
     "tests/backend/test_viewer_weightless.py": "browser",
     "tests/pages/test_hot_node_links.py": "browser",
     "tests/pages/test_serve_measured.py": "Triton",
-    "tests/test_leaks.py": "every process's /dev/shm regions and children",
 }
 
-# Serial tests whose assertions are timings, or that check state every process shares: they run
-# after the rest, with nothing beside them.
+# Tests whose assertions are timings, or that check state every process shares: serial, and run
+# after the rest with nothing beside them.
 ALONE_MODULES = {
     "tests/backend/serving/test_cli_advice.py": "Triton: measured against predicted rates",
     "tests/backend/serving/test_loadgen.py": "Triton: offered against achieved rates",
@@ -216,13 +212,8 @@ ALONE_TESTS = {
 }
 
 SERIAL_TESTS = {
-    "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "an A/A timing verdict assumes the host",  # noqa: E501
-    "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
-    "tests/backend/engine/test_measure.py::test_first_inference_is_timed_apart_from_the_steady_state": "a sleep's jitter",  # noqa: E501
     "tests/backend/serving/test_cli_verbs.py::test_serve_load_prints_one_row_per_concurrency": "Triton",  # noqa: E501
     "tests/backend/serving/test_export.py::test_the_zip_and_the_local_server_share_one_writer_and_triton_loads_the_local_variant": "Triton",  # noqa: E501
-    "tests/backend/test_host.py::test_a_watch_sees_another_process_busy_and_not_this_one": "a spinner that must own a core",  # noqa: E501
-    "tests/backend/test_host.py::test_a_configuration_measured_beside_busy_processes_says_so": "spinners on every core",  # noqa: E501
     "tests/backend/test_viewer.py::test_viewer_renders_a_model_in_chromium_without_csp_violations": "browser",  # noqa: E501
 }
 
@@ -245,7 +236,8 @@ def _serial_reason(nodeid: str, fixtures: list[str]) -> str | None:
     for fixture in fixtures:
         if fixture in SERIAL_FIXTURES:
             return SERIAL_FIXTURES[fixture]
-    return SERIAL_MODULES.get(module) or SERIAL_TESTS.get(f"{module}::{name.split('[')[0]}")
+    listed = SERIAL_MODULES.get(module) or SERIAL_TESTS.get(f"{module}::{name.split('[')[0]}")
+    return listed or _alone_reason(nodeid)
 
 
 def _alone_reason(nodeid: str) -> str | None:
@@ -270,9 +262,7 @@ def mark(items: list[pytest.Item], whole_suite: bool) -> None:
             item.add_marker(pytest.mark.serial(reason=serial))
             used.update(names)
         alone = _alone_reason(item.nodeid)
-        if alone:
-            if not serial:
-                raise pytest.UsageError(f"tests/tiers.py: {item.nodeid} is alone, not serial")
+        if alone:  # serial too (_serial_reason)
             item.add_marker(pytest.mark.alone(reason=alone))
     if whole_suite:
         listed = {*SLOW_MODULES, *SLOW_TESTS, *SERIAL_MODULES, *SERIAL_TESTS}
