@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend.engine.measure import measure  # noqa: E402
 from backend.runtimes import get_runtime  # noqa: E402
 from backend.runtimes.base import SessionOptions  # noqa: E402
-from backend.specs import Configuration, MeasureSettings, Precision  # noqa: E402
+from backend.specs import MeasureSettings  # noqa: E402
 from tests import models  # noqa: E402
 
 ROUNDS = 8
@@ -46,9 +46,7 @@ def compare(name: str, model_path: Path, feed: dict[str, np.ndarray]) -> float:
         max_seconds=60,
     )
     engine_p50, bare_p50 = [], []
-    with runtime.open(
-        model_path, SessionOptions(Configuration(precision=Precision.FP32, intra_op_threads=1))
-    ) as runner:
+    with runtime.open(model_path, SessionOptions.plain(intra_op_threads=1)) as runner:
         bare_loop(runner.session, feed, 50)
         for round_index in range(ROUNDS):
             order = [0, 1] if round_index % 2 == 0 else [1, 0]

@@ -39,9 +39,7 @@ def _facts(source: Path, path: Path, config: Configuration, label: str, speedup:
     specs = input_specs_of(source)
     dims = dict(config.symbolic_dims)
     feed = random_inputs(specs, 1, dims, count=1, seed=7, ranges=value_ranges(source))[0]
-    options = SessionOptions(
-        Configuration(precision=Precision.FP32, intra_op_threads=config.intra_op_threads)
-    )
+    options = SessionOptions.plain(intra_op_threads=config.intra_op_threads)
     profile = profile_model(path, onnx.load(str(source)), options, feed)
     return evidence.facts(profile, label, speedup)[:3]
 

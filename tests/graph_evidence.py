@@ -15,7 +15,7 @@ from backend.engine.layerloss import NodeLoss
 from backend.engine.profile import Profile, profile_model
 from backend.engine.variants import build_variant
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration, Precision
+from backend.specs import Configuration
 from tests.models import make_cnn, make_transformer, save
 
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\">"  # a node name no page may render
@@ -50,7 +50,7 @@ def evidence(kind: str, folder: Path, hostile: bool = False) -> Evidence:
     profile = profile_model(
         variant,
         onnx.load(str(source)),
-        SessionOptions(Configuration(precision=Precision.FP32)),
+        SessionOptions.plain(),
         feeds[0],
     )
     losses = layerloss.rank_nodes(source, variant, feeds)

@@ -18,7 +18,6 @@ import onnx
 
 from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration, Precision
 
 SQNR_CAP_DB = 100.0  # identical tensors; also the score of an unquantized graph input
 _POST = "_DequantizeLinear_Output"
@@ -63,8 +62,7 @@ def activations(model_path: Path, feeds: list[dict[str, np.ndarray]]) -> dict[st
         # stored model (read-only inside the measurement sandbox)
         staged.symlink_to(Path(model_path).resolve())
         qdq_loss_debug.modify_model_output_intermediate_tensors(str(staged), str(augmented))
-        plain = Configuration(precision=Precision.FP32, optimization_level="disable")
-        options = SessionOptions(plain)
+        options = SessionOptions.plain(optimization_level="disable")
         found: dict[str, list] = defaultdict(list)
         with get_runtime("onnxruntime").open(augmented, options) as runner:
             names = runner.output_names()

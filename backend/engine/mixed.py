@@ -53,21 +53,18 @@ class _Context:
     threads: int = 0
 
 
-def _timing(config: Configuration) -> Configuration:
+def _timing(config: Configuration) -> SessionOptions:
     """The session every step is timed in: the search's provider and threads, the runtime's
     other options at their defaults, whatever the step's precision (the built graph carries it)."""
-    return Configuration(
-        precision=Precision.FP32,
-        provider=config.provider,
-        backend=config.backend,
-        intra_op_threads=config.intra_op_threads,
+    return SessionOptions.plain(
+        provider=config.provider, backend=config.backend, intra_op_threads=config.intra_op_threads
     )
 
 
 def _run(ctx: _Context, config: Configuration) -> tuple[Path, float, AccuracyReport]:
     """Build the variant, time it with the clean loop, compare it with FP32 on the feeds."""
     variant = variants.build_variant(ctx.source, config, ctx.workdir, calibration=ctx.calibration)
-    options = SessionOptions(_timing(config))
+    options = _timing(config)
     with get_runtime(config.backend).open(variant.path, options) as runner:
         timing = measure(lambda: runner.infer(ctx.feeds[0]), ctx.settings)
         outputs = [runner.infer(feed) for feed in ctx.feeds]
@@ -101,7 +98,7 @@ def island_candidates(profile: Profile, built: set[str]) -> list[tuple[str, list
 def _speed_candidates(ctx: _Context, path: Path) -> list[tuple[str, list[str]]]:
     """The float islands of the step's profile, as nodes of its built graph."""
     names = {n.name for n in onnx.load(str(path), load_external_data=False).graph.node}
-    options = SessionOptions(Configuration(precision=Precision.FP32, intra_op_threads=ctx.threads))
+    options = SessionOptions.plain(intra_op_threads=ctx.threads)
     profile = profile_model(path, onnx.load(str(ctx.source)), options, ctx.feeds[0])
     return island_candidates(profile, names)
 
@@ -191,7 +188,7 @@ def search(
     ctx.threads = base.intra_op_threads
     with get_runtime(base.backend).open(
         Path(source),
-        SessionOptions(Configuration(precision=Precision.FP32, optimization_level="basic")),
+        SessionOptions.plain(optimization_level="basic"),
     ) as runner:
         ctx.reference = [runner.infer(feed) for feed in feeds]
     _, fp32_p50, _ = _run(ctx, fp32)
@@ -234,7 +231,7 @@ def _interleave(
     feed: dict[str, np.ndarray],
 ) -> Interleaved:
     """Each built model in a session of its own, all timed round-robin on one input."""
-    options = SessionOptions(_timing(config))
+    options = _timing(config)
     with ExitStack() as stack:
         infers: dict[str, Callable[[], object]] = {}
         for name, path in paths.items():

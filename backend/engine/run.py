@@ -67,10 +67,7 @@ def _reference_outputs(
 ) -> list[list[np.ndarray]]:
     """FP32 outputs of the uploaded model on the CPU: the accuracy reference for every config."""
     runtime = get_runtime("onnxruntime")
-    reference = Configuration(
-        precision=Precision.FP32, optimization_level="basic", intra_op_threads=threads
-    )
-    options = SessionOptions(reference)
+    options = SessionOptions.plain(optimization_level="basic", intra_op_threads=threads)
     with runtime.open(source, options) as runner:
         wanted = {spec["name"]: spec["dtype"] for spec in runner.input_specs()}
         # FP16 with float16 I/O feeds float16 arrays; the FP32 source takes them as float32

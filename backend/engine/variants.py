@@ -98,8 +98,7 @@ def _simplify(build: _Build) -> None:
 
 def _check_loads(path: Path) -> None:
     """ORT must be able to open the file; raises the runtime's own exception if not."""
-    plain = Configuration(precision=Precision.FP32, optimization_level="disable")
-    with get_runtime("onnxruntime").open(path, SessionOptions(plain)):
+    with get_runtime("onnxruntime").open(path, SessionOptions.plain(optimization_level="disable")):
         pass
 
 
@@ -354,8 +353,7 @@ def save_ort_optimized(model_path: Path, level: str, out_path: Path) -> Path:
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     partial = out_path.with_name(f".{out_path.name}.partial")
-    config = Configuration(precision=Precision.FP32, optimization_level=level)
-    options = SessionOptions(config, optimized_model_path=partial)
+    options = SessionOptions.plain(optimized_model_path=partial, optimization_level=level)
     try:
         with get_runtime("onnxruntime").open(model_path, options):
             pass  # opening the session is what writes the optimized graph

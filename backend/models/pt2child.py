@@ -138,13 +138,10 @@ def _compare(program: Any, onnx_path: Path, inputs: list[tuple[str, Any]], dims:
 
     from backend.runtimes import get_runtime
     from backend.runtimes.base import SessionOptions
-    from backend.specs import Configuration, Precision
 
     module = program.module()
     runs = []
-    with get_runtime("onnxruntime").open(
-        onnx_path, SessionOptions(Configuration(precision=Precision.FP32))
-    ) as runner:
+    with get_runtime("onnxruntime").open(onnx_path, SessionOptions.plain()) as runner:
         feed_names = [spec["name"] for spec in runner.input_specs()]
         for index, values in enumerate(_sizes(dims, _hints(program, inputs, dims))):
             tensors = _sample(inputs, values, SEED + index)

@@ -31,12 +31,22 @@ class SessionOptions:
     """What a runner opens a session with: the typed Configuration itself (provider, precision,
     threads, optimization level, every runtime group), read by the runners where they need a knob,
     and only what is not a knob beside it. A session opened outside a sweep (a reference, a
-    profile, a load check) builds a Configuration too, so there is one shape."""
+    profile, a load check) holds a Configuration too (`plain`), so there is one shape."""
 
     configuration: Configuration
     optimized_model_path: Path | None = None  # where the runtime may save its optimized graph
     profile_prefix: Path | None = None  # set: the runtime's own per-node profiler is on
     perf_counters: bool = True  # OpenVINO's per-layer counters (off where a bench times without)
+
+    @classmethod
+    def plain(cls, optimized_model_path: Path | None = None, **knobs: Any) -> SessionOptions:
+        """A session outside a sweep (a reference, a load check, a profile): the graph as built
+        (FP32 names no conversion; ORT runs the graph it is given), these knobs, the rest at
+        their defaults."""
+        return cls(
+            Configuration(precision=Precision.FP32, **knobs),
+            optimized_model_path=optimized_model_path,
+        )
 
 
 @dataclass(frozen=True)

@@ -191,9 +191,8 @@ class OnnxRuntimeRunner(Runner):
 
         native, session_options = self._native, self._session_options
         providers: list[Any] | None = [(native, provider_options)] if provider_options else [native]
-        if (
-            self.options.configuration.provider in PLUGIN_PROVIDERS
-        ):  # plugins are bound to discovered devices
+        # plugins are bound to discovered devices
+        if self.options.configuration.provider in PLUGIN_PROVIDERS:
             devices = plugin_devices(ort, native)
             session_options.add_provider_for_devices(devices, provider_options)
             providers = None

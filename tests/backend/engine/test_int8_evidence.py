@@ -17,7 +17,7 @@ from backend.engine.inputs import input_specs_of, random_inputs, value_ranges
 from backend.engine.profile import CONVERSION_OPS, Profile, profile_model
 from backend.engine.variants import build_variant
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration, Precision
+from backend.specs import Configuration
 from tests import models as model_factory
 from tests.evidence_models import (
     make_bad_layer_mlp,
@@ -33,9 +33,7 @@ def _profile(source: Path, built: Path, dims: tuple[tuple[str, int], ...] = ()) 
     feed = random_inputs(
         input_specs_of(source), 1, dict(dims), count=1, seed=7, ranges=value_ranges(source)
     )[0]
-    return profile_model(
-        built, onnx.load(str(source)), SessionOptions(Configuration(precision=Precision.FP32)), feed
-    )
+    return profile_model(built, onnx.load(str(source)), SessionOptions.plain(), feed)
 
 
 def _static(source: Path, workdir: Path, dims: tuple[tuple[str, int], ...] = ()) -> Profile:

@@ -15,7 +15,7 @@ from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration, MeasureSettings, Precision, SweepSpec
+from backend.specs import Configuration, MeasureSettings, SweepSpec
 from tests import models as model_factory
 from tests.evidence_models import make_hardswish_net
 from tests.workers import run_worker_once
@@ -37,7 +37,7 @@ def _profile(source: Path, precision: str, workdir: Path) -> Profile:
     return profile_model(
         variant.path,
         onnx.load(str(source)),
-        SessionOptions(Configuration(precision=Precision.FP32)),
+        SessionOptions.plain(),
         feed,
     )
 

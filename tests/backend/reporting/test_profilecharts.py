@@ -10,11 +10,11 @@ from backend.engine.profile import Profile, profile_model
 from backend.engine.variants import build_variant
 from backend.reporting import profilecharts
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration, Precision
+from backend.specs import Configuration
 from tests import models as model_factory
 from tests.evidence_models import make_hardswish_net
 
-CPU = SessionOptions(Configuration(precision=Precision.FP32))  # ORT's CPU provider, defaults
+CPU = SessionOptions.plain()  # ORT's CPU provider, defaults
 
 
 @pytest.fixture(scope="module")
