@@ -125,8 +125,8 @@ def build_savedmodel(folder: Path, canary: Path) -> Path | None:
     """The hostile SavedModel, built in a child so TensorFlow never loads into this process."""
     code = (
         "import sys; from pathlib import Path; sys.path.insert(0, '.');"
-        "from tests import hostile, models;"
-        "d = hostile.hostile_savedmodel(Path(sys.argv[1]) / 'sm', Path(sys.argv[2]));"
+        "from tests import models;"
+        "d = models.save_hostile_savedmodel(Path(sys.argv[1]) / 'sm', Path(sys.argv[2]));"
         "models.zip_folder(d, Path(sys.argv[1]) / 'hostile_savedmodel.zip', top='sm')"
     )
     if not _built_in_child(code, folder, canary, "hostile SavedModel", TF_CPP_MIN_LOG_LEVEL="3"):

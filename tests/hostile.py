@@ -593,14 +593,6 @@ def image_model(path: Path) -> Path:
     return save_model(_wrap(graph), path)
 
 
-def hostile_savedmodel(directory: Path, canary: Path) -> Path:
-    """A SavedModel whose resource initializer writes the process environment to `canary` (built
-    by TensorFlow in a child process: tests/tfchild.py says why)."""
-    from tests import tf_models, tfchild
-
-    return tfchild.in_child(tf_models.save_canary_savedmodel, Path(directory), Path(canary))
-
-
 def pytorch_uploads(folder: Path, canary: Path) -> dict[str, Path]:
     """Hostile and refused PyTorch uploads (needs torch; tests/torch_models builds them): a .pt2
     whose sample-inputs pickle writes `canary`, one whose size expression sympy would eval, a

@@ -1,6 +1,6 @@
 """TensorFlow SavedModels and reference outputs for the tests. These functions import TensorFlow,
-so they run only in a child process (tests/tfchild.in_child); tests/models.py and tests/hostile.py
-call them that way under their old names."""
+so they run only in a child process (tests/tfchild.in_child); tests/models.py calls them that way
+under their old names."""
 
 from __future__ import annotations
 
@@ -93,30 +93,6 @@ def save_hostile_savedmodel(directory: Path, canary: Path) -> Path:
     module = Module()
     tf.saved_model.save(module, str(directory), signatures={"serving_default": module.serve})
     Path(canary).unlink(missing_ok=True)  # only loading may write it
-    return Path(directory)
-
-
-def save_canary_savedmodel(directory: Path, canary: Path) -> Path:
-    """A SavedModel whose resource initializer writes the process environment to `canary`."""
-    import tensorflow as tf
-
-    class Canary(tf.saved_model.experimental.TrackableResource):
-        def _create_resource(self) -> tf.Tensor:
-            return tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name="canary")
-
-        def _initialize(self) -> None:
-            tf.io.write_file(str(canary), tf.io.read_file("/proc/self/environ"))
-
-    module = tf.Module()
-    module.canary = Canary()
-    module.w = tf.Variable(tf.ones([4, 2]))
-
-    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
-    def serve(x: tf.Tensor) -> dict[str, tf.Tensor]:
-        return {"y": tf.matmul(x, module.w)}
-
-    module.serve = serve
-    tf.saved_model.save(module, str(directory), signatures={"serving_default": serve})
     return Path(directory)
 
 
