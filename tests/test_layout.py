@@ -92,8 +92,10 @@ def _resolve(name: str) -> str:
     return name
 
 
-def imports_of(name: str) -> list[Import]:
-    """Everything `name` imports, anywhere in the file (function-level imports included)."""
+@cache
+def imports_of(name: str) -> tuple[Import, ...]:
+    """Everything `name` imports, anywhere in the file (function-level imports included); once
+    per module, as every check walks the same trees."""
     path = modules()[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = []
@@ -110,7 +112,7 @@ def imports_of(name: str) -> list[Import]:
                 submodule = f"{base}.{alias.name}"
                 targets.append(submodule if submodule in modules() else _resolve(base))
         found += [Import(node.lineno, t, t.split(".")[0]) for t in targets]
-    return sorted(set(found), key=lambda i: (i.line, i.target))
+    return tuple(sorted(set(found), key=lambda i: (i.line, i.target)))
 
 
 def rel(name: str) -> str:
