@@ -73,6 +73,7 @@ _WORKER_LEAKS: list[str] = []
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A run that leaves a process running or a Triton shm region behind fails, by name."""
+    tfchild.shutdown()  # kept for the whole run on purpose; ended before the count
     if _BASELINE is None:
         return
     if WORKER is not None:
