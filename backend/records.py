@@ -40,7 +40,8 @@ __all__ = [
 
 class JobKind(StrEnum):
     """What a job runs: a sweep of configurations, a serving study on Triton, or a generation
-    benchmark of a generative model (backend/jobs/generation.py)."""
+    benchmark of a generative model (backend/jobs/generation.py); the value is the jobs
+    table's kind column (JobRow.kind)."""
 
     SWEEP = "sweep"
     SERVING = "serving"

@@ -76,3 +76,13 @@ def test_a_job_of_a_kind_this_worker_does_not_know_fails_in_one_sentence(
         "the worker to this version of Optiboard and retry the job."
     )
     assert result_store.list_results(job_ids=[job.id]) == []
+
+
+def test_a_retried_job_keeps_its_kind(data_dir: Path, mlp_path: Path) -> None:
+    """Retry copies the row's kind with its spec: a retried study is a study again, not the
+    column's default sweep."""
+    model = ingest_file(mlp_path, "mlp.onnx")
+    study = submit_study(model.id, _study())
+    assert jobs.cancel_job(study.id) == JobState.CANCELLED  # finished: retry takes only those
+    again = jobs.retry_job(study.id)
+    assert again.id != study.id and again.kind == "serving" == kind_of(again).name
