@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 
 from backend.auth.audit import current_actor
 from backend.errors import UserError
+from backend.knobs.serialize import field_from_json
 from backend.queue import jobs
-from backend.records import JobKind, JobRow, JobState, get_job, job_kind, stored_results
+from backend.records import JobKind, JobRow, JobState, get_job, stored_results
 from backend.reporting import regression as stats
 from backend.runtimeenvs import ready_env
 from backend.specs import SweepSpec
@@ -60,7 +61,7 @@ class Drift:
 
 
 def _pinnable(job: JobRow) -> None:
-    if job_kind(job.spec) != JobKind.SWEEP:
+    if job.kind != JobKind.SWEEP:
         raise UserError(
             f"Job {job.id} is not a sweep; only a sweep's configurations can be pinned and re-run."
         )
@@ -117,14 +118,27 @@ def rerun(job_id: int, env: str | None = None, model_id: int | None = None) -> J
 
 def reruns(job_id: int) -> list[JobRow]:
     """The baseline's re-runs, newest first."""
-    return [j for j in job_store.jobs_after(job_id) if j.spec.get("baseline_of") == job_id]
+    return [j for j in job_store.jobs_after(job_id) if baseline_of(j) == job_id]
+
+
+def baseline_of(job: JobRow) -> int | None:
+    """The pinned job this sweep re-ran; None for any other job. Only that field of the stored
+    sweep is read (as SweepSpec reads it), not the whole spec for every later job."""
+    if job.kind != JobKind.SWEEP:
+        return None
+    pinned: int | None = field_from_json(SweepSpec, job.spec, "baseline_of")
+    return pinned
+
+
+def env_of(job: JobRow) -> str:
+    """The runtime environment a sweep ran its children in (that field alone, as above)."""
+    return str(field_from_json(SweepSpec, job.spec, "runtime_env"))
 
 
 def drift(baseline_id: int, rerun_id: int) -> list[Drift]:
     """Every configuration measured in both, judged from their stored raw samples."""
     base, again = stored_results(baseline_id), stored_results(rerun_id)
-    env_base = get_job(baseline_id).spec.get("runtime_env") or "default"
-    env_again = get_job(rerun_id).spec.get("runtime_env") or "default"
+    env_base, env_again = env_of(get_job(baseline_id)), env_of(get_job(rerun_id))
     by_key = {r.config_key: r for r in base if r.measured}
     pairs = [(by_key[r.config_key], r) for r in again if r.measured and r.config_key in by_key]
     samples = result_samples([s.id for pair in pairs for s in pair])

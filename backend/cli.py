@@ -197,24 +197,25 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     if job.error:
         print(f"error: {job.error}")
-    if job_kind(job.spec) == JobKind.SERVING:  # what ran its served model, as its points say
-        print(serving_runtime_line(job.id, job.spec))
+    kind = job_kind(job)
+    if kind == JobKind.SERVING:  # what ran its served model, as its points say
+        print(serving_runtime_line(job))
     results = [stored.result for stored in jobs.stored_results(job.id)]
     if results:
-        sweep = job_kind(job.spec) == JobKind.SWEEP  # a regression check's spec is not a sweep's
-        stored = jobs.spec_of(job).prices if sweep else ()
+        sweep = jobs.spec_of(job) if kind == JobKind.SWEEP else None  # a regression's is not
+        stored = sweep.prices if sweep else ()
         prices = parse_prices(args.price, "--price") if args.price else stored
         print(results_table(results, prices))
         _cheapest(job.id, prices)
         why = why_lines(results)
         if why:
             print("why:\n" + "\n".join(why))
-        if job_kind(job.spec) == JobKind.REGRESSION:  # both sides, the verdict and the op diff
+        if kind == JobKind.REGRESSION:  # both sides, the verdict and the op diff
             print("\n" + regression_report(job.id))
-        elif knee := knee_summary(jobs.spec_of(job), jobs.stored_results(job.id)):
+        elif sweep and (knee := knee_summary(sweep, jobs.stored_results(job.id))):
             print("knee:\n" + "\n".join(f"  {line}" for line in knee))
-        if job.spec.get("baseline_of"):  # a baseline's re-run: its drift against the baseline
-            print("\n" + "\n".join(drift_lines(int(job.spec["baseline_of"]), job.id)))
+        if sweep and sweep.baseline_of:  # a baseline's re-run: its drift against the baseline
+            print("\n" + "\n".join(drift_lines(sweep.baseline_of, job.id)))
     if args.log:
         for event in jobs.job_events(job.id):
             print(f"{event.created_at:%H:%M:%S} {event.level:<8}{event.message}")

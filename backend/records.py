@@ -9,7 +9,6 @@ backend that needs them.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 from backend.errors import UserError
 from backend.results import StoredResult
@@ -41,7 +40,8 @@ __all__ = [
 
 class JobKind(StrEnum):
     """What a job runs: a sweep of configurations, a serving study on Triton, or a generation
-    benchmark of a generative model (backend/jobs/generation.py)."""
+    benchmark of a generative model (backend/jobs/generation.py); the value is the jobs
+    table's kind column (JobRow.kind)."""
 
     SWEEP = "sweep"
     SERVING = "serving"
@@ -49,14 +49,20 @@ class JobKind(StrEnum):
     REGRESSION = "regression"  # the same configurations on two runtime environments
 
 
-def job_kind(spec: dict[str, Any]) -> JobKind:
-    """Read from the stored spec (every kind but the sweep carries kind; sweeps none)."""
-    kind = spec.get("kind")
-    return JobKind(kind) if kind in tuple(JobKind) else JobKind.SWEEP
+def job_kind(job: JobRow) -> JobKind:
+    """The job's kind, from its column (0012 filled it from the spec for older jobs); one
+    sentence for a kind this version does not know (a newer version queued the job)."""
+    try:
+        return JobKind(job.kind)
+    except ValueError:
+        raise UserError(
+            f"Job {job.id} is of kind {job.kind!r}, which this version of Optiboard does not "
+            f"know (it knows {', '.join(JobKind)}); update Optiboard to read it."
+        ) from None
 
 
-def is_serving(spec: dict[str, Any]) -> bool:
-    return job_kind(spec) == JobKind.SERVING
+def is_serving(job: JobRow) -> bool:
+    return job.kind == JobKind.SERVING
 
 
 def stored_results(job_id: int) -> list[StoredResult]:

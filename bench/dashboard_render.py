@@ -50,7 +50,9 @@ def populate() -> list[int]:
     result_jobs = []
     spec = SweepSpec(precisions=tuple(Precision), batch_sizes=tuple(range(1, 11)))
     for _ in range(CONFIGS // len(spec.configurations())):
-        job = job_store.create_job(model.id, spec.to_dict(), total=len(spec.configurations()))
+        job = job_store.create_job(
+            model.id, spec.to_dict(), total=len(spec.configurations()), kind="sweep"
+        )
         for config in spec.configurations():
             save_synthetic_result(job.id, config, rng.gamma(20.0, 0.05, SAMPLES))
         result_jobs.append(job.id)
@@ -60,6 +62,7 @@ def populate() -> list[int]:
         session.add_all(
             Job(
                 model_id=model.id,
+                kind="sweep",
                 spec=small,
                 state=states[i % len(states)].value,
                 progress_total=1,

@@ -15,10 +15,11 @@ from backend.errors import UserError
 from backend.jobs.knee import knee_summary
 from backend.models import library
 from backend.queue import jobs, progress
-from backend.records import JobKind, JobRow, JobState, is_serving, job_kind, utcnow
+from backend.records import JobKind, JobRow, JobState, is_serving, utcnow
 from backend.reporting import profilecharts
 from backend.reporting.metrics import pick
 from backend.results import StoredResult, fp32_baseline
+from backend.specs import SweepSpec
 from pages.access import can, guarded
 from pages.components.baselines import baseline_control, drift_flags
 from pages.components.formatting import fmt_duration, plain
@@ -200,8 +201,9 @@ def hottest_nodes(profile: Profile, model_id: int, result_id: int) -> None:
     )
 
 
-def mixed_search(job: JobRow, stored: list[StoredResult]) -> None:
-    """One click: search the fastest INT8/FP32 mix meeting a bound, as a new job (editors)."""
+def mixed_search(job: JobRow, spec: SweepSpec | None, stored: list[StoredResult]) -> None:
+    """One click: search the fastest INT8/FP32 mix meeting a bound, as a new job (editors);
+    `spec` is the job's sweep (None: not a sweep, or one that can no longer be read)."""
     int8 = [
         s
         for s in stored
@@ -209,7 +211,7 @@ def mixed_search(job: JobRow, stored: list[StoredResult]) -> None:
         and s.configuration.precision.value == "int8_static"
         and s.configuration.backend == "onnxruntime"
     ]
-    if not int8 or job.spec.get("search_bound"):
+    if spec is None or not int8 or spec.search_bound:
         return
     with st.expander("Mixed precision: search the fastest INT8/FP32 mix"):
         st.caption(
@@ -350,13 +352,13 @@ def job_detail(job_id: int) -> None:
                 "from_job": str(job.id),
             },
         )
-    if state.done and is_serving(job.spec):  # a serving study: its points are drawn on Serve
+    if state.done and is_serving(job):  # a serving study: its points are drawn on Serve
         actions[2].page_link(
             "pages/serve.py", label="Open on Serve", icon="🚀", query_params={"study": job.id}
         )
     elif state.done:
         views = {JobKind.GENERATION: "generation", JobKind.REGRESSION: "regression"}
-        view = views.get(job_kind(job.spec))
+        view = views.get(job.kind)  # a kind this version does not know: the plain view
         generation = {"view": view} if view else {}
         actions[2].page_link(
             "pages/compare.py",
@@ -375,7 +377,7 @@ def job_detail(job_id: int) -> None:
     profile_views(
         job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")], job.model_id
     )
-    mixed_search(job, stored)
+    mixed_search(job, spec, stored)
     with st.expander("Log", expanded=job.state == JobState.FAILED):
         events = jobs.job_events(job.id)
         if not events:

@@ -73,6 +73,8 @@ class Job(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
     state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED.value, index=True)
+    # what it runs (backend/jobs/kinds.py); its spec is read by that kind's typed class (0012)
+    kind: Mapped[str] = mapped_column(String(16), server_default="sweep")
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     label: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())

@@ -120,10 +120,6 @@ def point_key(variant: str, runtime: str, point: tuple[int, int, int]) -> str:
     return f"{variant}|{runtime}|{','.join(map(str, point))}"
 
 
-def is_generation(spec: dict[str, Any]) -> bool:
-    return spec.get("kind") == KIND
-
-
 def check_text(data: bytes, filename: str) -> None:
     """An uploaded perplexity text: not empty, under OPTIBOARD_PERPLEXITY_TEXT_MB, UTF-8."""
     name = Path(filename).name
@@ -223,6 +219,7 @@ def submit_generation(
         label=label or f"generation: {variants}",
         unit="generation points",
         submitted_by=current_actor(),
+        kind=KIND,
     )
 
 

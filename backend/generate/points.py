@@ -10,6 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend import pricing
+from backend.generate.jobspec import GenerationJobSpec
+from backend.knobs.serialize import field_from_json
 from backend.reporting.charts import (
     apply_layout,
     escaped,
@@ -106,7 +108,8 @@ def generation_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.Data
     for job_id in job_ids:
         job = job_store.get_job(job_id)
         models[job_id] = names.get(job.model_id, f"model {job.model_id}") if job else "?"
-        price[job_id] = pricing.price_for(table, str(job.spec.get("device", "cpu")) if job else "")
+        device = field_from_json(GenerationJobSpec, job.spec, "device") if job else ""
+        price[job_id] = pricing.price_for(table, device)
     rows = []
     for p in point_store.list_points(job_ids, kind=point_store.GENERATION):
         row = _row(p.job_id, models[p.job_id], p.id, p.point_key, p.payload)

@@ -1,16 +1,18 @@
-"""The registry of job kinds: what a claimed job runs, looked up by the kind its spec names.
+"""The registry of job kinds: what a claimed job runs, looked up by its row's kind column.
 
-A job's kind is stored where it always was, as the spec's "kind" key (a sweep's spec has none),
-so every job queued before this registry existed runs as it did. Registering a kind is one entry
-in KINDS and its module, whose object has the public interface of `Kind`; the loader imports
-the module only when a job of that kind runs (the serving stack costs a worker about a second
-at start otherwise).
+The kind is a column of the jobs table (storage/migrations 0012 filled it for every older job
+from its spec's "kind" key; a spec without one was a sweep). Each kind's spec is read only by
+its typed class (SweepSpec, ServingStudy, GenerationJobSpec, RegressionSpec), which still writes
+"kind" into the spec for older workers; nothing reads it from there. Registering a kind is one
+entry in KINDS and its module, whose object has the public interface of `Kind`; the loader
+imports the module only when a job of that kind runs (the serving stack costs a worker about a
+second at start otherwise).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from backend.errors import UserError
 from backend.jobs.context import JobContext, JobOutcome
@@ -21,7 +23,7 @@ from storage.repo.jobs import JobRow
 class Kind(Protocol):
     """One kind of job, as the worker and the launchers use it."""
 
-    name: str  # as stored in the spec's "kind" key
+    name: str  # as stored in the job's kind column
     launchers: tuple[str, ...]  # the launchers that can run it (backend/jobs/launchers.py)
 
     def run(self, context: JobContext) -> JobOutcome:
@@ -65,18 +67,12 @@ KINDS: dict[str, Callable[[], Kind]] = {
 }
 
 
-def kind_name(spec: dict[str, Any]) -> str:
-    """The kind a stored spec names; a spec without one is a sweep (every sweep ever stored)."""
-    return str(spec.get("kind") or JobKind.SWEEP.value)
-
-
 def kind_of(job: JobRow) -> Kind:
     """The job's kind, or one sentence when this worker does not know it."""
-    name = kind_name(job.spec)
-    load = KINDS.get(name)
+    load = KINDS.get(job.kind)
     if load is None:
         raise UserError(
-            f"This worker does not run jobs of kind {name!r} (it runs {', '.join(KINDS)}); "
+            f"This worker does not run jobs of kind {job.kind!r} (it runs {', '.join(KINDS)}); "
             "update the worker to this version of Optiboard and retry the job."
         )
     return load()

@@ -12,7 +12,7 @@ from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.jobs.context import JobOutcome
 from backend.jobs.regressspec import MIN_ROUNDS, RegressionSpec, submit_regression
-from backend.records import JobRow, get_job, stored_results
+from backend.records import JobKind, JobRow, get_job, stored_results
 from backend.reporting import regression as stats
 from backend.reporting.text import table
 from backend.runtimeenvs import DEFAULT, describe
@@ -52,7 +52,7 @@ def report(job_id: int) -> str:
     from backend.jobs.regressview import pair_rows, text_report
 
     job = get_job(job_id)
-    if job.spec.get("kind") != RegressionSpec.kind:
+    if job.kind != JobKind.REGRESSION:
         raise UserError(f"Job {job_id} is not a regression check; `optiboard show {job_id}`.")
     spec = RegressionSpec.from_dict(job.spec)
     stored = stored_results(job_id)

@@ -200,5 +200,10 @@ def submit_regression(
         f", {len(models)} models" if len(models) > 1 else ""
     )
     return job_store.create_job(
-        models[0], spec.to_dict(), total=total, label=label, submitted_by=current_actor()
+        models[0],
+        spec.to_dict(),
+        total=total,
+        label=label,
+        submitted_by=current_actor(),
+        kind=KIND,
     )

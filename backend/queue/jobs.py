@@ -15,7 +15,7 @@ from backend.errors import UserError
 from backend.knobs.links import CUSTOM_MEASURE, from_query, to_query  # noqa: F401 (pages read it)
 from backend.models.library import get_model
 from backend.pricing import or_default
-from backend.records import get_job, stored_results
+from backend.records import JobKind, get_job, stored_results
 from backend.runtimeenvs import DEFAULT, ready_env
 from backend.runtimes import RUNTIMES
 from backend.specs import SAME_SET, Precision, SweepSpec
@@ -49,7 +49,12 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
     caps.check_queued()
     spec = replace(spec, prices=or_default(spec.prices))  # stored: a link prices it the same
     return job_store.create_job(
-        model_id, spec.to_dict(), total=len(configurations), label=label, submitted_by=actor()
+        model_id,
+        spec.to_dict(),  # no "kind" key: a sweep's spec never had one
+        total=len(configurations),
+        label=label,
+        submitted_by=actor(),
+        kind=JobKind.SWEEP.value,
     )
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from backend.errors import UserError, last_line
 from backend.queue import jobs
-from backend.records import JobKind, JobRow, JobState, is_serving, job_kind, utcnow
+from backend.records import JobKind, JobRow, JobState, job_kind, utcnow
 from backend.reporting import distance
 from backend.reporting.frames import ran_on
 from backend.results import ConfigurationResult
@@ -137,13 +137,15 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[Configur
     """The job's sweep and each configuration's state, in the sweep's order; for a serving
     study no sweep, and one row per load point.
 
-    Raises UserError when the stored sweep can no longer be read (an older format).
+    Raises UserError when the stored sweep can no longer be read (an older format) or the job
+    is of a kind this version does not know.
     """
-    if is_serving(job.spec):
+    kind = job_kind(job)
+    if kind == JobKind.SERVING:
         return None, _serving_progress(job)
-    if job_kind(job.spec) == JobKind.GENERATION:
+    if kind == JobKind.GENERATION:
         return None, _generation_progress(job)
-    if job_kind(job.spec) == JobKind.REGRESSION:
+    if kind == JobKind.REGRESSION:
         return None, _regression_progress(job)
     try:
         spec = jobs.spec_of(job)

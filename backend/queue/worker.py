@@ -24,7 +24,7 @@ from backend.errors import UserError
 from backend.host import describe_environment
 from backend.jobs import prometheus
 from backend.jobs.context import JobContext, JobOutcome, OnResult
-from backend.jobs.kinds import kind_name, kind_of
+from backend.jobs.kinds import kind_of
 from backend.jobs.launchers import launcher_for
 from backend.jobs.lease import Backoff, LeaseKeeper
 from backend.queue.worker_args import add_worker_arguments
@@ -125,7 +125,7 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
             started = time.monotonic()
             outcome = JobRunner(worker_id, lease_seconds).run(job)
             seconds = time.monotonic() - started
-            prometheus.WORKER.job_finished(outcome.state, seconds, kind=kind_name(job.spec))
+            prometheus.WORKER.job_finished(outcome.state, seconds, kind=job.kind)
             log.info("job %s %s", job.id, outcome.state.value)
             processed += 1
         except DatabaseUnavailable as exc:

@@ -14,7 +14,7 @@ import numpy as np
 
 from backend import pricing
 from backend.knobs.serialize import field_from_json
-from backend.records import JobKind, JobRow, job_kind
+from backend.records import JobKind, JobRow
 from backend.reporting import metrics
 from backend.results import ResultStatus
 from backend.specs import SweepSpec
@@ -28,8 +28,8 @@ COST_COLUMNS = ("price_per_hour", "priced_as", "cost_per_million")
 def job_prices(job: JobRow | None) -> pricing.Prices:
     """The prices a sweep was queued with (older sweeps: OPTIBOARD_PRICE_PER_HOUR); only that
     field of the stored spec is read, and checked as SweepSpec checks it."""
-    sweep = job is not None and job_kind(job.spec) == JobKind.SWEEP
-    stored = field_from_json(SweepSpec, job.spec, "prices") if sweep else ()
+    sweep = job is not None and job.kind == JobKind.SWEEP
+    stored = field_from_json(SweepSpec, job.spec, "prices") if job is not None and sweep else ()
     return pricing.or_default(pricing.checked(stored) if stored else ())
 
 

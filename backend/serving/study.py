@@ -199,6 +199,7 @@ def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -
         label=label,
         unit="load points",
         submitted_by=current_actor(),
+        kind=KIND,
     )
 
 
@@ -236,7 +237,7 @@ def runtime_labels(points: list[LoadPoint]) -> list[str]:
     return sorted({p.runtime_label for p in points if p.runtime_label})
 
 
-def runtime_line(job_id: int, spec: dict[str, Any]) -> str:
+def runtime_line(job: JobRow) -> str:
     """`optiboard show`'s line for a study: the environment it asked for, what its points ran."""
-    ran = ", ".join(runtime_labels(study_points(job_id).points)) or "no load point stored yet"
-    return f"runtime environment {ServingStudy.from_dict(spec).runtime_env}: {ran}"
+    ran = ", ".join(runtime_labels(study_points(job.id).points)) or "no load point stored yet"
+    return f"runtime environment {ServingStudy.from_dict(job.spec).runtime_env}: {ran}"

@@ -270,7 +270,7 @@ def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> 
 def study_of(job_id: int) -> ServingStudy:
     """The study a job holds (its SLO is the page's default bound)."""
     job = job_store.get_job(job_id)
-    if job is None or not is_serving(job.spec):
+    if job is None or not is_serving(job):
         raise UserError(f"Job #{job_id} is not a serving study; pick one from the list.")
     return ServingStudy.from_dict(job.spec)
 

@@ -9,7 +9,7 @@ from backend import baselines
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
-from backend.records import JobKind, JobRow, JobState, job_kind
+from backend.records import JobKind, JobRow, JobState
 from backend.runtimeenvs import describe
 from pages.access import can, guarded
 from pages.components.formatting import plain
@@ -68,16 +68,16 @@ def drift_flags(key: str) -> None:
 
 def baseline_control(job: JobRow) -> None:
     """Pin / unpin a succeeded sweep and re-run a pinned one; the drift of this job's re-runs."""
-    if job_kind(job.spec) != JobKind.SWEEP or job.state != JobState.SUCCEEDED:
+    if job.kind != JobKind.SWEEP or job.state != JobState.SUCCEEDED:
         return
     pinned = baselines.is_pinned(job.id)
-    baseline_of = job.spec.get("baseline_of")
+    baseline_of = baselines.baseline_of(job)
     title = "Baseline · pinned" if pinned else "Baseline"
     with st.expander(title, expanded=bool(pinned or baseline_of)):
         if baseline_of:
-            st.markdown(f"A re-run of baseline job {int(baseline_of)}.")
+            st.markdown(f"A re-run of baseline job {baseline_of}.")
             try:
-                drift_table(baselines.drift(int(baseline_of), job.id), f"drift-of-{job.id}")
+                drift_table(baselines.drift(baseline_of, job.id), f"drift-of-{job.id}")
             except UserError as exc:  # the baseline went with its model
                 show_error(exc)
         allowed = can(Permission.SUBMIT)
@@ -96,7 +96,7 @@ def baseline_control(job: JobRow) -> None:
         if not pinned:
             return
         names = [e["name"] for e in describe() if e["state"] == "ready"]
-        own = job.spec.get("runtime_env") or "default"
+        own = baselines.env_of(job)
         env = cols[1].selectbox(
             "Environment",
             names,

@@ -32,7 +32,8 @@ class JobRow:
     id: int
     model_id: int
     state: JobState
-    spec: dict[str, Any]
+    kind: str  # what it runs; backend/records.JobKind names the kinds
+    spec: dict[str, Any]  # read only by the kind's typed class (SweepSpec.from_dict, ...)
     label: str | None
     created_at: datetime
     started_at: datetime | None
@@ -65,6 +66,7 @@ def create_job(
     model_id: int,
     spec: dict[str, Any],
     total: int,
+    kind: str,  # required: no creator leaves a job to the column's default by forgetting it
     label: str | None = None,
     max_attempts: int = 3,
     unit: str = "configurations",
@@ -75,6 +77,7 @@ def create_job(
         job = Job(
             submitted_by=submitted_by,
             model_id=model_id,
+            kind=kind,
             spec=spec,
             label=label,
             progress_total=total,
@@ -364,12 +367,12 @@ def is_cancel_requested(job_id: int) -> bool:
 
 
 def retry_job(job_id: int, submitted_by: str | None = None) -> JobRow:
-    """Queue a new job with the same model and spec as a finished one, credited to who retried."""
+    """Queue a new job with the same model, kind and spec as a finished one, for who retried."""
     old = get_job(job_id)
     if old is None:
         raise LookupError(f"no job {job_id}")
     return create_job(
-        old.model_id, old.spec, old.progress_total, label=old.label, submitted_by=submitted_by
+        old.model_id, old.spec, old.progress_total, old.kind, old.label, submitted_by=submitted_by
     )
 
 

@@ -107,12 +107,14 @@ def test_a_jobs_prices_are_read_alone_from_its_stored_spec_as_the_whole_spec_rea
     old = json.loads((Path(__file__).parent / "data" / "stored_41aae78.json").read_text())
     specs = [*old["sweep_specs"], SweepSpec(prices="cpu=0.4,a100=2.5").to_dict()]
     for spec in specs:
-        job = job_store.create_job(model.id, spec, total=1)
+        job = job_store.create_job(model.id, spec, total=1, kind="sweep")
         whole = SweepSpec.from_dict(job.spec).prices
         assert cost.job_prices(job) == pricing.or_default(whole)
     assert cost.job_prices(job) == (("cpu", 0.4), ("a100", 2.5))
-    assert cost.job_prices(job_store.create_job(model.id, old["sweep_specs"][0], total=1)) == (
-        ("cpu", 0.25),
+    assert cost.job_prices(
+        job_store.create_job(model.id, old["sweep_specs"][0], total=1, kind="sweep")
+    ) == (("cpu", 0.25),)
+    other = job_store.create_job(
+        model.id, {"kind": "regression", "env_b": "x"}, total=1, kind="regression"
     )
-    other = job_store.create_job(model.id, {"kind": "regression", "env_b": "x"}, total=1)
     assert cost.job_prices(other) == (("cpu", 0.25),) and cost.job_prices(None) == (("cpu", 0.25),)

@@ -105,7 +105,7 @@ def test_viewers_cannot_queue_a_study_and_editors_can(data_dir: Path, mlp_path: 
     at.selectbox(key="study_env").set_value("ort-1.31")  # made by scripts/test
     at.button(key="submit_study").click().run()
     assert not at.exception
-    (job,) = [j for j in jobs.list_jobs() if is_serving(j.spec)]
+    (job,) = [j for j in jobs.list_jobs() if is_serving(j)]
     study = ServingStudy.from_dict(job.spec)
     assert [load.concurrency for load in study.loads] == [2, 8]
     assert [p.max_queue_delay_us for p in study.policies] == [0, 1000]

@@ -26,7 +26,7 @@ model = models.create_model(
     name="m", sha256="a" * 64, format="onnx", size_bytes=1, metadata={},
     artifacts=[models.NewArtifact("original", "a" * 64, 1, "m.onnx")],
 )
-jobs.create_job(model.id, {}, total=1)
+jobs.create_job(model.id, {}, total=1, kind="sweep")
 audit.close_entry(audit.open_entry("alice", "delete model", "m", {}), "done")
 jobs.log_event(None, "written under faketime")
 """

@@ -1,28 +1,34 @@
 """Migrations on a real SQLite file that holds data: 0003 keeps latency in the payload, 0011
-keeps the configuration there (on a real PostgreSQL server too)."""
+keeps the configuration there, 0012 reads each job's kind out of its spec (the last two on a
+real PostgreSQL server too)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import Connection, create_engine, inspect, text
 
 import settings
+from backend.records import JobKind, job_kind
 from backend.results import ConfigurationResult, StoredResult
+from storage import db
 from storage.db import MIGRATIONS_DIR
+from storage.repo import jobs as job_store
 from storage.repo import results as result_store
 
 LATENCY = {"p50": 1.5, "p90": 2.0, "p99": 3.0}
 
 
-def _migrate(url: str, revision: str, down: bool = False) -> None:
+def _migrate(url: str, revision: str, down: bool = False, make: Callable = create_engine) -> None:
+    """make=storage.db.make_engine runs it as the app connects (SQLite's foreign keys on)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    engine = create_engine(url)  # foreign keys off: the seeded result has no job row
+    engine = make(url)  # create_engine: foreign keys off, the seeded result has no job row
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         (command.downgrade if down else command.upgrade)(config, revision)
@@ -87,6 +93,17 @@ def test_0010_adds_baselines_and_downgrades_without_them(tmp_path: Path) -> None
     assert "baselines" not in inspect(create_engine(url)).get_table_names()
 
 
+def _insert_model(conn: Connection) -> None:
+    conn.execute(
+        text(
+            "INSERT INTO models (id, name, sha256, format, size_bytes, inputs, outputs, "
+            "op_histogram, parameter_count, node_count, warnings, created_at) VALUES "
+            "(1, 'm', :sha, 'onnx', 1, '[]', '[]', '{}', 0, 0, '[]', '2026-01-01')"
+        ),
+        {"sha": "a" * 64},
+    )
+
+
 # a result stored by the code of 41aae78 (tests/backend/data/make_stored_41aae78.py wrote it)
 OLD = json.loads(
     (Path(__file__).parents[1] / "backend" / "data" / "stored_41aae78.json").read_text()
@@ -102,14 +119,7 @@ def _seed_old_rows(url: str, revision: str) -> dict[int, ConfigurationResult]:
     rows = {1: payload, 2: {**payload, "config_key": "other"}, 3: {**bare, "config_key": "bare"}}
     engine = create_engine(url)
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO models (id, name, sha256, format, size_bytes, inputs, outputs, "
-                "op_histogram, parameter_count, node_count, warnings, created_at) VALUES "
-                "(1, 'm', :sha, 'onnx', 1, '[]', '[]', '{}', 0, 0, '[]', '2026-01-01')"
-            ),
-            {"sha": "a" * 64},
-        )
+        _insert_model(conn)
         conn.execute(
             text(
                 "INSERT INTO jobs (id, model_id, state, spec, created_at, attempts, "
@@ -171,12 +181,60 @@ def test_0011_keeps_the_configuration_once_and_old_rows_read_the_same(
     ] * 3
 
 
+SERVING_SPEC = {"kind": "serving", "slo_p99_ms": 50.0}  # as a study's spec carries it
+SWEEP_SPEC = {"precisions": ["fp32"], "batch_sizes": [1]}  # a sweep's: no kind key, ever
+
+
+def test_0012_moves_each_jobs_kind_from_its_spec_to_a_column(database: str) -> None:
+    """A database at 0011 holding a serving study (its spec says "kind": "serving") and a sweep
+    (its spec names no kind) is upgraded on first use, as the app does (foreign keys on): the
+    column holds "serving" and "sweep", the specs keep what they held (older workers read the
+    study's kind there), and the jobs' events stay. Downgrade, foreign keys on too, drops the
+    column in place: nothing cascades away."""
+    url = settings.database_url()
+    _migrate(url, "0011_configuration_once")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        _insert_model(conn)
+        for job_id, spec in ((1, SERVING_SPEC), (2, SWEEP_SPEC)):
+            conn.execute(
+                text(
+                    "INSERT INTO jobs (id, model_id, state, spec, created_at, attempts, "
+                    "max_attempts, progress_done, progress_total, cancel_requested) VALUES "
+                    "(:id, 1, 'succeeded', :spec, '2026-01-01', 1, 3, 1, 1, false)"
+                ),
+                {"id": job_id, "spec": json.dumps(spec)},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO events (job_id, level, message, created_at) VALUES "
+                    "(:id, 'info', 'queued 1 configurations', '2026-01-01')"
+                ),
+                {"id": job_id},
+            )
+    engine.dispose()
+
+    jobs = {j.id: j for j in job_store.list_jobs()}  # the first use upgrades to head
+    assert {i: j.kind for i, j in jobs.items()} == {1: "serving", 2: "sweep"}
+    assert (job_kind(jobs[1]), job_kind(jobs[2])) == (JobKind.SERVING, JobKind.SWEEP)
+    assert (jobs[1].spec, jobs[2].spec) == (SERVING_SPEC, SWEEP_SPEC)
+    assert len(job_store.list_events()) == 2
+
+    _migrate(url, "0011_configuration_once", down=True, make=db.make_engine)
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        columns = {c["name"] for c in inspect(conn).get_columns("jobs")}
+        events = conn.execute(text("SELECT count(*) FROM events")).scalar_one()
+        specs = conn.execute(text("SELECT spec FROM jobs ORDER BY id")).scalars().all()
+    engine.dispose()
+    assert "kind" not in columns and events == 2
+    assert [json.loads(s) if isinstance(s, str) else s for s in specs] == [SERVING_SPEC, SWEEP_SPEC]
+
+
 def test_head_revision_is_the_newest_migration_and_a_migrated_database_is_recognised(
     tmp_path: Path,
 ) -> None:
     from alembic.script import ScriptDirectory
-
-    from storage import db
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))

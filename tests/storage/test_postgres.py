@@ -22,7 +22,7 @@ def test_schema_queue_and_results_work_on_postgresql(postgres_url: str) -> None:
         metadata={"opset": 17},
         artifacts=[model_store.NewArtifact("original", "b" * 64, 1, "m.onnx")],
     )
-    job = job_store.create_job(model.id, {"precisions": ["fp32"]}, total=2)
+    job = job_store.create_job(model.id, {"precisions": ["fp32"]}, total=2, kind="sweep")
     claimed = job_store.claim_job("w1", 30)
     assert claimed.id == job.id and claimed.state == JobState.RUNNING
     assert job_store.claim_job("w2", 30) is None
@@ -42,8 +42,8 @@ def test_claim_skips_a_job_row_another_transaction_has_locked(postgres_url: str)
     model = model_store.create_model(
         name="pg", sha256="b" * 64, format="onnx", size_bytes=1, metadata={}, artifacts=[]
     )
-    first = job_store.create_job(model.id, {}, total=1)
-    second = job_store.create_job(model.id, {}, total=1)
+    first = job_store.create_job(model.id, {}, total=1, kind="sweep")
+    second = job_store.create_job(model.id, {}, total=1, kind="sweep")
     locked, release = threading.Event(), threading.Event()
 
     def hold_lock() -> None:

@@ -32,7 +32,7 @@ def test_migrations_create_exactly_the_schema_the_models_declare(data_dir: Path)
 
 
 def test_two_claims_of_one_job_give_it_to_one_worker(data_dir: Path) -> None:
-    job = job_store.create_job(model_row().id, {}, total=1)
+    job = job_store.create_job(model_row().id, {}, total=1, kind="sweep")
     first = job_store.claim_job("w1", 30)
     second = job_store.claim_job("w2", 30)
     assert first is not None and first.id == job.id and first.worker_id == "w1"
@@ -41,7 +41,7 @@ def test_two_claims_of_one_job_give_it_to_one_worker(data_dir: Path) -> None:
 
 
 def test_saving_a_result_twice_keeps_the_first_row_and_counts_progress(data_dir: Path) -> None:
-    job = job_store.create_job(model_row().id, {}, total=2)
+    job = job_store.create_job(model_row().id, {}, total=2, kind="sweep")
     payload = {"config_key": "k1", "configuration": {}, "status": "ok", "latency": {"p50": 2.0}}
     assert result_store.save_result(job.id, payload, [1.0, 2.0, 3.0]) is not None
     assert result_store.save_result(job.id, {**payload, "latency": {"p50": 1.5}}, [1.5]) is None
@@ -53,7 +53,7 @@ def test_saving_a_result_twice_keeps_the_first_row_and_counts_progress(data_dir:
 
 def test_deleting_a_model_whose_job_runs_is_refused_and_changes_nothing(data_dir: Path) -> None:
     model = model_row()
-    job = job_store.create_job(model.id, {}, total=1)
+    job = job_store.create_job(model.id, {}, total=1, kind="sweep")
     job_store.claim_job("w1", 30)
     with pytest.raises(model_store.ModelInUse):
         model_store.delete_model(model.id)
@@ -79,9 +79,9 @@ def test_linking_an_artifact_to_a_deleted_model_fails_once_without_recursion(
 
 def test_cancel_queued_is_immediate_and_running_is_a_request(data_dir: Path) -> None:
     model = model_row()
-    queued = job_store.create_job(model.id, {}, total=1)
+    queued = job_store.create_job(model.id, {}, total=1, kind="sweep")
     assert job_store.cancel_job(queued.id) == JobState.CANCELLED
-    running = job_store.create_job(model.id, {}, total=1)
+    running = job_store.create_job(model.id, {}, total=1, kind="sweep")
     job_store.claim_job("w1", 30)
     assert job_store.cancel_job(running.id) == JobState.RUNNING
     assert job_store.is_cancel_requested(running.id)
@@ -89,7 +89,7 @@ def test_cancel_queued_is_immediate_and_running_is_a_request(data_dir: Path) -> 
 
 
 def test_finish_by_a_worker_that_lost_the_lease_is_refused(data_dir: Path) -> None:
-    job = job_store.create_job(model_row().id, {}, total=1)
+    job = job_store.create_job(model_row().id, {}, total=1, kind="sweep")
     job_store.claim_job("w1", lease_seconds=-1)
     job_store.claim_job("w2", lease_seconds=30)
     assert not job_store.finish_job(job.id, JobState.SUCCEEDED, worker_id="w1")
@@ -109,7 +109,7 @@ def test_deleting_a_model_removes_jobs_results_and_unshared_blobs(data_dir: Path
         metadata={},
         artifacts=[model_store.NewArtifact("original", blob.sha256, 7, "m.onnx")],
     )
-    job = job_store.create_job(model.id, {}, total=1)
+    job = job_store.create_job(model.id, {}, total=1, kind="sweep")
     result_store.save_result(job.id, {"config_key": "k", "configuration": {}, "status": "ok"}, [1])
     model_store.delete_model(model.id, store=store)
     assert model_store.list_models() == [] and job_store.list_jobs() == []

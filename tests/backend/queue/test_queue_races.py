@@ -67,7 +67,7 @@ def _claim_and_cancel_at_once(job_id: int) -> tuple[job_store.JobRow | None, Job
 def test_claim_and_cancel_racing_never_overwrite_each_other(database: str) -> None:
     model = model_row()
     for _ in range(12):
-        job_id = job_store.create_job(model.id, {}, total=1).id
+        job_id = job_store.create_job(model.id, {}, total=1, kind="sweep").id
         claimed, cancel_outcome = _claim_and_cancel_at_once(job_id)
         final = job_store.get_job(job_id)
         if claimed is not None:  # the claim won: the cancel became a request
@@ -79,7 +79,7 @@ def test_claim_and_cancel_racing_never_overwrite_each_other(database: str) -> No
 
 
 def test_expired_job_with_a_cancel_request_ends_cancelled(database: str) -> None:
-    job = job_store.create_job(model_row().id, {}, total=1)
+    job = job_store.create_job(model_row().id, {}, total=1, kind="sweep")
     claimed = job_store.claim_job("w1", lease_seconds=-1)  # its worker then stops answering
     assert job_store.cancel_job(job.id) == JobState.RUNNING
     assert job_store.claim_job("w2", 30) is None
@@ -90,7 +90,7 @@ def test_expired_job_with_a_cancel_request_ends_cancelled(database: str) -> None
 
 
 def test_expired_lease_requeues_then_fails_after_max_attempts(database: str) -> None:
-    job = job_store.create_job(model_row().id, {}, total=1, max_attempts=2)
+    job = job_store.create_job(model_row().id, {}, total=1, max_attempts=2, kind="sweep")
     assert job_store.claim_job("w1", lease_seconds=-1).id == job.id  # lease already expired
     again = job_store.claim_job("w2", lease_seconds=-1)
     assert again.id == job.id and again.attempts == 2 and again.worker_id == "w2"
@@ -103,7 +103,7 @@ def test_expired_lease_requeues_then_fails_after_max_attempts(database: str) -> 
 def test_worker_that_lost_its_lease_writes_nothing_and_no_result_is_replaced(
     database: str,
 ) -> None:
-    job = job_store.create_job(model_row().id, {}, total=2)
+    job = job_store.create_job(model_row().id, {}, total=2, kind="sweep")
     old = job_store.lease_of(job_store.claim_job("w1", lease_seconds=-1))
     new = job_store.lease_of(job_store.claim_job("w1", lease_seconds=30))  # same worker, again
     assert (old.attempt, new.attempt) == (1, 2)
@@ -120,7 +120,7 @@ def test_worker_that_lost_its_lease_writes_nothing_and_no_result_is_replaced(
 
 def test_deleting_a_model_while_its_job_runs_is_refused_in_one_sentence(database: str) -> None:
     model = model_row("busy")
-    job = job_store.create_job(model.id, {}, total=1)
+    job = job_store.create_job(model.id, {}, total=1, kind="sweep")
     job_store.claim_job("w1", 30)
     with pytest.raises(UserError, match=r"^Model busy has a running job; cancel it .*\.$"):
         library.delete_model(model.id)
@@ -129,7 +129,7 @@ def test_deleting_a_model_while_its_job_runs_is_refused_in_one_sentence(database
 
 
 def test_lease_keeper_holds_a_lease_through_a_long_blocking_step(data_dir: Path) -> None:
-    job_store.create_job(model_row().id, {}, total=1)
+    job_store.create_job(model_row().id, {}, total=1, kind="sweep")
     lease = job_store.lease_of(job_store.claim_job("w1", lease_seconds=1.0))
     with LeaseKeeper(lease, lease_seconds=1.0, every_s=0.2) as keeper:
         time.sleep(2.0)  # stands for a copy that blocks the worker longer than the lease
