@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.db import data_dir
+from settings import data_dir
 
 CHUNK = 1 << 20
 _held = threading.local()  # lock files this thread holds, so `locked` can nest

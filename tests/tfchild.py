@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
+from backend.launch.childmain import skip_unused_imports  # as the product's children do
 from tests.spawning import plain_main  # after a page test, __main__ is app.py: not re-run
 
 T = TypeVar("T")
@@ -35,7 +36,9 @@ def in_child(function: Callable[..., T], *args: Any) -> T:
     global _POOL
     if _POOL is None:
         context = multiprocessing.get_context("spawn")
-        _POOL = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        _POOL = ProcessPoolExecutor(
+            max_workers=1, mp_context=context, initializer=skip_unused_imports
+        )
     with plain_main():  # the child starts at the first submit
         future = _POOL.submit(function, *args)
     try:

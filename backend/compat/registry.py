@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import settings
-from storage.db import data_dir
 
 ROOT = settings.PROJECT_ROOT
 INT_MAX = 2147483647
@@ -88,7 +87,7 @@ def installed_runtime() -> tuple[str, str] | None:
 
 
 def cache_dir() -> Path:
-    return data_dir() / "cache"
+    return settings.data_dir() / "cache"
 
 
 def _from_json(payload: dict[str, Any]) -> KernelRegistry:

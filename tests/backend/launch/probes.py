@@ -69,3 +69,17 @@ def isolation(paths: list[str]) -> dict[str, object]:
         "writable": writable,
         "root": sorted(os.listdir("/root")) if os.path.isdir("/root") else None,
     }
+
+
+def optional_imports() -> dict[str, bool]:
+    """What keras and transformers see of scikit-learn here: whether it can be found, and
+    whether importing it works (keras catches the ImportError)."""
+    import importlib.util
+
+    try:
+        import sklearn  # noqa: F401
+    except ImportError:
+        imported = False
+    else:
+        imported = True
+    return {"found": importlib.util.find_spec("sklearn") is not None, "imported": imported}

@@ -125,3 +125,15 @@ def test_run_module_returns_stdout_and_reports_a_crash() -> None:
     assert run_module("platform", "--terse", timeout_s=60, what="platform").startswith("Linux")
     with pytest.raises(RuntimeError, match=r"the probe crashed \(exit 2\)"):
         run_module("json.tool", "/no/such/file", timeout_s=60, what="the probe")
+
+
+def test_a_child_sees_scikit_learn_as_absent_though_it_is_installed() -> None:
+    """keras and transformers import it (and SciPy) only for optional wrappers; no child uses
+    it (backend/launch/childmain.UNUSED_IN_CHILDREN)."""
+    import importlib.util
+
+    from tests.backend.launch import probes
+
+    assert importlib.util.find_spec("sklearn") is not None  # installed: the answer means something
+    there = run_in_child(probes.optional_imports, timeout_s=60)
+    assert there.ok and there.value == {"found": False, "imported": False}
