@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from backend.serving.server import SHM_FOLDER, SHM_PREFIX
 
 TAG = "PYTEST_LEAK_TAG"
-# Set by scripts/test for the part that runs beside the serial lane: the lane's live Triton
-# regions are not that part's leftovers (and that part starts no Triton server; tests/tiers.py).
+# Set by scripts/test for the parts that run beside the serial lane (the parallel part, the
+# cluster lane): that lane's live Triton regions are not their leftovers (they start no Triton
+# server; tests/tiers.py).
 REGIONS_ELSEWHERE = "PYTEST_REGIONS_CHECKED_ELSEWHERE"
 SETTLE_S = 10.0  # a server stopped by the last test may still be exiting
 # Helpers of Python's own process pools: they exit with pytest, they do not outlive it.

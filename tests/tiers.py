@@ -7,9 +7,11 @@ with the reason. A listed name that matches no collected test fails the full run
 cannot quietly move a slow test into the fast tier. The lists come from `--durations` of a full
 run on the 2-core dev host (every listed test took a second or more there).
 
-How the full run spreads them (`scripts/test`): the tests marked `serial` run one at a time, in a
-lane of their own beside the rest, which run on pytest-xdist workers side by side; then the
-tests marked `alone` (also serial) run with nothing else. Serial are the tests that start
+How the full run spreads them (`scripts/test`): the tests marked `serial` run one at a time, in
+two lanes beside the rest, which run on pytest-xdist workers side by side: the `cluster` lane
+(the Ray cluster tests, each module with a cluster and a PostgreSQL server of its own) and the
+serial lane (every other serial test); then the tests marked `alone` (also serial) run with
+nothing else. Serial are the tests that start
 servers with waits or share host-wide state (Triton, a Ray cluster of three nodes, a browser
 driving a Streamlit server, /dev/shm): two of them at once would race for ports, memory or the
 same regions, and under a load of three they still finish. Alone are the ones whose assertions
@@ -221,6 +223,11 @@ SERIAL_TESTS = {
 }
 
 
+# Serial tests that share nothing with the other serial tests (no Triton, no browser, no /dev/shm;
+# their own Ray cluster and PostgreSQL): the second lane, beside the first.
+CLUSTER_LANE = "tests/backend/cluster/"
+
+
 def _reason(nodeid: str, fixtures: list[str]) -> str | None:
     module, _, name = nodeid.partition("::")
     if "[postgresql" in name:  # the same test parametrized over SQLite and a real PostgreSQL
@@ -264,6 +271,8 @@ def mark(items: list[pytest.Item], whole_suite: bool) -> None:
         if serial:
             item.add_marker(pytest.mark.serial(reason=serial))
             used.update(names)
+            if module.startswith(CLUSTER_LANE):
+                item.add_marker(pytest.mark.cluster(reason="the cluster lane: " + serial))
         alone = _alone_reason(item.nodeid)
         if alone:  # serial too (_serial_reason)
             item.add_marker(pytest.mark.alone(reason=alone))
