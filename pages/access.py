@@ -208,6 +208,10 @@ def sign_out_control(principal: Principal) -> None:
         st.session_state[SIGNED_OUT_KEY] = True
         if principal.via == Via.OIDC:
             st.logout()  # clears Streamlit's identity cookie, then the provider's session
+            # st.logout only queues the browser's redirect to the provider's end_session; a
+            # rerun started later in this run (the page asking who is looking) dropped it
+            # when the host was loaded, leaving the user signed in at the provider
+            st.stop()
         else:
             st.rerun()
 

@@ -206,9 +206,6 @@ ALONE_MODULES = {
 }
 
 ALONE_TESTS = {
-    # its sign-out twice landed on the app's root instead of the provider's end_session when the
-    # host was loaded (once beside 4 workers, once beside the parallel part); cause not found
-    "tests/e2e/test_signin.py::test_oidc_sign_in_round_trip_through_a_real_provider": "an OIDC sign-out that falls back to the root under load",  # noqa: E501
     "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "an A/A timing verdict",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_first_inference_is_timed_apart_from_the_steady_state": "a sleep's jitter",  # noqa: E501
