@@ -88,8 +88,9 @@ def _no_role(why: str = NO_ROLE) -> None:
     st.stop()
 
 
-def gate() -> Principal | None:
-    """Resolve who is looking and remember it for this run; None: show the sign-in form."""
+def gate(sync_cookie: bool = True) -> Principal | None:
+    """Resolve who is looking and remember it for this run; None: show the sign-in form.
+    `sync_cookie`: also post the session cookie's change, as app.py's call does once per run."""
     try:
         principal = _resolve()
     except UserError as exc:
@@ -98,7 +99,8 @@ def gate() -> Principal | None:
         st.stop()
     st.session_state[PRINCIPAL_KEY] = principal
     _record_upload_rights(principal)
-    _sync_session_cookie()
+    if sync_cookie:
+        _sync_session_cookie()
     return principal
 
 
@@ -120,10 +122,14 @@ def _post(path: str) -> None:
 
 def _sync_session_cookie() -> None:
     """Trade a fresh sign-in's ticket for the HttpOnly cookie, or delete it after sign-out
-    (serve.py's routes; backend/auth/sessions.py)."""
-    ticket = st.session_state.pop(TICKET_KEY, None)
-    if ticket:
+    (serve.py's routes; backend/auth/sessions.py). The ticket is posted on every run until the
+    browser has traded it: a rerun started later in a run drops what that run had queued, this
+    post included, and the sign-in would then not outlive a reload."""
+    ticket = st.session_state.get(TICKET_KEY)
+    if ticket and sessions.ticket_pending(ticket):
         _post(f"{sessions.START_PATH}?{urlencode({'ticket': ticket})}")
+    elif ticket:  # traded (or expired unused): nothing more to post
+        st.session_state.pop(TICKET_KEY, None)
     if st.session_state.pop(SIGNED_OUT_KEY, None):
         _post(sessions.END_PATH)
 

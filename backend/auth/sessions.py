@@ -90,6 +90,14 @@ def issue_ticket(session: Session | str, browser: str, now: float | None = None)
     return ticket
 
 
+def ticket_pending(ticket: str, now: float | None = None) -> bool:
+    """True while the ticket is issued, unexpired and not yet traded for its cookie."""
+    now = time.time() if now is None else now
+    with _lock:
+        found = _tickets.get(ticket)
+    return found is not None and found[0] > now
+
+
 def redeem(ticket: str, browser: str | None, now: float | None = None) -> str | None:
     """The cookie value for a valid ticket presented by the browser it was issued to, once, while
     its session is live.
