@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import statistics
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -143,7 +144,10 @@ def name_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
 def parse_trace(events: list[dict[str, Any]]) -> tuple[int, dict[str, dict[str, Any]]]:
     """(runs kept, {node name: {op, provider, calls, total_us}}) from ORT's JSON trace.
 
-    The first model_run is a warm-up (allocation, kernel choice) and is left out.
+    The first model_run is a warm-up (allocation, kernel choice) and is left out. A node's total
+    is its median call times its calls: one call stretched by another process on the host (a
+    50 ms preemption against a model of a fraction of a millisecond) would otherwise outweigh
+    every other run and move every node's share.
     """
     runs = sorted(
         (e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
@@ -151,6 +155,7 @@ def parse_trace(events: list[dict[str, Any]]) -> tuple[int, dict[str, dict[str, 
     )
     cutoff = runs[0]["ts"] + runs[0]["dur"] if len(runs) > 1 else -1
     nodes: dict[str, dict[str, Any]] = {}
+    durations: dict[str, list[float]] = {}
     for event in events:
         name = str(event.get("name", ""))
         if event.get("cat") != "Node" or not name.endswith("_kernel_time"):
@@ -164,7 +169,9 @@ def parse_trace(events: list[dict[str, Any]]) -> tuple[int, dict[str, dict[str, 
             {"op": args.get("op_name", "?"), "provider": args.get("provider", "?"), "calls": 0},
         )
         entry["calls"] += 1
-        entry["total_us"] = entry.get("total_us", 0.0) + float(event.get("dur", 0))
+        durations.setdefault(key, []).append(float(event.get("dur", 0)))
+    for key, entry in nodes.items():
+        entry["total_us"] = statistics.median(durations[key]) * entry["calls"]
     return max(len(runs) - 1, 1), nodes
 
 
@@ -317,6 +324,20 @@ def profile_model(
     runtime: str = "onnxruntime",
 ) -> Profile:
     """Open a profiling session of its own, run `runs` + 1 times, and map the trace to source."""
+    events, optimized = trace_events(model_path, options, feed, runs, runtime)
+    built = onnx.load(str(model_path), load_external_data=False)
+    native = onnxruntime_provider_name(options.configuration.provider)
+    return build_profile(events, native, optimized, source, built)
+
+
+def trace_events(
+    model_path: Path,
+    options: SessionOptions,
+    feed: dict[str, np.ndarray],
+    runs: int = PROFILE_RUNS,
+    runtime: str = "onnxruntime",
+) -> tuple[list[dict[str, Any]], onnx.ModelProto | None]:
+    """The runtime's trace of `runs` + 1 runs, and the graph it optimized (when it wrote one)."""
     with tempfile.TemporaryDirectory(prefix="optiboard-profile-") as tmp:
         optimized_path = Path(tmp) / "optimized.onnx"
         profiled = replace(
@@ -332,9 +353,7 @@ def profile_model(
             if optimized_path.is_file()
             else None
         )
-    built = onnx.load(str(model_path), load_external_data=False)
-    native = onnxruntime_provider_name(options.configuration.provider)
-    return build_profile(events, native, optimized, source, built)
+    return events, optimized
 
 
 MAX_STEM_BYTES = 120  # file names stop at 255 bytes; keys with node names go far past that
