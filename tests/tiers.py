@@ -11,14 +11,13 @@ How the full run spreads them (`scripts/test`): the tests marked `serial` run on
 two lanes beside the rest, which run on pytest-xdist workers side by side: the `cluster` lane
 (the Ray cluster tests, each module with a cluster and a PostgreSQL server of its own) and the
 serial lane (every other serial test); then the tests marked `alone` (also serial) run with
-nothing else. Serial are the tests that start
-servers with waits or share host-wide state (Triton, a Ray cluster of three nodes, a browser
-driving a Streamlit server, /dev/shm): two of them at once would race for ports, memory or the
-same regions, and under a load of three they still finish. Alone are the ones whose assertions
-are timings (Triton's predicted against measured rates, offered against achieved load, an A/A
-verdict, a sleep's jitter, a spinner that must own a core) and the check of what the whole run
-left. Each worker that runs a PostgreSQL test starts one server for its session
-(tests/postgres.py).
+nothing else. Serial are the tests that start servers with waits or share host-wide state
+(Triton, a Ray cluster of three nodes, a browser driving a Streamlit server, /dev/shm): two of
+them at once would race for ports, memory or the same regions, and under a load of three they
+still finish. Alone are the ones whose assertions are timings (Triton's predicted against
+measured rates, offered against achieved load, an A/A verdict, a sleep's jitter, a spinner that
+must own a core) and the check of what the whole run left. Each worker that runs a PostgreSQL
+test starts one server for its session (tests/postgres.py).
 """
 
 from __future__ import annotations

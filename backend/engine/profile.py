@@ -166,11 +166,11 @@ def parse_trace(events: list[dict[str, Any]]) -> tuple[int, dict[str, dict[str, 
         key = name[: -len("_kernel_time")]
         entry = nodes.setdefault(
             key,
-            {"op": args.get("op_name", "?"), "provider": args.get("provider", "?"), "calls": 0},
+            {"op": args.get("op_name", "?"), "provider": args.get("provider", "?")},
         )
-        entry["calls"] += 1
         durations.setdefault(key, []).append(float(event.get("dur", 0)))
     for key, entry in nodes.items():
+        entry["calls"] = len(durations[key])
         entry["total_us"] = statistics.median(durations[key]) * entry["calls"]
     return max(len(runs) - 1, 1), nodes
 

@@ -29,7 +29,7 @@ def job_prices(job: JobRow | None) -> pricing.Prices:
     """The prices a sweep was queued with (older sweeps: OPTIBOARD_PRICE_PER_HOUR); only that
     field of the stored spec is read, and checked as SweepSpec checks it."""
     sweep = job is not None and job.kind == JobKind.SWEEP
-    stored = field_from_json(SweepSpec, job.spec, "prices") if job is not None and sweep else ()
+    stored = field_from_json(SweepSpec, job.spec, "prices") if sweep else ()
     return pricing.or_default(pricing.checked(stored) if stored else ())
 
 

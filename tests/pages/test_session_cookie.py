@@ -9,9 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from backend.auth import sessions
 from pages.access import TICKET_KEY
-from tests.pages.seed import make_account, sign_in_as
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.pages.seed import ROOT, make_account, sign_in_as
 
 
 def _posted(at: AppTest) -> list[str]:

@@ -9,9 +9,8 @@ from streamlit.testing.v1 import AppTest
 
 from backend.auth import accounts
 from backend.auth.cli import cli_principal
-from tests.pages.seed import texts
+from tests.pages.seed import ROOT, texts
 
-ROOT = Path(__file__).resolve().parents[2]
 AUTH = {  # an [auth] section as secrets.toml holds it: what makes the provider's button appear
     "redirect_uri": "http://127.0.0.1:8501/oauth2callback",
     "cookie_secret": "not-a-real-secret",
