@@ -2,6 +2,8 @@
 # Verify the GPU paths on an NVIDIA host for real: provider detection, a CPU/CUDA/TensorRT sweep
 # through the same worker code, and where available the compatibility placement on CUDA.
 # Usage (repo root, Python with onnxruntime-gpu importable): bench/gpu_verify.sh OUTDIR
+# Every configuration runs in the sandbox (bubblewrap; OPTIBOARD_BWRAP names it when not on PATH).
+# Only the CLI's own commands: what a user on a GPU host would type.
 set -uo pipefail
 out="${1:-gpu-verify}"
 mkdir -p "$out"
@@ -23,25 +25,9 @@ $py -m backend.cli add /tmp/transformer.onnx --name transformer
     --batch-sizes 1,16 --max-seconds 5 2>&1 | tee "$out/cnn_sweep.txt"
 [ -n "${SKIP_SWEEPS:-}" ] || $py -m backend.cli run 2 --providers cpu,cuda --precisions fp32,fp16 --batch-sizes 1,16 \
     --dim seq=128 --max-seconds 5 2>&1 | tee "$out/transformer_sweep.txt"
-$py - "$out" <<'PY'
-import json, sys
-sys.path.insert(0, ".")
-from storage import repository
-rows = repository.list_results()
-json.dump([{"job_id": r.job_id, **r.payload} for r in rows], open(f"{sys.argv[1]}/results.json", "w"),
-          indent=1, default=str)
-print(len(rows), "results written")
-PY
-for model in cnn transformer fallback; do
-    $py - "$model" "$out" <<'PY'
-import sys
-from pathlib import Path
-sys.path.insert(0, ".")
-from backend.compat import build_matrix
-name, out = sys.argv[1], sys.argv[2]
-matrix = build_matrix(Path(f"/tmp/{name}.onnx"))
-for summary in matrix.summary():
-    print(name, summary)
-Path(f"{out}/compat_{name}.json").write_text(matrix.to_json())
-PY
+$py -m backend.cli export 1 --format json -o "$out/cnn_results.json"
+$py -m backend.cli export 2 --format json -o "$out/transformer_results.json"
+$py -m backend.cli add /tmp/fallback.onnx --name fallback
+for model in 1 2 3; do  # the compatibility matrix of each, placement from real CUDA sessions
+    $py -m backend.cli compat "$model" --refresh 2>&1 | tail -15
 done

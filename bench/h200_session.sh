@@ -11,6 +11,8 @@
 #   bench/h200_session.sh install     reassemble, check sha256, unpack, pip install --no-index
 #   bench/h200_session.sh cluster     issue 12: cluster_gpu_check + pinned cluster_sweep
 #   bench/h200_session.sh depth       issue 14: kernels, graphcheck, push (ResNet-50 FP16)
+#   bench/h200_session.sh graphs      issue 22: the CUDA-graph rows again, each with its accuracy
+# (issue 22's payload carries no Ray: ray.tar.xz is unpacked only where it travelled)
 set -uo pipefail
 stage="$1"
 OUT="${OUT:-/tmp/out}"
@@ -32,9 +34,9 @@ install)
     cat /tmp/p/part.0* > /tmp/payload.tar && sha256sum /tmp/payload.tar
     grep -q "$(sha256sum /tmp/payload.tar | cut -d' ' -f1)" $ROOT/.whl/gd/payload.sha256 || { echo "payload sha256 mismatch"; exit 1; }
     mkdir -p /tmp/b /tmp/site && tar xf /tmp/payload.tar -C /tmp/b && (cd /tmp/b && sha256sum -c --quiet SHA256SUMS) || exit 1
-    (tar xJf /tmp/b/ort.tar.xz -C /tmp/site & tar xJf /tmp/b/ray.tar.xz -C /tmp/site & wait)
+    for t in /tmp/b/*.tar.xz; do tar xJf "$t" -C /tmp/site & done; wait
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/b/*.whl 2>&1 | grep -v -i warning
-    python3 -c "import onnxruntime as o, ray, sqlalchemy, alembic; print('onnxruntime', o.__version__, o.__file__, o.get_available_providers()); print('ray', ray.__version__, 'sqlalchemy', sqlalchemy.__version__)"
+    python3 -c "import onnxruntime as o, sqlalchemy, alembic; print('onnxruntime', o.__version__, o.__file__, o.get_available_providers()); print('sqlalchemy', sqlalchemy.__version__)"
     ;;
 cluster)
     timeout 200 python3 bench/cluster_gpu_check.py --out "$OUT/cluster_gpu_check.json" 2>&1 | tail -60
@@ -48,5 +50,10 @@ depth)
     timeout 90 python3 bench/gpu_depth.py kernels $m "$OUT/h200_kernels_nhwc_b256.json" --batch 256 2>&1 | tail -25
     timeout 90 python3 bench/gpu_depth.py graphcheck $m "$OUT/h200_graphcheck.json" 2>&1 | tail -80
     timeout 400 python3 bench/gpu_depth.py push $m "$OUT/h200_push.json" --batch 1024 --budget-s "${PUSH_S:-300}" 2>&1 | grep -v -E "^\s*$" | tail -40
+    ;;
+graphs)
+    m=/tmp/models/resnet50.onnx
+    [ -f $m ] || timeout 120 python3 bench/gpu_depth.py export /tmp/models --only resnet50 2>&1 | tail -3
+    timeout 400 python3 bench/gpu_depth.py graphs $m "$OUT/h200_gpu_depth_graphs_issue22.json" --budget-s 360 2>&1 | tail -40
     ;;
 esac
