@@ -76,6 +76,10 @@ class AccuracyReport:
     nan_values: int = 0
     inf_values: int = 0
     finite_reference_values: int = 0  # output values compared: those FP32 gives as finite
+    top1_rows: int = 0  # the rows top1_agreement is over (class-score outputs x samples)
+    # the widest gap between FP32's top two scores among the rows whose class changed: a
+    # change within a near tie, where this is smaller than the error, says little
+    top1_flip_margin: float | None = None
 
 
 @dataclass(frozen=True)

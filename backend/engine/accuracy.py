@@ -45,6 +45,7 @@ class _Tally:
     cosines: list[float] = field(default_factory=list)
     top1_agree: int = 0
     top1_rows: int = 0
+    flip_margin: float | None = None
     nan_values: int = 0
     inf_values: int = 0
     checked: int = 0
@@ -53,8 +54,13 @@ class _Tally:
         """One float output: non-finite values where FP32 is finite are counted; the error
         figures use the positions where both are finite."""
         if _looks_like_class_scores(ref):  # argmax takes the first NaN: a disagreement
-            self.top1_agree += int((ref.argmax(axis=1) == cand.argmax(axis=1)).sum())
+            same = ref.argmax(axis=1) == cand.argmax(axis=1)
+            self.top1_agree += int(same.sum())
             self.top1_rows += ref.shape[0]
+            if not same.all():
+                top2 = np.sort(ref[~same].astype(np.float64), axis=1)[:, -2:]
+                margin = float((top2[:, 1] - top2[:, 0]).max())
+                self.flip_margin = max(self.flip_margin or 0.0, margin)
         a = ref.astype(np.float64).ravel()
         b = cand.astype(np.float64).ravel()
         finite_ref = np.isfinite(a)
@@ -113,6 +119,8 @@ def compare_outputs(
         mean_rel_error=tally.rel_sum / tally.rel_count if tally.rel_count else 0.0,
         cosine_similarity=float(np.mean(tally.cosines)) if tally.cosines else 1.0,
         top1_agreement=tally.top1_agree / tally.top1_rows if tally.top1_rows else None,
+        top1_rows=tally.top1_rows,
+        top1_flip_margin=tally.flip_margin,
         compared_outputs=len(compared),
         samples=len(reference),
         nan_values=tally.nan_values,

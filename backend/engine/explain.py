@@ -95,6 +95,22 @@ def _speed_lines(
     return lines
 
 
+def top1_fact(accuracy: AccuracyReport) -> str:
+    """Top-1 agreement with the rows it counts (a few rows of random inputs say little), and how
+    near a tie FP32's own scores were where the class changed."""
+    top1, rows = accuracy.top1_agreement or 0.0, accuracy.top1_rows
+    if not rows:  # stored before the count was kept
+        return f"top-1 agrees with FP32 on only {top1:.1%} of rows"
+    fact = f"top-1 agrees with FP32 on only {round(top1 * rows)} of {rows} rows ({top1:.1%})"
+    margin = accuracy.top1_flip_margin
+    if margin is not None:  # how close FP32's own call was where the class changed
+        fact += (
+            f"; where the class changed, FP32's top two scores were at most {margin:.3g} apart "
+            f"(this configuration's largest error: {accuracy.max_abs_error:.3g})"
+        )
+    return fact
+
+
 def _accuracy_lines(
     precision: Precision, accuracy: AccuracyReport, losses: list[NodeLoss] | None = None
 ) -> list[str]:
@@ -102,7 +118,7 @@ def _accuracy_lines(
     cosine = accuracy.cosine_similarity
     facts = []
     if top1 is not None and top1 < MIN_TOP1:
-        facts.append(f"top-1 agrees with FP32 on only {top1:.1%} of rows")
+        facts.append(top1_fact(accuracy))
     if precision == Precision.FP16:
         if cosine < MIN_COSINE_FP16:
             facts.append(f"cosine similarity to FP32 is {cosine:.4f}")

@@ -36,6 +36,23 @@ class Measurement:
         return energy_report(meter, windows, idle)
 
 
+# The kept calls' mean over their median above which the run is not stable: more time went to
+# stalls (calls far slower than the typical one) than to typical calls, so the throughput (from
+# the mean) and the percentiles describe different runs. Window medians alone cannot see this.
+STALL_RATIO = 2.0
+
+
+def stall_reason(samples_ms: np.ndarray) -> str:
+    """Why the kept calls are dominated by stalls, with the numbers; '' when they are not."""
+    mean, median = float(samples_ms.mean()), float(np.median(samples_ms))
+    if median <= 0 or mean <= STALL_RATIO * median:
+        return ""
+    return (
+        f"calls stalled: the mean call ({mean:.3f} ms) took {mean / median:.1f}x the median "
+        f"({median:.3f} ms), the slowest {float(samples_ms.max()):.1f} ms"
+    )
+
+
 def windows_agree(values: list[float], tolerance: float) -> bool:
     """True when every value lies within tolerance of the mean of the values."""
     mean = sum(values) / len(values)
@@ -68,7 +85,8 @@ def measure(
     The first call is timed apart (lazy allocation, kernel selection), then warm-up runs are
     discarded. Each window runs at least window_runs calls and window_min_seconds; measurement
     stops when the last `stable_windows` window medians agree within the tolerance, or at the
-    time cap, in which case the result says it is not stable. A measurable energy meter reads
+    time cap, in which case the result says it is not stable; so does a run whose kept calls
+    stalled (STALL_RATIO), whatever their medians did. A measurable energy meter reads
     its counters at each window's edges, so the kept windows carry their joules too.
     """
     clock = time.perf_counter_ns
@@ -97,12 +115,17 @@ def measure(
             recent, settings.stability_tolerance
         ):
             stable = True
-            reason = f"{settings.stable_windows} windows within {settings.stability_tolerance:.0%}"
+            reason = (
+                f"{settings.stable_windows} windows' medians within "
+                f"{settings.stability_tolerance:.0%} of their mean"
+            )
             break
         if time.perf_counter() > deadline:
             break
     keep = -settings.stable_windows
     kept = np.concatenate(windows[keep:])
+    if stable and (stalled := stall_reason(kept)):
+        stable, reason = False, f"{reason}, but {stalled}"
     return Measurement(
         first_inference_ms=first_ms,
         samples_ms=kept.tolist(),

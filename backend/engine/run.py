@@ -236,10 +236,15 @@ def _record(
         "variant_op_histogram": variant_ops,
     }
     if not measurement.stable:
+        why = (  # the loop's own reason where the windows agreed but the calls stalled
+            measurement.stop_reason
+            if "stalled" in measurement.stop_reason
+            else f"window medians did not agree within {settings.stability_tolerance:.0%} "
+            f"in {settings.max_seconds:.0f} s"
+        )
         result.notes.append(
-            f"Unstable: window medians did not agree within "
-            f"{settings.stability_tolerance:.0%} in {settings.max_seconds:.0f} s; "
-            "the machine was busy or the run too short. Treat these numbers with care."
+            f"Unstable: {why}; the machine was busy or the run too short. Treat these numbers "
+            "with care."
         )
     busy = contention_note(result.telemetry)  # why a rerun may differ, with its figures
     if busy:

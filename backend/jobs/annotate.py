@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.engine.explain import explain
+from backend.engine.explain import SLOWER, explain
 from backend.engine.layerloss import from_dicts
 from backend.engine.profile import Profile
 from backend.results import ConfigurationResult, StoredResult
 from backend.specs import Configuration, Precision
+
+FASTER = 1.1  # a ratio above this counts as faster than FP32 (SLOWER: below it, slower)
 
 
 def annotate(
@@ -29,6 +31,13 @@ def annotate(
     profile = Profile.load(Path(profile_path)) if profile_path else None
     # the rules of thumb explain ONNX Runtime's kernels; a profile explains any runtime's
     explained = speedup if config.backend == "onnxruntime" or profile else None
+    if (
+        speedup is not None
+        and baseline is not None
+        and (contradiction := speeds_disagree(speedup, result, baseline.result))
+    ):
+        result.notes.append(contradiction)
+        explained = None  # no reason is given for a speed the run's own figures dispute
     result.notes.extend(
         explain(
             config.precision,
@@ -43,3 +52,25 @@ def annotate(
     )
     if speedup is not None:
         result.telemetry["speedup_vs_fp32"] = speedup
+
+
+def speeds_disagree(
+    speedup: float, result: ConfigurationResult, baseline: ConfigurationResult
+) -> str:
+    """Why the median call and the throughput give opposite answers against FP32 ('' when they
+    agree): one says faster, the other slower, which stalls in either run cause."""
+    if not result.throughput or not baseline.throughput:
+        return ""
+    ratio = result.throughput / baseline.throughput
+    if not (speedup > FASTER and ratio < SLOWER or speedup < SLOWER and ratio > FASTER):
+        return ""
+    return (
+        f"Speed not explained: the median call says {speedup:.2f}x FP32's speed but the "
+        f"throughput says {ratio:.2f}x ({result.throughput:,.1f} against "
+        f"{baseline.throughput:,.1f}/s). They disagree when calls stall (p99 "
+        f"{_p99(result)} here, {_p99(baseline)} for FP32): the machine was busy; rerun it quiet."
+    )
+
+
+def _p99(result: ConfigurationResult) -> str:
+    return f"{result.latency.p99:.3f} ms" if result.latency else "unknown"

@@ -68,6 +68,7 @@ COLUMNS = [
     "mean_rel_error",
     "cosine_similarity",
     "top1_agreement",
+    "top1_rows",  # the rows top-1 agreement counts: 1 of 4 is not 250 of 1,000
     "eval_top1_accuracy",  # against the labels of the user's evaluation set
     "eval_top1_agreement",  # with FP32 on the evaluation set's inputs
     "evaluation_set",
@@ -169,6 +170,7 @@ def _record(
         "mean_rel_error": accuracy.mean_rel_error if accuracy else None,
         "cosine_similarity": accuracy.cosine_similarity if accuracy else None,
         "top1_agreement": accuracy.top1_agreement if accuracy else None,
+        "top1_rows": accuracy.top1_rows or None if accuracy else None,
         "eval_top1_accuracy": evaluation.top1_accuracy if evaluation else None,
         "eval_top1_agreement": evaluation.top1_agreement if evaluation else None,
         "evaluation_set": files.get(evaluation.set_sha256, evaluation.set_sha256[:12])

@@ -24,6 +24,23 @@ def test_one_swapped_argmax_of_two_rows_gives_half_top1_agreement() -> None:
     report = compare_outputs([[reference]], [[candidate]])
     assert report.top1_agreement == 0.5
     assert report.max_abs_error == pytest.approx(2.0)
+    assert report.top1_rows == 2 and report.top1_flip_margin == pytest.approx(2.0)
+
+
+def test_the_changed_rows_margin_is_fp32s_gap_between_its_top_two_scores() -> None:
+    """Two of four rows change class: one a near tie (gap 0.01), one a clear call (gap 0.5);
+    the widest gap among them is what the explanation cites."""
+    reference = np.array(
+        [[0.50, 0.49, 0.0], [0.9, 0.4, 0.1], [0.1, 0.2, 0.9], [0.6, 0.1, 0.0]], np.float32
+    )
+    candidate = reference.copy()
+    candidate[0] = [0.49, 0.50, 0.0]
+    candidate[1] = [0.4, 0.9, 0.1]
+    report = compare_outputs([[reference]], [[candidate]])
+    assert report.top1_agreement == 0.5 and report.top1_rows == 4
+    assert report.top1_flip_margin == pytest.approx(0.5)
+    same = compare_outputs([[reference]], [[reference.copy()]])
+    assert same.top1_flip_margin is None
 
 
 def test_errors_and_cosine_have_their_textbook_values() -> None:

@@ -46,6 +46,16 @@ def test_int8_with_low_top1_or_cosine_warns_with_concrete_advice() -> None:
     assert "more real samples" in lines[0] and "first and last layers in FP32" in lines[0]
 
 
+def test_low_top1_names_the_rows_it_counts_and_how_near_a_tie_they_were() -> None:
+    """The walkthrough's "25%" was 1 row of 4: the line says so, and how close FP32's own
+    top two scores were where the class changed, against the configuration's error."""
+    few = AccuracyReport(0.004, 0.05, 0.9998, 0.25, 1, 4, top1_rows=4, top1_flip_margin=0.0012)
+    (line,) = explain(Precision.INT8_DYNAMIC, "cpu", 1.0, CNN_OPS, VNNI_CPU, accuracy=few)
+    assert "top-1 agrees with FP32 on only 1 of 4 rows (25.0%)" in line
+    assert "FP32's top two scores were at most 0.0012 apart" in line
+    assert "largest error: 0.004" in line
+
+
 def test_unremarkable_results_get_no_lines() -> None:
     assert explain(Precision.FP32, "cpu", 1.0, CNN_OPS, VNNI_CPU, accuracy=None) == []
     assert explain(Precision.INT8_STATIC, "cpu", 1.0, CNN_OPS, VNNI_CPU, accuracy=GOOD) == []

@@ -21,7 +21,7 @@ def test_steady_workload_stops_once_three_windows_agree() -> None:
         time.sleep(0.001)
 
     m = measure(work, settings)
-    assert m.stable and m.stop_reason.startswith("3 windows")
+    assert m.stable and m.stop_reason.startswith("3 windows' medians within 10% of their mean")
     assert len(m.window_p50_ms) == 3  # a steady sleep agrees at once
     assert len(m.samples_ms) == 3 * 20
     assert len(calls) == 1 + 5 + 60  # first call and warm-up are not in the samples
@@ -103,3 +103,27 @@ def test_peak_rss_without_a_resettable_proc_says_it_covers_the_whole_process(
         pass
     assert peak.scope == PEAK_SCOPE_FALLBACK
     assert peak.peak_mb == resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def test_windows_whose_calls_stall_are_not_stable_though_their_medians_agree() -> None:
+    """One call in five stalls 20x: every window's median is the typical call, so medians
+    agree, but most of the time goes to stalls and the throughput (from the mean) would say
+    another run than the p50 does."""
+    calls = [0]
+
+    def stalls_every_fifth_call() -> None:
+        calls[0] += 1
+        time.sleep(0.02 if calls[0] % 5 == 0 else 0.001)
+
+    settings = MeasureSettings(
+        warmup_runs=0,
+        window_runs=10,
+        window_min_seconds=0.0,
+        stable_windows=2,
+        stability_tolerance=0.5,
+        max_seconds=5,
+    )
+    m = measure(stalls_every_fifth_call, settings)
+    assert not m.stable
+    assert "windows' medians within 50% of their mean, but calls stalled" in m.stop_reason
+    assert np.median(m.samples_ms) < 10 and np.mean(m.samples_ms) > 2 * np.median(m.samples_ms)

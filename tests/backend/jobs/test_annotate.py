@@ -1,0 +1,47 @@
+"""A result's "why" lines never credit a speed that its own figures dispute."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from backend.jobs.annotate import annotate
+from backend.results import ConfigurationResult, LatencyStats, ResultStatus, StoredResult
+from backend.specs import Configuration, Precision
+
+VNNI_CPU = {"avx2": True, "avx512f": True, "avx512_vnni": True, "amx": False}
+CNN_OPS = {"Conv": 5, "Relu": 5, "QLinearConv": 4}
+
+
+def _result(precision: Precision, samples_ms: list[float]) -> ConfigurationResult:
+    config = Configuration(precision=precision, batch_size=8)
+    latency = LatencyStats.from_samples(samples_ms)
+    return ConfigurationResult(
+        config.key,
+        config,
+        ResultStatus.OK,
+        latency=latency,
+        throughput=config.batch_size * 1000.0 / latency.mean,
+    )
+
+
+def _baseline(samples_ms: list[float]) -> StoredResult:
+    fp32 = _result(Precision.FP32, samples_ms)
+    return StoredResult(1, 1, datetime.now(), fp32.configuration, fp32)
+
+
+def test_a_faster_median_with_a_slower_throughput_is_not_explained() -> None:
+    """The walkthrough's row: INT8's median call 2.9x faster, its stalls (p99 150 ms) making
+    its throughput half FP32's; the VNNI line would credit a speed the run does not have."""
+    int8 = _result(Precision.INT8_STATIC, [1.2] * 90 + [150.0] * 10)
+    annotate(int8, int8.configuration, CNN_OPS, VNNI_CPU, _baseline([3.5] * 100))
+    assert not any("VNNI" in line for line in int8.notes)
+    (line,) = [n for n in int8.notes if n.startswith("Speed not explained")]
+    assert "2.92x FP32's speed but the throughput says 0.22x" in line
+    assert "p99 150.000 ms here, 3.500 ms for FP32" in line
+
+
+def test_agreeing_figures_keep_their_explanation() -> None:
+    int8 = _result(Precision.INT8_STATIC, [1.2] * 100)
+    annotate(int8, int8.configuration, CNN_OPS, VNNI_CPU, _baseline([3.5] * 100))
+    assert any("2.92x faster than FP32 thanks to this CPU's VNNI" in n for n in int8.notes)
+    assert not any(n.startswith("Speed not explained") for n in int8.notes)
