@@ -94,6 +94,9 @@ def pareto_trace(front: pd.DataFrame, x: str, y: str) -> go.Scatter:
     )
 
 
+TAIL_FOR_LOG_Y = 10.0  # a p99 this many times the largest p50 puts latency on a log axis
+
+
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
     return escaped(frame[(frame["status"] == ResultStatus.OK.value) & frame["p50_ms"].notna()])
 
@@ -154,13 +157,13 @@ def latency_vs_batch(frame: pd.DataFrame) -> go.Figure:
     colors = series_colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
         fig.add_traces(_latency_traces(name, group.sort_values("batch_size"), colors[name]))
-    return apply_layout(
-        fig,
-        "Latency per call (p50; band and whisker to p99; dotted p90)",
-        "batch size",
-        P50.unit,
-        log_x=True,
-    )
+    title = "Latency per call (p50; band and whisker to p99; dotted p90)"
+    # one stalled run's p99 would flatten every p50 line against the axis on a linear scale
+    tail = not data.empty and data["p99_ms"].max() > TAIL_FOR_LOG_Y * data["p50_ms"].max()
+    if tail:
+        title += f"; log scale: a p99 is over {TAIL_FOR_LOG_Y:g}x the largest p50"
+    fig = apply_layout(fig, title, "batch size", P50.unit, log_x=True)
+    return fig.update_yaxes(type="log") if tail else fig
 
 
 def throughput_vs_batch(frame: pd.DataFrame) -> go.Figure:

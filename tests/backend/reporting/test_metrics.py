@@ -119,3 +119,23 @@ def test_the_cost_speed_accuracy_front_reads_each_figure_its_way() -> None:
     # 0: cheapest at its loss; 1: fastest; 2: most accurate; 3: beaten by 1 in all three;
     # 4: no cost (wrong outputs, unpriced) is never on it; 5: the same as 0, only the first
     assert front.tolist() == [True, True, True, False, False, False]
+
+
+def test_a_stalled_p99_puts_latency_on_a_log_axis_and_the_title_says_why() -> None:
+    """The walkthrough's chart: one p99 of 156 ms beside p50s near 1 ms flattened every line."""
+    frame = pd.DataFrame(
+        {
+            "series": ["fp32", "fp32", "int8", "int8"],
+            "label": ["fp32 b1", "fp32 b8", "int8 b1", "int8 b8"],
+            "status": ["ok"] * 4,
+            "batch_size": [1, 8, 1, 8],
+            "p50_ms": [0.9, 3.5, 0.4, 1.2],
+            "p90_ms": [1.0, 3.8, 0.5, 2.0],
+            "p99_ms": [1.2, 4.1, 0.6, 156.0],
+        }
+    )
+    stalled = charts.latency_vs_batch(frame)
+    assert stalled.layout.yaxis.type == "log"
+    assert "log scale: a p99 is over 10x the largest p50" in stalled.layout.title.text
+    calm = charts.latency_vs_batch(frame.assign(p99_ms=[1.2, 4.1, 0.6, 2.5]))
+    assert calm.layout.yaxis.type != "log" and "log scale" not in calm.layout.title.text
