@@ -12,7 +12,7 @@ from backend.errors import UserError, last_line
 from backend.queue import jobs
 from backend.records import JobKind, JobRow, JobState, job_kind, utcnow
 from backend.reporting import distance
-from backend.reporting.frames import ran_on
+from backend.reporting.provenance import ran_on
 from backend.results import ConfigurationResult
 from backend.serving.study import (
     ServingStudy,

@@ -12,6 +12,7 @@ import pandas as pd
 
 from backend.reporting.csvsafe import safe_frame
 from backend.reporting.metrics import REGISTRY as METRICS
+from backend.reporting.provenance import what_ran
 from backend.results import StoredResult
 from storage.repo import results as result_store
 
@@ -55,6 +56,13 @@ def _glossary(columns: list[str]) -> str:
     return f"<ul style='font-size:13px'>{items}</ul>" if items else ""
 
 
+def what_ran_in(frame: pd.DataFrame) -> list[str]:
+    """The distinct runtime, hardware and host lines behind a results frame's rows."""
+    if frame.empty or "software" not in frame.columns:
+        return []
+    return what_ran(zip(frame["software"], frame["hardware"], frame["ran_on"], strict=True))
+
+
 def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: str | None) -> str:
     """One self-contained HTML file: plotly.js inlined once, every figure and the summary table."""
     parts = []
@@ -66,6 +74,8 @@ def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: s
     table = frame[columns].to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     base = html.escape(baseline) if baseline else "none"
+    ran = [html.escape(line) for line in what_ran_in(frame)]
+    ran_html = f"<p>What ran: {'; '.join(ran)}.</p>" if ran else ""
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title>"
@@ -73,7 +83,7 @@ def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: s
         "font-size:13px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}"
         "td:first-child{text-align:left}</style></head><body>"
         f"<h1>{html.escape(title)}</h1><p>Generated {generated} by Optiboard; "
-        f"{len(frame)} configurations; baseline: {base}.</p>"
+        f"{len(frame)} configurations; baseline: {base}.</p>{ran_html}"
         + "".join(parts)
         + f"<h2>All configurations</h2>{table}{_glossary(columns)}</body></html>"
     )

@@ -16,6 +16,7 @@ from backend.pricing import Prices
 from backend.records import JobKind
 from backend.reporting import cost, distance, metrics
 from backend.reporting.cost import add_cost_pareto, job_prices
+from backend.reporting.provenance import hardware, ran_on, software
 from backend.results import EnergyReport, LatencyStats, ResultStatus, StoredResult
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
@@ -89,7 +90,9 @@ COLUMNS = [
     "energy_source",
     "notes",
     "target",
-    "ran_on",
+    "ran_on",  # the host (a cluster's target · host · node)
+    "software",  # the runtime and its version, the runtime environment, Python
+    "hardware",  # the GPU for a GPU provider, else the CPU and its logical cores
     "replicas",
     *cost.COST_COLUMNS,  # priced by the job's stored prices (reporting.cost)
 ]
@@ -186,6 +189,8 @@ def _record(
         **energy_columns(r.energy),
         "notes": "; ".join(r.notes),
         "ran_on": ran_on(r.environment),
+        "software": software(r.environment),
+        "hardware": hardware(r.environment, conf.provider),
         **cost.row_cost(prices, conf.provider, conf.target, r.throughput, stored.ok),
     }
 
@@ -202,18 +207,6 @@ def energy_columns(report: EnergyReport | None) -> dict[str, Any]:
         "idle_w": report.idle_w if measured else None,
         "energy_source": report.source if report else None,  # None: not recorded
     }
-
-
-def ran_on(environment: dict[str, Any]) -> str:
-    """Where a cluster ran the configuration (target · host · node), empty for local runs."""
-    where = environment.get("cluster") or {}
-    if not where:
-        return ""
-    parts = [where.get("target") or "any", where.get("hostname") or "?"]
-    parts.append(f"node {str(where.get('node_id', ''))[:8]}")
-    if where.get("gpu_ids"):
-        parts.append(f"GPU {','.join(where['gpu_ids'])}")
-    return " · ".join(parts)
 
 
 def _distance_columns(stored: StoredResult) -> dict[str, Any]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
 import numpy as np
+import onnxruntime
 
 from backend.reporting import charts, exports, frames
 from backend.specs import Precision
@@ -54,3 +56,9 @@ def test_exports_round_trip_and_report_is_self_contained(data_dir: Path, mlp_pat
     # the registry says what each figure of the table is and which way is better
     assert "<code>p50_ms</code>: p50 latency (ms), lower is better" in html
     assert "<code>throughput</code>: throughput (samples/s), higher is better" in html
+    # and what ran the numbers: the runtime's own version, the CPU and the host
+
+    (row,) = frame.to_dict("records")
+    assert row["software"].startswith(f"onnxruntime {onnxruntime.__version__} (default env)")
+    assert row["hardware"].endswith("logical cores") and row["ran_on"] == platform.node()
+    assert f"What ran: onnxruntime {onnxruntime.__version__} (default env)" in html
