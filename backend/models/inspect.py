@@ -13,6 +13,7 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper
 
 from backend.errors import UserError
+from backend.models.accepted import ACCEPTED_UPLOADS
 
 PROTOBUF_LIMIT = 2**31 - 1
 ORT_MEMORY_MARKER = "*/_ORT_MEM_ADDR_/*"  # ONNX Runtime's in-memory initializer location
@@ -65,8 +66,7 @@ def load_proto(path: Path, display_name: str | None = None) -> onnx.ModelProto:
                 "parse to a complete model); upload the complete .onnx file again."
             )
         raise UserError(
-            f"The file {shown!r} is not an ONNX model; upload a .onnx file, or a .zip of an ONNX "
-            "model with external data or of a TensorFlow SavedModel."
+            f"The file {shown!r} is not an ONNX model; upload {ACCEPTED_UPLOADS}."
         )
     return model
 
