@@ -204,9 +204,12 @@ def _einsum(node: onnx.NodeProto, s: _Shapes) -> int | None:
 
 
 def _attention(node: onnx.NodeProto, s: _Shapes) -> int | None:
-    """ONNX Attention (Q, K, V as B x H x S x D or B x S x hidden): QK^T and the weighted V."""
+    """ONNX Attention (Q, K, V as B x H x S x D or B x S x hidden): QK^T and the weighted V.
+
+    Other layouts (ONNX Runtime's Attention takes an input, its QKV weights and a bias; its
+    MultiHeadAttention may take a B x H x L x D key with a 3-D query) are left uncounted."""
     q, k, v = (s.of(n) for n in node.input[:3])
-    if q is None or k is None or v is None:
+    if q is None or k is None or v is None or not len(q) == len(k) == len(v) in (3, 4):
         return None
     if len(q) == 4:
         return 2 * q[0] * q[1] * q[2] * k[2] * (q[3] + v[3])

@@ -146,6 +146,23 @@ def test_matmul_nbits_counts_the_weights_it_represents_not_its_bytes(tmp_path: P
     assert meta.runtime_ops == ["com.microsoft::MatMulNBits"] and meta.warnings == []
 
 
+def test_onnx_runtime_attention_with_packed_weights_is_listed_not_misread() -> None:
+    """com.microsoft Attention reads (input, QKV weights, bias), not (Q, K, V): no crash, no
+    number from the wrong layout, and the op named among those not counted."""
+    rng = np.random.default_rng(5)
+    inits = [
+        numpy_helper.from_array(rng.random((32, 96), np.float32), "qkv_w"),
+        numpy_helper.from_array(rng.random(96, np.float32), "qkv_b"),
+    ]
+    node = helper.make_node("Attention", ["x", "qkv_w", "qkv_b"], ["y"], domain=MS, num_heads=2)
+    model = _model([node], [_value("x", [1, 4, 32])], [_value("y", [1, 4, 32])], inits)
+    assert _run(model, {"x": rng.random((1, 4, 32), np.float32)})[0].shape == (1, 4, 32)
+
+    cost = model_cost(model)
+
+    assert cost.uncounted_ops == ("Attention",) and cost.flops == 0
+
+
 def simplified_layer_norm_model() -> onnx.ModelProto:
     """ONNX Runtime's RMSNorm in the default domain, where the model builder puts it."""
     scale = numpy_helper.from_array(np.ones(16, np.float32), "gamma")
