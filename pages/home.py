@@ -6,6 +6,7 @@ import streamlit as st
 
 from backend.auth.roles import Permission
 from backend.models import library
+from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.queue import jobs, progress
 from backend.records import utcnow
 from pages.components.baselines import drift_flags
@@ -20,11 +21,7 @@ page_header("Optiboard", "Upload a model, sweep precisions and providers, compar
 
 models = library.list_models()
 if not models:
-    st.info(
-        "Nothing here yet. Start by uploading an ONNX model (or a .zip of ONNX with external "
-        "data, or a TensorFlow SavedModel).",
-        icon="👋",
-    )
+    st.info(f"Nothing here yet. Start by uploading {ACCEPTED_UPLOADS}.", icon="👋")
     st.page_link("pages/models.py", label="Upload your first model", icon="⬆️")
 
 

@@ -1,10 +1,14 @@
 """Static model cost from the graph alone: FLOPs, parameters and activation bytes per node.
 
 Shapes come from ONNX shape inference after the batch and named dimensions are fixed, so the
-numbers are for one batch size. Matrix ops (Conv, ConvTranspose, MatMul, Gemm, Einsum, Attention)
-count two FLOPs per multiply-accumulate; elementwise ops one per output element; pooling and
-normalisation a few per element (constants below). Ops with no rule count 0 and are listed, so a
+numbers are for one batch size. Matrix ops (Conv, ConvTranspose, MatMul, Gemm, Einsum, Attention,
+and ONNX Runtime's GroupQueryAttention and MatMulNBits) count two FLOPs per multiply-accumulate;
+elementwise ops one per output element; pooling and normalisation a few per element (constants
+below). Ops with no rule count 0 and are listed, so a
 total never hides what it left out. Data-movement ops (Reshape, Transpose, Gather...) cost 0.
+
+Why long: the per-operator rules, the fixing of free dimensions and the shape inference they read
+are one computation; split, a rule would be separated from the shapes it is written against.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from onnx import helper, shape_inference
 import settings
 from backend import ort_tools
 from backend.errors import UserError
+from backend.models.params import initializer_parameters
 
 MB = 1 << 20
 
@@ -46,6 +51,9 @@ PER_ELEMENT = {  # FLOPs per output element (normalisations: subtract, scale, sh
     "SkipLayerNormalization": 6,
     "Softmax": 3,
     "LogSoftmax": 4,
+    "SimplifiedLayerNormalization": 4,  # RMSNorm: square, sum, scale by 1/rms, times gamma
+    "SkipSimplifiedLayerNormalization": 5,  # the residual add, then RMSNorm
+    "RotaryEmbedding": 3,  # x*cos + rotate(x)*sin
 }
 REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"}
 GLOBAL_POOL = {"GlobalAveragePool", "GlobalMaxPool"}
@@ -64,7 +72,8 @@ DTYPE_BYTES = {
 
 @dataclass(frozen=True)
 class NodeCost:
-    """One node's FLOPs, parameters (initializer elements it reads) and output bytes."""
+    """One node's FLOPs, parameters (of the initializers first read here: params.py) and output
+    bytes."""
 
     name: str
     op_type: str
@@ -195,13 +204,50 @@ def _einsum(node: onnx.NodeProto, s: _Shapes) -> int | None:
 
 
 def _attention(node: onnx.NodeProto, s: _Shapes) -> int | None:
-    """ONNX Attention (Q, K, V as B x H x S x D or B x S x hidden): QK^T and the weighted V."""
+    """ONNX Attention (Q, K, V as B x H x S x D or B x S x hidden): QK^T and the weighted V.
+
+    Other layouts (ONNX Runtime's Attention takes an input, its QKV weights and a bias; its
+    MultiHeadAttention may take a B x H x L x D key with a 3-D query) are left uncounted."""
     q, k, v = (s.of(n) for n in node.input[:3])
-    if q is None or k is None or v is None:
+    if q is None or k is None or v is None or not len(q) == len(k) == len(v) in (3, 4):
         return None
     if len(q) == 4:
         return 2 * q[0] * q[1] * q[2] * k[2] * (q[3] + v[3])
     return 2 * q[0] * q[1] * k[1] * (q[2] + v[2])  # heads folded into hidden
+
+
+def _group_query_attention(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    """ONNX Runtime's GroupQueryAttention (com.microsoft), from its query and past-key shapes.
+
+    Every one of num_heads query heads scores S new positions against T = past + S keys (capped
+    by local_window_size) and weights as many values: 2*B*H*S*T*D FLOPs each for Q.K^T and
+    for .V, plus 3 per score for the scaled softmax and, with do_rotary, 3 per rotated query
+    and key element. kv_num_heads only sets how a packed QKV query splits into head size D.
+    """
+    query = s.of(node.input[0])
+    past = s.of(node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    heads, kv_heads = int(_attr(node, "num_heads", 0)), int(_attr(node, "kv_num_heads", 0))
+    if query is None or len(query) != 3 or heads <= 0 or kv_heads <= 0:
+        return None
+    batch, seq, hidden = query
+    packed = len(node.input) < 2 or not node.input[1]  # Q, K and V in one input
+    head_size = hidden // (heads + 2 * kv_heads) if packed else hidden // heads
+    total = seq + (past[2] if past is not None and len(past) == 4 else 0)
+    window = int(_attr(node, "local_window_size", -1))
+    total = min(total, window) if window > 0 else total
+    scores = batch * heads * seq * total
+    rotary = 3 * batch * seq * (heads + kv_heads) * head_size if _attr(node, "do_rotary", 0) else 0
+    return 2 * scores * head_size * 2 + 3 * scores + rotary
+
+
+def _matmul_nbits(node: onnx.NodeProto, s: _Shapes) -> int | None:
+    """ONNX Runtime's MatMulNBits: A (..., K) times the K x N weights its attributes declare."""
+    out = s.of(node.output[0])
+    k = int(_attr(node, "K", 0))
+    if out is None or k <= 0:
+        return None
+    bias = _count(out) if len(node.input) > 5 and node.input[5] else 0
+    return 2 * _count(out) * k + bias
 
 
 def _pool(node: onnx.NodeProto, s: _Shapes) -> int | None:
@@ -226,6 +272,8 @@ RULES: dict[str, Callable[[onnx.NodeProto, _Shapes], int | None]] = {
     "Einsum": _einsum,
     "Attention": _attention,
     "MultiHeadAttention": _attention,
+    "GroupQueryAttention": _group_query_attention,
+    "MatMulNBits": _matmul_nbits,
     "MaxPool": _pool,
     "AveragePool": _pool,
     **{op: _input_elements for op in GLOBAL_POOL | REDUCE},
@@ -252,6 +300,7 @@ def _fix_inputs(model: onnx.ModelProto, batch_size: int, dims: dict[str, int]) -
     """
     initializers = {i.name for i in model.graph.initializer}
     inputs = [v for v in model.graph.input if v.name not in initializers]
+    missing: dict[str, None] = {}  # every free dimension still without a value, in input order
     for value in inputs:
         for index, dim in enumerate(value.type.tensor_type.shape.dim):
             if dim.HasField("dim_value") and dim.dim_value > 0:
@@ -261,14 +310,25 @@ def _fix_inputs(model: onnx.ModelProto, batch_size: int, dims: dict[str, int]) -
             elif index == 0:
                 dim.dim_value = batch_size
             else:
-                name = dim.dim_param or f"axis {index}"
-                raise UserError(
-                    f"Input {value.name!r} has a free dimension {name!r}; give it a value "
-                    "(e.g. seq=128) to count FLOPs."
-                )
+                missing[dim.dim_param or f"{value.name}[{index}]"] = None
+    if missing:
+        raise UserError(_missing_dims_sentence(list(missing)))
     _check_input_size(inputs)
     leading = [v.type.tensor_type.shape.dim for v in inputs if v.type.tensor_type.shape.dim]
     return leading[0][0].dim_value if leading else batch_size
+
+
+def _missing_dims_sentence(names: list[str]) -> str:
+    """Every free dimension at once, with an example in the model's own names (an unnamed one,
+    shown as input[axis], has no name to give a value by, so it gets no example)."""
+    first, rest = names[0], names[1:]
+    more = f" and {len(rest)} more ({', '.join(repr(n) for n in rest)})" if rest else ""
+    named = [n for n in names if "[" not in n]
+    example = f" (e.g. {', '.join(f'{n}=128' for n in named)})" if named else ""
+    return (
+        f"The model has a free dimension {first!r}{more} without a value; give "
+        f"{'each' if rest else 'it'} a value{example} to count FLOPs."
+    )
 
 
 def _check_input_size(inputs: list[onnx.ValueInfoProto]) -> None:
@@ -347,13 +407,13 @@ def model_cost(
     del model.graph.value_info[:]
     inferred = _infer(model)
     shapes = _Shapes(inferred.graph)
-    initializers = {i.name for i in inferred.graph.initializer}
+    initializers = initializer_parameters(inferred.graph)  # each charged to its first reader
     nodes, uncounted = [], []
     for index, node in enumerate(inferred.graph.node):
         flops = _node_flops(node, shapes)
         if flops is None:
             uncounted.append(node.op_type)
-        params = sum(_count(shapes.of(n)) for n in node.input if n in initializers)
+        params = sum(initializers.pop(n, 0) for n in node.input)
         activation = sum(
             _count(shapes.of(n)) * DTYPE_BYTES.get(shapes.dtype.get(n, 0), 4)
             for n in node.output

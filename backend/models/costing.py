@@ -26,7 +26,7 @@ def check_dims(batch_size: int, dims: dict[str, int]) -> None:
         if not 1 <= value <= MAX_DIM:
             raise UserError(
                 f"{name} = {value:,} is outside 1 to {MAX_DIM:,}, the range compute cost is "
-                "counted for; give a smaller value."
+                f"counted for; give a {'larger' if value < 1 else 'smaller'} value."
             )
 
 

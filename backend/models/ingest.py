@@ -20,6 +20,7 @@ import settings
 from backend.errors import UserError
 from backend.models import genai as generative
 from backend.models import parse
+from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.models.inspect import ModelMetadata
 from backend.models.pt2check import refuse_other_kinds, sniff_torch_zip
 from backend.models.pt2convert import convert_exported_program
@@ -150,8 +151,7 @@ def _sniff(path: Path, filename: str) -> bool:
         )
     if _looks_like_text(head):
         raise UserError(
-            f"The file {filename!r} is a text file, not a model; upload a .onnx file, or a .zip "
-            "of an ONNX model with external data or of a TensorFlow SavedModel."
+            f"The file {filename!r} is a text file, not a model; upload {ACCEPTED_UPLOADS}."
         )
     return False
 
@@ -208,10 +208,19 @@ def _plan_zip(path: Path, filename: str, work: Path) -> _Plan:
         return _plan_external_data(onnx_files[0], folder, work)
     if saved_models:
         return _plan_savedmodel(saved_models[0].parent, filename, work)
+    if not files:
+        raise UserError(f"The zip {filename!r} is empty; upload {ACCEPTED_UPLOADS}.")
     raise UserError(
-        f"The zip {filename!r} holds neither an .onnx file nor a TensorFlow SavedModel "
-        "(saved_model.pb); zip the .onnx with its external data files, or the SavedModel folder."
+        f"The zip {filename!r} holds no model file ({_some(files, folder)}); upload "
+        f"{ACCEPTED_UPLOADS}."
     )
+
+
+def _some(files: list[Path], folder: Path, limit: int = 3) -> str:
+    """A few of the zip's files, so a refusal shows what it did find."""
+    shown = [p.relative_to(folder).as_posix() for p in files[:limit]]
+    more = f" and {len(files) - limit} more" if len(files) > limit else ""
+    return ", ".join(shown) + more
 
 
 def _plan_external_data(model_path: Path, folder: Path, work: Path) -> _Plan:

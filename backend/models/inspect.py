@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from contextlib import chdir, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,14 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper
 
 from backend.errors import UserError
+from backend.models.accepted import ACCEPTED_UPLOADS
+from backend.models.params import graph_parameters
 
 PROTOBUF_LIMIT = 2**31 - 1
 ORT_MEMORY_MARKER = "*/_ORT_MEM_ADDR_/*"  # ONNX Runtime's in-memory initializer location
 DEFAULT_DOMAINS = ("", "ai.onnx")
-KNOWN_DOMAINS = (*DEFAULT_DOMAINS, "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training")
+MS_DOMAIN = "com.microsoft"  # ONNX Runtime's contrib operators
+KNOWN_DOMAINS = (*DEFAULT_DOMAINS, "ai.onnx.ml", MS_DOMAIN, "ai.onnx.preview.training")
 
 
 @dataclass
@@ -32,6 +36,7 @@ class ModelMetadata:
     node_count: int = 0
     custom_domains: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    runtime_ops: list[str] = field(default_factory=list)  # ONNX Runtime's own ops: not a warning
 
     def to_dict(self) -> dict[str, Any]:
         """The keys model_store.create_model(metadata=...) reads, plus custom_domains."""
@@ -64,10 +69,7 @@ def load_proto(path: Path, display_name: str | None = None) -> onnx.ModelProto:
                 f"The file {shown!r} is a truncated or damaged ONNX file (its protobuf does not "
                 "parse to a complete model); upload the complete .onnx file again."
             )
-        raise UserError(
-            f"The file {shown!r} is not an ONNX model; upload a .onnx file, or a .zip of an ONNX "
-            "model with external data or of a TensorFlow SavedModel."
-        )
+        raise UserError(f"The file {shown!r} is not an ONNX model; upload {ACCEPTED_UPLOADS}.")
     return model
 
 
@@ -130,19 +132,22 @@ def inspect_model(
     """Check the model, infer shapes and summarise it; invalid models raise UserError.
 
     External data is never read: parameter counts come from the tensor dims in the graph.
-    `lenient` (ONNX Runtime GenAI graphs, which put ONNX Runtime's own ops such as
-    SimplifiedLayerNormalization in the default domain) turns checker errors into a warning.
+    ONNX Runtime's own operators (runtime_ops) are valid for the runtime that runs the model, so
+    they are listed, never warned about. `lenient` (ONNX Runtime GenAI graphs) turns any other
+    checker error into a warning.
     """
     path = Path(path)
     shown = display_name or path.name
     model = load_proto(path, shown)
     opset = next((int(o.version) for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
+    runtime = runtime_ops(model, opset)
     try:
-        warnings = _validate(path, model, shown, opset)
+        with _runtime_ops_aside(model, runtime):
+            warnings = _validate(path, model, shown, opset, bool(runtime), shapes_used=not lenient)
     except UserError as exc:
         if not lenient:
             raise
-        warnings = [f"{exc} (kept: ONNX Runtime GenAI graphs use ONNX Runtime's own operators)"]
+        warnings = [f"{exc} (kept: ONNX Runtime GenAI checks the graph itself when it loads it)"]
     parameters, nodes, custom, custom_warnings = _scan_graphs(model)
     initializer_names = {t.name for t in model.graph.initializer}
     producer = " ".join(p for p in (model.producer_name, model.producer_version) if p) or None
@@ -157,7 +162,60 @@ def inspect_model(
         node_count=nodes,
         custom_domains=custom,
         warnings=warnings + custom_warnings,
+        runtime_ops=sorted({f"{domain or 'ai.onnx'}::{op}" for domain, op in runtime}),
     )
+
+
+def _ort_schemas() -> set[tuple[str, str]]:
+    """(domain, op) of every operator this ONNX Runtime registers, contrib ops included."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import get_all_operator_schema
+
+    return {(s.domain, s.name) for s in get_all_operator_schema()}
+
+
+def runtime_ops(model: onnx.ModelProto, opset: int | None) -> set[tuple[str, str]]:
+    """ONNX Runtime's own operators the model uses, subgraphs included: its com.microsoft ops,
+    and ops in the default domain that onnx has no schema for at the model's opset but ONNX
+    Runtime registers there (GenAI graphs' SimplifiedLayerNormalization)."""
+    used = {
+        (node.domain, node.op_type)
+        for graph in _graphs(model.graph)
+        for node in graph.node
+        if node.domain == MS_DOMAIN
+        or (
+            node.domain in DEFAULT_DOMAINS
+            and not onnx.defs.has(node.op_type, opset or onnx.defs.onnx_opset_version())
+        )
+    }
+    if not used:
+        return set()
+    registered = _ort_schemas()  # imported only when the graph needs it (a child's memory)
+    return {(d, op) for d, op in used if (d if d != "ai.onnx" else "", op) in registered}
+
+
+@contextmanager
+def _runtime_ops_aside(model: onnx.ModelProto, runtime: set[tuple[str, str]]) -> Iterator[None]:
+    """Default-domain ONNX Runtime ops moved to com.microsoft while onnx checks the model, which
+    skips that domain as it does for the contrib ops already there; restored afterwards."""
+    moved = [
+        node
+        for graph in _graphs(model.graph)
+        for node in graph.node
+        if node.domain in DEFAULT_DOMAINS and (node.domain, node.op_type) in runtime
+    ]
+    added = not any(o.domain == MS_DOMAIN for o in model.opset_import) and bool(moved)
+    domains = [node.domain for node in moved]
+    for node in moved:
+        node.domain = MS_DOMAIN
+    if added:
+        model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
+    try:
+        yield
+    finally:
+        for node, domain in zip(moved, domains, strict=True):
+            node.domain = domain
+        if added:
+            del model.opset_import[-1]
 
 
 def _first_line(exc: Exception) -> str:
@@ -165,12 +223,30 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _validate(path: Path, model: onnx.ModelProto, shown: str, opset: int | None) -> list[str]:
-    """Raise UserError when the model is not valid ONNX; warn about what only limits it."""
+def _validate(
+    path: Path,
+    model: onnx.ModelProto,
+    shown: str,
+    opset: int | None,
+    checked_in_memory: bool,
+    shapes_used: bool = True,
+) -> list[str]:
+    """Raise UserError when the model is not valid ONNX; warn about what only limits it.
+
+    The file is checked as stored (so external data files are checked for existence and
+    location beside it), or, when ONNX Runtime ops were set aside in `model` for the check, that
+    proto from the file's folder, which onnx resolves external data locations against then.
+    A failed strict shape inference is a warning only where `shapes_used`: a GenAI decoder is
+    quantized and run by ONNX Runtime's own tools, never by the optimizations that need onnx's
+    shapes, and the model builder's graphs fail strict inference on a constant's declared rank.
+    """
     warnings: list[str] = []
     try:
-        # Path-based so external data files are checked for existence and location.
-        onnx.checker.check_model(str(path), full_check=False)
+        if checked_in_memory:
+            with chdir(path.parent):
+                onnx.checker.check_model(model, full_check=False)
+        else:
+            onnx.checker.check_model(str(path), full_check=False)
     except onnx.checker.ValidationError as exc:
         raise UserError(
             f"The model {shown!r} is not valid ONNX ({_first_line(exc)}); re-export it or fix "
@@ -179,10 +255,11 @@ def _validate(path: Path, model: onnx.ModelProto, shown: str, opset: int | None)
     try:
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
-        warnings.append(
-            f"Shape inference failed ({_first_line(exc)}); shapes inside the graph are unknown, "
-            "which some optimizations need."
-        )
+        if shapes_used:
+            warnings.append(
+                f"Shape inference failed ({_first_line(exc)}); shapes inside the graph are "
+                "unknown, which some optimizations need."
+            )
     latest = onnx.defs.onnx_opset_version()
     if opset is not None and opset > latest:
         warnings.append(
@@ -201,8 +278,7 @@ def _scan_graphs(model: onnx.ModelProto) -> tuple[int, int, list[str], list[str]
     parameters = 0
     nodes = 0
     for graph in _graphs(model.graph):
-        parameters += sum(_count(t.dims) for t in graph.initializer)
-        parameters += sum(_count(t.dims) for t in graph.sparse_initializer)
+        parameters += graph_parameters(graph)  # packed MatMulNBits weights as K x N
         for index, node in enumerate(graph.node):
             nodes += 1
             domain = node.domain

@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from backend.errors import UserError
+from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.models.ingest import ingest_file
 from storage.artifacts import ArtifactStore
 from storage.repo import models as model_store
@@ -146,12 +147,30 @@ def test_random_bytes_are_not_a_model(data_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "noise.onnx"
     path.write_bytes(b"\xff" + np.random.default_rng(0).bytes(4000))
     reject(path, "noise.onnx", "'noise.onnx' is not an ONNX model", data_dir)
+    assert_names_every_kind(refusal(path, "noise.onnx"))
 
 
 def test_text_file_is_not_a_model(data_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "notes.onnx"
     path.write_text("these are my notes about the model\n" * 20)
     reject(path, "notes.onnx", "'notes.onnx' is a text file, not a model", data_dir)
+    assert_names_every_kind(refusal(path, "notes.onnx"))
+
+
+KINDS = (".onnx file", "external data", "SavedModel", "Hugging Face", "GenAI", ".pt2")
+
+
+def refusal(path: Path, filename: str) -> str:
+    with pytest.raises(UserError) as caught:
+        ingest_file(path, filename)
+    return str(caught.value)
+
+
+def assert_names_every_kind(message: str) -> None:
+    """Every accepted upload kind, in the one shared sentence, and the refusal one sentence."""
+    assert ACCEPTED_UPLOADS in message
+    assert all(kind in message for kind in KINDS), message
+    assert message.endswith(".") and ". " not in message, message
 
 
 @pytest.mark.parametrize(
@@ -282,7 +301,14 @@ def test_zip_with_too_many_members_is_rejected(
 
 def test_zip_without_a_model_says_what_was_expected(data_dir: Path, tmp_path: Path) -> None:
     archive = write_zip(tmp_path / "docs.zip", [("docs/readme.md", b"# hi"), ("a.csv", b"1,2")])
-    reject(archive, "docs.zip", "holds neither an .onnx file nor a TensorFlow SavedModel", data_dir)
+    reject(archive, "docs.zip", "holds no model file .a.csv, docs/readme.md.", data_dir)
+    assert_names_every_kind(refusal(archive, "docs.zip"))
+
+
+def test_empty_zip_says_it_is_empty(data_dir: Path, tmp_path: Path) -> None:
+    archive = write_zip(tmp_path / "empty.zip", [])
+    reject(archive, "empty.zip", "The zip 'empty.zip' is empty; upload a .onnx file", data_dir)
+    assert_names_every_kind(refusal(archive, "empty.zip"))
 
 
 def test_zip_with_two_onnx_files_is_rejected(
