@@ -243,7 +243,7 @@ def _validate(
     warnings: list[str] = []
     try:
         if checked_in_memory:
-            with chdir(path.parent):
+            with chdir(path.parent):  # process-wide: inspect_model runs only in parse children
                 onnx.checker.check_model(model, full_check=False)
         else:
             onnx.checker.check_model(str(path), full_check=False)
