@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -153,31 +152,12 @@ def cache_from_sysfs(root: Path = CPU_CACHES) -> tuple[str, int] | None:
     return (f"L{found[0]}", found[1]) if found else None
 
 
-def cache_from_lscpu() -> tuple[str, int] | None:
-    """lscpu's highest-level data or unified cache, per instance, as ("L3", bytes)."""
-    try:
-        listed = subprocess.run(
-            ["lscpu", "-B", "-C=LEVEL,TYPE,ONE-SIZE"], capture_output=True, text=True, timeout=10
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found: tuple[int, int] | None = None
-    for line in listed.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) != 3 or parts[1] == "Instruction" or not parts[0].isdigit():
-            continue
-        if parts[2].isdigit() and (found is None or int(parts[0]) > found[0]):
-            found = (int(parts[0]), int(parts[2]))
-    return (f"L{found[0]}", found[1]) if found else None
-
-
 def last_level_cache() -> tuple[str, int, str]:
-    """(level, bytes, where read), or ("unknown", 0, why) when neither source says."""
+    """(level, bytes, where read), or ("unknown", 0, why) when sysfs does not say (lscpu reads
+    the same files, so it would not know either)."""
     if found := cache_from_sysfs():
         return (*found, str(CPU_CACHES))
-    if found := cache_from_lscpu():
-        return (*found, "lscpu")
-    return "unknown", 0, f"neither {CPU_CACHES} nor lscpu lists it"
+    return "unknown", 0, f"{CPU_CACHES} does not list it"
 
 
 def _cache_file() -> Path:
