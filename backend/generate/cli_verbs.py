@@ -114,6 +114,19 @@ def roofline_notes(points: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """Each (point name, roofline) whose share of peak is not a DRAM figure, said once per
     name; the old sentence for a share above 100% where the cache size was not recorded."""
     lines = [f"of peak, {name}: {roof['note']}" for name, roof in points if roof.get("note")]
+    unrecorded = [  # CPU points stored before the cache was recorded beside the roofline
+        roof["bytes_per_step"]
+        for _, roof in points
+        if roof and "in_cache" not in roof and "copy" in roof.get("peak", {}).get("source", "")
+    ]
+    if unrecorded:
+        lines.append(
+            f"of peak: {len(unrecorded)} point{' was' if len(unrecorded) == 1 else 's were'} "
+            "stored before the CPU's last-level cache "
+            f"was recorded with them, so whether their {max(unrecorded) / 2**20:.3g} MiB or less "
+            "per step sat in cache (and the share is not of DRAM bandwidth) is unknown; run the "
+            "job again to have it said"
+        )
     if not lines and any(roof.get("fraction", 0) > 1 for _, roof in points):
         lines.append(
             "a fraction above 100%: the bytes a step reads fit in the CPU caches, so that decode "

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from backend.generate import points
+from backend.generate.cli_verbs import roofline_notes
 from backend.generate.roofline import (
     PeakBandwidth,
     cache_from_sysfs,
@@ -77,6 +78,11 @@ def test_show_and_export_read_a_generation_jobs_points(
         if payload["roofline"]["note"]:
             assert f"of peak, {key}: {payload['roofline']['note']}" in out
         assert f"{payload['perplexity']['perplexity']:.3f}" in out
+
+    # a point stored before the cache was recorded beside it: said unknown, not left bare
+    before = {k: v for k, v in stored[key]["roofline"].items() if k not in ("in_cache", "note")}
+    (said,) = roofline_notes([(key, before)])
+    assert said.startswith("of peak: 1 point was stored before the CPU's last-level cache")
 
     csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
     assert optiboard("export", str(job_id), "-o", str(csv_path)).returncode == 0
