@@ -6,6 +6,7 @@ bandwidth, and the roofline says so beside it."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from dataclasses import asdict, dataclass
@@ -200,7 +201,9 @@ def cpu_peak() -> PeakBandwidth:
             "measured_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(kept))
+        partial = path.with_suffix(f".{os.getpid()}.tmp")  # two workers never read half a file
+        partial.write_text(json.dumps(kept))
+        partial.replace(path)
     best = float(kept["bytes_per_s"])
     when = kept.get("measured_at", "earlier")
     level, size, where = last_level_cache()
