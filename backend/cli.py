@@ -191,15 +191,21 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     job = jobs.get_job(args.job)
+    kind = job_kind(job)
+    unit = "generation points" if kind == JobKind.GENERATION else "configurations"
     print(
         f"job {job.id}: model {job.model_id}, {job.state.value}, "
-        f"{job.progress_done}/{job.progress_total} configurations, attempt {job.attempts}"
+        f"{job.progress_done}/{job.progress_total} {unit}, attempt {job.attempts}"
     )
     if job.error:
         print(f"error: {job.error}")
-    kind = job_kind(job)
     if kind == JobKind.SERVING:  # what ran its served model, as its points say
         print(serving_runtime_line(job))
+    if kind == JobKind.GENERATION:  # its points, what ran them and what each share of peak is
+        from backend.generate import jobreport
+
+        prices = parse_prices(args.price, "--price") if args.price else ()
+        print("\n".join(jobreport.show_lines(job.id, prices)))
     results = [stored.result for stored in jobs.stored_results(job.id)]
     if results:
         sweep = jobs.spec_of(job) if kind == JobKind.SWEEP else None  # a regression's is not
@@ -239,22 +245,25 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """CSV: the comparison table. JSON: every result's full record (environment, samples)."""
+    """CSV: the comparison table. JSON: every result's full record (environment, samples); a
+    generation job's stored points (backend/generate/jobreport.py)."""
+    from backend.generate import jobreport
     from backend.reporting import cost, exports, frames
 
-    frame = frames.results_frame(job_ids=args.job)
-    if args.price:  # every row priced by this table instead of its job's stored one
-        frame = cost.reprice(frame, parse_prices(args.price, "--price"))
-    if frame.empty:
-        raise UserError(f"Jobs {', '.join(map(str, args.job))} have no results to export yet.")
-    if args.format == "csv":
-        data = exports.export_csv(frame)
+    prices = parse_prices(args.price, "--price") if args.price else ()
+    if jobreport.generation_jobs(args.job):  # all generation benchmarks (a mix is refused)
+        data, count = jobreport.export_generation(args.job, args.format, prices)
     else:
-        stored = [r for job_id in args.job for r in jobs.stored_results(job_id)]
-        data = exports.results_records_json(stored)
+        frame = frames.results_frame(job_ids=args.job)
+        frame = cost.reprice(frame, prices) if prices else frame  # instead of the job's table
+        if frame.empty:
+            raise UserError(f"Jobs {', '.join(map(str, args.job))} have no results to export yet.")
+        count, stored = len(frame), [r for j in args.job for r in jobs.stored_results(j)]
+        csv = args.format == "csv"
+        data = exports.export_csv(frame) if csv else exports.results_records_json(stored)
     if args.output:
         Path(args.output).write_bytes(data)
-        print(f"wrote {len(frame)} results to {args.output}")
+        print(f"wrote {count} results to {args.output}")
     else:
         sys.stdout.write(data.decode())
     return 0

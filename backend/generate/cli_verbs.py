@@ -93,7 +93,7 @@ def rows_of(report: GenerationReport) -> list[list[str]]:
                 f"{r.kv_cache_mb:.2f}",
                 f"{r.peak_rss_mb:.0f}",
                 f"{roof.get('achieved_bytes_s', 0) / 1e9:.2f}",
-                f"{roof.get('fraction', 0):.0%}",
+                of_peak(roof),
                 agree,
                 f"{ppl:.3f}" if ppl is not None else "-",
                 f"{r.energy.j_p50:.4g}" if r.energy and r.energy.j_p50 is not None else "-",
@@ -103,6 +103,61 @@ def rows_of(report: GenerationReport) -> list[list[str]]:
     return rows
 
 
+def of_peak(roof: dict[str, Any]) -> str:
+    """The share of peak bandwidth, marked where the step's bytes sat in the CPU's cache."""
+    if not roof:
+        return "-"
+    return f"{roof.get('fraction', 0):.0%}" + (" (cache)" if roof.get("in_cache") else "")
+
+
+def roofline_notes(points: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Each (point name, roofline) whose share of peak is not a DRAM figure, said once per
+    name; the old sentence for a share above 100% where the cache size was not recorded."""
+    lines = [f"of peak, {name}: {roof['note']}" for name, roof in points if roof.get("note")]
+    unrecorded = [  # CPU points stored before the cache was recorded beside the roofline
+        roof["bytes_per_step"]
+        for _, roof in points
+        if roof and "in_cache" not in roof and "copy" in roof.get("peak", {}).get("source", "")
+    ]
+    if unrecorded:
+        lines.append(
+            f"of peak: {len(unrecorded)} point{' was' if len(unrecorded) == 1 else 's were'} "
+            "stored before the CPU's last-level cache "
+            f"was recorded with them, so whether their {max(unrecorded) / 2**20:.3g} MiB or less "
+            "per step sat in cache (and the share is not of DRAM bandwidth) is unknown; run the "
+            "job again to have it said"
+        )
+    if not lines and any(roof.get("fraction", 0) > 1 for _, roof in points):
+        lines.append(
+            "a fraction above 100%: the bytes a step reads fit in the CPU caches, so that decode "
+            "is not bound by memory bandwidth"
+        )
+    return lines
+
+
+def ran_line(runtime: str, facts: dict[str, Any]) -> str:
+    """What ran a runtime's points: versions, providers, device, environment and, per runtime,
+    the precision it computed and kept its KV cache in."""
+    versions = ", ".join(f"{k} {v}" for k, v in facts.get("versions", {}).items())
+    placed = facts.get("device_type", "")
+    providers = ", ".join(facts.get("providers", []))
+    line = f"{runtime}: {versions}; providers {providers} {placed}".rstrip()
+    if "runtime_env" in facts:
+        line += f"; environment {facts['runtime_env']}"
+    if "compiled" in facts:  # the torch runtime: what it loaded and how it ran
+        line += (
+            f"; {facts['inference_precision']} weights and KV cache, attention "
+            f"{facts['attention']}, {facts['compiled']}, CUDA graphs "
+            f"{'on' if facts['cuda_graphs'] else 'off'}"
+        )
+    elif "kv_cache_precision" in facts:
+        line += (
+            f"; computes in {facts['inference_precision']}, KV cache in "
+            f"{facts['kv_cache_precision']} (the plugin's defaults)"
+        )
+    return line
+
+
 def explain(report: GenerationReport) -> list[str]:
     """What ran, the peak the fractions are of, and every runtime or point that did not run."""
     lines = [f"peak bandwidth: {report.peak_bandwidth['source']}"]
@@ -110,32 +165,17 @@ def explain(report: GenerationReport) -> list[str]:
     for r in report.results:
         if r.status == "ok" and r.runtime not in seen:
             seen.add(r.runtime)
-            versions = ", ".join(f"{k} {v}" for k, v in r.facts.get("versions", {}).items())
-            placed = r.facts.get("device_type", "")
-            providers = ", ".join(r.facts.get("providers", []))
-            line = f"{r.runtime}: {versions}; providers {providers} {placed}".rstrip()
-            if "runtime_env" in r.facts:
-                line += f"; environment {r.facts['runtime_env']}"
-            if "compiled" in r.facts:  # the torch runtime: what it loaded and how it ran
-                line += (
-                    f"; {r.facts['inference_precision']} weights and KV cache, attention "
-                    f"{r.facts['attention']}, {r.facts['compiled']}, CUDA graphs "
-                    f"{'on' if r.facts['cuda_graphs'] else 'off'}"
-                )
-            elif "kv_cache_precision" in r.facts:
-                line += (
-                    f"; computes in {r.facts['inference_precision']}, KV cache in "
-                    f"{r.facts['kv_cache_precision']} (the plugin's defaults)"
-                )
-            lines.append(line)
+            lines.append(ran_line(r.runtime, r.facts))
         elif r.status != "ok" and f"{r.runtime}:{r.error}" not in seen:
             seen.add(f"{r.runtime}:{r.error}")
             lines.append(f"{r.runtime} {r.status}: {r.error}")
-    if any(r.roofline.get("fraction", 0) > 1 for r in report.results):
-        lines.append(
-            "a fraction above 100%: the bytes a step reads fit in the CPU caches, so that decode "
-            "is not bound by memory bandwidth"
-        )
+    lines += roofline_notes(
+        [
+            (f"{r.runtime} {r.prompt_tokens},{r.new_tokens},{r.sequences}", r.roofline)
+            for r in report.results
+            if r.status == "ok"
+        ]
+    )
     for name, scored in report.perplexity.items():
         lines.append(
             f"{name} perplexity {scored['perplexity']:.3f} on {scored['tokens']} of "

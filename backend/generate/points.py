@@ -4,6 +4,7 @@ perplexity against speed with its Pareto front. No Streamlit here (pages/compone
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -54,6 +55,15 @@ COLUMNS = (
     "status",
     "stable",
     *FIGURES,
+    "peak_rss_mb",
+    "bandwidth_gb_s",
+    "bandwidth_in_cache",  # the bytes a step reads fit in the CPU's last-level cache
+    "bandwidth_note",  # what the share of peak is not, beside it ("" for a DRAM figure)
+    "peak_bandwidth",  # the peak the share is of, and where it came from
+    "j_per_token",
+    "runtime_versions",
+    "model_id",  # the library model that ran: the upload, or its weight-only copy
+    "facts",  # every fact the runtime stored with the point, as JSON
     "price_per_hour",
     "cost_per_million_tokens",  # price per hour / (output tokens/s x 3600) x 1e6, ok points
     "verdict",
@@ -93,7 +103,19 @@ def _row(
     for key in FIGURES[:9]:
         row[key] = payload.get(key) if ok else None
     row["memory_mb"] = weights + kv if ok and weights is not None and kv is not None else None
-    row["bandwidth_fraction"] = (payload.get("roofline") or {}).get("fraction") if ok else None
+    roof = payload.get("roofline") or {}
+    row["bandwidth_fraction"] = roof.get("fraction") if ok else None
+    row["peak_rss_mb"] = payload.get("peak_rss_mb") if ok else None
+    achieved = roof.get("achieved_bytes_s")
+    row["bandwidth_gb_s"] = achieved / 1e9 if ok and achieved is not None else None
+    row["bandwidth_in_cache"] = roof.get("in_cache") if ok else None
+    row["bandwidth_note"] = roof.get("note", "") if ok else ""
+    row["peak_bandwidth"] = (payload.get("peak_bandwidth") or {}).get("source", "")
+    row["j_per_token"] = (payload.get("energy") or {}).get("j_p50") if ok else None
+    facts = payload.get("facts") or {}
+    row["runtime_versions"] = ", ".join(f"{k} {v}" for k, v in facts.get("versions", {}).items())
+    row["model_id"] = payload.get("model_id")
+    row["facts"] = json.dumps(facts, sort_keys=True)
     row["perplexity"] = (payload.get("perplexity") or {}).get("perplexity")
     row["greedy_agreement"] = min(agreement) / new if agreement and new else None
     return row
@@ -150,7 +172,10 @@ def _lines(frame: pd.DataFrame, y: str, title: str) -> go.Figure:
                 hovertemplate=f"%{{text}}<br>{metric.header} {metric.hover('y')}<extra></extra>",
             )
         )
-    return apply_layout(fig, title, "concurrent sequences", metric.axis_title, log_x=True)
+    fig = apply_layout(fig, title, "concurrent sequences", metric.axis_title, log_x=True)
+    counts = sorted({int(n) for n in data["sequences"].dropna()})
+    # ticks at the counts measured only: a log axis left to itself puts 0.125 and 0.25 there
+    return fig.update_xaxes(tickmode="array", tickvals=counts, ticktext=[str(n) for n in counts])
 
 
 def ttft_vs_sequences(frame: pd.DataFrame) -> go.Figure:

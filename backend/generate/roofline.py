@@ -1,12 +1,16 @@
 """The physical limit of decoding: a device's peak memory bandwidth, and how much of it a
-measured inter-token latency achieved (bytes read per step / seconds per step)."""
+measured inter-token latency achieved (bytes read per step / seconds per step). On a CPU whose
+last-level cache holds every byte a step reads, that share is of cache traffic, not of DRAM
+bandwidth, and the roofline says so beside it."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,8 @@ GPU_SPEC_BYTES_S = {
     "L4": 0.3e12,
 }
 COPY_MB = 256  # the CPU copy's buffer: far beyond any last-level cache
-COPY_REPEATS = 5
+COPY_REPEATS = 10
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,11 @@ class PeakBandwidth:
     device: str
     bytes_per_s: float
     source: str
+    # a CPU's last-level cache ("L3", bytes, where read or why unknown); "" on a GPU, and in
+    # points stored before the cache was recorded
+    cache_level: str = ""
+    cache_bytes: int = 0
+    cache_source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,8 +65,41 @@ class Roofline:
     def fraction(self) -> float:
         return self.achieved_bytes_s / self.peak.bytes_per_s if self.peak.bytes_per_s else 0.0
 
+    @property
+    def in_cache(self) -> bool | None:
+        """Whether the bytes a step reads fit in the CPU's last-level cache (None: unknown, or
+        not a CPU peak)."""
+        if not self.peak.cache_level or not self.peak.cache_bytes:
+            return None
+        return self.bytes_per_step <= self.peak.cache_bytes
+
+    @property
+    def note(self) -> str:
+        """What the fraction is not, said beside it: "" when it is a DRAM figure (or a GPU's)."""
+        read = f"weights + KV ({_mib(self.bytes_per_step)})"
+        if self.in_cache:
+            return (
+                f"{read} fit in the {_mib(self.peak.cache_bytes)} {self.peak.cache_level}: "
+                "this is not a memory-bandwidth figure"
+            )
+        if self.peak.cache_level and not self.peak.cache_bytes:
+            return (
+                f"the CPU's last-level cache size is unknown ({self.peak.cache_source}), so "
+                f"whether {read} stay in cache, and this is a memory-bandwidth figure, is unknown"
+            )
+        return ""
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "fraction": self.fraction}
+        return {
+            **asdict(self),
+            "fraction": self.fraction,
+            "in_cache": self.in_cache,
+            "note": self.note,
+        }
+
+
+def _mib(size: float) -> str:
+    return f"{size / 2**20:.3g} MiB"
 
 
 def roofline(bytes_per_step: float, itl_ms: float, peak: PeakBandwidth) -> Roofline:
@@ -87,6 +130,37 @@ def gpu_peak(index: int = 0) -> PeakBandwidth | None:
         )
 
 
+def _size_bytes(text: str) -> int:
+    """sysfs's "32768K" (or "1M", or plain bytes) as bytes."""
+    text = text.strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    return int(text.rstrip("KMG")) * scale
+
+
+def cache_from_sysfs(root: Path = CPU_CACHES) -> tuple[str, int] | None:
+    """The highest-level data or unified cache of cpu0 as ("L3", bytes); None if unreadable."""
+    found: tuple[int, int] | None = None
+    for index in sorted(root.glob("index*")):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((index / "level").read_text())
+            size = _size_bytes((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if found is None or level > found[0]:
+            found = (level, size)
+    return (f"L{found[0]}", found[1]) if found else None
+
+
+def last_level_cache() -> tuple[str, int, str]:
+    """(level, bytes, where read), or ("unknown", 0, why) when sysfs does not say (lscpu reads
+    the same files, so it would not know either)."""
+    if found := cache_from_sysfs():
+        return (*found, str(CPU_CACHES))
+    return "unknown", 0, f"{CPU_CACHES} does not list it"
+
+
 def _cache_file() -> Path:
     return settings.data_dir() / "cache" / f"copy-bandwidth-{platform.node() or 'host'}.json"
 
@@ -104,31 +178,44 @@ def measure_copy_bandwidth(megabytes: int = COPY_MB, repeats: int = COPY_REPEATS
 
 
 def cpu_peak() -> PeakBandwidth:
-    """This host's copy bandwidth: measured again on every call (under a second) and the best
-    ever seen kept per host in the data folder, since a copy measured while other processes
-    share the memory bus reads low (a CPU has no NVML; its datasheet peak is rarely reachable
-    by one process)."""
+    """This host's copy bandwidth, measured once per host (per CPU model) and kept in the data
+    folder, so every point of a job and every job on the host are shares of the same figure;
+    the file is measured again only when it is missing, damaged or of another CPU (a CPU has
+    no NVML, and its datasheet peak is rarely reachable by one process). With the CPU's
+    last-level cache, which the roofline compares each step's bytes with."""
     from backend.host import describe_environment
 
     cpu = describe_environment()["cpu"]
     path = _cache_file()
-    best, runs = 0.0, 0
+    kept: dict[str, Any] = {}
     if path.is_file():
         try:
-            cached = json.loads(path.read_text())
-            if cached.get("cpu") == cpu:
-                best, runs = float(cached["bytes_per_s"]), int(cached["runs"])
-        except (ValueError, KeyError, TypeError):
-            pass  # a damaged cache file starts over
-    best, runs = max(best, measure_copy_bandwidth()), runs + 1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"cpu": cpu, "bytes_per_s": best, "runs": runs}))
+            kept = json.loads(path.read_text())
+            kept = kept if kept.get("cpu") == cpu and float(kept["bytes_per_s"]) > 0 else {}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            kept = {}  # a damaged cache file: measured again
+    if not kept:
+        kept = {
+            "cpu": cpu,
+            "bytes_per_s": measure_copy_bandwidth(),
+            "measured_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")  # two workers never read half a file
+        partial.write_text(json.dumps(kept))
+        partial.replace(path)
+    best = float(kept["bytes_per_s"])
+    when = kept.get("measured_at", "earlier")
+    level, size, where = last_level_cache()
     return PeakBandwidth(
         cpu,
         best,
-        f"numpy copy of {COPY_MB} MiB on this host, the best of {runs} measurement"
-        f"{'s' if runs > 1 else ''} of {COPY_REPEATS} copies: {best / 1e9:.1f} GB/s "
-        "(read + write)",
+        f"numpy copy of {COPY_MB} MiB on this host, the best of {COPY_REPEATS} copies: "
+        f"{best / 1e9:.1f} GB/s (read + write), measured {when} and kept for every job on this "
+        f"host (delete {path.name} in the data folder's cache to measure again)",
+        cache_level=level,
+        cache_bytes=size,
+        cache_source=where,
     )
 
 
