@@ -132,18 +132,30 @@ def real_placements(model_path: Path) -> dict[str, Placement]:
 def matrix_for_model(model_id: int, refresh: bool = False) -> CompatMatrix:
     """The matrix of a library model, cached per model sha256 and runtime/data-file versions."""
     from backend.models import library
+    from backend.models.genai import is_generative_format
     from storage.repo import caches as compat_cache
 
     model = library.get_model(model_id)
-    path = library.onnx_path(model_id)
+    generative = is_generative_format(model.format)
+    path = _graph_file(model_id) if generative else library.onnx_path(model_id)
     key = fingerprint(load_registry(), with_placement=True)
     if not refresh:
         cached = compat_cache.get_compat(model.sha256, key)
         if cached is not None and cached.get("version") == MATRIX_VERSION:
             return CompatMatrix.from_dict(cached)
-    matrix = build_matrix_in_child(path, model.format)
+    # a generation model's decoder is placed as the plain ONNX graph it is
+    matrix = build_matrix_in_child(path, "onnx" if generative else model.format)
     compat_cache.put_compat(model.sha256, key, matrix.to_dict())
     return matrix
+
+
+def _graph_file(model_id: int) -> Path:
+    """A generation model's decoder graph, in its GenAI folder with its external data beside
+    it, so the placement sessions can open it."""
+    from backend.generate.library import genai_config, genai_folder
+
+    decoder = genai_config(model_id).get("model", {}).get("decoder", {})
+    return genai_folder(model_id) / str(decoder.get("filename", "model.onnx"))
 
 
 def build_matrix_in_child(

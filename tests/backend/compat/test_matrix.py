@@ -199,3 +199,21 @@ def test_unreadable_registry_falls_back_to_the_real_cpu_session(mlp_path):
     cells = cells_from_placement(nodes, unknown, placement, "child crashed (signal 11)")
     assert [c.status for c in cells] == ["supported"] * len(nodes)
     assert all(c.source == "placement" and "signal 11" in c.reason for c in cells)
+
+
+def test_a_generation_models_decoder_gets_its_matrix_and_real_placement(data_dir, tmp_path):
+    """The walkthrough's Llama: Graph drew its model.onnx while Compatibility refused it as "a
+    folder of files". Its decoder is placed from its GenAI folder, external weights beside it."""
+    from backend.models.ingest import ingest_file
+    from tests import llm_models
+
+    upload = llm_models.genai_zip(tmp_path)
+    row = ingest_file(upload, upload.name)
+    matrix = matrix_for_model(row.id)
+    ops = {n.op_type for n in matrix.nodes}
+    assert {"GroupQueryAttention", "MatMul"} <= ops
+    gqa = [i for i, n in enumerate(matrix.nodes) if n.op_type == "GroupQueryAttention"]
+    assert len(gqa) == llm_models.TINY.layers
+    placement = matrix.placements[CPU]
+    assert placement.ok and set(placement.counts) == {"CPUExecutionProvider"}
+    assert all(matrix.cell(CPU, i).status == "supported" for i in gqa)
