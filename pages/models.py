@@ -12,6 +12,7 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
+from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.records import ArtifactRow, ModelRow
 from pages.access import can, guarded
 from pages.components.formatting import fmt_bytes, fmt_count, fmt_shape, plain
@@ -55,13 +56,10 @@ if can(Permission.UPLOAD):
     with st.expander("⬆️ Upload a model", expanded=not library.list_models()):
         max_upload_mb = settings.MAX_UPLOAD_MB.get()
         st.markdown(
-            "Accepted: **.onnx**, a **.zip** of an ONNX model with its external-data files, or "
-            "a **.zip** of a TensorFlow SavedModel (converted with tf2onnx), a PyTorch "
-            "ExportedProgram **.pt2** from `torch.export.save` (converted with torch.onnx and "
-            "checked against the program), or for the generation "
-            "benchmark a **.zip** of an ONNX Runtime GenAI folder or of a Hugging Face model "
-            "folder (.safetensors weights, tokenizer.json). "
-            f"Up to {max_upload_mb} MB "
+            f"Accepted: {ACCEPTED_UPLOADS}. A SavedModel is converted with tf2onnx, a .pt2 "
+            "(from `torch.export.save`) with torch.onnx and checked against the program; a "
+            "Hugging Face folder (.safetensors weights, tokenizer.json) or a GenAI folder is "
+            f"for the generation benchmark. Up to {max_upload_mb} MB "
             "(`server.maxUploadSize` in `.streamlit/config.toml`)."
         )
         with st.form("upload", clear_on_submit=True, border=False):
