@@ -9,6 +9,7 @@ from backend.engine.measure import PEAK_SCOPE
 from backend.reporting import distance
 from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.metrics import pick
+from backend.reporting.provenance import hardware, ran_on, software, what_ran
 from backend.results import ConfigurationResult
 
 
@@ -77,7 +78,20 @@ def results_table(results: list[ConfigurationResult], prices: pricing.Prices = (
         + f"\n{money}: dollars per million inferences = price per hour / (samples/s x 3600) x 1e6"
         + f" at {pricing.prices_text(prices)} (set by --price or OPTIBOARD_PRICE_PER_HOUR)."
     )
-    return "\n".join([text, *energy_lines(results)])
+    return "\n".join([text, *ran_lines(results), *energy_lines(results)])
+
+
+def ran_lines(results: list[ConfigurationResult]) -> list[str]:
+    """Under the table: what ran the numbers (runtime and version, hardware, host), each once."""
+    setups = (
+        (
+            software(r.environment),
+            hardware(r.environment, r.configuration.provider),
+            ran_on(r.environment),
+        )
+        for r in results
+    )
+    return [f"ran: {line}" for line in what_ran(setups)]
 
 
 def energy_lines(results: list[ConfigurationResult]) -> list[str]:

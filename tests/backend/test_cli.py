@@ -5,9 +5,12 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
+
+import onnxruntime
 
 from backend import energy
 
@@ -41,6 +44,10 @@ def test_add_inspect_run_show_and_export(data_dir: Path, cnn_path: Path, tmp_pat
     assert "4/4" in run.stdout and "job 1 succeeded" in run.stdout
     assert run.stdout.count("onnxruntime/cpu/int8_static/") >= 2
     assert "RSS MB: peak resident memory over session + timed loop." in run.stdout
+    ran = (
+        f"ran: onnxruntime {onnxruntime.__version__} (default env), Python {sys.version.split()[0]}"
+    )
+    assert f"{ran} on " in run.stdout and f"(host {platform.node()})" in run.stdout
     cpu_energy = energy.meter_for("cpu").source  # this host's RAPL, or why it is not readable
     assert f"J/sample, idle W: {cpu_energy}" in run.stdout
 
