@@ -62,8 +62,10 @@ def generation_form(model: ModelRow) -> None:
         prompts = bound_multiselect(
             "Prompt lengths (tokens)", fits, "g_prompts", default=[min(128, fits[-1])]
         )
+        shortest = min(prompts or fits[:1])  # a count that no picked prompt leaves room for
+        room = [n for n in NEW_TOKENS if not context or shortest + n <= context] or NEW_TOKENS[:1]
         new_tokens = bound_multiselect(
-            "New tokens per sequence", NEW_TOKENS, "g_new", default=[min(64, NEW_TOKENS[-1])]
+            "New tokens per sequence", room, "g_new", default=[min(64, room[-1])]
         )
         sequences = bound_multiselect(
             "Concurrent sequences",

@@ -25,6 +25,8 @@ def test_optimize_offers_the_generation_benchmark_for_a_generative_model(
     assert "is a generative model (context 256 tokens)" in texts(at)
     assert at.multiselect(key="url_g_variants").value == ["fp32", "int4"]
     assert 256 not in at.multiselect(key="url_g_prompts").options  # past the context
+    # nor new tokens that no picked prompt leaves room for (128 + 256 > 256)
+    assert at.multiselect(key="url_g_new").options[-1] == "128"
     assert not at.get("multiselect") or "url_precisions" not in [
         m.key for m in at.multiselect
     ]  # the sweep's form is not drawn for a decoder model
