@@ -22,7 +22,7 @@ from backend.results import StoredResult, fp32_baseline
 from backend.specs import SweepSpec
 from pages.access import can, guarded
 from pages.components.baselines import baseline_control, drift_flags
-from pages.components.formatting import fmt_duration, plain
+from pages.components.formatting import EMPTY, fmt_duration, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
 from pages.components.url_state import bound_multiselect, set_url, url_int, url_value
@@ -110,6 +110,7 @@ def job_table() -> None:
         on_select="rerun",
         selection_mode="single-row",
         key="job_table",
+        placeholder=EMPTY,
     )
     picked = event.selection.rows if event is not None else []
     if picked:
@@ -188,6 +189,7 @@ def hottest_nodes(profile: Profile, model_id: int, result_id: int) -> None:
             "graph": st.column_config.LinkColumn("Netron", display_text="open in Graph"),
         },
         key=f"hottest-{model_id}",
+        placeholder=EMPTY,
     )
     st.caption(
         "Each link opens the uploaded graph in Netron with that node selected, coloured by "
@@ -284,6 +286,7 @@ def _configurations_table(configurations: list[progress.ConfigurationProgress]) 
             ENERGY.header: st.column_config.NumberColumn(format=ENERGY.printf(), help=ENERGY.label),
             IDLE.header: st.column_config.NumberColumn(format=IDLE.printf(), help=IDLE.label),
         },
+        placeholder=EMPTY,
     )
     sources = sorted({c.energy_source for c in configurations if c.energy_source})
     if sources:  # what measured the energy columns, or why they are empty

@@ -14,7 +14,7 @@ from backend.errors import UserError
 from backend.models import library
 from backend.records import ArtifactRow, ModelRow
 from pages.access import can, guarded
-from pages.components.formatting import fmt_bytes, fmt_count, fmt_shape, plain
+from pages.components.formatting import EMPTY, fmt_bytes, fmt_count, fmt_shape, plain
 from pages.components.gate import require_access
 from pages.components.url_state import set_url
 from pages.components.widgets import model_picker, page_header, show_error
@@ -118,6 +118,7 @@ st.dataframe(
         for m in models
     ],
     hide_index=True,
+    placeholder=EMPTY,
 )
 
 model = model_picker(models)
@@ -141,6 +142,7 @@ with left:
             for i in model.inputs
         ],
         hide_index=True,
+        placeholder=EMPTY,
     )
 with right:
     st.markdown("**Outputs**")
@@ -150,6 +152,7 @@ with right:
             for o in model.outputs
         ],
         hide_index=True,
+        placeholder=EMPTY,
     )
 
 links = st.columns(3)

@@ -22,7 +22,7 @@ from backend.queue import jobs
 from backend.records import ModelRow
 from backend.reporting import frames
 from pages.access import can, guarded, link_scope, signed_link_control
-from pages.components.formatting import plain
+from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
 from pages.components.url_state import (
@@ -288,10 +288,13 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
                 for key in (*points.FIGURES, *money)
             },
             key="generation_table",
+            placeholder=EMPTY,
         )
         failed = frame[~frame["status"].isin(["ok", "wrong outputs"])]
         if not failed.empty:
             with st.expander(f"{len(failed)} points did not run"):
-                st.dataframe(failed[["label", "status", "error"]], hide_index=True)
+                st.dataframe(
+                    failed[["label", "status", "error"]], hide_index=True, placeholder=EMPTY
+                )
 
     draw()
