@@ -361,9 +361,18 @@ def comparison() -> None:
         )
         st.dataframe(across_targets, hide_index=True, key="targets_side_by_side", placeholder=EMPTY)
 
+    # on_click="ignore": a download reruns nothing. On a rerun (Streamlit's default) the HTML
+    # report's deferred file gets a new id and the one the browser holds is dropped, so clicking
+    # it just after another download failed ("Deferred file ... not found").
     downloads = st.columns(3)
     downloads[0].download_button(
-        "CSV", exports.export_csv(view), "optiboard-results.csv", "text/csv", icon="⬇️"
+        "CSV",
+        exports.export_csv(view),
+        "optiboard-results.csv",
+        "text/csv",
+        icon="⬇️",
+        key="download_csv",
+        on_click="ignore",
     )
     downloads[1].download_button(
         "JSON",
@@ -371,6 +380,8 @@ def comparison() -> None:
         "optiboard-results.json",
         "application/json",
         icon="⬇️",
+        key="download_json",
+        on_click="ignore",
     )
 
     def report() -> str:
@@ -380,7 +391,13 @@ def comparison() -> None:
         return exports.html_report(title, view, [f for _, f in every], baseline)
 
     downloads[2].download_button(
-        "HTML report", report, "optiboard-report.html", "text/html", icon="📄"
+        "HTML report",
+        report,
+        "optiboard-report.html",
+        "text/html",
+        icon="📄",
+        key="download_report",
+        on_click="ignore",
     )
 
 

@@ -150,10 +150,14 @@ left.download_button(
     compat_export.to_csv(matrix),
     file_name=f"{model.name}-compat.csv",
     mime="text/csv",
+    key="download_compat_csv",
+    on_click="ignore",  # a download reruns nothing: the other button's file stays as it is
 )
 right.download_button(
     "Download JSON",
     compat_export.to_json(matrix),
     file_name=f"{model.name}-compat.json",
     mime="application/json",
+    key="download_compat_json",
+    on_click="ignore",
 )

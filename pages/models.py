@@ -185,6 +185,7 @@ for art in artifacts:
         mime="application/octet-stream",
         key=f"dl_{art.id}",
         icon="⬇️",
+        on_click="ignore",  # a rerun would drop the other buttons' deferred files (compare.py)
     )
 for line in library.export_check(artifacts):
     st.caption(plain(line))
