@@ -373,7 +373,7 @@ def _summary(job: JobRow, state: progress.JobProgress) -> None:
     info[0].metric("State", job.state.value)
     info[1].metric("Duration", fmt_duration(state.duration_s))
     info[2].metric("Attempts", f"{job.attempts}/{job.max_attempts}")
-    info[3].metric("Worker", plain(job.worker_id or "–"))
+    info[3].metric("Worker", plain(job.worker_id or EMPTY))
     latest = jobs.job_events(job.id, limit=1)
     if not job.state.finished and latest and latest[0].level == "warning":
         st.warning(plain(latest[0].message))  # e.g. a Ray head the worker is waiting for

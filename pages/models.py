@@ -126,7 +126,7 @@ assert model is not None
 
 cols = st.columns(5)
 cols[0].metric("Format", model.format)
-cols[1].metric("Opset", model.opset if model.opset is not None else "–")
+cols[1].metric("Opset", model.opset if model.opset is not None else EMPTY)
 cols[2].metric("Size", fmt_bytes(model.size_bytes))
 cols[3].metric("Parameters", fmt_count(model.parameter_count))
 cols[4].metric("Nodes", model.node_count)
