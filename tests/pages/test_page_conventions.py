@@ -5,12 +5,12 @@ whatever order they are clicked in; the copy link says who can open it."""
 from __future__ import annotations
 
 import ast
+import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from streamlit.testing.v1.util import patch_config_options
 
 from backend.auth import links
 from backend.specs import SweepSpec
@@ -55,21 +55,34 @@ def test_jobs_and_compare_tables_show_empty_cells_as_a_dash(data_dir: Path, mlp_
         assert _placeholders(at) and set(_placeholders(at)) == {EMPTY}
 
 
-def _deprecations(at: AppTest) -> list[str]:
-    return [w.value for w in at.warning if "will be removed" in str(w.value)]
+class _Kept(logging.Handler):
+    """The messages of a logger, as its console shows them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 @pytest.mark.parametrize("page", ["compatibility", "users"])
 def test_pages_use_no_streamlit_parameter_past_its_removal(
-    data_dir: Path, tmp_path: Path, mlp_path: Path, page: str
+    data_dir: Path, mlp_path: Path, page: str
 ) -> None:
+    """Streamlit logs "Please replace `use_container_width` with `width`" on every run that
+    passes it (its removal date, 2025-12-31, has passed)."""
     model = add_model(mlp_path, "mlp")
-    # "full" error details show Streamlit's deprecation warnings on the page itself
-    with patch_config_options({"client.showErrorDetails": "full"}):
+    kept = _Kept()
+    streamlit_log = logging.getLogger("streamlit.deprecation_util")
+    streamlit_log.addHandler(kept)
+    try:
         at = open_page(page, model=model.id, op="Gemm", backend="ort-cpu")
+    finally:
+        streamlit_log.removeHandler(kept)
     assert not at.exception, at.exception
     assert at.dataframe  # the tables that passed use_container_width were drawn
-    assert _deprecations(at) == []
+    assert [m for m in kept.messages if "will be removed" in m] == []
 
 
 def _downloads(at: AppTest) -> list[tuple[str, bool]]:
