@@ -32,8 +32,8 @@ def who_sees_the_link() -> str:
             "until that link expires."
         )
     return (
-        "A teammate who opens this link signs in first, then sees the same view as far as their "
-        "role allows."
+        "A teammate who opens this link signs in first (unless already signed in), then sees the "
+        "same view as far as their role allows."
     )
 
 
