@@ -13,7 +13,7 @@ from backend.reporting.metrics import cost_axes
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus
 from pages.access import link_scope, signed_link_control
-from pages.components.formatting import plain
+from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_comparison
 from pages.components.live import refresh_every, work_in_progress
@@ -285,6 +285,7 @@ def comparison() -> None:
             },
         },
         key="speedup_table",
+        placeholder=EMPTY,
     )
     sources = sorted(set(view["energy_source"].dropna()))
     if sources:  # what measured the energy columns, or why they are empty
@@ -315,15 +316,20 @@ def comparison() -> None:
                 ),
             },
             key="distance_table",
+            placeholder=EMPTY,
         )
     wrong = frame[frame["status"] == ResultStatus.WRONG_OUTPUTS.value]
     if not wrong.empty:  # timed, but not a speedup, a Pareto point or a recommendation
         with st.expander(f"{len(wrong)} configurations computed wrong outputs", expanded=True):
-            st.dataframe(wrong[["label", "status", "cosine_similarity", "error"]], hide_index=True)
+            st.dataframe(
+                wrong[["label", "status", "cosine_similarity", "error"]],
+                hide_index=True,
+                placeholder=EMPTY,
+            )
     failed = frame[~frame["status"].isin([ResultStatus.OK.value, ResultStatus.WRONG_OUTPUTS.value])]
     if not failed.empty:
         with st.expander(f"{len(failed)} configurations did not run"):
-            st.dataframe(failed[["label", "status", "error"]], hide_index=True)
+            st.dataframe(failed[["label", "status", "error"]], hide_index=True, placeholder=EMPTY)
 
     side_by_side = runtimes_side_by_side(frame)
     if not side_by_side.empty:
@@ -343,6 +349,7 @@ def comparison() -> None:
                 if side_by_side[c].dtype.kind == "f"
             },
             key="runtimes_side_by_side",
+            placeholder=EMPTY,
         )
 
     across_targets = targets_side_by_side(frame)
@@ -352,11 +359,20 @@ def comparison() -> None:
             "The same configuration on each cluster target; 'speed vs first' is the first "
             "target's p50 divided by the cell's. The Jobs page says which node ran each one."
         )
-        st.dataframe(across_targets, hide_index=True, key="targets_side_by_side")
+        st.dataframe(across_targets, hide_index=True, key="targets_side_by_side", placeholder=EMPTY)
 
+    # on_click="ignore": a download reruns nothing. On a rerun (Streamlit's default) the HTML
+    # report's deferred file gets a new id and the one the browser holds is dropped, so clicking
+    # it just after another download failed ("Deferred file ... not found").
     downloads = st.columns(3)
     downloads[0].download_button(
-        "CSV", exports.export_csv(view), "optiboard-results.csv", "text/csv", icon="⬇️"
+        "CSV",
+        exports.export_csv(view),
+        "optiboard-results.csv",
+        "text/csv",
+        icon="⬇️",
+        key="download_csv",
+        on_click="ignore",
     )
     downloads[1].download_button(
         "JSON",
@@ -364,6 +380,8 @@ def comparison() -> None:
         "optiboard-results.json",
         "application/json",
         icon="⬇️",
+        key="download_json",
+        on_click="ignore",
     )
 
     def report() -> str:
@@ -373,7 +391,13 @@ def comparison() -> None:
         return exports.html_report(title, view, [f for _, f in every], baseline)
 
     downloads[2].download_button(
-        "HTML report", report, "optiboard-report.html", "text/html", icon="📄"
+        "HTML report",
+        report,
+        "optiboard-report.html",
+        "text/html",
+        icon="📄",
+        key="download_report",
+        on_click="ignore",
     )
 
 

@@ -11,7 +11,7 @@ from backend.compat import export as compat_export
 from backend.errors import UserError
 from backend.models import library
 from backend.reporting import charts
-from pages.components.formatting import plain
+from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.url_state import bound_selectbox, set_url, url_value
 from pages.components.widgets import model_picker, page_header, show_error
@@ -114,7 +114,7 @@ if ops.empty:
 else:
     chart = st.plotly_chart(
         charts.compat_heat_map(ops, matrix.backends, BACKEND_LABELS),
-        use_container_width=True,
+        width="stretch",
         on_select="rerun",
         selection_mode="points",
         key="compat_heatmap",
@@ -138,10 +138,10 @@ if selected_op is not None:
     ].copy()
     if rows["placed_on"].astype(bool).any():
         shown.insert(5, "placed_on (real)", rows["placed_on"])
-    st.dataframe(shown, hide_index=True, use_container_width=True)
+    st.dataframe(shown, hide_index=True, width="stretch", placeholder=EMPTY)
 
 with st.expander("Data sources"):
-    st.dataframe(pd.DataFrame(matrix.sources), hide_index=True, use_container_width=True)
+    st.dataframe(pd.DataFrame(matrix.sources), hide_index=True, width="stretch", placeholder=EMPTY)
     st.caption(f"Runtime: {plain(matrix.runtime)}")
 
 left, right = st.columns(2)
@@ -150,10 +150,14 @@ left.download_button(
     compat_export.to_csv(matrix),
     file_name=f"{model.name}-compat.csv",
     mime="text/csv",
+    key="download_compat_csv",
+    on_click="ignore",  # a download reruns nothing: the other button's file stays as it is
 )
 right.download_button(
     "Download JSON",
     compat_export.to_json(matrix),
     file_name=f"{model.name}-compat.json",
     mime="application/json",
+    key="download_compat_json",
+    on_click="ignore",
 )

@@ -22,7 +22,7 @@ from backend.models.cost import ModelCost
 from backend.models.costing import cost_in_child
 from backend.reporting import charts, costview
 from pages.components import graphoverlay
-from pages.components.formatting import fmt_bytes, fmt_shape, plain
+from pages.components.formatting import EMPTY, fmt_bytes, fmt_shape, plain
 from pages.components.gate import require_access
 from pages.components.url_state import bound_selectbox, url_value
 from pages.components.widgets import model_picker, no_models_yet, page_header, show_error
@@ -181,6 +181,7 @@ with side_col:
             for value in values
         ],
         hide_index=True,
+        placeholder=EMPTY,
     )
     st.page_link(
         "pages/optimize.py", label="Optimize this model", icon="🛠️", query_params={"model": model.id}
@@ -208,4 +209,5 @@ else:
         costview.node_rows(cost),
         hide_index=True,
         column_config={"share": st.column_config.ProgressColumn("share", format="percent")},
+        placeholder=EMPTY,
     )

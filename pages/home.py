@@ -10,7 +10,7 @@ from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.queue import jobs, progress
 from backend.records import utcnow
 from pages.components.baselines import drift_flags
-from pages.components.formatting import fmt_ago, fmt_bytes
+from pages.components.formatting import EMPTY, fmt_ago, fmt_bytes
 from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
 from pages.components.widgets import page_header
@@ -76,6 +76,7 @@ def overview() -> None:
                 for w in workers
             ],
             hide_index=True,
+            placeholder=EMPTY,
         )
 
     drift_flags("home-drift")
@@ -104,6 +105,7 @@ def overview() -> None:
         column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0)
         },
+        placeholder=EMPTY,
     )
     done = [j for j in recent if j.progress_done]
     if done:
@@ -132,4 +134,5 @@ if models:
             for m in models[:10]
         ],
         hide_index=True,
+        placeholder=EMPTY,
     )

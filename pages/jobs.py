@@ -6,6 +6,7 @@ from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from backend import viewer
 from backend.auth.audit import Action
@@ -22,8 +23,9 @@ from backend.results import StoredResult, fp32_baseline
 from backend.specs import SweepSpec
 from pages.access import can, guarded
 from pages.components.baselines import baseline_control, drift_flags
-from pages.components.formatting import fmt_duration, plain
+from pages.components.formatting import EMPTY, fmt_duration, plain
 from pages.components.gate import require_access
+from pages.components.generation import job_points
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
 from pages.components.url_state import bound_multiselect, set_url, url_int, url_value
 from pages.components.widgets import page_header, show_error
@@ -110,6 +112,7 @@ def job_table() -> None:
         on_select="rerun",
         selection_mode="single-row",
         key="job_table",
+        placeholder=EMPTY,
     )
     picked = event.selection.rows if event is not None else []
     if picked:
@@ -131,10 +134,10 @@ if job_id is None:
     st.caption("Click a row above to see another job.")
 
 
-@st.fragment(run_every=refresh_every(ACTIVE))
+@st.fragment  # picking a configuration redraws these views only; the detail refreshes them
 def profile_views(job_id: int, profiled: list[StoredResult], model_id: int) -> None:
     """Per-node bars, op types and the diff against FP32, for configurations run with --profile."""
-    require_access(Permission.BROWSE)  # a timed fragment rerun skips the page's first line
+    require_access(Permission.BROWSE)  # a fragment rerun skips the page's first line
     if not profiled:
         return
     wanted = url_value("profile")  # a configuration key, from the Graph page's variant diff
@@ -188,6 +191,7 @@ def hottest_nodes(profile: Profile, model_id: int, result_id: int) -> None:
             "graph": st.column_config.LinkColumn("Netron", display_text="open in Graph"),
         },
         key=f"hottest-{model_id}",
+        placeholder=EMPTY,
     )
     st.caption(
         "Each link opens the uploaded graph in Netron with that node selected, coloured by "
@@ -252,7 +256,9 @@ def mixed_search(job: JobRow, spec: SweepSpec | None, stored: list[StoredResult]
                 )
 
 
-def _configurations_table(configurations: list[progress.ConfigurationProgress]) -> None:
+def _configurations_table(
+    job_id: int, configurations: list[progress.ConfigurationProgress]
+) -> None:
     """One row per configuration with its figures; under it, what measured the energy."""
     st.markdown("**Configurations**")
     st.dataframe(
@@ -284,6 +290,8 @@ def _configurations_table(configurations: list[progress.ConfigurationProgress]) 
             ENERGY.header: st.column_config.NumberColumn(format=ENERGY.printf(), help=ENERGY.label),
             IDLE.header: st.column_config.NumberColumn(format=IDLE.printf(), help=IDLE.label),
         },
+        key=f"configs_{job_id}",
+        placeholder=EMPTY,
     )
     sources = sorted({c.energy_source for c in configurations if c.energy_source})
     if sources:  # what measured the energy columns, or why they are empty
@@ -291,15 +299,72 @@ def _configurations_table(configurations: list[progress.ConfigurationProgress]) 
 
 
 def job_detail(job_id: int) -> None:
+    """The followed job's detail in a fragment of its own that reruns every few seconds while
+    the job is queued or running, as the table above does, and not at all once it ended: its
+    progress, configurations and log follow the worker instead of the last full rerun."""
     try:
         job = jobs.get_job(job_id)
     except UserError as exc:
         show_error(exc)
         return
+    live = not job.state.finished
+    st.fragment(_job_detail, run_every=refresh_every(live))(job.id, live)
+
+
+def _job_detail(job_id: int, was_live: bool) -> None:
+    """One drawing of the detail, from what is stored now; widget keys hold the job id only,
+    so a timed rerun keeps what the user picked and typed."""
+    require_access(Permission.BROWSE)  # a timed fragment rerun skips the page's first line
+    try:
+        job = jobs.get_job(job_id)
+    except UserError as exc:  # deleted since the page was drawn
+        show_error(exc)
+        return
+    if was_live and job.state.finished:
+        st.rerun()  # the whole page: the table's row too, and this part stops polling
+    state = progress.progress_of(job)
+    _summary(job, state)
+    actions = st.columns(4)
+    _cancel_or_retry(job, actions[0])
+    try:
+        spec, configurations = progress.configuration_progress(job)
+    except UserError as exc:
+        spec, configurations = None, []
+        st.warning(f"This job's sweep can no longer be read: {plain(exc)}")
+    _links(job, spec, state, actions)
+
+    if job.kind == JobKind.GENERATION:  # tokens: TTFT, ITL, tokens/s, memory, perplexity
+        job_points(job.id, configurations)
+    else:
+        _configurations_table(job.id, configurations)
+    baseline_control(job)
+    stored = jobs.stored_results(job.id)
+    if spec is not None and spec.find_knee:  # the knee search's answer, with its numbers
+        knee_lines = knee_summary(spec, stored)
+        if knee_lines:
+            st.markdown("**Knee**\n\n" + "\n".join(f"- {plain(line)}" for line in knee_lines))
+    profile_views(
+        job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")], job.model_id
+    )
+    mixed_search(job, spec, stored)
+    with st.expander("Log", expanded=job.state == JobState.FAILED):
+        events = jobs.job_events(job.id)
+        if not events:
+            st.caption("No log lines yet.")
+        else:
+            st.code(
+                "\n".join(
+                    f"{e.created_at:%H:%M:%S} {e.level.upper():7} {e.message}" for e in events
+                ),
+                language=None,
+            )
+
+
+def _summary(job: JobRow, state: progress.JobProgress) -> None:
+    """Title, progress bar, state, duration, attempts, worker, the latest warning, the error."""
     model = models.get(job.model_id)
     title = f"Job {job.id}" + (f" · {job.label}" if job.label else "")
     st.subheader(plain(f"{title} · {model.name if model else '?'}"))
-    state = progress.progress_of(job)
     st.progress(
         state.fraction,
         text=f"{STATE_ICONS[job.state.value]} · {state.done} of {state.total} configurations",
@@ -308,7 +373,7 @@ def job_detail(job_id: int) -> None:
     info[0].metric("State", job.state.value)
     info[1].metric("Duration", fmt_duration(state.duration_s))
     info[2].metric("Attempts", f"{job.attempts}/{job.max_attempts}")
-    info[3].metric("Worker", plain(job.worker_id or "–"))
+    info[3].metric("Worker", plain(job.worker_id or EMPTY))
     latest = jobs.job_events(job.id, limit=1)
     if not job.state.finished and latest and latest[0].level == "warning":
         st.warning(plain(latest[0].message))  # e.g. a Ray head the worker is waiting for
@@ -318,29 +383,31 @@ def job_detail(job_id: int) -> None:
             with st.expander("Full error"):
                 st.code(job.error, language=None)
 
-    actions = st.columns(4)
+
+def _cancel_or_retry(job: JobRow, where: DeltaGenerator) -> None:
+    """Cancel while the job runs, retry once it ended; each reruns the whole page."""
     if not job.state.finished:
-        if can(Permission.CANCEL) and actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
+        if can(Permission.CANCEL) and where.button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
             with guarded(Action.CANCEL, f"job {job.id}"):
                 cancelled = jobs.cancel_job(job.id)
             st.toast(f"Job {job.id}: {'cancelled' if cancelled.finished else 'cancel requested'}.")
             st.rerun()
-    else:
-        if can(Permission.SUBMIT) and actions[0].button("Retry", key=f"retry_{job.id}", icon="🔁"):
-            try:
-                with guarded(Action.RETRY, f"job {job.id}"):
-                    new = jobs.retry_job(job.id)
-            except UserError as exc:
-                show_error(exc)
-            else:
-                set_url("job", new.id)
-                st.toast(f"Queued job {new.id}, a copy of job {job.id}.")
-                st.rerun()
-    try:
-        spec, configurations = progress.configuration_progress(job)
-    except UserError as exc:
-        spec, configurations = None, []
-        st.warning(f"This job's sweep can no longer be read: {plain(exc)}")
+    elif can(Permission.SUBMIT) and where.button("Retry", key=f"retry_{job.id}", icon="🔁"):
+        try:
+            with guarded(Action.RETRY, f"job {job.id}"):
+                new = jobs.retry_job(job.id)
+        except UserError as exc:
+            show_error(exc)
+        else:
+            set_url("job", new.id)
+            st.toast(f"Queued job {new.id}, a copy of job {job.id}.")
+            st.rerun()
+
+
+def _links(
+    job: JobRow, spec: SweepSpec | None, state: progress.JobProgress, actions: list[DeltaGenerator]
+) -> None:
+    """Run again with changes (a sweep), and where the job's results are drawn."""
     if spec is not None:
         actions[1].page_link(
             "pages/optimize.py",
@@ -366,29 +433,6 @@ def job_detail(job_id: int) -> None:
             icon="📊",
             query_params={**generation, "jobs": job.id},
         )
-
-    _configurations_table(configurations)
-    baseline_control(job)
-    stored = jobs.stored_results(job.id)
-    if spec is not None and spec.find_knee:  # the knee search's answer, with its numbers
-        knee_lines = knee_summary(spec, stored)
-        if knee_lines:
-            st.markdown("**Knee**\n\n" + "\n".join(f"- {plain(line)}" for line in knee_lines))
-    profile_views(
-        job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")], job.model_id
-    )
-    mixed_search(job, spec, stored)
-    with st.expander("Log", expanded=job.state == JobState.FAILED):
-        events = jobs.job_events(job.id)
-        if not events:
-            st.caption("No log lines yet.")
-        else:
-            st.code(
-                "\n".join(
-                    f"{e.created_at:%H:%M:%S} {e.level.upper():7} {e.message}" for e in events
-                ),
-                language=None,
-            )
 
 
 job_detail(job_id)

@@ -15,7 +15,7 @@ from backend.models import library
 from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.records import ArtifactRow, ModelRow
 from pages.access import can, guarded
-from pages.components.formatting import fmt_bytes, fmt_count, fmt_shape, plain
+from pages.components.formatting import EMPTY, fmt_bytes, fmt_count, fmt_shape, plain
 from pages.components.gate import require_access
 from pages.components.url_state import set_url
 from pages.components.widgets import model_picker, page_header, show_error
@@ -116,6 +116,7 @@ st.dataframe(
         for m in models
     ],
     hide_index=True,
+    placeholder=EMPTY,
 )
 
 model = model_picker(models)
@@ -123,7 +124,7 @@ assert model is not None
 
 cols = st.columns(5)
 cols[0].metric("Format", model.format)
-cols[1].metric("Opset", model.opset if model.opset is not None else "–")
+cols[1].metric("Opset", model.opset if model.opset is not None else EMPTY)
 cols[2].metric("Size", fmt_bytes(model.size_bytes))
 cols[3].metric("Parameters", fmt_count(model.parameter_count))
 cols[4].metric("Nodes", model.node_count)
@@ -139,6 +140,7 @@ with left:
             for i in model.inputs
         ],
         hide_index=True,
+        placeholder=EMPTY,
     )
 with right:
     st.markdown("**Outputs**")
@@ -148,6 +150,7 @@ with right:
             for o in model.outputs
         ],
         hide_index=True,
+        placeholder=EMPTY,
     )
 
 links = st.columns(3)
@@ -180,6 +183,7 @@ for art in artifacts:
         mime="application/octet-stream",
         key=f"dl_{art.id}",
         icon="⬇️",
+        on_click="ignore",  # a rerun would drop the other buttons' deferred files (compare.py)
     )
 for line in library.export_check(artifacts):
     st.caption(plain(line))

@@ -20,7 +20,7 @@ from backend.queue import capabilities, jobs
 from backend.runtimeenvs import describe
 from backend.specs import Precision, SweepSpec
 from pages.access import can, guarded
-from pages.components.formatting import plain
+from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_form
 from pages.components.knob_form import KnobForm
@@ -89,12 +89,12 @@ with left:
     unavailable = sweep_form.unavailable_rows(table)
     if unavailable:
         with st.expander(f"Unavailable {plain(where)} ({len(unavailable)})"):
-            st.dataframe(unavailable, hide_index=True)
+            st.dataframe(unavailable, hide_index=True, placeholder=EMPTY)
     gaps = sweep_form.precision_gap_rows(runtimes, provider_names, precisions)
     if gaps:
         with st.expander(f"Precisions a runtime cannot run here ({len(gaps)})"):
             st.caption("These configurations are recorded as unavailable, with the reason.")
-            st.dataframe(gaps, hide_index=True, key="precision_gaps")
+            st.dataframe(gaps, hide_index=True, key="precision_gaps", placeholder=EMPTY)
     form.draw("batch_sizes")
     form.draw("simplify")
 
@@ -152,6 +152,7 @@ if spec is not None:
         st.dataframe(
             [{"configuration": c.label, "key": c.key} for c in spec.configurations()],
             hide_index=True,
+            placeholder=EMPTY,
         )
 if button.button(
     f"Submit sweep ({count})",

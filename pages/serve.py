@@ -32,7 +32,7 @@ from backend.serving.view import (
     study_view,
 )
 from pages.access import can, guarded, link_scope
-from pages.components.formatting import plain
+from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
 from pages.components.prices import price_override
@@ -109,7 +109,7 @@ def _measured_charts(view: StudyView) -> None:
             at_load = f"at {load_label(point.spec)}"  # the configuration is named just above
             st.plotly_chart(charts.batch_histogram(point, at_load), key="study_batches")
     st.subheader("Measured points")
-    st.dataframe(measured_table(view), hide_index=True)
+    st.dataframe(measured_table(view), hide_index=True, placeholder=EMPTY)
     sources = energy_sources(view)
     if sources:  # what measured J/request and idle W, or why they are empty
         st.caption("J/request, idle W: " + "; ".join(plain(s) for s in sources))
@@ -298,7 +298,7 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
                 key="serve_batches",
             )
     st.subheader("Evidence")
-    st.dataframe(evidence_table(view), hide_index=True)
+    st.dataframe(evidence_table(view), hide_index=True, placeholder=EMPTY)
     if rec.best is not None:
         st.caption("Reproduce the quoted point against your own Triton server:")
         st.code(perf_analyzer_command(f"model_{job_id}", rec.best.point.spec), language="bash")

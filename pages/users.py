@@ -10,6 +10,7 @@ from backend.auth.audit import recent
 from backend.auth.roles import Permission, Role
 from backend.errors import UserError
 from pages.access import can, current
+from pages.components.formatting import EMPTY
 from pages.components.gate import require_access
 from pages.components.widgets import page_header, show_error
 
@@ -33,7 +34,8 @@ st.dataframe(
         }
     ),
     hide_index=True,
-    use_container_width=True,
+    width="stretch",
+    placeholder=EMPTY,
 )
 
 add, change = st.columns(2)
@@ -88,5 +90,6 @@ st.dataframe(
         }
     ),
     hide_index=True,
-    use_container_width=True,
+    width="stretch",
+    placeholder=EMPTY,
 )

@@ -12,7 +12,7 @@ from backend.errors import UserError
 from backend.records import JobKind, JobRow, JobState
 from backend.runtimeenvs import describe
 from pages.access import can, guarded
-from pages.components.formatting import plain
+from pages.components.formatting import EMPTY, plain
 from pages.components.url_state import set_url
 from pages.components.widgets import show_error
 
@@ -47,6 +47,7 @@ def drift_table(found: list[baselines.Drift], key: str) -> None:
             "comparison": st.column_config.LinkColumn("comparison", display_text="compare"),
         },
         key=key,
+        placeholder=EMPTY,
     )
     st.caption(f"Each re-run is judged {baselines.METHOD}.")
 

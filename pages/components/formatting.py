@@ -18,6 +18,10 @@ from typing import Any
 # autolink (http\:\/\/, www\.) can start from it.
 _ESCAPED = {ord(c): "\\" + c for c in string.punctuation}
 
+# A missing value, in text and in every table cell (st.dataframe's placeholder= shows "None"
+# otherwise).
+EMPTY = "–"
+
 
 def plain(text: object) -> str:
     """Untrusted text made safe for Markdown: shown as written, never as a link or image.
@@ -30,7 +34,7 @@ def plain(text: object) -> str:
 
 def fmt_bytes(size: int | float | None) -> str:
     if size is None:
-        return "–"
+        return EMPTY
     value = float(size)
     for unit in ("B", "KB", "MB", "GB"):
         if value < 1024 or unit == "GB":
@@ -41,7 +45,7 @@ def fmt_bytes(size: int | float | None) -> str:
 
 def fmt_count(value: int | None) -> str:
     if value is None:
-        return "–"
+        return EMPTY
     for threshold, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
         if value >= threshold:
             return f"{value / threshold:.1f}{suffix}"
@@ -50,7 +54,7 @@ def fmt_count(value: int | None) -> str:
 
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
-        return "–"
+        return EMPTY
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, secs = divmod(int(seconds), 60)
@@ -62,7 +66,7 @@ def fmt_duration(seconds: float | None) -> str:
 
 def fmt_ago(moment: datetime | None, now: datetime) -> str:
     if moment is None:
-        return "–"
+        return EMPTY
     return fmt_duration(max(0.0, (now - moment).total_seconds())) + " ago"
 
 

@@ -7,6 +7,7 @@ backend/generate/points.py makes the frame and the figures. Every choice is kept
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -18,11 +19,11 @@ from backend.errors import UserError
 from backend.generate import jobspec, points, variantnames
 from backend.generate.weightonly import ALGORITHMS, BLOCK_SIZES
 from backend.knobs import knobs
-from backend.queue import jobs
+from backend.queue import jobs, progress
 from backend.records import ModelRow
 from backend.reporting import frames
 from pages.access import can, guarded, link_scope, signed_link_control
-from pages.components.formatting import plain
+from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
 from pages.components.url_state import (
@@ -254,6 +255,47 @@ def _frame(job_ids: tuple[int, ...], progress: tuple[int, ...]) -> pd.DataFrame:
     return points.generation_frame(list(job_ids))
 
 
+# A point's figures as Compare's table and the Jobs page show them: TTFT, ITL, end-to-end,
+# tokens/s, weights + KV cache memory, bandwidth, perplexity, greedy agreement (points.FIGURES),
+# then the price per million output tokens (price per hour / (tokens/s x 3600) x 1e6).
+POINT_COLUMNS = (*points.FIGURES, "cost_per_million_tokens")
+
+
+def point_columns() -> dict[str, Any]:
+    """Header, format and help of each of POINT_COLUMNS, from the figures' registry."""
+    return {
+        key: st.column_config.NumberColumn(
+            frames.METRICS[key].header,
+            format=frames.METRICS[key].printf(),
+            help=frames.METRICS[key].label,
+        )
+        for key in POINT_COLUMNS
+    }
+
+
+def job_points(job_id: int, planned: list[progress.ConfigurationProgress]) -> None:
+    """A generation job's points on the Jobs page: every planned one (pending too) with the
+    figures Compare's generation view shows, not a sweep's latency, samples/s and energy."""
+    frame = points.generation_frame([job_id]).set_index("key")
+    rows = []
+    for point in planned:
+        row: dict[str, Any] = {"configuration": point.label, "status": point.status}
+        if point.key in frame.index:
+            stored = frame.loc[point.key]
+            row |= {key: stored[key] for key in (*POINT_COLUMNS, "stable")}
+            row["why / error"] = stored["verdict"] or stored["error"]
+        rows.append(row | {"key": point.key})
+    columns = ["configuration", "status", *POINT_COLUMNS, "stable", "why / error", "key"]
+    st.markdown("**Points**")
+    st.dataframe(
+        pd.DataFrame(rows, columns=columns),
+        hide_index=True,
+        column_config=point_columns(),
+        key=f"points_{job_id}",
+        placeholder=EMPTY,
+    )
+
+
 def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool) -> None:
     """The charts and table, redrawn every few seconds while a picked job runs."""
 
@@ -278,22 +320,19 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             cols = st.columns(2)
             for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
                 col.plotly_chart(figure, key=f"gen_chart_{key}")
-        money = ("cost_per_million_tokens",)  # price per hour / (tokens/s x 3600) x 1e6
-        shown = ["label", "status", *points.FIGURES, *money, "precision", "stable", "verdict"]
+        shown = ["label", "status", *POINT_COLUMNS, "precision", "stable", "verdict"]
         st.dataframe(
             measured[shown],
             hide_index=True,
-            column_config={
-                key: st.column_config.NumberColumn(
-                    frames.METRICS[key].header, format=frames.METRICS[key].printf()
-                )
-                for key in (*points.FIGURES, *money)
-            },
+            column_config=point_columns(),
             key="generation_table",
+            placeholder=EMPTY,
         )
         failed = frame[~frame["status"].isin(["ok", "wrong outputs"])]
         if not failed.empty:
             with st.expander(f"{len(failed)} points did not run"):
-                st.dataframe(failed[["label", "status", "error"]], hide_index=True)
+                st.dataframe(
+                    failed[["label", "status", "error"]], hide_index=True, placeholder=EMPTY
+                )
 
     draw()

@@ -16,7 +16,7 @@ from backend.graphview.structure import GraphStructure, read_structure
 from backend.models import derived, library
 from backend.models.costing import cost_in_child
 from backend.reporting import costview
-from pages.components.formatting import plain
+from pages.components.formatting import EMPTY, plain
 from pages.components.url_state import bound_selectbox
 from pages.components.widgets import show_error
 
@@ -143,4 +143,5 @@ def _changed_table(rows: list[dict[str, Any]]) -> None:
             "time share": st.column_config.NumberColumn("time share", format="percent"),
             "profile": st.column_config.LinkColumn("profile", display_text="profile rows"),
         },
+        placeholder=EMPTY,
     )

@@ -16,7 +16,7 @@ from backend.queue import jobs
 from backend.reporting import frames
 from backend.reporting import regression as stats
 from pages.access import link_scope
-from pages.components.formatting import plain
+from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
 from pages.components.url_state import bound_selectbox, url_ids
@@ -72,7 +72,7 @@ def live_check(job_id: int, active: bool) -> None:
         for line in summary_lines(spec, rows, job.model_id):
             st.markdown(plain(line))
         table = [_table_row(r, several) for r in rows]
-        st.dataframe(table, hide_index=True, key=f"regress-{job_id}")
+        st.dataframe(table, hide_index=True, key=f"regress-{job_id}", placeholder=EMPTY)
         for r in rows:
             _details(r, several)
 
@@ -111,6 +111,6 @@ def _details(r: PairRow, several: bool) -> None:
             "Op types by how much their time per profiled run moved (a separate profiled pass "
             "on each side: shares, not latency); new: only B ran it, vanished: only A."
         )
-        st.dataframe(r.diff["changes"], hide_index=True)
+        st.dataframe(r.diff["changes"], hide_index=True, placeholder=EMPTY)
         for line in r.diff.get("lines", [])[3:]:
             st.caption(plain(line))

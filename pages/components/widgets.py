@@ -8,8 +8,10 @@ from typing import Any, NoReturn
 import pandas as pd
 import streamlit as st
 
+from backend.auth.roles import Via
 from backend.errors import UserError
 from backend.records import ModelRow
+from pages.access import current
 from pages.components.formatting import plain
 from pages.components.router import ensure_router
 from pages.components.url_state import bound_selectbox, share_url
@@ -17,10 +19,28 @@ from pages.components.url_state import bound_selectbox, share_url
 _LINK_SLOT = "_copy_link_slot"
 
 
+def who_sees_the_link() -> str:
+    """Who opens this view from its link: with access control on, only a signed-in account may
+    (its role decides what it sees), unless the view itself came through a signed link, whose
+    token the address carries."""
+    principal = current()
+    if principal.via == Via.OPEN:  # OPTIBOARD_AUTH=off
+        return "Anyone who can reach this dashboard sees the same view from this link."
+    if principal.via == Via.LINK:
+        return (
+            "This address carries the read-only link you opened: anyone with it sees these jobs "
+            "until that link expires."
+        )
+    return (
+        "A teammate who opens this link signs in first (unless already signed in), then sees the "
+        "same view as far as their role allows."
+    )
+
+
 def copy_link() -> None:
     """A popover whose code block (it has a copy button) app.py fills once the page has run."""
     with st.popover("🔗 Copy link", help="A link that opens this exact view, for teammates"):
-        st.caption("Anyone who can reach this dashboard sees the same view from this link.")
+        st.caption(who_sees_the_link())
         st.session_state[_LINK_SLOT] = st.empty()
 
 

@@ -4,10 +4,12 @@ worker, as four charts and a table, its view kept in the URL."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from backend.generate import jobspec
 from backend.models.ingest import ingest_file
+from backend.reporting import metrics
 from storage.repo import jobs as job_store
 from tests import llm_models
 from tests.backend.jobs.test_generation_job import SPEC
@@ -100,12 +102,37 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
 
     detail = open_page("jobs", job=job.id)  # one row per planned point, with its figures
     assert not detail.exception, detail.exception
-    points = next(d.value for d in detail.dataframe if "why / error" in d.value.columns)
+    points = next(d.value for d in detail.dataframe if "ttft_p50_ms" in d.value.columns)
     assert list(points["status"]) == ["ok"] * 4
-    assert points["why / error"].str.contains(r"TTFT p50 .* ms, ITL p50 .*, perplexity").all()
-    assert (points["throughput /s"] > 0).all()
+    for key in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "output_tokens_per_s"):
+        assert (points[key] > 0).all(), key
+    assert points["perplexity"].notna().all() and (points["memory_mb"] > 0).all()
+    int4_points = points[points["configuration"].str.contains("INT4")]
+    assert len(int4_points) == 2 and int4_points["greedy_agreement"].notna().all()  # vs FP32
     links = [link.proto for link in detail.get("page_link")]
     assert any("view=generation" in str(link.query_string) for link in links)
 
     sweeps = open_page("compare")  # the sweeps' view points to the generation view
     assert any("Generation benchmarks" in str(link.proto.label) for link in sweeps.get("page_link"))
+
+
+def test_jobs_page_shows_a_generation_jobs_points_with_token_figures_not_a_sweeps(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """A generation job's points had a sweep's columns: p50 ms (the whole generation), an empty
+    p99, tokens/s under "throughput /s", and GPU-peak and energy columns that do not apply."""
+    upload = llm_models.hf_zip(tmp_path)
+    model = ingest_file(upload, upload.name)
+    job = jobspec.submit_generation(model.id, SPEC, label="queued benchmark")
+    at = open_page("jobs", job=job.id)
+    assert not at.exception, at.exception
+    table = next(d for d in at.dataframe if "key" in d.value.columns)
+    assert list(table.value["key"]) == list(SPEC.point_keys())
+    assert set(table.value["status"]) == {"pending"}  # planned, not measured yet
+    shown = list(table.value.columns)
+    for sweep_only in ("p50 ms", "p99 ms", "throughput /s", "of GPU peak", "J/sample", "idle W"):
+        assert sweep_only not in shown
+    headers = json.loads(table.proto.columns)  # as Compare's generation table names them
+    for key in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "output_tokens_per_s"):
+        assert headers[key]["label"] == metrics.REGISTRY[key].header
+    assert {"memory_mb", "perplexity", "greedy_agreement"} <= set(shown)

@@ -5,18 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from backend.energy import meter_for
 from backend.queue import jobs
 from backend.records import JobState
 from backend.specs import Precision, SweepSpec
 from pages.components.formatting import plain
+from pages.components.live import LIVE_REFRESH_SECONDS
+from storage.repo.jobs import claim_job, finish_job, log_event
+from tests.pages.fragments import Timed, rerun_fragment, timed_fragments
 from tests.pages.seed import (
+    ROOT,
     add_job,
     add_model,
     finished_sweep,
     open_page,
     run_sweep,
+    sign_in_as,
     texts,
     unavailable_provider,
 )
@@ -128,3 +134,45 @@ def test_an_editor_pins_a_sweep_as_a_baseline_audited_and_a_viewer_cannot(
     at.button(key=f"rerun_{job.id}").click().run()  # queued on the baseline's own environment
     [rerun] = baselines.reruns(job.id)
     assert rerun.spec["baseline_of"] == job.id and rerun.spec["runtime_env"] == "default"
+
+
+def _detail_fragment(at: AppTest, job_id: int) -> Timed | None:
+    """The timed fragment that draws the job's detail (its title), if the detail is in one."""
+    found = [f for f in timed_fragments(at) if f"Job {job_id}" in f.text]
+    return found[0] if found else None
+
+
+def test_a_running_jobs_detail_follows_the_worker_and_stops_polling_once_it_ended(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The walkthrough's detail stayed at "queued · 0 of 2", attempts 0, no worker, while the
+    table above said running: only the table was redrawn by the timed reruns."""
+    model = add_model(mlp_path)
+    job = add_job(model.id, SweepSpec(precisions=(Precision.FP32,), batch_sizes=(1, 2)))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    sign_in_as(at, "admin")
+    at.query_params["job"] = str(job.id)
+    at.switch_page("pages/jobs.py")
+    detail = _detail_fragment(at, job.id)
+    assert detail is not None and detail.interval == LIVE_REFRESH_SECONDS
+    assert "queued · 0 of 2 configurations" in detail.text
+
+    claimed = claim_job("worker7", 60.0, job.id)  # what a worker does first
+    assert claimed is not None and claimed.id == job.id
+    log_event(job.id, "claimed by worker7")
+    rerun_fragment(at, detail.fragment_id)  # the browser's next timed rerun of the detail
+    assert not at.exception, at.exception
+    shown = texts(at)
+    assert "running · 0 of 2 configurations" in [p.proto.text for p in at.get("progress")][0]
+    assert "Attempts=1/3" in shown and "Worker=worker7" in shown
+    assert "claimed by worker7" in at.code[0].value  # the log follows too
+    configs = next(d.value for d in at.dataframe if "configuration" in d.value.columns)
+    assert list(configs["status"]) == ["pending", "pending"]
+    assert at.button(key=f"cancel_{job.id}").label == "Cancel"  # the same widget, same key
+
+    # the job ends: the next timed rerun redraws the whole page, which polls it no more
+    assert finish_job(job.id, JobState.FAILED, error="lost the GPU", worker_id="worker7")
+    rerun_fragment(at, detail.fragment_id)
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Jobs"] and "State=failed" in texts(at)
+    assert _detail_fragment(at, job.id) is None
