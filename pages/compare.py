@@ -290,6 +290,8 @@ def comparison() -> None:
     sources = sorted(set(view["energy_source"].dropna()))
     if sources:  # what measured the energy columns, or why they are empty
         st.caption("Energy (J/sample, idle W): " + "; ".join(plain(s) for s in sources))
+    if ran := exports.what_ran_in(view):  # the runtime, its version and the hardware behind
+        st.caption("What ran: " + "; ".join(plain(line) for line in ran))
     gpu = view[view["tflops"].notna()]
     if not gpu.empty:
         st.subheader("Distance to the hardware")

@@ -296,6 +296,22 @@ def job_points(job_id: int, planned: list[progress.ConfigurationProgress]) -> No
     )
 
 
+def what_the_points_stand_on(measured: pd.DataFrame) -> list[str]:
+    """Under the table: the peak the bandwidth shares are of (and where a share is no DRAM
+    figure: the bytes sat in cache), and the runtime versions that ran the points."""
+
+    def distinct(column: str) -> list[str]:
+        return [plain(v) for v in dict.fromkeys(measured[column].dropna()) if v]
+
+    lines = []
+    if peaks := distinct("peak_bandwidth"):
+        lines.append("Share of peak bandwidth: of " + "; ".join(peaks))
+    lines += distinct("bandwidth_note")
+    if versions := distinct("runtime_versions"):
+        lines.append("What ran: " + "; ".join(versions))
+    return lines
+
+
 def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool) -> None:
     """The charts and table, redrawn every few seconds while a picked job runs."""
 
@@ -328,6 +344,8 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             key="generation_table",
             placeholder=EMPTY,
         )
+        for caption in what_the_points_stand_on(measured):
+            st.caption(caption)
         failed = frame[~frame["status"].isin(["ok", "wrong outputs"])]
         if not failed.empty:
             with st.expander(f"{len(failed)} points did not run"):

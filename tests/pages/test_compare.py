@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import platform
 from pathlib import Path
 
 import numpy as np
+import onnxruntime
 import pandas as pd
 import pytest
 from streamlit.runtime.memory_media_file_storage import _calculate_file_id as file_id
@@ -50,6 +52,9 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     cpu = meter_for("cpu")  # J/sample is measured where RAPL reads, else the reason is shown
     assert table["j_per_sample"].notna().all() == cpu.measurable
     assert f"Energy (J/sample, idle W): {plain(cpu.source)}" in texts(at)
+    # and what ran them: the runtime's own version and this host
+    ran = plain(f"onnxruntime {onnxruntime.__version__} (default env)")
+    assert f"What ran: {ran}" in texts(at) and plain(f"host {platform.node()}") in texts(at)
 
 
 def test_compare_state_lives_in_the_url_and_restores_the_same_view(

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import onnxruntime_genai
+
 from backend.generate import jobspec
 from backend.models.ingest import ingest_file
 from backend.reporting import metrics
+from pages.components.formatting import plain
 from storage.repo import jobs as job_store
 from tests import llm_models
 from tests.backend.jobs.test_generation_job import SPEC
@@ -83,6 +86,9 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     assert not at.exception, at.exception
     assert len(at.get("plotly_chart")) == 4
     assert "4 measured points in 2 series" in texts(at)
+    # under the table: the peak the bandwidth shares are of, and the versions that ran them
+    assert "Share of peak bandwidth: of numpy copy of" in texts(at)
+    assert plain(f"onnxruntime-genai {onnxruntime_genai.__version__}") in texts(at)
     table = at.dataframe[0].value
     assert len(table) == 4 and set(table["status"]) == {"ok"}
     assert table["perplexity"].notna().all() and (table["ttft_p50_ms"] > 0).all()
