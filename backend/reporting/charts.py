@@ -59,6 +59,9 @@ def escaped(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+UNSTABLE_MARK = " (unstable: hollow, treat with care)"
+
+
 def markers_by_series(
     fig: go.Figure, data: pd.DataFrame, x: str, y: str, hover: str, custom: str | None = None
 ) -> None:
@@ -66,18 +69,31 @@ def markers_by_series(
     `custom` names a column the hover reads as %{customdata}."""
     colors = series_colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
+        symbols, labels = _stability_marks(group)
         fig.add_trace(
             go.Scatter(
                 x=group[x],
                 y=group[y],
                 mode="markers",
                 name=name,
-                marker={"color": colors[name], "size": 10},
-                text=group["label"],
+                marker={"color": colors[name], "size": 10, "symbol": symbols},
+                text=labels,
                 customdata=group[custom] if custom else None,
                 hovertemplate=f"{hover}<extra></extra>",
             )
         )
+
+
+def _stability_marks(group: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Marker symbols and labels: an unstable measurement is drawn hollow and says so in its
+    label, a point to treat with care rather than a firm figure."""
+    unstable = [s is False or s == 0 for s in group["stable"]] if "stable" in group else []
+    unstable = unstable or [False] * len(group)
+    symbols = ["circle-open" if u else "circle" for u in unstable]
+    labels = [
+        f"{t}{UNSTABLE_MARK if u else ''}" for t, u in zip(group["label"], unstable, strict=True)
+    ]
+    return symbols, labels
 
 
 def pareto_trace(front: pd.DataFrame, x: str, y: str) -> go.Scatter:

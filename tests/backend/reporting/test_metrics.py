@@ -139,3 +139,19 @@ def test_a_stalled_p99_puts_latency_on_a_log_axis_and_the_title_says_why() -> No
     assert "log scale: a p99 is over 10x the largest p50" in stalled.layout.title.text
     calm = charts.latency_vs_batch(frame.assign(p99_ms=[1.2, 4.1, 0.6, 2.5]))
     assert calm.layout.yaxis.type != "log" and "log scale" not in calm.layout.title.text
+
+
+def test_an_unstable_point_is_drawn_hollow_and_says_so() -> None:
+    frame = pd.DataFrame(
+        {
+            "series": ["int8", "int8"],
+            "label": ["int8 b1", "int8 b8"],
+            "speedup": [2.1, 2.9],
+            "accuracy_loss": [0.01, 0.01],
+            "pareto": [True, False],
+            "stable": [True, False],
+        }
+    )
+    (points, _front) = charts.accuracy_vs_speedup(frame, "loss").data
+    assert list(points.marker.symbol) == ["circle", "circle-open"]
+    assert points.text[0] == "int8 b1" and points.text[1].startswith("int8 b8 (unstable")
