@@ -11,6 +11,7 @@ from backend.results import ConfigurationResult, StoredResult
 from backend.specs import Configuration, Precision
 
 FASTER = 1.1  # a ratio above this counts as faster than FP32 (SLOWER: below it, slower)
+GAP = 1.25  # median-call and throughput speedups further apart than this are not one speed
 
 
 def annotate(
@@ -34,9 +35,9 @@ def annotate(
     if (
         speedup is not None
         and baseline is not None
-        and (contradiction := speeds_disagree(speedup, result, baseline.result))
+        and (doubt := speed_in_doubt(speedup, result, baseline.result))
     ):
-        result.notes.append(contradiction)
+        result.notes.append(doubt)
         explained = None  # no reason is given for a speed the run's own figures dispute
     result.notes.extend(
         explain(
@@ -54,15 +55,26 @@ def annotate(
         result.telemetry["speedup_vs_fp32"] = speedup
 
 
-def speeds_disagree(
+def speed_in_doubt(
     speedup: float, result: ConfigurationResult, baseline: ConfigurationResult
 ) -> str:
-    """Why the median call and the throughput give opposite answers against FP32 ('' when they
-    agree): one says faster, the other slower, which stalls in either run cause."""
+    """Why no reason is given for this speed against FP32 ('' when one may be): either run was
+    unstable, or its median call and its throughput tell different speeds (opposite ways, or
+    more than GAP apart), which stalls in either run cause."""
+    unstable = [name for name, r in (("this configuration's", result), ("FP32's", baseline))
+                if r.stable is False]  # fmt: skip
+    if unstable:
+        whose = " and ".join(unstable)
+        measured = "measurements were" if len(unstable) > 1 else "measurement was"
+        return (
+            f"Speed not explained: {whose} {measured} unstable, so the "
+            f"{speedup:.2f}x against FP32 is not a firm figure; rerun it on a quiet machine."
+        )
     if not result.throughput or not baseline.throughput:
         return ""
     ratio = result.throughput / baseline.throughput
-    if not (speedup > FASTER and ratio < SLOWER or speedup < SLOWER and ratio > FASTER):
+    opposite = speedup > FASTER and ratio < SLOWER or speedup < SLOWER and ratio > FASTER
+    if not opposite and max(speedup, ratio) <= GAP * min(speedup, ratio):
         return ""
     return (
         f"Speed not explained: the median call says {speedup:.2f}x FP32's speed but the "

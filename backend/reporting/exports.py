@@ -71,7 +71,9 @@ def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: s
             figure.to_html(full_html=False, include_plotlyjs=index == 0, default_height="480px")
         )
     columns = [c for c in REPORT_COLUMNS if c in frame.columns]
-    table = frame[columns].to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–")
+    shown = frame[columns]  # na_rep misses a column of None only: every empty cell made "–"
+    shown = shown.astype(object).where(shown.notna(), "–")
+    table = shown.to_html(index=False, float_format=lambda v: f"{v:.4g}")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     base = html.escape(baseline) if baseline else "none"
     ran = [html.escape(line) for line in what_ran_in(frame)]

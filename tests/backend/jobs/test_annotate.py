@@ -12,7 +12,9 @@ VNNI_CPU = {"avx2": True, "avx512f": True, "avx512_vnni": True, "amx": False}
 CNN_OPS = {"Conv": 5, "Relu": 5, "QLinearConv": 4}
 
 
-def _result(precision: Precision, samples_ms: list[float]) -> ConfigurationResult:
+def _result(
+    precision: Precision, samples_ms: list[float], stable: bool = True
+) -> ConfigurationResult:
     config = Configuration(precision=precision, batch_size=8)
     latency = LatencyStats.from_samples(samples_ms)
     return ConfigurationResult(
@@ -20,12 +22,13 @@ def _result(precision: Precision, samples_ms: list[float]) -> ConfigurationResul
         config,
         ResultStatus.OK,
         latency=latency,
+        stable=stable,
         throughput=config.batch_size * 1000.0 / latency.mean,
     )
 
 
-def _baseline(samples_ms: list[float]) -> StoredResult:
-    fp32 = _result(Precision.FP32, samples_ms)
+def _baseline(samples_ms: list[float], stable: bool = True) -> StoredResult:
+    fp32 = _result(Precision.FP32, samples_ms, stable)
     return StoredResult(1, 1, datetime.now(), fp32.configuration, fp32)
 
 
@@ -45,3 +48,27 @@ def test_agreeing_figures_keep_their_explanation() -> None:
     annotate(int8, int8.configuration, CNN_OPS, VNNI_CPU, _baseline([3.5] * 100))
     assert any("2.92x faster than FP32 thanks to this CPU's VNNI" in n for n in int8.notes)
     assert not any(n.startswith("Speed not explained") for n in int8.notes)
+
+
+def test_a_speed_the_throughput_halves_is_not_explained_either() -> None:
+    """The re-walk's row: the median call 3.75x faster, the throughput 2.03x: both faster, but
+    not one speed, so the VNNI line would cite a figure the run does not support."""
+    int8 = _result(Precision.INT8_STATIC, [1.0] * 80 + [6.0] * 20)
+    annotate(int8, int8.configuration, CNN_OPS, VNNI_CPU, _baseline([3.75] * 100))
+    assert not any("VNNI" in line for line in int8.notes)
+    (line,) = [n for n in int8.notes if n.startswith("Speed not explained")]
+    assert "the median call says 3.75x FP32's speed but the throughput says 1.87x" in line
+
+
+def test_no_speed_is_explained_against_or_from_an_unstable_measurement() -> None:
+    for mine, theirs, whose in (
+        (False, True, "this configuration's measurement was"),
+        (True, False, "FP32's measurement was"),
+        (False, False, "this configuration's and FP32's measurements were"),
+    ):
+        int8 = _result(Precision.INT8_STATIC, [1.2] * 100, stable=mine)
+        annotate(int8, int8.configuration, CNN_OPS, VNNI_CPU, _baseline([3.5] * 100, theirs))
+        assert not any("VNNI" in line for line in int8.notes)
+        assert f"Speed not explained: {whose} unstable, so the 2.92x against FP32" in "".join(
+            int8.notes
+        )

@@ -62,3 +62,5 @@ def test_exports_round_trip_and_report_is_self_contained(data_dir: Path, mlp_pat
     assert row["software"].startswith(f"onnxruntime {onnxruntime.__version__} (default env)")
     assert row["hardware"].endswith("logical cores") and row["ran_on"] == platform.node()
     assert f"What ran: onnxruntime {onnxruntime.__version__} (default env)" in html
+    table = html.split("<h2>All configurations</h2>")[1]
+    assert ">None<" not in table and ">nan<" not in table  # empty cells are "–"
