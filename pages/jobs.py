@@ -347,7 +347,9 @@ def _job_detail(job_id: int, was_live: bool) -> None:
         job.id, [s for s in stored if s.result.telemetry.get("profile_sha256")], job.model_id
     )
     mixed_search(job, spec, stored)
-    with st.expander("Log", expanded=job.state == JobState.FAILED):
+    # keyed: an identity of its own, so a live redraw (new results above it, the job ending)
+    # does not close the log the user opened
+    with st.expander("Log", expanded=job.state == JobState.FAILED, key=f"log_{job.id}"):
         events = jobs.job_events(job.id)
         if not events:
             st.caption("No log lines yet.")

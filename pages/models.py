@@ -53,7 +53,8 @@ def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
 
 
 if can(Permission.UPLOAD):
-    with st.expander("⬆️ Upload a model", expanded=not library.list_models()):
+    # keyed, so choosing a file (a rerun) does not fold the panel over the file and its button
+    with st.expander("⬆️ Upload a model", expanded=not library.list_models(), key="upload_panel"):
         max_upload_mb = settings.MAX_UPLOAD_MB.get()
         st.markdown(
             f"Accepted: {ACCEPTED_UPLOADS}. A SavedModel is converted with tf2onnx, a .pt2 "

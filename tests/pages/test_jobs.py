@@ -166,6 +166,8 @@ def test_a_running_jobs_detail_follows_the_worker_and_stops_polling_once_it_ende
     assert "running · 0 of 2 configurations" in [p.proto.text for p in at.get("progress")][0]
     assert "Attempts=1/3" in shown and "Worker=worker7" in shown
     assert "claimed by worker7" in at.code[0].value  # the log follows too
+    # in an expander of its own identity, which a redraw or the job ending does not reset
+    assert [e.key for e in at.expander if e.label == "Log"] == [f"log_{job.id}"]
     configs = next(d.value for d in at.dataframe if "configuration" in d.value.columns)
     assert list(configs["status"]) == ["pending", "pending"]
     assert at.button(key=f"cancel_{job.id}").label == "Cancel"  # the same widget, same key
