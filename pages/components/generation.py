@@ -16,7 +16,7 @@ import settings
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
-from backend.generate import jobspec, points, variantnames
+from backend.generate import jobreport, jobspec, points, variantnames
 from backend.generate.weightonly import ALGORITHMS, BLOCK_SIZES
 from backend.knobs import knobs
 from backend.queue import jobs, progress
@@ -346,6 +346,18 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
         )
         for caption in what_the_points_stand_on(measured):
             st.caption(caption)
+        downloads = st.columns(2)  # the same files as `optiboard export` (generate/jobreport)
+        for column, fmt in zip(downloads, ("csv", "json"), strict=True):
+            data, _count = jobreport.export_generation(list(job_ids), fmt)
+            column.download_button(
+                fmt.upper(),
+                data,
+                f"optiboard-generation.{fmt}",
+                "text/csv" if fmt == "csv" else "application/json",
+                icon="⬇️",
+                key=f"download_generation_{fmt}",
+                on_click="ignore",  # a download reruns nothing (pages/compare.py says why)
+            )
         failed = frame[~frame["status"].isin(["ok", "wrong outputs"])]
         if not failed.empty:
             with st.expander(f"{len(failed)} points did not run"):

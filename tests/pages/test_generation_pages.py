@@ -88,6 +88,9 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     assert "4 measured points in 2 series" in texts(at)
     # under the table: the peak the bandwidth shares are of, and the versions that ran them
     assert "Share of peak bandwidth: of numpy copy of" in texts(at)
+    # its points download as `optiboard export` writes them: the CSV's rows, the JSON's points
+    csv, points_json = (at.get("download_button")[i].proto for i in (0, 1))
+    assert [csv.label, points_json.label] == ["CSV", "JSON"]
     assert plain(f"onnxruntime-genai {onnxruntime_genai.__version__}") in texts(at)
     table = at.dataframe[0].value
     assert len(table) == 4 and set(table["status"]) == {"ok"}
