@@ -83,6 +83,19 @@ def match_kernels(node: NodeFacts, kernels: list[Kernel], where: str, source: st
     if not kernels:
         return CompatCell(UNSUPPORTED, f"no {where} kernel for {node.op_type}", source)
     version = node.op_version
+    if version is None and node.opset is not None:
+        # no ONNX schema: an op ONNX Runtime defines itself (SimplifiedLayerNormalization in the
+        # default domain); its own schema resolves to the newest kernel version <= the opset
+        sinces = [k.since for k in kernels if k.since <= node.opset]
+        own = [k for k in kernels if sinces and k.covers(max(sinces))]
+        typed = [k for k in own if any(node.main_type in ts for ts in k.types.values())]
+        if typed or (own and node.main_type == "?"):
+            return CompatCell(
+                SUPPORTED,
+                f"{where} kernel {node.op_type} {(typed or own)[0].range_label} (ONNX Runtime's "
+                f"own op, resolved by the model's opset {node.opset})",
+                source,
+            )
     if version is None:
         return CompatCell(
             UNKNOWN, f"the model's opset does not define {node.op_type}; version unresolved", source

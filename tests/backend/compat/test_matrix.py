@@ -217,3 +217,27 @@ def test_a_generation_models_decoder_gets_its_matrix_and_real_placement(data_dir
     placement = matrix.placements[CPU]
     assert placement.ok and set(placement.counts) == {"CPUExecutionProvider"}
     assert all(matrix.cell(CPU, i).status == "supported" for i in gqa)
+    # every node, SimplifiedLayerNormalization (ONNX Runtime's own, no ONNX schema) included
+    assert {matrix.cell(CPU, i).status for i in range(len(matrix.nodes))} == {"supported"}
+
+
+def test_an_op_onnx_runtime_defines_in_the_default_domain_is_matched_by_its_kernel(tmp_path):
+    """The re-walk's Llama: SimplifiedLayerNormalization (no ONNX schema; ONNX Runtime's own,
+    in the default domain) was "unknown" on the CPU column while the real session ran it there."""
+    node = helper.make_node(
+        "SimplifiedLayerNormalization", ["x", "scale"], ["y"], axis=-1, epsilon=1e-5
+    )
+    graph = helper.make_graph(
+        [node],
+        "rms",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor("scale", TensorProto.FLOAT, [4], [1.0] * 4)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "rms.onnx"
+    onnx.save(model, path)
+    matrix = build_matrix(path)
+    cell = matrix.cell(CPU, 0)
+    assert cell.status == "supported" and "ONNX Runtime's own op" in cell.reason
+    assert matrix.placements[CPU].counts == {"CPUExecutionProvider": 1}
