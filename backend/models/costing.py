@@ -21,12 +21,14 @@ MAX_DIM = 1 << 20  # 1,048,576: longer than any sequence a graph's cost is read 
 
 
 def check_dims(batch_size: int, dims: dict[str, int]) -> None:
-    """One sentence for a batch or dimension outside 1..MAX_DIM; nothing is started."""
-    for name, value in {"batch size": batch_size, **dims}.items():
-        if not 1 <= value <= MAX_DIM:
+    """One sentence for a batch outside 1..MAX_DIM or a dimension outside 0..MAX_DIM (an empty
+    past_sequence_length is a prompt's first pass); nothing is started."""
+    ranges = {"batch size": (batch_size, 1)} | {name: (value, 0) for name, value in dims.items()}
+    for name, (value, least) in ranges.items():
+        if not least <= value <= MAX_DIM:
             raise UserError(
-                f"{name} = {value:,} is outside 1 to {MAX_DIM:,}, the range compute cost is "
-                f"counted for; give a {'larger' if value < 1 else 'smaller'} value."
+                f"{name} = {value:,} is outside {least} to {MAX_DIM:,}, the range compute cost "
+                f"is counted for; give a {'larger' if value < least else 'smaller'} value."
             )
 
 

@@ -95,5 +95,5 @@ def test_a_cost_bomb_is_counted_outside_the_web_process_and_a_huge_dim_is_refuse
     assert grown < 150, f"the page process grew by {grown:.0f} MB"
     at.text_input(key="cost_dims").set_value("seq=5000000").run()
     errors = " ".join(e.value for e in at.error).replace("\\", "")  # show_error escapes Markdown
-    assert "seq = 5,000,000 is outside 1 to 1,048,576" in errors, errors
+    assert "seq = 5,000,000 is outside 0 to 1,048,576" in errors, errors
     assert not any("FLOPs" in d.value.columns for d in at.dataframe)

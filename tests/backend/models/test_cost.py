@@ -98,7 +98,7 @@ def test_dimensions_are_capped_before_a_child_and_inputs_over_the_limit_in_it(
     from backend.models.costing import cost_in_child
 
     path = hostile.cost_bomb(tmp_path / "bomb.onnx")
-    with pytest.raises(UserError, match=r"seq = 2,000,000 is outside 1 to 1,048,576"):
+    with pytest.raises(UserError, match=r"seq = 2,000,000 is outside 0 to 1,048,576"):
         cost_in_child(path, 1, {"seq": 2_000_000}, "bomb.onnx")
     with pytest.raises(UserError, match=r"batch size = 0 is outside"):
         cost_in_child(path, 0, {"seq": 8}, "bomb.onnx")

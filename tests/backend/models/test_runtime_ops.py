@@ -206,6 +206,19 @@ def test_the_tiny_llama_is_summarised_honestly(precision: str) -> None:
     cost = model_cost(path, 1, dims | {"kv_cache_dim": spec.hidden // spec.heads})
 
     assert meta.warnings == []
+    # a prompt's first pass has no past: counted, with less attention than one past token
+    check_dims(1, dims | {"past_sequence_length": 0})
+    prefill = model_cost(
+        path,
+        1,
+        dims
+        | {
+            "past_sequence_length": 0,
+            "total_sequence_length": 16,
+            "kv_cache_dim": spec.hidden // spec.heads,
+        },
+    )
+    assert 0 < prefill.flops < cost.flops
     assert {"com.microsoft::GroupQueryAttention", "ai.onnx::SimplifiedLayerNormalization"} <= set(
         meta.runtime_ops
     )
@@ -237,8 +250,10 @@ def test_free_dimensions_are_all_named_at_once_with_an_example_in_their_names() 
     assert "(e.g. sequence_length=128, past_sequence_length=128)" in message
 
 
-def test_a_dimension_below_one_asks_for_a_larger_value() -> None:
-    with pytest.raises(UserError, match="past_sequence_length = 0 is outside .*; give a larger"):
-        check_dims(1, {"past_sequence_length": 0})
+def test_a_value_below_the_range_asks_for_a_larger_value() -> None:
+    with pytest.raises(UserError, match="past_sequence_length = -1 is outside 0 .*; give a larger"):
+        check_dims(1, {"past_sequence_length": -1})
+    with pytest.raises(UserError, match="batch size = 0 is outside 1 .*; give a larger"):
+        check_dims(0, {})
     with pytest.raises(UserError, match="give a smaller value"):
         check_dims(1, {"sequence_length": 1 << 21})
