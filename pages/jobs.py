@@ -369,7 +369,8 @@ def _summary(job: JobRow, state: progress.JobProgress) -> None:
     st.subheader(plain(f"{title} · {model.name if model else '?'}"))
     st.progress(
         state.fraction,
-        text=f"{STATE_ICONS[job.state.value]} · {state.done} of {state.total} configurations",
+        text=f"{STATE_ICONS[job.state.value]} · {state.done} of {state.total} "
+        + ("points" if job.kind == JobKind.GENERATION else "configurations"),
     )
     info = st.columns(4)
     info[0].metric("State", job.state.value)

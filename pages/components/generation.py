@@ -306,7 +306,11 @@ def what_the_points_stand_on(measured: pd.DataFrame) -> list[str]:
     lines = []
     if peaks := distinct("peak_bandwidth"):
         lines.append("Share of peak bandwidth: of " + "; ".join(peaks))
-    lines += distinct("bandwidth_note")
+    notes: dict[str, list[str]] = {}  # each note once, with the points it is about
+    for note, label in zip(measured["bandwidth_note"], measured["label"], strict=True):
+        if note:
+            notes.setdefault(note, []).append(label)
+    lines += [f"{plain(note)} ({plain(', '.join(labels))})" for note, labels in notes.items()]
     if versions := distinct("runtime_versions"):
         lines.append("What ran: " + "; ".join(versions))
     return lines

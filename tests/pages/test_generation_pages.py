@@ -111,6 +111,7 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
 
     detail = open_page("jobs", job=job.id)  # one row per planned point, with its figures
     assert not detail.exception, detail.exception
+    assert "4 of 4 points" in [p.proto.text for p in detail.get("progress")][0]
     points = next(d.value for d in detail.dataframe if "ttft_p50_ms" in d.value.columns)
     assert list(points["status"]) == ["ok"] * 4
     for key in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "output_tokens_per_s"):
