@@ -201,9 +201,11 @@ def test_slow_precisions_carry_a_plain_reason(
     # the speedup is measured against the FP32 row of the same provider and batch
     assert speedup == pytest.approx(fp32.latency.p50 / slow.latency.p50)
     text = " ".join(slow.result.notes)
-    # the reason appears exactly when the measured speedup calls for it, whichever way it went
-    if precision == "fp16":
-        assert ("CPU provider has few float16 kernels" in text) == (speedup < FASTER)
-    else:
-        assert ("Dynamic INT8 ran at" in text) == (speedup < SLOWER)
+    fp16 = precision == "fp16"
+    reason = "CPU provider has few float16 kernels" if fp16 else "Dynamic INT8 ran at"
+    if "Speed not explained" in text:  # a busy host: either run unstable, or its figures split
+        assert reason not in text and f"{speedup:.2f}x" in text
+        assert not (slow.result.stable and fp32.result.stable) or "the throughput says" in text
+    else:  # the reason appears exactly when the measured speedup calls for it
+        assert (reason in text) == (speedup < (FASTER if fp16 else SLOWER))
     assert "speedup_vs_fp32" not in fp32.result.telemetry
