@@ -152,10 +152,11 @@ def matrix_for_model(model_id: int, refresh: bool = False) -> CompatMatrix:
 def _graph_file(model_id: int) -> Path:
     """A generation model's decoder graph, in its GenAI folder with its external data beside
     it, so the placement sessions can open it."""
-    from backend.generate.library import genai_config, genai_folder
+    from backend.generate.library import genai_folder
+    from backend.generate.weightonly import decoder_name
 
-    decoder = genai_config(model_id).get("model", {}).get("decoder", {})
-    return genai_folder(model_id) / str(decoder.get("filename", "model.onnx"))
+    folder = genai_folder(model_id)
+    return folder / decoder_name(folder)
 
 
 def build_matrix_in_child(

@@ -21,6 +21,7 @@ import onnx
 
 from backend.compat.facts import read_nodes, unique_names
 from backend.launch.children import run_in_child
+from backend.models.inspect import external_data_files
 from backend.runtimes import onnxruntime_provider_name, placement_session
 
 _PLACED = re.compile(r"placed on \[(\w+)\]\.\s*Number of nodes:\s*(\d+)")
@@ -103,24 +104,15 @@ def parse_placement_log(text: str) -> tuple[dict[str, str], dict[str, int], str 
     return nodes, counts, everything_on
 
 
-def external_locations(model: onnx.ModelProto) -> list[str]:
-    """The external-data files the graph's initializers name, each once."""
-    found: dict[str, None] = {}
-    for tensor in model.graph.initializer:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            found.update({e.value: None for e in tensor.external_data if e.key == "location"})
-    return list(found)
-
-
-def link_external_data(model: onnx.ModelProto, source: Path, target: Path) -> None:
+def link_external_data(locations: list[str], source: Path, target: Path) -> None:
     """Hard links (copies across file systems) in `target` to the external-data files the graph
-    names in `source`, so a renamed copy of the graph opens with its weights without Python
-    reading them (a model past protobuf's 2 GB, or a GenAI folder's hard-linked files, which
-    onnx's loader refuses). ONNX Runtime reads external data only inside the graph's own folder,
-    which rules out symbolic links. A location that leaves `source` is not linked: the session
-    then says the file is missing."""
+    names (`locations`) in `source`, so a renamed copy of the graph opens with its weights
+    without Python reading them (a model past protobuf's 2 GB, or a GenAI folder's hard-linked
+    files, which onnx's loader refuses). ONNX Runtime reads external data only inside the
+    graph's own folder, which rules out symbolic links. A location that leaves `source` is not
+    linked: the session then says the file is missing."""
     folder = source.resolve()
-    for location in external_locations(model):
+    for location in locations:
         real, link = (folder / location).resolve(), target / location
         if not (real.is_relative_to(folder) and real.is_file()) or link.exists():
             continue
@@ -137,13 +129,13 @@ def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> P
     model = onnx.load(str(model_path), load_external_data=False)
     names = [f.name for f in read_nodes(model)]
     known = set(names)
-    source = Path(model_path).parent
+    source, locations = Path(model_path).parent, external_data_files(model)
     # beside the weights where we may write, so the links are hard links and nothing is copied
-    near = source if external_locations(model) and os.access(source, os.W_OK) else None
+    near = source if locations and os.access(source, os.W_OK) else None
     with tempfile.TemporaryDirectory(prefix=".optiboard-placement-", dir=near) as tmp:
         named = Path(tmp) / "named.onnx"
         onnx.save(unique_names(model), str(named))  # the graph; its weights stay where they are
-        link_external_data(model, source, Path(tmp))
+        link_external_data(locations, source, Path(tmp))
         outcome = run_in_child(placement_session, str(named), native, timeout_s=timeout)
     if not outcome.ok:  # a crash, a time-out, or a traceback whose last line says what it was
         last = (outcome.error or "").strip().splitlines()[-1:] or ["no reason given"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.engine.explain import SLOWER, explain
+from backend.engine.explain import explain
 from backend.engine.layerloss import from_dicts
 from backend.engine.profile import Profile
 from backend.results import ConfigurationResult, StoredResult
 from backend.specs import Configuration, Precision
 
-FASTER = 1.1  # a ratio above this counts as faster than FP32 (SLOWER: below it, slower)
+ONE_WAY = 0.1  # a speed ratio more than this from 1 says a way: faster, or slower, than FP32
 GAP = 1.25  # median-call and throughput speedups further apart than this are not one speed
 
 
@@ -73,7 +73,8 @@ def speed_in_doubt(
     if not result.throughput or not baseline.throughput:
         return ""
     ratio = result.throughput / baseline.throughput
-    opposite = speedup > FASTER and ratio < SLOWER or speedup < SLOWER and ratio > FASTER
+    faster, slower = 1 + ONE_WAY, 1 - ONE_WAY
+    opposite = speedup > faster and ratio < slower or speedup < slower and ratio > faster
     if not opposite and max(speedup, ratio) <= GAP * min(speedup, ratio):
         return ""
     return (

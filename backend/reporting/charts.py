@@ -87,8 +87,7 @@ def markers_by_series(
 def _stability_marks(group: pd.DataFrame) -> tuple[list[str], list[str]]:
     """Marker symbols and labels: an unstable measurement is drawn hollow and says so in its
     label, a point to treat with care rather than a firm figure."""
-    unstable = [s is False or s == 0 for s in group["stable"]] if "stable" in group else []
-    unstable = unstable or [False] * len(group)
+    unstable = group["stable"].eq(False).tolist() if "stable" in group else [False] * len(group)
     symbols = ["circle-open" if u else "circle" for u in unstable]
     labels = [
         f"{t}{UNSTABLE_MARK if u else ''}" for t, u in zip(group["label"], unstable, strict=True)
