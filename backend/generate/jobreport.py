@@ -7,8 +7,6 @@ export is refused in one sentence."""
 from __future__ import annotations
 
 import json
-import math
-from typing import Any
 
 import pandas as pd
 
@@ -18,6 +16,7 @@ from backend.generate.cli_verbs import HEADERS, of_peak, ran_line, roofline_note
 from backend.generate.points import generation_frame
 from backend.records import JobKind, get_job, job_kind
 from backend.reporting import exports
+from backend.reporting.metrics import cell
 from backend.reporting.text import table
 from storage.repo import serving as point_store
 
@@ -46,13 +45,6 @@ def _jobs(ids: list[int]) -> str:
     return f"Job {ids[0]} is" if len(ids) == 1 else f"Jobs {', '.join(map(str, ids))} are"
 
 
-def _cell(value: Any, spec: str) -> str:
-    """A number as the table prints it; "-" where nothing was measured (None or NaN)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return format(value, spec)
-
-
 def _row(point: pd.Series) -> list[str]:
     agreement, new = point["greedy_agreement"], int(point["new_tokens"])
     agreed = "-" if pd.isna(agreement) else f"{round(agreement * new)}/{new}"
@@ -65,19 +57,19 @@ def _row(point: pd.Series) -> list[str]:
         str(point["prompt_tokens"]),
         str(new),
         str(point["sequences"]),
-        f"{_cell(point['ttft_p50_ms'], '.2f')}/{_cell(point['ttft_p99_ms'], '.2f')}",
-        f"{_cell(point['itl_p50_ms'], '.3f')}/{_cell(point['itl_p99_ms'], '.3f')}",
-        _cell(point["output_tokens_per_s"], ".1f"),
-        _cell(point["decode_tokens_per_s"], ".1f"),
-        _cell(point["e2e_p50_ms"], ".1f"),
-        _cell(point["weights_mb"], ".1f"),
-        _cell(point["kv_cache_mb"], ".2f"),
-        _cell(point["peak_rss_mb"], ".0f"),
-        _cell(point["bandwidth_gb_s"], ".2f"),
+        f"{cell(point['ttft_p50_ms'], '.2f')}/{cell(point['ttft_p99_ms'], '.2f')}",
+        f"{cell(point['itl_p50_ms'], '.3f')}/{cell(point['itl_p99_ms'], '.3f')}",
+        cell(point["output_tokens_per_s"], ".1f"),
+        cell(point["decode_tokens_per_s"], ".1f"),
+        cell(point["e2e_p50_ms"], ".1f"),
+        cell(point["weights_mb"], ".1f"),
+        cell(point["kv_cache_mb"], ".2f"),
+        cell(point["peak_rss_mb"], ".0f"),
+        cell(point["bandwidth_gb_s"], ".2f"),
         of_peak(roof) if not pd.isna(point["bandwidth_fraction"]) else "-",
         agreed,
-        _cell(point["perplexity"], ".3f"),
-        _cell(point["j_per_token"], ".4g"),
+        cell(point["perplexity"], ".3f"),
+        cell(point["j_per_token"], ".4g"),
         f"{point['status']}, {stable}",
     ]
 

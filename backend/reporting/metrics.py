@@ -48,6 +48,14 @@ class Aggregation(StrEnum):
     GIVEN = "given by the user, not measured"  # a price per hour
 
 
+def cell(value: float | None, spec: str) -> str:
+    """A number as the terminal's tables print it: formatted by `spec`, '-' when absent (None
+    or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:{spec}}"
+
+
 @dataclass(frozen=True)
 class Metric:
     """One measured figure people compare.
@@ -87,9 +95,7 @@ class Metric:
 
     def text(self, value: float | None, spec: str | None = None) -> str:
         """The value as tables print it, without its unit (the header says it); '-' when absent."""
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "-"
-        return f"{value:{spec or self.spec}}"
+        return cell(value, spec or self.spec)
 
     def hover(self, ref: str, spec: str | None = None) -> str:
         """A Plotly hover-template value with its unit: hover('y') -> '%{y:.3f} ms'."""
