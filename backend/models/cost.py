@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import onnx
-from onnx import helper, shape_inference
+from onnx import shape_inference
 
 import settings
 from backend import ort_tools
 from backend.errors import UserError
-from backend.models.params import initializer_parameters
+from backend.models.params import attribute, initializer_parameters
 
 MB = 1 << 20
 
@@ -147,11 +147,6 @@ def _count(shape: Shape | None) -> int:
     return math.prod(shape) if shape is not None else 0
 
 
-def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
-    found = next((a for a in node.attribute if a.name == name), None)
-    return helper.get_attribute_value(found) if found is not None else default
-
-
 def _conv(node: onnx.NodeProto, s: _Shapes) -> int | None:
     weight, out = s.of(node.input[1]), s.of(node.output[0])
     if weight is None or out is None:
@@ -184,14 +179,14 @@ def _gemm(node: onnx.NodeProto, s: _Shapes) -> int | None:
     a, out = s.of(node.input[0]), s.of(node.output[0])
     if a is None or out is None:
         return None
-    k = a[0] if int(_attr(node, "transA", 0)) else a[-1]
+    k = a[0] if int(attribute(node, "transA", 0)) else a[-1]
     bias = _count(out) if len(node.input) > 2 and node.input[2] else 0
     return 2 * _count(out) * k + bias
 
 
 def _einsum(node: onnx.NodeProto, s: _Shapes) -> int | None:
     """Two FLOPs per point of the full index space (every distinct letter's size multiplied)."""
-    raw = _attr(node, "equation", b"")
+    raw = attribute(node, "equation", b"")
     equation = (raw.decode() if isinstance(raw, bytes) else str(raw)).replace(" ", "")
     inputs = equation.split("->")[0].split(",")
     sizes: dict[str, int] = {}
@@ -226,24 +221,25 @@ def _group_query_attention(node: onnx.NodeProto, s: _Shapes) -> int | None:
     """
     query = s.of(node.input[0])
     past = s.of(node.input[3]) if len(node.input) > 3 and node.input[3] else None
-    heads, kv_heads = int(_attr(node, "num_heads", 0)), int(_attr(node, "kv_num_heads", 0))
+    heads, kv_heads = int(attribute(node, "num_heads", 0)), int(attribute(node, "kv_num_heads", 0))
     if query is None or len(query) != 3 or heads <= 0 or kv_heads <= 0:
         return None
     batch, seq, hidden = query
     packed = len(node.input) < 2 or not node.input[1]  # Q, K and V in one input
     head_size = hidden // (heads + 2 * kv_heads) if packed else hidden // heads
     total = seq + (past[2] if past is not None and len(past) == 4 else 0)
-    window = int(_attr(node, "local_window_size", -1))
+    window = int(attribute(node, "local_window_size", -1))
     total = min(total, window) if window > 0 else total
     scores = batch * heads * seq * total
-    rotary = 3 * batch * seq * (heads + kv_heads) * head_size if _attr(node, "do_rotary", 0) else 0
+    rotating = attribute(node, "do_rotary", 0)
+    rotary = 3 * batch * seq * (heads + kv_heads) * head_size if rotating else 0
     return 2 * scores * head_size * 2 + 3 * scores + rotary
 
 
 def _matmul_nbits(node: onnx.NodeProto, s: _Shapes) -> int | None:
     """ONNX Runtime's MatMulNBits: A (..., K) times the K x N weights its attributes declare."""
     out = s.of(node.output[0])
-    k = int(_attr(node, "K", 0))
+    k = int(attribute(node, "K", 0))
     if out is None or k <= 0:
         return None
     bias = _count(out) if len(node.input) > 5 and node.input[5] else 0
@@ -252,7 +248,7 @@ def _matmul_nbits(node: onnx.NodeProto, s: _Shapes) -> int | None:
 
 def _pool(node: onnx.NodeProto, s: _Shapes) -> int | None:
     out = s.of(node.output[0])
-    kernel = list(_attr(node, "kernel_shape", []))
+    kernel = list(attribute(node, "kernel_shape", []))
     return _count(out) * math.prod(kernel) if out is not None and kernel else None
 
 

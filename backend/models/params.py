@@ -20,9 +20,14 @@ MS_DOMAIN = "com.microsoft"
 PACKING_INPUTS = {"MatMulNBits": (2, 3, 4), "GatherBlockQuantized": (2, 3)}  # scales, zeros, g_idx
 
 
-def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
+def attribute(node: onnx.NodeProto, name: str, default: object) -> object:
+    """A node's attribute value by name, or `default` where the node does not set it."""
     found = next((a for a in node.attribute if a.name == name), None)
-    return int(helper.get_attribute_value(found)) if found is not None else default
+    return helper.get_attribute_value(found) if found is not None else default
+
+
+def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
+    return int(attribute(node, name, default))  # type: ignore[call-overload]
 
 
 def initializer_parameters(graph: onnx.GraphProto) -> dict[str, int]:
