@@ -326,8 +326,9 @@ def _job_detail(job_id: int, was_live: bool) -> None:
     _summary(job, state)
     actions = st.columns(4)
     _cancel_or_retry(job, actions[0])
+    stored = jobs.stored_results(job.id)  # once per redraw: the progress rows and the views
     try:
-        spec, configurations = progress.configuration_progress(job)
+        spec, configurations = progress.configuration_progress(job, stored)
     except UserError as exc:
         spec, configurations = None, []
         st.warning(f"This job's sweep can no longer be read: {plain(exc)}")
@@ -338,7 +339,6 @@ def _job_detail(job_id: int, was_live: bool) -> None:
     else:
         _configurations_table(job.id, configurations)
     baseline_control(job)
-    stored = jobs.stored_results(job.id)
     if spec is not None and spec.find_knee:  # the knee search's answer, with its numbers
         knee_lines = knee_summary(spec, stored)
         if knee_lines:

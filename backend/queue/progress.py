@@ -13,7 +13,7 @@ from backend.queue import jobs
 from backend.records import JobKind, JobRow, JobState, job_kind, utcnow
 from backend.reporting import distance
 from backend.reporting.provenance import ran_on
-from backend.results import ConfigurationResult
+from backend.results import ConfigurationResult, StoredResult
 from backend.serving.study import (
     ServingStudy,
     configuration_label,
@@ -133,9 +133,12 @@ def _energy(result: ConfigurationResult) -> dict:
     }
 
 
-def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[ConfigurationProgress]]:
-    """The job's sweep and each configuration's state, in the sweep's order; for a serving
-    study no sweep, and one row per load point.
+def configuration_progress(
+    job: JobRow, stored: list[StoredResult] | None = None
+) -> tuple[SweepSpec | None, list[ConfigurationProgress]]:
+    """The job's sweep and each configuration's state, in the sweep's order, from its `stored`
+    results (read here unless the caller, which shows them too, has them); for a serving study
+    no sweep, and one row per load point.
 
     Raises UserError when the stored sweep can no longer be read (an older format) or the job
     is of a kind this version does not know.
@@ -145,13 +148,14 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[Configur
         return None, _serving_progress(job)
     if kind == JobKind.GENERATION:
         return None, _generation_progress(job)
+    stored = jobs.stored_results(job.id) if stored is None else stored
     if kind == JobKind.REGRESSION:
-        return None, _regression_progress(job)
+        return None, _regression_progress(job, stored)
     try:
         spec = jobs.spec_of(job)
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"job {job.id}'s sweep can no longer be read ({exc})") from None
-    results = {r.config_key: r.result for r in jobs.stored_results(job.id)}
+    results = {r.config_key: r.result for r in stored}
     pending = "not run" if job.state.finished else "pending"
     rows = []
     planned = spec.configurations()
@@ -169,13 +173,13 @@ def configuration_progress(job: JobRow) -> tuple[SweepSpec | None, list[Configur
     return spec, rows
 
 
-def _regression_progress(job: JobRow) -> list[ConfigurationProgress]:
+def _regression_progress(job: JobRow, stored: list[StoredResult]) -> list[ConfigurationProgress]:
     """Each model's configurations' two sides (A's environment, then B's), measured or pending;
     the label names the model where the check covers several."""
     from backend.jobs.regressspec import SIDES, RegressionSpec
 
     spec = RegressionSpec.from_dict(job.spec)
-    results = {r.config_key: r.result for r in jobs.stored_results(job.id)}
+    results = {r.config_key: r.result for r in stored}
     pending = "not run" if job.state.finished else "pending"
     rows = []
     for model in spec.model_ids(job.model_id):
