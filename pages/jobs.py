@@ -325,7 +325,7 @@ def _job_detail(job_id: int, was_live: bool) -> None:
     state = progress.progress_of(job)
     _summary(job, state)
     actions = st.columns(4)
-    _cancel_or_retry(job, actions[0])
+    _cancel_or_retry(job, actions)
     stored = jobs.stored_results(job.id)  # once per redraw: the progress rows and the views
     try:
         spec, configurations = progress.configuration_progress(job, stored)
@@ -387,15 +387,16 @@ def _summary(job: JobRow, state: progress.JobProgress) -> None:
                 st.code(job.error, language=None)
 
 
-def _cancel_or_retry(job: JobRow, where: DeltaGenerator) -> None:
-    """Cancel while the job runs, retry once it ended; each reruns the whole page."""
+def _cancel_or_retry(job: JobRow, actions: list[DeltaGenerator]) -> None:
+    """Cancel while the job runs (first column), retry once it ended (last column: a second
+    click on Cancel as the job ends lands on nothing, not on Retry); each reruns the page."""
     if not job.state.finished:
-        if can(Permission.CANCEL) and where.button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
+        if can(Permission.CANCEL) and actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
             with guarded(Action.CANCEL, f"job {job.id}"):
                 cancelled = jobs.cancel_job(job.id)
             st.toast(f"Job {job.id}: {'cancelled' if cancelled.finished else 'cancel requested'}.")
             st.rerun()
-    elif can(Permission.SUBMIT) and where.button("Retry", key=f"retry_{job.id}", icon="🔁"):
+    elif can(Permission.SUBMIT) and actions[-1].button("Retry", key=f"retry_{job.id}", icon="🔁"):
         try:
             with guarded(Action.RETRY, f"job {job.id}"):
                 new = jobs.retry_job(job.id)

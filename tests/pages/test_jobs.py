@@ -69,8 +69,19 @@ def test_cancel_a_queued_job(data_dir: Path, mlp_path: Path) -> None:
     model = add_model(mlp_path)
     job = add_job(model.id, SweepSpec())
     at = open_page("jobs", job=job.id)
+    assert _action_column(at, f"cancel_{job.id}") == 0
     at.button(key=f"cancel_{job.id}").click().run()
     assert jobs.get_job(job.id).state == JobState.CANCELLED
+    # the job ended: Retry is drawn in the last column, so a second click on Cancel misses it
+    assert _action_column(at, f"retry_{job.id}") == 3
+
+
+def _action_column(at: AppTest, key: str) -> int:
+    """Which of the detail's action columns holds the button with this key."""
+    rows = [block for block in at.get("flex_container") if block.children]
+    row = next(b for b in rows if any(c.type == "column" and c.button for c in b.children.values()))
+    columns = list(row.children.values())
+    return next(i for i, column in enumerate(columns) if any(b.key == key for b in column.button))
 
 
 def test_retry_a_finished_job_queues_a_copy_and_shows_it(data_dir: Path, mlp_path: Path) -> None:
