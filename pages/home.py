@@ -8,7 +8,7 @@ from backend.auth.roles import Permission
 from backend.models import library
 from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.queue import jobs, progress
-from backend.records import utcnow
+from backend.records import JobRow, JobState, utcnow
 from pages.components.baselines import drift_flags
 from pages.components.formatting import EMPTY, fmt_ago, fmt_bytes
 from pages.components.gate import require_access
@@ -107,14 +107,23 @@ def overview() -> None:
         },
         placeholder=EMPTY,
     )
-    done = [j for j in recent if j.progress_done]
-    if done:
+    linked = _job_to_compare(recent)
+    if linked is not None:
+        ended = "" if linked.state == JobState.SUCCEEDED else f" ({linked.state.value})"
         st.page_link(
             "pages/compare.py",
-            label=f"Compare the results of job {done[0].id}",
+            label=f"Compare the results of job {linked.id}{ended}",
             icon="📊",
-            query_params={"jobs": str(done[0].id)},
+            query_params={"jobs": str(linked.id)},
         )
+
+
+def _job_to_compare(recent: list[JobRow]) -> JobRow | None:
+    """The newest succeeded job with results, else the newest with any (a cancelled or running
+    one's partial results), so a cancelled retry does not hide the finished sweep before it."""
+    with_results = [j for j in recent if j.progress_done]
+    succeeded = [j for j in with_results if j.state == JobState.SUCCEEDED]
+    return (succeeded or with_results or [None])[0]
 
 
 overview()

@@ -5,8 +5,13 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+from sqlalchemy import delete, update
+
 from backend.queue import jobs
 from backend.queue.worker import register
+from storage.db import session_scope
+from storage.schema import Job
+from storage.states import JobState
 from tests.pages.seed import add_model, finished_sweep, open_page, texts
 
 
@@ -27,6 +32,29 @@ def test_populated_home_counts_models_and_lists_latest_jobs(data_dir: Path, mlp_
     assert "Jobs finished=1" in texts(at)
     latest = next(d.value for d in at.dataframe if "label" in d.value.columns)
     assert "first sweep" in set(latest["label"])
+
+
+def test_home_links_the_newest_succeeded_job_not_a_newer_cancelled_one(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path, "mlp")
+    first, _ = finished_sweep(model.id, batch_sizes=(1,))
+    at = open_page("home")
+    [link] = [e.proto for e in at.get("page_link") if "Compare the results" in e.proto.label]
+    assert link.label == f"Compare the results of job {first.id}"
+    cancelled, _ = finished_sweep(model.id, batch_sizes=(1,), label="stopped")
+    with session_scope() as session:  # as a cancel that landed after its first result
+        session.execute(
+            update(Job).where(Job.id == cancelled.id).values(state=JobState.CANCELLED.value)
+        )
+    at = open_page("home")
+    [link] = [e.proto for e in at.get("page_link") if "Compare the results" in e.proto.label]
+    assert link.label == f"Compare the results of job {first.id}"
+    with session_scope() as session:  # only the cancelled job has results: it, named so
+        session.execute(delete(Job).where(Job.id == first.id))
+    at = open_page("home")
+    [link] = [e.proto for e in at.get("page_link") if "Compare the results" in e.proto.label]
+    assert link.label == f"Compare the results of job {cancelled.id} (cancelled)"
 
 
 def test_alive_worker_is_listed_with_its_hardware(data_dir: Path) -> None:
