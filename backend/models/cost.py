@@ -320,7 +320,10 @@ def _missing_dims_sentence(names: list[str]) -> str:
     first, rest = names[0], names[1:]
     more = f" and {len(rest)} more ({', '.join(repr(n) for n in rest)})" if rest else ""
     named = [n for n in names if "[" not in n]
-    example = f" (e.g. {', '.join(f'{n}=128' for n in named)})" if named else ""
+    # a cache's past length 0 and every other length 128 agree with each other (total = past +
+    # new): a 128-token prompt's first pass
+    values = ", ".join(f"{n}={0 if 'past' in n.lower() else 128}" for n in named)
+    example = f" (e.g. {values})" if named else ""
     return (
         f"The model has a free dimension {first!r}{more} without a value; give "
         f"{'each' if rest else 'it'} a value{example} to count FLOPs."
