@@ -5,6 +5,8 @@ accuracy columns (perplexity, greedy agreement with an FP32 reference).
 
 measuring.run_generation runs this inside sandboxed, limited children (launch/children) the way
 sweeps measure: the model folders and the text bound read-only, only JSON coming back.
+
+Why long: the spec, the result it fills and the run that fills it, read together.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from backend.generate.perplexity import perplexity, read_text, tokens_until_dive
 from backend.generate.roofline import PeakBandwidth, roofline
 from backend.generate.timing import measure_point
 from backend.hardware import visible_gpu_index
+from backend.host import describe_environment
 from backend.measure_settings import MeasureSettings
 from backend.runtimeenvs import current_env_name
 from backend.runtimes import ENGINE_MODES, GenAISession, TokenTimes, open_genai
@@ -129,6 +132,7 @@ class GenerationResult:
     rss_scope: str = ""
     precision: str = ""
     facts: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)  # the host: CPU, GPUs, versions
     roofline: dict[str, Any] = field(default_factory=dict)
     agreement: list[int] = field(default_factory=list)  # tokens until divergence, per sequence
     tokens: list[list[int]] = field(default_factory=list)  # the first run's, for agreement
@@ -394,6 +398,7 @@ def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
         results, scored = run_runtime(name, folders.get(name, folder), spec, peak, text, reference)
         for result in results:  # the environment this child ran under (backend/runtimeenvs.py)
             result.facts["runtime_env"] = current_env_name()
+            result.environment = {**describe_environment(), "device": spec.device}
         report.results.extend(results)
         if scored is not None:
             report.perplexity[name] = scored

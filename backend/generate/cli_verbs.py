@@ -11,6 +11,7 @@ from typing import Any
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
+from backend.reporting.provenance import hardware, ran_on
 from backend.reporting.text import table
 from backend.runtimes import ENGINE_MODES
 
@@ -135,9 +136,10 @@ def roofline_notes(points: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
-def ran_line(runtime: str, facts: dict[str, Any]) -> str:
+def ran_line(runtime: str, facts: dict[str, Any], environment: dict[str, Any] | None = None) -> str:
     """What ran a runtime's points: versions, providers, device, environment and, per runtime,
-    the precision it computed and kept its KV cache in."""
+    the precision it computed and kept its KV cache in; then the hardware and host (points
+    stored before they kept their host's environment have none)."""
     versions = ", ".join(f"{k} {v}" for k, v in facts.get("versions", {}).items())
     placed = facts.get("device_type", "")
     providers = ", ".join(facts.get("providers", []))
@@ -155,6 +157,8 @@ def ran_line(runtime: str, facts: dict[str, Any]) -> str:
             f"; computes in {facts['inference_precision']}, KV cache in "
             f"{facts['kv_cache_precision']} (the plugin's defaults)"
         )
+    if environment and (device := hardware(environment, environment.get("device", "cpu"))):
+        line += f"; on {device}" + (f" (host {host})" if (host := ran_on(environment)) else "")
     return line
 
 
@@ -165,7 +169,7 @@ def explain(report: GenerationReport) -> list[str]:
     for r in report.results:
         if r.status == "ok" and r.runtime not in seen:
             seen.add(r.runtime)
-            lines.append(ran_line(r.runtime, r.facts))
+            lines.append(ran_line(r.runtime, r.facts, r.environment))
         elif r.status != "ok" and f"{r.runtime}:{r.error}" not in seen:
             seen.add(f"{r.runtime}:{r.error}")
             lines.append(f"{r.runtime} {r.status}: {r.error}")

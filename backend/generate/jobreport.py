@@ -90,7 +90,10 @@ def _explained(points: list[point_store.ServingPointRow]) -> list[str]:
         load = p.payload
         name = f"{load.get('variant_label') or load.get('variant')} (model {load.get('model_id')})"
         if load.get("status") in MEASURED:
-            ran.setdefault(f"{name} {load['runtime']}", ran_line(load["runtime"], load["facts"]))
+            ran.setdefault(
+                f"{name} {load['runtime']}",
+                ran_line(load["runtime"], load["facts"], load.get("environment")),
+            )
         if ppl := load.get("perplexity"):
             scored[f"{name} {load['runtime']}"] = (
                 f"perplexity {ppl['perplexity']:.3f} on {ppl['tokens']} of {ppl['text_tokens']} "

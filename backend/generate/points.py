@@ -21,6 +21,7 @@ from backend.reporting.charts import (
     series_colors,
 )
 from backend.reporting.metrics import REGISTRY, pareto_front, pick
+from backend.reporting.provenance import hardware, ran_on
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import serving as point_store
@@ -62,6 +63,8 @@ COLUMNS = (
     "peak_bandwidth",  # the peak the share is of, and where it came from
     "j_per_token",
     "runtime_versions",
+    "hardware",  # the GPU for a GPU point, else the CPU and its cores (reporting.provenance)
+    "ran_on",  # the host
     "model_id",  # the library model that ran: the upload, or its weight-only copy
     "facts",  # every fact the runtime stored with the point, as JSON
     "price_per_hour",
@@ -114,6 +117,9 @@ def _row(
     row["j_per_token"] = (payload.get("energy") or {}).get("j_p50") if ok else None
     facts = payload.get("facts") or {}
     row["runtime_versions"] = ", ".join(f"{k} {v}" for k, v in facts.get("versions", {}).items())
+    environment = payload.get("environment") or {}  # none on points stored before it was kept
+    row["hardware"] = hardware(environment, environment.get("device", "cpu"))
+    row["ran_on"] = ran_on(environment)
     row["model_id"] = payload.get("model_id")
     row["facts"] = json.dumps(facts, sort_keys=True)
     row["perplexity"] = (payload.get("perplexity") or {}).get("perplexity")

@@ -22,6 +22,7 @@ from backend.knobs import knobs
 from backend.queue import jobs, progress
 from backend.records import ModelRow
 from backend.reporting import frames
+from backend.reporting.provenance import what_ran
 from pages.access import can, guarded, link_scope, signed_link_control
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
@@ -311,8 +312,10 @@ def what_the_points_stand_on(measured: pd.DataFrame) -> list[str]:
         if note:
             notes.setdefault(note, []).append(label)
     lines += [f"{plain(note)} ({plain(', '.join(labels))})" for note, labels in notes.items()]
-    if versions := distinct("runtime_versions"):
-        lines.append("What ran: " + "; ".join(versions))
+    setups = zip(
+        measured["runtime_versions"], measured["hardware"], measured["ran_on"], strict=True
+    )
+    lines += [f"What ran: {plain(line)}" for line in what_ran(setups)]
     return lines
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import onnxruntime_genai
 
 from backend.generate import jobspec
+from backend.host import describe_environment
 from backend.models.ingest import ingest_file
 from backend.reporting import metrics
 from pages.components.formatting import plain
@@ -92,6 +93,9 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     csv, points_json = (at.get("download_button")[i].proto for i in (0, 1))
     assert [csv.label, points_json.label] == ["CSV", "JSON"]
     assert plain(f"onnxruntime-genai {onnxruntime_genai.__version__}") in texts(at)
+    here = describe_environment()  # and the hardware and host that ran them
+    cpu = f"{here['cpu']}, {here['cpu_count_logical']} logical cores"
+    assert plain(f" on {cpu} (host {here['hostname']})") in texts(at)
     table = at.dataframe[0].value
     assert len(table) == 4 and set(table["status"]) == {"ok"}
     assert table["perplexity"].notna().all() and (table["ttft_p50_ms"] > 0).all()

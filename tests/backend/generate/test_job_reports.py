@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import socket
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +24,7 @@ from backend.generate.roofline import (
     last_level_cache,
     roofline,
 )
+from backend.host import describe_environment
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.specs import SweepSpec
@@ -74,6 +76,10 @@ def test_show_and_export_read_a_generation_jobs_points(
     assert out.count("peak bandwidth: ") == 1  # the one peak, with where it came from
     genai = metadata.version("onnxruntime-genai")
     assert "FP32 (model " in out and f"onnxruntime-genai {genai}" in out  # what ran
+    here = describe_environment()  # the worker's child ran on this host: its CPU and name
+    cpu = f"{here['cpu']}, {here['cpu_count_logical']} logical cores"
+    assert f"; on {cpu} (host {socket.gethostname()})" in out
+    assert all(p["environment"]["device"] == "cpu" for p in stored.values())
     for key, payload in stored.items():
         if payload["roofline"]["note"]:
             assert f"of peak, {key}: {payload['roofline']['note']}" in out
@@ -100,6 +106,7 @@ def test_show_and_export_read_a_generation_jobs_points(
         assert row["bandwidth_note"] == payload["roofline"]["note"]
         assert float(row["perplexity"]) == pytest.approx(payload["perplexity"]["perplexity"])
         assert f"onnxruntime-genai {genai}" in row["runtime_versions"]
+        assert (row["hardware"], row["ran_on"]) == (cpu, socket.gethostname())
         assert json.loads(row["facts"]) == payload["facts"]
         assert row["peak_bandwidth"] == payload["peak_bandwidth"]["source"]
     int4 = [r for r in table if r["variant"] == "int4"]
