@@ -85,12 +85,16 @@ class Cheapest:
 
 
 def cheapest(frame: pd.DataFrame) -> Cheapest | None:
-    """The lowest cost per million among ok results (never wrong outputs or failed); None when
-    no result is priced."""
+    """The lowest cost per million among ok results (never wrong outputs or failed) whose
+    measurement was stable; where only unstable ones are priced, among those, and the sentence
+    says so. An unstable result cheaper than the pick is named, not recommended: its throughput
+    (so its cost) moved while it was measured. None when no result is priced."""
     ok = frame[(frame["status"] == ResultStatus.OK.value) & np.isfinite(frame["cost_per_million"])]
     if ok.empty:
         return None
-    ranked = ok.sort_values(["cost_per_million", "result_id"], kind="stable")
+    steady = ok["stable"].eq(True)
+    pool = ok[steady] if steady.any() else ok
+    ranked = pool.sort_values(["cost_per_million", "result_id"], kind="stable")
     best = ranked.iloc[0]
     sentence = (
         f"The cheapest configuration is {best['label']} at "
@@ -98,8 +102,11 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
         f"({best['throughput']:.1f} samples/s measured, ${best['price_per_hour']:g}/h for "
         f"{best['priced_as']})"
     )
+    caveat = _stability_caveat(ok, steady, best)
     if len(ranked) < 2:
-        return Cheapest(best["label"], float(best["cost_per_million"]), None, None, sentence + ".")
+        return Cheapest(
+            best["label"], float(best["cost_per_million"]), None, None, sentence + "." + caveat
+        )
     second = ranked.iloc[1]
     extra = second["cost_per_million"] - best["cost_per_million"]
     share = extra / best["cost_per_million"] * 100 if best["cost_per_million"] else 0.0
@@ -112,7 +119,27 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
         float(best["cost_per_million"]),
         str(second["label"]),
         float(second["cost_per_million"]),
-        sentence,
+        sentence + caveat,
+    )
+
+
+def _stability_caveat(ok: pd.DataFrame, steady: pd.Series, best: pd.Series) -> str:
+    """The sentence after the pick: nothing, the cheaper results left out as unstable, or that
+    every priced measurement was unstable."""
+    if not steady.any():
+        return (
+            " Every priced measurement was unstable, so this ranking may not hold: re-run on a "
+            "quiet host before relying on it."
+        )
+    cheaper = ok[~steady & (ok["cost_per_million"] < best["cost_per_million"])]
+    if cheaper.empty:
+        return ""
+    first = cheaper.sort_values(["cost_per_million", "result_id"], kind="stable").iloc[0]
+    more = f" (and {len(cheaper) - 1} more)" if len(cheaper) > 1 else ""
+    return (
+        f" {first['label']}{more} measured cheaper, at "
+        f"{pricing.dollars(first['cost_per_million'])}, but its measurement was unstable, so it "
+        "is not recommended: re-run it on a quiet host."
     )
 
 

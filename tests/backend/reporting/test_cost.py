@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backend import pricing
 from backend.cli import main
 from backend.reporting import cost, frames
 from backend.specs import Precision, SweepSpec
@@ -33,3 +34,31 @@ def test_wrong_outputs_are_never_the_cheapest(
     printed = capsys.readouterr().out
     assert f"The cheapest configuration is {found.label} at $" in printed
     assert "$/M inf: dollars per million inferences" in printed and "at cpu=1000 " in printed
+
+
+def test_an_unstable_measurement_is_named_but_never_recommended_as_the_cheapest(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    spec = SweepSpec(precisions=(Precision.FP32, Precision.INT8_DYNAMIC), batch_sizes=(1, 4))
+    job = run_sweep(add_model(mlp_path).id, spec)
+    frame = cost.reprice(frames.results_frame(job_ids=[job.id]), (("cpu", 1.0),))
+    # which run stalls cannot be chosen on a real host, so the stored verdicts are set here:
+    # every row measured stable, then the cheapest one not
+    frame["stable"] = True
+    by_cost = frame.sort_values("cost_per_million")
+    cheapest_row, second, third = (by_cost.iloc[i] for i in range(3))
+    assert cost.cheapest(frame).label == cheapest_row["label"]
+
+    frame.loc[frame["result_id"] == cheapest_row["result_id"], "stable"] = False
+    found = cost.cheapest(frame)
+    assert (found.label, found.runner_up) == (second["label"], third["label"])
+    assert found.sentence.endswith(
+        f" {cheapest_row['label']} measured cheaper, at "
+        f"{pricing.dollars(cheapest_row['cost_per_million'])}, but its measurement was unstable, "
+        "so it is not recommended: re-run it on a quiet host."
+    )
+
+    frame["stable"] = False  # nothing stable: the ranking stands, with its warning
+    found = cost.cheapest(frame)
+    assert found.label == cheapest_row["label"]
+    assert "Every priced measurement was unstable" in found.sentence
