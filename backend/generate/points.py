@@ -58,7 +58,7 @@ COLUMNS = (
     *FIGURES,
     "peak_rss_mb",
     "bandwidth_gb_s",
-    "bandwidth_in_cache",  # the bytes a step reads fit in the CPU's last-level cache
+    "bandwidth_in_cache",  # the bytes a step reads fit in the last-level cache (L3, GPU L2)
     "bandwidth_note",  # what the share of peak is not, beside it ("" for a DRAM figure)
     "peak_bandwidth",  # the peak the share is of, and where it came from
     "j_per_token",

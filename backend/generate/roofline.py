@@ -1,10 +1,11 @@
 """The physical limit of decoding: a device's peak memory bandwidth, and how much of it a
-measured inter-token latency achieved (bytes read per step / seconds per step). On a CPU whose
-last-level cache holds every byte a step reads, that share is of cache traffic, not of DRAM
-bandwidth, and the roofline says so beside it."""
+measured inter-token latency achieved (bytes read per step / seconds per step). On a device
+whose last-level cache (a CPU's L3, a GPU's L2) holds every byte a step reads, that share is of
+cache traffic, not of DRAM or HBM bandwidth, and the roofline says so beside it."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import platform
@@ -42,8 +43,8 @@ class PeakBandwidth:
     device: str
     bytes_per_s: float
     source: str
-    # a CPU's last-level cache ("L3", bytes, where read or why unknown); "" on a GPU, and in
-    # points stored before the cache was recorded
+    # the last-level cache ("L3" on a CPU, "L2" on a GPU; bytes; where read or why unknown);
+    # "" in points stored before the cache was recorded
     cache_level: str = ""
     cache_bytes: int = 0
     cache_source: str = ""
@@ -67,15 +68,15 @@ class Roofline:
 
     @property
     def in_cache(self) -> bool | None:
-        """Whether the bytes a step reads fit in the CPU's last-level cache (None: unknown, or
-        not a CPU peak)."""
+        """Whether the bytes a step reads fit in the device's last-level cache (None: unknown,
+        or not recorded)."""
         if not self.peak.cache_level or not self.peak.cache_bytes:
             return None
         return self.bytes_per_step <= self.peak.cache_bytes
 
     @property
     def note(self) -> str:
-        """What the fraction is not, said beside it: "" when it is a DRAM figure (or a GPU's)."""
+        """What the fraction is not, said beside it: "" when it is a DRAM (HBM) figure."""
         read = f"weights + KV ({_mib(self.bytes_per_step)})"
         if self.in_cache:
             return (
@@ -84,7 +85,7 @@ class Roofline:
             )
         if self.peak.cache_level and not self.peak.cache_bytes:
             return (
-                f"the CPU's last-level cache size is unknown ({self.peak.cache_source}), so "
+                f"the last-level cache size is unknown ({self.peak.cache_source}), so "
                 f"whether {read} stay in cache, and this is a memory-bandwidth figure, is unknown"
             )
         return ""
@@ -109,25 +110,59 @@ def roofline(bytes_per_step: float, itl_ms: float, peak: PeakBandwidth) -> Roofl
 
 def gpu_peak(index: int = 0) -> PeakBandwidth | None:
     """NVML's memory bus width x max memory clock x 2 (double data rate); else the datasheet
-    figure for the GPU's name; None without NVML."""
+    figure for the GPU's name; with the GPU's L2 size (gpu_l2_cache). None without NVML."""
     with nvml() as nv:
         if nv is None:
             return None
         handle = nv.nvmlDeviceGetHandleByIndex(index)
         name = nv.nvmlDeviceGetName(handle)
         name = name.decode() if isinstance(name, bytes) else str(name)
+        bus_id = nv.nvmlDeviceGetPciInfo(handle).busId
+        cache = ("L2", *gpu_l2_cache(bus_id.decode() if isinstance(bus_id, bytes) else bus_id))
         for key, value in GPU_SPEC_BYTES_S.items():
             if key in name:
-                return PeakBandwidth(name, value, f"{name} datasheet: {value / 1e12:.2f} TB/s")
+                return PeakBandwidth(
+                    name, value, f"{name} datasheet: {value / 1e12:.2f} TB/s", *cache
+                )
         try:
             bus_bits = nv.nvmlDeviceGetMemoryBusWidth(handle)
             clock_mhz = nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_MEM)
         except Exception as exc:  # NVML raises its own error types per missing query
-            return PeakBandwidth(name, 0.0, f"NVML cannot read {name}'s memory bus ({exc})")
+            return PeakBandwidth(name, 0.0, f"NVML cannot read {name}'s memory bus ({exc})", *cache)
         value = bus_bits / 8 * clock_mhz * 1e6 * 2
-        return PeakBandwidth(
-            name, value, f"NVML: {bus_bits}-bit bus x {clock_mhz} MHz x 2 = {value / 1e12:.2f} TB/s"
-        )
+        source = f"NVML: {bus_bits}-bit bus x {clock_mhz} MHz x 2 = {value / 1e12:.2f} TB/s"
+        return PeakBandwidth(name, value, source, *cache)
+
+
+CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38  # cuda.h's CUdevice_attribute
+
+
+def gpu_l2_cache(pci_bus_id: str) -> tuple[int, str]:
+    """The L2 size in bytes of the GPU at this PCI address, and where it was read, from the CUDA
+    driver (NVML does not report it); 0 and why where the driver cannot say. The driver API
+    only: it opens no context on the GPU."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        return 0, f"no CUDA driver library here ({exc})"
+    device, size = ctypes.c_int(), ctypes.c_int()
+    calls = (
+        ("cuInit", lambda: cuda.cuInit(0)),
+        (
+            "cuDeviceGetByPCIBusId",
+            lambda: cuda.cuDeviceGetByPCIBusId(ctypes.byref(device), pci_bus_id.encode()),
+        ),
+        (
+            "cuDeviceGetAttribute",
+            lambda: cuda.cuDeviceGetAttribute(
+                ctypes.byref(size), CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device
+            ),
+        ),
+    )
+    for name, call in calls:
+        if (error := call()) != 0:
+            return 0, f"the CUDA driver's {name} returned error {error}"
+    return size.value, f"CUDA driver, device at PCI {pci_bus_id}"
 
 
 def _size_bytes(text: str) -> int:

@@ -190,5 +190,10 @@ def test_the_roofline_says_when_its_share_is_not_of_dram() -> None:
     unknown = PeakBandwidth("cpu", 25e9, "copy", "unknown", 0, "neither lists it")
     said = roofline(size // 20, 0.05, unknown).to_dict()
     assert said["in_cache"] is None and "cache size is unknown (neither lists it)" in said["note"]
-    gpu = PeakBandwidth("H100", 3.35e12, "datasheet")  # a GPU's share: no CPU cache note
-    assert roofline(1e6, 0.01, gpu).to_dict()["note"] == ""
+    unrecorded = PeakBandwidth("H100", 3.35e12, "datasheet")  # stored before caches were kept
+    assert roofline(1e6, 0.01, unrecorded).to_dict()["note"] == ""
+    gpu = PeakBandwidth("H100", 3.35e12, "datasheet", "L2", 50 * 2**20, "CUDA driver")
+    assert roofline(2**20, 0.01, gpu).to_dict()["note"] == (
+        "weights + KV (1 MiB) fit in the 50 MiB L2: this is not a memory-bandwidth figure"
+    )
+    assert roofline(2**30, 0.5, gpu).to_dict()["note"] == ""
