@@ -52,6 +52,24 @@ def _wait_for(page, predicate, timeout: float, what: str) -> None:  # noqa: ANN0
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _add_to_library(page, file_name: str, added: str) -> None:  # noqa: ANN001
+    """Click "Add to library" until the upload's run has started (its spinner or its outcome
+    shows), at most three times. Under CI's load the page's websocket can drop and reconnect;
+    a click sent meanwhile is lost (Streamlit does not resend it) and the page goes on showing
+    the chosen file with no spinner, as once seen in CI, so a person clicks again, as this does."""
+    from playwright.sync_api import expect
+
+    started = page.get_by_text(re.compile(rf"Ingesting {re.escape(file_name)}|{re.escape(added)}"))
+    for _ in range(3):
+        page.get_by_role("button", name="Add to library").click()
+        try:
+            expect(started.first).to_be_visible(timeout=60_000)
+            return
+        except AssertionError:
+            page.screenshot(path=str(ARTIFACTS / "e2e-click-lost.png"), full_page=True)
+    raise AssertionError(f"three clicks on Add to library never started {file_name}'s upload")
+
+
 def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
     dashboard: str, tmp_path: Path
 ) -> None:
@@ -76,7 +94,7 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
         expect(page.get_by_text("Access control is off")).to_be_visible(timeout=30_000)
         page.locator("input[type=file]").first.set_input_files(str(model_file))
         expect(page.get_by_text("mlp.onnx").first).to_be_visible(timeout=30_000)
-        page.get_by_role("button", name="Add to library").click()
+        _add_to_library(page, "mlp.onnx", "Added mlp")
         expect(page.get_by_text("Added mlp")).to_be_visible(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "e2e-1-models.png"), full_page=True)
 
@@ -119,7 +137,7 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
         page.get_by_text("Upload a model").first.click()
         page.locator("input[type=file]").first.set_input_files(str(cnn_pt2))
         expect(page.get_by_text("cnn.pt2").first).to_be_visible(timeout=30_000)
-        page.get_by_role("button", name="Add to library").click()
+        _add_to_library(page, "cnn.pt2", "Added cnn")
         expect(page.get_by_text("Added cnn (pytorch-exported")).to_be_visible(timeout=180_000)
         expect(page.get_by_text("Checked against the ExportedProgram")).to_be_visible()
         expect(page.get_by_text("Dynamic dimensions: x_dim0 (1..32).")).to_be_visible()
