@@ -216,7 +216,9 @@ class SweepSpec(PointKnobs):
     fp32_nodes: tuple[str, ...] = knob(  # a mixed INT8 twin of each ONNX Runtime INT8 static point
         (),
         label="Mixed INT8: nodes to keep in FP32, one per line (adds a mixed point)",
-        help="Names from the Graph page, the profile or `python -m backend.engine.mixed`.",
+        help="Names as the Graph page shows them (an unnamed node is OP_INDEX, e.g. Conv_3), "
+        "from the profile or `python -m backend.engine.mixed`; a name not in the graph is "
+        "refused when you submit.",
         url="fp32_nodes",
         codec=LINES,
         widget="fp32_nodes",

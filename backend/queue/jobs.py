@@ -12,8 +12,9 @@ from backend.auth import caps
 from backend.auth.audit import current_actor as actor
 from backend.engine.shapes import check_dim_names, stored_dim_names
 from backend.errors import UserError
+from backend.graphview.structure import read_structure
 from backend.knobs.links import CUSTOM_MEASURE, from_query, to_query  # noqa: F401 (pages read it)
-from backend.models.library import get_model
+from backend.models.library import get_model, onnx_path
 from backend.pricing import or_default
 from backend.records import JobKind, get_job, stored_results
 from backend.runtimeenvs import DEFAULT, ready_env
@@ -30,6 +31,8 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
     """Queue one job holding every configuration of the sweep."""
     model = get_model(model_id)
     check_dim_names(dict(spec.symbolic_dims), stored_dim_names(model.inputs, model.outputs))
+    if spec.fp32_nodes:
+        _check_fp32_nodes(model.id, model.name, spec.fp32_nodes)
     unknown = [name for name in spec.runtimes if name not in RUNTIMES]
     if unknown:
         raise UserError(f"Unknown runtime {unknown[0]!r}; choose from {', '.join(RUNTIMES)}.")
@@ -75,6 +78,21 @@ def job_events(job_id: int, limit: int = 500) -> list[EventRow]:
 def cancel_job(job_id: int) -> JobState:
     get_job(job_id)
     return job_store.cancel_job(job_id)
+
+
+def _check_fp32_nodes(model_id: int, model_name: str, wanted: tuple[str, ...]) -> None:
+    """Nodes to keep in FP32 must be the model's, as the Graph page names them (an unnamed node
+    is OP_INDEX), or a node ORT's pre-processing fused one into ("dense/MatMulAddFusion", as
+    the mixed-precision search finds them): refused here, not as a failed row later."""
+    keys = [node.key for node in read_structure(onnx_path(model_id)).nodes]
+    known = set(keys)
+    missing = [w for w in wanted if w not in known and w.rsplit("/", 1)[0] not in known]
+    if missing:
+        shown = ", ".join(repr(m) for m in missing[:5])
+        raise UserError(
+            f"Node(s) {shown} to keep in FP32 are not in {model_name}'s graph; use the names the "
+            f"Graph page shows (for example {', '.join(keys[:3])})."
+        )
 
 
 def retry_job(job_id: int) -> JobRow:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import getpass
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 
 from backend import cli
 from backend.engine import mixed
 from backend.engine.variants import OptimizationError, build_variant
 from backend.errors import UserError
+from backend.graphview.structure import structure_of
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from backend.reporting.frames import series_name
-from backend.specs import Configuration, MeasureSettings
+from backend.specs import Configuration, MeasureSettings, Precision, SweepSpec
 from tests import models as model_factory
 from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
 
@@ -144,3 +148,62 @@ def test_the_engine_alone_refuses_submit_before_searching_and_queues_nothing(
     captured = capsys.readouterr()
     assert "python -m backend.cli mixed" in captured.err and captured.out == ""  # no step ran
     assert jobs.list_jobs() == []
+
+
+def test_an_unnamed_node_is_kept_in_fp32_by_the_name_the_graph_page_gives_it(
+    tmp_path: Path,
+) -> None:
+    model = _identity_then_convs()  # unnamed: the Graph page calls them OP_INDEX
+    source = model_factory.save(model, tmp_path / "cnn.onnx")
+    convs = [n.key for n in structure_of(model).nodes if n.op_type == "Conv"]
+    kept, quantized = convs[-1], convs[0]
+    config = Configuration(precision="int8_static", fp32_nodes=(kept,))
+    variant = build_variant(source, config, tmp_path / "work")
+    graph = onnx.load(str(variant.path)).graph
+    made_by = {out: node.op_type for node in graph.node for out in node.output}
+    by_name = {node.name: node for node in graph.node}
+    # the picked Conv reads its float weight; the other Conv reads a dequantized int8 one
+    assert made_by.get(by_name[kept].input[1]) != "DequantizeLinear"
+    assert made_by.get(by_name[quantized].input[1]) == "DequantizeLinear"
+    assert f"kept 1 node(s) in FP32: {kept}" in variant.steps
+
+
+def test_a_node_not_in_the_graph_is_refused_at_submit_and_nothing_is_queued(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    model = model_factory.make_cnn()
+    stored = ingest_file(model_factory.save(model, tmp_path / "cnn.onnx"), "cnn.onnx")
+    spec = SweepSpec(precisions=(Precision.INT8_STATIC,), fp32_nodes=("bogus_node",))
+    with pytest.raises(UserError, match=r"Node\(s\) 'bogus_node' to keep in FP32 are not in cnn's"):
+        jobs.submit_sweep(stored.id, spec)
+    assert jobs.list_jobs() == []
+    conv = next(n.key for n in structure_of(model).nodes if n.op_type == "Conv")
+    for name in (conv, f"{conv}/ConvAddFusion"):  # the Graph page's name, or a fusion of it
+        jobs.submit_sweep(stored.id, replace(spec, fp32_nodes=(name,)))
+    assert len(jobs.list_jobs()) == 2
+
+
+def _identity_then_convs() -> onnx.ModelProto:
+    """Identity -> Conv -> Relu -> Conv, every node unnamed. ORT's pre-processing drops the
+    Identity, so the Convs' places (hence OP_INDEX names given after it) move by one."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((4, c, 3, 3)).astype(np.float32), f"w{i}")
+        for i, c in enumerate((3, 4))
+    ]
+    nodes = [
+        helper.make_node("Identity", ["x"], ["x1"]),
+        helper.make_node("Conv", ["x1", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["r0"]),
+        helper.make_node("Conv", ["r0", "w1"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "identity_convs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        weights,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
