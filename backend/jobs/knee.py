@@ -1,9 +1,11 @@
 """Batch sweeps that stop at the knee: doubling the batch until throughput stops growing.
 
 The rule is perf_analyzer's: stop once the gain from one step to the next stays under 5% for
-several steps in a row; a batch that runs out of memory (or fails, or computes wrong outputs)
-ends the series too. Larger batches of the same configuration are then not run, and the job's
-log says why. The knee is the first batch of that flat run: the next doubling added under 5%.
+several steps in a row, counting only steps between two stable measurements (a stalled run's
+"flat" step is noise, not a knee: the search goes on past it); a batch that runs out of memory
+(or fails, or computes wrong outputs) ends the series too. Larger batches of the same
+configuration are then not run; the job's log and its configuration table say why. The knee
+is the first batch of that flat run: the next doubling added under 5%.
 knee_summary() says so after the search, with the knee's throughput and p50, or says that there
 was no knee up to the largest batch and by how much throughput was still growing.
 """
@@ -28,6 +30,7 @@ class BatchPoint:
     out_of_memory: bool = False
     p50_ms: float | None = None
     wrong_outputs: bool = False  # it ran, but its outputs failed the sweep's bound: not a knee
+    stable: bool = True  # its measurement settled (engine/measure): only then a step counts
 
 
 def knee_stop(series: list[BatchPoint], gain: float = KNEE_GAIN, steps: int = KNEE_STEPS) -> str:
@@ -40,11 +43,12 @@ def knee_stop(series: list[BatchPoint], gain: float = KNEE_GAIN, steps: int = KN
         if point.throughput is None:
             return f"batch {point.batch} failed"
     gains = [
-        b.throughput / a.throughput - 1
+        (b.throughput / a.throughput - 1, a.stable and b.stable)
         for a, b in zip(series, series[1:], strict=False)
         if a.throughput and b.throughput
     ]
-    if len(gains) >= steps and all(g < gain for g in gains[-steps:]):
+    last = gains[-steps:]
+    if len(gains) >= steps and all(g < gain and steady for g, steady in last):
         return (
             f"throughput grew less than {gain:.0%} per step over the last {steps} steps "
             f"(batch {series[-steps - 1].batch} to {series[-1].batch}); the knee is at batch "
@@ -84,6 +88,7 @@ def _point(stored: StoredResult) -> BatchPoint:
         bool(stored.result.telemetry.get("out_of_memory")),
         latency.p50 if latency else None,
         stored.status == ResultStatus.WRONG_OUTPUTS,
+        stored.result.stable is not False,
     )
 
 
@@ -129,6 +134,11 @@ def knee_sentence(
         )
     ran = [p for p in head if p.throughput]
     ended = f"; the search ended because {reason}" if reason else ""
+    if shaky := [p.batch for p in ran if not p.stable]:
+        ended += (
+            f"; batch {', '.join(map(str, shaky))} measured unstable, so no flat step through "
+            "it counted as the knee"
+        )
     if not ran:
         return f"no knee: no batch ran{ended}"
     if len(ran) == 1:

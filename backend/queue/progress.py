@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from backend.errors import UserError, last_line
+from backend.jobs.knee import skip_reason
 from backend.queue import jobs
 from backend.records import JobKind, JobRow, JobState, job_kind, utcnow
 from backend.reporting import distance
@@ -78,10 +79,13 @@ def progress_of(job: JobRow, now: datetime | None = None) -> JobProgress:
     duration = None
     if job.started_at is not None:
         duration = ((job.finished_at or now or utcnow()) - job.started_at).total_seconds()
+    fraction = job.progress_done / job.progress_total if job.progress_total else 0.0
+    if job.state == JobState.SUCCEEDED:  # done, though a knee search left batches out
+        fraction = 1.0
     return JobProgress(
         done=job.progress_done,
         total=job.progress_total,
-        fraction=job.progress_done / job.progress_total if job.progress_total else 0.0,
+        fraction=fraction,
         duration_s=duration,
         last_error=last_line(job.error),
     )
@@ -161,8 +165,9 @@ def configuration_progress(
     planned = spec.configurations()
     for config in planned:
         result = results.get(config.key)
-        if result is None:
-            rows.append(ConfigurationProgress(config.label, config.key, pending))
+        if result is None:  # a finished knee search says why it left this batch out
+            past = skip_reason(spec, config, stored) if job.state.finished else ""
+            rows.append(ConfigurationProgress(config.label, config.key, pending, why=past))
         else:
             rows.append(_from_result(config.label, config.key, result))
     keys = {c.key for c in planned}

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
-
-import pytest
 
 from backend.jobs.knee import BatchPoint, best_batch, knee_sentence, knee_stop, series_key
 from backend.specs import Configuration, IoMode, SweepSpec
@@ -14,7 +13,9 @@ RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results"
 
 
 def recorded_series(name: str) -> list[BatchPoint]:
-    """FP16 device-resident, default CUDA options: the series the bench's knee search ran."""
+    """FP16 device-resident, default CUDA options: the series the bench's knee search ran, its
+    numbers only (every point taken as stable: the rule's arithmetic; the stored rows' own
+    verdicts are the integration tests' below)."""
     rows = json.loads((RESULTS / f"h200_gpu_depth_{name}.json").read_text())
     configs = [(Configuration.from_dict(r["configuration"]), r) for r in rows]
     wanted = series_key(next(c for c, _ in configs if "device" in c.key and c.batch_size == 2))
@@ -38,6 +39,20 @@ def test_resnet50_stops_once_three_doublings_add_under_five_percent() -> None:
     reason = knee_stop(series)
     knee = series[first - 3].batch  # where the flat run began, not the highest throughput
     assert f"knee is at batch {knee}" in reason and knee == 128 and best_batch(series) == 512
+
+
+def test_a_flat_step_through_an_unstable_measurement_is_not_the_knee() -> None:
+    series = recorded_series("resnet50")  # stops at batch 1024, the knee at 128 (above)
+    stops = [bool(knee_stop(series[: n + 1])) for n in range(len(series))]
+    first = stops.index(True)
+    # the same numbers, one of the flat run's batches measured unstable (a stall, as on a busy
+    # CPU): its steps say nothing, so the search goes on past it
+    shaky = series[first - 1].batch
+    marked = [replace(p, stable=p.batch != shaky) for p in series]
+    assert knee_stop(marked[: first + 1]) == ""
+    said = knee_sentence(marked[: first + 1])
+    assert said.startswith(f"no knee up to batch {series[first].batch}")
+    assert f"batch {shaky} measured unstable, so no flat step through it counted" in said
 
 
 def test_bert_keeps_growing_past_five_percent_so_the_search_goes_on() -> None:
@@ -92,7 +107,9 @@ def test_the_worker_skips_batches_past_the_knee_of_stored_results(
         result_store.save_result(job.id, row, [])
     assert skip_reason(spec, by_batch[1024], jobs.stored_results(job.id)) == ""
     result_store.save_result(job.id, series[-1], [])  # batch 1024: the third flat step
-    assert "knee is at batch 128" in skip_reason(spec, by_batch[2048], jobs.stored_results(job.id))
+    # the H200 measured batch 1024 unstable: that flat step is no evidence, so 2048 still runs
+    assert series[-1]["stable"] is False
+    assert skip_reason(spec, by_batch[2048], jobs.stored_results(job.id)) == ""
 
 
 def test_the_knee_sentence_cites_the_knee_and_the_step_that_did_not_pay() -> None:
@@ -148,15 +165,18 @@ def test_the_sweep_plan_stops_at_the_knee_from_the_results_it_is_sent_alone(
     plan = sweep_plan(spec, [], context)
     sent = []
     step = next(plan)
-    with pytest.raises(StopIteration):
-        while True:
-            result = ConfigurationResult.from_dict(recorded[step.config.key])
-            sent.append(step.config.batch_size)
-            step = plan.send(StoredResult(len(sent), job.id, utcnow(), step.config, result))
-    assert sent == [2**i for i in range(11)]  # 1 ... 1024; 2048 is past the knee
+    while step.config.key in recorded:
+        result = ConfigurationResult.from_dict(recorded[step.config.key])
+        sent.append(step.config.batch_size)
+        step = plan.send(StoredResult(len(sent), job.id, utcnow(), step.config, result))
+    assert sent == [2**i for i in range(11)]  # 1 ... 1024
     assert result_store.list_results(job_ids=[job.id]) == []
-    skipped = [e.message for e in jobs.job_events(job.id) if "not run" in e.message]
-    assert len(skipped) == 1 and "b2048" in skipped[0] and "knee is at batch 128" in skipped[0]
+    # the H200 measured batch 1024 unstable, so the flat run's last step is no evidence: the
+    # plan asks for 2048 instead of calling the knee at 128 from it
+    b1024 = next(c for c in spec.configurations() if c.batch_size == 1024)
+    assert recorded[b1024.key]["stable"] is False
+    assert step.config.batch_size == 2048
+    assert not [e for e in jobs.job_events(job.id) if "not run" in e.message]
 
 
 def _resnet50_rows() -> str:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from backend.jobs.knee import knee_summary, skip_reason
-from backend.queue import jobs
+from backend.queue import jobs, progress
 from backend.reporting import charts, frames
 from backend.reporting.text import results_table, why_lines
 from backend.serving.view import variants_from_results
@@ -89,6 +89,19 @@ def test_a_knee_search_stops_at_wrong_outputs_and_never_names_them_the_knee(
     assert knee_summary(spec, stored) == [
         "CPU FP16: no knee: no batch ran; the search ended because batch 1 computed wrong outputs"
     ]
+
+
+def test_batches_a_knee_search_left_out_say_why_and_the_succeeded_job_reads_done(
+    data_dir: Path, nan_path: Path
+) -> None:
+    model = add_model(nan_path, "fp16-nan")
+    spec = SweepSpec(precisions=(Precision.FP32, Precision.FP16), find_knee=True, knee_max_batch=2)
+    job = jobs.get_job(run_sweep(model.id, spec).id)
+    _, rows = progress.configuration_progress(job)  # what the Jobs page's table shows
+    left_out = [(r.label, r.status, r.why) for r in rows if r.status == "not run"]
+    assert left_out == [("CPU FP16 b2", "not run", "batch 1 computed wrong outputs")]
+    assert (job.state.value, job.progress_done, job.progress_total) == ("succeeded", 3, 4)
+    assert progress.progress_of(job).fraction == 1.0  # done, not "75%" beside "succeeded"
 
 
 def test_the_cli_sets_the_bound_and_prints_the_knee_sentence(
