@@ -241,7 +241,7 @@ def test_gpu_flags_reach_the_sweep_and_impossible_ones_are_refused(
     assert "onnxruntime/cuda/fp16/b4/fixed/all/t0/nhwc/fusebias" in keys
 
 
-def _table(text: str, first_header: str) -> list[dict[str, str]]:
+def table_rows(text: str, first_header: str) -> list[dict[str, str]]:
     """The rows of the printed table whose header starts with `first_header`, by column name
     (columns are cut at the dashed rule's gaps, so a cell may hold spaces)."""
     lines = text.splitlines()
@@ -284,7 +284,7 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
     assert optiboard("run", "1", "--precisions", "fp32", *flags).returncode == 0
 
     shown = optiboard("show", "1")
-    rows = _table(shown.stdout, "configuration")
+    rows = table_rows(shown.stdout, "configuration")
     assert list(rows[0])[-4:] == ["cosine", "top-1 vs FP32", "top-1 on eval set", "error"]
     accuracy = {
         s.result.configuration.precision.value: s.result.evaluation.top1_accuracy
@@ -299,7 +299,7 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
 
     compared = optiboard("compare", "1", "2", "--price", "cpu=1.5")
     assert compared.returncode == 0, compared.stderr
-    table = _table(compared.stdout, "job")
+    table = table_rows(compared.stdout, "job")
     assert [(r["job"], r["precision"], r["batch"]) for r in table] == [
         ("1", "fp32", "1"),
         ("1", "int8_static", "1"),
