@@ -26,8 +26,6 @@ KIND_NAMES = {
     JobKind.GENERATION: "a generation benchmark",
     JobKind.SERVING: "a serving study",
 }
-# Kinds whose exports share columns: sweeps and regression checks are both rows of results
-FAMILY = {JobKind.SWEEP: "results", JobKind.REGRESSION: "results"}
 
 
 def _prices(args: argparse.Namespace, stored: Prices = ()) -> Prices:
@@ -95,16 +93,23 @@ def _kinds(job_ids: list[int]) -> dict[int, JobKind]:
     return {j: job_kind(jobs.get_job(j)) for j in job_ids}
 
 
+def _jobs(ids: list[int]) -> str:
+    return f"Job {ids[0]} is" if len(ids) == 1 else f"Jobs {', '.join(map(str, ids))} are"
+
+
 def export_family(job_ids: list[int]) -> JobKind:
-    """The kind of the jobs an export covers (sweeps and regression checks count as one); a mix
-    of kinds whose columns differ is refused in one sentence."""
+    """The kind of the jobs an export covers (sweeps and regression checks read the same
+    results); generation jobs or serving studies beside another kind are refused in one
+    sentence, as generation jobs always were (backend/generate/jobreport.py)."""
     kinds = _kinds(job_ids)
-    if len({FAMILY.get(k, k) for k in kinds.values()}) > 1:
-        each = ", ".join(f"job {j} {KIND_NAMES[k].split(' ', 1)[1]}" for j, k in kinds.items())
-        raise UserError(
-            f"Jobs {', '.join(map(str, job_ids))} are of different kinds ({each}) whose columns "
-            "differ; export each kind separately."
-        )
+    for kind in (JobKind.GENERATION, JobKind.SERVING):  # their own points, their own columns
+        ones = [j for j, k in kinds.items() if k == kind]
+        if ones and len(ones) < len(job_ids):
+            other = [j for j in job_ids if j not in ones]
+            raise UserError(
+                f"{_jobs(ones)} {KIND_NAMES[kind]} and {_jobs(other).lower()} not, and their "
+                "columns differ; export them separately."
+            )
     return next(iter(kinds.values()))
 
 

@@ -327,8 +327,8 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
     )
     mixed = optiboard("export", "1", "3")
     assert mixed.returncode == 2 and mixed.stderr == (
-        "error: Jobs 1, 3 are of different kinds (job 1 sweep, job 3 serving study) whose "
-        "columns differ; export each kind separately.\n"
+        "error: Job 3 is a serving study and job 1 is not, and their columns differ; export "
+        "them separately.\n"
     )
     waiting = optiboard("show", "3")
     assert "0 of 1 load points measured\nNo load point is measured yet" in waiting.stdout
