@@ -69,7 +69,7 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
     what ran and each configuration's notes; one line when nothing is stored yet."""
     frame = priced_frame(job_ids, prices)
     if frame.empty:
-        return [f"Jobs {', '.join(map(str, job_ids))} have no results yet."]
+        return [f"No result is stored yet for job {', '.join(map(str, job_ids))}."]
     parts, named = [], []
     for _, rows in frame.groupby("model_id", sort=False, dropna=False):  # each model's own
         baseline = baseline_of(rows)
@@ -88,10 +88,10 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
     lines += [TOP1_NOTE] + ([EVAL_NOTE] if scored else [])
     priced = frame.dropna(subset=["price_per_hour"])
     if not priced.empty:
-        rates = dict(zip(priced["priced_as"], priced["price_per_hour"], strict=True))
-        lines.append(
+        rates = dict.fromkeys(zip(priced["priced_as"], priced["price_per_hour"], strict=True))
+        lines.append(  # each distinct price once: jobs may have stored different ones
             f"{METRICS['cost_per_million'].cli_header}: dollars per million inferences at "
-            + ", ".join(f"{name}=${rate:g}/h" for name, rate in rates.items())
+            + ", ".join(f"{name}=${rate:g}/h" for name, rate in rates)
             + " (each job's stored prices, or --price)."
         )
     if sentence := cheapest_sentence(frame):
