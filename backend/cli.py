@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from backend.auth.cli import register_users, run_command
-from backend.baselinecli import drift_lines, register_baseline
+from backend.baselinecli import register_baseline
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.cli_parsing import measure_from
+from backend.cli_reports import cheapest_line, cmd_compare, cmd_export, cmd_show
 from backend.compat.cli import register_compat
 from backend.engine import mixed
 from backend.errors import UserError
@@ -18,19 +19,16 @@ from backend.generate.cli_verbs import register_generate
 from backend.jobs.context import JobOutcome, OnResult
 from backend.jobs.knee import knee_summary
 from backend.jobs.regresscli import register_regress
-from backend.jobs.regresscli import report as regression_report
 from backend.knobs.flags import add_knob_arguments, knob_values
 from backend.models import library
-from backend.pricing import parse_prices
 from backend.queue import jobs
 from backend.queue.worker_args import add_worker_arguments
-from backend.records import JobKind, JobRow, job_kind
+from backend.records import JobRow
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
 from backend.serving.llm_cli import register_llm_serving
-from backend.serving.study import runtime_line as serving_runtime_line
 from backend.specs import MEASURE_PRESETS, SweepSpec
 from storage.states import JobState
 
@@ -156,7 +154,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"job {job.id}: {job.progress_total} configurations")
     outcome = run_now(job, progress)
     print("\n" + results_table(collected, jobs.spec_of(job).prices))
-    _cheapest(job.id)
+    if sentence := cheapest_line([job.id]):
+        print(sentence)
     if gpu := gpu_table(collected):
         print("\n" + gpu)
     why = why_lines(collected)
@@ -189,83 +188,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(args: argparse.Namespace) -> int:
-    job = jobs.get_job(args.job)
-    kind = job_kind(job)
-    unit = "generation points" if kind == JobKind.GENERATION else "configurations"
-    print(
-        f"job {job.id}: model {job.model_id}, {job.state.value}, "
-        f"{job.progress_done}/{job.progress_total} {unit}, attempt {job.attempts}"
-    )
-    if job.error:
-        print(f"error: {job.error}")
-    if kind == JobKind.SERVING:  # what ran its served model, as its points say
-        print(serving_runtime_line(job))
-    if kind == JobKind.GENERATION:  # its points, what ran them and what each share of peak is
-        from backend.generate import jobreport
-
-        prices = parse_prices(args.price, "--price") if args.price else ()
-        print("\n".join(jobreport.show_lines(job.id, prices)))
-    results = [stored.result for stored in jobs.stored_results(job.id)]
-    if results:
-        sweep = jobs.spec_of(job) if kind == JobKind.SWEEP else None  # a regression's is not
-        stored = sweep.prices if sweep else ()
-        prices = parse_prices(args.price, "--price") if args.price else stored
-        print(results_table(results, prices))
-        _cheapest(job.id, prices)
-        why = why_lines(results)
-        if why:
-            print("why:\n" + "\n".join(why))
-        if kind == JobKind.REGRESSION:  # both sides, the verdict and the op diff
-            print("\n" + regression_report(job.id))
-        elif sweep and (knee := knee_summary(sweep, jobs.stored_results(job.id))):
-            print("knee:\n" + "\n".join(f"  {line}" for line in knee))
-        if sweep and sweep.baseline_of:  # a baseline's re-run: its drift against the baseline
-            print("\n" + "\n".join(drift_lines(sweep.baseline_of, job.id)))
-    if args.log:
-        for event in jobs.job_events(job.id):
-            print(f"{event.created_at:%H:%M:%S} {event.level:<8}{event.message}")
-    return 0
-
-
-def _cheapest(job_id: int, prices: tuple[tuple[str, float], ...] = ()) -> None:
-    """The cheapest ok configuration and the runner-up, in one sentence (nothing unpriced)."""
-    from backend.reporting import cost, frames
-
-    frame = frames.results_frame(job_ids=[job_id])
-    found = cost.cheapest(cost.reprice(frame, prices) if prices else frame)
-    if found is not None:
-        print(found.sentence)
-
-
 def cmd_cancel(args: argparse.Namespace) -> int:
     state = jobs.cancel_job(args.job)
     print(f"job {args.job}: {'cancelled' if state == JobState.CANCELLED else 'cancel requested'}")
-    return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    """CSV: the comparison table. JSON: every result's full record (environment, samples); a
-    generation job's stored points (backend/generate/jobreport.py)."""
-    from backend.generate import jobreport
-    from backend.reporting import cost, exports, frames
-
-    prices = parse_prices(args.price, "--price") if args.price else ()
-    if jobreport.generation_jobs(args.job):  # all generation benchmarks (a mix is refused)
-        data, count = jobreport.export_generation(args.job, args.format, prices)
-    else:
-        frame = frames.results_frame(job_ids=args.job)
-        frame = cost.reprice(frame, prices) if prices else frame  # instead of the job's table
-        if frame.empty:
-            raise UserError(f"Jobs {', '.join(map(str, args.job))} have no results to export yet.")
-        count, stored = len(frame), [r for j in args.job for r in jobs.stored_results(j)]
-        csv = args.format == "csv"
-        data = exports.export_csv(frame) if csv else exports.results_records_json(stored)
-    if args.output:
-        Path(args.output).write_bytes(data)
-        print(f"wrote {count} results to {args.output}")
-    else:
-        sys.stdout.write(data.decode())
     return 0
 
 
@@ -356,12 +281,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="show a job and its results")
     p.add_argument("job", type=int)
     p.add_argument("--log", action="store_true", help="also print the job's events")
+    p.add_argument("--slo", type=float, help="a serving study's p99 bound in ms (default: its own)")
     _price_option(p)
     p.set_defaults(func=cmd_show)
+    p = sub.add_parser("compare", help="compare sweeps as the Compare page does, in a table")
+    p.add_argument("job", type=int, nargs="+")
+    _price_option(p)
+    p.set_defaults(func=cmd_compare)
     p = sub.add_parser("cancel", help="cancel a queued or running job")
     p.add_argument("job", type=int)
     p.set_defaults(func=cmd_cancel)
-    p = sub.add_parser("export", help="export results as CSV or JSON")
+    p = sub.add_parser("export", help="export results (or a study's load points) as CSV or JSON")
     p.add_argument("job", type=int, nargs="+")
     p.add_argument("--format", choices=["csv", "json"], default="csv")
     p.add_argument("-o", "--output")

@@ -2,7 +2,7 @@
 generate` prints a run (the table, then what ran, the peak and what each share of it is), and
 `optiboard export` writes them: CSV is the Compare page's frame (points.generation_frame), JSON
 every point as the worker stored it. Sweep exports read another table (results), so a mixed
-export is refused in one sentence."""
+export is refused in one sentence (backend/cli_reports.py, for serving studies too)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from backend import pricing
 from backend.errors import UserError
 from backend.generate.cli_verbs import HEADERS, of_peak, ran_line, roofline_notes
 from backend.generate.points import generation_frame
-from backend.records import JobKind, get_job, job_kind
 from backend.reporting import exports
 from backend.reporting.metrics import cell
 from backend.reporting.text import table
@@ -26,23 +25,6 @@ SHOW_HEADERS = ["variant", *HEADERS[:-1], "status"]
 
 def _points(job_ids: list[int]) -> list[point_store.ServingPointRow]:
     return point_store.list_points(job_ids, kind=point_store.GENERATION)
-
-
-def generation_jobs(job_ids: list[int]) -> bool:
-    """True when every job is a generation benchmark, False when none is; a mix is refused in
-    one sentence (their columns differ: export them apart)."""
-    generation = [j for j in job_ids if job_kind(get_job(j)) == JobKind.GENERATION]
-    if generation and len(generation) < len(job_ids):
-        other = [j for j in job_ids if j not in generation]
-        raise UserError(
-            f"{_jobs(generation)} a generation benchmark and {_jobs(other).lower()} not, and their "
-            "columns differ; export them separately."
-        )
-    return bool(generation)
-
-
-def _jobs(ids: list[int]) -> str:
-    return f"Job {ids[0]} is" if len(ids) == 1 else f"Jobs {', '.join(map(str, ids))} are"
 
 
 def _row(point: pd.Series) -> list[str]:

@@ -141,7 +141,8 @@ ACCURACY = (  # against FP32's outputs on the same inputs, unless the label says
     Metric("mean_rel_error", "mean relative error", "", L, A.OVER_OUTPUTS, ".3g",
            "mean rel. error"),
     Metric("cosine_similarity", "cosine similarity", "", H, A.OVER_OUTPUTS, ".5f", "cosine"),
-    Metric("top1_agreement", "top-1 agreement", "", H, A.SHARE, ".1%", "top-1"),
+    # "vs FP32" in its header: a share of rows whose argmax matches FP32's, not accuracy on data
+    Metric("top1_agreement", "top-1 agreement", "", H, A.SHARE, ".1%", "top-1 vs FP32"),
     Metric("eval_top1_accuracy", "top-1 accuracy on the evaluation set", "", H, A.SHARE, ".1%",
            "top-1 on eval set"),
     Metric("eval_top1_agreement", "top-1 agreement with FP32 on the evaluation set", "", H,

@@ -35,6 +35,17 @@ RESULT_METRICS = pick(
     "top1_agreement",
 )
 RESULT_HEADERS = ["configuration", "status", *(m.cli_header for m in RESULT_METRICS), "error"]
+EVAL_TOP1 = METRICS["eval_top1_accuracy"]  # its own column, only when a job has labelled data
+TOP1_NOTE = (
+    f"{METRICS['top1_agreement'].cli_header}: share of rows whose top class is FP32's on the same "
+    "inputs (agreement, not accuracy)."
+)
+EVAL_NOTE = f"{EVAL_TOP1.cli_header}: top-1 accuracy against the evaluation set's labels."
+
+
+def _scored(results: list[ConfigurationResult]) -> bool:
+    """True when a result was scored against an evaluation set's labels (its accuracy column)."""
+    return any(r.evaluation is not None and r.evaluation.labelled for r in results)
 
 
 def _cost(r: ConfigurationResult, prices: pricing.Prices) -> float | None:
@@ -46,6 +57,7 @@ def _cost(r: ConfigurationResult, prices: pricing.Prices) -> float | None:
 def results_table(results: list[ConfigurationResult], prices: pricing.Prices = ()) -> str:
     """One line per configuration; the RSS column's scope and the prices are said under it."""
     prices = pricing.or_default(prices)
+    scored = _scored(results)
     rows = []
     for r in results:
         lat, acc, energy = r.latency, r.accuracy, r.energy
@@ -61,22 +73,27 @@ def results_table(results: list[ConfigurationResult], prices: pricing.Prices = (
             acc.cosine_similarity if acc else None,
             acc.top1_agreement if acc else None,
         ]
+        evaluated = r.evaluation.top1_accuracy if r.evaluation else None
         rows.append(
             [
                 r.config_key,
                 r.status.value,
                 *(m.text(v) for m, v in zip(RESULT_METRICS, values, strict=True)),
+                *([EVAL_TOP1.text(evaluated)] if scored else []),
                 (r.error or "").splitlines()[-1][:80] if r.error else "",
             ]
         )
     scopes = {r.peak_rss_scope for r in results if r.peak_rss_mb is not None}
     scope = ", ".join(sorted(s or "whole process (older result)" for s in scopes)) or PEAK_SCOPE
     rss, money = METRICS["peak_rss_mb"].cli_header, METRICS["cost_per_million"].cli_header
+    headers = RESULT_HEADERS[:-1] + [EVAL_TOP1.cli_header] * scored + RESULT_HEADERS[-1:]
     text = (
-        table(rows, RESULT_HEADERS)
+        table(rows, headers)
         + f"\n{rss}: peak resident memory over {scope}."
         + f"\n{money}: dollars per million inferences = price per hour / (samples/s x 3600) x 1e6"
         + f" at {pricing.prices_text(prices)} (set by --price or OPTIBOARD_PRICE_PER_HOUR)."
+        + f"\n{TOP1_NOTE}"
+        + (f"\n{EVAL_NOTE}" if scored else "")
     )
     return "\n".join([text, *ran_lines(results), *energy_lines(results)])
 

@@ -239,3 +239,97 @@ def test_gpu_flags_reach_the_sweep_and_impossible_ones_are_refused(
     keys = [c.key for c in spec.configurations()]
     assert "onnxruntime/cuda/fp16/b4/fixed/all/t0/device/nhwc/cudagraph/fusebias" in keys
     assert "onnxruntime/cuda/fp16/b4/fixed/all/t0/nhwc/fusebias" in keys
+
+
+def table_rows(text: str, first_header: str) -> list[dict[str, str]]:
+    """The rows of the printed table whose header starts with `first_header`, by column name
+    (columns are cut at the dashed rule's gaps, so a cell may hold spaces)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(first_header))
+    header, rule = lines[start], lines[start + 1]
+    spans, at = [], 0
+    for dashes in rule.split("  "):
+        spans.append((at, at + len(dashes)))
+        at += len(dashes) + 2
+    names = [header[a:b].strip() for a, b in spans]
+    rows = []
+    for line in lines[start + 2 :]:
+        gaps = [b for _, b in spans[:-1]]  # every cell is padded: a row is as wide as its header
+        if len(line) != len(header) or any(line[g : g + 2] != "  " for g in gaps):
+            break
+        rows.append({n: line[a:b].strip() for n, (a, b) in zip(names, spans, strict=True)})
+    return rows
+
+
+def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_compare_table(
+    data_dir: Path, cnn_path: Path, tmp_path: Path
+) -> None:
+    """Walkthrough items 2 and 3: 'top-1' was agreement with FP32 read as accuracy; no compare."""
+    import numpy as np
+
+    from backend.queue import jobs
+
+    assert optiboard("add", str(cnn_path)).returncode == 0
+    rng = np.random.default_rng(5)
+    evaluation, calibration = tmp_path / "eval.npz", tmp_path / "calib.npz"
+    inputs = rng.standard_normal((16, 3, 32, 32)).astype(np.float32)
+    np.savez(evaluation, input=inputs, labels=np.arange(16) % 10)
+    np.savez(calibration, input=inputs[:4])
+    flags = ["--batch-sizes", "1", "--quick"]
+    scored = optiboard(
+        "run", "1", "--precisions", "fp32,int8_static", *flags,
+        "--calibration", str(calibration), "--evaluation", str(evaluation),
+    )  # fmt: skip
+    assert scored.returncode == 0, scored.stdout + scored.stderr
+    assert optiboard("run", "1", "--precisions", "fp32", *flags).returncode == 0
+
+    shown = optiboard("show", "1")
+    rows = table_rows(shown.stdout, "configuration")
+    assert list(rows[0])[-4:] == ["cosine", "top-1 vs FP32", "top-1 on eval set", "error"]
+    accuracy = {
+        s.result.configuration.precision.value: s.result.evaluation.top1_accuracy
+        for s in jobs.stored_results(1)
+    }
+    for row in rows:
+        precision = row["configuration"].split("/")[2]
+        assert row["top-1 on eval set"] == f"{accuracy[precision]:.1%}"
+    assert "top-1 vs FP32: share of rows whose top class is FP32's" in shown.stdout
+    plain = optiboard("show", "2").stdout  # no evaluation set: no such column
+    assert "top-1 on eval set" not in plain and "top-1 vs FP32" in plain
+
+    compared = optiboard("compare", "1", "2", "--price", "cpu=1.5")
+    assert compared.returncode == 0, compared.stderr
+    table = table_rows(compared.stdout, "job")
+    assert [(r["job"], r["precision"], r["batch"]) for r in table] == [
+        ("1", "fp32", "1"),
+        ("1", "int8_static", "1"),
+        ("2", "fp32", "1"),
+    ]
+    p50 = {(r["job"], r["precision"]): float(r["p50 ms"]) for r in table}
+    speedups = [r["speedup (p50)"] for r in table]
+    assert speedups[0] == "1.00"  # job 1's FP32 is the baseline of model 1 (the page's default)
+    for row, speed in zip(table[1:], speedups[1:], strict=True):  # within the printed rounding
+        ratio = p50[("1", "fp32")] / p50[(row["job"], row["precision"])]
+        assert abs(float(speed) - ratio) <= 0.02 * ratio + 0.01, (speed, ratio)
+    assert all(r["status"] == "ok" and r["stable"] in {"yes", "no"} for r in table)
+    assert table[2]["top-1 on eval set"] == "-" and table[0]["top-1 on eval set"].endswith("%")
+    assert "baseline #1 cnn CPU FP32, each model's first measured FP32 series" in compared.stdout
+    assert "The cheapest configuration is #" in compared.stdout
+    assert "$1.5/h for cpu" in compared.stdout  # the --price table, not the jobs' own
+    assert f"ran: onnxruntime {onnxruntime.__version__} (default env)" in compared.stdout
+
+    queued = optiboard("serve", "submit", "1", "--concurrency", "1", "--duration", "0.5")
+    assert queued.returncode == 0, queued.stderr  # job 3, a serving study, never run here
+    refused = optiboard("compare", "1", "3")
+    assert refused.returncode == 2 and refused.stderr == (
+        "error: Job 3 is a serving study, not a sweep; compare takes sweeps only, and "
+        "`optiboard show 3` prints it.\n"
+    )
+    mixed = optiboard("export", "1", "3")
+    assert mixed.returncode == 2 and mixed.stderr == (
+        "error: Job 3 is a serving study and job 1 is not, and their columns differ; export "
+        "them separately.\n"
+    )
+    waiting = optiboard("show", "3")
+    assert "0 of 1 load points measured\nNo load point is measured yet" in waiting.stdout
+    assert optiboard("show", "1", "--slo", "5").returncode == 2  # a sweep has no p99 bound

@@ -1,0 +1,110 @@
+"""The Compare page's speedup table for sweep jobs, as text: `optiboard compare` prints it, and
+`optiboard show` and `run` print its cheapest-configuration sentence for one job.
+
+Read from the same results frame the page reads (frames.results_frame), priced again by a --price
+table like the page's price override, with speedups against the page's default baseline (the
+first FP32 series, frames.add_speedups) and the page's "What ran" lines (exports.what_ran_in).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from backend import pricing
+from backend.reporting import cost, exports, frames
+from backend.reporting.metrics import REGISTRY as METRICS
+from backend.reporting.metrics import pick
+from backend.reporting.text import EVAL_NOTE, TOP1_NOTE, table
+from backend.results import ResultStatus, StoredResult
+from storage.repo.results import list_results
+
+FIGURES = pick(
+    "p50_ms", "p99_ms", "throughput", "cost_per_million", "speedup", "cosine_similarity",
+    "top1_agreement",
+)  # fmt: skip
+EVAL_TOP1 = METRICS["eval_top1_accuracy"]
+HEADERS = ["job", "label", "precision", "provider", "batch", *(m.cli_header for m in FIGURES)]
+
+
+def priced_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.DataFrame:
+    """The jobs' results frame, priced by `prices` when given (else by each job's own)."""
+    frame = frames.results_frame(job_ids=job_ids)
+    return cost.reprice(frame, prices) if prices else frame
+
+
+def cheapest_sentence(frame: pd.DataFrame) -> str | None:
+    """The cheapest stable configuration and the runner-up, as the page says it (None: nothing
+    priced)."""
+    found = cost.cheapest(frame)
+    return found.sentence if found is not None else None
+
+
+def baseline_of(frame: pd.DataFrame) -> str | None:
+    """The page's default baseline: the first FP32 series among the measured configurations."""
+    measured = frame[frame["status"] == ResultStatus.OK.value]
+    return next((s for s in dict.fromkeys(measured["series"]) if "FP32" in s), None)
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+
+
+def _row(r: pd.Series, scored: bool) -> list[str]:
+    stable = {True: "yes", False: "no"}.get(r["stable"], "-") if pd.notna(r["stable"]) else "-"
+    return [
+        str(r["job_id"]),
+        str(r["label"]),
+        _cell(r["precision"]),
+        _cell(r["provider"]),
+        _cell(r["batch_size"]),
+        *(m.text(r[m.key]) for m in FIGURES),
+        *([EVAL_TOP1.text(r["eval_top1_accuracy"])] if scored else []),
+        str(r["status"]),
+        stable,
+    ]
+
+
+def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
+    """One row per configuration of the jobs, then the baseline, the cheapest configuration,
+    what ran and each configuration's notes; one line when nothing is stored yet."""
+    frame = priced_frame(job_ids, prices)
+    if frame.empty:
+        return [f"No result is stored yet for job {', '.join(map(str, job_ids))}."]
+    parts, named = [], []
+    for _, rows in frame.groupby("model_id", sort=False, dropna=False):  # each model's own
+        baseline = baseline_of(rows)
+        named += [baseline] if baseline else []
+        parts.append(frames.add_speedups(rows, baseline))
+    frame = pd.concat(parts).sort_index()
+    scored = bool(frame["eval_top1_accuracy"].notna().any())
+    headers = HEADERS + [EVAL_TOP1.cli_header] * scored + ["status", "stable"]
+    lines = [table([_row(r, scored) for _, r in frame.iterrows()], headers)]
+    speedup = METRICS["speedup"].cli_header
+    lines.append(
+        f"{speedup}: the baseline's p50 / p50 at the same batch size; baseline "
+        + ("; ".join(named) if named else "none")
+        + (", each model's first measured FP32 series." if named else " (no FP32 measured).")
+    )
+    lines += [TOP1_NOTE] + ([EVAL_NOTE] if scored else [])
+    priced = frame.dropna(subset=["price_per_hour"])
+    if not priced.empty:
+        rates = dict.fromkeys(zip(priced["priced_as"], priced["price_per_hour"], strict=True))
+        lines.append(  # each distinct price once: jobs may have stored different ones
+            f"{METRICS['cost_per_million'].cli_header}: dollars per million inferences at "
+            + ", ".join(f"{name}=${rate:g}/h" for name, rate in rates)
+            + " (each job's stored prices, or --price)."
+        )
+    if sentence := cheapest_sentence(frame):
+        lines.append(sentence)
+    lines += [f"ran: {line}" for line in exports.what_ran_in(frame)]
+    notes = _notes(frame)
+    return lines + (["why:", *notes] if notes else [])
+
+
+def _notes(frame: pd.DataFrame) -> list[str]:
+    """Each configuration's "why" lines, one a line (the frame keeps them joined)."""
+    ids = [int(i) for i in frame["result_id"]]
+    stored = {
+        r.id: r.result.notes for r in map(StoredResult.from_row, list_results(result_ids=ids))
+    }
+    return [f"  {r['label']}: {n}" for _, r in frame.iterrows() for n in stored[r["result_id"]]]
