@@ -13,7 +13,7 @@ import pandas as pd
 from backend import pricing
 from backend.reporting import cost, exports, frames
 from backend.reporting.metrics import REGISTRY as METRICS
-from backend.reporting.metrics import pick
+from backend.reporting.metrics import cell, pick
 from backend.reporting.text import EVAL_NOTE, TOP1_NOTE, table
 from backend.results import ResultStatus, StoredResult
 from storage.repo.results import list_results
@@ -45,18 +45,14 @@ def baseline_of(frame: pd.DataFrame) -> str | None:
     return next((s for s in dict.fromkeys(measured["series"]) if "FP32" in s), None)
 
 
-def _cell(value: object) -> str:
-    return "-" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
-
-
 def _row(r: pd.Series, scored: bool) -> list[str]:
     stable = {True: "yes", False: "no"}.get(r["stable"], "-") if pd.notna(r["stable"]) else "-"
     return [
         str(r["job_id"]),
         str(r["label"]),
-        _cell(r["precision"]),
-        _cell(r["provider"]),
-        _cell(r["batch_size"]),
+        cell(r["precision"], ""),
+        cell(r["provider"], ""),
+        cell(r["batch_size"], ""),
         *(m.text(r[m.key]) for m in FIGURES),
         *([EVAL_TOP1.text(r["eval_top1_accuracy"])] if scored else []),
         str(r["status"]),
