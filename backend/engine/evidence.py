@@ -291,12 +291,12 @@ def facts(profile: Profile, label: str, speedup: float | None = None) -> list[st
 
 
 def per_source_us(profile: Profile) -> dict[str, float]:
-    """Microseconds per run of each uploaded node (a fused node's time split among its sources)."""
+    """Microseconds per run of each uploaded node: a fused node's time is split among every node
+    it ran by their counted FLOPs (Profile.parts), so a Conv+Relu kernel is mostly the Conv's."""
     times: dict[str, float] = defaultdict(float)
     for node in profile.nodes:
-        sources = node.source_nodes or [node.name]
-        for source in sources:
-            times[source] += node.total_us / profile.runs / len(sources)
+        for source, part in profile.parts(node):
+            times[source] += node.total_us / profile.runs * part
     return dict(times)
 
 

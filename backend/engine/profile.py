@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from backend.engine.fusion import LAYOUT_OPS, fused_sources, source_flops
 from backend.runtimes import get_runtime, onnxruntime_provider_name
 from backend.runtimes.base import SessionOptions
 
@@ -74,13 +75,29 @@ class Profile:
     provider: str  # the provider the configuration asked for, as the runtime names it
     nodes: list[NodeProfile] = field(default_factory=list)
     kept_in_fp32: list[str] = field(default_factory=list)  # left unquantized on purpose
+    # FLOPs at the profiled shapes of every uploaded node a fused runtime node ran (fusion.py)
+    source_flops: dict[str, int] = field(default_factory=dict)
+    fusions_traced: bool = False  # False: stored before fused kernels were traced to every node
 
-    def is_kept(self, node: NodeProfile) -> bool:
-        """Left in FP32 on purpose, or one of the Clips that feed such a node its float input."""
-        if node.op_type in QDQ_OPS:  # a conversion next to a kept node is not kept in FP32
-            return False
-        kept = set(self.kept_in_fp32)
-        return any(s in kept for s in _stages(node.name)) or KEPT_CLIP in node.name
+    def _flops(self, sources: list[str]) -> list[int] | None:
+        counted = [self.source_flops.get(s) for s in sources]
+        known = [f for f in counted if f is not None]
+        return known if len(known) == len(sources) and sum(known) > 0 else None
+
+    def parts(self, node: NodeProfile) -> list[tuple[str, float]]:
+        """(uploaded node, fraction of this runtime node's time) for each node it ran: by their
+        counted FLOPs where every one was counted, else equal parts (fused_split says which)."""
+        sources = node.source_nodes or [node.name]
+        flops = self._flops(sources) if len(sources) > 1 else None
+        if flops is None:
+            return [(s, 1.0 / len(sources)) for s in sources]
+        return [(s, f / sum(flops)) for s, f in zip(sources, flops, strict=True)]
+
+    def fused_split(self, node: NodeProfile) -> str:
+        """How parts() splits this node's time: 'FLOPs', 'equal', or '' for one uploaded node."""
+        if len(node.source_nodes) < 2:
+            return ""
+        return "FLOPs" if self._flops(node.source_nodes) else "equal"
 
     @property
     def total_us(self) -> float:
@@ -118,7 +135,9 @@ class Profile:
     def from_dict(cls, data: dict[str, Any]) -> Profile:
         nodes = [NodeProfile(**n) for n in data.get("nodes", [])]
         kept = list(data.get("kept_in_fp32") or [])
-        return cls(int(data["runs"]), str(data["provider"]), nodes, kept)
+        flops = {str(k): int(v) for k, v in (data.get("source_flops") or {}).items()}
+        traced = bool(data.get("fusions_traced", False))
+        return cls(int(data["runs"]), str(data["provider"]), nodes, kept, flops, traced)
 
     def save(self, path: Path) -> Path:
         Path(path).write_text(json.dumps(self.to_dict()))
@@ -221,6 +240,10 @@ class SourceIndex:
                 consumers[inp].append(node.name)
         return cls({n.name: n.op_type for n in named.graph.node}, producer, dict(consumers))
 
+    def upload_tensor(self, name: str) -> str | None:
+        """The uploaded tensor a runtime tensor is (its name, or one with derived suffixes)."""
+        return next((s for s in _stages(name) if s in self.producer or s in self.consumers), None)
+
     def match(self, name: str, inputs: list[str], outputs: list[str]) -> list[str]:
         """Source nodes for a runtime node: by name where it survived, else through tensors."""
         for candidate in _stages(name):
@@ -291,18 +314,26 @@ def build_profile(
     optimized: onnx.ModelProto | None,
     source: onnx.ModelProto,
     built: onnx.ModelProto | None = None,
+    feed: dict[str, np.ndarray] | None = None,
 ) -> Profile:
-    """A Profile from a trace, the graph the runtime ran, the variant built, and the upload."""
+    """A Profile from a trace, the graph the runtime ran, the variant built, and the upload;
+    with the profiled feed, a fused node's time is split among its nodes by FLOPs at its shapes."""
     runs, timed = parse_trace(events)
     graphs = [_Wiring.of(built), _Wiring.of(optimized)]
     index = SourceIndex.of(source)
+    ran = graphs[1].nodes
+    order = [n for n in ran if n in timed] + [n for n in timed if n not in ran]
+    converts = {n for n, e in timed.items() if e["op"] in (*CONVERSION_OPS, *LAYOUT_OPS)}
+    anchors = {name: _resolve(name, graphs, index) for name in order}
+    held = [t for n in (optimized.graph.node if optimized else []) for t in (*n.input, *n.output)]
+    sources = fused_sources(order, ran, anchors, converts, index, held)
     nodes = []
     for name, entry in timed.items():
-        inputs, outputs = graphs[1].nodes.get(name, ([], []))
+        inputs, outputs = ran.get(name, ([], []))
         nodes.append(
             mapped_node(
                 name,
-                _resolve(name, graphs, index),
+                sources[name],
                 index,
                 op_type=entry["op"],
                 provider=entry["provider"],
@@ -312,7 +343,9 @@ def build_profile(
                 outputs=outputs,
             )
         )
-    return Profile(runs=runs, provider=provider, nodes=nodes, kept_in_fp32=kept_in_fp32(built))
+    fused = {s for n in nodes if len(n.source_nodes) > 1 for s in n.source_nodes}
+    flops = source_flops(source, feed or {}, fused) if feed is not None else {}
+    return Profile(runs, provider, nodes, kept_in_fp32(built), flops, fusions_traced=True)
 
 
 def profile_model(
@@ -327,7 +360,7 @@ def profile_model(
     events, optimized = trace_events(model_path, options, feed, runs, runtime)
     built = onnx.load(str(model_path), load_external_data=False)
     native = onnxruntime_provider_name(options.configuration.provider)
-    return build_profile(events, native, optimized, source, built)
+    return build_profile(events, native, optimized, source, built, feed)
 
 
 def trace_events(
