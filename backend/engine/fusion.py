@@ -88,20 +88,23 @@ class _Grower:
 
 
 def fused_sources(
-    order: list[str],
-    wiring: dict[str, tuple[list[str], list[str]]],
+    ops_run: dict[str, str],
+    optimized: onnx.ModelProto | None,
     anchors: dict[str, list[str]],
-    converts: set[str],
     index: SourceIndex,
-    held: Iterable[str],
+    conversions: Iterable[str],
 ) -> dict[str, list[str]]:
     """{runtime node: uploaded nodes it ran, in upload order}, from each node's anchors (what
-    its name or tensors matched), grown through the tensors its fusion made disappear.
-
-    order: runtime nodes in the runtime graph's order (producers first), so a node the earlier
-    kernel ran is never taken by a later one; converts: runtime nodes that only convert data;
-    held: every tensor of the runtime's graph.
+    its name or tensors matched), grown through the tensors its fusion made disappear from the
+    runtime's optimized graph. Nodes are taken in that graph's order (producers first), so a
+    node an earlier kernel ran is never taken by a later one; ops_run: {runtime node: op type},
+    where an op in conversions or LAYOUT_OPS only converts data and fuses nothing.
     """
+    graph = list(optimized.graph.node) if optimized is not None else []
+    wiring = {n.name: (list(n.input), list(n.output)) for n in graph}
+    order = list(dict.fromkeys([*(n.name for n in graph if n.name in ops_run), *ops_run]))
+    converts = {n for n, op in ops_run.items() if op in (*conversions, *LAYOUT_OPS)}
+    held = [t for n in graph for t in (*n.input, *n.output)]
     ops, to_upload = index.ops, index.upload_tensor
     grower = _Grower(ops, index.producer, index.consumers, to_upload, held)
     owner: dict[str, str] = {}  # uploaded node -> the runtime node that ran it
@@ -128,6 +131,22 @@ def fused_sources(
             found[name] = found[kernel]
     position = {n: i for i, n in enumerate(ops)}
     return {k: sorted(v, key=lambda n: position.get(n, len(position))) for k, v in found.items()}
+
+
+def flop_parts(sources: list[str], flops: dict[str, int]) -> list[float]:
+    """Each source's part of a runtime node's time: by FLOPs where every one was counted and
+    they add up to more than 0, else equal parts."""
+    counted = [flops.get(s) for s in sources]
+    known = [f for f in counted if f is not None]
+    if len(sources) > 1 and len(known) == len(sources) and sum(known) > 0:
+        return [f / sum(known) for f in known]
+    return [1.0 / len(sources)] * len(sources)
+
+
+def split_by_flops(sources: list[str], flops: dict[str, int]) -> bool:
+    """Whether flop_parts splits these sources by FLOPs (not in equal parts)."""
+    counted = [flops.get(s) for s in sources]
+    return len(sources) > 1 and None not in counted and sum(f or 0 for f in counted) > 0
 
 
 def source_flops(

@@ -9,22 +9,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import statistics
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
-from backend.engine.fusion import LAYOUT_OPS, fused_sources, source_flops
-from backend.runtimes import get_runtime, onnxruntime_provider_name
+from backend.engine.fusion import flop_parts, fused_sources, source_flops
+from backend.engine.ortrace import PROFILE_RUNS, parse_trace, trace_events
+from backend.runtimes import onnxruntime_provider_name
 from backend.runtimes.base import SessionOptions
 
-PROFILE_RUNS = 20
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 KEPT_IN_FP32 = "optiboard.kept_in_fp32"  # model metadata: nodes left unquantized on purpose
 KEPT_CLIP = "_clipped_for_"  # in the names of those Clips (backend.engine.calibration)
@@ -79,25 +77,17 @@ class Profile:
     source_flops: dict[str, int] = field(default_factory=dict)
     fusions_traced: bool = False  # False: stored before fused kernels were traced to every node
 
-    def _flops(self, sources: list[str]) -> list[int] | None:
-        counted = [self.source_flops.get(s) for s in sources]
-        known = [f for f in counted if f is not None]
-        return known if len(known) == len(sources) and sum(known) > 0 else None
+    def is_kept(self, node: NodeProfile) -> bool:
+        """Left in FP32 on purpose, or one of the Clips that feed such a node its float input."""
+        if node.op_type in QDQ_OPS:  # a conversion next to a kept node is not kept in FP32
+            return False
+        kept = set(self.kept_in_fp32)
+        return any(s in kept for s in _stages(node.name)) or KEPT_CLIP in node.name
 
     def parts(self, node: NodeProfile) -> list[tuple[str, float]]:
-        """(uploaded node, fraction of this runtime node's time) for each node it ran: by their
-        counted FLOPs where every one was counted, else equal parts (fused_split says which)."""
+        """(uploaded node, its part of this runtime node's time): by counted FLOPs (fusion.py)."""
         sources = node.source_nodes or [node.name]
-        flops = self._flops(sources) if len(sources) > 1 else None
-        if flops is None:
-            return [(s, 1.0 / len(sources)) for s in sources]
-        return [(s, f / sum(flops)) for s, f in zip(sources, flops, strict=True)]
-
-    def fused_split(self, node: NodeProfile) -> str:
-        """How parts() splits this node's time: 'FLOPs', 'equal', or '' for one uploaded node."""
-        if len(node.source_nodes) < 2:
-            return ""
-        return "FLOPs" if self._flops(node.source_nodes) else "equal"
+        return list(zip(sources, flop_parts(sources, self.source_flops), strict=True))
 
     @property
     def total_us(self) -> float:
@@ -158,40 +148,6 @@ def name_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
         if not node.name:
             node.name = f"{node.op_type}_{index}"
     return model
-
-
-def parse_trace(events: list[dict[str, Any]]) -> tuple[int, dict[str, dict[str, Any]]]:
-    """(runs kept, {node name: {op, provider, calls, total_us}}) from ORT's JSON trace.
-
-    The first model_run is a warm-up (allocation, kernel choice) and is left out. A node's total
-    is its median call times its calls: one call stretched by another process on the host (a
-    50 ms preemption against a model of a fraction of a millisecond) would otherwise outweigh
-    every other run and move every node's share.
-    """
-    runs = sorted(
-        (e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-        key=lambda e: e["ts"],
-    )
-    cutoff = runs[0]["ts"] + runs[0]["dur"] if len(runs) > 1 else -1
-    nodes: dict[str, dict[str, Any]] = {}
-    durations: dict[str, list[float]] = {}
-    for event in events:
-        name = str(event.get("name", ""))
-        if event.get("cat") != "Node" or not name.endswith("_kernel_time"):
-            continue
-        if event["ts"] < cutoff:
-            continue
-        args = event.get("args", {})
-        key = name[: -len("_kernel_time")]
-        entry = nodes.setdefault(
-            key,
-            {"op": args.get("op_name", "?"), "provider": args.get("provider", "?")},
-        )
-        durations.setdefault(key, []).append(float(event.get("dur", 0)))
-    for key, entry in nodes.items():
-        entry["calls"] = len(durations[key])
-        entry["total_us"] = statistics.median(durations[key]) * entry["calls"]
-    return max(len(runs) - 1, 1), nodes
 
 
 def _stages(name: str) -> list[str]:
@@ -321,15 +277,12 @@ def build_profile(
     runs, timed = parse_trace(events)
     graphs = [_Wiring.of(built), _Wiring.of(optimized)]
     index = SourceIndex.of(source)
-    ran = graphs[1].nodes
-    order = [n for n in ran if n in timed] + [n for n in timed if n not in ran]
-    converts = {n for n, e in timed.items() if e["op"] in (*CONVERSION_OPS, *LAYOUT_OPS)}
-    anchors = {name: _resolve(name, graphs, index) for name in order}
-    held = [t for n in (optimized.graph.node if optimized else []) for t in (*n.input, *n.output)]
-    sources = fused_sources(order, ran, anchors, converts, index, held)
+    anchors = {name: _resolve(name, graphs, index) for name in timed}
+    ops_run = {name: str(entry["op"]) for name, entry in timed.items()}
+    sources = fused_sources(ops_run, optimized, anchors, index, CONVERSION_OPS)
     nodes = []
     for name, entry in timed.items():
-        inputs, outputs = ran.get(name, ([], []))
+        inputs, outputs = graphs[1].nodes.get(name, ([], []))
         nodes.append(
             mapped_node(
                 name,
@@ -361,32 +314,6 @@ def profile_model(
     built = onnx.load(str(model_path), load_external_data=False)
     native = onnxruntime_provider_name(options.configuration.provider)
     return build_profile(events, native, optimized, source, built, feed)
-
-
-def trace_events(
-    model_path: Path,
-    options: SessionOptions,
-    feed: dict[str, np.ndarray],
-    runs: int = PROFILE_RUNS,
-    runtime: str = "onnxruntime",
-) -> tuple[list[dict[str, Any]], onnx.ModelProto | None]:
-    """The runtime's trace of `runs` + 1 runs, and the graph it optimized (when it wrote one)."""
-    with tempfile.TemporaryDirectory(prefix="optiboard-profile-") as tmp:
-        optimized_path = Path(tmp) / "optimized.onnx"
-        profiled = replace(
-            options, optimized_model_path=optimized_path, profile_prefix=Path(tmp) / "trace"
-        )
-        with get_runtime(runtime).open(Path(model_path), profiled) as runner:
-            for _ in range(runs + 1):
-                runner.infer(feed)
-            trace = runner.end_profiling()
-        events = json.loads(Path(trace).read_text())
-        optimized = (
-            onnx.load(str(optimized_path), load_external_data=False)
-            if optimized_path.is_file()
-            else None
-        )
-    return events, optimized
 
 
 MAX_STEM_BYTES = 120  # file names stop at 255 bytes; keys with node names go far past that

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 
 from backend.compat.cells import CellStatus, CompatMatrix
 from backend.engine.evidence import per_source_us
-from backend.engine.fusion import LAYOUT_OPS
+from backend.engine.fusion import LAYOUT_OPS, split_by_flops
 from backend.engine.layerloss import NodeLoss
-from backend.engine.profile import CONVERSION_OPS, Profile, SourceIndex
+from backend.engine.profile import CONVERSION_OPS, NodeProfile, Profile, SourceIndex
 from backend.graphview.structure import GraphStructure
 from backend.models.cost import ModelCost
 
@@ -138,7 +138,7 @@ def time_overlay(structure: GraphStructure, profile: Profile, label: str) -> Ove
             others = [s for s in node.source_nodes if s != source]
             if others:
                 more = f" and {len(others) - 3} more" if len(others) > 3 else ""
-                how = "by counted FLOPs" if profile.fused_split(node) == "FLOPs" else "equal parts"
+                how = "by counted FLOPs" if _by_flops(profile, node) else "equal parts"
                 joined = "converting data of" if node.op_type in CONVERTS else "fused with"
                 line += f", {joined} {', '.join(others[:3])}{more}: {part:.0%} of it here ({how})"
             ran_as[source].append(line)
@@ -158,6 +158,10 @@ def time_overlay(structure: GraphStructure, profile: Profile, label: str) -> Ove
     return replace(overlay, note=fused_note(profile, ops))
 
 
+def _by_flops(profile: Profile, node: NodeProfile) -> bool:
+    return split_by_flops(node.source_nodes, profile.source_flops)
+
+
 def fused_note(profile: Profile, ops: dict[str, str]) -> str:
     """How the time of fused kernels reached the nodes painted, in one or two sentences."""
     if not profile.fusions_traced:
@@ -173,7 +177,7 @@ def fused_note(profile: Profile, ops: dict[str, str]) -> str:
     if not fused:
         return "Each runtime node ran one uploaded node; its time is painted on that node."
     example = "+".join(dict.fromkeys(ops.get(s, "?") for s in fused[0].source_nodes))
-    by_flops = all(profile.fused_split(n) == "FLOPs" for n in fused)
+    by_flops = all(_by_flops(profile, n) for n in fused)
     how = (
         "by their FLOPs counted at the profiled shapes (a Conv+Relu kernel's time is almost "
         "all the Conv's)"
