@@ -19,15 +19,24 @@ FLOPs' worth and the Conv the rest.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import onnx
 
 from backend.models.cost import ELEMENTWISE, FREE, PER_ELEMENT, model_cost
 
-if TYPE_CHECKING:
-    from backend.engine.profile import SourceIndex
+
+class UploadGraph(Protocol):
+    """What fusion reads of the uploaded graph: profile.SourceIndex (named here, not imported,
+    since profile.py imports this module)."""
+
+    ops: dict[str, str]
+    producer: dict[str, str]
+    consumers: dict[str, list[str]]
+
+    def upload_tensor(self, name: str) -> str | None: ...
+
 
 LAYOUT_OPS = ("ReorderInput", "ReorderOutput")  # ONNX Runtime's NCHWc layout changes
 CHEAP_OPS = frozenset(ELEMENTWISE) | frozenset(PER_ELEMENT) | frozenset(FREE)
@@ -91,7 +100,7 @@ def fused_sources(
     ops_run: dict[str, str],
     optimized: onnx.ModelProto | None,
     anchors: dict[str, list[str]],
-    index: SourceIndex,
+    index: UploadGraph,
     conversions: Iterable[str],
 ) -> dict[str, list[str]]:
     """{runtime node: uploaded nodes it ran, in upload order}, from each node's anchors (what
