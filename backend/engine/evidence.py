@@ -97,8 +97,12 @@ def _quantized_sources(profile: Profile) -> dict[str, set[str]]:
     """{uploaded op type: uploaded nodes of it that ran an int8 kernel}."""
     found: dict[str, set[str]] = defaultdict(set)
     for node in profile.nodes:
-        if computes(node) and computes_in_int8(node) and len(node.source_ops) == 1:
+        if not computes(node) or not computes_in_int8(node):
+            continue
+        if len(node.source_ops) == 1:
             found[node.source_ops[0]].update(node.source_nodes)
+        elif main := profile.main_source(node):  # a QLinearConv that ran Conv+Relu is a Conv
+            found[main[1]].add(main[0])
     return found
 
 
@@ -117,10 +121,12 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
         qdq = [n for n in around[node.name] if is_boundary(n)]
         if not qdq:
             continue
-        # name the island after the uploaded op (HardSwish), not the one it was split into
-        op = node.source_ops[0] if len(node.source_ops) == 1 else node.op_type
+        # name the island after the uploaded op (HardSwish), not the one it was split into;
+        # a fused kernel after the op it mostly ran (the Conv of Conv+Relu)
+        main = profile.main_source(node)
+        op = node.source_ops[0] if len(node.source_ops) == 1 else main[1] if main else node.op_type
         island = islands.setdefault(op, FloatIsland(op))
-        island.sources.update(node.source_nodes or [node.name])
+        island.sources.update([main[0]] if main else node.source_nodes or [node.name])
         island.conversions.extend(n for n in qdq if n.name not in claimed)
         claimed.update(n.name for n in qdq)
     quantized = _quantized_sources(profile)

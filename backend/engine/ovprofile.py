@@ -86,9 +86,9 @@ def build_ov_profile(
                 precision=kernel_precision(entry["exec_type"]),
             )
         )
-    fused = {s for n in nodes if len(n.source_nodes) > 1 for s in n.source_nodes}
+    fused = {s: index.ops[s] for n in nodes if len(n.source_nodes) > 1 for s in n.source_nodes}
     flops = source_flops(source, feed, fused) if feed is not None else {}
-    return Profile(runs, device, nodes, kept_in_fp32(built), flops, fusions_traced=True)
+    return Profile(runs, device, nodes, kept_in_fp32(built), flops, fused, fusions_traced=True)
 
 
 def profile_openvino(

@@ -75,6 +75,7 @@ class Profile:
     kept_in_fp32: list[str] = field(default_factory=list)  # left unquantized on purpose
     # FLOPs at the profiled shapes of every uploaded node a fused runtime node ran (fusion.py)
     source_flops: dict[str, int] = field(default_factory=dict)
+    source_types: dict[str, str] = field(default_factory=dict)  # their op types
     fusions_traced: bool = False  # False: stored before fused kernels were traced to every node
 
     def is_kept(self, node: NodeProfile) -> bool:
@@ -88,6 +89,14 @@ class Profile:
         """(uploaded node, its part of this runtime node's time): by counted FLOPs (fusion.py)."""
         sources = node.source_nodes or [node.name]
         return list(zip(sources, flop_parts(sources, self.source_flops), strict=True))
+
+    def main_source(self, node: NodeProfile) -> tuple[str, str] | None:
+        """(uploaded node, op) a fused runtime node mostly ran: its largest part (the Conv of a
+        Conv+Relu kernel); None where it ran one op type, or the profile does not know."""
+        if len(node.source_ops) < 2 or not self.fusions_traced:
+            return None
+        name = max(self.parts(node), key=lambda part: part[1])[0]
+        return (name, self.source_types[name]) if name in self.source_types else None
 
     @property
     def total_us(self) -> float:
@@ -126,8 +135,9 @@ class Profile:
         nodes = [NodeProfile(**n) for n in data.get("nodes", [])]
         kept = list(data.get("kept_in_fp32") or [])
         flops = {str(k): int(v) for k, v in (data.get("source_flops") or {}).items()}
+        types = {str(k): str(v) for k, v in (data.get("source_types") or {}).items()}
         traced = bool(data.get("fusions_traced", False))
-        return cls(int(data["runs"]), str(data["provider"]), nodes, kept, flops, traced)
+        return cls(int(data["runs"]), str(data["provider"]), nodes, kept, flops, types, traced)
 
     def save(self, path: Path) -> Path:
         Path(path).write_text(json.dumps(self.to_dict()))
@@ -296,9 +306,9 @@ def build_profile(
                 outputs=outputs,
             )
         )
-    fused = {s for n in nodes if len(n.source_nodes) > 1 for s in n.source_nodes}
-    flops = source_flops(source, feed or {}, fused) if feed is not None else {}
-    return Profile(runs, provider, nodes, kept_in_fp32(built), flops, fusions_traced=True)
+    fused = {s: index.ops[s] for n in nodes if len(n.source_nodes) > 1 for s in n.source_nodes}
+    flops = source_flops(source, feed, fused) if feed is not None else {}
+    return Profile(runs, provider, nodes, kept_in_fp32(built), flops, fused, fusions_traced=True)
 
 
 def profile_model(

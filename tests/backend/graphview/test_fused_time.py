@@ -97,3 +97,20 @@ def test_a_profile_stored_before_fusions_were_traced_says_so(tmp_path: Path) -> 
     old = Profile.from_dict(stored)
     note = ov.time_overlay(st.read_structure(path), old, "FP32").note
     assert "stored before fused kernels were traced" in note
+
+
+def test_int8_kernels_that_ran_conv_and_relu_count_as_quantized_convs(tmp_path: Path) -> None:
+    """ORT's QLinearConv of an INT8 static variant runs the Conv and the Relu the Q/DQ folded
+    into it: the evidence counts it as a quantized Conv (not 'no int8 kernel here')."""
+    from backend.engine.evidence import _quantized_sources
+    from backend.engine.variants import build_variant
+
+    path = _cnn(tmp_path, named=False)
+    config = Configuration("int8_static", calibration_samples=4)
+    variant = build_variant(path, config, tmp_path / "int8").path
+    profile = profile_model(variant, onnx.load(str(path)), SessionOptions.plain(), FEED, runs=5)
+    convs = {conv for conv, _relu in _fused_pairs(path)}
+    fused = [n for n in profile.nodes if set(n.source_nodes) & convs and len(n.source_ops) > 1]
+    assert fused and all(profile.main_source(n) in {(c, "Conv") for c in convs} for n in fused)
+    assert convs <= _quantized_sources(profile)["Conv"]
+    assert not _quantized_sources(profile).get("Relu")
