@@ -67,7 +67,8 @@ class FloatIsland:
     op the runtime splits (HardSwish into HardSigmoid + Mul) may have a part in int8 too."""
 
     op_type: str  # the uploaded op, e.g. HardSwish
-    sources: set[str] = field(default_factory=set)
+    sources: set[str] = field(default_factory=set)  # every uploaded node its kernels ran
+    of_op: set[str] = field(default_factory=set)  # those of op_type (not the Relu of Conv+Relu)
     nodes: list[NodeProfile] = field(default_factory=list)  # runtime nodes computing in float
     conversions: list[NodeProfile] = field(default_factory=list)
     int8_nodes: list[NodeProfile] = field(default_factory=list)  # parts that ran int8 kernels
@@ -126,7 +127,8 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
         main = profile.main_source(node)
         op = node.source_ops[0] if len(node.source_ops) == 1 else main[1] if main else node.op_type
         island = islands.setdefault(op, FloatIsland(op))
-        island.sources.update([main[0]] if main else node.source_nodes or [node.name])
+        island.sources.update(node.source_nodes or [node.name])
+        island.of_op.update([main[0]] if main else node.source_nodes or [node.name])
         island.conversions.extend(n for n in qdq if n.name not in claimed)
         claimed.update(n.name for n in qdq)
     quantized = _quantized_sources(profile)
@@ -161,7 +163,7 @@ def _island_claim(island: FloatIsland) -> str:
     else:
         why = "have no int8 kernel here"
     claim = (
-        f"{len(island.sources)} {island.op_type} nodes that {why}: they run in float "
+        f"{len(island.of_op)} {island.op_type} nodes that {why}: they run in float "
         f"(as {_ops(island.nodes)}"
     )
     if island.int8_nodes:  # split by the runtime (HardSwish: HardSigmoid + Mul)
