@@ -176,14 +176,19 @@ def fused_note(profile: Profile, ops: dict[str, str]) -> str:
     )
     if not fused:
         return "Each runtime node ran one uploaded node; its time is painted on that node."
-    example = "+".join(dict.fromkeys(ops.get(s, "?") for s in fused[0].source_nodes))
-    by_flops = all(_by_flops(profile, n) for n in fused)
-    how = (
-        "by their FLOPs counted at the profiled shapes (a Conv+Relu kernel's time is almost "
-        "all the Conv's)"
-        if by_flops
-        else "in equal parts where their FLOPs could not be counted, else by FLOPs"
-    )
+    hottest = fused[0]
+    example = "+".join(dict.fromkeys(ops.get(s, "?") for s in hottest.source_nodes))
+    main, part = max(profile.parts(hottest), key=lambda p: p[1])
+    counted = [_by_flops(profile, n) for n in fused]
+    if all(counted):
+        how = (
+            f"by their FLOPs counted at the profiled shapes (the hottest, {hottest.name}, gives "
+            f"{part:.0%} of its time to {main}, a {ops.get(main, '?')})"
+        )
+    elif any(counted):
+        how = "by their FLOPs, or in equal parts where their FLOPs could not be counted"
+    else:
+        how = "in equal parts, as their FLOPs could not be counted at the profiled shapes"
     return (
         f"{len(fused)} runtime nodes ran several uploaded nodes each as one fused kernel "
         f"(e.g. {example}); each kernel's time is split among all the nodes it ran {how}. "
