@@ -67,7 +67,8 @@ class FloatIsland:
     op the runtime splits (HardSwish into HardSigmoid + Mul) may have a part in int8 too."""
 
     op_type: str  # the uploaded op, e.g. HardSwish
-    sources: set[str] = field(default_factory=set)
+    sources: set[str] = field(default_factory=set)  # every uploaded node its kernels ran
+    of_op: set[str] = field(default_factory=set)  # those of op_type (not the Relu of Conv+Relu)
     nodes: list[NodeProfile] = field(default_factory=list)  # runtime nodes computing in float
     conversions: list[NodeProfile] = field(default_factory=list)
     int8_nodes: list[NodeProfile] = field(default_factory=list)  # parts that ran int8 kernels
@@ -97,8 +98,12 @@ def _quantized_sources(profile: Profile) -> dict[str, set[str]]:
     """{uploaded op type: uploaded nodes of it that ran an int8 kernel}."""
     found: dict[str, set[str]] = defaultdict(set)
     for node in profile.nodes:
-        if computes(node) and computes_in_int8(node) and len(node.source_ops) == 1:
+        if not computes(node) or not computes_in_int8(node):
+            continue
+        if len(node.source_ops) == 1:
             found[node.source_ops[0]].update(node.source_nodes)
+        elif main := profile.main_source(node):  # a QLinearConv that ran Conv+Relu is a Conv
+            found[main[1]].add(main[0])
     return found
 
 
@@ -117,10 +122,13 @@ def float_islands(profile: Profile) -> list[FloatIsland]:
         qdq = [n for n in around[node.name] if is_boundary(n)]
         if not qdq:
             continue
-        # name the island after the uploaded op (HardSwish), not the one it was split into
-        op = node.source_ops[0] if len(node.source_ops) == 1 else node.op_type
+        # name the island after the uploaded op (HardSwish), not the one it was split into;
+        # a fused kernel after the op it mostly ran (the Conv of Conv+Relu)
+        main = profile.main_source(node)
+        op = node.source_ops[0] if len(node.source_ops) == 1 else main[1] if main else node.op_type
         island = islands.setdefault(op, FloatIsland(op))
         island.sources.update(node.source_nodes or [node.name])
+        island.of_op.update([main[0]] if main else node.source_nodes or [node.name])
         island.conversions.extend(n for n in qdq if n.name not in claimed)
         claimed.update(n.name for n in qdq)
     quantized = _quantized_sources(profile)
@@ -155,7 +163,7 @@ def _island_claim(island: FloatIsland) -> str:
     else:
         why = "have no int8 kernel here"
     claim = (
-        f"{len(island.sources)} {island.op_type} nodes that {why}: they run in float "
+        f"{len(island.of_op)} {island.op_type} nodes that {why}: they run in float "
         f"(as {_ops(island.nodes)}"
     )
     if island.int8_nodes:  # split by the runtime (HardSwish: HardSigmoid + Mul)
@@ -291,12 +299,12 @@ def facts(profile: Profile, label: str, speedup: float | None = None) -> list[st
 
 
 def per_source_us(profile: Profile) -> dict[str, float]:
-    """Microseconds per run of each uploaded node (a fused node's time split among its sources)."""
+    """Microseconds per run of each uploaded node: a fused node's time is split among every node
+    it ran by their counted FLOPs (Profile.parts), so a Conv+Relu kernel is mostly the Conv's."""
     times: dict[str, float] = defaultdict(float)
     for node in profile.nodes:
-        sources = node.source_nodes or [node.name]
-        for source in sources:
-            times[source] += node.total_us / profile.runs / len(sources)
+        for source, part in profile.parts(node):
+            times[source] += node.total_us / profile.runs * part
     return dict(times)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from backend.engine.fusion import source_flops
 from backend.engine.profile import PROFILE_RUNS, Profile, SourceIndex, kept_in_fp32, mapped_node
 from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
@@ -56,9 +57,12 @@ def build_ov_profile(
     device: str,
     source: onnx.ModelProto,
     built: onnx.ModelProto,
+    feed: dict[str, np.ndarray] | None = None,
 ) -> Profile:
-    """A Profile from summed counters ({layer: type, exec_type, total_us}) and compiled graph."""
+    """A Profile from summed counters ({layer: type, exec_type, total_us}) and compiled graph;
+    with the profiled feed, a fused layer's time is split among its nodes by their FLOPs."""
     index = SourceIndex.of(source)
+    position = {n: i for i, n in enumerate(index.ops)}  # a fusion's root (Conv) first
     built_ops = {n.name: n.op_type for n in built.graph.node}
     layers = {layer["name"]: layer for layer in graph}
     nodes = []
@@ -71,7 +75,7 @@ def build_ov_profile(
         nodes.append(
             mapped_node(
                 name,
-                _sources(layer, index, layers),
+                sorted(_sources(layer, index, layers), key=position.__getitem__),
                 index,
                 op_type="FakeQuantize" if only_qdq else entry["type"],
                 provider=device,
@@ -82,7 +86,9 @@ def build_ov_profile(
                 precision=kernel_precision(entry["exec_type"]),
             )
         )
-    return Profile(runs=runs, provider=device, nodes=nodes, kept_in_fp32=kept_in_fp32(built))
+    fused = {s: index.ops[s] for n in nodes if len(n.source_nodes) > 1 for s in n.source_nodes}
+    flops = source_flops(source, feed, fused) if feed is not None else {}
+    return Profile(runs, device, nodes, kept_in_fp32(built), flops, fused, fusions_traced=True)
 
 
 def profile_openvino(
@@ -112,4 +118,4 @@ def profile_openvino(
     built = onnx.load(str(model_path), load_external_data=False)
     # OpenVINO's device name: cpu -> CPU, gpu -> GPU
     device = options.configuration.provider.upper()
-    return build_ov_profile(dict(timed), graph, runs, device, source, built)
+    return build_ov_profile(dict(timed), graph, runs, device, source, built, feed)

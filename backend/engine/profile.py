@@ -9,21 +9,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import statistics
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
-from backend.runtimes import get_runtime, onnxruntime_provider_name
+from backend.engine.fusion import flop_parts, fused_sources, source_flops
+from backend.engine.ortrace import PROFILE_RUNS, parse_trace, trace_events
+from backend.runtimes import onnxruntime_provider_name
 from backend.runtimes.base import SessionOptions
 
-PROFILE_RUNS = 20
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 KEPT_IN_FP32 = "optiboard.kept_in_fp32"  # model metadata: nodes left unquantized on purpose
 KEPT_CLIP = "_clipped_for_"  # in the names of those Clips (backend.engine.calibration)
@@ -74,6 +73,10 @@ class Profile:
     provider: str  # the provider the configuration asked for, as the runtime names it
     nodes: list[NodeProfile] = field(default_factory=list)
     kept_in_fp32: list[str] = field(default_factory=list)  # left unquantized on purpose
+    # FLOPs at the profiled shapes of every uploaded node a fused runtime node ran (fusion.py)
+    source_flops: dict[str, int] = field(default_factory=dict)
+    source_types: dict[str, str] = field(default_factory=dict)  # their op types
+    fusions_traced: bool = False  # False: stored before fused kernels were traced to every node
 
     def is_kept(self, node: NodeProfile) -> bool:
         """Left in FP32 on purpose, or one of the Clips that feed such a node its float input."""
@@ -81,6 +84,19 @@ class Profile:
             return False
         kept = set(self.kept_in_fp32)
         return any(s in kept for s in _stages(node.name)) or KEPT_CLIP in node.name
+
+    def parts(self, node: NodeProfile) -> list[tuple[str, float]]:
+        """(uploaded node, its part of this runtime node's time): by counted FLOPs (fusion.py)."""
+        sources = node.source_nodes or [node.name]
+        return list(zip(sources, flop_parts(sources, self.source_flops), strict=True))
+
+    def main_source(self, node: NodeProfile) -> tuple[str, str] | None:
+        """(uploaded node, op) a fused runtime node mostly ran: its largest part (the Conv of a
+        Conv+Relu kernel); None where it ran one op type, or the profile does not know."""
+        if len(node.source_ops) < 2 or not self.fusions_traced:
+            return None
+        name = max(self.parts(node), key=lambda part: part[1])[0]
+        return (name, self.source_types[name]) if name in self.source_types else None
 
     @property
     def total_us(self) -> float:
@@ -118,7 +134,10 @@ class Profile:
     def from_dict(cls, data: dict[str, Any]) -> Profile:
         nodes = [NodeProfile(**n) for n in data.get("nodes", [])]
         kept = list(data.get("kept_in_fp32") or [])
-        return cls(int(data["runs"]), str(data["provider"]), nodes, kept)
+        flops = {str(k): int(v) for k, v in (data.get("source_flops") or {}).items()}
+        types = {str(k): str(v) for k, v in (data.get("source_types") or {}).items()}
+        traced = bool(data.get("fusions_traced", False))
+        return cls(int(data["runs"]), str(data["provider"]), nodes, kept, flops, types, traced)
 
     def save(self, path: Path) -> Path:
         Path(path).write_text(json.dumps(self.to_dict()))
@@ -139,40 +158,6 @@ def name_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
         if not node.name:
             node.name = f"{node.op_type}_{index}"
     return model
-
-
-def parse_trace(events: list[dict[str, Any]]) -> tuple[int, dict[str, dict[str, Any]]]:
-    """(runs kept, {node name: {op, provider, calls, total_us}}) from ORT's JSON trace.
-
-    The first model_run is a warm-up (allocation, kernel choice) and is left out. A node's total
-    is its median call times its calls: one call stretched by another process on the host (a
-    50 ms preemption against a model of a fraction of a millisecond) would otherwise outweigh
-    every other run and move every node's share.
-    """
-    runs = sorted(
-        (e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-        key=lambda e: e["ts"],
-    )
-    cutoff = runs[0]["ts"] + runs[0]["dur"] if len(runs) > 1 else -1
-    nodes: dict[str, dict[str, Any]] = {}
-    durations: dict[str, list[float]] = {}
-    for event in events:
-        name = str(event.get("name", ""))
-        if event.get("cat") != "Node" or not name.endswith("_kernel_time"):
-            continue
-        if event["ts"] < cutoff:
-            continue
-        args = event.get("args", {})
-        key = name[: -len("_kernel_time")]
-        entry = nodes.setdefault(
-            key,
-            {"op": args.get("op_name", "?"), "provider": args.get("provider", "?")},
-        )
-        durations.setdefault(key, []).append(float(event.get("dur", 0)))
-    for key, entry in nodes.items():
-        entry["calls"] = len(durations[key])
-        entry["total_us"] = statistics.median(durations[key]) * entry["calls"]
-    return max(len(runs) - 1, 1), nodes
 
 
 def _stages(name: str) -> list[str]:
@@ -220,6 +205,10 @@ class SourceIndex:
             for inp in node.input:
                 consumers[inp].append(node.name)
         return cls({n.name: n.op_type for n in named.graph.node}, producer, dict(consumers))
+
+    def upload_tensor(self, name: str) -> str | None:
+        """The uploaded tensor a runtime tensor is (its name, or one with derived suffixes)."""
+        return next((s for s in _stages(name) if s in self.producer or s in self.consumers), None)
 
     def match(self, name: str, inputs: list[str], outputs: list[str]) -> list[str]:
         """Source nodes for a runtime node: by name where it survived, else through tensors."""
@@ -291,18 +280,23 @@ def build_profile(
     optimized: onnx.ModelProto | None,
     source: onnx.ModelProto,
     built: onnx.ModelProto | None = None,
+    feed: dict[str, np.ndarray] | None = None,
 ) -> Profile:
-    """A Profile from a trace, the graph the runtime ran, the variant built, and the upload."""
+    """A Profile from a trace, the graph the runtime ran, the variant built, and the upload;
+    with the profiled feed, a fused node's time is split among its nodes by FLOPs at its shapes."""
     runs, timed = parse_trace(events)
     graphs = [_Wiring.of(built), _Wiring.of(optimized)]
     index = SourceIndex.of(source)
+    anchors = {name: _resolve(name, graphs, index) for name in timed}
+    ops_run = {name: str(entry["op"]) for name, entry in timed.items()}
+    sources = fused_sources(ops_run, optimized, anchors, index, CONVERSION_OPS)
     nodes = []
     for name, entry in timed.items():
         inputs, outputs = graphs[1].nodes.get(name, ([], []))
         nodes.append(
             mapped_node(
                 name,
-                _resolve(name, graphs, index),
+                sources[name],
                 index,
                 op_type=entry["op"],
                 provider=entry["provider"],
@@ -312,7 +306,9 @@ def build_profile(
                 outputs=outputs,
             )
         )
-    return Profile(runs=runs, provider=provider, nodes=nodes, kept_in_fp32=kept_in_fp32(built))
+    fused = {s: index.ops[s] for n in nodes if len(n.source_nodes) > 1 for s in n.source_nodes}
+    flops = source_flops(source, feed, fused) if feed is not None else {}
+    return Profile(runs, provider, nodes, kept_in_fp32(built), flops, fused, fusions_traced=True)
 
 
 def profile_model(
@@ -327,33 +323,7 @@ def profile_model(
     events, optimized = trace_events(model_path, options, feed, runs, runtime)
     built = onnx.load(str(model_path), load_external_data=False)
     native = onnxruntime_provider_name(options.configuration.provider)
-    return build_profile(events, native, optimized, source, built)
-
-
-def trace_events(
-    model_path: Path,
-    options: SessionOptions,
-    feed: dict[str, np.ndarray],
-    runs: int = PROFILE_RUNS,
-    runtime: str = "onnxruntime",
-) -> tuple[list[dict[str, Any]], onnx.ModelProto | None]:
-    """The runtime's trace of `runs` + 1 runs, and the graph it optimized (when it wrote one)."""
-    with tempfile.TemporaryDirectory(prefix="optiboard-profile-") as tmp:
-        optimized_path = Path(tmp) / "optimized.onnx"
-        profiled = replace(
-            options, optimized_model_path=optimized_path, profile_prefix=Path(tmp) / "trace"
-        )
-        with get_runtime(runtime).open(Path(model_path), profiled) as runner:
-            for _ in range(runs + 1):
-                runner.infer(feed)
-            trace = runner.end_profiling()
-        events = json.loads(Path(trace).read_text())
-        optimized = (
-            onnx.load(str(optimized_path), load_external_data=False)
-            if optimized_path.is_file()
-            else None
-        )
-    return events, optimized
+    return build_profile(events, native, optimized, source, built, feed)
 
 
 MAX_STEM_BYTES = 120  # file names stop at 255 bytes; keys with node names go far past that

@@ -72,8 +72,12 @@ class VariantDiff:
         if profile is not None:
             total = profile.total_us or 1.0
             for node in profile.nodes:
-                for key in {node.name, *node.source_nodes}:
-                    times[key] = times.get(key, 0.0) + node.total_us / total
+                # an uploaded node gets its part of a fused kernel (by FLOPs, Profile.parts),
+                # the runtime node its whole time
+                weights = dict(profile.parts(node)) if node.source_nodes else {}
+                weights.setdefault(node.name, 1.0)
+                for key, weight in weights.items():
+                    times[key] = times.get(key, 0.0) + node.total_us / total * weight
         rows = [
             {
                 "change": c.kind,

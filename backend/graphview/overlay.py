@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from backend.compat.cells import CellStatus, CompatMatrix
 from backend.engine.evidence import per_source_us
+from backend.engine.fusion import LAYOUT_OPS, split_by_flops
 from backend.engine.layerloss import NodeLoss
-from backend.engine.profile import Profile, SourceIndex
+from backend.engine.profile import CONVERSION_OPS, NodeProfile, Profile, SourceIndex
 from backend.graphview.structure import GraphStructure
 from backend.models.cost import ModelCost
 
@@ -42,6 +43,7 @@ STATUS_COLOURS = {
     CellStatus.UNSUPPORTED: ("#d62728", "#ffffff"),
     CellStatus.UNKNOWN: ("#bdbdbd", "#000000"),
 }
+CONVERTS = (*CONVERSION_OPS, *LAYOUT_OPS)  # inserted by the runtime; they fuse nothing
 SQNR_BINS = (1.0, 3.0, 10.0, 20.0)  # dB lost: under 1 is noise, 20 and more is broken
 
 
@@ -61,6 +63,7 @@ class Overlay:
     title: str
     legend: tuple[tuple[str, str], ...]  # (fill, label)
     marks: dict[str, Mark] = field(default_factory=dict)  # node key -> mark
+    note: str = ""  # how the numbers were attributed, said beside the legend
 
     def ranked(self) -> list[str]:
         """Node keys by value, largest first (the hottest, the most lossy, the costliest)."""
@@ -122,16 +125,23 @@ def _node_label(structure: GraphStructure, key: str) -> str:
 
 
 def time_overlay(structure: GraphStructure, profile: Profile, label: str) -> Overlay:
-    """Each uploaded node's share of the profiled time (a fused node's time split among its
-    sources, as backend.engine.evidence.per_source_us does)."""
+    """Each uploaded node's share of the profiled time. A runtime node that ran several uploaded
+    nodes (a fused Conv+Relu kernel) has its time split among all of them by their counted FLOPs
+    (Profile.parts), so the Conv carries it, not the Relu the kernel's name or output points at;
+    each tooltip names the kernel, the nodes it ran with and the part given to this node."""
     per_run = per_source_us(profile)
     total = sum(per_run.values()) or 1.0
     ran_as: dict[str, list[str]] = defaultdict(list)
     for node in sorted(profile.nodes, key=lambda n: -n.total_us):  # hottest runtime node first
-        for source in node.source_nodes:
-            ran_as[source].append(
-                f"{node.name} ({node.op_type}, {node.provider}, {node.per_run_us:.1f} us)"
-            )
+        for source, part in profile.parts(node) if node.source_nodes else []:
+            line = f"{node.name} ({node.op_type}, {node.provider}, {node.per_run_us:.1f} us)"
+            others = [s for s in node.source_nodes if s != source]
+            if others:
+                more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+                how = "by counted FLOPs" if _by_flops(profile, node) else "equal parts"
+                joined = "converting data of" if node.op_type in CONVERTS else "fused with"
+                line += f", {joined} {', '.join(others[:3])}{more}: {part:.0%} of it here ({how})"
+            ran_as[source].append(line)
     ops = {n.key: n.op_type for n in structure.nodes}
     shares = {k: v / total for k, v in per_run.items() if k in ops}
 
@@ -142,8 +152,48 @@ def time_overlay(structure: GraphStructure, profile: Profile, label: str) -> Ove
             f"{per_run[key]:.1f} us per run" + (f"\nran as {ran}" if ran else "")
         )
 
-    return _scaled(
+    overlay = _scaled(
         "time", f"Time share: {label}", structure, shares, describe, lambda v: f"{v:.1%}"
+    )
+    return replace(overlay, note=fused_note(profile, ops))
+
+
+def _by_flops(profile: Profile, node: NodeProfile) -> bool:
+    return split_by_flops(node.source_nodes, profile.source_flops)
+
+
+def fused_note(profile: Profile, ops: dict[str, str]) -> str:
+    """How the time of fused kernels reached the nodes painted, in one or two sentences."""
+    if not profile.fusions_traced:
+        return (
+            "This profile was stored before fused kernels were traced to every node they ran: "
+            "a fused kernel's time may sit on one of its nodes only (e.g. the Relu of a "
+            "Conv+Relu kernel). Profile the configuration again for a faithful picture."
+        )
+    fused = sorted(
+        (n for n in profile.nodes if len(n.source_nodes) > 1 and n.op_type not in CONVERTS),
+        key=lambda n: -n.total_us,
+    )
+    if not fused:
+        return "Each runtime node ran one uploaded node; its time is painted on that node."
+    hottest = fused[0]
+    example = "+".join(dict.fromkeys(ops.get(s, "?") for s in hottest.source_nodes))
+    main, part = max(profile.parts(hottest), key=lambda p: p[1])
+    counted = [_by_flops(profile, n) for n in fused]
+    if all(counted):
+        how = (
+            f"by their FLOPs counted at the profiled shapes (the hottest, {hottest.name}, gives "
+            f"{part:.0%} of its time to {main}, a {ops.get(main, '?')})"
+        )
+    elif any(counted):
+        how = "by their FLOPs, or in equal parts where their FLOPs could not be counted"
+    else:
+        how = "in equal parts, as their FLOPs could not be counted at the profiled shapes"
+    return (
+        f"{len(fused)} runtime nodes ran several uploaded nodes each as one fused kernel "
+        f"(e.g. {example}); each kernel's time is split among all the nodes it ran {how}. "
+        "Conversions the runtime inserted (layout reorders, Q/DQ) count with the nodes whose "
+        "data they convert."
     )
 
 

@@ -42,6 +42,8 @@ def _legend(overlay: ov.Overlay) -> None:
         + "; ".join(f"{plain(label)}" for _fill, label in overlay.legend)
         + f" ({len(overlay.marks)} nodes painted)"
     )
+    if overlay.note:
+        st.caption(plain(overlay.note))
 
 
 def pick_overlay(model_id: int, sha256: str, filename: str) -> ov.Overlay | None:

@@ -43,6 +43,7 @@ class Swept:
     uploaded: list[str]  # the upload's node names as profiles name them
     hottest: list[dict]  # the Jobs page's hottest-node table of the INT8 profile
     overlay_top: list[str]  # uploaded nodes by their time share (per_source_us)
+    fp32: StoredResult | None  # the CNN's FP32 result: ORT fuses each Conv+Relu into one kernel
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             path = save(model, tmp / f"{kind}.onnx")
             row = add_model(path, kind)
             spec = SweepSpec(
-                precisions=("int8_static",),  # its profile, ranking and variant suffice
+                # its profile, ranking and variant suffice; the CNN's FP32 run fuses Conv+Relu
+                precisions=("fp32", "int8_static") if kind == "cnn" else ("int8_static",),
                 batch_sizes=(1,),
                 profile=True,
                 calibration_samples=4,
@@ -109,6 +111,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                     (k for k in per_source_us(profile) if k in names),
                     key=lambda k: -per_source_us(profile)[k],
                 ),
+                stored.get("fp32"),
             )
     log = tmp / "streamlit.log"
     with serve_py(data_dir, log, keep_as="e2e-graph-overlay-streamlit.log") as (url, _):
@@ -176,6 +179,29 @@ def test_time_overlay_hottest_nodes_match_the_profile_table(
     page.screenshot(path=str(ARTIFACTS / f"e2e-graph-overlay-time-{kind}.png"), full_page=True)
     legend = page.frame_locator("iframe").first.locator("#optiboard-legend")
     assert legend.locator(".optiboard-legend-row").count() == 5
+
+
+def test_fused_conv_relu_time_is_painted_on_the_conv_not_the_relu(site: Site, page) -> None:  # noqa: ANN001
+    """The walkthrough's defect: ORT's Conv+Relu kernel ('x0_nchwc', named after the Relu's
+    output) painted the Relu dark red and left the Conv unpainted."""
+    swept = site.models["cnn"]
+    assert swept.fp32 is not None
+    url = f"{site.url}/graph?model={swept.model_id}&overlay=time&result={swept.fp32.id}"
+    marks = _painted(page, url, "time")
+    ops = {t.split(" (")[0]: t.split(" (")[1].split(")")[0] for t in marks}
+    share = {t.split(" (")[0]: float(t.split("): ")[1].split("%")[0]) for t in marks}
+    convs = [n for n, op in ops.items() if op == "Conv"]
+    assert len(convs) == 5, ops  # every Conv of the upload is painted
+    relus = [n for n, op in ops.items() if op == "Relu"]
+    assert max(share[n] for n in relus) < min(share[n] for n in convs) / 10, share
+    assert all(marks_of(marks, n) == ov.SCALE[0] for n in relus)  # the lightest bin
+    hottest = max(share, key=share.__getitem__)
+    assert ops[hottest] != "Relu" and marks_of(marks, hottest) == ov.SCALE[-1]
+    fused = next(t for t in marks if t.startswith("Conv_") and " (Conv): " in t)
+    assert "fused with Relu_" in fused and "(by counted FLOPs)" in fused, fused
+    note = page.get_by_text("split among all the nodes it ran by their FLOPs")
+    assert note.count() == 1
+    page.screenshot(path=str(ARTIFACTS / "e2e-graph-overlay-fused-fp32.png"), full_page=True)
 
 
 @pytest.mark.parametrize("kind", ["cnn", "bert"])
