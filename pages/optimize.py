@@ -19,7 +19,7 @@ from backend.models import library
 from backend.queue import capabilities, jobs
 from backend.runtimeenvs import describe
 from backend.specs import Precision, SweepSpec
-from pages.access import can, guarded
+from pages.access import can, cannot, guarded
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_form
@@ -154,6 +154,8 @@ if spec is not None:
             hide_index=True,
             placeholder=EMPTY,
         )
+if (why_not := cannot("submit a sweep", Permission.SUBMIT)) is not None:
+    button.caption(why_not)  # beside the greyed-out button: what, and who can
 if button.button(
     f"Submit sweep ({count})",
     type="primary",
