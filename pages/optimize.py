@@ -121,7 +121,7 @@ with right:
     )
     calibration, int8_static = ("random", None), Precision.INT8_STATIC in precisions
     if int8_static:
-        calibration = calibration_data(start)
+        calibration = calibration_data(start, model.id)
     form.draw("calibration_samples", shown=int8_static and calibration[0] != "npz")
     evaluation = evaluation_data(start, model.id)
     form.draw("profile")
