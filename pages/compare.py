@@ -10,7 +10,7 @@ import streamlit as st
 
 from backend.auth.roles import Permission
 from backend.forms import compare as compare_link
-from backend.reporting import charts, cost, exports, frames
+from backend.reporting import charts, cost, exports, frames, price_mix
 from backend.reporting.metrics import cost_axes
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus
@@ -264,6 +264,8 @@ def comparison() -> None:
     )
     if (found := cost.cheapest(view)) is not None:
         st.info(plain(found.sentence), icon="💲")
+    if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices
+        st.warning(plain(mixed), icon="💲")
     figures = _figures(view, chosen, samples, loss_label, cost_key)
     for index in range(0, len(figures), 2):
         cols = st.columns(2)
