@@ -26,7 +26,7 @@ from pages.components.generation import generation_form
 from pages.components.knob_form import KnobForm
 from pages.components.prices import price_box
 from pages.components.sweep_data import as_upload, calibration_data, evaluation_data, measurement
-from pages.components.url_state import url_int
+from pages.components.url_state import link_note, not_a_number, url_int
 from pages.components.widgets import (
     fill_copy_link,
     job_queued,
@@ -46,6 +46,8 @@ if not models:
     st.stop()
 
 from_job = url_int("from_job")
+if (wrong := not_a_number("from_job", "job")) is not None:
+    link_note(f"{wrong}; what you submit here is queued as a new job, not a change of one.")
 if from_job is not None:
     st.info(f"Changing the sweep of job {from_job}: adjust anything, then submit it as a new job.")
 start, link_problem = sweep_form.link_start(st.query_params.to_dict())  # read once

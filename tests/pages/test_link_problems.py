@@ -72,6 +72,12 @@ def test_optimize_says_which_link_value_it_dropped_what_is_valid_and_that_the_re
     )
     assert at.multiselect(key="url_batches").value == [1]
     assert at.multiselect(key="url_precisions").value == ["fp16"]  # the rest of the link
+    at = open_page("optimize", model=model.id, from_job="seven")
+    assert said(
+        "The link's from_job='seven' is not a job number (a whole number, e.g. 7); what you "
+        "submit here is queued as a new job, not a change of one.",
+        at,
+    )
 
 
 def test_compare_says_why_each_linked_job_is_not_compared_and_where_it_is_shown(
