@@ -48,8 +48,14 @@ if principal.via == Via.LINK:  # a signed link: that comparison, read-only, and 
     finally:
         fill_copy_link()
     st.stop()
-allowed = [*PAGES, USERS] if principal.can(Permission.USERS) else PAGES
-page = st.navigation(allowed)
+admin = principal.can(Permission.USERS)
+allowed = [*PAGES, USERS] if admin else PAGES
+# Every role has /users routed, hidden from the menu where it may not open it, so its address
+# gets the page's own refusal ("This page is for admins ...") instead of "Page not found".
+hidden_users = st.Page(
+    "pages/users.py", title="Users", url_path="users", icon="👤", visibility="hidden"
+)
+page = st.navigation(allowed if admin else [*PAGES, hidden_users])
 access.resume_view(principal, allowed)  # the shared link's view, after an identity provider
 
 with st.sidebar:

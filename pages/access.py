@@ -158,6 +158,23 @@ def can(permission: Permission) -> bool:
     return current().can(permission)
 
 
+def who_may(permission: Permission) -> str:
+    """The roles that have `permission`, in words: "editors and admins"."""
+    names = [f"{r.value}s" for r in Role if Principal("", r, Via.PASSWORD).can(permission)]
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
+def cannot(action: str, permission: Permission) -> str | None:
+    """The sentence beside a control this role may not use (None: it may), naming what it
+    cannot do and who can: a greyed-out button alone does not say why."""
+    principal = current()
+    if principal.can(permission):
+        return None
+    if principal.via == Via.LINK:
+        return f"A read-only link cannot {action}; {who_may(permission)} can, once signed in."
+    return f"Your role ({principal.role.value}) cannot {action}; {who_may(permission)} can."
+
+
 @contextmanager
 def guarded(action: Action, target: str = "", **detail: Any) -> Iterator[int]:
     """Role check plus audit entry around one page action: `with guarded(Action.DELETE, ...):`."""

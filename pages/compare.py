@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from backend.auth.roles import Permission
-from backend.reporting import charts, cost, exports, frames
+from backend.forms import compare as compare_link
+from backend.reporting import charts, cost, exports, frames, price_mix
 from backend.reporting.metrics import cost_axes
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus
-from pages.access import link_scope, signed_link_control
+from pages.access import current, link_scope, signed_link_control
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_comparison
@@ -23,8 +25,10 @@ from pages.components.url_state import (
     bound_multiselect,
     bound_pills,
     bound_selectbox,
+    link_note,
     set_url,
     url_ids,
+    url_list,
     url_value,
 )
 from pages.components.widgets import (
@@ -95,7 +99,21 @@ def wait_for_first_result() -> None:
     st.caption("Waiting for the first result…")
 
 
+def say_dropped(asked: list[str], offered: Collection[int]) -> None:
+    """One sentence per job the link names that is not compared here, with its own view."""
+    for dropped in compare_link.dropped_jobs(asked, offered, current().jobs):
+        link_note(dropped.sentence)
+        if dropped.page is not None:
+            st.page_link(
+                f"pages/{dropped.page}.py",
+                label=f"Open job {dropped.job_id} there",
+                icon="➡️",
+                query_params=dropped.query,
+            )
+
+
 if available.empty:
+    say_dropped(url_list("jobs"), ())
     nothing_yet(
         "No results to compare yet. Submit a sweep on the Optimize page; its results appear here "
         "as soon as the worker measures them.",
@@ -103,13 +121,18 @@ if available.empty:
     )
 
 job_meta = available.set_index("job_id")
+arrived = "url_jobs" not in st.session_state  # the link's jobs= not yet read by the picker
+asked = url_list("jobs")  # as the link wrote it, before the picker writes its choice back
 job_ids = bound_multiselect(
     "Jobs",
     job_meta.index.tolist(),
     "jobs",
     default=job_meta.index.tolist()[:1],
     format_func=job_label(job_meta),
+    note=False,  # each dropped job is said below, with the view that shows it
 )
+if arrived:  # once: the picker writes its own choice to the link after this
+    say_dropped(asked, job_meta.index)
 if not job_ids:
     st.info("Pick at least one job above.")
     st.stop()
@@ -241,6 +264,8 @@ def comparison() -> None:
     )
     if (found := cost.cheapest(view)) is not None:
         st.info(plain(found.sentence), icon="💲")
+    if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices
+        st.warning(plain(mixed), icon="💲")
     figures = _figures(view, chosen, samples, loss_label, cost_key)
     for index in range(0, len(figures), 2):
         cols = st.columns(2)

@@ -21,13 +21,20 @@ from backend.reporting import profilecharts
 from backend.reporting.metrics import pick
 from backend.results import StoredResult, fp32_baseline
 from backend.specs import SweepSpec
-from pages.access import can, guarded
+from pages.access import can, cannot, guarded
 from pages.components.baselines import baseline_control, drift_flags
 from pages.components.formatting import EMPTY, fmt_duration, plain
 from pages.components.gate import require_access
 from pages.components.generation import job_points
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
-from pages.components.url_state import bound_multiselect, set_url, url_int, url_value
+from pages.components.url_state import (
+    bound_multiselect,
+    link_note,
+    not_a_number,
+    set_url,
+    url_int,
+    url_value,
+)
 from pages.components.widgets import page_header, show_error
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
@@ -126,6 +133,9 @@ job_table()
 drift_flags("jobs-drift")
 
 job_id = url_int("job")
+if (wrong := not_a_number("job", "job")) is not None:  # never another job in its place
+    link_note(f"{wrong}; no job is shown: click a row above to see one.")
+    st.stop()
 if job_id is None:
     recent = jobs.list_jobs(limit=1)
     if not recent:
@@ -233,13 +243,10 @@ def mixed_search(job: JobRow, spec: SweepSpec | None, stored: list[StoredResult]
         minimum = cols[1].number_input(
             "At least", 0.5, 1.0, 0.99, step=0.005, format="%.3f", key=f"search_min_{job.id}"
         )
-        allowed = can(Permission.SUBMIT)
-        if cols[2].button(
-            "Search mixed precision",
-            key=f"search_{job.id}",
-            disabled=not allowed,
-            help=None if allowed else "Editors and admins can start a search.",
-        ):
+        why_not = cannot("start a mixed-precision search", Permission.SUBMIT)
+        if why_not is not None:  # a greyed-out button says nothing by itself
+            st.caption(why_not)
+        if cols[2].button("Search mixed precision", key=f"search_{job.id}", disabled=bool(why_not)):
             bound = f"{metric}={minimum:g}"
             try:
                 with guarded(Action.SUBMIT, f"job {job.id}", search=bound):

@@ -19,14 +19,14 @@ from backend.models import library
 from backend.queue import capabilities, jobs
 from backend.runtimeenvs import describe
 from backend.specs import Precision, SweepSpec
-from pages.access import can, guarded
+from pages.access import can, cannot, guarded
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.generation import generation_form
 from pages.components.knob_form import KnobForm
 from pages.components.prices import price_box
 from pages.components.sweep_data import as_upload, calibration_data, evaluation_data, measurement
-from pages.components.url_state import url_int
+from pages.components.url_state import link_note, not_a_number, url_int
 from pages.components.widgets import (
     fill_copy_link,
     job_queued,
@@ -46,6 +46,8 @@ if not models:
     st.stop()
 
 from_job = url_int("from_job")
+if (wrong := not_a_number("from_job", "job")) is not None:
+    link_note(f"{wrong}; what you submit here is queued as a new job, not a change of one.")
 if from_job is not None:
     st.info(f"Changing the sweep of job {from_job}: adjust anything, then submit it as a new job.")
 start, link_problem = sweep_form.link_start(st.query_params.to_dict())  # read once
@@ -121,7 +123,7 @@ with right:
     )
     calibration, int8_static = ("random", None), Precision.INT8_STATIC in precisions
     if int8_static:
-        calibration = calibration_data(start)
+        calibration = calibration_data(start, model.id)
     form.draw("calibration_samples", shown=int8_static and calibration[0] != "npz")
     evaluation = evaluation_data(start, model.id)
     form.draw("profile")
@@ -154,6 +156,8 @@ if spec is not None:
             hide_index=True,
             placeholder=EMPTY,
         )
+if (why_not := cannot("submit a sweep", Permission.SUBMIT)) is not None:
+    button.caption(why_not)  # beside the greyed-out button: what, and who can
 if button.button(
     f"Submit sweep ({count})",
     type="primary",

@@ -9,17 +9,14 @@ from backend.auth import accounts
 from backend.auth.audit import recent
 from backend.auth.roles import Permission, Role
 from backend.errors import UserError
-from pages.access import can, current
-from pages.components.formatting import EMPTY
+from pages.access import current
+from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.widgets import page_header, show_error
 
 require_access(Permission.USERS)  # before anything is drawn or read: components/gate.py
 
 page_header("Users", "Who may sign in, with which role; every change lands in the audit log.")
-if not can(Permission.USERS):
-    st.error("Only admins manage users; ask an admin for help.", icon="🔒")
-    st.stop()
 
 ROLES = [r.value for r in Role]
 rows = accounts.list_accounts()
@@ -63,14 +60,22 @@ with change:
         new_role = st.selectbox("New role", ROLES, key="edit_role")
         new_password = st.text_input("New password", type="password", key="edit_password")
         buttons = st.columns(3)
+        # each button drawn before any acts: a refusal (the last admin's role) must not hide
+        # the others until the next run
+        set_role = buttons[0].button("Set role", key="set_role")
+        set_password = buttons[1].button("Set password", key="set_password")
+        sure = st.checkbox(f"Yes, remove the account {plain(who)}", key=f"confirm_remove_{who}")
+        remove = buttons[2].button("Remove", key="remove_user", disabled=not sure)
+        if not sure:
+            st.caption(f"Tick the box to remove {plain(who)}: its sign-ins end, for good.")
         try:
-            if buttons[0].button("Set role", key="set_role"):
+            if set_role:
                 accounts.set_role(current(), who, new_role)
                 st.success(f"{who} is now {new_role}.")
-            if buttons[1].button("Set password", key="set_password"):
+            if set_password:
                 accounts.set_password(current(), who, new_password)
                 st.success(f"Password of {who} changed; any sign-in wait on the account has ended.")
-            if buttons[2].button("Remove", key="remove_user"):
+            if remove:
                 accounts.remove_account(current(), who)
                 st.success(f"Removed {who}.")
         except UserError as exc:

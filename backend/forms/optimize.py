@@ -14,7 +14,7 @@ from typing import Any
 
 from backend.errors import UserError
 from backend.knobs import group_types
-from backend.knobs.links import from_query
+from backend.knobs.links import LinkValueError, from_query
 from backend.queue import jobs, uploads
 from backend.queue.capabilities import ProviderTable
 from backend.records import JobRow
@@ -68,23 +68,36 @@ def start_values(query: Mapping[str, str]) -> dict[str, Any]:
         for name, group in group_types(SweepSpec).items():
             if isinstance(values.get(name), Mapping):  # a group lending its knobs' keys
                 values[name] = group(**values[name])
-    except (ValueError, TypeError) as exc:
-        raise UserError(
-            f"This link holds a value that is not valid here ({exc}); reopen it."
-        ) from None
+    except (ValueError, TypeError) as exc:  # the cause names the key (LinkValueError)
+        raise UserError(f"This link holds a value that is not valid here ({exc}).") from exc
     values.setdefault("backends", (values.get("backend", "onnxruntime"),))
     return values
 
 
 def link_start(query: Mapping[str, str]) -> tuple[dict[str, Any], UserError | None]:
-    """Where the form starts from a link that may hold a value that does not read: the rest of
-    the link, and the sentence naming what was dropped (the page shows it), so one bad key does
-    not reset every widget."""
-    try:
-        return start_values(query), None
-    except UserError as problem:
-        kept = {key: value for key, value in query.items() if _reads({key: value})}
-        return (start_values(kept) if _reads(kept) else start_values({})), problem
+    """Where the form starts from a link that may hold values that do not read: the rest of
+    the link, and one sentence per dropped key naming its value and what it should hold (the
+    page shows them), so one bad key does not reset every widget."""
+    kept, said = dict(query), []
+    for _ in range(len(query) + 1):
+        try:
+            values = start_values(kept)
+        except UserError as problem:
+            cause = problem.__cause__
+            if isinstance(cause, LinkValueError) and cause.key in kept:
+                bad = [cause.key]
+                why = {cause.key: f"it should hold {cause.expected}"}
+            else:  # a whole value refused (an unknown measurement): each key read alone
+                bad = [key for key, value in kept.items() if not _reads({key: value})] or [*kept]
+                why = dict.fromkeys(bad, str(problem).rstrip("."))
+            for key in bad:
+                said.append(
+                    f"The link's {key}={str(kept.pop(key))[:60]} is not valid here ({why[key]}); "
+                    "it starts at its default and the rest of the link was kept."
+                )
+            continue
+        return values, UserError(" ".join(said)) if said else None
+    return start_values({}), UserError(" ".join(said))
 
 
 def _reads(query: Mapping[str, str]) -> bool:

@@ -8,17 +8,57 @@ default, or always when declared `url_always` (the keys links have always carrie
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import types
 from collections.abc import Mapping
 from typing import Any
 
 from backend.errors import UserError
-from backend.knobs import Codec, Knob, default_of, hints, knobs, text_codec
+from backend.knobs import (
+    Codec,
+    Knob,
+    default_of,
+    hints,
+    is_pairs,
+    item_type,
+    knobs,
+    optional_of,
+    text_codec,
+)
 from backend.knobs.serialize import from_json, to_json
 from backend.measure_settings import MEASURE_PRESETS, MeasureSettings, preset_name
 
 CUSTOM_MEASURE = "custom"  # the `measure` link value when the m_* values are given one by one
+
+
+class LinkValueError(ValueError):
+    """One link key whose value does not read: the key, its text and what it should hold, so
+    a page can drop that key alone and say which it was (backend/forms/optimize.link_start)."""
+
+    def __init__(self, key: str, text: str, expected: str) -> None:
+        self.key, self.text, self.expected = key, text, expected
+        super().__init__(f"{key}={text[:60]} does not read: {expected}")
+
+
+def expected_text(tp: Any, why: Exception) -> str:
+    """What a link value of type `tp` should look like, in words; for a type without a plain
+    description (a nested group's JSON), the reason it did not read (those are sentences)."""
+    base, _ = optional_of(tp)
+    item = item_type(base)
+    if is_pairs(base):
+        return "name:number pairs separated by commas, e.g. seq:128"
+    if item is int:
+        return "whole numbers separated by commas, e.g. 1,8,32"
+    if isinstance(item, type) and issubclass(item, enum.Enum):
+        return "a comma list of " + ", ".join(str(m.value) for m in item)
+    if isinstance(base, type) and issubclass(base, enum.Enum):
+        return "one of " + ", ".join(str(m.value) for m in base)
+    if base is int:
+        return "a whole number"
+    if base is float:
+        return "a number, e.g. 0.5"
+    return str(why)
 
 
 def group_codec(cls: type) -> Codec:
@@ -87,7 +127,10 @@ def from_query(cls: type, query: Mapping[str, str]) -> dict[str, Any]:
             if group := from_query(tp, query):
                 values[f.name] = group
         elif k.url is not None and (text := query.get(k.url)):
-            values[f.name] = _codec(k, tp).load(text)
+            try:
+                values[f.name] = _codec(k, tp).load(text)
+            except (ValueError, TypeError) as exc:
+                raise LinkValueError(k.url, text, expected_text(tp, exc)) from None
     return values
 
 
@@ -120,11 +163,15 @@ class MeasureLink:
             choices = ", ".join([*MEASURE_PRESETS, CUSTOM_MEASURE])
             raise UserError(f"Unknown measurement {preset!r} in the link; use one of {choices}.")
         types = hints(MeasureSettings)
-        values = {
-            f.name: types[f.name](query[f"m_{f.name}"])
-            for f in dataclasses.fields(MeasureSettings)
-            if query.get(f"m_{f.name}") is not None
-        }
+        values = {}
+        for f in dataclasses.fields(MeasureSettings):
+            key, text = f"m_{f.name}", query.get(f"m_{f.name}")
+            if text is None:
+                continue
+            try:
+                values[f.name] = types[f.name](text)
+            except ValueError as exc:
+                raise LinkValueError(key, text, expected_text(types[f.name], exc)) from None
         return {name: MeasureSettings(**values)}
 
 
@@ -138,4 +185,9 @@ class KneeLink:
 
     def read(self, query: Mapping[str, str], name: str) -> dict[str, Any]:
         knee = query.get("knee")
-        return {"find_knee": True, "knee_max_batch": int(knee)} if knee else {}
+        if not knee:
+            return {}
+        try:
+            return {"find_knee": True, "knee_max_batch": int(knee)}
+        except ValueError as exc:
+            raise LinkValueError("knee", knee, expected_text(int, exc)) from None

@@ -11,7 +11,7 @@ from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.records import JobKind, JobRow, JobState
 from backend.runtimeenvs import describe
-from pages.access import can, guarded
+from pages.access import cannot, guarded
 from pages.components.formatting import EMPTY, plain
 from pages.components.url_state import set_url
 from pages.components.widgets import show_error
@@ -81,8 +81,10 @@ def baseline_control(job: JobRow) -> None:
                 drift_table(baselines.drift(baseline_of, job.id), f"drift-of-{job.id}")
             except UserError as exc:  # the baseline went with its model
                 show_error(exc)
-        allowed = can(Permission.SUBMIT)
-        why_not = None if allowed else "Editors and admins can pin and re-run baselines."
+        why_not = cannot("pin or re-run a baseline", Permission.SUBMIT)
+        allowed = why_not is None
+        if why_not is not None:  # the greyed-out buttons below say nothing by themselves
+            st.caption(why_not)
         cols = st.columns([2, 2, 2], vertical_alignment="bottom")
         action = Action.BASELINE_UNPIN if pinned else Action.BASELINE_PIN
         label = "Unpin baseline" if pinned else "Pin as baseline"

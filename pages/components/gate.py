@@ -37,8 +37,9 @@ def require_access(permission: Permission = Permission.BROWSE) -> Principal:
         if principal.via == Via.LINK:
             st.error("This read-only link opens only its comparison.", icon="🔒")
         else:
-            st.error(
-                f"Your role ({principal.role.value}) may not open this page; ask an admin.",
+            st.error(  # who it is for, so a link to it is not mistaken for a broken one
+                f"This page is for {access.who_may(permission)}: your role "
+                f"({principal.role.value}) may not open this page; ask an admin.",
                 icon="🔒",
             )
         st.stop()

@@ -23,7 +23,7 @@ from backend.queue import jobs, progress
 from backend.records import ModelRow
 from backend.reporting import frames
 from backend.reporting.provenance import what_ran
-from pages.access import can, guarded, link_scope, signed_link_control
+from pages.access import can, cannot, guarded, link_scope, signed_link_control
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every
@@ -107,6 +107,8 @@ def generation_form(model: ModelRow) -> None:
     count = len(spec.point_keys()) if spec else 0
     summary, button = st.columns([3, 1], vertical_alignment="center")
     summary.metric("Points in this generation benchmark", count)
+    if (why_not := cannot("submit a generation benchmark", Permission.SUBMIT)) is not None:
+        button.caption(why_not)  # beside the greyed-out button: what, and who can
     if not button.button(
         f"Submit generation benchmark ({count})",
         type="primary",

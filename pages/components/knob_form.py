@@ -23,7 +23,7 @@ from backend.errors import UserError
 from backend.knobs import Knob, Widget, default_of, is_pairs, item_type, knobs, scalar
 from backend.knobs.links import field_query
 from pages.components.formatting import plain
-from pages.components.url_state import set_url
+from pages.components.url_state import link_note, set_url
 
 
 class KnobForm:
@@ -59,7 +59,8 @@ class KnobForm:
             self.values[name] = ()
             return ()
         start = self.start.get(name, _start_of(f, k, tp))
-        value = _widget(k, tp, start, options, labels, help)
+        linked = k.url if name in self.start and k.widget.key not in st.session_state else None
+        value = _widget(k, tp, start, options, labels, help, linked)
         self.values[name] = value
         self._link(name, value)
         return value
@@ -115,8 +116,11 @@ def _widget(
     options: Sequence[Any] | None,
     labels: Any,
     help: str | None,
+    linked: str | None = None,
 ) -> Any:
-    """The widget its type and declaration call for, returning the knob's typed value."""
+    """The widget its type and declaration call for, returning the knob's typed value;
+    `linked`: the link key its start came from, so a value offered nowhere is said, not dropped
+    silently."""
     w = k.widget
     assert w is not None
     words = help if help is not None else (k.help or None)
@@ -126,7 +130,12 @@ def _widget(
     choices = list(options if options is not None else w.choices or _members(item or tp))
     label = _formatter(choices, labels if labels is not None else w.labels)
     if item is not None and (choices or options is not None):
-        picked = [c for c in _as_choices(choices, start) if c is not None]
+        found = _as_choices(choices, start)
+        picked = [c for c in found if c is not None]
+        lost = [str(scalar(v)) for v, c in zip(start, found, strict=True) if c is None]
+        if linked and lost:
+            instead = "its other values are picked" if picked else "nothing is picked for it"
+            _offered_nowhere(linked, lost, k.label, [label(c) for c in choices], instead)
         value = st.multiselect(
             k.label, choices, default=picked, key=w.key, format_func=label, help=words
         )
@@ -137,6 +146,11 @@ def _widget(
     if choices:
         [now] = _as_choices(choices, [start])
         index = choices.index(now) if now is not None else 0
+        if linked and now is None:
+            instead = f"{label(choices[0])} is picked instead"
+            _offered_nowhere(
+                linked, [str(scalar(start))], k.label, list(map(label, choices)), instead
+            )
         return st.selectbox(k.label, choices, index=index, key=w.key, format_func=label, help=words)
     if tp is bool:
         return st.toggle(k.label, bool(start), key=w.key, help=words)
@@ -144,6 +158,16 @@ def _widget(
         return _number(k, w, tp, start, words)
     text = st.text_input(k.label, str(start), key=w.key, placeholder=w.placeholder, help=words)
     return text.strip()
+
+
+def _offered_nowhere(key: str, lost: list[str], label: str, shown: list[str], instead: str) -> None:
+    """One sentence for link values this form does not offer (batches=-1, a provider this host
+    lacks): which, what is offered, and what is picked instead."""
+    offered = ", ".join(shown[:12]) or "nothing"
+    link_note(
+        f"The link's {key}= holds {', '.join(v[:40] for v in lost[:5])}, not offered for "
+        f"{label} here (offered: {offered}); {instead}."
+    )
 
 
 def _members(tp: Any) -> list[Any]:

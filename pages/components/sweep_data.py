@@ -23,15 +23,18 @@ from pages.components.formatting import plain
 from pages.components.url_state import set_url
 
 
-def calibration_data(start: Mapping[str, Any]) -> tuple[str, UploadedFile | None]:
+def calibration_data(start: Mapping[str, Any], model_id: int) -> tuple[str, UploadedFile | None]:
     """Where INT8 static's calibration data comes from ("stored", "random" or "npz") and the
-    uploaded .npz; `start` is the link's sweep (its stored file is offered when it has one)."""
-    kept = ["stored"] if start.get("calibration_sha256") else []
+    uploaded .npz; `start` is the link's sweep (its stored file is offered, by the name it was
+    uploaded under, when it has one)."""
+    stored = start.get("calibration_sha256")
+    kept = ["stored"] if stored else []
     source = st.radio(
         "INT8 static calibration data",
         kept + ["random", "npz"],
         format_func=lambda v: {
-            "stored": "The .npz of the sweep you reopened",
+            "stored": "The calibration .npz of the sweep you reopened: "
+            + plain(library.npz_filename(model_id, stored, "calibration") or "its stored file"),
             "random": "Random inputs",
             "npz": "Upload a .npz",
         }[v],
@@ -80,7 +83,7 @@ def evaluation_data(start: Mapping[str, Any], model_id: int) -> tuple[str, Uploa
         kept + ["none", "npz"],
         format_func=lambda v: {
             "stored": "The evaluation .npz of the sweep you reopened: "
-            + plain(library.npz_filename(model_id, stored, "evaluation")),
+            + plain(library.npz_filename(model_id, stored, "evaluation") or "its stored file"),
             "none": "None: agreement with FP32 on random inputs only",
             "npz": "Upload an evaluation .npz",
         }[v],

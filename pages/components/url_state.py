@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from backend.commas import comma_list
+from pages.components.formatting import plain
 
 T = TypeVar("T")
 
@@ -32,11 +33,27 @@ def url_ids(key: str) -> tuple[int, ...]:
 
 
 def url_int(key: str) -> int | None:
+    """?key= as a whole number; None when absent or when it is not one (see link_note)."""
     value = url_value(key)
     try:
         return int(value) if value is not None else None
     except ValueError:
         return None
+
+
+def link_note(sentence: str) -> None:
+    """What a link asked for that this view cannot show, and what it shows instead: one
+    sentence, so a link to something deleted or mistyped never opens something else silently."""
+    st.warning(plain(sentence), icon="🔗")
+
+
+def not_a_number(key: str, what: str) -> str | None:
+    """The sentence for ?key= holding something that is not a whole number (None: it is one, or
+    absent); `what` names the thing (a job, a study) the number picks."""
+    value = url_value(key)
+    if value is None or url_int(key) is not None:
+        return None
+    return f"The link's {key}={value[:40]!r} is not a {what} number (a whole number, e.g. 7)"
 
 
 def url_text(value: Any) -> str:
@@ -72,20 +89,30 @@ def bound_selectbox(
     key: str,
     default: T | None = None,
     format_func: Callable[[T], str] = str,
+    what: str | None = None,
     **kwargs: Any,
 ) -> T | None:
-    """A selectbox initialised from ?key= and written back to it."""
+    """A selectbox initialised from ?key= and written back to it; a link value that names no
+    option is said in one sentence (`what` the option is, else the label) before the default
+    is shown."""
     options = list(options)
     if not options:
         return None
     wanted = url_value(key)
     index = next((i for i, o in enumerate(options) if str(o) == wanted), None)
+    missing = wanted is not None and index is None
     if index is None:
         index = options.index(default) if default in options else 0
     if st.session_state.get(f"url_{key}") in options:  # the widget's own state wins anyway
         kwargs.pop("index", None)
+        missing = False  # the user picked since: the link's value is no longer asked for
     else:
         kwargs["index"] = index
+    if missing:  # a deleted or mistyped id: say so before showing something else
+        link_note(
+            f"The link's {key}={str(wanted)[:40]} names no {what or label.lower()} here; "
+            f"showing {format_func(options[index])} instead."
+        )
     value = st.selectbox(label, options, key=f"url_{key}", format_func=format_func, **kwargs)
     set_url(key, value)
     return value
@@ -97,11 +124,23 @@ def bound_multiselect(
     key: str,
     default: Sequence[T] = (),
     format_func: Callable[[T], str] = str,
+    what: str | None = None,
+    note: bool = True,
     **kwargs: Any,
 ) -> list[T]:
-    """A multiselect initialised from ?key=a,b and written back to it."""
+    """A multiselect initialised from ?key=a,b and written back to it; link values that name
+    no option are said in one sentence (`what` the options are, else the label), unless the
+    page says it itself (`note` False)."""
     options = list(options)
     initial = url_selection(key, options, default)
+    unknown = [v for v in url_list(key) if v not in {str(o) for o in options}]
+    if note and unknown and f"url_{key}" not in st.session_state:
+        held = ", ".join(v[:40] for v in unknown[:5])
+        link_note(
+            f"The link's {key}={url_value(key)} holds {held}, not among the choices for "
+            f"{what or label} here; "
+            + ("the rest is picked." if initial else "nothing is picked instead.")
+        )
     value = st.multiselect(
         label, options, default=initial, key=f"url_{key}", format_func=format_func, **kwargs
     )

@@ -74,7 +74,7 @@ def model_picker(models: list[ModelRow], key: str = "model") -> ModelRow | None:
         return None
     by_id = {m.id: m for m in models}
     chosen = bound_selectbox(
-        "Model", list(by_id), key, format_func=lambda mid: model_label(by_id[mid])
+        "Model", list(by_id), key, format_func=lambda mid: model_label(by_id[mid]), what="model"
     )
     return by_id.get(chosen) if chosen is not None else None
 

@@ -187,6 +187,25 @@ def test_roles_limit_what_each_account_sees(dashboard: Dashboard, browser) -> No
     }
 
 
+def test_the_users_address_tells_an_editor_it_is_for_admins(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """Not Streamlit's "Page not found" (the page was left out of an editor's navigation): the
+    page's own sentence, with the page still absent from the menu."""
+    from playwright.sync_api import expect
+
+    page = _page(browser)
+    page.goto(f"{dashboard.url}/users")
+    _sign_in(page, "editor")
+    sentence = "This page is for admins: your role (editor) may not open this page; ask an admin."
+    expect(page.get_by_text(sentence)).to_be_visible(timeout=60_000)
+    _settled(page)
+    assert "Page not found" not in page.locator("body").inner_text()
+    assert page.get_by_role("link", name="Users").count() == 0
+    page.context.close()
+
+
 def test_a_password_sign_in_survives_a_reload_and_a_new_tab_until_sign_out(
     dashboard: Dashboard,
     browser,  # noqa: ANN001

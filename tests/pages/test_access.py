@@ -231,3 +231,45 @@ def test_a_page_run_without_app_py_refuses_who_may_not_open_it(
     at = sign_in_as(at, "editor").run()
     assert "may not open this page" in at.error[0].value
     assert not at.dataframe and not at.title
+
+
+def test_a_viewer_reads_why_submit_is_greyed_out(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", role="viewer", model=model.id)
+    assert at.button(key="submit_sweep").disabled
+    assert "Your role (viewer) cannot submit a sweep; editors and admins can." in texts(at)
+    at = open_page("optimize", role="editor", model=model.id)
+    assert not at.button(key="submit_sweep").disabled
+    assert "cannot submit" not in texts(at)
+
+
+def test_the_users_address_tells_a_non_admin_it_is_for_admins(data_dir: Path) -> None:
+    for role in ("viewer", "editor"):
+        at = open_page("users", role=role)
+        assert not at.exception, at.exception
+        assert [e.value for e in at.error] == [
+            f"This page is for admins: your role ({role}) may not open this page; ask an admin."
+        ]
+        assert not at.dataframe and "Users" not in [t.value for t in at.title]
+        assert "Users" not in [p.proto.label for p in at.get("page_link")]  # still not in a menu
+
+
+def test_a_refused_change_keeps_every_control_and_removal_asks_to_confirm(data_dir: Path) -> None:
+    make_account("viewer")
+    at = open_page("users")
+    at.selectbox(key="edit_name").select("admin").run()
+    at.selectbox(key="edit_role").select("viewer")
+    at.button(key="set_role").click().run()
+    assert not at.exception, at.exception
+    assert "last admin" in at.error[0].value
+    keys = [b.key for b in at.button]
+    assert "set_password" in keys and "remove_user" in keys  # drawn despite the refusal
+
+    at.selectbox(key="edit_name").select("viewer").run()
+    assert at.button(key="remove_user").disabled
+    assert "Tick the box to remove viewer: its sign-ins end, for good." in texts(at)
+    at.checkbox(key="confirm_remove_viewer").check().run()
+    at.button(key="remove_user").click().run()
+    assert not at.exception, at.exception
+    assert "Removed viewer." in texts(at)
+    assert [e.action for e in recent()][0] == "user_remove"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import platform
 from pathlib import Path
@@ -221,3 +222,21 @@ def test_compare_prices_by_the_link_and_draws_the_cost_axis(data_dir: Path, mlp_
     assert any("not 'cpu=free'" in e.value.replace("\\", "") for e in at.error)
     table = next(d.value for d in at.dataframe if "cost_per_million" in d.value.columns)
     assert (table["price_per_hour"] == 0.40).all()  # OPTIBOARD_PRICE_PER_HOUR, stored when queued
+
+
+def test_jobs_priced_differently_say_so_beside_the_cheapest(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path, "mlp")
+    spec = SweepSpec(precisions=(Precision.FP32,), batch_sizes=(1,))
+    cheap = run_sweep(model.id, dataclasses.replace(spec, prices=(("cpu", 0.4),)), label="cheap")
+    dear = run_sweep(model.id, dataclasses.replace(spec, prices=(("cpu", 1.0),)), label="dear")
+    at = open_page("compare", jobs=f"{cheap.id},{dear.id}")
+    assert not at.exception, at.exception
+    sentence = plain(
+        "These jobs were priced differently, so their costs are not like for like: cpu at "
+        f"$0.40/h in job {cheap.id}, $1.00/h in job {dear.id} (each job's stored prices; give one "
+        "price table above to compare them alike)."
+    )
+    assert sentence in [w.value for w in at.warning]
+    at = open_page("compare", jobs=f"{cheap.id},{dear.id}", price="cpu=0.5")  # one table: alike
+    assert "priced differently" not in texts(at)
+    assert "priced differently" not in texts(open_page("compare", jobs=cheap.id))

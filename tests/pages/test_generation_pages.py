@@ -64,6 +64,10 @@ def test_optimize_offers_the_generation_benchmark_for_a_generative_model(
     linked.button(key="submit_generation").click().run()
     assert "INT4 GPTQ b128 asym acc4 calibrates on the perplexity text" in texts(linked)
     assert len(job_store.list_jobs()) == 1
+    viewer = open_page("optimize", role="viewer", model=model.id)
+    assert viewer.button(key="submit_generation").disabled
+    said = "Your role (viewer) cannot submit a generation benchmark; editors and admins can."
+    assert said in [c.value for c in viewer.caption]
 
     at.multiselect(key="url_g_variants").set_value([]).run()
     assert "Pick at least one variant and one runtime" in texts(at)

@@ -41,3 +41,7 @@ def test_hottest_nodes_link_to_the_graph_page_focused_on_each_node(
     assert query["overlay"] == "time" and "/media/" in src["overlay"][0]  # coloured by its profile
     assert f"Time share: job {job_id}" in texts(page).replace("\\", "")
     assert f"selects node {query['node']}" in texts(page)
+
+    page = open_page("graph", **(query | {"result": "999"}))  # a result since deleted
+    assert not page.exception
+    assert "The link's result=999 names no result here; showing " in texts(page).replace("\\", "")

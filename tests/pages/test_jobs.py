@@ -130,6 +130,8 @@ def test_an_editor_pins_a_sweep_as_a_baseline_audited_and_a_viewer_cannot(
     job, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(1,))
     viewer = open_page("jobs", role="viewer", job=job.id)
     assert viewer.button(key=f"pin_{job.id}").disabled
+    said = "Your role (viewer) cannot pin or re-run a baseline; editors and admins can."
+    assert said in [c.value for c in viewer.caption]  # a greyed-out button alone says nothing
     at = open_page("jobs", role="editor", job=job.id)
     at.button(key=f"pin_{job.id}").click().run()
     assert not at.exception, at.exception

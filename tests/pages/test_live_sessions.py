@@ -29,6 +29,8 @@ def _admin_changes(name: str, button: str, **inputs: str) -> None:
     for key, value in inputs.items():
         widget = admin.selectbox(key=key) if key == "edit_role" else admin.text_input(key=key)
         widget.select(value) if key == "edit_role" else widget.input(value)
+    if button == "remove_user":  # asks for a confirmation naming the account first
+        admin.run().checkbox(key=f"confirm_remove_{name}").check().run()
     admin.button(key=button).click()
     admin = admin.run()
     assert not admin.exception and not admin.error, (admin.exception, admin.error)

@@ -27,6 +27,8 @@ def test_an_editor_starts_a_search_whose_steps_land_in_a_new_job_and_on_compare(
     viewer = open_page("jobs", role="viewer", job=job.id)
     assert not viewer.exception
     assert viewer.button(key=f"search_{job.id}").disabled
+    said = "Your role (viewer) cannot start a mixed-precision search; editors and admins can."
+    assert said in [c.value for c in viewer.caption]  # beside the greyed-out button
 
     at = open_page("jobs", role="editor", job=job.id)
     at.selectbox(key=f"search_metric_{job.id}").select("cosine")

@@ -7,6 +7,7 @@ from pathlib import Path
 from backend.queue import jobs
 from backend.runtimes import get_runtime
 from backend.specs import OpenVinoOptions, OrtOptions, Precision
+from pages.components.formatting import plain
 from tests.pages.seed import add_model, finished_sweep, open_page, texts
 
 
@@ -90,7 +91,10 @@ def test_a_link_with_one_bad_value_says_so_and_keeps_the_rest(
     model = add_model(mlp_path)
     at = open_page("optimize", model=model.id, precisions="fp16", batches="2,4", dims="seq:x")
     assert not at.exception
-    assert "not valid here" in texts(at)
+    assert plain(
+        "The link's dims=seq:x is not valid here (it should hold name:number pairs separated by "
+        "commas, e.g. seq:128); it starts at its default and the rest of the link was kept."
+    ) in texts(at)
     assert at.multiselect(key="url_precisions").value == ["fp16"]
     assert at.multiselect(key="url_batches").value == [2, 4]
 
@@ -127,6 +131,8 @@ def test_a_quick_cli_sweep_reopened_keeps_quick_and_its_calibration_file(
     assert not at.exception
     assert at.selectbox(key="url_measure").value == "quick"
     assert at.radio(key="calibration_source").value == "stored"
+    named = ": " + plain("calib.npz")  # the file's name, as the evaluation choice names its own
+    assert any(o.endswith(named) for o in at.radio(key="calibration_source").options)
     at.button(key="submit_sweep").click().run()
     newest = jobs.list_jobs()[0]
     assert newest.id != old.id
