@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from urllib.parse import quote
 
 import pandas as pd
@@ -330,10 +331,10 @@ def _job_detail(job_id: int, was_live: bool) -> None:
     if was_live and job.state.finished:
         st.rerun()  # the whole page: the table's row too, and this part stops polling
     state = progress.progress_of(job)
-    _summary(job, state)
+    stored = jobs.stored_results(job.id)  # once per redraw: the summary, the rows, the views
+    _summary(job, state, stored)
     actions = st.columns(4)
     _cancel_or_retry(job, actions)
-    stored = jobs.stored_results(job.id)  # once per redraw: the progress rows and the views
     try:
         spec, configurations = progress.configuration_progress(job, stored)
     except UserError as exc:
@@ -369,15 +370,18 @@ def _job_detail(job_id: int, was_live: bool) -> None:
             )
 
 
-def _summary(job: JobRow, state: progress.JobProgress) -> None:
-    """Title, progress bar, state, duration, attempts, worker, the latest warning, the error."""
+def _summary(job: JobRow, state: progress.JobProgress, stored: list[StoredResult]) -> None:
+    """Title, progress bar (with the configurations that did not measure ok: a succeeded job
+    can hold failed rows), state, duration, attempts, worker, the latest warning, the error."""
     model = models.get(job.model_id)
     title = f"Job {job.id}" + (f" · {job.label}" if job.label else "")
     st.subheader(plain(f"{title} · {model.name if model else '?'}"))
+    not_ok = Counter(r.status.value for r in stored if not r.ok)
     st.progress(
         state.fraction,
         text=f"{STATE_ICONS[job.state.value]} · {state.done} of {state.total} "
-        + ("points" if job.kind == JobKind.GENERATION else "configurations"),
+        + ("points" if job.kind == JobKind.GENERATION else "configurations")
+        + "".join(f" · {count} {status}" for status, count in not_ok.items()),
     )
     info = st.columns(4)
     info[0].metric("State", job.state.value)

@@ -59,6 +59,9 @@ def test_job_detail_shows_configurations_results_and_failures(
     assert list(configs["status"]) == ["ok", "unavailable"]
     stored = {r.result.config_key: r.result for r in jobs.stored_results(job.id)}
     assert configs["why / error"].iloc[1] == stored[configs["key"].iloc[1]].error
+    # the job succeeded, and its bar says which configuration did not measure
+    [bar] = [p.proto.text for p in at.get("progress")]
+    assert bar == "✅ succeeded · 2 of 2 configurations · 1 unavailable"
     assert f"Job {job.id}" in texts(at)
     cpu = meter_for("cpu")  # the CPU row's energy, or why this host cannot measure it
     assert configs["J/sample"].notna().iloc[0] == cpu.measurable
