@@ -118,7 +118,9 @@ def hottest_rows(profile: Profile, focus: dict[str, str], count: int = 10) -> li
     page's viewer finds it by (backend.viewer.focus_keys); None where no uploaded node maps."""
     rows = []
     for node in profile.hottest(count):
-        source = next((s for s in node.source_nodes if s in focus), None)
+        # a fused kernel stands for the uploaded node it mostly ran (the Conv of Conv+Relu)
+        parts = sorted(profile.parts(node), key=lambda part: -part[1]) if node.source_nodes else []
+        source = next((name for name, _ in parts if name in focus), None)
         rows.append(
             {
                 "node": node.name,
