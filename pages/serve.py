@@ -109,13 +109,15 @@ def _measured_charts(view: StudyView) -> None:
             at_load = f"at {load_label(point.spec)}"  # the configuration is named just above
             st.plotly_chart(charts.batch_histogram(point, at_load), key="study_batches")
     st.subheader("Measured points")
+    for note in view.notes:  # e.g. a fixed-batch file served without the batching asked for
+        st.warning(plain(note), icon="⚠️")
     st.dataframe(measured_table(view), hide_index=True, placeholder=EMPTY)
     sources = energy_sources(view)
     if sources:  # what measured J/request and idle W, or why they are empty
         st.caption("J/request, idle W: " + "; ".join(plain(s) for s in sources))
     if point is not None:
         st.caption("Reproduce this configuration's shown point with perf_analyzer:")
-        st.code(perf_analyzer_command(f"model_{view.job_id}", point.spec), language="bash")
+        st.code(view.reproduce(point), language="bash")
 
 
 def measured() -> None:

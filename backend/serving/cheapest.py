@@ -142,9 +142,9 @@ def _basis(evidence: Evidence) -> str:
 
 
 def rate_of(evidence: Evidence) -> float:
-    """The rate a configuration meets the bound at: measured where it was confirmed on the
-    server, else the highest predicted rate the recommendation ranks it by."""
-    return evidence.measured.achieved_rps if evidence.measured else evidence.rate_rps
+    """The rate a configuration meets the bound at, the one its sentence and tables quote: the
+    rate achieved, measured where it was confirmed on the server, else predicted."""
+    return evidence.rate
 
 
 def evidence_cost(evidence: Evidence) -> float | None:

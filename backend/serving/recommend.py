@@ -15,7 +15,7 @@ confirmed configurations keep the order of their predictions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from backend.errors import UserError
 from backend.pricing import Price
@@ -50,6 +50,11 @@ class MeasuredVariant:
     target: str = ""  # the cluster target its sweep ran on; empty: this machine
     runtime: str = "onnxruntime"
     price: Price | None = None  # per hour of its hardware (backend.pricing); None: not priced
+    # False: its files have the batch size baked in (a fixed-shape sweep), so Triton cannot
+    # stack requests (repository.plan_model serves such a file as a fixed-batch server)
+    batchable: bool = True
+    # what the curve rests on, in words, for the sentence ("" where it was measured on Triton)
+    rests_on: str = ""
 
     @property
     def label(self) -> str:
@@ -118,6 +123,15 @@ class Evidence:
         """The measurement when there is one, else the prediction."""
         return self.measured or self.predicted
 
+    @property
+    def rate(self) -> float:
+        """Its one rate, quoted everywhere (sentence, tables, cost): the rate achieved at its
+        point, measured where it was confirmed, else predicted; 0 when no rate meets the bound.
+        (rate_rps is the offered rate the bisection found, an input of that point.)"""
+        if self.measured is None and self.rate_rps <= 0:
+            return 0.0
+        return self.point.achieved_rps
+
     def meets(self, slo_p99_ms: float, min_rps: float) -> bool:
         """Within the bound: a predicted point in steady state, or a server measurement the
         generator kept up with (perf_analyzer's window verdict is shown, not required: on a
@@ -145,6 +159,7 @@ class Recommendation:
     configurations: int
     ranked: list[Evidence] = field(default_factory=list)
     sentence: str = ""
+    asked: tuple[BatchingPolicy, ...] = ()  # the policy grid, before each variant's limits
 
 
 def default_policy(max_batch_size: int = 32) -> BatchingPolicy:
@@ -179,6 +194,11 @@ def best_rate(candidate: Candidate, slo_p99_ms: float, seed: int = 0) -> Evidenc
     return Evidence(candidate, low, best)
 
 
+def _predicted_rate(evidence: Evidence) -> float:
+    """The rate its prediction quotes (achieved at the bisected rate): what ranks it."""
+    return evidence.predicted.achieved_rps if evidence.rate_rps > 0 else 0.0
+
+
 def comparable(first: Evidence, second: Evidence) -> bool:
     """Rates obtained the same way: both predicted, or both measured at the same share of their
     asked rate with the load generator keeping up (then each is its own server's)."""
@@ -211,6 +231,54 @@ def _lead(rec: Recommendation) -> str:
 
 
 def _sentence(rec: Recommendation, default_label: str) -> str:
+    caveats = " ".join(_caveats(rec))
+    return _answer(rec, default_label) + (f" {caveats}" if caveats else "")
+
+
+def _caveats(rec: Recommendation) -> list[str]:
+    """What a predicted answer rests on, and where it is conservative for want of a measurement:
+    instances not measured are taken to add nothing, a max batch never passes the largest batch
+    measured, and a file with a fixed batch size is never predicted to batch."""
+    quoted = rec.best or rec.closest
+    if quoted is None or quoted.measured is not None:
+        return []
+    variant, policy = quoted.candidate.variant, quoted.candidate.policy
+    said = []
+    if variant.rests_on:
+        said.append(
+            f"Predicted, not measured: it rests on {variant.rests_on}; no per-request CPU work "
+            "of the server or the load generator is counted, which on a shared host can cap "
+            "the rate far below this."
+        )
+    if max(p.instance_count for p in rec.asked) > 1 and not variant.curve.instances_measured:
+        said.append(
+            "Only one instance is predicted: how more would share this host was not measured, "
+            "so none is assumed to add throughput (a serving study with two instances "
+            "measures it)."
+        )
+    largest = variant.curve.largest_batch
+    if (
+        variant.batchable
+        and policy.dynamic_batching
+        and max(p.max_batch_size for p in rec.asked) > largest
+    ):
+        said.append(
+            f"The max batch stops at {largest}, the largest batch size measured: beyond it the "
+            "compute time is unknown (measure larger batches to predict larger ones)."
+        )
+    fixed = [
+        v.label for v in dict.fromkeys(e.candidate.variant for e in rec.ranked) if not v.batchable
+    ]
+    if fixed and any(p.dynamic_batching for p in rec.asked):
+        said.append(
+            f"{', '.join(fixed)} {'has' if len(fixed) == 1 else 'have'} files with a fixed batch "
+            "size, which Triton cannot batch, so only no dynamic batching is predicted there "
+            "(a sweep with dynamic shapes gives files that batch)."
+        )
+    return said
+
+
+def _answer(rec: Recommendation, default_label: str) -> str:
     bound = f"the p99 bound of {rec.slo_p99_ms:g} ms"
     if rec.min_rps:
         bound += f" at {rec.min_rps:g} req/s or more"
@@ -229,17 +297,18 @@ def _sentence(rec: Recommendation, default_label: str) -> str:
             f"{lead}, none meets {bound}; the closest is {closest.candidate.label} "
             f"with p99 {p.latency.p99:.1f} ms at {p.achieved_rps:.0f} req/s ({source})."
         )
-    rate = rec.best.point.achieved_rps
+    rate = rec.best.rate
     if rec.best is rec.default:
         runner_up = next((e for e in rec.ranked if e.measured is not None), None)
         beaten = (
             f"; the best predicted policy, {runner_up.candidate.label}, measured "
-            f"{runner_up.point.achieved_rps:.0f} req/s"
+            f"{runner_up.rate:.0f} req/s"
             if runner_up is not None
             else ""
         )
         return (
-            f"{lead}, the default ({default_label}) is the best: it meets {bound} at "
+            f"{lead}, the default ({default_label}) is the best: "
+            f"{rec.best.candidate.variant.label} meets {bound} at "
             f"{rate:.0f} req/s{beaten}{_generator_note(rec)}."
         )
     versus = f"the default ({default_label}) does not meet it at any rate"
@@ -258,11 +327,11 @@ def _sentence(rec: Recommendation, default_label: str) -> str:
             )
         elif not comparable(rec.best, default):
             versus = (
-                f"and the default ({default_label}) met it at {base.achieved_rps:.0f} req/s; "
+                f"and the default ({default_label}) met it at {default.rate:.0f} req/s; "
                 f"not compared, the pick {rec.best.basis} and the default {default.basis}"
             )
-        elif base.achieved_rps:
-            gain = (rate / base.achieved_rps - 1) * 100
+        elif default.rate:
+            gain = (rate / default.rate - 1) * 100
             more = "more" if gain >= 0 else "less"
             versus = f"{abs(gain):.0f}% {more} than the default ({default_label})"
     return (
@@ -320,16 +389,16 @@ def recommend(
     if not variants:
         raise UserError("No measured variant to serve; run a sweep with several batch sizes first.")
     policies = policies or recommendation_grid()
-    candidates = [Candidate(v, p) for v in variants for p in policies]
+    candidates = [Candidate(v, p) for v in variants for p in servable(v, policies)]
     predicted = [best_rate(c, slo_p99_ms, seed) for c in candidates]
-    predicted.sort(key=lambda e: (-e.rate_rps, e.predicted.latency.p99))
+    predicted.sort(key=lambda e: (-_predicted_rate(e), e.predicted.latency.p99))
     top = [e for e in predicted if e.rate_rps >= max(min_rps, 1e-9)][:confirm_top]
     measurements = 0
     if confirm is not None:
         top = [_confirm(e, confirm, seed, confirm_duration_s) for e in top]
         measurements = len(top)
     # confirmed or not, by prediction: measured rates from different generator steps do not rank
-    top.sort(key=lambda e: (not e.meets(slo_p99_ms, min_rps), -e.rate_rps))
+    top.sort(key=lambda e: (not e.meets(slo_p99_ms, min_rps), -_predicted_rate(e)))
     best = top[0] if top and top[0].meets(slo_p99_ms, min_rps) else None
     default = None
     closest = None
@@ -337,8 +406,8 @@ def recommend(
         base = Candidate(
             best.candidate.variant, default_policy(best.candidate.policy.max_batch_size)
         )
-        default = best_rate(base, slo_p99_ms, seed)
-        if confirm is not None and default.rate_rps > 0:
+        default = best if base == best.candidate else best_rate(base, slo_p99_ms, seed)
+        if confirm is not None and default is not best and default.rate_rps > 0:
             default = _confirm(default, confirm, seed, confirm_duration_s)
             measurements += 1
             if _beats(default, best, slo_p99_ms, min_rps):
@@ -348,10 +417,38 @@ def recommend(
         closest = min(pool, key=lambda e: e.point.latency.p99)
     ranked = top + [e for e in predicted if e.candidate not in {t.candidate for t in top}]
     rec = Recommendation(
-        slo_p99_ms, min_rps, best, closest, default, measurements, len(candidates), ranked
+        slo_p99_ms,
+        min_rps,
+        best,
+        closest,
+        default,
+        measurements,
+        len(candidates),
+        ranked,
+        asked=tuple(policies),
     )
     label = "no dynamic batching, one instance"
     return Recommendation(**{**rec.__dict__, "sentence": _sentence(rec, label)})
+
+
+def servable(variant: MeasuredVariant, policies: list[BatchingPolicy]) -> list[BatchingPolicy]:
+    """The policies as this variant can really be served and predicted, in order, once each: a
+    file with a fixed batch size is served without dynamic batching (repository.plan_model), no
+    max batch passes the largest batch size measured (past it nothing is known), and one
+    instance stands for more where how they share the host was not measured (a sweep times one
+    session at a time, which may already use every core: nothing says a second one adds any)."""
+    largest = variant.curve.largest_batch
+    fitted = []
+    for policy in policies:
+        if policy.instance_count > 1 and not variant.curve.instances_measured:
+            policy = replace(policy, instance_count=1)
+        if not variant.batchable:
+            policy = BatchingPolicy(1, dynamic_batching=False, instance_count=policy.instance_count)
+        elif policy.dynamic_batching and policy.max_batch_size > largest:
+            preferred = tuple(size for size in policy.preferred_batch_sizes if size <= largest)
+            policy = replace(policy, max_batch_size=largest, preferred_batch_sizes=preferred)
+        fitted.append(policy)
+    return list(dict.fromkeys(fitted))
 
 
 def recommendation_grid(instance_counts: tuple[int, ...] = (1, 2)) -> list[BatchingPolicy]:

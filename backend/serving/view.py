@@ -19,15 +19,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from google.protobuf.message import DecodeError
 
 from backend.commas import comma_numbers
 from backend.errors import UserError
+from backend.models import library
 from backend.pricing import Price, Prices, or_default, price_for
 from backend.records import is_serving
 from backend.reporting import frames
 from backend.reporting.cost import reprice
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
+from backend.serving.export import perf_analyzer_command
 from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, recommend
+from backend.serving.repository import FIXED_BATCH_NOTE, can_batch
 from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
     ServedVariant,
@@ -38,6 +42,7 @@ from backend.serving.study import (
     study_points,
 )
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.specs import MEASURE_PRESETS, MeasureSettings
 from storage.repo import jobs as job_store
 
 CURVE_RATES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.97)  # fractions of a candidate's capacity
@@ -77,6 +82,14 @@ def variants_from_results(
         price = None
         if pd.notna(first.get("price_per_hour")) and first.get("priced_as"):
             price = Price(str(first["priced_as"]), float(first["price_per_hour"]))
+        sizes = ", ".join(str(b) for b in curve.batch_sizes)
+        batchable, served = _batchable(rows)
+        rests_on = (
+            f"the sweep's in-process latency at batch size{'s' if len(by_batch) > 1 else ''} "
+            f"{sizes} and an assumed {overhead_ms:g} ms per request outside compute and "
+            f"{execution_ms:g} ms of server cost per batch; the server's own costs on this host "
+            f"were not measured (a serving study measures them){served}"
+        )
         variants.append(
             MeasuredVariant(
                 str(first["precision"]),
@@ -85,9 +98,34 @@ def variants_from_results(
                 target=str(first.get("target") or ""),
                 runtime=str(first.get("backend") or "onnxruntime"),
                 price=price,
+                batchable=batchable,
+                rests_on=rests_on,
             )
         )
     return variants
+
+
+def _batchable(rows: pd.DataFrame) -> tuple[bool, str]:
+    """Whether a series has a file Triton can batch, and which one where it is not its own: a
+    series swept with fixed shapes has the batch size baked into each file (Triton serves those
+    without dynamic batching, repository.plan_model), so only FP32 on ONNX Runtime can batch,
+    as the uploaded model when its batch axis is dynamic (what `serve recommend --confirm`
+    serves, cli_advice.job_files)."""
+    if "fixed_shapes" not in rows or not rows["fixed_shapes"].fillna(False).astype(bool).all():
+        return True, ""
+    first = rows.iloc[0]
+    if str(first["precision"]) != "fp32" or str(first.get("backend")) != "onnxruntime":
+        return False, ""
+    try:
+        upload = can_batch(library.onnx_path(int(first["model_id"])))
+    except (UserError, OSError, ValueError, DecodeError):  # unreadable: take it as fixed
+        return False, ""
+    if not upload:
+        return False, ""
+    return True, (
+        "; Triton would serve the uploaded model, whose batch axis is dynamic (the sweep's "
+        "files have a fixed batch size)"
+    )
 
 
 def _curve_points(evidence: Evidence, seed: int) -> list[LoadPoint]:
@@ -146,7 +184,7 @@ def evidence_table(view: ServeView) -> pd.DataFrame:
         rows.append(
             {
                 "configuration": evidence.candidate.label,
-                "rate under the bound (req/s)": round(evidence.rate_rps),
+                "rate under the bound (req/s)": round(evidence.rate),
                 "p50 (ms)": round(point.latency.p50, 2),
                 "p99 (ms)": round(point.latency.p99, 2),
                 "queue (ms)": round(point.queue_ms, 2),
@@ -170,6 +208,12 @@ class MeasuredConfiguration:
     label: str
     measured: list[LoadPoint]
     predicted: list[LoadPoint]
+
+    @property
+    def notes(self) -> list[str]:
+        """What the server did differently from the ask, or what disturbed its points (e.g.
+        why dynamic batching was impossible), once each, as its points stored them."""
+        return list(dict.fromkeys(n for p in self.measured for n in p.notes))
 
     @property
     def best(self) -> LoadPoint | None:
@@ -204,6 +248,20 @@ class StudyView:
     costs: list[VariantCosts] = field(default_factory=list)
     prediction_note: str = ""  # why nothing is predicted, when nothing is
     cost: CostAnswer | None = None  # the cheapest measured configuration meeting the bound
+    measure: str = "quick"  # the MEASURE_PRESETS name its points were judged stable by
+
+    @property
+    def notes(self) -> list[str]:
+        """Each configuration's notes, named by it: shown beside its points."""
+        return [f"{c.label}: {note}" for c in self.configurations for note in c.notes]
+
+    def reproduce(self, point: LoadPoint) -> str:
+        """The perf_analyzer line for one of its points, under the stability rule that judged it."""
+        return perf_analyzer_command(f"model_{self.job_id}", point.spec, measure=self.settings)
+
+    @property
+    def settings(self) -> MeasureSettings:
+        return MEASURE_PRESETS[self.measure]
 
     @property
     def prediction_captions(self) -> list[str]:
@@ -259,10 +317,29 @@ def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> 
             f"{point.achieved_rps:.0f} req/s (p99 {point.latency.p99:.2f} ms).",
             True,
         )
-    closest = min((p for c in configurations for p in c.measured), key=lambda p: p.latency.p99)
+    miss = f"{head}, none meets the p99 bound of {slo:g} ms"
+    # a point the load generator could not keep up with timed the client, not the server: its
+    # latency is never quoted as the server's (docs/serving.md)
+    served = [(c, p) for c in configurations for p in c.measured if not p.generator_saturated]
+    if not served:
+        return (
+            f"{miss}, and none says how the server does: at every point the load generator "
+            "could not offer the rate on this host (client saturated), so those latencies are "
+            "the client's, not a server measurement; measure lower rates or fewer in flight.",
+            False,
+        )
+    config, closest = min(served, key=lambda cp: cp[1].latency.p99)
+    unstable = "" if closest.stable else ", its windows unstable"
+    saturated = count - len(served)
+    left_out = (
+        f" ({saturated} point{'s' if saturated > 1 else ''} with the client saturated left out: "
+        "not server measurements)"
+        if saturated
+        else ""
+    )
     return (
-        f"{head}, none meets the p99 bound of {slo:g} ms; the lowest p99 measured is "
-        f"{closest.latency.p99:.2f} ms at {closest.achieved_rps:.0f} req/s.",
+        f"{miss}; the lowest p99 measured is {closest.latency.p99:.2f} ms at "
+        f"{closest.achieved_rps:.0f} req/s ({config.label}{unstable}){left_out}.",
         False,
     )
 
@@ -298,13 +375,14 @@ def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()
     table = prices or or_default(study.prices)
     slo = slo_p99_ms or study.slo_p99_ms
     stored = study_points(job_id)
-    variant_of = {configuration_label(v, p): v for v in study.variants for p in study.policies}
+    asked = {configuration_label(v, p): (v, p) for v in study.variants for p in study.policies}
     configurations = []
     for label, points in stored.by_configuration.items():
-        variant = variant_of.get(label)
+        variant, policy = asked.get(label, (None, None))
         curve = stored.costs.get(cost_key(variant)) if variant else None
         predicted = predicted_points(curve, points) if curve is not None else []
-        configurations.append(MeasuredConfiguration(label, points, predicted))
+        shown = ran_label(variant, policy, points) if variant and policy else label
+        configurations.append(MeasuredConfiguration(shown, points, predicted))
     costs = [
         VariantCosts(v.name, stored.costs[cost_key(v)])
         for v in study.variants
@@ -315,8 +393,30 @@ def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()
     price = price_for(table, study.provider.value)
     cost = study_cost({c.label: c.measured for c in configurations}, slo, price)
     return StudyView(
-        job_id, slo, study.point_count, configurations, sentence, meets, costs, note, cost
+        job_id,
+        slo,
+        study.point_count,
+        configurations,
+        sentence,
+        meets,
+        costs,
+        note,
+        cost,
+        study.measure,
     )
+
+
+def ran_label(variant: ServedVariant, asked: BatchingPolicy, points: list[LoadPoint]) -> str:
+    """The configuration as it really ran: a file whose batch size is fixed was served without
+    dynamic batching whatever was asked (repository.plan_model), and its points say so."""
+    served = points[0].policy if points else asked
+    if served == asked:
+        return configuration_label(variant, asked)
+    fixed = any(n.startswith(FIXED_BATCH_NOTE) for p in points for n in p.notes)
+    ran = (
+        f"fixed batch {served.max_batch_size}, x{served.instance_count}" if fixed else served.label
+    )
+    return f"{variant.name} · {ran} (asked: {asked.label})"
 
 
 def measured_table(view: StudyView) -> pd.DataFrame:
