@@ -18,7 +18,13 @@ from backend.runtimeenvs import describe
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer
 from backend.serving.export import parse_config, perf_analyzer_command
-from backend.serving.study import load_label, model_variants, runtime_labels, submit_study
+from backend.serving.study import (
+    load_label,
+    model_variants,
+    runtime_labels,
+    study_from_form,
+    submit_study,
+)
 from backend.serving.types import Scenario
 from backend.serving.view import (
     ServeView,
@@ -27,7 +33,6 @@ from backend.serving.view import (
     evidence_table,
     measured_table,
     serve_view,
-    study_from_form,
     study_of,
     study_view,
 )

@@ -6,32 +6,29 @@ Triton server (serving.costmodel, stored by the worker once per variant): every 
 none fitted to a measured point, so each prediction is judged against a point it never saw. The
 measured costs are captioned beside the chart as the evidence.
 
-The latency-vs-batch curve of each variant comes from a finished Optimize sweep (median per-call
-latency at each batch size, in-process ONNX Runtime); the per-request overhead of a server is a
-user setting until a curve measured through the Triton server (serving.curve) is stored, and so
-is the server's own cost per execution (scheduling, backend call), which an in-process sweep never
-pays: without it a tiny model would be predicted to serve millions of requests per second.
+The latency-vs-batch curve of each variant comes from a finished Optimize sweep (sweepcurves.py:
+median per-call latency at each batch size, in-process ONNX Runtime); the per-request overhead
+of a server is a user setting until a curve measured through the Triton server (serving.curve)
+is stored, and so is the server's own cost per execution (scheduling, backend call), which an
+in-process sweep never pays: without it a tiny model would be predicted to serve millions of
+requests per second.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
-from google.protobuf.message import DecodeError
 
-from backend.commas import comma_numbers
 from backend.errors import UserError
-from backend.models import library
-from backend.pricing import Price, Prices, or_default, price_for
+from backend.pricing import Prices, or_default, price_for
 from backend.records import is_serving
 from backend.reporting import frames
 from backend.reporting.cost import reprice
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
 from backend.serving.export import perf_analyzer_command
 from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, recommend
-from backend.serving.repository import FIXED_BATCH_NOTE, can_batch
+from backend.serving.repository import FIXED_BATCH_NOTE
 from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
     ServedVariant,
@@ -41,6 +38,7 @@ from backend.serving.study import (
     load_label,
     study_points,
 )
+from backend.serving.sweepcurves import variants_from_results
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
 from backend.specs import MEASURE_PRESETS, MeasureSettings
 from storage.repo import jobs as job_store
@@ -58,74 +56,6 @@ class ServeView:
     curves: dict[str, list[LoadPoint]]  # configuration label -> points, rate ascending
     chosen: dict[str, LoadPoint]  # configuration label -> the point the sentence quotes
     cost: CostAnswer | None = None  # the cheapest configuration meeting the bound
-
-
-def variants_from_results(
-    frame: pd.DataFrame, overhead_ms: float, execution_ms: float = 0.0
-) -> list[MeasuredVariant]:
-    """One MeasuredVariant per sweep series with a measured latency at one batch size or more."""
-    ok = frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
-    variants = []
-    for _, rows in ok.groupby("series", sort=True):
-        by_batch = rows.groupby("batch_size").agg(
-            p50=("p50_ms", "median"), std=("std_ms", "median")
-        )
-        by_batch = by_batch.sort_index()
-        spread = (by_batch["std"] / by_batch["p50"]).replace([np.inf], np.nan).dropna()
-        curve = LatencyCurve(
-            batch_sizes=tuple(int(b) for b in by_batch.index),
-            compute_ms=tuple(float(v) + execution_ms for v in by_batch["p50"]),
-            overhead_ms=overhead_ms,
-            compute_jitter=float(spread.median()) if not spread.empty else 0.0,
-        )
-        first = rows.iloc[0]
-        price = None
-        if pd.notna(first.get("price_per_hour")) and first.get("priced_as"):
-            price = Price(str(first["priced_as"]), float(first["price_per_hour"]))
-        sizes = ", ".join(str(b) for b in curve.batch_sizes)
-        batchable, served = _batchable(rows)
-        rests_on = (
-            f"the sweep's in-process latency at batch size{'s' if len(by_batch) > 1 else ''} "
-            f"{sizes} and an assumed {overhead_ms:g} ms per request outside compute and "
-            f"{execution_ms:g} ms of server cost per batch; the server's own costs on this host "
-            f"were not measured (a serving study measures them){served}"
-        )
-        variants.append(
-            MeasuredVariant(
-                str(first["precision"]),
-                str(first["provider"]),
-                curve,
-                target=str(first.get("target") or ""),
-                runtime=str(first.get("backend") or "onnxruntime"),
-                price=price,
-                batchable=batchable,
-                rests_on=rests_on,
-            )
-        )
-    return variants
-
-
-def _batchable(rows: pd.DataFrame) -> tuple[bool, str]:
-    """Whether a series has a file Triton can batch, and which one where it is not its own: a
-    series swept with fixed shapes has the batch size baked into each file (Triton serves those
-    without dynamic batching, repository.plan_model), so only FP32 on ONNX Runtime can batch,
-    as the uploaded model when its batch axis is dynamic (what `serve recommend --confirm`
-    serves, cli_advice.job_files)."""
-    if "fixed_shapes" not in rows or not rows["fixed_shapes"].fillna(False).astype(bool).all():
-        return True, ""
-    first = rows.iloc[0]
-    if str(first["precision"]) != "fp32" or str(first.get("backend")) != "onnxruntime":
-        return False, ""
-    try:
-        upload = can_batch(library.onnx_path(int(first["model_id"])))
-    except (UserError, OSError, ValueError, DecodeError):  # unreadable: take it as fixed
-        return False, ""
-    if not upload:
-        return False, ""
-    return True, (
-        "; Triton would serve the uploaded model, whose batch axis is dynamic (the sweep's "
-        "files have a fixed batch size)"
-    )
 
 
 def _curve_points(evidence: Evidence, seed: int) -> list[LoadPoint]:
@@ -454,34 +384,3 @@ def energy_sources(view: StudyView) -> list[str]:
     """What measured the points' energy, or why it could not be, once each."""
     points = [p for config in view.configurations for p in config.measured]
     return sorted({p.energy.source for p in points if p.energy is not None})
-
-
-def study_from_form(
-    variants: list[ServedVariant],
-    scenario: Scenario,
-    levels: str,
-    duration_s: float,
-    max_batch_size: int,
-    delays_us: str,
-    instances: str,
-    slo_p99_ms: float,
-) -> ServingStudy:
-    """The study the Serve page's form describes: one policy per delay x instance count, one
-    load per level (requests in flight, or req/s for the Server scenario)."""
-
-    if scenario is Scenario.SERVER:
-        rates = comma_numbers(levels, float, "Rates") or [100.0]
-        loads = [LoadSpec(scenario, duration_s=duration_s, target_rps=r) for r in rates]
-    elif scenario is Scenario.CONCURRENCY:
-        counts = comma_numbers(levels, int, "Concurrency") or [1]
-        loads = [LoadSpec(scenario, duration_s=duration_s, concurrency=c) for c in counts]
-    else:
-        loads = [LoadSpec(scenario, duration_s=duration_s)]
-    policies = [
-        BatchingPolicy(
-            max_batch_size=max_batch_size, max_queue_delay_us=delay, instance_count=count
-        )
-        for delay in comma_numbers(delays_us, int, "Queue delays") or [0]
-        for count in comma_numbers(instances, int, "Instances") or [1]
-    ]
-    return ServingStudy(tuple(variants), tuple(policies), tuple(loads), slo_p99_ms)
