@@ -72,7 +72,8 @@ def answer(
 ) -> CostAnswer:
     """Cheapest first; the sentence a manager can forward, numbers included."""
     bound = bound_words(slo_p99_ms, min_rps)
-    ranked = sorted(priced, key=lambda p: (p.cost, -p.rate_rps, p.label))
+    # ties keep the order given (the recommendation's ranking), so a tie names its pick
+    ranked = sorted(priced, key=lambda p: (p.cost, -p.rate_rps))
     if not ranked:
         why = (
             f"no price applies to {', '.join(unpriced[:3])}; add one with --price or "

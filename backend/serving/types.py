@@ -14,6 +14,11 @@ from typing import Any
 from backend.errors import UserError
 from backend.results import EnergyReport, LatencyStats
 
+# a CPU point's energy note (loadgen): about its J/request column, not about what the server did
+CPU_ENERGY_NOTE = (
+    "J/request counts every CPU package of this host, the load generator's own work included"
+)
+
 
 class Scenario(StrEnum):
     """MLPerf LoadGen's scenario names, plus perf_analyzer's closed-loop concurrency sweep."""

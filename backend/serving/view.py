@@ -39,7 +39,14 @@ from backend.serving.study import (
     study_points,
 )
 from backend.serving.sweepcurves import variants_from_results
-from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.serving.types import (
+    CPU_ENERGY_NOTE,
+    BatchingPolicy,
+    LatencyCurve,
+    LoadPoint,
+    LoadSpec,
+    Scenario,
+)
 from backend.specs import MEASURE_PRESETS, MeasureSettings
 from storage.repo import jobs as job_store
 
@@ -141,9 +148,12 @@ class MeasuredConfiguration:
 
     @property
     def notes(self) -> list[str]:
-        """What the server did differently from the ask, or what disturbed its points (e.g.
-        why dynamic batching was impossible), once each, as its points stored them."""
-        return list(dict.fromkeys(n for p in self.measured for n in p.notes))
+        """What the server did differently from the ask (why dynamic batching was impossible),
+        said by every one of its points; a note of one point (a busy host) stays with it."""
+        if not self.measured:
+            return []
+        shared = set.intersection(*(set(p.notes) for p in self.measured)) - {CPU_ENERGY_NOTE}
+        return [n for n in self.measured[0].notes if n in shared]
 
     @property
     def best(self) -> LoadPoint | None:

@@ -81,7 +81,8 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
     if code == 0:  # the best predicted policy and the default were both served and measured
         assert cost.startswith("The cheapest configuration that meets p99 <= 200 ms is FP32 on ")
         assert "measured on Triton, $0.4/h for cpu" in cost and "predicted" not in cost
-        assert "; the runner-up, FP32 on CPU, " in cost  # the pick and the default, both measured
+        if "could not be measured: the load generator fell behind" not in sentence:
+            assert "; the runner-up, FP32 on CPU, " in cost  # the pick and the default, measured
         # both served: "measured on Triton", or "measured (client saturated)" where the
         # generator could not offer even the lowest rate
         table = printed.strip().rsplit("\n", 1)[0]  # the sentence may say "measured" too
