@@ -178,6 +178,7 @@ def test_points_the_load_generator_could_not_offer_are_never_quoted_as_server_la
     )
     job = submit_study(model.id, study, label="beyond the client")
     run_queued()
+    assert jobs.get_job(job.id).state == JobState.SUCCEEDED, jobs.get_job(job.id).error
     view = study_view(job.id)
     points = [p for c in view.configurations for p in c.measured]
     assert len(points) == 2 and all(p.generator_saturated for p in points), points
