@@ -18,7 +18,13 @@ from backend.runtimeenvs import describe
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer
 from backend.serving.export import parse_config, perf_analyzer_command
-from backend.serving.study import load_label, model_variants, runtime_labels, submit_study
+from backend.serving.study import (
+    load_label,
+    model_variants,
+    runtime_labels,
+    study_from_form,
+    submit_study,
+)
 from backend.serving.types import Scenario
 from backend.serving.view import (
     ServeView,
@@ -27,7 +33,6 @@ from backend.serving.view import (
     evidence_table,
     measured_table,
     serve_view,
-    study_from_form,
     study_of,
     study_view,
 )
@@ -109,13 +114,15 @@ def _measured_charts(view: StudyView) -> None:
             at_load = f"at {load_label(point.spec)}"  # the configuration is named just above
             st.plotly_chart(charts.batch_histogram(point, at_load), key="study_batches")
     st.subheader("Measured points")
+    for note in view.notes:  # e.g. a fixed-batch file served without the batching asked for
+        st.warning(plain(note), icon="⚠️")
     st.dataframe(measured_table(view), hide_index=True, placeholder=EMPTY)
     sources = energy_sources(view)
     if sources:  # what measured J/request and idle W, or why they are empty
         st.caption("J/request, idle W: " + "; ".join(plain(s) for s in sources))
     if point is not None:
         st.caption("Reproduce this configuration's shown point with perf_analyzer:")
-        st.code(perf_analyzer_command(f"model_{view.job_id}", point.spec), language="bash")
+        st.code(view.reproduce(point), language="bash")
 
 
 def measured() -> None:

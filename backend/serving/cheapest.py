@@ -72,7 +72,8 @@ def answer(
 ) -> CostAnswer:
     """Cheapest first; the sentence a manager can forward, numbers included."""
     bound = bound_words(slo_p99_ms, min_rps)
-    ranked = sorted(priced, key=lambda p: (p.cost, -p.rate_rps, p.label))
+    # ties keep the order given (the recommendation's ranking), so a tie names its pick
+    ranked = sorted(priced, key=lambda p: (p.cost, -p.rate_rps))
     if not ranked:
         why = (
             f"no price applies to {', '.join(unpriced[:3])}; add one with --price or "
@@ -142,9 +143,9 @@ def _basis(evidence: Evidence) -> str:
 
 
 def rate_of(evidence: Evidence) -> float:
-    """The rate a configuration meets the bound at: measured where it was confirmed on the
-    server, else the highest predicted rate the recommendation ranks it by."""
-    return evidence.measured.achieved_rps if evidence.measured else evidence.rate_rps
+    """The rate a configuration meets the bound at, the one its sentence and tables quote: the
+    rate achieved, measured where it was confirmed on the server, else predicted."""
+    return evidence.rate
 
 
 def evidence_cost(evidence: Evidence) -> float | None:

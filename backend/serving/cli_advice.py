@@ -23,6 +23,7 @@ from backend.serving.cli_verbs import env_from_args, env_option, policy_of
 from backend.serving.confirm import ServedFile, served_variants, triton_confirm
 from backend.serving.export import Device, ServingTarget, export_repository, parse_config
 from backend.serving.recommend import Evidence, Recommendation, recommend, recommendation_grid
+from backend.serving.repository import can_batch
 from backend.serving.types import (
     LoadSpec,
     Scenario,
@@ -52,7 +53,7 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
     return [
         [
             e.candidate.label,
-            f"{e.rate_rps:.0f}",
+            f"{e.rate:.0f}",
             f"{e.point.latency.p50:.2f}",
             f"{e.point.latency.p99:.2f}",
             f"{(e.expected or e.predicted).latency.p99:.2f}",
@@ -71,32 +72,39 @@ def _source(evidence: Evidence) -> str:
     if measured.generator_saturated:
         return "measured (client saturated)"
     verdict = "" if measured.stable else ", unstable windows"
-    rate = f"measured at {measured.spec.target_rps or 0:.0f} req/s"
+    # its rate is the rate column's (achieved): no second rate here, only how it was offered
+    how = "measured on Triton"
     if evidence.share < 0.99:  # compared only with rates measured at the same share
-        rate += f" ({evidence.share:.0%} of {evidence.asked_rps:.0f} asked: generator fell back)"
-    return rate + verdict
+        how += f" (offered {evidence.share:.0%} of the rate asked: generator fell back)"
+    return how + verdict
 
 
 def job_files(
     job_id: int, providers: tuple[ServingProvider, ...] = (ServingProvider.CPU,)
 ) -> list[ServedFile]:
     """One file per precision and provider of a finished sweep that Triton's ONNX Runtime can
-    serve on those providers: the optimized file the sweep stored, or the model's own for FP32."""
+    serve on those providers: the optimized file the sweep stored, or the model's own for FP32;
+    one that can batch first (a fixed-shape sweep's files have the batch size baked in, and
+    Triton serves those without dynamic batching), so FP32 falls back on the upload."""
     job = get_job(job_id)
     stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
     wanted = {p.value for p in providers}
-    files: dict[tuple[str, str], ServedFile] = {}
+    found: dict[tuple[str, str], list[Path]] = {}
     for item in stored:
         precision, provider = item.configuration.precision.value, item.configuration.provider
-        if provider not in wanted or (precision, provider) in files:
+        if provider not in wanted:
             continue
+        paths = found.setdefault((precision, provider), [])
         if item.result.optimized_sha256:
-            path = library.artifact_path(item.result.optimized_sha256)
-        elif precision == "fp32":
-            path = library.onnx_path(job.model_id)
-        else:
-            continue
-        files[precision, provider] = ServedFile(precision, provider, path)
+            paths.append(library.artifact_path(item.result.optimized_sha256))
+        if precision == "fp32":
+            paths.append(library.onnx_path(job.model_id))
+    files: dict[tuple[str, str], ServedFile] = {}
+    for (precision, provider), paths in found.items():
+        batching = [path for path in dict.fromkeys(paths) if can_batch(path)]
+        if paths:
+            path = (batching or paths)[0]
+            files[precision, provider] = ServedFile(precision, provider, path, bool(batching))
     if not files:
         names = " or ".join(p.value.upper() for p in providers)
         raise UserError(

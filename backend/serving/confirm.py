@@ -66,6 +66,7 @@ class ServedFile:
     precision: str
     provider: str
     path: Path
+    batchable: bool = True  # False: its batch size is fixed, Triton cannot stack requests
 
 
 def served_variants(
@@ -89,7 +90,7 @@ def served_variants(
             f.provider,
             measure_costs_on_server(
                 f.path,
-                batch_sizes,
+                batch_sizes if f.batchable else (1,),  # a fixed-batch server takes one shape
                 requests_per_size=10,
                 dims=dims,
                 intra_op_threads=intra_op_threads,
@@ -99,6 +100,7 @@ def served_variants(
                 runtime_env=runtime_env,
             ).curve,
             str(f.path),
+            batchable=f.batchable,
         )
         for f in files
     ]

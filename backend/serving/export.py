@@ -27,6 +27,7 @@ from backend.errors import UserError
 from backend.serving.repository import Deployment, ServedModel, plan_model, write_repository
 from backend.serving.repository import config_text as repository_config
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
+from backend.specs import MEASURE_PRESETS, MeasureSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # TensorRT accelerator precision per Optiboard precision (onnxruntime_backend's precision_mode)
@@ -127,8 +128,15 @@ def parse_config(text: str) -> model_config_pb2.ModelConfig:
     return config
 
 
-def perf_analyzer_command(name: str, load: LoadSpec, url: str = "localhost:8001") -> str:
-    """The perf_analyzer line that reproduces a load point (gRPC, async, p99 for stability)."""
+def perf_analyzer_command(
+    name: str,
+    load: LoadSpec,
+    url: str = "localhost:8001",
+    measure: MeasureSettings = MEASURE_PRESETS["quick"],
+) -> str:
+    """The perf_analyzer line that reproduces a load point (gRPC, async, p99 for stability)
+    under the stability rule the point was judged by (`measure`'s tolerance: the quick preset's
+    25% that the load generator uses unless told otherwise, serving.stability)."""
     parts = [f"perf_analyzer -m {name}", f"-u {url}", "-i grpc", "--async"]
     if load.samples_per_request > 1:
         parts.append(f"-b {load.samples_per_request}")
@@ -144,7 +152,7 @@ def perf_analyzer_command(name: str, load: LoadSpec, url: str = "localhost:8001"
     parts += [
         f"--measurement-interval={interval_ms}",
         "--percentile=99",
-        "--stability-percentage=10",
+        f"--stability-percentage={100 * measure.stability_tolerance:g}",
     ]
     return " ".join(parts)
 

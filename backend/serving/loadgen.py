@@ -40,7 +40,14 @@ from backend.serving.sender import (
 )
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.stability import Completed, stability
-from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario, ServingProvider
+from backend.serving.types import (
+    CPU_ENERGY_NOTE,
+    BatchingPolicy,
+    LoadPoint,
+    LoadSpec,
+    Scenario,
+    ServingProvider,
+)
 from backend.specs import MEASURE_PRESETS, MeasureSettings
 
 LAG_LIMIT_MS = 5.0  # Server: a request leaving later than this (p99) means the client fell behind
@@ -58,9 +65,6 @@ METRICS = (
     "nv_inference_compute_infer_duration_us",
 )
 # RAPL counts the whole package: the load generator's own work on this CPU is in the joules too
-CPU_ENERGY_NOTE = (
-    "J/request counts every CPU package of this host, the load generator's own work included"
-)
 _METRIC_LINE = re.compile(r"^(\w+)\{([^}]*)\}\s+([0-9.eE+-]+)$")
 
 

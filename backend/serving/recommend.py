@@ -3,7 +3,8 @@
 A configuration is a variant (precision x provider, with its measured latency curve) and a
 batching policy. Each is scored by the highest Server (Poisson) rate at which its predicted p99
 stays within the bound; the best few are then measured through an injected `confirm` callable
-(the real Triton server, confirm.py), and the answer is phrased like Model Analyzer's summary.
+(the real Triton server, confirm.py), and the answer is phrased like Model Analyzer's summary
+(phrasing.py).
 
 Like with like: a confirmation measures a configuration at its own predicted rate, or lower when
 the load generator could not offer it (confirm.GENERATOR_STEPS). Two measured rates are compared
@@ -14,21 +15,26 @@ confirmed configurations keep the order of their predictions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 
 from backend.errors import UserError
-from backend.pricing import Price
+from backend.serving.evidence import (
+    Candidate,
+    Confirm,
+    Evidence,
+    MeasuredVariant,
+    Recommendation,
+    Trial,
+)
+from backend.serving.phrasing import comparable, phrase
 from backend.serving.ranking import policy_grid
 from backend.serving.simulate import RANKING_REQUESTS, SIMULATED_REQUESTS, simulate
 from backend.serving.types import (
     BatchingPolicy,
-    LatencyCurve,
     LoadPoint,
     LoadSpec,
     Scenario,
 )
-from backend.specs import Precision
 
 BISECTION_STEPS = 7  # capacity / 128: finer than the run-to-run noise of a real server
 CONFIRM_TOP = 3
@@ -36,115 +42,6 @@ CONFIRM_TOP = 3
 # real server as in a longer simulation.
 CONFIRM_HEADROOM = 0.9
 CONFIRM_DURATION_S = 5.0
-
-
-@dataclass(frozen=True)
-class MeasuredVariant:
-    """One optimized model variant and its measured latency-vs-batch curve: what the ranking
-    weighs (engine.variants.Variant is the built file; study.ServedVariant a study's file)."""
-
-    precision: str
-    provider: str
-    curve: LatencyCurve
-    model_path: str = ""  # the ONNX file a real server would load (needed to confirm)
-    target: str = ""  # the cluster target its sweep ran on; empty: this machine
-    runtime: str = "onnxruntime"
-    price: Price | None = None  # per hour of its hardware (backend.pricing); None: not priced
-
-    @property
-    def label(self) -> str:
-        try:
-            precision = Precision(self.precision).label
-        except ValueError:
-            precision = self.precision
-        runtime = "" if self.runtime == "onnxruntime" else f"{self.runtime} "
-        where = f" @ {self.target}" if self.target else ""
-        return f"{runtime}{precision} on {self.provider.upper()}{where}"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A configuration to serve: a variant and a batching policy."""
-
-    variant: MeasuredVariant
-    policy: BatchingPolicy
-
-    @property
-    def label(self) -> str:
-        return f"{self.variant.label}, {self.policy.label}"
-
-
-@dataclass(frozen=True)
-class Trial:
-    """What `confirm` is asked to measure: this candidate under this load."""
-
-    candidate: Candidate
-    load: LoadSpec
-
-
-Confirm = Callable[[Trial], LoadPoint]
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """A candidate's best rate under the bound, predicted and (for the best few) measured."""
-
-    candidate: Candidate
-    rate_rps: float  # highest predicted Server rate meeting the bound; 0 when none does
-    predicted: LoadPoint  # at rate_rps (or at the lightest probed rate when none meets)
-    measured: LoadPoint | None = None
-    asked_rps: float = 0.0  # the Server rate the confirmation asked for
-    expected: LoadPoint | None = None  # the prediction at the load really measured
-
-    @property
-    def share(self) -> float:
-        """The share of the asked rate the measurement ran at (1.0: as asked; less: the load
-        generator fell back to a lower rate); 1.0 when nothing was measured."""
-        if self.measured is None or not self.asked_rps:
-            return 1.0
-        return round((self.measured.spec.target_rps or 0.0) / self.asked_rps, 2)
-
-    @property
-    def basis(self) -> str:
-        """How its rate was obtained, in words; two rates are compared only on the same basis."""
-        if self.measured is None:
-            return "predicted"
-        if self.measured.generator_saturated:
-            return "measured with the load generator behind"
-        return f"measured at {self.share:.0%} of the rate asked"
-
-    @property
-    def point(self) -> LoadPoint:
-        """The measurement when there is one, else the prediction."""
-        return self.measured or self.predicted
-
-    def meets(self, slo_p99_ms: float, min_rps: float) -> bool:
-        """Within the bound: a predicted point in steady state, or a server measurement the
-        generator kept up with (perf_analyzer's window verdict is shown, not required: on a
-        shared host it flaps with the neighbours while the p99 is what the bound is about)."""
-        point = self.point
-        steady = not point.generator_saturated if self.measured else point.stable
-        return (
-            self.rate_rps > 0
-            and steady
-            and point.latency.p99 <= slo_p99_ms
-            and point.achieved_rps >= min_rps
-        )
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """The answer, its sentence and the evidence behind it (best first)."""
-
-    slo_p99_ms: float
-    min_rps: float
-    best: Evidence | None
-    closest: Evidence | None  # when nothing meets the bound: the lowest p99 seen
-    default: Evidence | None  # no dynamic batching, one instance, on the best's variant
-    measurements: int
-    configurations: int
-    ranked: list[Evidence] = field(default_factory=list)
-    sentence: str = ""
 
 
 def default_policy(max_batch_size: int = 32) -> BatchingPolicy:
@@ -179,11 +76,9 @@ def best_rate(candidate: Candidate, slo_p99_ms: float, seed: int = 0) -> Evidenc
     return Evidence(candidate, low, best)
 
 
-def comparable(first: Evidence, second: Evidence) -> bool:
-    """Rates obtained the same way: both predicted, or both measured at the same share of their
-    asked rate with the load generator keeping up (then each is its own server's)."""
-    saturated = "load generator behind" in first.basis
-    return first.basis == second.basis and not saturated
+def _predicted_rate(evidence: Evidence) -> float:
+    """The rate its prediction quotes (achieved at the bisected rate): what ranks it."""
+    return evidence.predicted.achieved_rps if evidence.rate_rps > 0 else 0.0
 
 
 def _beats(default: Evidence, best: Evidence, slo_p99_ms: float, min_rps: float) -> bool:
@@ -193,97 +88,6 @@ def _beats(default: Evidence, best: Evidence, slo_p99_ms: float, min_rps: float)
         and comparable(default, best)
         and default.meets(slo_p99_ms, min_rps)
         and default.point.achieved_rps > best.point.achieved_rps
-    )
-
-
-def _lead(rec: Recommendation) -> str:
-    """Model Analyzer's opening: how many measurements on how many configurations."""
-    if not rec.measurements:
-        return f"In {rec.configurations} predicted configurations (none measured on the server yet)"
-    measured = [e for e in [*rec.ranked, rec.default] if e is not None and e.measured]
-    served = len({e.candidate for e in measured})
-    runs = "measurement" if rec.measurements == 1 else "measurements"
-    configurations = "configuration" if served == 1 else "configurations"
-    return (
-        f"In {rec.measurements} {runs} across {served} {configurations} "
-        f"(the best of {rec.configurations} predicted)"
-    )
-
-
-def _sentence(rec: Recommendation, default_label: str) -> str:
-    bound = f"the p99 bound of {rec.slo_p99_ms:g} ms"
-    if rec.min_rps:
-        bound += f" at {rec.min_rps:g} req/s or more"
-    lead = _lead(rec)
-    if rec.best is None:
-        closest = rec.closest
-        if closest is None:
-            return f"{lead}, none meets {bound}."
-        p = closest.point
-        source = "predicted"
-        if closest.measured is not None:
-            source = "measured"
-            if p.generator_saturated:
-                source += "; the load generator could not offer more, so not the server's limit"
-        return (
-            f"{lead}, none meets {bound}; the closest is {closest.candidate.label} "
-            f"with p99 {p.latency.p99:.1f} ms at {p.achieved_rps:.0f} req/s ({source})."
-        )
-    rate = rec.best.point.achieved_rps
-    if rec.best is rec.default:
-        runner_up = next((e for e in rec.ranked if e.measured is not None), None)
-        beaten = (
-            f"; the best predicted policy, {runner_up.candidate.label}, measured "
-            f"{runner_up.point.achieved_rps:.0f} req/s"
-            if runner_up is not None
-            else ""
-        )
-        return (
-            f"{lead}, the default ({default_label}) is the best: it meets {bound} at "
-            f"{rate:.0f} req/s{beaten}{_generator_note(rec)}."
-        )
-    versus = f"the default ({default_label}) does not meet it at any rate"
-    default = rec.default
-    if default is not None and default.rate_rps > 0:
-        base = default.point
-        if default.measured is not None and base.generator_saturated:
-            versus = (
-                f"where the default ({default_label}) could not be measured: the load "
-                f"generator fell behind even at {base.achieved_rps:.0f} req/s"
-            )
-        elif not default.meets(rec.slo_p99_ms, 0.0):
-            versus = (
-                f"where the default ({default_label}) missed it "
-                f"(p99 {base.latency.p99:.1f} ms at {base.achieved_rps:.0f} req/s)"
-            )
-        elif not comparable(rec.best, default):
-            versus = (
-                f"and the default ({default_label}) met it at {base.achieved_rps:.0f} req/s; "
-                f"not compared, the pick {rec.best.basis} and the default {default.basis}"
-            )
-        elif base.achieved_rps:
-            gain = (rate / base.achieved_rps - 1) * 100
-            more = "more" if gain >= 0 else "less"
-            versus = f"{abs(gain):.0f}% {more} than the default ({default_label})"
-    return (
-        f"{lead}, {rec.best.candidate.label} meets {bound} at {rate:.0f} req/s, {versus}"
-        f"{_generator_note(rec)}."
-    )
-
-
-def _generator_note(rec: Recommendation) -> str:
-    """Say so when the load generator could not offer the rate a confirmation asked for."""
-    measured = next((e for e in rec.ranked if e.measured is not None), None)
-    unique = {id(e): e for e in (rec.best, rec.default, measured) if e is not None}
-    short = [
-        e for e in unique.values() if e is not None and e.measured is not None and e.share < 0.99
-    ]
-    if not short:
-        return ""
-    asked = ", ".join(f"{e.asked_rps:.0f}" for e in short)
-    return (
-        f" (the load generator could not offer the predicted {asked} req/s on this host, so a "
-        "lower rate was measured)"
     )
 
 
@@ -320,16 +124,16 @@ def recommend(
     if not variants:
         raise UserError("No measured variant to serve; run a sweep with several batch sizes first.")
     policies = policies or recommendation_grid()
-    candidates = [Candidate(v, p) for v in variants for p in policies]
+    candidates = [Candidate(v, p) for v in variants for p in servable(v, policies)]
     predicted = [best_rate(c, slo_p99_ms, seed) for c in candidates]
-    predicted.sort(key=lambda e: (-e.rate_rps, e.predicted.latency.p99))
+    predicted.sort(key=lambda e: (-_predicted_rate(e), e.predicted.latency.p99))
     top = [e for e in predicted if e.rate_rps >= max(min_rps, 1e-9)][:confirm_top]
     measurements = 0
     if confirm is not None:
         top = [_confirm(e, confirm, seed, confirm_duration_s) for e in top]
         measurements = len(top)
     # confirmed or not, by prediction: measured rates from different generator steps do not rank
-    top.sort(key=lambda e: (not e.meets(slo_p99_ms, min_rps), -e.rate_rps))
+    top.sort(key=lambda e: (not e.meets(slo_p99_ms, min_rps), -_predicted_rate(e)))
     best = top[0] if top and top[0].meets(slo_p99_ms, min_rps) else None
     default = None
     closest = None
@@ -337,8 +141,8 @@ def recommend(
         base = Candidate(
             best.candidate.variant, default_policy(best.candidate.policy.max_batch_size)
         )
-        default = best_rate(base, slo_p99_ms, seed)
-        if confirm is not None and default.rate_rps > 0:
+        default = best if base == best.candidate else best_rate(base, slo_p99_ms, seed)
+        if confirm is not None and default is not best and default.rate_rps > 0:
             default = _confirm(default, confirm, seed, confirm_duration_s)
             measurements += 1
             if _beats(default, best, slo_p99_ms, min_rps):
@@ -348,10 +152,38 @@ def recommend(
         closest = min(pool, key=lambda e: e.point.latency.p99)
     ranked = top + [e for e in predicted if e.candidate not in {t.candidate for t in top}]
     rec = Recommendation(
-        slo_p99_ms, min_rps, best, closest, default, measurements, len(candidates), ranked
+        slo_p99_ms,
+        min_rps,
+        best,
+        closest,
+        default,
+        measurements,
+        len(candidates),
+        ranked,
+        asked=tuple(policies),
     )
     label = "no dynamic batching, one instance"
-    return Recommendation(**{**rec.__dict__, "sentence": _sentence(rec, label)})
+    return Recommendation(**{**rec.__dict__, "sentence": phrase(rec, label)})
+
+
+def servable(variant: MeasuredVariant, policies: list[BatchingPolicy]) -> list[BatchingPolicy]:
+    """The policies as this variant can really be served and predicted, in order, once each: a
+    file with a fixed batch size is served without dynamic batching (repository.plan_model), no
+    max batch passes the largest batch size measured (past it nothing is known), and one
+    instance stands for more where how they share the host was not measured (a sweep times one
+    session at a time, which may already use every core: nothing says a second one adds any)."""
+    largest = variant.curve.largest_batch
+    fitted = []
+    for policy in policies:
+        if policy.instance_count > 1 and not variant.curve.instances_measured:
+            policy = replace(policy, instance_count=1)
+        if not variant.batchable:
+            policy = BatchingPolicy(1, dynamic_batching=False, instance_count=policy.instance_count)
+        elif policy.dynamic_batching and policy.max_batch_size > largest:
+            preferred = tuple(size for size in policy.preferred_batch_sizes if size <= largest)
+            policy = replace(policy, max_batch_size=largest, preferred_batch_sizes=preferred)
+        fitted.append(policy)
+    return list(dict.fromkeys(fitted))
 
 
 def recommendation_grid(instance_counts: tuple[int, ...] = (1, 2)) -> list[BatchingPolicy]:

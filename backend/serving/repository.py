@@ -57,6 +57,9 @@ class TensorSpec:
         return _TRITON_TYPES[self.dtype]
 
 
+FIXED_BATCH_NOTE = "Dynamic batching is impossible"  # how a fixed-batch server's note begins
+
+
 @dataclass(frozen=True)
 class ServedModel:
     """What is served: tensors, the policy actually applied, ORT's threads, and why if changed."""
@@ -125,13 +128,13 @@ def plan_model(
     inputs, outputs = specs_of_model(model), _outputs(model)
     if not inputs:
         raise UserError("The model has no inputs to send requests to; it cannot be served.")
-    fixed = [s for s in inputs if not s["shape"] or isinstance(s["shape"][0], int)]
+    fixed = _unbatched(inputs)
     note, first = "", None
     if fixed:  # a scalar input or a numeric first axis: requests cannot be stacked
         first = fixed[0]["shape"][0] if fixed[0]["shape"] else None
         axis = f"its batch dimension fixed at {first}" if first is not None else "no batch axis"
         note = (
-            f"Dynamic batching is impossible: input {fixed[0]['name']!r} has {axis}, so Triton "
+            f"{FIXED_BATCH_NOTE}: input {fixed[0]['name']!r} has {axis}, so Triton "
             "cannot stack requests; it is served as a fixed-batch server (max_batch_size 0, one "
             "request per execution)."
         )
@@ -161,6 +164,18 @@ def plan_model(
         fixed_batch_note=note,
         provider=ServingProvider(provider),
     )
+
+
+def _unbatched(inputs: list[dict]) -> list[dict]:
+    """The inputs whose first axis is a number (or that have none): requests cannot stack."""
+    return [s for s in inputs if not s["shape"] or isinstance(s["shape"][0], int)]
+
+
+def can_batch(model_path: Path) -> bool:
+    """Whether Triton can stack requests for this file (every input's batch axis is symbolic);
+    False: plan_model serves it as a fixed-batch server, whatever policy is asked."""
+    inputs = specs_of_model(onnx.load(str(model_path), load_external_data=False))
+    return bool(inputs) and not _unbatched(inputs)
 
 
 def _input_dims(spec: dict, dims: dict[str, int], variable: bool) -> dict[str, int]:

@@ -15,6 +15,7 @@ from typing import Any
 from backend import pricing
 from backend.auth import caps
 from backend.auth.audit import current_actor
+from backend.commas import comma_numbers
 from backend.errors import UserError
 from backend.knobs import knob
 from backend.records import JobKind
@@ -241,3 +242,34 @@ def runtime_line(job: JobRow) -> str:
     """`optiboard show`'s line for a study: the environment it asked for, what its points ran."""
     ran = ", ".join(runtime_labels(study_points(job.id).points)) or "no load point stored yet"
     return f"runtime environment {ServingStudy.from_dict(job.spec).runtime_env}: {ran}"
+
+
+def study_from_form(
+    variants: list[ServedVariant],
+    scenario: Scenario,
+    levels: str,
+    duration_s: float,
+    max_batch_size: int,
+    delays_us: str,
+    instances: str,
+    slo_p99_ms: float,
+) -> ServingStudy:
+    """The study the Serve page's form describes: one policy per delay x instance count, one
+    load per level (requests in flight, or req/s for the Server scenario)."""
+
+    if scenario is Scenario.SERVER:
+        rates = comma_numbers(levels, float, "Rates") or [100.0]
+        loads = [LoadSpec(scenario, duration_s=duration_s, target_rps=r) for r in rates]
+    elif scenario is Scenario.CONCURRENCY:
+        counts = comma_numbers(levels, int, "Concurrency") or [1]
+        loads = [LoadSpec(scenario, duration_s=duration_s, concurrency=c) for c in counts]
+    else:
+        loads = [LoadSpec(scenario, duration_s=duration_s)]
+    policies = [
+        BatchingPolicy(
+            max_batch_size=max_batch_size, max_queue_delay_us=delay, instance_count=count
+        )
+        for delay in comma_numbers(delays_us, int, "Queue delays") or [0]
+        for count in comma_numbers(instances, int, "Instances") or [1]
+    ]
+    return ServingStudy(tuple(variants), tuple(policies), tuple(loads), slo_p99_ms)

@@ -14,6 +14,11 @@ from typing import Any
 from backend.errors import UserError
 from backend.results import EnergyReport, LatencyStats
 
+# a CPU point's energy note (loadgen): about its J/request column, not about what the server did
+CPU_ENERGY_NOTE = (
+    "J/request counts every CPU package of this host, the load generator's own work included"
+)
+
 
 class Scenario(StrEnum):
     """MLPerf LoadGen's scenario names, plus perf_analyzer's closed-loop concurrency sweep."""
@@ -114,8 +119,11 @@ class LatencyCurve:
     overhead_ms: float = 0.0  # per request outside compute (network, (de)serialisation)
     compute_jitter: float = 0.0  # coefficient of variation of compute time, from the samples
     # Compute-time multiplier when k executions run at once (index k-1; 1.0 for k=1). Instances on
-    # one CPU share its cores; empty means independent hardware (no slowdown). Past the last
-    # measured k the last step's growth continues linearly.
+    # one CPU share its cores. Empty means not measured: k executions at once are taken to share
+    # one set of cores (each k times slower, so more instances add no throughput), since a
+    # session that already uses every core cannot be assumed to scale; independent hardware says
+    # so with measured factors (1.0, 1.0). Past the last measured k the last step's growth
+    # continues linearly.
     instance_slowdown: tuple[float, ...] = ()
     # Per request, the load generator's own serial work (its one event loop builds the request
     # and reads the answer), paid after the batch is done: caps throughput at 1000 / this.
@@ -165,21 +173,40 @@ class LatencyCurve:
             f"compute {compute} · way in and out {self.overhead_ms:.2f} ms (spread "
             f"{self.overhead_jitter:.2f}; +{self.response_cost_ms:.2f} ms per request on the "
             f"instance) · generator CPU {self.request_cost_ms:.2f} ms per request · host "
-            f"slowdown {self.host_slowdown:.2f}x · two instances {self.slowdown_at(2):.2f}x · "
+            f"slowdown {self.host_slowdown:.2f}x · {self._instances_words} · "
             f"host {self.host_cpu_ms:.2f} ms CPU per request on {self.host_cores:.2f} cores · "
             f"held batches leave {self.delay_overshoot_ms:.2f} ms late, back "
             f"{self.held_wake_ms:.2f} ms later"
         )
+
+    @property
+    def _instances_words(self) -> str:
+        if not self.instances_measured:
+            return "two instances not measured (taken to add no throughput)"
+        return f"two instances {self.slowdown_at(2):.2f}x"
+
+    @property
+    def instances_measured(self) -> bool:
+        """Whether how executions at once slow each other was measured (else: no gain assumed)."""
+        return bool(self.instance_slowdown)
+
+    @property
+    def largest_batch(self) -> int:
+        """The largest batch size measured: beyond it compute_ms_at extrapolates."""
+        return self.batch_sizes[-1]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LatencyCurve:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
     def slowdown_at(self, running: int) -> float:
-        """Compute-time multiplier with `running` executions at once (this one included)."""
+        """Compute-time multiplier with `running` executions at once (this one included); not
+        measured, `running` itself: they share the cores and together go no faster than one."""
         factors = self.instance_slowdown
-        if running <= 1 or not factors:
+        if running <= 1:
             return 1.0
+        if not factors:
+            return float(running)
         if running <= len(factors):
             return factors[running - 1]
         step = factors[-1] - (factors[-2] if len(factors) > 1 else 1.0)

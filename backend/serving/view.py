@@ -6,28 +6,29 @@ Triton server (serving.costmodel, stored by the worker once per variant): every 
 none fitted to a measured point, so each prediction is judged against a point it never saw. The
 measured costs are captioned beside the chart as the evidence.
 
-The latency-vs-batch curve of each variant comes from a finished Optimize sweep (median per-call
-latency at each batch size, in-process ONNX Runtime); the per-request overhead of a server is a
-user setting until a curve measured through the Triton server (serving.curve) is stored, and so
-is the server's own cost per execution (scheduling, backend call), which an in-process sweep never
-pays: without it a tiny model would be predicted to serve millions of requests per second.
+The latency-vs-batch curve of each variant comes from a finished Optimize sweep (sweepcurves.py:
+median per-call latency at each batch size, in-process ONNX Runtime); the per-request overhead
+of a server is a user setting until a curve measured through the Triton server (serving.curve)
+is stored, and so is the server's own cost per execution (scheduling, backend call), which an
+in-process sweep never pays: without it a tiny model would be predicted to serve millions of
+requests per second.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
-from backend.commas import comma_numbers
 from backend.errors import UserError
-from backend.pricing import Price, Prices, or_default, price_for
+from backend.pricing import Prices, or_default, price_for
 from backend.records import is_serving
 from backend.reporting import frames
 from backend.reporting.cost import reprice
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
+from backend.serving.export import perf_analyzer_command
 from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, recommend
+from backend.serving.repository import FIXED_BATCH_NOTE
 from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
     ServedVariant,
@@ -37,7 +38,16 @@ from backend.serving.study import (
     load_label,
     study_points,
 )
-from backend.serving.types import BatchingPolicy, LatencyCurve, LoadPoint, LoadSpec, Scenario
+from backend.serving.sweepcurves import variants_from_results
+from backend.serving.types import (
+    CPU_ENERGY_NOTE,
+    BatchingPolicy,
+    LatencyCurve,
+    LoadPoint,
+    LoadSpec,
+    Scenario,
+)
+from backend.specs import MEASURE_PRESETS, MeasureSettings
 from storage.repo import jobs as job_store
 
 CURVE_RATES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.97)  # fractions of a candidate's capacity
@@ -53,41 +63,6 @@ class ServeView:
     curves: dict[str, list[LoadPoint]]  # configuration label -> points, rate ascending
     chosen: dict[str, LoadPoint]  # configuration label -> the point the sentence quotes
     cost: CostAnswer | None = None  # the cheapest configuration meeting the bound
-
-
-def variants_from_results(
-    frame: pd.DataFrame, overhead_ms: float, execution_ms: float = 0.0
-) -> list[MeasuredVariant]:
-    """One MeasuredVariant per sweep series with a measured latency at one batch size or more."""
-    ok = frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
-    variants = []
-    for _, rows in ok.groupby("series", sort=True):
-        by_batch = rows.groupby("batch_size").agg(
-            p50=("p50_ms", "median"), std=("std_ms", "median")
-        )
-        by_batch = by_batch.sort_index()
-        spread = (by_batch["std"] / by_batch["p50"]).replace([np.inf], np.nan).dropna()
-        curve = LatencyCurve(
-            batch_sizes=tuple(int(b) for b in by_batch.index),
-            compute_ms=tuple(float(v) + execution_ms for v in by_batch["p50"]),
-            overhead_ms=overhead_ms,
-            compute_jitter=float(spread.median()) if not spread.empty else 0.0,
-        )
-        first = rows.iloc[0]
-        price = None
-        if pd.notna(first.get("price_per_hour")) and first.get("priced_as"):
-            price = Price(str(first["priced_as"]), float(first["price_per_hour"]))
-        variants.append(
-            MeasuredVariant(
-                str(first["precision"]),
-                str(first["provider"]),
-                curve,
-                target=str(first.get("target") or ""),
-                runtime=str(first.get("backend") or "onnxruntime"),
-                price=price,
-            )
-        )
-    return variants
 
 
 def _curve_points(evidence: Evidence, seed: int) -> list[LoadPoint]:
@@ -146,7 +121,7 @@ def evidence_table(view: ServeView) -> pd.DataFrame:
         rows.append(
             {
                 "configuration": evidence.candidate.label,
-                "rate under the bound (req/s)": round(evidence.rate_rps),
+                "rate under the bound (req/s)": round(evidence.rate),
                 "p50 (ms)": round(point.latency.p50, 2),
                 "p99 (ms)": round(point.latency.p99, 2),
                 "queue (ms)": round(point.queue_ms, 2),
@@ -170,6 +145,15 @@ class MeasuredConfiguration:
     label: str
     measured: list[LoadPoint]
     predicted: list[LoadPoint]
+
+    @property
+    def notes(self) -> list[str]:
+        """What the server did differently from the ask (why dynamic batching was impossible),
+        said by every one of its points; a note of one point (a busy host) stays with it."""
+        if not self.measured:
+            return []
+        shared = set.intersection(*(set(p.notes) for p in self.measured)) - {CPU_ENERGY_NOTE}
+        return [n for n in self.measured[0].notes if n in shared]
 
     @property
     def best(self) -> LoadPoint | None:
@@ -204,6 +188,20 @@ class StudyView:
     costs: list[VariantCosts] = field(default_factory=list)
     prediction_note: str = ""  # why nothing is predicted, when nothing is
     cost: CostAnswer | None = None  # the cheapest measured configuration meeting the bound
+    measure: str = "quick"  # the MEASURE_PRESETS name its points were judged stable by
+
+    @property
+    def notes(self) -> list[str]:
+        """Each configuration's notes, named by it: shown beside its points."""
+        return [f"{c.label}: {note}" for c in self.configurations for note in c.notes]
+
+    def reproduce(self, point: LoadPoint) -> str:
+        """The perf_analyzer line for one of its points, under the stability rule that judged it."""
+        return perf_analyzer_command(f"model_{self.job_id}", point.spec, measure=self.settings)
+
+    @property
+    def settings(self) -> MeasureSettings:
+        return MEASURE_PRESETS[self.measure]
 
     @property
     def prediction_captions(self) -> list[str]:
@@ -259,10 +257,29 @@ def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> 
             f"{point.achieved_rps:.0f} req/s (p99 {point.latency.p99:.2f} ms).",
             True,
         )
-    closest = min((p for c in configurations for p in c.measured), key=lambda p: p.latency.p99)
+    miss = f"{head}, none meets the p99 bound of {slo:g} ms"
+    # a point the load generator could not keep up with timed the client, not the server: its
+    # latency is never quoted as the server's (docs/serving.md)
+    served = [(c, p) for c in configurations for p in c.measured if not p.generator_saturated]
+    if not served:
+        return (
+            f"{miss}, and none says how the server does: at every point the load generator "
+            "could not offer the rate on this host (client saturated), so those latencies are "
+            "the client's, not a server measurement; measure lower rates or fewer in flight.",
+            False,
+        )
+    config, closest = min(served, key=lambda cp: cp[1].latency.p99)
+    unstable = "" if closest.stable else ", its windows unstable"
+    saturated = count - len(served)
+    left_out = (
+        f" ({saturated} point{'s' if saturated > 1 else ''} with the client saturated left out: "
+        "not server measurements)"
+        if saturated
+        else ""
+    )
     return (
-        f"{head}, none meets the p99 bound of {slo:g} ms; the lowest p99 measured is "
-        f"{closest.latency.p99:.2f} ms at {closest.achieved_rps:.0f} req/s.",
+        f"{miss}; the lowest p99 measured is {closest.latency.p99:.2f} ms at "
+        f"{closest.achieved_rps:.0f} req/s ({config.label}{unstable}){left_out}.",
         False,
     )
 
@@ -298,13 +315,14 @@ def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()
     table = prices or or_default(study.prices)
     slo = slo_p99_ms or study.slo_p99_ms
     stored = study_points(job_id)
-    variant_of = {configuration_label(v, p): v for v in study.variants for p in study.policies}
+    asked = {configuration_label(v, p): (v, p) for v in study.variants for p in study.policies}
     configurations = []
     for label, points in stored.by_configuration.items():
-        variant = variant_of.get(label)
+        variant, policy = asked.get(label, (None, None))
         curve = stored.costs.get(cost_key(variant)) if variant else None
         predicted = predicted_points(curve, points) if curve is not None else []
-        configurations.append(MeasuredConfiguration(label, points, predicted))
+        shown = ran_label(variant, policy, points) if variant and policy else label
+        configurations.append(MeasuredConfiguration(shown, points, predicted))
     costs = [
         VariantCosts(v.name, stored.costs[cost_key(v)])
         for v in study.variants
@@ -315,8 +333,30 @@ def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()
     price = price_for(table, study.provider.value)
     cost = study_cost({c.label: c.measured for c in configurations}, slo, price)
     return StudyView(
-        job_id, slo, study.point_count, configurations, sentence, meets, costs, note, cost
+        job_id,
+        slo,
+        study.point_count,
+        configurations,
+        sentence,
+        meets,
+        costs,
+        note,
+        cost,
+        study.measure,
     )
+
+
+def ran_label(variant: ServedVariant, asked: BatchingPolicy, points: list[LoadPoint]) -> str:
+    """The configuration as it really ran: a file whose batch size is fixed was served without
+    dynamic batching whatever was asked (repository.plan_model), and its points say so."""
+    served = points[0].policy if points else asked
+    if served == asked:
+        return configuration_label(variant, asked)
+    fixed = any(n.startswith(FIXED_BATCH_NOTE) for p in points for n in p.notes)
+    ran = (
+        f"fixed batch {served.max_batch_size}, x{served.instance_count}" if fixed else served.label
+    )
+    return f"{variant.name} · {ran} (asked: {asked.label})"
 
 
 def measured_table(view: StudyView) -> pd.DataFrame:
@@ -354,34 +394,3 @@ def energy_sources(view: StudyView) -> list[str]:
     """What measured the points' energy, or why it could not be, once each."""
     points = [p for config in view.configurations for p in config.measured]
     return sorted({p.energy.source for p in points if p.energy is not None})
-
-
-def study_from_form(
-    variants: list[ServedVariant],
-    scenario: Scenario,
-    levels: str,
-    duration_s: float,
-    max_batch_size: int,
-    delays_us: str,
-    instances: str,
-    slo_p99_ms: float,
-) -> ServingStudy:
-    """The study the Serve page's form describes: one policy per delay x instance count, one
-    load per level (requests in flight, or req/s for the Server scenario)."""
-
-    if scenario is Scenario.SERVER:
-        rates = comma_numbers(levels, float, "Rates") or [100.0]
-        loads = [LoadSpec(scenario, duration_s=duration_s, target_rps=r) for r in rates]
-    elif scenario is Scenario.CONCURRENCY:
-        counts = comma_numbers(levels, int, "Concurrency") or [1]
-        loads = [LoadSpec(scenario, duration_s=duration_s, concurrency=c) for c in counts]
-    else:
-        loads = [LoadSpec(scenario, duration_s=duration_s)]
-    policies = [
-        BatchingPolicy(
-            max_batch_size=max_batch_size, max_queue_delay_us=delay, instance_count=count
-        )
-        for delay in comma_numbers(delays_us, int, "Queue delays") or [0]
-        for count in comma_numbers(instances, int, "Instances") or [1]
-    ]
-    return ServingStudy(tuple(variants), tuple(policies), tuple(loads), slo_p99_ms)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from backend.specs import Precision
@@ -23,7 +24,9 @@ def test_serve_recommends_from_a_measured_sweep_and_keeps_its_settings_in_the_ur
     assert not at.exception
     assert at.number_input(key="url_slo").value == 50.0
     sentence = at.success[0].value
-    assert sentence.startswith("In 20 predicted configurations")  # one variant x 20 policies
+    # one variant: its upload batches, so max 8 (the largest batch measured) with each delay,
+    # and no batching, one instance each (how two share the host was not measured)
+    assert sentence.startswith("In 4 predicted configurations")
     assert "meets the p99 bound of 50 ms" in sentence and "more than the default" in sentence
     assert len(at.get("plotly_chart")) == 3
     table = at.dataframe[0].value
@@ -49,3 +52,41 @@ def test_a_pasted_config_with_slash_comments_gets_one_sentence(
     at.text_area(key="pasted_config").input("max_batch_size: 8\ndynamic_batching { }\n")
     at.button(key="check_config").click().run()
     assert "Parses as Triton's ModelConfig: max_batch_size 8" in texts(at)
+
+
+def test_a_fixed_shape_sweep_is_predicted_conservatively_with_one_rate_per_configuration(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The walkthrough's sweep (FP32 and INT8 static, fixed shapes, batches 1 and 8): no max
+    batch beyond 8, no dynamic batching for a file that cannot batch, a second instance not
+    predicted to scale, what the prediction rests on said, and one rate per configuration in
+    the sentence, the evidence table and the cost."""
+    model = add_model(mlp_path, "mlp")
+    job, _ = finished_sweep(model.id, batch_sizes=(1, 8))
+    at = open_page("serve", job=job.id, slo=10)
+    assert not at.exception
+    sentence = (at.success or at.warning)[0].value
+    rests_on = (
+        "Predicted, not measured: it rests on the sweep's in-process latency at batch sizes 1, 8"
+    )
+    assert rests_on in sentence, sentence
+    assert "no per-request CPU work of the server or the load generator is counted" in sentence
+    assert "Only one instance is predicted: how more would share this host was not measured" in (
+        sentence
+    )
+    assert "INT8 static (QDQ) on CPU has files with a fixed batch size" in sentence
+    table = at.dataframe[0].value
+    labels = list(table["configuration"])
+    assert not [label for label in labels if label.endswith("x2")], labels  # no unmeasured gain
+    assert not [label for label in labels if re.search(r"max (16|32)", label)], labels
+    int8 = [label for label in labels if label.startswith("INT8 static")]
+    assert int8 and all("no batching" in label for label in int8), int8  # its file cannot batch
+    best = re.search(r"\), (.+?) meets the p99 bound of 10 ms at (\d+) req/s", sentence)
+    assert best is not None, sentence
+    if ", max " in best.group(1):
+        assert "The max batch stops at 8, the largest batch size measured" in sentence
+    # one rate for the configuration: the sentence, its evidence row and its cost
+    row = table[table["configuration"] == best.group(1)].iloc[0]
+    assert row["rate under the bound (req/s)"] == int(best.group(2))
+    cost = at.info[0].value.replace("\\", "").replace(",", "")
+    assert f"ms at {best.group(2)} req/s predicted" in cost, cost

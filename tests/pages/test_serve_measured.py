@@ -8,12 +8,22 @@ from pathlib import Path
 
 from backend.queue import jobs
 from backend.records import is_serving
-from backend.serving.study import ServingStudy
-from backend.serving.types import LatencyCurve
+from backend.serving.study import ServedVariant, ServingStudy, model_variants, submit_study
+from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
 from backend.serving.view import study_view
+from backend.specs import Precision
+from pages.components.formatting import plain
 from storage.repo import serving as serving_store
 from storage.states import JobState
-from tests.pages.seed import add_model, finished_study, open_page, queued_study, run_queued, texts
+from tests.pages.seed import (
+    add_model,
+    finished_study,
+    finished_sweep,
+    open_page,
+    queued_study,
+    run_queued,
+    texts,
+)
 
 
 def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reopens_it(
@@ -118,6 +128,70 @@ def test_viewers_cannot_queue_a_study_and_editors_can(data_dir: Path, mlp_path: 
     errors = [e.value.replace("\\", "") for e in at.error]  # shown as escaped plain text
     assert "Concurrency takes numbers separated by commas, not 'two'." in errors
     assert len(jobs.list_jobs()) == 1  # nothing queued for bad input
+
+
+def test_a_fixed_batch_file_is_labelled_as_it_ran_and_its_note_is_shown_beside_its_points(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """A fixed-shape sweep's INT8 file (batch size baked in at 1) served under 'max 8': Triton
+    runs it as a fixed-batch server; the page says so and names what really ran."""
+    model = add_model(mlp_path, "mlp")
+    finished_sweep(model.id, precisions=(Precision.INT8_STATIC,), batch_sizes=(1,))
+    (fixed,) = [v for v in model_variants(model.id) if "int8_static_b1" in v.name]
+    asked = BatchingPolicy(max_batch_size=8)
+    study = ServingStudy(
+        variants=(fixed,),
+        policies=(asked,),
+        loads=(LoadSpec(Scenario.CONCURRENCY, duration_s=0.6, concurrency=4),),
+        slo_p99_ms=50.0,
+        curve_sizes=(),
+    )
+    job = submit_study(model.id, study, label="fixed file")
+    run_queued()
+    at = open_page("serve", study=job.id)
+    assert not at.exception
+    label = f"{fixed.name} · fixed batch 1, x1 (asked: {asked.label})"
+    assert at.selectbox(key="url_config").value == label
+    sentence = (at.success or at.warning)[0].value
+    assert label in sentence and "max 8, delay 0 us, x1 meets" not in sentence, sentence
+    notes = [w.value for w in at.warning if "Dynamic batching is impossible" in w.value]
+    assert len(notes) == 1 and notes[0].startswith(plain(label)), notes  # beside the points
+    assert "batch dimension fixed at 1" in notes[0].replace("\\", "")
+    table = at.dataframe[0].value
+    assert list(table["configuration"]) == [label] and list(table["mean batch"]) == [1.0]
+
+
+def test_points_the_load_generator_could_not_offer_are_never_quoted_as_server_latency(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """Server rates far beyond what one client process sends on this host: every point is
+    stored saturated, and the sentence says why none is a server measurement."""
+    model = add_model(mlp_path, "mlp")
+    study = ServingStudy(
+        variants=(ServedVariant(),),
+        policies=(BatchingPolicy(max_batch_size=8),),
+        loads=tuple(
+            # 400 to 600 requests due within 4 ms: no client sends that fast (each costs it
+            # ~0.2 ms), and few enough to end quickly on a busy host
+            LoadSpec(Scenario.SERVER, duration_s=0.004, target_rps=rate)
+            for rate in (100e3, 150e3)
+        ),
+        slo_p99_ms=10.0,
+        curve_sizes=(),
+    )
+    job = submit_study(model.id, study, label="beyond the client")
+    run_queued()
+    assert jobs.get_job(job.id).state == JobState.SUCCEEDED, jobs.get_job(job.id).error
+    view = study_view(job.id)
+    points = [p for c in view.configurations for p in c.measured]
+    assert len(points) == 2 and all(p.generator_saturated for p in points), points
+    at = open_page("serve", study=job.id)
+    assert not at.exception
+    sentence = at.warning[0].value
+    assert "none meets the p99 bound of 10 ms" in sentence
+    assert "the lowest p99 measured" not in sentence, sentence
+    assert "the load generator could not offer the rate on this host" in sentence
+    assert "not a server measurement" in sentence
 
 
 def _figure(chart) -> dict:

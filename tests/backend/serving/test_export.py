@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -19,10 +20,12 @@ from backend.serving.export import (
     parse_config,
     perf_analyzer_command,
 )
+from backend.serving.loadgen import run_load
 from backend.serving.repository import config_text as repository_config
 from backend.serving.repository import plan_model
 from backend.serving.server import TritonEnvironment, TritonServer
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
+from backend.specs import MEASURE_PRESETS
 from tests.models import make_cnn, make_mlp, save
 
 POLICY = BatchingPolicy(
@@ -100,6 +103,23 @@ def test_perf_analyzer_reproduces_a_concurrency_sweep_point() -> None:
     command = perf_analyzer_command("cnn", LoadSpec(Scenario.CONCURRENCY, concurrency=8))
     assert command.startswith("perf_analyzer -m cnn ")
     assert "--concurrency-range=8:8:1" in command and "--percentile=99" in command
+
+
+def test_the_perf_analyzer_line_judges_stability_by_the_rule_its_point_was_judged_by(
+    server: TritonServer,
+) -> None:
+    """A point measured on the real server says 'within N%' (or 'more than N%'): the line
+    that reproduces it asks perf_analyzer for the same N, whichever preset measured it."""
+    for preset in ("quick", "thorough"):
+        measure = MEASURE_PRESETS[preset]
+        spec = LoadSpec(Scenario.CONCURRENCY, duration_s=0.6, concurrency=2)
+        point = run_load(server.endpoint, spec, replace(measure, warmup_runs=2))
+        rule = re.search(r"(?:within|more than) (\d+)%", point.stability_note)
+        assert rule is not None, point.stability_note
+        command = perf_analyzer_command("mlp", point.spec, measure=measure)
+        assert f"--stability-percentage={rule.group(1)} " in command + " ", (command, point)
+    default = perf_analyzer_command("mlp", spec)  # the load generator's own default: quick
+    assert "--stability-percentage=25" in default
 
 
 def test_a_model_name_triton_cannot_use_is_refused() -> None:

@@ -65,10 +65,27 @@ def test_the_largest_preferred_size_available_is_taken_and_max_batch_size_never_
 
 
 def test_without_dynamic_batching_two_instances_run_single_requests_side_by_side() -> None:
+    apart = replace(FLAT, instance_slowdown=(1.0, 1.0))  # measured: they do not slow each other
     policy = BatchingPolicy(max_batch_size=8, dynamic_batching=False, instance_count=2)
-    log = replay(FLAT, policy, [0.0] * 4)
+    log = replay(apart, policy, [0.0] * 4)
     assert log.batch_sizes == (1, 1, 1, 1)
     assert log.batch_start_ms == (0.0, 0.0, 1.0, 1.0)
+
+
+def test_instances_whose_sharing_was_not_measured_are_predicted_to_add_no_throughput() -> None:
+    # a sweep times one session at a time, which already uses every core: nothing says a second
+    # instance runs beside it, so the prediction must not double the rate
+    assert FLAT.slowdown_at(1) == 1.0 and FLAT.slowdown_at(2) == 2.0 and FLAT.slowdown_at(3) == 3.0
+    assert "two instances not measured (taken to add no throughput)" in FLAT.summary
+    load = LoadSpec(Scenario.CONCURRENCY, concurrency=8)
+    one, two = (
+        simulate(FLAT, load, BatchingPolicy(8, dynamic_batching=False, instance_count=n))
+        for n in (1, 2)
+    )
+    assert two.achieved_rps <= one.achieved_rps * 1.05
+    apart = replace(FLAT, instance_slowdown=(1.0, 1.0))
+    measured = simulate(apart, load, BatchingPolicy(8, dynamic_batching=False, instance_count=2))
+    assert measured.achieved_rps > 1.8 * one.achieved_rps  # where measured, it scales
 
 
 def test_instances_sharing_cores_slow_each_other_by_the_curve_factor() -> None:

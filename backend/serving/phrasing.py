@@ -1,0 +1,159 @@
+"""The recommendation's sentence, phrased like Model Analyzer's summary, and what a predicted
+answer rests on (recommend.py decides; this says it).
+
+Like with like: two measured rates are compared only when both ran at the same share of their
+asked rate (a rate the generator fell back to says nothing of the server's limit); otherwise
+the sentence says they are not compared.
+"""
+
+from __future__ import annotations
+
+from backend.serving.evidence import Evidence, Recommendation
+
+
+def comparable(first: Evidence, second: Evidence) -> bool:
+    """Rates obtained the same way: both predicted, or both measured at the same share of their
+    asked rate with the load generator keeping up (then each is its own server's)."""
+    saturated = "load generator behind" in first.basis
+    return first.basis == second.basis and not saturated
+
+
+def _lead(rec: Recommendation) -> str:
+    """Model Analyzer's opening: how many measurements on how many configurations."""
+    if not rec.measurements:
+        return f"In {rec.configurations} predicted configurations (none measured on the server yet)"
+    measured = [e for e in [*rec.ranked, rec.default] if e is not None and e.measured]
+    served = len({e.candidate for e in measured})
+    runs = "measurement" if rec.measurements == 1 else "measurements"
+    configurations = "configuration" if served == 1 else "configurations"
+    return (
+        f"In {rec.measurements} {runs} across {served} {configurations} "
+        f"(the best of {rec.configurations} predicted)"
+    )
+
+
+def phrase(rec: Recommendation, default_label: str) -> str:
+    """The answer, then what a predicted one rests on and where it is conservative."""
+    caveats = " ".join(_caveats(rec))
+    return _answer(rec, default_label) + (f" {caveats}" if caveats else "")
+
+
+def _caveats(rec: Recommendation) -> list[str]:
+    """What a predicted answer rests on, and where it is conservative for want of a measurement:
+    instances not measured are taken to add nothing, a max batch never passes the largest batch
+    measured, and a file with a fixed batch size is never predicted to batch."""
+    quoted = rec.best or rec.closest
+    if quoted is None or quoted.measured is not None:
+        return []
+    variant, policy = quoted.candidate.variant, quoted.candidate.policy
+    said = []
+    if variant.rests_on:
+        said.append(
+            f"Predicted, not measured: it rests on {variant.rests_on}; no per-request CPU work "
+            "of the server or the load generator is counted, which on a shared host can cap "
+            "the rate far below this."
+        )
+    if max(p.instance_count for p in rec.asked) > 1 and not variant.curve.instances_measured:
+        said.append(
+            "Only one instance is predicted: how more would share this host was not measured, "
+            "so none is assumed to add throughput (a serving study with two instances "
+            "measures it)."
+        )
+    largest = variant.curve.largest_batch
+    if (
+        variant.batchable
+        and policy.dynamic_batching
+        and max(p.max_batch_size for p in rec.asked) > largest
+    ):
+        said.append(
+            f"The max batch stops at {largest}, the largest batch size measured: beyond it the "
+            "compute time is unknown (measure larger batches to predict larger ones)."
+        )
+    fixed = [
+        v.label for v in dict.fromkeys(e.candidate.variant for e in rec.ranked) if not v.batchable
+    ]
+    if fixed and any(p.dynamic_batching for p in rec.asked):
+        said.append(
+            f"{', '.join(fixed)} {'has' if len(fixed) == 1 else 'have'} files with a fixed batch "
+            "size, which Triton cannot batch, so only no dynamic batching is predicted there "
+            "(a sweep with dynamic shapes gives files that batch)."
+        )
+    return said
+
+
+def _answer(rec: Recommendation, default_label: str) -> str:
+    bound = f"the p99 bound of {rec.slo_p99_ms:g} ms"
+    if rec.min_rps:
+        bound += f" at {rec.min_rps:g} req/s or more"
+    lead = _lead(rec)
+    if rec.best is None:
+        closest = rec.closest
+        if closest is None:
+            return f"{lead}, none meets {bound}."
+        p = closest.point
+        source = "predicted"
+        if closest.measured is not None:
+            source = "measured"
+            if p.generator_saturated:
+                source += "; the load generator could not offer more, so not the server's limit"
+        return (
+            f"{lead}, none meets {bound}; the closest is {closest.candidate.label} "
+            f"with p99 {p.latency.p99:.1f} ms at {p.achieved_rps:.0f} req/s ({source})."
+        )
+    rate = rec.best.rate
+    if rec.best is rec.default:
+        runner_up = next((e for e in rec.ranked if e.measured is not None), None)
+        beaten = (
+            f"; the best predicted policy, {runner_up.candidate.label}, measured "
+            f"{runner_up.rate:.0f} req/s"
+            if runner_up is not None
+            else ""
+        )
+        return (
+            f"{lead}, the default ({default_label}) is the best: "
+            f"{rec.best.candidate.variant.label} meets {bound} at "
+            f"{rate:.0f} req/s{beaten}{_generator_note(rec)}."
+        )
+    versus = f"the default ({default_label}) does not meet it at any rate"
+    default = rec.default
+    if default is not None and default.rate_rps > 0:
+        base = default.point
+        if default.measured is not None and base.generator_saturated:
+            versus = (
+                f"where the default ({default_label}) could not be measured: the load "
+                f"generator fell behind even at {base.achieved_rps:.0f} req/s"
+            )
+        elif not default.meets(rec.slo_p99_ms, 0.0):
+            versus = (
+                f"where the default ({default_label}) missed it "
+                f"(p99 {base.latency.p99:.1f} ms at {base.achieved_rps:.0f} req/s)"
+            )
+        elif not comparable(rec.best, default):
+            versus = (
+                f"and the default ({default_label}) met it at {default.rate:.0f} req/s; "
+                f"not compared, the pick {rec.best.basis} and the default {default.basis}"
+            )
+        elif default.rate:
+            gain = (rate / default.rate - 1) * 100
+            more = "more" if gain >= 0 else "less"
+            versus = f"{abs(gain):.0f}% {more} than the default ({default_label})"
+    return (
+        f"{lead}, {rec.best.candidate.label} meets {bound} at {rate:.0f} req/s, {versus}"
+        f"{_generator_note(rec)}."
+    )
+
+
+def _generator_note(rec: Recommendation) -> str:
+    """Say so when the load generator could not offer the rate a confirmation asked for."""
+    measured = next((e for e in rec.ranked if e.measured is not None), None)
+    unique = {id(e): e for e in (rec.best, rec.default, measured) if e is not None}
+    short = [
+        e for e in unique.values() if e is not None and e.measured is not None and e.share < 0.99
+    ]
+    if not short:
+        return ""
+    asked = ", ".join(f"{e.asked_rps:.0f}" for e in short)
+    return (
+        f" (the load generator could not offer the predicted {asked} req/s on this host, so a "
+        "lower rate was measured)"
+    )

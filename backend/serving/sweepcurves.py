@@ -1,0 +1,88 @@
+"""A sweep's series as the serving prediction's variants: each one's latency-vs-batch curve
+(median per-call latency at each batch size, in-process ONNX Runtime), whether Triton can batch
+its file, and what the prediction then rests on, in words.
+
+The per-request overhead of a server and its cost per execution (scheduling, backend call) are
+user settings here, which an in-process sweep never pays: the sentence says they were assumed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from google.protobuf.message import DecodeError
+
+from backend.errors import UserError
+from backend.models import library
+from backend.pricing import Price
+from backend.serving.recommend import MeasuredVariant
+from backend.serving.repository import can_batch
+from backend.serving.types import LatencyCurve
+
+
+def variants_from_results(
+    frame: pd.DataFrame, overhead_ms: float, execution_ms: float = 0.0
+) -> list[MeasuredVariant]:
+    """One MeasuredVariant per sweep series with a measured latency at one batch size or more."""
+    ok = frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
+    variants = []
+    for _, rows in ok.groupby("series", sort=True):
+        by_batch = rows.groupby("batch_size").agg(
+            p50=("p50_ms", "median"), std=("std_ms", "median")
+        )
+        by_batch = by_batch.sort_index()
+        spread = (by_batch["std"] / by_batch["p50"]).replace([np.inf], np.nan).dropna()
+        curve = LatencyCurve(
+            batch_sizes=tuple(int(b) for b in by_batch.index),
+            compute_ms=tuple(float(v) + execution_ms for v in by_batch["p50"]),
+            overhead_ms=overhead_ms,
+            compute_jitter=float(spread.median()) if not spread.empty else 0.0,
+        )
+        first = rows.iloc[0]
+        price = None
+        if pd.notna(first.get("price_per_hour")) and first.get("priced_as"):
+            price = Price(str(first["priced_as"]), float(first["price_per_hour"]))
+        sizes = ", ".join(str(b) for b in curve.batch_sizes)
+        batchable, served = _batchable(rows)
+        rests_on = (
+            f"the sweep's in-process latency at batch size{'s' if len(by_batch) > 1 else ''} "
+            f"{sizes} and an assumed {overhead_ms:g} ms per request outside compute and "
+            f"{execution_ms:g} ms of server cost per batch; the server's own costs on this host "
+            f"were not measured (a serving study measures them){served}"
+        )
+        variants.append(
+            MeasuredVariant(
+                str(first["precision"]),
+                str(first["provider"]),
+                curve,
+                target=str(first.get("target") or ""),
+                runtime=str(first.get("backend") or "onnxruntime"),
+                price=price,
+                batchable=batchable,
+                rests_on=rests_on,
+            )
+        )
+    return variants
+
+
+def _batchable(rows: pd.DataFrame) -> tuple[bool, str]:
+    """Whether a series has a file Triton can batch, and which one where it is not its own: a
+    series swept with fixed shapes has the batch size baked into each file (Triton serves those
+    without dynamic batching, repository.plan_model), so only FP32 on ONNX Runtime can batch,
+    as the uploaded model when its batch axis is dynamic (what `serve recommend --confirm`
+    serves, cli_advice.job_files)."""
+    if "fixed_shapes" not in rows or not rows["fixed_shapes"].fillna(False).astype(bool).all():
+        return True, ""
+    first = rows.iloc[0]
+    if str(first["precision"]) != "fp32" or str(first.get("backend")) != "onnxruntime":
+        return False, ""
+    try:
+        upload = can_batch(library.onnx_path(int(first["model_id"])))
+    except (UserError, OSError, ValueError, DecodeError):  # unreadable: take it as fixed
+        return False, ""
+    if not upload:
+        return False, ""
+    return True, (
+        "; Triton would serve the uploaded model, whose batch axis is dynamic (the sweep's "
+        "files have a fixed batch size)"
+    )
