@@ -7,8 +7,8 @@
 #   1. tests/backend/generate/test_roofline.py on the GPU (skipped on a host without one);
 #   2. the tiny trained Llama through `optiboard generate --runtimes torch --device cuda`: its
 #      weights + KV fit in L2, so its share of peak must carry the note;
-#   3. bench/h200_llm.sh's torch stage again (Llama-3.2-1B shape, random fp16 weights, eager and
-#      compiled, 1 and 64 sequences), to compare with bench/results/h200_llm_torch.txt.
+#   3. bench/h200_llm.sh's torch stage again (Llama-3.2-1B shape, random fp16 weights, eager, and
+#      compiled with COMPILE=1; 1 and 64 sequences), to compare with bench/results/h200_llm_torch.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 site=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib'))")
@@ -44,7 +44,7 @@ show "$out/tiny.json" || true
 
 echo "== 3. the Llama-3.2-1B shape (bytes per step far beyond L2)"
 python3 bench/torch_hf_shape.py /tmp/llm/hf-1b
-for compile in "" "--torch-compile"; do
+for compile in "" ${COMPILE:+--torch-compile}; do  # COMPILE=1: compiled too (270 s more)
     name="torch-fp16${compile:+-compiled}"
     echo "== optiboard generate /tmp/llm/hf-1b --runtimes torch $compile"
     timeout "$([ -n "$compile" ] && echo 270 || echo 150)" python3 -m backend.cli generate \
