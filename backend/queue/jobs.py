@@ -48,6 +48,7 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
             "targets or replicas; clear --env or the targets."
         )
     configurations = spec.configurations()
+    _check_fixed_batch(model.inputs, {c.batch_size for c in configurations})
     caps.check_configurations(len(configurations))
     caps.check_queued()
     spec = replace(spec, prices=or_default(spec.prices))  # stored: a link prices it the same
@@ -78,6 +79,22 @@ def job_events(job_id: int, limit: int = 500) -> list[EventRow]:
 def cancel_job(job_id: int) -> JobState:
     get_job(job_id)
     return job_store.cancel_job(job_id)
+
+
+def _check_fixed_batch(inputs: list[dict], batch_sizes: set[int]) -> None:
+    """Batch sizes an input's fixed first dimension cannot take (the measurement's rule,
+    engine/inputs.concrete_shape): refused here, not as failed rows of a queued job."""
+    for value in inputs:
+        first = (value.get("shape") or [None])[0]
+        if isinstance(first, int) and first > 0:
+            bad = sorted(b for b in batch_sizes if b not in (1, first))
+            if bad:
+                raise UserError(
+                    f"Input {value.get('name')!r} has a fixed batch of {first}, so batch size"
+                    f"{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} cannot run; pick "
+                    f"{'1' if first == 1 else f'1 or {first}'}, or export the model with a "
+                    "dynamic batch axis."
+                )
 
 
 def _check_fp32_nodes(model_id: int, model_name: str, wanted: tuple[str, ...]) -> None:

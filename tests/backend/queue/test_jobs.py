@@ -25,6 +25,7 @@ from backend.specs import (
     SweepSpec,
     TrtOptions,
 )
+from tests import models as model_factory
 
 EVERY_FIELD_CHANGED = SweepSpec(
     precisions=(Precision.FP16, Precision.INT8_STATIC),
@@ -152,3 +153,21 @@ def test_the_bound_travels_through_links_and_is_checked() -> None:
         SweepSpec(min_cosine=1.5)
     with pytest.raises(UserError, match="not valid here"):
         jobs.spec_from_query({"min_cosine": "lots"})
+
+
+def test_batch_sizes_a_fixed_batch_input_cannot_take_are_refused_at_submit(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    model = model_factory.make_mlp()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1  # batch fixed at 1
+    stored = ingest_file(model_factory.save(model, tmp_path / "fixed.onnx"), "fixed.onnx")
+    name = stored.inputs[0]["name"]
+    with pytest.raises(UserError) as refused:
+        jobs.submit_sweep(stored.id, SweepSpec(batch_sizes=(1, 2, 4)))
+    assert str(refused.value) == (
+        f"Input {name!r} has a fixed batch of 1, so batch sizes 2, 4 cannot run; pick 1, or "
+        "export the model with a dynamic batch axis."
+    )
+    assert jobs.list_jobs() == []  # nothing queued
+    jobs.submit_sweep(stored.id, SweepSpec(batch_sizes=(1,)))
+    assert len(jobs.list_jobs()) == 1
