@@ -22,6 +22,7 @@ from backend.serving.study import (
     point_key,
 )
 from backend.serving.types import LoadPoint
+from backend.serving.view import ran_label
 from backend.specs import SweepSpec
 from storage.repo import serving as serving_store
 
@@ -202,8 +203,15 @@ def _regression_progress(job: JobRow, stored: list[StoredResult]) -> list[Config
     return rows
 
 
+SATURATED_WHY = (
+    "the load generator could not offer this rate, so its latency is the client's, not the "
+    "server's (no p50/p99 shown)"
+)
+
+
 def _serving_progress(job: JobRow) -> list[ConfigurationProgress]:
-    """One row per planned load point of a serving study, measured or still pending."""
+    """One row per planned load point of a serving study, measured or still pending, labelled
+    as it ran (a fixed-batch file served without batching says so)."""
     study = ServingStudy.from_dict(job.spec)
     stored = {
         row.point_key: row for row in serving_store.list_points([job.id], kind=serving_store.POINT)
@@ -220,15 +228,18 @@ def _serving_progress(job: JobRow) -> list[ConfigurationProgress]:
                     rows.append(ConfigurationProgress(label, key, pending))
                     continue
                 point = LoadPoint.from_dict(row.payload)
+                ran = f"{ran_label(variant, policy, [point])} | {load_label(load)}"
+                saturated = point.generator_saturated  # the client's limit, not the server's
+                status = "ok" if point.stable else "unstable"
                 rows.append(
                     ConfigurationProgress(
-                        label=label,
+                        label=ran,
                         key=key,
-                        status="ok" if point.stable else "unstable",
-                        p50_ms=point.latency.p50,
-                        p99_ms=point.latency.p99,
+                        status="client saturated" if saturated else status,
+                        p50_ms=None if saturated else point.latency.p50,
+                        p99_ms=None if saturated else point.latency.p99,
                         throughput=point.achieved_rps,
-                        why=point.stability_note,
+                        why=(SATURATED_WHY + "; " if saturated else "") + point.stability_note,
                     )
                 )
     return rows

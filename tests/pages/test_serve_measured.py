@@ -6,7 +6,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from backend.queue import jobs
+from backend.queue import jobs, progress
 from backend.records import is_serving
 from backend.serving.study import ServedVariant, ServingStudy, model_variants, submit_study
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
@@ -192,6 +192,10 @@ def test_points_the_load_generator_could_not_offer_are_never_quoted_as_server_la
     assert "the lowest p99 measured" not in sentence, sentence
     assert "the load generator could not offer the rate on this host" in sentence
     assert "not a server measurement" in sentence
+    # the Jobs page's rows say the same: the client's limit, no latency quoted as the server's
+    _, rows = progress.configuration_progress(jobs.get_job(job.id))
+    assert [r.status for r in rows] == ["client saturated"] * 2
+    assert all(r.p99_ms is None and r.why.startswith("the load generator could not") for r in rows)
 
 
 def _figure(chart) -> dict:
