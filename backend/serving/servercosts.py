@@ -126,9 +126,10 @@ def series_costs(job_id: int, frame: pd.DataFrame) -> dict[str, StudyCosts]:
     return {series: costs for series, costs in found.items() if costs is not None}
 
 
-def remedy(job_id: int) -> str:
+def remedy(job_id: int, slo_p99_ms: float) -> str:
     """The one action that measures what a sweep alone cannot, in words a user can follow."""
     return (
         "To count them, run a serving study of this model (Serve page, Measured on Triton: "
-        f"/serve?view=measured), or `optiboard serve recommend {job_id} --confirm 3`."
+        "/serve?view=measured), or `optiboard serve recommend "
+        f"{job_id} --slo {slo_p99_ms:g} --confirm 3`."
     )

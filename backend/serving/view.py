@@ -103,7 +103,7 @@ def serve_view(
     # a finished serving study of the same file on the same host: its server costs, not the
     # in-process sweep alone (servercosts.py); the others say how to measure them
     variants = variants_from_results(
-        frame, overhead_ms, execution_ms, series_costs(job_id, frame), remedy(job_id)
+        frame, overhead_ms, execution_ms, series_costs(job_id, frame), remedy(job_id, slo_p99_ms)
     )
     if not variants:
         raise UserError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from dataclasses import asdict
 from pathlib import Path
 
@@ -10,10 +11,11 @@ from backend.queue import jobs
 from backend.records import is_serving
 from backend.serving.study import ServedVariant, ServingStudy, model_variants, submit_study
 from backend.serving.types import BatchingPolicy, LatencyCurve, LoadSpec, Scenario
-from backend.serving.view import study_view
+from backend.serving.view import serve_view, study_view
 from backend.specs import Precision
 from pages.components.formatting import plain
 from storage.repo import serving as serving_store
+from storage.repo import workers as worker_store
 from storage.states import JobState
 from tests.pages.seed import (
     add_model,
@@ -192,6 +194,70 @@ def test_points_the_load_generator_could_not_offer_are_never_quoted_as_server_la
     assert "the lowest p99 measured" not in sentence, sentence
     assert "the load generator could not offer the rate on this host" in sentence
     assert "not a server measurement" in sentence
+
+
+# how far the prediction from a study's server costs may stray from what the study measured (the
+# sweep's in-process latency alone predicted 10-100x on this host)
+REUSED_FACTOR = 3.0
+
+
+def test_a_study_of_the_swept_file_on_this_host_feeds_the_sweeps_prediction(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """Before the study: the sweep's in-process latency, the caveat and the action that fixes
+    it. After it: the study's server costs, named, and a rate within REUSED_FACTOR of the rate
+    the study measured on Triton. A study on another host is never reused."""
+    model = add_model(mlp_path, "mlp")
+    sweep, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(1, 4))
+    before = serve_view(sweep.id, 50.0).recommendation
+    assert "no per-request CPU work of the server or the load generator" in before.sentence
+    assert f"`optiboard serve recommend {sweep.id} --slo 50 --confirm 3`" in before.sentence
+    assert "/serve?view=measured" in before.sentence and before.best is not None
+
+    # the server pressed to its limit (16 in flight, batches of up to 4 formed at once): the
+    # rate it serves, which the prediction under a loose bound should come near
+    pressed = ServingStudy(
+        variants=(ServedVariant(),),
+        policies=(BatchingPolicy(max_batch_size=4),),
+        loads=(LoadSpec(Scenario.CONCURRENCY, duration_s=1.0, concurrency=16),),
+        slo_p99_ms=50.0,
+        curve_sizes=(1, 4),
+    )
+    submit_study(model.id, pressed, label="pressed")
+    run_queued()
+    (study,) = [j for j in jobs.list_jobs() if is_serving(j)]
+    assert study.state == JobState.SUCCEEDED, study.error
+    bests = [c.best for c in study_view(study.id).configurations if c.best is not None]
+    assert bests, "the study measured no usable point"
+    measured = max(p.achieved_rps for p in bests)
+    after = serve_view(sweep.id, 50.0).recommendation
+    named = f"server costs measured by study {study.id} on {socket.gethostname()} at "
+    assert named in after.sentence, after.sentence
+    assert "no per-request CPU work" not in after.sentence and after.best is not None
+    predicted = after.best.rate
+    print(  # the numbers the report quotes (pytest -s)
+        f"sweep alone {before.best.rate:.0f} req/s, with the study's costs {predicted:.0f} "
+        f"req/s, the study measured {measured:.0f} req/s"
+    )
+    assert predicted < before.best.rate
+    assert measured / REUSED_FACTOR <= predicted <= measured * REUSED_FACTOR, (
+        predicted,
+        measured,
+    )
+
+    at = open_page("serve", view="predicted", job=sweep.id, slo=50)
+    assert not at.exception
+    assert named in at.success[0].value
+    assert "fed by the server costs a serving study measured" in texts(at)
+
+    # the same row as if another machine had run the study: not this host's costs
+    (worker,) = [w for w in worker_store.list_workers() if w.id == study.worker_id]
+    worker_store.register_worker(
+        worker.id, "another-host", worker.pid, worker.hardware, worker.providers
+    )
+    elsewhere = serve_view(sweep.id, 50.0).recommendation
+    assert "server costs measured by study" not in elsewhere.sentence
+    assert "no per-request CPU work of the server" in elsewhere.sentence
 
 
 def _figure(chart) -> dict:
