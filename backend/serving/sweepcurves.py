@@ -3,7 +3,9 @@
 its file, and what the prediction then rests on, in words.
 
 The per-request overhead of a server and its cost per execution (scheduling, backend call) are
-user settings here, which an in-process sweep never pays: the sentence says they were assumed.
+user settings here, which an in-process sweep never pays: the sentence says they were assumed,
+and how to measure them. A series whose file a finished serving study measured on the server of
+the same host is simulated from that study's cost curve instead (servercosts.py).
 """
 
 from __future__ import annotations

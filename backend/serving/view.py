@@ -8,11 +8,9 @@ measured costs are captioned beside the chart as the evidence.
 
 The latency-vs-batch curve of each variant comes from a finished Optimize sweep (sweepcurves.py:
 median per-call latency at each batch size, in-process ONNX Runtime), unless a finished serving
-study of the same file measured its costs on the server of the same host (servercosts.py): then
-that cost curve, every per-request cost included, is what the prediction simulates. Without one,
-the per-request overhead and the server's own cost per execution (scheduling, backend call),
-which an in-process sweep never pays, are user settings, and the sentence says how to measure
-them.
+study measured the same file's costs on the server of the same host (servercosts.py): then that
+cost curve is simulated. Without one, the per-request overhead and the server's cost per
+execution, which an in-process sweep never pays, are user settings, and the sentence says so.
 """
 
 from __future__ import annotations
@@ -100,8 +98,7 @@ def serve_view(
     frame = frames.results_frame([job_id])
     if prices:
         frame = reprice(frame, prices)
-    # a finished serving study of the same file on the same host: its server costs, not the
-    # in-process sweep alone (servercosts.py); the others say how to measure them
+    # a finished study's server costs for the same file and host, else the sweep's (servercosts)
     variants = variants_from_results(
         frame, overhead_ms, execution_ms, series_costs(job_id, frame), remedy(job_id, slo_p99_ms)
     )
