@@ -200,9 +200,9 @@ def test_points_the_load_generator_could_not_offer_are_never_quoted_as_server_la
 
 
 # How far the prediction from a study's server costs may stray from the rate the study measured.
-# The sweep's in-process latency alone predicted 8-50x too much on the 2-core dev host; from the
-# study's costs, 0.3x-1.5x in seven runs there (its cost measurement and its load point seconds
-# apart while neighbours' load moved between 1.5 and 4.5 cores).
+# The sweep's in-process latency alone predicted 7-19x too much on the 2-core dev host; from the
+# study's costs, 0.28x-1.5x in five runs there (its cost measurement and its load point seconds
+# apart while the neighbours' load moved between 1.5 and 4.5 cores).
 REUSED_FACTOR = 4.0
 
 
