@@ -54,12 +54,19 @@ Measured = dict[tuple[str, str, str, str], StudyCosts]
 def measured_costs(model_id: int) -> Measured:
     """Every cost row of the model's finished studies, newest study first kept, by file, provider
     and the host that measured it; a study whose host is unknown is left out."""
+    studies = [
+        job
+        for job in job_store.list_jobs(model_id=model_id, states=[JobState.SUCCEEDED])
+        if is_serving(job) and job.attempts == 1
+    ]
+    upload = _upload(model_id) if studies else None
+    if upload is None:
+        return {}
     workers = {w.id: w for w in worker_store.list_workers()}
-    upload = model_store.model_file(model_id).sha256
     found: Measured = {}
-    for job in job_store.list_jobs(model_id=model_id, states=[JobState.SUCCEEDED]):
+    for job in studies:
         worker = workers.get(job.worker_id or "")
-        if not is_serving(job) or worker is None or job.attempts != 1:
+        if worker is None:
             continue
         study = ServingStudy.from_dict(job.spec)
         provider = study.provider.value
@@ -78,6 +85,14 @@ def measured_costs(model_id: int) -> Measured:
                 where, StudyCosts(job.id, worker.hostname, where[3], job.finished_at, curve)
             )
     return found
+
+
+def _upload(model_id: int) -> str | None:
+    """The sha256 of the model's own ONNX file (a study's "original"); None: it has none."""
+    try:
+        return model_store.model_file(model_id).sha256
+    except LookupError:
+        return None
 
 
 def series_files(job_id: int, frame: pd.DataFrame, upload: str) -> dict[str, set[str]]:
@@ -118,7 +133,7 @@ def series_costs(job_id: int, frame: pd.DataFrame) -> dict[str, StudyCosts]:
     measured = measured_costs(model_id)
     if not measured:
         return {}
-    files = series_files(job_id, ok, model_store.model_file(model_id).sha256)
+    files = series_files(job_id, ok, _upload(model_id) or "")
     found = {
         str(series): costs_for(rows, files.get(str(series), set()), measured)
         for series, rows in ok.groupby("series", sort=True)
