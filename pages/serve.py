@@ -251,8 +251,9 @@ def _view(
     execution: float,
     progress: int,
     prices: Prices,
+    studies: tuple[int, ...] = (),
 ) -> ServeView:
-    del progress  # in the key only: a new result invalidates the cached view
+    del progress, studies  # in the key only: a new result or finished study invalidates it
     return serve_view(job_id, slo, min_rps, overhead, execution, prices=prices)
 
 
@@ -309,10 +310,25 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
     if rec.best is not None:
         st.caption("Reproduce the quoted point against your own Triton server:")
         st.code(perf_analyzer_command(f"model_{job_id}", rec.best.point.spec), language="bash")
-    st.caption(
-        "Predicted by a simulation of Triton's dynamic batcher fed by the sweep's latency per "
-        "batch size; `optiboard serve export` writes the model repository for a configuration."
+    studied = [v for v in view.variants if v.costs_from]
+    fed = (
+        "the server costs a serving study measured"
+        if studied
+        else "the sweep's latency per batch size"
     )
+    st.caption(
+        f"Predicted by a simulation of Triton's dynamic batcher fed by {fed}; "
+        "`optiboard serve export` writes the model repository for a configuration."
+    )
+    if len(studied) < len(view.variants):  # the one action that measures what is left out
+        st.page_link(
+            "pages/serve.py",
+            label="Measure this model's server costs: queue a serving study on Triton",
+            icon="🚀",
+            query_params={"view": "measured"},
+        )
+        st.caption("Or measure them and confirm the best configurations from a terminal:")
+        st.code(f"optiboard serve recommend {job_id} --slo {slo:g} --confirm 3", language="bash")
 
 
 def _config_check() -> None:
@@ -353,8 +369,11 @@ def predicted() -> None:
         progress = int(
             frames.comparable_jobs(include=(job_id,)).set_index("job_id").at[job_id, "results"]
         )
+        studies = frames.comparable_jobs(serving=True)
+        finished = studies[studies["state"] == "succeeded"] if not studies.empty else studies
+        done = tuple(int(i) for i in finished.get("job_id", []))  # new server costs to reuse
         try:
-            view = _view(job_id, slo, min_rps, overhead, execution, progress, prices)
+            view = _view(job_id, slo, min_rps, overhead, execution, progress, prices, done)
         except UserError as exc:
             show_error(exc)
             return

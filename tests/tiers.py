@@ -205,6 +205,7 @@ ALONE_MODULES = {
 }
 
 ALONE_TESTS = {
+    "tests/pages/test_serve_measured.py::test_a_study_of_the_swept_file_on_this_host_feeds_the_sweeps_prediction": "Triton: a prediction from a study's costs against its measured rate",  # noqa: E501
     "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "an A/A timing verdict",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_first_inference_is_timed_apart_from_the_steady_state": "a sleep's jitter",  # noqa: E501

@@ -31,6 +31,10 @@ class MeasuredVariant:
     batchable: bool = True
     # what the curve rests on, in words, for the sentence ("" where it was measured on Triton)
     rests_on: str = ""
+    # where its server costs come from when a serving study measured them (servercosts.py),
+    # else "" and, for a sweep's curve, the one action that would measure them (`remedy`)
+    costs_from: str = ""
+    remedy: str = ""
 
     @property
     def label(self) -> str:

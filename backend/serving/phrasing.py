@@ -47,11 +47,17 @@ def _caveats(rec: Recommendation) -> list[str]:
         return []
     variant, policy = quoted.candidate.variant, quoted.candidate.policy
     said = []
-    if variant.rests_on:
+    if variant.costs_from:
+        said.append(
+            f"Predicted, not measured: it rests on {variant.costs_from} (per-request overhead, "
+            "compute per batch size and the CPU of the server and the load generator, for this "
+            "file on Triton), not on the sweep's in-process latency alone."
+        )
+    elif variant.rests_on:
         said.append(
             f"Predicted, not measured: it rests on {variant.rests_on}; no per-request CPU work "
             "of the server or the load generator is counted, which on a shared host can cap "
-            "the rate far below this."
+            "the rate far below this." + (f" {variant.remedy}" if variant.remedy else "")
         )
     if max(p.instance_count for p in rec.asked) > 1 and not variant.curve.instances_measured:
         said.append(

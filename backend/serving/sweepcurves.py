@@ -3,7 +3,9 @@
 its file, and what the prediction then rests on, in words.
 
 The per-request overhead of a server and its cost per execution (scheduling, backend call) are
-user settings here, which an in-process sweep never pays: the sentence says they were assumed.
+user settings here, which an in-process sweep never pays: the sentence says they were assumed,
+and how to measure them. A series whose file a finished serving study measured on the server of
+the same host is simulated from that study's cost curve instead (servercosts.py).
 """
 
 from __future__ import annotations
@@ -17,13 +19,23 @@ from backend.models import library
 from backend.pricing import Price
 from backend.serving.recommend import MeasuredVariant
 from backend.serving.repository import can_batch
+from backend.serving.servercosts import StudyCosts
 from backend.serving.types import LatencyCurve
 
 
 def variants_from_results(
-    frame: pd.DataFrame, overhead_ms: float, execution_ms: float = 0.0
+    frame: pd.DataFrame,
+    overhead_ms: float,
+    execution_ms: float = 0.0,
+    server_costs: dict[str, StudyCosts] | None = None,
+    remedy: str = "",
 ) -> list[MeasuredVariant]:
-    """One MeasuredVariant per sweep series with a measured latency at one batch size or more."""
+    """One MeasuredVariant per sweep series with a measured latency at one batch size or more.
+
+    A series in `server_costs` (by series name) is simulated from the curve a serving study
+    measured on the server for its file (servercosts.py), not from the sweep's; the others from
+    the sweep's, with `remedy` saying how to measure what they leave out."""
+    server_costs = server_costs or {}
     ok = frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
     variants = []
     for _, rows in ok.groupby("series", sort=True):
@@ -50,16 +62,19 @@ def variants_from_results(
             f"{execution_ms:g} ms of server cost per batch; the server's own costs on this host "
             f"were not measured (a serving study measures them){served}"
         )
+        studied = server_costs.get(str(first["series"]))
         variants.append(
             MeasuredVariant(
                 str(first["precision"]),
                 str(first["provider"]),
-                curve,
+                studied.curve if studied else curve,
                 target=str(first.get("target") or ""),
                 runtime=str(first.get("backend") or "onnxruntime"),
                 price=price,
                 batchable=batchable,
-                rests_on=rests_on,
+                rests_on="" if studied else rests_on,
+                costs_from=studied.words if studied else "",
+                remedy="" if studied else remedy,
             )
         )
     return variants

@@ -7,11 +7,10 @@ none fitted to a measured point, so each prediction is judged against a point it
 measured costs are captioned beside the chart as the evidence.
 
 The latency-vs-batch curve of each variant comes from a finished Optimize sweep (sweepcurves.py:
-median per-call latency at each batch size, in-process ONNX Runtime); the per-request overhead
-of a server is a user setting until a curve measured through the Triton server (serving.curve)
-is stored, and so is the server's own cost per execution (scheduling, backend call), which an
-in-process sweep never pays: without it a tiny model would be predicted to serve millions of
-requests per second.
+median per-call latency at each batch size, in-process ONNX Runtime), unless a finished serving
+study measured the same file's costs on the server of the same host (servercosts.py): then that
+cost curve is simulated. Without one, the per-request overhead and the server's cost per
+execution, which an in-process sweep never pays, are user settings, and the sentence says so.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_c
 from backend.serving.export import perf_analyzer_command
 from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, recommend
 from backend.serving.repository import FIXED_BATCH_NOTE
+from backend.serving.servercosts import remedy, series_costs
 from backend.serving.simulate import RANKING_REQUESTS, simulate
 from backend.serving.study import (
     ServedVariant,
@@ -98,7 +98,10 @@ def serve_view(
     frame = frames.results_frame([job_id])
     if prices:
         frame = reprice(frame, prices)
-    variants = variants_from_results(frame, overhead_ms, execution_ms)
+    # a finished study's server costs for the same file and host, else the sweep's (servercosts)
+    variants = variants_from_results(
+        frame, overhead_ms, execution_ms, series_costs(job_id, frame), remedy(job_id, slo_p99_ms)
+    )
     if not variants:
         raise UserError(
             f"Job #{job_id} has no measured latency yet; pick a finished sweep with results."

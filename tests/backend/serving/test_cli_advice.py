@@ -48,6 +48,8 @@ def test_recommend_from_a_measured_sweep_prints_the_evidence_and_the_sentence(
     printed = capsys.readouterr().out
     assert "In 4 predicted configurations" in printed  # max 8 (as measured), one instance
     assert "meets the p99 bound of 40 ms" in printed and "rate under bound" in printed
+    # no serving study of the model: the action that measures the server's costs
+    assert "`optiboard serve recommend 1 --slo 40 --confirm 3`" in printed
     assert main(["serve", "recommend", "1", "--slo", "0.01"]) == 3
     assert "none meets the p99 bound of 0.01 ms" in capsys.readouterr().out
 
