@@ -103,11 +103,9 @@ def _measured_charts(view: StudyView) -> None:
     label = bound_selectbox("Configuration", list(with_points), "config")
     split, histogram = st.columns(2)
     chosen = {name: view.shown_point(name) for name in with_points}
-    with split:
-        st.plotly_chart(
-            charts.queue_compute_split({k: v for k, v in chosen.items() if v}),
-            key="study_split",
-        )
+    if shown := {k: v for k, v in chosen.items() if v}:  # none where the client always saturated
+        with split:
+            st.plotly_chart(charts.queue_compute_split(shown), key="study_split")
     point = view.shown_point(label) if label else None
     if point is not None:
         with histogram:
@@ -308,8 +306,19 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
     st.subheader("Evidence")
     st.dataframe(evidence_table(view), hide_index=True, placeholder=EMPTY)
     if rec.best is not None:
-        st.caption("Reproduce the quoted point against your own Triton server:")
-        st.code(perf_analyzer_command(f"model_{job_id}", rec.best.point.spec), language="bash")
+        point = rec.best.point
+        offered = point.spec.target_rps
+        apart = bool(offered) and abs(point.achieved_rps / offered - 1) > 0.02
+        st.caption(
+            "Reproduce the quoted point against your own Triton server"
+            + (
+                f" (it offers {offered:.0f} req/s, the rate the prediction was fed; "
+                f"{point.achieved_rps:.0f} req/s is what it predicts the server answers):"
+                if apart
+                else ":"
+            )
+        )
+        st.code(perf_analyzer_command(f"model_{job_id}", point.spec), language="bash")
     studied = [v for v in view.variants if v.costs_from]
     fed = (
         "the server costs a serving study measured"

@@ -12,30 +12,49 @@ PALETTE = qualitative.Plotly
 
 
 def throughput_vs_p99(curves: dict[str, list[LoadPoint]], slo_p99_ms: float) -> go.Figure:
-    """One line per configuration (predicted dashed, measured solid) and the bound as a line."""
+    """One line per configuration (predicted dashed, measured solid) and the bound as a line; a
+    measured point whose load generator fell behind is a lone hollow marker off the line: its
+    latency is the client's, not the server's."""
     fig = go.Figure()
     for index, (label, points) in enumerate(curves.items()):
         color = PALETTE[index % len(PALETTE)]
         for measured in (False, True):
             chosen = [p for p in points if p.predicted != measured]
-            if not chosen:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=[p.achieved_rps for p in chosen],
-                    y=[p.latency.p99 for p in chosen],
-                    mode="lines+markers",
-                    name=f"{label} ({'measured' if measured else 'predicted'})",
-                    line={"color": color, "dash": "solid" if measured else "dash"},
-                    hovertemplate="%{x:.0f} req/s, p99 %{y:.2f} ms<extra>%{fullData.name}</extra>",
+            saturated = [p for p in chosen if measured and p.generator_saturated]
+            chosen = [p for p in chosen if p not in saturated]
+            if chosen:
+                fig.add_trace(
+                    go.Scatter(
+                        x=[p.achieved_rps for p in chosen],
+                        y=[p.latency.p99 for p in chosen],
+                        mode="lines+markers",
+                        name=f"{label} ({'measured' if measured else 'predicted'})",
+                        line={"color": color, "dash": "solid" if measured else "dash"},
+                        hovertemplate=HOVER,
+                    )
                 )
-            )
+            if saturated:
+                fig.add_trace(_saturated_trace(label, saturated, color))
     fig.add_hline(
         y=slo_p99_ms,
         line={"color": "crimson", "dash": "dot"},
         annotation_text=f"p99 bound {slo_p99_ms:g} ms",
     )
     return apply_layout(fig, "Throughput vs p99 latency", "requests per second", "p99 latency (ms)")
+
+
+HOVER = "%{x:.0f} req/s, p99 %{y:.2f} ms<extra>%{fullData.name}</extra>"
+
+
+def _saturated_trace(label: str, points: list[LoadPoint], color: str) -> go.Scatter:
+    return go.Scatter(
+        x=[p.achieved_rps for p in points],
+        y=[p.latency.p99 for p in points],
+        mode="markers",
+        marker={"color": color, "symbol": "x-open", "size": 10},
+        name=f"{label} (client saturated: not the server's)",
+        hovertemplate=HOVER,
+    )
 
 
 def queue_compute_split(points: dict[str, LoadPoint]) -> go.Figure:

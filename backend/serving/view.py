@@ -225,11 +225,12 @@ class StudyView:
         }
 
     def shown_point(self, label: str) -> LoadPoint | None:
-        """The point a configuration's split and histogram show: its best, else its last."""
+        """Its split's and histogram's point: its best, else its last the client kept up with."""
         chosen = next((c for c in self.configurations if c.label == label), None)
         if chosen is None or not chosen.measured:
             return None
-        return chosen.best or chosen.measured[-1]
+        served = [p for p in chosen.measured if not p.generator_saturated]
+        return chosen.best or (served[-1] if served else None)
 
 
 def predicted_points(curve: LatencyCurve, measured: list[LoadPoint]) -> list[LoadPoint]:

@@ -97,3 +97,9 @@ def test_a_fixed_shape_sweep_is_predicted_conservatively_with_one_rate_per_confi
     assert row["rate under the bound (req/s)"] == int(best.group(2))
     cost = at.info[0].value.replace("\\", "").replace(",", "")
     assert f"ms at {best.group(2)} req/s predicted" in cost, cost
+    # the perf_analyzer line offers the rate the prediction was fed; where that is not the
+    # quoted rate, the caption says both
+    [reproduce] = [c.value for c in at.caption if c.value.startswith("Reproduce the quoted")]
+    offered = re.search(r"--request-rate-range=([\d.]+):", "\n".join(c.value for c in at.code))
+    if offered and abs(float(offered.group(1)) / int(best.group(2)) - 1) > 0.03:
+        assert f"{int(best.group(2))} req/s is what it predicts" in reproduce, reproduce

@@ -197,6 +197,13 @@ def test_points_the_load_generator_could_not_offer_are_never_quoted_as_server_la
     assert "the lowest p99 measured" not in sentence, sentence
     assert "the load generator could not offer the rate on this host" in sentence
     assert "not a server measurement" in sentence
+    # the chart draws them apart from any measured line, and no split or histogram shows them
+    figures = [_figure(c) for c in at.get("plotly_chart")]
+    names = [t.get("name", "") for f in figures for t in f["data"]]
+    assert any("(client saturated: not the server's)" in n for n in names), names
+    assert not any(n.endswith("(measured)") for n in names)
+    titles = [str(f["layout"].get("title", {}).get("text", "")) for f in figures]
+    assert not any(t.startswith(("Queue vs compute", "Batch sizes formed")) for t in titles)
     # the Jobs page's rows say the same: the client's limit, no latency quoted as the server's
     _, rows = progress.configuration_progress(jobs.get_job(job.id))
     assert [r.status for r in rows] == ["client saturated"] * 2
