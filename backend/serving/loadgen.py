@@ -29,7 +29,12 @@ from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
 from backend.results import LatencyStats
 from backend.runtimeenvs import DEFAULT
-from backend.serving.scenarios import SCENARIOS, arrival_schedule, generator_processes
+from backend.serving.scenarios import (
+    GIVE_UP_LAG_S,
+    SCENARIOS,
+    arrival_schedule,
+    generator_processes,
+)
 from backend.serving.sender import (
     PART_WARMUP,
     Record,
@@ -146,6 +151,8 @@ async def _drive_split(
     before = await _snapshot(sender.client, sender.endpoint, warm + parts * PART_WARMUP)
     outcomes = await asyncio.gather(*started)
     records = [record for outcome in outcomes for record in outcome.value_or_raise(what)]
+    if len(records) < len(schedule):  # a part gave up behind its schedule: what was sent
+        schedule = tuple(sorted(r.scheduled_s for r in records if r.scheduled_s is not None))
     return sorted(records, key=lambda r: r.sent_s), schedule, before
 
 
@@ -246,11 +253,7 @@ def run_load(
     first = min(r.sent_s for r in records)
     last = max(r.done_s for r in good)
     verdict = stability([Completed(r.sent_s, r.done_s, r.burst) for r in good], measure)
-    saturated = saturation_reason(spec, records)
-    if saturated:
-        senders = f"{parts} generator process" + ("es" if parts > 1 else "")
-        setting = settings.LOADGEN_PROCESSES.name
-        saturated += f" ({senders}; more on a host with idle cores: {setting})"
+    saturated = _saturation(spec, records, schedule, parts)
     metrics = {
         **server.metrics,
         "ort_intra_op_threads": float(endpoint.intra_op_threads),
@@ -336,3 +339,27 @@ def serve_and_measure(
             if on_point is not None:
                 on_point(point)
     return points
+
+
+def _saturation(
+    spec: LoadSpec, records: list[Record], schedule: tuple[float, ...], parts: int
+) -> str:
+    """Why the point is the client's limit, not the server's ('' when the client kept up): it
+    fell behind, or gave up on the rest of its schedule, with the processes that sent it."""
+    saturated = saturation_reason(spec, records)
+    planned = len(arrival_schedule(spec)) if spec.scenario is Scenario.SERVER else 0
+    if len(schedule) < planned:
+        stopped = (
+            f"the load generator stopped sending after {len(schedule)} of {planned} requests, "
+            f"{GIVE_UP_LAG_S:g} s behind its schedule"
+        )
+        saturated = (
+            f"{saturated}; {stopped}"
+            if saturated
+            else f"{stopped}: this rate is beyond the client, not a server measurement"
+        )
+    if saturated:
+        senders = f"{parts} generator process" + ("es" if parts > 1 else "")
+        setting = settings.LOADGEN_PROCESSES.name
+        saturated += f" ({senders}; more on a host with idle cores: {setting})"
+    return saturated

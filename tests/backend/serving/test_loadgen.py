@@ -123,3 +123,21 @@ def test_a_generator_behind_its_schedule_is_saturated_not_the_server() -> None:
     assert "offered" in saturation_reason(spec, slow) and "beyond the client" in saturation_reason(
         spec, slow
     )
+
+
+def test_a_rate_no_client_can_send_stops_a_second_behind_and_is_saturated(
+    server: TritonServer,
+) -> None:
+    """50,000 req/s for 2 s: before, the generator kept issuing the 100,000 requests long after
+    it fell behind, ran past its child's time limit and failed the whole study (walkthrough 4).
+    Now it stops once a second behind its schedule, and the point says so."""
+    spec = LoadSpec(Scenario.SERVER, duration_s=2.0, target_rps=50_000, seed=5)
+    planned = len(poisson_schedule(50_000, 2.0, 5))
+    point = run_load(server.endpoint, spec, QUICK)
+    sent = len(point.arrival_schedule_s)
+    assert 0 < sent < planned
+    assert point.latency.count + point.errors == sent
+    assert point.generator_saturated and not point.stable
+    assert f"stopped sending after {sent} of {planned} requests, 1 s behind" in (
+        point.stability_note
+    )
