@@ -355,7 +355,8 @@ def comparison() -> None:
             )
     failed = frame[~frame["status"].isin([ResultStatus.OK.value, ResultStatus.WRONG_OUTPUTS.value])]
     if not failed.empty:
-        with st.expander(f"{len(failed)} configurations did not run"):
+        count = len(failed)
+        with st.expander(f"{count} configuration{'s' if count != 1 else ''} did not run"):
             st.dataframe(failed[["label", "status", "error"]], hide_index=True, placeholder=EMPTY)
 
     side_by_side = runtimes_side_by_side(frame)

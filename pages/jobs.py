@@ -407,7 +407,9 @@ def _cancel_or_retry(job: JobRow, actions: list[DeltaGenerator]) -> None:
                 cancelled = jobs.cancel_job(job.id)
             st.toast(f"Job {job.id}: {'cancelled' if cancelled.finished else 'cancel requested'}.")
             st.rerun()
-    elif can(Permission.SUBMIT) and actions[-1].button("Retry", key=f"retry_{job.id}", icon="🔁"):
+    elif why := cannot("retry a job", Permission.SUBMIT):
+        actions[-1].caption(why)  # a viewer: no Retry, and the reason where it would be
+    elif actions[-1].button("Retry", key=f"retry_{job.id}", icon="🔁"):
         try:
             with guarded(Action.RETRY, f"job {job.id}"):
                 new = jobs.retry_job(job.id)

@@ -135,6 +135,10 @@ def test_an_editor_pins_a_sweep_as_a_baseline_audited_and_a_viewer_cannot(
     assert viewer.button(key=f"pin_{job.id}").disabled
     said = "Your role (viewer) cannot pin or re-run a baseline; editors and admins can."
     assert said in [c.value for c in viewer.caption]  # a greyed-out button alone says nothing
+    # no Retry for a viewer, and the reason in its place
+    assert f"retry_{job.id}" not in [b.key for b in viewer.button]
+    retry = "Your role (viewer) cannot retry a job; editors and admins can."
+    assert retry in [c.value for c in viewer.caption]
     at = open_page("jobs", role="editor", job=job.id)
     at.button(key=f"pin_{job.id}").click().run()
     assert not at.exception, at.exception
