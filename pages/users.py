@@ -52,6 +52,7 @@ with add, st.form("add_user", clear_on_submit=True):
         except UserError as exc:
             show_error(exc)
 
+
 with change:
     st.subheader("Change an account")
     names = [a.name for a in accounts.list_accounts()]
@@ -64,10 +65,12 @@ with change:
         # the others until the next run
         set_role = buttons[0].button("Set role", key="set_role")
         set_password = buttons[1].button("Set password", key="set_password")
-        sure = st.checkbox(f"Yes, remove the account {plain(who)}", key=f"confirm_remove_{who}")
-        remove = buttons[2].button("Remove", key="remove_user", disabled=not sure)
-        if not sure:
-            st.caption(f"Tick the box to remove {plain(who)}: its sign-ins end, for good.")
+        confirm = f"confirm_remove_{who}"  # its box is drawn below, after any removal
+        remove = buttons[2].button(
+            "Remove", key="remove_user", disabled=not st.session_state.get(confirm)
+        )
+        if remove:  # each removal asks again, refused or not
+            st.session_state[confirm] = False
         try:
             if set_role:
                 accounts.set_role(current(), who, new_role)
@@ -80,6 +83,9 @@ with change:
                 st.success(f"Removed {who}.")
         except UserError as exc:
             show_error(exc)
+        if who in {a.name for a in accounts.list_accounts()}:
+            if not st.checkbox(f"Yes, remove the account {plain(who)}", key=confirm):
+                st.caption(f"Tick the box to remove {plain(who)}: its sign-ins end, for good.")
 
 st.subheader("Audit log")
 log = recent(limit=200)

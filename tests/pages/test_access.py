@@ -264,6 +264,12 @@ def test_a_refused_change_keeps_every_control_and_removal_asks_to_confirm(data_d
     assert "last admin" in at.error[0].value
     keys = [b.key for b in at.button]
     assert "set_password" in keys and "remove_user" in keys  # drawn despite the refusal
+    # removing the last admin is refused too, and the confirmation does not stay ticked
+    at.checkbox(key="confirm_remove_admin").check().run()
+    at.button(key="remove_user").click().run()
+    assert "last admin" in at.error[0].value
+    assert not at.checkbox(key="confirm_remove_admin").value
+    assert at.run().button(key="remove_user").disabled  # until it is ticked again
 
     at.selectbox(key="edit_name").select("viewer").run()
     assert at.button(key="remove_user").disabled
