@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from backend import pricing
-from backend.reporting import cost, exports, frames
+from backend.reporting import cost, exports, frames, price_mix
 from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.metrics import cell, pick
 from backend.reporting.text import EVAL_NOTE, TOP1_NOTE, table
@@ -90,6 +90,8 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
             + ", ".join(f"{name}=${rate:g}/h" for name, rate in rates)
             + " (each job's stored prices, or --price)."
         )
+    if not prices and (mixed := price_mix.mixed_prices(frame, "give one with --price")):
+        lines.append(mixed)
     if sentence := cheapest_sentence(frame):
         lines.append(sentence)
     lines += [f"ran: {line}" for line in exports.what_ran_in(frame)]

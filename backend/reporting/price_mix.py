@@ -20,9 +20,10 @@ def _per_hour(value: float) -> str:
     return f"${value:.2f}/h" if value < 100 else f"${value:,.0f}/h"
 
 
-def mixed_prices(frame: pd.DataFrame) -> str | None:
+def mixed_prices(frame: pd.DataFrame, remedy: str = "give one price table above") -> str | None:
     """One sentence naming, per hardware price name, the hourly price of each job where the
-    jobs compared differ; None when every job prices each name alike (or one job is shown)."""
+    jobs compared differ, and the remedy where it is read (the page's field, the CLI's
+    --price); None when every job prices each name alike (or one job is shown)."""
     priced = frame[np.isfinite(frame["price_per_hour"].astype(float)) & frame["priced_as"].notna()]
     parts = []
     for name, rows in priced.groupby("priced_as", sort=True):
@@ -36,5 +37,5 @@ def mixed_prices(frame: pd.DataFrame) -> str | None:
     return (
         "These jobs were priced differently, so their costs are not like for like: "
         + "; ".join(parts)
-        + " (each job's stored prices; give one price table above to compare them alike)."
+        + f" (each job's stored prices; {remedy} to compare them alike)."
     )

@@ -281,7 +281,9 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
         "--calibration", str(calibration), "--evaluation", str(evaluation),
     )  # fmt: skip
     assert scored.returncode == 0, scored.stdout + scored.stderr
-    assert optiboard("run", "1", "--precisions", "fp32", *flags).returncode == 0
+    # job 2 priced apart from job 1's default: compare names both prices unless --price is given
+    apart = optiboard("run", "1", "--precisions", "fp32", *flags, "--price", "cpu=0.8")
+    assert apart.returncode == 0, apart.stderr
 
     shown = optiboard("show", "1")
     rows = table_rows(shown.stdout, "configuration")
@@ -316,6 +318,10 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
     assert "baseline #1 cnn CPU FP32, each model's first measured FP32 series" in compared.stdout
     assert "The cheapest configuration is #" in compared.stdout
     assert "$1.5/h for cpu" in compared.stdout  # the --price table, not the jobs' own
+    assert "priced differently" not in compared.stdout
+    own = optiboard("compare", "1", "2").stdout  # each job's own prices: said apart
+    assert "These jobs were priced differently, so their costs are not like for like: cpu at" in own
+    assert "$0.80/h in job 2" in own and "give one with --price to compare them alike" in own
     assert f"ran: onnxruntime {onnxruntime.__version__} (default env)" in compared.stdout
 
     queued = optiboard("serve", "submit", "1", "--concurrency", "1", "--duration", "0.5")
