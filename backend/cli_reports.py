@@ -16,8 +16,9 @@ from backend.jobs.knee import knee_summary
 from backend.jobs.regresscli import report as regression_report
 from backend.pricing import Prices, parse_prices
 from backend.queue import jobs
-from backend.records import JobKind, job_kind
+from backend.records import JobKind, JobRow, job_kind
 from backend.reporting.text import results_table, why_lines
+from backend.results import StoredResult
 from backend.serving.study import runtime_line as serving_runtime_line
 
 KIND_NAMES = {
@@ -61,19 +62,22 @@ def cmd_show(args: argparse.Namespace) -> int:
         from backend.generate import jobreport
 
         print("\n".join(jobreport.show_lines(job.id, _prices(args))))
-    results = [stored.result for stored in jobs.stored_results(job.id)]
-    if results:
-        _show_results(args, job.id, kind, results)
+    stored = jobs.stored_results(job.id)
+    if stored:
+        _show_results(args, job, kind, stored)
     if args.log:
         for event in jobs.job_events(job.id):
             print(f"{event.created_at:%H:%M:%S} {event.level:<8}{event.message}")
     return 0
 
 
-def _show_results(args: argparse.Namespace, job_id: int, kind: JobKind, results: list) -> None:
+def _show_results(
+    args: argparse.Namespace, job: JobRow, kind: JobKind, stored: list[StoredResult]
+) -> None:
     """A sweep's or a regression check's results: the table, the cheapest, why, and the knee,
     the regression report or the drift against a baseline."""
-    sweep = jobs.spec_of(jobs.get_job(job_id)) if kind == JobKind.SWEEP else None
+    job_id, results = job.id, [item.result for item in stored]
+    sweep = jobs.spec_of(job) if kind == JobKind.SWEEP else None
     prices = _prices(args, sweep.prices if sweep else ())  # a regression's spec is not a sweep
     print(results_table(results, prices))
     if sentence := cheapest_line([job_id], prices):
@@ -83,7 +87,7 @@ def _show_results(args: argparse.Namespace, job_id: int, kind: JobKind, results:
         print("why:\n" + "\n".join(why))
     if kind == JobKind.REGRESSION:  # both sides, the verdict and the op diff
         print("\n" + regression_report(job_id))
-    elif sweep and (knee := knee_summary(sweep, jobs.stored_results(job_id))):
+    elif sweep and (knee := knee_summary(sweep, stored)):
         print("knee:\n" + "\n".join(f"  {line}" for line in knee))
     if sweep and sweep.baseline_of:  # a baseline's re-run: its drift against the baseline
         print("\n" + "\n".join(drift_lines(sweep.baseline_of, job_id)))
@@ -117,7 +121,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """CSV: the comparison table (a study's: the Serve page's table of measured points). JSON:
     every result's full record (environment, samples), a generation job's or a study's stored
     points."""
-    from backend.reporting import cost, exports, frames
+    from backend.reporting import comparison, exports
 
     prices = _prices(args)
     kind = export_family(args.job)
@@ -130,8 +134,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         data, count = studyreport.export_studies(args.job, args.format, prices)
     else:
-        frame = frames.results_frame(job_ids=args.job)
-        frame = cost.reprice(frame, prices) if prices else frame  # instead of the job's table
+        frame = comparison.priced_frame(args.job, prices)  # --price instead of the jobs' own
         if frame.empty:
             raise UserError(f"Jobs {', '.join(map(str, args.job))} have no results to export yet.")
         count, stored = len(frame), [r for j in args.job for r in jobs.stored_results(j)]

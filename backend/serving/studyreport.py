@@ -14,6 +14,7 @@ import pandas as pd
 from backend import pricing
 from backend.errors import UserError
 from backend.reporting import exports
+from backend.reporting.metrics import cell
 from backend.reporting.text import table
 from backend.serving.study import load_label
 from backend.serving.types import LoadPoint
@@ -40,10 +41,6 @@ def _points(view: StudyView) -> list[tuple[str, LoadPoint]]:
     return [(c.label, p) for c in view.configurations for p in c.measured]
 
 
-def _cell(value: object) -> str:
-    return "-" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
-
-
 def _rows(view: StudyView) -> list[list[str]]:
     """The page's table, its shown columns, with whether each point is stable and whether the
     load generator kept up (a saturated client says nothing about the server)."""
@@ -51,7 +48,7 @@ def _rows(view: StudyView) -> list[list[str]]:
     rows = []
     for (_, row), (_, point) in zip(frame.iterrows(), _points(view), strict=True):
         client = "saturated" if point.generator_saturated else "kept up"
-        rows.append([*(_cell(row[c]) for c in SHOWN), "yes" if point.stable else "no", client])
+        rows.append([*(cell(row[c], "") for c in SHOWN), "yes" if point.stable else "no", client])
     return rows
 
 
