@@ -8,7 +8,10 @@ and, with --kernels, the step's GPU kernels by name from torch.profiler (CUPTI).
 
   python3 bench/torch_decode_probe.py FOLDER MODE [--kernels]
   MODE: reduce-overhead | cdt (reduce-overhead + coordinate_descent_tuning) |
-        max-autotune (+ coordinate_descent_tuning)
+        max-autotune (+ coordinate_descent_tuning) |
+        graph (inductor without its cudagraph trees, + coordinate_descent_tuning, the step
+        captured once by hand in one torch.cuda.CUDAGraph over static token/position buffers and
+        replayed per token: no per-call input checks or copies of cudagraph trees)
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ PROMPT, NEW = 1024, 128
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
-    parser.add_argument("mode", choices=["reduce-overhead", "cdt", "max-autotune"])
+    parser.add_argument("mode", choices=["reduce-overhead", "cdt", "max-autotune", "graph"])
     parser.add_argument("--kernels", action="store_true")
     args = parser.parse_args()
 
@@ -33,9 +36,11 @@ def main() -> None:
     import torch._inductor.config as inductor
     from transformers import AutoModelForCausalLM, StaticCache
 
-    if args.mode in ("cdt", "max-autotune"):
+    if args.mode in ("cdt", "max-autotune", "graph"):
         inductor.coordinate_descent_tuning = True
-    compile_mode = "max-autotune" if args.mode == "max-autotune" else "reduce-overhead"
+    compile_mode = {"max-autotune": "max-autotune", "graph": "default"}.get(
+        args.mode, "reduce-overhead"
+    )
     model = AutoModelForCausalLM.from_pretrained(
         str(args.folder), dtype=torch.float16, attn_implementation="sdpa"
     ).to("cuda")
@@ -53,7 +58,10 @@ def main() -> None:
         )
         return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
 
-    step = torch.compile(decode, mode=compile_mode, fullgraph=True, dynamic=False)
+    compiled = torch.compile(decode, mode=compile_mode, fullgraph=True, dynamic=False)
+    step = compiled
+    if args.mode == "graph":
+        step = _captured(torch, compiled, cache, PROMPT)
     ids = torch.randint(0, model.config.vocab_size, (1, PROMPT), device="cuda")
     positions = [p.clone() for p in torch.arange(PROMPT, length, device="cuda").view(-1, 1)]
 
@@ -67,6 +75,8 @@ def main() -> None:
             logits_to_keep=1,
         )
         return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+
+    prefill.cache = cache  # type: ignore[attr-defined]
 
     def steps(count: int, sync_each: bool, nxt=None) -> list[float]:  # noqa: ANN001
         nxt, stamps = (prefill() if nxt is None else nxt), []
@@ -102,6 +112,7 @@ def main() -> None:
             torch.cuda.synchronize()
             gpu.append(start.elapsed_time(end) / (NEW - 1) * 1000)
         kernels = _kernels(torch, steps, prefill) if args.kernels else {}
+        agree = _agreement(torch, step, decode, prefill, positions)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     synced_us = statistics.median(synced) * 1e6
     result = {
@@ -115,9 +126,50 @@ def main() -> None:
         "gpu_step_us": [round(g, 1) for g in gpu],
         "gpu_tok_s": round(1e6 / min(gpu), 1),
         "hbm_share_synced": round(weights / (synced_us * 1e-6) / 4.8e12, 3),
+        "greedy_tokens_equal_eager": agree,
         "kernels_us_per_step": kernels,
     }
     print(json.dumps(result))
+
+
+def _agreement(torch, step, decode, prefill, positions) -> str:  # noqa: ANN001
+    """How many of 32 greedy tokens the timed step gives as the uncompiled step does, from
+    the same prefill (the accuracy column behind the speed)."""
+    runs = []
+    for fn in (step, decode):
+        nxt, tokens = prefill(), []
+        for i in range(32):
+            torch.compiler.cudagraph_mark_step_begin()
+            nxt = fn(nxt, positions[i].view(1, 1), prefill.cache).clone()
+            tokens.append(int(nxt))
+        runs.append(tokens)
+    same = sum(a == b for a, b in zip(*runs, strict=True))
+    return f"{same}/32"
+
+
+def _captured(torch, compiled, cache, position: int):  # noqa: ANN001, ANN202
+    """The compiled step captured in one CUDA graph over static buffers; calling the result
+    copies the token and position in and replays (what the product's loop would do)."""
+    token = torch.zeros((1, 1), dtype=torch.long, device="cuda")
+    where = torch.full((1, 1), position, dtype=torch.long, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):  # compile and autotune off the capture
+            compiled(token, where, cache)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = compiled(token, where, cache)
+    cache.reset()
+
+    def replay(tok, pos, _cache):  # noqa: ANN001, ANN202
+        token.copy_(tok)
+        where.copy_(pos)
+        graph.replay()
+        return out
+
+    return replay
 
 
 def _kernels(torch, steps, prefill) -> dict[str, float]:  # noqa: ANN001
