@@ -8,6 +8,8 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, TypeProto
 
+from backend.models.nodenames import node_name
+
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -170,8 +172,10 @@ def read_nodes(model: onnx.ModelProto) -> list[NodeFacts]:
     def visit(graph: onnx.GraphProto, path: str, initializers: set[str]) -> None:
         inits = initializers | {i.name for i in graph.initializer}
         for node in graph.node:
+            # counts subgraph nodes too: past an If/Loop/Scan body this index, and an unnamed
+            # node's name, differ from the position in graph.node that the other namers use
             index = len(facts)
-            name = node.name or f"{node.op_type}_{index}"
+            name = node_name(node, index)
             while name in used:
                 name = f"{name}_{index}"
             used.add(name)
@@ -216,9 +220,9 @@ def unique_names(model: onnx.ModelProto) -> onnx.ModelProto:
     def visit(graph: onnx.GraphProto) -> None:
         nonlocal counter
         for node in graph.node:
-            index = counter
+            index = counter  # counted as read_nodes counts, subgraph nodes included
             counter += 1
-            name = node.name or f"{node.op_type}_{index}"
+            name = node_name(node, index)
             while name in used:
                 name = f"{name}_{index}"
             used.add(name)

@@ -16,6 +16,7 @@ from onnx import numpy_helper
 from backend.engine.inputs import read_calibration_npz, specs_of_model
 from backend.errors import UserError
 from backend.launch.children import run_parse
+from backend.models.nodenames import node_name
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 
@@ -75,7 +76,7 @@ def keep_attention_in_float(path: Path) -> list[str]:
     excluded = []
     for index, node in enumerate(model.graph.node):
         if not node.name:
-            name = f"{node.op_type}_{index}"
+            name = node_name(node, index)
             while name in used:
                 name += "_"
             node.name = name

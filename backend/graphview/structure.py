@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from backend.models.nodenames import node_name
+
 # Past this the protobuf holds weights worth keeping out of the web process: parse in a child.
 IN_PROCESS_BYTES = 16 * 1024 * 1024
 
@@ -66,7 +68,7 @@ def structure_of(model: Any) -> GraphStructure:
     """The structure of an onnx.ModelProto's main graph."""
     nodes = []
     for index, node in enumerate(model.graph.node):
-        key = node.name or f"{node.op_type}_{index}"
+        key = node_name(node, index)
         focus = node.name or (node.output[0] if node.output else key)
         nodes.append(
             GraphNode(key, node.op_type, focus, tuple(node.input), tuple(node.output), node.domain)
