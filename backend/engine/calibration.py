@@ -13,7 +13,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from backend.engine.inputs import read_calibration_npz, specs_of_model
+from backend.engine.inputs import specs_of_model
+from backend.engine.npzfeeds import read_calibration_npz
 from backend.errors import UserError
 from backend.launch.children import run_parse
 from backend.models.nodenames import node_name
