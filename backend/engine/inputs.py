@@ -29,23 +29,34 @@ def _is_unknown(dim: Dim) -> bool:
     return dim is None or isinstance(dim, str) or (isinstance(dim, int) and dim <= 0)
 
 
+def fixed_batch(shape: list[Dim]) -> int | None:
+    """The size of an input's fixed batch dimension (its first), or None where the batch is free."""
+    first = shape[0] if shape else None
+    return first if isinstance(first, int) and first > 0 else None
+
+
+def runs_at_batch(shape: list[Dim], batch_size: int) -> bool:
+    """The fixed-batch rule, for feeds and for submit's refusal: a fixed batch dimension runs
+    batch 1 (fed at its own size, as exported) or its fixed size; a free one runs any."""
+    fixed = fixed_batch(shape)
+    return fixed is None or batch_size in (1, fixed)
+
+
 def concrete_shape(
     shape: list[Dim], batch_size: int, symbolic_dims: dict[str, int], input_name: str
 ) -> tuple[int, ...]:
     """The shape to feed: a symbolic first dim is the batch, other names come from symbolic_dims."""
+    fixed = fixed_batch(shape)
+    if not runs_at_batch(shape, batch_size):
+        raise UserError(
+            f"Input {input_name!r} has a fixed batch of {fixed}, so it cannot run at batch "
+            f"size {batch_size}; use batch size {fixed} or 1, or export the model with a "
+            "dynamic batch axis."
+        )
     result: list[int] = []
     for index, dim in enumerate(shape):
-        if index == 0 and _is_unknown(dim):
-            result.append(batch_size)
-        elif index == 0:
-            assert isinstance(dim, int)
-            if batch_size != 1 and dim != batch_size:
-                raise UserError(
-                    f"Input {input_name!r} has a fixed batch of {dim}, so it cannot run at batch "
-                    f"size {batch_size}; use batch size {dim} or 1, or export the model with a "
-                    "dynamic batch axis."
-                )
-            result.append(dim)
+        if index == 0:
+            result.append(batch_size if fixed is None else fixed)
         elif isinstance(dim, str) and dim not in ("", "?"):
             if dim not in symbolic_dims:
                 raise UserError(
