@@ -1,7 +1,7 @@
 """A graph's structure (node names, op types, tensors), read without its weights.
 
 Overlays and diffs need only who is who: the profile's name for each node ('<op>_<index>' for an
-unnamed one, backend.engine.profile.name_nodes), and the key Netron finds it by (its name, or the
+unnamed one, backend.models.nodenames.node_name), and the key Netron finds it by (its name, or the
 first tensor it produces: backend.viewer.focus_keys). External data is never opened; a large
 .onnx (weights embedded) is parsed in a limited child so its initializers never sit in the web
 process.
