@@ -1,7 +1,7 @@
 """The name of an ONNX node, or '<op>_<index>' (ONNX Runtime's scheme) where the file gives none.
 
-`index` is the node's position in graph.node (backend.compat.facts, which also walks If/Loop
-bodies, counts their nodes as well). Nothing here imports onnx at run time.
+`index` is the node's position in its own graph.node everywhere (an If/Loop/Scan body's nodes
+are counted in their body). Nothing here imports onnx at run time.
 """
 
 from __future__ import annotations

@@ -78,3 +78,48 @@ def test_graph_page_cost_table_compat_facts_and_profile_name_unnamed_nodes_alike
     feed = {"x": np.random.default_rng(1).random((1, 3, 8, 8), dtype=np.float32)}
     profile = profile_model(variant.path, fresh(), SessionOptions.plain(), feed)
     assert {name for node in profile.nodes for name in node.source_nodes} == EXPECTED
+
+
+def _if_then_relu() -> onnx.ModelProto:
+    """An unnamed If whose branches hold unnamed nodes, then an unnamed Relu in the main graph:
+    the bodies' nodes must not shift the main graph's names."""
+    out = helper.make_tensor_value_info("o", TensorProto.FLOAT, [2])
+
+    def branch(op: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["x"], ["o"])], op.lower(), [], [out])
+
+    nodes = [
+        helper.make_node(
+            "If", ["cond"], ["i"], then_branch=branch("Relu"), else_branch=branch("Neg")
+        ),
+        helper.make_node("Relu", ["i"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "control",
+        [
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_if_bodies_do_not_shift_the_main_graphs_names() -> None:
+    model = _if_then_relu()
+
+    def fresh() -> onnx.ModelProto:
+        return onnx.ModelProto.FromString(model.SerializeToString())
+
+    main = {"If_0", "Relu_1"}
+    assert {node.key for node in structure_of(fresh()).nodes} >= main
+    facts = read_nodes(fresh())
+    assert {f.name for f in facts if f.graph == "main"} == main
+    assert {node.name for node in unique_names(fresh()).graph.node} == main
+    assert {node.name for node in name_nodes(fresh()).graph.node} == main
+    bodies = {f.name for f in facts if f.graph != "main"}
+    assert len(bodies) == 2 and not bodies & main  # the bodies' own names stay unique
