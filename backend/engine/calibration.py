@@ -13,19 +13,19 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from backend.engine.inputs import read_calibration_npz, specs_of_model
+from backend.engine.inputs import fixed_batch, specs_of_model
+from backend.engine.npzfeeds import read_calibration_npz
 from backend.errors import UserError
 from backend.launch.children import run_parse
+from backend.models.nodenames import node_name
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 
 
 def input_batch(model: onnx.ModelProto) -> int | None:
     """The fixed batch of the model's inputs, or None when it is dynamic."""
-    for spec in specs_of_model(model):
-        first = spec["shape"][0] if spec["shape"] else None
-        return first if isinstance(first, int) else None
-    return None
+    specs = specs_of_model(model)
+    return fixed_batch(specs[0]["shape"]) if specs else None
 
 
 def batched_feeds(
@@ -75,7 +75,7 @@ def keep_attention_in_float(path: Path) -> list[str]:
     excluded = []
     for index, node in enumerate(model.graph.node):
         if not node.name:
-            name = f"{node.op_type}_{index}"
+            name = node_name(node, index)
             while name in used:
                 name += "_"
             node.name = name

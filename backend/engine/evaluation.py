@@ -1,6 +1,6 @@
 """Accuracy on the user's own evaluation set: an .npz of inputs, with optional integer `labels`.
 
-The file is read the way a calibration .npz is (backend.engine.inputs.read_calibration_npz:
+The file is read the way a calibration .npz is (backend.engine.npzfeeds.read_calibration_npz:
 headers checked before anything is allocated, never unpickled), in a limited child whenever the
 web process checks an upload. With labels, each configuration gets its top-1 accuracy against
 them; without, only its agreement with FP32 on these inputs (which is what it then means).
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from backend.engine.inputs import read_calibration_npz
+from backend.engine.npzfeeds import read_calibration_npz
 from backend.errors import UserError
 
 if TYPE_CHECKING:  # the sandboxed upload check imports this module without storage/ at hand

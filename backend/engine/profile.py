@@ -20,6 +20,7 @@ import onnx
 
 from backend.engine.fusion import flop_parts, fused_sources, source_flops
 from backend.engine.ortrace import PROFILE_RUNS, parse_trace, trace_events
+from backend.models.nodenames import node_name
 from backend.runtimes import onnxruntime_provider_name
 from backend.runtimes.base import SessionOptions
 
@@ -155,8 +156,7 @@ def name_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
     carry names that lead back to the uploaded model.
     """
     for index, node in enumerate(model.graph.node):
-        if not node.name:
-            node.name = f"{node.op_type}_{index}"
+        node.name = node_name(node, index)
     return model
 
 

@@ -96,7 +96,7 @@ def _build(
     task: ConfigurationTask, config: Configuration, workdir: Path, result: ConfigurationResult
 ) -> Variant:
     """Build the variant (calibrating static INT8 with the task's .npz when there is one)."""
-    from backend.engine import inputs, tensorsize, variants
+    from backend.engine import inputs, npzfeeds, tensorsize, variants
 
     source = Path(task.source_path)
     dims = dict(config.symbolic_dims)
@@ -105,7 +105,7 @@ def _build(
         tensorsize.check_gpu_tensor_sizes(source, config.batch_size, dims, config.provider)
     calibration = None
     if config.precision == Precision.INT8_STATIC and task.calibration_path:
-        calibration = inputs.load_calibration_npz(
+        calibration = npzfeeds.load_calibration_npz(
             Path(task.calibration_path), inputs.input_specs_of(source), dict(config.symbolic_dims)
         )
     variant = variants.build_variant(source, config, workdir, calibration=calibration)

@@ -1,7 +1,7 @@
 """A graph's structure (node names, op types, tensors), read without its weights.
 
 Overlays and diffs need only who is who: the profile's name for each node ('<op>_<index>' for an
-unnamed one, backend.engine.profile.name_nodes), and the key Netron finds it by (its name, or the
+unnamed one, backend.models.nodenames.node_name), and the key Netron finds it by (its name, or the
 first tensor it produces: backend.viewer.focus_keys). External data is never opened; a large
 .onnx (weights embedded) is parsed in a limited child so its initializers never sit in the web
 process.
@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from backend.models.nodenames import node_name
 
 # Past this the protobuf holds weights worth keeping out of the web process: parse in a child.
 IN_PROCESS_BYTES = 16 * 1024 * 1024
@@ -66,7 +68,7 @@ def structure_of(model: Any) -> GraphStructure:
     """The structure of an onnx.ModelProto's main graph."""
     nodes = []
     for index, node in enumerate(model.graph.node):
-        key = node.name or f"{node.op_type}_{index}"
+        key = node_name(node, index)
         focus = node.name or (node.output[0] if node.output else key)
         nodes.append(
             GraphNode(key, node.op_type, focus, tuple(node.input), tuple(node.output), node.domain)

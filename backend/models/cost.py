@@ -25,6 +25,7 @@ from onnx import shape_inference
 import settings
 from backend import ort_tools
 from backend.errors import UserError
+from backend.models.nodenames import node_name
 from backend.models.params import attribute, initializer_parameters
 
 MB = 1 << 20
@@ -418,7 +419,7 @@ def model_cost(
             for n in node.output
             if n
         )
-        name = node.name or f"{node.op_type}_{index}"
+        name = node_name(node, index)
         nodes.append(
             NodeCost(name, node.op_type, flops or 0, params, activation, flops is not None)
         )

@@ -10,6 +10,7 @@ from pathlib import Path
 import settings
 from backend.auth import caps
 from backend.auth.audit import current_actor as actor
+from backend.engine.inputs import fixed_batch, runs_at_batch
 from backend.engine.shapes import check_dim_names, stored_dim_names
 from backend.errors import UserError
 from backend.graphview.structure import read_structure
@@ -82,19 +83,19 @@ def cancel_job(job_id: int) -> JobState:
 
 
 def _check_fixed_batch(inputs: list[dict], batch_sizes: set[int]) -> None:
-    """Batch sizes an input's fixed first dimension cannot take (the measurement's rule,
-    engine/inputs.concrete_shape): refused here, not as failed rows of a queued job."""
+    """Batch sizes an input's fixed first dimension cannot take (the measurement's own rule,
+    engine/inputs.runs_at_batch): refused here, not as failed rows of a queued job."""
     for value in inputs:
-        first = (value.get("shape") or [None])[0]
-        if isinstance(first, int) and first > 0:
-            bad = sorted(b for b in batch_sizes if b not in (1, first))
-            if bad:
-                raise UserError(
-                    f"Input {value.get('name')!r} has a fixed batch of {first}, so batch size"
-                    f"{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} cannot run; pick "
-                    f"{'1' if first == 1 else f'1 or {first}'}, or export the model with a "
-                    "dynamic batch axis."
-                )
+        shape = value.get("shape") or []
+        bad = sorted(b for b in batch_sizes if not runs_at_batch(shape, b))
+        if bad:
+            first = fixed_batch(shape)
+            raise UserError(
+                f"Input {value.get('name')!r} has a fixed batch of {first}, so batch size"
+                f"{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} cannot run; pick "
+                f"{'1' if first == 1 else f'1 or {first}'}, or export the model with a "
+                "dynamic batch axis."
+            )
 
 
 def _check_fp32_nodes(model_id: int, model_name: str, wanted: tuple[str, ...]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backend.engine.inputs import concrete_shape
 from backend.errors import UserError
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
@@ -170,4 +171,27 @@ def test_batch_sizes_a_fixed_batch_input_cannot_take_are_refused_at_submit(
     )
     assert jobs.list_jobs() == []  # nothing queued
     jobs.submit_sweep(stored.id, SweepSpec(batch_sizes=(1,)))
+    assert len(jobs.list_jobs()) == 1
+
+
+def test_submit_refuses_exactly_the_batch_sizes_the_feeds_would_refuse_mid_job(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """One fixed-batch rule (engine/inputs.runs_at_batch): what submit lets through, the
+    measurement can feed, and what it refuses would have failed as rows of the job."""
+    model = model_factory.make_mlp()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4  # batch fixed at 4
+    stored = ingest_file(model_factory.save(model, tmp_path / "fixed4.onnx"), "fixed4.onnx")
+    spec = stored.inputs[0]
+    unfed = []
+    for batch in (1, 2, 3, 4, 8):
+        try:
+            concrete_shape(spec["shape"], batch, {}, spec["name"])
+        except UserError:
+            unfed.append(batch)
+    assert unfed == [2, 3, 8]
+    with pytest.raises(UserError, match=r"fixed batch of 4, so batch sizes 2, 3, 8 cannot run; "):
+        jobs.submit_sweep(stored.id, SweepSpec(batch_sizes=(1, 2, 3, 4, 8)))
+    assert jobs.list_jobs() == []
+    jobs.submit_sweep(stored.id, SweepSpec(batch_sizes=(1, 4)))
     assert len(jobs.list_jobs()) == 1
