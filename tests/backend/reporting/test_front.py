@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from backend.reporting import charts, cost, frames, front
 from backend.specs import Precision, SweepSpec
 from tests.pages.seed import add_model, run_sweep
@@ -91,3 +93,25 @@ def test_the_cost_front_leaves_out_an_unstable_result_and_names_it(
     figure = charts.cost_vs_accuracy(priced, "cost_per_million", "loss")
     starred = next(t for t in figure.data if t.name == "Pareto front")
     assert view.at[cheapest, "cost_per_million"] not in list(starred.x)
+
+
+def test_the_generation_front_leaves_out_an_unstable_point_and_its_hover_says_so() -> None:
+    from backend.generate import points
+
+    frame = pd.DataFrame(
+        {
+            "series": ["fp32", "int4", "int4"],
+            "label": ["fp32 x1", "int4 x1", "int4 x4"],
+            "status": ["ok", "ok", "ok"],
+            "output_tokens_per_s": [100.0, 180.0, 240.0],
+            "perplexity": [5.0, 5.4, 5.5],
+            "stable": [True, True, False],  # the fastest point's windows did not agree
+        }
+    )
+    figure = points.perplexity_vs_speed(frame)
+    starred = next(t for t in figure.data if t.name == "Pareto front")
+    assert list(starred.x) == [100.0, 180.0]
+    [int4] = [t for t in figure.data if t.name == "int4"]
+    assert list(int4.marker.symbol) == ["circle", "circle-open"]
+    assert "measured beyond the Pareto front" in int4.text[1]
+    assert "beyond" not in int4.text[0]
