@@ -10,7 +10,7 @@ import streamlit as st
 
 from backend.auth.roles import Permission
 from backend.forms import compare as compare_link
-from backend.reporting import charts, cost, exports, frames, price_mix
+from backend.reporting import charts, cost, exports, frames, front, price_mix
 from backend.reporting.metrics import cost_axes
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus
@@ -251,7 +251,7 @@ def comparison() -> None:
         return
     view = frames.add_speedups(view, baseline)
     view = frames.add_accuracy_loss(view, loss_metric or "mean_rel_error")
-    view = view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
+    view = frames.add_pareto(view)  # of stable measurements; an unstable one beyond it is named
     if cost_key is not None:
         view = frames.add_cost_pareto(view, cost_key)
     loss_label = frames.LOSS_METRICS[loss_metric or "mean_rel_error"]
@@ -267,10 +267,18 @@ def comparison() -> None:
     if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices
         st.warning(plain(mixed), icon="💲")
     figures = _figures(view, chosen, samples, loss_label, cost_key)
+    beyond = {
+        "pareto": front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto"),
+        "cost": front.beyond_sentence(
+            view, (cost_key or "", *front.COST_FRONT), "beyond_cost_pareto"
+        ),
+    }
     for index in range(0, len(figures), 2):
         cols = st.columns(2)
         for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
             col.plotly_chart(figure, key=f"chart_{key}")
+            if beyond.get(key):  # an unstable point the front leaves out, with its numbers
+                col.caption(plain(beyond[key] or ""))
 
     st.subheader("Speedups" + (f" against {plain(baseline)}" if baseline else ""))
     columns = ["label", "status", "p50_ms", "p90_ms", "p99_ms", "throughput", "cost_per_million"]

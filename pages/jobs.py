@@ -151,6 +151,8 @@ def profile_views(job_id: int, profiled: list[StoredResult], model_id: int) -> N
     require_access(Permission.BROWSE)  # a fragment rerun skips the page's first line
     if not profiled:
         return
+    if old := progress.untraced_profiles(profiled):  # the Graph page's sentence, one test of it
+        st.warning(plain(old), icon="🔁")
     wanted = url_value("profile")  # a configuration key, from the Graph page's variant diff
     with st.expander(f"Per-node profiles ({len(profiled)})", expanded=wanted is not None):
         st.caption(

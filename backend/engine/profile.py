@@ -362,6 +362,20 @@ def write_profile(
     return profile.save(out)
 
 
+def untraced_note(profile: Profile, subject: str = "This profile was") -> str:
+    """Where a profile was stored before fused kernels were traced to every node they ran
+    (fusion.py), the sentence asking to profile again: its time per uploaded node keeps the old
+    op mapping. '' for a profile stored since. The one test of it, for the Graph page's overlay
+    and the Jobs page; `subject` names what was stored ("The profiles of A, B were")."""
+    if profile.fusions_traced:
+        return ""
+    return (
+        f"{subject} stored before fused kernels were traced to every node they ran: a fused "
+        "kernel's time may sit on one of its nodes only (e.g. the Relu of a Conv+Relu kernel). "
+        "Profile the configuration again for a faithful picture."
+    )
+
+
 def stored_profile(telemetry: dict[str, Any]) -> Profile | None:
     """The profile a stored result points to (telemetry['profile_sha256']), or None."""
     from backend.models import library

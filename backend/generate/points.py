@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from backend import pricing
 from backend.generate.jobspec import GenerationJobSpec
 from backend.knobs.serialize import field_from_json
+from backend.reporting import front
 from backend.reporting.charts import (
     apply_layout,
     escaped,
@@ -20,7 +21,7 @@ from backend.reporting.charts import (
     pareto_trace,
     series_colors,
 )
-from backend.reporting.metrics import REGISTRY, pareto_front, pick
+from backend.reporting.metrics import REGISTRY, pick
 from backend.reporting.provenance import hardware, ran_on
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -202,17 +203,18 @@ def tokens_vs_memory(frame: pd.DataFrame) -> go.Figure:
 
 def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
     """Perplexity against output tokens/s; the Pareto front of the points with FP32-like outputs
-    is joined and starred."""
+    and a stable measurement is joined and starred (reporting/front.py); an unstable point
+    beyond it is drawn hollow and its hover says so."""
     data = _measured(frame)
     data = data[data["perplexity"].notna() & data["output_tokens_per_s"].notna()]
+    keys = ("output_tokens_per_s", "perplexity")
+    data = data.assign(beyond_pareto=front.beyond_mask(data, keys))
     fig = go.Figure()
     hover = f"%{{text}}<br>{TOKENS.hover('x')}<br>perplexity {PPL.hover('y')}"
-    markers_by_series(fig, data, "output_tokens_per_s", "perplexity", hover)
-    ok = data[data["status"] == "ok"]  # wrong outputs are drawn, never a best trade-off
-    if not ok.empty:
-        mask = pareto_front(TOKENS, ok["output_tokens_per_s"], PPL, ok["perplexity"])
-        front = ok[mask].sort_values("output_tokens_per_s")
-        fig.add_trace(pareto_trace(front, "output_tokens_per_s", "perplexity"))
+    markers_by_series(fig, data, "output_tokens_per_s", "perplexity", hover, beyond="beyond_pareto")
+    best = data[front.front_mask(data, keys)]  # wrong outputs are drawn, never a best trade-off
+    if not best.empty:
+        fig.add_trace(pareto_trace(best.sort_values(keys[0]), *keys))
     return apply_layout(fig, "Perplexity against speed", TOKENS.axis_title, PPL.axis_title)
 
 

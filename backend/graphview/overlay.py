@@ -18,7 +18,13 @@ from backend.compat.cells import CellStatus, CompatMatrix
 from backend.engine.evidence import per_source_us
 from backend.engine.fusion import LAYOUT_OPS, split_by_flops
 from backend.engine.layerloss import NodeLoss
-from backend.engine.profile import CONVERSION_OPS, NodeProfile, Profile, SourceIndex
+from backend.engine.profile import (
+    CONVERSION_OPS,
+    NodeProfile,
+    Profile,
+    SourceIndex,
+    untraced_note,
+)
 from backend.graphview.structure import GraphStructure
 from backend.models.cost import ModelCost
 
@@ -164,12 +170,8 @@ def _by_flops(profile: Profile, node: NodeProfile) -> bool:
 
 def fused_note(profile: Profile, ops: dict[str, str]) -> str:
     """How the time of fused kernels reached the nodes painted, in one or two sentences."""
-    if not profile.fusions_traced:
-        return (
-            "This profile was stored before fused kernels were traced to every node they ran: "
-            "a fused kernel's time may sit on one of its nodes only (e.g. the Relu of a "
-            "Conv+Relu kernel). Profile the configuration again for a faithful picture."
-        )
+    if untraced := untraced_note(profile):  # the Jobs page says it too (progress.py)
+        return untraced
     fused = sorted(
         (n for n in profile.nodes if len(n.source_nodes) > 1 and n.op_type not in CONVERTS),
         key=lambda n: -n.total_us,

@@ -60,16 +60,27 @@ def escaped(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 UNSTABLE_MARK = " (unstable: hollow, treat with care)"
+BEYOND_MARK = "<br>measured beyond the Pareto front, left off it as unstable: re-run it"
 
 
 def markers_by_series(
-    fig: go.Figure, data: pd.DataFrame, x: str, y: str, hover: str, custom: str | None = None
+    fig: go.Figure,
+    data: pd.DataFrame,
+    x: str,
+    y: str,
+    hover: str,
+    custom: str | None = None,
+    beyond: str | None = None,
 ) -> None:
     """One marker trace per series (names and labels already escaped), coloured in order;
-    `custom` names a column the hover reads as %{customdata}."""
+    `custom` names a column the hover reads as %{customdata}; `beyond` a column marking the
+    unstable points that measured beyond the front (front.py), which their hover says."""
     colors = series_colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
         symbols, labels = _stability_marks(group)
+        if beyond is not None and beyond in group:
+            marks = group[beyond].fillna(False).astype(bool).tolist()
+            labels = [f"{t}{BEYOND_MARK if b else ''}" for t, b in zip(labels, marks, strict=True)]
         fig.add_trace(
             go.Scatter(
                 x=group[x],
@@ -248,11 +259,12 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
 
 
 def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
-    """Speedup against accuracy loss; the Pareto front (best trade-offs) is joined and starred."""
+    """Speedup against accuracy loss; the Pareto front (best trade-offs among stable
+    measurements, front.add_pareto) is joined and starred."""
     data = escaped(frame[frame["speedup"].notna() & frame["accuracy_loss"].notna()])
     fig = go.Figure()
     hover = f"%{{text}}<br>speedup {SPEEDUP.hover('x')}<br>loss {LOSS.hover('y', '.3g')}"
-    markers_by_series(fig, data, "speedup", "accuracy_loss", hover)
+    markers_by_series(fig, data, "speedup", "accuracy_loss", hover, beyond="beyond_pareto")
     front = data[data["pareto"]].sort_values("speedup")
     if not front.empty:
         fig.add_trace(pareto_trace(front, "speedup", "accuracy_loss"))
@@ -261,7 +273,7 @@ def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
 
 def cost_vs_accuracy(frame: pd.DataFrame, cost_key: str, loss_label: str) -> go.Figure:
     """A cost (or energy) figure per item against accuracy loss, speed in the hover; starred: the
-    cost/speed/accuracy Pareto front (frames.add_cost_pareto's `cost_pareto` column)."""
+    cost/speed/accuracy Pareto front of stable measurements (cost.add_cost_pareto)."""
     x = REGISTRY[cost_key]
     data = escaped(frame[frame[cost_key].notna() & frame["accuracy_loss"].notna()])
     fig = go.Figure()
@@ -269,7 +281,15 @@ def cost_vs_accuracy(frame: pd.DataFrame, cost_key: str, loss_label: str) -> go.
         f"%{{text}}<br>{x.label} {x.hover('x')}<br>loss {LOSS.hover('y', '.3g')}"
         f"<br>{THROUGHPUT.label} %{{customdata:{THROUGHPUT.spec}}} {THROUGHPUT.unit}"
     )
-    markers_by_series(fig, data, cost_key, "accuracy_loss", hover, custom="throughput")
+    markers_by_series(
+        fig,
+        data,
+        cost_key,
+        "accuracy_loss",
+        hover,
+        custom="throughput",
+        beyond="beyond_cost_pareto",
+    )
     front = data[data["cost_pareto"]].sort_values(cost_key)
     if not front.empty:
         fig.add_trace(pareto_trace(front, cost_key, "accuracy_loss"))

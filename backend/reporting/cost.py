@@ -15,7 +15,7 @@ import numpy as np
 from backend import pricing
 from backend.knobs.serialize import field_from_json
 from backend.records import JobKind, JobRow
-from backend.reporting import metrics
+from backend.reporting import front
 from backend.results import ResultStatus
 from backend.specs import SweepSpec
 
@@ -144,17 +144,11 @@ def _stability_caveat(ok: pd.DataFrame, steady: pd.Series, best: pd.Series) -> s
 
 
 def add_cost_pareto(frame: pd.DataFrame, cost_key: str) -> pd.DataFrame:
-    """Column `cost_pareto`: on the cost (or energy), speed and accuracy front, each figure read
-    its registered way; only ok results can be on it (wrong outputs carry no cost)."""
-    import pandas as pd
-
-    ok = (frame["status"] == ResultStatus.OK.value).to_numpy()
-    figures = [
-        (
-            metrics.metric(cost_key),
-            np.where(ok, pd.to_numeric(frame[cost_key], errors="coerce"), np.nan),
-        ),
-        (metrics.metric("throughput"), frame["throughput"].to_numpy(dtype=float)),
-        (metrics.metric("accuracy_loss"), pd.to_numeric(frame["accuracy_loss"], errors="coerce")),
-    ]
-    return frame.assign(cost_pareto=metrics.pareto_many(figures))
+    """Columns `cost_pareto`: on the cost (or energy), speed and accuracy front, each figure read
+    its registered way, of ok results with stable measurements only (wrong outputs carry no
+    cost; an unstable one's cost moved while measured); `beyond_cost_pareto`: unstable results
+    that measured beyond it (front.py)."""
+    keys = (cost_key, *front.COST_FRONT)
+    return frame.assign(
+        cost_pareto=front.front_mask(frame, keys), beyond_cost_pareto=front.beyond_mask(frame, keys)
+    )

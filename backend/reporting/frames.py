@@ -16,6 +16,7 @@ from backend.pricing import Prices
 from backend.records import JobKind
 from backend.reporting import cost, distance, metrics
 from backend.reporting.cost import add_cost_pareto, job_prices
+from backend.reporting.front import add_pareto
 from backend.reporting.provenance import hardware, ran_on, software
 from backend.results import EnergyReport, LatencyStats, ResultStatus, StoredResult
 from backend.specs import Configuration, Precision
@@ -373,6 +374,7 @@ __all__ = [
     "METRICS",
     "add_accuracy_loss",
     "add_cost_pareto",
+    "add_pareto",
     "add_speedups",
     "comparable_jobs",
     "pareto_mask",

@@ -35,6 +35,10 @@ class MeasuredVariant:
     # else "" and, for a sweep's curve, the one action that would measure them (`remedy`)
     costs_from: str = ""
     remedy: str = ""
+    # which file a server would load, in words ("the uploaded model"), and why it may batch or
+    # not, as a clause ("its batch axis is dynamic"); "" where nobody said (phrasing.serves)
+    served_file: str = ""
+    batching_why: str = ""
 
     @property
     def label(self) -> str:

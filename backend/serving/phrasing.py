@@ -8,7 +8,9 @@ the sentence says they are not compared.
 
 from __future__ import annotations
 
-from backend.serving.evidence import Evidence, Recommendation
+from collections.abc import Iterable
+
+from backend.serving.evidence import Evidence, MeasuredVariant, Recommendation
 
 
 def comparable(first: Evidence, second: Evidence) -> bool:
@@ -36,6 +38,21 @@ def phrase(rec: Recommendation, default_label: str) -> str:
     """The answer, then what a predicted one rests on and where it is conservative."""
     caveats = " ".join(_caveats(rec))
     return _answer(rec, default_label) + (f" {caveats}" if caveats else "")
+
+
+def serves(variant: MeasuredVariant, differs: bool) -> str:
+    """Which file a configuration's server loads and, where `differs` (the variants compared do
+    not all batch alike), whether it may batch and why, in one short clause."""
+    served = variant.served_file or f"the {variant.label} file"
+    if not differs or not variant.batching_why:
+        return served
+    may = "may batch" if variant.batchable else "cannot batch"
+    return f"{served}, which {may}: {variant.batching_why}"
+
+
+def batching_differs(variants: Iterable[MeasuredVariant]) -> bool:
+    """Whether some of these variants' files batch and others do not."""
+    return len({v.batchable for v in variants}) > 1
 
 
 def _caveats(rec: Recommendation) -> list[str]:
@@ -75,15 +92,18 @@ def _caveats(rec: Recommendation) -> list[str]:
             f"The max batch stops at {largest}, the largest batch size measured: beyond it the "
             "compute time is unknown (measure larger batches to predict larger ones)."
         )
-    fixed = [
-        v.label for v in dict.fromkeys(e.candidate.variant for e in rec.ranked) if not v.batchable
-    ]
+    ranked = list(dict.fromkeys(e.candidate.variant for e in rec.ranked))
+    fixed = [v.label for v in ranked if not v.batchable]
     if fixed and any(p.dynamic_batching for p in rec.asked):
         said.append(
             f"{', '.join(fixed)} {'has' if len(fixed) == 1 else 'have'} files with a fixed batch "
             "size, which Triton cannot batch, so only no dynamic batching is predicted there "
             "(a sweep with dynamic shapes gives files that batch)."
         )
+    if batching_differs(ranked):  # which file each serves, and why one batches and one not
+        said.append("; ".join(f"{v.label} serves {serves(v, True)}" for v in ranked) + ".")
+    elif variant.served_file:
+        said.append(f"Triton would serve {serves(variant, False)}.")
     return said
 
 

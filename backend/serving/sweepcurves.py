@@ -21,6 +21,7 @@ from backend.serving.recommend import MeasuredVariant
 from backend.serving.repository import can_batch
 from backend.serving.servercosts import StudyCosts
 from backend.serving.types import LatencyCurve
+from backend.specs import Precision
 
 
 def variants_from_results(
@@ -55,12 +56,12 @@ def variants_from_results(
         if pd.notna(first.get("price_per_hour")) and first.get("priced_as"):
             price = Price(str(first["priced_as"]), float(first["price_per_hour"]))
         sizes = ", ".join(str(b) for b in curve.batch_sizes)
-        batchable, served = _batchable(rows)
+        batchable, served_file, why = _served(rows)
         rests_on = (
             f"the sweep's in-process latency at batch size{'s' if len(by_batch) > 1 else ''} "
             f"{sizes} and an assumed {overhead_ms:g} ms per request outside compute and "
             f"{execution_ms:g} ms of server cost per batch; the server's own costs on this host "
-            f"were not measured (a serving study measures them){served}"
+            "were not measured (a serving study measures them)"
         )
         studied = server_costs.get(str(first["series"]))
         variants.append(
@@ -72,6 +73,8 @@ def variants_from_results(
                 runtime=str(first.get("backend") or "onnxruntime"),
                 price=price,
                 batchable=batchable,
+                served_file=served_file,
+                batching_why=why,
                 rests_on="" if studied else rests_on,
                 costs_from=studied.words if studied else "",
                 remedy="" if studied else remedy,
@@ -80,24 +83,29 @@ def variants_from_results(
     return variants
 
 
-def _batchable(rows: pd.DataFrame) -> tuple[bool, str]:
-    """Whether a series has a file Triton can batch, and which one where it is not its own: a
-    series swept with fixed shapes has the batch size baked into each file (Triton serves those
-    without dynamic batching, repository.plan_model), so only FP32 on ONNX Runtime can batch,
-    as the uploaded model when its batch axis is dynamic (what `serve recommend --confirm`
-    serves, cli_advice.job_files)."""
-    if "fixed_shapes" not in rows or not rows["fixed_shapes"].fillna(False).astype(bool).all():
-        return True, ""
+def _served(rows: pd.DataFrame) -> tuple[bool, str, str]:
+    """Whether Triton can batch the file a series would be served from, which file that is and
+    why it batches or not, in words. A series swept with fixed shapes has the batch size baked
+    into each file (Triton serves those without dynamic batching, repository.plan_model), so
+    only FP32 on ONNX Runtime can batch, as the uploaded model when its batch axis is dynamic
+    (what `serve recommend --confirm` serves, cli_advice.job_files)."""
     first = rows.iloc[0]
-    if str(first["precision"]) != "fp32" or str(first.get("backend")) != "onnxruntime":
-        return False, ""
+    precision = str(first["precision"])
+    try:
+        name = Precision(precision).label
+    except ValueError:
+        name = precision
+    own = f"the sweep's {name} file"
+    if "fixed_shapes" not in rows or not rows["fixed_shapes"].fillna(False).astype(bool).all():
+        return True, own, "its batch axis is dynamic"
+    if precision != "fp32":
+        return False, own, "its batch size is fixed and the FP32 upload cannot stand in for it"
+    if str(first.get("backend")) != "onnxruntime":
+        return False, own, "its batch size is fixed (the upload stands in on ONNX Runtime only)"
     try:
         upload = can_batch(library.onnx_path(int(first["model_id"])))
     except (UserError, OSError, ValueError, DecodeError):  # unreadable: take it as fixed
-        return False, ""
+        upload = False
     if not upload:
-        return False, ""
-    return True, (
-        "; Triton would serve the uploaded model, whose batch axis is dynamic (the sweep's "
-        "files have a fixed batch size)"
-    )
+        return False, own, "its batch size is fixed, and so is the uploaded model's"
+    return True, "the uploaded model", "its batch axis is dynamic, unlike the sweep's files"

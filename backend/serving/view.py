@@ -11,6 +11,9 @@ median per-call latency at each batch size, in-process ONNX Runtime), unless a f
 study measured the same file's costs on the server of the same host (servercosts.py): then that
 cost curve is simulated. Without one, the per-request overhead and the server's cost per
 execution, which an in-process sweep never pays, are user settings, and the sentence says so.
+
+Why long: both of the Serve page's views (predicted and measured) with their tables, each the
+one call the page makes, read together.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from backend.reporting import frames
 from backend.reporting.cost import reprice
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
 from backend.serving.export import perf_analyzer_command
+from backend.serving.phrasing import batching_differs, serves
 from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, recommend
 from backend.serving.repository import FIXED_BATCH_NOTE
 from backend.serving.servercosts import remedy, series_costs
@@ -117,8 +121,9 @@ COST_HEADER = "$ per M inferences (at that rate)"
 
 
 def evidence_table(view: ServeView) -> pd.DataFrame:
-    """The ten best configurations the recommendation ranked, measured or predicted."""
-    rows = []
+    """The ten best configurations the recommendation ranked, measured or predicted, each with
+    the file it serves (and why it batches or not, where they differ: phrasing.serves)."""
+    rows, differs = [], batching_differs(view.variants)
     for evidence in view.recommendation.ranked[:10]:
         point = evidence.point
         rows.append(
@@ -132,6 +137,7 @@ def evidence_table(view: ServeView) -> pd.DataFrame:
                 "mean batch": round(point.mean_batch, 1),
                 COST_HEADER: evidence_cost(evidence),
                 "source": "measured" if evidence.measured else "predicted",
+                "serves": serves(evidence.candidate.variant, differs),
             }
         )
     return pd.DataFrame(rows)

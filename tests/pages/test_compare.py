@@ -100,7 +100,7 @@ def _compared(job_id: int, baseline: str, keep: list[int] | None = None) -> pd.D
     if keep is not None:
         view = view[view["result_id"].isin(keep)]
     view = frames.add_accuracy_loss(frames.add_speedups(view, baseline))
-    view = view.assign(pareto=frames.pareto_mask(view["speedup"], view["accuracy_loss"]))
+    view = frames.add_pareto(view)  # of stable measurements, as the page computes it
     return frames.add_cost_pareto(view, "cost_per_million")  # CPU is priced by default
 
 

@@ -80,3 +80,49 @@ def test_optimize_page_submits_a_profiled_sweep_with_a_mixed_point(
     reopened = open_page("optimize", model=model.id, **jobs.spec_to_query(spec))
     assert reopened.toggle(key="url_profile").value
     assert reopened.text_area(key="fp32_nodes").value == BAD_LAYER
+
+
+def test_a_profile_stored_before_fused_kernels_were_traced_asks_to_profile_again(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """The Graph page's sentence on the Jobs page, where a job's rows carry a profile stored
+    before fusion.py traced fused kernels (it lacks fusions_traced and source_flops)."""
+    from backend.engine.profile import Profile
+    from backend.models import library
+    from storage.repo import results as result_store
+
+    job_id = _profiled_job(tmp_path, profile=True)
+    at = open_page("jobs", job=job_id)
+    assert not at.exception
+    assert "stored before fused kernels were traced" not in texts(at)  # profiled since
+
+    # the same rows stored again as the worker stores them, the INT8 one pointing to its
+    # profile as an earlier version wrote it
+    job = jobs.get_job(job_id)
+    spec = SweepSpec(precisions=("fp32", "int8_static"), profile=True, measure=QUICK)
+    again = jobs.submit_sweep(job.model_id, spec)  # as _profiled_job queued it
+    rows = result_store.list_results(job_ids=[job_id])
+    samples = result_store.result_samples([r.id for r in rows])
+    int8 = ""
+    for row in rows:
+        payload = json.loads(json.dumps(row.payload))
+        if payload["configuration"]["precision"] == "int8_static":
+            telemetry = payload["telemetry"]
+            old = Profile.load(library.artifact_path(telemetry["profile_sha256"])).to_dict()
+            del old["fusions_traced"], old["source_flops"]
+            telemetry["profile_sha256"] = library.store().put_bytes(json.dumps(old).encode()).sha256
+            int8 = payload["config_key"]
+        assert result_store.save_result(again.id, payload, samples[row.id]) is not None
+    label = next(
+        s.configuration.label for s in jobs.stored_results(again.id) if s.config_key == int8
+    )
+
+    at = open_page("jobs", job=again.id)
+    assert not at.exception
+    said = [w.value.replace("\\", "") for w in at.warning]
+    expected = (
+        f"The profile of {label} was stored before fused kernels were traced to every node they "
+        "ran: a fused kernel's time may sit on one of its nodes only (e.g. the Relu of a "
+        "Conv+Relu kernel). Profile the configuration again for a faithful picture."
+    )
+    assert expected in said, said

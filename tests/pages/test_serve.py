@@ -103,3 +103,40 @@ def test_a_fixed_shape_sweep_is_predicted_conservatively_with_one_rate_per_confi
     offered = re.search(r"--request-rate-range=([\d.]+):", "\n".join(c.value for c in at.code))
     if offered and abs(float(offered.group(1)) / int(best.group(2)) - 1) > 0.03:
         assert f"{int(best.group(2))} req/s is what it predicts" in reproduce, reproduce
+
+
+def test_each_predicted_row_says_which_file_it_serves_and_why_it_batches_or_not(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The walkthrough's fixed-shape sweep: FP32 serves the upload (its batch axis is dynamic)
+    with dynamic batching, INT8 its own fixed-batch file without; each row and the sentence say
+    which file and why one may batch and the other not."""
+    model = add_model(mlp_path, "mlp")
+    job, _ = finished_sweep(model.id, batch_sizes=(1, 8))
+    at = open_page("serve", job=job.id, slo=10)
+    assert not at.exception
+    table = at.dataframe[0].value
+    fp32 = (
+        "the uploaded model, which may batch: its batch axis is dynamic, unlike the sweep's files"
+    )
+    int8 = (
+        "the sweep's INT8 static (QDQ) file, which cannot batch: its batch size is fixed and the "
+        "FP32 upload cannot stand in for it"
+    )
+    for label, served in zip(table["configuration"], table["serves"], strict=True):
+        assert served == (fp32 if label.startswith("FP32") else int8), (label, served)
+    assert set(table["serves"]) == {fp32, int8}  # both kinds of row are ranked
+    sentence = (at.success or at.warning)[0].value
+    for said in (f"FP32 on CPU serves {fp32}", f"INT8 static (QDQ) on CPU serves {int8}"):
+        assert said in sentence, sentence  # in the order ranked
+
+
+def test_one_variant_says_which_file_it_serves_without_a_comparison(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    model = add_model(mlp_path, "mlp")
+    job, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(1, 8))
+    at = open_page("serve", job=job.id, slo=50, overhead=0.5)
+    assert not at.exception
+    assert set(at.dataframe[0].value["serves"]) == {"the uploaded model"}
+    assert "Triton would serve the uploaded model." in at.success[0].value

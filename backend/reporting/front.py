@@ -1,0 +1,98 @@
+"""The Pareto fronts the Compare charts star, computed from stable, ok measurements only.
+
+An unstable measurement's figures moved while they were measured, so, as in cost.cheapest, it
+never carries a claim: it is still drawn (hollow, charts.markers_by_series) but never joined to
+the front. Where one measured beyond the front, the chart's caption and its hover say so with
+its numbers and ask for a re-run, the way cost.py names a cheaper unstable result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from backend.reporting import metrics
+from backend.results import ResultStatus
+
+# The figures of each front, each read its registered way: the accuracy/speedup chart's and the
+# cost/speed/accuracy chart's (its first figure, the cost axis, is picked on the page).
+SPEEDUP_FRONT = ("speedup", "accuracy_loss")
+COST_FRONT = ("throughput", "accuracy_loss")
+
+
+def _ok(frame: pd.DataFrame) -> np.ndarray:
+    if "status" not in frame:
+        return np.ones(len(frame), dtype=bool)
+    return (frame["status"] == ResultStatus.OK.value).to_numpy()
+
+
+def unstable(frame: pd.DataFrame) -> np.ndarray:
+    """Measurements whose windows did not agree (stable False); unknown (None) is not unstable,
+    as charts._stability_marks draws it filled."""
+    if "stable" not in frame:
+        return np.zeros(len(frame), dtype=bool)
+    return frame["stable"].eq(False).to_numpy()
+
+
+def _values(frame: pd.DataFrame, keys: Sequence[str], rows: np.ndarray) -> np.ndarray:
+    """The figures of `rows` (others NaN), one column per key, as measured."""
+    columns = [
+        np.where(rows, pd.to_numeric(frame[key], errors="coerce").to_numpy(dtype=float), np.nan)
+        for key in keys
+    ]
+    return np.column_stack(columns) if columns else np.empty((len(frame), 0))
+
+
+def front_mask(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """True on the Pareto front of the ok, not unstable rows over the figures `keys`."""
+    values = _values(frame, keys, _ok(frame) & ~unstable(frame))
+    return metrics.pareto_many([(metrics.metric(k), values[:, i]) for i, k in enumerate(keys)])
+
+
+def beyond_mask(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """True on an ok but unstable row that no steady row matches or beats in every figure: it
+    would have been on the front, had its measurement been stable."""
+    steady = _ok(frame) & ~unstable(frame)
+    shaky = _ok(frame) & unstable(frame)
+    signs = np.array([1.0 if metrics.metric(k).higher_is_better else -1.0 for k in keys])
+    values = _values(frame, keys, steady | shaky) * signs  # now every figure is better higher
+    finite = np.isfinite(values).all(axis=1)
+    kept = values[steady & finite]
+    mask = np.zeros(len(frame), dtype=bool)
+    for index in np.flatnonzero(shaky & finite):
+        mask[index] = not (kept >= values[index]).all(axis=1).any()
+    return mask
+
+
+def add_pareto(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns `pareto` (the accuracy/speedup front of stable, ok rows) and `beyond_pareto`
+    (unstable rows that measured beyond it)."""
+    return frame.assign(
+        pareto=front_mask(frame, SPEEDUP_FRONT), beyond_pareto=beyond_mask(frame, SPEEDUP_FRONT)
+    )
+
+
+def figures_text(row: pd.Series, keys: Sequence[str]) -> str:
+    """'speedup vs baseline 2.90x, accuracy loss 1.00e-02': one row's figures with units."""
+    said = []
+    for key in keys:
+        metric = metrics.metric(key)
+        said.append(f"{metric.label} {metric.text(float(row[key]))}{metric.suffix}")
+    return ", ".join(said)
+
+
+def beyond_sentence(frame: pd.DataFrame, keys: Sequence[str], column: str) -> str | None:
+    """One sentence naming the first unstable row `column` marks beyond the front, with its
+    figures, or None when there is none."""
+    if column not in frame or not frame[column].fillna(False).astype(bool).any():
+        return None
+    beyond = frame[frame[column].fillna(False).astype(bool)]
+    first = beyond.iloc[0]
+    more = f" (and {len(beyond) - 1} more)" if len(beyond) > 1 else ""
+    return (
+        f"{first['label']}{more} measured beyond the Pareto front ({figures_text(first, keys)}), "
+        "but its measurement was unstable, so it is drawn hollow and left off the front: re-run "
+        "it on a quiet host."
+    )

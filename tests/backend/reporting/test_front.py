@@ -1,0 +1,117 @@
+"""The Pareto fronts of the Compare charts hold stable, ok measurements only; an unstable one
+that measured beyond the front is drawn hollow off it, and its caption and hover say so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from backend.reporting import charts, cost, frames, front
+from backend.specs import Precision, SweepSpec
+from tests.pages.seed import add_model, run_sweep
+
+
+def _real_frame(mlp_path: Path) -> tuple:
+    """A real sweep's rows, with the baseline at batch 1 the slower series so that the other
+    series' fastest row is on the front and alone (no other row matches its speedup)."""
+    spec = SweepSpec(precisions=(Precision.FP32, Precision.INT8_DYNAMIC), batch_sizes=(1, 4))
+    job = run_sweep(add_model(mlp_path).id, spec)
+    frame = cost.reprice(frames.results_frame(job_ids=[job.id]), (("cpu", 1.0),))
+    # which run stalls cannot be chosen on a real host, so the stored verdicts are set here:
+    # every row measured stable, then the fastest one not (as test_cost does for the cheapest)
+    frame["stable"] = True
+    at_one = frame[frame["batch_size"] == 1].sort_values("p50_ms")
+    baseline = str(at_one.iloc[-1]["series"])
+    view = frames.add_accuracy_loss(frames.add_speedups(frame, baseline))
+    fastest = view["speedup"].idxmax()
+    return view, fastest
+
+
+def test_an_unstable_point_beyond_the_front_is_left_off_it_and_named(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    view, fastest = _real_frame(mlp_path)
+    steady = front.add_pareto(view)
+    assert steady.at[fastest, "pareto"] and not steady["beyond_pareto"].any()
+    assert front.beyond_sentence(steady, front.SPEEDUP_FRONT, "beyond_pareto") is None
+
+    view.loc[fastest, "stable"] = False
+    shaky = front.add_pareto(view)
+    assert not shaky.at[fastest, "pareto"]  # computed without it
+    assert shaky["beyond_pareto"].tolist() == [i == fastest for i in view.index]
+    assert shaky["pareto"].any()  # the stable points still make a front
+    # the front is what the stable rows alone give
+    stable_rows = view[view["stable"]]
+    alone = frames.pareto_mask(stable_rows["speedup"], stable_rows["accuracy_loss"])
+    assert shaky.loc[stable_rows.index, "pareto"].tolist() == alone.tolist()
+
+    row = view.loc[fastest]
+    sentence = front.beyond_sentence(shaky, front.SPEEDUP_FRONT, "beyond_pareto")
+    assert sentence == (
+        f"{row['label']} measured beyond the Pareto front (speedup vs baseline "
+        f"{row['speedup']:.2f}x, accuracy loss {row['accuracy_loss']:.2e}), but its measurement "
+        "was unstable, so it is drawn hollow and left off the front: re-run it on a quiet host."
+    )
+
+    figure = charts.accuracy_vs_speedup(shaky, "loss")
+    starred = next(t for t in figure.data if t.name == "Pareto front")
+    assert row["speedup"] not in list(starred.x)
+    hovers = [text for t in figure.data if t.name != "Pareto front" for text in t.text]
+    [said] = [text for text in hovers if text.startswith(str(row["label"]))]
+    assert "(unstable: hollow" in said and "measured beyond the Pareto front" in said
+
+
+def test_an_unstable_point_a_stable_one_beats_is_not_said_to_beat_the_front(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    view, fastest = _real_frame(mlp_path)
+    slowest = view["speedup"].idxmin()
+    view.loc[slowest, "stable"] = False
+    marked = front.add_pareto(view)
+    speedup, loss = view.at[slowest, "speedup"], view.at[slowest, "accuracy_loss"]
+    rivals = view["stable"] & (view["speedup"] >= speedup) & (view["accuracy_loss"] <= loss)
+    assert rivals.any()  # a stable row at least as fast and as accurate
+    assert not marked.at[slowest, "beyond_pareto"] and not marked.at[slowest, "pareto"]
+    assert front.beyond_sentence(marked, front.SPEEDUP_FRONT, "beyond_pareto") is None
+
+
+def test_the_cost_front_leaves_out_an_unstable_result_and_names_it(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    view, _ = _real_frame(mlp_path)
+    cheapest = view["cost_per_million"].idxmin()  # on the cost front, whatever else
+    assert frames.add_cost_pareto(view, "cost_per_million").at[cheapest, "cost_pareto"]
+    view.loc[cheapest, "stable"] = False
+    priced = frames.add_cost_pareto(view, "cost_per_million")
+    assert not priced.at[cheapest, "cost_pareto"] and priced["cost_pareto"].any()
+    assert priced.at[cheapest, "beyond_cost_pareto"]
+    keys = ("cost_per_million", *front.COST_FRONT)
+    sentence = front.beyond_sentence(priced, keys, "beyond_cost_pareto") or ""
+    assert sentence.startswith(f"{view.at[cheapest, 'label']} measured beyond the Pareto front")
+    assert f"cost per million inferences {view.at[cheapest, 'cost_per_million']:.4g}" in sentence
+    figure = charts.cost_vs_accuracy(priced, "cost_per_million", "loss")
+    starred = next(t for t in figure.data if t.name == "Pareto front")
+    assert view.at[cheapest, "cost_per_million"] not in list(starred.x)
+
+
+def test_the_generation_front_leaves_out_an_unstable_point_and_its_hover_says_so() -> None:
+    from backend.generate import points
+
+    frame = pd.DataFrame(
+        {
+            "series": ["fp32", "int4", "int4"],
+            "label": ["fp32 x1", "int4 x1", "int4 x4"],
+            "status": ["ok", "ok", "ok"],
+            "output_tokens_per_s": [100.0, 180.0, 240.0],
+            "perplexity": [5.0, 5.4, 5.5],
+            "stable": [True, True, False],  # the fastest point's windows did not agree
+        }
+    )
+    figure = points.perplexity_vs_speed(frame)
+    starred = next(t for t in figure.data if t.name == "Pareto front")
+    assert list(starred.x) == [100.0, 180.0]
+    [int4] = [t for t in figure.data if t.name == "int4"]
+    assert list(int4.marker.symbol) == ["circle", "circle-open"]
+    assert "measured beyond the Pareto front" in int4.text[1]
+    assert "beyond" not in int4.text[0]
