@@ -120,7 +120,7 @@ SLOW_TESTS = {
     "tests/backend/compat/test_matrix.py::test_library_model_matrix_is_cached_and_exports_csv_and_json": "real matrix",  # noqa: E501
     "tests/backend/compat/test_matrix.py::test_mlp_runs_on_every_backend_and_real_cpu_placement_agrees": "real matrix",  # noqa: E501
     "tests/backend/compat/test_matrix.py::test_node_with_no_kernel_for_its_type_is_unsupported_and_the_real_session_fails": "real matrix",  # noqa: E501
-    "tests/backend/engine/test_inputs.py::test_npz_that_declares_far_more_than_it_holds_is_refused_in_a_child": "child process",  # noqa: E501
+    "tests/backend/engine/test_npzfeeds.py::test_npz_that_declares_far_more_than_it_holds_is_refused_in_a_child": "child process",  # noqa: E501
     "tests/backend/engine/test_ovprofile.py::test_an_openvino_int8_result_gets_explanations_computed_from_its_counters": "worker run",  # noqa: E501
     "tests/backend/engine/test_profile.py::test_sweep_with_profiling_stores_profiles_and_cites_them": "worker run",  # noqa: E501
     "tests/backend/launch/test_children.py::test_the_parent_removes_the_folder_of_a_child_it_killed": "child process",  # noqa: E501
