@@ -10,13 +10,19 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.records import JobKind, JobRow, JobState
+from backend.reporting import regression as stats
 from backend.runtimeenvs import describe
 from pages.access import cannot, guarded
 from pages.components.formatting import EMPTY, plain
 from pages.components.url_state import set_url
 from pages.components.widgets import show_error
 
-VERDICT_ICONS = {"slower": "🔻 slower", "faster": "🔺 faster", "same": "same"}
+VERDICT_ICONS = {
+    stats.SLOWER: "🔻 slower",
+    stats.FASTER: "🔺 faster",
+    stats.SAME: "same",
+    stats.TOO_FEW: "⏳ too few samples",  # no verdict: neither drift nor the same
+}
 
 
 def _rows(found: list[baselines.Drift]) -> list[dict[str, object]]:

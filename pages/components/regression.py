@@ -22,7 +22,13 @@ from pages.components.live import refresh_every
 from pages.components.url_state import bound_selectbox, url_ids
 from pages.components.widgets import job_label
 
-ICONS = {stats.SLOWER: "🔻", stats.FASTER: "🔺", stats.SAME: "🟰", "failed": "❌"}
+ICONS = {
+    stats.SLOWER: "🔻",
+    stats.FASTER: "🔺",
+    stats.SAME: "🟰",
+    stats.TOO_FEW: "⏳",  # no verdict: measure longer
+    "failed": "❌",
+}
 
 
 def regression_comparison() -> None:
@@ -63,7 +69,9 @@ def live_check(job_id: int, active: bool) -> None:
                 + f"; {spec.confidence:.0%} bootstrap interval of median(B)/median(A) from "
                 f"{spec.resamples:,} seeded resamples of the raw samples, timed interleaved "
                 f"(A B A B ...); slower or faster needs the whole interval past 1 and a change "
-                f"of at least {spec.min_change:.0%}."
+                f"of at least {spec.min_change:.0%}, and each side at least "
+                f"{stats.min_samples(spec.confidence)} samples (fewer: {stats.TOO_FEW}, "
+                "no verdict)."
             )
         )
         if not rows:
