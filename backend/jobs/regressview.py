@@ -43,6 +43,11 @@ class PairRow:
     model_id: int = 0
     model: str = ""  # 'model 3 (cnn.onnx)'
 
+    @property
+    def judged(self) -> bool:
+        """Whether the interval means anything: measured, with enough samples on each side."""
+        return self.interval is not None and self.verdict != stats.TOO_FEW
+
 
 def model_name(model_id: int) -> str:
     """'model 3 (cnn.onnx)', or 'model 3' for one no longer in the library."""
@@ -195,7 +200,7 @@ def text_report(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> st
                 f"{iv.median_a_ms:.4g}" if iv else "-",
                 f"{iv.median_b_ms:.4g}" if iv else "-",
                 f"{iv.ratio:.3f}" if iv else "-",
-                f"[{iv.low:.3f}, {iv.high:.3f}]" if iv else "-",
+                f"[{iv.low:.3f}, {iv.high:.3f}]" if iv and r.judged else "-",
                 r.verdict,
                 f"{r.cosine:.6f}" if r.cosine is not None else "-",
                 f"{r.max_abs:.3g}" if r.max_abs is not None else "-",

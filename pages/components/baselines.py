@@ -34,7 +34,9 @@ def _rows(found: list[baselines.Drift]) -> list[dict[str, object]]:
             "verdict": VERDICT_ICONS.get(d.verdict, d.verdict),
             "ratio": d.interval.ratio,
             "interval": f"[{d.interval.low:.3f}, {d.interval.high:.3f}] at "
-            f"{d.interval.confidence:.0%}",
+            f"{d.interval.confidence:.0%}"
+            if d.verdict != stats.TOO_FEW
+            else "",
             "environments": f"{d.env_baseline} → {d.env_rerun}",
             "comparison": f"compare?jobs={d.baseline_id},{d.rerun_id}",
         }
