@@ -25,7 +25,8 @@ VERDICT_ICONS = {
 }
 
 
-def _rows(found: list[baselines.Drift]) -> list[dict[str, object]]:
+def drift_rows(found: list[baselines.Drift]) -> list[dict[str, object]]:
+    """One table row per configuration; too few samples: that verdict and no interval."""
     return [
         {
             "baseline": d.baseline_id,
@@ -46,7 +47,7 @@ def _rows(found: list[baselines.Drift]) -> list[dict[str, object]]:
 
 def drift_table(found: list[baselines.Drift], key: str) -> None:
     st.dataframe(
-        _rows(found),
+        drift_rows(found),
         hide_index=True,
         column_config={
             "ratio": st.column_config.NumberColumn(
