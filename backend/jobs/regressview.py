@@ -201,13 +201,14 @@ def text_report(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> st
                 f"{iv.median_b_ms:.4g}" if iv else "-",
                 f"{iv.ratio:.3f}" if iv else "-",
                 f"[{iv.low:.3f}, {iv.high:.3f}]" if iv and r.judged else "-",
+                f"{iv.samples_a}/{iv.samples_b}" if iv else "-",
                 r.verdict,
                 f"{r.cosine:.6f}" if r.cosine is not None else "-",
                 f"{r.max_abs:.3g}" if r.max_abs is not None else "-",
             ]
         )
     headers = (["model"] if several else []) + ["configuration", "A", "B", "A p50 ms", "B p50 ms"]
-    headers += ["B/A", "interval", "verdict", "cosine B~A", "max abs B-A"]
+    headers += ["B/A", "interval", "samples A/B", "verdict", "cosine B~A", "max abs B-A"]
     lines = summary_lines(spec, rows, job_model) + ["", table(body, headers), ""]
     lines.append(
         f"{spec.confidence:.0%} bootstrap interval of median(B)/median(A), {spec.resamples:,} "

@@ -99,6 +99,7 @@ def _table_row(r: PairRow, several: bool) -> dict[str, object]:
         "B p50 ms": iv.median_b_ms if iv else None,
         "B/A": iv.ratio if iv else None,
         "interval": f"[{iv.low:.3f}, {iv.high:.3f}]" if iv and r.judged else "",
+        "samples A/B": f"{iv.samples_a}/{iv.samples_b}" if iv else "",
         "cosine B~A": r.cosine,
         "max abs B-A": r.max_abs,
     }
