@@ -58,7 +58,7 @@ class Drift:
             f"{self.baseline_id} ({self.env_baseline})"
         )
         if self.verdict == stats.TOO_FEW:
-            return f"{which}: {stats.too_few_sentence(i)}"
+            return f"{which}: {stats.too_few_sentence(i, 'the baseline', 'the re-run')}"
         interval = f"[{i.low:.3f}, {i.high:.3f}] at {i.confidence:.0%}"
         return f"{which} = {i.ratio:.3f} {interval}: {self.verdict}"
 

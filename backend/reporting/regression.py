@@ -109,12 +109,12 @@ def verdict(interval: RatioInterval, min_change: float = MIN_CHANGE) -> str:
     return SAME
 
 
-def too_few_sentence(interval: RatioInterval) -> str:
-    """Why there is no verdict, with the counts and the remedy."""
+def too_few_sentence(interval: RatioInterval, a: str = "A", b: str = "B") -> str:
+    """Why there is no verdict, with the counts and the remedy; a, b: what the sides are called."""
     need = min_samples(interval.confidence)
     return (
-        f"too few samples to judge: {interval.samples_a} from A and {interval.samples_b} from "
-        f"B, and a {interval.confidence:.0%} interval of a median needs at least {need} on each "
+        f"too few samples to judge: {interval.samples_a} from {a} and {interval.samples_b} from "
+        f"{b}, and a {interval.confidence:.0%} interval of a median needs at least {need} on each "
         "side; measure longer (a larger time cap, --max-seconds)"
     )
 

@@ -80,9 +80,9 @@ def test_too_few_samples_are_no_drift_and_say_why_on_every_view() -> None:
     few = _drift(BASE, [1.2, 1.21, 1.22])
     assert few.verdict == stats.TOO_FEW and not few.flagged
     assert few.line() == (
-        "CPU FP32 b1: re-run 2 (d) / baseline 1 (d): too few samples to judge: 400 from A and 3 "
-        "from B, and a 95% interval of a median needs at least 6 on each side; measure longer "
-        "(a larger time cap, --max-seconds)"
+        "CPU FP32 b1: re-run 2 (d) / baseline 1 (d): too few samples to judge: 400 from the "
+        "baseline and 3 from the re-run, and a 95% interval of a median needs at least 6 on "
+        "each side; measure longer (a larger time cap, --max-seconds)"
     )
     enough = _drift(BASE, [1.2 + i / 1000 for i in range(6)])
     assert enough.verdict == stats.SLOWER and enough.flagged

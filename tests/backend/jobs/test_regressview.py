@@ -1,10 +1,13 @@
 """A regression check's summary over its configurations and models: a configuration with too
-few samples keeps its model from being called the same, and the overall line names it."""
+few samples keeps its model from being called the same, and the overall line names it; every
+verdict has its icon on the Regression page and the baselines' table."""
 
 from __future__ import annotations
 
 from backend.jobs.regressview import FAILED, PairRow, model_verdict, overall_line
 from backend.reporting import regression as stats
+from pages.components.baselines import VERDICT_ICONS
+from pages.components.regression import ICONS
 
 
 def _row(verdict: str) -> PairRow:
@@ -29,3 +32,8 @@ def test_the_overall_line_names_the_models_with_too_few_samples() -> None:
     assert overall_line({"model 1": stats.SAME, "model 2": stats.SAME}, 2) == (
         "the same on all 2 models"
     )
+
+
+def test_every_verdict_has_its_icon_on_both_views() -> None:
+    assert set(stats.VERDICTS) | {FAILED} == set(ICONS)
+    assert set(stats.VERDICTS) == set(VERDICT_ICONS)
