@@ -48,16 +48,19 @@ class Drift:
 
     @property
     def flagged(self) -> bool:
-        """Beyond the interval: slower or faster, not 'same'."""
-        return self.verdict != stats.SAME
+        """Beyond the interval: slower or faster; not 'same', nor too few samples to judge."""
+        return self.verdict in (stats.SLOWER, stats.FASTER)
 
     def line(self) -> str:
         i = self.interval
-        return (
+        which = (
             f"{self.label}: re-run {self.rerun_id} ({self.env_rerun}) / baseline "
-            f"{self.baseline_id} ({self.env_baseline}) = {i.ratio:.3f} "
-            f"[{i.low:.3f}, {i.high:.3f}] at {i.confidence:.0%}: {self.verdict}"
+            f"{self.baseline_id} ({self.env_baseline})"
         )
+        if self.verdict == stats.TOO_FEW:
+            return f"{which}: {stats.too_few_sentence(i, 'the baseline', 'the re-run')}"
+        interval = f"[{i.low:.3f}, {i.high:.3f}] at {i.confidence:.0%}"
+        return f"{which} = {i.ratio:.3f} {interval}: {self.verdict}"
 
 
 def _pinnable(job: JobRow) -> None:

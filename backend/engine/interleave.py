@@ -4,9 +4,11 @@ Timing candidates one after another lets a change in the machine's load (another
 thermal step) land on one of them only and pick the winner. Here every round runs one window of
 each candidate (warmed up once, first), and the loop stops when each candidate's last
 `stable_windows` window medians agree within the tolerance (the sweep's rule,
-backend.engine.measure) or at the time cap, which is max_seconds per candidate. A difference
-between two candidates smaller than the spread of their own window medians is noise, not a
-winner.
+backend.engine.measure) or at the time cap, which is max_seconds per candidate. Rounds stay
+paired: the round the time cap cut short (a window that ended past the deadline, or began after
+it and timed a single call) is dropped for every candidate, unless it is the only round. A
+difference between two candidates smaller than the spread of their own window medians is noise,
+not a winner.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Interleaved:
     rounds: int
     settings: MeasureSettings
     contention: str | None = None  # backend.host.contention_note, when others took the CPUs
+    dropped: int = 0  # rounds the time cap cut short, dropped for every candidate (0 or 1)
 
     @property
     def stable(self) -> bool:
@@ -70,6 +73,7 @@ class Interleaved:
             },
             "rounds": self.rounds,
             "contention": self.contention,
+            "dropped": self.dropped,
         }
 
     @classmethod
@@ -78,7 +82,13 @@ class Interleaved:
             name: Timed([t["p50_ms"]], list(t["window_p50_ms"]), bool(t["stable"]))
             for name, t in data["timed"].items()
         }
-        return cls(timed, int(data["rounds"]), settings, data.get("contention"))
+        return cls(
+            timed,
+            int(data["rounds"]),
+            settings,
+            data.get("contention"),
+            int(data.get("dropped", 0)),
+        )
 
     def verdict(self) -> str:
         """The sweep's stability rule, said of every candidate, with the contention note."""
@@ -86,7 +96,13 @@ class Interleaved:
         unstable = sorted(name for name, t in self.timed.items() if not t.stable)
         head = (
             f"timed interleaved: {self.rounds} rounds of one window per candidate "
-            f"({len(self.timed)} candidates); "
+            f"({len(self.timed)} candidates"
+            + (
+                ", and a last one cut short by the time cap dropped on every side"
+                if self.dropped
+                else ""
+            )
+            + "); "
         )
         if unstable:
             head += (
@@ -130,7 +146,10 @@ def interleaved_windows(
     host's monotonic clock, so the deadline means the same there); own_cpu: the CPU seconds that
     are this measurement's own (this process's, plus the children timing for it). At least
     min_rounds rounds unless the time cap comes first; keep_all: every round's samples count,
-    not only the last stable windows' (many short alternations cancel drift best)."""
+    not only the last stable windows' (many short alternations cancel drift best). A round in
+    which the deadline passed may give one candidate a full window and the next a single call:
+    it is dropped for all of them, unless it is the only round, so every candidate keeps the
+    same rounds."""
     samples: dict[str, list[list[float]]] = {name: [] for name in windows}
     timed = {name: Timed() for name in windows}
     need = settings.stable_windows
@@ -143,15 +162,29 @@ def interleaved_windows(
                 kept = window(deadline)
                 samples[name].append(kept)
                 timed[name].window_p50_ms.append(float(np.median(kept)))
-            for t in timed.values():
-                t.stable = len(t.window_p50_ms) >= need and windows_agree(
-                    t.window_p50_ms[-need:], settings.stability_tolerance
-                )
+            cut = time.perf_counter() > deadline  # a window of this round was cut short
+            _judge_stable(timed, settings)
             settled = rounds >= min_rounds and all(t.stable for t in timed.values())
-            if settled or time.perf_counter() > deadline:
+            if settled or cut:
                 break
+    dropped = int(cut and rounds > 1)
+    if dropped:
+        rounds -= 1
+        for name, t in timed.items():
+            samples[name].pop()
+            t.window_p50_ms.pop()
+        _judge_stable(timed, settings)
     for name, t in timed.items():
         kept = samples[name] if keep_all else samples[name][-need:]
         t.samples_ms = [s for window in kept for s in window]
     telemetry = host.share.as_telemetry() if host.share else {}
-    return Interleaved(timed, rounds, settings, contention_note(telemetry))
+    return Interleaved(timed, rounds, settings, contention_note(telemetry), dropped)
+
+
+def _judge_stable(timed: Mapping[str, Timed], settings: MeasureSettings) -> None:
+    """Each candidate's stability by its last stable_windows window medians."""
+    need = settings.stable_windows
+    for t in timed.values():
+        t.stable = len(t.window_p50_ms) >= need and windows_agree(
+            t.window_p50_ms[-need:], settings.stability_tolerance
+        )

@@ -43,6 +43,11 @@ class PairRow:
     model_id: int = 0
     model: str = ""  # 'model 3 (cnn.onnx)'
 
+    @property
+    def judged(self) -> bool:
+        """Whether the interval means anything: measured, with enough samples on each side."""
+        return self.interval is not None and self.verdict != stats.TOO_FEW
+
 
 def model_name(model_id: int) -> str:
     """'model 3 (cnn.onnx)', or 'model 3' for one no longer in the library."""
@@ -111,22 +116,27 @@ def _measured(
     )
 
 
+# A model's verdict over its configurations: the first of these that any configuration has;
+# a model is the same only where every configuration was measured enough and judged the same.
+UNLESS_SAME = (stats.SLOWER, stats.FASTER, FAILED, stats.TOO_FEW)
+
+
 def _said(r: PairRow) -> str:
-    """'slower, B/A 1.342 [1.201, 1.450]', or 'failed: why'."""
+    """'slower, B/A 1.342 [1.201, 1.450]', 'failed: why', or why there is no verdict."""
     iv = r.interval
     if r.error or iv is None:
         return f"{FAILED}: {r.error}"
+    if r.verdict == stats.TOO_FEW:
+        return stats.too_few_sentence(iv)
     return f"{r.verdict}, B/A {iv.ratio:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
 
 
 def model_verdict(rows: list[PairRow]) -> str:
     """One model's verdict over its configurations: slower where any is, else faster where
-    any is, else failed where any failed, else same."""
+    any is, else failed where any failed, else too few samples where any had too few, else
+    same."""
     said = {r.verdict for r in rows}
-    for verdict in (stats.SLOWER, stats.FASTER, FAILED):
-        if verdict in said:
-            return verdict
-    return stats.SAME
+    return next((v for v in UNLESS_SAME if v in said), stats.SAME)
 
 
 def summary_lines(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> list[str]:
@@ -157,12 +167,12 @@ def overall_line(verdicts: dict[str, str], total: int) -> str:
     """'slower on 1 of 3 models: NAME; the same on 2', from each model's verdict."""
     named = {
         v: [name for name, said in verdicts.items() if said == v]
-        for v in (stats.SLOWER, stats.FASTER, FAILED, stats.SAME)
+        for v in (*UNLESS_SAME, stats.SAME)
     }
     if len(named[stats.SAME]) == total:
         return f"the same on all {total} models"
     parts = []
-    for verdict in (stats.SLOWER, stats.FASTER, FAILED):
+    for verdict in UNLESS_SAME:
         if named[verdict]:
             of = f" of {total} models" if not parts else ""
             parts.append(f"{verdict} on {len(named[verdict])}{of}: {', '.join(named[verdict])}")
@@ -190,19 +200,21 @@ def text_report(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> st
                 f"{iv.median_a_ms:.4g}" if iv else "-",
                 f"{iv.median_b_ms:.4g}" if iv else "-",
                 f"{iv.ratio:.3f}" if iv else "-",
-                f"[{iv.low:.3f}, {iv.high:.3f}]" if iv else "-",
+                f"[{iv.low:.3f}, {iv.high:.3f}]" if iv and r.judged else "-",
+                f"{iv.samples_a}/{iv.samples_b}" if iv else "-",
                 r.verdict,
                 f"{r.cosine:.6f}" if r.cosine is not None else "-",
                 f"{r.max_abs:.3g}" if r.max_abs is not None else "-",
             ]
         )
     headers = (["model"] if several else []) + ["configuration", "A", "B", "A p50 ms", "B p50 ms"]
-    headers += ["B/A", "interval", "verdict", "cosine B~A", "max abs B-A"]
+    headers += ["B/A", "interval", "samples A/B", "verdict", "cosine B~A", "max abs B-A"]
     lines = summary_lines(spec, rows, job_model) + ["", table(body, headers), ""]
     lines.append(
         f"{spec.confidence:.0%} bootstrap interval of median(B)/median(A), {spec.resamples:,} "
         f"resamples (seed {spec.seed}); slower/faster needs the whole interval past 1 and a "
-        f"change of at least {spec.min_change:.0%}."
+        f"change of at least {spec.min_change:.0%}, and each side at least "
+        f"{stats.min_samples(spec.confidence)} samples (fewer: {stats.TOO_FEW}, no verdict)."
     )
     for r in rows:
         which = f"{r.model} {r.configuration}" if several else r.configuration

@@ -6,11 +6,14 @@ samples resampled with replacement, `resamples` times, each resample's median dr
 its order-statistic distribution: bootstrap_medians). The verdict needs both a significant and
 a material change: "slower" when the whole interval lies above 1 and the ratio is at least
 `min_change` above it, "faster" the mirror image, "same" otherwise (an interval that holds 1, or
-a change smaller than min_change: two processes of one version differ by a few percent).
+a change smaller than min_change: two processes of one version differ by a few percent). A side
+with fewer samples than min_samples(confidence) gets no verdict at all: "too few samples", said
+with the counts and the remedy (a longer time cap), never "same" and never slower or faster.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +27,18 @@ CONFIDENCE = 0.95
 SEED = 20250
 MIN_CHANGE = 0.05
 SLOWER, FASTER, SAME = "slower", "faster", "same"
+TOO_FEW = "too few samples"
+VERDICTS = (SLOWER, FASTER, SAME, TOO_FEW)
+
+
+def min_samples(confidence: float = CONFIDENCE) -> int:
+    """The fewest samples per side a median's interval at `confidence` can rest on (6 at 95%).
+
+    With n samples the widest distribution-free interval of a median, [min, max], misses it with
+    probability 2 * 0.5**n; below ceil(log2(2 / (1 - confidence))) samples even that interval
+    covers less than `confidence`, so any narrower percentile-bootstrap interval is false
+    certainty (one sample per side gives a zero-width one)."""
+    return math.ceil(math.log2(2 / (1 - confidence)) - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -84,7 +99,9 @@ def bootstrap_ratio(
 
 
 def verdict(interval: RatioInterval, min_change: float = MIN_CHANGE) -> str:
-    """slower / faster / same: see the module docstring for the rule."""
+    """slower / faster / same, or too few samples: see the module docstring for the rule."""
+    if min(interval.samples_a, interval.samples_b) < min_samples(interval.confidence):
+        return TOO_FEW
     if interval.low > 1.0 and interval.ratio >= 1.0 + min_change:
         return SLOWER
     if interval.high < 1.0 and interval.ratio <= 1.0 - min_change:
@@ -92,8 +109,20 @@ def verdict(interval: RatioInterval, min_change: float = MIN_CHANGE) -> str:
     return SAME
 
 
+def too_few_sentence(interval: RatioInterval, a: str = "A", b: str = "B") -> str:
+    """Why there is no verdict, with the counts and the remedy; a, b: what the sides are called."""
+    need = min_samples(interval.confidence)
+    return (
+        f"too few samples to judge: {interval.samples_a} from {a} and {interval.samples_b} from "
+        f"{b}, and a {interval.confidence:.0%} interval of a median needs at least {need} on each "
+        "side; measure longer (a larger time cap, --max-seconds)"
+    )
+
+
 def verdict_line(interval: RatioInterval, result: str, env_a: str, env_b: str) -> str:
     """One sentence with the numbers the verdict came from."""
+    if result == TOO_FEW:
+        return f"{env_b} against {env_a}: {too_few_sentence(interval)}"
     pct = (interval.ratio - 1) * 100
     return (
         f"{env_b} is {result} than {env_a}" if result != SAME else f"{env_b} is the same as {env_a}"

@@ -10,16 +10,23 @@ from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.records import JobKind, JobRow, JobState
+from backend.reporting import regression as stats
 from backend.runtimeenvs import describe
 from pages.access import cannot, guarded
 from pages.components.formatting import EMPTY, plain
 from pages.components.url_state import set_url
 from pages.components.widgets import show_error
 
-VERDICT_ICONS = {"slower": "🔻 slower", "faster": "🔺 faster", "same": "same"}
+VERDICT_ICONS = {
+    stats.SLOWER: "🔻 slower",
+    stats.FASTER: "🔺 faster",
+    stats.SAME: "same",
+    stats.TOO_FEW: "⏳ too few samples",  # no verdict: neither drift nor the same
+}
 
 
-def _rows(found: list[baselines.Drift]) -> list[dict[str, object]]:
+def drift_rows(found: list[baselines.Drift]) -> list[dict[str, object]]:
+    """One table row per configuration; too few samples: that verdict and no interval."""
     return [
         {
             "baseline": d.baseline_id,
@@ -28,7 +35,9 @@ def _rows(found: list[baselines.Drift]) -> list[dict[str, object]]:
             "verdict": VERDICT_ICONS.get(d.verdict, d.verdict),
             "ratio": d.interval.ratio,
             "interval": f"[{d.interval.low:.3f}, {d.interval.high:.3f}] at "
-            f"{d.interval.confidence:.0%}",
+            f"{d.interval.confidence:.0%}"
+            if d.verdict != stats.TOO_FEW
+            else "",
             "environments": f"{d.env_baseline} → {d.env_rerun}",
             "comparison": f"compare?jobs={d.baseline_id},{d.rerun_id}",
         }
@@ -38,7 +47,7 @@ def _rows(found: list[baselines.Drift]) -> list[dict[str, object]]:
 
 def drift_table(found: list[baselines.Drift], key: str) -> None:
     st.dataframe(
-        _rows(found),
+        drift_rows(found),
         hide_index=True,
         column_config={
             "ratio": st.column_config.NumberColumn(

@@ -22,7 +22,13 @@ from pages.components.live import refresh_every
 from pages.components.url_state import bound_selectbox, url_ids
 from pages.components.widgets import job_label
 
-ICONS = {stats.SLOWER: "🔻", stats.FASTER: "🔺", stats.SAME: "🟰", "failed": "❌"}
+ICONS = {
+    stats.SLOWER: "🔻",
+    stats.FASTER: "🔺",
+    stats.SAME: "🟰",
+    stats.TOO_FEW: "⏳",  # no verdict: measure longer
+    "failed": "❌",
+}
 
 
 def regression_comparison() -> None:
@@ -63,7 +69,9 @@ def live_check(job_id: int, active: bool) -> None:
                 + f"; {spec.confidence:.0%} bootstrap interval of median(B)/median(A) from "
                 f"{spec.resamples:,} seeded resamples of the raw samples, timed interleaved "
                 f"(A B A B ...); slower or faster needs the whole interval past 1 and a change "
-                f"of at least {spec.min_change:.0%}."
+                f"of at least {spec.min_change:.0%}, and each side at least "
+                f"{stats.min_samples(spec.confidence)} samples (fewer: {stats.TOO_FEW}, "
+                "no verdict)."
             )
         )
         if not rows:
@@ -90,7 +98,8 @@ def _table_row(r: PairRow, several: bool) -> dict[str, object]:
         "A p50 ms": iv.median_a_ms if iv else None,
         "B p50 ms": iv.median_b_ms if iv else None,
         "B/A": iv.ratio if iv else None,
-        "interval": f"[{iv.low:.3f}, {iv.high:.3f}]" if iv else "",
+        "interval": f"[{iv.low:.3f}, {iv.high:.3f}]" if iv and r.judged else "",
+        "samples A/B": f"{iv.samples_a}/{iv.samples_b}" if iv else "",
         "cosine B~A": r.cosine,
         "max abs B-A": r.max_abs,
     }

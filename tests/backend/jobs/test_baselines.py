@@ -1,5 +1,6 @@
 """Baselines: pin, unpin and list, each audited; refusals (unknown or missing environment, an
-unpinned or unfinished job) store nothing."""
+unpinned or unfinished job) store nothing; a configuration with too few samples to judge is
+neither drift nor the same."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from backend.auth.audit import Action, audited, recent
 from backend.auth.cli import cli_principal
 from backend.errors import UserError
 from backend.queue import jobs
+from backend.reporting import regression as stats
 from backend.specs import Precision, SweepSpec
+from pages.components.baselines import drift_rows
 from tests.pages.seed import add_job, add_model, finished_sweep
 
 
@@ -62,3 +65,27 @@ def test_refusals_store_nothing(
     with pytest.raises(UserError, match="no job 999"):
         baselines.pin(999)
     assert _state() == before
+
+
+BASE = [1.0 + (i % 10) / 1000 for i in range(400)]  # a baseline's 400 calls near 1 ms
+
+
+def _drift(a_ms: list[float], b_ms: list[float]) -> baselines.Drift:
+    interval = stats.bootstrap_ratio(a_ms, b_ms)
+    return baselines.Drift(1, 2, "k", "CPU FP32 b1", interval, stats.verdict(interval), "d", "d")
+
+
+def test_too_few_samples_are_no_drift_and_say_why_on_every_view() -> None:
+    """Three calls of the re-run against 400 of the baseline, 20% slower: no verdict."""
+    few = _drift(BASE, [1.2, 1.21, 1.22])
+    assert few.verdict == stats.TOO_FEW and not few.flagged
+    assert few.line() == (
+        "CPU FP32 b1: re-run 2 (d) / baseline 1 (d): too few samples to judge: 400 from the "
+        "baseline and 3 from the re-run, and a 95% interval of a median needs at least 6 on "
+        "each side; measure longer (a larger time cap, --max-seconds)"
+    )
+    enough = _drift(BASE, [1.2 + i / 1000 for i in range(6)])
+    assert enough.verdict == stats.SLOWER and enough.flagged
+    [row_few, row_enough] = drift_rows([few, enough])
+    assert (row_few["verdict"], row_few["interval"]) == ("⏳ too few samples", "")
+    assert row_enough["verdict"] == "🔻 slower" and row_enough["interval"].endswith(" at 95%")

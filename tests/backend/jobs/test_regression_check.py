@@ -5,6 +5,7 @@ regression, and the pages that show it: tests/pages/test_regression_view.py.)"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from backend.reporting import regression as stats
 from storage.repo import results as result_store
 from tests import models, runtime_envs
 from tests.backend.test_cli import optiboard
-from tests.pages.seed import open_page
+from tests.pages.seed import open_page, texts
 
 KEY = "onnxruntime/cpu/fp32/b1/fixed/all/t0"
 
@@ -50,6 +51,45 @@ def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
     old = RegressionSpec.from_dict(before)
     assert old.models == () and old.model_ids(1) == (1,)
     assert text_report(old, pair_rows(old, stored, 1), 1) + "\n" == report.stdout
+
+
+def test_a_time_cap_too_short_for_samples_says_so_in_one_sentence_and_gives_no_verdict(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-seconds 0.001: A's first window runs into the deadline, B's starts after it and
+    times one call; that only round is kept, and with one sample B gets no verdict, not the
+    'slower' (B/A 4 to 14) an A/A check used to print from it."""
+    assert main(["add", str(mlp_path)]) == 0
+    capsys.readouterr()
+    args = ["--env-b", "default", "--no-profile", "--max-seconds", "0.001"]
+    assert main(["regress", "1", *args]) == 0
+    printed = capsys.readouterr().out
+    sentence = re.compile(
+        r"too few samples to judge: (\d+) from A and 1 from B, and a 95% interval of a median "
+        r"needs at least 6 on each side; measure longer \(a larger time cap, --max-seconds\)"
+    )
+    summary = printed.splitlines()[1]
+    assert summary.startswith("model 1 (mlp): ") and sentence.fullmatch(summary[15:]), printed
+    row = next(line for line in printed.splitlines() if line.startswith("onnxruntime/"))
+    assert " too few samples " in row and " same " not in row and " slower " not in row, row
+    assert "each side at least 6 samples (fewer: too few samples, no verdict)" in printed
+
+    [a, b] = sorted(jobs.stored_results(1), key=lambda r: r.config_key)
+    samples = result_store.result_samples([a.id, b.id])
+    assert len(samples[b.id]) == 1 and len(samples[a.id]) >= 1
+    stored = b.result.environment["regression"]
+    assert stored["verdict"] == stats.TOO_FEW
+    assert stored["line"].startswith("default against default: too few samples to judge: ")
+    logged = [e.message for e in jobs.job_events(1)]
+    assert summary in logged and stored["line"] in logged, logged  # the job's log says it too
+
+    at = open_page("compare", view="regression", jobs=1)
+    assert not at.exception, at.exception
+    assert at.dataframe[0].value["verdict"].tolist() == ["⏳ too few samples"]
+    assert at.dataframe[0].value["interval"].tolist() == [""]  # no interval at 95% exists
+    shown = texts(at).replace("\\", "")  # the page escapes Markdown
+    assert summary in shown and f"⏳ {stored['line']}" in shown, shown
+    assert not any(said in shown for said in ("is the same as", " is faster", " is slower", "🟰"))
 
 
 def test_bad_environments_get_one_sentence_and_queue_nothing(

@@ -1,4 +1,5 @@
-"""The regression check's statistics and profile diff, as pure functions of known inputs."""
+"""The regression check's statistics and profile diff, as pure functions of known inputs: a
+planted change judged, and no verdict from too few samples (min_samples)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,60 @@ def test_the_verdict_needs_a_significant_and_material_change(
 ) -> None:
     interval = stats.RatioInterval(ratio, low, high, 0.95, 2000, 10, 10, 1.0, ratio)
     assert stats.verdict(interval, min_change=0.05) == expected
+
+
+@pytest.mark.parametrize("confidence", [0.5, 0.8, 0.9, 0.95, 0.99, 0.999])
+def test_min_samples_is_the_fewest_whose_min_to_max_covers_the_median(confidence: float) -> None:
+    """[min, max] of n samples misses the median with probability 2 * 0.5**n."""
+    need = stats.min_samples(confidence)
+    assert 1 - 2 * 0.5**need >= confidence > 1 - 2 * 0.5 ** (need - 1)
+
+
+def test_min_samples_at_95_percent_is_six() -> None:
+    assert stats.min_samples(0.95) == stats.min_samples() == 6
+
+
+def test_one_sample_a_side_gives_a_zero_width_interval_and_no_verdict() -> None:
+    """The CI shape: B/A 0.948 with the interval [0.948, 0.948] was read as faster."""
+    interval = stats.bootstrap_ratio([1.0], [0.948])
+    assert interval.low == interval.high == pytest.approx(0.948)
+    assert stats.verdict(interval) == stats.TOO_FEW
+    line = stats.verdict_line(interval, stats.TOO_FEW, "default", "default")
+    assert line == (
+        "default against default: too few samples to judge: 1 from A and 1 from B, and a 95% "
+        "interval of a median needs at least 6 on each side; measure longer (a larger time cap, "
+        "--max-seconds)"
+    )
+    assert "same" not in line and "faster" not in line
+
+
+@pytest.mark.parametrize(("count_a", "count_b"), [(400, 1), (1, 400), (5, 400), (400, 5), (5, 5)])
+def test_too_few_on_either_side_is_no_verdict_however_large_the_change(
+    count_a: int, count_b: int
+) -> None:
+    a, b = _samples(1.0, count=count_a, seed=1), _samples(1.2, count=count_b, seed=2)
+    interval = stats.bootstrap_ratio(a, b)
+    assert interval.ratio > 1.15 and interval.low > 1.0  # the interval alone would say slower
+    assert stats.verdict(interval) == stats.TOO_FEW
+    assert stats.verdict(stats.bootstrap_ratio(b, a)) == stats.TOO_FEW  # nor faster
+
+
+@pytest.mark.parametrize("count", [6, 40])
+def test_a_planted_fifth_slower_with_enough_samples_is_still_slower(count: int) -> None:
+    a, b = _samples(1.0, count=count, seed=1), _samples(1.2, count=count, seed=2)
+    slower = stats.bootstrap_ratio(a, b)
+    assert (slower.samples_a, slower.samples_b) == (count, count)
+    assert stats.verdict(slower) == stats.SLOWER
+    assert stats.verdict(stats.bootstrap_ratio(b, a)) == stats.FASTER
+    same = stats.bootstrap_ratio(a, _samples(1.0, count=count, seed=3))
+    assert stats.verdict(same) == stats.SAME
+
+
+def test_the_minimum_follows_the_confidence() -> None:
+    """8 samples a side are enough at 95% and too few at 99.9% (which needs 11)."""
+    a, b = _samples(1.0, count=8, seed=1), _samples(1.2, count=8, seed=2)
+    assert stats.verdict(stats.bootstrap_ratio(a, b, confidence=0.95)) == stats.SLOWER
+    assert stats.verdict(stats.bootstrap_ratio(a, b, confidence=0.999)) == stats.TOO_FEW
 
 
 def _profile(**per_op_us: float) -> Profile:
