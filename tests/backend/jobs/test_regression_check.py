@@ -155,6 +155,15 @@ def test_bad_environments_get_one_sentence_and_queue_nothing(
         RegressionSpec(env_b="default", precisions=("fp8",))
     with pytest.raises(UserError, match="^Unknown runtime 'tvm'; choose from onnxruntime, "):
         RegressionSpec(env_b="default", runtime="tvm")
+    for processes in (0, 11):
+        with pytest.raises(
+            UserError, match=f"^Processes must be between 1 and 10, not {processes}"
+        ):
+            RegressionSpec(env_b="default", processes=processes)
+    # the rounds and the time cap are shared out between the processes
+    three = RegressionSpec(env_b="default", processes=3, min_rounds=10)
+    assert three.process_rounds() == 4
+    assert three.process_measure().max_seconds == pytest.approx(three.measure.max_seconds / 3)
     assert jobs.list_jobs() == []
 
 
