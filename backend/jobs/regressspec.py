@@ -38,9 +38,11 @@ SIDES = ("a", "b")
 MIN_ROUNDS = 10
 # Processes a side is measured in, one A B pair after another: each process has its own offset of
 # a few percent (address-space layout, memory placement, which core), fixed for its life; 19 A/A
-# checks of one process a side ranged over B/A 0.972-1.031, one said "faster" in CI. Two give
-# the interval a spread between processes to see, at the cost of one more session start a side.
-PROCESSES = 2
+# checks of one process a side ranged over B/A 0.972-1.031, one said "faster" in CI. Several give
+# the interval a spread between processes to see: with 2 an A/A interval still leaves out 1 a
+# third of the time, with 3 about a tenth (bench/results/regression_processes.txt), for about
+# half a second more a side.
+PROCESSES = 3
 MAX_PROCESSES = 10
 
 
