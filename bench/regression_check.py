@@ -7,10 +7,11 @@ this process as a worker of its own (backend/cli.py run_now); what it prints is 
 report (summary, table, op diffs) read back from the stored results, with each model's samples,
 rounds and wall time. Sections 2 and 3 run single pairs through the kind's code (run_pair and
 compare_sides). Each pair: two sandboxed dialog children, one per environment's interpreter,
-timed window by window in turn, a seeded 95% bootstrap interval (2,000 resamples) of
-median(B)/median(A), the verdict rule of backend/reporting/regression.py, outputs of B against
-A and the per-op profile diff. Needs `scripts/setup-runtime-env ort-1.31` first (scripts/test
-makes it).
+timed window by window in turn, in the spec's processes a side (default 2, one pair after
+another; the rows give each process's median), a seeded 95% two-level bootstrap interval (2,000
+resamples) of median(B)/median(A), the verdict rule of backend/reporting/regression.py, outputs
+of B against A and the per-op profile diff. Needs `scripts/setup-runtime-env ort-1.31` first
+(scripts/test makes it).
 
     .venv/bin/python bench/regression_check.py [--repeats 20] [--no-planted] [--preset quick]
         [--max-seconds 5]    (--repeats 0 --no-planted: section 1 only)
@@ -92,18 +93,21 @@ def check(name: str, spec: RegressionSpec, a: Path, b: Path, out: Path) -> dict:
 def row(name: str, report: dict) -> str:
     iv = report["interval"]
     versus = report["accuracy_vs_a"]
+    per = {side: "/".join(f"{m:.4g}" for m in iv[f"process_medians_{side}_ms"]) for side in "ab"}
     return (
         f"{name:<16} {report['version_a']:>7} {report['version_b']:>7} "
         f"{iv['median_a_ms']:>9.4f} {iv['median_b_ms']:>9.4f} {iv['ratio']:>6.3f} "
         f"[{iv['low']:.3f}, {iv['high']:.3f}] {report['verdict']:<7} "
         f"{versus['cosine_similarity']:.6f} {versus['max_abs_error']:.2e} "
-        f"{report['samples'][0]:>5}/{report['samples'][1]:<5} {report['seconds']:5.1f} s"
+        f"{report['samples'][0]:>5}/{report['samples'][1]:<5} {report['seconds']:5.1f} s  "
+        f"{per['a']} | {per['b']}"
     )
 
 
 HEADER = (
     f"{'model':<16} {'A':>7} {'B':>7} {'A p50 ms':>9} {'B p50 ms':>9} {'B/A':>6} "
-    f"{'95% interval':<16} {'verdict':<7} cosine   max abs  samples A/B  wall"
+    f"{'95% interval':<16} {'verdict':<7} cosine   max abs  samples A/B  wall    "
+    "A p50 ms by process | B's"
 )
 
 

@@ -84,7 +84,7 @@ SLOW_MODULES = {
     "tests/pages/test_jobs.py": "worker runs",
     "tests/pages/test_live_sessions.py": "argon2 sign-ins through app.py, several each",
     "tests/pages/test_mixed_search_page.py": "worker run",
-    "tests/pages/test_regression_view.py": "a CLI regression check: two dialog children",
+    "tests/pages/test_regression_view.py": "a CLI regression check: two pairs of dialog children",
     "tests/pages/test_baseline_drift.py": "two CLI sweeps under a runtime environment",
     "tests/backend/generate/test_benchmark.py": (
         "trains the tiny Llama, converts it with the GenAI builder, measures in a sandboxed child"
@@ -108,10 +108,10 @@ SLOW_MODULES = {
 
 SLOW_TESTS = {
     "tests/backend/generate/test_job_reports.py::test_show_and_export_read_a_generation_jobs_points": "a generation job's worker run, then CLI calls",  # noqa: E501
-    "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "CLI runs, two dialog children per check",  # noqa: E501
+    "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "CLI runs, two pairs of dialog children per check",  # noqa: E501
     "tests/backend/jobs/test_regression_check.py::test_openvino_versions_are_checked_like_onnx_runtimes": "two dialog children under two OpenVINO versions",  # noqa: E501
-    "tests/backend/jobs/test_regression_check.py::test_a_time_cap_too_short_for_samples_says_so_in_one_sentence_and_gives_no_verdict": "a CLI check: two dialog children",  # noqa: E501
-    "tests/backend/jobs/test_regression_check.py::test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples": "a CLI check over two models: four dialog children",  # noqa: E501
+    "tests/backend/jobs/test_regression_check.py::test_a_time_cap_too_short_for_samples_says_so_in_one_sentence_and_gives_no_verdict": "a CLI check: two pairs of dialog children",  # noqa: E501
+    "tests/backend/jobs/test_regression_check.py::test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples": "a CLI check over two models: eight dialog children",  # noqa: E501
     "tests/backend/auth/test_throttle.py": "sign-in hashing rounds",
     "tests/backend/compat/test_columns.py::test_ort_cpu_matches_kernels_by_element_type": "real sessions per node",  # noqa: E501
     "tests/backend/compat/test_columns.py::test_ort_cuda_says_when_a_node_falls_back_to_cpu": "real sessions per node",  # noqa: E501

@@ -14,7 +14,7 @@ not a winner.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -54,7 +54,8 @@ class Interleaved:
     rounds: int
     settings: MeasureSettings
     contention: str | None = None  # backend.host.contention_note, when others took the CPUs
-    dropped: int = 0  # rounds the time cap cut short, dropped for every candidate (0 or 1)
+    dropped: int = 0  # rounds the time cap cut short, dropped for every candidate (0 or 1 a loop)
+    processes: int = 1  # loops joined (joined): each candidate timed in this many processes
 
     @property
     def stable(self) -> bool:
@@ -74,6 +75,7 @@ class Interleaved:
             "rounds": self.rounds,
             "contention": self.contention,
             "dropped": self.dropped,
+            "processes": self.processes,
         }
 
     @classmethod
@@ -88,27 +90,59 @@ class Interleaved:
             settings,
             data.get("contention"),
             int(data.get("dropped", 0)),
+            int(data.get("processes", 1)),
+        )
+
+    @classmethod
+    def joined(cls, loops: Sequence[Interleaved]) -> Interleaved:
+        """Several loops, one per process of every candidate (a regression check's A_k B_k
+        pairs), read as one: samples and window medians in order, rounds and dropped rounds
+        summed, stable only where every loop was, each distinct contention note once."""
+        first = loops[0]
+        timed = {
+            name: Timed(
+                [s for loop in loops for s in loop.timed[name].samples_ms],
+                [w for loop in loops for w in loop.timed[name].window_p50_ms],
+                all(loop.timed[name].stable for loop in loops),
+            )
+            for name in first.timed
+        }
+        notes = dict.fromkeys(loop.contention for loop in loops if loop.contention)
+        return cls(
+            timed,
+            sum(loop.rounds for loop in loops),
+            first.settings,
+            " ".join(notes) or None,
+            sum(loop.dropped for loop in loops),
+            sum(loop.processes for loop in loops),
         )
 
     def verdict(self) -> str:
         """The sweep's stability rule, said of every candidate, with the contention note."""
         windows, tolerance = self.settings.stable_windows, self.settings.stability_tolerance
         unstable = sorted(name for name, t in self.timed.items() if not t.stable)
+        several = self.processes > 1
+        cut = (
+            ", and a last one cut short by the time cap dropped on every side"
+            if self.dropped == 1
+            else f", and {self.dropped} cut short by the time cap (the last of a process) "
+            "dropped on every side"
+            if self.dropped
+            else ""
+        )
         head = (
             f"timed interleaved: {self.rounds} rounds of one window per candidate "
             f"({len(self.timed)} candidates"
-            + (
-                ", and a last one cut short by the time cap dropped on every side"
-                if self.dropped
-                else ""
-            )
+            + (f", each in {self.processes} processes one after another" if several else "")
+            + cut
             + "); "
         )
         if unstable:
             head += (
                 f"unstable: the last {windows} window medians of {', '.join(unstable)} did not "
                 f"agree within {tolerance:.0%} in {self.settings.max_seconds:.0f} s per "
-                "candidate; treat the verdict with care"
+                + ("candidate and process" if several else "candidate")
+                + "; treat the verdict with care"
             )
         else:
             head += (

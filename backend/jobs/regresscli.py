@@ -11,7 +11,13 @@ from backend.cli_parsing import dims_from_pairs
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.jobs.context import JobOutcome
-from backend.jobs.regressspec import MIN_ROUNDS, RegressionSpec, submit_regression
+from backend.jobs.regressspec import (
+    MAX_PROCESSES,
+    MIN_ROUNDS,
+    PROCESSES,
+    RegressionSpec,
+    submit_regression,
+)
 from backend.records import JobKind, JobRow, get_job, stored_results
 from backend.reporting import regression as stats
 from backend.reporting.text import table
@@ -44,6 +50,7 @@ def spec_of(args: argparse.Namespace) -> RegressionSpec:
         seed=args.seed,
         profile=not args.no_profile,
         min_rounds=args.rounds,
+        processes=args.processes,
     )
 
 
@@ -132,6 +139,14 @@ def register_regress(
         type=int,
         default=MIN_ROUNDS,
         help="A B rounds at least per configuration, time cap permitting",
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=PROCESSES,
+        help=f"processes each side is measured in, one A B pair after another, sharing the "
+        f"rounds and the time cap (1 to {MAX_PROCESSES}); the interval then covers the offset "
+        "between processes; each one more costs a session start a side",
     )
     p.add_argument("--submit", action="store_true", help="queue it for the worker")
     p.add_argument("--report", type=int, metavar="JOB", help="print a stored check's report")

@@ -5,11 +5,15 @@ For each model, one after another, and each of its configurations two dialog chi
 through the one launcher (backend/launch/dialog.py), each under its environment's interpreter
 (backend/runtimeenvs.py) and inside the sandbox; each builds the variant and keeps its
 session open. The parent then asks them for one timed window in turn, A B A B ...
-(backend/engine/interleave.py interleaved_windows), so drift of the host lands on both; then for
-their outputs on the same seeded inputs (B against A: cosine, max abs) and their per-node
-profiles. Both sides are stored as ordinary results (samples, profile, environment and the
-runtime version that really ran); B's carries the comparison: the bootstrap interval of the
-ratio of medians, the verdict, the accuracy against A and the per-op profile diff. At the end
+(backend/engine/interleave.py interleaved_windows), so drift of the host lands on both. That is
+done `processes` times, one pair after another, sharing the rounds and the time cap: a process
+has its own offset of a few percent for its whole life, and only several a side let the interval
+see it (backend/reporting/regression.py process_ratio). The first pair is then asked for their
+outputs on the same seeded inputs (B against A: cosine, max abs) and their per-node profiles.
+Both sides are stored as ordinary results (every process's samples one after another, with each
+process's count, the profile, environment and the runtime version that really ran); B's carries
+the comparison: the bootstrap interval of the ratio of medians with each process's median, the
+verdict, the accuracy against A and the per-op profile diff. At the end
 the job's log says each model's verdict in one line and, for several models, an overall line
 (backend/jobs/regressview.py summary_lines).
 """
@@ -47,13 +51,23 @@ from storage.states import JobState
 
 @dataclass
 class PairRun:
-    """What one configuration's two sides left: facts, timing, outputs and profiles."""
+    """What one configuration's two sides left: facts, timing (one loop per pair of processes),
+    outputs and profiles (facts, first inference, outputs and profiles: the first pair's)."""
 
     facts: dict[str, dict[str, Any]]
     first_ms: dict[str, float]
-    timing: Interleaved
+    timings: list[Interleaved]
     outputs: dict[str, Path]
     profiles: dict[str, Path]
+
+    @property
+    def timing(self) -> Interleaved:
+        """Every process's loop read as one (samples one process after another)."""
+        return Interleaved.joined(self.timings)
+
+    def by_process(self, side: str) -> list[list[float]]:
+        """One side's samples, one list per process."""
+        return [loop.timed[side].samples_ms for loop in self.timings]
 
 
 def _binds(source: Path, env_root: tuple[Path, ...], out: Path) -> sandbox.Binds:
@@ -67,12 +81,14 @@ def _open_sides(
     out: Path,
     stack: ExitStack,
     should_cancel: Callable[[], bool] | None,
+    process: int = 0,
 ) -> dict[str, Dialog]:
-    """Start both sides (A first), each under its environment's interpreter, in the sandbox."""
+    """Start both sides (A first), each under its environment's interpreter, in the sandbox;
+    process: which pair of the check's processes (each its own folder: a, b, then a2, b2 ...)."""
     envs = {side: ready_env(spec.env_of(side)) for side in SIDES}  # both, before any child
     opened = {}
     for side, env in envs.items():
-        folder = out / side
+        folder = out / (f"{side}{process + 1}" if process else side)
         folder.mkdir(parents=True, exist_ok=True)
         task = SideTask(
             source_path=str(sources[side]),
@@ -85,7 +101,8 @@ def _open_sides(
             dialog(
                 "backend.engine.side:open_side",
                 task,
-                what=f"Side {side.upper()} ({env.name}) of {config.key}",
+                what=f"Side {side.upper()} ({env.name}) of {config.key}"
+                + (f", process {process + 1}" if process else ""),
                 python=env.python,
                 sandboxed=True,
                 binds=_binds(sources[side], env.read_only(), folder),
@@ -103,35 +120,49 @@ def run_pair(
     out: Path,
     should_cancel: Callable[[], bool] | None = None,
 ) -> PairRun:
-    """Both sides of one configuration, timed interleaved; DialogFailed/UserError say why not."""
+    """Both sides of one configuration in spec.processes pairs of processes, one pair after
+    another, each pair timed interleaved for its share of the rounds and the time cap;
+    DialogFailed/UserError say why not."""
     timeout = spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get()
-    with ExitStack() as stack:
-        sides = _open_sides(spec, config, sources, out, stack, should_cancel)
-        facts = {s: d.ask({"op": "facts"}, timeout) for s, d in sides.items()}
-        first = {s: d.ask({"op": "warm"}, timeout)["first_inference_ms"] for s, d in sides.items()}
-        cpu = dict.fromkeys(SIDES, 0.0)
+    run = PairRun({}, {}, [], {}, {})
+    for process in range(spec.processes):
+        if process and should_cancel is not None and should_cancel():
+            raise DialogFailed("cancelled")
+        with ExitStack() as stack:
+            sides = _open_sides(spec, config, sources, out, stack, should_cancel, process)
+            if process == 0:
+                run.facts = {s: d.ask({"op": "facts"}, timeout) for s, d in sides.items()}
+            warm = {s: d.ask({"op": "warm"}, timeout) for s, d in sides.items()}
+            run.timings.append(_timed(spec, sides, timeout))
+            if process == 0:  # the first pair's: session facts, outputs and profiles
+                run.first_ms = {s: w["first_inference_ms"] for s, w in warm.items()}
+                run.outputs = {s: Path(d.ask({"op": "outputs"}, timeout)) for s, d in sides.items()}
+                if spec.profile:
+                    run.profiles = {
+                        s: Path(d.ask({"op": "profile"}, timeout)) for s, d in sides.items()
+                    }
+    return run
 
-        def window(side: str) -> Window:
-            def call(deadline: float) -> list[float]:
-                answer = sides[side].ask({"op": "window", "deadline": deadline}, timeout)
-                cpu[side] = answer["cpu_s"]  # the child's CPU time so far: its own, not others'
 
-                return answer["samples_ms"]
+def _timed(spec: RegressionSpec, sides: dict[str, Dialog], timeout: float) -> Interleaved:
+    """One pair of processes timed interleaved, A B A B, for its share of rounds and time."""
+    cpu = dict.fromkeys(SIDES, 0.0)
 
-            return call
+    def window(side: str) -> Window:
+        def call(deadline: float) -> list[float]:
+            answer = sides[side].ask({"op": "window", "deadline": deadline}, timeout)
+            cpu[side] = answer["cpu_s"]  # the child's CPU time so far: its own, not others'
+            return answer["samples_ms"]
 
-        timing = interleaved_windows(
-            {s: window(s) for s in SIDES},
-            spec.measure,
-            own_cpu=lambda: own_cpu_s() + sum(cpu.values()),
-            min_rounds=spec.min_rounds,
-            keep_all=True,
-        )
-        outputs = {s: Path(d.ask({"op": "outputs"}, timeout)) for s, d in sides.items()}
-        profiles = {}
-        if spec.profile:
-            profiles = {s: Path(d.ask({"op": "profile"}, timeout)) for s, d in sides.items()}
-    return PairRun(facts, first, timing, outputs, profiles)
+        return call
+
+    return interleaved_windows(
+        {s: window(s) for s in SIDES},
+        spec.process_measure(),
+        own_cpu=lambda: own_cpu_s() + sum(cpu.values()),
+        min_rounds=spec.process_rounds(),
+        keep_all=True,
+    )
 
 
 def side_result(
@@ -164,6 +195,8 @@ def side_result(
     facts.pop("output_names", None)
     pins = {"pins": env.pinned, "pins_digest": pins_digest(env)}
     result.environment = {**facts, "side": side, **pins}
+    # the samples are every process's, one after another: these counts cut them back apart
+    result.environment["process_samples"] = [len(p) for p in run.by_process(side)]
     result.environment["model_id"] = spec.model_of(side, model)
     result.notes.append(run.timing.verdict())
     if side in run.profiles:
@@ -172,13 +205,15 @@ def side_result(
 
 
 def compare_sides(spec: RegressionSpec, run: PairRun) -> dict[str, Any]:
-    """B against A: the interval, the verdict, outputs and the per-op profile diff."""
-    interval = stats.bootstrap_ratio(
-        run.timing.timed["a"].samples_ms,
-        run.timing.timed["b"].samples_ms,
+    """B against A: the interval (with each process's median: interval.process_medians_*),
+    the verdict, outputs and the per-op profile diff."""
+    interval = stats.process_ratio(
+        run.by_process("a"),
+        run.by_process("b"),
         spec.resamples,
         spec.confidence,
         spec.seed,
+        spec.processes,
     )
     verdict = stats.verdict(interval, spec.min_change)
     report: dict[str, Any] = {

@@ -36,6 +36,14 @@ SIDES = ("a", "b")
 # sides; with only the last two stable windows, an A/A check on a loaded 2-core host said
 # "slower" once in six (bench/results/regression_check.txt).
 MIN_ROUNDS = 10
+# Processes a side is measured in, one A B pair after another: each process has its own offset of
+# a few percent (address-space layout, memory placement, which core), fixed for its life; 19 A/A
+# checks of one process a side ranged over B/A 0.972-1.031, one said "faster" in CI. Several give
+# the interval a spread between processes to see: with 2 an A/A interval still leaves out 1 a
+# third of the time, with 3 about a tenth (bench/results/regression_processes.txt), for about
+# half a second more a side.
+PROCESSES = 3
+MAX_PROCESSES = 10
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,8 @@ class RegressionSpec:
     seed: int = stats.SEED
     profile: bool = True
     min_rounds: int = MIN_ROUNDS  # A B rounds at least (time cap permitting), all of them kept
+    # processes a side, one A B pair after another, sharing min_rounds and the time cap
+    processes: int = PROCESSES
     kind: str = KIND
 
     def __post_init__(self) -> None:
@@ -98,6 +108,18 @@ class RegressionSpec:
             raise UserError(f"Rounds must be between 1 and 1000, not {self.min_rounds}.")
         if not 0 <= self.min_change < 1:
             raise UserError(f"The smallest change must be in [0, 1), not {self.min_change}.")
+        if not 1 <= self.processes <= MAX_PROCESSES:
+            raise UserError(
+                f"Processes must be between 1 and {MAX_PROCESSES}, not {self.processes}."
+            )
+
+    def process_rounds(self) -> int:
+        """The A B rounds each process times at least: min_rounds shared out, rounded up."""
+        return -(-self.min_rounds // self.processes)
+
+    def process_measure(self) -> MeasureSettings:
+        """Each process's measurement: the time cap shared out between the processes."""
+        return replace(self.measure, max_seconds=self.measure.max_seconds / self.processes)
 
     def configurations(self) -> list[Configuration]:
         """Every (precision, batch) pair on the spec's runtime on the CPU with its threads; B's
@@ -147,8 +169,9 @@ class RegressionSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RegressionSpec:
-        """Names this code does not know are dropped (a check queued by newer code)."""
-        return from_json(cls, data, strict=False)
+        """Names this code does not know are dropped (a check queued by newer code); a check
+        stored before `processes` measured each side in one process, and reads so."""
+        return from_json(cls, {"processes": 1, **data}, strict=False)
 
 
 class SideKey(NamedTuple):

@@ -3,9 +3,10 @@ and pages), and the check's summary: each model's verdict in one line, then an o
 
 Each configuration's two sides are ordinary stored results (backend/jobs/regressspec.py keys
 them 'a:ENV:KEY' and 'b:ENV:KEY', or 'a:ENV:mID:KEY' in a check of several models); B's carries
-the comparison the job made. The interval is recomputed here from both sides' stored raw samples
-with the stored seed and resamples, so what is shown is what the samples say (and equals what
-the job logged).
+the comparison the job made. The interval is recomputed here from both sides' stored raw
+samples, cut back into their processes by each side's stored counts (process_samples; none: a
+check stored before processes, one process a side), with the stored seed and resamples, so what
+is shown is what the samples say (and equals what the job logged).
 """
 
 from __future__ import annotations
@@ -88,14 +89,18 @@ def _measured(
     b: StoredResult,
     samples: dict[int, list[float]],
 ) -> PairRow:
-    """Both sides measured: the interval recomputed from their own stored samples."""
+    """Both sides measured: the interval recomputed from their own stored samples, process by
+    process."""
     report = b.result.environment.get("regression", {})
-    interval = stats.bootstrap_ratio(
-        samples.get(a.id) or a.result.samples_ms,
-        samples.get(b.id) or b.result.samples_ms,
-        spec.resamples,
-        spec.confidence,
-        spec.seed,
+    runs = {
+        side.id: stats.by_process(
+            samples.get(side.id) or side.result.samples_ms,
+            side.result.environment.get("process_samples"),
+        )
+        for side in (a, b)
+    }
+    interval = stats.process_ratio(
+        runs[a.id], runs[b.id], spec.resamples, spec.confidence, spec.seed, spec.processes
     )
     verdict = stats.verdict(interval, spec.min_change)
     versus = report.get("accuracy_vs_a") or {}
@@ -184,6 +189,27 @@ def overall_line(verdicts: dict[str, str], total: int) -> str:
     return "; ".join(parts) if parts else f"none of {total} models measured yet"
 
 
+def method_said(spec: RegressionSpec) -> str:
+    """How the interval was drawn: over processes and calls, or over calls of one process."""
+    if spec.processes == 1:
+        return "one process a side, calls resampled (an offset between processes unseen)"
+    return (
+        f"{spec.processes} processes a side: each resample draws a side's processes, then "
+        "each one's calls, so an offset between processes widens it"
+    )
+
+
+def needs_said(spec: RegressionSpec) -> str:
+    """What a side needs for a verdict: 'each side at least 6 samples (fewer: ...)'."""
+    need = stats.min_samples(spec.confidence)
+    if spec.processes == 1:
+        return f"each side at least {need} samples (fewer: {stats.TOO_FEW}, no verdict)"
+    return (
+        f"each side at least {need} samples in each process and {min(spec.processes, 2)} "
+        f"processes (fewer: {stats.TOO_FEW}, no verdict)"
+    )
+
+
 def text_report(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> str:
     """The summary, the table (with a model column for several models), then for each slower
     configuration the ops whose time changed most."""
@@ -212,10 +238,13 @@ def text_report(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> st
     lines = summary_lines(spec, rows, job_model) + ["", table(body, headers), ""]
     lines.append(
         f"{spec.confidence:.0%} bootstrap interval of median(B)/median(A), {spec.resamples:,} "
-        f"resamples (seed {spec.seed}); slower/faster needs the whole interval past 1 and a "
-        f"change of at least {spec.min_change:.0%}, and each side at least "
-        f"{stats.min_samples(spec.confidence)} samples (fewer: {stats.TOO_FEW}, no verdict)."
+        f"resamples (seed {spec.seed}); {method_said(spec)}; slower/faster needs the whole "
+        f"interval past 1 and a change of at least {spec.min_change:.0%}, and {needs_said(spec)}."
     )
+    for r in rows:
+        which = f"{r.model} {r.configuration}" if several else r.configuration
+        if r.interval is not None and not r.error:
+            lines.append(f"{which}: {stats.processes_said(r.interval)}")
     for r in rows:
         which = f"{r.model} {r.configuration}" if several else r.configuration
         if r.error:

@@ -1,20 +1,24 @@
 """The regression check's numbers, as pure functions of stored samples and profiles.
 
-ratio = median(B) / median(A) of the raw per-call samples of one configuration timed interleaved
-on environments A and B; its confidence interval is a seeded percentile bootstrap (each side's
-samples resampled with replacement, `resamples` times, each resample's median drawn exactly from
-its order-statistic distribution: bootstrap_medians). The verdict needs both a significant and
-a material change: "slower" when the whole interval lies above 1 and the ratio is at least
-`min_change` above it, "faster" the mirror image, "same" otherwise (an interval that holds 1, or
-a change smaller than min_change: two processes of one version differ by a few percent). A side
-with fewer samples than min_samples(confidence) gets no verdict at all: "too few samples", said
-with the counts and the remedy (a longer time cap), never "same" and never slower or faster.
+Each side of one configuration is measured in one or more processes (A_k and B_k timed
+interleaved, one pair after another); ratio = median(B) / median(A), where a side's median is the
+median of its processes' medians (one process: the median of its calls). Its confidence interval
+is a seeded two-level percentile bootstrap (process_ratio): each resample draws each side's
+processes with replacement, then each drawn process's median from its own calls
+(bootstrap_medians), so an offset between processes (address-space layout, memory placement,
+which core: a few percent, fixed for a process's life) widens the interval instead of passing for
+a change. The verdict needs both a significant and a material change: "slower" when the whole
+interval lies above 1 and the ratio is at least `min_change` above it, "faster" the mirror image,
+"same" otherwise. A process with fewer calls than min_samples(confidence), or a side measured in
+fewer than two processes where two or more were asked, gets no verdict at all: "too few samples",
+said with the counts and the remedy, never "same" and never slower or faster.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +47,8 @@ def min_samples(confidence: float = CONFIDENCE) -> int:
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """median(B) / median(A) with its bootstrap interval."""
+    """median(B) / median(A) with its bootstrap interval; samples_*: every call of a side, and
+    process_*: each process's median and count of calls (empty: one process, as in baselines)."""
 
     ratio: float
     low: float
@@ -54,6 +59,27 @@ class RatioInterval:
     samples_b: int
     median_a_ms: float
     median_b_ms: float
+    process_medians_a_ms: tuple[float, ...] = ()
+    process_medians_b_ms: tuple[float, ...] = ()
+    process_counts_a: tuple[int, ...] = ()
+    process_counts_b: tuple[int, ...] = ()
+    processes_asked: int = 1  # per side; with 2 or more, a side needs 2 processes to be judged
+
+    def processes(self) -> tuple[int, int]:
+        """How many processes each side was measured in (A, B)."""
+        return len(self.process_counts_a) or 1, len(self.process_counts_b) or 1
+
+    def fewest(self) -> tuple[int, int]:
+        """The fewest calls any one process of each side gave (A, B)."""
+        return (
+            min(self.process_counts_a, default=self.samples_a),
+            min(self.process_counts_b, default=self.samples_b),
+        )
+
+    def processes_needed(self) -> int:
+        """Processes a side needs: 2 where 2 or more were asked (one process cannot show an
+        offset between processes), else 1."""
+        return min(self.processes_asked, 2)
 
 
 def bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -83,24 +109,99 @@ def bootstrap_ratio(
     confidence: float = CONFIDENCE,
     seed: int = SEED,
 ) -> RatioInterval:
-    """The ratio of medians B/A and its percentile-bootstrap interval (seeded: the same samples
-    give the same interval)."""
-    a, b = np.asarray(a_ms, dtype=np.float64), np.asarray(b_ms, dtype=np.float64)
-    if a.size == 0 or b.size == 0:
-        raise ValueError("both sides need samples")
+    """The ratio of medians B/A of one process a side and its percentile-bootstrap interval
+    over calls (seeded: the same samples give the same interval); process_ratio of one each."""
+    return process_ratio([a_ms], [b_ms], resamples, confidence, seed)
+
+
+def _slot_medians(runs: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """[process, slot, resample]: a bootstrap median of each process for every slot of every
+    resample, so a process drawn into two slots of one resample gets two independent resamples
+    of its calls (the second level of the bootstrap)."""
+    k = len(runs)
+    return np.stack([bootstrap_medians(r, k * resamples, rng).reshape(k, resamples) for r in runs])
+
+
+def _drawn_center(slots: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per resample, the median of the medians of k processes drawn with replacement (the first
+    level): slot j of resample r takes process chosen[j, r]. One process: its medians as they
+    are, with no draw (so one process a side gives bootstrap_ratio's numbers as before)."""
+    k = slots.shape[0]
+    if k == 1:
+        return slots[0, 0]
+    chosen = rng.integers(0, k, slots.shape[1:])
+    return np.median(np.take_along_axis(slots, chosen[None], axis=0)[0], axis=0)
+
+
+def process_ratio(
+    a_runs: Sequence[Sequence[float] | np.ndarray],
+    b_runs: Sequence[Sequence[float] | np.ndarray],
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+    asked: int = 1,
+) -> RatioInterval:
+    """B/A and its two-level bootstrap interval from each side's calls kept per process.
+
+    A side's center is the median of its processes' medians: each process's median is robust to
+    its slow calls, and the median over processes to one process that landed badly (2 processes:
+    their mean). Not pooled: pooling weights a process by how many calls it got, and the pooled
+    median of two processes a few percent apart sits in the gap between them and jumps. The two
+    sides' processes are drawn independently: an offset is a process's own, and A_k's says
+    nothing about B_k's. With one process a side the interval covers calls only (the numbers of
+    the per-call bootstrap); `asked`: the processes a side was meant to have (the verdict's
+    rule). Seeded: the same samples give the same interval."""
+    a = [np.asarray(r, dtype=np.float64) for r in a_runs]
+    b = [np.asarray(r, dtype=np.float64) for r in b_runs]
+    if not a or not b or any(r.size == 0 for r in (*a, *b)):
+        raise ValueError("every process of both sides needs samples")
     rng = np.random.default_rng(seed)
-    ratios = bootstrap_medians(b, resamples, rng) / bootstrap_medians(a, resamples, rng)
+    slots_b, slots_a = _slot_medians(b, resamples, rng), _slot_medians(a, resamples, rng)
+    ratios = _drawn_center(slots_b, rng) / _drawn_center(slots_a, rng)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
-    med_a, med_b = float(np.median(a)), float(np.median(b))
+    per_a = tuple(float(np.median(r)) for r in a)
+    per_b = tuple(float(np.median(r)) for r in b)
+    med_a, med_b = float(np.median(per_a)), float(np.median(per_b))
     return RatioInterval(
-        med_b / med_a, float(low), float(high), confidence, resamples, a.size, b.size, med_a, med_b
+        med_b / med_a,
+        float(low),
+        float(high),
+        confidence,
+        resamples,
+        sum(r.size for r in a),
+        sum(r.size for r in b),
+        med_a,
+        med_b,
+        per_a,
+        per_b,
+        tuple(r.size for r in a),
+        tuple(r.size for r in b),
+        asked,
     )
+
+
+def by_process(samples: Sequence[float], counts: Sequence[int] | None) -> list[list[float]]:
+    """Stored samples (every process's calls, one after another) cut back into processes by
+    their counts; no counts, or counts that do not add up: one process (a check stored before
+    processes, or a baseline)."""
+    if not counts or sum(counts) != len(samples):
+        return [list(samples)]
+    ends = np.cumsum(counts)
+    return [list(samples[end - n : end]) for n, end in zip(counts, ends, strict=True)]
+
+
+def too_few(interval: RatioInterval) -> bool:
+    """Whether there is no verdict: a process with fewer calls than min_samples, or a side in
+    fewer processes than it needs."""
+    if min(interval.fewest()) < min_samples(interval.confidence):
+        return True
+    return min(interval.processes()) < interval.processes_needed()
 
 
 def verdict(interval: RatioInterval, min_change: float = MIN_CHANGE) -> str:
     """slower / faster / same, or too few samples: see the module docstring for the rule."""
-    if min(interval.samples_a, interval.samples_b) < min_samples(interval.confidence):
+    if too_few(interval):
         return TOO_FEW
     if interval.low > 1.0 and interval.ratio >= 1.0 + min_change:
         return SLOWER
@@ -112,15 +213,45 @@ def verdict(interval: RatioInterval, min_change: float = MIN_CHANGE) -> str:
 def too_few_sentence(interval: RatioInterval, a: str = "A", b: str = "B") -> str:
     """Why there is no verdict, with the counts and the remedy; a, b: what the sides are called."""
     need = min_samples(interval.confidence)
+    (pa, pb), (fa, fb) = interval.processes(), interval.fewest()
+    if min(pa, pb) < interval.processes_needed() and min(fa, fb) >= need:
+        return (
+            f"too few processes to judge: {a} was measured in {pa} and {b} in {pb}, and an "
+            f"interval that covers the offset between processes needs at least "
+            f"{interval.processes_needed()} on each side; run the check again"
+        )
+    if max(pa, pb) == 1:
+        where, each = "", "on each side"
+    else:
+        their = f"{pa} processes" if pa == pb else f"processes ({pa} and {pb})"
+        where, each = f" in the fewest of their {their}", "in each process"
     return (
-        f"too few samples to judge: {interval.samples_a} from {a} and {interval.samples_b} from "
-        f"{b}, and a {interval.confidence:.0%} interval of a median needs at least {need} on each "
-        "side; measure longer (a larger time cap, --max-seconds)"
+        f"too few samples to judge: {fa} from {a} and {fb} from {b}{where}, and a "
+        f"{interval.confidence:.0%} interval of a median needs at least {need} {each}; measure "
+        "longer (a larger time cap, --max-seconds)"
     )
 
 
+def processes_said(interval: RatioInterval) -> str:
+    """'A in 2 processes: 0.0061, 0.00631 ms (3.4% apart); B in 2 processes: ...', so an offset
+    between processes shows; one process a side says the interval cannot see one."""
+    if max(interval.processes()) == 1:
+        return "one process a side: the interval cannot see an offset between processes"
+    parts = []
+    for side, medians in (
+        ("A", interval.process_medians_a_ms),
+        ("B", interval.process_medians_b_ms),
+    ):
+        values = ", ".join(f"{m:.4g}" for m in medians)
+        apart = (max(medians) / min(medians) - 1) * 100 if min(medians) > 0 else 0.0
+        spread = f" ({apart:.1f}% apart)" if len(medians) > 1 else ""
+        count = f"{len(medians)} process" + ("es" if len(medians) > 1 else "")
+        parts.append(f"{side} in {count}: {values} ms{spread}")
+    return "; ".join(parts)
+
+
 def verdict_line(interval: RatioInterval, result: str, env_a: str, env_b: str) -> str:
-    """One sentence with the numbers the verdict came from."""
+    """One sentence with the numbers the verdict came from, and each side's processes."""
     if result == TOO_FEW:
         return f"{env_b} against {env_a}: {too_few_sentence(interval)}"
     pct = (interval.ratio - 1) * 100
@@ -130,7 +261,8 @@ def verdict_line(interval: RatioInterval, result: str, env_a: str, env_b: str) -
         f": median {interval.median_b_ms:.4g} ms against {interval.median_a_ms:.4g} ms "
         f"(B/A {interval.ratio:.3f}, {pct:+.1f}%), {interval.confidence:.0%} interval "
         f"[{interval.low:.3f}, {interval.high:.3f}] from {interval.resamples:,} bootstrap "
-        f"resamples of {interval.samples_a} and {interval.samples_b} samples"
+        f"resamples of {interval.samples_a} and {interval.samples_b} samples; "
+        f"{processes_said(interval)}"
     )
 
 

@@ -1,9 +1,9 @@
 """Compare's view of regression checks (?view=regression&jobs=ID): each model's verdict in one
 line and, for several models, the overall line; then per model and configuration, runtime
-environment A against B, the bootstrap interval of the ratio of medians and the verdict, the
-outputs of B against A, and where B is slower the ops whose time changed most. Widgets only;
-backend/jobs/regressview.py reads the stored pairs and backend/reporting/regression.py
-holds the numbers."""
+environment A against B, the bootstrap interval of the ratio of medians and the verdict (with how
+many processes each side was measured in and each one's median), the outputs of B against A, and
+where B is slower the ops whose time changed most. Widgets only; backend/jobs/regressview.py
+reads the stored pairs and backend/reporting/regression.py holds the numbers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import streamlit as st
 
 from backend.auth.roles import Permission
 from backend.jobs.regressspec import RegressionSpec
-from backend.jobs.regressview import PairRow, pair_rows, summary_lines
+from backend.jobs.regressview import (
+    PairRow,
+    method_said,
+    needs_said,
+    pair_rows,
+    summary_lines,
+)
 from backend.queue import jobs
 from backend.reporting import frames
 from backend.reporting import regression as stats
@@ -68,10 +74,9 @@ def live_check(job_id: int, active: bool) -> None:
                 + (f" running model {spec.model_b}" if spec.model_b else "")
                 + f"; {spec.confidence:.0%} bootstrap interval of median(B)/median(A) from "
                 f"{spec.resamples:,} seeded resamples of the raw samples, timed interleaved "
-                f"(A B A B ...); slower or faster needs the whole interval past 1 and a change "
-                f"of at least {spec.min_change:.0%}, and each side at least "
-                f"{stats.min_samples(spec.confidence)} samples (fewer: {stats.TOO_FEW}, "
-                "no verdict)."
+                f"(A B A B ...), {method_said(spec)}; slower or faster needs the whole "
+                f"interval past 1 and a change of at least {spec.min_change:.0%}, and "
+                f"{needs_said(spec)}."
             )
         )
         if not rows:
@@ -100,6 +105,7 @@ def _table_row(r: PairRow, several: bool) -> dict[str, object]:
         "B/A": iv.ratio if iv else None,
         "interval": f"[{iv.low:.3f}, {iv.high:.3f}]" if iv and r.judged else "",
         "samples A/B": f"{iv.samples_a}/{iv.samples_b}" if iv else "",
+        "processes A/B": "/".join(map(str, iv.processes())) if iv else "",
         "cosine B~A": r.cosine,
         "max abs B-A": r.max_abs,
     }

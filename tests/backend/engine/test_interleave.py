@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from backend.engine.interleave import Window, interleaved_windows
+from backend.engine.interleave import Interleaved, Window, interleaved_windows
 from backend.engine.measure import timed_window
 from backend.specs import MeasureSettings
 
@@ -68,3 +68,30 @@ def test_min_rounds_still_holds_and_a_settled_loop_drops_nothing() -> None:
     assert timing.stable  # a steady sleep settles long before the cap
     for timed in timing.timed.values():
         assert len(timed.samples_ms) == RUNS * timing.rounds
+
+
+def test_loops_of_several_processes_join_in_order_and_say_so() -> None:
+    """A regression check times each pair of processes in its own loop; joined, every loop's
+    samples and windows follow one another, rounds and dropped rounds add up, and a candidate
+    is stable only where every loop was."""
+    settings = _settings(max_seconds=30)
+    loops = [
+        interleaved_windows(
+            {name: _window(settings) for name in ("a", "b")}, settings, min_rounds=2, keep_all=True
+        )
+        for _ in range(2)
+    ]
+    loops[1].timed["b"].stable = False
+    joined = Interleaved.joined(loops)
+    assert joined.processes == 2 and joined.rounds == loops[0].rounds + loops[1].rounds
+    for name in ("a", "b"):
+        assert joined.timed[name].samples_ms == (
+            loops[0].timed[name].samples_ms + loops[1].timed[name].samples_ms
+        )
+        assert len(joined.timed[name].window_p50_ms) == joined.rounds
+    assert joined.timed["a"].stable and not joined.timed["b"].stable and not joined.stable
+    said = joined.verdict()
+    assert "(2 candidates, each in 2 processes one after another)" in said, said
+    assert "unstable: the last 3 window medians of b did not agree" in said, said
+    assert "s per candidate and process; treat the verdict with care" in said, said
+    assert Interleaved.from_dict(joined.to_dict(), settings).processes == 2

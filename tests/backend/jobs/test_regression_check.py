@@ -1,6 +1,7 @@
-"""The regression check for real through the CLI: an A/A check says same; one check over two
-models gives each its own verdict from its own samples; a check stored before several models
-still reads back; refusals store nothing. (ONNX Runtime 1.32.0 against 1.31.1 with a planted
+"""The regression check for real through the CLI: an A/A check says same, each side measured in
+two processes whose medians it names; one check over two models gives each its own verdict from
+its own samples; a check stored before several models, or before processes, still reads back;
+refusals store nothing. (ONNX Runtime 1.32.0 against 1.31.1 with a planted
 regression, and the pages that show it: tests/pages/test_regression_view.py.)"""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from backend import runtimeenvs as environments
@@ -43,6 +45,32 @@ def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
     assert report.stdout in shown.stdout  # show prints the same report under the results table
     assert report.stdout.startswith("model 1 (mlp): same, B/A ")  # its one model's line
 
+    # each side in 3 processes (the default), one pair after another: the stored samples are
+    # both processes' with their counts, and the report names each process's median
+    [a, b] = sorted(jobs.stored_results(1), key=lambda r: r.config_key)
+    samples = result_store.result_samples([a.id, b.id])
+    runs = {}
+    for side in (a, b):
+        counts = side.result.environment["process_samples"]
+        assert len(counts) == 3 and min(counts) >= 6 and sum(counts) == len(samples[side.id])
+        runs[side.id] = stats.by_process(samples[side.id], counts)
+    stored_iv = b.result.environment["regression"]["interval"]
+    medians = [[float(np.median(p)) for p in runs[side.id]] for side in (a, b)]
+    assert stored_iv["process_medians_a_ms"] == pytest.approx(medians[0])
+    assert stored_iv["process_medians_b_ms"] == pytest.approx(medians[1])
+    assert stored_iv["median_a_ms"] == pytest.approx(np.median(medians[0]))
+    said = re.compile(
+        r"A in 3 processes: ([\d.e-]+), ([\d.e-]+), ([\d.e-]+) ms \(\d+\.\d% apart\); "
+        r"B in 3 processes: ([\d.e-]+), ([\d.e-]+), ([\d.e-]+) ms \(\d+\.\d% apart\)"
+    )
+    shown = said.search(run.stdout)
+    assert shown and [float(v) for v in shown.groups()] == pytest.approx(
+        medians[0] + medians[1], rel=1e-3
+    ), run.stdout
+    assert "3 processes a side: each resample draws a side's processes" in run.stdout
+    assert said.search(b.result.environment["regression"]["line"])  # the logged line too
+    assert "each in 3 processes one after another" in b.result.environment["regression"]["timing"]
+
     # a one-model check keeps the keys it always had, so one stored before several models
     # (its spec without 'models') reads back the same: its job's model, the same report
     stored = jobs.stored_results(1)
@@ -51,6 +79,18 @@ def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
     old = RegressionSpec.from_dict(before)
     assert old.models == () and old.model_ids(1) == (1,)
     assert text_report(old, pair_rows(old, stored, 1), 1) + "\n" == report.stdout
+
+    # one stored before processes (no 'processes' in its spec, no counts with its samples) was
+    # measured in one process a side, and reads so: the per-call interval over all its samples
+    older = RegressionSpec.from_dict({k: v for k, v in before.items() if k != "processes"})
+    assert older.processes == 1
+    for side in stored:
+        side.result.environment.pop("process_samples")
+    [row] = pair_rows(older, stored, 1)
+    assert row.interval == stats.bootstrap_ratio(samples[a.id], samples[b.id])
+    assert row.line.endswith(
+        "; one process a side: the interval cannot see an offset between processes"
+    )
 
 
 def test_a_time_cap_too_short_for_samples_says_so_in_one_sentence_and_gives_no_verdict(
@@ -65,18 +105,22 @@ def test_a_time_cap_too_short_for_samples_says_so_in_one_sentence_and_gives_no_v
     assert main(["regress", "1", *args]) == 0
     printed = capsys.readouterr().out
     sentence = re.compile(
-        r"too few samples to judge: (\d+) from A and 1 from B, and a 95% interval of a median "
-        r"needs at least 6 on each side; measure longer \(a larger time cap, --max-seconds\)"
+        r"too few samples to judge: (\d+) from A and 1 from B in the fewest of their 3 processes, "
+        r"and a 95% interval of a median needs at least 6 in each process; measure longer \(a "
+        r"larger time cap, --max-seconds\)"
     )
     summary = printed.splitlines()[1]
     assert summary.startswith("model 1 (mlp): ") and sentence.fullmatch(summary[15:]), printed
     row = next(line for line in printed.splitlines() if line.startswith("onnxruntime/"))
     assert " too few samples " in row and " same " not in row and " slower " not in row, row
-    assert "each side at least 6 samples (fewer: too few samples, no verdict)" in printed
+    assert (
+        "each side at least 6 samples in each process and 2 processes (fewer: too few " in printed
+    )
 
     [a, b] = sorted(jobs.stored_results(1), key=lambda r: r.config_key)
     samples = result_store.result_samples([a.id, b.id])
-    assert len(samples[b.id]) == 1 and len(samples[a.id]) >= 1
+    assert b.result.environment["process_samples"] == [1, 1, 1]  # one call in each process
+    assert len(samples[b.id]) == 3 and len(samples[a.id]) >= 3
     stored = b.result.environment["regression"]
     assert stored["verdict"] == stats.TOO_FEW
     assert stored["line"].startswith("default against default: too few samples to judge: ")
@@ -111,6 +155,15 @@ def test_bad_environments_get_one_sentence_and_queue_nothing(
         RegressionSpec(env_b="default", precisions=("fp8",))
     with pytest.raises(UserError, match="^Unknown runtime 'tvm'; choose from onnxruntime, "):
         RegressionSpec(env_b="default", runtime="tvm")
+    for processes in (0, 11):
+        with pytest.raises(
+            UserError, match=f"^Processes must be between 1 and 10, not {processes}"
+        ):
+            RegressionSpec(env_b="default", processes=processes)
+    # the rounds and the time cap are shared out between the processes
+    three = RegressionSpec(env_b="default", processes=3, min_rounds=10)
+    assert three.process_rounds() == 4
+    assert three.process_measure().max_seconds == pytest.approx(three.measure.max_seconds / 3)
     assert jobs.list_jobs() == []
 
 
@@ -185,7 +238,7 @@ def test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples(
     spec = RegressionSpec.from_dict(job.spec)
     assert spec.models == (1, 2) and job.progress_total == 4
     stored = jobs.stored_results(1)
-    by_model: dict[int, dict[str, list[float]]] = {}
+    by_model: dict[int, dict[str, list[list[float]]]] = {}
     samples = result_store.result_samples([s.id for s in stored])
     for side in stored:
         key = split_key(side.config_key)
@@ -193,13 +246,16 @@ def test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples(
         assert side.result.environment["backend_version"] == (
             "1.32.0" if key.side == "a" else "1.31.1"
         )
-        by_model.setdefault(key.model, {})[key.side] = samples[side.id]
+        counts = side.result.environment["process_samples"]
+        by_model.setdefault(key.model, {})[key.side] = stats.by_process(samples[side.id], counts)
     assert sorted(by_model) == [1, 2]
 
     rows = pair_rows(spec, stored, job.model_id)
     assert [r.model for r in rows] == ["model 1 (mlp)", "model 2 (cnn)"]
     for r in rows:  # each row's interval and verdict from its own model's two sides
-        own = stats.bootstrap_ratio(by_model[r.model_id]["a"], by_model[r.model_id]["b"])
+        own = stats.process_ratio(
+            *(by_model[r.model_id][side] for side in "ab"), asked=spec.processes
+        )
         assert r.interval == own and r.verdict == stats.verdict(own)
         assert r.version_b == "1.31.1" and r.cosine is not None and r.cosine > 0.9999
     assert rows[1].interval.median_a_ms != rows[0].interval.median_a_ms  # type: ignore[union-attr]

@@ -1,5 +1,7 @@
 """The regression check's statistics and profile diff, as pure functions of known inputs: a
-planted change judged, and no verdict from too few samples (min_samples)."""
+planted change judged, no verdict from too few samples (min_samples), and the two-level
+bootstrap over processes (process_ratio): an offset between processes is no change, a slowdown
+every process shows still is."""
 
 from __future__ import annotations
 
@@ -111,6 +113,86 @@ def test_the_minimum_follows_the_confidence() -> None:
     a, b = _samples(1.0, count=8, seed=1), _samples(1.2, count=8, seed=2)
     assert stats.verdict(stats.bootstrap_ratio(a, b, confidence=0.95)) == stats.SLOWER
     assert stats.verdict(stats.bootstrap_ratio(a, b, confidence=0.999)) == stats.TOO_FEW
+
+
+def _process(median: float, seed: int, count: int = 2000) -> np.ndarray:
+    """One process's calls: tight (0.2% spread) around its own median."""
+    rng = np.random.default_rng(seed)
+    return median * (1 + np.abs(rng.normal(0, 0.002, count)))
+
+
+def test_processes_four_percent_apart_give_an_interval_that_holds_one() -> None:
+    """The CI shape: each process of one version lands a few percent from the others. One
+    process a side, the per-call interval is tight and excludes 1 (a 2% 'change' with no
+    smallest change to stop it); two a side, drawing processes widens it past 1: same, even
+    with no smallest change at all."""
+    a = [_process(1.00, seed=1), _process(1.04, seed=2)]
+    b = [_process(0.98, seed=3), _process(1.02, seed=4)]
+    first_pair = stats.bootstrap_ratio(a[0], b[0])
+    assert first_pair.high < 1.0 and stats.verdict(first_pair, min_change=0) == stats.FASTER
+
+    interval = stats.process_ratio(a, b, asked=2)
+    assert interval.low < 1.0 < interval.high, interval
+    per_a, per_b = ([float(np.median(r)) for r in side] for side in (a, b))
+    assert interval.ratio == pytest.approx(
+        np.median(per_b) / np.median(per_a)
+    )  # medians of medians
+    assert stats.verdict(interval) == stats.verdict(interval, min_change=0) == stats.SAME
+    assert interval.processes() == (2, 2) and interval.fewest() == (2000, 2000)
+    assert interval.process_medians_a_ms == pytest.approx((1.00, 1.04), rel=5e-3)
+    assert (interval.samples_a, interval.samples_b) == (4000, 4000)
+    line = stats.verdict_line(interval, stats.SAME, "default", "default")
+    medians = ", ".join(f"{np.median(r):.4g}" for r in a)
+    assert f"; A in 2 processes: {medians} ms (4.0% apart); B in 2 processes: " in line, line
+
+
+def test_a_fifth_slower_in_every_process_is_still_slower() -> None:
+    a = [_process(1.00, seed=1), _process(1.04, seed=2)]
+    b = [_process(1.20, seed=3), _process(1.25, seed=4)]
+    interval = stats.process_ratio(a, b, asked=2)
+    assert 1.1 < interval.low <= interval.ratio <= interval.high < 1.3, interval
+    assert stats.verdict(interval) == stats.SLOWER
+    assert stats.verdict(stats.process_ratio(b, a, asked=2)) == stats.FASTER
+
+
+def test_one_process_a_side_is_the_per_call_bootstrap_and_both_are_seeded() -> None:
+    """A check stored before processes reads back with the numbers it always had."""
+    a, b = _samples(1.0, seed=1), _samples(1.01, seed=2)
+    one = stats.process_ratio([a], [b], seed=5)
+    assert one == stats.bootstrap_ratio(a, b, seed=5)
+    assert one.process_counts_a == (400,) and stats.processes_said(one).startswith("one process")
+    runs = [_process(1.0, seed=1), _process(1.03, seed=2)], [_process(1.0, seed=3)] * 2
+    assert stats.process_ratio(*runs, seed=5) == stats.process_ratio(*runs, seed=5)
+    assert stats.process_ratio(*runs, seed=5) != stats.process_ratio(*runs, seed=6)
+
+
+def test_too_few_calls_in_one_process_or_too_few_processes_is_no_verdict() -> None:
+    """Each process needs min_samples calls however many the others have; a side in one
+    process where two or more were asked cannot show an offset, so it gets no verdict."""
+    a = [_process(1.0, seed=1), _process(1.0, seed=2, count=5)]
+    b = [_process(1.3, seed=3), _process(1.3, seed=4)]
+    short = stats.process_ratio(a, b, asked=2)
+    assert short.samples_a == 2005 and short.fewest() == (5, 2000)
+    assert stats.verdict(short) == stats.TOO_FEW
+    assert stats.too_few_sentence(short) == (
+        "too few samples to judge: 5 from A and 2000 from B in the fewest of their 2 processes, "
+        "and a 95% interval of a median needs at least 6 in each process; measure longer (a "
+        "larger time cap, --max-seconds)"
+    )
+    alone = stats.process_ratio([a[0]], [b[0]], asked=2)
+    assert stats.verdict(alone) == stats.TOO_FEW
+    assert stats.too_few_sentence(alone).startswith(
+        "too few processes to judge: A was measured in 1 and B in 1, and an interval that "
+        "covers the offset between processes needs at least 2 on each side"
+    )
+    assert stats.verdict(stats.process_ratio([a[0]], [b[0]], asked=1)) == stats.SLOWER
+
+
+def test_stored_samples_are_cut_back_into_processes_by_their_counts() -> None:
+    samples = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert stats.by_process(samples, [2, 3]) == [[1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert stats.by_process(samples, None) == [samples]  # stored before processes
+    assert stats.by_process(samples, [2, 2]) == [samples]  # counts that do not add up
 
 
 def _profile(**per_op_us: float) -> Profile:
