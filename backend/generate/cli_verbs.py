@@ -288,8 +288,9 @@ def _torch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--torch-compile",
         action="store_true",
-        help="the torch runtime on CUDA: torch.compile the decode step (mode reduce-overhead: "
-        "fused Triton kernels replayed as CUDA graphs), compiled before the timed runs",
+        help="the torch runtime on CUDA: torch.compile the decode step (fused Triton kernels, "
+        "coordinate descent tuning) and replay it as one CUDA graph per shape, compiled and "
+        "captured before the timed runs",
     )
 
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Issue 23's 50%-of-roofline goal on the PyTorch path, in one device call: the decode step
+# compiled by inductor without cudagraph trees and captured once per shape in a CUDA graph by the
+# runtime (backend/runtimes/genai_torch.py _CapturedStep), against cudagraph trees
+# ("reduce-overhead", what the runtime used before). Carry .whl/cli (the CLI's wheels) and
+# .whl/gsc/bwrap (Debian's bwrap, for the sandbox); the model is the Llama-3.2-1B shape with
+# random fp16 weights made there (bench/torch_hf_shape.py).
+#   1. bench/torch_decode_probe.py graph (kernels too) and reduce-overhead: step times, synced
+#      and GPU-only, and 32 greedy tokens against the uncompiled step;
+#   2. the product: `optiboard generate --runtimes torch --torch-compile`, 1,024-token prompt,
+#      128 new tokens, 1 sequence;
+#   3. the tiny trained Llama through the product, eager and compiled: their greedy tokens.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+site=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib'))")
+out="${OUT:-/tmp}"
+python3 -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" \
+    "$site" .whl/cli/*.whl
+mkdir -p /tmp/gsc-bin && install -m 0755 .whl/gsc/bwrap /tmp/gsc-bin/bwrap
+export OPTIBOARD_BWRAP=/tmp/gsc-bin/bwrap OPTIBOARD_DATA_DIR=/tmp/llm-data OPTIBOARD_CHILD_PROCS=4096
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+python3 bench/torch_hf_shape.py /tmp/llm/hf-1b | tail -1
+
+show() {  # a generate JSON as the CLI prints it
+    python3 - "$1" <<'PY'
+import json, sys
+from backend.generate.benchmark import GenerationReport
+from backend.generate.cli_verbs import HEADERS, explain, rows_of
+from backend.reporting.text import table
+report = GenerationReport.from_dict(json.load(open(sys.argv[1])))
+print(table(rows_of(report), HEADERS))
+print("\n".join(explain(report)))
+PY
+}
+
+probe() {
+    echo "== probe $1"
+    timeout "$2" python3 bench/torch_decode_probe.py /tmp/llm/hf-1b "$1" ${3:-} \
+        > "$out/probe-$1.json" 2> "$out/probe-$1.err" || tail -n 5 "$out/probe-$1.err"
+    cat "$out/probe-$1.json"
+}
+
+probe graph 170 --kernels
+echo "== product: optiboard generate /tmp/llm/hf-1b --runtimes torch --torch-compile"
+timeout 200 python3 -m backend.cli generate /tmp/llm/hf-1b --runtimes torch --device cuda \
+    --torch-compile --prompt-lengths 1024 --new-tokens 128 --sequences 1 --preset quick --json \
+    > "$out/torch-fp16-captured.json" 2> "$out/torch-fp16-captured.err" \
+    || tail -n 8 "$out/torch-fp16-captured.err"
+show "$out/torch-fp16-captured.json" || true
+probe reduce-overhead 120
+echo "== the tiny trained Llama through the product, eager then compiled: greedy tokens"
+for compile in "" "--torch-compile"; do
+    name="tiny${compile:+-compiled}"
+    timeout 100 python3 -m backend.cli generate .whl/tinyllama --runtimes torch --device cuda \
+        $compile --prompt-lengths 16 --new-tokens 32 --sequences 1,8 --preset quick --json \
+        > "$out/$name.json" 2> "$out/$name.err" || tail -n 6 "$out/$name.err"
+done
+python3 - "$out/tiny.json" "$out/tiny-compiled.json" <<'PY'
+import json, sys
+eager, compiled = (json.load(open(p))["results"] for p in sys.argv[1:])
+for e, c in zip(eager, compiled):
+    same = sum(a == b for x, y in zip(e["tokens"], c["tokens"]) for a, b in zip(x, y))
+    total = sum(len(x) for x in e["tokens"])
+    print(f"{e['sequences']} seq: compiled tokens equal eager {same}/{total}; ITL p50 eager "
+          f"{e['itl_p50_ms']:.3f} ms, compiled {c['itl_p50_ms']:.3f} ms")
+PY
