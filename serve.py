@@ -3,7 +3,9 @@ the upload gate.
 
 Streamlit scripts cannot set cookies (they talk over a websocket), so a password sign-in's
 HttpOnly cookie is set here, over plain HTTP on the same origin (backend/auth/sessions.py):
-- POST START_PATH?ticket=...: trades the one-time ticket the sign-in run issued for the cookie;
+- POST START_PATH?ticket=...: trades the one-time ticket the sign-in run issued for the cookie and
+  redirects (303) to the address the sign-in came from; the browser comes here itself (a form
+  POST, not a fetch), so the page that says "Signed in as" is loaded with the cookie;
 - POST END_PATH: signs the cookie's session out and deletes the cookie.
 WebSocketOrigin refuses the websocket to pages of any other origin (another port of the same host
 included), before Streamlit's own handshake (backend/auth/origins.py).
@@ -14,12 +16,13 @@ Everything else is Streamlit's own server running app.py, with the same config.t
 
 from __future__ import annotations
 
+import html
 import re
 
 import streamlit as st
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from streamlit import config as st_config
@@ -49,17 +52,31 @@ def _cookie_secure(request: Request) -> bool:
     return request.url.scheme == "https" or forwarded == "https"
 
 
+def _not_started() -> Response:
+    """The page a browser lands on when its ticket is spent, expired or another browser's: a
+    sentence and the way back to the form (this is a navigation, not a fetch)."""
+    base = str(st_config.get_option("server.baseUrlPath") or "").strip("/")
+    home = html.escape(f"/{base}/" if base else "/")
+    return HTMLResponse(
+        "<!doctype html><title>Optiboard</title><p>This sign-in did not finish: its one-time "
+        "ticket expired, was used already or belongs to another browser. "
+        f'<a href="{home}">Sign in again</a>.</p>',
+        status_code=403,
+    )
+
+
 async def start(request: Request) -> Response:
     if not _same_origin(request):
         return Response(status_code=403)
     browser = returns.browser_key(request.cookies.get(XSRF_COOKIE))
-    cookie = sessions.redeem(request.query_params.get("ticket", ""), browser)
-    if cookie is None:
-        return Response(status_code=403)
-    response = Response(status_code=204)
+    traded = sessions.trade(request.query_params.get("ticket", ""), browser)
+    if traded is None:
+        return _not_started()
+    response = RedirectResponse(traded.return_to, status_code=303)  # GET the page, cookie set
+    response.headers["Cache-Control"] = "no-store"
     response.set_cookie(
         sessions.COOKIE,
-        cookie,
+        traded.cookie,
         max_age=sessions.lifetime_s(),
         path="/",
         httponly=True,

@@ -29,7 +29,8 @@ PRINCIPAL_KEY = "optiboard_principal"  # who this run acts as, resolved by gate(
 SHARE_PARAM = "share"  # the query parameter that carries a signed link's token
 LINK_PAGE = "compare"  # the url_path a signed link opens (app.py's Compare page)
 MADE_LINK_KEY = "optiboard_made_link"  # (job ids, url) of the link an editor made last
-TICKET_KEY = "optiboard_session_ticket"  # set by a password sign-in, spent by the next run
+TICKET_KEY = "optiboard_session_ticket"  # set by a password sign-in; the browser trades it
+LAPSED_KEY = "optiboard_sign_in_lapsed"  # the last sign-in's ticket was never traded in this tab
 SIGNED_OUT_KEY = "optiboard_signed_out"  # the next run deletes the session cookie
 XSRF_COOKIE = "_streamlit_xsrf"  # Streamlit's; its token identifies the browser (returns.py)
 OPEN = Principal("anyone", Role.ADMIN, Via.OPEN)
@@ -90,7 +91,7 @@ def _no_role(why: str = NO_ROLE) -> None:
 
 def gate(sync_cookie: bool = True) -> Principal | None:
     """Resolve who is looking and remember it for this run; None: show the sign-in form.
-    `sync_cookie`: also post the session cookie's change, as app.py's call does once per run."""
+    `sync_cookie`: also post a sign-out's cookie deletion, as app.py's call does once per run."""
     try:
         principal = _resolve()
     except UserError as exc:
@@ -121,17 +122,49 @@ def _post(path: str) -> None:
 
 
 def _sync_session_cookie() -> None:
-    """Trade a fresh sign-in's ticket for the HttpOnly cookie, or delete it after sign-out
-    (serve.py's routes; backend/auth/sessions.py). The ticket is posted on every run until the
-    browser has traded it: a rerun started later in a run drops what that run had queued, this
-    post included, and the sign-in would then not outlive a reload."""
-    ticket = st.session_state.get(TICKET_KEY)
-    if ticket and sessions.ticket_pending(ticket):
-        _post(f"{sessions.START_PATH}?{urlencode({'ticket': ticket})}")
-    elif ticket:  # traded (or expired unused): nothing more to post
-        st.session_state.pop(TICKET_KEY, None)
+    """After a sign-out, delete the session cookie (serve.py's END_PATH). The session is already
+    ended on the server (sessions.end), so a cookie that outlives this post is refused anyway."""
     if st.session_state.pop(SIGNED_OUT_KEY, None):
         _post(sessions.END_PATH)
+
+
+def _go_post(path: str, once: str) -> None:
+    """Send this tab to `path` by a same-origin form POST: a navigation, not a fetch, so the
+    answer's Set-Cookie is stored before the page it redirects to loads. `once` guards against
+    a redrawn element submitting again (a second POST would find the ticket spent)."""
+    st.html(
+        "<script>(() => {"
+        f"if (window.optiboardGoing === {json.dumps(once)}) return;"
+        f"window.optiboardGoing = {json.dumps(once)};"
+        "const form = document.createElement('form');"
+        f"form.method = 'post'; form.action = {json.dumps(path)};"
+        "document.body.appendChild(form); form.submit();"
+        "})()</script>",
+        unsafe_allow_javascript=True,
+    )
+
+
+def finishing_sign_in() -> bool:
+    """True while this tab's password sign-in is on its way to the session cookie: the tab is
+    sent to serve.py's START_PATH, which sets the cookie and loads the page it came from, where
+    the run that says "Signed in as" has read that cookie. Until then this tab is not signed in.
+
+    A ticket that lapses untraded (60 s: the browser never got there) is dropped and
+    `sign_in_lapsed` says so once, above the form."""
+    ticket = st.session_state.get(TICKET_KEY)
+    if ticket is None:
+        return False
+    if sessions.ticket_pending(ticket):
+        _go_post(f"{sessions.START_PATH}?{urlencode({'ticket': ticket})}", once=ticket)
+        return True
+    st.session_state.pop(TICKET_KEY, None)
+    st.session_state[LAPSED_KEY] = True
+    return False
+
+
+def sign_in_lapsed() -> bool:
+    """Whether the last sign-in in this tab never reached its cookie (asked once)."""
+    return bool(st.session_state.pop(LAPSED_KEY, False))
 
 
 def current() -> Principal:
@@ -182,17 +215,39 @@ def guarded(action: Action, target: str = "", **detail: Any) -> Iterator[int]:
         yield entry
 
 
-def signed_in(principal: Principal) -> None:
-    """Remember a password sign-in: in this browser session at once, and in a session cookie
-    from the next run on (so a reload or a new tab stays signed in)."""
+def signed_in(principal: Principal, return_to: str) -> None:
+    """Start a password sign-in: a one-time ticket that the next run sends the browser to trade
+    for the session cookie (finishing_sign_in), coming back to `return_to` (sign_in_address).
+    This tab is not signed in before that: had it been, it said "Signed in as" while the cookie
+    did not exist yet, and a link opened or a reload in that time asked to sign in again.
+
+    A browser without Streamlit's XSRF cookie cannot be told apart from another (no ticket can
+    be bound to it), so it gets no cookie and the sign-in holds in this tab only, at once."""
     session = sessions.begin(principal.name)
     if session is None:
         return
-    browser = returns.browser_key(st.context.cookies.get(XSRF_COOKIE))
-    st.session_state[SESSION_KEY] = (session, browser)
     st.session_state.pop(SIGNED_OUT_KEY, None)
-    if browser:  # the cookie carries the same session: one sign-out ends both
-        st.session_state[TICKET_KEY] = sessions.issue_ticket(session, browser)
+    st.session_state.pop(LAPSED_KEY, None)
+    browser = returns.browser_key(st.context.cookies.get(XSRF_COOKIE))
+    if browser:
+        ticket = sessions.issue_ticket(session, browser, return_to=return_to)
+        st.session_state[TICKET_KEY] = ticket
+    else:
+        st.session_state[SESSION_KEY] = (session, browser)
+
+
+def sign_in_address(requested: StreamlitPage | None) -> str:
+    """The address a password sign-in comes back to: the page and query this tab shows (a
+    shared link's view), as a path on this site. `requested` is the routed page; None (a page
+    drew the form itself) takes the path the browser reported (st.context.url)."""
+    base = str(st_config.get_option("server.baseUrlPath") or "").strip("/")
+    prefix = f"/{base}" if base else ""
+    if requested is not None:
+        path = f"{prefix}/{requested.url_path}"  # the default page's url_path is ""
+    else:
+        path = urlsplit(st.context.url or "").path or f"{prefix}/"
+    pairs = [(k, v) for k in st.query_params.to_dict() for v in st.query_params.get_all(k)]
+    return f"{path}?{urlencode(pairs)}" if pairs else path
 
 
 def remember_view(page: StreamlitPage) -> None:

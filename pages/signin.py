@@ -13,7 +13,14 @@ from streamlit.navigation.page import StreamlitPage
 
 from backend.auth import accounts, throttle
 from backend.errors import UserError
-from pages.access import oidc_configured, remember_view, signed_in
+from pages.access import (
+    finishing_sign_in,
+    oidc_configured,
+    remember_view,
+    sign_in_address,
+    sign_in_lapsed,
+    signed_in,
+)
 
 
 def _client() -> str:
@@ -25,7 +32,12 @@ def _client() -> str:
 def render(requested: StreamlitPage | None) -> None:
     """The form; `requested` is the page the address points to, opened after sign-in (None: a
     page drew the form itself, components/gate.py, and the address stays as it is)."""
+    if finishing_sign_in():  # not "Signed in as" until the page loaded with the cookie says so
+        st.info("Signing in…", icon="🔐")
+        return
     st.title("Sign in to Optiboard")
+    if sign_in_lapsed():
+        st.warning("Your last sign-in did not finish in this tab; please sign in again.", icon="⏳")
     if st.query_params.to_dict():
         st.caption("Sign in to open the view this link points to.")
     if oidc_configured() and st.button("Sign in with your organisation", type="primary"):
@@ -50,5 +62,5 @@ def render(requested: StreamlitPage | None) -> None:
         except UserError as exc:
             st.error(str(exc), icon="🔒")
             return
-        signed_in(principal)
+        signed_in(principal, sign_in_address(requested))
         st.rerun()

@@ -16,6 +16,7 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 TTL_S = 600.0
 MAX_ENTRIES = 10_000  # a flood of sign-in clicks cannot grow the process without bound
@@ -68,3 +69,17 @@ def take(key: str, now: float | None = None) -> Target | None:
     if found is None or found[0] <= now:
         return None
     return found[1]
+
+
+def local_path(address: str) -> str:
+    """`address` when it is a path on this site ("/compare?jobs=1"), else "/": where a redirect
+    after sign-in may send the browser, never another site ("//host", "/\\host", "https:...")."""
+    if (
+        not address.startswith("/")
+        or address.startswith("//")
+        or "\\" in address
+        or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in address)
+    ):
+        return "/"
+    parts = urlsplit(address)
+    return address if not parts.scheme and not parts.netloc else "/"

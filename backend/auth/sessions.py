@@ -3,11 +3,15 @@ and the rule every run applies to a signed-in session (`live`).
 
 Streamlit's scripts run over a websocket and cannot set cookies, so the cookie is set by a small
 HTTP route beside the app (serve.py): after a password sign-in the page gets a one-time ticket
-(60 s, bound to the browser by its XSRF token, see returns.browser_key), and a same-origin fetch
-trades it at the route for the cookie of the same session. Later runs read the cookie
-(st.context.cookies) and check it here. The cookie holds `<payload>.<mac>` in base64url: the
-account, a session id, the expiry and the account's session generation, under HMAC-SHA256 with a
-key derived from the data directory's secret (links.py).
+(60 s, bound to the browser by its XSRF token, see returns.browser_key, and to the address the
+sign-in returns to), and the browser itself goes to the route (a same-origin form POST), which
+trades the ticket for the cookie of the same session and redirects to that address. The page
+there is the first to say "Signed in as", and only because its run read the cookie
+(st.context.cookies holds the cookies of the page load), so a link opened or a reload from then
+on is signed in too (a fetch in the background had left the tab saying so before the cookie
+existed). The cookie holds `<payload>.<mac>` in base64url: the account, a session id, the expiry
+and the account's session generation, under HMAC-SHA256 with a key derived from the data
+directory's secret (links.py).
 
 A session ends when its id is signed out (storage.repo.revocations: a copied cookie stays refused
 after a restart and on every app process) or when the account's generation moves on
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import settings
-from backend.auth import links
+from backend.auth import links, returns
 from storage.clock import database_now
 from storage.repo import revocations
 from storage.repo import users as user_store
@@ -41,9 +45,6 @@ END_PATH = "/_optiboard/session/end"
 TICKET_TTL_S = 60.0
 _VERSION = "s2"  # s1 cookies (a password fingerprint, no generation) are refused
 
-_lock = threading.Lock()
-_tickets: dict[str, tuple[float, Session | str, str]] = {}  # ticket -> (until, session, browser)
-
 
 @dataclass(frozen=True)
 class Session:
@@ -51,6 +52,26 @@ class Session:
     session_id: str
     expires_at: float  # unix time
     generation: int = 0  # the account's session generation when the session began
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    until: float  # this process's clock
+    session: Session | str  # a session, or an account's name (a new session of it)
+    browser: str  # returns.browser_key of the browser it was issued to
+    return_to: str  # a path on this site (returns.local_path)
+
+
+@dataclass(frozen=True)
+class Traded:
+    """A ticket traded: the cookie's value and the address the browser goes back to."""
+
+    cookie: str
+    return_to: str
+
+
+_lock = threading.Lock()
+_tickets: dict[str, _Ticket] = {}
 
 
 def _key() -> bytes:
@@ -78,15 +99,20 @@ def begin(name: str) -> Session | None:
     return Session(name, secrets.token_urlsafe(16), expires_at, generation)
 
 
-def issue_ticket(session: Session | str, browser: str, now: float | None = None) -> str:
+def issue_ticket(
+    session: Session | str, browser: str, now: float | None = None, return_to: str = "/"
+) -> str:
     """A one-time ticket this browser trades for the cookie of this session (or of a new session
-    of the account named) within TICKET_TTL_S."""
+    of the account named) within TICKET_TTL_S; the trade sends it back to `return_to` (a path on
+    this site, else the root: the ticket decides where, not the request that spends it)."""
     now = time.time() if now is None else now
     ticket = secrets.token_urlsafe(32)
     with _lock:
-        for stale in [t for t, (until, _, _) in _tickets.items() if until <= now]:
+        for stale in [t for t, held in _tickets.items() if held.until <= now]:
             del _tickets[stale]
-        _tickets[ticket] = (now + TICKET_TTL_S, session, browser)
+        _tickets[ticket] = _Ticket(
+            now + TICKET_TTL_S, session, browser, returns.local_path(return_to)
+        )
     return ticket
 
 
@@ -95,12 +121,18 @@ def ticket_pending(ticket: str, now: float | None = None) -> bool:
     now = time.time() if now is None else now
     with _lock:
         found = _tickets.get(ticket)
-    return found is not None and found[0] > now
+    return found is not None and found.until > now
 
 
 def redeem(ticket: str, browser: str | None, now: float | None = None) -> str | None:
-    """The cookie value for a valid ticket presented by the browser it was issued to, once, while
-    its session is live.
+    """The cookie value of trade(), for callers that only need the cookie."""
+    traded = trade(ticket, browser, now)
+    return None if traded is None else traded.cookie
+
+
+def trade(ticket: str, browser: str | None, now: float | None = None) -> Traded | None:
+    """The cookie value and return address for a valid ticket presented by the browser it was
+    issued to, once, while its session is live.
 
     `now` is this process's clock, which issued the ticket; the cookie's expiry is counted from
     the database's clock."""
@@ -109,10 +141,9 @@ def redeem(ticket: str, browser: str | None, now: float | None = None) -> str | 
         found = _tickets.pop(ticket, None)
     if found is None or browser is None:
         return None
-    until, session, issued_to = found
-    if until <= now or not hmac.compare_digest(issued_to, browser):
+    if found.until <= now or not hmac.compare_digest(found.browser, browser):
         return None
-    session = begin(session) if isinstance(session, str) else session
+    session = begin(found.session) if isinstance(found.session, str) else found.session
     if session is None or not live(session):
         return None
     payload = {
@@ -123,7 +154,8 @@ def redeem(ticket: str, browser: str | None, now: float | None = None) -> str | 
         "g": session.generation,
     }
     body = json.dumps(payload, separators=(",", ":")).encode()
-    return f"{_b64(body)}.{_b64(hmac.new(_key(), body, hashlib.sha256).digest())}"
+    cookie = f"{_b64(body)}.{_b64(hmac.new(_key(), body, hashlib.sha256).digest())}"
+    return Traded(cookie, found.return_to)
 
 
 def _decode(cookie: str) -> dict | None:

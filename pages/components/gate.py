@@ -22,7 +22,7 @@ _REROUTED_KEY = "optiboard_gate_rerouted"  # this session's page already reran t
 def require_access(permission: Permission = Permission.BROWSE) -> Principal:
     """The principal of this run when it may `permission`; otherwise draw the sign-in form (no
     one signed in) or a refusal, and stop the run before the page draws anything."""
-    principal = access.gate(sync_cookie=False)  # app.py's gate posts the cookie, once a run
+    principal = access.gate(sync_cookie=False)  # app.py's gate posts a sign-out, once a run
     if principal is None:
         if not st.session_state.pop(_REROUTED_KEY, False):
             # Rerun through app.py, whose form is the one to fill in: a form drawn by a page

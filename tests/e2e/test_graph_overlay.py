@@ -6,7 +6,6 @@ count is the variant's, and a hostile node name stays text everywhere it is show
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,13 +125,9 @@ def page(site: Site) -> Iterator[object]:
         page = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
         page.goto(f"{site.url}/")
         _sign_in(page, "viewer")
+        # "Signed in as" is drawn only once the session cookie is set (the page loaded with it),
+        # so every new address below is signed in without waiting for the cookie
         expect(page.get_by_text("Signed in as viewer")).to_be_visible(timeout=60_000)
-        # the HttpOnly session cookie comes from a second request (serve.py): until it is set,
-        # a new address would ask to sign in again
-        deadline = time.monotonic() + 60
-        while not [c for c in page.context.cookies() if c["name"] == "optiboard_session"]:
-            assert time.monotonic() < deadline, "no session cookie was set"
-            page.wait_for_timeout(200)
         yield page
 
 

@@ -260,6 +260,55 @@ def test_a_password_sign_in_survives_a_reload_and_a_new_tab_until_sign_out(
     copied.close()
 
 
+# How long the browser's trip to the session-cookie route takes in the slow-network test: the
+# walkthrough saw the page say "Signed in as" about this long before the cookie existed.
+COOKIE_ROUTE_DELAY_S = 3.0
+
+
+def test_a_sign_in_is_complete_when_the_page_says_so(
+    dashboard: Dashboard,
+    browser,  # noqa: ANN001
+) -> None:
+    """Once the page says "Signed in as", another page opened in this browser (a new tab from a
+    link, a reload) is signed in too: the session cookie exists by then, however slow the
+    network. Each request to the route that sets the cookie is held COOKIE_ROUTE_DELAY_S seconds
+    (a slow network; the server and the browser are the real ones); the test waits for nothing
+    but the page's own "Signed in as"."""
+    from playwright.sync_api import expect
+
+    from backend.auth import sessions
+
+    def slow_network(route) -> None:  # noqa: ANN001 - a playwright Route
+        route.request.frame.page.wait_for_timeout(COOKIE_ROUTE_DELAY_S * 1000)  # not a sleep:
+        route.continue_()  # the browser and the test go on meanwhile
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.route(f"**{sessions.START_PATH}*", slow_network)
+    try:
+        page = context.new_page()
+        page.goto(f"{dashboard.url}/jobs?job={dashboard.job_id}")
+        _sign_in(page, "editor")
+        signed_in = page.get_by_text("Signed in as editor (editor)")
+        expect(signed_in).to_be_visible(timeout=60_000)
+
+        tab = context.new_page()  # at once: a link opened in a new tab
+        tab.goto(f"{dashboard.url}/models")
+        gate = tab.get_by_role("heading", name="Sign in to Optiboard")
+        there = tab.get_by_text("Signed in as editor (editor)")
+        expect(there.or_(gate)).to_be_visible(timeout=60_000)
+        assert there.count() == 1, "a page opened right after sign-in asked to sign in again"
+        expect(tab.get_by_role("heading", name="Models")).to_be_visible(timeout=60_000)
+
+        page.reload()  # the signed-in page itself, reloaded: the same view, still signed in
+        gate = page.get_by_role("heading", name="Sign in to Optiboard")
+        expect(signed_in.or_(gate)).to_be_visible(timeout=60_000)
+        assert signed_in.count() == 1, "a reload right after sign-in asked to sign in again"
+        assert f"job={dashboard.job_id}" in page.url, page.url
+    finally:
+        context.unroute_all(behavior="ignoreErrors")  # a request still held when a check failed
+        context.close()
+
+
 def test_a_wrong_password_stays_at_the_gate(dashboard: Dashboard, browser) -> None:  # noqa: ANN001
     from playwright.sync_api import expect
 

@@ -68,7 +68,8 @@ def browser() -> Iterator[object]:
 
 
 def _open(browser, url: str):  # noqa: ANN001, ANN202 - playwright objects
-    """A page at the sign-in form, and the session id the server gave its websocket."""
+    """A page at the sign-in form, and the session ids the server gave its websockets, newest
+    last (a password sign-in loads the page again, with the cookie: a new session)."""
     from playwright.sync_api import expect
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
@@ -89,7 +90,7 @@ def _open(browser, url: str):  # noqa: ANN001, ANN202 - playwright objects
     page.goto(f"{url}/models")
     expect(page.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
     assert found, "the server sent no session id"
-    return page, found[-1]
+    return page, found
 
 
 def _put(page, url: str, session_id: str, file_id: str, size: int) -> int:  # noqa: ANN001
@@ -100,7 +101,8 @@ def test_a_session_that_never_signed_in_is_refused_and_its_flood_costs_no_memory
     server: Server,
     browser,  # noqa: ANN001
 ) -> None:
-    page, session_id = _open(browser, server.url)
+    page, sessions = _open(browser, server.url)
+    session_id = sessions[-1]
     before = rss_bytes(server.pid)
     statuses = {_put(page, server.url, session_id, f"f{i}", 5 * MB) for i in range(64)}
     grown = rss_bytes(server.pid) - before
@@ -112,19 +114,20 @@ def test_a_session_that_never_signed_in_is_refused_and_its_flood_costs_no_memory
 def test_a_viewer_may_not_upload(server: Server, browser) -> None:  # noqa: ANN001
     from playwright.sync_api import expect
 
-    page, session_id = _open(browser, server.url)
+    page, sessions = _open(browser, server.url)
     _sign_in(page, "viewer")
     expect(page.get_by_text("Signed in as viewer (viewer)")).to_be_visible(timeout=60_000)
-    assert _put(page, server.url, session_id, "f0", 1024) == 403
+    assert _put(page, server.url, sessions[-1], "f0", 1024) == 403  # the signed-in session
     page.context.close()
 
 
 def test_an_editor_uploads_within_the_sessions_cap(server: Server, browser) -> None:  # noqa: ANN001
     from playwright.sync_api import expect
 
-    page, session_id = _open(browser, server.url)
+    page, sessions = _open(browser, server.url)
     _sign_in(page, "editor")
     expect(page.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    session_id = sessions[-1]  # the session that says "Signed in as"
     put = [(f, size) for f, size in (("a", 5 * MB), ("b", 5 * MB), ("c", 5 * MB))]
     assert [_put(page, server.url, session_id, f, size) for f, size in put] == [204, 204, 413]
     assert _put(page, server.url, session_id, "a", 5 * MB) == 204  # the same file id replaces

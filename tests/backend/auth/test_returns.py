@@ -33,3 +33,21 @@ def test_a_view_is_given_back_once_to_the_same_browser_and_not_after_it_expired(
 
     returns.remember("browser-a", view, now=100.0)
     assert returns.take("browser-a", now=100.0 + returns.TTL_S) is None
+
+
+def test_a_sign_in_returns_only_to_a_path_on_this_site() -> None:
+    """Where a password sign-in's redirect may go (its ticket carries it): never another site."""
+    for kept in ("/", "/compare?jobs=1&jobs=2&charts=latency", "/base/models?model=3"):
+        assert returns.local_path(kept) == kept
+    for other in (
+        "https://evil.example/",
+        "//evil.example/x",
+        "/\\evil.example/x",
+        "\\\\evil.example",
+        "javascript:alert(1)",
+        "compare",
+        "/ x",
+        "/\tx",
+        "",
+    ):
+        assert returns.local_path(other) == "/", other

@@ -29,6 +29,17 @@ def test_a_ticket_is_spent_once_and_only_by_the_browser_it_was_issued_to(data_di
     assert sessions.redeem(sessions.issue_ticket("ada", "browser-1"), "browser-1") is not None
 
 
+def test_a_traded_ticket_sends_the_browser_back_where_its_sign_in_began(data_dir: Path) -> None:
+    """The ticket decides where the trade returns to, not the request that spends it."""
+    accounts.add_account(cli_principal(), "ada", "editor", PASSWORD)
+    back = sessions.trade(sessions.issue_ticket("ada", "b", return_to="/compare?jobs=1"), "b")
+    assert back is not None and back.return_to == "/compare?jobs=1"
+    assert sessions.verify(back.cookie) is not None
+    elsewhere = sessions.trade(sessions.issue_ticket("ada", "b", return_to="//evil.example"), "b")
+    assert elsewhere is not None and elsewhere.return_to == "/"
+    assert sessions.trade(sessions.issue_ticket("ada", "b"), "b").return_to == "/"  # type: ignore[union-attr]
+
+
 def test_a_cookie_holds_until_it_expires_is_signed_out_or_the_password_changes(
     data_dir: Path,
 ) -> None:
