@@ -7,7 +7,7 @@ this process as a worker of its own (backend/cli.py run_now); what it prints is 
 report (summary, table, op diffs) read back from the stored results, with each model's samples,
 rounds and wall time. Sections 2 and 3 run single pairs through the kind's code (run_pair and
 compare_sides). Each pair: two sandboxed dialog children, one per environment's interpreter,
-timed window by window in turn, in the spec's processes a side (default 2, one pair after
+timed window by window in turn, in the spec's processes a side (default 3, one pair after
 another; the rows give each process's median), a seeded 95% two-level bootstrap interval (2,000
 resamples) of median(B)/median(A), the verdict rule of backend/reporting/regression.py, outputs
 of B against A and the per-op profile diff. Needs `scripts/setup-runtime-env ort-1.31` first
