@@ -7,7 +7,7 @@ own offset, normal with the given spread (1.2% a side: the colleague's 19 real A
 host, B/A sd 1.7%; 1.8%: a loaded CI host, where one offset reached 5.2%), and 300 tight calls
 (1% spread). Section 2 is real: the tests' MLP (about 6 us a call, the model of the CI 'faster')
 on default against default through the kind's code (run_pair and compare_sides: sandboxed dialog
-children, timed interleaved), `--repeats` times with 1 process a side and as many with 2, the two
+children, timed interleaved), `--repeats` times with 1 process a side and as many with 3, the two
 alternating so a busy spell of the host falls on both.
 
     .venv/bin/python bench/regression_processes.py [--trials 1000] [--repeats 10]
@@ -39,44 +39,49 @@ from tests import models  # noqa: E402
 
 
 def synthetic(trials: int) -> None:
-    """Section 1: A/A checks on synthetic processes, through process_ratio and verdict."""
+    """Section 1: A/A checks on synthetic processes, through process_ratio and verdict. Each
+    pair k also gets a drift both its processes share (the host busier during that pair)."""
     print(f"1. Synthetic A/A checks, {trials} a row: 300 calls a process (1% spread)\n")
-    print("spread a side  processes  interval leaves out 1  slower/faster at 5%  at 3%")
+    print("spread a side  drift a pair  pairs  interval leaves out 1  slower/faster at 5%  at 3%")
     rng = np.random.default_rng(2026)
     for spread in (0.012, 0.018):
-        for k in (1, 2, 3, 5):
-            out = five = three = 0
-            for trial in range(trials):
-                a, b = (
-                    [
-                        (1 + rng.normal(0, spread)) * (1 + np.abs(rng.normal(0, 0.01, 300)))
-                        for _ in range(k)
-                    ]
-                    for _ in "ab"
+        for drift in (0.0, 0.05):
+            for k in (1, 2, 3, 5):
+                out = five = three = 0
+                for trial in range(trials):
+                    shared = 1 + rng.normal(0, drift, k)
+                    a, b = (
+                        [
+                            shared[j]
+                            * (1 + rng.normal(0, spread))
+                            * (1 + np.abs(rng.normal(0, 0.01, 300)))
+                            for j in range(k)
+                        ]
+                        for _ in "ab"
+                    )
+                    iv = stats.process_ratio(a, b, seed=trial, asked=k)
+                    out += not iv.low <= 1 <= iv.high
+                    five += stats.verdict(iv, 0.05) != stats.SAME
+                    three += stats.verdict(iv, 0.03) != stats.SAME
+                print(
+                    f"{spread:>12.1%}  {drift:>12.0%}  {k:>5}  {out / trials:>21.1%}  "
+                    f"{five / trials:>19.1%}  {three / trials:>5.1%}"
                 )
-                iv = stats.process_ratio(a, b, seed=trial, asked=k)
-                out += not iv.low <= 1 <= iv.high
-                five += stats.verdict(iv, 0.05) != stats.SAME
-                three += stats.verdict(iv, 0.03) != stats.SAME
-            print(
-                f"{spread:>12.1%}  {k:>9}  {out / trials:>21.1%}  {five / trials:>19.1%}  "
-                f"{three / trials:>5.1%}"
-            )
 
 
 def real(repeats: int, max_seconds: float, folder: Path) -> None:
-    """Section 2: the MLP on default against default, 1 and 2 processes a side, alternating."""
+    """Section 2: the MLP on default against default, 1 and 3 processes a side, alternating."""
     print(
         f"\n2. Real A/A checks: the MLP, default against default, time cap {max_seconds:g} s a "
-        f"side, {repeats} checks with 1 process a side and {repeats} with 2, alternating\n"
+        f"side, {repeats} checks with 1 process a side and {repeats} with 3, alternating\n"
     )
     mlp = models.save(models.make_mlp(), folder / "mlp.onnx")
     measure = replace(MEASURE_PRESETS["quick"], max_seconds=max_seconds)
     base = RegressionSpec(env_b="default", measure=measure, profile=False)
-    said: dict[int, list[dict]] = {1: [], 2: []}
+    said: dict[int, list[dict]] = {1: [], 3: []}
     print("processes  B/A    95% interval     verdict  wall    A p50 us by process | B's")
     for i in range(repeats):
-        for k in (1, 2):
+        for k in (1, 3):
             spec = replace(base, processes=k)
             started = time.monotonic()
             run = run_pair(

@@ -39,10 +39,11 @@ MIN_ROUNDS = 10
 # Processes a side is measured in, one A B pair after another: each process has its own offset of
 # a few percent (address-space layout, memory placement, which core), fixed for its life; 19 A/A
 # checks of one process a side ranged over B/A 0.972-1.031, one said "faster" in CI. Several give
-# the interval a spread between processes to see: with 2 an A/A interval still leaves out 1 a
-# third of the time, with 3 about a tenth (bench/results/regression_processes.txt), for about
-# half a second more a side.
-PROCESSES = 3
+# the interval a spread between processes to see. The interval draws A B pairs (drift of the host
+# between pairs cancels), so its ends come from few units: an A/A interval leaves out 1 in about
+# half of the checks with 2 pairs, a fifth with 3, 7% with 5 (nominal 5%;
+# bench/results/regression_processes.txt), for about 0.4 s more a pair.
+PROCESSES = 5
 MAX_PROCESSES = 10
 
 

@@ -194,7 +194,7 @@ def method_said(spec: RegressionSpec) -> str:
     if spec.processes == 1:
         return "one process a side, calls resampled (an offset between processes unseen)"
     return (
-        f"{spec.processes} processes a side: each resample draws a side's processes, then "
+        f"{spec.processes} processes a side: each resample draws A B pairs of processes, then "
         "each one's calls, so an offset between processes widens it"
     )
 

@@ -1,14 +1,14 @@
 """The regression check's numbers, as pure functions of stored samples and profiles.
 
 Each side of one configuration is measured in one or more processes (A_k and B_k timed
-interleaved, one pair after another); ratio = median(B) / median(A), where a side's median is the
-median of its processes' medians (one process: the median of its calls). Its confidence interval
-is a seeded two-level percentile bootstrap (process_ratio): each resample draws each side's
-processes with replacement, then each drawn process's median from its own calls
-(bootstrap_medians), so an offset between processes (address-space layout, memory placement,
-which core: a few percent, fixed for a process's life) widens the interval instead of passing for
-a change. The verdict needs both a significant and a material change: "slower" when the whole
-interval lies above 1 and the ratio is at least `min_change` above it, "faster" the mirror image,
+interleaved, one pair after another); ratio = the median over pairs of median(B_k) / median(A_k)
+(one pair: median(B) / median(A) of its calls). Its confidence interval is a seeded two-level
+percentile bootstrap (process_ratio): each resample draws pairs with replacement, then each drawn
+process's median from its own calls (bootstrap_medians), so an offset between processes
+(address-space layout, memory placement, which core: a few percent, fixed for a process's life)
+widens the interval instead of passing for a change, while the host's drift between pairs, which
+lands on both processes of a pair, cancels. The verdict needs both a significant and a material
+change: "slower" when the whole interval lies above 1 and the ratio is at least `min_change` above it, "faster" the mirror image,
 "same" otherwise. A process with fewer calls than min_samples(confidence), or a side measured in
 fewer than two processes where two or more were asked, gets no verdict at all: "too few samples",
 said with the counts and the remedy, never "same" and never slower or faster.
@@ -133,6 +133,14 @@ def _drawn_center(slots: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.median(np.take_along_axis(slots, chosen[None], axis=0)[0], axis=0)
 
 
+def _drawn_pairs(slots_b: np.ndarray, slots_a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per resample, the median of the B/A ratios of k pairs drawn with replacement (the first
+    level): slot j of resample r takes pair chosen[j, r], its B and its A process together."""
+    chosen = rng.integers(0, slots_a.shape[0], slots_a.shape[1:])[None]
+    drawn_b = np.take_along_axis(slots_b, chosen, axis=0)[0]
+    return np.median(drawn_b / np.take_along_axis(slots_a, chosen, axis=0)[0], axis=0)
+
+
 def process_ratio(
     a_runs: Sequence[Sequence[float] | np.ndarray],
     b_runs: Sequence[Sequence[float] | np.ndarray],
@@ -143,28 +151,37 @@ def process_ratio(
 ) -> RatioInterval:
     """B/A and its two-level bootstrap interval from each side's calls kept per process.
 
-    A side's center is the median of its processes' medians: each process's median is robust to
-    its slow calls, and the median over processes to one process that landed badly (2 processes:
-    their mean). Not pooled: pooling weights a process by how many calls it got, and the pooled
-    median of two processes a few percent apart sits in the gap between them and jumps. The two
-    sides' processes are drawn independently: an offset is a process's own, and A_k's says
-    nothing about B_k's. With one process a side the interval covers calls only (the numbers of
-    the per-call bootstrap); `asked`: the processes a side was meant to have (the verdict's
-    rule). Seeded: the same samples give the same interval."""
+    The check runs its processes in pairs, A_k beside B_k, timed interleaved, one pair after
+    another: what the host did during pair k lands on both of its processes (on a busy host the
+    CNN's pairs moved together by 10% while their B/A moved by 3%), and what is a process's own
+    (its layout, its core) lands on one. So the unit is the pair: B/A is the median over pairs of
+    median(B_k) / median(A_k) (2 pairs: their mean), and each resample draws pairs with
+    replacement, then each drawn process's median from its own calls; pairs that disagree widen
+    the interval, drift between pairs does not. Sides of unequal process counts (never written by
+    the check) are drawn apart, each side's center the median of its process medians. One pair:
+    the per-call bootstrap's numbers. `asked`: the processes a side was meant to have (the
+    verdict's rule). Seeded: the same samples give the same interval."""
     a = [np.asarray(r, dtype=np.float64) for r in a_runs]
     b = [np.asarray(r, dtype=np.float64) for r in b_runs]
     if not a or not b or any(r.size == 0 for r in (*a, *b)):
         raise ValueError("every process of both sides needs samples")
     rng = np.random.default_rng(seed)
     slots_b, slots_a = _slot_medians(b, resamples, rng), _slot_medians(a, resamples, rng)
-    ratios = _drawn_center(slots_b, rng) / _drawn_center(slots_a, rng)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
     per_a = tuple(float(np.median(r)) for r in a)
     per_b = tuple(float(np.median(r)) for r in b)
     med_a, med_b = float(np.median(per_a)), float(np.median(per_b))
+    if len(a) == len(b):
+        ratios = (
+            _drawn_pairs(slots_b, slots_a, rng) if len(a) > 1 else slots_b[0, 0] / slots_a[0, 0]
+        )
+        ratio = float(np.median([pb / pa for pa, pb in zip(per_a, per_b, strict=True)]))
+    else:
+        ratios = _drawn_center(slots_b, rng) / _drawn_center(slots_a, rng)
+        ratio = med_b / med_a
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
     return RatioInterval(
-        med_b / med_a,
+        ratio,
         float(low),
         float(high),
         confidence,

@@ -48,9 +48,9 @@ def test_a_real_check_and_a_planted_regression_found_with_its_op_named_and_shown
     assert "running model 2" in shown
     table = at.dataframe[0].value
     assert table["verdict"].tolist() == ["🔻 slower"] and table["B"].tolist() == ["ort-1.31 1.31.1"]
-    assert table["processes A/B"].tolist() == ["3/3"]  # each side in three processes
+    assert table["processes A/B"].tolist() == ["5/5"]  # each side in five processes
     plain = shown.replace("\\", "")  # the page escapes Markdown
-    assert "; A in 3 processes: " in plain and "; B in 3 processes: " in plain, plain
+    assert "; A in 5 processes: " in plain and "; B in 5 processes: " in plain, plain
     assert at.dataframe[1].value["op"].tolist()[0] == "MatMul"  # the diff, open for slower
 
     board = open_page("jobs", job=1)

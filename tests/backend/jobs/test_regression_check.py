@@ -45,14 +45,14 @@ def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
     assert report.stdout in shown.stdout  # show prints the same report under the results table
     assert report.stdout.startswith("model 1 (mlp): same, B/A ")  # its one model's line
 
-    # each side in 3 processes (the default), one pair after another: the stored samples are
+    # each side in 5 processes (the default), one pair after another: the stored samples are
     # both processes' with their counts, and the report names each process's median
     [a, b] = sorted(jobs.stored_results(1), key=lambda r: r.config_key)
     samples = result_store.result_samples([a.id, b.id])
     runs = {}
     for side in (a, b):
         counts = side.result.environment["process_samples"]
-        assert len(counts) == 3 and min(counts) >= 6 and sum(counts) == len(samples[side.id])
+        assert len(counts) == 5 and min(counts) >= 6 and sum(counts) == len(samples[side.id])
         runs[side.id] = stats.by_process(samples[side.id], counts)
     stored_iv = b.result.environment["regression"]["interval"]
     medians = [[float(np.median(p)) for p in runs[side.id]] for side in (a, b)]
@@ -60,16 +60,16 @@ def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
     assert stored_iv["process_medians_b_ms"] == pytest.approx(medians[1])
     assert stored_iv["median_a_ms"] == pytest.approx(np.median(medians[0]))
     said = re.compile(
-        r"A in 3 processes: ([\d.e-]+), ([\d.e-]+), ([\d.e-]+) ms \(\d+\.\d% apart\); "
-        r"B in 3 processes: ([\d.e-]+), ([\d.e-]+), ([\d.e-]+) ms \(\d+\.\d% apart\)"
+        r"A in 5 processes: ((?:[\d.e-]+, ){4}[\d.e-]+) ms \(\d+\.\d% apart\); "
+        r"B in 5 processes: ((?:[\d.e-]+, ){4}[\d.e-]+) ms \(\d+\.\d% apart\)"
     )
     shown = said.search(run.stdout)
-    assert shown and [float(v) for v in shown.groups()] == pytest.approx(
-        medians[0] + medians[1], rel=1e-3
-    ), run.stdout
-    assert "3 processes a side: each resample draws a side's processes" in run.stdout
+    assert shown, run.stdout
+    said_medians = [float(v) for group in shown.groups() for v in group.split(", ")]
+    assert said_medians == pytest.approx(medians[0] + medians[1], rel=1e-3), run.stdout
+    assert "5 processes a side: each resample draws A B pairs of processes" in run.stdout
     assert said.search(b.result.environment["regression"]["line"])  # the logged line too
-    assert "each in 3 processes one after another" in b.result.environment["regression"]["timing"]
+    assert "each in 5 processes one after another" in b.result.environment["regression"]["timing"]
 
     # a one-model check keeps the keys it always had, so one stored before several models
     # (its spec without 'models') reads back the same: its job's model, the same report
@@ -105,7 +105,7 @@ def test_a_time_cap_too_short_for_samples_says_so_in_one_sentence_and_gives_no_v
     assert main(["regress", "1", *args]) == 0
     printed = capsys.readouterr().out
     sentence = re.compile(
-        r"too few samples to judge: (\d+) from A and 1 from B in the fewest of their 3 processes, "
+        r"too few samples to judge: (\d+) from A and 1 from B in the fewest of their 5 processes, "
         r"and a 95% interval of a median needs at least 6 in each process; measure longer \(a "
         r"larger time cap, --max-seconds\)"
     )
@@ -119,8 +119,8 @@ def test_a_time_cap_too_short_for_samples_says_so_in_one_sentence_and_gives_no_v
 
     [a, b] = sorted(jobs.stored_results(1), key=lambda r: r.config_key)
     samples = result_store.result_samples([a.id, b.id])
-    assert b.result.environment["process_samples"] == [1, 1, 1]  # one call in each process
-    assert len(samples[b.id]) == 3 and len(samples[a.id]) >= 3
+    assert b.result.environment["process_samples"] == [1] * 5  # one call in each process
+    assert len(samples[b.id]) == 5 and len(samples[a.id]) >= 5
     stored = b.result.environment["regression"]
     assert stored["verdict"] == stats.TOO_FEW
     assert stored["line"].startswith("default against default: too few samples to judge: ")

@@ -123,20 +123,19 @@ def _process(median: float, seed: int, count: int = 2000) -> np.ndarray:
 
 def test_processes_four_percent_apart_give_an_interval_that_holds_one() -> None:
     """The CI shape: each process of one version lands a few percent from the others. One
-    process a side, the per-call interval is tight and excludes 1 (a 2% 'change' with no
-    smallest change to stop it); two a side, drawing processes widens it past 1: same, even
-    with no smallest change at all."""
+    process a side, the per-call interval is tight and excludes 1 (a 3% 'change' with no
+    smallest change to stop it); two pairs whose B/A disagree (1.03, 0.95), drawing pairs widens
+    it past 1: same, even with no smallest change at all."""
     a = [_process(1.00, seed=1), _process(1.04, seed=2)]
-    b = [_process(0.98, seed=3), _process(1.02, seed=4)]
+    b = [_process(1.03, seed=3), _process(0.99, seed=4)]
     first_pair = stats.bootstrap_ratio(a[0], b[0])
-    assert first_pair.high < 1.0 and stats.verdict(first_pair, min_change=0) == stats.FASTER
+    assert first_pair.low > 1.0 and stats.verdict(first_pair, min_change=0) == stats.SLOWER
 
     interval = stats.process_ratio(a, b, asked=2)
     assert interval.low < 1.0 < interval.high, interval
     per_a, per_b = ([float(np.median(r)) for r in side] for side in (a, b))
-    assert interval.ratio == pytest.approx(
-        np.median(per_b) / np.median(per_a)
-    )  # medians of medians
+    pairs = [pb / pa for pa, pb in zip(per_a, per_b, strict=True)]
+    assert interval.ratio == pytest.approx(np.median(pairs))  # the median of the pairs' B/A
     assert stats.verdict(interval) == stats.verdict(interval, min_change=0) == stats.SAME
     assert interval.processes() == (2, 2) and interval.fewest() == (2000, 2000)
     assert interval.process_medians_a_ms == pytest.approx((1.00, 1.04), rel=5e-3)
@@ -144,6 +143,18 @@ def test_processes_four_percent_apart_give_an_interval_that_holds_one() -> None:
     line = stats.verdict_line(interval, stats.SAME, "default", "default")
     medians = ", ".join(f"{np.median(r):.4g}" for r in a)
     assert f"; A in 2 processes: {medians} ms (4.0% apart); B in 2 processes: " in line, line
+
+
+def test_drift_that_lands_on_both_processes_of_a_pair_cancels() -> None:
+    """The host slowed everything by 10% during the second pair: A_2 and B_2 moved together, so
+    an A/A check stays tight around 1 and a 6% slowdown in both pairs is still found."""
+    a = [_process(1.00, seed=1), _process(1.10, seed=2)]
+    same = stats.process_ratio(a, [_process(1.00, seed=3), _process(1.10, seed=4)], asked=2)
+    assert 0.99 < same.low <= same.high < 1.01 and stats.verdict(same) == stats.SAME, same
+    slower = stats.process_ratio(a, [_process(1.06, seed=3), _process(1.166, seed=4)], asked=2)
+    assert 1.05 < slower.low and stats.verdict(slower) == stats.SLOWER, slower
+    apart = stats.process_ratio(a, [_process(1.06, seed=3)] * 3, asked=2)  # never written
+    assert apart.ratio == pytest.approx(1.06 / np.median([1.0, 1.10]), rel=1e-2)
 
 
 def test_a_fifth_slower_in_every_process_is_still_slower() -> None:
