@@ -1,17 +1,17 @@
 """The regression check's numbers, as pure functions of stored samples and profiles.
 
-Each side of one configuration is measured in one or more processes (A_k and B_k timed
-interleaved, one pair after another); ratio = the median over pairs of median(B_k) / median(A_k)
-(one pair: median(B) / median(A) of its calls). Its confidence interval is a seeded two-level
-percentile bootstrap (process_ratio): each resample draws pairs with replacement, then each drawn
-process's median from its own calls (bootstrap_medians), so an offset between processes
-(address-space layout, memory placement, which core: a few percent, fixed for a process's life)
-widens the interval instead of passing for a change, while the host's drift between pairs, which
-lands on both processes of a pair, cancels. The verdict needs both a significant and a material
-change: "slower" when the whole interval lies above 1 and the ratio is at least `min_change` above it, "faster" the mirror image,
-"same" otherwise. A process with fewer calls than min_samples(confidence), or a side measured in
-fewer than two processes where two or more were asked, gets no verdict at all: "too few samples",
-said with the counts and the remedy, never "same" and never slower or faster.
+Each side of one configuration is measured in one or more processes (A_k and B_k timed interleaved,
+one pair after another); ratio = the median over pairs of median(B_k) / median(A_k) (one pair:
+median(B) / median(A) of its calls). Its confidence interval is a seeded two-level percentile
+bootstrap (process_ratio): each resample draws pairs with replacement, then each drawn process's
+median from its own calls (bootstrap_medians), so an offset between processes (address-space
+layout, memory placement, which core: a few percent, fixed for a process's life) widens the
+interval instead of passing for a change, while the host's drift between pairs, which lands on both
+processes of a pair, cancels. The verdict needs both a significant and a material change: "slower"
+when the whole interval lies above 1 and the ratio is at least `min_change` above it, "faster" the
+mirror image, "same" otherwise. A process with fewer calls than min_samples(confidence), or a side
+measured in fewer than two processes where two or more were asked, gets no verdict at all: "too few
+samples", said with the counts and the remedy, never "same" and never slower or faster.
 """
 
 from __future__ import annotations
