@@ -223,7 +223,7 @@ def compare_sides(spec: RegressionSpec, run: PairRun) -> dict[str, Any]:
         "version_b": run.facts["b"]["backend_version"],
         "interval": asdict(interval),
         "verdict": verdict,
-        "line": stats.verdict_line(interval, verdict, spec.env_a, spec.env_b),
+        "line": stats.verdict_line(interval, verdict, spec.env_a, spec.env_b, spec.min_change),
         "min_change": spec.min_change,
         "timing": run.timing.verdict(),
     }

@@ -112,7 +112,7 @@ def _measured(
         version_a=str(a.result.environment.get("backend_version", "?")),
         version_b=str(b.result.environment.get("backend_version", "?")),
         verdict=verdict,
-        line=stats.verdict_line(interval, verdict, spec.env_a, spec.env_b),
+        line=stats.verdict_line(interval, verdict, spec.env_a, spec.env_b, spec.min_change),
         interval=interval,
         cosine=versus.get("cosine_similarity"),
         max_abs=versus.get("max_abs_error"),
@@ -123,7 +123,7 @@ def _measured(
 
 # A model's verdict over its configurations: the first of these that any configuration has;
 # a model is the same only where every configuration was measured enough and judged the same.
-UNLESS_SAME = (stats.SLOWER, stats.FASTER, FAILED, stats.TOO_FEW)
+UNLESS_SAME = (stats.SLOWER, stats.FASTER, FAILED, stats.UNCLEAR, stats.TOO_FEW)
 
 
 def _said(r: PairRow) -> str:
@@ -138,8 +138,8 @@ def _said(r: PairRow) -> str:
 
 def model_verdict(rows: list[PairRow]) -> str:
     """One model's verdict over its configurations: slower where any is, else faster where
-    any is, else failed where any failed, else too few samples where any had too few, else
-    same."""
+    any is, else failed where any failed, else unclear where any interval reached past the
+    smallest change, else too few samples where any had too few, else same."""
     said = {r.verdict for r in rows}
     return next((v for v in UNLESS_SAME if v in said), stats.SAME)
 
@@ -239,7 +239,8 @@ def text_report(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> st
     lines.append(
         f"{spec.confidence:.0%} bootstrap interval of median(B)/median(A), {spec.resamples:,} "
         f"resamples (seed {spec.seed}); {method_said(spec)}; slower/faster needs the whole "
-        f"interval past 1 and a change of at least {spec.min_change:.0%}, and {needs_said(spec)}."
+        f"interval past 1 and a change of at least {spec.min_change:.0%}, same the whole "
+        f"interval within {spec.min_change:.0%} of 1 (else unclear), and {needs_said(spec)}."
     )
     for r in rows:
         which = f"{r.model} {r.configuration}" if several else r.configuration

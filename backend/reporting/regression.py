@@ -9,9 +9,11 @@ layout, memory placement, which core: a few percent, fixed for a process's life)
 interval instead of passing for a change, while the host's drift between pairs, which lands on both
 processes of a pair, cancels. The verdict needs both a significant and a material change: "slower"
 when the whole interval lies above 1 and the ratio is at least `min_change` above it, "faster" the
-mirror image, "same" otherwise. A process with fewer calls than min_samples(confidence), or a side
-measured in fewer than two processes where two or more were asked, gets no verdict at all: "too few
-samples", said with the counts and the remedy, never "same" and never slower or faster.
+mirror image, "same" only when the whole interval lies within 1 +- `min_change`, "unclear"
+otherwise (an interval that holds 1 but reaches past the smallest change). A process with fewer
+calls than min_samples(confidence), or a side measured in fewer than two processes where two or
+more were asked, gets no verdict at all: "too few samples", said with the counts and the remedy,
+never "same" and never slower or faster.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ SEED = 20250
 MIN_CHANGE = 0.05
 SLOWER, FASTER, SAME = "slower", "faster", "same"
 TOO_FEW = "too few samples"
-VERDICTS = (SLOWER, FASTER, SAME, TOO_FEW)
+UNCLEAR = "unclear"  # the interval reaches past the smallest change: neither the same nor one
+VERDICTS = (SLOWER, FASTER, SAME, UNCLEAR, TOO_FEW)
 
 
 def min_samples(confidence: float = CONFIDENCE) -> int:
@@ -217,14 +220,19 @@ def too_few(interval: RatioInterval) -> bool:
 
 
 def verdict(interval: RatioInterval, min_change: float = MIN_CHANGE) -> str:
-    """slower / faster / same, or too few samples: see the module docstring for the rule."""
+    """slower / faster when the whole interval lies past 1 and the change is material; same
+    only when the whole interval lies within the smallest change (1 +- min_change): an interval
+    that holds 1 but reaches past it (processes that disagree, a busy host) is unclear, never
+    'same'; too few samples: no verdict."""
     if too_few(interval):
         return TOO_FEW
     if interval.low > 1.0 and interval.ratio >= 1.0 + min_change:
         return SLOWER
     if interval.high < 1.0 and interval.ratio <= 1.0 - min_change:
         return FASTER
-    return SAME
+    if interval.low >= 1.0 - min_change and interval.high <= 1.0 + min_change:
+        return SAME
+    return UNCLEAR
 
 
 def too_few_sentence(interval: RatioInterval, a: str = "A", b: str = "B") -> str:
@@ -267,19 +275,32 @@ def processes_said(interval: RatioInterval) -> str:
     return "; ".join(parts)
 
 
-def verdict_line(interval: RatioInterval, result: str, env_a: str, env_b: str) -> str:
+def unclear_said(min_change: float = MIN_CHANGE) -> str:
+    """Why an interval that holds 1 is not 'same', and what to do."""
+    return (
+        f"the interval reaches past the {min_change:.0%} smallest change, so neither the same nor "
+        "a change can be said: measure in more processes (--processes) or on a quieter host"
+    )
+
+
+def verdict_line(
+    interval: RatioInterval, result: str, env_a: str, env_b: str, min_change: float = MIN_CHANGE
+) -> str:
     """One sentence with the numbers the verdict came from, and each side's processes."""
     if result == TOO_FEW:
         return f"{env_b} against {env_a}: {too_few_sentence(interval)}"
     pct = (interval.ratio - 1) * 100
-    return (
-        f"{env_b} is {result} than {env_a}" if result != SAME else f"{env_b} is the same as {env_a}"
-    ) + (
+    head = {
+        SAME: f"{env_b} is the same as {env_a}",
+        UNCLEAR: f"{env_b} against {env_a} is unclear",
+    }.get(result, f"{env_b} is {result} than {env_a}")
+    why = f"; {unclear_said(min_change)}" if result == UNCLEAR else ""
+    return head + (
         f": median {interval.median_b_ms:.4g} ms against {interval.median_a_ms:.4g} ms "
         f"(B/A {interval.ratio:.3f}, {pct:+.1f}%), {interval.confidence:.0%} interval "
         f"[{interval.low:.3f}, {interval.high:.3f}] from {interval.resamples:,} bootstrap "
         f"resamples of {interval.samples_a} and {interval.samples_b} samples; "
-        f"{processes_said(interval)}"
+        f"{processes_said(interval)}{why}"
     )
 
 

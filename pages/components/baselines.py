@@ -21,6 +21,7 @@ VERDICT_ICONS = {
     stats.SLOWER: "🔻 slower",
     stats.FASTER: "🔺 faster",
     stats.SAME: "same",
+    stats.UNCLEAR: "❔ unclear",  # the interval reaches past the smallest change
     stats.TOO_FEW: "⏳ too few samples",  # no verdict: neither drift nor the same
 }
 

@@ -32,6 +32,7 @@ ICONS = {
     stats.SLOWER: "🔻",
     stats.FASTER: "🔺",
     stats.SAME: "🟰",
+    stats.UNCLEAR: "❔",  # the interval reaches past the smallest change
     stats.TOO_FEW: "⏳",  # no verdict: measure longer
     "failed": "❌",
 }

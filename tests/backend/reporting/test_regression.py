@@ -49,9 +49,12 @@ def test_the_bootstrap_is_seeded() -> None:
     [
         (1.03, 1.01, 1.05, stats.SAME),  # significant, but under the 5% smallest change
         (1.06, 1.01, 1.10, stats.SLOWER),
-        (1.20, 0.99, 1.40, stats.SAME),  # large, but the interval holds 1
+        (1.20, 0.99, 1.40, stats.UNCLEAR),  # large, but the interval holds 1: not 'same'
+        (1.00, 0.57, 1.89, stats.UNCLEAR),  # a busy host's A/A: the interval says nothing
+        (1.04, 1.02, 1.07, stats.UNCLEAR),  # under 5%, but 7% is not ruled out
         (0.90, 0.85, 0.95, stats.FASTER),
         (0.97, 0.95, 0.99, stats.SAME),
+        (1.00, 0.98, 1.02, stats.SAME),
     ],
 )
 def test_the_verdict_needs_a_significant_and_material_change(
@@ -59,6 +62,16 @@ def test_the_verdict_needs_a_significant_and_material_change(
 ) -> None:
     interval = stats.RatioInterval(ratio, low, high, 0.95, 2000, 10, 10, 1.0, ratio)
     assert stats.verdict(interval, min_change=0.05) == expected
+
+
+def test_an_unclear_verdict_says_why_and_what_to_do() -> None:
+    interval = stats.RatioInterval(1.0, 0.57, 1.89, 0.95, 2000, 1200, 1100, 0.38, 0.38)
+    line = stats.verdict_line(interval, stats.verdict(interval), "default", "default")
+    assert line.startswith("default against default is unclear: median 0.38 ms against 0.38 ms")
+    assert line.endswith(
+        "; the interval reaches past the 5% smallest change, so neither the same nor a change "
+        "can be said: measure in more processes (--processes) or on a quieter host"
+    ), line
 
 
 @pytest.mark.parametrize("confidence", [0.5, 0.8, 0.9, 0.95, 0.99, 0.999])
@@ -136,7 +149,8 @@ def test_processes_four_percent_apart_give_an_interval_that_holds_one() -> None:
     per_a, per_b = ([float(np.median(r)) for r in side] for side in (a, b))
     pairs = [pb / pa for pa, pb in zip(per_a, per_b, strict=True)]
     assert interval.ratio == pytest.approx(np.median(pairs))  # the median of the pairs' B/A
-    assert stats.verdict(interval) == stats.verdict(interval, min_change=0) == stats.SAME
+    assert stats.verdict(interval) == stats.SAME  # within 5% of 1 on both ends
+    assert stats.verdict(interval, min_change=0) == stats.UNCLEAR  # holds 1, yet not a point
     assert interval.processes() == (2, 2) and interval.fewest() == (2000, 2000)
     assert interval.process_medians_a_ms == pytest.approx((1.00, 1.04), rel=5e-3)
     assert (interval.samples_a, interval.samples_b) == (4000, 4000)
