@@ -17,7 +17,7 @@ from backend.reporting import frames
 from backend.runtimeenvs import describe
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer
-from backend.serving.export import parse_config, perf_analyzer_command
+from backend.serving.export import parse_config
 from backend.serving.study import (
     load_label,
     model_variants,
@@ -318,7 +318,7 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
                 else ":"
             )
         )
-        st.code(perf_analyzer_command(f"model_{job_id}", point.spec), language="bash")
+        st.code(view.reproduce(point), language="bash")
     studied = [v for v in view.variants if v.costs_from]
     fed = (
         "the server costs a serving study measured"

@@ -21,7 +21,13 @@ from backend.runtimeenvs import DEFAULT
 from backend.serving.cheapest import evidence_cost, recommendation_cost, with_prices
 from backend.serving.cli_verbs import env_from_args, env_option, policy_of
 from backend.serving.confirm import ServedFile, served_variants, triton_confirm
-from backend.serving.export import Device, ServingTarget, export_repository, parse_config
+from backend.serving.export import (
+    Device,
+    ServingTarget,
+    export_repository,
+    exported_name,
+    parse_config,
+)
 from backend.serving.recommend import Evidence, Recommendation, recommend, recommendation_grid
 from backend.serving.repository import can_batch
 from backend.serving.types import (
@@ -193,7 +199,7 @@ def cmd_serve_export(args: argparse.Namespace) -> int:
     source = Path(args.onnx) if args.onnx else library.onnx_path(args.model)
     device = Device.GPU if args.gpu else Device.CPU
     target = ServingTarget(
-        args.name or f"model_{args.model}", policy_of(args), device, args.precision
+        args.name or exported_name(args.model), policy_of(args), device, args.precision
     )
     output = Path(args.output or f"{target.name}-triton.zip")
     export_repository(target, source, output, _load(args))

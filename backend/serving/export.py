@@ -128,6 +128,12 @@ def parse_config(text: str) -> model_config_pb2.ModelConfig:
     return config
 
 
+def exported_name(model_id: int) -> str:
+    """The Triton model name `serve export MODEL` writes, which every perf_analyzer line shown
+    for that model's sweeps and studies must name."""
+    return f"model_{model_id}"
+
+
 def perf_analyzer_command(
     name: str,
     load: LoadSpec,

@@ -28,7 +28,7 @@ from backend.records import is_serving
 from backend.reporting import frames
 from backend.reporting.cost import reprice
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
-from backend.serving.export import perf_analyzer_command
+from backend.serving.export import exported_name, perf_analyzer_command
 from backend.serving.phrasing import batching_differs, serves
 from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, recommend
 from backend.serving.repository import FIXED_BATCH_NOTE
@@ -67,6 +67,11 @@ class ServeView:
     curves: dict[str, list[LoadPoint]]  # configuration label -> points, rate ascending
     chosen: dict[str, LoadPoint]  # configuration label -> the point the sentence quotes
     cost: CostAnswer | None = None  # the cheapest configuration meeting the bound
+    model_name: str = ""  # the Triton model `serve export` writes for the sweep's model
+
+    def reproduce(self, point: LoadPoint) -> str:
+        """The perf_analyzer line for a predicted point, against the exported model."""
+        return perf_analyzer_command(self.model_name, point.spec)
 
 
 def _curve_points(evidence: Evidence, seed: int) -> list[LoadPoint]:
@@ -114,7 +119,9 @@ def serve_view(
     shown = rec.ranked[:SHOWN] + ([rec.default] if rec.default else [])
     curves = {e.candidate.label: _curve_points(e, seed) for e in shown}
     chosen = {e.candidate.label: e.point for e in shown}
-    return ServeView(rec, variants, curves, chosen, recommendation_cost(rec))
+    job = job_store.get_job(job_id)
+    name = exported_name(job.model_id if job else 0)
+    return ServeView(rec, variants, curves, chosen, recommendation_cost(rec), name)
 
 
 COST_HEADER = "$ per M inferences (at that rate)"
@@ -198,6 +205,7 @@ class StudyView:
     prediction_note: str = ""  # why nothing is predicted, when nothing is
     cost: CostAnswer | None = None  # the cheapest measured configuration meeting the bound
     measure: str = "quick"  # the MEASURE_PRESETS name its points were judged stable by
+    model_name: str = ""  # the Triton model `serve export` writes for the study's model
 
     @property
     def notes(self) -> list[str]:
@@ -206,7 +214,7 @@ class StudyView:
 
     def reproduce(self, point: LoadPoint) -> str:
         """The perf_analyzer line for one of its points, under the stability rule that judged it."""
-        return perf_analyzer_command(f"model_{self.job_id}", point.spec, measure=self.settings)
+        return perf_analyzer_command(self.model_name, point.spec, measure=self.settings)
 
     @property
     def settings(self) -> MeasureSettings:
@@ -353,6 +361,7 @@ def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()
         note,
         cost,
         study.measure,
+        exported_name(job_store.get_job(job_id).model_id),  # study_of found the job
     )
 
 

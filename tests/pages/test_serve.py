@@ -140,3 +140,18 @@ def test_one_variant_says_which_file_it_serves_without_a_comparison(
     assert not at.exception
     assert set(at.dataframe[0].value["serves"]) == {"the uploaded model"}
     assert "Triton would serve the uploaded model." in at.success[0].value
+
+
+def test_the_perf_analyzer_line_names_the_model_serve_export_writes(
+    data_dir: Path, mlp_path: Path, cnn_path: Path
+) -> None:
+    """`serve export MODEL` names the Triton model model_MODEL; the line a sweep's prediction
+    offers must name that, not the sweep's job number (job 1 of model 2 here)."""
+    add_model(cnn_path, "cnn")
+    model = add_model(mlp_path, "mlp")
+    job, _ = finished_sweep(model.id, batch_sizes=(1, 8))
+    assert (model.id, job.id) == (2, 1)
+    at = open_page("serve", job=job.id, slo=10)
+    assert not at.exception
+    lines = [c.value for c in at.code if c.value.startswith("perf_analyzer ")]
+    assert lines and all(line.startswith("perf_analyzer -m model_2 ") for line in lines), lines
