@@ -80,7 +80,8 @@ def _show_results(
     sweep = jobs.spec_of(job) if kind == JobKind.SWEEP else None
     prices = _prices(args, sweep.prices if sweep else ())  # a regression's spec is not a sweep
     print(results_table(results, prices))
-    if sentence := cheapest_line([job_id], prices):
+    # a regression check's two sides are one configuration on two environments, not rivals
+    if kind == JobKind.SWEEP and (sentence := cheapest_line([job_id], prices)):
         print(sentence)
     why = why_lines(results)
     if why:

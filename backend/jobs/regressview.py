@@ -189,6 +189,24 @@ def overall_line(verdicts: dict[str, str], total: int) -> str:
     return "; ".join(parts) if parts else f"none of {total} models measured yet"
 
 
+def ratio_said(spec: RegressionSpec) -> str:
+    """What B/A is: of one process a side, or the median of the pairs' ratios."""
+    if spec.processes == 1:
+        return "median(B)/median(A)"
+    return "B/A, the median over pairs of median(B_k)/median(A_k)"
+
+
+def rule_said(spec: RegressionSpec) -> str:
+    """How the interval was drawn and what each verdict needs: the CLI's footnote and the
+    Regression page's caption say the same."""
+    change = f"{spec.min_change:.0%}"
+    return (
+        f"{method_said(spec)}; slower or faster needs the whole interval past 1 and a change of "
+        f"at least {change}, same the whole interval within {change} of 1 (else unclear), and "
+        f"{needs_said(spec)}"
+    )
+
+
 def method_said(spec: RegressionSpec) -> str:
     """How the interval was drawn: over processes and calls, or over calls of one process."""
     if spec.processes == 1:
@@ -237,10 +255,8 @@ def text_report(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> st
     headers += ["B/A", "interval", "samples A/B", "verdict", "cosine B~A", "max abs B-A"]
     lines = summary_lines(spec, rows, job_model) + ["", table(body, headers), ""]
     lines.append(
-        f"{spec.confidence:.0%} bootstrap interval of median(B)/median(A), {spec.resamples:,} "
-        f"resamples (seed {spec.seed}); {method_said(spec)}; slower/faster needs the whole "
-        f"interval past 1 and a change of at least {spec.min_change:.0%}, same the whole "
-        f"interval within {spec.min_change:.0%} of 1 (else unclear), and {needs_said(spec)}."
+        f"{spec.confidence:.0%} bootstrap interval of {ratio_said(spec)}, {spec.resamples:,} "
+        f"resamples (seed {spec.seed}); {rule_said(spec)}."
     )
     for r in rows:
         which = f"{r.model} {r.configuration}" if several else r.configuration

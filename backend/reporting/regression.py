@@ -275,6 +275,13 @@ def processes_said(interval: RatioInterval) -> str:
     return "; ".join(parts)
 
 
+def _pairs_said(interval: RatioInterval) -> str:
+    """With several pairs B/A is the median of their ratios, not the quotient of the two
+    medians printed beside it."""
+    pairs = min(interval.processes())
+    return f", the median of {pairs} pairs' ratios" if pairs > 1 else ""
+
+
 def unclear_said(min_change: float = MIN_CHANGE) -> str:
     """Why an interval that holds 1 is not 'same', and what to do."""
     return (
@@ -297,7 +304,8 @@ def verdict_line(
     why = f"; {unclear_said(min_change)}" if result == UNCLEAR else ""
     return head + (
         f": median {interval.median_b_ms:.4g} ms against {interval.median_a_ms:.4g} ms "
-        f"(B/A {interval.ratio:.3f}, {pct:+.1f}%), {interval.confidence:.0%} interval "
+        f"(B/A {interval.ratio:.3f}{_pairs_said(interval)}, {pct:+.1f}%), "
+        f"{interval.confidence:.0%} interval "
         f"[{interval.low:.3f}, {interval.high:.3f}] from {interval.resamples:,} bootstrap "
         f"resamples of {interval.samples_a} and {interval.samples_b} samples; "
         f"{processes_said(interval)}{why}"
@@ -318,6 +326,8 @@ class OpChange:
 
     @property
     def status(self) -> str:
+        if self.a_us == self.b_us:
+            return "unchanged"
         return "new" if self.a_us == 0 else "vanished" if self.b_us == 0 else "changed"
 
 

@@ -13,9 +13,9 @@ from backend.auth.roles import Permission
 from backend.jobs.regressspec import RegressionSpec
 from backend.jobs.regressview import (
     PairRow,
-    method_said,
-    needs_said,
     pair_rows,
+    ratio_said,
+    rule_said,
     summary_lines,
 )
 from backend.queue import jobs
@@ -73,11 +73,9 @@ def live_check(job_id: int, active: bool) -> None:
             plain(
                 f"A = {spec.env_a}, B = {spec.env_b}"
                 + (f" running model {spec.model_b}" if spec.model_b else "")
-                + f"; {spec.confidence:.0%} bootstrap interval of median(B)/median(A) from "
+                + f"; {spec.confidence:.0%} bootstrap interval of {ratio_said(spec)} from "
                 f"{spec.resamples:,} seeded resamples of the raw samples, timed interleaved "
-                f"(A B A B ...), {method_said(spec)}; slower or faster needs the whole "
-                f"interval past 1 and a change of at least {spec.min_change:.0%}, and "
-                f"{needs_said(spec)}."
+                f"(A B A B ...), {rule_said(spec)}."
             )
         )
         if not rows:

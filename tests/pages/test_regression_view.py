@@ -45,6 +45,8 @@ def test_a_real_check_and_a_planted_regression_found_with_its_op_named_and_shown
     assert not at.exception, at.exception
     shown = texts(at)
     assert "is slower than default" in shown, shown
+    rule = "same the whole interval within 5% of 1 (else unclear)"
+    assert rule in shown.replace("\\", ""), shown  # the CLI's footnote says the same
     assert "running model 2" in shown
     table = at.dataframe[0].value
     assert table["verdict"].tolist() == ["🔻 slower"] and table["B"].tolist() == ["ort-1.31 1.31.1"]

@@ -50,6 +50,8 @@ def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
     shown = optiboard("show", "1")
     assert shown.returncode == 0, shown.stderr
     assert report.stdout in shown.stdout  # show prints the same report under the results table
+    assert "cheapest configuration" not in shown.stdout  # A and B are not rivals to price
+    assert "interval of B/A, the median over pairs of median(B_k)/median(A_k)" in run.stdout
     assert report.stdout.startswith(f"model 1 (mlp): {verdict}, B/A ")  # its one model's line
 
     # each side in 5 processes (the default), one pair after another: the stored samples are
@@ -76,6 +78,8 @@ def test_an_a_a_check_says_same(data_dir: Path, mlp_path: Path) -> None:
     assert said_medians == pytest.approx(medians[0] + medians[1], rel=1e-3), run.stdout
     assert "5 processes a side: each resample draws A B pairs of processes" in run.stdout
     assert said.search(b.result.environment["regression"]["line"])  # the logged line too
+    assert "(B/A " in b.result.environment["regression"]["line"]
+    assert "the median of 5 pairs' ratios" in b.result.environment["regression"]["line"]
     assert "each in 5 processes one after another" in b.result.environment["regression"]["timing"]
 
     # a one-model check keeps the keys it always had, so one stored before several models

@@ -254,3 +254,9 @@ def test_the_exact_bootstrap_median_matches_resampling_indices(count: int) -> No
     spread = np.percentile(drawn, 97.5) - np.percentile(drawn, 2.5)
     difference = np.abs(np.percentile(exact, quantiles) - np.percentile(drawn, quantiles))
     assert (difference < 0.05 * spread).all(), (difference, spread)
+
+
+def test_an_op_that_took_the_same_time_on_both_sides_is_unchanged() -> None:
+    assert stats.OpChange("Gemm", 4.0, 4.0).status == "unchanged"
+    assert stats.OpChange("Gemm", 4.0, 5.0).status == "changed"
+    assert stats.OpChange("MatMul", 0.0, 5.0).status == "new"
