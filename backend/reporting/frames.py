@@ -331,10 +331,13 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     Latency per call grows with the batch, so a row is only compared with the baseline's row of
     the same batch size; rows without such a partner get NaN rather than a misleading ratio, and
     so do rows that are not ok (wrong outputs were timed, but are no speedup and no Pareto point).
+    `speedup_firm`: False where the baseline row the speedup divides by was unstable, so the
+    speedup is no firm figure even when the row's own measurement is (front.py).
     """
     out = frame.copy()
     out["speedup"] = np.nan
     out["throughput_ratio"] = np.nan
+    out["speedup_firm"] = True
     if baseline_series is None or out.empty:
         return out
     base = out[(out["series"] == baseline_series) & (out["status"] == ResultStatus.OK.value)]
@@ -344,6 +347,9 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     keys = pd.MultiIndex.from_arrays([out["model_id"], out["batch_size"]])
     base_p50 = base["p50_ms"].reindex(keys).to_numpy(dtype=float)
     base_tp = base["throughput"].reindex(keys).to_numpy(dtype=float)
+    if "stable" in base:
+        shaky_base = base["stable"].eq(False).reindex(keys).fillna(False).to_numpy(dtype=bool)
+        out["speedup_firm"] = ~shaky_base
     ok = (out["status"] == ResultStatus.OK.value).to_numpy()  # wrong outputs have timings too
     with np.errstate(divide="ignore", invalid="ignore"):
         out["speedup"] = np.where(ok, base_p50 / out["p50_ms"].to_numpy(dtype=float), np.nan)

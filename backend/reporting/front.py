@@ -36,6 +36,15 @@ def unstable(frame: pd.DataFrame) -> np.ndarray:
     return frame["stable"].eq(False).to_numpy()
 
 
+def _shaky(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """Rows whose figures on this front are not firm: an unstable measurement, or, where the
+    front reads speedup, a speedup against an unstable baseline (frames.add_speedups)."""
+    shaky = unstable(frame)
+    if "speedup" in keys and "speedup_firm" in frame:
+        shaky = shaky | ~frame["speedup_firm"].fillna(True).astype(bool).to_numpy()
+    return shaky
+
+
 def _values(frame: pd.DataFrame, keys: Sequence[str], rows: np.ndarray) -> np.ndarray:
     """The figures of `rows` (others NaN), one column per key, as measured."""
     columns = [
@@ -47,15 +56,15 @@ def _values(frame: pd.DataFrame, keys: Sequence[str], rows: np.ndarray) -> np.nd
 
 def front_mask(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
     """True on the Pareto front of the ok, not unstable rows over the figures `keys`."""
-    values = _values(frame, keys, _ok(frame) & ~unstable(frame))
+    values = _values(frame, keys, _ok(frame) & ~_shaky(frame, keys))
     return metrics.pareto_many([(metrics.metric(k), values[:, i]) for i, k in enumerate(keys)])
 
 
 def beyond_mask(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
     """True on an ok but unstable row that no steady row matches or beats in every figure: it
     would have been on the front, had its measurement been stable."""
-    steady = _ok(frame) & ~unstable(frame)
-    shaky = _ok(frame) & unstable(frame)
+    steady = _ok(frame) & ~_shaky(frame, keys)
+    shaky = _ok(frame) & _shaky(frame, keys)
     signs = np.array([1.0 if metrics.metric(k).higher_is_better else -1.0 for k in keys])
     values = _values(frame, keys, steady | shaky) * signs  # now every figure is better higher
     finite = np.isfinite(values).all(axis=1)
@@ -91,8 +100,13 @@ def beyond_sentence(frame: pd.DataFrame, keys: Sequence[str], column: str) -> st
     beyond = frame[frame[column].fillna(False).astype(bool)]
     first = beyond.iloc[0]
     more = f" (and {len(beyond) - 1} more)" if len(beyond) > 1 else ""
+    own = bool(unstable(beyond)[0])  # its own measurement, not only its baseline, moved
+    why = (
+        "its measurement was unstable, so it is drawn hollow and left off the front"
+        if own or "speedup" not in keys
+        else "its speedup divides by an unstable baseline measurement, so it is left off the front"
+    )
     return (
         f"{first['label']}{more} measured beyond the Pareto front ({figures_text(first, keys)}), "
-        "but its measurement was unstable, so it is drawn hollow and left off the front: re-run "
-        "it on a quiet host."
+        f"but {why}: re-run it on a quiet host."
     )

@@ -115,3 +115,26 @@ def test_the_generation_front_leaves_out_an_unstable_point_and_its_hover_says_so
     assert list(int4.marker.symbol) == ["circle", "circle-open"]
     assert "measured beyond the Pareto front" in int4.text[1]
     assert "beyond" not in int4.text[0]
+
+
+def test_a_speedup_over_an_unstable_baseline_is_no_firm_front_point(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The walkthrough's chart: the FP32 baseline measured unstable, so the stable INT8 row's
+    speedup over it is no firm figure; it is left off the front and named, not starred."""
+    spec = SweepSpec(precisions=(Precision.FP32, Precision.INT8_DYNAMIC), batch_sizes=(1,))
+    job = run_sweep(add_model(mlp_path).id, spec)
+    frame = frames.results_frame(job_ids=[job.id])
+    frame["stable"] = True
+    baseline = str(frame.sort_values("p50_ms").iloc[-1]["series"])  # the slower one
+    frame.loc[frame["series"] == baseline, "stable"] = False
+    view = front.add_pareto(frames.add_accuracy_loss(frames.add_speedups(frame, baseline)))
+    other = view.index[view["series"] != baseline][0]
+    assert not view.at[other, "speedup_firm"] and view.at[other, "stable"]
+    assert not view["pareto"].any()  # no firm speedup at all: nothing starred
+    assert view.at[other, "beyond_pareto"]
+    sentence = front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto")
+    assert sentence is not None and (
+        "but its speedup divides by an unstable baseline measurement, so it is left off the "
+        "front: re-run it on a quiet host." in sentence
+    ), sentence
