@@ -37,7 +37,8 @@ class Found:
 
     name: str  # the display name (node_name; a body's node as compat facts name it)
     focus: str  # Netron's node=: a node name or its first output tensor
-    body: str = ""  # "If_2's else_branch" for a body's node (Netron selects the body's holder)
+    body: str = ""  # "If_2's else_branch" for a body's node
+    holder: str = ""  # then the main-graph node holding that body, which Netron selects
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class GraphStructure:
         body = next((b for b in self.bodies if b.name == name), None)
         if body is None:
             return None
-        return Found(name, self.by_key()[body.holder].focus, body.where)
+        return Found(name, self.by_key()[body.holder].focus, body.where, body.holder)
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
