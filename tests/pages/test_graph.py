@@ -130,3 +130,16 @@ def test_a_node_link_selects_by_the_shown_name_and_says_that_name(
         shown = texts(at).replace("\\", "")
         assert said in shown, shown
         assert shown.count("Netron selects") == 1
+
+
+def test_the_compute_cost_counts_the_parameters_the_models_page_counts(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """`wt` (16x16) is read only inside the If's then_branch: the Graph page's cost counted it
+    nowhere (137 against the Models page's 138 in the walkthrough)."""
+    path = models.save(models.make_unnamed_if(), tmp_path / "unnamed_if.onnx")
+    model = add_model(path, "unnamed_if")
+    assert model.parameter_count == 1 + 16 * 16 + 16 * 8 + 8
+    at = open_page("graph", model=model.id)
+    assert not at.exception
+    assert f"Parameters={model.parameter_count}" in texts(at)
