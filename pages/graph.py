@@ -83,6 +83,29 @@ def _private_model_url(path: Path, filename: str) -> str:
     )
 
 
+def _focus(sha256: str, asked: str | None) -> str | None:
+    """What Netron's node= selects for the link's node= (a name the cost table, Compatibility
+    and profiles show, a node's own name, or the tensor a Jobs link names it by), said under
+    its shown name; a name that matches nothing is said so and selects nothing."""
+    if not asked:
+        return None
+    found = graphoverlay.structure(sha256).find(asked)
+    if found is None:
+        st.caption(
+            f"No node of this graph is named {plain(asked)} or produces a tensor of that name, "
+            "so Netron selects none."
+        )
+        return None
+    if found.body:
+        st.caption(
+            f"Node {plain(found.name)} is inside {plain(found.body)}: Netron selects "
+            f"{plain(found.holder)}, the node holding that body, once the graph is drawn."
+        )
+    else:
+        st.caption(f"Netron selects node {plain(found.name)} once the graph is drawn.")
+    return found.focus
+
+
 models = library.list_models()
 if not models:
     no_models_yet("see its graph")
@@ -126,7 +149,6 @@ with graph_col:
             )
         else:
             media_url = _private_model_url(shown_path, artifact.filename)
-            focus = url_value("node")  # from a profile's hottest-node link
             if artifact.kind == "optimized":
                 overlay = graphoverlay.variant_diff(model.id, artifact)
             else:
@@ -136,8 +158,7 @@ with graph_col:
                 if overlay is not None
                 else None
             )
-            if focus:
-                st.caption(f"Netron selects node {plain(focus)} once the graph is drawn.")
+            focus = _focus(artifact.sha256, url_value("node"))  # e.g. a hottest-node link's
             st.iframe(
                 viewer.viewer_url(media_url, artifact.filename, node=focus, overlay=overlay_url),
                 height=720,

@@ -369,3 +369,44 @@ def plant_matmul_chain(
     graph.initializer.extend(inits)
     onnx.checker.check_model(planted, full_check=True)
     return planted
+
+
+def make_unnamed_if(features: int = 16, classes: int = 8) -> onnx.ModelProto:
+    """The walkthrough's control-flow model, every node unnamed: ReduceSum_0 -> Greater_1 ->
+    If_2 (then_branch: MatMul_0 reading `wt`, an initializer of the main graph read only there;
+    else_branch: Neg_0 -> Sigmoid_1) -> Relu_3 -> MatMul_4 -> Add_5. Relu_3's output is "r"."""
+    rng = np.random.default_rng(1)
+    branch_out = ["N", features]
+    then_branch = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "wt"], ["t_out"])],
+        "then_g",
+        [],
+        [helper.make_tensor_value_info("t_out", TensorProto.FLOAT, branch_out)],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e0"]), helper.make_node("Sigmoid", ["e0"], ["e_out"])],
+        "else_g",
+        [],
+        [helper.make_tensor_value_info("e_out", TensorProto.FLOAT, branch_out)],
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["cond"]),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then_branch, else_branch=else_branch),
+        helper.make_node("Relu", ["y"], ["r"]),
+        helper.make_node("MatMul", ["r", "w"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "unnamed_if",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", features])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", classes])],
+        [
+            _init("zero", np.zeros(())),
+            _init("wt", rng.normal(0, 0.3, (features, features))),
+            _init("w", rng.normal(0, 0.3, (features, classes))),
+            _init("b", rng.normal(0, 0.1, (classes,))),
+        ],
+    )
+    return _finish(graph)

@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, TypeProto
 
-from backend.models.nodenames import node_name
+from backend.models.nodenames import graph_names
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -171,7 +171,7 @@ def read_nodes(model: onnx.ModelProto) -> list[NodeFacts]:
 
     def visit(graph: onnx.GraphProto, path: str, initializers: set[str]) -> None:
         inits = initializers | {i.name for i in graph.initializer}
-        for node, name in zip(graph.node, _graph_names(graph, used), strict=True):
+        for node, name in zip(graph.node, graph_names(graph, used), strict=True):
             index = len(facts)
             domain = canonical_domain(node.domain)
             opset = opsets.get(domain)
@@ -206,26 +206,12 @@ def read_nodes(model: onnx.ModelProto) -> list[NodeFacts]:
     return facts
 
 
-def _graph_names(graph: onnx.GraphProto, used: set[str]) -> list[str]:
-    """One graph's node names, all of them before any body is visited: a node's position in its
-    own graph.node, as every other namer counts, so the main graph's names are the Graph page's
-    whatever If/Loop/Scan bodies hold; a body's name taken already gets its position appended."""
-    names = []
-    for position, node in enumerate(graph.node):
-        name = node_name(node, position)
-        while name in used:
-            name = f"{name}_{position}"
-        used.add(name)
-        names.append(name)
-    return names
-
-
 def unique_names(model: onnx.ModelProto) -> onnx.ModelProto:
     """Give unnamed nodes the names read_nodes reports, so placement logs can be matched back."""
     used: set[str] = set()
 
     def visit(graph: onnx.GraphProto) -> None:
-        for node, name in zip(graph.node, _graph_names(graph, used), strict=True):
+        for node, name in zip(graph.node, graph_names(graph, used), strict=True):
             node.name = name
             for attr in node.attribute:
                 for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):

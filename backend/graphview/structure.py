@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.models.nodenames import node_name
+from backend.models.nodenames import BodyNode, body_nodes, node_name
 
 # Past this the protobuf holds weights worth keeping out of the web process: parse in a child.
 IN_PROCESS_BYTES = 16 * 1024 * 1024
@@ -32,11 +32,38 @@ class GraphNode:
 
 
 @dataclass(frozen=True)
+class Found:
+    """What GraphStructure.find found: the name to show, and what Netron selects."""
+
+    name: str  # the display name (node_name; a body's node as compat facts name it)
+    focus: str  # Netron's node=: a node name or its first output tensor
+    body: str = ""  # "If_2's else_branch" for a body's node
+    holder: str = ""  # then the main-graph node holding that body, which Netron selects
+
+
+@dataclass(frozen=True)
 class GraphStructure:
     nodes: tuple[GraphNode, ...]
+    bodies: tuple[BodyNode, ...] = ()  # nodes inside If/Loop/Scan bodies, as compat names them
 
     def by_key(self) -> dict[str, GraphNode]:
         return {n.key: n for n in self.nodes}
+
+    def find(self, name: str) -> Found | None:
+        """The node a link or a user means by `name`: a display name (node_name, as costs,
+        compatibility and profiles show it), a node's own name, or a tensor it produces (the
+        Jobs page's links name an unnamed node by its first output); a body's node is found
+        through the main-graph node holding that body. None where nothing matches."""
+        for node in self.nodes:
+            if name in (node.key, node.focus):
+                return Found(node.key, node.focus)
+        for node in self.nodes:
+            if name in node.outputs:
+                return Found(node.key, node.focus)
+        body = next((b for b in self.bodies if b.name == name), None)
+        if body is None:
+            return None
+        return Found(name, self.by_key()[body.holder].focus, body.where, body.holder)
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -45,7 +72,10 @@ class GraphStructure:
         return counts
 
     def to_dict(self) -> dict[str, Any]:
-        return {"nodes": [asdict(n) for n in self.nodes]}
+        return {
+            "nodes": [asdict(n) for n in self.nodes],
+            "bodies": [asdict(b) for b in self.bodies],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GraphStructure:
@@ -60,12 +90,13 @@ class GraphStructure:
                     n.get("domain", ""),
                 )
                 for n in data["nodes"]
-            )
+            ),
+            tuple(BodyNode(**b) for b in data.get("bodies", ())),
         )
 
 
 def structure_of(model: Any) -> GraphStructure:
-    """The structure of an onnx.ModelProto's main graph."""
+    """The structure of an onnx.ModelProto's main graph, and the names of its bodies' nodes."""
     nodes = []
     for index, node in enumerate(model.graph.node):
         key = node_name(node, index)
@@ -73,7 +104,7 @@ def structure_of(model: Any) -> GraphStructure:
         nodes.append(
             GraphNode(key, node.op_type, focus, tuple(node.input), tuple(node.output), node.domain)
         )
-    return GraphStructure(tuple(nodes))
+    return GraphStructure(tuple(nodes), tuple(body_nodes(model.graph)))
 
 
 def read_structure(path: Path) -> GraphStructure:

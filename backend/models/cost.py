@@ -26,7 +26,7 @@ import settings
 from backend import ort_tools
 from backend.errors import UserError
 from backend.models.nodenames import node_name
-from backend.models.params import attribute, initializer_parameters
+from backend.models.params import attribute, charged_parameters
 
 MB = 1 << 20
 
@@ -91,6 +91,7 @@ class ModelCost:
     batch_size: int
     nodes: tuple[NodeCost, ...]
     uncounted_ops: tuple[str, ...] = field(default=())  # op types counted as 0 for lack of a rule
+    unread_params: int = 0  # initializers no node reads: no node's row, still the model's weights
 
     @property
     def flops(self) -> int:
@@ -98,7 +99,7 @@ class ModelCost:
 
     @property
     def params(self) -> int:
-        return sum(n.params for n in self.nodes)
+        return sum(n.params for n in self.nodes) + self.unread_params
 
     @property
     def activation_bytes(self) -> int:
@@ -118,6 +119,7 @@ class ModelCost:
             int(data["batch_size"]),
             tuple(NodeCost(**node) for node in data["nodes"]),
             tuple(data.get("uncounted_ops", ())),
+            int(data.get("unread_params", 0)),
         )
 
 
@@ -398,7 +400,8 @@ def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
 def model_cost(
     model: onnx.ModelProto | Path, batch_size: int = 1, dims: dict[str, int] | None = None
 ) -> ModelCost:
-    """Cost of the main graph at this batch size; nodes inside If/Loop bodies are not counted."""
+    """Cost of the main graph at this batch size. FLOPs inside If/Loop bodies are not counted;
+    their weights are, charged to the node holding the body (params.charged_parameters)."""
     if isinstance(model, Path):
         model = onnx.load(str(model), load_external_data=False)
     else:  # the caller's model stays as it was
@@ -407,13 +410,12 @@ def model_cost(
     del model.graph.value_info[:]
     inferred = _infer(model)
     shapes = _Shapes(inferred.graph)
-    initializers = initializer_parameters(inferred.graph)  # each charged to its first reader
+    charged, unread = charged_parameters(inferred.graph)  # each to its first reader: params.py
     nodes, uncounted = [], []
-    for index, node in enumerate(inferred.graph.node):
+    for index, (node, params) in enumerate(zip(inferred.graph.node, charged, strict=True)):
         flops = _node_flops(node, shapes)
         if flops is None:
             uncounted.append(node.op_type)
-        params = sum(initializers.pop(n, 0) for n in node.input)
         activation = sum(
             _count(shapes.of(n)) * DTYPE_BYTES.get(shapes.dtype.get(n, 0), 4)
             for n in node.output
@@ -423,7 +425,7 @@ def model_cost(
         nodes.append(
             NodeCost(name, node.op_type, flops or 0, params, activation, flops is not None)
         )
-    return ModelCost(batch_size, tuple(nodes), tuple(sorted(set(uncounted))))
+    return ModelCost(batch_size, tuple(nodes), tuple(sorted(set(uncounted))), unread)
 
 
 RESNET50_GFLOPS = (7.0, 9.0)  # torchvision resnet50: 4.1 GMACs = 8.2 GFLOPs per 224x224 image

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 
 from backend.errors import UserError
 from backend.models.accepted import ACCEPTED_UPLOADS
-from backend.models.params import graph_parameters
+from backend.models.params import total_parameters
 
 PROTOBUF_LIMIT = 2**31 - 1
 ORT_MEMORY_MARKER = "*/_ORT_MEM_ADDR_/*"  # ONNX Runtime's in-memory initializer location
@@ -275,10 +275,9 @@ def _scan_graphs(model: onnx.ModelProto) -> tuple[int, int, list[str], list[str]
     custom: list[str] = []
     warnings: list[str] = []
     flagged: set[tuple[str, str]] = set()
-    parameters = 0
+    parameters = total_parameters(model.graph)  # as the Graph page's cost (params.py)
     nodes = 0
     for graph in _graphs(model.graph):
-        parameters += graph_parameters(graph)  # packed MatMulNBits weights as K x N
         for index, node in enumerate(graph.node):
             nodes += 1
             domain = node.domain

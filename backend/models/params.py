@@ -1,6 +1,9 @@
 """Parameters: the weights a model holds, counted one way for the Models page (inspect.py) and
 the Graph page's compute cost (cost.py), so the two show one number.
 
+charged_parameters is that one way: each main-graph node is charged the initializers it is the
+first to read, from its inputs or from inside its If/Loop/Scan bodies (a then_branch reading an
+outer initializer), plus every initializer its bodies hold; what no node reads is counted apart.
 Each initializer counts once, however many nodes read it (a GenAI graph's rotary cos/sin caches
 feed every GroupQueryAttention node). A weight-only quantized tensor counts the weights it
 represents, not its storage: ONNX Runtime's MatMulNBits packs its K x N weights two or more to a
@@ -15,6 +18,8 @@ import math
 
 import onnx
 from onnx import helper
+
+from backend.models.nodenames import bodies
 
 MS_DOMAIN = "com.microsoft"
 PACKING_INPUTS = {"MatMulNBits": (2, 3, 4), "GatherBlockQuantized": (2, 3)}  # scales, zeros, g_idx
@@ -52,5 +57,33 @@ def initializer_parameters(graph: onnx.GraphProto) -> dict[str, int]:
     return counts
 
 
-def graph_parameters(graph: onnx.GraphProto) -> int:
-    return sum(initializer_parameters(graph).values())
+def _outer_reads(graph: onnx.GraphProto) -> list[str]:
+    """Names a body reads that it does not define itself (outer-scope values), nested bodies'
+    included, in the order first read."""
+    defined = {t.name for t in graph.initializer} | {v.name for v in graph.input}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    reads: dict[str, None] = {}
+    for node in graph.node:
+        inner = [n for _attr, sub in bodies(node) for n in _outer_reads(sub)]
+        reads.update((n, None) for n in [*node.input, *inner] if n and n not in defined)
+        defined.update(node.output)
+    return list(reads)
+
+
+def charged_parameters(graph: onnx.GraphProto) -> tuple[list[int], int]:
+    """Parameters charged to each node of `graph` (see the module's docstring), and those of
+    the initializers no node reads."""
+    left = initializer_parameters(graph)
+    charged = []
+    for node in graph.node:
+        subs = [sub for _attr, sub in bodies(node)]
+        reads = [*node.input, *(n for sub in subs for n in _outer_reads(sub))]
+        held = sum(total_parameters(sub) for sub in subs)
+        charged.append(sum(left.pop(n, 0) for n in reads) + held)
+    return charged, sum(left.values())
+
+
+def total_parameters(graph: onnx.GraphProto) -> int:
+    """Every parameter of `graph` and its bodies, each initializer once."""
+    charged, unread = charged_parameters(graph)
+    return sum(charged) + unread

@@ -101,15 +101,30 @@ def _check_fixed_batch(inputs: list[dict], batch_sizes: set[int]) -> None:
 def _check_fp32_nodes(model_id: int, model_name: str, wanted: tuple[str, ...]) -> None:
     """Nodes to keep in FP32 must be the model's, as the Graph page names them (an unnamed node
     is OP_INDEX), or a node ORT's pre-processing fused one into ("dense/MatMulAddFusion", as
-    the mixed-precision search finds them): refused here, not as a failed row later."""
-    keys = [node.key for node in read_structure(onnx_path(model_id)).nodes]
+    the mixed-precision search finds them): refused here, not as a failed row later.
+
+    A node inside an If/Loop/Scan body (named as Compatibility and profiles name it) is refused
+    for what it is: ORT's QDQ quantizer walks the main graph only (QDQQuantizer.quantize_model
+    iterates model.graph.node), so a body's nodes stay float in every static INT8 variant and
+    there is nothing to keep."""
+    structure = read_structure(onnx_path(model_id))
+    keys = [node.key for node in structure.nodes]
     known = set(keys)
     missing = [w for w in wanted if w not in known and w.rsplit("/", 1)[0] not in known]
-    if missing:
-        shown = ", ".join(repr(m) for m in missing[:5])
+    where = {body.name: body.where for body in structure.bodies}
+    unknown = [m for m in missing if m not in where]
+    if unknown:
+        shown = ", ".join(repr(m) for m in unknown[:5])
         raise UserError(
             f"Node(s) {shown} to keep in FP32 are not in {model_name}'s graph; use the names the "
             f"Graph page shows (for example {', '.join(keys[:3])})."
+        )
+    if missing:
+        shown = ", ".join(f"{m!r} (in {where[m]})" for m in missing[:5])
+        raise UserError(
+            f"Node(s) {shown} are inside an If/Loop/Scan body, which ONNX Runtime's static INT8 "
+            "quantizer leaves unquantized: they run in FP32 in its INT8 variants already, so "
+            'there is nothing to keep; leave them out of "keep in FP32".'
         )
 
 

@@ -11,7 +11,7 @@ import pytest
 from backend import viewer
 from tests.browsing import CHROMIUM, chromium, serving_folder, viewer_link
 from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
-from tests.models import make_mlp, save
+from tests.models import make_mlp, make_unnamed_if, save
 
 
 def test_focus_keys_name_unnamed_nodes_by_their_first_output(tmp_path: Path) -> None:
@@ -33,6 +33,7 @@ def site(tmp_path: Path) -> Iterator[str]:
     viewer.prepare_viewer(root / "netron")
     save(make_mlp(), root / "mlp.onnx")
     save(make_bad_layer_mlp(), root / "bad.onnx")
+    save(make_unnamed_if(), root / "unnamed_if.onnx")
     with serving_folder(root) as url:
         yield url
 
@@ -44,7 +45,13 @@ def test_netron_selects_the_node_named_in_the_link(site: str) -> None:
 
     with chromium() as browser:
         page = browser.new_page()
-        for model, node, op in (("bad.onnx", BAD_LAYER, "MatMul"), ("mlp.onnx", "h2", "Relu")):
+        for model, node, op in (
+            ("bad.onnx", BAD_LAYER, "MatMul"),
+            ("mlp.onnx", "h2", "Relu"),
+            # what the Graph page hands Netron for Relu_3, and for Sigmoid_1 in If_2's else_branch
+            ("unnamed_if.onnx", "r", "Relu"),
+            ("unnamed_if.onnx", "y", "If"),
+        ):
             page.goto(viewer_link(site, model, node=node))
             expect(page.locator("body")).to_have_attribute(
                 "data-optiboard-focused", node, timeout=60_000

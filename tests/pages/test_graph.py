@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests import hostile
+from tests import hostile, models
 from tests.pages.seed import add_model, open_page, texts
 from tests.rss import MB, rss_bytes
 
@@ -97,3 +97,49 @@ def test_a_cost_bomb_is_counted_outside_the_web_process_and_a_huge_dim_is_refuse
     errors = " ".join(e.value for e in at.error).replace("\\", "")  # show_error escapes Markdown
     assert "seq = 5,000,000 is outside 0 to 1,048,576" in errors, errors
     assert not any("FLOPs" in d.value.columns for d in at.dataframe)
+
+
+def test_a_node_link_selects_by_the_shown_name_and_says_that_name(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """node= takes the name the cost table, Compatibility and profiles show (Relu_3, unnamed in
+    the file), or the tensor a Jobs link names it by (r); Netron gets what it can select (the
+    node's first output) and the caption names the node as shown. A body's node selects its If;
+    a name that matches nothing selects nothing and is said so."""
+    path = models.save(models.make_unnamed_if(), tmp_path / "unnamed_if.onnx")
+    model = add_model(path, "unnamed_if")
+    for asked, netron, said in (
+        ("Relu_3", ["r"], "Netron selects node Relu_3 once the graph is drawn."),
+        ("r", ["r"], "Netron selects node Relu_3 once the graph is drawn."),
+        (
+            "Sigmoid_1",
+            ["y"],
+            "Node Sigmoid_1 is inside If_2's else_branch: Netron selects If_2, the node "
+            "holding that body, once the graph is drawn.",
+        ),
+        (
+            "Relu_9",
+            None,
+            "No node of this graph is named Relu_9 or produces a tensor of that name, so "
+            "Netron selects none.",
+        ),
+    ):
+        at = open_page("graph", model=model.id, node=asked)
+        assert not at.exception
+        assert parse_qs(urlparse(_iframe_src(at)).query).get("node") == netron, asked
+        shown = texts(at).replace("\\", "")
+        assert said in shown, shown
+        assert shown.count("Netron selects") == 1
+
+
+def test_the_compute_cost_counts_the_parameters_the_models_page_counts(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """`wt` (16x16) is read only inside the If's then_branch: the Graph page's cost counted it
+    nowhere (137 against the Models page's 138 in the walkthrough)."""
+    path = models.save(models.make_unnamed_if(), tmp_path / "unnamed_if.onnx")
+    model = add_model(path, "unnamed_if")
+    assert model.parameter_count == 1 + 16 * 16 + 16 * 8 + 8
+    at = open_page("graph", model=model.id)
+    assert not at.exception
+    assert f"Parameters={model.parameter_count}" in texts(at)

@@ -40,7 +40,8 @@ def test_hottest_nodes_link_to_the_graph_page_focused_on_each_node(
     assert src["node"] == [query["node"]]
     assert query["overlay"] == "time" and "/media/" in src["overlay"][0]  # coloured by its profile
     assert f"Time share: job {job_id}" in texts(page).replace("\\", "")
-    assert f"selects node {query['node']}" in texts(page)
+    shown = linked["uploaded_node"].iloc[0]  # as the table names it (OP_INDEX if unnamed)
+    assert f"Netron selects node {shown} once" in texts(page).replace("\\", "")
 
     page = open_page("graph", **(query | {"result": "999"}))  # a result since deleted
     assert not page.exception

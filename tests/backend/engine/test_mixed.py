@@ -207,3 +207,35 @@ def _identity_then_convs() -> onnx.ModelProto:
         weights,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_node_inside_an_if_body_is_refused_for_what_it_is(data_dir: Path, tmp_path: Path) -> None:
+    """Compatibility and profiles name an If body's nodes (Sigmoid_1 in the else branch); keeping
+    one in FP32 is refused because the quantizer leaves bodies alone, not as "not in the graph"."""
+    model = model_factory.make_unnamed_if()
+    stored = ingest_file(model_factory.save(model, tmp_path / "unnamed_if.onnx"), "unnamed_if")
+    spec = SweepSpec(precisions=(Precision.INT8_STATIC,), fp32_nodes=("Sigmoid_1",))
+    with pytest.raises(UserError) as refused:
+        jobs.submit_sweep(stored.id, spec)
+    said = str(refused.value)
+    assert "'Sigmoid_1' (in If_2's else_branch)" in said and "If/Loop/Scan body" in said
+    assert "not in" not in said
+    assert jobs.list_jobs() == []
+    jobs.submit_sweep(stored.id, replace(spec, fp32_nodes=("Relu_3",)))  # a main-graph node
+    assert len(jobs.list_jobs()) == 1
+
+
+def test_static_int8_leaves_an_if_bodys_nodes_in_float(tmp_path: Path) -> None:
+    """What the refusal above says: ORT's QDQ quantizer quantizes the main graph's MatMul and
+    leaves the then_branch's MatMul reading its float weight, with no Q/DQ inside either body."""
+    source = model_factory.save(model_factory.make_unnamed_if(), tmp_path / "unnamed_if.onnx")
+    variant = build_variant(source, Configuration(precision="int8_static"), tmp_path / "work")
+    graph = onnx.load(str(variant.path)).graph
+    made_by = {out: node.op_type for node in graph.node for out in node.output}
+    main_matmul = next(n for n in graph.node if n.name.split("/")[0] == "MatMul_4")  # now a Gemm
+    assert made_by.get(main_matmul.input[1]) == "DequantizeLinear"  # its weight is int8
+    branches = {a.name: a.g for n in graph.node if n.op_type == "If" for a in n.attribute}
+    assert [n.op_type for n in branches["then_branch"].node] == ["MatMul"]
+    assert list(branches["then_branch"].node[0].input) == ["x", "wt"]
+    assert "wt" in {i.name for i in graph.initializer}  # its float weight, still there
+    assert [n.op_type for n in branches["else_branch"].node] == ["Neg", "Sigmoid"]

@@ -11,6 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from backend.errors import UserError
 from backend.models.cost import model_cost
+from backend.models.costing import cost_in_child
+from backend.models.inspect import inspect_model
 from tests import hostile, models
 
 
@@ -108,3 +110,24 @@ def test_dimensions_are_capped_before_a_child_and_inputs_over_the_limit_in_it(
         model_cost(wide, 2, {"seq": 1 << 20})
     with pytest.raises(UserError, match=r"over the input limit of 1 MB \(OPTIBOARD_MAX_INPUT"):
         cost_in_child(wide, 2, {"seq": 1 << 20}, "wide.onnx")
+
+
+def test_weights_read_or_held_only_inside_a_body_count_as_the_models_page_counts_them(
+    tmp_path: Path,
+) -> None:
+    """The walkthrough's If model: `wt` (16x16) is a main-graph initializer read only in the
+    then_branch; add one held by the else_branch (16) and one nobody reads (3). Models, CLI and
+    the Graph page all say 1 + 256 + 128 + 8 + 16 + 3 = 412; If_2's row carries 256 + 16."""
+    model = models.make_unnamed_if()
+    else_branch = next(a.g for a in model.graph.node[2].attribute if a.name == "else_branch")
+    else_branch.initializer.append(_w("eb", 16))
+    else_branch.node[1].input[0] = "e1"
+    else_branch.node.insert(1, helper.make_node("Add", ["e0", "eb"], ["e1"]))
+    model.graph.initializer.append(_w("spare", 3))
+    onnx.checker.check_model(model, full_check=True)
+    path = models.save(model, tmp_path / "unnamed_if.onnx")
+
+    cost = cost_in_child(path, 1, {}, "unnamed_if.onnx")  # as the Graph page counts it
+    assert cost.params == inspect_model(path).parameter_count == 412
+    assert {n.name: n.params for n in cost.nodes}["If_2"] == 256 + 16
+    assert model_cost(model).params == 412

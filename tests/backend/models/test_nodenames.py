@@ -123,3 +123,17 @@ def test_if_bodies_do_not_shift_the_main_graphs_names() -> None:
     assert {node.name for node in name_nodes(fresh()).graph.node} == main
     bodies = {f.name for f in facts if f.graph != "main"}
     assert len(bodies) == 2 and not bodies & main  # the bodies' own names stay unique
+    # the Graph page's structure names the bodies' nodes as Compatibility does, with their body
+    found = {(b.name, b.where, b.holder) for b in structure_of(fresh()).bodies}
+    assert found == {(f.name, f"If_0's {f.graph.rsplit('.', 1)[1]}", "If_0") for f in facts[1:3]}
+
+
+def test_a_bodys_name_taken_by_the_main_graph_is_told_apart_alike() -> None:
+    """then_branch's unnamed Relu is Relu_0, the main graph's named one is "Relu_0" too: compat
+    facts and the structure both give the body's node the same other name."""
+    model = _if_then_relu()
+    model.graph.node[1].name = "Relu_0"
+    facts = read_nodes(model)
+    bodies = {(b.name, b.where) for b in structure_of(model).bodies}
+    assert bodies == {(f.name, f"If_0's {f.graph.rsplit('.', 1)[1]}") for f in facts[1:3]}
+    assert ("Relu_0_0", "If_0's then_branch") in bodies
