@@ -293,6 +293,8 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
     (st.success if rec.best else st.warning)(rec.sentence, icon="✅" if rec.best else "⚠️")
     _cost_sentence(view.cost)
     st.plotly_chart(charts.throughput_vs_p99(view.curves, slo), key="serve_curves")
+    if view.chart_caption:
+        st.caption(view.chart_caption)
     split, histogram = st.columns(2)
     with split:
         st.plotly_chart(charts.queue_compute_split(view.chosen), key="serve_split")

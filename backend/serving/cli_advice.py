@@ -28,6 +28,7 @@ from backend.serving.export import (
     exported_name,
     parse_config,
 )
+from backend.serving.phrasing import unstable_input
 from backend.serving.recommend import Evidence, Recommendation, recommend, recommendation_grid
 from backend.serving.repository import can_batch
 from backend.serving.types import (
@@ -51,14 +52,16 @@ EVIDENCE_HEADERS = [
 
 
 def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
-    """One row per configuration; a measured row's predicted p99 is the simulation's at the
-    rate really measured, beside the measured p99 (a predicted row's is its own p99)."""
+    """One row per configuration, the default's marked (listed after the top ones when it is
+    not among them); a measured row's predicted p99 is the simulation's at the rate really
+    measured, beside the measured p99 (a predicted row's is its own p99)."""
+    default = rec.default.candidate if rec.default is not None else None
     shown = rec.ranked[:top]
-    if rec.default is not None and rec.default.candidate not in {e.candidate for e in shown}:
+    if rec.default is not None and default not in {e.candidate for e in shown}:
         shown.append(rec.default)
     return [
         [
-            e.candidate.label,
+            e.candidate.label + (" (default)" if e.candidate == default else ""),
             f"{e.rate:.0f}",
             f"{e.point.latency.p50:.2f}",
             f"{e.point.latency.p99:.2f}",
@@ -74,7 +77,8 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
 def _source(evidence: Evidence) -> str:
     measured = evidence.measured
     if measured is None:
-        return "predicted"
+        shaky = unstable_input(evidence)
+        return f"predicted; unstable sweep at {shaky}" if shaky else "predicted"
     if measured.generator_saturated:
         return "measured (client saturated)"
     verdict = "" if measured.stable else ", unstable windows"

@@ -39,6 +39,10 @@ class MeasuredVariant:
     # not, as a clause ("its batch axis is dynamic"); "" where nobody said (phrasing.serves)
     served_file: str = ""
     batching_why: str = ""
+    # the batch sizes whose sweep measurement was unstable (windows disagreed, calls stalled):
+    # a configuration resting on one says so (phrasing.unstable_inputs); () where none, or where
+    # its curve was measured on Triton instead
+    unstable_batches: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -61,6 +65,15 @@ class Candidate:
     @property
     def label(self) -> str:
         return f"{self.variant.label}, {self.policy.label}"
+
+    @property
+    def unstable_inputs(self) -> tuple[int, ...]:
+        """The unstable batch sizes of its variant that its prediction rests on: every measured
+        size up to the largest batch it forms, and the next one its time is interpolated from."""
+        largest = self.policy.max_batch_size if self.policy.dynamic_batching else 1
+        sizes = self.variant.curve.batch_sizes
+        reach = next((s for s in sizes if s >= largest), sizes[-1])
+        return tuple(s for s in self.variant.unstable_batches if s <= reach)
 
 
 @dataclass(frozen=True)

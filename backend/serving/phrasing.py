@@ -35,9 +35,43 @@ def _lead(rec: Recommendation) -> str:
 
 
 def phrase(rec: Recommendation, default_label: str) -> str:
-    """The answer, then what a predicted one rests on and where it is conservative."""
-    caveats = " ".join(_caveats(rec))
+    """The answer, then any unstable measurement it rests on, then what a predicted one rests
+    on and where it is conservative."""
+    caveats = " ".join([*_unstable(rec), *_caveats(rec)])
     return _answer(rec, default_label) + (f" {caveats}" if caveats else "")
+
+
+def unstable_input(evidence: Evidence) -> str:
+    """The batch sizes of unstable sweep measurements a predicted configuration rests on, in
+    words ("batch size 2"); "" where none (or where it was measured on the server)."""
+    sizes = evidence.candidate.unstable_inputs if evidence.measured is None else ()
+    if not sizes:
+        return ""
+    return f"batch size{'s' if len(sizes) > 1 else ''} {', '.join(map(str, sizes))}"
+
+
+def _unstable(rec: Recommendation) -> list[str]:
+    """Name each configuration the sentence quotes whose prediction rests on an unstable sweep
+    measurement, which one, and the remedy: an unstable measurement never carries a claim
+    silently (as reporting/cost.py names a cheaper unstable row). They stay ranked: every
+    policy of a variant rests on the same curve, and the remedy is a steadier sweep."""
+    quoted = rec.best or rec.closest
+    named = [(quoted, quoted.candidate.label if quoted else "")]
+    if rec.best is not None and rec.default is not None and rec.default is not rec.best:
+        named.append((rec.default, "the default it is compared with"))
+    said = [
+        f"{label} rests on the sweep's unstable measurement of {e.candidate.variant.label} at "
+        f"{unstable_input(e)}"
+        for e, label in named
+        if e is not None and unstable_input(e)
+    ]
+    if not said:
+        return []
+    these = "these predictions" if len(said) > 1 else "this prediction"
+    return [
+        f"{'; '.join(said)} (its windows disagreed or its calls stalled), so {these} may not "
+        "hold: re-run the sweep on a quiet host."
+    ]
 
 
 def serves(variant: MeasuredVariant, differs: bool) -> str:
@@ -92,18 +126,30 @@ def _caveats(rec: Recommendation) -> list[str]:
             f"The max batch stops at {largest}, the largest batch size measured: beyond it the "
             "compute time is unknown (measure larger batches to predict larger ones)."
         )
+    said.extend(_files(rec, variant))
+    return said
+
+
+def _files(rec: Recommendation, quoted: MeasuredVariant) -> list[str]:
+    """Which file each variant serves and, once, why a fixed-batch file is predicted without
+    dynamic batching: in the one sentence naming each file where some batch and some do not."""
     ranked = list(dict.fromkeys(e.candidate.variant for e in rec.ranked))
     fixed = [v.label for v in ranked if not v.batchable]
-    if fixed and any(p.dynamic_batching for p in rec.asked):
+    only = bool(fixed) and any(p.dynamic_batching for p in rec.asked)
+    remedy = "(a sweep with dynamic shapes gives files that batch)"
+    if batching_differs(ranked):  # which file each serves, why one batches and one not
+        files = "; ".join(f"{v.label} serves {serves(v, True)}" for v in ranked)
+        there = f"; so only no dynamic batching is predicted for {', '.join(fixed)} {remedy}"
+        return [f"{files}{there if only else ''}."]
+    said = []
+    if only:
         said.append(
             f"{', '.join(fixed)} {'has' if len(fixed) == 1 else 'have'} files with a fixed batch "
-            "size, which Triton cannot batch, so only no dynamic batching is predicted there "
-            "(a sweep with dynamic shapes gives files that batch)."
+            f"size, which Triton cannot batch, so only no dynamic batching is predicted there "
+            f"{remedy}."
         )
-    if batching_differs(ranked):  # which file each serves, and why one batches and one not
-        said.append("; ".join(f"{v.label} serves {serves(v, True)}" for v in ranked) + ".")
-    elif variant.served_file:
-        said.append(f"Triton would serve {serves(variant, False)}.")
+    if quoted.served_file:
+        said.append(f"Triton would serve {serves(quoted, False)}.")
     return said
 
 

@@ -138,11 +138,8 @@ def recommend(
     default = None
     closest = None
     if best is not None:
-        base = Candidate(
-            best.candidate.variant, default_policy(best.candidate.policy.max_batch_size)
-        )
-        default = best if base == best.candidate else best_rate(base, slo_p99_ms, seed)
-        if confirm is not None and default is not best and default.rate_rps > 0:
+        default, confirmed = _default_of(best, top, predicted, slo_p99_ms, seed)
+        if confirm is not None and not confirmed and default.rate_rps > 0:
             default = _confirm(default, confirm, seed, confirm_duration_s)
             measurements += 1
             if _beats(default, best, slo_p99_ms, min_rps):
@@ -151,6 +148,8 @@ def recommend(
         pool = top or predicted
         closest = min(pool, key=lambda e: e.point.latency.p99)
     ranked = top + [e for e in predicted if e.candidate not in {t.candidate for t in top}]
+    if default is not None:  # the default's row is the default itself, confirmed or not
+        ranked = [default if e.candidate == default.candidate else e for e in ranked]
     rec = Recommendation(
         slo_p99_ms,
         min_rps,
@@ -164,6 +163,32 @@ def recommend(
     )
     label = "no dynamic batching, one instance"
     return Recommendation(**{**rec.__dict__, "sentence": phrase(rec, label)})
+
+
+def _is_default(candidate: Candidate, variant: MeasuredVariant) -> bool:
+    """Served as Triton's default on that variant: no dynamic batching, one instance (without
+    dynamic batching the max batch changes nothing: each request runs alone)."""
+    policy = candidate.policy
+    return (
+        candidate.variant == variant
+        and not policy.dynamic_batching
+        and policy.instance_count == 1
+        and not policy.preserve_ordering
+    )
+
+
+def _default_of(
+    best: Evidence, top: list[Evidence], predicted: list[Evidence], slo_p99_ms: float, seed: int
+) -> tuple[Evidence, bool]:
+    """The default on the best's variant, and whether it is already confirmed: the ranked row
+    when the grid holds it (one row, not a copy beside it), else predicted on its own."""
+    variant = best.candidate.variant
+    for pool, confirmed in ((top, True), (predicted, False)):
+        found = next((e for e in pool if _is_default(e.candidate, variant)), None)
+        if found is not None:
+            return found, confirmed
+    base = Candidate(variant, default_policy(best.candidate.policy.max_batch_size))
+    return best_rate(base, slo_p99_ms, seed), False
 
 
 def servable(variant: MeasuredVariant, policies: list[BatchingPolicy]) -> list[BatchingPolicy]:

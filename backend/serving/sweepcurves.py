@@ -64,6 +64,7 @@ def variants_from_results(
             "were not measured (a serving study measures them)"
         )
         studied = server_costs.get(str(first["series"]))
+        unstable = () if studied else _unstable_batches(rows)
         variants.append(
             MeasuredVariant(
                 str(first["precision"]),
@@ -78,9 +79,18 @@ def variants_from_results(
                 rests_on="" if studied else rests_on,
                 costs_from=studied.words if studied else "",
                 remedy="" if studied else remedy,
+                unstable_batches=unstable,
             )
         )
     return variants
+
+
+def _unstable_batches(rows: pd.DataFrame) -> tuple[int, ...]:
+    """The batch sizes with a measurement judged unstable (a verdict False, not a missing one)."""
+    if "stable" not in rows:
+        return ()
+    shaky = rows[rows["stable"].eq(False)]
+    return tuple(sorted({int(b) for b in shaky["batch_size"]}))
 
 
 def _served(rows: pd.DataFrame) -> tuple[bool, str, str]:
@@ -96,16 +106,28 @@ def _served(rows: pd.DataFrame) -> tuple[bool, str, str]:
     except ValueError:
         name = precision
     own = f"the sweep's {name} file"
+    sizes = sorted({int(b) for b in rows["batch_size"]})
+    # a fixed-shape sweep stores one file per batch size; one that cannot batch is served as
+    # the smallest's (recommend.servable: no dynamic batching, batch 1; cli_advice.job_files)
+    fixed_own = f"{own} for batch size {sizes[0]}" if len(sizes) > 1 else own
     if "fixed_shapes" not in rows or not rows["fixed_shapes"].fillna(False).astype(bool).all():
         return True, own, "its batch axis is dynamic"
     if precision != "fp32":
-        return False, own, "its batch size is fixed and the FP32 upload cannot stand in for it"
+        return (
+            False,
+            fixed_own,
+            "its batch size is fixed and the FP32 upload cannot stand in for it",
+        )
     if str(first.get("backend")) != "onnxruntime":
-        return False, own, "its batch size is fixed (the upload stands in on ONNX Runtime only)"
+        return (
+            False,
+            fixed_own,
+            "its batch size is fixed (the upload stands in on ONNX Runtime only)",
+        )
     try:
         upload = can_batch(library.onnx_path(int(first["model_id"])))
     except (UserError, OSError, ValueError, DecodeError):  # unreadable: take it as fixed
         upload = False
     if not upload:
-        return False, own, "its batch size is fixed, and so is the uploaded model's"
+        return False, fixed_own, "its batch size is fixed, and so is the uploaded model's"
     return True, "the uploaded model", "its batch axis is dynamic, unlike the sweep's files"

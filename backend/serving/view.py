@@ -29,7 +29,7 @@ from backend.reporting import frames
 from backend.reporting.cost import reprice
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
 from backend.serving.export import exported_name, perf_analyzer_command
-from backend.serving.phrasing import batching_differs, serves
+from backend.serving.phrasing import batching_differs, serves, unstable_input
 from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, recommend
 from backend.serving.repository import FIXED_BATCH_NOTE
 from backend.serving.servercosts import remedy, series_costs
@@ -56,6 +56,7 @@ from storage.repo import jobs as job_store
 
 CURVE_RATES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.97)  # fractions of a candidate's capacity
 SHOWN = 4  # configurations drawn besides the default
+TABLE_ROWS = 10  # configurations the evidence table lists, best first
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,26 @@ class ServeView:
     def reproduce(self, point: LoadPoint) -> str:
         """The perf_analyzer line for a predicted point, against the exported model."""
         return perf_analyzer_command(self.model_name, point.spec)
+
+    @property
+    def chart_caption(self) -> str:
+        """Which configurations the chart draws, where it leaves some to the table: the
+        sentence counts them all."""
+        rec = self.recommendation
+        total = len(rec.ranked)
+        if len(self.curves) >= total:
+            return ""
+        drawn = min(SHOWN, total)
+        default = rec.default
+        if default is None or default in rec.ranked[:SHOWN]:
+            also = " (the default among them)" if default is not None else ""
+        else:
+            also = f" and the default, {default.candidate.label}"
+        listed = f"all {total}" if total <= TABLE_ROWS else f"the best {TABLE_ROWS}"
+        return (
+            f"The chart draws the best {drawn} of the {total} configurations{also}; the "
+            f"evidence table below lists {listed}."
+        )
 
 
 def _curve_points(evidence: Evidence, seed: int) -> list[LoadPoint]:
@@ -116,7 +137,9 @@ def serve_view(
             f"Job #{job_id} has no measured latency yet; pick a finished sweep with results."
         )
     rec = recommend(variants, slo_p99_ms, min_rps=min_rps, seed=seed)
-    shown = rec.ranked[:SHOWN] + ([rec.default] if rec.default else [])
+    shown = rec.ranked[:SHOWN]
+    if rec.default is not None and rec.default not in shown:
+        shown.append(rec.default)
     curves = {e.candidate.label: _curve_points(e, seed) for e in shown}
     chosen = {e.candidate.label: e.point for e in shown}
     job = job_store.get_job(job_id)
@@ -125,13 +148,15 @@ def serve_view(
 
 
 COST_HEADER = "$ per M inferences (at that rate)"
+UNSTABLE_HEADER = "rests on an unstable sweep measurement at"
 
 
 def evidence_table(view: ServeView) -> pd.DataFrame:
     """The ten best configurations the recommendation ranked, measured or predicted, each with
-    the file it serves (and why it batches or not, where they differ: phrasing.serves)."""
+    the file it serves (and why it batches or not, where they differ: phrasing.serves) and the
+    unstable sweep measurements it rests on, if any."""
     rows, differs = [], batching_differs(view.variants)
-    for evidence in view.recommendation.ranked[:10]:
+    for evidence in view.recommendation.ranked[:TABLE_ROWS]:
         point = evidence.point
         rows.append(
             {
@@ -144,6 +169,7 @@ def evidence_table(view: ServeView) -> pd.DataFrame:
                 "mean batch": round(point.mean_batch, 1),
                 COST_HEADER: evidence_cost(evidence),
                 "source": "measured" if evidence.measured else "predicted",
+                UNSTABLE_HEADER: unstable_input(evidence),
                 "serves": serves(evidence.candidate.variant, differs),
             }
         )

@@ -14,6 +14,7 @@ of seconds, a copy milliseconds).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -25,6 +26,7 @@ from backend.records import JobRow, ModelRow
 from backend.results import StoredResult
 from backend.specs import MeasureSettings, Precision, SweepSpec
 from storage.repo import models as model_store
+from storage.repo import results as result_store
 from tests.pages import stored
 from tests.spawning import plain_main
 
@@ -87,6 +89,19 @@ def finished_sweep(
     spec = SweepSpec(precisions=precisions, batch_sizes=batch_sizes, calibration_samples=4)
     job = run_sweep(model_id, spec, label=label)
     return job, jobs.stored_results(job.id)
+
+
+def stored_again(job: JobRow, unstable: Collection[str]) -> int:
+    """The worker's rows of a finished sweep stored in a new job as the worker stores them, the
+    configurations keyed in `unstable` judged unstable and the rest stable (which runs stall
+    cannot be chosen on a real host); returns the new job's id."""
+    again = jobs.submit_sweep(job.model_id, SweepSpec.from_dict(job.spec), label="stored again")
+    rows = result_store.list_results(job_ids=[job.id])
+    samples = result_store.result_samples([r.id for r in rows])
+    for row in rows:
+        payload = {**row.payload, "stable": row.payload["config_key"] not in unstable}
+        assert result_store.save_result(again.id, payload, samples[row.id]) is not None
+    return again.id
 
 
 def queued_study(

@@ -5,23 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.queue import jobs
 from backend.reporting import frames
 from backend.specs import Precision, SweepSpec
-from storage.repo import results as result_store
-from tests.pages.seed import add_model, open_page, run_sweep, texts
-
-
-def _stored_again(job_id: int, spec: SweepSpec, model_id: int, unstable_key: str) -> int:
-    """The worker's rows of `job_id` stored in a new job as the worker stores them, every
-    verdict stable but one (which run stalls cannot be chosen on a real host)."""
-    again = jobs.submit_sweep(model_id, spec, label="stored again")
-    rows = result_store.list_results(job_ids=[job_id])
-    samples = result_store.result_samples([r.id for r in rows])
-    for row in rows:
-        payload = {**row.payload, "stable": row.payload["config_key"] != unstable_key}
-        assert result_store.save_result(again.id, payload, samples[row.id]) is not None
-    return again.id
+from tests.pages.seed import add_model, open_page, run_sweep, stored_again, texts
 
 
 def test_an_unstable_result_beyond_the_front_is_left_off_and_the_caption_names_it(
@@ -35,7 +21,7 @@ def test_an_unstable_result_beyond_the_front_is_left_off_and_the_caption_names_i
     # against the slower precision at batch 1, the other's fastest row leads the front alone
     view = frames.add_speedups(measured, str(slower["series"]))
     fastest = view.loc[view["speedup"].idxmax()]
-    job_id = _stored_again(ran.id, spec, model.id, str(fastest["config_key"]))
+    job_id = stored_again(ran, {str(fastest["config_key"])})
 
     stored = frames.results_frame(job_ids=[job_id]).set_index("config_key")
     baseline = stored.at[str(slower["config_key"]), "series"]
@@ -53,7 +39,7 @@ def test_an_unstable_result_beyond_the_front_is_left_off_and_the_caption_names_i
     assert "its measurement was unstable, so it is drawn hollow and left off the front" in said
 
     # every verdict stable: the same row leads the front and no caption says otherwise
-    steady = _stored_again(ran.id, spec, model.id, "")
+    steady = stored_again(ran, set())
     again = open_page("compare", jobs=steady, baseline=baseline.replace(f"#{job_id}", f"#{steady}"))
     assert not again.exception
     table = again.dataframe[0].value.set_index("label")

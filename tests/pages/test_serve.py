@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from backend.specs import Precision
-from tests.pages.seed import add_model, finished_sweep, open_page, texts
+from tests.pages.seed import add_model, finished_sweep, open_page, stored_again, texts
 
 
 def test_empty_serve_page_points_to_optimize(data_dir: Path) -> None:
@@ -81,7 +81,9 @@ def test_a_fixed_shape_sweep_is_predicted_conservatively_with_one_rate_per_confi
     assert "Only one instance is predicted: how more would share this host was not measured" in (
         sentence
     )
-    assert "INT8 static (QDQ) on CPU has files with a fixed batch size" in sentence
+    # why INT8 is predicted without dynamic batching, said once: in the clause naming its file
+    assert "only no dynamic batching is predicted for INT8 static (QDQ) on CPU" in sentence
+    assert sentence.count("cannot batch") == 1, sentence
     table = at.dataframe[0].value
     labels = list(table["configuration"])
     assert not [label for label in labels if label.endswith("x2")], labels  # no unmeasured gain
@@ -119,9 +121,9 @@ def test_each_predicted_row_says_which_file_it_serves_and_why_it_batches_or_not(
     fp32 = (
         "the uploaded model, which may batch: its batch axis is dynamic, unlike the sweep's files"
     )
-    int8 = (
-        "the sweep's INT8 static (QDQ) file, which cannot batch: its batch size is fixed and the "
-        "FP32 upload cannot stand in for it"
+    int8 = (  # of the sweep's two INT8 files (batches 1 and 8), the one served
+        "the sweep's INT8 static (QDQ) file for batch size 1, which cannot batch: its batch size "
+        "is fixed and the FP32 upload cannot stand in for it"
     )
     for label, served in zip(table["configuration"], table["serves"], strict=True):
         assert served == (fp32 if label.startswith("FP32") else int8), (label, served)
@@ -155,3 +157,65 @@ def test_the_perf_analyzer_line_names_the_model_serve_export_writes(
     assert not at.exception
     lines = [c.value for c in at.code if c.value.startswith("perf_analyzer ")]
     assert lines and all(line.startswith("perf_analyzer -m model_2 ") for line in lines), lines
+
+
+def test_the_chart_says_which_configurations_it_draws_and_the_table_lists_them_all(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The walkthrough's three-precision fixed-shape sweep: six configurations ranked, the chart
+    draws the best four and the default, and its caption says so (the sentence counts six)."""
+    model = add_model(mlp_path, "mlp")
+    precisions = (Precision.FP32, Precision.INT8_STATIC, Precision.INT8_DYNAMIC)
+    job, _ = finished_sweep(model.id, precisions=precisions, batch_sizes=(1, 2))
+    at = open_page("serve", job=job.id, slo=50)
+    assert not at.exception
+    sentence = (at.success or at.warning)[0].value
+    assert sentence.startswith("In 6 predicted configurations"), sentence
+    labels = list(at.dataframe[0].value["configuration"])
+    assert len(labels) == 6, labels
+    default = "FP32 on CPU, no batching x1"
+    also = " (the default among them)" if default in labels[:4] else f" and the default, {default}"
+    caption = (
+        f"The chart draws the best 4 of the 6 configurations{also}; the evidence table below "
+        "lists all 6."
+    )
+    assert caption in [c.value for c in at.caption], [c.value for c in at.caption]
+
+
+def test_a_prediction_resting_on_unstable_sweep_measurements_says_so_and_marks_its_rows(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The walkthrough's sweep measured most configurations unstable: the sentence names the
+    pick (and the default it is compared with) resting on them, which batch size, and the
+    remedy; the evidence table marks every such row. Stored again all stable, nothing is said."""
+    model = add_model(mlp_path, "mlp")
+    job, results = finished_sweep(model.id, batch_sizes=(1, 2))
+    shaky = stored_again(job, {r.config_key for r in results})  # every measurement unstable
+    at = open_page("serve", job=shaky, slo=50)
+    assert not at.exception
+    sentence = at.success[0].value
+    table = at.dataframe[0].value.set_index("configuration")
+    marks = table["rests on an unstable sweep measurement at"]
+    # no dynamic batching forms batches of 1; max 2 rests on batches 1 and 2
+    for label, mark in marks.items():
+        sizes = "batch sizes 1, 2" if ", max 2," in label else "batch size 1"
+        assert mark == sizes, (label, mark)
+    pick = re.search(r"\), (.+?) meets the p99 bound of 50 ms", sentence)
+    assert pick is not None, sentence
+    variant = pick.group(1).split(", ")[0]
+    said = (
+        f"{pick.group(1)} rests on the sweep's unstable measurement of {variant} at "
+        f"{marks[pick.group(1)]}"
+    )
+    assert said in sentence, sentence
+    assert "may not hold: re-run the sweep on a quiet host." in sentence
+    if "more than the default" in sentence or "less than the default" in sentence:
+        assert "; the default it is compared with rests on the sweep's unstable measurement" in (
+            sentence
+        )
+
+    steady = stored_again(job, set())
+    at = open_page("serve", job=steady, slo=50)
+    assert not at.exception
+    assert "unstable" not in at.success[0].value
+    assert (at.dataframe[0].value["rests on an unstable sweep measurement at"] == "").all()

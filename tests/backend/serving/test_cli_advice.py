@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 from backend.cli import main
+from backend.records import get_job
 from backend.serving.export import parse_config
 from backend.serving.server import TritonEnvironment
+from storage.repo import results as result_store
+from tests.pages.seed import stored_again
 
 
 def test_export_writes_a_repository_triton_parses_and_check_accepts_it(
@@ -52,6 +55,59 @@ def test_recommend_from_a_measured_sweep_prints_the_evidence_and_the_sentence(
     assert "`optiboard serve recommend 1 --slo 40 --confirm 3`" in printed
     assert main(["serve", "recommend", "1", "--slo", "0.01"]) == 3
     assert "none meets the p99 bound of 0.01 ms" in capsys.readouterr().out
+
+
+def _table(printed: str) -> list[str]:
+    """The evidence table's rows, under its dashes, up to the cost sentence."""
+    lines = printed.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("-----")) + 1
+    return [line for line in lines[start:] if line.startswith(("FP32", "INT8"))]
+
+
+def test_recommend_lists_the_default_once_marked_as_the_default(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The walkthrough printed 'FP32 on CPU, no batching x1' twice: the ranked row and the
+    default appended beside it unlabelled."""
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["run", "1", "--precisions", "fp32", "--batch-sizes", "1,8", "--quick"]) == 0
+    capsys.readouterr()
+    assert main(["serve", "recommend", "1", "--slo", "40"]) == 0
+    rows = _table(capsys.readouterr().out)
+    assert len(rows) == 4, rows  # max 8 with three delays, and no batching
+    default = [row for row in rows if row.startswith("FP32 on CPU, no batching x1")]
+    assert len(default) == 1 and default[0].startswith("FP32 on CPU, no batching x1 (default) ")
+    # not among the top ones: listed after them, once, still marked
+    assert main(["serve", "recommend", "1", "--slo", "40", "--top", "1"]) == 0
+    rows = _table(capsys.readouterr().out)
+    assert rows[-1].startswith("FP32 on CPU, no batching x1 (default) "), rows
+    assert len(rows) == (1 if rows[0] == rows[-1] else 2), rows
+
+
+def test_recommend_from_unstable_sweep_measurements_says_so_and_marks_the_rows(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same sentence as the Serve page's (phrasing.phrase): a pick resting on an unstable
+    measurement is named with its batch size and the remedy; each such row says so."""
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["run", "1", "--precisions", "fp32", "--batch-sizes", "1,8", "--quick"]) == 0
+    ran = get_job(1)
+    keys = {r.config_key for r in result_store.list_results(job_ids=[1])}
+    shaky = stored_again(ran, {k for k in keys if "/b8/" in k})  # batch 8 unstable, 1 stable
+    capsys.readouterr()
+    assert main(["serve", "recommend", str(shaky), "--slo", "40"]) == 0
+    printed = capsys.readouterr().out
+    for row in _table(printed):  # no batching rests on batch 1 alone, max 8 on 1 and 8
+        batched = ", max 8," in row
+        assert row.rstrip().endswith("predicted; unstable sweep at batch size 8") == batched, row
+    sentence = printed.strip().splitlines()[-1]
+    pick = re.search(r"\), (FP32 on CPU, [^,]+(, [^,]+)?, x1) meets the p99 bound", sentence)
+    assert pick is not None, sentence
+    said = (
+        f"{pick.group(1)} rests on the sweep's unstable measurement of FP32 on CPU at batch size 8"
+    )
+    assert (said in sentence) == (", max 8," in pick.group(1)), sentence
+    assert ("re-run the sweep on a quiet host" in sentence) == (", max 8," in pick.group(1))
 
 
 def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
