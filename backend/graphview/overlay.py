@@ -27,6 +27,7 @@ from backend.engine.profile import (
 )
 from backend.graphview.structure import GraphStructure
 from backend.models.cost import ModelCost
+from backend.reporting.counts import counted
 
 # kind -> what the Graph page's picker says; "" draws the plain graph
 KINDS = {
@@ -94,7 +95,7 @@ class Overlay:
 
 
 def nodes(count: int) -> str:
-    return f"{count} node" + ("" if count == 1 else "s")
+    return counted(count, "node")
 
 
 def _bin(fraction: float, edges: Iterable[float] = (0.2, 0.4, 0.6, 0.8)) -> int:
@@ -192,7 +193,8 @@ def fused_note(profile: Profile, ops: dict[str, str]) -> str:
     else:
         how = "in equal parts, as their FLOPs could not be counted at the profiled shapes"
     return (
-        f"{len(fused)} runtime nodes ran several uploaded nodes each as one fused kernel "
+        f"{counted(len(fused), 'runtime node')} ran several uploaded nodes "
+        f"{'each ' if len(fused) > 1 else ''}as one fused kernel "
         f"(e.g. {example}); each kernel's time is split among all the nodes it ran {how}. "
         "Conversions the runtime inserted (layout reorders, Q/DQ) count with the nodes whose "
         "data they convert."

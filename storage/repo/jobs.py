@@ -71,8 +71,15 @@ def create_job(
     max_attempts: int = 3,
     unit: str = "configurations",
     submitted_by: str | None = None,
+    held_by: str | None = None,
+    lease_seconds: float = 300.0,
 ) -> JobRow:
-    """unit names what `total` counts in the first event (a serving study counts load points)."""
+    """unit names what `total` counts in the first event (a serving study counts load points).
+
+    held_by: a worker id the job is created already claimed by (running, attempt 1, a lease of
+    lease_seconds), in the same INSERT: the terminal that runs its own job (`optiboard run`,
+    `regress`) so that no worker polling beside it can claim it first.
+    """
     with session_scope() as session:
         job = Job(
             submitted_by=submitted_by,
@@ -84,9 +91,19 @@ def create_job(
             max_attempts=max_attempts,
             state=JobState.QUEUED.value,
         )
+        if held_by is not None:
+            job.state = JobState.RUNNING.value
+            job.worker_id = held_by
+            job.attempts = 1
+            job.started_at = db_utcnow()
+            job.lease_expires_at = db_utcnow(lease_seconds)
         session.add(job)
         session.flush()
         session.add(Event(job_id=job.id, level="info", message=f"queued {total} {unit}"))
+        if held_by is not None:
+            session.add(Event(job_id=job.id, level="info", message=f"claimed by {held_by}"))
+        session.flush()
+        session.refresh(job)
         return _job_row(job)
 
 
