@@ -137,10 +137,10 @@ def time_overlay(structure: GraphStructure, profile: Profile, label: str) -> Ove
     (Profile.parts), so the Conv carries it, not the Relu the kernel's name or output points at;
     each tooltip names the kernel, the nodes it ran with and the part given to this node."""
     per_run = per_source_us(profile)
-    total = sum(per_run.values()) or 1.0
+    total = profile.total_us / profile.runs or 1.0  # every runtime node's, traced or not
     ran_as: dict[str, list[str]] = defaultdict(list)
     for node in sorted(profile.nodes, key=lambda n: -n.total_us):  # hottest runtime node first
-        for source, part in profile.parts(node) if node.source_nodes else []:
+        for source, part in profile.parts(node):
             line = f"{node.name} ({node.op_type}, {node.provider}, {node.per_run_us:.1f} us)"
             others = [s for s in node.source_nodes if s != source]
             if others:
@@ -182,13 +182,13 @@ def fused_note(profile: Profile, ops: dict[str, str]) -> str:
     hottest = fused[0]
     example = "+".join(dict.fromkeys(ops.get(s, "?") for s in hottest.source_nodes))
     main, part = max(profile.parts(hottest), key=lambda p: p[1])
-    counted = [_by_flops(profile, n) for n in fused]
-    if all(counted):
+    split = [_by_flops(profile, n) for n in fused]
+    if all(split):
         how = (
             f"by their FLOPs counted at the profiled shapes (the hottest, {hottest.name}, gives "
             f"{part:.0%} of its time to {main}, a {ops.get(main, '?')})"
         )
-    elif any(counted):
+    elif any(split):
         how = "by their FLOPs, or in equal parts where their FLOPs could not be counted"
     else:
         how = "in equal parts, as their FLOPs could not be counted at the profiled shapes"
