@@ -1,5 +1,6 @@
 """`optiboard baseline pin|unpin|list|rerun`: baselines from a terminal, each change audited as
-`cli:<os user>` like the other commands. backend/cli.py calls `register_baseline(sub, run_now)`."""
+`cli:<os user>` like the other commands. backend/cli.py calls
+`register_baseline(sub, Terminal.new)`."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from collections.abc import Callable
 from backend import baselines
 from backend.auth.audit import Action, audited
 from backend.auth.cli import cli_principal
-from backend.jobs.context import JobOutcome
-from backend.records import JobRow
+from backend.jobs.context import Foreground
+from backend.reporting.counts import counted
 from backend.reporting.text import table
 from storage.states import JobState
 
@@ -61,19 +62,21 @@ def cmd_list(_: argparse.Namespace) -> int:
 
 def cmd_rerun(args: argparse.Namespace) -> int:
     with audited(cli_principal(), Action.SUBMIT, f"job {args.job}", baseline_rerun=args.env):
-        job = baselines.rerun(args.job, env=args.env, model_id=args.model)
-    if args.submit:
+        here = None if args.submit else args.foreground()  # its job is created held by it
+        held_by = here.worker_id if here is not None else None
+        job = baselines.rerun(args.job, env=args.env, model_id=args.model, held_by=held_by)
+    if here is None:
         print(f"queued job {job.id}; its drift: `optiboard baseline list` once it has run")
         return 0
-    print(f"job {job.id}: {job.label}, {job.progress_total} configurations")
-    outcome = args.run_now(job)
+    print(f"job {job.id}: {job.label}, {counted(job.progress_total, 'configuration')}")
+    outcome = here.run(job)
     print("\n".join(drift_lines(args.job, job.id)))
     print(f"\njob {job.id} {outcome.state.value}")
     return 0 if outcome.state == JobState.SUCCEEDED else 1
 
 
 def register_baseline(
-    sub: argparse._SubParsersAction, run_now: Callable[[JobRow], JobOutcome]
+    sub: argparse._SubParsersAction, foreground: Callable[[], Foreground]
 ) -> None:
     """Add `baseline` and its verbs to the main parser."""
     p = sub.add_parser("baseline", help="pin a job as a baseline, re-run it, see its drift")
@@ -94,4 +97,4 @@ def register_baseline(
     v.add_argument("--env", help="the runtime environment (default: the baseline's own)")
     v.add_argument("--model", type=int, help="another upload (a re-export) instead of its model")
     v.add_argument("--submit", action="store_true", help="queue it for the worker")
-    v.set_defaults(func=cmd_rerun, run_now=run_now)
+    v.set_defaults(func=cmd_rerun, foreground=foreground)

@@ -99,9 +99,12 @@ def is_pinned(job_id: int) -> bool:
     return baseline_store.get(job_id) is not None
 
 
-def rerun(job_id: int, env: str | None = None, model_id: int | None = None) -> JobRow:
+def rerun(
+    job_id: int, env: str | None = None, model_id: int | None = None, held_by: str | None = None
+) -> JobRow:
     """Queue the pinned job's configurations again on `env` (default: the baseline's own) and
-    `model_id` (default: the same upload); refusals store nothing."""
+    `model_id` (default: the same upload); refusals store nothing. held_by: created already
+    claimed by that worker (the terminal running it, storage.repo.jobs.create_job)."""
     if not is_pinned(job_id):
         raise UserError(
             f"Job {job_id} is not pinned as a baseline; pin it first: "
@@ -116,7 +119,7 @@ def rerun(job_id: int, env: str | None = None, model_id: int | None = None) -> J
     label = f"re-run of baseline {job_id} on {name}" + (
         f" (model {model})" if model != job.model_id else ""
     )
-    return jobs.submit_sweep(model, spec, label=label)
+    return jobs.submit_sweep(model, spec, label=label, held_by=held_by)
 
 
 def reruns(job_id: int) -> list[JobRow]:

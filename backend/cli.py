@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from backend.models import library
 from backend.queue import jobs
 from backend.queue.worker_args import add_worker_arguments
 from backend.records import JobRow
+from backend.reporting.counts import counted
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
@@ -117,30 +119,47 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     job = jobs.submit_sweep(args.model, _spec(args), label=args.label)
     print(
-        f"queued job {job.id} with {job.progress_total} configurations; "
+        f"queued job {job.id} with {counted(job.progress_total, 'configuration')}; "
         f"follow it with `optiboard show {job.id}`"
     )
     return 0
 
 
-def run_now(job: JobRow, on_result: OnResult | None = None) -> JobOutcome:
-    """Run a queued job in this terminal, as a worker of its own; stored like any job."""
-    from backend.queue.worker import JobRunner, register, worker_id_for_this_process
-    from storage.repo import jobs as job_store
+@dataclass(frozen=True)
+class Terminal:
+    """This terminal as a worker of its own (backend.jobs.context.Foreground), for `run`,
+    `regress` and `baseline rerun`: the command creates its job already claimed by worker_id,
+    in the one INSERT, so a worker polling beside it (scripts/run always starts one) can never
+    take it between the job's creation and this process's start (it reads every provider to
+    register, long enough for a worker to claim a queued job first)."""
 
-    worker_id = worker_id_for_this_process()
-    register(worker_id)
-    claimed = job_store.claim_job(worker_id, lease_seconds=300, job_id=job.id)
-    if claimed is None:
-        raise UserError(
-            f"Job {job.id} was taken by a running worker; follow it with `optiboard show {job.id}`."
-        )
-    return JobRunner(worker_id, lease_seconds=300, on_result=on_result).run(claimed)
+    worker_id: str
+
+    @classmethod
+    def new(cls) -> Terminal:
+        from backend.queue.worker import worker_id_for_this_process
+
+        return cls(worker_id_for_this_process())
+
+    def run(self, job: JobRow, on_result: OnResult | None = None) -> JobOutcome:
+        """Run the job this terminal holds; stored like any job."""
+        from backend.queue.worker import JobRunner, register
+
+        if job.worker_id != self.worker_id:  # only a job created held by it (held_by)
+            raise RuntimeError(f"job {job.id} is not held by this terminal")
+        register(self.worker_id)
+        return JobRunner(self.worker_id, lease_seconds=LEASE_S, on_result=on_result).run(job)
+
+
+LEASE_S = 300  # the terminal's lease on its job, renewed while it runs (backend/jobs/lease.py)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a sweep now in this terminal; it is stored like any job."""
-    job = jobs.submit_sweep(args.model, _spec(args), label=args.label or "cli run")
+    here = Terminal.new()
+    job = jobs.submit_sweep(
+        args.model, _spec(args), label=args.label or "cli run", held_by=here.worker_id
+    )
     collected: list[ConfigurationResult] = []
 
     def progress(result: ConfigurationResult, index: int, total: int) -> None:
@@ -151,8 +170,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         status = f"p50 {result.latency.p50:.3f} ms" if result.ok else result.status.value
         print(f"[{bar}] {len(collected)}/{total} {result.config_key}: {status}", flush=True)
 
-    print(f"job {job.id}: {job.progress_total} configurations")
-    outcome = run_now(job, progress)
+    print(f"job {job.id}: {counted(job.progress_total, 'configuration')}")
+    outcome = here.run(job, progress)
     print("\n" + results_table(collected, jobs.spec_of(job).prices))
     if sentence := cheapest_line([job.id]):
         print(sentence)
@@ -309,8 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_worker)
     for register in (register_compat, register_users, register_generate):
         register(sub)
-    register_regress(sub, run_now)
-    register_baseline(sub, run_now)
+    register_regress(sub, Terminal.new)
+    register_baseline(sub, Terminal.new)
     serving = register_serving(sub)
     register_advice(serving)
     register_llm_serving(serving)

@@ -3,7 +3,7 @@ CNN, a transformer encoder and a decoder LM; an A/A check repeated; a planted re
 
 Section 1 is a real job in a throwaway data folder: the three models uploaded, one regression
 check over all three submitted (submit_regression, as `optiboard regress 1,2,3` does) and run by
-this process as a worker of its own (backend/cli.py run_now); what it prints is the check's own
+this process as a worker of its own (backend/cli.py Terminal); what it prints is the check's own
 report (summary, table, op diffs) read back from the stored results, with each model's samples,
 rounds and wall time. Sections 2 and 3 run single pairs through the kind's code (run_pair and
 compare_sides). Each pair: two sandboxed dialog children, one per environment's interpreter,
@@ -117,7 +117,7 @@ def one_check(base: RegressionSpec, paths: dict[str, Path], folder: Path) -> Non
     data.mkdir(mode=0o700)
     settings.DATA_DIR.set(str(data))  # read when first used: a throwaway library
     settings.DATABASE_URL.set(None)  # its SQLite file, not a configured database
-    from backend.cli import run_now
+    from backend.cli import Terminal
     from backend.jobs.regressspec import submit_regression
     from backend.jobs.regressview import pair_rows, text_report
     from backend.models.ingest import ingest_file
@@ -126,9 +126,10 @@ def one_check(base: RegressionSpec, paths: dict[str, Path], folder: Path) -> Non
 
     ids = [ingest_file(path, path.name, name=name).id for name, path in paths.items()]
     spec = replace(base, dims=(("seq", 128),))  # the encoder's seq; the others have no 'seq'
-    job = submit_regression(ids, spec, label="bench: three models")
+    here = Terminal.new()
+    job = submit_regression(ids, spec, label="bench: three models", held_by=here.worker_id)
     started = time.monotonic()
-    outcome = run_now(job)
+    outcome = here.run(job)
     wall = time.monotonic() - started
     stored = jobs.stored_results(job.id)
     spec = RegressionSpec.from_dict(jobs.get_job(job.id).spec)  # as stored: with its models

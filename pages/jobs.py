@@ -19,6 +19,7 @@ from backend.models import library
 from backend.queue import jobs, progress
 from backend.records import JobKind, JobRow, JobState, is_serving, utcnow
 from backend.reporting import profilecharts
+from backend.reporting.counts import counted
 from backend.reporting.metrics import pick
 from backend.results import StoredResult, fp32_baseline
 from backend.specs import SweepSpec
@@ -174,7 +175,12 @@ def profile_views(job_id: int, profiled: list[StoredResult], model_id: int) -> N
         tabs[1].plotly_chart(profilecharts.op_type_bars(profile), key=f"ops-{job_id}")
         baseline = fp32_baseline(profiled, chosen.configuration)
         fp32 = stored_profile(baseline.result.telemetry) if baseline else None
-        if fp32 is None or baseline is chosen:
+        if baseline is chosen:  # the FP32 run itself: nothing to hold it against
+            tabs[2].caption(
+                f"{plain(chosen.configuration.label)} is the FP32 run itself; pick a configuration "
+                "of another precision to see its time per uploaded node against this one."
+            )
+        elif fp32 is None:
             tabs[2].caption("No profiled FP32 run of the same provider and batch in this job.")
         else:
             figure = profilecharts.diff_bars(fp32, profile, ("FP32", chosen.configuration.label))
@@ -190,6 +196,7 @@ def hottest_nodes(profile: Profile, model_id: int, result_id: int) -> None:
     """The hottest nodes, each linked to the Graph page's Netron view with it selected and the
     graph coloured by this result's time shares."""
     rows = profilecharts.hottest_rows(profile, _focus_keys(model_id))
+    untraced = sum(row["uploaded_node"] is None for row in rows)
     view = f"graph?model={model_id}&overlay=time&result={result_id}"
     for row in rows:
         focus = row.pop("focus")
@@ -209,6 +216,14 @@ def hottest_nodes(profile: Profile, model_id: int, result_id: int) -> None:
     st.caption(
         "Each link opens the uploaded graph in Netron with that node selected, coloured by "
         "this configuration's time share per node."
+        + (
+            f" {counted(untraced, 'node')} without an uploaded node (–): traced to no node of "
+            "the uploaded main graph (a node inside an If or Loop branch, whose time its "
+            "parent's includes, or one the runtime added); Against FP32 leaves "
+            f"{'it' if untraced == 1 else 'them'} out too."
+            if untraced
+            else ""
+        )
     )
     st.page_link(
         "pages/graph.py",
@@ -381,8 +396,8 @@ def _summary(job: JobRow, state: progress.JobProgress, stored: list[StoredResult
     not_ok = Counter(r.status.value for r in stored if not r.ok)
     st.progress(
         state.fraction,
-        text=f"{STATE_ICONS[job.state.value]} · {state.done} of {state.total} "
-        + ("points" if job.kind == JobKind.GENERATION else "configurations")
+        text=f"{STATE_ICONS[job.state.value]} · {state.done} of "
+        + counted(state.total, "point" if job.kind == JobKind.GENERATION else "configuration")
         + "".join(f" · {count} {status}" for status, count in not_ok.items()),
     )
     info = st.columns(4)

@@ -87,8 +87,16 @@ class Profile:
         return any(s in kept for s in _stages(node.name)) or KEPT_CLIP in node.name
 
     def parts(self, node: NodeProfile) -> list[tuple[str, float]]:
-        """(uploaded node, its part of this runtime node's time): by counted FLOPs (fusion.py)."""
-        sources = node.source_nodes or [node.name]
+        """(uploaded node, its part of this runtime node's time): by counted FLOPs (fusion.py).
+
+        The one mapping every view reads (Hottest nodes, Against FP32, the Graph page's time
+        overlay and variant diff). None for a runtime node traced to no uploaded node: its own
+        name is no uploaded node's (a node of an If's branch is named in its body, 'Neg_0',
+        where the main graph may hold another 'Neg_0'), and its time is already inside its
+        parent's (ORT times the If around its branch)."""
+        sources = node.source_nodes
+        if not sources:
+            return []
         return list(zip(sources, flop_parts(sources, self.source_flops), strict=True))
 
     def main_source(self, node: NodeProfile) -> tuple[str, str] | None:

@@ -74,7 +74,7 @@ class VariantDiff:
             for node in profile.nodes:
                 # an uploaded node gets its part of a fused kernel (by FLOPs, Profile.parts),
                 # the runtime node its whole time
-                weights = dict(profile.parts(node)) if node.source_nodes else {}
+                weights = dict(profile.parts(node))
                 weights.setdefault(node.name, 1.0)
                 for key, weight in weights.items():
                     times[key] = times.get(key, 0.0) + node.total_us / total * weight

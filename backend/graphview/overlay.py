@@ -27,6 +27,7 @@ from backend.engine.profile import (
 )
 from backend.graphview.structure import GraphStructure
 from backend.models.cost import ModelCost
+from backend.reporting.counts import counted
 
 # kind -> what the Graph page's picker says; "" draws the plain graph
 KINDS = {
@@ -94,7 +95,7 @@ class Overlay:
 
 
 def nodes(count: int) -> str:
-    return f"{count} node" + ("" if count == 1 else "s")
+    return counted(count, "node")
 
 
 def _bin(fraction: float, edges: Iterable[float] = (0.2, 0.4, 0.6, 0.8)) -> int:
@@ -136,10 +137,10 @@ def time_overlay(structure: GraphStructure, profile: Profile, label: str) -> Ove
     (Profile.parts), so the Conv carries it, not the Relu the kernel's name or output points at;
     each tooltip names the kernel, the nodes it ran with and the part given to this node."""
     per_run = per_source_us(profile)
-    total = sum(per_run.values()) or 1.0
+    total = profile.total_us / profile.runs or 1.0  # every runtime node's, traced or not
     ran_as: dict[str, list[str]] = defaultdict(list)
     for node in sorted(profile.nodes, key=lambda n: -n.total_us):  # hottest runtime node first
-        for source, part in profile.parts(node) if node.source_nodes else []:
+        for source, part in profile.parts(node):
             line = f"{node.name} ({node.op_type}, {node.provider}, {node.per_run_us:.1f} us)"
             others = [s for s in node.source_nodes if s != source]
             if others:
@@ -181,18 +182,19 @@ def fused_note(profile: Profile, ops: dict[str, str]) -> str:
     hottest = fused[0]
     example = "+".join(dict.fromkeys(ops.get(s, "?") for s in hottest.source_nodes))
     main, part = max(profile.parts(hottest), key=lambda p: p[1])
-    counted = [_by_flops(profile, n) for n in fused]
-    if all(counted):
+    split = [_by_flops(profile, n) for n in fused]
+    if all(split):
         how = (
             f"by their FLOPs counted at the profiled shapes (the hottest, {hottest.name}, gives "
             f"{part:.0%} of its time to {main}, a {ops.get(main, '?')})"
         )
-    elif any(counted):
+    elif any(split):
         how = "by their FLOPs, or in equal parts where their FLOPs could not be counted"
     else:
         how = "in equal parts, as their FLOPs could not be counted at the profiled shapes"
     return (
-        f"{len(fused)} runtime nodes ran several uploaded nodes each as one fused kernel "
+        f"{counted(len(fused), 'runtime node')} ran several uploaded nodes "
+        f"{'each ' if len(fused) > 1 else ''}as one fused kernel "
         f"(e.g. {example}); each kernel's time is split among all the nodes it ran {how}. "
         "Conversions the runtime inserted (layout reorders, Q/DQ) count with the nodes whose "
         "data they convert."

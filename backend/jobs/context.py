@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from backend.jobs.lease import LeaseKeeper
 from backend.jobs.produced import store_produced_files
@@ -32,6 +33,16 @@ class JobOutcome:
 
     state: JobState
     error: str | None = None
+
+
+class Foreground(Protocol):
+    """This terminal as a worker of its own (backend/cli.py's): its job is created already
+    claimed by `worker_id` (create_job's held_by), so a worker polling beside it never takes
+    it first, and `run` runs that held job here."""
+
+    worker_id: str
+
+    def run(self, job: JobRow, on_result: OnResult | None = None) -> JobOutcome: ...
 
 
 class JobContext:

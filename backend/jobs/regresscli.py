@@ -10,7 +10,7 @@ from collections.abc import Callable
 from backend.cli_parsing import dims_from_pairs
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
-from backend.jobs.context import JobOutcome
+from backend.jobs.context import Foreground
 from backend.jobs.regressspec import (
     MAX_PROCESSES,
     MIN_ROUNDS,
@@ -18,8 +18,9 @@ from backend.jobs.regressspec import (
     RegressionSpec,
     submit_regression,
 )
-from backend.records import JobKind, JobRow, get_job, stored_results
+from backend.records import JobKind, get_job, stored_results
 from backend.reporting import regression as stats
+from backend.reporting.counts import counted
 from backend.reporting.text import table
 from backend.runtimeenvs import DEFAULT, describe
 from backend.specs import MEASURE_PRESETS
@@ -75,16 +76,18 @@ def cmd_regress(args: argparse.Namespace) -> int:
     if not models:
         raise UserError("Name the model to check: optiboard regress MODEL --env-b NAME.")
     spec = spec_of(args)
-    job = submit_regression(models, spec, label=args.label)
-    if args.submit:
+    here = None if args.submit else args.foreground()  # its job is created held by it
+    held_by = here.worker_id if here is not None else None
+    job = submit_regression(models, spec, label=args.label, held_by=held_by)
+    if here is None:
         print(f"queued job {job.id}; its report: `optiboard regress --report {job.id}`")
         return 0
     several = f" on each of {len(models)} models" if len(models) > 1 else ""
     print(
-        f"job {job.id}: {spec.env_a} against {spec.env_b}, {len(spec.configurations())} "
-        f"configurations{several}, timed interleaved"
+        f"job {job.id}: {spec.env_a} against {spec.env_b}, "
+        f"{counted(len(spec.configurations()), 'configuration')}{several}, timed interleaved"
     )
-    outcome = args.run_now(job)
+    outcome = here.run(job)
     print(report(job.id))
     print(f"\njob {job.id} {outcome.state.value}")
     return 0 if outcome.state == JobState.SUCCEEDED else 1
@@ -96,11 +99,10 @@ def cmd_envs(_: argparse.Namespace) -> int:
     return 0
 
 
-def register_regress(
-    sub: argparse._SubParsersAction, run_now: Callable[[JobRow], JobOutcome]
-) -> None:
-    """Add `regress` and `envs` to the main parser; run_now runs a queued job in this terminal
-    (backend/cli.py's, the one command module that starts the worker's loop)."""
+def register_regress(sub: argparse._SubParsersAction, foreground: Callable[[], Foreground]) -> None:
+    """Add `regress` and `envs` to the main parser; foreground makes this terminal a worker of
+    its own that runs the check here (backend/cli.py's, the one command module that starts the
+    worker's loop)."""
     p = sub.add_parser(
         "regress", help="the same configurations on two runtime environments, with a verdict"
     )
@@ -151,7 +153,7 @@ def register_regress(
     p.add_argument("--submit", action="store_true", help="queue it for the worker")
     p.add_argument("--report", type=int, metavar="JOB", help="print a stored check's report")
     p.add_argument("--label")
-    p.set_defaults(func=cmd_regress, run_now=run_now)
+    p.set_defaults(func=cmd_regress, foreground=foreground)
     sub.add_parser("envs", help="runtime environments and whether each is set up").set_defaults(
         func=cmd_envs
     )

@@ -206,10 +206,14 @@ def split_key(key: str) -> SideKey | None:
 
 
 def submit_regression(
-    model: int | Sequence[int], spec: RegressionSpec, label: str | None = None
+    model: int | Sequence[int],
+    spec: RegressionSpec,
+    label: str | None = None,
+    held_by: str | None = None,
 ) -> JobRow:
     """Check both environments and every model, then queue one job (its model: the first
-    checked); a refusal stores nothing. `model`: one id, or the ids of several models in order."""
+    checked); a refusal stores nothing. `model`: one id, or the ids of several models in order.
+    held_by: created already claimed by that worker (the terminal running it, create_job)."""
     models = (model,) if isinstance(model, int) else tuple(model)
     if not models:
         raise UserError("Name the model to check: optiboard regress MODEL --env-b NAME.")
@@ -230,4 +234,5 @@ def submit_regression(
         label=label,
         submitted_by=current_actor(),
         kind=KIND,
+        held_by=held_by,
     )

@@ -28,8 +28,11 @@ from storage.repo.jobs import EventRow, JobRow
 from storage.states import JobState
 
 
-def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> JobRow:
-    """Queue one job holding every configuration of the sweep."""
+def submit_sweep(
+    model_id: int, spec: SweepSpec, label: str | None = None, held_by: str | None = None
+) -> JobRow:
+    """Queue one job holding every configuration of the sweep; held_by: created already
+    claimed by that worker (the terminal of `optiboard run`, storage.repo.jobs.create_job)."""
     model = get_model(model_id)
     check_dim_names(dict(spec.symbolic_dims), stored_dim_names(model.inputs, model.outputs))
     if spec.fp32_nodes:
@@ -60,6 +63,7 @@ def submit_sweep(model_id: int, spec: SweepSpec, label: str | None = None) -> Jo
         label=label,
         submitted_by=actor(),
         kind=JobKind.SWEEP.value,
+        held_by=held_by,
     )
 
 

@@ -119,7 +119,7 @@ def hottest_rows(profile: Profile, focus: dict[str, str], count: int = 10) -> li
     rows = []
     for node in profile.hottest(count):
         # a fused kernel stands for the uploaded node it mostly ran (the Conv of Conv+Relu)
-        parts = sorted(profile.parts(node), key=lambda part: -part[1]) if node.source_nodes else []
+        parts = sorted(profile.parts(node), key=lambda part: -part[1])
         source = next((name for name, _ in parts if name in focus), None)
         rows.append(
             {

@@ -1,4 +1,8 @@
-"""Jobs and their events; every job state transition happens here, as a conditional UPDATE."""
+"""Jobs and their events; every job state transition happens here, as a conditional UPDATE.
+
+Why long: one module owns every transition (queued, held at creation, claimed, renewed, requeued,
+finished, cancelled), so a reader checks the state machine in one file.
+"""
 
 from __future__ import annotations
 
@@ -71,8 +75,18 @@ def create_job(
     max_attempts: int = 3,
     unit: str = "configurations",
     submitted_by: str | None = None,
+    held_by: str | None = None,
 ) -> JobRow:
-    """unit names what `total` counts in the first event (a serving study counts load points)."""
+    """unit names what `total` counts in the first event (a serving study counts load points).
+    held_by: a worker id the job is inserted already claimed by (attempt 1, a 300 s lease), so
+    no worker polling beside the terminal that runs it (`optiboard run`, `regress`) takes it."""
+    held = dict(
+        state=JobState.RUNNING.value,
+        worker_id=held_by,
+        attempts=1,
+        started_at=db_utcnow(),
+        lease_expires_at=db_utcnow(300),
+    )
     with session_scope() as session:
         job = Job(
             submitted_by=submitted_by,
@@ -82,11 +96,15 @@ def create_job(
             label=label,
             progress_total=total,
             max_attempts=max_attempts,
-            state=JobState.QUEUED.value,
+            **(held if held_by else {"state": JobState.QUEUED.value}),
         )
         session.add(job)
         session.flush()
         session.add(Event(job_id=job.id, level="info", message=f"queued {total} {unit}"))
+        if held_by:
+            session.add(Event(job_id=job.id, level="info", message=f"claimed by {held_by}"))
+        session.flush()
+        session.refresh(job)
         return _job_row(job)
 
 

@@ -243,7 +243,7 @@ def test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples(
     capsys.readouterr()
     assert main(["regress", "1,2", *args]) == 0  # in this process: no interpreter to start
     printed = capsys.readouterr().out
-    assert "1 configurations on each of 2 models" in printed
+    assert "1 configuration on each of 2 models" in printed
 
     job = jobs.get_job(1)
     spec = RegressionSpec.from_dict(job.spec)
