@@ -10,15 +10,7 @@
 #   3. bench/h200_llm.sh's torch stage again (Llama-3.2-1B shape, random fp16 weights, eager, and
 #      compiled with COMPILE=1; 1 and 64 sequences), to compare with bench/results/h200_llm_torch.txt.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-site=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib'))")
-out="${OUT:-/tmp}"
-python3 -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" \
-    "$site" .whl/cli/*.whl
-mkdir -p /tmp/gsc-bin && install -m 0755 .whl/gsc/bwrap /tmp/gsc-bin/bwrap
-export OPTIBOARD_BWRAP=/tmp/gsc-bin/bwrap OPTIBOARD_DATA_DIR=/tmp/llm-data OPTIBOARD_CHILD_PROCS=4096
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+source "$(dirname "$0")/device_setup.sh"
 
 show() {  # a generate JSON as the CLI prints it: the table, then what ran and the notes
     python3 - "$1" <<'EOF'

@@ -11,15 +11,7 @@
 #      128 new tokens, 1 sequence;
 #   3. the tiny trained Llama through the product, eager and compiled: their greedy tokens.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-site=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib'))")
-out="${OUT:-/tmp}"
-python3 -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" \
-    "$site" .whl/cli/*.whl
-mkdir -p /tmp/gsc-bin && install -m 0755 .whl/gsc/bwrap /tmp/gsc-bin/bwrap
-export OPTIBOARD_BWRAP=/tmp/gsc-bin/bwrap OPTIBOARD_DATA_DIR=/tmp/llm-data OPTIBOARD_CHILD_PROCS=4096
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+source "$(dirname "$0")/device_setup.sh"
 python3 bench/torch_hf_shape.py /tmp/llm/hf-1b | tail -1
 
 show() {  # a generate JSON as the CLI prints it
