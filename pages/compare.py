@@ -281,8 +281,8 @@ def comparison() -> None:
                 col.caption(plain(beyond[key] or ""))
 
     st.subheader("Speedups" + (f" against {plain(baseline)}" if baseline else ""))
-    columns = ["label", "status", "p50_ms", "p90_ms", "p99_ms", "throughput", "cost_per_million"]
-    columns += ["price_per_hour", "speedup"]
+    columns = ["label", "status", "stable", "p50_ms", "p90_ms", "p99_ms", "throughput"]
+    columns += ["cost_per_million", "price_per_hour", "speedup", "speedup_firm"]
     columns += ["throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
     columns += ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
     columns += ["j_per_sample_above_idle", "idle_w"]
@@ -301,6 +301,12 @@ def comparison() -> None:
             "throughput_ratio": _number("throughput_ratio"),
             "accuracy_loss": _number("accuracy_loss", label=loss_label),
             "pareto": st.column_config.CheckboxColumn("Pareto"),
+            "stable": st.column_config.CheckboxColumn(
+                "Stable", help="The measurement's windows agreed; an unstable one claims nothing"
+            ),
+            "speedup_firm": st.column_config.CheckboxColumn(
+                "Firm speedup", help="Its baseline measured stable, so the speedup is a firm figure"
+            ),
             "eval_top1_accuracy": _number(
                 "eval_top1_accuracy", help="Against the evaluation set's labels"
             ),
