@@ -126,14 +126,16 @@ def _measured(
 UNLESS_SAME = (stats.SLOWER, stats.FASTER, FAILED, stats.UNCLEAR, stats.TOO_FEW)
 
 
-def _said(r: PairRow) -> str:
-    """'slower, B/A 1.342 [1.201, 1.450]', 'failed: why', or why there is no verdict."""
+def _said(r: PairRow, min_change: float) -> str:
+    """'slower, B/A 1.342 [1.201, 1.450]', 'failed: why', or why there is no verdict; unclear
+    says why and what to do."""
     iv = r.interval
     if r.error or iv is None:
         return f"{FAILED}: {r.error}"
     if r.verdict == stats.TOO_FEW:
         return stats.too_few_sentence(iv)
-    return f"{r.verdict}, B/A {iv.ratio:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+    said = f"{r.verdict}, B/A {iv.ratio:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+    return said + (f": {stats.unclear_said(min_change)}" if r.verdict == stats.UNCLEAR else "")
 
 
 def model_verdict(rows: list[PairRow]) -> str:
@@ -160,9 +162,10 @@ def summary_lines(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> 
             continue
         verdicts[name] = model_verdict(own)
         if len(own) == 1:
-            lines.append(f"{name}: {_said(own[0])}")
+            lines.append(f"{name}: {_said(own[0], spec.min_change)}")
         else:
-            lines.append(f"{name}: " + "; ".join(f"{r.configuration} {_said(r)}" for r in own))
+            said = (f"{r.configuration} {_said(r, spec.min_change)}" for r in own)
+            lines.append(f"{name}: " + "; ".join(said))
     if len(by_model) > 1:
         lines.append(overall_line(verdicts, len(by_model)))
     return lines

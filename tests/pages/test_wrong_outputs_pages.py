@@ -47,7 +47,9 @@ def test_jobs_and_compare_show_wrong_outputs_and_compare_ranks_only_ok_rows(
     table = next(d.value for d in at.dataframe if "speedup" in d.value.columns)
     picked = table.set_index("status")
     assert picked.loc["wrong outputs", "speedup"] != picked.loc["wrong outputs", "speedup"]  # NaN
-    assert not picked.loc["wrong outputs", "pareto"] and picked.loc["ok", "pareto"]
+    firm = picked["stable"].ne(False) & picked["speedup_firm"]  # a busy host may leave none
+    assert not picked.loc["wrong outputs", "pareto"]
+    assert picked.loc["ok", "pareto"] == firm.loc["ok"]
 
 
 def test_optimize_sets_the_bound_and_a_reopened_sweep_keeps_it(

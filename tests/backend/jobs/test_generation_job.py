@@ -88,7 +88,9 @@ def test_worker_runs_fp32_and_int4_and_stores_every_point(data_dir: Path, tmp_pa
         assert sum(len(trace.x) for trace in figure.data) >= 4
     # a point judged wrong is still drawn, but never on the perplexity/speed Pareto front
     fastest = frame["output_tokens_per_s"].idxmax()
-    judged = frame.assign(status=["wrong outputs" if i == fastest else "ok" for i in frame.index])
+    judged = frame.assign(  # all stable, as a quiet host measures them: the front is not empty
+        status=["wrong outputs" if i == fastest else "ok" for i in frame.index], stable=True
+    )
     front = next(t for t in points.perplexity_vs_speed(judged).data if t.name == "Pareto front")
     assert frame.at[fastest, "output_tokens_per_s"] not in list(front.x)
 
