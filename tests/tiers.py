@@ -100,6 +100,8 @@ SLOW_MODULES = {
     ),
     "tests/pages/test_optimize_tensorrt.py": "worker run",
     "tests/pages/test_profile_views.py": "worker run with profiling",
+    "tests/pages/test_profile_if_branches.py": "worker run with profiling",
+    "tests/backend/test_cli_foreground.py": "a real worker beside two CLI runs",
     "tests/pages/test_serve_measured.py": "Triton and a worker run",
     "tests/pages/test_untrusted_text.py": "worker run behind every page",
     "tests/storage/test_migration_race.py": "racing processes on SQLite and PostgreSQL",
