@@ -11,6 +11,7 @@ import streamlit as st
 from backend.auth.roles import Permission
 from backend.forms import compare as compare_link
 from backend.reporting import charts, cost, exports, frames, front, price_mix
+from backend.reporting.counts import counted
 from backend.reporting.metrics import cost_axes
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus
@@ -369,8 +370,7 @@ def comparison() -> None:
             )
     failed = frame[~frame["status"].isin([ResultStatus.OK.value, ResultStatus.WRONG_OUTPUTS.value])]
     if not failed.empty:
-        count = len(failed)
-        with st.expander(f"{count} configuration{'s' if count != 1 else ''} did not run"):
+        with st.expander(f"{counted(len(failed), 'configuration')} did not run"):
             st.dataframe(failed[["label", "status", "error"]], hide_index=True, placeholder=EMPTY)
 
     side_by_side = runtimes_side_by_side(frame)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from backend.engine.profile import Profile
+from backend.reporting.counts import counted
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -270,7 +271,7 @@ def processes_said(interval: RatioInterval) -> str:
         values = ", ".join(f"{m:.4g}" for m in medians)
         apart = (max(medians) / min(medians) - 1) * 100 if min(medians) > 0 else 0.0
         spread = f" ({apart:.1f}% apart)" if len(medians) > 1 else ""
-        count = f"{len(medians)} process" + ("es" if len(medians) > 1 else "")
+        count = counted(len(medians), "process", "processes")
         parts.append(f"{side} in {count}: {values} ms{spread}")
     return "; ".join(parts)
 

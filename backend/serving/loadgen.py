@@ -27,6 +27,7 @@ from backend.errors import UserError
 from backend.hardware import visible_gpu_index
 from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
+from backend.reporting.counts import counted
 from backend.results import LatencyStats
 from backend.runtimeenvs import DEFAULT
 from backend.serving.scenarios import (
@@ -359,7 +360,7 @@ def _saturation(
             else f"{stopped}: this rate is beyond the client, not a server measurement"
         )
     if saturated:
-        senders = f"{parts} generator process" + ("es" if parts > 1 else "")
+        senders = counted(parts, "generator process", "generator processes")
         setting = settings.LOADGEN_PROCESSES.name
         saturated += f" ({senders}; more on a host with idle cores: {setting})"
     return saturated
