@@ -226,7 +226,8 @@ def needs_said(spec: RegressionSpec) -> str:
     if spec.processes == 1:
         return f"each side at least {need} samples (fewer: {stats.TOO_FEW}, no verdict)"
     return (
-        f"each side at least {need} samples in each process and {min(spec.processes, 2)} "
+        f"each side at least {need} samples in each process and "
+        f"{stats.processes_needed(spec.processes)} "
         f"processes (fewer: {stats.TOO_FEW}, no verdict)"
     )
 

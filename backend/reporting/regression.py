@@ -39,6 +39,12 @@ UNCLEAR = "unclear"  # the interval reaches past the smallest change: neither th
 VERDICTS = (SLOWER, FASTER, SAME, UNCLEAR, TOO_FEW)
 
 
+def processes_needed(asked: int) -> int:
+    """Processes a side needs for a verdict: 2 where 2 or more were asked (one process cannot
+    show an offset between processes), else 1."""
+    return min(asked, 2)
+
+
 def min_samples(confidence: float = CONFIDENCE) -> int:
     """The fewest samples per side a median's interval at `confidence` can rest on (6 at 95%).
 
@@ -81,9 +87,8 @@ class RatioInterval:
         )
 
     def processes_needed(self) -> int:
-        """Processes a side needs: 2 where 2 or more were asked (one process cannot show an
-        offset between processes), else 1."""
-        return min(self.processes_asked, 2)
+        """Processes a side needs (processes_needed of the processes asked)."""
+        return processes_needed(self.processes_asked)
 
 
 def bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
