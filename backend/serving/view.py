@@ -24,7 +24,7 @@ import pandas as pd
 
 from backend.errors import UserError
 from backend.pricing import Prices, or_default, price_for
-from backend.records import is_serving
+from backend.records import JobRow, is_serving
 from backend.reporting import frames
 from backend.reporting.cost import reprice
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
@@ -142,8 +142,8 @@ def serve_view(
         shown.append(rec.default)
     curves = {e.candidate.label: _curve_points(e, seed) for e in shown}
     chosen = {e.candidate.label: e.point for e in shown}
-    job = job_store.get_job(job_id)
-    name = exported_name(job.model_id if job else 0)
+    model = frame["model_id"].iloc[0]  # a sweep is of one model; None: its job is gone
+    name = exported_name(int(model) if pd.notna(model) else 0)
     return ServeView(rec, variants, curves, chosen, recommendation_cost(rec), name)
 
 
@@ -330,10 +330,15 @@ def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> 
 
 def study_of(job_id: int) -> ServingStudy:
     """The study a job holds (its SLO is the page's default bound)."""
+    return ServingStudy.from_dict(_study_job(job_id).spec)
+
+
+def _study_job(job_id: int) -> JobRow:
+    """The serving study's job row, or one sentence where the job is none."""
     job = job_store.get_job(job_id)
     if job is None or not is_serving(job):
         raise UserError(f"Job #{job_id} is not a serving study; pick one from the list.")
-    return ServingStudy.from_dict(job.spec)
+    return job
 
 
 def _prediction_note(study: ServingStudy, measured: bool, old_curves: int) -> str:
@@ -355,7 +360,8 @@ def _prediction_note(study: ServingStudy, measured: bool, old_curves: int) -> st
 def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()) -> StudyView:
     """The stored points of a serving study (as far as it has come), with predictions; priced
     by `prices` (an override), else by the study's stored prices."""
-    study = study_of(job_id)
+    job = _study_job(job_id)
+    study = ServingStudy.from_dict(job.spec)
     table = prices or or_default(study.prices)
     slo = slo_p99_ms or study.slo_p99_ms
     stored = study_points(job_id)
@@ -387,7 +393,7 @@ def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()
         note,
         cost,
         study.measure,
-        exported_name(job_store.get_job(job_id).model_id),  # study_of found the job
+        exported_name(job.model_id),
     )
 
 
