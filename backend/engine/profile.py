@@ -375,8 +375,11 @@ def untraced_note(profile: Profile, subject: str = "This profile was") -> str:
     (fusion.py), the sentence asking to profile again: its time per uploaded node keeps the old
     op mapping. '' for a profile stored since. The one test of it, for the Graph page's overlay
     and the Jobs page; `subject` names what was stored ("The profiles of A, B were")."""
-    if profile.fusions_traced:
-        return ""
+    return "" if profile.fusions_traced else untraced_sentence(subject)
+
+
+def untraced_sentence(subject: str) -> str:
+    """untraced_note's sentence, of profiles already known to be untraced."""
     return (
         f"{subject} stored before fused kernels were traced to every node they ran: a fused "
         "kernel's time may sit on one of its nodes only (e.g. the Relu of a Conv+Relu kernel). "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from backend.engine.profile import Profile, stored_profile, untraced_note
+from backend.engine.profile import stored_profile, untraced_note, untraced_sentence
 from backend.errors import UserError, last_line
 from backend.jobs.knee import skip_reason
 from backend.queue import jobs
@@ -280,16 +280,12 @@ def _generation_progress(job: JobRow) -> list[ConfigurationProgress]:
     return rows
 
 
-def _profile(sha256: str) -> Profile | None:
-    try:
-        return stored_profile({"profile_sha256": sha256})
-    except (UserError, OSError, ValueError, KeyError):  # missing or unreadable: nothing to say
-        return None
-
-
 @lru_cache(maxsize=1024)  # a stored profile never changes (content-addressed): read it once
 def _untraced(sha256: str) -> bool:
-    profile = _profile(sha256)
+    try:
+        profile = stored_profile({"profile_sha256": sha256})
+    except (UserError, OSError, ValueError, KeyError):  # missing or unreadable: nothing to say
+        return False
     return profile is not None and bool(untraced_note(profile))
 
 
@@ -297,9 +293,8 @@ def untraced_profiles(stored: list[StoredResult]) -> str:
     """The Graph page's sentence (profile.untraced_note), said of this job's configurations
     whose profiles were stored before fused kernels were traced; '' when none was."""
     old = [s for s in stored if _untraced(str(s.result.telemetry.get("profile_sha256") or ""))]
-    profile = _profile(str(old[0].result.telemetry["profile_sha256"])) if old else None
-    if profile is None:
+    if not old:
         return ""
     labels = ", ".join(s.configuration.label for s in old)
     subject = f"The profile of {labels} was" if len(old) == 1 else f"The profiles of {labels} were"
-    return untraced_note(profile, subject)
+    return untraced_sentence(subject)
