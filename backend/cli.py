@@ -32,6 +32,7 @@ from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
 from backend.serving.llm_cli import register_llm_serving
 from backend.specs import MEASURE_PRESETS, SweepSpec
+from storage.repo import jobs as job_store
 from storage.states import JobState
 
 
@@ -148,10 +149,8 @@ class Terminal:
         if job.worker_id != self.worker_id:  # only a job created held by it (held_by)
             raise RuntimeError(f"job {job.id} is not held by this terminal")
         register(self.worker_id)
-        return JobRunner(self.worker_id, lease_seconds=LEASE_S, on_result=on_result).run(job)
-
-
-LEASE_S = 300  # the terminal's lease on its job, renewed while it runs (backend/jobs/lease.py)
+        lease = job_store.HELD_LEASE_S  # the one it was created with, renewed while it runs
+        return JobRunner(self.worker_id, lease_seconds=lease, on_result=on_result).run(job)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

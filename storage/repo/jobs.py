@@ -66,6 +66,9 @@ def _job_row(job: Job) -> JobRow:
     return row_of(JobRow, job, state=JobState)
 
 
+HELD_LEASE_S = 300  # a job created held by a terminal: its first lease (renewed while it runs)
+
+
 def create_job(
     model_id: int,
     spec: dict[str, Any],
@@ -78,14 +81,15 @@ def create_job(
     held_by: str | None = None,
 ) -> JobRow:
     """unit names what `total` counts in the first event (a serving study counts load points).
-    held_by: a worker id the job is inserted already claimed by (attempt 1, a 300 s lease), so
-    no worker polling beside the terminal that runs it (`optiboard run`, `regress`) takes it."""
+    held_by: a worker id the job is inserted already claimed by (attempt 1, a HELD_LEASE_S
+    lease), so no worker polling beside the terminal that runs it (`optiboard run`, `regress`)
+    takes it."""
     held = dict(
         state=JobState.RUNNING.value,
         worker_id=held_by,
         attempts=1,
         started_at=db_utcnow(),
-        lease_expires_at=db_utcnow(300),
+        lease_expires_at=db_utcnow(HELD_LEASE_S),
     )
     with session_scope() as session:
         job = Job(
