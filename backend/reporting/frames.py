@@ -369,11 +369,6 @@ def add_accuracy_loss(frame: pd.DataFrame, metric: str = "mean_rel_error") -> pd
     return out
 
 
-def pareto_mask(speedup: np.ndarray, loss: np.ndarray) -> np.ndarray:
-    """True where no other point is at least as fast and as accurate, and better in one."""
-    return metrics.pareto_front(METRICS["speedup"], speedup, METRICS["accuracy_loss"], loss)
-
-
 __all__ = [
     "COLUMNS",
     "LOSS_METRICS",
@@ -383,7 +378,6 @@ __all__ = [
     "add_pareto",
     "add_speedups",
     "comparable_jobs",
-    "pareto_mask",
     "results_frame",
     "samples_for",
     "series_name",

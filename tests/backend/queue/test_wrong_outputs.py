@@ -17,6 +17,7 @@ import pytest
 from backend.jobs.knee import knee_summary, skip_reason
 from backend.queue import jobs, progress
 from backend.reporting import charts, frames
+from backend.reporting.metrics import REGISTRY, pareto_front
 from backend.reporting.text import results_table, why_lines
 from backend.serving.view import variants_from_results
 from backend.specs import Precision, SweepSpec
@@ -60,7 +61,9 @@ def test_nan_outputs_are_stored_wrong_and_kept_out_of_every_ranking(
     frame = frames.results_frame(job_ids=[job.id])
     fp32 = next(s for s in frame["series"] if "FP32" in s)
     view = frames.add_accuracy_loss(frames.add_speedups(frame, fp32), "cosine_distance")
-    pareto = frames.pareto_mask(view["speedup"], view["accuracy_loss"])
+    pareto = pareto_front(
+        REGISTRY["speedup"], view["speedup"], REGISTRY["accuracy_loss"], view["accuracy_loss"]
+    )
     fp16 = (view["precision"] == "fp16").to_numpy()
     assert np.isnan(view.loc[fp16, "speedup"]).all()
     assert np.isnan(view.loc[fp16, "throughput_ratio"]).all()

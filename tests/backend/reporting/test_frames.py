@@ -10,6 +10,7 @@ import numpy as np
 import onnxruntime
 
 from backend.reporting import charts, exports, frames
+from backend.reporting.metrics import REGISTRY, pareto_front
 from backend.specs import Precision
 from tests.pages.seed import add_model, finished_sweep
 
@@ -40,7 +41,8 @@ def test_speedup_compares_with_the_baseline_at_the_same_batch(
 def test_pareto_front_keeps_only_undominated_points() -> None:
     speedup = np.array([1.0, 2.0, 2.0, 1.5, np.nan])
     loss = np.array([0.0, 0.01, 0.02, 0.05, 0.0])
-    assert frames.pareto_mask(speedup, loss).tolist() == [True, True, False, False, False]
+    front = pareto_front(REGISTRY["speedup"], speedup, REGISTRY["accuracy_loss"], loss)
+    assert front.tolist() == [True, True, False, False, False]
 
 
 def test_exports_round_trip_and_report_is_self_contained(data_dir: Path, mlp_path: Path) -> None:

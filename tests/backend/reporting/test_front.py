@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from backend.reporting import charts, cost, frames, front
+from backend.reporting.metrics import REGISTRY, pareto_front
 from backend.specs import Precision, SweepSpec
 from tests.pages.seed import add_model, run_sweep
 
@@ -43,7 +44,12 @@ def test_an_unstable_point_beyond_the_front_is_left_off_it_and_named(
     assert shaky["pareto"].any()  # the stable points still make a front
     # the front is what the stable rows alone give
     stable_rows = view[view["stable"]]
-    alone = frames.pareto_mask(stable_rows["speedup"], stable_rows["accuracy_loss"])
+    alone = pareto_front(
+        REGISTRY["speedup"],
+        stable_rows["speedup"],
+        REGISTRY["accuracy_loss"],
+        stable_rows["accuracy_loss"],
+    )
     assert shaky.loc[stable_rows.index, "pareto"].tolist() == alone.tolist()
 
     row = view.loc[fastest]
