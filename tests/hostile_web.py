@@ -115,9 +115,9 @@ def signed_in_cookies(url: str, account: str) -> dict[str, str]:
     xsrf = xsrf_cookie(url)
     browser = returns.browser_key(xsrf)
     assert browser is not None
-    cookie = sessions.redeem(sessions.issue_ticket(account, browser), browser)
-    assert cookie is not None
-    return {XSRF_COOKIE: xsrf, sessions.COOKIE: cookie}
+    traded = sessions.trade(sessions.issue_ticket(account, browser), browser)
+    assert traded is not None
+    return {XSRF_COOKIE: xsrf, sessions.COOKIE: traded.cookie}
 
 
 async def _open(url: str, cookies: dict[str, str], hold: asyncio.Event, ready: asyncio.Future):

@@ -124,12 +124,6 @@ def ticket_pending(ticket: str, now: float | None = None) -> bool:
     return found is not None and found.until > now
 
 
-def redeem(ticket: str, browser: str | None, now: float | None = None) -> str | None:
-    """The cookie value of trade(), for callers that only need the cookie."""
-    traded = trade(ticket, browser, now)
-    return None if traded is None else traded.cookie
-
-
 def trade(ticket: str, browser: str | None, now: float | None = None) -> Traded | None:
     """The cookie value and return address for a valid ticket presented by the browser it was
     issued to, once, while its session is live.

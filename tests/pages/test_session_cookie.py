@@ -41,7 +41,7 @@ def test_a_sign_in_is_not_shown_as_done_until_the_browser_has_its_cookie(
     at.run()  # a rerun before the browser got there (a dropped element): sent again
     assert len(_going(at)) == 1 and ticket in _going(at)[0]
 
-    assert sessions.redeem(ticket, "browser-key") is not None  # the browser traded it
+    assert sessions.trade(ticket, "browser-key") is not None  # the browser traded it
     at.run()  # this tab has no cookie (the browser left it for the page the route loaded)
     assert _going(at) == [] and TICKET_KEY not in at.session_state
     assert "Signed in as" not in _text(at)

@@ -13,20 +13,20 @@ PASSWORD = "correct horse battery"
 
 def _cookie(name: str = "ada", now: float | None = None) -> str:
     ticket = sessions.issue_ticket(name, "browser-1", now=now)
-    cookie = sessions.redeem(ticket, "browser-1", now=now)
-    assert cookie is not None
-    return cookie
+    traded = sessions.trade(ticket, "browser-1", now=now)
+    assert traded is not None
+    return traded.cookie
 
 
 def test_a_ticket_is_spent_once_and_only_by_the_browser_it_was_issued_to(data_dir: Path) -> None:
     accounts.add_account(cli_principal(), "ada", "editor", PASSWORD)
     ticket = sessions.issue_ticket("ada", "browser-1")
 
-    assert sessions.redeem(ticket, "browser-2") is None  # another browser: refused and spent
-    assert sessions.redeem(ticket, "browser-1") is None
+    assert sessions.trade(ticket, "browser-2") is None  # another browser: refused and spent
+    assert sessions.trade(ticket, "browser-1") is None
     late = sessions.issue_ticket("ada", "browser-1", now=time.time() - sessions.TICKET_TTL_S)
-    assert sessions.redeem(late, "browser-1") is None
-    assert sessions.redeem(sessions.issue_ticket("ada", "browser-1"), "browser-1") is not None
+    assert sessions.trade(late, "browser-1") is None
+    assert sessions.trade(sessions.issue_ticket("ada", "browser-1"), "browser-1") is not None
 
 
 def test_a_traded_ticket_sends_the_browser_back_where_its_sign_in_began(data_dir: Path) -> None:
