@@ -60,6 +60,9 @@ class NodeProfile:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     precision: str = ""  # where the runtime reports it per layer (OpenVINO: 'i8', 'f32', ...)
+    # the If (Loop, Scan) this node of a branch ran inside: its time is already in that node's
+    # (ortrace._enclosing); '' for a node of the main graph, and in profiles stored before
+    parent: str = ""
 
     @property
     def per_run_us(self) -> float:
@@ -107,26 +110,59 @@ class Profile:
         name = max(self.parts(node), key=lambda part: part[1])[0]
         return (name, self.source_types[name]) if name in self.source_types else None
 
+    def _ancestors(self, node: NodeProfile, by_name: dict[str, NodeProfile]) -> set[str]:
+        """The control-flow nodes whose time includes this node's (its If, that If's Loop...)."""
+        found: set[str] = set()
+        while node.parent in by_name and node.parent not in found:
+            found.add(node.parent)
+            node = by_name[node.parent]
+        return found
+
     @property
     def total_us(self) -> float:
-        return sum(n.total_us for n in self.nodes)
+        """The session's node time: each node's once, so a node inside an If's branch is not
+        added again beside the If whose time includes it."""
+        names = {n.name for n in self.nodes}
+        return sum(n.total_us for n in self.nodes if n.parent not in names)
+
+    def branch_us(self) -> dict[str, float]:
+        """{control-flow node: the time of the branch nodes it ran directly}."""
+        inside: dict[str, float] = defaultdict(float)
+        for node in self.nodes:
+            if node.parent and node.parent != node.name:
+                inside[node.parent] += node.total_us
+        return inside
+
+    def own_us(self, node: NodeProfile, branch_us: dict[str, float] | None = None) -> float:
+        """A node's time less that of the branch nodes it ran (an If's own overhead: choosing
+        the branch, passing its outputs on); a node without branches' whole time."""
+        inside = (self.branch_us() if branch_us is None else branch_us).get(node.name, 0.0)
+        return max(node.total_us - inside, 0.0)
 
     def share(self, nodes: Iterable[NodeProfile]) -> float:
+        """The part of the total these nodes took, each node's time counted once: a branch
+        node picked with its If counts inside the If's, alone as its own part of the total."""
         total = self.total_us
-        return sum(n.total_us for n in nodes) / total if total else 0.0
+        picked = list({id(n): n for n in nodes}.values())
+        names = {n.name for n in picked}
+        by_name = {n.name: n for n in self.nodes}
+        counted = [n for n in picked if not names & self._ancestors(n, by_name)]
+        return sum(n.total_us for n in counted) / total if total else 0.0
 
     def of_op(self, *op_types: str) -> list[NodeProfile]:
         return [n for n in self.nodes if n.op_type in op_types]
 
     def by_op_type(self) -> dict[str, dict[str, float]]:
-        """{op type: {nodes, total_us, share}}, slowest first."""
+        """{op type: {nodes, total_us, share}}, slowest first: by each node's own time, so an If
+        counts its overhead and the nodes of its branches count with their own op types."""
         groups: dict[str, list[NodeProfile]] = defaultdict(list)
         for node in self.nodes:
             groups[node.op_type].append(node)
-        rows = {
-            op: {"nodes": len(ns), "total_us": sum(n.total_us for n in ns), "share": self.share(ns)}
-            for op, ns in groups.items()
-        }
+        total, branch_us = self.total_us, self.branch_us()
+        rows = {}
+        for op, ns in groups.items():
+            own = sum(self.own_us(n, branch_us) for n in ns)
+            rows[op] = {"nodes": len(ns), "total_us": own, "share": own / total if total else 0.0}
         return dict(sorted(rows.items(), key=lambda kv: -kv[1]["total_us"]))
 
     def off_provider(self) -> list[NodeProfile]:
@@ -312,6 +348,7 @@ def build_profile(
                 total_us=entry["total_us"],
                 inputs=inputs,
                 outputs=outputs,
+                parent=entry["parent"],
             )
         )
     fused = {s: index.ops[s] for n in nodes if len(n.source_nodes) > 1 for s in n.source_nodes}
