@@ -2,6 +2,9 @@
 
 The profile is a separate pass on its own session, run after the clean timed loop: profiling adds
 work to every node, so its times are only ever used as shares, never as the latency.
+
+Why long: one record (Profile) with the accounting every view reads (shares, own time inside an
+If's branches, op types) and the one mapping of runtime nodes to the uploaded nodes it is built by.
 """
 
 from __future__ import annotations
@@ -60,8 +63,7 @@ class NodeProfile:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     precision: str = ""  # where the runtime reports it per layer (OpenVINO: 'i8', 'f32', ...)
-    # the If (Loop, Scan) this node of a branch ran inside: its time is already in that node's
-    # (ortrace._enclosing); '' for a node of the main graph, and in profiles stored before
+    # the If (Loop, Scan) this branch node ran inside, whose time holds its (ortrace._enclosing)
     parent: str = ""
 
     @property
@@ -110,51 +112,43 @@ class Profile:
         name = max(self.parts(node), key=lambda part: part[1])[0]
         return (name, self.source_types[name]) if name in self.source_types else None
 
-    def _ancestors(self, node: NodeProfile, by_name: dict[str, NodeProfile]) -> set[str]:
-        """The control-flow nodes whose time includes this node's (its If, that If's Loop...)."""
-        found: set[str] = set()
-        while node.parent in by_name and node.parent not in found:
-            found.add(node.parent)
-            node = by_name[node.parent]
-        return found
+    def _time_of(self, nodes: Iterable[NodeProfile]) -> float:
+        """These nodes' time, each once: one inside a picked If (Loop) is in the If's already."""
+        parent = {n.name: n.parent for n in self.nodes}
+        picked = {n.name: n for n in nodes}
+
+        def held(name: str, hops: int = 0) -> bool:
+            up = parent.get(name, "")
+            return bool(up) and hops < len(parent) and (up in picked or held(up, hops + 1))
+
+        return sum(n.total_us for n in picked.values() if not held(n.name))
 
     @property
     def total_us(self) -> float:
-        """The session's node time: each node's once, so a node inside an If's branch is not
-        added again beside the If whose time includes it."""
-        names = {n.name for n in self.nodes}
-        return sum(n.total_us for n in self.nodes if n.parent not in names)
+        """The session's node time, a branch node's counted once (in its If's)."""
+        return self._time_of(self.nodes)
 
     def branch_us(self) -> dict[str, float]:
-        """{control-flow node: the time of the branch nodes it ran directly}."""
+        """{If (Loop, Scan): the time of the branch nodes it ran directly}."""
         inside: dict[str, float] = defaultdict(float)
-        for node in self.nodes:
-            if node.parent and node.parent != node.name:
-                inside[node.parent] += node.total_us
+        for node in (n for n in self.nodes if n.parent):
+            inside[node.parent] += node.total_us
         return inside
 
     def own_us(self, node: NodeProfile, branch_us: dict[str, float] | None = None) -> float:
-        """A node's time less that of the branch nodes it ran (an If's own overhead: choosing
-        the branch, passing its outputs on); a node without branches' whole time."""
+        """Its time less its branch nodes' (an If's own overhead); any other node's whole time."""
         inside = (self.branch_us() if branch_us is None else branch_us).get(node.name, 0.0)
         return max(node.total_us - inside, 0.0)
 
     def share(self, nodes: Iterable[NodeProfile]) -> float:
-        """The part of the total these nodes took, each node's time counted once: a branch
-        node picked with its If counts inside the If's, alone as its own part of the total."""
         total = self.total_us
-        picked = list({id(n): n for n in nodes}.values())
-        names = {n.name for n in picked}
-        by_name = {n.name: n for n in self.nodes}
-        counted = [n for n in picked if not names & self._ancestors(n, by_name)]
-        return sum(n.total_us for n in counted) / total if total else 0.0
+        return self._time_of(nodes) / total if total else 0.0
 
     def of_op(self, *op_types: str) -> list[NodeProfile]:
         return [n for n in self.nodes if n.op_type in op_types]
 
     def by_op_type(self) -> dict[str, dict[str, float]]:
-        """{op type: {nodes, total_us, share}}, slowest first: by each node's own time, so an If
-        counts its overhead and the nodes of its branches count with their own op types."""
+        """{op type: {nodes, total_us, share}}, slowest first, of each node's own time."""
         groups: dict[str, list[NodeProfile]] = defaultdict(list)
         for node in self.nodes:
             groups[node.op_type].append(node)
