@@ -207,6 +207,12 @@ def hottest_nodes(profile: Profile, model_id: int, result_id: int) -> None:
         column_config={
             "us_per_run": st.column_config.NumberColumn("us per run", format="%.1f"),
             "share": st.column_config.NumberColumn("share", format="percent"),
+            "own_share": st.column_config.NumberColumn(
+                "own share", format="percent", help="Less the nodes of its branches (an If's own)"
+            ),
+            "inside": st.column_config.TextColumn(
+                "inside", help="The If (Loop) whose share already includes this node's"
+            ),
             "uploaded_node": st.column_config.TextColumn("uploaded node"),
             "graph": st.column_config.LinkColumn("Netron", display_text="open in Graph"),
         },
@@ -216,6 +222,12 @@ def hottest_nodes(profile: Profile, model_id: int, result_id: int) -> None:
     st.caption(
         "Each link opens the uploaded graph in Netron with that node selected, coloured by "
         "this configuration's time share per node."
+        + (
+            " A node inside an If or Loop branch shows its share of the total, already counted "
+            "in the share of the node it ran inside; that node's own share leaves it out."
+            if any(row["inside"] for row in rows)
+            else ""
+        )
         + (
             f" {counted(untraced, 'node')} without an uploaded node (–): traced to no node of "
             "the uploaded main graph (a node inside an If or Loop branch, whose time its "

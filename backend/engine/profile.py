@@ -2,6 +2,9 @@
 
 The profile is a separate pass on its own session, run after the clean timed loop: profiling adds
 work to every node, so its times are only ever used as shares, never as the latency.
+
+Why long: one record (Profile) with the accounting every view reads (shares, own time inside an
+If's branches, op types) and the one mapping of runtime nodes to the uploaded nodes it is built by.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class NodeProfile:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     precision: str = ""  # where the runtime reports it per layer (OpenVINO: 'i8', 'f32', ...)
+    # the If (Loop, Scan) this branch node ran inside, whose time holds its (ortrace._enclosing)
+    parent: str = ""
 
     @property
     def per_run_us(self) -> float:
@@ -107,26 +112,51 @@ class Profile:
         name = max(self.parts(node), key=lambda part: part[1])[0]
         return (name, self.source_types[name]) if name in self.source_types else None
 
+    def _time_of(self, nodes: Iterable[NodeProfile]) -> float:
+        """These nodes' time, each once: one inside a picked If (Loop) is in the If's already."""
+        parent = {n.name: n.parent for n in self.nodes}
+        picked = {n.name: n for n in nodes}
+
+        def held(name: str, hops: int = 0) -> bool:
+            up = parent.get(name, "")
+            return bool(up) and hops < len(parent) and (up in picked or held(up, hops + 1))
+
+        return sum(n.total_us for n in picked.values() if not held(n.name))
+
     @property
     def total_us(self) -> float:
-        return sum(n.total_us for n in self.nodes)
+        """The session's node time, a branch node's counted once (in its If's)."""
+        return self._time_of(self.nodes)
+
+    def branch_us(self) -> dict[str, float]:
+        """{If (Loop, Scan): the time of the branch nodes it ran directly}."""
+        inside: dict[str, float] = defaultdict(float)
+        for node in (n for n in self.nodes if n.parent):
+            inside[node.parent] += node.total_us
+        return inside
+
+    def own_us(self, node: NodeProfile, branch_us: dict[str, float] | None = None) -> float:
+        """Its time less its branch nodes' (an If's own overhead); any other node's whole time."""
+        inside = (self.branch_us() if branch_us is None else branch_us).get(node.name, 0.0)
+        return max(node.total_us - inside, 0.0)
 
     def share(self, nodes: Iterable[NodeProfile]) -> float:
         total = self.total_us
-        return sum(n.total_us for n in nodes) / total if total else 0.0
+        return self._time_of(nodes) / total if total else 0.0
 
     def of_op(self, *op_types: str) -> list[NodeProfile]:
         return [n for n in self.nodes if n.op_type in op_types]
 
     def by_op_type(self) -> dict[str, dict[str, float]]:
-        """{op type: {nodes, total_us, share}}, slowest first."""
+        """{op type: {nodes, total_us, share}}, slowest first, of each node's own time."""
         groups: dict[str, list[NodeProfile]] = defaultdict(list)
         for node in self.nodes:
             groups[node.op_type].append(node)
-        rows = {
-            op: {"nodes": len(ns), "total_us": sum(n.total_us for n in ns), "share": self.share(ns)}
-            for op, ns in groups.items()
-        }
+        total, branch_us = self.total_us, self.branch_us()
+        rows = {}
+        for op, ns in groups.items():
+            own = sum(self.own_us(n, branch_us) for n in ns)
+            rows[op] = {"nodes": len(ns), "total_us": own, "share": own / total if total else 0.0}
         return dict(sorted(rows.items(), key=lambda kv: -kv[1]["total_us"]))
 
     def off_provider(self) -> list[NodeProfile]:
@@ -312,6 +342,7 @@ def build_profile(
                 total_us=entry["total_us"],
                 inputs=inputs,
                 outputs=outputs,
+                parent=entry["parent"],
             )
         )
     fused = {s: index.ops[s] for n in nodes if len(n.source_nodes) > 1 for s in n.source_nodes}

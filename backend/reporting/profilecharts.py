@@ -45,6 +45,13 @@ def _layout(fig: go.Figure, title: str, x: str, rows: int) -> go.Figure:
     return fig
 
 
+def _inside(node: NodeProfile) -> str:
+    """The hover line of a branch node: its time is part of its If's bar, not beside it."""
+    if not node.parent:
+        return ""
+    return f"<br>inside {_text(node.parent)}: included in its time"
+
+
 def node_bars(profile: Profile, top: int = 30) -> go.Figure:
     """The hottest runtime nodes, us per run, coloured by kind; hover names the uploaded nodes."""
     nodes = profile.hottest(top)[::-1]
@@ -61,10 +68,11 @@ def node_bars(profile: Profile, top: int = 30) -> go.Figure:
                 name=kind,
                 marker_color=color,
                 customdata=[
-                    [_text(n.op_type), _text(", ".join(n.source_nodes) or "-")] for n in picked
+                    [_text(n.op_type), _text(", ".join(n.source_nodes) or "-"), _inside(n)]
+                    for n in picked
                 ],
                 hovertemplate="%{y} (%{customdata[0]}): %{x:.1f} us<br>"
-                "uploaded node(s): %{customdata[1]}<extra></extra>",
+                "uploaded node(s): %{customdata[1]}%{customdata[2]}<extra></extra>",
             )
         )
     fig.update_yaxes(categoryorder="array", categoryarray=[_text(n.name) for n in nodes])
@@ -115,8 +123,14 @@ def diff_bars(before: Profile, after: Profile, labels: tuple[str, str], top: int
 
 def hottest_rows(profile: Profile, focus: dict[str, str], count: int = 10) -> list[dict]:
     """The hottest runtime nodes with the uploaded node each stands for and the key the Graph
-    page's viewer finds it by (backend.viewer.focus_keys); None where no uploaded node maps."""
+    page's viewer finds it by (backend.viewer.focus_keys); None where no uploaded node maps.
+
+    share: of the session's node time, each node's counted once. A node of an If's branch keeps
+    its own share, with `inside` naming the If whose share already includes it; `own_share` is
+    a node's share less its branch nodes' (the If's own overhead), its share for any other."""
     rows = []
+    total = profile.total_us
+    branch_us = profile.branch_us()
     for node in profile.hottest(count):
         # a fused kernel stands for the uploaded node it mostly ran (the Conv of Conv+Relu)
         parts = sorted(profile.parts(node), key=lambda part: -part[1])
@@ -127,6 +141,8 @@ def hottest_rows(profile: Profile, focus: dict[str, str], count: int = 10) -> li
                 "op_type": node.op_type,
                 "us_per_run": node.per_run_us,
                 "share": profile.share([node]),
+                "own_share": profile.own_us(node, branch_us) / total if total else 0.0,
+                "inside": node.parent or None,
                 "uploaded_node": source,
                 "focus": focus.get(source) if source else None,
             }

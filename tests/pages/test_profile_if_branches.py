@@ -101,9 +101,15 @@ def test_if_branch_nodes_map_alike_in_every_tab_and_the_fp32_run_is_named_as_suc
     branch = {n for n in uploaded if n.split("_")[0] in {"Neg", "Sigmoid", "Relu", "Mul"}}
     branch -= {"Relu_3"}  # the main graph's Relu, after the If
     assert branch, uploaded
+    inside = dict(zip(table["node"], table["inside"], strict=True))
     for name in branch:
         assert uploaded[name] is None, (name, uploaded)
         assert name not in plotted, (name, plotted)
+        assert inside[name] == "If_2", (name, inside)  # shown, its time counted in If_2's
+    shares = dict(zip(table["node"], table["share"], strict=True))
+    assert sum(shares[n] for n in shares if inside[n] is None) <= 1.0 + 1e-6
+    assert shares["If_2"] >= sum(shares[n] for n in branch) - 0.01
+    assert "already counted in the share of the node it ran inside" in texts(at)
     mapped = {u for u in uploaded.values() if u is not None}
     assert mapped <= plotted and "If_2" in mapped  # what Hottest names, Against FP32 plots
     assert f"{len(branch)} node" in texts(at) and "traced to no node of the uploaded" in texts(at)
