@@ -239,10 +239,14 @@ class TritonServer:
         return text.replace(f"{self.workdir}/models/{self.served.name}/1/", "")
 
     def _ready(self) -> bool:
+        """The server, the model and the metrics port all answer: Triton opens its metrics port
+        after HTTP says ready, and the load generator's first read is of the metrics (a run
+        started in that gap under CI load was refused its first connection)."""
         base = f"http://{self.endpoint.http_url}/v2"
-        for path in ("/health/ready", f"/models/{self.served.name}/ready"):
+        urls = [base + "/health/ready", f"{base}/models/{self.served.name}/ready"]
+        for url in [*urls, self.endpoint.metrics_url]:
             try:
-                with urllib.request.urlopen(base + path, timeout=1) as response:
+                with urllib.request.urlopen(url, timeout=1) as response:
                     if response.status != 200:
                         return False
             except (urllib.error.URLError, OSError):
