@@ -134,11 +134,18 @@ if selected_op is not None:
         (frame["op_type"] == op_type) & (frame["domain"] == domain) & (frame["backend"] == backend)
     ]
     shown = rows[
-        ["node", "op_version", "input_types", "output_types", "status", "reason", "source"]
+        ["node", "graph", "op_version", "input_types", "output_types", "status", "reason", "source"]
     ].copy()
     if rows["placed_on"].astype(bool).any():
-        shown.insert(5, "placed_on (real)", rows["placed_on"])
-    st.dataframe(shown, hide_index=True, width="stretch", placeholder=EMPTY)
+        shown.insert(6, "placed_on (real)", rows["placed_on"])
+    where = "main: the model's top graph; else the If/Loop/Scan body holding it, as Graph names it"
+    st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        placeholder=EMPTY,
+        column_config={"graph": st.column_config.TextColumn("graph", help=where)},
+    )
 
 with st.expander("Data sources"):
     st.dataframe(pd.DataFrame(matrix.sources), hide_index=True, width="stretch", placeholder=EMPTY)
