@@ -9,7 +9,7 @@ from backend.compat.facts import read_nodes
 from backend.models.nodenames import body_nodes
 
 
-def _loop_holding_an_if() -> onnx.ModelProto:
+def loop_holding_an_if() -> onnx.ModelProto:
     """Loop_0 whose body holds an unnamed If (then: Identity, else: Neg), then Relu_1 after it."""
     f = TensorProto.FLOAT
     then_branch = helper.make_graph(
@@ -61,7 +61,7 @@ def _loop_holding_an_if() -> onnx.ModelProto:
 
 
 def test_body_nodes_say_which_body_holds_them_and_top_nodes_say_main() -> None:
-    model = _loop_holding_an_if()
+    model = loop_holding_an_if()
     graphs = {n.name: n.graph for n in read_nodes(model)}
     assert graphs == {
         "Loop_0": "main",
