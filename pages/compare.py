@@ -362,7 +362,8 @@ def comparison() -> None:
         )
     wrong = frame[frame["status"] == ResultStatus.WRONG_OUTPUTS.value]
     if not wrong.empty:  # timed, but not a speedup, a Pareto point or a recommendation
-        with st.expander(f"{len(wrong)} configurations computed wrong outputs", expanded=True):
+        computed = f"{counted(len(wrong), 'configuration')} computed wrong outputs"
+        with st.expander(computed, expanded=True):
             st.dataframe(
                 wrong[["label", "status", "cosine_similarity", "error"]],
                 hide_index=True,

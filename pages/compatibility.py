@@ -11,6 +11,7 @@ from backend.compat import export as compat_export
 from backend.errors import UserError
 from backend.models import library
 from backend.reporting import charts
+from backend.reporting.counts import counted
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.url_state import bound_selectbox, set_url, url_value
@@ -63,12 +64,16 @@ for column, s in zip(columns, summaries, strict=True):
             st.metric(s.label, "n/a")
             st.caption(plain(s.note))
             continue
-        st.metric(s.label, f"{s.share:.0%}", help=f"{s.supported + s.partial} of {s.nodes} nodes")
+        st.metric(
+            s.label,
+            f"{s.share:.0%}",
+            help=f"{s.supported + s.partial} of {counted(s.nodes, 'node')}",
+        )
         parts = [f"{s.unsupported} unsupported", f"{s.partial} partial"]
         if s.unknown:
             parts.append(f"{s.unknown} unknown")
         if s.backend in ("ort-cuda", "ort-tensorrt") or s.fallbacks:
-            parts.append(f"{s.fallbacks} fall back")
+            parts.append(counted(s.fallbacks, "falls back", "fall back"))
         st.caption(", ".join(parts))
         if s.placement is not None:
             if s.placement.get("error"):

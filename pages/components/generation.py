@@ -22,6 +22,7 @@ from backend.knobs import knobs
 from backend.queue import jobs, progress
 from backend.records import ModelRow
 from backend.reporting import frames
+from backend.reporting.counts import counted
 from backend.reporting.provenance import what_ran
 from pages.access import can, cannot, guarded, link_scope, signed_link_control
 from pages.components.formatting import EMPTY, plain
@@ -369,7 +370,7 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             )
         failed = frame[~frame["status"].isin(["ok", "wrong outputs"])]
         if not failed.empty:
-            with st.expander(f"{len(failed)} points did not run"):
+            with st.expander(f"{counted(len(failed), 'point')} did not run"):
                 st.dataframe(
                     failed[["label", "status", "error"]], hide_index=True, placeholder=EMPTY
                 )
