@@ -260,7 +260,7 @@ def comparison() -> None:
     samples = _samples(tuple(measured["result_id"])) if "distribution" in chosen else {}
 
     st.caption(
-        f"{len(measured)} measured configurations in {len(series)} series"
+        f"{counted(len(measured), 'measured configuration')} in {len(series)} series"
         + (" · refreshing while the sweep runs" if ACTIVE else "")
     )
     if (found := cost.cheapest(view)) is not None:

@@ -265,7 +265,7 @@ def precision_line(profile: Profile, label: str) -> str | None:
     unknown = [] if reported else [n for n in profile.nodes if n.op_type in UNKNOWN_OPS]
     if not computing:
         return (
-            f"The {label} profile names no kernel for its {len(unknown)} computing nodes, so "
+            f"The {label} profile names no kernel for its {_nodes(len(unknown), 'computing')}, so "
             "which of them ran int8 kernels is unknown."
         )
     unit = "layers" if reported else "nodes"
