@@ -21,7 +21,8 @@ def drift_lines(baseline_id: int, rerun_id: int) -> list[str]:
     if not rows:
         return [f"re-run {rerun_id} has no configuration measured in both jobs"]
     flagged = sum(d.flagged for d in rows)
-    head = f"re-run {rerun_id}: {flagged} of {len(rows)} configurations beyond the interval, "
+    of = counted(len(rows), "configuration")
+    head = f"re-run {rerun_id}: {flagged} of {of} beyond the interval, "
     return [head + baselines.METHOD] + [("! " if d.flagged else "  ") + d.line() for d in rows]
 
 

@@ -102,8 +102,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     m = library.get_model(args.model)
     print(
         f"model {m.id}: {m.name}\n  format {m.format}, opset {m.opset}, IR {m.ir_version}, "
-        f"producer {m.producer}\n  {m.node_count} nodes, {m.parameter_count:,} parameters, "
-        f"{m.size_bytes:,} bytes, sha256 {m.sha256}"
+        f"producer {m.producer}\n  {counted(m.node_count, 'node')}, "
+        f"{m.parameter_count:,} parameters, {m.size_bytes:,} bytes, sha256 {m.sha256}"
     )
     print("inputs:\n" + "\n".join(f"  {_shape(i)}" for i in m.inputs))
     print("outputs:\n" + "\n".join(f"  {_shape(o)}" for o in m.outputs))

@@ -260,7 +260,7 @@ def comparison() -> None:
     samples = _samples(tuple(measured["result_id"])) if "distribution" in chosen else {}
 
     st.caption(
-        f"{len(measured)} measured configurations in {len(series)} series"
+        f"{counted(len(measured), 'measured configuration')} in {len(series)} series"
         + (" · refreshing while the sweep runs" if ACTIVE else "")
     )
     if (found := cost.cheapest(view)) is not None:
@@ -362,7 +362,8 @@ def comparison() -> None:
         )
     wrong = frame[frame["status"] == ResultStatus.WRONG_OUTPUTS.value]
     if not wrong.empty:  # timed, but not a speedup, a Pareto point or a recommendation
-        with st.expander(f"{len(wrong)} configurations computed wrong outputs", expanded=True):
+        computed = f"{counted(len(wrong), 'configuration')} computed wrong outputs"
+        with st.expander(computed, expanded=True):
             st.dataframe(
                 wrong[["label", "status", "cosine_similarity", "error"]],
                 hide_index=True,

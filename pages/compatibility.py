@@ -11,6 +11,7 @@ from backend.compat import export as compat_export
 from backend.errors import UserError
 from backend.models import library
 from backend.reporting import charts
+from backend.reporting.counts import counted
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.url_state import bound_selectbox, set_url, url_value
@@ -63,12 +64,16 @@ for column, s in zip(columns, summaries, strict=True):
             st.metric(s.label, "n/a")
             st.caption(plain(s.note))
             continue
-        st.metric(s.label, f"{s.share:.0%}", help=f"{s.supported + s.partial} of {s.nodes} nodes")
+        st.metric(
+            s.label,
+            f"{s.share:.0%}",
+            help=f"{s.supported + s.partial} of {counted(s.nodes, 'node')}",
+        )
         parts = [f"{s.unsupported} unsupported", f"{s.partial} partial"]
         if s.unknown:
             parts.append(f"{s.unknown} unknown")
         if s.backend in ("ort-cuda", "ort-tensorrt") or s.fallbacks:
-            parts.append(f"{s.fallbacks} fall back")
+            parts.append(counted(s.fallbacks, "falls back", "fall back"))
         st.caption(", ".join(parts))
         if s.placement is not None:
             if s.placement.get("error"):
@@ -134,11 +139,18 @@ if selected_op is not None:
         (frame["op_type"] == op_type) & (frame["domain"] == domain) & (frame["backend"] == backend)
     ]
     shown = rows[
-        ["node", "op_version", "input_types", "output_types", "status", "reason", "source"]
+        ["node", "graph", "op_version", "input_types", "output_types", "status", "reason", "source"]
     ].copy()
     if rows["placed_on"].astype(bool).any():
-        shown.insert(5, "placed_on (real)", rows["placed_on"])
-    st.dataframe(shown, hide_index=True, width="stretch", placeholder=EMPTY)
+        shown.insert(6, "placed_on (real)", rows["placed_on"])
+    where = "main: the model's top graph; else the If/Loop/Scan body holding it, as Graph names it"
+    st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        placeholder=EMPTY,
+        column_config={"graph": st.column_config.TextColumn("graph", help=where)},
+    )
 
 with st.expander("Data sources"):
     st.dataframe(pd.DataFrame(matrix.sources), hide_index=True, width="stretch", placeholder=EMPTY)

@@ -17,6 +17,7 @@ from backend.forms import optimize as sweep_form
 from backend.generate.library import is_generative
 from backend.models import library
 from backend.queue import capabilities, jobs
+from backend.reporting.counts import counted
 from backend.runtimeenvs import describe
 from backend.specs import Precision, SweepSpec
 from pages.access import can, cannot, guarded
@@ -178,6 +179,6 @@ if button.button(
     except UserError as exc:
         show_error(exc)
     else:
-        job_queued(job.id, f"{job.progress_total} configurations")
+        job_queued(job.id, counted(job.progress_total, "configuration"))
         if not jobs.list_workers():
             st.warning("No worker is alive; start one with `python -m backend.queue.worker`.")

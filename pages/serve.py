@@ -14,6 +14,7 @@ from backend.errors import UserError
 from backend.models import library
 from backend.pricing import Prices
 from backend.reporting import frames
+from backend.reporting.counts import counted
 from backend.runtimeenvs import describe
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer
@@ -160,7 +161,7 @@ def measured() -> None:
             st.rerun()  # finished: one full run, which stops the refresh
         view = _study(study_id, slo, int(fresh.at[study_id, "results"]), prices)
         st.caption(
-            f"{view.measurements} of {view.planned} load points measured"
+            f"{view.measurements} of {counted(view.planned, 'load point')} measured"
             + (" · filling in live" if active else f" · {fresh.at[study_id, 'state']}")
         )
         if view.measurements:
@@ -230,7 +231,8 @@ def submit_form() -> None:
                 show_error(exc)
             else:
                 st.success(
-                    f"Queued job {job.id}: {study.point_count} load points on Triton.", icon="✅"
+                    f"Queued job {job.id}: {counted(study.point_count, 'load point')} on Triton.",
+                    icon="✅",
                 )
                 st.page_link(
                     "pages/serve.py",

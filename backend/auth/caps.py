@@ -10,6 +10,7 @@ from __future__ import annotations
 import settings
 from backend.auth.audit import current_actor
 from backend.errors import UserError
+from backend.reporting.counts import counted
 from storage.repo import jobs as job_store
 
 
@@ -28,6 +29,6 @@ def check_queued() -> None:
     who, cap = current_actor(), settings.MAX_QUEUED_JOBS_PER_USER.get()
     if who and job_store.count_queued_jobs(who) >= cap:
         raise UserError(
-            f"{who} already has {cap} jobs waiting for a worker, the most one user may queue "
-            "(OPTIBOARD_MAX_QUEUED_JOBS_PER_USER); wait for some to start, or cancel some."
+            f"{who} already has {counted(cap, 'job')} waiting for a worker, the most one user may "
+            "queue (OPTIBOARD_MAX_QUEUED_JOBS_PER_USER); wait for some to start, or cancel some."
         )

@@ -29,6 +29,7 @@ from backend.jobs.context import JobContext
 from backend.jobs.measuring import ordered_configurations
 from backend.jobs.supervise import port_reason
 from backend.records import stored_results
+from backend.reporting.counts import counted
 from backend.results import ConfigurationResult, ResultStatus, StoredResult, fp32_baseline
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.repo import cluster as cluster_store
@@ -160,7 +161,9 @@ class ClusterSweep:
         done = {r.config_key for r in self.held}
         todo = [c for c in ordered_configurations(spec) if c.key not in done]
         if done:
-            job_store.log_event(job.id, f"resuming: {len(done)} configurations already stored")
+            job_store.log_event(
+                job.id, f"resuming: {counted(len(done), 'configuration')} already stored"
+            )
         if self.resumed:
             self._await_targets(todo)
         cluster_store.record_nodes(targets.survey())
@@ -173,7 +176,8 @@ class ClusterSweep:
                 self._land(job, _failed(config, reason, ResultStatus.UNAVAILABLE), [])
                 continue
             pending[config.key] = submit(config, replace(request, task=node_task(config, spec)))
-        job_store.log_event(job.id, f"{len(pending)} configurations sent to the Ray cluster")
+        sent = counted(len(pending), "configuration")
+        job_store.log_event(job.id, f"{sent} sent to the Ray cluster")
         self._collect(job, pending, nodes)
 
     def _await_targets(self, todo: list[Configuration], timeout_s: float = REJOIN_S) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from backend.compat.facts import NodeFacts
 from backend.compat.placement import Placement
 
-MATRIX_VERSION = "compat-1"
+MATRIX_VERSION = "compat-2"  # 2: graph spelled as the Graph page, TensorRT conditions checked
 
 
 class CellStatus(StrEnum):

@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, TypeProto
 
-from backend.models.nodenames import graph_names
+from backend.models.nodenames import MAIN, bodies, graph_names, inside
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -63,7 +63,7 @@ class NodeFacts:
     input_types: tuple[str, ...]  # ORT spelling; '' for an omitted optional input
     output_types: tuple[str, ...]
     input_is_initializer: tuple[bool, ...] = ()
-    graph: str = "main"  # 'main', or the path of the subgraph holding the node
+    graph: str = MAIN  # 'main', or the body holding the node: "If_2's then_branch" (nodenames)
     has_function: bool = False  # the schema defines a function body ORT can inline
     type_bindings: dict[str, list[str]] = field(default_factory=dict)  # schema param -> types
     attributes: tuple[str, ...] = ()
@@ -197,12 +197,10 @@ def read_nodes(model: onnx.ModelProto) -> list[NodeFacts]:
                     attributes=tuple(a.name for a in node.attribute),
                 )
             )
-            for attr in node.attribute:
-                subs = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
-                for sub in subs:
-                    visit(sub, f"{path}/{name}.{attr.name}", inits)
+            for attr, sub in bodies(node):
+                visit(sub, inside(path, name, attr), inits)
 
-    visit(inferred.graph, "main", set())
+    visit(inferred.graph, MAIN, set())
     return facts
 
 

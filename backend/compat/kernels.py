@@ -24,6 +24,7 @@ from backend.compat.facts import (
     value_types,
 )
 from backend.compat.registry import Kernel
+from backend.reporting.counts import counted
 
 KernelLookup = Callable[[str, str], list[Kernel]]  # (domain, op) -> kernels
 
@@ -191,7 +192,7 @@ class OrtPredictor:
         return CompatCell(
             SUPPORTED,
             f"no {self.where} kernel matches; ONNX Runtime inlines its ONNX function "
-            f"({len(body.node)} ops, all with {self.where} kernels)",
+            f"({counted(len(body.node), 'op')}, all with {self.where} kernels)",
             self.source,
         )
 

@@ -36,7 +36,8 @@ def meter(indices: list[int]) -> EnergyMeter:
 def _counter(nv: Any, index: int) -> Counter:
     count = nv.nvmlDeviceGetCount()
     if index >= count:
-        raise NotMeasurable(f"not measurable here: NVML sees {count} GPUs, none with index {index}")
+        sees = f"{count} GPU{'' if count == 1 else 's'}"  # counted()'s rule; energy is below it
+        raise NotMeasurable(f"not measurable here: NVML sees {sees}, none with index {index}")
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     name = nv.nvmlDeviceGetName(handle)
     name = name.decode() if isinstance(name, bytes) else str(name)

@@ -145,7 +145,8 @@ def wrong_outputs(report: AccuracyReport | None, min_cosine: float) -> str | Non
     if counts:
         return (
             f"Outputs are wrong: {' and '.join(counts)} of {report.finite_reference_values} "
-            f"where FP32 gives finite numbers ({report.samples} accuracy samples); these "
+            f"where FP32 gives finite numbers ({report.samples} accuracy "
+            f"sample{'' if report.samples == 1 else 's'}); these "
             "timings are not compared or ranked."
         )
     if report.cosine_similarity < min_cosine:

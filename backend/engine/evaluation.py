@@ -147,7 +147,8 @@ def evaluation_line(report: EvaluationReport, filename: str | None = None) -> st
             if report.labelled
             else "no labels"
         )
-        return f"On {named} ({report.samples} samples, {why}): {agreement}."
+        samples = f"{report.samples} sample{'' if report.samples == 1 else 's'}"  # counted()'s rule
+        return f"On {named} ({samples}, {why}): {agreement}."
     fp32 = (
         f"; FP32 {report.fp32_top1_accuracy:.1%}" if report.fp32_top1_accuracy is not None else ""
     )

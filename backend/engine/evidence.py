@@ -147,6 +147,12 @@ def _speed_word(speedup: float) -> str:
     return f"{speedup:.2f}x the speed of FP32"
 
 
+def _nodes(count: int, kind: str = "") -> str:
+    """'1 Conv node', '3 Conv nodes': backend.reporting.counts.counted's rule, which sits above
+    the engine."""
+    return f"{count} {kind + ' ' if kind else ''}node{'' if count == 1 else 's'}"
+
+
 def _ops(nodes: list[NodeProfile], count: int = 6) -> str:
     kinds = sorted({n.op_type for n in nodes})
     more = f" and {len(kinds) - count} more" if len(kinds) > count else ""
@@ -155,16 +161,15 @@ def _ops(nodes: list[NodeProfile], count: int = 6) -> str:
 
 def _island_claim(island: FloatIsland) -> str:
     """What the island's nodes are and how they ran, from the profile alone."""
+    one = len(island.of_op) == 1
     if island.quantized_elsewhere:  # the op has an int8 kernel: these were left out of it
-        why = (
-            f"ran in float although {island.quantized_elsewhere} other {island.op_type} "
-            "nodes ran int8 kernels"
-        )
+        other = _nodes(island.quantized_elsewhere, f"other {island.op_type}")
+        why = f"ran in float although {other} ran int8 kernels"
     else:
-        why = "have no int8 kernel here"
+        why = f"{'has' if one else 'have'} no int8 kernel here"
     claim = (
-        f"{len(island.of_op)} {island.op_type} nodes that {why}: they run in float "
-        f"(as {_ops(island.nodes)}"
+        f"{_nodes(len(island.of_op), island.op_type)} that {why}: "
+        f"{'it runs' if one else 'they run'} in float (as {_ops(island.nodes)}"
     )
     if island.int8_nodes:  # split by the runtime (HardSwish: HardSigmoid + Mul)
         parts = " + ".join(sorted({n.op_type for n in island.nodes + island.int8_nodes}))
@@ -187,7 +192,7 @@ def island_lines(profile: Profile, label: str, speedup: float | None) -> list[st
         line = f"{share:.0%} of {label} time is in {_island_claim(island)}"
         if island.conversions:
             line += (
-                f" with {len(island.conversions)} {kinds} nodes around them "
+                f" with {_nodes(len(island.conversions), kinds)} around them "
                 f"({converting:.0%} of the time)"
             )
         if speedup is not None and converting > 0:
@@ -207,7 +212,8 @@ def kept_line(profile: Profile, label: str) -> str | None:
         return None
     ops = ", ".join(sorted({n.op_type for n in kept}))
     return (
-        f"{len(kept)} {label} nodes were kept in FP32 on purpose ({ops}); they take "
+        f"{_nodes(len(kept), label)} {'was' if len(kept) == 1 else 'were'} kept in FP32 on "
+        f"purpose ({ops}); {'it takes' if len(kept) == 1 else 'they take'} "
         f"{profile.share(kept):.0%} of the time."
     )
 
@@ -222,7 +228,7 @@ def conversion_line(profile: Profile, label: str) -> str | None:
             continue
         share = profile.share(nodes)
         total += share
-        parts.append(f"{op} {share:.0%} ({len(nodes)} nodes)")
+        parts.append(f"{op} {share:.0%} ({_nodes(len(nodes))})")
     if not parts or total < MIN_SHARE:
         return None
     return f"{total:.0%} of {label} time converts data rather than computing: {', '.join(parts)}."
@@ -235,7 +241,7 @@ def provider_line(profile: Profile, label: str) -> str | None:
         return None
     ops = sorted({n.op_type for n in away})
     return (
-        f"{len(away)} of {len(profile.nodes)} {label} nodes ({profile.share(away):.0%} of time) "
+        f"{len(away)} of {_nodes(len(profile.nodes), label)} ({profile.share(away):.0%} of time) "
         f"ran on {', '.join(sorted({n.provider for n in away}))} instead of {profile.provider}: "
         f"{', '.join(ops[:6])}{' ...' if len(ops) > 6 else ''}."
     )
@@ -244,7 +250,7 @@ def provider_line(profile: Profile, label: str) -> str | None:
 def hottest_line(profile: Profile, label: str, count: int = 3) -> str:
     """Where the time goes, by op type as the runtime ran it."""
     rows = list(profile.by_op_type().items())[:count]
-    parts = [f"{op} {row['share']:.0%} ({int(row['nodes'])} nodes)" for op, row in rows]
+    parts = [f"{op} {row['share']:.0%} ({_nodes(int(row['nodes']))})" for op, row in rows]
     return f"{label} time by op type: {', '.join(parts)}."
 
 
@@ -259,7 +265,7 @@ def precision_line(profile: Profile, label: str) -> str | None:
     unknown = [] if reported else [n for n in profile.nodes if n.op_type in UNKNOWN_OPS]
     if not computing:
         return (
-            f"The {label} profile names no kernel for its {len(unknown)} computing nodes, so "
+            f"The {label} profile names no kernel for its {_nodes(len(unknown), 'computing')}, so "
             "which of them ran int8 kernels is unknown."
         )
     unit = "layers" if reported else "nodes"
@@ -278,7 +284,7 @@ def precision_line(profile: Profile, label: str) -> str | None:
         word = "non-int8" if reported else "float"
         line += f"; {profile.share(other):.0%} ran in {len(other)} {word} {unit}: {kinds}"
     if unknown:
-        line += f"; {len(unknown)} nodes could not be classified (no op type in the profile)"
+        line += f"; {_nodes(len(unknown))} could not be classified (no op type in the profile)"
     return line + "."
 
 

@@ -186,7 +186,8 @@ def _calibration_feeds(build: _Build, method: str) -> list[dict[str, np.ndarray]
         feeds = random_inputs(specs, 1, dict(config.symbolic_dims), count, seed=0, ranges=ranges)
         source = "random"
         build.notes.append("random calibration data: accuracy numbers are indicative only")
-    build.steps.append(f"{method}, {len(feeds)} calibration samples ({source})")
+    samples = f"{len(feeds)} calibration sample{'' if len(feeds) == 1 else 's'}"  # counted()'s rule
+    build.steps.append(f"{method}, {samples} ({source})")
     return batched_feeds(feeds, input_batch(build.model))
 
 

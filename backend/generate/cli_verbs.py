@@ -11,6 +11,7 @@ from typing import Any
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
+from backend.reporting.counts import counted
 from backend.reporting.provenance import hardware, ran_on
 from backend.reporting.text import table
 from backend.runtimes import ENGINE_MODES
@@ -226,8 +227,9 @@ def cmd_submit_generation(args: argparse.Namespace) -> int:
         label=args.label,
     )
     print(
-        f"queued job {job.id} with {job.progress_total} generation points; follow it with "
-        f"`optiboard show {job.id} --log` or on the Compare page (?view=generation&jobs={job.id})"
+        f"queued job {job.id} with {counted(job.progress_total, 'generation point')}; follow it "
+        f"with `optiboard show {job.id} --log` or on the Compare page "
+        f"(?view=generation&jobs={job.id})"
     )
     return 0
 

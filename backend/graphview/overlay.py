@@ -27,6 +27,7 @@ from backend.engine.profile import (
 )
 from backend.graphview.structure import GraphStructure
 from backend.models.cost import ModelCost
+from backend.models.nodenames import MAIN
 from backend.reporting.counts import counted
 
 # kind -> what the Graph page's picker says; "" draws the plain graph
@@ -268,7 +269,7 @@ def placement_overlay(structure: GraphStructure, profile: Profile, label: str) -
 
 def compat_overlay(structure: GraphStructure, matrix: CompatMatrix, backend: str) -> Overlay:
     """Each node's status on one backend column of the compatibility matrix, with its reason."""
-    main = [n for n in matrix.nodes if n.graph == "main"]
+    main = [n for n in matrix.nodes if n.graph == MAIN]
     cells = matrix.cells.get(backend, [])
     counts: dict[CellStatus, int] = defaultdict(int)
     marks = {}

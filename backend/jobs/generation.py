@@ -22,6 +22,7 @@ from backend.generate import variantnames
 from backend.generate.jobspec import KIND, GenerationJobSpec, point_key
 from backend.generate.weightonly import CALIBRATION_TEXT_CAP, WeightOnlyConfig
 from backend.jobs.context import JobContext, JobOutcome
+from backend.reporting.counts import counted
 from storage.repo import jobs as job_store
 from storage.repo import serving as point_store
 from storage.states import JobState, ResultStatus
@@ -118,7 +119,7 @@ class GenerationRun:
         from backend.generate.measuring import GenerationCancelled
 
         if self.done:
-            self.context.log(f"resuming: {len(self.done)} points already stored")
+            self.context.log(f"resuming: {counted(len(self.done), 'point')} already stored")
         reference = genai_folder(self.job.model_id)
         text = self.text_path()
         for variant in self.spec.ordered_variants:

@@ -24,6 +24,7 @@ from backend.errors import UserError
 from backend.jobs import prometheus
 from backend.jobs.context import JobContext, JobOutcome
 from backend.launch.children import run_in_child
+from backend.reporting.counts import counted
 from backend.serving.costmodel import CostMeasurementCancelled, measure_costs_on_server
 from backend.serving.loadgen import load_time_limit_s, run_load
 from backend.serving.repository import plan_model
@@ -78,7 +79,9 @@ class ServingJob:
         done = serving_store.stored_keys(job.id)
         if done:
             job_store.log_event(
-                job.id, f"resuming: {len(done)} load points and cost measurements already stored"
+                job.id,
+                f"resuming: {counted(len(done), 'load point')} and cost measurements already "
+                "stored",
             )
         steps = [(v, p) for v in study.variants for p in study.policies]
         measured: set[str] = set()

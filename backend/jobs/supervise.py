@@ -35,6 +35,7 @@ from backend.jobs.context import JobContext
 from backend.jobs.lease import Backoff
 from backend.jobs.measuring import ordered_configurations
 from backend.launch.services import start_service, stop_service
+from backend.reporting.counts import counted
 from backend.specs import SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import results as result_store
@@ -61,10 +62,20 @@ def still_unreachable(address: str, reason: str, not_stored: int, retry_cap_s: f
     """The Jobs page's line while the worker waits for a head that went away."""
     first = (reason.strip().splitlines() or ["no answer"])[0][:200]
     return (
-        f"Ray cluster at {address} is unreachable ({first}); the {not_stored} configurations "
-        f"not yet stored are kept and sent again once it answers, tried every 1 to "
-        f"{retry_cap_s:g} s."
+        f"Ray cluster at {address} is unreachable ({first}); the "
+        f"{_not_yet_stored(not_stored)} {'is' if not_stored == 1 else 'are'} kept and sent "
+        f"again once it answers, tried every 1 to {retry_cap_s:g} s."
     )
+
+
+def answers_again(address: str, not_stored: int) -> str:
+    """The job's line once the head answers again and a new driver child resumes."""
+    return f"Ray cluster at {address} answers again; resuming the {_not_yet_stored(not_stored)}."
+
+
+def _not_yet_stored(count: int) -> str:
+    """'1 configuration not yet stored', '2 configurations not yet stored'."""
+    return f"{counted(count, 'configuration')} not yet stored"
 
 
 def gave_up(address: str, reason: str, waited_s: float) -> ClusterUnavailable:
@@ -254,8 +265,4 @@ class Supervisor:
             reason = port_reason(self.address)
         if not self.resuming_logged:
             self.resuming_logged = True
-            job_store.log_event(
-                self.job.id,
-                f"Ray cluster at {self.address} answers again; resuming the "
-                f"{self._not_stored()} configurations not yet stored.",
-            )
+            job_store.log_event(self.job.id, answers_again(self.address, self._not_stored()))

@@ -26,6 +26,7 @@ from backend.jobs.mixedsearch import search_plan
 from backend.jobs.plan import Plan, Step
 from backend.models.library import npz_filename
 from backend.records import JobKind, stored_results
+from backend.reporting.counts import counted
 from backend.results import ConfigurationResult, StoredResult, fp32_baseline
 from backend.specs import Precision, SweepSpec
 from storage.repo import models as model_store
@@ -69,6 +70,13 @@ def sweep_plan(spec: SweepSpec, stored: list[StoredResult], context: JobContext)
     return None
 
 
+def all_failed(count: int, first_error: str) -> str:
+    """The job's error when every configuration failed; one configuration reads singular."""
+    if count == 1:
+        return f"the only configuration failed: {first_error}"
+    return f"all {count} configurations failed; first: {first_error}"
+
+
 def conclude(context: JobContext, search_error: str | None = None) -> JobOutcome:
     """The job's final state from its stored results (lost lease and cancel come first);
     a mixed-precision search whose every step failed fails the job."""
@@ -78,7 +86,7 @@ def conclude(context: JobContext, search_error: str | None = None) -> JobOutcome
     results = stored_results(context.job.id)
     failures = [r for r in results if not r.ok]
     if results and len(failures) == len(results):
-        error = f"all {len(results)} configurations failed; first: {failures[0].error}"
+        error = all_failed(len(results), failures[0].error)
         return context.finish(JobState.FAILED, error)
     if search_error:
         return context.finish(JobState.FAILED, search_error)
@@ -96,7 +104,7 @@ class SweepRun:
         job = self.context.job
         stored = stored_results(job.id)  # once: what a resumed job already has
         if stored:
-            self.context.log(f"resuming: {len(stored)} configurations already stored")
+            self.context.log(f"resuming: {counted(len(stored), 'configuration')} already stored")
         # Children leave built files in the scratch folder; storing copies them, then it goes.
         with tempfile.TemporaryDirectory(prefix=f"optiboard-job{job.id}-") as output_dir:
             setup = self.setup(Path(output_dir))

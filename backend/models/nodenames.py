@@ -40,6 +40,17 @@ def bodies(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
             yield attr.name, sub
 
 
+MAIN = "main"  # the graph a top-level node sits in
+
+
+def inside(where: str, holder: str, attr: str) -> str:
+    """The graph `holder`'s body `attr` is, seen from the graph `where` holding it: "If_2's
+    else_branch"; nested "Loop_0's body, If_1's then_branch". One spelling for the Graph page
+    (BodyNode.where) and the compatibility table (NodeFacts.graph)."""
+    step = f"{holder}'s {attr}"
+    return step if where == MAIN else f"{where}, {step}"
+
+
 @dataclass(frozen=True)
 class BodyNode:
     """A node inside an If/Loop/Scan body, by the name compatibility facts give it."""
@@ -59,9 +70,9 @@ def body_nodes(graph: onnx.GraphProto) -> list[BodyNode]:
         for node, name in zip(sub.node, graph_names(sub, used), strict=True):
             found.append(BodyNode(name, where, holder))
             for attr, inner in bodies(node):
-                visit(inner, f"{where}, {name}'s {attr}", holder)
+                visit(inner, inside(where, name, attr), holder)
 
     for node, name in zip(graph.node, graph_names(graph, used), strict=True):
         for attr, sub in bodies(node):
-            visit(sub, f"{name}'s {attr}", name)
+            visit(sub, inside(MAIN, name, attr), name)
     return found

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from backend.reporting.counts import counted
 from backend.reporting.csvsafe import safe_frame
 from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.provenance import what_ran
@@ -85,7 +86,7 @@ def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: s
         "font-size:13px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}"
         "td:first-child{text-align:left}</style></head><body>"
         f"<h1>{html.escape(title)}</h1><p>Generated {generated} by Optiboard; "
-        f"{len(frame)} configurations; baseline: {base}.</p>{ran_html}"
+        f"{counted(len(frame), 'configuration')}; baseline: {base}.</p>{ran_html}"
         + "".join(parts)
         + f"<h2>All configurations</h2>{table}{_glossary(columns)}</body></html>"
     )

@@ -17,6 +17,7 @@ from backend.commas import comma_numbers
 from backend.errors import UserError
 from backend.models import library
 from backend.pricing import parse_prices
+from backend.reporting.counts import counted
 from backend.reporting.text import table
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
 from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario, ServingProvider
@@ -230,8 +231,8 @@ def cmd_serve_submit(args: argparse.Namespace) -> int:
         )
         job = submit_study(args.model, study, label=args.label)
         print(
-            f"queued job {job.id}: {study.point_count} load points over "
-            f"{len(study.variants) * len(study.policies)} server configurations; "
+            f"queued job {job.id}: {counted(study.point_count, 'load point')} over "
+            f"{counted(len(study.variants) * len(study.policies), 'server configuration')}; "
             f"follow it with `optiboard show {job.id} --log` or on the Serve page (?study={job.id})"
         )
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from backend.reporting.counts import counted
 from backend.serving.evidence import Evidence, MeasuredVariant, Recommendation
 
 
@@ -23,7 +24,8 @@ def comparable(first: Evidence, second: Evidence) -> bool:
 def _lead(rec: Recommendation) -> str:
     """Model Analyzer's opening: how many measurements on how many configurations."""
     if not rec.measurements:
-        return f"In {rec.configurations} predicted configurations (none measured on the server yet)"
+        predicted = counted(rec.configurations, "predicted configuration")
+        return f"In {predicted} (none measured on the server yet)"
     measured = [e for e in [*rec.ranked, rec.default] if e is not None and e.measured]
     served = len({e.candidate for e in measured})
     runs = "measurement" if rec.measurements == 1 else "measurements"

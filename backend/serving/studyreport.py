@@ -14,6 +14,7 @@ import pandas as pd
 from backend import pricing
 from backend.errors import UserError
 from backend.reporting import exports
+from backend.reporting.counts import counted
 from backend.reporting.metrics import cell
 from backend.reporting.text import table
 from backend.serving.study import load_label
@@ -69,7 +70,7 @@ def show_lines(
 ) -> list[str]:
     """The study's measured points as a table and the page's sentences under it."""
     view = study_view(job_id, slo_p99_ms, prices)
-    lines = [f"{view.measurements} of {view.planned} load points measured"]
+    lines = [f"{view.measurements} of {counted(view.planned, 'load point')} measured"]
     if not view.measurements:
         return [*lines, view.sentence]
     lines += [table(_rows(view), HEADERS), view.sentence]

@@ -27,6 +27,7 @@ from backend.pricing import Prices, or_default, price_for
 from backend.records import JobRow, is_serving
 from backend.reporting import frames
 from backend.reporting.cost import reprice
+from backend.reporting.counts import counted
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
 from backend.serving.export import exported_name, perf_analyzer_command
 from backend.serving.phrasing import batching_differs, serves, unstable_input
@@ -287,7 +288,9 @@ def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> 
     count = sum(len(c.measured) for c in configurations)
     if not count:
         return "No load point is measured yet; this page fills in as the worker stores them.", False
-    head = f"In {count} measurements across {len(configurations)} configurations"
+    head = (
+        f"In {counted(count, 'measurement')} across {counted(len(configurations), 'configuration')}"
+    )
     meeting = [
         (c, p)
         for c in configurations

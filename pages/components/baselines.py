@@ -11,6 +11,7 @@ from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.records import JobKind, JobRow, JobState
 from backend.reporting import regression as stats
+from backend.reporting.counts import counted
 from backend.runtimeenvs import describe
 from pages.access import cannot, guarded
 from pages.components.formatting import EMPTY, plain
@@ -70,8 +71,10 @@ def drift_flags(key: str) -> None:
         return
     jobs_hit = sorted({d.baseline_id for d in flagged})
     st.warning(
-        f"Drift beyond the interval: {len(flagged)} configuration(s) of baseline job(s) "
-        f"{', '.join(map(str, jobs_hit))} moved in their newest re-run.",
+        f"Drift beyond the interval: {counted(len(flagged), 'configuration')} of "
+        f"{'baseline job' if len(jobs_hit) == 1 else 'baseline jobs'} "
+        f"{', '.join(map(str, jobs_hit))} moved in "
+        f"{'its newest re-run' if len(jobs_hit) == 1 else 'their newest re-runs'}.",
         icon="📉",
     )
     drift_table(flagged, key)

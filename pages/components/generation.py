@@ -22,6 +22,7 @@ from backend.knobs import knobs
 from backend.queue import jobs, progress
 from backend.records import ModelRow
 from backend.reporting import frames
+from backend.reporting.counts import counted
 from backend.reporting.provenance import what_ran
 from pages.access import can, cannot, guarded, link_scope, signed_link_control
 from pages.components.formatting import EMPTY, plain
@@ -129,7 +130,7 @@ def generation_form(model: ModelRow) -> None:
     except UserError as exc:
         show_error(exc)
         return
-    job_queued(job.id, f"{job.progress_total} generation points", {"view": "generation"})
+    job_queued(job.id, counted(job.progress_total, "generation point"), {"view": "generation"})
     if not jobs.list_workers():
         st.warning("No worker is alive; start one with `python -m backend.queue.worker`.")
 
@@ -337,7 +338,7 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             return
         measured = frame[frame["status"].isin(["ok", "wrong outputs"])]
         st.caption(
-            f"{len(measured)} measured points in {frame['series'].nunique()} series"
+            f"{counted(len(measured), 'measured point')} in {frame['series'].nunique()} series"
             + (" · refreshing while the benchmark runs" if active else "")
         )
         figures = [(key, points.CHARTS[key][1](frame)) for key in points.CHARTS if key in chosen]
@@ -369,7 +370,7 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             )
         failed = frame[~frame["status"].isin(["ok", "wrong outputs"])]
         if not failed.empty:
-            with st.expander(f"{len(failed)} points did not run"):
+            with st.expander(f"{counted(len(failed), 'point')} did not run"):
                 st.dataframe(
                     failed[["label", "status", "error"]], hide_index=True, placeholder=EMPTY
                 )

@@ -16,6 +16,7 @@ from backend.graphview.structure import GraphStructure, read_structure
 from backend.models import derived, library
 from backend.models.costing import cost_in_child
 from backend.reporting import costview
+from backend.reporting.counts import counted
 from pages.components.formatting import EMPTY, plain
 from pages.components.url_state import bound_selectbox
 from pages.components.widgets import show_error
@@ -40,7 +41,7 @@ def _legend(overlay: ov.Overlay) -> None:
     st.caption(
         f"**{plain(overlay.title)}**: "
         + "; ".join(f"{plain(label)}" for _fill, label in overlay.legend)
-        + f" ({len(overlay.marks)} nodes painted)"
+        + f" ({counted(len(overlay.marks), 'node')} painted)"
     )
     if overlay.note:
         st.caption(plain(overlay.note))
@@ -113,8 +114,8 @@ def variant_diff(model_id: int, artifact: Any) -> ov.Overlay | None:
     diff = view.diff
     counts = diff.counts()
     st.markdown(
-        f"**Against the upload**: {diff.uploaded_nodes} nodes uploaded, {diff.variant_nodes} in "
-        "this variant."
+        f"**Against the upload**: {counted(diff.uploaded_nodes, 'node')} uploaded, "
+        f"{diff.variant_nodes} in this variant."
     )
     for column, (kind, count) in zip(st.columns(len(counts)), counts.items(), strict=True):
         column.metric(kind, count)

@@ -337,5 +337,5 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
         "them separately.\n"
     )
     waiting = optiboard("show", "3")
-    assert "0 of 1 load points measured\nNo load point is measured yet" in waiting.stdout
+    assert "0 of 1 load point measured\nNo load point is measured yet" in waiting.stdout
     assert optiboard("show", "1", "--slo", "5").returncode == 2  # a sweep has no p99 bound

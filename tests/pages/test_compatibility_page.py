@@ -8,7 +8,9 @@ import onnx
 from onnx import TensorProto, helper
 
 from backend.models.ingest import ingest_file
-from tests.pages.seed import open_page
+from backend.models.nodenames import body_nodes
+from tests import models
+from tests.pages.seed import open_page, texts
 
 
 def _store(path: Path, name: str) -> int:
@@ -65,3 +67,29 @@ def test_page_shows_per_backend_summary_heat_map_and_nodes_behind_a_problem_op(d
     app.toggle(key="problems_toggle").set_value(True).run()
     assert not app.exception
     assert app.query_params["problems"] == "1"
+
+
+def test_the_node_table_names_the_graph_each_node_sits_in_as_the_graph_page_does(
+    data_dir, tmp_path
+):
+    """MatMul_4 sits in the main graph, MatMul_0 in If_2's then_branch (make_unnamed_if); the
+    column spells a body as the Graph page's caption does (nodenames.body_nodes)."""
+    model = models.make_unnamed_if()
+    model_id = _store(models.save(model, tmp_path / "unnamed_if.onnx"), "unnamed_if")
+    where = {b.name: b.where for b in body_nodes(model.graph)}
+    assert where == {
+        "MatMul_0": "If_2's then_branch",
+        "Neg_0": "If_2's else_branch",
+        "Sigmoid_1": "If_2's else_branch",
+    }
+    for op, expected in (
+        ("MatMul", {"MatMul_4": "main", "MatMul_0": where["MatMul_0"]}),
+        ("Neg", {"Neg_0": where["Neg_0"]}),
+        ("Relu", {"Relu_3": "main"}),
+    ):
+        app = open_page("compatibility", role="viewer", model=model_id, op=op, backend="ort-cpu")
+        assert not app.exception
+        table = app.dataframe[0].value
+        assert dict(zip(table["node"], table["graph"], strict=True)) == expected, op
+    graph = open_page("graph", role="viewer", model=model_id, node="MatMul_0")
+    assert "Node MatMul_0 is inside If_2's then_branch" in texts(graph).replace("\\", "")

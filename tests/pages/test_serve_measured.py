@@ -43,7 +43,7 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     link_shown = at.code[0].value  # the header's Copy link, written after the page's widgets ran
     assert "slo=50" in link_shown and f"study={job.id}" in link_shown, link_shown
     sentence = (at.success or at.warning)[0].value
-    assert sentence.startswith("In 2 measurements across 1 configurations")
+    assert sentence.startswith("In 2 measurements across 1 configuration,")
     assert "2 of 2 load points measured" in texts(at)
     curves, split, batches = at.get("plotly_chart")
     names = [trace["name"] for trace in _figure(curves)["data"]]

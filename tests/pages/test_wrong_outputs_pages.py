@@ -38,7 +38,7 @@ def test_jobs_and_compare_show_wrong_outputs_and_compare_ranks_only_ok_rows(
     assert list(table["status"]) == ["ok"]  # the wrong row is not among the compared ones
     wrong = next(d.value for d in at.dataframe if "cosine_similarity" in d.value.columns)
     assert list(wrong["status"]) == ["wrong outputs"] and wrong["cosine_similarity"].iloc[0] == 0
-    assert "1 measured configurations" in texts(at)
+    assert "1 measured configuration in 1 series" in texts(at)
 
     # picked by hand, the wrong row is listed but is no speedup and no Pareto point
     at.toggle(key="url_all").set_value(False).run()

@@ -12,6 +12,7 @@ from backend.compat import datafiles
 from backend.compat.cells import PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, CompatCell
 from backend.compat.columns.base import CompatColumn, ModelContext, list_source
 from backend.compat.facts import NodeFacts
+from backend.models.nodenames import MAIN
 from backend.runtimes import get_runtime
 from backend.runtimes.base import ModelQuery
 
@@ -118,7 +119,7 @@ class OpenVINOColumn(CompatColumn):
             )
             return failure_cell(node, query, attributed, listed)
         proto = context.proto(node)
-        if proto is None or node.graph != "main":  # subgraph ops have no tensors of their own
+        if proto is None or node.graph != MAIN:  # subgraph ops have no tensors of their own
             return listed
         return query_cell(node, [name for name in proto.output if name], query)
 

@@ -17,4 +17,5 @@ class OrtTensorRTColumn(CompatColumn):
     falls_back = True
 
     def cell(self, node: NodeFacts, context: ModelContext) -> CompatCell:
-        return tensorrt_cell(node, datafiles.load("tensorrt"), ep=True)
+        support = datafiles.load("tensorrt")
+        return tensorrt_cell(node, support, True, context.proto(node), context.types)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import onnx
+
 from backend.compat import datafiles
 from backend.compat.cells import PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, CompatCell
 from backend.compat.columns.base import CompatColumn, ModelContext, list_source
+from backend.compat.columns.trtconditions import Judged, judge, sentences
 from backend.compat.facts import NodeFacts, short_type
 
 TRT_DOUBLE = "tensor(double)"
@@ -33,8 +36,36 @@ def _type_cell(
     )
 
 
-def tensorrt_cell(node: NodeFacts, support: datafiles.SupportList, ep: bool) -> CompatCell:
-    """Native TensorRT, or ORT's TensorRT EP (which hands rejected nodes to CUDA/CPU)."""
+def conditions_cell(
+    node: NodeFacts, restrictions: str, judged: Judged, source: str, fallback: str
+) -> CompatCell:
+    """The list's conditions as this node meets them: every one met is supported, one not met
+    unsupported, the rest partial naming what is met and what is not known here."""
+    if not judged.checked:
+        return CompatCell(PARTIAL, sentences(restrictions)[0], source)
+    if judged.unmet:
+        unmet = "; ".join(judged.unmet)
+        return CompatCell(
+            UNSUPPORTED,
+            f"TensorRT's {node.op_type} importer: not met here: {unmet}{fallback}",
+            source,
+        )
+    met = f"met here: {'; '.join(judged.met)}" if judged.met else ""
+    open_ = "; ".join(judged.unknown + judged.unchecked)
+    if not open_:
+        return CompatCell(SUPPORTED, f"TensorRT importer for {node.op_type}; {met}", source)
+    return CompatCell(PARTIAL, "; ".join(p for p in (f"not known here: {open_}", met) if p), source)
+
+
+def tensorrt_cell(
+    node: NodeFacts,
+    support: datafiles.SupportList,
+    ep: bool,
+    proto: onnx.NodeProto | None = None,
+    types: dict[str, onnx.TypeProto] | None = None,
+) -> CompatCell:
+    """Native TensorRT, or ORT's TensorRT EP (which hands rejected nodes to CUDA/CPU); with the
+    node's proto and the model's types, the list's conditions are checked where they can be."""
     source = f"list: {support.label}"
     first, last = support.extra.get("opset_range", [None, None])
     fallback = "; the TensorRT EP hands it to CUDA/CPU" if ep else ""
@@ -73,8 +104,9 @@ def tensorrt_cell(node: NodeFacts, support: datafiles.SupportList, ep: bool) -> 
     typed = _type_cell(node, entry.get("types") or [], source, fallback)
     if typed is not None:
         return typed
-    if entry.get("restrictions"):
-        return CompatCell(PARTIAL, entry["restrictions"].split(". ")[0].rstrip("."), source)
+    if restrictions := entry.get("restrictions"):
+        judged = judge(node, proto, types or {}, restrictions)
+        return conditions_cell(node, restrictions, judged, source, fallback)
     return CompatCell(SUPPORTED, f"TensorRT importer for {node.op_type}", source)
 
 
@@ -83,7 +115,8 @@ class TensorRTColumn(CompatColumn):
     label = "TensorRT"
 
     def cell(self, node: NodeFacts, context: ModelContext) -> CompatCell:
-        return tensorrt_cell(node, datafiles.load("tensorrt"), ep=False)
+        support = datafiles.load("tensorrt")
+        return tensorrt_cell(node, support, False, context.proto(node), context.types)
 
     def source(self, context: ModelContext) -> dict[str, str]:
         return list_source(self.name, datafiles.load("tensorrt"))

@@ -125,10 +125,11 @@ def test_a_head_restarted_mid_sweep_ends_with_every_configuration_stored_once(
     assert outcome == [JobState.SUCCEEDED], jobs.get_job(job_id).error
     log = _log(job_id)
     (unreachable,) = [line for line in log if "is unreachable" in line]
-    assert "the 1 configurations not yet stored are kept and sent again" in unreachable
-    again = f"Ray cluster at {address} answers again; resuming the 1 configurations not yet stored."
+    assert "the 1 configuration not yet stored is kept and sent again" in unreachable
+    again = f"Ray cluster at {address} answers again; resuming the 1 configuration not yet stored."
     assert again in log
-    assert "resuming: 1 configurations already stored" in log
+    assert "resuming: 1 configuration already stored" in log
+    assert "1 configuration sent to the Ray cluster" in log  # the resumed driver's one
     rows = result_store.list_results(job_ids=[job_id])
     assert sorted(r.config_key for r in rows) == sorted(c.key for c in spec.configurations())
     assert all(r.status == "ok" for r in rows)

@@ -16,6 +16,7 @@ from backend.compat.columns import COLUMNS, CompatColumn, ModelContext
 from backend.compat.columns.openvino import openvino_cell
 from backend.compat.facts import NodeFacts
 from tests import models as model_factory
+from tests.backend.compat.test_facts import loop_holding_an_if
 
 
 def _one_node(
@@ -168,3 +169,98 @@ def test_a_newly_registered_column_appears_in_the_matrix_without_touching_build(
     summary = {s.backend: s for s in compat_export.summary(matrix)}
     assert summary["everything"].label == "A column added in one file"
     assert summary["everything"].share == 1.0
+
+
+def _if_model(path: Path, then_out: str, else_out: str, else_shape: list[int]) -> Path:
+    """x -> If(cond) with then: Identity(x) -> then_out [2, 3], else: Neg(x) -> else_out."""
+    f = TensorProto.FLOAT
+    then_branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], [then_out])],
+        "then_g",
+        [],
+        [helper.make_tensor_value_info(then_out, f, [2, 3])],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Neg", ["x"], [else_out])],
+        "else_g",
+        [],
+        [helper.make_tensor_value_info(else_out, f, else_shape)],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch)],
+        "if_model",
+        [
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", f, [2, 3]),
+        ],
+        [helper.make_tensor_value_info("y", f, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_tensorrt_checks_the_if_and_reduce_conditions_this_model_meets(data_dir, tmp_path):
+    """The support matrix's conditions on If and ReduceSum, checked against the walkthrough's
+    model: both hold there, so the cells say supported and which facts meet them."""
+    path = model_factory.save(model_factory.make_unnamed_if(), tmp_path / "unnamed_if.onnx")
+    nodes, context = model_context(path)
+    by_name = {n.name: n for n in nodes}
+    for column in ("tensorrt", "ort-tensorrt"):
+        cell = COLUMNS[column].cell(by_name["If_2"], context)
+        assert cell.status == CellStatus.SUPPORTED, cell
+        assert cell.reason == (
+            "TensorRT importer for If; met here: output tensors of the two conditional branches "
+            "must have the same rank and must have different names (t_out / e_out: rank 2 each)"
+        )
+        reduce = COLUMNS[column].cell(by_name["ReduceSum_0"], context)
+        assert reduce.status == CellStatus.SUPPORTED, reduce
+        assert reduce.reason.endswith(
+            "met here: `axes` must be an initializer (`axes` is not an input)"
+        )
+
+
+def test_tensorrt_says_which_condition_an_if_breaks_and_which_it_cannot_tell(data_dir, tmp_path):
+    same = _if_model(tmp_path / "same.onnx", "o", "o", [2, 3])
+    native, ep = _cell("tensorrt", same), _cell("ort-tensorrt", same)
+    assert native.status == ep.status == CellStatus.UNSUPPORTED
+    assert native.reason.startswith("TensorRT's If importer: not met here: output tensors")
+    assert "(both branches name their output 'o')" in native.reason
+    assert ep.reason.endswith("the TensorRT EP hands it to CUDA/CPU")
+    ranks = _cell("tensorrt", _if_model(tmp_path / "ranks.onnx", "t", "e", [6]))
+    assert ranks.status == CellStatus.UNSUPPORTED
+    assert "(t has rank 2, e rank 1)" in ranks.reason
+    ok = _cell("tensorrt", _if_model(tmp_path / "ok.onnx", "t", "e", [2, 3]))
+    assert ok.status == CellStatus.SUPPORTED and "(t / e: rank 2 each)" in ok.reason
+
+
+def test_tensorrt_reduce_with_axes_from_an_input_is_partial_saying_what_is_unknown(
+    data_dir, tmp_path
+):
+    path = tmp_path / "reduce_axes.onnx"
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x", "axes"], ["y"])],
+        "reduce_axes",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("axes", TensorProto.INT64, [1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    cell = _cell("tensorrt", path)
+    assert cell.status == CellStatus.PARTIAL
+    assert cell.reason == (
+        "not known here: `axes` must be an initializer (`axes` is 'axes', not an initializer)"
+    )
+    # conditions no check covers keep the support matrix's own words, as before
+    loop = model_factory.save(loop_holding_an_if(), tmp_path / "loop.onnx")
+    nodes, context = model_context(loop)
+    cell = COLUMNS["tensorrt"].cell(next(n for n in nodes if n.op_type == "Loop"), context)
+    assert (cell.status, cell.reason) == (
+        CellStatus.PARTIAL,
+        "Scan output length cannot be dynamic",
+    )

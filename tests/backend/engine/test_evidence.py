@@ -101,8 +101,10 @@ def test_nodes_kept_in_fp32_on_purpose_are_not_blamed_on_missing_kernels(tmp_pat
     assert [n.op_type for n in kept if n.name.startswith(BAD_LAYER)] == ["Gemm"]
     assert not any(BAD_LAYER in i.sources for i in evidence.float_islands(profile))
     line = evidence.kept_line(profile, "INT8")
-    assert line is not None and line.startswith(f"{len(kept)} INT8 nodes were kept in FP32")
-    assert f"{profile.share(kept):.0%} of the time" in line
+    assert line == (
+        f"2 INT8 nodes were kept in FP32 on purpose (Clip, Gemm); they take "
+        f"{profile.share(kept):.0%} of the time."
+    )
     assert Profile.from_dict(profile.to_dict()).kept_in_fp32 == profile.kept_in_fp32
 
 
@@ -122,5 +124,8 @@ def test_an_island_whose_conversions_were_counted_elsewhere_claims_none(
     assert islands["LayerNormalization"].conversions == []  # its DQ was the Gather's
     monkeypatch.setattr(evidence, "MIN_SHARE", 0.0)
     lines = evidence.island_lines(profile, "INT8 dynamic", 0.8)
-    norm = next(line for line in lines if "LayerNormalization nodes" in line)
-    assert norm.endswith("they run in float (as SkipLayerNormalization).")
+    norm = next(line for line in lines if "LayerNormalization node" in line)
+    assert norm.endswith(  # one node: singular
+        "in 1 LayerNormalization node that has no int8 kernel here: it runs in float (as "
+        "SkipLayerNormalization)."
+    )

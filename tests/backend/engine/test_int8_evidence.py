@@ -159,7 +159,7 @@ def test_a_matmul_left_in_float_is_not_said_to_lack_an_int8_kernel(
     monkeypatch.setattr(evidence, "MIN_SHARE", 0.0)  # every island, however small here
     lines = evidence.island_lines(profile, LABEL, 0.8)
     line = next(line for line in lines if "MatMul nodes" in line)
-    assert "1 MatMul nodes that ran in float although 2 other MatMul nodes ran int8 kernels" in line
+    assert "1 MatMul node that ran in float although 2 other MatMul nodes ran int8 kernels" in line
     assert "no int8 kernel" not in line and "QLinearMatMul" not in line
 
 
