@@ -10,8 +10,8 @@ from collections.abc import Callable
 from backend import baselines
 from backend.auth.audit import Action, audited
 from backend.auth.cli import cli_principal
+from backend.counts import counted
 from backend.jobs.context import Foreground
-from backend.reporting.counts import counted
 from backend.reporting.text import table
 from storage.states import JobState
 

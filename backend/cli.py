@@ -14,6 +14,7 @@ from backend.cli_parsing import dims_from_pairs as _dims
 from backend.cli_parsing import measure_from
 from backend.cli_reports import cheapest_line, cmd_compare, cmd_export, cmd_show
 from backend.compat.cli import register_compat
+from backend.counts import counted
 from backend.engine import mixed
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
@@ -25,7 +26,6 @@ from backend.models import library
 from backend.queue import jobs
 from backend.queue.worker_args import add_worker_arguments
 from backend.records import JobRow
-from backend.reporting.counts import counted
 from backend.reporting.text import gpu_table, results_table, table, why_lines
 from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice

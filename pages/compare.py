@@ -9,9 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from backend.auth.roles import Permission
+from backend.counts import counted
 from backend.forms import compare as compare_link
 from backend.reporting import charts, cost, exports, frames, front, price_mix
-from backend.reporting.counts import counted
 from backend.reporting.metrics import cost_axes
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus

@@ -8,10 +8,10 @@ import streamlit as st
 from backend.auth.roles import Permission
 from backend.compat import BACKEND_LABELS, CompatMatrix, matrix_for_model
 from backend.compat import export as compat_export
+from backend.counts import counted
 from backend.errors import UserError
 from backend.models import library
 from backend.reporting import charts
-from backend.reporting.counts import counted
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
 from pages.components.url_state import bound_selectbox, set_url, url_value

@@ -12,6 +12,7 @@ from streamlit.delta_generator import DeltaGenerator
 from backend import viewer
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
+from backend.counts import counted
 from backend.engine.profile import Profile, stored_profile
 from backend.errors import UserError
 from backend.jobs.knee import knee_summary
@@ -19,7 +20,6 @@ from backend.models import library
 from backend.queue import jobs, progress
 from backend.records import JobKind, JobRow, JobState, is_serving, utcnow
 from backend.reporting import profilecharts
-from backend.reporting.counts import counted
 from backend.reporting.metrics import pick
 from backend.results import StoredResult, fp32_baseline
 from backend.specs import SweepSpec

@@ -12,12 +12,12 @@ from backend import pricing
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.cluster import targets
+from backend.counts import counted
 from backend.errors import UserError
 from backend.forms import optimize as sweep_form
 from backend.generate.library import is_generative
 from backend.models import library
 from backend.queue import capabilities, jobs
-from backend.reporting.counts import counted
 from backend.runtimeenvs import describe
 from backend.specs import Precision, SweepSpec
 from pages.access import can, cannot, guarded

@@ -10,11 +10,11 @@ import streamlit as st
 
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
+from backend.counts import counted
 from backend.errors import UserError
 from backend.models import library
 from backend.pricing import Prices
 from backend.reporting import frames
-from backend.reporting.counts import counted
 from backend.runtimeenvs import describe
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import settings
 from backend.auth.audit import current_actor
+from backend.counts import counted
 from backend.errors import UserError
-from backend.reporting.counts import counted
 from storage.repo import jobs as job_store
 
 

@@ -23,13 +23,13 @@ import settings
 from backend.cluster import artifacts, replicas, targets
 from backend.cluster.failures import node_left, sentence_for, unreachable
 from backend.cluster.task import MeasureRequest, NodeOutcome, measure_on_node
+from backend.counts import counted
 from backend.engine.run import ConfigurationTask
 from backend.jobs.annotate import annotate
 from backend.jobs.context import JobContext
 from backend.jobs.measuring import ordered_configurations
 from backend.jobs.supervise import port_reason
 from backend.records import stored_results
-from backend.reporting.counts import counted
 from backend.results import ConfigurationResult, ResultStatus, StoredResult, fp32_baseline
 from backend.specs import Configuration, Precision, SweepSpec
 from storage.repo import cluster as cluster_store

@@ -24,7 +24,7 @@ from backend.compat.facts import (
     value_types,
 )
 from backend.compat.registry import Kernel
-from backend.reporting.counts import counted
+from backend.counts import counted
 
 KernelLookup = Callable[[str, str], list[Kernel]]  # (domain, op) -> kernels
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any
 
+from backend.counts import counted
 from backend.energy.counters import Counter, EnergyMeter, NotMeasurable
 from backend.hardware import nvml, nvml_unavailable_reason
 
@@ -36,8 +37,9 @@ def meter(indices: list[int]) -> EnergyMeter:
 def _counter(nv: Any, index: int) -> Counter:
     count = nv.nvmlDeviceGetCount()
     if index >= count:
-        sees = f"{count} GPU{'' if count == 1 else 's'}"  # counted()'s rule; energy is below it
-        raise NotMeasurable(f"not measurable here: NVML sees {sees}, none with index {index}")
+        raise NotMeasurable(
+            f"not measurable here: NVML sees {counted(count, 'GPU')}, none with index {index}"
+        )
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     name = nv.nvmlDeviceGetName(handle)
     name = name.decode() if isinstance(name, bytes) else str(name)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from backend.counts import counted
 from backend.results import AccuracyReport, ConfigurationResult, ResultStatus
 
 REL_EPS_FRACTION = 1e-3
@@ -145,9 +146,8 @@ def wrong_outputs(report: AccuracyReport | None, min_cosine: float) -> str | Non
     if counts:
         return (
             f"Outputs are wrong: {' and '.join(counts)} of {report.finite_reference_values} "
-            f"where FP32 gives finite numbers ({report.samples} accuracy "
-            f"sample{'' if report.samples == 1 else 's'}); these "
-            "timings are not compared or ranked."
+            f"where FP32 gives finite numbers ({counted(report.samples, 'accuracy sample')}); "
+            "these timings are not compared or ranked."
         )
     if report.cosine_similarity < min_cosine:
         return (

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from backend.counts import counted
 from backend.engine.npzfeeds import read_calibration_npz
 from backend.errors import UserError
 
@@ -147,8 +148,7 @@ def evaluation_line(report: EvaluationReport, filename: str | None = None) -> st
             if report.labelled
             else "no labels"
         )
-        samples = f"{report.samples} sample{'' if report.samples == 1 else 's'}"  # counted()'s rule
-        return f"On {named} ({samples}, {why}): {agreement}."
+        return f"On {named} ({counted(report.samples, 'sample')}, {why}): {agreement}."
     fp32 = (
         f"; FP32 {report.fp32_top1_accuracy:.1%}" if report.fp32_top1_accuracy is not None else ""
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from backend.counts import counted
 from backend.engine.profile import (
     CONVERSION_OPS,
     OV_CONVERSION_OPS,
@@ -148,9 +149,8 @@ def _speed_word(speedup: float) -> str:
 
 
 def _nodes(count: int, kind: str = "") -> str:
-    """'1 Conv node', '3 Conv nodes': backend.reporting.counts.counted's rule, which sits above
-    the engine."""
-    return f"{count} {kind + ' ' if kind else ''}node{'' if count == 1 else 's'}"
+    """'1 Conv node', '3 Conv nodes'."""
+    return counted(count, f"{kind} node".lstrip())
 
 
 def _ops(nodes: list[NodeProfile], count: int = 6) -> str:

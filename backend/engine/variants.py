@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 
 from backend import ort_tools
+from backend.counts import counted
 from backend.engine.calibration import (
     FeedReader,
     batched_feeds,
@@ -186,8 +187,7 @@ def _calibration_feeds(build: _Build, method: str) -> list[dict[str, np.ndarray]
         feeds = random_inputs(specs, 1, dict(config.symbolic_dims), count, seed=0, ranges=ranges)
         source = "random"
         build.notes.append("random calibration data: accuracy numbers are indicative only")
-    samples = f"{len(feeds)} calibration sample{'' if len(feeds) == 1 else 's'}"  # counted()'s rule
-    build.steps.append(f"{method}, {samples} ({source})")
+    build.steps.append(f"{method}, {counted(len(feeds), 'calibration sample')} ({source})")
     return batched_feeds(feeds, input_batch(build.model))
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from backend.commas import comma_list, comma_numbers
+from backend.counts import counted
 from backend.errors import UserError
 from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
-from backend.reporting.counts import counted
 from backend.reporting.provenance import hardware, ran_on
 from backend.reporting.text import table
 from backend.runtimes import ENGINE_MODES

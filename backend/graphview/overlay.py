@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from backend.compat.cells import CellStatus, CompatMatrix
+from backend.counts import counted
 from backend.engine.evidence import per_source_us
 from backend.engine.fusion import LAYOUT_OPS, split_by_flops
 from backend.engine.layerloss import NodeLoss
@@ -28,7 +29,6 @@ from backend.engine.profile import (
 from backend.graphview.structure import GraphStructure
 from backend.models.cost import ModelCost
 from backend.models.nodenames import MAIN
-from backend.reporting.counts import counted
 
 # kind -> what the Graph page's picker says; "" draws the plain graph
 KINDS = {

@@ -17,12 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from backend.counts import counted
 from backend.errors import UserError
 from backend.generate import variantnames
 from backend.generate.jobspec import KIND, GenerationJobSpec, point_key
 from backend.generate.weightonly import CALIBRATION_TEXT_CAP, WeightOnlyConfig
 from backend.jobs.context import JobContext, JobOutcome
-from backend.reporting.counts import counted
 from storage.repo import jobs as job_store
 from storage.repo import serving as point_store
 from storage.states import JobState, ResultStatus

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from backend.cli_parsing import dims_from_pairs
 from backend.commas import comma_list, comma_numbers
+from backend.counts import counted
 from backend.errors import UserError
 from backend.jobs.context import Foreground
 from backend.jobs.regressspec import (
@@ -20,7 +21,6 @@ from backend.jobs.regressspec import (
 )
 from backend.records import JobKind, get_job, stored_results
 from backend.reporting import regression as stats
-from backend.reporting.counts import counted
 from backend.reporting.text import table
 from backend.runtimeenvs import DEFAULT, describe
 from backend.specs import MEASURE_PRESETS

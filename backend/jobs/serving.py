@@ -20,11 +20,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from backend.counts import counted
 from backend.errors import UserError
 from backend.jobs import prometheus
 from backend.jobs.context import JobContext, JobOutcome
 from backend.launch.children import run_in_child
-from backend.reporting.counts import counted
 from backend.serving.costmodel import CostMeasurementCancelled, measure_costs_on_server
 from backend.serving.loadgen import load_time_limit_s, run_load
 from backend.serving.repository import plan_model

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import settings
+from backend.counts import counted
 from backend.errors import UserError
 from backend.jobs.context import JobContext
 from backend.jobs.lease import Backoff
 from backend.jobs.measuring import ordered_configurations
 from backend.launch.services import start_service, stop_service
-from backend.reporting.counts import counted
 from backend.specs import SweepSpec
 from storage.repo import jobs as job_store
 from storage.repo import results as result_store

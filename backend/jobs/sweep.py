@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import settings
+from backend.counts import counted
 from backend.engine.explain import cpu_features
 from backend.engine.run import ConfigurationTask
 from backend.jobs import prometheus
@@ -26,7 +27,6 @@ from backend.jobs.mixedsearch import search_plan
 from backend.jobs.plan import Plan, Step
 from backend.models.library import npz_filename
 from backend.records import JobKind, stored_results
-from backend.reporting.counts import counted
 from backend.results import ConfigurationResult, StoredResult, fp32_baseline
 from backend.specs import Precision, SweepSpec
 from storage.repo import models as model_store

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from backend.reporting.counts import counted
+from backend.counts import counted
 from backend.reporting.csvsafe import safe_frame
 from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.provenance import what_ran

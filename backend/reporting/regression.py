@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from backend.counts import counted
 from backend.engine.profile import Profile
-from backend.reporting.counts import counted
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95

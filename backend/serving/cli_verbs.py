@@ -14,10 +14,10 @@ from backend.auth.audit import Action, audited
 from backend.auth.cli import cli_principal
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.commas import comma_numbers
+from backend.counts import counted
 from backend.errors import UserError
 from backend.models import library
 from backend.pricing import parse_prices
-from backend.reporting.counts import counted
 from backend.reporting.text import table
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
 from backend.serving.types import BatchingPolicy, LoadPoint, LoadSpec, Scenario, ServingProvider

@@ -23,11 +23,11 @@ import tritonclient.http.aio as triton_http
 
 import settings
 from backend import energy
+from backend.counts import counted
 from backend.errors import UserError
 from backend.hardware import visible_gpu_index
 from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
-from backend.reporting.counts import counted
 from backend.results import LatencyStats
 from backend.runtimeenvs import DEFAULT
 from backend.serving.scenarios import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from backend.reporting.counts import counted
+from backend.counts import counted
 from backend.serving.evidence import Evidence, MeasuredVariant, Recommendation
 
 

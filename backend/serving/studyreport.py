@@ -12,9 +12,9 @@ import json
 import pandas as pd
 
 from backend import pricing
+from backend.counts import counted
 from backend.errors import UserError
 from backend.reporting import exports
-from backend.reporting.counts import counted
 from backend.reporting.metrics import cell
 from backend.reporting.text import table
 from backend.serving.study import load_label

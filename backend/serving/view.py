@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from backend.counts import counted
 from backend.errors import UserError
 from backend.pricing import Prices, or_default, price_for
 from backend.records import JobRow, is_serving
 from backend.reporting import frames
 from backend.reporting.cost import reprice
-from backend.reporting.counts import counted
 from backend.serving.cheapest import CostAnswer, evidence_cost, recommendation_cost, study_cost
 from backend.serving.export import exported_name, perf_analyzer_command
 from backend.serving.phrasing import batching_differs, serves, unstable_input

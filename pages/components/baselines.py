@@ -8,10 +8,10 @@ import streamlit as st
 from backend import baselines
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
+from backend.counts import counted
 from backend.errors import UserError
 from backend.records import JobKind, JobRow, JobState
 from backend.reporting import regression as stats
-from backend.reporting.counts import counted
 from backend.runtimeenvs import describe
 from pages.access import cannot, guarded
 from pages.components.formatting import EMPTY, plain

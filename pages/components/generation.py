@@ -15,6 +15,7 @@ import streamlit as st
 import settings
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
+from backend.counts import counted
 from backend.errors import UserError
 from backend.generate import jobreport, jobspec, points, variantnames
 from backend.generate.weightonly import ALGORITHMS, BLOCK_SIZES
@@ -22,7 +23,6 @@ from backend.knobs import knobs
 from backend.queue import jobs, progress
 from backend.records import ModelRow
 from backend.reporting import frames
-from backend.reporting.counts import counted
 from backend.reporting.provenance import what_ran
 from pages.access import can, cannot, guarded, link_scope, signed_link_control
 from pages.components.formatting import EMPTY, plain

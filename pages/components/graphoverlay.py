@@ -9,6 +9,7 @@ from urllib.parse import quote
 import streamlit as st
 
 from backend.compat import matrix_for_model
+from backend.counts import counted
 from backend.errors import UserError
 from backend.graphview import overlay as ov
 from backend.graphview import views
@@ -16,7 +17,6 @@ from backend.graphview.structure import GraphStructure, read_structure
 from backend.models import derived, library
 from backend.models.costing import cost_in_child
 from backend.reporting import costview
-from backend.reporting.counts import counted
 from pages.components.formatting import EMPTY, plain
 from pages.components.url_state import bound_selectbox
 from pages.components.widgets import show_error
