@@ -49,10 +49,11 @@ def test_nan_outputs_are_stored_wrong_and_kept_out_of_every_ranking(
         result = wrong.result
         values = 8 * wrong.configuration.batch_size * result.accuracy.samples
         assert result.accuracy.nan_values == values  # every value really is NaN
+        samples = result.accuracy.samples
+        said = "1 accuracy sample" if samples == 1 else f"{samples} accuracy samples"
         assert result.error == (
             f"Outputs are wrong: {values} NaN values of {values} where FP32 gives finite numbers "
-            f"({result.accuracy.samples} accuracy samples); these timings are not compared or "
-            "ranked."
+            f"({said}); these timings are not compared or ranked."
         )
         assert result.notes[0] == result.error  # the why line says so, first
         assert not any("precision" in note for note in result.notes)  # not "FP16 lost precision"
