@@ -27,6 +27,19 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
+# Playwright's own --disable-features list (1.65), which a second such switch would replace: it is
+# left out of the defaults and passed again with ours added. tests/e2e/test_chromium_flags.py
+# checks that the browser still disables every feature Playwright's defaults do.
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync,DestroyProfileOnBrowserClose,HttpsUpgrades,"
+    "HttpsFirstBalancedModeAutoEnable,LensOverlay,MediaRouter,PaintHolding,"
+    "ThirdPartyStoragePartitioning,AvoidCorsURLLoaderRestartOnRedirect,TcpPortRandomizationWin,"
+    "OptimizationHints,NetworkTimeServiceQuerying,AimEnabled,PreconnectToSearch,"
+    "msForceBrowserSignIn,msEdgeUpdateLaunchServicesPreferredVersion"
+)
+# Chromium 156 preloads its WebUI omnibox popup in a renderer of its own for every window, a new
+# one per browser context: about 0.5 s of CPU each, in a headless browser that has no omnibox.
+UNUSED_FEATURES = "WebUIOmniboxPopup,WebUIOmniboxAimPopup"
 
 
 @contextmanager
@@ -35,8 +48,11 @@ def chromium(*extra_args: str) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
+        features = f"{PLAYWRIGHT_DISABLED_FEATURES},{UNUSED_FEATURES}"
         browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, *extra_args]
+            executable_path=str(CHROMIUM),
+            args=[*CHROMIUM_ARGS, f"--disable-features={features}", *extra_args],
+            ignore_default_args=[f"--disable-features={PLAYWRIGHT_DISABLED_FEATURES}"],
         )
         try:
             yield browser
