@@ -410,3 +410,44 @@ def make_unnamed_if(features: int = 16, classes: int = 8) -> onnx.ModelProto:
         ],
     )
     return _finish(graph)
+
+
+def make_named_if(side: int = 192) -> onnx.ModelProto:
+    """ReduceSum -> Greater -> If (then: MatMul -> Tanh; else: Neg) -> Relu -> Add, every node
+    named (the branch nodes too, so a test knows them without the profile's word); `side`: the
+    then branch's MatMul, heavy enough to be most of the If's time by default."""
+    rng = np.random.default_rng(3)
+    out = [helper.make_tensor_value_info("t_out", TensorProto.FLOAT, ["N", side])]
+    then_g = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "wt"], ["t0"], name="then_matmul"),
+            helper.make_node("Tanh", ["t0"], ["t_out"], name="then_tanh"),
+        ],
+        "then_g",
+        [],
+        out,
+    )
+    else_out = [helper.make_tensor_value_info("e_out", TensorProto.FLOAT, ["N", side])]
+    else_g = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e_out"], name="else_neg")], "else_g", [], else_out
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
+        helper.make_node("Greater", ["s", "zero"], ["cond"], name="positive"),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g, name="if"),
+        helper.make_node("Relu", ["y"], ["r"], name="relu"),
+        helper.make_node("Add", ["r", "b"], ["out"], name="add"),
+    ]
+    weights = [
+        numpy_helper.from_array(np.zeros((), np.float32), "zero"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (side, side)).astype(np.float32), "wt"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (side,)).astype(np.float32), "b"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "if_shares",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", side])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", side])],
+        weights,
+    )
+    return _finish(graph)

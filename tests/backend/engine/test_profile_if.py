@@ -26,46 +26,7 @@ ELSE = ("else_neg",)
 
 
 def _if_model() -> onnx.ModelProto:
-    """ReduceSum -> Greater -> If (then: MatMul -> Tanh; else: Neg) -> Relu -> Add, every node
-    named (the branch nodes too, so the test knows them without the profile's word)."""
-    rng = np.random.default_rng(3)
-    out = [helper.make_tensor_value_info("t_out", TensorProto.FLOAT, ["N", SIDE])]
-    then_g = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "wt"], ["t0"], name=THEN[0]),
-            helper.make_node("Tanh", ["t0"], ["t_out"], name=THEN[1]),
-        ],
-        "then_g",
-        [],
-        out,
-    )
-    else_out = [helper.make_tensor_value_info("e_out", TensorProto.FLOAT, ["N", SIDE])]
-    else_g = helper.make_graph(
-        [helper.make_node("Neg", ["x"], ["e_out"], name=ELSE[0])], "else_g", [], else_out
-    )
-    nodes = [
-        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
-        helper.make_node("Greater", ["s", "zero"], ["cond"], name="positive"),
-        helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g, name="if"),
-        helper.make_node("Relu", ["y"], ["r"], name="relu"),
-        helper.make_node("Add", ["r", "b"], ["out"], name="add"),
-    ]
-    weights = [
-        numpy_helper.from_array(np.zeros((), np.float32), "zero"),
-        numpy_helper.from_array(rng.normal(0, 0.1, (SIDE, SIDE)).astype(np.float32), "wt"),
-        numpy_helper.from_array(rng.normal(0, 0.1, (SIDE,)).astype(np.float32), "b"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "if_shares",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", SIDE])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", SIDE])],
-        weights,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model, full_check=True)
-    return model
+    return model_factory.make_named_if(SIDE)
 
 
 @pytest.fixture
