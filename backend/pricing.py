@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 
 import settings
 from backend.errors import UserError
@@ -127,8 +128,6 @@ def dollars(value: float) -> str:
         return f"${value:,.0f}"
     if value >= 1:
         return f"${value:.2f}"
-    import numpy as np  # its shortest-round-trip formatting; numpy costs 45 ms at import
-
     return "$" + np.format_float_positional(value, precision=3, fractional=False, trim="-")
 
 

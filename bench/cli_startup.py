@@ -3,11 +3,11 @@
 Each verb runs in the two trees in alternation, pair by pair (the first of a pair alternates each
 round, so machine noise and the page cache hit both alike), on one shared data directory holding
 a small CNN and one finished sweep. The older commit is checked out as a detached worktree in a
-temporary folder (removed at the end); both trees run the same interpreter, with their bytecode
-cached outside the trees (PYTHONPYCACHEPREFIX) as an installed CLI's would be. CPU is user +
-system of the finished child and its waited-for children (resource.getrusage), so `run` counts
-its configuration children too. For every verb but `run` it checks both trees printed the same
-bytes and exited the same, so the cheaper side is not doing less.
+temporary folder (removed at the end, with the data); both trees run the same interpreter, their
+bytecode cached outside the trees (PYTHONPYCACHEPREFIX) as an installed CLI's would be. CPU is
+user + system of the finished child and its waited-for children (resource.getrusage), so `run`
+counts its configuration children too. For every verb but `run` it checks both trees printed the
+same bytes and exited the same, so the cheaper side is not doing less.
 Run: .venv/bin/python bench/cli_startup.py [rounds] [base commit, default: merge-base with main]
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -93,6 +94,7 @@ def main() -> None:
             )
     finally:
         git("worktree", "remove", "--force", str(old))
+        shutil.rmtree(work)  # the data directory and the cached bytecode
 
 
 if __name__ == "__main__":
