@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from backend.auth.cli import register_users, run_command
 from backend.baselinecli import register_baseline
+from backend.cli_parsing import dims_from_pairs as _dims
+from backend.cli_parsing import measure_from
 from backend.cli_reports import cmd_compare, cmd_export, cmd_show
 from backend.compat_cli import register_compat
 from backend.counts import counted
@@ -25,6 +27,8 @@ from backend.serving.llm_cli import register_llm_serving
 from backend.specs import MEASURE_PRESETS, SweepSpec
 from storage.states import JobState
 
+# Every call builds the whole parser, so what only some commands need (the queue and ONNX under it,
+# pandas, the runtimes) is imported inside them: tests/backend/test_cli_imports.py holds the line.
 if TYPE_CHECKING:
     from backend.jobs.context import JobOutcome, OnResult
     from backend.records import JobRow
@@ -34,8 +38,6 @@ if TYPE_CHECKING:
 def _spec(args: argparse.Namespace) -> SweepSpec:
     """The sweep the flags ask for: every knob read from its declaration (backend.knobs.flags),
     then the uploads (--calibration, --evaluation) and the measurement preset."""
-    from backend.cli_parsing import dims_from_pairs as _dims
-    from backend.cli_parsing import measure_from
     from backend.queue import jobs
 
     calibration = None
