@@ -9,18 +9,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from backend.baselinecli import drift_lines
 from backend.errors import UserError
+from backend.jobs.knee import knee_summary
+from backend.jobs.regresscli import report as regression_report
 from backend.pricing import Prices, parse_prices
-from backend.records import JobKind, job_kind
-
-if TYPE_CHECKING:
-    from backend.records import JobRow
-    from backend.results import StoredResult
-
-# Every CLI call imports this module with the parser: what only one verb needs (the queue, ONNX
-# under it, pandas) is imported inside the function that needs it.
+from backend.queue import jobs
+from backend.records import JobKind, JobRow, job_kind
+from backend.reporting.text import results_table, why_lines
+from backend.results import StoredResult
+from backend.serving.study import runtime_line as serving_runtime_line
 
 KIND_NAMES = {
     JobKind.SWEEP: "a sweep",
@@ -42,8 +41,6 @@ def cheapest_line(job_ids: list[int], prices: Prices = ()) -> str | None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from backend.queue import jobs
-
     job = jobs.get_job(args.job)
     kind = job_kind(job)
     if args.slo is not None and kind != JobKind.SERVING:
@@ -58,9 +55,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"error: {job.error}")
     if kind == JobKind.SERVING:  # what ran its served model, then the Serve page's view
         from backend.serving import studyreport
-        from backend.serving.study import runtime_line
 
-        print(runtime_line(job))
+        print(serving_runtime_line(job))
         print("\n".join(studyreport.show_lines(job.id, _prices(args), args.slo)))
     if kind == JobKind.GENERATION:  # its points, what ran them and what each share of peak is
         from backend.generate import jobreport
@@ -80,12 +76,6 @@ def _show_results(
 ) -> None:
     """A sweep's or a regression check's results: the table, the cheapest, why, and the knee,
     the regression report or the drift against a baseline."""
-    from backend.baselinecli import drift_lines
-    from backend.jobs.knee import knee_summary
-    from backend.jobs.regresscli import report as regression_report
-    from backend.queue import jobs
-    from backend.reporting.text import results_table, why_lines
-
     job_id, results = job.id, [item.result for item in stored]
     sweep = jobs.spec_of(job) if kind == JobKind.SWEEP else None
     prices = _prices(args, sweep.prices if sweep else ())  # a regression's spec is not a sweep
@@ -105,8 +95,6 @@ def _show_results(
 
 
 def _kinds(job_ids: list[int]) -> dict[int, JobKind]:
-    from backend.queue import jobs
-
     return {j: job_kind(jobs.get_job(j)) for j in job_ids}
 
 
@@ -134,7 +122,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     """CSV: the comparison table (a study's: the Serve page's table of measured points). JSON:
     every result's full record (environment, samples), a generation job's or a study's stored
     points."""
-    from backend.queue import jobs
     from backend.reporting import comparison, exports
 
     prices = _prices(args)
