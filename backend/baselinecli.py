@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from backend import baselines
-from backend.auth.audit import Action, audited
+from backend.auth.actions import Action
 from backend.auth.cli import cli_principal
 from backend.counts import counted
-from backend.jobs.context import Foreground
-from backend.reporting.text import table
 from storage.states import JobState
+
+if TYPE_CHECKING:
+    from backend.jobs.context import Foreground
+
+# register_baseline runs for every CLI call: the baselines (the queue, ONNX under it) and the
+# audit log's store are imported by the commands that use them.
 
 
 def drift_lines(baseline_id: int, rerun_id: int) -> list[str]:
+    from backend import baselines
+
     rows = baselines.drift(baseline_id, rerun_id)
     if not rows:
         return [f"re-run {rerun_id} has no configuration measured in both jobs"]
@@ -27,6 +33,9 @@ def drift_lines(baseline_id: int, rerun_id: int) -> list[str]:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
+    from backend import baselines
+    from backend.auth.audit import audited
+
     with audited(cli_principal(), Action.BASELINE_PIN, f"job {args.job}"):
         row = baselines.pin(args.job)
     print(f"job {row.job_id} is a baseline; re-run it with `optiboard baseline rerun {row.job_id}`")
@@ -34,6 +43,9 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
 
 def cmd_unpin(args: argparse.Namespace) -> int:
+    from backend import baselines
+    from backend.auth.audit import audited
+
     with audited(cli_principal(), Action.BASELINE_UNPIN, f"job {args.job}"):
         baselines.unpin(args.job)
     print(f"job {args.job} is no longer a baseline (its re-runs stay as jobs)")
@@ -41,6 +53,9 @@ def cmd_unpin(args: argparse.Namespace) -> int:
 
 
 def cmd_list(_: argparse.Namespace) -> int:
+    from backend import baselines
+    from backend.reporting.text import table
+
     pinned = baselines.list_baselines()
     if not pinned:
         print("no baselines; pin a finished sweep with `optiboard baseline pin JOB`")
@@ -62,6 +77,9 @@ def cmd_list(_: argparse.Namespace) -> int:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
+    from backend import baselines
+    from backend.auth.audit import audited
+
     with audited(cli_principal(), Action.SUBMIT, f"job {args.job}", baseline_rerun=args.env):
         here = None if args.submit else args.foreground()  # its job is created held by it
         held_by = here.worker_id if here is not None else None

@@ -6,39 +6,40 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.auth.cli import register_users, run_command
 from backend.baselinecli import register_baseline
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.cli_parsing import measure_from
-from backend.cli_reports import cheapest_line, cmd_compare, cmd_export, cmd_show
-from backend.compat.cli import register_compat
+from backend.cli_reports import cmd_compare, cmd_export, cmd_show
+from backend.compat_cli import register_compat
 from backend.counts import counted
-from backend.engine import mixed
+from backend.engine.mixed_args import add_arguments as add_mixed_arguments
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
-from backend.jobs.context import JobOutcome, OnResult
-from backend.jobs.knee import knee_summary
 from backend.jobs.regresscli import register_regress
 from backend.knobs.flags import add_knob_arguments, knob_values
-from backend.models import library
-from backend.queue import jobs
 from backend.queue.worker_args import add_worker_arguments
-from backend.records import JobRow
-from backend.reporting.text import gpu_table, results_table, table, why_lines
-from backend.results import ConfigurationResult
 from backend.serving.cli_advice import register_advice
 from backend.serving.cli_verbs import register_serving
 from backend.serving.llm_cli import register_llm_serving
 from backend.specs import MEASURE_PRESETS, SweepSpec
-from storage.repo import jobs as job_store
 from storage.states import JobState
+
+# Every call builds the whole parser, so what only some commands need (the queue and ONNX under it,
+# pandas, the runtimes) is imported inside them: tests/backend/test_cli_imports.py holds the line.
+if TYPE_CHECKING:
+    from backend.jobs.context import JobOutcome, OnResult
+    from backend.records import JobRow
+    from backend.results import ConfigurationResult
 
 
 def _spec(args: argparse.Namespace) -> SweepSpec:
     """The sweep the flags ask for: every knob read from its declaration (backend.knobs.flags),
     then the uploads (--calibration, --evaluation) and the measurement preset."""
+    from backend.queue import jobs
+
     calibration = None
     if args.calibration:
         calibration = jobs.store_calibration(
@@ -59,6 +60,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from backend.models import library
     from backend.models.ingest import ingest_file
 
     model = ingest_file(Path(args.path), Path(args.path).name, name=args.name)
@@ -74,6 +76,9 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from backend.models import library
+    from backend.reporting.text import table
+
     rows = [
         [
             m.id,
@@ -99,6 +104,8 @@ def _shape(spec: dict[str, Any]) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from backend.models import library
+
     m = library.get_model(args.model)
     print(
         f"model {m.id}: {m.name}\n  format {m.format}, opset {m.opset}, IR {m.ir_version}, "
@@ -118,6 +125,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from backend.queue import jobs
+
     job = jobs.submit_sweep(args.model, _spec(args), label=args.label)
     print(
         f"queued job {job.id} with {counted(job.progress_total, 'configuration')}; "
@@ -145,6 +154,7 @@ class Terminal:
     def run(self, job: JobRow, on_result: OnResult | None = None) -> JobOutcome:
         """Run the job this terminal holds; stored like any job."""
         from backend.queue.worker import JobRunner, register
+        from storage.repo import jobs as job_store
 
         if job.worker_id != self.worker_id:  # only a job created held by it (held_by)
             raise RuntimeError(f"job {job.id} is not held by this terminal")
@@ -155,6 +165,11 @@ class Terminal:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a sweep now in this terminal; it is stored like any job."""
+    from backend.cli_reports import cheapest_line
+    from backend.jobs.knee import knee_summary
+    from backend.queue import jobs
+    from backend.reporting.text import gpu_table, results_table, why_lines
+
     here = Terminal.new()
     job = jobs.submit_sweep(
         args.model, _spec(args), label=args.label or "cli run", held_by=here.worker_id
@@ -186,6 +201,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
+    from backend.queue import jobs
+    from backend.reporting.text import table
+
     rows = [
         [
             j.id,
@@ -207,12 +225,15 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    from backend.queue import jobs
+
     state = jobs.cancel_job(args.job)
     print(f"job {args.job}: {'cancelled' if state == JobState.CANCELLED else 'cancel requested'}")
     return 0
 
 
 def cmd_providers(args: argparse.Namespace) -> int:
+    from backend.reporting.text import table
     from backend.runtimes import all_provider_statuses
 
     rows = []
@@ -229,6 +250,8 @@ def cmd_mixed(args: argparse.Namespace) -> int:
     queues a job, audited as `cli:<os user>` like `optiboard submit`."""
     from backend.auth.audit import Action, audited
     from backend.auth.cli import cli_principal
+    from backend.engine import mixed
+    from backend.queue import jobs
 
     def submit(model_id: int, spec: SweepSpec, label: str) -> int:
         with audited(cli_principal(), Action.SUBMIT, f"model {model_id}", via="mixed --submit"):
@@ -320,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "mixed", help="search the fastest INT8/FP32 mix meeting a bound; --submit queues it"
     )
-    mixed.add_arguments(p)
+    add_mixed_arguments(p)
     p.set_defaults(func=cmd_mixed)
     p = sub.add_parser("worker", help="run a worker (same as python -m backend.queue.worker)")
     add_worker_arguments(p)

@@ -12,28 +12,10 @@ from contextvars import ContextVar
 from enum import StrEnum
 from typing import Any
 
+from backend.auth.actions import Action  # re-exported
 from backend.auth.roles import Permission, PermissionDenied, Principal, require
 from storage.repo import audit as audit_store
 from storage.repo.audit import AuditRow
-
-
-class Action(StrEnum):
-    UPLOAD = "upload"
-    SUBMIT = "submit"
-    RETRY = "retry"
-    CANCEL = "cancel"
-    DELETE = "delete"
-    LINK_CREATE = "link_create"
-    BASELINE_PIN = "baseline_pin"
-    BASELINE_UNPIN = "baseline_unpin"
-    USER_ADD = "user_add"
-    USER_ROLE = "user_role"
-    USER_PASSWORD = "user_password"
-    USER_REMOVE = "user_remove"
-    # Access events, recorded as they happen (record()), not mutations: no permission needed.
-    SIGN_IN = "sign_in"
-    SIGN_OUT = "sign_out"
-    SIGNIN_THROTTLE = "signin_throttle"
 
 
 class Outcome(StrEnum):

@@ -13,8 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from backend.auth import accounts
-from backend.auth.audit import Action, audited
+from backend.auth.actions import Action
 from backend.auth.roles import Principal, Role, Via
 from backend.errors import UserError
 
@@ -38,6 +37,8 @@ def _password(args: argparse.Namespace) -> str:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from backend.auth import accounts
+
     password = None if args.no_password else _password(args)
     account = accounts.add_account(cli_principal(), args.name, args.role, password)
     print(f"added {account.name} ({account.role.value})")
@@ -45,6 +46,8 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from backend.auth import accounts
+
     rows = accounts.list_accounts()
     if not rows:
         print("no accounts yet: add the first admin with `optiboard users add NAME --role admin`")
@@ -57,18 +60,24 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_role(args: argparse.Namespace) -> int:
+    from backend.auth import accounts
+
     accounts.set_role(cli_principal(), args.name, args.role)
     print(f"{args.name} is now {args.role}")
     return 0
 
 
 def cmd_password(args: argparse.Namespace) -> int:
+    from backend.auth import accounts
+
     accounts.set_password(cli_principal(), args.name, _password(args))
     print(f"password of {args.name} changed")
     return 0
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
+    from backend.auth import accounts
+
     accounts.remove_account(cli_principal(), args.name)
     print(f"removed {args.name}")
     return 0
@@ -91,6 +100,8 @@ def run_command(args: argparse.Namespace) -> int:
     """
     if args.command not in AUDITED:
         return args.func(args)
+    from backend.auth.audit import audited
+
     action, target = AUDITED[args.command]
     with audited(cli_principal(), action, target(args)):
         return args.func(args)

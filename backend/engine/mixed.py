@@ -21,6 +21,7 @@ from backend.engine import accuracy, inputs, layerloss, variants
 from backend.engine.evidence import float_islands
 from backend.engine.interleave import Interleaved, interleaved
 from backend.engine.measure import measure
+from backend.engine.mixed_args import add_arguments
 from backend.engine.mixedresult import (  # noqa: F401 (the search's names, used from here)
     FP32,
     MIN_GAIN,
@@ -269,22 +270,6 @@ def time_built_models(paths: dict[str, str], config: dict, measure: dict) -> dic
 # Queues a sweep of a model under a label and gives the job's id. The engine never imports the
 # queue (it stands above the engine), so the caller above passes it in: `optiboard mixed`.
 Submit = Callable[[int, SweepSpec, str], int]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The search's arguments, one list for `python -m backend.engine.mixed` and `optiboard
-    mixed`."""
-    parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
-    parser.add_argument("--bound", default="cosine=0.99", help="cosine=0.99 or top1=0.98")
-    parser.add_argument(
-        "--dim",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="value for a symbolic dimension other than batch, e.g. seq=128 (as for sweeps)",
-    )
-    parser.add_argument("--quick", action="store_true", help="short measurement per step")
-    parser.add_argument("--submit", action="store_true", help="queue FP32, INT8 and the best mix")
 
 
 def _base(source: Path, pairs: list[str]) -> Configuration:

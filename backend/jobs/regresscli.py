@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from backend.cli_parsing import dims_from_pairs
 from backend.commas import comma_list, comma_numbers
 from backend.counts import counted
 from backend.errors import UserError
-from backend.jobs.context import Foreground
 from backend.jobs.regressspec import (
     MAX_PROCESSES,
     MIN_ROUNDS,
@@ -25,6 +25,9 @@ from backend.reporting.text import table
 from backend.runtimeenvs import DEFAULT, describe
 from backend.specs import MEASURE_PRESETS
 from storage.states import JobState
+
+if TYPE_CHECKING:
+    from backend.jobs.context import Foreground
 
 
 def spec_of(args: argparse.Namespace) -> RegressionSpec:

@@ -1,4 +1,7 @@
-"""Submitting, listing, cancelling and retrying sweeps; job state transitions live in storage."""
+"""Submitting, listing, cancelling and retrying sweeps; job state transitions live in storage.
+
+The checks of a submitted sweep against its model's graph import ONNX inside submit_sweep:
+listing, showing and cancelling jobs (every `optiboard jobs`) need none of it."""
 
 from __future__ import annotations
 
@@ -10,8 +13,6 @@ from pathlib import Path
 import settings
 from backend.auth import caps
 from backend.auth.audit import current_actor as actor
-from backend.engine.inputs import fixed_batch, runs_at_batch
-from backend.engine.shapes import check_dim_names, stored_dim_names
 from backend.errors import UserError
 from backend.graphview.structure import read_structure
 from backend.knobs.links import CUSTOM_MEASURE, from_query, to_query  # noqa: F401 (pages read it)
@@ -33,6 +34,8 @@ def submit_sweep(
 ) -> JobRow:
     """Queue one job holding every configuration of the sweep; held_by: created already
     claimed by that worker (the terminal of `optiboard run`, storage.repo.jobs.create_job)."""
+    from backend.engine.shapes import check_dim_names, stored_dim_names
+
     model = get_model(model_id)
     check_dim_names(dict(spec.symbolic_dims), stored_dim_names(model.inputs, model.outputs))
     if spec.fp32_nodes:
@@ -89,6 +92,8 @@ def cancel_job(job_id: int) -> JobState:
 def _check_fixed_batch(inputs: list[dict], batch_sizes: set[int]) -> None:
     """Batch sizes an input's fixed first dimension cannot take (the measurement's own rule,
     engine/inputs.runs_at_batch): refused here, not as failed rows of a queued job."""
+    from backend.engine.inputs import fixed_batch, runs_at_batch
+
     for value in inputs:
         shape = value.get("shape") or []
         bad = sorted(b for b in batch_sizes if not runs_at_batch(shape, b))

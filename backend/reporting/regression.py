@@ -21,12 +21,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from backend.counts import counted
-from backend.engine.profile import Profile
+
+if TYPE_CHECKING:  # a type only: the profile's module imports ONNX, which a verdict never needs
+    from backend.engine.profile import Profile
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95

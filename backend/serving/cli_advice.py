@@ -1,6 +1,8 @@
 """`optiboard serve recommend | export | check`: the predictor's answers from a terminal.
 
 They join the `serve` group of backend/serving/cli_verbs.py (load tests on a real server).
+register_advice runs for every CLI call, so what pulls in pandas (the stored prices), Triton's
+client or ONNX (the repository export) is imported by the function that uses it.
 """
 
 from __future__ import annotations
@@ -14,23 +16,14 @@ from backend.errors import UserError
 from backend.models import library
 from backend.pricing import Prices, or_default, parse_prices
 from backend.records import get_job
-from backend.reporting.cost import job_prices
 from backend.reporting.text import table
 from backend.results import StoredResult
 from backend.runtimeenvs import DEFAULT
 from backend.serving.cheapest import evidence_cost, recommendation_cost, with_prices
 from backend.serving.cli_verbs import env_from_args, env_option, policy_of
 from backend.serving.confirm import ServedFile, served_variants, triton_confirm
-from backend.serving.export import (
-    Device,
-    ServingTarget,
-    export_repository,
-    exported_name,
-    parse_config,
-)
 from backend.serving.phrasing import unstable_input
 from backend.serving.recommend import Evidence, Recommendation, recommend, recommendation_grid
-from backend.serving.repository import can_batch
 from backend.serving.types import (
     LoadSpec,
     Scenario,
@@ -96,6 +89,8 @@ def job_files(
     serve on those providers: the optimized file the sweep stored, or the model's own for FP32;
     one that can batch first (a fixed-shape sweep's files have the batch size baked in, and
     Triton serves those without dynamic batching), so FP32 falls back on the upload."""
+    from backend.serving.repository import can_batch
+
     job = get_job(job_id)
     stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
     wanted = {p.value for p in providers}
@@ -187,6 +182,8 @@ def cmd_serve_recommend(args: argparse.Namespace) -> int:
 
 def _prices(args: argparse.Namespace) -> Prices:
     """--price, else the sweep's stored prices (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
+    from backend.reporting.cost import job_prices
+
     if args.price:
         return parse_prices(args.price, "--price")
     return or_default(job_prices(get_job(args.job)))
@@ -199,6 +196,8 @@ def _load(args: argparse.Namespace) -> LoadSpec:
 
 
 def cmd_serve_export(args: argparse.Namespace) -> int:
+    from backend.serving.export import Device, ServingTarget, export_repository, exported_name
+
     library.get_model(args.model)  # a sentence when there is no such model
     source = Path(args.onnx) if args.onnx else library.onnx_path(args.model)
     device = Device.GPU if args.gpu else Device.CPU
@@ -212,6 +211,8 @@ def cmd_serve_export(args: argparse.Namespace) -> int:
 
 
 def cmd_serve_check(args: argparse.Namespace) -> int:
+    from backend.serving.export import parse_config
+
     path = Path(args.config)
     if not path.is_file():
         raise UserError(f"{path} is not a file; give the path of a config.pbtxt.")

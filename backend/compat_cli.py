@@ -2,6 +2,8 @@
 
 The same matrix (matrix_for_model, cached per model and runtime versions) and the same exports as
 the page's downloads (backend.compat.export), so the terminal and the page never disagree.
+Beside the compat package rather than in it: its __init__ imports ONNX, and every CLI call runs
+register_compat, so the matrix's modules are imported by the functions that use them.
 """
 
 from __future__ import annotations
@@ -9,12 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from backend.compat import export
-from backend.compat.build import matrix_for_model
-from backend.compat.cells import SUPPORTED, CompatMatrix
-from backend.reporting.text import table
+if TYPE_CHECKING:
+    from backend.compat.cells import CompatMatrix
 
 FORMATS = ("table", "csv", "json")
 
@@ -31,6 +31,9 @@ def register_compat(sub: Any) -> None:
 
 def summary_lines(matrix: CompatMatrix) -> list[str]:
     """Per backend: the share of nodes it runs and what does not, then the known fixes."""
+    from backend.compat import export
+    from backend.reporting.text import table
+
     rows = []
     for s in export.summary(matrix):
         if not s.applicable:
@@ -61,6 +64,10 @@ def summary_lines(matrix: CompatMatrix) -> list[str]:
 
 def node_lines(matrix: CompatMatrix) -> list[str]:
     """Every node a backend does not fully run, with the reason (supported nodes are left out)."""
+    from backend.compat import export
+    from backend.compat.cells import SUPPORTED
+    from backend.reporting.text import table
+
     rows = [
         [r["backend_label"], r["node"], r["op_type"], r["status"], r["reason"]]
         for r in export.rows(matrix)
@@ -72,6 +79,9 @@ def node_lines(matrix: CompatMatrix) -> list[str]:
 
 
 def cmd_compat(args: argparse.Namespace) -> int:
+    from backend.compat import export
+    from backend.compat.build import matrix_for_model
+
     matrix = matrix_for_model(args.model, refresh=args.refresh)
     if args.format == "csv":
         text = export.to_csv(matrix)
