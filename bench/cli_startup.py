@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import settings  # noqa: E402
 from tests import models  # noqa: E402
 
 VERBS = [["--help"], ["jobs"], ["models"], ["show", "1"], ["export", "1"], ["run", "1", "--quick"]]
@@ -61,7 +62,7 @@ def main() -> None:
         data = work / "data"
         data.mkdir(mode=0o700)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env |= {"OPTIBOARD_DATA_DIR": str(data), "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+        env |= {settings.DATA_DIR.name: str(data), "PYTHONPYCACHEPREFIX": str(work / "pycache")}
         models.save(models.make_cnn(), work / "cnn.onnx")
         for argv in (["add", str(work / "cnn.onnx")], ["run", "1", "--quick"]):
             command = [sys.executable, "-m", "backend.cli", *argv]
