@@ -9,6 +9,7 @@ unsupported), whereas PostgreSQL workers on several hosts each bring their own c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -142,9 +143,21 @@ def test_lease_keeper_holds_a_lease_through_a_long_blocking_step(data_dir: Path)
 
 def _stop(*workers: subprocess.Popen) -> list[str]:
     for worker in workers:
+        if worker.poll() is None and worker.args[0] == FAKETIME:
+            # faketime's wrapper removes its /dev/shm segment once its child has exited; killed
+            # itself, it leaves the segment behind until the host reboots
+            for child in _children(worker.pid):
+                os.kill(child, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.wait(timeout=10)
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
     return [worker.communicate()[0] for worker in workers]
+
+
+def _children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
 
 
 @pytest.mark.skipif(FAKETIME is None, reason="faketime is not installed (apt install faketime)")
