@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from backend.counts import counted
 from backend.engine.profile import QDQ_OPS, Profile, name_stages
-from backend.graphview.overlay import Mark, Overlay, nodes, source_index
+from backend.graphview.overlay import Mark, Overlay, source_index
 from backend.graphview.structure import GraphStructure
 
 # variant-side categories (every variant node has one) and the upload-side one
@@ -107,7 +108,9 @@ class VariantDiff:
             origin = f" from {', '.join(c.sources)}" if c.sources else ""
             marks[c.node] = Mark(fill, ink, f"{c.node} ({c.op_type}): {c.kind}{origin}")
         legend = tuple(
-            (COLOURS[k][0], f"{k} ({nodes(counts[k])})") for k in VARIANT_KINDS if counts[k]
+            (COLOURS[k][0], f"{k} ({counted(counts[k], 'node')})")
+            for k in VARIANT_KINDS
+            if counts[k]
         )
         return Overlay("diff", f"Changes against the upload: {label}", legend, marks)
 

@@ -95,10 +95,6 @@ class Overlay:
         ).encode()
 
 
-def nodes(count: int) -> str:
-    return counted(count, "node")
-
-
 def _bin(fraction: float, edges: Iterable[float] = (0.2, 0.4, 0.6, 0.8)) -> int:
     return sum(fraction >= e for e in edges)
 
@@ -263,7 +259,7 @@ def placement_overlay(structure: GraphStructure, profile: Profile, label: str) -
         extra = f", precision {'/'.join(precision[key])}" if precision.get(key) else ""
         title = f"{_node_label(structure, key)}: ran on {place}{extra} in {label}"
         marks[key] = Mark(colours[place], "#ffffff", title)
-    legend = tuple((colours[p], f"{p} ({nodes(counts[p])})") for p in order)
+    legend = tuple((colours[p], f"{p} ({counted(counts[p], 'node')})") for p in order)
     return Overlay("placement", f"Execution provider: {label}", legend, marks)
 
 
@@ -289,7 +285,9 @@ def compat_overlay(structure: GraphStructure, matrix: CompatMatrix, backend: str
             title += f"\nfix: {cell.fix}"
         marks[node.key] = Mark(fill, ink, title)
     legend = tuple(
-        (STATUS_COLOURS[s][0], f"{s.value} ({nodes(counts[s])})") for s in CellStatus if counts[s]
+        (STATUS_COLOURS[s][0], f"{s.value} ({counted(counts[s], 'node')})")
+        for s in CellStatus
+        if counts[s]
     )
     return Overlay("compat", f"Compatibility on {backend}", legend, marks)
 
