@@ -1,6 +1,7 @@
 """The generation benchmark on the pages: Optimize offers it for a generative model and queues
 the chosen variants x points; Compare draws a generation job's points, stored by the real
-worker, as four charts and a table, its view kept in the URL."""
+worker, as four charts and a table, its view kept in the URL. The model is the GenAI folder
+tests/llm_models.py converts once per machine: none of this depends on an HF upload."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.workers import run_worker_once
 def test_optimize_offers_the_generation_benchmark_for_a_generative_model(
     data_dir: Path, tmp_path: Path, mlp_path: Path
 ) -> None:
-    upload = llm_models.hf_zip(tmp_path)
+    upload = llm_models.genai_zip(tmp_path)
     model = ingest_file(upload, upload.name)
     at = open_page("optimize", model=model.id)
     assert not at.exception, at.exception
@@ -81,7 +82,7 @@ def test_optimize_offers_the_generation_benchmark_for_a_generative_model(
 def test_compare_draws_a_generation_job_stored_by_the_worker(
     data_dir: Path, tmp_path: Path
 ) -> None:
-    upload = llm_models.hf_zip(tmp_path)
+    upload = llm_models.genai_zip(tmp_path)
     model = ingest_file(upload, upload.name)
     text = llm_models.trained_llama().eval_text.encode()
     job = jobspec.submit_generation(model.id, SPEC, text, "held-out.txt", label="fp32 vs int4")
@@ -139,7 +140,7 @@ def test_jobs_page_shows_a_generation_jobs_points_with_token_figures_not_a_sweep
 ) -> None:
     """A generation job's points had a sweep's columns: p50 ms (the whole generation), an empty
     p99, tokens/s under "throughput /s", and GPU-peak and energy columns that do not apply."""
-    upload = llm_models.hf_zip(tmp_path)
+    upload = llm_models.genai_zip(tmp_path)
     model = ingest_file(upload, upload.name)
     job = jobspec.submit_generation(model.id, SPEC, label="queued benchmark")
     at = open_page("jobs", job=job.id)

@@ -1,7 +1,7 @@
 """A finished generation job read back from the terminal (`optiboard show` and `export`) and the
 roofline's peak: one per host, the same for every point of a job, with the CPU's last-level
 cache beside every share of it. The job is the real one of tests/backend/jobs (the trained tiny
-Llama uploaded as an HF zip, FP32 and INT4 at 1 and 2 sequences) run by the real worker."""
+Llama uploaded as a GenAI folder zip, FP32 and INT4 at 1 and 2 sequences) run by the real worker."""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
-"""A generation job run by the real worker process: the trained tiny Llama uploaded as an HF
+"""A generation job run by the real worker process: the trained tiny Llama uploaded as a GenAI
 folder zip, FP32 and INT4 (quantized by the job, stored as a library model), two concurrency
 points, perplexity on the fixture's held-out text; every point stored with its figures, the
-verdict and the events, and the Compare frame and charts built from what was stored."""
+verdict and the events, and the Compare frame and charts built from what was stored.
+
+The upload is the GenAI folder tests/llm_models.py converts once per machine: the job reads only
+that folder, so an HF zip would pay the sandboxed conversion again at every ingest. The
+openvino-genai test alone uploads the HF zip, since its export is made from the HF weights."""
 
 from __future__ import annotations
 
@@ -34,7 +38,8 @@ SPEC = jobspec.GenerationJobSpec(
 
 
 def submitted(tmp_path: Path) -> tuple[int, int]:
-    upload = llm_models.hf_zip(tmp_path)
+    """The cached GenAI folder uploaded and a generation job of SPEC queued on it (not run)."""
+    upload = llm_models.genai_zip(tmp_path)
     model = ingest_file(upload, upload.name)
     text = llm_models.trained_llama().eval_text.encode()
     job = jobspec.submit_generation(model.id, SPEC, text, "held-out.txt", label="fp32 vs int4")
@@ -152,7 +157,7 @@ def test_a_job_queued_from_the_cli_reuses_int4_and_quantizes_hqq_b64_once(
 def test_submit_refuses_in_one_sentence_and_stores_nothing(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlp_path: Path
 ) -> None:
-    upload = llm_models.hf_zip(tmp_path)
+    upload = llm_models.genai_zip(tmp_path)
     model = ingest_file(upload, upload.name)
     artifacts = len(library.list_artifacts(model.id))
     monkeypatch.setenv("OPTIBOARD_PERPLEXITY_TEXT_MB", "0.001")
