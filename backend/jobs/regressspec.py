@@ -22,7 +22,7 @@ from backend.auth.actor import current_actor
 from backend.errors import UserError
 from backend.jobkind import JobKind
 from backend.knobs.serialize import from_json, to_json
-from backend.reporting import regression as stats
+from backend.reporting import regression_defaults as stats
 from backend.runtimeenvs import DEFAULT, ready_env
 from backend.runtimes import RUNTIMES
 from backend.specs import MEASURE_PRESETS, Configuration, MeasureSettings, Precision

@@ -13,9 +13,7 @@ from pathlib import Path
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
-from backend.models import library
 from backend.pricing import Prices, or_default, parse_prices
-from backend.records import get_job
 from backend.reporting.text import table
 from backend.results import StoredResult
 from backend.runtimeenvs import DEFAULT
@@ -30,7 +28,6 @@ from backend.serving.types import (
     ServingProvider,
     shortest_queue_delay_us,
 )
-from storage.repo import results as result_store
 
 EVIDENCE_HEADERS = [
     "configuration",
@@ -89,7 +86,10 @@ def job_files(
     serve on those providers: the optimized file the sweep stored, or the model's own for FP32;
     one that can batch first (a fixed-shape sweep's files have the batch size baked in, and
     Triton serves those without dynamic batching), so FP32 falls back on the upload."""
+    from backend.models import library
+    from backend.records import get_job
     from backend.serving.repository import can_batch
+    from storage.repo import results as result_store
 
     job = get_job(job_id)
     stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
@@ -182,6 +182,7 @@ def cmd_serve_recommend(args: argparse.Namespace) -> int:
 
 def _prices(args: argparse.Namespace) -> Prices:
     """--price, else the sweep's stored prices (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
+    from backend.records import get_job
     from backend.reporting.cost import job_prices
 
     if args.price:
@@ -196,6 +197,7 @@ def _load(args: argparse.Namespace) -> LoadSpec:
 
 
 def cmd_serve_export(args: argparse.Namespace) -> int:
+    from backend.models import library
     from backend.serving.export import Device, ServingTarget, export_repository, exported_name
 
     library.get_model(args.model)  # a sentence when there is no such model
