@@ -18,7 +18,7 @@ from backend.auth import caps
 from backend.auth.actor import current_actor
 from backend.errors import UserError
 from backend.generate import variantnames
-from backend.generate.benchmark import GENERATION_PRESETS, GenerationSpec
+from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec
 from backend.jobkind import JobKind
 from backend.knobs import Cli, knob
 from backend.runtimeenvs import DEFAULT, get_env, ready_env

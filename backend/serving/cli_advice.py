@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.commas import comma_list, comma_numbers
@@ -17,17 +18,19 @@ from backend.pricing import Prices, or_default, parse_prices
 from backend.reporting.text import table
 from backend.results import StoredResult
 from backend.runtimeenvs import DEFAULT
-from backend.serving.cheapest import evidence_cost, recommendation_cost, with_prices
 from backend.serving.cli_verbs import env_from_args, env_option, policy_of
-from backend.serving.confirm import ServedFile, served_variants, triton_confirm
-from backend.serving.phrasing import unstable_input
-from backend.serving.recommend import Evidence, Recommendation, recommend, recommendation_grid
 from backend.serving.types import (
     LoadSpec,
     Scenario,
     ServingProvider,
     shortest_queue_delay_us,
 )
+
+# The predictor and Triton's confirmation (numpy's simulation under them) are imported by the
+# commands: every CLI call builds this module's flags.
+if TYPE_CHECKING:
+    from backend.serving.confirm import ServedFile
+    from backend.serving.recommend import Evidence, Recommendation
 
 EVIDENCE_HEADERS = [
     "configuration",
@@ -45,6 +48,8 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
     """One row per configuration, the default's marked (listed after the top ones when it is
     not among them); a measured row's predicted p99 is the simulation's at the rate really
     measured, beside the measured p99 (a predicted row's is its own p99)."""
+    from backend.serving.cheapest import evidence_cost
+
     default = rec.default.candidate if rec.default is not None else None
     shown = rec.ranked[:top]
     if rec.default is not None and default not in {e.candidate for e in shown}:
@@ -65,6 +70,8 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
 
 
 def _source(evidence: Evidence) -> str:
+    from backend.serving.phrasing import unstable_input
+
     measured = evidence.measured
     if measured is None:
         shaky = unstable_input(evidence)
@@ -88,6 +95,7 @@ def job_files(
     Triton serves those without dynamic batching), so FP32 falls back on the upload."""
     from backend.models import library
     from backend.records import get_job
+    from backend.serving.confirm import ServedFile
     from backend.serving.repository import can_batch
     from storage.repo import results as result_store
 
@@ -129,6 +137,10 @@ def _providers(text: str) -> tuple[ServingProvider, ...]:
 
 def _confirmed(args: argparse.Namespace) -> Recommendation:
     """Curves measured through the real server, predictions, the best few measured there."""
+    from backend.serving.cheapest import with_prices
+    from backend.serving.confirm import served_variants, triton_confirm
+    from backend.serving.recommend import recommend, recommendation_grid
+
     dims, env = _dims(args.dim), env_from_args(args)
     instances = tuple(comma_numbers(args.instances, int, "--instances")) or (1,)
     grid = recommendation_grid(instances)
@@ -157,6 +169,8 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
 
 
 def cmd_serve_recommend(args: argparse.Namespace) -> int:
+    from backend.serving.cheapest import recommendation_cost
+
     if args.confirm < 0 or args.duration <= 0:
         raise UserError("--confirm takes 0 or more configurations and --duration positive seconds.")
     if args.confirm:
