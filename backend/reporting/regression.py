@@ -26,12 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from backend.counts import counted
-from backend.reporting.regression_defaults import (  # re-exported
-    CONFIDENCE,
-    MIN_CHANGE,
-    RESAMPLES,
-    SEED,
-)
+from backend.reporting.regression_defaults import CONFIDENCE, MIN_CHANGE, RESAMPLES, SEED
 
 if TYPE_CHECKING:  # a type only: the profile's module imports ONNX, which a verdict never needs
     from backend.engine.profile import Profile
