@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from backend.auth.audit import current_actor
+from backend.auth.actor import current_actor
 from backend.errors import UserError
 from backend.knobs.serialize import field_from_json
 from backend.queue import jobs

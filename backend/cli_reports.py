@@ -9,17 +9,22 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend.baselinecli import drift_lines
 from backend.errors import UserError
+from backend.jobkind import JobKind
 from backend.jobs.knee import knee_summary
 from backend.jobs.regresscli import report as regression_report
 from backend.pricing import Prices, parse_prices
-from backend.queue import jobs
-from backend.records import JobKind, JobRow, job_kind
 from backend.reporting.text import results_table, why_lines
-from backend.results import StoredResult
 from backend.serving.study import runtime_line as serving_runtime_line
+
+# The queue and the stored rows (SQLAlchemy) are imported by the commands: every CLI call
+# imports this module to build its parser.
+if TYPE_CHECKING:
+    from backend.records import JobRow
+    from backend.results import StoredResult
 
 KIND_NAMES = {
     JobKind.SWEEP: "a sweep",
@@ -41,6 +46,9 @@ def cheapest_line(job_ids: list[int], prices: Prices = ()) -> str | None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from backend.queue import jobs
+    from backend.records import job_kind
+
     job = jobs.get_job(args.job)
     kind = job_kind(job)
     if args.slo is not None and kind != JobKind.SERVING:
@@ -76,6 +84,8 @@ def _show_results(
 ) -> None:
     """A sweep's or a regression check's results: the table, the cheapest, why, and the knee,
     the regression report or the drift against a baseline."""
+    from backend.queue import jobs
+
     job_id, results = job.id, [item.result for item in stored]
     sweep = jobs.spec_of(job) if kind == JobKind.SWEEP else None
     prices = _prices(args, sweep.prices if sweep else ())  # a regression's spec is not a sweep
@@ -95,6 +105,9 @@ def _show_results(
 
 
 def _kinds(job_ids: list[int]) -> dict[int, JobKind]:
+    from backend.queue import jobs
+    from backend.records import job_kind
+
     return {j: job_kind(jobs.get_job(j)) for j in job_ids}
 
 
@@ -122,6 +135,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """CSV: the comparison table (a study's: the Serve page's table of measured points). JSON:
     every result's full record (environment, samples), a generation job's or a study's stored
     points."""
+    from backend.queue import jobs
     from backend.reporting import comparison, exports
 
     prices = _prices(args)

@@ -11,6 +11,11 @@ from backend.errors import UserError
 # the Pareto chart while garbage (cosine near 0, as CUDA-graph rows gave) is never "ok".
 DEFAULT_MIN_COSINE = 0.9
 
+# What a result's peak memory covers (backend.engine.measure.PeakRss), declared here, apart from
+# the numpy-heavy measuring loop, because the report tables (and the CLI's parser) name it.
+PEAK_SCOPE = "session + timed loop"
+PEAK_SCOPE_FALLBACK = "whole process (this kernel cannot reset the peak)"
+
 
 @dataclass(frozen=True)
 class MeasureSettings:

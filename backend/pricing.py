@@ -13,8 +13,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 import settings
 from backend.errors import UserError
 from backend.knobs import Cli, Codec
@@ -128,6 +126,8 @@ def dollars(value: float) -> str:
         return f"${value:,.0f}"
     if value >= 1:
         return f"${value:.2f}"
+    import numpy as np  # here, not above: SweepSpec's price knob reaches every CLI call's parser
+
     return "$" + np.format_float_positional(value, precision=3, fractional=False, trim="-")
 
 

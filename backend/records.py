@@ -8,9 +8,8 @@ backend that needs them.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from backend.errors import UserError
+from backend.jobkind import JobKind
 from backend.results import StoredResult
 from storage.repo import jobs as job_store
 from storage.repo import results as result_store
@@ -36,17 +35,6 @@ __all__ = [
     "stored_results",
     "utcnow",
 ]
-
-
-class JobKind(StrEnum):
-    """What a job runs: a sweep of configurations, a serving study on Triton, or a generation
-    benchmark of a generative model (backend/jobs/generation.py); the value is the jobs
-    table's kind column (JobRow.kind)."""
-
-    SWEEP = "sweep"
-    SERVING = "serving"
-    GENERATION = "generation"
-    REGRESSION = "regression"  # the same configurations on two runtime environments
 
 
 def job_kind(job: JobRow) -> JobKind:

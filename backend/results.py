@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from backend.energy.report import EnergyReport
 from backend.knobs.serialize import from_json, to_json
 from backend.specs import Configuration, Precision
 from storage.states import ResultStatus
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where samples are summarized: the CLI's parser reads these
+    import numpy as np
+
     from storage.repo.results import ResultRow
 
 __all__ = [
@@ -44,6 +44,8 @@ class LatencyStats:
 
     @classmethod
     def from_samples(cls, samples_ms: list[float] | np.ndarray) -> LatencyStats:
+        import numpy as np
+
         data = np.asarray(samples_ms, dtype=np.float64)
         if data.size == 0:
             raise ValueError("no latency samples")

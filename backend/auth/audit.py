@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from enum import StrEnum
 from typing import Any
 
 from backend.auth.actions import Action  # re-exported
+from backend.auth.actor import acting_as
 from backend.auth.roles import Permission, PermissionDenied, Principal, require
 from storage.repo import audit as audit_store
 from storage.repo.audit import AuditRow
@@ -46,16 +46,6 @@ def _one_line(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:500]
 
 
-# Who the audited action in progress is for: the queue credits a job to its submitter with it,
-# whichever door (page, CLI) the submit came through.
-_ACTOR: ContextVar[str | None] = ContextVar("optiboard_audited_actor", default=None)
-
-
-def current_actor() -> str | None:
-    """The actor of the audited action running now in this thread, or None outside one."""
-    return _ACTOR.get()
-
-
 @contextmanager
 def audited(principal: Principal, action: Action, target: str = "", **detail: Any) -> Iterator[int]:
     """Check the role, record the attempt, run the body, record how it ended; yields the entry."""
@@ -65,14 +55,12 @@ def audited(principal: Principal, action: Action, target: str = "", **detail: An
     except PermissionDenied as exc:
         audit_store.close_entry(entry, Outcome.DENIED.value, _one_line(exc))
         raise
-    token = _ACTOR.set(principal.actor)
-    try:
-        yield entry
-    except BaseException as exc:
-        audit_store.close_entry(entry, Outcome.FAILED.value, _one_line(exc))
-        raise
-    finally:
-        _ACTOR.reset(token)
+    with acting_as(principal.actor):  # the queue credits a job to its submitter with it
+        try:
+            yield entry
+        except BaseException as exc:
+            audit_store.close_entry(entry, Outcome.FAILED.value, _one_line(exc))
+            raise
     audit_store.close_entry(entry, Outcome.OK.value)
 
 

@@ -1,17 +1,16 @@
 """Caps checked when a job is queued, so one user or one sweep cannot fill the queue.
 
 Every submit (sweep, search, serving study; from a page or the CLI) runs inside an audited action,
-which names its actor (backend.auth.audit.current_actor); the job is credited to that actor and
+which names its actor (backend.auth.actor.current_actor); the job is credited to that actor and
 counted against OPTIBOARD_MAX_QUEUED_JOBS_PER_USER.
 """
 
 from __future__ import annotations
 
 import settings
-from backend.auth.audit import current_actor
+from backend.auth.actor import current_actor
 from backend.counts import counted
 from backend.errors import UserError
-from storage.repo import jobs as job_store
 
 
 def check_configurations(configurations: int) -> None:
@@ -26,6 +25,9 @@ def check_configurations(configurations: int) -> None:
 
 def check_queued() -> None:
     """Refuse a submitter who already has OPTIBOARD_MAX_QUEUED_JOBS_PER_USER jobs queued."""
+    # here, not above: the job specs import caps, and the CLI's parser imports them
+    from storage.repo import jobs as job_store
+
     who, cap = current_actor(), settings.MAX_QUEUED_JOBS_PER_USER.get()
     if who and job_store.count_queued_jobs(who) >= cap:
         raise UserError(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from backend.energy.counters import EnergyMeter, Reading
 
 IDLE_SECONDS = 1.0  # the idle window before the timed loop (devices at rest, session open)
@@ -55,6 +53,8 @@ def energy_report(
     kept = [(r, n) for r, n in windows if n > 0 and r.seconds > 0]
     if not meter.measurable or not kept:
         return EnergyReport(source=meter.source, per=per)
+    import numpy as np  # here: results (and the CLI's parser through them) read EnergyReport
+
     values = np.array([r.joules / n for r, n in kept])
     idle_w = idle.watts if idle is not None else None
     above = (

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.energy import EnergyMeter, EnergyReport, Reading, energy_report
+from backend.measure_settings import PEAK_SCOPE, PEAK_SCOPE_FALLBACK  # re-exported
 from backend.specs import MeasureSettings
 
 
@@ -136,10 +137,6 @@ def measure(
         window_energy=energy[keep:] if track else [],
         window_calls=[len(w) for w in windows[keep:]],
     )
-
-
-PEAK_SCOPE = "session + timed loop"
-PEAK_SCOPE_FALLBACK = "whole process (this kernel cannot reset the peak)"
 
 
 class PeakRss:

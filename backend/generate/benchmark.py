@@ -6,7 +6,8 @@ accuracy columns (perplexity, greedy agreement with an FP32 reference).
 measuring.run_generation runs this inside sandboxed, limited children (launch/children) the way
 sweeps measure: the model folders and the text bound read-only, only JSON coming back.
 
-Why long: the spec, the result it fills and the run that fills it, read together.
+Why long: the result the spec (backend/generate/genspec.py) asks for and the run that fills it,
+read together.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from backend import energy
 from backend.errors import UserError
 from backend.generate.footprint import Footprint
+from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec  # re-exported
 from backend.generate.hffootprint import model_footprint
 from backend.generate.perplexity import perplexity, read_text, tokens_until_divergence
 from backend.generate.roofline import PeakBandwidth, roofline
@@ -28,81 +30,9 @@ from backend.hardware import visible_gpu_index
 from backend.host import describe_environment
 from backend.measure_settings import MeasureSettings
 from backend.runtimeenvs import current_env_name
-from backend.runtimes import ENGINE_MODES, GenAISession, TokenTimes, open_genai
+from backend.runtimes import GenAISession, TokenTimes, open_genai
 
 KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
-
-# A generation is one call of seconds, not milliseconds: few runs per window, same rule.
-GENERATION_PRESETS: dict[str, MeasureSettings] = {
-    "quick": MeasureSettings(
-        warmup_runs=0,
-        window_runs=2,
-        window_min_seconds=0.0,
-        stable_windows=2,
-        stability_tolerance=0.25,
-        max_seconds=20.0,
-    ),
-    "standard": MeasureSettings(
-        warmup_runs=1,
-        window_runs=3,
-        window_min_seconds=0.5,
-        stable_windows=3,
-        stability_tolerance=0.10,
-        max_seconds=60.0,
-    ),
-}
-
-
-@dataclass(frozen=True)
-class GenerationSpec:
-    """What to measure; checks itself (one sentence per bad field)."""
-
-    runtimes: tuple[str, ...] = ("ort-genai",)
-    device: str = "cpu"
-    prompt_lengths: tuple[int, ...] = (128,)
-    new_tokens: tuple[int, ...] = (64,)
-    sequences: tuple[int, ...] = (1,)
-    preset: str = "standard"
-    seed: int = 0
-    perplexity_window: int = 256
-    perplexity_chunk: int = 32
-    perplexity_tokens: int = 1024
-    cuda_graph: bool = False  # ONNX Runtime GenAI on CUDA: decode steps replayed as CUDA graphs
-    # ONNX Runtime GenAI's Engine (one Request per sequence): auto above the Generator's 32
-    # sequences (and for PagedAttention models), on for every point, off never
-    engine: str = "auto"
-    torch_compile: bool = False  # the torch runtime: decode step via torch.compile (CUDA graphs)
-
-    def __post_init__(self) -> None:
-        if self.engine not in ENGINE_MODES:
-            raise UserError(f"--engine takes {', '.join(ENGINE_MODES)}, not {self.engine!r}.")
-        if self.cuda_graph and self.device != "cuda":
-            raise UserError("--cuda-graph needs --device cuda (CUDA graphs run on NVIDIA GPUs).")
-        for name in ("prompt_lengths", "new_tokens", "sequences"):
-            values = getattr(self, name)
-            if not values or any(int(v) < 1 for v in values):
-                raise UserError(f"--{name.replace('_', '-')} takes positive integers, e.g. 1,4.")
-        if not self.runtimes:
-            raise UserError("--runtimes needs at least one runtime, e.g. ort-genai.")
-        if self.torch_compile and "torch" not in self.runtimes:
-            raise UserError(
-                "--torch-compile is an option of the torch runtime; add torch to --runtimes."
-            )
-        if self.preset not in GENERATION_PRESETS:
-            known = ", ".join(GENERATION_PRESETS)
-            raise UserError(f"Unknown preset {self.preset!r}; choose from {known}.")
-
-    def points(self) -> list[tuple[int, int, int]]:
-        return [
-            (p, n, s) for p in self.prompt_lengths for n in self.new_tokens for s in self.sequences
-        ]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GenerationSpec:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
 @dataclass

@@ -6,15 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.commas import comma_list, comma_numbers
 from backend.counts import counted
 from backend.errors import UserError
-from backend.generate.benchmark import GENERATION_PRESETS, GenerationReport, GenerationSpec
+from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec
 from backend.reporting.provenance import hardware, ran_on
 from backend.reporting.text import table
 from backend.runtimes import ENGINE_MODES
+
+if TYPE_CHECKING:  # the run (numpy, the runtimes) is imported by the command
+    from backend.generate.benchmark import GenerationReport
 
 HEADERS = [
     "runtime",

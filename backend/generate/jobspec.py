@@ -11,20 +11,23 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import settings
 from backend.auth import caps
-from backend.auth.audit import current_actor
+from backend.auth.actor import current_actor
 from backend.errors import UserError
 from backend.generate import variantnames
-from backend.generate.benchmark import GENERATION_PRESETS, GenerationSpec
+from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec
+from backend.jobkind import JobKind
 from backend.knobs import Cli, knob
-from backend.records import JobKind
 from backend.runtimeenvs import DEFAULT, get_env, ready_env
-from storage.repo import jobs as job_store
-from storage.repo import models as model_store
-from storage.repo.jobs import JobRow
+
+# The stored rows are read and written by the functions that do so: the CLI's parser reads this
+# module's declarations, without SQLAlchemy.
+if TYPE_CHECKING:
+    from storage.repo.jobs import JobRow
+
 
 KIND = JobKind.GENERATION.value
 TEXT_KIND = "perplexity-text"  # the model artifact that holds an uploaded perplexity text
@@ -186,6 +189,8 @@ def submit_generation(
 ) -> JobRow:
     """Check everything, store the text (if any), then queue one job; a refusal stores nothing."""
     from backend.models.library import store
+    from storage.repo import jobs as job_store
+    from storage.repo import models as model_store
 
     context = check_submission(model_id, spec, text is not None)
     caps.check_configurations(len(spec.point_keys()))

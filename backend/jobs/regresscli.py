@@ -19,8 +19,7 @@ from backend.jobs.regressspec import (
     RegressionSpec,
     submit_regression,
 )
-from backend.records import JobKind, get_job, stored_results
-from backend.reporting import regression as stats
+from backend.reporting import regression_defaults as stats
 from backend.reporting.text import table
 from backend.runtimeenvs import DEFAULT, describe
 from backend.specs import MEASURE_PRESETS
@@ -61,6 +60,7 @@ def spec_of(args: argparse.Namespace) -> RegressionSpec:
 def report(job_id: int) -> str:
     """The check's table and, where slower, the ops that changed (from the stored results)."""
     from backend.jobs.regressview import pair_rows, text_report
+    from backend.records import JobKind, get_job, stored_results
 
     job = get_job(job_id)
     if job.kind != JobKind.REGRESSION:

@@ -16,19 +16,22 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from backend.auth.audit import current_actor
+from backend.auth.actor import current_actor
 from backend.errors import UserError
+from backend.jobkind import JobKind
 from backend.knobs.serialize import from_json, to_json
-from backend.records import JobKind
-from backend.reporting import regression as stats
+from backend.reporting import regression_defaults as stats
 from backend.runtimeenvs import DEFAULT, ready_env
 from backend.runtimes import RUNTIMES
 from backend.specs import MEASURE_PRESETS, Configuration, MeasureSettings, Precision
-from storage.repo import jobs as job_store
-from storage.repo import models as model_store
-from storage.repo.jobs import JobRow
+
+# The stored rows are read and written by the functions that do so: the CLI's parser reads this
+# module's declarations, without SQLAlchemy.
+if TYPE_CHECKING:
+    from storage.repo.jobs import JobRow
+
 
 KIND = JobKind.REGRESSION.value
 SIDES = ("a", "b")
@@ -214,6 +217,9 @@ def submit_regression(
     """Check both environments and every model, then queue one job (its model: the first
     checked); a refusal stores nothing. `model`: one id, or the ids of several models in order.
     held_by: created already claimed by that worker (the terminal running it, create_job)."""
+    from storage.repo import jobs as job_store
+    from storage.repo import models as model_store
+
     models = (model,) if isinstance(model, int) else tuple(model)
     if not models:
         raise UserError("Name the model to check: optiboard regress MODEL --env-b NAME.")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import settings
 from backend.auth import caps
-from backend.auth.audit import current_actor as actor
+from backend.auth.actor import current_actor as actor
 from backend.errors import UserError
 from backend.graphview.structure import read_structure
 from backend.knobs.links import CUSTOM_MEASURE, from_query, to_query  # noqa: F401 (pages read it)

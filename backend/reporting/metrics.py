@@ -15,10 +15,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-import numpy as np
+from backend.measure_settings import PEAK_SCOPE
 
-from backend.engine.measure import PEAK_SCOPE
+if TYPE_CHECKING:  # numpy is imported by the Pareto functions: the CLI's tables read this registry
+    import numpy as np
 
 
 class Better(StrEnum):
@@ -256,6 +258,8 @@ def pareto_many(figures: list[tuple[Metric, np.ndarray]]) -> np.ndarray:
     """True where no other point is at least as good in every figure and better in one (each
     read in its own better direction); a point with a non-finite value is never on it, and of
     identical points only the first is."""
+    import numpy as np
+
     signs = [1.0 if m.higher_is_better else -1.0 for m, _ in figures]
     values = np.column_stack(
         [np.asarray(v, dtype=float) * s for (_, v), s in zip(figures, signs, strict=True)]
@@ -274,6 +278,8 @@ def pareto_front(x: Metric, x_values: np.ndarray, y: Metric, y_values: np.ndarra
     """True where no other point is at least as good in both metrics and better in one, each read
     in its own better direction (speedup higher, accuracy loss lower); of identical points only
     the first is marked, and a point with a non-finite value never is."""
+    import numpy as np
+
     xs = np.asarray(x_values, dtype=float) * (1.0 if x.higher_is_better else -1.0)
     ys = np.asarray(y_values, dtype=float) * (-1.0 if y.higher_is_better else 1.0)
     mask = np.zeros(xs.shape, dtype=bool)  # now x is better higher and y better lower

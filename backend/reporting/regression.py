@@ -26,14 +26,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from backend.counts import counted
+from backend.reporting.regression_defaults import CONFIDENCE, MIN_CHANGE, RESAMPLES, SEED
 
 if TYPE_CHECKING:  # a type only: the profile's module imports ONNX, which a verdict never needs
     from backend.engine.profile import Profile
 
-RESAMPLES = 2000
-CONFIDENCE = 0.95
-SEED = 20250
-MIN_CHANGE = 0.05
 SLOWER, FASTER, SAME = "slower", "faster", "same"
 TOO_FEW = "too few samples"
 UNCLEAR = "unclear"  # the interval reaches past the smallest change: neither the same nor one

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend import pricing
-from backend.engine.measure import PEAK_SCOPE
+from backend.measure_settings import PEAK_SCOPE
 from backend.reporting import distance
 from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.metrics import pick

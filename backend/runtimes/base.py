@@ -8,12 +8,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from backend.errors import UnavailableError
 from backend.specs import Configuration, Precision
+
+if TYPE_CHECKING:  # a type only: the registry (and the CLI's parser under it) needs no numpy
+    import numpy as np
 
 
 @dataclass(frozen=True)

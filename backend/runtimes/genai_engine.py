@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from backend.runtimes.base import TokenTimes
+
+if TYPE_CHECKING:  # numpy is imported where tokens are made: the registry reads ENGINE_MODES
+    import numpy as np
 
 GENERATOR_MAX_SEQUENCES = 32  # onnxruntime-genai's Generator: "batch_size (33) must be in [1, 32]"
 ENGINE_MODES = ("auto", "on", "off")  # auto: the Engine above GENERATOR_MAX_SEQUENCES
@@ -55,6 +56,8 @@ def engine_generate(og: Any, engine: Any, prompts: np.ndarray, new_tokens: int) 
     """Greedy decoding of exactly new_tokens per prompt row, one Request each, all begun before
     the first run(). The clock starts before the Requests are made; a token's time is when the
     run() that returned it came back. token_ns[i] is when token i of every sequence was ready."""
+    import numpy as np
+
     prompts = np.ascontiguousarray(prompts, dtype=np.int32)
     count = prompts.shape[0]
     buffer = engine.create_event_buffer(2 * count + 8)  # one step's events fit in one run()

@@ -9,28 +9,28 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
-from backend.models import library
 from backend.pricing import Prices, or_default, parse_prices
-from backend.records import get_job
 from backend.reporting.text import table
 from backend.results import StoredResult
 from backend.runtimeenvs import DEFAULT
-from backend.serving.cheapest import evidence_cost, recommendation_cost, with_prices
 from backend.serving.cli_verbs import env_from_args, env_option, policy_of
-from backend.serving.confirm import ServedFile, served_variants, triton_confirm
-from backend.serving.phrasing import unstable_input
-from backend.serving.recommend import Evidence, Recommendation, recommend, recommendation_grid
 from backend.serving.types import (
     LoadSpec,
     Scenario,
     ServingProvider,
     shortest_queue_delay_us,
 )
-from storage.repo import results as result_store
+
+# The predictor and Triton's confirmation (numpy's simulation under them) are imported by the
+# commands: every CLI call builds this module's flags.
+if TYPE_CHECKING:
+    from backend.serving.confirm import ServedFile
+    from backend.serving.recommend import Evidence, Recommendation
 
 EVIDENCE_HEADERS = [
     "configuration",
@@ -48,6 +48,8 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
     """One row per configuration, the default's marked (listed after the top ones when it is
     not among them); a measured row's predicted p99 is the simulation's at the rate really
     measured, beside the measured p99 (a predicted row's is its own p99)."""
+    from backend.serving.cheapest import evidence_cost
+
     default = rec.default.candidate if rec.default is not None else None
     shown = rec.ranked[:top]
     if rec.default is not None and default not in {e.candidate for e in shown}:
@@ -68,6 +70,8 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
 
 
 def _source(evidence: Evidence) -> str:
+    from backend.serving.phrasing import unstable_input
+
     measured = evidence.measured
     if measured is None:
         shaky = unstable_input(evidence)
@@ -89,7 +93,11 @@ def job_files(
     serve on those providers: the optimized file the sweep stored, or the model's own for FP32;
     one that can batch first (a fixed-shape sweep's files have the batch size baked in, and
     Triton serves those without dynamic batching), so FP32 falls back on the upload."""
+    from backend.models import library
+    from backend.records import get_job
+    from backend.serving.confirm import ServedFile
     from backend.serving.repository import can_batch
+    from storage.repo import results as result_store
 
     job = get_job(job_id)
     stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
@@ -129,6 +137,10 @@ def _providers(text: str) -> tuple[ServingProvider, ...]:
 
 def _confirmed(args: argparse.Namespace) -> Recommendation:
     """Curves measured through the real server, predictions, the best few measured there."""
+    from backend.serving.cheapest import with_prices
+    from backend.serving.confirm import served_variants, triton_confirm
+    from backend.serving.recommend import recommend, recommendation_grid
+
     dims, env = _dims(args.dim), env_from_args(args)
     instances = tuple(comma_numbers(args.instances, int, "--instances")) or (1,)
     grid = recommendation_grid(instances)
@@ -157,6 +169,8 @@ def _confirmed(args: argparse.Namespace) -> Recommendation:
 
 
 def cmd_serve_recommend(args: argparse.Namespace) -> int:
+    from backend.serving.cheapest import recommendation_cost
+
     if args.confirm < 0 or args.duration <= 0:
         raise UserError("--confirm takes 0 or more configurations and --duration positive seconds.")
     if args.confirm:
@@ -182,6 +196,7 @@ def cmd_serve_recommend(args: argparse.Namespace) -> int:
 
 def _prices(args: argparse.Namespace) -> Prices:
     """--price, else the sweep's stored prices (older sweeps: OPTIBOARD_PRICE_PER_HOUR)."""
+    from backend.records import get_job
     from backend.reporting.cost import job_prices
 
     if args.price:
@@ -196,6 +211,7 @@ def _load(args: argparse.Namespace) -> LoadSpec:
 
 
 def cmd_serve_export(args: argparse.Namespace) -> int:
+    from backend.models import library
     from backend.serving.export import Device, ServingTarget, export_repository, exported_name
 
     library.get_model(args.model)  # a sentence when there is no such model

@@ -10,13 +10,11 @@ import argparse
 import json
 from pathlib import Path
 
-from backend.auth.audit import Action, audited
 from backend.auth.cli import cli_principal
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.commas import comma_numbers
 from backend.counts import counted
 from backend.errors import UserError
-from backend.models import library
 from backend.pricing import parse_prices
 from backend.reporting.text import table
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
@@ -42,6 +40,8 @@ POINT_HEADERS = [
 
 def model_file(model_id: int, variant: str | None) -> Path:
     """The model's ONNX file, or one of its optimized variants by file name or sha256 prefix."""
+    from backend.models import library
+
     library.get_model(model_id)  # UserError when there is no such model
     if not variant:
         return library.onnx_path(model_id)
@@ -208,6 +208,7 @@ def _variants(model_id: int, names: list[str]) -> list:
 def cmd_serve_submit(args: argparse.Namespace) -> int:
     """Queue a serving study; the worker starts Triton for each variant x policy and measures.
     Audited as `cli:<os user>` like a sweep's `submit` (a refused study is recorded `failed`)."""
+    from backend.auth.audit import Action, audited
     from backend.knobs.flags import knob_values
     from backend.serving.study import ServingStudy, submit_study
 

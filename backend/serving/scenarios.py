@@ -14,8 +14,6 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-import numpy as np
-
 import settings
 from backend.serving.types import LoadSpec, Scenario
 
@@ -84,6 +82,8 @@ class Offline:
 
 def poisson_schedule(rate_rps: float, duration_s: float, seed: int) -> tuple[float, ...]:
     """Arrival offsets in seconds: exponential gaps at `rate_rps`, reproducible from `seed`."""
+    import numpy as np  # here: the CLI's parser reads OFFLINE_DEFAULT_REQUESTS
+
     rng = np.random.default_rng(seed)
     expected = int(rate_rps * duration_s * 1.5) + 16
     gaps = rng.exponential(1.0 / rate_rps, size=expected)

@@ -10,15 +10,15 @@ measurement by variant, so a resumed job skips what is already stored.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend import pricing
 from backend.auth import caps
-from backend.auth.audit import current_actor
+from backend.auth.actor import current_actor
 from backend.commas import comma_numbers
 from backend.errors import UserError
+from backend.jobkind import JobKind
 from backend.knobs import knob
-from backend.records import JobKind
 from backend.runtimeenvs import DEFAULT, env_knob, get_env, ready_env
 from backend.serving import runtime_overlay
 from backend.serving.scenarios import OFFLINE_DEFAULT_REQUESTS
@@ -32,10 +32,12 @@ from backend.serving.types import (
     shortest_queue_delay_us,
 )
 from backend.specs import MEASURE_PRESETS
-from storage.repo import jobs as job_store
-from storage.repo import models as model_store
-from storage.repo import serving as serving_store
-from storage.repo.jobs import JobRow
+
+# The stored rows are read and written by the functions that do so: the CLI's parser reads this
+# module's declarations, without SQLAlchemy.
+if TYPE_CHECKING:
+    from storage.repo.jobs import JobRow
+
 
 KIND = JobKind.SERVING.value
 ORIGINAL = "original"
@@ -170,6 +172,8 @@ class ServingStudy:
 
 def model_variants(model_id: int) -> list[ServedVariant]:
     """The files a study can serve: the upload, then each optimized variant by file name."""
+    from storage.repo import models as model_store
+
     optimized = [a for a in model_store.list_artifacts(model_id) if a.kind == "optimized"]
     seen: dict[str, ServedVariant] = {}
     for artifact in optimized:
@@ -179,6 +183,9 @@ def model_variants(model_id: int) -> list[ServedVariant]:
 
 def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -> JobRow:
     """Queue the study as one job; a variant that is not this model's is refused first."""
+    from storage.repo import jobs as job_store
+    from storage.repo import models as model_store
+
     if model_store.get_model(model_id) is None:
         raise UserError(f"There is no model {model_id}; pick one from the model library.")
     known = {v.sha256 for v in model_variants(model_id)}
@@ -217,6 +224,8 @@ class StudyPoints:
 
 
 def study_points(job_id: int) -> StudyPoints:
+    from storage.repo import serving as serving_store
+
     points: list[LoadPoint] = []
     grouped: dict[str, list[LoadPoint]] = {}
     costs: dict[str, LatencyCurve] = {}

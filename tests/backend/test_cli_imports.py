@@ -13,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # What only some verbs need: pandas and pyarrow (reports), ONNX and ONNX Runtime (models, sweeps),
-# OpenVINO and torch (their runtimes), Triton's client and gRPC (serving), streamlit (never).
+# OpenVINO and torch (their runtimes), Triton's client and gRPC (serving), streamlit (never),
+# SQLAlchemy (the stored rows: commands that read them) and numpy (what measures or computes).
 HEAVY = (
     "pandas",
     "pyarrow",
@@ -24,6 +25,8 @@ HEAVY = (
     "tritonclient",
     "grpc",
     "streamlit",
+    "sqlalchemy",
+    "numpy",
 )
 
 PROBE = """
