@@ -37,8 +37,10 @@ def _server(data_dir: Path, name: str) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    """One Chromium for the module: each test opens its own contexts (own cookies, own cache)
+    and closes them, so a launch per test (about 1 CPU-s each) bought nothing."""
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
     with chromium() as browser:
@@ -144,65 +146,75 @@ def _other_port_site(dashboard: str) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def accounts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One dashboard with the two accounts, for the tests that need no fresh server (the
+    websocket's Origin check, a sign-out across tabs): each signs in its own browser context,
+    so neither sees the other's sessions. The first-seconds test and the live-tab test (a
+    queued job keeps Home refreshing) start their own."""
+    data_dir = tmp_path_factory.mktemp("gates") / "data"
+    data_dir.mkdir(mode=0o700)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
+        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+        _accounts()
+    with _server(data_dir, "accounts") as url:
+        yield url
+
+
 def test_a_page_from_another_port_cannot_open_the_websocket(
-    data_dir: Path,
+    accounts_server: str,
     browser,  # noqa: ANN001
 ) -> None:
     from playwright.sync_api import expect
 
-    _accounts()
-    with _server(data_dir, "origin") as url:
-        port = url.rsplit(":", 1)[1]
-        assert _handshake(url, url) == 101  # the dashboard's own page
-        assert _handshake(url, f"http://localhost:{port}") == 101  # a listed host, same port
-        assert _handshake(url, None) == 101  # a program: its own cookies only
-        for foreign in ("http://127.0.0.1:9", "http://localhost:9", f"https://evil.test:{port}"):
-            assert _handshake(url, foreign) == 403, foreign
-        assert _handshake(url, "null") == 403  # a sandboxed frame or a file
+    url = accounts_server
+    port = url.rsplit(":", 1)[1]
+    assert _handshake(url, url) == 101  # the dashboard's own page
+    assert _handshake(url, f"http://localhost:{port}") == 101  # a listed host, same port
+    assert _handshake(url, None) == 101  # a program: its own cookies only
+    for foreign in ("http://127.0.0.1:9", "http://localhost:9", f"https://evil.test:{port}"):
+        assert _handshake(url, foreign) == 403, foreign
+    assert _handshake(url, "null") == 403  # a sandboxed frame or a file
 
-        context = browser.new_context()
-        page = context.new_page()
-        page.goto(f"{url}/users")
-        _sign_in(page, "root")
-        expect(page.get_by_text("Signed in as root (admin)")).to_be_visible(timeout=60_000)
-        with _other_port_site(url) as elsewhere:
-            other = context.new_page()  # the same browser: the admin's cookies reach any port
-            other.goto(elsewhere)
-            assert other.evaluate("window.outcome") == "refused"
-        mine = context.new_page()  # the dashboard itself still connects in that browser
-        mine.goto(url)
-        expect(mine.get_by_text("Signed in as root (admin)")).to_be_visible(timeout=60_000)
-        context.close()
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{url}/users")
+    _sign_in(page, "root")
+    expect(page.get_by_text("Signed in as root (admin)")).to_be_visible(timeout=60_000)
+    with _other_port_site(url) as elsewhere:
+        other = context.new_page()  # the same browser: the admin's cookies reach any port
+        other.goto(elsewhere)
+        assert other.evaluate("window.outcome") == "refused"
+    mine = context.new_page()  # the dashboard itself still connects in that browser
+    mine.goto(url)
+    expect(mine.get_by_text("Signed in as root (admin)")).to_be_visible(timeout=60_000)
+    context.close()
 
 
 def test_signing_out_in_one_tab_ends_the_other_tabs_at_their_next_run(
-    data_dir: Path,
+    accounts_server: str,
     browser,  # noqa: ANN001
 ) -> None:
     from playwright.sync_api import expect
 
-    _accounts()
-    with _server(data_dir, "sign-out") as url:
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        first = context.new_page()
-        first.goto(f"{url}/jobs")
-        _sign_in(first, "editor")
-        expect(first.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
-        second = context.new_page()  # signed in by the cookie the first tab's sign-in set
-        second.goto(f"{url}/models")
-        expect(second.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
-        second.get_by_role("button", name="Sign out").click()
-        expect(second.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(
-            timeout=60_000
-        )
-        _settled(first)
-        first.get_by_role("link", name="Models").click()  # a rerun of the first tab's session
-        expect(first.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(
-            timeout=60_000
-        )
-        _settled(first)
-        assert first.get_by_text("Signed in as editor").count() == 0
-        context.close()
+    url = accounts_server
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    first = context.new_page()
+    first.goto(f"{url}/jobs")
+    _sign_in(first, "editor")
+    expect(first.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    second = context.new_page()  # signed in by the cookie the first tab's sign-in set
+    second.goto(f"{url}/models")
+    expect(second.get_by_text("Signed in as editor (editor)")).to_be_visible(timeout=60_000)
+    second.get_by_role("button", name="Sign out").click()
+    expect(second.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    _settled(first)
+    first.get_by_role("link", name="Models").click()  # a rerun of the first tab's session
+    expect(first.get_by_role("heading", name="Sign in to Optiboard")).to_be_visible(timeout=60_000)
+    _settled(first)
+    assert first.get_by_text("Signed in as editor").count() == 0
+    context.close()
 
 
 def test_a_live_tab_left_alone_ends_at_its_next_refresh_after_a_sign_out_elsewhere(

@@ -39,9 +39,11 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         from backend.auth.cli import cli_principal
         from tests.pages.seed import add_model, finished_sweep
 
-        accounts.add_account(cli_principal(), "editor", "editor", PASSWORD)
+        # the sweep before the account: from an empty data directory it is the step test_signin
+        # seeds too, so one worker run of a test run serves both (tests/pages/stored.py)
         model_path = model_factory.save(model_factory.make_mlp(), tmp / "mlp.onnx")
         job, _ = finished_sweep(add_model(model_path, "mlp").id)
+        accounts.add_account(cli_principal(), "editor", "editor", PASSWORD)
     log = tmp / "streamlit.log"
     with serve_py(data_dir, log, keep_as="e2e-links-streamlit.log") as (url, _):
         yield Dashboard(url, job.id, log)

@@ -60,7 +60,17 @@ def _wait_for_provider(url: str, proc: subprocess.Popen, timeout: float = 30) ->
 
 
 def _seed(data_dir: Path, tmp: Path) -> int:
-    """Accounts (the first admin through the CLI) and one finished sweep with results."""
+    """One finished sweep with results, then accounts (the first admin through the CLI). The
+    sweep comes first: from an empty data directory it is the step test_signed_link seeds too,
+    so the run's store of seeding steps (tests/pages/stored.py) copies it instead of running
+    the worker again; no account takes part in an ingest or a worker run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
+        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+        from tests.pages.seed import add_model, finished_sweep
+
+        model_path = model_factory.save(model_factory.make_mlp(), tmp / "mlp.onnx")
+        job, _ = finished_sweep(add_model(model_path, "mlp").id)
     env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir)}
     env.pop("OPTIBOARD_DATABASE_URL", None)
     made = subprocess.run(
@@ -79,14 +89,11 @@ def _seed(data_dir: Path, tmp: Path) -> int:
         patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
         from backend.auth import accounts
         from backend.auth.cli import cli_principal
-        from tests.pages.seed import add_model, finished_sweep
 
         for role in ("viewer", "editor"):
             accounts.add_account(cli_principal(), role, role, PASSWORD)
         accounts.add_account(cli_principal(), "lead@example.com", "editor", None)
-        model_path = model_factory.save(model_factory.make_mlp(), tmp / "mlp.onnx")
-        job, _ = finished_sweep(add_model(model_path, "mlp").id)
-        return job.id
+    return job.id
 
 
 @pytest.fixture(scope="module")
