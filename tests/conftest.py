@@ -20,9 +20,6 @@ from tests.pages import stored  # noqa: E402
 _BASELINE: leaks.Baseline | None = None
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1... in a pytest-xdist worker
 LEAKS_KEY = "optiboard_leaks"  # a worker's leftovers, sent to the controller in its workeroutput
-# A folder of seeding steps shared by the runs scripts/test starts side by side (tests/pages/
-# stored.py): the serial and cluster lanes then copy what the parallel part already ran.
-SHARED_STEPS_FOLDER = "PYTEST_SHARED_STEPS"
 
 
 def _controller(config: pytest.Config) -> bool:
@@ -154,12 +151,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture(scope="session", autouse=True)
 def stored_steps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stored.Store]:
     """One store of seeding steps per test run (tests/pages/stored.py), shared by xdist workers
-    through the run's base temp folder (each worker's own is a folder inside it), and by the
-    parts scripts/test runs side by side through SHARED_STEPS_FOLDER; counts stay per run."""
+    through the run's base temp folder (each worker's own is a folder inside it)."""
     base = tmp_path_factory.getbasetemp()
-    own = (base.parent if WORKER else base) / "stored-steps"
-    shared = os.environ.get(SHARED_STEPS_FOLDER)
-    store = stored.Store(Path(shared) if shared else own, counts_dir=own)
+    store = stored.Store((base.parent if WORKER else base) / "stored-steps")
     stored.use(store)
     yield store
     stored.use(None)
@@ -177,8 +171,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"seeding steps: {ran} run for real, {copied} copied from stored results"
         )
-        steps = stored.Store(Path(os.environ.get(SHARED_STEPS_FOLDER) or root))
-        for seconds, step, test in steps.slowest(5):  # where seeding costs most
+        for seconds, step, test in stored.Store(root).slowest(5):  # where seeding costs most
             terminalreporter.write_line(f"  {seconds:6.2f}s {step} (first taken by {test})")
 
 

@@ -38,15 +38,11 @@ DB_FILES = {DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal"}
 
 
 class Store:
-    """One folder of stored steps, shared by every process of one test run; this run's counts
-    go to counts_dir (default: the same folder), since scripts/test hands one folder of steps
-    to the parts it runs side by side and each part reports its own."""
+    """One folder of stored steps, shared by every process of one test run."""
 
-    def __init__(self, root: Path, counts_dir: Path | None = None) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
-        self.counts_dir = counts_dir or root
-        self.counts_dir.mkdir(parents=True, exist_ok=True)
         self.ran = 0  # steps this process ran for real
         self.copied = 0  # steps this process took from the store
 
@@ -86,7 +82,7 @@ class Store:
             return result
 
     def write_counts(self, who: str) -> None:
-        (self.counts_dir / f"counts-{who}.json").write_text(
+        (self.root / f"counts-{who}.json").write_text(
             json.dumps({"ran": self.ran, "copied": self.copied})
         )
 
@@ -101,7 +97,7 @@ class Store:
     def counts(self) -> tuple[int, int]:
         """Steps run for real and steps copied, summed over the run's processes."""
         ran = copied = 0
-        for path in self.counts_dir.glob("counts-*.json"):
+        for path in self.root.glob("counts-*.json"):
             counts = json.loads(path.read_text())
             ran, copied = ran + counts["ran"], copied + counts["copied"]
         return ran, copied
