@@ -11,10 +11,22 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from tests.waiting import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"  # screenshots and server logs, for a person to look at
+
+
+@contextmanager
+def seeding(data_dir: Path) -> Iterator[None]:
+    """This process reads and writes `data_dir` (its SQLite file, never OPTIBOARD_DATABASE_URL)
+    inside the block: a module's dashboard seeded before its server starts on the same folder."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
+        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+        yield
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:

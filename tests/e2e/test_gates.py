@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.browsing import CHROMIUM, chromium, serving
-from tests.dashboard import serve_py
+from tests.dashboard import seeding, serve_py
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
 # Home is the default page, at the root ("/home" is not one of the app's addresses). The root
@@ -154,9 +154,7 @@ def accounts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     queued job keeps Home refreshing) start their own."""
     data_dir = tmp_path_factory.mktemp("gates") / "data"
     data_dir.mkdir(mode=0o700)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
-        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+    with seeding(data_dir):
         _accounts()
     with _server(data_dir, "accounts") as url:
         yield url

@@ -23,7 +23,7 @@ from backend.models.inspect import op_histogram
 from backend.reporting.profilecharts import hottest_rows
 from backend.results import StoredResult
 from tests.browsing import CHROMIUM, chromium
-from tests.dashboard import serve_py
+from tests.dashboard import seeding, serve_py
 from tests.e2e.test_browser import ARTIFACTS
 from tests.e2e.test_signin import PASSWORD, _sign_in
 from tests.graph_evidence import HOSTILE
@@ -59,9 +59,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     tmp = tmp_path_factory.mktemp("graph-overlay")
     data_dir = tmp / "data"
     swept = {}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
-        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+    with seeding(data_dir):
         from backend.auth import accounts
         from backend.auth.cli import cli_principal
         from backend.models import library

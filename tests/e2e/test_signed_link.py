@@ -13,7 +13,7 @@ import pytest
 
 from tests import models as model_factory
 from tests.browsing import CHROMIUM, chromium
-from tests.dashboard import ARTIFACTS, serve_py
+from tests.dashboard import ARTIFACTS, seeding, serve_py
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
 pytestmark = pytest.mark.e2e
@@ -32,9 +32,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
     tmp = tmp_path_factory.mktemp("links")
     data_dir = tmp / "data"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
-        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+    with seeding(data_dir):
         from backend.auth import accounts
         from backend.auth.cli import cli_principal
         from tests.pages.seed import add_model, finished_sweep

@@ -24,7 +24,7 @@ import pytest
 
 from tests import models as model_factory
 from tests.browsing import CHROMIUM, chromium
-from tests.dashboard import ARTIFACTS, stop_and_keep_logs, streamlit_argv
+from tests.dashboard import ARTIFACTS, seeding, stop_and_keep_logs, streamlit_argv
 from tests.dashboard import wait_healthy as _wait_healthy
 from tests.e2e.test_browser import _legend
 from tests.waiting import free_port as _free_port
@@ -64,32 +64,23 @@ def _seed(data_dir: Path, tmp: Path) -> int:
     sweep comes first: from an empty data directory it is the step test_signed_link seeds too,
     so the run's store of seeding steps (tests/pages/stored.py) copies it instead of running
     the worker again; no account takes part in an ingest or a worker run."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
-        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+    with seeding(data_dir):
+        from backend.auth import accounts
+        from backend.auth.cli import cli_principal
         from tests.pages.seed import add_model, finished_sweep
 
         model_path = model_factory.save(model_factory.make_mlp(), tmp / "mlp.onnx")
         job, _ = finished_sweep(add_model(model_path, "mlp").id)
-    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(data_dir)}
-    env.pop("OPTIBOARD_DATABASE_URL", None)
-    made = subprocess.run(
-        [sys.executable, "-m", "backend.cli", "users", "add", "root", "--role", "admin"]
-        + ["--password-stdin"],
-        cwd=ROOT,
-        env=env,
-        input=PASSWORD + "\n",
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert made.returncode == 0, made.stderr
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
-        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
-        from backend.auth import accounts
-        from backend.auth.cli import cli_principal
-
+        made = subprocess.run(
+            [sys.executable, "-m", "backend.cli", "users", "add", "root", "--role", "admin"]
+            + ["--password-stdin"],
+            cwd=ROOT,
+            input=PASSWORD + "\n",
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert made.returncode == 0, made.stderr
         for role in ("viewer", "editor"):
             accounts.add_account(cli_principal(), role, role, PASSWORD)
         accounts.add_account(cli_principal(), "lead@example.com", "editor", None)
@@ -356,8 +347,7 @@ def test_a_signed_link_works_without_an_account_and_expires(
 ) -> None:
     from playwright.sync_api import expect
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPTIBOARD_DATA_DIR", str(dashboard.data_dir))
+    with seeding(dashboard.data_dir):
         from backend.auth import links
 
         valid = links.sign((dashboard.job_id,), datetime.now(UTC) + timedelta(hours=1))

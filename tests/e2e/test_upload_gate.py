@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.browsing import CHROMIUM, chromium
-from tests.dashboard import serve_py
+from tests.dashboard import seeding, serve_py
 from tests.e2e.test_signin import PASSWORD, _sign_in
 from tests.rss import MB, rss_bytes
 
@@ -47,9 +47,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
     tmp = tmp_path_factory.mktemp("uploads")
     data_dir = tmp / "data"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPTIBOARD_DATA_DIR", str(data_dir))
-        patch.delenv("OPTIBOARD_DATABASE_URL", raising=False)
+    with seeding(data_dir):
         from backend.auth import accounts
         from backend.auth.cli import cli_principal
 
