@@ -117,6 +117,10 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
         _tf_collected.append(report.nodeid or "the rootdir's conftest or a plugin")
 
 
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    leaks.test_started(nodeid)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Note whether TensorFlow is already in this process before the test's fixtures run."""

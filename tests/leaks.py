@@ -28,6 +28,17 @@ SETTLE_S = 10.0  # a server stopped by the last test may still be exiting
 IGNORED = ("loky", "multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
 
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+# (clock ticks since boot, test id) at each test's start: a leftover names the test it began in
+_TEST_STARTS: list[tuple[int, str]] = []
+
+
+def test_started(nodeid: str) -> None:
+    """Note a test's start, in the clock /proc/PID/stat gives a process's start in."""
+    now = time.clock_gettime(time.CLOCK_BOOTTIME)
+    _TEST_STARTS.append((int(now * _TICKS_PER_S), nodeid))
+
+
 @dataclass(frozen=True)
 class Baseline:
     """What ran and what was in /dev/shm before the first test."""
@@ -73,6 +84,18 @@ def _ours(tag: str) -> set[int]:
     return (mine | below) - {os.getpid()}
 
 
+def _origin(pid: int) -> str:
+    """Who started a leftover: its parent now (1 when the one that started it died) and the
+    test that was running when it began, so a rare leak can be traced from one failed run."""
+    fields = _read(f"/proc/{pid}/stat").decode(errors="replace").rpartition(")")[2].split()
+    if len(fields) < 20:
+        return "ended meanwhile"
+    parent, started = int(fields[1]), int(fields[19])
+    during = [nodeid for ticks, nodeid in _TEST_STARTS if ticks <= started]
+    test = f"started during {during[-1]}" if during else "started before the first test"
+    return f"parent {parent} ({_command(parent)[:60] or 'gone'}), {test}"
+
+
 def _command(pid: int) -> str:
     return _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
 
@@ -115,7 +138,10 @@ def leftovers(
     while (running or left) and time.monotonic() < deadline:
         time.sleep(0.2)
         running, left = _left(baseline, processes, regions)
-    lines = [f"process {pid} still runs: {cmd[:200]}" for pid, cmd in sorted(running.items())]
+    lines = [
+        f"process {pid} still runs ({_origin(pid)}): {cmd[:200]}"
+        for pid, cmd in sorted(running.items())
+    ]
     lines += [f"shared memory {SHM_FOLDER / name} is left" for name in sorted(left)]
     for pid in running:
         try:

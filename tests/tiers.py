@@ -72,7 +72,6 @@ SLOW_MODULES = {
     "tests/backend/serving/test_server.py": "Triton",
     "tests/backend/test_cli.py": "worker runs",
     "tests/backend/test_cli_newcomer.py": "CLI subprocesses, a worker run and the real matrix",
-    "tests/backend/jobs/test_caps.py": "CLI subprocesses",
     "tests/backend/auth/test_oidc_verified.py": "a real OIDC provider server",
     "tests/pages/test_access.py": "worker runs behind the pages",
     "tests/pages/test_compatibility_page.py": "builds the real matrix",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,12 @@ from backend.errors import UserError
 from backend.queue import jobs
 from backend.specs import SweepSpec
 from tests import models as model_factory
-from tests.backend.test_cli import optiboard
+from tests.backend import test_cli
+
+
+def optiboard(*args: str) -> subprocess.CompletedProcess:
+    """The program itself, as a newcomer types it."""
+    return test_cli.optiboard(*args, process=True)
 
 
 def test_worker_verb_takes_the_module_flags_and_jobs_prints_sentences(
