@@ -175,10 +175,11 @@ def _sweep(parent: Path) -> None:
 
 
 @contextmanager
-def group(max_tasks: int, memory_bytes: int | None = None) -> Iterator[PidsGroup | None]:
-    """A fresh cgroup with pids.max = max_tasks for one child, removed afterwards; None where
-    cgroups cannot be used (the caller then relies on RLIMIT_NPROC). memory_bytes: also a
-    resident-memory limit (group.memory is None where no memory cgroup could be made)."""
+def group(max_tasks: int | None, memory_bytes: int | None = None) -> Iterator[PidsGroup | None]:
+    """A fresh cgroup with pids.max = max_tasks (None: no cap, a group only to find what is
+    left of the child) for one child, removed afterwards; None where cgroups cannot be used (the
+    caller then relies on RLIMIT_NPROC). memory_bytes: also a resident-memory limit (group.memory
+    is None where no memory cgroup could be made)."""
     parent = _parent()
     if parent is None:
         yield None
@@ -188,7 +189,7 @@ def group(max_tasks: int, memory_bytes: int | None = None) -> Iterator[PidsGroup
     path = parent / name
     try:
         path.mkdir()
-        (path / "pids.max").write_text(str(max_tasks))
+        (path / "pids.max").write_text("max" if max_tasks is None else str(max_tasks))
     except OSError:  # a controller that refuses (a delegated or read-only hierarchy)
         if path.is_dir():
             _remove(path, attempts=1)

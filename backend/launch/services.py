@@ -6,6 +6,13 @@ with the parent (PR_SET_PDEATHSIG), so a SIGKILLed worker leaves no server or dr
 service that has children of its own to shut down (Triton's Python-backend stubs and their shared
 memory) is told with a signal it can handle (death_signal SIGTERM) rather than SIGKILL, after
 which its stubs are orphans that nobody stops (one was seen running 50 minutes later).
+
+Death with the parent has a gap: bwrap's inner process sets its own PR_SET_PDEATHSIG only after
+its set-up, so a worker SIGKILLed while a sandboxed server starts leaves that process blocked
+forever, reparented to init (bubblewrap issue 633; seen in about half of the CI runs whose
+serving test kills a worker at that moment). So a service also runs in a pids cgroup of its own
+where one can be made (pids.py, with no cap): stop_service removes it with whatever is left
+in it, and the next launch on the host sweeps the groups whose parent died.
 """
 
 from __future__ import annotations
@@ -16,9 +23,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
+from backend.launch import pids
 from backend.launch.limits import PR_SET_PDEATHSIG, die_with_parent
+
+_GROUPS: dict[int, ExitStack] = {}  # a running service's pid -> its cgroup, closed by stop_service
 
 
 def _dies_with_parent_by(sig: signal.Signals) -> Callable[[], None]:
@@ -50,10 +61,12 @@ def start_service(
 
     PR_SET_PDEATHSIG is tied to the thread that starts the child: stop it from that thread too.
     """
+    cgroup = ExitStack()
+    tasks = cgroup.enter_context(pids.group(None))
     log = open(log_path, "wb") if log_path is not None else None
     try:
-        return subprocess.Popen(
-            list(argv),
+        process = subprocess.Popen(
+            tasks.wrap(list(argv)) if tasks is not None else list(argv),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT if log is not None else None,
@@ -62,9 +75,14 @@ def start_service(
             start_new_session=True,
             preexec_fn=_dies_with_parent_by(death_signal),
         )
+    except BaseException:
+        cgroup.close()
+        raise
     finally:
         if log is not None:
             log.close()
+    _GROUPS[process.pid] = cgroup
+    return process
 
 
 def _group_scan(group: int) -> list[tuple[int, str, list[str]]]:
@@ -128,3 +146,6 @@ def stop_service(
     deadline = time.monotonic() + settle_s  # SIGKILL lands asynchronously
     while any(f[0] != "Z" for f in group_stats(process.pid)) and time.monotonic() < deadline:
         time.sleep(0.02)
+    cgroup = _GROUPS.pop(process.pid, None)
+    if cgroup is not None:  # and what left the process group but not the cgroup
+        cgroup.close()

@@ -60,13 +60,19 @@ def _add_to_library(page, file_name: str, added: str) -> None:  # noqa: ANN001
     from playwright.sync_api import expect
 
     started = page.get_by_text(re.compile(rf"Ingesting {re.escape(file_name)}|{re.escape(added)}"))
-    for _ in range(3):
+    console: list[str] = []  # the page's own messages (a dropped websocket says so there)
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    for attempt in range(3):
+        clicked = time.strftime("%H:%M:%S")
         page.get_by_role("button", name="Add to library").click()
         try:
             expect(started.first).to_be_visible(timeout=60_000)
             return
         except AssertionError:
             page.screenshot(path=str(ARTIFACTS / "e2e-click-lost.png"), full_page=True)
+            with open(ARTIFACTS / "e2e-click-lost.log", "a") as log:
+                log.write(f"click {attempt + 1} on {file_name} at {clicked}, then:\n")
+                log.writelines(line + "\n" for line in console)
     raise AssertionError(f"three clicks on Add to library never started {file_name}'s upload")
 
 
