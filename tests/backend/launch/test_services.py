@@ -151,8 +151,8 @@ def test_the_next_service_started_ends_what_a_killed_parents_service_left(tmp_pa
         parent.send_signal(signal.SIGKILL)
         parent.wait()
     escaped = int(pid_file.read_text())
-    time.sleep(0.5)  # its service died with the parent; the escaped child did not
-    assert _alive(escaped)
+    # its service died with the parent, the escaped child did not (without the cgroup it runs
+    # on); it is not asserted alive here: a launch by any process beside this test may end it
     other = start_service(["true"])
     stop_service(other)
     assert _until(lambda: not _alive(escaped))
