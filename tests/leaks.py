@@ -55,14 +55,18 @@ def _read(path: str) -> bytes:
         return b""
 
 
+def _stat(pid: int | str) -> list[str]:
+    """/proc/PID/stat's fields after the command name (state first), [] when it ended."""
+    return _read(f"/proc/{pid}/stat").decode(errors="replace").rpartition(")")[2].split()
+
+
 def _running() -> dict[int, tuple[int, bytes]]:
     """Every live process (zombies left out): pid -> (parent pid, environ)."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        stat = _read(f"/proc/{entry}/stat").decode(errors="replace")
-        fields = stat.rpartition(")")[2].split()
+        fields = _stat(entry)
         if len(fields) < 2 or fields[0] == "Z":
             continue
         found[int(entry)] = (int(fields[1]), _read(f"/proc/{entry}/environ"))
@@ -87,7 +91,7 @@ def _ours(tag: str) -> set[int]:
 def _origin(pid: int) -> str:
     """Who started a leftover: its parent now (1 when the one that started it died) and the
     test that was running when it began, so a rare leak can be traced from one failed run."""
-    fields = _read(f"/proc/{pid}/stat").decode(errors="replace").rpartition(")")[2].split()
+    fields = _stat(pid)
     if len(fields) < 20:
         return "ended meanwhile"
     parent, started = int(fields[1]), int(fields[19])

@@ -61,18 +61,26 @@ def _add_to_library(page, file_name: str, added: str) -> None:  # noqa: ANN001
 
     started = page.get_by_text(re.compile(rf"Ingesting {re.escape(file_name)}|{re.escape(added)}"))
     console: list[str] = []  # the page's own messages (a dropped websocket says so there)
-    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
-    for attempt in range(3):
-        clicked = time.strftime("%H:%M:%S")
-        page.get_by_role("button", name="Add to library").click()
-        try:
-            expect(started.first).to_be_visible(timeout=60_000)
-            return
-        except AssertionError:
-            page.screenshot(path=str(ARTIFACTS / "e2e-click-lost.png"), full_page=True)
-            with open(ARTIFACTS / "e2e-click-lost.log", "a") as log:
-                log.write(f"click {attempt + 1} on {file_name} at {clicked}, then:\n")
-                log.writelines(line + "\n" for line in console)
+
+    def heard(message) -> None:  # noqa: ANN001 - playwright ConsoleMessage
+        console.append(f"{message.type}: {message.text}")
+
+    page.on("console", heard)
+    try:
+        for attempt in range(3):
+            clicked = time.strftime("%H:%M:%S")
+            page.get_by_role("button", name="Add to library").click()
+            try:
+                expect(started.first).to_be_visible(timeout=60_000)
+                return
+            except AssertionError:
+                page.screenshot(path=str(ARTIFACTS / "e2e-click-lost.png"), full_page=True)
+                with open(ARTIFACTS / "e2e-click-lost.log", "a") as log:
+                    log.write(f"click {attempt + 1} on {file_name} at {clicked}, then:\n")
+                    log.writelines(line + "\n" for line in console)
+                console.clear()  # the next attempt's lines only
+    finally:
+        page.remove_listener("console", heard)
     raise AssertionError(f"three clicks on Add to library never started {file_name}'s upload")
 
 
