@@ -13,7 +13,8 @@ graph to profile it is not what this measures.
         [--refuse-gb 4]
 
 --browser also serves the patched viewer and the .onnx to headless Chromium (Debian's
-/usr/bin/chromium) and reports Netron's own load-and-layout time and the overlay's paint time.
+chromium-headless-shell, as the browser tests) and reports Netron's own load-and-layout time
+and the overlay's paint time.
 
 --ingest-gb is the plain-upload path instead: the same graph, its external data zipped (stored,
 not deflated, so ingest's zip-bomb ratio check does not refuse the zeros) and sent through the
