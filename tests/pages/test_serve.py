@@ -23,7 +23,7 @@ def test_serve_recommends_from_a_measured_sweep_and_keeps_its_settings_in_the_ur
     at = open_page("serve", job=job.id, slo=50, overhead=0.5)
     assert not at.exception
     assert at.number_input(key="url_slo").value == 50.0
-    sentence = at.success[0].value
+    sentence = at.main.success[0].value
     # one variant: its upload batches, so max 8 (the largest batch measured) with each delay,
     # and no batching, one instance each (how two share the host was not measured)
     assert sentence.startswith("In 4 predicted configurations")
@@ -35,7 +35,7 @@ def test_serve_recommends_from_a_measured_sweep_and_keeps_its_settings_in_the_ur
     at.number_input(key="url_slo").set_value(0.01).run()  # below the 0.5 ms overhead alone
     assert not at.exception
     assert at.query_params["slo"] == "0.01"
-    assert "none meets the p99 bound of 0.01 ms; the closest is" in at.warning[0].value
+    assert "none meets the p99 bound of 0.01 ms; the closest is" in at.main.warning[0].value
 
 
 def test_a_pasted_config_with_slash_comments_gets_one_sentence(
@@ -65,7 +65,7 @@ def test_a_fixed_shape_sweep_is_predicted_conservatively_with_one_rate_per_confi
     job, _ = finished_sweep(model.id, batch_sizes=(1, 8))
     at = open_page("serve", job=job.id, slo=10)
     assert not at.exception
-    sentence = (at.success or at.warning)[0].value
+    sentence = (at.main.success or at.main.warning)[0].value
     rests_on = (
         "Predicted, not measured: it rests on the sweep's in-process latency at batch sizes 1, 8"
     )
@@ -128,7 +128,7 @@ def test_each_predicted_row_says_which_file_it_serves_and_why_it_batches_or_not(
     for label, served in zip(table["configuration"], table["serves"], strict=True):
         assert served == (fp32 if label.startswith("FP32") else int8), (label, served)
     assert set(table["serves"]) == {fp32, int8}  # both kinds of row are ranked
-    sentence = (at.success or at.warning)[0].value
+    sentence = (at.main.success or at.main.warning)[0].value
     for said in (f"FP32 on CPU serves {fp32}", f"INT8 static (QDQ) on CPU serves {int8}"):
         assert said in sentence, sentence  # in the order ranked
 
@@ -141,7 +141,7 @@ def test_one_variant_says_which_file_it_serves_without_a_comparison(
     at = open_page("serve", job=job.id, slo=50, overhead=0.5)
     assert not at.exception
     assert set(at.dataframe[0].value["serves"]) == {"the uploaded model"}
-    assert "Triton would serve the uploaded model." in at.success[0].value
+    assert "Triton would serve the uploaded model." in at.main.success[0].value
 
 
 def test_the_perf_analyzer_line_names_the_model_serve_export_writes(
@@ -169,7 +169,7 @@ def test_the_chart_says_which_configurations_it_draws_and_the_table_lists_them_a
     job, _ = finished_sweep(model.id, precisions=precisions, batch_sizes=(1, 2))
     at = open_page("serve", job=job.id, slo=50)
     assert not at.exception
-    sentence = (at.success or at.warning)[0].value
+    sentence = (at.main.success or at.main.warning)[0].value
     assert sentence.startswith("In 6 predicted configurations"), sentence
     labels = list(at.dataframe[0].value["configuration"])
     assert len(labels) == 6, labels
@@ -193,7 +193,7 @@ def test_a_prediction_resting_on_unstable_sweep_measurements_says_so_and_marks_i
     shaky = stored_again(job, {r.config_key for r in results})  # every measurement unstable
     at = open_page("serve", job=shaky, slo=50)
     assert not at.exception
-    sentence = at.success[0].value
+    sentence = at.main.success[0].value
     table = at.dataframe[0].value.set_index("configuration")
     marks = table["rests on an unstable sweep measurement at"]
     # no dynamic batching forms batches of 1; max 2 rests on batches 1 and 2
@@ -217,5 +217,5 @@ def test_a_prediction_resting_on_unstable_sweep_measurements_says_so_and_marks_i
     steady = stored_again(job, set())
     at = open_page("serve", job=steady, slo=50)
     assert not at.exception
-    assert "unstable" not in at.success[0].value
+    assert "unstable" not in at.main.success[0].value
     assert (at.dataframe[0].value["rests on an unstable sweep measurement at"] == "").all()

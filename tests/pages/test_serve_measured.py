@@ -42,7 +42,7 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     assert at.query_params["view"] == "measured" and at.query_params["slo"] == "50"
     link_shown = at.code[0].value  # the header's Copy link, written after the page's widgets ran
     assert "slo=50" in link_shown and f"study={job.id}" in link_shown, link_shown
-    sentence = (at.success or at.warning)[0].value
+    sentence = (at.main.success or at.main.warning)[0].value
     assert sentence.startswith("In 2 measurements across 1 configuration,")
     assert "2 of 2 load points measured" in texts(at)
     curves, split, batches = at.get("plotly_chart")
@@ -62,7 +62,7 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
 
     at.number_input(key="url_slo").set_value(0.001 + 0.01).run()  # below any measured p99
     assert not at.exception and at.query_params["slo"] == "0.011"
-    assert "none meets the p99 bound of 0.011 ms" in at.warning[0].value
+    assert "none meets the p99 bound of 0.011 ms" in at.main.warning[0].value
     link = {k: at.query_params[k] for k in ("view", "study", "slo", "config")}
     again = open_page("serve", **link)  # the shared link, in a fresh session
     assert not again.exception
@@ -157,7 +157,7 @@ def test_a_fixed_batch_file_is_labelled_as_it_ran_and_its_note_is_shown_beside_i
     assert not at.exception
     label = f"{fixed.name} · fixed batch 1, x1 (asked: {asked.label})"
     assert at.selectbox(key="url_config").value == label
-    sentence = (at.success or at.warning)[0].value
+    sentence = (at.main.success or at.main.warning)[0].value
     assert label in sentence and "max 8, delay 0 us, x1 meets" not in sentence, sentence
     notes = [w.value for w in at.warning if "Dynamic batching is impossible" in w.value]
     assert len(notes) == 1 and notes[0].startswith(plain(label)), notes  # beside the points
@@ -192,7 +192,7 @@ def test_points_the_load_generator_could_not_offer_are_never_quoted_as_server_la
     assert len(points) == 2 and all(p.generator_saturated for p in points), points
     at = open_page("serve", study=job.id)
     assert not at.exception
-    sentence = at.warning[0].value
+    sentence = at.main.warning[0].value
     assert "none meets the p99 bound of 10 ms" in sentence
     assert "the lowest p99 measured" not in sentence, sentence
     assert "the load generator could not offer the rate on this host" in sentence
@@ -270,7 +270,7 @@ def test_a_study_of_the_swept_file_on_this_host_feeds_the_sweeps_prediction(
     assert named in capsys.readouterr().out  # `serve recommend` without --confirm too
     at = open_page("serve", view="predicted", job=sweep.id, slo=50)
     assert not at.exception
-    assert named in at.success[0].value
+    assert named in at.main.success[0].value
     assert "fed by the server costs a serving study measured" in texts(at)
 
     # the same row as if another machine had run the study: not this host's costs
