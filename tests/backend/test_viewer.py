@@ -88,7 +88,7 @@ def served_viewer(prepared: Path, mlp_path: Path, tmp_path: Path) -> Iterator[st
 @pytest.mark.e2e
 def test_viewer_renders_a_model_in_chromium_without_csp_violations(served_viewer: str) -> None:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
+        pytest.skip("Debian's chromium-headless-shell is not installed")
     from playwright.sync_api import expect
 
     refused: list[str] = []

@@ -40,7 +40,7 @@ def site(tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.e2e
 def test_netron_selects_the_node_named_in_the_link(site: str) -> None:
-    assert CHROMIUM.exists(), "scripts/test installs Debian's chromium at /usr/bin/chromium"
+    assert CHROMIUM.exists(), "scripts/test installs Debian's chromium-headless-shell"
     from playwright.sync_api import expect
 
     with chromium() as browser:

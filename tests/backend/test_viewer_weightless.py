@@ -29,7 +29,7 @@ def site(tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.e2e
 def test_netron_draws_the_weightless_copy_with_shapes_and_requests_no_weights(site: str) -> None:
-    assert CHROMIUM.exists(), "scripts/test installs Debian's chromium at /usr/bin/chromium"
+    assert CHROMIUM.exists(), "scripts/test installs Debian's chromium-headless-shell"
     from playwright.sync_api import expect
 
     failed: list[str] = []

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.e2e
 def dashboard(tmp_path: Path) -> Iterator[str]:
     """A real server and a real worker sharing one fresh data directory."""
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
     with app_and_worker(tmp_path / "data", tmp_path / "logs", "e2e-") as url:
         yield url
 
@@ -52,11 +52,34 @@ def _wait_for(page, predicate, timeout: float, what: str) -> None:  # noqa: ANN0
     raise AssertionError(f"timed out waiting for {what}")
 
 
+# Streamlit marks its app root with the script's state. A click that reached the server starts a
+# run within seconds; one sent while the websocket was down never does. Counted by an observer on
+# the whole document (it outlives a re-mounted root), reset before each click.
+_COUNT_RUNS = """() => {
+    window.__optiboardRuns = 0;
+    if (window.__optiboardWatching) return;
+    window.__optiboardWatching = true;
+    new MutationObserver(changes => {
+        for (const change of changes) {
+            if (change.target.getAttribute('data-test-script-state') === 'running') {
+                window.__optiboardRuns++;
+            }
+        }
+    }).observe(document.body, {
+        subtree: true, attributes: true, attributeFilter: ['data-test-script-state'],
+    });
+}"""
+RUN_START_S = 15  # far above a run's start under CI's load, far below the 60 s outcome wait
+
+
 def _add_to_library(page, file_name: str, added: str) -> None:  # noqa: ANN001
     """Click "Add to library" until the upload's run has started (its spinner or its outcome
     shows), at most three times. Under CI's load the page's websocket can drop and reconnect;
     a click sent meanwhile is lost (Streamlit does not resend it) and the page goes on showing
-    the chosen file with no spinner, as once seen in CI, so a person clicks again, as this does."""
+    the chosen file with no spinner, as once seen in CI, so a person clicks again, as this does.
+    A click is taken as lost only when no script run started within RUN_START_S of it: one that
+    started a run is never repeated early, which could upload the file twice."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     started = page.get_by_text(re.compile(rf"Ingesting {re.escape(file_name)}|{re.escape(added)}"))
@@ -69,14 +92,19 @@ def _add_to_library(page, file_name: str, added: str) -> None:  # noqa: ANN001
     try:
         for attempt in range(3):
             clicked = time.strftime("%H:%M:%S")
+            page.evaluate(_COUNT_RUNS)
             page.get_by_role("button", name="Add to library").click()
             try:
+                page.wait_for_function(
+                    "() => window.__optiboardRuns > 0", timeout=RUN_START_S * 1000
+                )
                 expect(started.first).to_be_visible(timeout=60_000)
                 return
-            except AssertionError:
+            except (AssertionError, PlaywrightTimeout):
                 page.screenshot(path=str(ARTIFACTS / "e2e-click-lost.png"), full_page=True)
+                runs = page.evaluate("() => window.__optiboardRuns")
                 with open(ARTIFACTS / "e2e-click-lost.log", "a") as log:
-                    log.write(f"click {attempt + 1} on {file_name} at {clicked}, then:\n")
+                    log.write(f"click {attempt + 1} on {file_name} at {clicked}, {runs} runs:\n")
                     log.writelines(line + "\n" for line in console)
                 console.clear()  # the next attempt's lines only
     finally:

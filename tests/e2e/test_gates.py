@@ -42,7 +42,7 @@ def browser() -> Iterator[object]:
     """One Chromium for the module: each test opens its own contexts (own cookies, own cache)
     and closes them, so a launch per test (about 1 CPU-s each) bought nothing."""
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
     with chromium() as browser:
         yield browser
 

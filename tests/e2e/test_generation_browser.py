@@ -35,7 +35,7 @@ pytestmark = pytest.mark.e2e
 def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A real server and a real worker sharing one fresh data directory."""
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
     data = tmp_path / "data"
     with app_and_worker(
         data, tmp_path / "logs", "e2e-generation-", OPTIBOARD_PERPLEXITY_TEXT_MB=TEXT_CAP_MB

@@ -54,7 +54,7 @@ class Site:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
     ARTIFACTS.mkdir(exist_ok=True)
     tmp = tmp_path_factory.mktemp("graph-overlay")
     data_dir = tmp / "data"

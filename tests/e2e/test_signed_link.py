@@ -29,7 +29,7 @@ class Dashboard:
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
     tmp = tmp_path_factory.mktemp("links")
     data_dir = tmp / "data"
     with seeding(data_dir):

@@ -91,7 +91,7 @@ def _seed(data_dir: Path, tmp: Path) -> int:
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     """One Streamlit server with built-in accounts and an [auth] section for the OIDC provider."""
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
     tmp = tmp_path_factory.mktemp("signin")
     data_dir = tmp / "data"
     job_id = _seed(data_dir, tmp)

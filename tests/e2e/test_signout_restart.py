@@ -65,7 +65,7 @@ def test_a_signed_out_cookie_stays_refused_after_a_restart(
     tmp_path: Path,
 ) -> None:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
     from backend.auth import accounts, sessions
     from backend.auth.cli import cli_principal
 

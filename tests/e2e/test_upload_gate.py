@@ -44,7 +44,7 @@ class Server:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A dashboard with an editor and a viewer; a session may hold 3 files and 12 MB."""
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium (.ci/run installs it)")
+        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
     tmp = tmp_path_factory.mktemp("uploads")
     data_dir = tmp / "data"
     with seeding(data_dir):
