@@ -72,16 +72,17 @@ _COUNT_RUNS = """() => {
 RUN_START_S = 15  # far above a run's start under CI's load, far below the 60 s outcome wait
 
 
-def _add_to_library(page, file_name: str, added: str) -> None:  # noqa: ANN001
-    """Click "Add to library" until the upload's run has started (its spinner or its outcome
-    shows), at most three times. Under CI's load the page's websocket can drop and reconnect;
-    a click sent meanwhile is lost (Streamlit does not resend it) and the page goes on showing
-    the chosen file with no spinner, as once seen in CI, so a person clicks again, as this does.
-    A click is taken as lost only when no script run started within RUN_START_S of it: one that
-    started a run is never repeated early, which could upload the file twice."""
+def _add_to_library(page, path: Path, added: str) -> None:  # noqa: ANN001
+    """Choose the file and click "Add to library" until the upload's run has started (its
+    spinner or its outcome shows), at most three times. Under CI's load the page's websocket can
+    drop and reconnect; a click sent meanwhile is lost (Streamlit does not resend it), as once
+    seen in CI, so a person chooses the file again (a reconnected session has lost it) and
+    clicks again, as this does. A click is taken as lost only when no script run started within
+    RUN_START_S of it: one that started a run is never repeated, which could upload twice."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
+    file_name = path.name
     started = page.get_by_text(re.compile(rf"Ingesting {re.escape(file_name)}|{re.escape(added)}"))
     console: list[str] = []  # the page's own messages (a dropped websocket says so there)
 
@@ -91,6 +92,11 @@ def _add_to_library(page, file_name: str, added: str) -> None:  # noqa: ANN001
     page.on("console", heard)
     try:
         for attempt in range(3):
+            chooser = page.locator("input[type=file]").first
+            if attempt:  # the same file again: the input changes only when emptied first
+                chooser.set_input_files([])
+            chooser.set_input_files(str(path))
+            expect(page.get_by_text(file_name).first).to_be_visible(timeout=30_000)
             clicked = time.strftime("%H:%M:%S")
             page.evaluate(_COUNT_RUNS)
             page.get_by_role("button", name="Add to library").click()
@@ -98,15 +104,15 @@ def _add_to_library(page, file_name: str, added: str) -> None:  # noqa: ANN001
                 page.wait_for_function(
                     "() => window.__optiboardRuns > 0", timeout=RUN_START_S * 1000
                 )
-                expect(started.first).to_be_visible(timeout=60_000)
-                return
-            except (AssertionError, PlaywrightTimeout):
+            except PlaywrightTimeout:  # lost: no run started
                 page.screenshot(path=str(ARTIFACTS / "e2e-click-lost.png"), full_page=True)
-                runs = page.evaluate("() => window.__optiboardRuns")
                 with open(ARTIFACTS / "e2e-click-lost.log", "a") as log:
-                    log.write(f"click {attempt + 1} on {file_name} at {clicked}, {runs} runs:\n")
+                    log.write(f"click {attempt + 1} on {file_name} at {clicked} started no run:\n")
                     log.writelines(line + "\n" for line in console)
                 console.clear()  # the next attempt's lines only
+                continue
+            expect(started.first).to_be_visible(timeout=60_000)  # the run the click started
+            return
     finally:
         page.remove_listener("console", heard)
     raise AssertionError(f"three clicks on Add to library never started {file_name}'s upload")
@@ -134,9 +140,7 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
         expect(page.get_by_text("The library is empty")).to_be_visible(timeout=60_000)
         # a first visit straight to a page URL still goes through app.py's router and sidebar
         expect(page.get_by_text("Access control is off")).to_be_visible(timeout=30_000)
-        page.locator("input[type=file]").first.set_input_files(str(model_file))
-        expect(page.get_by_text("mlp.onnx").first).to_be_visible(timeout=30_000)
-        _add_to_library(page, "mlp.onnx", "Added mlp")
+        _add_to_library(page, model_file, "Added mlp")
         expect(page.get_by_text("Added mlp")).to_be_visible(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "e2e-1-models.png"), full_page=True)
 
@@ -177,9 +181,7 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
         # 6. A PyTorch ExportedProgram (.pt2) uploads the same way, converted and checked.
         page.goto(f"{dashboard}/models")
         page.get_by_text("Upload a model").first.click()
-        page.locator("input[type=file]").first.set_input_files(str(cnn_pt2))
-        expect(page.get_by_text("cnn.pt2").first).to_be_visible(timeout=30_000)
-        _add_to_library(page, "cnn.pt2", "Added cnn")
+        _add_to_library(page, cnn_pt2, "Added cnn")
         expect(page.get_by_text("Added cnn (pytorch-exported")).to_be_visible(timeout=180_000)
         expect(page.get_by_text("Checked against the ExportedProgram")).to_be_visible()
         expect(page.get_by_text("Dynamic dimensions: x_dim0 (1..32).")).to_be_visible()
