@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from backend.serving.server import SHM_FOLDER, SHM_PREFIX
+from tests.processes import stat_fields
 
 TAG = "PYTEST_LEAK_TAG"
 # Set by scripts/test for the parts that run beside the serial lane (the parallel part, the
@@ -55,18 +56,13 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def _stat(pid: int | str) -> list[str]:
-    """/proc/PID/stat's fields after the command name (state first), [] when it ended."""
-    return _read(f"/proc/{pid}/stat").decode(errors="replace").rpartition(")")[2].split()
-
-
 def _running() -> dict[int, tuple[int, bytes]]:
     """Every live process (zombies left out): pid -> (parent pid, environ)."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        fields = _stat(entry)
+        fields = stat_fields(entry)
         if len(fields) < 2 or fields[0] == "Z":
             continue
         found[int(entry)] = (int(fields[1]), _read(f"/proc/{entry}/environ"))
@@ -91,7 +87,7 @@ def _ours(tag: str) -> set[int]:
 def _origin(pid: int) -> str:
     """Who started a leftover: its parent now (1 when the one that started it died) and the
     test that was running when it began, so a rare leak can be traced from one failed run."""
-    fields = _stat(pid)
+    fields = stat_fields(pid)
     if len(fields) < 20:
         return "ended meanwhile"
     parent, started = int(fields[1]), int(fields[19])

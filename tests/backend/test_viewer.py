@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from backend import viewer
-from tests.browsing import CHROMIUM, chromium, serving_folder, viewer_link
+from tests.browsing import chromium, serving_folder, skip_without_chromium, viewer_link
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +87,7 @@ def served_viewer(prepared: Path, mlp_path: Path, tmp_path: Path) -> Iterator[st
 
 @pytest.mark.e2e
 def test_viewer_renders_a_model_in_chromium_without_csp_violations(served_viewer: str) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium-headless-shell is not installed")
+    skip_without_chromium()
     from playwright.sync_api import expect
 
     refused: list[str] = []

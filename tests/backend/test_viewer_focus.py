@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from backend import viewer
-from tests.browsing import CHROMIUM, chromium, serving_folder, viewer_link
+from tests.browsing import CHROMIUM, MISSING, chromium, serving_folder, viewer_link
 from tests.evidence_models import BAD_LAYER, make_bad_layer_mlp
 from tests.models import make_mlp, make_unnamed_if, save
 
@@ -40,7 +40,7 @@ def site(tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.e2e
 def test_netron_selects_the_node_named_in_the_link(site: str) -> None:
-    assert CHROMIUM.exists(), "scripts/test installs Debian's chromium-headless-shell"
+    assert CHROMIUM.exists(), MISSING
     from playwright.sync_api import expect
 
     with chromium() as browser:

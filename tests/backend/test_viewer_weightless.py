@@ -12,7 +12,7 @@ import pytest
 
 from backend import viewer
 from backend.graphview.skeleton import strip_weights
-from tests.browsing import CHROMIUM, chromium, serving_folder, viewer_link
+from tests.browsing import CHROMIUM, MISSING, chromium, serving_folder, viewer_link
 from tests.models import make_mlp, save
 
 
@@ -29,7 +29,7 @@ def site(tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.e2e
 def test_netron_draws_the_weightless_copy_with_shapes_and_requests_no_weights(site: str) -> None:
-    assert CHROMIUM.exists(), "scripts/test installs Debian's chromium-headless-shell"
+    assert CHROMIUM.exists(), MISSING
     from playwright.sync_api import expect
 
     failed: list[str] = []

@@ -19,7 +19,7 @@ import pytest
 
 from tests import models as model_factory
 from tests import torch_models
-from tests.browsing import CHROMIUM, chromium
+from tests.browsing import chromium, skip_without_chromium
 from tests.dashboard import ARTIFACTS, app_and_worker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,8 +30,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def dashboard(tmp_path: Path) -> Iterator[str]:
     """A real server and a real worker sharing one fresh data directory."""
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
+    skip_without_chromium()
     with app_and_worker(tmp_path / "data", tmp_path / "logs", "e2e-") as url:
         yield url
 

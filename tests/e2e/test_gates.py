@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.browsing import CHROMIUM, chromium, serving
+from tests.browsing import chromium, serving, skip_without_chromium
 from tests.dashboard import seeding, serve_py
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
@@ -41,8 +41,7 @@ def _server(data_dir: Path, name: str) -> Iterator[str]:
 def browser() -> Iterator[object]:
     """One Chromium for the module: each test opens its own contexts (own cookies, own cache)
     and closes them, so a launch per test (about 1 CPU-s each) bought nothing."""
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
+    skip_without_chromium()
     with chromium() as browser:
         yield browser
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import llm_models
-from tests.browsing import CHROMIUM, chromium
+from tests.browsing import chromium, skip_without_chromium
 from tests.dashboard import app_and_worker
 from tests.e2e.test_browser import ARTIFACTS, _legend, _wait_for
 
@@ -34,8 +34,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A real server and a real worker sharing one fresh data directory."""
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
+    skip_without_chromium()
     data = tmp_path / "data"
     with app_and_worker(
         data, tmp_path / "logs", "e2e-generation-", OPTIBOARD_PERPLEXITY_TEXT_MB=TEXT_CAP_MB

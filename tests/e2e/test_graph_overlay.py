@@ -22,7 +22,7 @@ from backend.graphview.diff import COLOURS, QDQ
 from backend.models.inspect import op_histogram
 from backend.reporting.profilecharts import hottest_rows
 from backend.results import StoredResult
-from tests.browsing import CHROMIUM, chromium
+from tests.browsing import chromium, skip_without_chromium
 from tests.dashboard import seeding, serve_py
 from tests.e2e.test_browser import ARTIFACTS
 from tests.e2e.test_signin import PASSWORD, _sign_in
@@ -53,8 +53,7 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
+    skip_without_chromium()
     ARTIFACTS.mkdir(exist_ok=True)
     tmp = tmp_path_factory.mktemp("graph-overlay")
     data_dir = tmp / "data"

@@ -8,28 +8,13 @@ import os
 from pathlib import Path
 
 from tests.browsing import chromium
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found += children.get(pid, [])
-        todo += children.get(pid, [])
-    return found
+from tests.processes import descendants
 
 
 def _renderers() -> int:
     """Renderer processes among this process's descendants."""
     count = 0
-    for pid in _descendants(os.getpid()):
+    for pid in descendants(os.getpid()):
         try:
             line = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:  # ended meanwhile

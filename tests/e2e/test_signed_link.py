@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests import models as model_factory
-from tests.browsing import CHROMIUM, chromium
+from tests.browsing import chromium, skip_without_chromium
 from tests.dashboard import ARTIFACTS, seeding, serve_py
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
@@ -28,8 +28,7 @@ class Dashboard:
 
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
+    skip_without_chromium()
     tmp = tmp_path_factory.mktemp("links")
     data_dir = tmp / "data"
     with seeding(data_dir):

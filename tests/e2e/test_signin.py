@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests import models as model_factory
-from tests.browsing import CHROMIUM, chromium
+from tests.browsing import chromium, skip_without_chromium
 from tests.dashboard import ARTIFACTS, seeding, stop_and_keep_logs, streamlit_argv
 from tests.dashboard import wait_healthy as _wait_healthy
 from tests.e2e.test_browser import _legend
@@ -90,8 +90,7 @@ def _seed(data_dir: Path, tmp: Path) -> int:
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     """One Streamlit server with built-in accounts and an [auth] section for the OIDC provider."""
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
+    skip_without_chromium()
     tmp = tmp_path_factory.mktemp("signin")
     data_dir = tmp / "data"
     job_id = _seed(data_dir, tmp)

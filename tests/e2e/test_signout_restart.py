@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browsing import CHROMIUM, chromium
+from tests.browsing import chromium, skip_without_chromium
 from tests.dashboard import serve_py
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,8 +64,7 @@ def test_a_signed_out_cookie_stays_refused_after_a_restart(
     data_dir: Path,
     tmp_path: Path,
 ) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
+    skip_without_chromium()
     from backend.auth import accounts, sessions
     from backend.auth.cli import cli_principal
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browsing import CHROMIUM, chromium
+from tests.browsing import chromium, skip_without_chromium
 from tests.dashboard import seeding, serve_py
 from tests.e2e.test_signin import PASSWORD, _sign_in
 from tests.rss import MB, rss_bytes
@@ -43,8 +43,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A dashboard with an editor and a viewer; a session may hold 3 files and 12 MB."""
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium-headless-shell is not installed (scripts/test installs it)")
+    skip_without_chromium()
     tmp = tmp_path_factory.mktemp("uploads")
     data_dir = tmp / "data"
     with seeding(data_dir):

@@ -19,6 +19,7 @@ from backend.launch.children import run_call, run_in_child
 from backend.specs import MEASURE_PRESETS, Configuration
 from tests import models
 from tests.backend.launch import probes
+from tests.processes import alive
 from tests.rss import MB, rss_bytes
 
 
@@ -134,13 +135,6 @@ def _report_pid_and_sleep(path: str) -> None:
     time.sleep(600)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
 def test_child_dies_with_a_sigkilled_parent(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     root = Path(__file__).resolve().parents[3]
@@ -152,14 +146,14 @@ def test_child_dies_with_a_sigkilled_parent(tmp_path: Path) -> None:
                 break
             time.sleep(0.1)
         child = int(pid_file.read_text())
-        assert _alive(child)
+        assert alive(child)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         for _ in range(100):
-            if not _alive(child):
+            if not alive(child):
                 break
             time.sleep(0.1)
-        assert not _alive(child)
+        assert not alive(child)
     finally:
         parent.kill()
         parent.wait()

@@ -11,6 +11,7 @@ import pytest
 
 from backend.launch import pids
 from backend.launch.services import group_stats, start_service, stop_service
+from tests.processes import alive
 
 
 def _running(group: int) -> list[list[str]]:
@@ -98,14 +99,6 @@ def test_a_service_told_to_die_by_sigterm_gets_it_when_its_parent_is_killed(
     assert _until(lambda: _running(group) == []), _running(group)
 
 
-def _alive(pid: int) -> bool:
-    """Running, not a zombie waiting for its parent."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _escaping(pid_file: Path, seconds: int) -> list[str]:
     """A service whose child leaves the process group (a session of its own), as bwrap's inner
     process is left outside any group we kill when its parent dies during its set-up."""
@@ -124,9 +117,9 @@ def test_a_stop_ends_what_left_the_process_group_too(tmp_path: Path) -> None:
     leader = start_service(_escaping(pid_file, 302))
     assert _until(lambda: pid_file.exists() and pid_file.read_text().strip())
     escaped = int(pid_file.read_text())
-    assert _alive(escaped) and escaped not in [int(f[1]) for f in _running(leader.pid)]
+    assert alive(escaped) and escaped not in [int(f[1]) for f in _running(leader.pid)]
     stop_service(leader)
-    assert _until(lambda: not _alive(escaped))
+    assert _until(lambda: not alive(escaped))
 
 
 def test_the_next_service_started_ends_what_a_killed_parents_service_left(tmp_path: Path) -> None:
@@ -155,4 +148,4 @@ def test_the_next_service_started_ends_what_a_killed_parents_service_left(tmp_pa
     # on); it is not asserted alive here: a launch by any process beside this test may end it
     other = start_service(["true"])
     stop_service(other)
-    assert _until(lambda: not _alive(escaped))
+    assert _until(lambda: not alive(escaped))
