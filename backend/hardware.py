@@ -1,4 +1,5 @@
-"""NVIDIA GPUs through NVML (nvidia-ml-py): the one place that initialises and shuts it down.
+"""The hardware a number ran on: NVIDIA GPUs through NVML (nvidia-ml-py), the one place that
+initialises and shuts it down, and the CPU's SIMD flags.
 
 Every caller (the environment record, the telemetry sampler, the provider probe's device name)
 goes through `nvml()`, so a host without a driver is handled once: the functions here return
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 
@@ -124,3 +126,24 @@ def visible_gpu_index() -> int:
     (Ray sets it to the GPU it gave the task), since NVML numbers every GPU regardless."""
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     return int(first) if first.isdigit() else 0
+
+
+_FLAGS = {
+    "avx2": ("avx2",),
+    "avx512f": ("avx512f",),
+    "avx512_vnni": ("avx512_vnni", "avx_vnni"),
+    "amx": ("amx_int8", "amx_tile"),
+}
+
+
+def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, bool]:
+    """Which int8/float SIMD extensions this CPU has (all False where /proc/cpuinfo is absent)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        text = ""
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags") and ":" in line:
+            flags.update(line.split(":", 1)[1].split())
+    return {name: any(f in flags for f in names) for name, names in _FLAGS.items()}

@@ -21,6 +21,27 @@ class PerformanceHint(enum.StrEnum):
     THROUGHPUT = "throughput"
 
 
+class Int8Matmul(enum.StrEnum):
+    """Which kernels ONNX Runtime's CPU provider multiplies uint8 activations by int8 weights with.
+
+    On x86 without VNNI its default (U8S8) adds pairs of products in 16 bits, which can saturate
+    and change the outputs; session.x64quantprecision=1 makes the weights uint8 (U8U8), exact but
+    slower. With VNNI the sums are 32-bit and U8S8 is exact.
+    """
+
+    AUTO = "auto"  # U8U8 where this CPU lacks VNNI, ORT's default U8S8 where it has it
+    U8S8 = "u8s8"
+    U8U8 = "u8u8"
+
+    @property
+    def label(self) -> str:
+        return {
+            "auto": "auto (U8U8 where the CPU lacks VNNI)",
+            "u8s8": "U8S8 (ORT's default, fast; can saturate without VNNI)",
+            "u8u8": "U8U8 (session.x64quantprecision, exact, slower)",
+        }[self.value]
+
+
 @dataclass(frozen=True)
 class OpenVinoOptions:
     """OpenVINO's compile options; stored top-level (performance_hint, streams) before 2026-12."""
@@ -98,3 +119,31 @@ class OrtOptions:
         applies=("onnxruntime",),
         native="enable_cpu_mem_arena",
     )
+    int8_matmul: Int8Matmul = knob(
+        Int8Matmul.AUTO,
+        label="INT8 matmul kernels on x86 (session.x64quantprecision)",
+        help="How ONNX Runtime multiplies int8 on an x86 CPU. Without VNNI its default U8S8 "
+        "kernels add products in 16 bits and can saturate, which changes the outputs; U8U8 is "
+        "exact and slower. Auto runs U8U8 where the measuring CPU lacks VNNI and U8S8 where it "
+        "has it; each result says which ran.",
+        url="int8_matmul",
+        widget="int8_matmul",
+        cli=Cli(
+            "--int8-matmul",
+            choices=tuple(m.value for m in Int8Matmul),
+            group="ONNX Runtime session",
+        ),
+        key=lambda mode: f"int8mm-{mode}",
+        column="int8_matmul",
+        applies=("onnxruntime",),
+        native="session.x64quantprecision",
+    )
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "int8_matmul", Int8Matmul(self.int8_matmul))
+        except ValueError:
+            choices = ", ".join(m.value for m in Int8Matmul)
+            raise UserError(
+                f"Unknown INT8 matmul kernels {self.int8_matmul!r}; choose one of {choices}."
+            ) from None

@@ -31,7 +31,12 @@ from backend.placement import check_cluster_fields
 from backend.pointknobs import LINES, OPTIMIZATION_LEVELS, PointKnobs  # re-exported
 from backend.pricing import PRICE_KNOB, checked
 from backend.runtimeenvs import env_knob, get_env
-from backend.runtimeoptions import OpenVinoOptions, OrtOptions, PerformanceHint  # re-exported
+from backend.runtimeoptions import (  # re-exported
+    Int8Matmul,
+    OpenVinoOptions,
+    OrtOptions,
+    PerformanceHint,
+)
 from backend.trtoptions import TrtOptions, trt_checked, trt_for_sweep
 
 
@@ -432,6 +437,7 @@ __all__ = [
     "CudaOptions",
     "IoMode",
     "MeasureSettings",
+    "Int8Matmul",
     "OpenVinoOptions",
     "OrtOptions",
     "PerformanceHint",

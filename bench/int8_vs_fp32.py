@@ -23,9 +23,10 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.engine.accuracy import compare_outputs  # noqa: E402
-from backend.engine.explain import cpu_features, explain  # noqa: E402
+from backend.engine.explain import explain  # noqa: E402
 from backend.engine.inputs import input_specs_of, random_inputs  # noqa: E402
 from backend.engine.variants import build_variant, op_histogram  # noqa: E402
+from backend.hardware import cpu_features  # noqa: E402
 from backend.specs import Configuration, Precision  # noqa: E402
 from tests import models  # noqa: E402
 

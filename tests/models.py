@@ -331,6 +331,39 @@ def make_fp16_wrong_model(nan: bool = True, features: int = 8) -> onnx.ModelProt
     return _finish(graph)
 
 
+def make_saturating_int8_matmul(depth: int = 64, columns: int = 4) -> onnx.ModelProto:
+    """A QDQ MatMul whose U8S8 sums saturate on x86 without VNNI: x = 1 quantizes to uint8 255,
+    every weight is int8 127, so each pair of products adds to 64,770, past int16's 32,767.
+    Exact math gives `depth` in every output (x of ones); saturated pairs give about half."""
+    scalars = {
+        "sx": np.array(1 / 255, np.float32),
+        "zx": np.array(0, np.uint8),
+        "sw": np.array(1 / 127, np.float32),
+        "zw": np.array(0, np.int8),
+        "sy": np.array(0.5, np.float32),
+        "zy": np.array(0, np.uint8),
+    }
+    weights = np.full((depth, columns), 127, np.int8)
+    inits = [numpy_helper.from_array(v, k) for k, v in scalars.items()]
+    inits.append(numpy_helper.from_array(weights, "wq"))
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"]),
+        helper.make_node("MatMul", ["xd", "wd"], ["y0"]),
+        helper.make_node("QuantizeLinear", ["y0", "sy", "zy"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "saturating_int8",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, depth])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, columns])],
+        inits,
+    )
+    return _finish(graph)
+
+
 def plant_matmul_chain(
     model: onnx.ModelProto, links: int = 8, side: int = 256, seed: int = 1
 ) -> onnx.ModelProto:

@@ -109,7 +109,7 @@ def describe_node() -> dict[str, Any]:
     """What this node is: runs on the node itself, inside a Ray task (see survey())."""
     import ray
 
-    from backend.engine.explain import cpu_features
+    from backend.hardware import cpu_features
     from backend.host import describe_environment
     from backend.runtimes import all_provider_statuses
 

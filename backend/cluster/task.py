@@ -48,7 +48,7 @@ class NodeOutcome:
 def _where() -> dict[str, Any]:
     import ray
 
-    from backend.engine.explain import cpu_features
+    from backend.hardware import cpu_features
 
     context = ray.get_runtime_context()
     node_id = context.get_node_id()

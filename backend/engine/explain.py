@@ -7,11 +7,10 @@ accuracy), the graph's op counts and the CPU's flags, and say that they are rule
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from backend.engine import evidence
 from backend.engine.layerloss import NodeLoss, loss_line
 from backend.engine.profile import Profile
+from backend.hardware import cpu_features
 from backend.results import AccuracyReport
 from backend.specs import Precision
 
@@ -21,26 +20,6 @@ MIN_TOP1 = 0.99
 MIN_COSINE = 0.99
 MIN_COSINE_FP16 = 0.999
 RULE_OF_THUMB = " (A rule of thumb: this run has no profile; sweep with profiling on for evidence.)"
-
-_FLAGS = {
-    "avx2": ("avx2",),
-    "avx512f": ("avx512f",),
-    "avx512_vnni": ("avx512_vnni", "avx_vnni"),
-    "amx": ("amx_int8", "amx_tile"),
-}
-
-
-def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, bool]:
-    """Which int8/float SIMD extensions this CPU has (all False where /proc/cpuinfo is absent)."""
-    try:
-        text = cpuinfo.read_text()
-    except OSError:
-        text = ""
-    flags: set[str] = set()
-    for line in text.splitlines():
-        if line.startswith("flags") and ":" in line:
-            flags.update(line.split(":", 1)[1].split())
-    return {name: any(f in flags for f in names) for name, names in _FLAGS.items()}
 
 
 def _has_conv(ops: dict[str, int]) -> bool:

@@ -138,6 +138,7 @@ def _run_session(
         result.session_create_ms = runner.session_create_ms
         result.providers_used = list(runner.providers_used)
         result.runtime_facts = dict(runner.facts)  # what the runtime says it really runs
+        result.notes.extend(runner.notes)
         specs = runner.input_specs()
         ranges = inputs.value_ranges(source)
         dims = dict(config.symbolic_dims)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import settings
 from backend.counts import counted
-from backend.engine.explain import cpu_features
 from backend.engine.run import ConfigurationTask
+from backend.hardware import cpu_features
 from backend.jobs import prometheus
 from backend.jobs.annotate import annotate
 from backend.jobs.context import JobContext, JobOutcome

@@ -89,6 +89,7 @@ class Runner(ABC):
         # what the runtime says it really runs (e.g. execution precision, device, streams), read
         # back from the compiled model rather than echoed from the request
         self.facts: dict[str, Any] = {}
+        self.notes: list[str] = []  # what the runtime chose for this host and why, for the result
 
     def __enter__(self) -> Runner:
         started = time.perf_counter()

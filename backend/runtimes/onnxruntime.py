@@ -12,7 +12,7 @@ import numpy as np
 
 import settings
 from backend.errors import UnavailableError
-from backend.runtimes import ort_cuda, ort_trt
+from backend.runtimes import ort_cuda, ort_int8, ort_trt
 from backend.runtimes.base import DeviceRun, ProviderStatus, Runner, Runtime, SessionOptions
 from backend.runtimes.ort_plugins import PLUGIN_PROVIDERS, plugin_devices, probe_plugin
 from backend.specs import Precision
@@ -169,6 +169,12 @@ class OnnxRuntimeRunner(Runner):
             session_options.intra_op_num_threads = config.intra_op_threads
         session_options.enable_mem_pattern = config.onnxruntime.enable_mem_pattern
         session_options.enable_cpu_mem_arena = config.onnxruntime.enable_cpu_mem_arena
+        int8 = ort_int8.choose(config.onnxruntime.int8_matmul)
+        if int8.exact:
+            session_options.add_session_config_entry(ort_int8.X64_QUANT_PRECISION, "1")
+        self.facts["int8_matmul"] = int8.ran
+        if int8.note and config.precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC):
+            self.notes.append(int8.note)
         if self.options.optimized_model_path is not None:
             session_options.optimized_model_filepath = str(self.options.optimized_model_path)
         if self.options.profile_prefix is not None:

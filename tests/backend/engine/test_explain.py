@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.engine.explain import cpu_features, explain
+from backend.engine.explain import explain
+from backend.hardware import cpu_features
 from backend.results import AccuracyReport
 from backend.specs import Precision
 

@@ -1,0 +1,71 @@
+"""Which int8 matmul kernels an ONNX Runtime session runs on this CPU, and the sentence saying so.
+
+ONNX Runtime's x86 kernels multiply uint8 activations by int8 weights (U8S8). Without VNNI they
+add pairs of products in 16 bits, which saturates on large enough values: on an AVX2 EPYC a
+static INT8 MLP gave cosine 0.88 against FP32, and 0.9999 with session.x64quantprecision=1,
+which turns the weights into uint8 (U8U8, exact, slower). The knob is
+OrtOptions.int8_matmul; this module turns it into the session's setting and the result's words.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+
+from backend.hardware import cpu_features
+from backend.runtimeoptions import Int8Matmul
+
+X64_QUANT_PRECISION = "session.x64quantprecision"  # ORT's session config key (U8U8 when "1")
+X86_MACHINES = ("x86_64", "amd64", "i386", "i686")
+
+
+@dataclass(frozen=True)
+class Int8MatmulChoice:
+    """What a session runs: `ran` is "u8u8", "u8s8" or "not x86"; `note` says why, where a
+    reader of the numbers needs to know ("" where ORT's default ran where it is exact)."""
+
+    exact: bool  # session.x64quantprecision set
+    ran: str
+    note: str
+
+
+def choose(
+    wanted: Int8Matmul, cpu: dict[str, bool] | None = None, machine: str | None = None
+) -> Int8MatmulChoice:
+    """The kernels for `wanted` on this CPU (or the flags and machine given)."""
+    machine = (machine or platform.machine()).lower()
+    if machine not in X86_MACHINES:
+        note = (
+            f"{X64_QUANT_PRECISION} has no effect on this {machine} CPU, so INT8 ran on "
+            "ONNX Runtime's own kernels for it."
+            if wanted != Int8Matmul.AUTO
+            else ""
+        )
+        return Int8MatmulChoice(False, "not x86", note)
+    cpu = cpu_features() if cpu is None else cpu
+    vnni = cpu.get("avx512_vnni", False) or cpu.get("amx", False)
+    if wanted == Int8Matmul.U8U8:
+        also = ", which this CPU's VNNI runs exactly too" if vnni else ""
+        return Int8MatmulChoice(
+            True,
+            "u8u8",
+            f"INT8 matmuls ran as U8U8 ({X64_QUANT_PRECISION}=1), as asked: exact, and slower "
+            f"than ONNX Runtime's default U8S8{also}.",
+        )
+    if vnni:
+        return Int8MatmulChoice(False, "u8s8", "")
+    if wanted == Int8Matmul.U8S8:
+        return Int8MatmulChoice(
+            False,
+            "u8s8",
+            "INT8 matmuls ran as U8S8, as asked: this CPU has no VNNI, so they add products in "
+            "16 bits, which can saturate and change the outputs; the accuracy columns say "
+            "whether they did here.",
+        )
+    return Int8MatmulChoice(
+        True,
+        "u8u8",
+        f"INT8 matmuls ran as U8U8 ({X64_QUANT_PRECISION}=1): this CPU has no VNNI, where ONNX "
+        "Runtime's default U8S8 kernels add products in 16 bits and can saturate; U8U8 is exact "
+        "but slower (--int8-matmul u8s8 measures the fast kernels).",
+    )
