@@ -112,6 +112,15 @@ def onnxruntime_provider_name(short: str) -> str:
     return NATIVE_PROVIDERS.get(short, short)
 
 
+def exact_int8_matmul_setting() -> tuple[str, str] | None:
+    """The ONNX Runtime session config entry a default sweep session sets on this CPU for int8
+    matmuls (("session.x64quantprecision", "1") without VNNI), or None (runtimes/ort_int8.py)."""
+    from backend.runtimes import ort_int8
+    from backend.specs import Int8Matmul
+
+    return (ort_int8.X64_QUANT_PRECISION, "1") if ort_int8.choose(Int8Matmul.AUTO).exact else None
+
+
 def kernel_definitions() -> list[dict[str, Any]]:
     """The installed ONNX Runtime's kernels; run it in a child (it can segfault)."""
     from backend.runtimes.onnxruntime import kernel_definitions as definitions

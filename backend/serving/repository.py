@@ -22,6 +22,7 @@ from tritonclient.grpc import model_config_pb2
 
 from backend.engine.inputs import specs_of_model
 from backend.errors import UserError
+from backend.runtimes import exact_int8_matmul_setting
 from backend.serving.types import BatchingPolicy, ServingProvider
 
 MODEL_NAME = "model"
@@ -73,6 +74,9 @@ class ServedModel:
     fixed_batch_note: str = ""
     provider: ServingProvider = ServingProvider.CPU  # the local model's ORT provider
     onnxruntime_path: str = ""  # a runtime environment's onnxruntime overlay (runtime_overlay.py)
+    # ONNX Runtime session config entries the Python backend sets, as a sweep's default session
+    # sets them on this CPU: exact int8 matmuls where it lacks VNNI (backend/runtimes/ort_int8.py)
+    session_config: tuple[tuple[str, str], ...] = ()
 
 
 def _tensor(name: str, dtype: str, shape: list, batched: bool, dims: dict[str, int]) -> TensorSpec:
@@ -146,6 +150,7 @@ def plan_model(
     batched = not fixed
     threads = intra_op_threads or max(1, (os.cpu_count() or 1) // policy.instance_count)
     named = dict(dims or {})
+    int8 = exact_int8_matmul_setting() if _quantized(model) else None
     return ServedModel(
         name=MODEL_NAME,
         inputs=tuple(
@@ -163,6 +168,15 @@ def plan_model(
         intra_op_threads=threads,
         fixed_batch_note=note,
         provider=ServingProvider(provider),
+        session_config=(int8,) if int8 else (),
+    )
+
+
+def _quantized(model: onnx.ModelProto) -> bool:
+    """Whether the graph holds int8 ops, which session.x64quantprecision concerns."""
+    ops = {node.op_type for node in model.graph.node}
+    return bool(ops & {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}) or any(
+        op.startswith(("QLinear", "DynamicQuantize")) or op.endswith("Integer") for op in ops
     )
 
 
@@ -260,6 +274,8 @@ def model_config(
         config.parameters["provider"].string_value = str(served.provider)
         if served.onnxruntime_path:  # first on the stub's sys.path, before onnxruntime's import
             config.parameters["onnxruntime_path"].string_value = served.onnxruntime_path
+        for key, value in served.session_config:  # names start "session.": the model sets them
+            config.parameters[key].string_value = value
         if served.provider is ServingProvider.CUDA:
             config.parameters["cudnn_conv_algo_search"].string_value = CUDA_CONV_ALGO_SEARCH
     else:

@@ -96,7 +96,7 @@ class ServerEndpoint:
     notes: tuple[str, ...] = ()  # e.g. why dynamic batching was impossible
     provider: ServingProvider = ServingProvider.CPU
     session_providers: tuple[str, ...] = ()  # what ORT's sessions really use (from Triton's log)
-    session_options: tuple[str, ...] = ()  # a CUDA session's options in effect, "key=value"
+    session_options: tuple[str, ...] = ()  # the session's options in effect, "key=value"
     runtime_env: str = DEFAULT  # the runtime environment whose onnxruntime was asked for
     onnxruntime: str = ""  # the onnxruntime version the served model really loaded
 

@@ -256,7 +256,7 @@ class LoadPoint:
     provider: ServingProvider = ServingProvider.CPU  # what was asked for
     session_providers: tuple[str, ...] = ()  # what ONNX Runtime's session really used, in order
     generator_processes: int = 1  # processes that sent the requests (a fast Server point splits)
-    session_options: tuple[str, ...] = ()  # a CUDA session's options in effect, "key=value"
+    session_options: tuple[str, ...] = ()  # the session's options in effect, "key=value"
     # J per request over the point's window and idle power apart, or why not measurable here
     energy: EnergyReport | None = None
     # the runtime environment asked for (backend/runtimeenvs.py) and the onnxruntime version the

@@ -16,6 +16,7 @@ import onnxruntime as ort
 import pytest
 
 from backend.errors import UnavailableError
+from backend.hardware import cpu_features
 from backend.launch.services import group_members
 from backend.serving.loadgen import run_load
 from backend.serving.repository import plan_model
@@ -122,6 +123,27 @@ def test_fixed_batch_model_is_served_without_dynamic_batching_and_says_why(
     # anything after it is the machine's own contention, said as such (a busy CI host)
     assert all(n.startswith("While this was measured") for n in point.notes[1:]), point.notes
     assert point.errors == 0
+
+
+def test_an_int8_model_is_served_with_the_int8_kernels_a_sweep_measures_on_this_cpu(
+    triton_environment: TritonEnvironment, tmp_path: Path
+) -> None:
+    """Without VNNI a sweep's ONNX Runtime session runs exact U8U8 int8 matmuls; the served model
+    does too, so the server computes what was measured (U8S8 here would give about half)."""
+    path = model_factory.save(model_factory.make_saturating_int8_matmul(), tmp_path / "q.onnx")
+    cpu = cpu_features()
+    exact = not (cpu["avx512_vnni"] or cpu["amx"])
+    setting = ("session.x64quantprecision", "1")
+    assert plan_model(path, POLICY).session_config == ((setting,) if exact else ())
+    fp32 = model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
+    assert plan_model(fp32, POLICY).session_config == ()  # no int8 ops: nothing to change
+    with serve(path, POLICY, environment=triton_environment) as running:
+        config = (running.workdir / "models/model/config.pbtxt").read_text()
+        assert ("session.x64quantprecision" in config) is exact
+        answer = _infer(running, np.ones((1, 64), np.float32))
+        options = running.session_options
+    np.testing.assert_allclose(answer, np.full((1, 4), 64.0))
+    assert ("session.x64quantprecision=1" in options) is exact
 
 
 def _alive_in_group(group: int) -> list[int]:
