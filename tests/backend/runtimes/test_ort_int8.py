@@ -19,6 +19,7 @@ from backend.runtimes.base import SessionOptions
 from backend.runtimes.ort_int8 import X64_QUANT_PRECISION, choose
 from backend.specs import Configuration, Int8Matmul, OrtOptions, Precision, SweepSpec
 from tests import models
+from tests.pages.seed import add_model, open_page
 
 VNNI = {"avx2": True, "avx512f": True, "avx512_vnni": True, "amx": False}
 AVX2 = {"avx2": True, "avx512f": False, "avx512_vnni": False, "amx": False}
@@ -97,3 +98,15 @@ def test_an_unknown_kernel_name_is_one_sentence() -> None:
         OrtOptions(int8_matmul="u4u4")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="Unknown INT8 matmul kernels"):
         jobs.spec_from_query({"int8_matmul": "fast"})
+
+
+def test_the_optimize_page_offers_it_and_submits_it(data_dir: Path, mlp_path: Path) -> None:
+    model = add_model(mlp_path)
+    at = open_page("optimize", model=model.id)
+    assert at.selectbox(key="int8_matmul").value == Int8Matmul.AUTO
+    at.selectbox(key="int8_matmul").set_value(Int8Matmul.U8U8).run()
+    assert at.query_params["int8_matmul"] == "u8u8"
+    at.button(key="submit_sweep").click().run()
+    assert not at.exception
+    [job] = jobs.list_jobs()
+    assert jobs.spec_of(job).onnxruntime == OrtOptions(int8_matmul=Int8Matmul.U8U8)
