@@ -91,7 +91,10 @@ def top1_fact(accuracy: AccuracyReport) -> str:
 
 
 def _accuracy_lines(
-    precision: Precision, accuracy: AccuracyReport, losses: list[NodeLoss] | None = None
+    precision: Precision,
+    accuracy: AccuracyReport,
+    losses: list[NodeLoss] | None = None,
+    saturating: bool = False,
 ) -> list[str]:
     top1 = accuracy.top1_agreement
     cosine = accuracy.cosine_similarity
@@ -114,6 +117,12 @@ def _accuracy_lines(
         facts.append(f"cosine similarity to FP32 is {cosine:.3f}")
     if not facts:
         return []
+    if saturating:  # the kernels, not the quantization, are the first suspect
+        return [
+            "INT8 accuracy warning: " + "; ".join(facts) + ". This CPU has no VNNI and the "
+            "configuration ran ONNX Runtime's U8S8 kernels, which add products in 16 bits and "
+            "can saturate; measure it with exact kernels first (--int8-matmul u8u8, or auto)."
+        ]
     measured = loss_line(losses) if losses else None
     if measured:  # this run's activations say where the error enters
         return ["INT8 accuracy warning: " + "; ".join(facts) + ". " + measured]
@@ -147,13 +156,19 @@ def explain(
     accuracy: AccuracyReport | None = None,
     profile: Profile | None = None,
     losses: list[NodeLoss] | None = None,
+    int8_matmul: str = "",
 ) -> list[str]:
     """Short plain lines saying why this configuration is slow, fast or lossy; [] if unremarkable.
 
-    speedup_vs_fp32 is FP32 latency divided by this configuration's latency (above 1 is faster).
+    speedup_vs_fp32 is FP32 latency divided by this configuration's latency (above 1 is faster);
+    int8_matmul: the int8 kernels ONNX Runtime reported it ran (runtime_facts), where it did.
     """
     provider = provider.lower()
     lines: list[str] = []
+    saturating = False
+    if int8_matmul == "u8s8":  # ORT's fast int8 kernels, exact only with VNNI (runtimes/ort_int8)
+        flags = cpu_features() if cpu is None else cpu
+        saturating = not (flags.get("avx512_vnni") or flags.get("amx"))
     if profile is not None:
         speedup = speedup_vs_fp32 if precision != Precision.FP32 else None
         lines += evidence.facts(profile, precision.label, speedup)
@@ -163,5 +178,5 @@ def explain(
         rules = _speed_lines(precision, provider, speedup_vs_fp32, op_histogram, cpu)
         lines += [f"{line}{RULE_OF_THUMB}" for line in rules]
     if accuracy is not None:
-        lines += _accuracy_lines(precision, accuracy, losses)
+        lines += _accuracy_lines(precision, accuracy, losses, saturating)
     return lines

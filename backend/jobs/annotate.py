@@ -49,6 +49,7 @@ def annotate(
             result.accuracy,
             profile=profile,
             losses=from_dicts(result.environment.get("accuracy_loss") or []),
+            int8_matmul=result.runtime_facts.get("int8_matmul", ""),
         )
     )
     if speedup is not None:

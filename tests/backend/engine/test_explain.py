@@ -86,3 +86,13 @@ def test_cpu_features_know_flag_aliases_and_match_whole_flags_only(tmp_path: Pat
     assert found["avx512_vnni"] and found["amx"]  # AVX-VNNI and AMX tiles count
     assert not found["avx512f"]  # "avx512fp16" and the vmx line are not avx512f
     assert not found["avx2"]
+
+
+def test_int8_losing_accuracy_on_u8s8_kernels_without_vnni_blames_the_kernels_first() -> None:
+    bad = AccuracyReport(0.2, 1.0, 0.88, 1.0, 1, 1)
+    lines = explain(Precision.INT8_STATIC, "cpu", None, {}, OLD_CPU, bad, int8_matmul="u8s8")
+    assert len(lines) == 1 and "cosine similarity to FP32 is 0.880" in lines[0]
+    assert "U8S8 kernels" in lines[0] and "--int8-matmul u8u8" in lines[0]
+    for cpu, ran in ((VNNI_CPU, "u8s8"), (OLD_CPU, "u8u8")):  # exact kernels: calibration next
+        [line] = explain(Precision.INT8_STATIC, "cpu", None, {}, cpu, bad, int8_matmul=ran)
+        assert "calibrate with more real samples" in line and "U8S8" not in line
