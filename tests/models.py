@@ -357,8 +357,8 @@ def make_saturating_int8_matmul(depth: int = 64, columns: int = 4) -> onnx.Model
     graph = helper.make_graph(
         nodes,
         "saturating_int8",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, depth])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, columns])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", depth])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", columns])],
         inits,
     )
     return _finish(graph)

@@ -212,7 +212,14 @@ def _load(args: argparse.Namespace) -> LoadSpec:
 
 def cmd_serve_export(args: argparse.Namespace) -> int:
     from backend.models import library
-    from backend.serving.export import Device, ServingTarget, export_repository, exported_name
+    from backend.serving.export import (
+        Device,
+        ServingTarget,
+        deployment_notes,
+        export_repository,
+        exported_name,
+        served_model,
+    )
 
     library.get_model(args.model)  # a sentence when there is no such model
     source = Path(args.onnx) if args.onnx else library.onnx_path(args.model)
@@ -223,6 +230,8 @@ def cmd_serve_export(args: argparse.Namespace) -> int:
     output = Path(args.output or f"{target.name}-triton.zip")
     export_repository(target, source, output, _load(args))
     print(f"wrote {output}: {target.name}/1/model.onnx, {target.name}/config.pbtxt")
+    for note in deployment_notes(served_model(target, source), target):
+        print(f"note ({target.name}/notes.txt): {note}")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 The zip holds `<name>/1/model.onnx`, `<name>/config.pbtxt` (platform onnxruntime_onnx, the
 batching policy, the instance group, on GPU the TensorRT accelerator with its precision),
-`<name>/perf_analyzer.txt`, the command that reproduces the measurement, and
+`<name>/perf_analyzer.txt`, the command that reproduces the measurement, `<name>/notes.txt` where
+the deployment runs otherwise than the sweep (deployment_notes), and
 `local-python-backend/<name>/`, the Python-backend variant Optiboard's local server loads. Both
 are written by repository.py's one writer, and every config text is parsed with
 `tritonclient.grpc.model_config_pb2.ModelConfig` before it is zipped, as Triton would parse it.
@@ -85,6 +86,20 @@ def served_model(target: ServingTarget, onnx_path: Path) -> ServedModel:
             "or convert the model with a dynamic batch axis."
         )
     return replace(served, name=target.name)
+
+
+def deployment_notes(served: ServedModel, target: ServingTarget) -> list[str]:
+    """Where the exported deployment runs otherwise than the sweep and Optiboard's local server."""
+    if target.device is not Device.CPU or not served.session_config:
+        return []
+    entries = ", ".join(f"{key}={value}" for key, value in served.session_config)
+    return [
+        f"On this CPU, which has no VNNI, this int8 model's sweep sessions and Optiboard's local "
+        f"server run with {entries} (exact U8U8 int8 kernels). Triton's ONNX Runtime backend, "
+        "which config.pbtxt names, has no parameter for it, so on a CPU without VNNI the "
+        "deployment runs ONNX Runtime's U8S8 kernels, which can saturate; sweep with "
+        "--int8-matmul u8s8 to see their outputs and speed here."
+    ]
 
 
 def deployment_of(target: ServingTarget) -> Deployment:
@@ -197,6 +212,9 @@ def export_repository(
             (root / "deploy" / target.name / "perf_analyzer.txt").write_text(
                 perf_analyzer_command(target.name, load) + "\n"
             )
+            notes = deployment_notes(served, target)
+            if notes:
+                (root / "deploy" / target.name / "notes.txt").write_text("\n\n".join(notes) + "\n")
             with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
                 for path in sorted(p for p in root.rglob("*") if p.is_file()):
                     relative = path.relative_to(root)

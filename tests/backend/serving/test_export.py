@@ -12,6 +12,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from backend.errors import UserError
+from backend.hardware import cpu_features
 from backend.serving.export import (
     LOCAL,
     Device,
@@ -26,7 +27,9 @@ from backend.serving.repository import plan_model
 from backend.serving.server import TritonEnvironment, TritonServer
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
 from backend.specs import MEASURE_PRESETS
-from tests.models import make_cnn, make_mlp, save
+from tests.backend.test_cli import optiboard
+from tests.models import make_cnn, make_mlp, make_saturating_int8_matmul, save
+from tests.pages.seed import add_model
 
 POLICY = BatchingPolicy(
     max_batch_size=16, preferred_batch_sizes=(4, 8), max_queue_delay_us=500, instance_count=2
@@ -190,3 +193,27 @@ def test_a_crafted_tensor_name_stays_one_name_in_every_exported_config(
         assert "EXECUTION_ENV_PATH" not in config.parameters, name
     local = parse_config(files[f"{LOCAL}/crafted/config.pbtxt"].decode())
     assert set(local.parameters) == {"intra_op_threads", "provider"}
+
+
+def test_an_int8_export_says_where_the_deployment_runs_otherwise_than_the_sweep(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Without VNNI the sweep and the local server run exact int8 kernels through a session
+    setting Triton's ONNX Runtime backend cannot take: the export says so, in the zip and on
+    the command line. An FP32 model, or a CPU with VNNI, gets no such note."""
+    path = save(make_saturating_int8_matmul(), tmp_path / "q.onnx")
+    model = add_model(path, "q")
+    out = tmp_path / "q.zip"
+    done = optiboard("serve", "export", str(model.id), "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    files = _read(out, f"model_{model.id}")
+    cpu = cpu_features()
+    if cpu["avx512_vnni"] or cpu["amx"]:
+        assert "note" not in done.stdout and f"model_{model.id}/notes.txt" not in files
+    else:
+        note = files[f"model_{model.id}/notes.txt"].decode()
+        assert "session.x64quantprecision=1" in note and "runs ONNX Runtime's U8S8" in note
+        assert "note (" in done.stdout and "--int8-matmul u8s8" in done.stdout
+    mlp = save(make_mlp(), tmp_path / "mlp.onnx")
+    fp32 = export_repository(ServingTarget("mlp", POLICY), mlp, tmp_path / "mlp.zip")
+    assert "mlp/notes.txt" not in _read(fp32, "mlp")
