@@ -27,7 +27,12 @@ def _has_conv(ops: dict[str, int]) -> bool:
 
 
 def _speed_lines(
-    precision: Precision, provider: str, speedup: float, ops: dict[str, int], cpu: dict[str, bool]
+    precision: Precision,
+    provider: str,
+    speedup: float,
+    ops: dict[str, int],
+    cpu: dict[str, bool],
+    int8_matmul: str = "",
 ) -> list[str]:
     lines: list[str] = []
     on_cpu = provider == "cpu"
@@ -52,9 +57,15 @@ def _speed_lines(
                 "instructions, which do four int8 multiply-adds where float32 does one."
             )
         elif speedup < FASTER and not vnni:
+            exact = (
+                " It ran ONNX Runtime's exact U8U8 kernels (session.x64quantprecision), slower "
+                "than its U8S8 ones, which saturate without VNNI; --int8-matmul u8s8 times those."
+                if int8_matmul == "u8u8"
+                else ""
+            )
             lines.append(
                 f"Static INT8 ran at {speedup:.2f}x the speed of FP32: no VNNI on this CPU, so "
-                "INT8 gains are small."
+                f"INT8 gains are small.{exact}"
             )
         elif speedup < SLOWER:
             q_ops = ops.get("QuantizeLinear", 0) + ops.get("DequantizeLinear", 0)
@@ -175,7 +186,7 @@ def explain(
     elif speedup_vs_fp32 is not None and precision != Precision.FP32:
         if cpu is None:
             cpu = cpu_features() if provider == "cpu" else {}
-        rules = _speed_lines(precision, provider, speedup_vs_fp32, op_histogram, cpu)
+        rules = _speed_lines(precision, provider, speedup_vs_fp32, op_histogram, cpu, int8_matmul)
         lines += [f"{line}{RULE_OF_THUMB}" for line in rules]
     if accuracy is not None:
         lines += _accuracy_lines(precision, accuracy, losses, saturating)

@@ -35,7 +35,10 @@ def test_static_int8_speedup_is_credited_to_vnni_or_its_absence() -> None:
     fast = explain(Precision.INT8_STATIC, "cpu", 2.7, CNN_OPS, VNNI_CPU)
     assert len(fast) == 1 and "2.70x faster" in fast[0] and "VNNI" in fast[0]
     slow = explain(Precision.INT8_STATIC, "cpu", 1.05, CNN_OPS, OLD_CPU)
-    assert len(slow) == 1 and "no VNNI on this CPU" in slow[0]
+    assert len(slow) == 1 and "no VNNI on this CPU" in slow[0] and "U8U8" not in slow[0]
+    exact = explain(Precision.INT8_STATIC, "cpu", 0.7, CNN_OPS, OLD_CPU, int8_matmul="u8u8")
+    assert len(exact) == 1 and "0.70x" in exact[0] and "exact U8U8 kernels" in exact[0]
+    assert "--int8-matmul u8s8" in exact[0]
 
 
 def test_int8_with_low_top1_or_cosine_warns_with_concrete_advice() -> None:
