@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.errors import UserError
-from backend.knobs import Cli, knob
+from backend.knobs import Cli, as_member, knob
 
 
 class IoMode(enum.StrEnum):
@@ -103,13 +103,7 @@ class CudaOptions:
     )
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "conv_algo_search", ConvAlgoSearch(self.conv_algo_search))
-        except ValueError:
-            choices = ", ".join(c.value for c in ConvAlgoSearch)
-            raise UserError(
-                f"Unknown cuDNN algorithm search {self.conv_algo_search!r}; choose {choices}."
-            ) from None
+        as_member(self, "conv_algo_search", "cuDNN algorithm search")
 
     @property
     def is_default(self) -> bool:

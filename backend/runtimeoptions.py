@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 
 from backend.errors import UserError
-from backend.knobs import Cli, Widget, knob
+from backend.knobs import Cli, Widget, as_member, knob
 
 
 class PerformanceHint(enum.StrEnum):
@@ -72,13 +72,7 @@ class OpenVinoOptions:
     )
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "performance_hint", PerformanceHint(self.performance_hint))
-        except ValueError:
-            choices = ", ".join(h.value for h in PerformanceHint)
-            raise UserError(
-                f"Unknown performance hint {self.performance_hint!r}; choose one of {choices}."
-            ) from None
+        as_member(self, "performance_hint", "performance hint")
         if self.streams < 0:
             raise UserError("Streams cannot be negative; 0 lets the runtime choose.")
 
@@ -140,10 +134,4 @@ class OrtOptions:
     )
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "int8_matmul", Int8Matmul(self.int8_matmul))
-        except ValueError:
-            choices = ", ".join(m.value for m in Int8Matmul)
-            raise UserError(
-                f"Unknown INT8 matmul kernels {self.int8_matmul!r}; choose one of {choices}."
-            ) from None
+        as_member(self, "int8_matmul", "INT8 matmul kernels")

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from backend.errors import UserError
+
 
 @dataclass(frozen=True)
 class Codec:
@@ -200,6 +202,17 @@ def text_codec(tp: Any) -> Codec:
     if base in (int, float):
         return Codec(str, base)
     return Codec(lambda v: str(scalar(v)), str)
+
+
+def as_member(obj: Any, name: str, what: str) -> None:
+    """A frozen declared dataclass's enum field given as text, turned into its member in place
+    (links, flags and stored JSON hand over text); an unknown value is one sentence."""
+    kind, value = hints(type(obj))[name], getattr(obj, name)
+    try:
+        object.__setattr__(obj, name, kind(value))
+    except ValueError:
+        choices = ", ".join(str(member.value) for member in kind)
+        raise UserError(f"Unknown {what} {value!r}; choose one of {choices}.") from None
 
 
 def csv(text: str) -> list[str]:
