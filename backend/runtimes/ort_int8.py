@@ -3,8 +3,9 @@
 ONNX Runtime's x86 kernels multiply uint8 activations by int8 weights (U8S8). Without VNNI they
 add pairs of products in 16 bits, which saturates on large enough values: on an AVX2 EPYC a
 static INT8 MLP gave cosine 0.88 against FP32, and 0.9999 with session.x64quantprecision=1,
-which turns the weights into uint8 (U8U8, exact, slower). The knob is
-OrtOptions.int8_matmul; this module turns it into the session's setting and the result's words.
+which turns int8 weights with values past +-64 into uint8 (U8U8, exact, slower). ORT applies it
+at optimization levels extended and all only. The knob is OrtOptions.int8_matmul; this module
+turns it into the session's setting and the result's words.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from backend.runtimeoptions import Int8Matmul
 
 X64_QUANT_PRECISION = "session.x64quantprecision"  # ORT's session config key (U8U8 when "1")
 X86_MACHINES = ("x86_64", "amd64", "i386", "i686")
+UNREWRITTEN_LEVELS = ("disable", "basic")  # the rewrite is a level-2 (extended) transformer
 
 
 @dataclass(frozen=True)
@@ -30,9 +32,13 @@ class Int8MatmulChoice:
 
 
 def choose(
-    wanted: Int8Matmul, cpu: dict[str, bool] | None = None, machine: str | None = None
+    wanted: Int8Matmul,
+    level: str = "all",
+    cpu: dict[str, bool] | None = None,
+    machine: str | None = None,
 ) -> Int8MatmulChoice:
-    """The kernels for `wanted` on this CPU (or the flags and machine given)."""
+    """The kernels for `wanted` at graph optimization `level` on this CPU (or the flags and
+    machine given)."""
     machine = (machine or platform.machine()).lower()
     if machine not in X86_MACHINES:
         note = (
@@ -44,6 +50,17 @@ def choose(
         return Int8MatmulChoice(False, "not x86", note)
     cpu = cpu_features() if cpu is None else cpu
     vnni = cpu.get("avx512_vnni", False) or cpu.get("amx", False)
+    if level in UNREWRITTEN_LEVELS:
+        note = (
+            ""
+            if vnni
+            else f"At optimization level {level} ONNX Runtime does not apply "
+            f"{X64_QUANT_PRECISION} (its weight rewrite runs at extended and all), so the int8 "
+            "kernels left in the graph (a dynamic INT8 graph's MatMulInteger) run as U8S8, "
+            "which add products in 16 bits on this CPU without VNNI and can saturate; static "
+            "INT8's Q/DQ nodes are not fused at this level and compute in float."
+        )
+        return Int8MatmulChoice(False, "u8s8", note)
     if wanted == Int8Matmul.U8U8:
         also = ", which this CPU's VNNI runs exactly too" if vnni else ""
         return Int8MatmulChoice(

@@ -26,22 +26,31 @@ AVX2 = {"avx2": True, "avx512f": False, "avx512_vnni": False, "amx": False}
 
 
 def test_auto_runs_exact_kernels_only_where_the_cpu_lacks_vnni() -> None:
-    without = choose(Int8Matmul.AUTO, AVX2, "x86_64")
+    without = choose(Int8Matmul.AUTO, cpu=AVX2, machine="x86_64")
     assert without.exact and without.ran == "u8u8" and "no VNNI" in without.note
     assert X64_QUANT_PRECISION in without.note
-    assert choose(Int8Matmul.AUTO, VNNI, "x86_64") == choose(Int8Matmul.U8S8, VNNI, "x86_64")
-    assert not choose(Int8Matmul.AUTO, VNNI, "x86_64").exact
-    assert choose(Int8Matmul.AUTO, VNNI, "x86_64").note == ""  # ORT's default, exact there
+    with_vnni = choose(Int8Matmul.AUTO, cpu=VNNI, machine="x86_64")
+    assert with_vnni == choose(Int8Matmul.U8S8, cpu=VNNI, machine="x86_64")
+    assert not with_vnni.exact and with_vnni.note == ""  # ORT's default, exact there
 
 
 def test_forced_kernels_run_as_asked_and_say_what_that_costs() -> None:
-    fast = choose(Int8Matmul.U8S8, AVX2, "x86_64")
+    fast = choose(Int8Matmul.U8S8, cpu=AVX2, machine="x86_64")
     assert not fast.exact and fast.ran == "u8s8" and "saturate" in fast.note
-    exact = choose(Int8Matmul.U8U8, VNNI, "x86_64")
+    exact = choose(Int8Matmul.U8U8, cpu=VNNI, machine="x86_64")
     assert exact.exact and exact.ran == "u8u8" and "VNNI runs exactly too" in exact.note
-    arm = choose(Int8Matmul.U8U8, AVX2, "aarch64")
+    arm = choose(Int8Matmul.U8U8, cpu=AVX2, machine="aarch64")
     assert not arm.exact and arm.ran == "not x86" and "no effect" in arm.note
-    assert choose(Int8Matmul.AUTO, AVX2, "aarch64").note == ""
+    assert choose(Int8Matmul.AUTO, cpu=AVX2, machine="aarch64").note == ""
+
+
+def test_below_level_extended_the_setting_is_not_applied_and_the_note_says_so() -> None:
+    for level in ("disable", "basic"):
+        low = choose(Int8Matmul.AUTO, level, cpu=AVX2, machine="x86_64")
+        assert not low.exact and low.ran == "u8s8"
+        assert f"At optimization level {level}" in low.note and "MatMulInteger" in low.note
+        assert choose(Int8Matmul.U8U8, level, cpu=VNNI, machine="x86_64").note == ""
+    assert choose(Int8Matmul.AUTO, "extended", cpu=AVX2, machine="x86_64").exact
 
 
 def _run(path: Path, mode: Int8Matmul) -> tuple[np.ndarray, dict, list[str], str | None]:
