@@ -77,6 +77,7 @@ COLUMNS = [
     "calibration_set",
     "providers_used",
     "execution_precision",
+    "int8_kernels",  # ONNX Runtime's int8 matmul kernels that ran: u8u8 or u8s8 (runtimes/ort_int8)
     "timing",
     "copy_share",
     "tflops",
@@ -186,6 +187,9 @@ def _record(
         "providers_used": ", ".join(r.providers_used),
         # what the runtime says it ran (OpenVINO's compiled precision), where it says so
         "execution_precision": r.runtime_facts.get("execution_precision"),
+        "int8_kernels": r.runtime_facts.get("int8_matmul")
+        if conf.precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC)
+        else None,
         **_distance_columns(stored),
         **energy_columns(r.energy),
         "notes": "; ".join(r.notes),

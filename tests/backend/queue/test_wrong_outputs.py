@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from backend.hardware import cpu_features
@@ -185,6 +186,10 @@ def test_int8_on_u8s8_kernels_says_which_ran_and_without_vnni_blames_them(
         r for r in jobs.stored_results(job.id) if r.configuration.precision.value == "int8_static"
     ]
     assert int8.result.runtime_facts["int8_matmul"] == "u8s8"
+    frame = frames.results_frame(job_ids=[job.id]).set_index("precision")
+    assert frame.loc["int8_static", "int8_matmul"] == "u8s8"  # asked
+    assert frame.loc["int8_static", "int8_kernels"] == "u8s8"  # ran
+    assert pd.isna(frame.loc["fp32", "int8_kernels"])  # no int8 kernels in an FP32 row
     cpu = cpu_features()
     if cpu["avx512_vnni"] or cpu["amx"]:
         assert int8.status == ResultStatus.OK
