@@ -87,6 +87,18 @@ class PointKnobs:
         widget=Widget("url_cal_samples", limits=(1, 1024)),
         cli=Cli("--calibration-samples"),
     )
+    int8_reduce_range: bool = knob(
+        False,
+        label="7-bit INT8 weights (reduce_range)",
+        help="ONNX Runtime's INT8: quantize the weights to 7 bits, so its fast U8S8 kernels "
+        "cannot saturate on a CPU without VNNI: exact there in any ONNX Runtime, Triton's "
+        "included, at some cost in accuracy.",
+        url="reduce_range",
+        widget="reduce_range",
+        cli=Cli("--reduce-range", "flag", help="7-bit INT8 weights (ONNX Runtime's INT8)"),
+        column="int8_reduce_range",
+        applies=("onnxruntime",),
+    )
     profile: bool = knob(  # a separate profiled pass after the clean timing (never mixed in)
         False,
         label="Profile every configuration per node",

@@ -100,6 +100,9 @@ class Configuration(PointKnobs):
         )
         object.__setattr__(self, "tensorrt", trt_checked(self))
         object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
+        int8 = self.precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC)
+        if not (int8 and self.backend == "onnxruntime"):  # 7-bit weights are an ORT INT8 build's
+            object.__setattr__(self, "int8_reduce_range", False)
         if self.fp32_nodes and (
             self.precision != Precision.INT8_STATIC or self.backend != "onnxruntime"
         ):
@@ -132,6 +135,8 @@ class Configuration(PointKnobs):
             parts += [self.openvino.performance_hint.value, f"s{self.openvino.streams}"]
         if self.simplify:
             parts.append("simplified")
+        if self.int8_reduce_range:
+            parts.append("w7")
         if self.fp32_nodes:
             parts.append("fp32:" + ",".join(self.fp32_nodes))
         if self.io_mode != IoMode.END_TO_END:
@@ -152,6 +157,7 @@ class Configuration(PointKnobs):
     def label(self) -> str:
         runtime = "" if self.backend == "onnxruntime" else f"{self.backend} "
         mixed = f" mixed ({len(self.fp32_nodes)} in FP32)" if self.fp32_nodes else ""
+        mixed += " 7-bit weights" if self.int8_reduce_range else ""
         replicas = f" x{self.replicas}" if self.replicas > 1 else ""
         where = f" @ {self.target}" if self.target else ""
         extra = "".join(f" {part}" for part in self._option_parts())

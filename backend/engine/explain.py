@@ -132,7 +132,8 @@ def _accuracy_lines(
         return [
             "INT8 accuracy warning: " + "; ".join(facts) + ". This CPU has no VNNI and the "
             "configuration ran ONNX Runtime's U8S8 kernels, which add products in 16 bits and "
-            "can saturate; measure it with exact kernels first (--int8-matmul u8u8, or auto)."
+            "can saturate; measure it with exact kernels first (--int8-matmul u8u8, or auto), "
+            "or with 7-bit weights (--reduce-range), which keep the fast kernels exact."
         ]
     measured = loss_line(losses) if losses else None
     if measured:  # this run's activations say where the error enters

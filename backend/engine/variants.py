@@ -42,6 +42,7 @@ from backend.runtimes.base import SessionOptions
 from backend.specs import Configuration, Precision
 
 CONV_OPS = {"Conv", "ConvTranspose"}
+SEVEN_BIT = " in 7 bits (reduce_range: ONNX Runtime's U8S8 kernels cannot saturate)"
 
 
 class OptimizationError(UserError):
@@ -154,12 +155,20 @@ def _to_int8_dynamic(build: _Build) -> Path:
     path = build.tmpdir / "model.onnx"
     _pre_process(build, source, prepared)
     try:
-        quantize_dynamic(str(prepared), str(path), weight_type=QuantType.QInt8)
+        quantize_dynamic(
+            str(prepared),
+            str(path),
+            weight_type=QuantType.QInt8,
+            reduce_range=build.config.int8_reduce_range,
+        )
     except Exception as exc:
         raise OptimizationError(
             f"This graph cannot be quantized to dynamic INT8: {exc}; run it in FP32 or FP16."
         ) from exc
-    build.steps.append("quantize_dynamic: weights QInt8, activations quantized at run time")
+    build.steps.append(
+        f"quantize_dynamic: weights QInt8{SEVEN_BIT if build.config.int8_reduce_range else ''}, "
+        "activations quantized at run time"
+    )
     if CONV_OPS & set(op_histogram(build.model)):
         build.notes.append(
             "dynamic INT8 turns Conv into ConvInteger, which has no fast CPU kernel and quantizes "
@@ -233,12 +242,15 @@ def _to_int8_static(build: _Build) -> Path:
             activation_type=QuantType.QUInt8,  # U8S8: the fast int8 path on x86 (VNNI)
             weight_type=QuantType.QInt8,
             nodes_to_exclude=excluded,
+            reduce_range=build.config.int8_reduce_range,
         )
     except Exception as exc:
         raise OptimizationError(
             f"This graph cannot be quantized to static INT8: {exc}; run it in FP32 or FP16, or "
             "check that the calibration data matches the inputs."
         ) from exc
+    if build.config.int8_reduce_range:
+        build.steps.append(f"weights{SEVEN_BIT}")
     # attention too: its profile showed the excluded MatMuls running as QLinearMatMul
     finish_kept_in_fp32(path, excluded, excluded, KEPT_IN_FP32)
     return path
@@ -302,6 +314,8 @@ def variant_name(source: Path, config: Configuration) -> str:
         if config.fp32_nodes:
             digest = hashlib.sha256("\n".join(config.fp32_nodes).encode()).hexdigest()
             parts.append(f"fp32keep{len(config.fp32_nodes)}-{digest[:8]}")
+    if config.int8_reduce_range:  # only ever set on ONNX Runtime's INT8 (Configuration)
+        parts.append("w7")
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts)) + ".onnx"
 
 

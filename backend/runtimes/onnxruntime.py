@@ -169,9 +169,7 @@ class OnnxRuntimeRunner(Runner):
             session_options.intra_op_num_threads = config.intra_op_threads
         session_options.enable_mem_pattern = config.onnxruntime.enable_mem_pattern
         session_options.enable_cpu_mem_arena = config.onnxruntime.enable_cpu_mem_arena
-        int8 = ort_int8.choose(config.onnxruntime.int8_matmul, config.optimization_level)
-        if int8.exact:
-            session_options.add_session_config_entry(ort_int8.X64_QUANT_PRECISION, "1")
+        int8 = ort_int8.configure(session_options, config)
         self.facts["int8_matmul"] = int8.ran
         if int8.note and config.precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC):
             self.notes.append(int8.note)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
+from typing import Any
 
 from backend.hardware import cpu_features
 from backend.runtimeoptions import Int8Matmul
+from backend.specs import Configuration
 
 X64_QUANT_PRECISION = "session.x64quantprecision"  # ORT's session config key (U8U8 when "1")
 X86_MACHINES = ("x86_64", "amd64", "i386", "i686")
@@ -36,9 +38,10 @@ def choose(
     level: str = "all",
     cpu: dict[str, bool] | None = None,
     machine: str | None = None,
+    seven_bit: bool = False,
 ) -> Int8MatmulChoice:
     """The kernels for `wanted` at graph optimization `level` on this CPU (or the flags and
-    machine given)."""
+    machine given); seven_bit: the variant's int8 weights were quantized to 7 bits."""
     machine = (machine or platform.machine()).lower()
     if machine not in X86_MACHINES:
         note = (
@@ -50,6 +53,14 @@ def choose(
         return Int8MatmulChoice(False, "not x86", note)
     cpu = cpu_features() if cpu is None else cpu
     vnni = cpu.get("avx512_vnni", False) or cpu.get("amx", False)
+    if seven_bit:  # no sum can pass int16, and ORT's rewrite skips weights within +-64
+        note = (
+            ""
+            if vnni
+            else "INT8 weights are 7-bit (reduce_range), so ONNX Runtime's fast U8S8 kernels "
+            "cannot saturate on this CPU without VNNI: they ran as they are, exactly."
+        )
+        return Int8MatmulChoice(False, "u8s8", note)
     if level in UNREWRITTEN_LEVELS:
         note = (
             ""
@@ -61,6 +72,11 @@ def choose(
             "INT8's Q/DQ nodes are not fused at this level and compute in float."
         )
         return Int8MatmulChoice(False, "u8s8", note)
+    return _at_full_level(wanted, vnni)
+
+
+def _at_full_level(wanted: Int8Matmul, vnni: bool) -> Int8MatmulChoice:
+    """The kernels at levels extended and all, where ORT applies the setting."""
     if wanted == Int8Matmul.U8U8:
         also = ", which this CPU's VNNI runs exactly too" if vnni else ""
         return Int8MatmulChoice(
@@ -84,5 +100,18 @@ def choose(
         "u8u8",
         f"INT8 matmuls ran as U8U8 ({X64_QUANT_PRECISION}=1): this CPU has no VNNI, where ONNX "
         "Runtime's default U8S8 kernels add products in 16 bits and can saturate; U8U8 is exact "
-        "but slower (--int8-matmul u8s8 measures the fast kernels).",
+        "but slower (--int8-matmul u8s8 measures the fast kernels; --reduce-range keeps them "
+        "exact with 7-bit weights).",
     )
+
+
+def configure(session_options: Any, config: Configuration) -> Int8MatmulChoice:
+    """Set the int8 kernels `config` asks for on ONNX Runtime's SessionOptions; what runs, why."""
+    choice = choose(
+        config.onnxruntime.int8_matmul,
+        config.optimization_level,
+        seven_bit=config.int8_reduce_range,
+    )
+    if choice.exact:
+        session_options.add_session_config_entry(X64_QUANT_PRECISION, "1")
+    return choice

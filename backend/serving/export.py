@@ -98,7 +98,8 @@ def deployment_notes(served: ServedModel, target: ServingTarget) -> list[str]:
         f"server run with {entries} (exact U8U8 int8 kernels). Triton's ONNX Runtime backend, "
         "which config.pbtxt names, has no parameter for it, so on a CPU without VNNI the "
         "deployment runs ONNX Runtime's U8S8 kernels, which can saturate; sweep with "
-        "--int8-matmul u8s8 to see their outputs and speed here."
+        "--int8-matmul u8s8 to see their outputs and speed here, or quantize with 7-bit weights "
+        "(--reduce-range), which those kernels run exactly in any ONNX Runtime."
     ]
 
 

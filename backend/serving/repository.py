@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import onnx
 from google.protobuf import text_format
+from onnx import numpy_helper
 from tritonclient.grpc import model_config_pb2
 
 from backend.engine.inputs import specs_of_model
@@ -150,7 +151,7 @@ def plan_model(
     batched = not fixed
     threads = intra_op_threads or max(1, (os.cpu_count() or 1) // policy.instance_count)
     named = dict(dims or {})
-    int8 = exact_int8_matmul_setting() if _quantized(model) else None
+    int8 = exact_int8_matmul_setting() if _saturable(model) else None
     return ServedModel(
         name=MODEL_NAME,
         inputs=tuple(
@@ -172,12 +173,18 @@ def plan_model(
     )
 
 
-def _quantized(model: onnx.ModelProto) -> bool:
-    """Whether the graph holds int8 ops, which session.x64quantprecision concerns."""
-    ops = {node.op_type for node in model.graph.node}
-    return bool(ops & {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}) or any(
-        op.startswith(("QLinear", "DynamicQuantize")) or op.endswith("Integer") for op in ops
-    )
+def _saturable(model: onnx.ModelProto) -> bool:
+    """Whether the graph holds int8 weights past +-64, whose U8S8 sums can saturate on a CPU
+    without VNNI (7-bit weights, reduce_range, cannot; weights kept outside count as such)."""
+    for weight in model.graph.initializer:
+        if weight.data_type != onnx.TensorProto.INT8:
+            continue
+        if weight.data_location == onnx.TensorProto.EXTERNAL:
+            return True
+        values = numpy_helper.to_array(weight).astype(np.int16)
+        if values.size and int(np.abs(values).max()) > 64:
+            return True
+    return False
 
 
 def _unbatched(inputs: list[dict]) -> list[dict]:

@@ -197,3 +197,24 @@ def test_int8_on_u8s8_kernels_says_which_ran_and_without_vnni_blames_them(
         assert int8.status == ResultStatus.WRONG_OUTPUTS
         assert int8.result.notes[0].startswith("Outputs are wrong: cosine")
         assert any("ran as U8S8, as asked" in n and "saturate" in n for n in int8.result.notes)
+
+
+def test_with_7_bit_weights_the_fast_int8_kernels_are_exact_on_any_x86_cpu(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The same forced U8S8 kernels on 7-bit weights (reduce_range): no sum can saturate, so
+    static INT8 of the test MLP is ok, without VNNI too, and its notes say why where it lacks it."""
+    model = add_model(mlp_path, "mlp")
+    fast = OrtOptions(int8_matmul=Int8Matmul.U8S8)
+    precisions = (Precision.FP32, Precision.INT8_STATIC)
+    job = run_sweep(
+        model.id, SweepSpec(precisions=precisions, onnxruntime=fast, int8_reduce_range=True)
+    )
+    stored = jobs.stored_results(job.id)
+    [int8] = [r for r in stored if r.configuration.precision == Precision.INT8_STATIC]
+    assert int8.status == ResultStatus.OK and "/w7/" in int8.configuration.key
+    assert int8.result.accuracy.cosine_similarity > 0.99
+    assert int8.result.runtime_facts["int8_matmul"] == "u8s8"
+    cpu = cpu_features()
+    if not (cpu["avx512_vnni"] or cpu["amx"]):
+        assert any("7-bit" in n and "cannot saturate" in n for n in int8.result.notes)
