@@ -35,6 +35,7 @@ def nested(old: dict[str, Any]) -> dict[str, Any]:
     new["onnxruntime"] = to_json(OrtOptions())  # knobs added since, at their defaults
     new["prices"] = {}  # no price given: OPTIBOARD_PRICE_PER_HOUR's when read or queued
     new["runtime_env"], new["baseline_of"] = "default", None
+    new["int8_reduce_range"] = False  # 7-bit INT8 weights, added since
     return new
 
 
@@ -73,6 +74,7 @@ def test_a_stored_result_loads_and_writes_back_the_same() -> None:
     config["openvino"] = {"performance_hint": config.pop("performance_hint")}
     config["openvino"]["streams"] = config.pop("streams")
     config["onnxruntime"] = to_json(OrtOptions())
+    config["int8_reduce_range"] = False
     assert written["configuration"] == config
     # the accuracy report's fields added since, at their defaults (no count was kept then)
     accuracy = old["accuracy"] | {"top1_rows": 0, "top1_flip_margin": None}

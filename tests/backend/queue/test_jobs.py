@@ -40,6 +40,7 @@ EVERY_FIELD_CHANGED = SweepSpec(
     simplify=True,
     calibration_sha256="c" * 64,
     calibration_samples=7,
+    int8_reduce_range=True,
     backends=("openvino", "onnxruntime"),
     openvino=OpenVinoOptions(performance_hint=PerformanceHint.THROUGHPUT, streams=2),
     onnxruntime=OrtOptions(enable_mem_pattern=False),
