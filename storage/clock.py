@@ -21,7 +21,8 @@ from storage.db import session_scope
 
 
 class _DbUtcNow(FunctionElement[Any]):
-    """now() on the database, plus an offset in seconds; compiled per dialect below."""
+    """The database's time at the statement, plus an offset in seconds; compiled per dialect
+    below."""
 
     type = DateTime()
     inherit_cache = True
@@ -50,7 +51,11 @@ def _offset(element: _DbUtcNow, compiler: Any, **kw: Any) -> str:
 
 @compiles(_DbUtcNow, "postgresql")
 def _postgresql(element: _DbUtcNow, compiler: Any, **kw: Any) -> str:
-    return f"(timezone('utc', now()) + make_interval(secs => {_offset(element, compiler, **kw)}))"
+    # the statement's own time, not now() (the transaction's start): a sign-in failure that
+    # waited on the throttle row's lock was dated from before the wait, so under load its 1 s
+    # lockout had ended before it was committed (seen in CI with eight concurrent failures)
+    offset = _offset(element, compiler, **kw)
+    return f"(timezone('utc', statement_timestamp()) + make_interval(secs => {offset}))"
 
 
 @compiles(_DbUtcNow, "sqlite")

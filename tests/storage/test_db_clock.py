@@ -6,10 +6,13 @@ call of that process); PostgreSQL has its own clock, so the stored times must be
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 
-from sqlalchemy import text
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
 
+from storage.clock import db_utcnow
 from storage.db import session_scope
 from storage.repo import audit, jobs, models, throttle, users
 from tests.skewed_clock import run_skewed
@@ -64,3 +67,18 @@ def test_rows_written_by_a_process_with_a_skewed_clock_carry_the_database_time(
     stamps["throttle end - 600 s"] = waits_until - timedelta(seconds=600)
     for what, stamp in stamps.items():
         assert stamp is not None and abs(now - stamp) < timedelta(minutes=5), (what, stamp, now)
+
+
+def test_the_database_time_is_the_statements_not_the_transactions_start(database: str) -> None:
+    """A write that waited inside its transaction (on a row lock, under load) is dated when it
+    runs: a sign-in throttle's 1 s wait must not have ended before it was stored."""
+
+    def read(session: Session) -> datetime:
+        value = session.scalar(select(db_utcnow()))
+        return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+    with session_scope() as session:
+        first = read(session)
+        time.sleep(0.3)
+        later = read(session)
+    assert later - first >= timedelta(seconds=0.25)
