@@ -147,3 +147,10 @@ def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, bool]:
         if line.startswith("flags") and ":" in line:
             flags.update(line.split(":", 1)[1].split())
     return {name: any(f in flags for f in names) for name, names in _FLAGS.items()}
+
+
+def has_vnni(cpu: dict[str, bool] | None = None) -> bool:
+    """Whether int8 products are summed in 32 bits here (VNNI or AMX), as cpu_features says;
+    without, ONNX Runtime's U8S8 kernels sum pairs in 16 bits (backend/runtimes/ort_int8.py)."""
+    flags = cpu_features() if cpu is None else cpu
+    return bool(flags.get("avx512_vnni") or flags.get("amx"))

@@ -57,6 +57,10 @@ class Precision(str, enum.Enum):
             "bf16": "BF16",
         }[self.value]
 
+    @property
+    def is_int8(self) -> bool:
+        return self in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC)
+
 
 GPU_PROVIDERS = ("cuda", "tensorrt")  # where device-resident I/O means something
 BATCH_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the batch sizes the Optimize form offers
@@ -100,8 +104,8 @@ class Configuration(PointKnobs):
         )
         object.__setattr__(self, "tensorrt", trt_checked(self))
         object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
-        int8 = self.precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC)
-        if not (int8 and self.backend == "onnxruntime"):  # 7-bit weights are an ORT INT8 build's
+        # 7-bit weights are a setting of ONNX Runtime's INT8 builds only
+        if not (self.precision.is_int8 and self.backend == "onnxruntime"):
             object.__setattr__(self, "int8_reduce_range", False)
         if self.fp32_nodes and (
             self.precision != Precision.INT8_STATIC or self.backend != "onnxruntime"

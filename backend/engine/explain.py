@@ -10,7 +10,7 @@ from __future__ import annotations
 from backend.engine import evidence
 from backend.engine.layerloss import NodeLoss, loss_line
 from backend.engine.profile import Profile
-from backend.hardware import cpu_features
+from backend.hardware import cpu_features, has_vnni
 from backend.results import AccuracyReport
 from backend.specs import Precision
 
@@ -50,7 +50,7 @@ def _speed_lines(
             "use static INT8 (QDQ) for conv nets."
         )
     if precision == Precision.INT8_STATIC and on_cpu:
-        vnni = cpu.get("avx512_vnni", False) or cpu.get("amx", False)
+        vnni = has_vnni(cpu)
         if speedup >= FASTER and vnni:
             lines.append(
                 f"Static INT8 is {speedup:.2f}x faster than FP32 thanks to this CPU's VNNI "
@@ -75,7 +75,7 @@ def _speed_lines(
                 f"{nodes} between float and int8 cost more than the int8 math saves when the "
                 "model does little work per node."
             )
-    if precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC) and provider == "cuda":
+    if precision.is_int8 and provider == "cuda":
         if speedup < SLOWER:
             lines.append(
                 f"INT8 on {provider.upper()} ran at {speedup:.2f}x the speed of FP32: ONNX "
@@ -122,7 +122,7 @@ def _accuracy_lines(
             "overflow or lose precision in float16; keep the sensitive ops in FP32 "
             "(convert_float_to_float16 op_block_list) or use auto mixed precision."
         ]
-    if precision not in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC):
+    if not precision.is_int8:
         return []
     if cosine < MIN_COSINE:
         facts.append(f"cosine similarity to FP32 is {cosine:.3f}")
@@ -177,10 +177,8 @@ def explain(
     """
     provider = provider.lower()
     lines: list[str] = []
-    saturating = False
-    if int8_matmul == "u8s8":  # ORT's fast int8 kernels, exact only with VNNI (runtimes/ort_int8)
-        flags = cpu_features() if cpu is None else cpu
-        saturating = not (flags.get("avx512_vnni") or flags.get("amx"))
+    # ORT's fast int8 kernels, exact only with VNNI (runtimes/ort_int8)
+    saturating = int8_matmul == "u8s8" and not has_vnni(cpu)
     if profile is not None:
         speedup = speedup_vs_fp32 if precision != Precision.FP32 else None
         lines += evidence.facts(profile, precision.label, speedup)

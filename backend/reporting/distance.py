@@ -31,7 +31,7 @@ MLPERF_RESNET50_H200 = 94_600.0
 
 def executed_precision(config: Configuration) -> str:
     """The arithmetic the device really runs: FP32 on CUDA uses TF32 Tensor Cores unless off."""
-    if config.precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC):
+    if config.precision.is_int8:
         return "int8"
     if config.precision in (Precision.FP16, Precision.BF16):
         return "fp16"

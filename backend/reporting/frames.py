@@ -187,9 +187,7 @@ def _record(
         "providers_used": ", ".join(r.providers_used),
         # what the runtime says it ran (OpenVINO's compiled precision), where it says so
         "execution_precision": r.runtime_facts.get("execution_precision"),
-        "int8_kernels": r.runtime_facts.get("int8_matmul")
-        if conf.precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC)
-        else None,
+        "int8_kernels": r.runtime_facts.get("int8_matmul") if conf.precision.is_int8 else None,
         **_distance_columns(stored),
         **energy_columns(r.energy),
         "notes": "; ".join(r.notes),

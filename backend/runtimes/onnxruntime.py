@@ -171,7 +171,7 @@ class OnnxRuntimeRunner(Runner):
         session_options.enable_cpu_mem_arena = config.onnxruntime.enable_cpu_mem_arena
         int8 = ort_int8.configure(session_options, config)
         self.facts["int8_matmul"] = int8.ran
-        if int8.note and config.precision in (Precision.INT8_STATIC, Precision.INT8_DYNAMIC):
+        if int8.note and config.precision.is_int8:
             self.notes.append(int8.note)
         if self.options.optimized_model_path is not None:
             session_options.optimized_model_filepath = str(self.options.optimized_model_path)

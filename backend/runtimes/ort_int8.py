@@ -14,7 +14,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
-from backend.hardware import cpu_features
+from backend.hardware import has_vnni
 from backend.runtimeoptions import Int8Matmul
 from backend.specs import Configuration
 
@@ -51,8 +51,7 @@ def choose(
             else ""
         )
         return Int8MatmulChoice(False, "not x86", note)
-    cpu = cpu_features() if cpu is None else cpu
-    vnni = cpu.get("avx512_vnni", False) or cpu.get("amx", False)
+    vnni = has_vnni(cpu)
     if seven_bit:  # no sum can pass int16, and ORT's rewrite skips weights within +-64
         note = (
             ""

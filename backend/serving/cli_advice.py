@@ -213,12 +213,12 @@ def _load(args: argparse.Namespace) -> LoadSpec:
 def cmd_serve_export(args: argparse.Namespace) -> int:
     from backend.models import library
     from backend.serving.export import (
+        NOTES,
         Device,
         ServingTarget,
-        deployment_notes,
         export_repository,
         exported_name,
-        served_model,
+        notes_in,
     )
 
     library.get_model(args.model)  # a sentence when there is no such model
@@ -230,8 +230,8 @@ def cmd_serve_export(args: argparse.Namespace) -> int:
     output = Path(args.output or f"{target.name}-triton.zip")
     export_repository(target, source, output, _load(args))
     print(f"wrote {output}: {target.name}/1/model.onnx, {target.name}/config.pbtxt")
-    for note in deployment_notes(served_model(target, source), target):
-        print(f"note ({target.name}/notes.txt): {note}")
+    for note in notes_in(output, target.name):
+        print(f"note ({target.name}/{NOTES}): {note}")
     return 0
 
 

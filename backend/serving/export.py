@@ -34,6 +34,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # TensorRT accelerator precision per Optiboard precision (onnxruntime_backend's precision_mode)
 _TRT_PRECISION = {"fp32": "FP32", "fp16": "FP16", "int8_dynamic": "INT8", "int8_static": "INT8"}
 LOCAL = "local-python-backend"  # the zip's folder holding the repository the local server loads
+NOTES = "notes.txt"  # beside config.pbtxt, where the deployment runs otherwise than the sweep
 
 
 class Device(StrEnum):
@@ -101,6 +102,15 @@ def deployment_notes(served: ServedModel, target: ServingTarget) -> list[str]:
         "--int8-matmul u8s8 to see their outputs and speed here, or quantize with 7-bit weights "
         "(--reduce-range), which those kernels run exactly in any ONNX Runtime."
     ]
+
+
+def notes_in(zip_path: Path, name: str) -> list[str]:
+    """The deployment notes an exported zip holds for model `name`, as export_repository wrote
+    them (read back rather than planned again)."""
+    with zipfile.ZipFile(zip_path) as archive:
+        if f"{name}/{NOTES}" not in archive.namelist():
+            return []
+        return archive.read(f"{name}/{NOTES}").decode().strip().split("\n\n")
 
 
 def deployment_of(target: ServingTarget) -> Deployment:
@@ -215,7 +225,7 @@ def export_repository(
             )
             notes = deployment_notes(served, target)
             if notes:
-                (root / "deploy" / target.name / "notes.txt").write_text("\n\n".join(notes) + "\n")
+                (root / "deploy" / target.name / NOTES).write_text("\n\n".join(notes) + "\n")
             with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
                 for path in sorted(p for p in root.rglob("*") if p.is_file()):
                     relative = path.relative_to(root)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from backend.hardware import cpu_features
+from backend.hardware import has_vnni
 from backend.jobs.knee import knee_summary, skip_reason
 from backend.queue import jobs, progress
 from backend.reporting import charts, frames
@@ -190,8 +190,7 @@ def test_int8_on_u8s8_kernels_says_which_ran_and_without_vnni_blames_them(
     assert frame.loc["int8_static", "int8_matmul"] == "u8s8"  # asked
     assert frame.loc["int8_static", "int8_kernels"] == "u8s8"  # ran
     assert pd.isna(frame.loc["fp32", "int8_kernels"])  # no int8 kernels in an FP32 row
-    cpu = cpu_features()
-    if cpu["avx512_vnni"] or cpu["amx"]:
+    if has_vnni():
         assert int8.status == ResultStatus.OK
     else:
         assert int8.status == ResultStatus.WRONG_OUTPUTS
@@ -215,6 +214,5 @@ def test_with_7_bit_weights_the_fast_int8_kernels_are_exact_on_any_x86_cpu(
     assert int8.status == ResultStatus.OK and "/w7/" in int8.configuration.key
     assert int8.result.accuracy.cosine_similarity > 0.99
     assert int8.result.runtime_facts["int8_matmul"] == "u8s8"
-    cpu = cpu_features()
-    if not (cpu["avx512_vnni"] or cpu["amx"]):
+    if not has_vnni():
         assert any("7-bit" in n and "cannot saturate" in n for n in int8.result.notes)

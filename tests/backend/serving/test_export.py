@@ -12,7 +12,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from backend.errors import UserError
-from backend.hardware import cpu_features
+from backend.hardware import has_vnni
 from backend.serving.export import (
     LOCAL,
     Device,
@@ -207,8 +207,7 @@ def test_an_int8_export_says_where_the_deployment_runs_otherwise_than_the_sweep(
     done = optiboard("serve", "export", str(model.id), "--output", str(out))
     assert done.returncode == 0, done.stderr
     files = _read(out, f"model_{model.id}")
-    cpu = cpu_features()
-    if cpu["avx512_vnni"] or cpu["amx"]:
+    if has_vnni():
         assert "note" not in done.stdout and f"model_{model.id}/notes.txt" not in files
     else:
         note = files[f"model_{model.id}/notes.txt"].decode()

@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 
 from backend.errors import UnavailableError
-from backend.hardware import cpu_features
+from backend.hardware import has_vnni
 from backend.launch.services import group_members
 from backend.serving.loadgen import run_load
 from backend.serving.repository import plan_model
@@ -131,8 +131,7 @@ def test_an_int8_model_is_served_with_the_int8_kernels_a_sweep_measures_on_this_
     """Without VNNI a sweep's ONNX Runtime session runs exact U8U8 int8 matmuls; the served model
     does too, so the server computes what was measured (U8S8 here would give about half)."""
     path = model_factory.save(model_factory.make_saturating_int8_matmul(), tmp_path / "q.onnx")
-    cpu = cpu_features()
-    exact = not (cpu["avx512_vnni"] or cpu["amx"])
+    exact = not has_vnni()
     setting = ("session.x64quantprecision", "1")
     assert plan_model(path, POLICY).session_config == ((setting,) if exact else ())
     fp32 = model_factory.save(model_factory.make_mlp(), tmp_path / "mlp.onnx")
