@@ -22,6 +22,9 @@ test starts one server for its session (tests/postgres.py).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 SERVER_FIXTURES = {
@@ -203,13 +206,13 @@ SERIAL_MODULES = {
 # Tests whose assertions are timings, or that check state every process shares: serial, and run
 # after the rest with nothing beside them.
 ALONE_MODULES = {
-    "tests/backend/serving/test_cli_advice.py": "Triton: measured against predicted rates",
     "tests/backend/serving/test_loadgen.py": "Triton: offered against achieved rates",
     "tests/backend/serving/test_prediction.py": "Triton: predictions against measurements",
     "tests/test_leaks.py": "every process's /dev/shm regions and children",
 }
 
 ALONE_TESTS = {
+    "tests/backend/serving/test_cli_advice.py::test_recommend_with_confirm_measures_the_best_policies_on_the_real_server": "Triton: measured against predicted rates",  # noqa: E501
     "tests/pages/test_serve_measured.py::test_a_study_of_the_swept_file_on_this_host_feeds_the_sweeps_prediction": "Triton: a prediction from a study's costs against its measured rate",  # noqa: E501
     "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "an A/A timing verdict",  # noqa: E501
     "tests/backend/engine/test_measure.py::test_steady_workload_stops_once_three_windows_agree": "a sleep's jitter",  # noqa: E501
@@ -284,3 +287,26 @@ def mark(items: list[pytest.Item], whole_suite: bool) -> None:
         stale = sorted(listed - used)
         if stale:
             raise pytest.UsageError(f"tests/tiers.py lists tests that no longer exist: {stale}")
+
+
+# scripts/test's set-up collects the suite once (in the background) with this variable naming a
+# file, and each serial part then runs its own node ids: a part started with `-m` alone would
+# import and collect all 1,200 tests again (about 7 CPU-s) to deselect nearly all of them.
+PARTS_FILE = "OPTIBOARD_TEST_PARTS"
+
+PARTS = {  # part name: (marks it must have, marks it must not have), as scripts/test's -m
+    "lane": ({"serial"}, {"alone", "cluster"}),
+    "cluster": ({"cluster"}, {"alone"}),
+    "alone": ({"alone"}, set()),
+}
+
+
+def write_parts(items: list[pytest.Item], path: Path) -> None:
+    """Write {part: [node id, ...]} for the serial parts of a collected (and marked) suite."""
+    parts: dict[str, list[str]] = {name: [] for name in PARTS}
+    for item in items:
+        marks = {mark.name for mark in item.iter_markers()}
+        for name, (need, refuse) in PARTS.items():
+            if need <= marks and not refuse & marks:
+                parts[name].append(item.nodeid)
+    path.write_text(json.dumps(parts))

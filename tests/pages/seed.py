@@ -39,7 +39,7 @@ FAST = MeasureSettings(
 
 
 def add_model(path: Path, name: str | None = None) -> ModelRow:
-    """Ingest an ONNX file exactly as the Models page's upload does."""
+    """Ingest an upload (an ONNX file, a zip) exactly as the Models page's upload does."""
     return stored.step(
         "add_model",
         (stored.file_digest(path), path.name, name),

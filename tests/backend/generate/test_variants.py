@@ -13,15 +13,15 @@ from backend.generate import variants
 from backend.generate.ovexport import NncfConfig
 from backend.generate.weightonly import WeightOnlyConfig
 from backend.models import library
-from backend.models.ingest import ingest_file
 from tests import llm_models
 from tests.backend.generate.test_openvino import ov_greedy
 from tests.backend.models.test_genai_ingest import greedy
+from tests.pages import seed
 
 
 def test_int4_copy_is_a_library_model_that_says_what_it_is(data_dir: Path, tmp_path) -> None:
     upload = llm_models.genai_zip(tmp_path)
-    fp32 = ingest_file(upload, upload.name)
+    fp32 = seed.add_model(upload)
     int4 = variants.quantize_model(fp32.id, WeightOnlyConfig("rtn", 4, 32))
 
     assert int4.name.endswith("(int4 rtn b32 sym)") and generative.is_generative(int4)
@@ -41,7 +41,7 @@ def test_int4_copy_is_a_library_model_that_says_what_it_is(data_dir: Path, tmp_p
 
 def test_openvino_folder_of_an_hf_upload(data_dir: Path, tmp_path) -> None:
     upload = llm_models.hf_zip(tmp_path)
-    model = ingest_file(upload, upload.name)
+    model = seed.add_model(upload)
     fp32 = variants.openvino_folder(model.id)
     assert fp32.facts.bytes_by_type["f32"] > 1 << 20
     int4 = variants.openvino_folder(model.id, NncfConfig("INT4_ASYM", 64, 1.0))
@@ -57,6 +57,6 @@ def test_openvino_folder_of_an_hf_upload(data_dir: Path, tmp_path) -> None:
 
 def test_a_genai_upload_has_no_hf_weights_to_export(data_dir: Path, tmp_path) -> None:
     upload = llm_models.genai_zip(tmp_path)
-    model = ingest_file(upload, upload.name)
+    model = seed.add_model(upload)
     with pytest.raises(UserError, match="no Hugging Face weights to rebuild or export from"):
         variants.openvino_folder(model.id)

@@ -25,6 +25,7 @@ from storage.repo import serving as point_store
 from storage.states import JobState
 from tests import llm_models
 from tests.backend.test_cli import optiboard
+from tests.pages import seed
 from tests.workers import run_worker_once
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,7 +41,7 @@ SPEC = jobspec.GenerationJobSpec(
 def submitted(tmp_path: Path) -> tuple[int, int]:
     """The cached GenAI folder uploaded and a generation job of SPEC queued on it (not run)."""
     upload = llm_models.genai_zip(tmp_path)
-    model = ingest_file(upload, upload.name)
+    model = seed.add_model(upload)
     text = llm_models.trained_llama().eval_text.encode()
     job = jobspec.submit_generation(model.id, SPEC, text, "held-out.txt", label="fp32 vs int4")
     return model.id, job.id
@@ -158,7 +159,7 @@ def test_submit_refuses_in_one_sentence_and_stores_nothing(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlp_path: Path
 ) -> None:
     upload = llm_models.genai_zip(tmp_path)
-    model = ingest_file(upload, upload.name)
+    model = seed.add_model(upload)
     artifacts = len(library.list_artifacts(model.id))
     monkeypatch.setenv("OPTIBOARD_PERPLEXITY_TEXT_MB", "0.001")
     with pytest.raises(UserError, match=r"over the 0.001 MB cap"):
@@ -191,7 +192,7 @@ def test_openvino_genai_runs_beside_ort_genai_on_its_own_export(
     """openvino-genai measures the HF upload's OpenVINO export (NNCF INT4 for the INT4
     variant), its greedy tokens compared with ONNX Runtime GenAI's FP32 on the same prompts."""
     upload = llm_models.hf_zip(tmp_path)
-    model = ingest_file(upload, upload.name)
+    model = seed.add_model(upload)
     spec = jobspec.GenerationJobSpec(
         runtimes=("ort-genai", "openvino-genai"),
         prompt_lengths=(16,),
