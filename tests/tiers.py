@@ -292,7 +292,7 @@ def mark(items: list[pytest.Item], whole_suite: bool) -> None:
 # scripts/test's set-up collects the suite once (in the background) with this variable naming a
 # file, and each serial part then runs its own node ids: a part started with `-m` alone would
 # import and collect all 1,200 tests again (about 7 CPU-s) to deselect nearly all of them.
-PARTS_FILE = "OPTIBOARD_TEST_PARTS"
+PARTS_FILE = "PYTEST_PARTS_FILE"
 
 PARTS = {  # part name: (marks it must have, marks it must not have), as scripts/test's -m
     "lane": ({"serial"}, {"alone", "cluster"}),
