@@ -7,6 +7,7 @@ accuracy), the graph's op counts and the CPU's flags, and say that they are rule
 
 from __future__ import annotations
 
+from backend.counts import counted
 from backend.engine import evidence
 from backend.engine.layerloss import NodeLoss, loss_line
 from backend.engine.profile import Profile
@@ -33,6 +34,7 @@ def _speed_lines(
     ops: dict[str, int],
     cpu: dict[str, bool],
     int8_matmul: str = "",
+    variant_ops: dict[str, int] | None = None,
 ) -> list[str]:
     lines: list[str] = []
     on_cpu = provider == "cpu"
@@ -49,6 +51,8 @@ def _speed_lines(
             "ConvInteger, which has no fast CPU kernel, and quantizes activations at run time; "
             "use static INT8 (QDQ) for conv nets."
         )
+    elif precision == Precision.INT8_DYNAMIC and on_cpu and speedup < SLOWER:
+        lines.append(_dynamic_matmul_line(speedup, variant_ops, has_vnni(cpu), int8_matmul))
     if precision == Precision.INT8_STATIC and on_cpu:
         vnni = has_vnni(cpu)
         if speedup >= FASTER and vnni:
@@ -83,6 +87,32 @@ def _speed_lines(
                 "pays off with TensorRT."
             )
     return lines
+
+
+def _dynamic_matmul_line(
+    speedup: float, variant_ops: dict[str, int] | None, vnni: bool, int8_matmul: str
+) -> str:
+    """Dynamic INT8 slower on a graph without Conv: what it does on every call, counted from the
+    variant's own graph where the run recorded it."""
+    quantizers = (variant_ops or {}).get("DynamicQuantizeLinear", 0)
+    what = (
+        f"its {counted(quantizers, 'DynamicQuantizeLinear node')} quantize activations on every "
+        "call"
+        if quantizers
+        else "it quantizes the activations of its matmuls on every call"
+    )
+    line = (
+        f"Dynamic INT8 ran at {speedup:.2f}x the speed of FP32: {what} (a min/max pass over the "
+        "tensor and a rescale, each time), which here costs more than the int8 matmuls save"
+    )
+    if not vnni:
+        line += "; this CPU has no VNNI, so the int8 math itself gains little"
+    if int8_matmul == "u8u8":
+        line += (
+            "; it ran ONNX Runtime's exact U8U8 kernels, slower than its U8S8 ones "
+            "(--int8-matmul u8s8 times those)"
+        )
+    return line + ". Static INT8 (QDQ) fixes the scales once, at calibration."
 
 
 def top1_fact(accuracy: AccuracyReport) -> str:
@@ -169,10 +199,12 @@ def explain(
     profile: Profile | None = None,
     losses: list[NodeLoss] | None = None,
     int8_matmul: str = "",
+    variant_ops: dict[str, int] | None = None,
 ) -> list[str]:
     """Short plain lines saying why this configuration is slow, fast or lossy; [] if unremarkable.
 
     speedup_vs_fp32 is FP32 latency divided by this configuration's latency (above 1 is faster);
+    op_histogram is the upload's ops, variant_ops the built variant's (where the run kept them);
     int8_matmul: the int8 kernels ONNX Runtime reported it ran (runtime_facts), where it did.
     """
     provider = provider.lower()
@@ -185,7 +217,9 @@ def explain(
     elif speedup_vs_fp32 is not None and precision != Precision.FP32:
         if cpu is None:
             cpu = cpu_features() if provider == "cpu" else {}
-        rules = _speed_lines(precision, provider, speedup_vs_fp32, op_histogram, cpu, int8_matmul)
+        rules = _speed_lines(
+            precision, provider, speedup_vs_fp32, op_histogram, cpu, int8_matmul, variant_ops
+        )
         lines += [f"{line}{RULE_OF_THUMB}" for line in rules]
     if accuracy is not None:
         lines += _accuracy_lines(precision, accuracy, losses, saturating)

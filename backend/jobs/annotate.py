@@ -50,6 +50,7 @@ def annotate(
             profile=profile,
             losses=from_dicts(result.environment.get("accuracy_loss") or []),
             int8_matmul=result.runtime_facts.get("int8_matmul", ""),
+            variant_ops=result.telemetry.get("variant_op_histogram"),
         )
     )
     if speedup is not None:

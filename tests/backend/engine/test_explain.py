@@ -28,7 +28,26 @@ def test_dynamic_int8_slower_on_a_conv_net_blames_conv_integer() -> None:
     ops = {"ConvInteger": 5, "DynamicQuantizeLinear": 5, "Relu": 5}
     lines = explain(Precision.INT8_DYNAMIC, "cpu", 0.2, ops, VNNI_CPU)
     assert len(lines) == 1 and "ConvInteger" in lines[0] and "static INT8 (QDQ)" in lines[0]
-    assert explain(Precision.INT8_DYNAMIC, "cpu", 0.2, {"MatMulInteger": 2}, VNNI_CPU) == []
+
+
+def test_dynamic_int8_slower_without_conv_counts_its_run_time_quantizers() -> None:
+    """An MLP's dynamic INT8 at 0.77x FP32 on an AVX2 host had no line at all: the run's own
+    variant graph says how many activations it quantizes on every call."""
+    variant = {"DynamicQuantizeLinear": 2, "MatMulInteger": 2, "Mul": 4, "Cast": 2}
+    mlp = {"Gemm": 2, "Relu": 1, "Softmax": 1}
+    (line,) = explain(Precision.INT8_DYNAMIC, "cpu", 0.77, mlp, VNNI_CPU, variant_ops=variant)
+    assert line.startswith("Dynamic INT8 ran at 0.77x the speed of FP32: its 2 ")
+    assert "2 DynamicQuantizeLinear nodes quantize activations on every call" in line
+    assert "Static INT8 (QDQ) fixes the scales once" in line and "VNNI" not in line
+    assert line.endswith("sweep with profiling on for evidence.)")  # a rule of thumb, said so
+    (old,) = explain(
+        Precision.INT8_DYNAMIC, "cpu", 0.77, mlp, OLD_CPU, int8_matmul="u8u8", variant_ops=variant
+    )
+    assert "no VNNI, so the int8 math itself gains little" in old
+    assert "exact U8U8 kernels" in old and "--int8-matmul u8s8" in old
+    (unrecorded,) = explain(Precision.INT8_DYNAMIC, "cpu", 0.5, mlp, VNNI_CPU)
+    assert "it quantizes the activations of its matmuls on every call" in unrecorded
+    assert explain(Precision.INT8_DYNAMIC, "cpu", 0.95, mlp, VNNI_CPU, variant_ops=variant) == []
 
 
 def test_static_int8_speedup_is_credited_to_vnni_or_its_absence() -> None:
