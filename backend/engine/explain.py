@@ -115,6 +115,17 @@ def _dynamic_matmul_line(
     return line + ". Static INT8 (QDQ) fixes the scales once, at calibration."
 
 
+def profile_pointer(runtime: str, precision: Precision, speedup: float) -> str:
+    """A configuration slower than FP32 that no rule of thumb explains: say so, and how to get
+    the evidence, rather than nothing."""
+    return (
+        f"{precision.label} ran at {speedup:.2f}x the speed of FP32 on {runtime}, and no rule of "
+        "thumb here explains it, so this run cannot say why: sweep with profiling on "
+        '(--profile, or "Profile every configuration per node" on the Optimize page) for the '
+        "time per op."
+    )
+
+
 def top1_fact(accuracy: AccuracyReport) -> str:
     """Top-1 agreement with the rows it counts (a few rows of random inputs say little), and how
     near a tie FP32's own scores were where the class changed."""
@@ -200,6 +211,7 @@ def explain(
     losses: list[NodeLoss] | None = None,
     int8_matmul: str = "",
     variant_ops: dict[str, int] | None = None,
+    runtime: str = "onnxruntime",
 ) -> list[str]:
     """Short plain lines saying why this configuration is slow, fast or lossy; [] if unremarkable.
 
@@ -217,10 +229,16 @@ def explain(
     elif speedup_vs_fp32 is not None and precision != Precision.FP32:
         if cpu is None:
             cpu = cpu_features() if provider == "cpu" else {}
-        rules = _speed_lines(
-            precision, provider, speedup_vs_fp32, op_histogram, cpu, int8_matmul, variant_ops
+        rules = (  # the rules of thumb know ONNX Runtime's kernels; a profile, any runtime's
+            _speed_lines(
+                precision, provider, speedup_vs_fp32, op_histogram, cpu, int8_matmul, variant_ops
+            )
+            if runtime == "onnxruntime"
+            else []
         )
         lines += [f"{line}{RULE_OF_THUMB}" for line in rules]
+        if not rules and speedup_vs_fp32 < SLOWER:  # slower, and no rule says why
+            lines.append(profile_pointer(runtime, precision, speedup_vs_fp32))
     if accuracy is not None:
         lines += _accuracy_lines(precision, accuracy, losses, saturating)
     return lines

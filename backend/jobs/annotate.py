@@ -30,8 +30,7 @@ def annotate(
         speedup = baseline.latency.p50 / result.latency.p50
     profile_path = result.environment.get("profile_path")
     profile = Profile.load(Path(profile_path)) if profile_path else None
-    # the rules of thumb explain ONNX Runtime's kernels; a profile explains any runtime's
-    explained = speedup if config.backend == "onnxruntime" or profile else None
+    explained = speedup
     if (
         speedup is not None
         and baseline is not None
@@ -51,6 +50,7 @@ def annotate(
             losses=from_dicts(result.environment.get("accuracy_loss") or []),
             int8_matmul=result.runtime_facts.get("int8_matmul", ""),
             variant_ops=result.telemetry.get("variant_op_histogram"),
+            runtime=config.backend,
         )
     )
     if speedup is not None:

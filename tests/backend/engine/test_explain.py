@@ -50,6 +50,17 @@ def test_dynamic_int8_slower_without_conv_counts_its_run_time_quantizers() -> No
     assert explain(Precision.INT8_DYNAMIC, "cpu", 0.95, mlp, VNNI_CPU, variant_ops=variant) == []
 
 
+def test_a_slower_configuration_no_rule_explains_says_so_and_how_to_find_out() -> None:
+    """OpenVINO's INT8 of the test MLP ran at 0.61x its FP32 on an AVX2 host with no line; the
+    rules of thumb know only ONNX Runtime's kernels, so it points at the profile instead."""
+    (line,) = explain(Precision.INT8_STATIC, "cpu", 0.61, CNN_OPS, OLD_CPU, runtime="openvino")
+    assert line.startswith("INT8 static (QDQ) ran at 0.61x the speed of FP32 on openvino")
+    assert "cannot say why" in line and "--profile" in line and "no VNNI" not in line
+    (cuda,) = explain(Precision.FP16, "cuda", 0.8, CNN_OPS, {})  # ONNX Runtime, no rule for it
+    assert "0.80x the speed of FP32 on onnxruntime" in cuda and "--profile" in cuda
+    assert explain(Precision.INT8_STATIC, "cpu", 0.95, CNN_OPS, OLD_CPU, runtime="openvino") == []
+
+
 def test_static_int8_speedup_is_credited_to_vnni_or_its_absence() -> None:
     fast = explain(Precision.INT8_STATIC, "cpu", 2.7, CNN_OPS, VNNI_CPU)
     assert len(fast) == 1 and "2.70x faster" in fast[0] and "VNNI" in fast[0]
