@@ -272,8 +272,13 @@ def test_one_check_over_two_models_gives_each_its_verdict_from_its_own_samples(
     assert rows[1].interval.median_a_ms != rows[0].interval.median_a_ms  # type: ignore[union-attr]
 
     lines = summary_lines(spec, rows, job.model_id)
-    assert lines[0].startswith(f"model 1 (mlp): {rows[0].verdict}, B/A ")
-    assert lines[1].startswith(f"model 2 (cnn): {rows[1].verdict}, B/A ")
+    for line, r in zip(lines, rows, strict=False):  # a loaded host may leave a side too few
+        said = stats.too_few_sentence(r.interval) if r.verdict == stats.TOO_FEW else None
+        assert (
+            line == f"{r.model}: {said}"
+            if said
+            else line.startswith(f"{r.model}: {r.verdict}, B/A ")
+        )
     if {r.verdict for r in rows} == {"same"}:
         assert lines[2] == "the same on all 2 models"
     else:
