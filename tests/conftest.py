@@ -54,9 +54,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The slow tier (tests/tiers.py); a whole-suite run also checks that its lists are current."""
     whole_suite = not config.args or [Path(a).resolve() for a in config.args] == [ROOT / "tests"]
     tiers.mark(items, whole_suite and not config.getoption("keyword") and not _deselecting(config))
-    parts = os.environ.get(tiers.PARTS_FILE)
-    if parts and config.getoption("collectonly"):
-        tiers.write_parts(items, Path(parts))
+    serial_ids = os.environ.get(tiers.SERIAL_IDS_FILE)
+    if serial_ids and config.getoption("collectonly"):
+        tiers.write_serial_ids(items, Path(serial_ids))
 
 
 def _deselecting(config: pytest.Config) -> bool:

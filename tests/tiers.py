@@ -22,7 +22,6 @@ test starts one server for its session (tests/postgres.py).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -290,23 +289,12 @@ def mark(items: list[pytest.Item], whole_suite: bool) -> None:
 
 
 # scripts/test's set-up collects the suite once (in the background) with this variable naming a
-# file, and each serial part then runs its own node ids: a part started with `-m` alone would
-# import and collect all 1,200 tests again (about 7 CPU-s) to deselect nearly all of them.
-PARTS_FILE = "PYTEST_PARTS_FILE"
-
-PARTS = {  # part name: (marks it must have, marks it must not have), as scripts/test's -m
-    "lane": ({"serial"}, {"alone", "cluster"}),
-    "cluster": ({"cluster"}, {"alone"}),
-    "alone": ({"alone"}, set()),
-}
+# file, and the collection writes the serial tests' node ids there. Each serial part runs those
+# ids under its own -m, so it imports only their files: started with -m alone it would collect
+# all 1,200 tests again (about 7 CPU-s) to deselect nearly all of them.
+SERIAL_IDS_FILE = "PYTEST_SERIAL_IDS"
 
 
-def write_parts(items: list[pytest.Item], path: Path) -> None:
-    """Write {part: [node id, ...]} for the serial parts of a collected (and marked) suite."""
-    parts: dict[str, list[str]] = {name: [] for name in PARTS}
-    for item in items:
-        marks = {mark.name for mark in item.iter_markers()}
-        for name, (need, refuse) in PARTS.items():
-            if need <= marks and not refuse & marks:
-                parts[name].append(item.nodeid)
-    path.write_text(json.dumps(parts))
+def write_serial_ids(items: list[pytest.Item], path: Path) -> None:
+    """One line per serial test (alone and cluster tests are serial too) of a marked suite."""
+    path.write_text("".join(f"{i.nodeid}\n" for i in items if i.get_closest_marker("serial")))

@@ -20,6 +20,10 @@ FASTER = 1.2  # and above this as clearly faster
 MIN_TOP1 = 0.99
 MIN_COSINE = 0.99
 MIN_COSINE_FP16 = 0.999
+RAN_EXACT_KERNELS = (  # where ONNX Runtime ran U8U8 (runtimes/ort_int8): part of a speed line
+    "ran ONNX Runtime's exact U8U8 kernels (session.x64quantprecision), slower than its U8S8 "
+    "ones, which saturate without VNNI; --int8-matmul u8s8 times those"
+)
 RULE_OF_THUMB = " (A rule of thumb: this run has no profile; sweep with profiling on for evidence.)"
 
 
@@ -61,12 +65,7 @@ def _speed_lines(
                 "instructions, which do four int8 multiply-adds where float32 does one."
             )
         elif speedup < FASTER and not vnni:
-            exact = (
-                " It ran ONNX Runtime's exact U8U8 kernels (session.x64quantprecision), slower "
-                "than its U8S8 ones, which saturate without VNNI; --int8-matmul u8s8 times those."
-                if int8_matmul == "u8u8"
-                else ""
-            )
+            exact = f" It {RAN_EXACT_KERNELS}." if int8_matmul == "u8u8" else ""
             lines.append(
                 f"Static INT8 ran at {speedup:.2f}x the speed of FP32: no VNNI on this CPU, so "
                 f"INT8 gains are small.{exact}"
@@ -108,14 +107,11 @@ def _dynamic_matmul_line(
     if not vnni:
         line += "; this CPU has no VNNI, so the int8 math itself gains little"
     if int8_matmul == "u8u8":
-        line += (
-            "; it ran ONNX Runtime's exact U8U8 kernels, slower than its U8S8 ones "
-            "(--int8-matmul u8s8 times those)"
-        )
+        line += f"; it {RAN_EXACT_KERNELS}"
     return line + ". Static INT8 (QDQ) fixes the scales once, at calibration."
 
 
-def profile_pointer(runtime: str, precision: Precision, speedup: float) -> str:
+def _profile_pointer(runtime: str, precision: Precision, speedup: float) -> str:
     """A configuration slower than FP32 that no rule of thumb explains: say so, and how to get
     the evidence, rather than nothing."""
     return (
@@ -238,7 +234,7 @@ def explain(
         )
         lines += [f"{line}{RULE_OF_THUMB}" for line in rules]
         if not rules and speedup_vs_fp32 < SLOWER:  # slower, and no rule says why
-            lines.append(profile_pointer(runtime, precision, speedup_vs_fp32))
+            lines.append(_profile_pointer(runtime, precision, speedup_vs_fp32))
     if accuracy is not None:
         lines += _accuracy_lines(precision, accuracy, losses, saturating)
     return lines
