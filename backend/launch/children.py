@@ -84,7 +84,7 @@ def _read_text(path: Path, cap: int, tail: bool = False) -> str:
 def child_environment(sandboxed: bool) -> dict[str, str] | None:
     if sandboxed:
         return None  # bwrap --clearenv sets what the child gets
-    env = dict(os.environ)
+    env = {**os.environ, **child_limits.CHILD_ENVIRONMENT}
     root = str(settings.PROJECT_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     return env

@@ -36,6 +36,11 @@ CPU_GRACE_S = 5  # between SIGXCPU (soft) and SIGKILL (hard)
 # (VmPeak), so cuInit fails under RLIMIT_AS of 8 GB and works at 16 GB.
 CUDA_ADDRESS_SPACE = 16 << 30
 OUT_OF_MEMORY_MARKERS = ("bad_alloc", "bad allocation", "Failed to allocate memory", "MemoryError")
+# numpy's OpenBLAS starts a thread per core that busy-waits after it starts and after each call it
+# shares (0.13 of a child's 0.39 CPU-s to import numpy, onnx and onnxruntime on a 2-core host). No
+# child needs BLAS threads (the runtimes it measures run their own pools), and a spinning one takes
+# a core from them, so every child gets one.
+CHILD_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import settings
 from backend.errors import UnavailableError
+from backend.launch.limits import CHILD_ENVIRONMENT
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
@@ -161,6 +162,8 @@ def command(
         "--proc", "/proc",
         "--dev", "/dev",
     ]  # fmt: skip
+    for name, value in CHILD_ENVIRONMENT.items():
+        args += ["--setenv", name, value]
     for setting in PASSED_SETTINGS:
         if setting.name in os.environ:
             args += ["--setenv", setting.name, os.environ[setting.name]]

@@ -83,3 +83,10 @@ def optional_imports() -> dict[str, bool]:
     else:
         imported = True
     return {"found": importlib.util.find_spec("sklearn") is not None, "imported": imported}
+
+
+def threads_after_numpy() -> int:
+    """The child's threads once numpy (and with it OpenBLAS) is loaded."""
+    import numpy  # noqa: F401
+
+    return len(os.listdir("/proc/self/task"))

@@ -12,6 +12,7 @@ import settings
 from backend.errors import UserError
 from backend.launch import sandbox
 from backend.launch.children import run_call, run_in_child
+from backend.launch.limits import CHILD_ENVIRONMENT
 from backend.models.ingest import ingest_file
 from backend.models.tfconvert import convert_savedmodel
 from storage.repo import models as model_store
@@ -65,6 +66,7 @@ def test_sandboxed_child_sees_no_secrets_from_the_environment(
     passed |= {"LOGNAME", "USER"}  # a fixed name for getpass.getuser(), not the host's
     assert (seen.get("USER"), seen.get("LOGNAME")) == ("optiboard", "optiboard")
     passed |= {setting.name for setting in sandbox.PASSED_SETTINGS}  # parsing caps only
+    passed |= set(CHILD_ENVIRONMENT)  # one BLAS thread, set for every child
     assert set(seen) <= passed | {"PWD", "LC_CTYPE"}  # the last two set by bwrap and Python
     assert (
         run_in_child(probes.environment, timeout_s=60).value["AWS_SECRET_ACCESS_KEY"] == "hunter2"

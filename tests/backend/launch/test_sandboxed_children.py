@@ -152,3 +152,34 @@ def test_a_gpu_child_keeps_its_callers_library_path(
             settings_of[argv[index + 1]] = argv[index + 2]  # bwrap applies them in order
     assert settings_of["LD_LIBRARY_PATH"] == "/triton/libs:/host/cuda/lib64"
     assert settings_of["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_no_child_starts_blas_threads_beside_the_runtime(
+    data_dir: Path, mlp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """numpy's OpenBLAS would start a busy-waiting thread per core in every child (launch/limits
+    CHILD_ENVIRONMENT); a host's own setting reaches no child."""
+    import subprocess
+
+    from backend.launch.children import run_in_child
+    from tests.backend.launch import probes
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", str(max(os.cpu_count() or 1, 2)))
+    plain = subprocess.run(
+        [sys.executable, "-c", "from tests.backend.launch import probes as p; "
+         "print(p.threads_after_numpy())"],
+        capture_output=True, text=True, check=True, cwd=settings.PROJECT_ROOT,
+    )  # fmt: skip
+    if (os.cpu_count() or 1) > 1:
+        assert int(plain.stdout) > 1  # what a child would start without the setting
+    binds = measurement_binds(_task(mlp_path, data_dir.parent / "out"))
+    binds = dataclasses.replace(binds, read_only=(*binds.read_only, TESTS))  # the probe's code
+    sandboxed = call_in_child(
+        "tests.backend.launch.probes:threads_after_numpy",
+        timeout_s=60,
+        what="The probe",
+        sandboxed=True,
+        binds=binds,
+    )
+    unsandboxed = run_in_child(probes.threads_after_numpy, timeout_s=60)
+    assert (sandboxed.value, unsandboxed.value) == (1, 1)
