@@ -303,6 +303,33 @@ def make_symbolic_dim_model() -> onnx.ModelProto:
     return _finish(graph)
 
 
+def make_computed_reshape(features: int = 8, classes: int = 4) -> onnx.ModelProto:
+    """y = reshape(x, [N, -1]) @ w, the target shape computed from x's own (Shape, Gather,
+    Concat): ONNX's shape inference leaves the reshaped dimensions unknown."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape_of_x"]),
+        helper.make_node("Gather", ["shape_of_x", "zero"], ["batch"], axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["batch_1d"]),
+        helper.make_node("Concat", ["batch_1d", "minus_one"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "w"], ["y"]),
+    ]
+    weights = [
+        helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+        helper.make_tensor("axes", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("minus_one", TensorProto.INT64, [1], [-1]),
+        _init("w", np.random.default_rng(0).standard_normal((4 * features, classes))),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "computed_reshape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, features])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", classes])],
+        weights,
+    )
+    return _finish(graph)
+
+
 def make_fp16_wrong_model(nan: bool = True, features: int = 8) -> onnx.ModelProto:
     """Finite in FP32, wrong in FP16: y = (x*c1 - x*c2) / (c1 - c2) with c1 = 1e5, c2 = 99999.
 

@@ -1,4 +1,5 @@
-"""Fixing a model's batch and named dimensions to a configuration's values, before any pass."""
+"""Fixing a model's batch and named dimensions to a configuration's values, before any pass,
+and whether ONNX's own shape inference knows every shape of a graph."""
 
 from __future__ import annotations
 
@@ -100,3 +101,30 @@ def fix_shapes(
     if config.fixed_shapes:
         fix_output_shapes(model)
     return model
+
+
+def shapes_complete(model: onnx.ModelProto) -> bool:
+    """Whether ONNX's own shape inference gives every node output a tensor shape whose every
+    dimension is a number or a name the model gave (not an `unk__` name inference made up for a
+    dimension it could not work out), in a graph without subgraphs."""
+    if any(a.type in (a.GRAPH, a.GRAPHS) for n in model.graph.node for a in n.attribute):
+        return False
+    try:
+        graph = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # inference failing only means the symbolic pass runs
+        return False
+    typed = {v.name: v.type for v in (*graph.value_info, *graph.output)}
+    for name in (out for node in graph.node for out in node.output if out):
+        kind = typed.get(name)
+        if kind is None or not kind.HasField("tensor_type"):
+            return False
+        shape = kind.tensor_type.shape if kind.tensor_type.HasField("shape") else None
+        if shape is None or not all(map(_dim_known, shape.dim)):
+            return False
+    return True
+
+
+def _dim_known(dim: onnx.TensorShapeProto.Dimension) -> bool:
+    if dim.HasField("dim_value"):
+        return True
+    return dim.HasField("dim_param") and not dim.dim_param.startswith("unk__")

@@ -34,7 +34,7 @@ from backend.engine.inputs import (
     value_ranges_of_model,
 )
 from backend.engine.profile import KEPT_IN_FP32, name_nodes
-from backend.engine.shapes import fix_shapes
+from backend.engine.shapes import fix_shapes, shapes_complete
 from backend.errors import UserError
 from backend.models.inspect import op_histogram
 from backend.runtimes import get_runtime
@@ -136,12 +136,17 @@ def _to_fp16(build: _Build) -> Path:
 
 
 def _pre_process(build: _Build, source: Path, prepared: Path) -> None:
-    """ORT's recommended pre-quantization pass: shape inference and graph fusions."""
+    """ORT's recommended pre-quantization pass: shape inference and graph fusions. Its symbolic
+    shape inference runs only where ONNX's own leaves a shape unknown or the graph has subgraphs:
+    elsewhere it changed no quantized node or weight (tests/backend/engine/test_variants.py), and
+    the sympy it imports cost each INT8 child 0.4 CPU-s."""
     ort_tools.without_torch()  # its symbolic shape inference lives in onnxruntime.tools
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     try:
-        quant_pre_process(str(source), str(prepared))
+        quant_pre_process(
+            str(source), str(prepared), skip_symbolic_shape=shapes_complete(build.model)
+        )
     except Exception as exc:  # pre-processing only helps; quantize the graph as it is
         build.notes.append(f"quantization pre-processing failed ({exc}); quantized without it")
         shutil.copyfile(source, prepared)

@@ -214,3 +214,51 @@ def test_ort_optimized_graph_is_saved_for_download(cnn_path: Path, tmp_path: Pat
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["cnn.ort.onnx"]
     session = _session(out)
     assert session.run(None, _feeds(cnn_path, 1, {})[0])[0].shape == (1, 10)
+
+
+def _int8_build_imports_sympy(source: str, work: str) -> bool:
+    """In a fresh child: build the INT8 dynamic variant; whether sympy got imported for it."""
+    import sys
+
+    config = Configuration(precision=Precision.INT8_DYNAMIC, batch_size=2)
+    build_variant(Path(source), config, Path(work))
+    return "sympy" in sys.modules
+
+
+def test_symbolic_shape_inference_runs_only_where_onnx_leaves_a_shape_unknown(
+    tmp_path: Path,
+) -> None:
+    """ORT's symbolic pass imports sympy (0.4 CPU-s a child); where ONNX's own inference knows
+    every shape it changes no node or weight ORT's quantizer writes, which is checked here."""
+    from backend import ort_tools
+    from backend.engine.shapes import shapes_complete
+    from backend.launch.children import run_in_child
+
+    ort_tools.without_torch()
+    from onnxruntime.quantization import quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    complete = (models.make_mlp, models.make_cnn, models.make_transformer)
+    assert all(shapes_complete(make()) for make in complete)
+    assert not shapes_complete(models.make_computed_reshape())  # [unk__0, unk__1] after Reshape
+    assert not shapes_complete(models.make_named_if())  # subgraphs: the symbolic pass runs
+    for make in complete:
+        source = tmp_path / f"{make.__name__}.onnx"
+        onnx.save(make(), source)
+        quantized = []
+        for skip in (False, True):
+            prepared, out = tmp_path / f"prepared-{skip}.onnx", tmp_path / f"int8-{skip}.onnx"
+            quant_pre_process(str(source), str(prepared), skip_symbolic_shape=skip)
+            quantize_dynamic(str(prepared), str(out))
+            model = onnx.load(out)
+            quantized.append((list(model.graph.node), list(model.graph.initializer)))
+        assert quantized[0] == quantized[1], make.__name__
+    imports = {}
+    for make in (models.make_mlp, models.make_computed_reshape):
+        source = tmp_path / f"{make.__name__}-child.onnx"
+        onnx.save(make(), source)
+        work = tmp_path / f"{make.__name__}-work"
+        imports[make.__name__] = run_in_child(
+            _int8_build_imports_sympy, str(source), str(work), timeout_s=120
+        ).value
+    assert imports == {"make_mlp": False, "make_computed_reshape": True}
