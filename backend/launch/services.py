@@ -2,10 +2,9 @@
 
 run_process (children.py) waits for a child to finish; a service runs beside its parent until it
 is stopped. Both start the same way: a process group of their own, killed as a whole, and death
-with the parent (PR_SET_PDEATHSIG), so a SIGKILLed worker leaves no server or driver behind. A
-service that has children of its own to shut down (Triton's Python-backend stubs and their shared
-memory) is told with a signal it can handle (death_signal SIGTERM) rather than SIGKILL, after
-which its stubs are orphans that nobody stops (one was seen running 50 minutes later).
+with the parent (PR_SET_PDEATHSIG, SIGKILL), so a SIGKILLed worker leaves no server or driver
+behind. A sandboxed Triton's Python-backend stubs end with it: they live in bwrap's PID namespace,
+which ends with the server, and in the service's cgroup (below).
 
 Death with the parent has a gap: bwrap's inner process sets its own PR_SET_PDEATHSIG only after
 its set-up, so a worker SIGKILLed while a sandboxed server starts leaves that process blocked
@@ -17,35 +16,18 @@ in it, and the next launch on the host sweeps the groups whose parent died.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
 from backend.launch import pids
-from backend.launch.limits import PR_SET_PDEATHSIG, die_with_parent
+from backend.launch.limits import die_with_parent
 
 _GROUPS: dict[int, ExitStack] = {}  # a running service's pid -> its cgroup, closed by stop_service
-
-
-def _dies_with_parent_by(sig: signal.Signals) -> Callable[[], None]:
-    """die_with_parent with another signal: one the child can handle to shut down cleanly."""
-    if sig == signal.SIGKILL:
-        return die_with_parent
-
-    def preexec() -> None:
-        parent = os.getppid()
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
 
 
 def start_service(
@@ -54,10 +36,9 @@ def start_service(
     log_path: Path | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
-    death_signal: signal.Signals = signal.SIGKILL,
 ) -> subprocess.Popen:
-    """Start `argv` with stdout and stderr in log_path (inherited when None); death_signal is
-    what the child gets when its parent dies (SIGTERM for a service that shuts children down).
+    """Start `argv` with stdout and stderr in log_path (inherited when None); it is SIGKILLed when
+    its parent dies.
 
     PR_SET_PDEATHSIG is tied to the thread that starts the child: stop it from that thread too.
     """
@@ -73,7 +54,7 @@ def start_service(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_dies_with_parent_by(death_signal),
+            preexec_fn=die_with_parent,
         )
     except BaseException:
         cgroup.close()

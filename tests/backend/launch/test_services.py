@@ -70,35 +70,6 @@ def test_a_graceful_stop_signals_the_leader_alone_so_it_ends_its_children_itself
     assert _running(leader.pid) == []
 
 
-def test_a_service_told_to_die_by_sigterm_gets_it_when_its_parent_is_killed(
-    tmp_path: Path,
-) -> None:
-    """A SIGKILLed worker: its Triton gets a signal it can handle (and then ends its stubs)."""
-    import signal
-    import subprocess
-    import sys
-
-    told, ready = tmp_path / "told", tmp_path / "ready"
-    trapped = f"trap 'touch {told}; exit 0' TERM; touch {ready}; while true; do sleep 0.05; done"
-    script = (
-        "import signal, sys, time\n"
-        "from backend.launch.services import start_service\n"
-        f"p = start_service(['sh', '-c', {trapped!r}], death_signal=signal.SIGTERM)\n"
-        "print(p.pid, flush=True)\n"
-        "time.sleep(300)\n"
-    )
-    root = Path(__file__).resolve().parents[3]
-    parent = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE)
-    try:
-        group = int(parent.stdout.readline())
-        assert _until(ready.exists)  # the trap is set: a SIGTERM before it would just kill sh
-    finally:
-        parent.send_signal(signal.SIGKILL)
-        parent.wait()
-    assert _until(told.exists), _running(group)
-    assert _until(lambda: _running(group) == []), _running(group)
-
-
 def _escaping(pid_file: Path, seconds: int) -> list[str]:
     """A service whose child leaves the process group (a session of its own), as bwrap's inner
     process is left outside any group we kill when its parent dies during its set-up."""
