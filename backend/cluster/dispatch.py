@@ -12,11 +12,9 @@ results, not retried), and the results table's unique key keeps one result per c
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import settings
@@ -29,6 +27,7 @@ from backend.jobs.annotate import annotate
 from backend.jobs.context import JobContext
 from backend.jobs.measuring import ordered_configurations
 from backend.jobs.supervise import port_reason
+from backend.launch.folders import owned_folder
 from backend.records import stored_results
 from backend.results import ConfigurationResult, ResultStatus, StoredResult, fp32_baseline
 from backend.specs import Configuration, Precision, SweepSpec
@@ -283,8 +282,8 @@ class ClusterSweep:
         cpu = (result.environment.get("cluster") or {}).get("cpu_flags") or {}
         model = model_store.get_model(job.model_id)
         baseline = fp32_baseline(self.held, config) if config.precision != Precision.FP32 else None
-        with tempfile.TemporaryDirectory(prefix=f"optiboard-job{job.id}-") as folder:
-            artifacts.unpack_outputs(files, result.environment, Path(folder))
+        with owned_folder(f"job{job.id}") as folder:
+            artifacts.unpack_outputs(files, result.environment, folder)
             histogram = model.op_histogram if model else {}
             annotate(result, config, histogram, cpu, baseline)
             stored = self.context.store_result(result)

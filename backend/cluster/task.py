@@ -17,6 +17,7 @@ from typing import Any
 
 from backend.cluster.artifacts import FileBlob, ShippedFile, fetch, pack_outputs
 from backend.cluster.targets import targets_of
+from backend.launch.folders import owned_folder
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,11 @@ def measure_on_node(request: MeasureRequest) -> NodeOutcome:
 
     source = fetch(request.model)
     calibration = str(fetch(request.calibration)) if request.calibration else None
-    with tempfile.TemporaryDirectory(prefix="optiboard-node-") as output_dir:
+    with owned_folder("node") as output_dir:
         task = replace(  # the node's one read of what crossed as plain data, on its own paths
             ConfigurationTask.from_dict(request.task),
             source_path=str(source),
-            output_dir=output_dir,
+            output_dir=str(output_dir),
             calibration_path=calibration,
         )
         if request.replica_count > 1:

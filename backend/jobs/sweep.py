@@ -9,7 +9,6 @@ read once when it starts (a resumed job keeps what it stored) and once when it c
 
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from backend.jobs.knee import skip_reason
 from backend.jobs.measuring import measure_in_child, ordered_configurations
 from backend.jobs.mixedsearch import search_plan
 from backend.jobs.plan import Plan, Step
+from backend.launch.folders import owned_folder
 from backend.models.library import npz_filename
 from backend.records import JobKind, stored_results
 from backend.results import ConfigurationResult, StoredResult, fp32_baseline
@@ -106,8 +106,8 @@ class SweepRun:
         if stored:
             self.context.log(f"resuming: {counted(len(stored), 'configuration')} already stored")
         # Children leave built files in the scratch folder; storing copies them, then it goes.
-        with tempfile.TemporaryDirectory(prefix=f"optiboard-job{job.id}-") as output_dir:
-            setup = self.setup(Path(output_dir))
+        with owned_folder(f"job{job.id}") as output_dir:
+            setup = self.setup(output_dir)
             error = self.drive(sweep_plan(self.spec, stored, self.context), setup)
         return conclude(self.context, error)
 

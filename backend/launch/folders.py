@@ -1,7 +1,8 @@
-"""Each child's temporary folder: made fresh, removed by the parent whatever happened to the child.
+"""Each child's temporary folder: made fresh, removed by the parent whatever happened to the child;
+and a job's own temporary folder (the outputs its children leave), kept beside them.
 
-A parent that was SIGKILLed cannot remove its children's folders; the next parent sweeps them
-(their names carry the parent's pid).
+A parent that was SIGKILLed cannot remove its folders; the next parent sweeps them (their names
+carry the parent's pid).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class ChildFolder:
         return self.root / "scratch"
 
 
-def _children_root() -> Path:
+def children_root() -> Path:
     return Path(tempfile.gettempdir()) / "optiboard-children"
 
 
@@ -54,7 +55,7 @@ def _decline_openvino_telemetry(home: Path) -> None:
 @contextmanager
 def child_folder() -> Iterator[ChildFolder]:
     """A fresh folder for one child, removed by the parent whatever happened to the child."""
-    root = _children_root()
+    root = children_root()
     root.mkdir(parents=True, exist_ok=True)
     _sweep_orphans(root)
     path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=root))
@@ -63,5 +64,20 @@ def child_folder() -> Iterator[ChildFolder]:
     _decline_openvino_telemetry(folder.scratch)
     try:
         yield folder
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def owned_folder(label: str) -> Iterator[Path]:
+    """A temporary folder of this process (a job's outputs, a node's), removed on exit and swept
+    like a child's when this process was SIGKILLed before it could remove it: a variant model
+    left in /tmp by a killed worker stayed there for good."""
+    root = children_root()
+    root.mkdir(parents=True, exist_ok=True)
+    _sweep_orphans(root)
+    path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-{label}-", dir=root))
+    try:
+        yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)

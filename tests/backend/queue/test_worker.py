@@ -13,6 +13,7 @@ import pytest
 
 from backend.engine.explain import FASTER, SLOWER
 from backend.engine.measure import PEAK_SCOPE
+from backend.launch.folders import FOLDER_PREFIX, children_root
 from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
@@ -101,6 +102,8 @@ def test_killed_worker_job_is_resumed_by_another_without_duplicates(
     first = start_worker("--lease-seconds", "3")
     try:
         wait_for(lambda: len(jobs.stored_results(job.id)) >= 1, what="first result")
+        left = list(children_root().glob(f"{FOLDER_PREFIX}{first.pid}-job{job.id}-*"))
+        assert len(left) == 1  # the job's output folder, which the kill leaves behind
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
@@ -117,6 +120,7 @@ def test_killed_worker_job_is_resumed_by_another_without_duplicates(
     assert len(keys) == len(set(keys)) == 4
     events = [e.message for e in jobs.job_events(job.id)]
     assert any(f"resuming: {stored_before}" in m for m in events), events
+    assert not left[0].exists()  # swept by the next worker's first launch
 
 
 def test_cancelling_a_running_job_stops_it_and_the_worker_goes_on(
