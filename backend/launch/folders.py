@@ -55,28 +55,23 @@ def _decline_openvino_telemetry(home: Path) -> None:
 @contextmanager
 def child_folder() -> Iterator[ChildFolder]:
     """A fresh folder for one child, removed by the parent whatever happened to the child."""
-    root = children_root()
-    root.mkdir(parents=True, exist_ok=True)
-    _sweep_orphans(root)
-    path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=root))
-    folder = ChildFolder(path)
-    folder.scratch.mkdir()
-    _decline_openvino_telemetry(folder.scratch)
-    try:
+    with owned_folder() as path:
+        folder = ChildFolder(path)
+        folder.scratch.mkdir()
+        _decline_openvino_telemetry(folder.scratch)
         yield folder
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager
-def owned_folder(label: str) -> Iterator[Path]:
-    """A temporary folder of this process (a job's outputs, a node's), removed on exit and swept
-    like a child's when this process was SIGKILLed before it could remove it: a variant model
-    left in /tmp by a killed worker stayed there for good."""
+def owned_folder(label: str = "") -> Iterator[Path]:
+    """A temporary folder of this process (a child's, a job's outputs, a node's), removed on exit
+    and swept when this process was SIGKILLed before it could remove it: a variant model left in
+    /tmp by a killed worker stayed there for good."""
     root = children_root()
     root.mkdir(parents=True, exist_ok=True)
     _sweep_orphans(root)
-    path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-{label}-", dir=root))
+    prefix = f"{FOLDER_PREFIX}{os.getpid()}-" + (f"{label}-" if label else "")
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
     try:
         yield path
     finally:
