@@ -66,7 +66,8 @@ def _where() -> dict[str, Any]:
 def measure_on_node(request: MeasureRequest) -> NodeOutcome:
     """Run one configuration (one replica) here; called by Ray on the chosen node."""
     from backend.engine.run import ConfigurationTask
-    from backend.jobs.measuring import measure_in_child
+    from backend.jobs.measuring import MEASURE_PRELOAD, measure_in_child
+    from backend.launch.forks import Forks
 
     source = fetch(request.model)
     calibration = str(fetch(request.calibration)) if request.calibration else None
@@ -79,9 +80,11 @@ def measure_on_node(request: MeasureRequest) -> NodeOutcome:
         )
         if request.replica_count > 1:
             start_line(request.group, request.replica, request.replica_count)
-        started = time.time()
-        result = measure_in_child(task, request.timeout_s)
-        ended = time.time()
+        # a fork of a server, as on the local worker: its peak memory is counted the same way
+        with Forks(MEASURE_PRELOAD) as forks:
+            started = time.time()
+            result = measure_in_child(task, request.timeout_s, forks=forks)
+            ended = time.time()
         if result is None:  # no should_cancel here: Ray's cancel interrupts the wait instead
             raise RuntimeError("the measurement was cancelled")
         data = result.to_dict(with_samples=True, with_configuration=False)

@@ -22,12 +22,16 @@ from backend.engine.run import ConfigurationTask, run_configuration
 from backend.errors import UserError, last_line
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
+from backend.launch.forks import Forks
 from backend.launch.limits import ChildLimits
 from backend.results import ConfigurationResult, ResultStatus
 from backend.runtimeenvs import DEFAULT, RuntimeEnv, ready_env
 from backend.specs import GPU_PROVIDERS, Configuration, Precision, SweepSpec
 
 log = logging.getLogger(__name__)
+# what a job's fork server imports once: the measuring child's code, numpy and onnx with it
+# (ONNX Runtime starts a thread when imported, so each fork imports it)
+MEASURE_PRELOAD = ("backend.jobs.measuring",)
 
 
 def ordered_configurations(spec: SweepSpec) -> list[Configuration]:
@@ -67,11 +71,14 @@ def measure_in_child(
     timeout_s: float,
     should_cancel: Callable[[], bool] | None = None,
     runtime_env: str = DEFAULT,
+    forks: Forks | None = None,
 ) -> ConfigurationResult | None:
     """The engine on one configuration in a limited, sandboxed child: the local worker and every
     cluster node measure through this one call. The child runs under the runtime environment's
-    interpreter (its result records the environment and the runtime version that ran). A failed
-    child becomes a failed result; None: cancelled."""
+    interpreter (its result records the environment and the runtime version that ran). forks: a
+    fork server of the job's (Forks(MEASURE_PRELOAD)), whose fresh fork per configuration skips
+    Python's start and the engine's imports. A failed child becomes a failed result; None:
+    cancelled."""
     config = task.configuration
     try:
         env = ready_env(runtime_env)
@@ -88,7 +95,7 @@ def measure_in_child(
         binds = measurement_binds(task, env)
     except OSError as exc:  # no output folder: this configuration fails, never the job
         return _failed(config, f"Not measured: its output folder cannot be made ({exc}).")
-    outcome = call_in_child(
+    outcome = (forks.call if forks else call_in_child)(
         "backend.jobs.measuring:child_measure",
         task.to_dict(),
         timeout_s=timeout_s,

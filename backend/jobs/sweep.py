@@ -21,10 +21,11 @@ from backend.jobs import prometheus
 from backend.jobs.annotate import annotate
 from backend.jobs.context import JobContext, JobOutcome
 from backend.jobs.knee import skip_reason
-from backend.jobs.measuring import measure_in_child, ordered_configurations
+from backend.jobs.measuring import MEASURE_PRELOAD, measure_in_child, ordered_configurations
 from backend.jobs.mixedsearch import search_plan
 from backend.jobs.plan import Plan, Step
 from backend.launch.folders import owned_folder
+from backend.launch.forks import Forks
 from backend.models.library import npz_filename
 from backend.records import JobKind, stored_results
 from backend.results import ConfigurationResult, StoredResult, fp32_baseline
@@ -46,6 +47,7 @@ class SweepSetup:
     cpu: dict[str, bool]
     timeout_s: float
     output_dir: Path  # where children leave built graphs and profiles until they are stored
+    forks: Forks | None = None  # the job's fork server: a fresh fork per configuration
 
 
 def sweep_plan(spec: SweepSpec, stored: list[StoredResult], context: JobContext) -> Plan:
@@ -106,12 +108,12 @@ class SweepRun:
         if stored:
             self.context.log(f"resuming: {counted(len(stored), 'configuration')} already stored")
         # Children leave built files in the scratch folder; storing copies them, then it goes.
-        with owned_folder(f"job{job.id}") as output_dir:
-            setup = self.setup(output_dir)
+        with owned_folder(f"job{job.id}") as output_dir, Forks(MEASURE_PRELOAD) as forks:
+            setup = self.setup(output_dir, forks)
             error = self.drive(sweep_plan(self.spec, stored, self.context), setup)
         return conclude(self.context, error)
 
-    def setup(self, output_dir: Path) -> SweepSetup:
+    def setup(self, output_dir: Path, forks: Forks | None = None) -> SweepSetup:
         job, spec, artifacts = self.context.job, self.spec, self.context.artifacts
         model = model_store.get_model(job.model_id)
 
@@ -128,6 +130,7 @@ class SweepRun:
             cpu=cpu_features(),
             timeout_s=spec.measure.max_seconds + settings.CONFIG_TIMEOUT_S.get(),
             output_dir=output_dir,
+            forks=forks,
         )
 
     def drive(self, plan: Plan, setup: SweepSetup) -> str | None:
@@ -167,7 +170,7 @@ class SweepRun:
             min_cosine=setup.spec.min_cosine,
         )
         result = measure_in_child(
-            task, setup.timeout_s, self.context.should_stop, setup.spec.runtime_env
+            task, setup.timeout_s, self.context.should_stop, setup.spec.runtime_env, setup.forks
         )
         if result is None:
             return None

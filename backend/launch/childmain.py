@@ -58,7 +58,8 @@ def _report(mode: str, result: Path, body: Callable[[], Any]) -> int:
 def main(argv: list[str]) -> int:
     """Child entry: set the limits first, then run what the parent asked for."""
     limits, mode, *rest = argv
-    child_limits.apply(child_limits.ChildLimits(**json.loads(limits)))
+    # a fork server's forks set the process count when each starts (fork_server)
+    child_limits.apply(child_limits.ChildLimits(**json.loads(limits)), mode != "forks")
     skip_unused_imports()
     if mode == "module":
         import runpy
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> int:
         sys.argv = list(rest)
         runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
         return 0
-    if mode == "dialog":  # answers requests until stdin closes (backend/launch/dialog.py)
+    if mode in ("dialog", "forks"):  # answers requests until stdin closes (launch/dialog.py)
         return serve_dialog(Path(rest[0]))
     request, result = Path(rest[0]), Path(rest[1])
     if mode == "call":
@@ -118,3 +119,52 @@ def serve_dialog(request: Path) -> int:
         message = json.loads(line)
         reply(guarded(lambda message=message: handler[0](message)))
     return 0
+
+
+def fork_server(preload: list[str], extra_procs: int) -> Callable[[dict[str, Any]], Any]:
+    """The handler of a fork server (backend/launch/forks.py): import `preload` once, then for
+    each request fork a fresh process that runs it as a call child does and answer its exit
+    code. The server only imports trusted code; what a request runs happens in its fork."""
+    import gc
+    import importlib
+
+    for name in preload:
+        importlib.import_module(name)
+    gc.collect()
+    gc.freeze()  # the imported objects stay shared with the forks, not copied as gc visits them
+
+    def fork(message: dict[str, Any]) -> dict[str, Any]:
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = _forked(Path(message["folder"]), message["env"], extra_procs)
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        return {"exitcode": os.waitstatus_to_exitcode(status)}
+
+    return fork
+
+
+def _forked(folder: Path, env: dict[str, str], extra_procs: int) -> int:
+    """In the fork: what a call child of its own would have (stdin empty, stdout and stderr in
+    files, only those descriptors, its folder, its environment, its limits), then the call."""
+    import tempfile
+
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        os.dup2(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the server's pipe to the parent above all
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - flushed below, never closed
+    os.environ.update(env)
+    tempfile.tempdir = None  # read TMPDIR again
+    os.chdir(folder)
+    child_limits.die_with_parent()
+    child_limits.limit_processes(extra_procs)
+    try:
+        return _report("call", folder / "result.json", lambda: _call(folder / "request.json"))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()

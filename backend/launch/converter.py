@@ -18,9 +18,10 @@ from typing import Any
 
 from backend.errors import UserError
 from backend.launch import sandbox
-from backend.launch.children import ProcessOutcome, read_result, run_process
+from backend.launch.children import run_process
 from backend.launch.folders import ChildFolder
 from backend.launch.limits import ChildLimits, sentence
+from backend.launch.outcomes import ProcessOutcome, read_result
 
 # ---- parent side ------------------------------------------------------------------------------
 

@@ -24,14 +24,19 @@ from typing import Any
 from backend.errors import UserError
 from backend.launch import limits as child_limits
 from backend.launch import pids, sandbox
-from backend.launch.children import child_argv, child_environment, last_line
+from backend.launch.children import child_argv, child_environment
 from backend.launch.folders import ChildFolder, child_folder
+from backend.launch.outcomes import last_line
 
 LINE_CAP = 64 << 20  # bytes of one answer the parent reads
 
 
 class DialogFailed(RuntimeError):
     """The child died, ran past its time or hit a limit; the message says which."""
+
+    def __init__(self, message: str, *, timed_out: bool = False, cancelled: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out, self.cancelled = timed_out, cancelled
 
 
 class Dialog:
@@ -44,10 +49,15 @@ class Dialog:
         what: str,
         limits: child_limits.ChildLimits,
         should_cancel: Callable[[], bool] | None,
+        tasks: pids.PidsGroup | None = None,
     ) -> None:
         self.process, self.folder, self.what = process, folder, what
-        self.limits, self.should_cancel = limits, should_cancel
+        self.limits, self.should_cancel, self.tasks = limits, should_cancel, tasks
         self._buffer = b""
+
+    def kill(self) -> None:
+        """End the child and its process group now (a request that ran past its time)."""
+        _kill(self.process)
 
     def ask(self, request: dict[str, Any], timeout_s: float) -> Any:
         """The handler's answer to one request; UserError for the user's problems (its own
@@ -73,9 +83,10 @@ class Dialog:
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buffer:
             if time.monotonic() > deadline:
-                raise DialogFailed(f"{self.what} took longer than {timeout_s:.0f} s")
+                message = f"{self.what} took longer than {timeout_s:.0f} s"
+                raise DialogFailed(message, timed_out=True)
             if self.should_cancel is not None and self.should_cancel():
-                raise DialogFailed("cancelled")
+                raise DialogFailed("cancelled", cancelled=True)
             ready, _, _ = select.select([fd], [], [], 0.5)
             if not ready:
                 continue
@@ -110,15 +121,18 @@ def dialog(
     limits: child_limits.ChildLimits | None = None,
     should_cancel: Callable[[], bool] | None = None,
     read_only: Sequence[Path] = (),
+    mode: str = "dialog",
 ) -> Iterator[Dialog]:
     """Start `module:function(*args)` (it returns the handler, a callable of one request) in a
-    limited child under `python`; the child and its process group are killed on the way out."""
+    limited child under `python`; the child and its process group are killed on the way out.
+    mode "forks": the handler forks a process per request, which sets the process limit itself
+    (backend/launch/forks.py)."""
     limits = limits or child_limits.ChildLimits.from_settings()
     with ExitStack() as stack:
         folder = stack.enter_context(child_folder())
         request = folder.scratch / "dialog.json"
         request.write_text(json.dumps({"target": target, "args": list(args)}))
-        entry = ["dialog", str(request)]
+        entry = [mode, str(request)]
         argv = child_argv(entry, folder, limits, sandboxed, read_only, binds, python)
         resident = limits.memory_bytes if limits.gpu else None
         tasks = stack.enter_context(pids.group(limits.extra_procs, resident))
@@ -133,7 +147,7 @@ def dialog(
                 start_new_session=True,
             )
         try:
-            yield Dialog(process, folder, what, limits, should_cancel)
+            yield Dialog(process, folder, what, limits, should_cancel, tasks)
         finally:
             _close(process)
 
@@ -150,6 +164,14 @@ def _close(process: subprocess.Popen) -> None:
         process.wait(timeout=2)
     except subprocess.TimeoutExpired:
         pass
+    _kill(process, leftovers=True)
+
+
+def _kill(process: subprocess.Popen, leftovers: bool = False) -> None:
+    """SIGKILL the child's process group; leftovers: also once the child itself has exited
+    (what it left in its group), else not once it is reaped (its pid may be another's)."""
+    if process.returncode is not None and not leftovers:
+        return
     try:
         os.killpg(process.pid, 9)
     except ProcessLookupError:

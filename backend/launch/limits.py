@@ -104,14 +104,22 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def apply(limits: ChildLimits) -> None:
-    """Set every limit on this process (the child) before it does any real work."""
+def apply(limits: ChildLimits, processes: bool = True) -> None:
+    """Set every limit on this process (the child) before it does any real work. processes
+    False: all but the process count, which a fork server's forks set when they start (the
+    count is the user's at that moment, backend/launch/forks.py)."""
     die_with_parent()
     if not limits.gpu:  # a GPU child's memory is its cgroup's (see the module's docstring)
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + CPU_GRACE_S))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    procs = _user_tasks(os.getuid()) + limits.extra_procs
+    if processes:
+        limit_processes(limits.extra_procs)
+
+
+def limit_processes(extra_procs: int) -> None:
+    """RLIMIT_NPROC at the user's current count plus extra_procs (see the module's docstring)."""
+    procs = _user_tasks(os.getuid()) + extra_procs
     _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
     if hard != resource.RLIM_INFINITY:
         procs = min(procs, hard)

@@ -56,7 +56,11 @@ class PidsGroup:
 
     def limit_hit(self) -> bool:
         """True once a fork or thread start in the child was refused by pids.max."""
-        return _count(self.path / "pids.events", "max") > 0
+        return self.refusals() > 0
+
+    def refusals(self) -> int:
+        """Forks and thread starts refused by pids.max so far (a fork server's, call by call)."""
+        return _count(self.path / "pids.events", "max")
 
     def out_of_memory(self) -> bool:
         """True once the kernel OOM-killed a task of the child for passing its memory limit."""

@@ -22,8 +22,9 @@ import settings
 from backend.errors import UserError
 from backend.hfcheck import check_hf_folder, require_builder
 from backend.launch import sandbox
-from backend.launch.children import ProcessOutcome, child_folder, last_line
+from backend.launch.children import child_folder
 from backend.launch.converter import child_main, require_sandbox, run_converter, stopped, versions
+from backend.launch.outcomes import ProcessOutcome, last_line
 
 MODULE = "backend.models.hfconvert"
 # precision -> the execution provider the builder targets by default (fp16 exists for GPUs only)

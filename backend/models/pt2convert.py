@@ -19,8 +19,9 @@ from typing import Any
 import settings
 from backend.errors import ConversionFailed, UserError
 from backend.launch import sandbox
-from backend.launch.children import ProcessOutcome, child_folder, last_line
+from backend.launch.children import child_folder
 from backend.launch.converter import require_sandbox, run_converter, stopped
+from backend.launch.outcomes import ProcessOutcome, last_line
 from backend.models.pt2check import EXPORT_HINT, check_archive
 
 EXPORTER_MODULES = ("torch", "onnxscript")

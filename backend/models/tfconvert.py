@@ -19,8 +19,9 @@ from typing import Any
 import settings
 from backend.errors import ConversionFailed, UserError
 from backend.launch import sandbox
-from backend.launch.children import child_folder, last_line
+from backend.launch.children import child_folder
 from backend.launch.converter import attempt, child_main, require_sandbox, run_converter, stopped
+from backend.launch.outcomes import last_line
 
 MODULE = "backend.models.tfconvert"
 DEFAULT_OPSET = 17

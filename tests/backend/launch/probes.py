@@ -90,3 +90,58 @@ def threads_after_numpy() -> int:
     import numpy  # noqa: F401
 
     return len(os.listdir("/proc/self/task"))
+
+
+def process_facts() -> dict[str, object]:
+    """What a call's process holds: its pid and parent, its open descriptors, its folder, its
+    environment's HOME and TMPDIR, and whether numpy was imported before the call."""
+    import sys
+    import tempfile
+
+    return {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+        "cwd": os.getcwd(),
+        "home": os.environ.get("HOME"),
+        "tmp": tempfile.gettempdir(),
+        "numpy_before": "numpy" in sys.modules,
+        "threads": len(os.listdir("/proc/self/task")),
+    }
+
+
+def sleep_for(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)
+
+
+def crash() -> None:
+    """Die the way a runtime's segfault does."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def allocate(gigabytes: int) -> int:
+    return len(bytearray(gigabytes << 30))
+
+
+def spin() -> None:
+    while True:
+        pass
+
+
+def refuse(sentence: str) -> None:
+    from backend.errors import UserError
+
+    raise UserError(sentence)
+
+
+def remember(value: str) -> str | None:
+    """Keep `value` in this module for a later call in the same process; what the last call
+    left (None in a fresh process)."""
+    global _REMEMBERED
+    before = globals().get("_REMEMBERED")
+    _REMEMBERED = value
+    return before

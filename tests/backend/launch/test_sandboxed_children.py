@@ -13,9 +13,10 @@ import pytest
 
 import settings
 from backend.engine.run import ConfigurationTask
-from backend.jobs.measuring import measure_in_child, measurement_binds
+from backend.jobs.measuring import MEASURE_PRELOAD, measure_in_child, measurement_binds
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
+from backend.launch.forks import Forks
 from backend.measure_settings import MeasureSettings
 from backend.models.ingest import ingest_file
 from backend.results import ResultStatus
@@ -95,6 +96,31 @@ def test_a_real_measurement_runs_through_bwrap_with_only_its_binds(
     assert f"--ro-bind {mlp_path} {mlp_path}" in calls[0]
     assert f"--bind {output} {output}" in calls[0]
     assert str(data_dir) not in calls[0] and "/dev/nvidia" not in calls[0]
+
+
+def test_a_measurement_forked_from_the_jobs_server_reads_as_a_cold_childs(
+    mlp_path: Path, tmp_path: Path
+) -> None:
+    """The same INT8 configuration in a cold sandboxed child and in two forks of one server:
+    the same outputs, providers, steps and runtime facts, and a peak memory of its own."""
+    spec = SweepSpec(precisions=("int8_static",), providers=("cpu",), batch_sizes=(1,))
+    task = ConfigurationTask(str(mlp_path), spec.configurations()[0], QUICK, str(tmp_path / "o"))
+
+    cold = measure_in_child(task, timeout_s=120)
+    with Forks(MEASURE_PRELOAD) as forks:
+        warm = [measure_in_child(task, timeout_s=120, forks=forks) for _ in range(2)]
+
+    assert forks.started == 1
+    for result in (cold, *warm):
+        assert result is not None and result.status == ResultStatus.OK, result and result.error
+        assert result.accuracy is not None and result.accuracy.cosine_similarity > 0.99
+    assert cold is not None and all(w is not None for w in warm)
+    for result in warm:
+        assert result.accuracy.max_abs_error == cold.accuracy.max_abs_error  # type: ignore[union-attr]
+        assert result.providers_used == cold.providers_used == ["CPUExecutionProvider"]
+        assert result.steps == cold.steps and result.runtime_facts == cold.runtime_facts
+        assert result.peak_rss_scope == cold.peak_rss_scope
+        assert 0.5 < result.peak_rss_mb / cold.peak_rss_mb < 2  # type: ignore[operator]
 
 
 def test_without_a_working_sandbox_a_configuration_is_refused_with_the_reason(
