@@ -18,12 +18,13 @@ from backend.errors import UserError
 from backend.generate.benchmark import GenerationReport, GenerationSpec, measure_generation
 from backend.generate.roofline import device_peak
 from backend.launch import sandbox
-from backend.launch.children import call_in_child
+from backend.launch.forks import Forks
 from backend.launch.limits import ChildLimits
 from backend.runtimeenvs import DEFAULT, ready_env
 
 TARGET = "backend.generate.benchmark:measure_generation"
 REFERENCE_TARGET = "backend.generate.benchmark:reference_generation"
+PRELOAD = ("backend.generate.benchmark",)  # numpy and the benchmark's code; no runtime
 
 
 class GenerationCancelled(Exception):
@@ -156,10 +157,23 @@ def in_children(
     python: str | None = None,
 ) -> GenerationReport:
     """The reference's tokens in one sandboxed child, then a child per runtime, so each
-    runtime's peak RSS holds that runtime only (nor the reference's session)."""
+    runtime's peak RSS holds that runtime only (nor the reference's session). On the CPU each
+    is a fork of one server that imported the benchmark's code once (backend/launch/forks.py),
+    as a sweep's configurations are; each fork imports its runtime itself."""
+    with Forks(PRELOAD) as forks:
+        return _in_children(forks, request, spec, binds, should_cancel, python)
 
+
+def _in_children(
+    forks: Forks,
+    request: dict[str, Any],
+    spec: GenerationSpec,
+    binds: sandbox.Binds,
+    should_cancel: Callable[[], bool] | None,
+    python: str | None,
+) -> GenerationReport:
     def child(target: str, request: dict[str, Any]) -> tuple[Any, list[str]]:
-        outcome = call_in_child(
+        outcome = forks.call(
             target,
             request,
             timeout_s=settings.CONFIG_TIMEOUT_S.get() * len(spec.points()),
