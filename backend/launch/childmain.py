@@ -128,6 +128,7 @@ def fork_server(preload: list[str], extra_procs: int) -> Callable[[dict[str, Any
     import gc
     import importlib
 
+    child_limits.set_dumpable(False)  # a fork that took over its process cannot reach this one
     for name in preload:
         importlib.import_module(name)
     gc.collect()
@@ -143,9 +144,24 @@ def fork_server(preload: list[str], extra_procs: int) -> Callable[[dict[str, Any
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
+        if message["sandboxed"]:
+            _end_leftovers()
         return {"exitcode": os.waitstatus_to_exitcode(status)}
 
     return fork
+
+
+def _end_leftovers() -> None:
+    """SIGKILL what a fork left running in the sandbox's PID namespace (all but bubblewrap's
+    init, pid 1, and this server), so nothing of one call waits for the next one's files."""
+    import signal
+
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, os.getpid()):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _forked(folder: Path, env: dict[str, str], extra_procs: int) -> int:
@@ -157,6 +173,7 @@ def _forked(folder: Path, env: dict[str, str], extra_procs: int) -> int:
     for fd, name in ((1, "stdout"), (2, "stderr")):
         os.dup2(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the server's pipe to the parent above all
+    child_limits.set_dumpable(True)  # its own /proc again (the peak-memory reset writes there)
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - flushed below, never closed
     os.environ.update(env)
     tempfile.tempdir = None  # read TMPDIR again

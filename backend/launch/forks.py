@@ -12,8 +12,11 @@ server; the parent reads its result file and exit code and words them with the s
 outcomes.child_outcome.
 
 The server imports nothing that starts a thread (ONNX Runtime does, so the forks import it), and
-never the uploaded model: whatever a call runs, runs in its fork. A call that times out or is
-cancelled ends the whole server (its process group and cgroup); the next call starts a new one.
+never the uploaded model: whatever a call runs, runs in its fork. It is not dumpable (a fork that
+took over its process can neither trace it nor open its descriptors), and in the sandbox it ends
+whatever a fork left running before it answers, so one call cannot wait for the next one's
+files. A call that times out or is cancelled ends the whole server (its process group and
+cgroup); the next call starts a new one.
 GPU children do not come here: each keeps its own memory cgroup (pids.py) and its own process.
 """
 
@@ -100,7 +103,8 @@ class Forks:
             refused = _refused(server)
             code, failed = None, None
             try:
-                code = server.ask({"folder": str(folder), "env": env}, timeout_s)["exitcode"]
+                message = {"folder": str(folder), "env": env, "sandboxed": sandboxed}
+                code = server.ask(message, timeout_s)["exitcode"]
             except DialogFailed as failure:
                 failed = failure
             procs_hit = _refused(server) > refused

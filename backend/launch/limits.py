@@ -31,6 +31,7 @@ import settings
 
 MB = 1 << 20
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 CPU_GRACE_S = 5  # between SIGXCPU (soft) and SIGKILL (hard)
 # Measured on an H200 host: the CUDA driver's cuInit + context reserve ~14 GB of address space
 # (VmPeak), so cuInit fails under RLIMIT_AS of 8 GB and works at 16 GB.
@@ -102,6 +103,14 @@ def die_with_parent() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != parent:
         os._exit(1)
+
+
+def set_dumpable(dumpable: bool) -> None:
+    """PR_SET_DUMPABLE: off, another process of the same user without CAP_SYS_PTRACE (none in
+    the sandbox has it) can neither trace this one nor open its /proc files (its descriptors)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
 
 def apply(limits: ChildLimits, processes: bool = True) -> None:

@@ -6,7 +6,8 @@ venv, the project's code and the input paths it is given), one fresh scratch fol
 output folders it is given as its only writable places, an empty environment apart from
 PATH/HOME/PYTHONPATH, the parsing caps among the OPTIBOARD_* settings and what its caller passes,
 no network (every namespace unshared; a Triton server keeps the host's network namespace for its
-loopback ports), its own session, and it dies with its parent. A child that uses a GPU also gets
+loopback ports), no capabilities (also when the service runs as root), its own session, and it
+dies with its parent. A child that uses a GPU also gets
 the GPU device nodes and a read-only /sys; every child sees the CPU topology and RAPL's energy
 counters (/sys/class/powercap) read-only. The resource limits of limits.py are set by the child
 itself before it runs (see children.py).
@@ -145,7 +146,9 @@ def command(
     binds = binds or Binds()
     root = settings.PROJECT_ROOT
     code = [root / "backend", root / "storage", root / "settings.py"]  # code only, no data
-    args = [binary or available().binary, "--die-with-parent"]
+    # run as root, bwrap keeps the caller's capabilities: with CAP_SYS_ADMIN a child remounted a
+    # read-only bind writable and wrote to the host; dropped, nothing in the sandbox holds any
+    args = [binary or available().binary, "--die-with-parent", "--cap-drop", "ALL"]
     args += ["--unshare-all", "--share-net"] if binds.share_net else ["--unshare-all"]
     args += ["--new-session"] if binds.new_session else []
     args += [

@@ -107,7 +107,29 @@ def process_facts() -> dict[str, object]:
         "tmp": tempfile.gettempdir(),
         "numpy_before": "numpy" in sys.modules,
         "threads": len(os.listdir("/proc/self/task")),
+        "parents_fds": _opened(f"/proc/{os.getppid()}/fd"),
+        "clear_refs": _writable("/proc/self/clear_refs"),
     }
+
+
+def _opened(folder: str) -> dict[str, str]:
+    """For each descriptor listed in `folder`, whether this process could open it to write."""
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        try:
+            os.close(os.open(f"{folder}/{name}", os.O_WRONLY))
+            found[name] = "opened"
+        except OSError as exc:
+            found[name] = type(exc).__name__
+    return found
+
+
+def _writable(path: str) -> bool:
+    try:
+        Path(path).write_text("5")
+    except OSError:
+        return False
+    return True
 
 
 def sleep_for(seconds: float) -> None:
@@ -145,3 +167,33 @@ def remember(value: str) -> str | None:
     before = globals().get("_REMEMBERED")
     _REMEMBERED = value
     return before
+
+
+def remount_writable(folder: str) -> dict[str, object]:
+    """Try to make a read-only bind writable and write into it, as a child that took over its
+    process would; its effective capabilities, and what each step gave."""
+    import subprocess
+
+    status = Path("/proc/self/status").read_text()
+    effective = next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff"))
+    mount = subprocess.run(
+        ["mount", "-o", "remount,bind,rw", folder], capture_output=True, text=True, check=False
+    )
+    try:
+        (Path(folder) / "escaped").write_text("escaped")
+        written = True
+    except OSError:
+        written = False
+    return {"capabilities": effective, "remounted": mount.returncode == 0, "written": written}
+
+
+def leave_behind(marker: str) -> int:
+    """Start a process that outlives this call and would write `marker` in 3 s; its pid."""
+    pid = os.fork()
+    if pid == 0:
+        import time
+
+        time.sleep(3)
+        Path(marker).write_text("still here")
+        os._exit(0)
+    return pid

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,9 @@ def test_each_call_runs_in_a_fresh_fork_of_one_warm_server(sandboxed: bool) -> N
     assert all(f["numpy_before"] for f in facts)  # imported once, by the server
     assert all(f["threads"] == 1 for f in facts)
     assert all(f["fds"] == [0, 1, 2, 3] for f in facts)  # 3: the listing's own; no server pipe
+    if sandboxed:  # nor through /proc (a plain child is trusted code, root's if root runs it)
+        assert all(set(f["parents_fds"].values()) == {"PermissionError"} for f in facts)
+    assert all(f["clear_refs"] for f in facts)  # its own /proc: the peak-memory reset works
     folders = [Path(f["cwd"]) for f in facts]
     assert folders[0] != folders[1] and all(f.parent == scratch for f in folders)
     if sandboxed:  # as a call child's: HOME and TMPDIR are its own folder
@@ -115,3 +119,15 @@ def test_gpu_children_keep_a_process_of_their_own() -> None:
         outcome = _call(forks, "process_facts", limits=ChildLimits.from_settings(gpu=True))
 
     assert outcome.ok and not outcome.value["numpy_before"] and forks.started == 0
+
+
+def test_what_a_sandboxed_fork_leaves_running_ends_before_the_next_call(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    binds = sandbox.Binds.of(read_only=[settings.PROJECT_ROOT / "tests"], writable=[tmp_path])
+    with Forks([]) as forks:
+        left = _call(forks, "leave_behind", str(marker), sandboxed=True, binds=binds)
+        time.sleep(4)
+        after = _call(forks, "process_facts", sandboxed=True, binds=binds)
+
+    assert left.ok and after.ok and forks.started == 1
+    assert not marker.exists()  # the process left behind was ended before it could write

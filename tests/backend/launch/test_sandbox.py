@@ -52,6 +52,18 @@ def test_sandboxed_child_writes_only_in_its_scratch_folder(tmp_path: Path) -> No
     assert not outside.exists() and not project.exists()
 
 
+def test_a_sandboxed_child_holds_no_capability_to_remount_a_read_only_bind(
+    tmp_path: Path,
+) -> None:
+    """bwrap run as root (these tests, the Docker image) keeps root's capabilities unless told
+    not to; with CAP_SYS_ADMIN a child remounted its read-only bind writable and wrote through
+    it to the host."""
+    found = _sandboxed("remount_writable", str(tmp_path), read_only=[tmp_path])
+
+    assert found == {"capabilities": "0000000000000000", "remounted": False, "written": False}
+    assert not (tmp_path / "escaped").exists()
+
+
 def test_sandboxed_child_sees_no_secrets_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
