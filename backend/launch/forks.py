@@ -97,22 +97,23 @@ class Forks:
         server.should_cancel = should_cancel
         folder = server.folder.scratch / f"call-{next(self._calls)}"
         folder.mkdir()
+        failed: DialogFailed | None = None
         try:
             (folder / "request.json").write_text(json.dumps({"target": target, "args": args}))
             env = {"HOME": str(folder), "TMPDIR": str(folder)} if sandboxed else {}
-            refused = _refused(server)
-            code, failed = None, None
+            message = {"folder": str(folder), "env": env, "sandboxed": sandboxed}
+            refused, code = _refused(server), None
             try:
-                message = {"folder": str(folder), "env": env, "sandboxed": sandboxed}
                 code = server.ask(message, timeout_s)["exitcode"]
             except DialogFailed as failure:
                 failed = failure
-            procs_hit = _refused(server) > refused
-            if failed is not None:  # past its time, cancelled or dead: the server goes with it
+            except BaseException:  # the answer did not read (or an interrupt): end the server
                 server.kill()
                 self.close()
+                raise
             timed_out = failed is not None and failed.timed_out
             cancelled = failed is not None and failed.cancelled
+            procs_hit = _refused(server) > refused
             done = process_outcome(
                 code, folder, limits, timed_out=timed_out, cancelled=cancelled, procs_hit=procs_hit
             )
@@ -122,6 +123,9 @@ class Forks:
             return outcome
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+            if failed is not None:  # past its time, cancelled or dead: the server goes with it
+                server.kill()
+                self.close()
 
     def _server_for(self, key: ServerKey) -> Dialog:
         """The running server for these settings, or a new one (ending one for other settings)."""
