@@ -1,0 +1,71 @@
+"""A CUDA child in the product's own sandbox command line (backend/launch/sandbox.command with
+the GPU binds), with and without `--cap-drop ALL`, on a real GPU host: whether CUDA still runs
+with no capabilities, and whether a read-only bind can be remounted writable.
+
+Each side runs one sandboxed child with the host interpreter (its torch): it reads its effective
+capabilities, computes a sum on the GPU and checks it, then tries to remount a read-only bound
+folder writable and write into it, as a child that took over its process would.
+
+  OPTIBOARD_BWRAP=/path/to/bwrap python bench/gpu_capability_check.py
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from backend.launch import sandbox  # noqa: E402
+
+CHILD = r"""
+import json, subprocess, sys
+from pathlib import Path
+folder = sys.argv[1]
+status = Path("/proc/self/status").read_text()
+found = {"capabilities": next(l.split()[1] for l in status.splitlines() if l.startswith("CapEff"))}
+try:
+    import torch
+    x = torch.ones(1 << 20, device="cuda")
+    found["cuda"] = {"device": torch.cuda.get_device_name(), "sum": float(x.sum())}
+except Exception as exc:
+    found["cuda"] = f"{type(exc).__name__}: {exc}"
+mount = subprocess.run(["mount", "-o", "remount,bind,rw", folder], capture_output=True, text=True)
+found["remounted"] = mount.returncode == 0
+try:
+    (Path(folder) / "escaped").write_text("escaped")
+    found["written"] = True
+except OSError:
+    found["written"] = False
+print(json.dumps(found))
+"""
+
+
+def run(drop_capabilities: bool) -> dict[str, object]:
+    state = sandbox.available()
+    assert state.ok, state.reason
+    with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as bound:
+        argv = sandbox.command(
+            [sys.executable, "-c", CHILD, bound],
+            Path(scratch),
+            read_only=[Path(bound)],
+            binary=state.binary,
+            binds=sandbox.Binds(gpu=True),
+        )
+        if not drop_capabilities:  # as the sandbox was before the fix
+            at = argv.index("--cap-drop")
+            argv = argv[:at] + argv[at + 2 :]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        lines = done.stdout.strip().splitlines()
+        found = json.loads(lines[-1]) if lines else {"error": done.stderr[-500:]}
+        found["host_file_written"] = (Path(bound) / "escaped").exists()
+        return found
+
+
+if __name__ == "__main__":
+    for drop in (True, False):
+        print(json.dumps({"cap_drop_all": drop, **run(drop)}))
