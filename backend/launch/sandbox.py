@@ -6,11 +6,11 @@ venv, the project's code and the input paths it is given), one fresh scratch fol
 output folders it is given as its only writable places, an empty environment apart from
 PATH/HOME/PYTHONPATH, the parsing caps among the OPTIBOARD_* settings and what its caller passes,
 no network (every namespace unshared; a Triton server keeps the host's network namespace for its
-loopback ports), no capabilities (also when the service runs as root), its own session, and it
-dies with its parent. A child that uses a GPU also gets
-the GPU device nodes and a read-only /sys; every child sees the CPU topology and RAPL's energy
-counters (/sys/class/powercap) read-only. The resource limits of limits.py are set by the child
-itself before it runs (see children.py).
+loopback ports), no capabilities (also when the service runs as root), the kernel's settings
+(/proc/sys) read-only, its own session, and it dies with its parent. A child that uses a GPU
+also gets the GPU device nodes and a read-only /sys; every child sees the CPU topology and RAPL's
+energy counters (/sys/class/powercap) read-only. The resource limits of limits.py are set by the
+child itself before it runs (see children.py).
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ GPU_DEVICE_PATTERNS = ("nvidia*", "nvidia-caps", "dri")
 # where the GPU driver and CUDA find devices and libraries; passed through when set
 GPU_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+# the kernel's settings and SysRq: a child running as uid 0 (a service run as root) needs no
+# capability to write most of /proc/sys, and a write there is the host's (core_pattern runs a
+# program as the host's root); bubblewrap's fresh /proc leaves both writable, so they are bound
+# read-only over it, as Docker does
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger")
 # the only settings a sandboxed child sees (parsing caps); never the database URL or secrets
 PASSED_SETTINGS = (
     settings.MAX_INPUT_MB,
@@ -165,6 +170,8 @@ def command(
         "--proc", "/proc",
         "--dev", "/dev",
     ]  # fmt: skip
+    for path in PROC_READ_ONLY:  # over the fresh /proc, before anything else is bound
+        args += ["--ro-bind-try", path, path]
     for name, value in CHILD_ENVIRONMENT.items():
         args += ["--setenv", name, value]
     for setting in PASSED_SETTINGS:

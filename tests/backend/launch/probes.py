@@ -197,3 +197,16 @@ def leave_behind(marker: str) -> int:
         Path(marker).write_text("still here")
         os._exit(0)
     return pid
+
+
+def kernel_settings_writable() -> dict[str, object]:
+    """Whether this process may write the kernel's settings: printk_ratelimit written with the
+    value it holds (a no-op if it succeeds), and write access to SysRq asked, never used."""
+    setting = Path("/proc/sys/kernel/printk_ratelimit")
+    try:
+        setting.write_text(setting.read_text())
+        written = True
+    except OSError:
+        written = False
+    sysrq = "/proc/sysrq-trigger"
+    return {"sysctl": written, "sysrq": os.path.exists(sysrq) and os.access(sysrq, os.W_OK)}

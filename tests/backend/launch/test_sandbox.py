@@ -64,6 +64,15 @@ def test_a_sandboxed_child_holds_no_capability_to_remount_a_read_only_bind(
     assert not (tmp_path / "escaped").exists()
 
 
+def test_a_sandboxed_child_cannot_write_the_hosts_kernel_settings() -> None:
+    """As uid 0 a child needs no capability to write most of /proc/sys, and the write is the
+    host's: printk_ratelimit set inside read 7 on the host, and core_pattern would have run a
+    program as the host's root on the next crash."""
+    found = _sandboxed("kernel_settings_writable")
+
+    assert found == {"sysctl": False, "sysrq": False}
+
+
 def test_sandboxed_child_sees_no_secrets_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
