@@ -1,6 +1,7 @@
 """A CUDA child in the product's own sandbox command line (backend/launch/sandbox.command with
-the GPU binds), with and without `--cap-drop ALL`, on a real GPU host: whether CUDA still runs
-with no capabilities, and whether a read-only bind can be remounted writable.
+the GPU binds), with and without `--cap-drop ALL` and the read-only /proc/sys, on a real GPU host:
+whether CUDA still runs with no capabilities, whether a read-only bind can be remounted writable
+and whether a kernel setting can be written.
 
 Each side runs one sandboxed child with the host interpreter (its torch): it reads its effective
 capabilities, computes a sum on the GPU and checks it, then tries to remount a read-only bound
@@ -41,6 +42,12 @@ try:
     found["written"] = True
 except OSError:
     found["written"] = False
+setting = Path("/proc/sys/kernel/printk_ratelimit")  # its own value back: a no-op if it works
+try:
+    setting.write_text(setting.read_text())
+    found["sysctl_written"] = True
+except OSError:
+    found["sysctl_written"] = False
 print(json.dumps(found))
 """
 
@@ -56,9 +63,12 @@ def run(drop_capabilities: bool) -> dict[str, object]:
             binary=state.binary,
             binds=sandbox.Binds(gpu=True),
         )
-        if not drop_capabilities:  # as the sandbox was before the fix
+        if not drop_capabilities:  # as the sandbox was before the two fixes
             at = argv.index("--cap-drop")
             argv = argv[:at] + argv[at + 2 :]
+            for path in sandbox.PROC_READ_ONLY:
+                at = argv.index("--ro-bind-try", argv.index(path) - 1)
+                argv = argv[:at] + argv[at + 3 :]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
         lines = done.stdout.strip().splitlines()
         found = json.loads(lines[-1]) if lines else {"error": done.stderr[-500:]}
