@@ -121,7 +121,9 @@ def serve_dialog(request: Path) -> int:
     return 0
 
 
-def fork_server(preload: list[str], extra_procs: int) -> Callable[[dict[str, Any]], Any]:
+def fork_server(
+    preload: list[str], extra_procs: int, sandboxed: bool
+) -> Callable[[dict[str, Any]], Any]:
     """The handler of a fork server (backend/launch/forks.py): import `preload` once, then for
     each request fork a fresh process that runs it as a call child does and answer its exit
     code. The server only imports trusted code; what a request runs happens in its fork."""
@@ -140,11 +142,11 @@ def fork_server(preload: list[str], extra_procs: int) -> Callable[[dict[str, Any
         if pid == 0:
             code = 1
             try:
-                code = _forked(Path(message["folder"]), message["env"], extra_procs)
+                code = _forked(Path(message["folder"]), sandboxed, extra_procs)
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
-        if message["sandboxed"]:
+        if sandboxed:
             _end_leftovers()
         return {"exitcode": os.waitstatus_to_exitcode(status)}
 
@@ -164,9 +166,10 @@ def _end_leftovers() -> None:
                 pass
 
 
-def _forked(folder: Path, env: dict[str, str], extra_procs: int) -> int:
+def _forked(folder: Path, sandboxed: bool, extra_procs: int) -> int:
     """In the fork: what a call child of its own would have (stdin empty, stdout and stderr in
-    files, only those descriptors, its folder, its environment, its limits), then the call."""
+    files, only those descriptors, its folder, in the sandbox its folder as HOME and TMPDIR, its
+    limits), then the call."""
     import tempfile
 
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
@@ -175,7 +178,8 @@ def _forked(folder: Path, env: dict[str, str], extra_procs: int) -> int:
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the server's pipe to the parent above all
     child_limits.set_dumpable(True)  # its own /proc again (the peak-memory reset writes there)
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - flushed below, never closed
-    os.environ.update(env)
+    if sandboxed:  # as bubblewrap sets them for a call child: its own folder
+        os.environ.update(HOME=str(folder), TMPDIR=str(folder))
     tempfile.tempdir = None  # read TMPDIR again
     os.chdir(folder)
     child_limits.die_with_parent()

@@ -100,11 +100,9 @@ class Forks:
         failed: DialogFailed | None = None
         try:
             (folder / "request.json").write_text(json.dumps({"target": target, "args": args}))
-            env = {"HOME": str(folder), "TMPDIR": str(folder)} if sandboxed else {}
-            message = {"folder": str(folder), "env": env, "sandboxed": sandboxed}
             refused, code = _refused(server), None
             try:
-                code = server.ask(message, timeout_s)["exitcode"]
+                code = server.ask({"folder": str(folder)}, timeout_s)["exitcode"]
             except DialogFailed as failure:
                 failed = failure
             except BaseException:  # the answer did not read (or an interrupt): end the server
@@ -139,6 +137,7 @@ class Forks:
                 "backend.launch.childmain:fork_server",
                 self.preload,
                 limits.extra_procs,
+                sandboxed,
                 what="The fork server",
                 python=python,
                 sandboxed=sandboxed,

@@ -95,12 +95,16 @@ def _user_tasks(uid: int) -> int:
     return count
 
 
+def _prctl(option: int, value: int, name: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({name}) failed")
+
+
 def die_with_parent() -> None:
     """PR_SET_PDEATHSIG(SIGKILL); if the parent is already gone, die now rather than linger."""
     parent = os.getppid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
     if os.getppid() != parent:
         os._exit(1)
 
@@ -108,9 +112,7 @@ def die_with_parent() -> None:
 def set_dumpable(dumpable: bool) -> None:
     """PR_SET_DUMPABLE: off, another process of the same user without CAP_SYS_PTRACE (none in
     the sandbox has it) can neither trace this one nor open its /proc files (its descriptors)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+    _prctl(PR_SET_DUMPABLE, int(dumpable), "PR_SET_DUMPABLE")
 
 
 def apply(limits: ChildLimits, processes: bool = True) -> None:
