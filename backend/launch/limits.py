@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import settings
+from backend.launch.syscalls import refuse_exploit_interfaces
 
 MB = 1 << 20
 PR_SET_PDEATHSIG = 1
@@ -126,6 +127,7 @@ def apply(limits: ChildLimits, processes: bool = True) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     if processes:
         limit_processes(limits.extra_procs)
+    refuse_exploit_interfaces()  # last: inherited by every process the child starts
 
 
 def limit_processes(extra_procs: int) -> None:

@@ -6,10 +6,11 @@ venv, the project's code and the input paths it is given), one fresh scratch fol
 output folders it is given as its only writable places, an empty environment apart from
 PATH/HOME/PYTHONPATH, the parsing caps among the OPTIBOARD_* settings and what its caller passes,
 no network (every namespace unshared; a Triton server keeps the host's network namespace for its
-loopback ports), no capabilities (also when the service runs as root), the kernel's settings
-(/proc/sys) read-only, its own session, and it dies with its parent. A child that uses a GPU
-also gets the GPU device nodes and a read-only /sys; every child sees the CPU topology and RAPL's
-energy counters (/sys/class/powercap) read-only. The resource limits of limits.py are set by the
+loopback ports), no capabilities (also when the service runs as root), no user namespace of its
+own (where bubblewrap can forbid them), the kernel's settings (/proc/sys) read-only, its own
+session, and it dies with its parent. A child that uses a GPU also gets the GPU device nodes and
+a read-only /sys; every child sees the CPU topology and RAPL's energy counters
+(/sys/class/powercap) read-only. The resource limits of limits.py are set by the
 child itself before it runs (see children.py).
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import shutil
 import subprocess
@@ -47,6 +49,7 @@ SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 # program as the host's root); bubblewrap's fresh /proc leaves both writable, so they are bound
 # read-only over it, as Docker does
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger")
+log = logging.getLogger(__name__)
 # the only settings a sandboxed child sees (parsing caps); never the database URL or secrets
 PASSED_SETTINGS = (
     settings.MAX_INPUT_MB,
@@ -153,8 +156,13 @@ def command(
     code = [root / "backend", root / "storage", root / "settings.py"]  # code only, no data
     # run as root, bwrap keeps the caller's capabilities: with CAP_SYS_ADMIN a child remounted a
     # read-only bind writable and wrote to the host; dropped, nothing in the sandbox holds any
-    args = [binary or available().binary, "--die-with-parent", "--cap-drop", "ALL"]
+    binary = binary or available().binary
+    args = [binary, "--die-with-parent", "--cap-drop", "ALL"]
     args += ["--unshare-all", "--share-net"] if binds.share_net else ["--unshare-all"]
+    # a user namespace of its own gives its maker every capability inside it, the first step of
+    # most kernel exploits (nf_tables in a new network namespace); unshare(CLONE_NEWUSER) worked
+    # in here until 2026-12-06 and now fails (the nesting limit bwrap sets)
+    args += ["--unshare-user", "--disable-userns"] if forbids_user_namespaces(binary) else []
     args += ["--new-session"] if binds.new_session else []
     args += [
         "--clearenv",
@@ -210,6 +218,25 @@ def service_command(argv: Sequence[str], folder: Path, binds: Binds) -> list[str
     # it has shut down; ignored before exec, SIGTERM reaches only the server (which handles it),
     # and bwrap exits when the server has. A SIGKILL to the group still ends everything.
     return ["/bin/sh", "-c", 'trap "" TERM; exec "$0" "$@"', *sandboxed]
+
+
+@functools.cache
+def forbids_user_namespaces(binary: str) -> bool:
+    """Whether this bubblewrap forbids a child's own user namespaces here (--disable-userns: 0.8.0
+    and later, and a host that lets it make the user namespace that needs); where not, children
+    are still sandboxed, without that, as docs/security.md says."""
+    probe = [binary, "--unshare-user", "--disable-userns", "--ro-bind", "/", "/", "/bin/true"]
+    try:
+        forbids = subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        forbids = False
+    if not forbids:
+        log.warning(
+            "%s cannot forbid sandboxed children their own user namespaces here (that needs "
+            "bubblewrap 0.8.0 or later and user namespaces); they are sandboxed without it",
+            binary,
+        )
+    return forbids
 
 
 def _trial(binary: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import socket
 from pathlib import Path
@@ -210,3 +212,36 @@ def kernel_settings_writable() -> dict[str, object]:
         written = False
     sysrq = "/proc/sysrq-trigger"
     return {"sysctl": written, "sysrq": os.path.exists(sysrq) and os.access(sysrq, os.W_OK)}
+
+
+def own_user_namespace() -> str:
+    """What unshare(CLONE_NEWUSER) gives this process: 'made' or the error's name."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER
+        return "made"
+    return errno.errorcode[ctypes.get_errno()]
+
+
+def exploit_interfaces() -> dict[str, str]:
+    """Each call the seccomp filter refuses, by x86-64's own numbers, made so that the kernel
+    rejects it harmlessly when it is allowed, and its errno name ('ok' where it succeeded); an
+    x32 getpid last."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    calls = {
+        "io_uring_setup": (425, 1, 0),  # no parameters: EFAULT when allowed
+        "io_uring_enter": (426, -1, 0, 0, 0, 0, 0),  # no such ring: EBADF
+        "io_uring_register": (427, -1, 0, 0, 0),
+        "add_key": (248, 0, 0, 0, 0, 0),  # no key type: EFAULT
+        "request_key": (249, 0, 0, 0, 0),
+        "keyctl": (250, 0x7FFF, 0),  # no such operation
+        "bpf": (321, 0x7FFF, 0, 0),  # no such command
+        "perf_event_open": (298, 0, 0, -1, -1, 0),  # no attributes: EFAULT
+        "userfaultfd": (323, 0x7FFF),  # no such flags
+        "ptrace": (101, 0x7FFF, 0, 0, 0),  # no such request, no such process
+        "x32 getpid": (0x40000000 | 39,),
+    }
+    found = {}
+    for name, (number, *args) in calls.items():
+        done = libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
+        found[name] = "ok" if done >= 0 else errno.errorcode[ctypes.get_errno()]
+    return found

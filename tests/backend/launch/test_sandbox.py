@@ -73,6 +73,16 @@ def test_a_sandboxed_child_cannot_write_the_hosts_kernel_settings() -> None:
     assert found == {"sysctl": False, "sysrq": False}
 
 
+def test_a_sandboxed_child_cannot_make_a_user_namespace_of_its_own() -> None:
+    """A user namespace's maker holds every capability inside it (the first step of most kernel
+    exploits, such as nf_tables in a network namespace of its own); unshare(CLONE_NEWUSER)
+    worked in the sandbox before --disable-userns and fails with the nesting limit now."""
+    assert sandbox.forbids_user_namespaces(sandbox.available().binary)
+
+    assert _sandboxed("own_user_namespace") == "ENOSPC"
+    assert run_in_child(probes.own_user_namespace, timeout_s=60).value == "made"  # the probe works
+
+
 def test_sandboxed_child_sees_no_secrets_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1,0 +1,111 @@
+"""The seccomp filter every child sets on itself before it runs (limits.apply), sandboxed or not.
+
+It refuses, with EPERM, the kernel interfaces that no measurement, parse, conversion or
+generation uses and that most kernel exploits start from: io_uring, the key rings, BPF, perf
+events, userfaultfd and ptrace (Docker's default profile refuses each of them to a process
+without capabilities too). A denylist by number holds only for the calls of its own table, so a
+call made through another one (32-bit calls on x86-64 or arm64, x32 calls) is refused whole.
+Nothing is compiled: the filter is a few classic BPF instructions, written out below.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import platform
+import struct
+
+log = logging.getLogger(__name__)
+
+DENIED = (
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "add_key",
+    "request_key",
+    "keyctl",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "ptrace",
+)
+# (AUDIT_ARCH_*, its syscall numbers) per machine; io_uring's numbers are the same everywhere
+TABLES: dict[str, tuple[int, dict[str, int]]] = {
+    "x86_64": (
+        0xC000003E,
+        {
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "bpf": 321,
+            "perf_event_open": 298,
+            "userfaultfd": 323,
+            "ptrace": 101,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "bpf": 280,
+            "perf_event_open": 241,
+            "userfaultfd": 282,
+            "ptrace": 117,
+        },
+    ),
+}
+X32_BIT = 0x40000000  # x86-64's x32 calls: the same arch word, this bit set in the number
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+RET_ALLOW = 0x7FFF0000
+RET_EPERM = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
+LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
+JUMP_IF_EQUAL = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+JUMP_IF_AT_LEAST = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+RETURN = 0x06  # BPF_RET | BPF_K
+NUMBER_AT, ARCH_AT = 0, 4  # offsets in struct seccomp_data
+
+
+def program(arch: int, numbers: list[int]) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jump if true, jump if false, k): another table's call or a denied
+    number returns EPERM, anything else is allowed."""
+    denied = len(numbers) + 5  # the EPERM return's index (4 steps, the numbers, the allow)
+    steps = [(LOAD_WORD, 0, 0, ARCH_AT), (JUMP_IF_EQUAL, 0, denied - 2, arch)]
+    steps += [(LOAD_WORD, 0, 0, NUMBER_AT), (JUMP_IF_AT_LEAST, denied - 4, 0, X32_BIT)]
+    for at, number in enumerate(numbers):
+        steps.append((JUMP_IF_EQUAL, denied - (5 + at), 0, number))
+    return [*steps, (RETURN, 0, 0, RET_ALLOW), (RETURN, 0, 0, RET_EPERM)]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("length", ctypes.c_ushort), ("steps", ctypes.c_void_p)]
+
+
+def refuse_exploit_interfaces() -> bool:
+    """Install the filter on this process and its future children (it cannot be lifted);
+    False, with a log line, on a machine whose syscall table is not written out above."""
+    machine = platform.machine()
+    if machine not in TABLES:
+        log.warning("no seccomp filter for %s: children run without one", machine)
+        return False
+    arch, table = TABLES[machine]
+    steps = program(arch, [table[name] for name in DENIED])
+    packed = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *s) for s in steps))
+    filter_ = _Program(len(steps), ctypes.cast(packed, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    ulong = ctypes.c_ulong
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, ulong(1), ulong(0), ulong(0), ulong(0)) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    pointer = ctypes.cast(ctypes.pointer(filter_), ctypes.c_void_p)
+    if libc.prctl(PR_SET_SECCOMP, ulong(SECCOMP_MODE_FILTER), pointer, ulong(0), ulong(0)) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+    return True

@@ -1,0 +1,49 @@
+"""The seccomp filter of every child (backend/launch/syscalls.py): the kernel interfaces most
+exploits start from are refused in a child, plain or sandboxed or a fork server's fork, and not in
+the service itself."""
+
+from __future__ import annotations
+
+import platform
+
+import pytest
+
+import settings
+from backend.launch import sandbox
+from backend.launch.children import run_call, run_in_child
+from backend.launch.forks import Forks
+from backend.launch.syscalls import DENIED, TABLES
+from tests.backend.launch import probes
+
+pytestmark = pytest.mark.skipif(
+    platform.machine() != "x86_64", reason="the probe's syscall numbers are x86-64's"
+)
+PROBE = "tests.backend.launch.probes:exploit_interfaces"
+TESTS = settings.PROJECT_ROOT / "tests"  # the probe's code, bound read-only
+EVERY_ONE_REFUSED = {name: "EPERM" for name in probes.exploit_interfaces()}
+
+
+def test_the_service_itself_is_not_filtered() -> None:
+    found = probes.exploit_interfaces()  # each made so that it fails harmlessly when allowed
+
+    assert "EPERM" not in {found[name] for name in found if name != "x32 getpid"}, found
+
+
+def test_a_plain_child_is_refused_every_listed_interface() -> None:
+    assert set(EVERY_ONE_REFUSED) == {*DENIED, "x32 getpid"}  # the probe tries the whole list
+    assert set(TABLES["x86_64"][1]) == set(DENIED)
+    assert run_in_child(probes.exploit_interfaces, timeout_s=60).value == EVERY_ONE_REFUSED
+
+
+def test_a_sandboxed_child_is_refused_every_listed_interface() -> None:
+    found = run_call(PROBE, timeout_s=60, what="The probe", sandboxed=True, read_only=[TESTS])
+
+    assert found == EVERY_ONE_REFUSED
+
+
+def test_a_fork_server_fork_is_refused_every_listed_interface() -> None:
+    binds = sandbox.Binds.of(read_only=[TESTS])
+    with Forks(["numpy"]) as forks:
+        found = forks.call(PROBE, timeout_s=60, what="The probe", sandboxed=True, binds=binds)
+
+    assert found.value == EVERY_ONE_REFUSED
