@@ -213,7 +213,8 @@ def service_command(argv: Sequence[str], folder: Path, binds: Binds) -> list[str
             f"Uploaded models are served only inside the sandbox, but {state.reason}."
         )
     binds = dataclasses.replace(binds, new_session=False, private_tmp=True)
-    sandboxed = command(argv, Path(folder), binary=state.binary, binds=binds)
+    filtered = [sys.executable, "-m", "backend.launch.syscalls", *argv]  # the children's filter
+    sandboxed = command(filtered, Path(folder), binary=state.binary, binds=binds)
     # bwrap dies of a SIGTERM to the group, and --die-with-parent then SIGKILLs the server before
     # it has shut down; ignored before exec, SIGTERM reaches only the server (which handles it),
     # and bwrap exits when the server has. A SIGKILL to the group still ends everything.

@@ -1,4 +1,5 @@
-"""The seccomp filter every child sets on itself before it runs (limits.apply), sandboxed or not.
+"""The seccomp filter every child sets on itself before it runs (limits.apply), sandboxed or not,
+and every sandboxed service (a Triton server) through `python -m backend.launch.syscalls`.
 
 It refuses, with EPERM, the kernel interfaces that no measurement, parse, conversion or
 generation uses and that most kernel exploits start from: io_uring, the key rings, BPF, perf
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import platform
+import signal
 import struct
+import sys
 
 log = logging.getLogger(__name__)
 
@@ -109,3 +113,16 @@ def refuse_exploit_interfaces() -> bool:
     if libc.prctl(PR_SET_SECCOMP, ulong(SECCOMP_MODE_FILTER), pointer, ulong(0), ulong(0)) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
     return True
+
+
+def exec_filtered(argv: list[str]) -> None:
+    """Become argv (a program that is not a Python child of ours) with the filter set: a filter
+    outlives exec, and no new privileges means argv cannot drop it through a set-uid program."""
+    refuse_exploit_interfaces()
+    for ignored_by_python in (signal.SIGPIPE, signal.SIGXFSZ):  # as subprocess restores them
+        signal.signal(ignored_by_python, signal.SIG_DFL)
+    os.execv(argv[0], argv)
+
+
+if __name__ == "__main__":
+    exec_filtered(sys.argv[1:])

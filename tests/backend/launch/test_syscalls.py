@@ -5,6 +5,8 @@ the service itself."""
 from __future__ import annotations
 
 import platform
+import signal
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ import settings
 from backend.launch import sandbox
 from backend.launch.children import run_call, run_in_child
 from backend.launch.forks import Forks
+from backend.launch.services import start_service, stop_service
 from backend.launch.syscalls import DENIED, TABLES
 from tests.backend.launch import probes
 
@@ -47,3 +50,22 @@ def test_a_fork_server_fork_is_refused_every_listed_interface() -> None:
         found = forks.call(PROBE, timeout_s=60, what="The probe", sandboxed=True, binds=binds)
 
     assert found.value == EVERY_ONE_REFUSED
+
+
+def test_a_sandboxed_service_runs_its_program_under_the_filter(tmp_path: Path) -> None:
+    """A Triton server is no Python child of ours: service_command sets the filter and execs it,
+    with the signals Python ignores given back (SIGTERM stays ignored: the shell's trap)."""
+    report = tmp_path / "status"
+    binds = sandbox.Binds.of(writable=[tmp_path])
+    shell = f"grep -E '^(Seccomp|NoNewPrivs|SigIgn):' /proc/self/status > {report}"
+    service = start_service(sandbox.service_command(["/bin/sh", "-c", shell], tmp_path, binds))
+    try:
+        assert service.wait(timeout=60) == 0
+    finally:
+        stop_service(service)
+    status = dict(line.split(":\t") for line in report.read_text().splitlines())
+
+    assert (status["Seccomp"], status["NoNewPrivs"]) == ("2", "1")  # a filter, inherited by exec
+    ignored = int(status["SigIgn"], 16)
+    assert ignored & (1 << (signal.SIGTERM - 1))
+    assert not ignored & (1 << (signal.SIGPIPE - 1)) and not ignored & (1 << (signal.SIGXFSZ - 1))
