@@ -34,9 +34,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import settings  # noqa: E402
+from backend.cluster import auth  # noqa: E402
 from backend.cluster.targets import MEASURE_SLOT  # noqa: E402
 from backend.specs import MeasureSettings, SweepSpec  # noqa: E402
 from tests import models  # noqa: E402
+
+auth.one_machine_tokens()  # the cluster started below asks for Ray's tokens, as the product's
 
 MEASURE = MeasureSettings(
     warmup_runs=10, window_runs=50, window_min_seconds=0.3, stable_windows=3, max_seconds=6

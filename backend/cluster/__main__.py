@@ -1,5 +1,6 @@
 """`python -m backend.cluster join --address HEAD:6379 --target NAME` starts a node of a target;
-`python -m backend.cluster nodes` prints what every node announced (needs the database)."""
+`python -m backend.cluster nodes` prints what every node announced (needs the database). Both
+ask for Ray's token authentication (backend/cluster/auth.py) unless RAY_AUTH_MODE says no."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import os
 import sys
 
 import settings
-from backend.cluster import targets
+from backend.cluster import auth, targets
+from backend.errors import UserError
 from backend.specs import Configuration
 
 
@@ -29,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         if not address:
             parser.error("give --address or set OPTIBOARD_RAY_ADDRESS")
         command = targets.join_command(address, args.target, args.num_gpus)
+        environment = auth.with_tokens(os.environ)  # the node's processes check every call
+        missing = auth.missing_token(environment)
+        if missing:
+            print(missing, file=sys.stderr)
+            return 2
         print(" ".join(command))
         if args.dry_run:
             return 0
@@ -37,11 +44,15 @@ def main(argv: list[str] | None = None) -> int:
             p for p in (str(settings.PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
         )
         sys.stdout.flush()
-        os.execvpe(command[0], command, {**os.environ, "PYTHONPATH": pythonpath})  # becomes ray
+        os.execvpe(command[0], command, {**environment, "PYTHONPATH": pythonpath})  # becomes ray
     from backend.cluster.dispatch import connect
     from storage.repo import cluster as cluster_store
 
-    connect()
+    try:
+        connect()
+    except UserError as exc:  # ClusterUnavailable included: one sentence, no traceback
+        print(exc, file=sys.stderr)
+        return 2
     announcements = targets.survey()
     cluster_store.record_nodes(announcements)
     for a in announcements:

@@ -18,11 +18,12 @@ from functools import lru_cache
 from typing import Any
 
 import settings
-from backend.cluster import artifacts, replicas, targets
+from backend.cluster import artifacts, auth, replicas, targets
 from backend.cluster.failures import node_left, sentence_for, unreachable
 from backend.cluster.task import MeasureRequest, NodeOutcome, measure_on_node
 from backend.counts import counted
 from backend.engine.run import ConfigurationTask
+from backend.errors import UserError
 from backend.jobs.annotate import annotate
 from backend.jobs.context import JobContext
 from backend.jobs.measuring import ordered_configurations
@@ -42,12 +43,18 @@ REJOIN_S = 60.0  # after a head restart, how long nodes have to join before a ta
 
 
 def connect(address: str | None = None) -> None:
-    """Join the configured cluster once per process; ClusterUnavailable with a sentence if not."""
+    """Join the configured cluster once per process, with its token (backend/cluster/auth.py);
+    ClusterUnavailable with a sentence if it does not answer, UserError if this machine has no
+    token or the cluster turns it down (retrying would not help)."""
+    auth.ask_for_tokens()  # before Ray's first import in this process
     import ray
 
     if ray.is_initialized():
         return
     address = address or settings.RAY_ADDRESS.get()
+    missing = auth.missing_token(os.environ)
+    if missing:
+        raise UserError(missing)
     _reachable(address)  # ray.init itself waits minutes for a head that is not there
     # this checkout's path, then the node's own (`join` puts the node's checkout there; Ray
     # expands ${PYTHONPATH} on the node), so nodes may keep the code at another path
@@ -55,7 +62,10 @@ def connect(address: str | None = None) -> None:
     runtime_env = {"env_vars": {"PYTHONPATH": paths}}
     try:
         ray.init(address=address, runtime_env=runtime_env, logging_level="warning")
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+        refusal = auth.refused(address, exc)
+        if refusal:
+            raise UserError(refusal) from None
         raise unreachable(address, str(exc)) from None
 
 

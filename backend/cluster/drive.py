@@ -49,8 +49,6 @@ def beat_forever(path: Path) -> None:
 
 def drive(job_id: int, worker_id: str, attempt: int, folder: Path, resumed: bool) -> str:
     """Run the sweep; the outcome's kind."""
-    import ray
-
     from backend.cluster.dispatch import ClusterSweep, connect
 
     (folder / "beat").touch()
@@ -58,7 +56,9 @@ def drive(job_id: int, worker_id: str, attempt: int, folder: Path, resumed: bool
     if row is None or (row.worker_id, row.attempts) != (worker_id, attempt):
         return "done"  # the job is no longer this worker's: nothing to write
     job = replace(row, worker_id=worker_id, attempts=attempt)
-    connect()
+    connect()  # first: it asks for Ray's tokens before Ray is imported
+    import ray
+
     threading.Thread(target=beat_forever, args=(folder / "beat",), daemon=True).start()
     # no lease keeper here: the worker keeps the lease, and every write is fenced by it
     ClusterSweep(JobContext(job, ArtifactStore()), resumed=resumed).dispatch()

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import settings
-from backend.cluster import targets
+from backend.cluster import auth, targets
 from backend.specs import Configuration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,3 +159,25 @@ def test_the_ray_version_is_the_pinned_one_and_the_cluster_page_points_here(mani
     page = (ROOT / "docs" / "cluster.md").read_text()
     assert "deploy/kuberay/raycluster.yaml" in page
     assert "deploy/kuberay/secret.example.yaml" in page
+
+
+def test_every_ray_process_asks_for_the_token_and_the_dashboard_holds_none(manifest) -> None:
+    """Ray's token authentication (backend/cluster/auth.py): without it anyone who reaches the
+    cluster runs code on every node; the dashboard, the one process users reach, never talks to
+    Ray and does not get the token."""
+    secret = _documents("secret.example.yaml")["Secret"]
+    containers = _containers(_cluster(manifest))
+    ray_processes = [c for c in containers if c["name"] != "dashboard"]
+    groups = len(_cluster(manifest)["spec"]["workerGroupSpecs"])
+    assert sorted(c["name"] for c in ray_processes) == [
+        "ray-head",
+        *["ray-worker"] * groups,
+        "worker",
+    ]
+    for container in ray_processes:
+        env = _env(container)
+        assert env[auth.MODE]["value"] == "token"
+        ref = env[auth.TOKEN]["valueFrom"]["secretKeyRef"]
+        assert secret["metadata"]["name"] == ref["name"] and ref["key"] in secret["stringData"]
+    (dashboard,) = (c for c in containers if c["name"] == "dashboard")
+    assert auth.TOKEN not in _env(dashboard)

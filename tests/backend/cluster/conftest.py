@@ -3,11 +3,15 @@
 Nodes are heavy on a 2-core machine, so each module starts one cluster: a head of target
 `alpha` and two nodes of target `beta`, one CPU each, no dashboard, an 80 MB object store. Each
 node has its own model cache folder (through the raylet's environment), so a test can see on
-which node a model arrived, and that it arrived once per node.
+which node a model arrived, and that it arrived once per node. Every Ray process of these tests
+asks for Ray's token authentication and holds one token (`ray_tokens`), as the product's own
+`join` and worker connection do.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -17,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from backend.cluster import auth
 from backend.cluster.targets import node_resources
 from tests.pages.conftest import fresh_page_caches, route_through_app_py  # noqa: F401
 from tests.postgres import postgres_server, postgres_url  # noqa: F401
@@ -44,8 +49,24 @@ def _node_args(target: str, cache: Path) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(scope="session")
+def ray_tokens() -> Iterator[str]:
+    """Token authentication on, with one token for the whole run (Ray reads the mode and the
+    token once per process), for every Ray process the tests start: heads, nodes, drivers."""
+    saved = {name: os.environ.get(name) for name in (auth.MODE, auth.TOKEN)}
+    os.environ.update({auth.MODE: "token", auth.TOKEN: secrets.token_hex(16)})
+    try:
+        yield os.environ[auth.TOKEN]
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[RayCluster]:
+def ray_cluster(ray_tokens: str) -> Iterator[RayCluster]:
     import ray
     from ray.cluster_utils import Cluster
 

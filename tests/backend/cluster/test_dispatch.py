@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import threading
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from backend.cluster import artifacts, targets
+from backend.cluster import artifacts, auth, targets
 from backend.models.ingest import ingest_file
 from backend.queue import jobs, progress
 from backend.queue.worker import JobRunner
@@ -249,3 +250,22 @@ def test_a_node_lost_mid_task_ends_with_the_configuration_done_once_on_another_n
     assert where["node_id"] == ray_cluster.betas[0].node_id != busy.node_id
     log = [e.message for e in jobs.job_events(job_id)]
     assert any("left the cluster" in line for line in log)
+
+
+def test_a_worker_holding_another_token_fails_its_job_at_once_in_one_sentence(
+    ray_cluster: RayCluster, postgres_url: str, mlp_path: Path, monkeypatch
+) -> None:
+    """The cluster runs with Ray's token authentication on; a worker whose driver holds another
+    token fails the job with where to find the right one, not 'did not answer' and a wait for a
+    head that did answer. (This process keeps its own token: Ray read it once.)"""
+    job_id, _ = _submit(mlp_path, monkeypatch, SweepSpec(targets=("beta",), measure=QUICK))
+    monkeypatch.setenv(auth.TOKEN, "0" * 32)  # what the worker's driver child starts with
+
+    assert _run(job_id) == JobState.FAILED
+    address = os.environ["OPTIBOARD_RAY_ADDRESS"]
+    failed = jobs.get_job(job_id)
+    assert failed.error == (
+        f"The Ray cluster at {address} refused this machine's token; {auth.HOW_TO_GET_IT}."
+    )
+    assert [e for e in jobs.job_events(job_id) if e.level == "warning"] == []  # no waiting
+    assert jobs.stored_results(job_id) == []

@@ -80,7 +80,7 @@ def _log(job_id: int) -> list[str]:
 
 
 def test_a_head_restarted_mid_sweep_ends_with_every_configuration_stored_once(
-    postgres_url: str, mlp_path: Path, monkeypatch
+    postgres_url: str, mlp_path: Path, monkeypatch, ray_tokens: str
 ) -> None:
     root = Path(tempfile.mkdtemp(prefix="obh"))  # short: Ray's socket paths live under it
     head = Head(free_port(), root)
