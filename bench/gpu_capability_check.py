@@ -59,9 +59,12 @@ except OSError:
 libc = ctypes.CDLL(None, use_errno=True)
 done = libc.syscall(ctypes.c_long(425), ctypes.c_long(1), ctypes.c_long(0))  # io_uring_setup
 found["io_uring"] = "ok" if done >= 0 else errno.errorcode[ctypes.get_errno()]  # EFAULT: allowed
-# last: on success this process is in the new one
-made = libc.unshare(0x10000000) == 0  # CLONE_NEWUSER
-found["user_namespace"] = "made" if made else errno.errorcode[ctypes.get_errno()]
+# in a fresh single-threaded process: unshare(CLONE_NEWUSER) is EINVAL in a threaded one (torch's)
+probe = "import ctypes, errno; libc = ctypes.CDLL(None, use_errno=True); " \
+    "print('made' if libc.unshare(0x10000000) == 0 else errno.errorcode[ctypes.get_errno()])"
+found["user_namespace"] = subprocess.run(
+    [sys.executable, "-c", probe], capture_output=True, text=True
+).stdout.strip()
 print(json.dumps(found))
 """
 
@@ -90,6 +93,7 @@ def run(hardened: bool) -> dict[str, object]:
         lines = done.stdout.strip().splitlines()
         found = json.loads(lines[-1]) if lines else {"error": done.stderr[-500:]}
         found["host_file_written"] = (Path(bound) / "escaped").exists()
+        found["disable_userns"] = "--disable-userns" in argv
         return found
 
 
