@@ -1,5 +1,7 @@
-# Optiboard on a CPU host: docker build -t optiboard . && docker run -p 8501:8501 \
+# Optiboard on a CPU host: docker build -t optiboard . && docker run -p 8501:8501 --pids-limit 4096 \
 #   --security-opt seccomp=unconfined --security-opt systempaths=unconfined -v $PWD/data:/app/data optiboard
+# (--pids-limit: the image runs as root, for which the kernel enforces no RLIMIT_NPROC, so without
+# cgroup access nothing else caps a sandboxed child's processes; docs/security.md)
 # For a GPU host, build FROM an nvidia/cuda 13 runtime image with OPTIBOARD_REQUIREMENTS=requirements-gpu.txt.
 FROM python:3.11-slim
 ARG OPTIBOARD_REQUIREMENTS=requirements.txt

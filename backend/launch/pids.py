@@ -145,6 +145,19 @@ def available() -> bool:
     return _parent() is not None
 
 
+def uncapped_reason() -> str | None:
+    """Why children's processes and threads are not capped on this host, or None: a root
+    service that can make no pids cgroup (the kernel does not enforce RLIMIT_NPROC for root)."""
+    if os.geteuid() != 0 or available():
+        return None
+    return (
+        "This service runs as root and can make no pids cgroup, so its children's processes and "
+        "threads are not capped (the kernel does not enforce RLIMIT_NPROC for root): run it as "
+        "an ordinary user, give it a writable /sys/fs/cgroup, or cap its container "
+        "(docker run --pids-limit 4096)."
+    )
+
+
 def _kill_members(path: Path) -> None:
     try:
         pids = (path / "cgroup.procs").read_text().split()

@@ -27,6 +27,7 @@ from backend.jobs.context import JobContext, JobOutcome, OnResult
 from backend.jobs.kinds import kind_of
 from backend.jobs.launchers import launcher_for
 from backend.jobs.lease import Backoff, LeaseKeeper
+from backend.launch import pids
 from backend.queue.worker_args import add_worker_arguments
 from backend.runtimes import all_provider_statuses
 from storage.artifacts import ArtifactStore
@@ -105,6 +106,9 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
     processed = 0
     if prometheus.WORKER.start_from_settings():
         log.info("metrics on %s", settings.WORKER_METRICS_PORT.get())
+    uncapped = pids.uncapped_reason()
+    if uncapped:
+        log.warning(uncapped)
     while True:
         try:
             if not registered:

@@ -245,3 +245,10 @@ def exploit_interfaces() -> dict[str, str]:
         done = libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
         found[name] = "ok" if done >= 0 else errno.errorcode[ctypes.get_errno()]
     return found
+
+
+def uncapped_reason() -> str | None:
+    """pids.uncapped_reason() as this process sees its host."""
+    from backend.launch import pids
+
+    return pids.uncapped_reason()

@@ -212,3 +212,24 @@ def test_fork_bomb_in_the_sandbox_is_stopped_too(monkeypatch: pytest.MonkeyPatch
 
     assert str(refused.value) == PROCS_SENTENCE.format(what="Checking 'bomb.onnx'")
     assert subprocess.run(["true"], check=False).returncode == 0
+
+
+def test_a_root_service_that_can_make_no_pids_cgroup_says_its_children_are_uncapped() -> None:
+    """The kernel does not enforce RLIMIT_NPROC for root, so a root service without a pids
+    cgroup (the Docker image without cgroup access) caps nothing, and its worker says so in its
+    log at start. The sandbox shows a process no cgroup hierarchy: a host like that, for real."""
+    assert pids.uncapped_reason() is None  # here: root with a writable hierarchy, or not root
+
+    seen = run_call(
+        "tests.backend.launch.probes:uncapped_reason",
+        timeout_s=60,
+        what="The probe",
+        sandboxed=True,
+        read_only=[Path(__file__).resolve().parents[2]],
+    )
+
+    if os.geteuid() == 0:
+        assert seen.startswith("This service runs as root and can make no pids cgroup")
+        assert "docker run --pids-limit" in seen
+    else:
+        assert seen is None
