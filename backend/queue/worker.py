@@ -27,7 +27,7 @@ from backend.jobs.context import JobContext, JobOutcome, OnResult
 from backend.jobs.kinds import kind_of
 from backend.jobs.launchers import launcher_for
 from backend.jobs.lease import Backoff, LeaseKeeper
-from backend.launch import pids
+from backend.launch import isolation, pids
 from backend.queue.worker_args import add_worker_arguments
 from backend.runtimes import all_provider_statuses
 from storage.artifacts import ArtifactStore
@@ -87,8 +87,9 @@ def register(worker_id: str) -> None:
     providers = {
         name: [s.__dict__ for s in statuses] for name, statuses in all_provider_statuses().items()
     }
+    environment = {**describe_environment(), "isolation": isolation.this_host().to_dict()}
     worker_store.register_worker(
-        worker_id, socket.gethostname(), os.getpid(), describe_environment(), providers
+        worker_id, socket.gethostname(), os.getpid(), environment, providers
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import delete, update
 
+from backend.launch import isolation
 from backend.queue import jobs
 from backend.queue.worker import register
 from storage.db import session_scope
@@ -66,4 +67,6 @@ def test_alive_worker_is_listed_with_its_hardware(data_dir: Path) -> None:
     assert list(workers["host"]) == [socket.gethostname()]
     assert list(workers["CPU"]) == [worker.hardware.get("cpu", "?")]
     assert "onnxruntime:cpu" in workers["providers"].iloc[0]
+    guarded = workers["children guarded by"].iloc[0]  # what a team asks: is it safe to upload
+    assert guarded == isolation.this_host().summary() and guarded.startswith("bubblewrap sandbox")
     assert "No worker is alive" not in texts(at)

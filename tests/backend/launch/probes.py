@@ -252,3 +252,10 @@ def uncapped_reason() -> str | None:
     from backend.launch import pids
 
     return pids.uncapped_reason()
+
+
+def isolation_here() -> dict[str, object]:
+    """isolation.this_host() as this process sees its host."""
+    from backend.launch import isolation
+
+    return isolation.this_host().to_dict()
