@@ -70,7 +70,7 @@ def overview() -> None:
                         for p in statuses
                         if isinstance(p, dict) and p.get("available")
                     ),
-                    "children guarded by": (w.hardware.get("isolation") or {}).get(
+                    "untrusted models run under": (w.hardware.get("isolation") or {}).get(
                         "summary", "not reported (a worker of an older version)"
                     ),
                     "busy with": f"job {w.current_job_id}" if w.current_job_id else "idle",

@@ -67,6 +67,8 @@ def test_alive_worker_is_listed_with_its_hardware(data_dir: Path) -> None:
     assert list(workers["host"]) == [socket.gethostname()]
     assert list(workers["CPU"]) == [worker.hardware.get("cpu", "?")]
     assert "onnxruntime:cpu" in workers["providers"].iloc[0]
-    guarded = workers["children guarded by"].iloc[0]  # what a team asks: is it safe to upload
+    guarded = workers["untrusted models run under"].iloc[
+        0
+    ]  # what a team asks: is it safe to upload
     assert guarded == isolation.this_host().summary() and guarded.startswith("bubblewrap sandbox")
     assert "No worker is alive" not in texts(at)
