@@ -5,12 +5,9 @@ host, for real: no bubblewrap can start in it and it shows no cgroup hierarchy).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from backend.launch import isolation
-from backend.launch.children import run_call
-
-TESTS = Path(__file__).resolve().parents[2]
+from tests.backend.launch.sandboxed import in_sandbox
 
 
 def test_this_host_holds_every_guard() -> None:
@@ -27,13 +24,7 @@ def test_this_host_holds_every_guard() -> None:
 
 
 def test_a_host_with_less_names_each_missing_guard() -> None:
-    seen = run_call(
-        "tests.backend.launch.probes:isolation_here",
-        timeout_s=60,
-        what="The probe",
-        sandboxed=True,
-        read_only=[TESTS],
-    )
+    seen = in_sandbox("isolation_here")
 
     assert seen["sandboxed"] is False and seen["why_not_sandboxed"]
     assert str(seen["summary"]).startswith("NOT SANDBOXED (the bubblewrap sandbox")

@@ -19,6 +19,7 @@ from backend.launch.children import run_call, run_in_child
 from backend.specs import MEASURE_PRESETS, Configuration
 from tests import models
 from tests.backend.launch import probes
+from tests.backend.launch.sandboxed import in_sandbox
 from tests.processes import alive
 from tests.rss import MB, rss_bytes
 
@@ -220,13 +221,7 @@ def test_a_root_service_that_can_make_no_pids_cgroup_says_its_children_are_uncap
     log at start. The sandbox shows a process no cgroup hierarchy: a host like that, for real."""
     assert pids.uncapped_reason() is None  # here: root with a writable hierarchy, or not root
 
-    seen = run_call(
-        "tests.backend.launch.probes:uncapped_reason",
-        timeout_s=60,
-        what="The probe",
-        sandboxed=True,
-        read_only=[Path(__file__).resolve().parents[2]],
-    )
+    seen = in_sandbox("uncapped_reason")
 
     if os.geteuid() == 0:
         assert seen.startswith("This service runs as root and can make no pids cgroup")

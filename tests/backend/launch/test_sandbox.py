@@ -11,27 +11,14 @@ import pytest
 import settings
 from backend.errors import UserError
 from backend.launch import sandbox
-from backend.launch.children import run_call, run_in_child
+from backend.launch.children import run_in_child
 from backend.launch.limits import CHILD_ENVIRONMENT
 from backend.models.ingest import ingest_file
 from backend.models.tfconvert import convert_savedmodel
 from storage.repo import models as model_store
 from tests import models
 from tests.backend.launch import probes
-
-TESTS = settings.PROJECT_ROOT / "tests"  # bound read-only so the child can import these helpers
-HERE = "tests.backend.launch.probes"
-
-
-def _sandboxed(target: str, *args: object, read_only: list[Path] = ()) -> object:  # type: ignore[assignment]
-    return run_call(
-        f"{HERE}:{target}",
-        *args,
-        timeout_s=60,
-        what="The sandboxed child",
-        sandboxed=True,
-        read_only=[TESTS, *read_only],
-    )
+from tests.backend.launch.sandboxed import in_sandbox
 
 
 def test_the_sandbox_works_here() -> None:
@@ -44,7 +31,7 @@ def test_sandboxed_child_writes_only_in_its_scratch_folder(tmp_path: Path) -> No
     outside = tmp_path / "outside.txt"
     project = settings.PROJECT_ROOT / "escaped.txt"
 
-    found = _sandboxed(
+    found = in_sandbox(
         "try_writes", [str(outside), str(project), "inside.txt"], read_only=[tmp_path]
     )
 
@@ -58,7 +45,7 @@ def test_a_sandboxed_child_holds_no_capability_to_remount_a_read_only_bind(
     """bwrap run as root (these tests, the Docker image) keeps root's capabilities unless told
     not to; with CAP_SYS_ADMIN a child remounted its read-only bind writable and wrote through
     it to the host."""
-    found = _sandboxed("remount_writable", str(tmp_path), read_only=[tmp_path])
+    found = in_sandbox("remount_writable", str(tmp_path), read_only=[tmp_path])
 
     assert found == {"capabilities": "0000000000000000", "remounted": False, "written": False}
     assert not (tmp_path / "escaped").exists()
@@ -68,7 +55,7 @@ def test_a_sandboxed_child_cannot_write_the_hosts_kernel_settings() -> None:
     """As uid 0 a child needs no capability to write most of /proc/sys, and the write is the
     host's: printk_ratelimit set inside read 7 on the host, and core_pattern would have run a
     program as the host's root on the next crash."""
-    found = _sandboxed("kernel_settings_writable")
+    found = in_sandbox("kernel_settings_writable")
 
     assert found == {"sysctl": False, "sysrq": False}
 
@@ -79,7 +66,7 @@ def test_a_sandboxed_child_cannot_make_a_user_namespace_of_its_own() -> None:
     worked in the sandbox before --disable-userns and fails with the nesting limit now."""
     assert sandbox.forbids_user_namespaces(sandbox.available().binary)
 
-    assert _sandboxed("own_user_namespace") == "ENOSPC"
+    assert in_sandbox("own_user_namespace") == "ENOSPC"
     assert run_in_child(probes.own_user_namespace, timeout_s=60).value == "made"  # the probe works
 
 
@@ -89,7 +76,7 @@ def test_sandboxed_child_sees_no_secrets_from_the_environment(
     monkeypatch.setenv("OPTIBOARD_DATABASE_URL", "postgresql+psycopg://admin:hunter2@db/prod")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2")
 
-    seen = _sandboxed("environment")
+    seen = in_sandbox("environment")
 
     assert isinstance(seen, dict)
     assert "hunter2" not in repr(seen)
@@ -111,7 +98,7 @@ def test_sandboxed_child_cannot_reach_the_network() -> None:
         port = server.getsockname()[1]
 
         assert run_in_child(probes.connect, port, timeout_s=60).value == "connected"
-        assert _sandboxed("connect", port) in ("ConnectionRefusedError", "OSError")
+        assert in_sandbox("connect", port) in ("ConnectionRefusedError", "OSError")
 
 
 def test_without_a_working_sandbox_savedmodels_are_refused_with_the_reason(

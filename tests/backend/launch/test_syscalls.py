@@ -10,19 +10,18 @@ from pathlib import Path
 
 import pytest
 
-import settings
 from backend.launch import sandbox
-from backend.launch.children import run_call, run_in_child
+from backend.launch.children import run_in_child
 from backend.launch.forks import Forks
 from backend.launch.services import start_service, stop_service
 from backend.launch.syscalls import DENIED, TABLES
 from tests.backend.launch import probes
+from tests.backend.launch.sandboxed import TESTS, in_sandbox
 
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64", reason="the probe's syscall numbers are x86-64's"
 )
 PROBE = "tests.backend.launch.probes:exploit_interfaces"
-TESTS = settings.PROJECT_ROOT / "tests"  # the probe's code, bound read-only
 EVERY_ONE_REFUSED = {name: "EPERM" for name in probes.exploit_interfaces()}
 
 
@@ -39,7 +38,7 @@ def test_a_plain_child_is_refused_every_listed_interface() -> None:
 
 
 def test_a_sandboxed_child_is_refused_every_listed_interface() -> None:
-    found = run_call(PROBE, timeout_s=60, what="The probe", sandboxed=True, read_only=[TESTS])
+    found = in_sandbox("exploit_interfaces")
 
     assert found == EVERY_ONE_REFUSED
 

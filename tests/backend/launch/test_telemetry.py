@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import settings
-from backend.launch.children import run_call
-
-TESTS = settings.PROJECT_ROOT / "tests"  # bound read-only so the child can import the probe
+from tests.backend.launch.sandboxed import in_sandbox
 
 
 def test_openvino_telemetry_is_declined_in_a_sandboxed_child() -> None:
-    outcome = run_call(
-        "tests.backend.launch.telemetry_probe:openvino_consent",
-        timeout_s=60,
-        what="The sandboxed child",
-        sandboxed=True,
-        read_only=[TESTS],
-    )
+    outcome = in_sandbox("openvino_consent", module="tests.backend.launch.telemetry_probe")
     # NO_FILE would send (the converter and NNCF report unless told no)
     assert outcome == "DECLINED"
