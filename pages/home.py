@@ -8,9 +8,9 @@ from backend.auth.roles import Permission
 from backend.models import library
 from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.queue import jobs, progress
-from backend.records import JobRow, JobState, utcnow
+from backend.records import JobRow, JobState, WorkerRow, utcnow
 from pages.components.baselines import drift_flags
-from pages.components.formatting import EMPTY, fmt_ago, fmt_bytes
+from pages.components.formatting import EMPTY, fmt_ago, fmt_bytes, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
 from pages.components.widgets import page_header
@@ -26,6 +26,22 @@ if not models:
 
 
 ACTIVE = work_in_progress()
+
+
+def guards(workers: list[WorkerRow]) -> None:
+    """What untrusted models run under on each worker's host: one line per distinct answer,
+    a warning where a guard is missing (backend/launch/isolation.py)."""
+    by_answer: dict[tuple[str, bool], list[str]] = {}
+    for w in workers:
+        said = w.hardware.get("isolation") or {}
+        answer = said.get("summary", "not reported (a worker of an older version)")
+        by_answer.setdefault((answer, bool(said.get("complete"))), []).append(w.id)
+    for (answer, complete), ids in by_answer.items():
+        line = plain(f"Untrusted models run under: {answer} ({', '.join(ids)}).")
+        if complete:
+            st.caption(line)
+        else:
+            st.warning(line, icon="🟠")
 
 
 @st.fragment(run_every=refresh_every(ACTIVE))
@@ -70,9 +86,6 @@ def overview() -> None:
                         for p in statuses
                         if isinstance(p, dict) and p.get("available")
                     ),
-                    "untrusted models run under": (w.hardware.get("isolation") or {}).get(
-                        "summary", "not reported (a worker of an older version)"
-                    ),
                     "busy with": f"job {w.current_job_id}" if w.current_job_id else "idle",
                     "last heartbeat": fmt_ago(w.heartbeat_at, now),
                 }
@@ -81,6 +94,7 @@ def overview() -> None:
             hide_index=True,
             placeholder=EMPTY,
         )
+        guards(workers)
 
     drift_flags("home-drift")
     st.subheader("Latest jobs")

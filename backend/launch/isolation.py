@@ -22,6 +22,15 @@ class Isolation:
     syscall_filter: bool
     process_cap: str  # "pids cgroup", "RLIMIT_NPROC" or "none"
 
+    def complete(self) -> bool:
+        """Every guard holds."""
+        return (
+            self.sandboxed
+            and self.user_namespaces_forbidden
+            and self.syscall_filter
+            and self.process_cap != "none"
+        )
+
     def summary(self) -> str:
         """One line: the guards that hold, then each one missing, in capitals."""
         if self.sandboxed:
@@ -39,7 +48,7 @@ class Isolation:
         return "; ".join(held)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "summary": self.summary()}
+        return {**asdict(self), "summary": self.summary(), "complete": self.complete()}
 
 
 def this_host() -> Isolation:

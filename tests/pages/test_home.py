@@ -10,9 +10,12 @@ from sqlalchemy import delete, update
 from backend.launch import isolation
 from backend.queue import jobs
 from backend.queue.worker import register
+from pages.components.formatting import plain
 from storage.db import session_scope
+from storage.repo import workers as worker_store
 from storage.schema import Job
 from storage.states import JobState
+from tests.backend.launch.sandboxed import in_sandbox
 from tests.pages.seed import add_model, finished_sweep, open_page, texts
 
 
@@ -67,8 +70,24 @@ def test_alive_worker_is_listed_with_its_hardware(data_dir: Path) -> None:
     assert list(workers["host"]) == [socket.gethostname()]
     assert list(workers["CPU"]) == [worker.hardware.get("cpu", "?")]
     assert "onnxruntime:cpu" in workers["providers"].iloc[0]
-    guarded = workers["untrusted models run under"].iloc[
-        0
-    ]  # what a team asks: is it safe to upload
-    assert guarded == isolation.this_host().summary() and guarded.startswith("bubblewrap sandbox")
     assert "No worker is alive" not in texts(at)
+    # what a team asks before uploading: what the worker runs untrusted models under
+    guarded = isolation.this_host().summary()
+    assert guarded.startswith("bubblewrap sandbox")
+    assert [c.value for c in at.caption if "Untrusted models" in c.value] == [
+        plain(f"Untrusted models run under: {guarded} (w-1).")
+    ]
+    assert not at.warning
+
+
+def test_a_worker_on_a_host_with_less_is_a_warning_naming_what_is_missing(data_dir: Path) -> None:
+    """What a worker registers from a host where the sandbox cannot start and no pids cgroup
+    exists, measured for real inside the sandbox (tests/backend/launch/test_isolation.py)."""
+    less = in_sandbox("isolation_here")
+    worker_store.register_worker("w-2", "bare-host", 1, {"isolation": less}, {})
+
+    at = open_page("home")
+
+    [warning] = [w.value for w in at.warning]
+    assert warning.startswith(plain("Untrusted models run under: NOT SANDBOXED (the bubblewrap"))
+    assert warning.endswith(plain("(w-2)."))
