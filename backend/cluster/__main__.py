@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster_store.record_nodes(announcements)
     for a in announcements:
         gpus = [g["name"] for g in a["hardware"].get("gpus", [])]
-        print(json.dumps({"node": a["node_id"][:8], "target": a["target"], "gpus": gpus}))
+        guards = (a["hardware"].get("isolation") or {}).get("summary", "not reported")
+        node = {"node": a["node_id"][:8], "target": a["target"], "gpus": gpus}
+        print(json.dumps({**node, "untrusted models run under": guards}))
     return 0
 
 

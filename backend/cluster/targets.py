@@ -111,6 +111,7 @@ def describe_node() -> dict[str, Any]:
 
     from backend.hardware import cpu_features
     from backend.host import describe_environment
+    from backend.launch import isolation
     from backend.runtimes import all_provider_statuses
 
     context = ray.get_runtime_context()
@@ -129,6 +130,7 @@ def describe_node() -> dict[str, Any]:
             **describe_environment(),
             "cpu_flags": cpu_features(),
             "gpus_in_ray": resources.get("GPU", 0),
+            "isolation": isolation.this_host().to_dict(),  # what its children run under
         },
         "providers": providers,
     }

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from backend.cluster import artifacts, auth, targets
+from backend.launch import isolation
 from backend.models.ingest import ingest_file
 from backend.queue import jobs, progress
 from backend.queue.worker import JobRunner
@@ -128,7 +129,10 @@ def test_the_optimize_page_offers_the_announced_targets_and_submits_a_sweep_on_e
     from tests.pages.seed import add_model, open_page, texts
 
     monkeypatch.setenv("OPTIBOARD_RAY_ADDRESS", "connected-by-the-fixture")
-    cluster_store.record_nodes(targets.survey())  # what the worker does at each job
+    announced = targets.survey()
+    cluster_store.record_nodes(announced)  # what the worker does at each job
+    guards = {a["hardware"]["isolation"]["summary"] for a in announced}  # what runs uploads
+    assert len(announced) == 3 and guards == {isolation.this_host().summary()}
     model = add_model(mlp_path)
     at = open_page("optimize", model=model.id)
     assert not at.exception
