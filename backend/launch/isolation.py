@@ -32,10 +32,14 @@ class Isolation:
         )
 
     def summary(self) -> str:
-        """One line: the guards that hold, then each one missing, in capitals."""
+        """One line: each guard in turn, a missing one in capitals."""
         if self.sandboxed:
             held = ["bubblewrap sandbox", "no capabilities"]
-            held += ["no user namespaces"] if self.user_namespaces_forbidden else []
+            held += (
+                ["no user namespaces"]
+                if self.user_namespaces_forbidden
+                else ["USER NAMESPACES ALLOWED (this bubblewrap cannot forbid them here)"]
+            )
         else:
             held = [f"NOT SANDBOXED ({self.why_not_sandboxed})"]
         held += ["seccomp filter"] if self.syscall_filter else ["NO SECCOMP FILTER"]
@@ -43,8 +47,6 @@ class Isolation:
             held.append("PROCESSES NOT CAPPED (root without a pids cgroup)")
         else:
             held.append(f"processes capped by {self.process_cap}")
-        if self.sandboxed and not self.user_namespaces_forbidden:
-            held.append("USER NAMESPACES ALLOWED (this bubblewrap cannot forbid them here)")
         return "; ".join(held)
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,14 +55,10 @@ class Isolation:
 
 def this_host() -> Isolation:
     state = sandbox.available()
-    if pids.available():
-        cap = "pids cgroup"
-    else:
-        cap = "none" if pids.uncapped_reason() else "RLIMIT_NPROC"
     return Isolation(
         sandboxed=state.ok,
         why_not_sandboxed=state.reason,
         user_namespaces_forbidden=state.ok and sandbox.forbids_user_namespaces(state.binary),
         syscall_filter=platform.machine() in syscalls.TABLES,
-        process_cap=cap,
+        process_cap=pids.process_cap(),
     )

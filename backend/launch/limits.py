@@ -19,7 +19,6 @@ or dashboard that started it, even when that one is SIGKILLed.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import resource
@@ -28,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import settings
-from backend.launch.syscalls import refuse_exploit_interfaces
+from backend.launch.syscalls import prctl, refuse_exploit_interfaces
 
 MB = 1 << 20
 PR_SET_PDEATHSIG = 1
@@ -96,16 +95,10 @@ def _user_tasks(uid: int) -> int:
     return count
 
 
-def _prctl(option: int, value: int, name: str) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, value, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), f"prctl({name}) failed")
-
-
 def die_with_parent() -> None:
     """PR_SET_PDEATHSIG(SIGKILL); if the parent is already gone, die now rather than linger."""
     parent = os.getppid()
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, name="PR_SET_PDEATHSIG")
     if os.getppid() != parent:
         os._exit(1)
 
@@ -113,7 +106,7 @@ def die_with_parent() -> None:
 def set_dumpable(dumpable: bool) -> None:
     """PR_SET_DUMPABLE: off, another process of the same user without CAP_SYS_PTRACE (none in
     the sandbox has it) can neither trace this one nor open its /proc files (its descriptors)."""
-    _prctl(PR_SET_DUMPABLE, int(dumpable), "PR_SET_DUMPABLE")
+    prctl(PR_SET_DUMPABLE, int(dumpable), name="PR_SET_DUMPABLE")
 
 
 def apply(limits: ChildLimits, processes: bool = True) -> None:

@@ -145,10 +145,18 @@ def available() -> bool:
     return _parent() is not None
 
 
+def process_cap() -> str:
+    """What caps a child's processes and threads here: "pids cgroup", "RLIMIT_NPROC", or "none"
+    for a root service that can make no pids cgroup (the kernel does not enforce RLIMIT_NPROC
+    for root)."""
+    if available():
+        return "pids cgroup"
+    return "none" if os.geteuid() == 0 else "RLIMIT_NPROC"
+
+
 def uncapped_reason() -> str | None:
-    """Why children's processes and threads are not capped on this host, or None: a root
-    service that can make no pids cgroup (the kernel does not enforce RLIMIT_NPROC for root)."""
-    if os.geteuid() != 0 or available():
+    """Why children's processes and threads are not capped on this host, or None."""
+    if process_cap() != "none":
         return None
     return (
         "This service runs as root and can make no pids cgroup, so its children's processes and "

@@ -105,14 +105,19 @@ def refuse_exploit_interfaces() -> bool:
     steps = program(arch, [table[name] for name in DENIED])
     packed = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *s) for s in steps))
     filter_ = _Program(len(steps), ctypes.cast(packed, ctypes.c_void_p))
-    libc = ctypes.CDLL(None, use_errno=True)
-    ulong = ctypes.c_ulong
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, ulong(1), ulong(0), ulong(0), ulong(0)) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    pointer = ctypes.cast(ctypes.pointer(filter_), ctypes.c_void_p)
-    if libc.prctl(PR_SET_SECCOMP, ulong(SECCOMP_MODE_FILTER), pointer, ulong(0), ulong(0)) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+    prctl(PR_SET_NO_NEW_PRIVS, 1, name="PR_SET_NO_NEW_PRIVS")
+    pointer = ctypes.cast(ctypes.pointer(filter_), ctypes.c_void_p).value or 0
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, pointer, name="PR_SET_SECCOMP")
     return True
+
+
+def prctl(option: int, *args: int, name: str) -> None:
+    """prctl(2) on this process, its arguments as the unsigned longs it reads (zeros after
+    `args`); OSError naming the option when the kernel refuses."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    padded = [ctypes.c_ulong(a) for a in (*args, 0, 0, 0, 0)[:4]]
+    if libc.prctl(option, *padded) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({name}) failed")
 
 
 def exec_filtered(argv: list[str]) -> None:
