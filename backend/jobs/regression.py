@@ -20,7 +20,6 @@ the job's log says each model's verdict in one line and, for several models, an 
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
@@ -39,6 +38,7 @@ from backend.jobs.regressspec import SIDES, RegressionSpec
 from backend.jobs.regressview import pair_rows, summary_lines
 from backend.launch import sandbox
 from backend.launch.dialog import Dialog, DialogFailed, dialog
+from backend.launch.folders import owned_folder
 from backend.launch.limits import ChildLimits
 from backend.records import JobKind, stored_results
 from backend.reporting import regression as stats
@@ -303,9 +303,9 @@ class RegressionRun:
             for side in SIDES:
                 self.context.store_result(_failed(keys[side], config, why))
             return
-        with tempfile.TemporaryDirectory(prefix="optiboard-regress-") as tmp:
+        with owned_folder("regress") as tmp:  # swept if the worker is SIGKILLed
             try:
-                run = run_pair(self.spec, config, sources, Path(tmp), self.context.should_stop)
+                run = run_pair(self.spec, config, sources, tmp, self.context.should_stop)
             except (DialogFailed, UserError) as exc:
                 if not self.context.should_stop():
                     for side in SIDES:

@@ -23,7 +23,6 @@ import logging
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from backend.errors import UserError
 from backend.jobs.context import JobContext
 from backend.jobs.lease import Backoff
 from backend.jobs.measuring import ordered_configurations
+from backend.launch.folders import owned_folder
 from backend.launch.services import start_service, stop_service
 from backend.specs import SweepSpec
 from storage.repo import jobs as job_store
@@ -194,8 +194,8 @@ class Supervisor:
 
     def _drive_once(self, resumed: bool) -> bool:
         """True when the child dispatched the sweep to its end (or the job stopped)."""
-        with tempfile.TemporaryDirectory(prefix=f"optiboard-drive{self.job.id}-") as folder:
-            driver = start_driver_child(self.job, resumed, Path(folder))
+        with owned_folder(f"drive{self.job.id}") as folder:  # swept if the worker is SIGKILLed
+            driver = start_driver_child(self.job, resumed, folder)
             try:
                 return self._watch(driver)
             finally:

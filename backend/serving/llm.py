@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from tritonclient.grpc import model_config_pb2
 
 import settings
 from backend.errors import UserError
+from backend.launch.folders import owned_folder
 from backend.runtimeenvs import DEFAULT
 from backend.serving import runtime_overlay
 from backend.serving.repository import ServedModel, TensorSpec
@@ -164,8 +164,7 @@ def serve_llm(
     runtime = runtime_overlay.prepare(runtime_env)
     environment = environment or find_environment()
     timeout = start_timeout_s or settings.TRITON_START_TIMEOUT_S.get()
-    with tempfile.TemporaryDirectory(prefix="optiboard-triton-llm-") as work:
-        workdir = Path(work)
+    with owned_folder("triton-llm") as workdir:  # swept when this process is SIGKILLed
         overlay = runtime_overlay.overlay_path(runtime, workdir)
         repository = write_llm_repository(workdir / "models", folder, serving, overlay)
         served = served_llm(serving)

@@ -15,7 +15,6 @@ import re
 import secrets
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +26,7 @@ from pathlib import Path
 import settings
 from backend.errors import UnavailableError
 from backend.launch import sandbox
+from backend.launch.folders import owned_folder
 from backend.launch.services import group_members, start_service, stop_service
 from backend.runtimeenvs import DEFAULT, ENVIRONMENTS, RuntimeEnv
 from backend.serving import runtime_overlay
@@ -323,8 +323,7 @@ def serve(
     environment = environment or find_environment()
     served = plan_model(Path(model_path), policy, dims, intra_op_threads, provider=provider)
     timeout = start_timeout_s or settings.TRITON_START_TIMEOUT_S.get()
-    with tempfile.TemporaryDirectory(prefix="optiboard-triton-") as folder:
-        workdir = Path(folder)
+    with owned_folder("triton") as workdir:  # swept when this process is SIGKILLed
         # the model puts it first on sys.path (runtime_overlay.py)
         served = replace(served, onnxruntime_path=runtime_overlay.overlay_path(runtime, workdir))
         repository = write_repository(workdir / "models", Path(model_path), served)

@@ -17,6 +17,7 @@ import pytest
 
 from backend.errors import UnavailableError
 from backend.hardware import has_vnni
+from backend.launch.folders import owned_folder
 from backend.launch.services import group_members
 from backend.serving.loadgen import run_load
 from backend.serving.repository import plan_model
@@ -190,14 +191,16 @@ def test_a_server_whose_parent_is_killed_still_ends_its_stubs_and_shared_memory(
     session_model: Path, tmp_path: Path
 ) -> None:
     """The worker SIGKILLed (a crash, the OOM killer): Triton is told with a signal it handles,
-    so it unloads the model, its stubs exit and their regions are released."""
+    so it unloads the model, its stubs exit and their regions are released; the repository the
+    worker could not remove (a link or a copy of the model) goes with the next folder any
+    Optiboard process makes."""
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
         "from backend.serving.server import serve\n"
         "from backend.serving.types import BatchingPolicy\n"
         "with serve(Path(sys.argv[1]), BatchingPolicy(max_batch_size=4, instance_count=2)) as s:\n"
-        "    print(s.process.pid, flush=True)\n"
+        "    print(s.process.pid, s.workdir, flush=True)\n"
         "    time.sleep(300)\n"
     )
     parent = subprocess.Popen(
@@ -207,8 +210,10 @@ def test_a_server_whose_parent_is_killed_still_ends_its_stubs_and_shared_memory(
         text=True,
     )
     try:
-        group = int(parent.stdout.readline())
+        pid, workdir = parent.stdout.readline().split()
+        group, repository = int(pid), Path(workdir)
         regions = _stub_regions(group)
+        assert (repository / "models").is_dir()
         assert regions
     finally:
         parent.kill()
@@ -218,6 +223,9 @@ def test_a_server_whose_parent_is_killed_still_ends_its_stubs_and_shared_memory(
         time.sleep(0.1)
     assert _alive_in_group(group) == []
     assert [region for region in regions if region.exists()] == []
+    assert repository.is_dir()  # its owner is gone before it could remove it
+    with owned_folder():
+        assert not repository.exists()
 
 
 def test_the_server_runs_inside_the_sandbox_on_the_hosts_loopback(
