@@ -32,6 +32,7 @@ def register_compat(sub: Any) -> None:
 def summary_lines(matrix: CompatMatrix) -> list[str]:
     """Per backend: the share of nodes it runs and what does not, then the known fixes."""
     from backend.compat import export
+    from backend.compat.placement import described
     from backend.reporting.text import table
 
     rows = []
@@ -39,10 +40,7 @@ def summary_lines(matrix: CompatMatrix) -> list[str]:
         if not s.applicable:
             rows.append([s.label, "n/a", "-", "-", "-", "-", s.note])
             continue
-        placement = s.placement or {}
-        real = placement.get("error") or ", ".join(
-            f"{p}: {n}" for p, n in placement.get("counts", {}).items()
-        )
+        real = described(s.placement or {})
         rows.append(
             [
                 s.label,

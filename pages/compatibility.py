@@ -8,6 +8,7 @@ import streamlit as st
 from backend.auth.roles import Permission
 from backend.compat import BACKEND_LABELS, CompatMatrix, matrix_for_model
 from backend.compat import export as compat_export
+from backend.compat.placement import described
 from backend.counts import counted
 from backend.errors import UserError
 from backend.models import library
@@ -76,11 +77,8 @@ for column, s in zip(columns, summaries, strict=True):
             parts.append(counted(s.fallbacks, "falls back", "fall back"))
         st.caption(", ".join(parts))
         if s.placement is not None:
-            if s.placement.get("error"):
-                st.caption(f"Real session failed: {plain(s.placement['error'])}")
-            else:
-                counts = ", ".join(f"{p}: {n}" for p, n in s.placement["counts"].items())
-                st.caption(f"Real placement: {plain(counts)}")
+            failed = "Real session failed" if s.placement.get("error") else "Real placement"
+            st.caption(f"{failed}: {plain(described(s.placement))}")
 
 suggestions = [(s.label, text) for s in summaries for text in s.suggestions]
 if suggestions:

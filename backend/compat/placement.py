@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,10 @@ class Placement:
     requested: str  # the ORT provider name asked for, e.g. CUDAExecutionProvider
     session_providers: list[str] = field(default_factory=list)  # what the session really has
     nodes: dict[str, str] = field(default_factory=dict)  # node name -> provider that ran it
-    counts: dict[str, int] = field(default_factory=dict)  # provider -> node count (from the log)
+    counts: dict[str, int] = field(default_factory=dict)  # provider -> the graph's nodes on it
     error: str | None = None  # the session could not be created: the runtime's own message
     method: str = "log"
+    inserted: int = 0  # nodes ONNX Runtime added (copies between devices), not in the graph
 
     @property
     def ok(self) -> bool:
@@ -62,6 +64,7 @@ class Placement:
             "counts": self.counts,
             "error": self.error,
             "method": self.method,
+            "inserted": self.inserted,
         }
 
     @classmethod
@@ -128,7 +131,6 @@ def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> P
     native = onnxruntime_provider_name(provider)
     model = onnx.load(str(model_path), load_external_data=False)
     names = [f.name for f in read_nodes(model)]
-    known = set(names)
     source, locations = Path(model_path).parent, external_data_files(model)
     # beside the weights where we may write, so the links are hard links and nothing is copied
     near = source if locations and os.access(source, os.W_OK) else None
@@ -143,12 +145,35 @@ def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> P
     report = outcome.value
     if report["error"]:
         return Placement(native, error=report["error"])
-    nodes, counts, everything_on = parse_placement_log(report["log"])
+    return placement_from_log(native, report["providers"], report["log"], names)
+
+
+def placement_from_log(
+    requested: str, providers: list[str], log: str, names: list[str]
+) -> Placement:
+    """The graph's own nodes per provider, from ORT's log of a session on the graph named
+    `names`. ORT counts the copies it inserts between devices (MemcpyToHost, MemcpyFromHost)
+    among its nodes; they are kept apart, so a 3-node graph never reads as 5 placed nodes."""
+    nodes, logged, everything_on = parse_placement_log(log)
     if everything_on is not None:
         nodes = dict.fromkeys(names, everything_on)
+    known = set(names)
+    own = {n: p for n, p in nodes.items() if n in known}
+    on = Counter(own.values())
+    counts = {p: on[p] for p in logged if on[p]} if own else logged
     return Placement(
-        requested=native,
-        session_providers=report["providers"],
-        nodes={n: p for n, p in nodes.items() if n in known},
+        requested=requested,
+        session_providers=providers,
+        nodes=own,
         counts=counts,
+        inserted=max(0, sum(logged.values()) - sum(counts.values())),
     )
+
+
+def described(placement: dict[str, Any]) -> str:
+    """A stored placement in one line: the runtime's error, or the nodes per provider."""
+    if placement.get("error"):
+        return str(placement["error"])
+    line = ", ".join(f"{p}: {n}" for p, n in placement.get("counts", {}).items())
+    inserted = placement.get("inserted", 0)
+    return line + (f" (+{inserted} copies ONNX Runtime put between devices)" if inserted else "")

@@ -6,8 +6,14 @@ from pathlib import Path
 
 import onnx
 
-from backend.compat.facts import unique_names
-from backend.compat.placement import parse_placement_log, read_placement
+from backend.compat.facts import read_nodes, unique_names
+from backend.compat.placement import (
+    Placement,
+    described,
+    parse_placement_log,
+    placement_from_log,
+    read_placement,
+)
 from backend.launch.children import run_in_child
 from backend.runtimes import get_runtime, placement_session
 from tests import models as model_factory
@@ -91,3 +97,23 @@ def test_a_session_that_cannot_load_reports_the_runtimes_own_reason(tmp_path):
     placement = read_placement(path, "cpu")
     assert not placement.ok
     assert "MyOp" in placement.error and placement.nodes == {}
+
+
+def test_a_cuda_placement_counts_the_graphs_nodes_and_the_copies_ort_put_between_devices():
+    """A 3-node graph read as 'CUDA: 4, CPU: 1' before: ORT counts its two Memcpy nodes."""
+    log = (Path(__file__).parent / "data" / "ort_1.31.1_cuda_h200_placement.log").read_text()
+    names = [f.name for f in read_nodes(model_factory.make_cuda_fallback_model())]
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    placement = placement_from_log("CUDAExecutionProvider", providers, log, names)
+    assert placement.counts == {"CPUExecutionProvider": 1, "CUDAExecutionProvider": 2}
+    assert sum(placement.counts.values()) == len(names) == 3
+    assert placement.inserted == 2 and "Memcpy" not in placement.nodes
+    assert placement.fallbacks() == ["Hardmax_1"]
+    line = described(Placement.from_dict(placement.to_dict()).to_dict())
+    assert "CUDAExecutionProvider: 2" in line and "CPUExecutionProvider: 1" in line
+    assert line.endswith(" (+2 copies ONNX Runtime put between devices)")
+
+
+def test_a_placement_stored_before_copies_were_counted_apart_still_reads():
+    stored = {"requested": "CPUExecutionProvider", "counts": {"CPUExecutionProvider": 6}}
+    assert described(Placement.from_dict(stored).to_dict()) == "CPUExecutionProvider: 6"
