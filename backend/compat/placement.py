@@ -22,6 +22,7 @@ import onnx
 
 from backend.compat.facts import read_nodes, unique_names
 from backend.launch.children import run_in_child
+from backend.launch.folders import owned_folder
 from backend.models.inspect import external_data_files
 from backend.runtimes import onnxruntime_provider_name, placement_session
 
@@ -132,9 +133,15 @@ def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> P
     model = onnx.load(str(model_path), load_external_data=False)
     names = [f.name for f in read_nodes(model)]
     source, locations = Path(model_path).parent, external_data_files(model)
-    # beside the weights where we may write, so the links are hard links and nothing is copied
+    # beside the weights where we may write, so the links are hard links and nothing is copied;
+    # else an owned folder, swept if this process is killed: the graph holds its inline weights
     near = source if locations and os.access(source, os.W_OK) else None
-    with tempfile.TemporaryDirectory(prefix=".optiboard-placement-", dir=near) as tmp:
+    folder = (
+        tempfile.TemporaryDirectory(prefix=".optiboard-placement-", dir=near)
+        if near is not None
+        else owned_folder("placement")
+    )
+    with folder as tmp:
         named = Path(tmp) / "named.onnx"
         onnx.save(unique_names(model), str(named))  # the graph; its weights stay where they are
         link_external_data(locations, source, Path(tmp))

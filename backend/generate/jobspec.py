@@ -21,6 +21,7 @@ from backend.generate import variantnames
 from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec
 from backend.jobkind import JobKind
 from backend.knobs import Cli, knob
+from backend.launch.folders import owned_folder
 from backend.runtimeenvs import DEFAULT, get_env, ready_env
 
 # The stored rows are read and written by the functions that do so: the CLI's parser reads this
@@ -199,10 +200,8 @@ def submit_generation(
     if text is not None:
         check_text(text, text_name or "text.txt")
         window = min(spec.perplexity_window, context) if context else spec.perplexity_window
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="optiboard-text-") as tmp:
-            path = Path(tmp) / "perplexity.txt"
+        with owned_folder("text") as tmp:
+            path = tmp / "perplexity.txt"
             path.write_bytes(text)
             with store().putting([path]) as (blob,):
                 name = Path(text_name or "text.txt").name[:200]

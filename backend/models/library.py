@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from backend.errors import UserError
+from backend.launch.folders import owned_folder
 from backend.models import derived
 from storage.artifacts import ArtifactStore
 from storage.repo import models as model_store
@@ -64,8 +64,8 @@ def ingest_upload(
     """
     from backend.models.ingest import ingest_file  # heavy (onnx, tf2onnx): only when uploading
 
-    with tempfile.TemporaryDirectory(prefix="optiboard-upload-") as tmp:
-        path = Path(tmp) / Path(filename).name
+    with owned_folder("upload") as tmp:  # swept if the dashboard is SIGKILLed mid-upload
+        path = tmp / Path(filename).name
         written = 0
         with open(path, "wb") as out:
             for chunk in chunks:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from backend.errors import UserError
+from backend.launch.folders import owned_folder
 from backend.queue import jobs
 from backend.specs import Precision, SweepSpec
 
@@ -51,9 +51,9 @@ def _store_upload(
 ) -> str:
     if not data:
         raise UserError(f"{Path(filename).name} is empty; upload a .npz with one array per input.")
-    with tempfile.TemporaryDirectory(prefix="optiboard-upload-") as tmp:
+    with owned_folder("upload") as tmp:
         # under the user's own name (made safe), so a refusal names the file they chose
-        path = Path(tmp) / (re.sub(r"[^A-Za-z0-9._-]", "_", Path(filename).name) or "upload.npz")
+        path = tmp / (re.sub(r"[^A-Za-z0-9._-]", "_", Path(filename).name) or "upload.npz")
         path.write_bytes(data)
         return store(model_id, path, Path(filename).name, symbolic_dims)
 

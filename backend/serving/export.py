@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 from tritonclient.grpc import model_config_pb2
 
 from backend.errors import UserError
+from backend.launch.folders import owned_folder
 from backend.serving.repository import Deployment, ServedModel, plan_model, write_repository
 from backend.serving.repository import config_text as repository_config
 from backend.serving.types import BatchingPolicy, LoadSpec, Scenario
@@ -214,8 +215,7 @@ def export_repository(
     handle, temporary = tempfile.mkstemp(dir=dest.parent, suffix=".zip.part")
     os.close(handle)
     try:
-        with tempfile.TemporaryDirectory(prefix="optiboard-export-") as folder:
-            root = Path(folder)
+        with owned_folder("export") as root:
             write_repository(root / "deploy", onnx_path, served, deployment_of(target))
             write_repository(root / LOCAL, onnx_path, served)
             for config in root.glob("*/*/config.pbtxt"):
