@@ -12,9 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from backend.generate.ovexport import (
     export_openvino,
 )
 from backend.generate.weightonly import WeightOnlyConfig, WeightOnlyVariant, quantize_folder
+from backend.launch.folders import owned_folder
 from backend.models import derived, library
 from backend.models.genai import FORMAT_GENAI, FORMAT_HF, plan_genai_folder
 from backend.models.hfconvert import BuilderOptions, build_genai_folder
@@ -38,32 +38,27 @@ from storage.repo.models import ModelRow, NewArtifact
 FACTS_FILE = "optiboard_facts.json"  # what the export's IR holds and the versions that ran
 
 
-def _work() -> Path:
-    root = library.store().root.parent / "tmp"
-    root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="variant-", dir=root))
+def _work() -> AbstractContextManager[Path]:
+    """A work folder beside the store, swept if the worker is SIGKILLed (it holds model copies)."""
+    return owned_folder("variant", under=library.store().root.parent / "tmp")
 
 
 def quantize_model(model_id: int, config: WeightOnlyConfig, name: str | None = None) -> ModelRow:
     """A weight-only quantized copy of a generative model, stored as a new library model."""
     source = generative.generative_model(model_id)
-    work = _work()
-    try:
+    with _work() as work:
         variant = quantize_folder(generative.genai_folder(model_id), work / "q", config)
         return store_folder(
             variant.folder,
             name or f"{source.name} ({config.label})",
             variant_meta(source, "weight-only", config.to_dict(), variant),
         )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def rebuild_model(model_id: int, options: BuilderOptions, name: str | None = None) -> ModelRow:
     """The model builder run again on an uploaded HF folder with other options (FP16, INT4...)."""
     source = generative.generative_model(model_id)
-    work = _work()
-    try:
+    with _work() as work:
         with hf_source(source, work) as hf_folder:
             built = build_genai_folder(hf_folder, work / "built", options, shown=source.name)
         meta = {
@@ -73,8 +68,6 @@ def rebuild_model(model_id: int, options: BuilderOptions, name: str | None = Non
         }
         label = options.precision + (f" b{options.block_size}" if options.block_size else "")
         return store_folder(built.folder, name or f"{source.name} ({label})", meta)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def openvino_folder(model_id: int, compression: NncfConfig | None = None) -> OpenVinoFolder:
@@ -83,15 +76,12 @@ def openvino_folder(model_id: int, compression: NncfConfig | None = None) -> Ope
     fp32 = derived.genai_path(source, "-openvino-fp32")
     facts_file = fp32 / FACTS_FILE
     if not facts_file.is_file():
-        work = _work()
-        try:
+        with _work() as work:
             with hf_source(source, work) as hf_folder:
                 exported = export_openvino(hf_folder, work / "ov")
             (exported.folder / FACTS_FILE).write_text(json.dumps(exported.to_dict()))
             shutil.rmtree(fp32, ignore_errors=True)
             shutil.move(exported.folder, fp32)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
     if compression is None:
         saved = json.loads(facts_file.read_text())
         return OpenVinoFolder(fp32, IrFacts(**saved["facts"]), saved["versions"])
@@ -107,14 +97,11 @@ def hf_folder(model_id: int) -> Path:
     source = generative.generative_model(model_id)
     target = derived.genai_path(source, "-hf")
     if not (target / "config.json").is_file():
-        work = _work()
-        try:
+        with _work() as work:
             with hf_source(source, work) as folder:
                 shutil.rmtree(target, ignore_errors=True)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copytree(folder, target)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
     return target
 
 

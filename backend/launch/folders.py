@@ -1,17 +1,21 @@
 """Each child's temporary folder: made fresh, removed by the parent whatever happened to the child;
 and a job's own temporary folder (the outputs its children leave), kept beside them.
 
-A parent that was SIGKILLed cannot remove its folders; the next parent sweeps them (their names
-carry the parent's pid).
+A parent that was SIGKILLed cannot remove its folders; the next parent sweeps them. Each folder's
+owner holds a lock on its `.owner` file, which the kernel lets go when the owner dies: a folder
+whose lock anyone can take is an orphan. A pid would not do where two PID namespaces share a
+volume (the worker and dashboard containers of one pod share the data folder, not their pids).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,12 +38,50 @@ def children_root() -> Path:
     return Path(tempfile.gettempdir()) / "optiboard-children"
 
 
+OWNER_SUFFIX = ".owner"  # beside each folder: locked by its owner for the folder's whole life
+UNLOCKED_GRACE_S = 60.0  # a folder with no lock file is an older version's, or being made
+
+
+def _owner_file(folder: Path) -> Path:
+    return folder.with_name(folder.name + OWNER_SUFFIX)  # beside it: the folder is all its user's
+
+
 def _sweep_orphans(root: Path) -> None:
-    """Remove folders whose parent process is gone (it was SIGKILLed before its cleanup)."""
+    """Remove folders whose owner is gone (it was SIGKILLed before its cleanup)."""
     for folder in root.glob(f"{FOLDER_PREFIX}*"):
-        pid = folder.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+        if not folder.is_dir():
+            continue
+        owner = _owner_file(folder)
+        if owner.exists():
+            _remove_if_unlocked(folder, owner)
+        elif _old_and_pid_gone(folder):  # made before owners locked their folders
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove_if_unlocked(folder: Path, owner: Path) -> None:
+    try:
+        fd = os.open(owner, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return  # removed meanwhile, or not ours to open
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)  # held: its owner lives (or this file system has no locks: never sweep)
+        return
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+        owner.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def _old_and_pid_gone(folder: Path) -> bool:
+    pid = folder.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+    try:
+        age = time.time() - folder.stat().st_mtime
+    except OSError:
+        return False
+    return pid.isdigit() and age > UNLOCKED_GRACE_S and not Path(f"/proc/{pid}").exists()
 
 
 def _decline_openvino_telemetry(home: Path) -> None:
@@ -63,16 +105,25 @@ def child_folder() -> Iterator[ChildFolder]:
 
 
 @contextmanager
-def owned_folder(label: str = "") -> Iterator[Path]:
+def owned_folder(label: str = "", under: Path | None = None) -> Iterator[Path]:
     """A temporary folder of this process (a child's, a job's outputs, a node's), removed on exit
     and swept when this process was SIGKILLed before it could remove it: a variant model left in
-    /tmp by a killed worker stayed there for good."""
-    root = children_root()
+    /tmp by a killed worker stayed there for good. `under`: another root than /tmp's (the data
+    folder's tmp/, beside the store, where a finished folder is moved in without a copy)."""
+    root = under or children_root()
     root.mkdir(parents=True, exist_ok=True)
     _sweep_orphans(root)
     prefix = f"{FOLDER_PREFIX}{os.getpid()}-" + (f"{label}-" if label else "")
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    staging = Path(tempfile.mkdtemp(prefix=f".{prefix}", dir=root))  # unseen by sweeps until
+    path = staging.with_name(staging.name.removeprefix("."))
+    owner = _owner_file(path)
+    lock = os.open(owner, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
+        with suppress(OSError):  # no locks on this file system: the folder is never swept
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        staging.rename(path)  # ...its owner holds the lock
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(path if path.exists() else staging, ignore_errors=True)
+        owner.unlink(missing_ok=True)
+        os.close(lock)

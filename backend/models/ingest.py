@@ -10,14 +10,13 @@ and shape inference run in a limited child (backend.models.parse).
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import settings
 from backend.errors import UserError
+from backend.launch.folders import owned_folder
 from backend.models import genai as generative
 from backend.models import parse
 from backend.models.accepted import ACCEPTED_UPLOADS
@@ -71,17 +70,13 @@ def ingest_file(
     model_name = ((name or "").strip() or Path(filename).stem or "model")[:255]
 
     work_root = store.root.parent / "tmp"
-    work_root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="ingest-", dir=work_root))
-    try:
+    with owned_folder("ingest", under=work_root) as work:  # swept if this process is killed
         torch_kind = sniff_torch_zip(path) if is_zip else None
         if torch_kind is not None:
             plan = _plan_pt2(path, filename, work, torch_kind)
         else:
             plan = _plan_zip(path, filename, work) if is_zip else _plan_onnx(path, filename)
         return _store_model(store, path, filename, size, model_name, plan)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _store_model(

@@ -5,7 +5,11 @@ in /tmp for good by a kill. Each plain one left in backend/ is listed here with 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
+
+from backend.launch.folders import FOLDER_PREFIX, owned_folder
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -20,12 +24,10 @@ PLAIN = {
     "backend/runtimes/openvino.py::_compress_weights": "runtimes run in children only",
     "backend/runtimes/openvino.py::run_once": "runtimes run in children only",
     "backend/models/safezip.py::extract_zip": "inside the ingest's work folder",
-    "backend/models/ingest.py::ingest_file": "the data folder's tmp/, beside the store",
     "backend/compat/groundtruth_openvino.py::_worker": "the OpenVINO ground-truth child",
     "backend/compat/groundtruth.py::run_batch": "the node-test ground truth: tests and bench only",
     "backend/compat/placement.py::read_placement": "beside external weights: links and the graph",
     "backend/generate/library.py::genai_folder": "staged beside its target in the data folder",
-    "backend/generate/variants.py::_work": "under the generation variants' own root",
     "backend/launch/sandbox.py::_trial": "bubblewrap's trial run, a few bytes",
 }
 MAKERS = {"TemporaryDirectory", "mkdtemp"}  # folders; a file written then renamed is not one
@@ -57,3 +59,69 @@ def test_every_plain_temporary_folder_in_the_backend_is_one_a_kill_cannot_strand
         "good; use backend.launch.folders.owned_folder, or list it here with why it may stay"
     )
     assert sorted(set(PLAIN) - found) == []  # a listed one that is gone: take it off the list
+
+
+def _holder(script: str, *args: str) -> subprocess.Popen:
+    """A Python process running `script`, which prints one line once it holds what it holds."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+
+
+OWNER_SCRIPT = (
+    "import sys, time\n"
+    "from pathlib import Path\n"
+    "from backend.launch.folders import owned_folder\n"
+    "with owned_folder('variant', under=Path(sys.argv[1])) as folder:\n"
+    "    (folder / 'model.onnx').write_bytes(b'weights')\n"
+    "    print(folder, flush=True)\n"
+    "    time.sleep(300)\n"
+)
+
+
+def test_a_folder_whose_owner_was_killed_goes_with_the_next_folder_made_beside_it(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "data" / "tmp"  # a root of its own: the data folder's, not /tmp's
+    owner = _holder(OWNER_SCRIPT, str(root))
+    try:
+        folder = Path(owner.stdout.readline().strip())
+        with owned_folder(under=root) as mine:  # a live owner's folder stays
+            assert folder.is_dir() and mine.is_dir()
+    finally:
+        owner.kill()  # SIGKILL: no cleanup of its own
+        owner.wait()
+    assert (folder / "model.onnx").exists()
+    with owned_folder(under=root):
+        assert not folder.exists() and not (root / f"{folder.name}.owner").exists()
+    assert list(root.iterdir()) == []  # and each folder goes with its lock file
+
+
+def test_a_live_owner_in_another_pid_namespace_keeps_its_folder(tmp_path: Path) -> None:
+    """The worker and dashboard containers of one pod share the data folder, not their pids:
+    a folder named with a pid that is gone here is kept while anyone holds its lock."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    folder = root / f"{FOLDER_PREFIX}{ended.pid}-ingest-abc"
+    folder.mkdir()
+    lock = root / f"{folder.name}.owner"
+    lock.touch()
+    holder = _holder(
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(300)\n",
+        str(lock),
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with owned_folder(under=root):
+            assert folder.is_dir()  # its pid is gone from here, its owner is not
+    finally:
+        holder.kill()
+        holder.wait()
+    with owned_folder(under=root):
+        assert not folder.exists() and not lock.exists()

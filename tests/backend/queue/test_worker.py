@@ -102,7 +102,8 @@ def test_killed_worker_job_is_resumed_by_another_without_duplicates(
     first = start_worker("--lease-seconds", "3")
     try:
         wait_for(lambda: len(jobs.stored_results(job.id)) >= 1, what="first result")
-        left = list(children_root().glob(f"{FOLDER_PREFIX}{first.pid}-job{job.id}-*"))
+        made = children_root().glob(f"{FOLDER_PREFIX}{first.pid}-job{job.id}-*")
+        left = [folder for folder in made if folder.is_dir()]
         assert len(left) == 1  # the job's output folder, which the kill leaves behind
     finally:
         os.killpg(first.pid, signal.SIGKILL)
@@ -120,7 +121,8 @@ def test_killed_worker_job_is_resumed_by_another_without_duplicates(
     assert len(keys) == len(set(keys)) == 4
     events = [e.message for e in jobs.job_events(job.id)]
     assert any(f"resuming: {stored_before}" in m for m in events), events
-    assert not left[0].exists()  # swept by the next worker's first launch
+    assert not left[0].exists()  # swept by the next worker's first launch, its lock file too
+    assert not left[0].with_name(left[0].name + ".owner").exists()
 
 
 def test_cancelling_a_running_job_stops_it_and_the_worker_goes_on(
