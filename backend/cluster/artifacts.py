@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import settings
+from backend.launch.folders import owned_file
 
 CHUNK_BYTES = 32 << 20
 PRODUCED_KEYS = ("optimized_path", "ort_optimized_path", "profile_path")
@@ -65,20 +66,18 @@ def fetch(shipped: ShippedFile, root: Path | None = None) -> Path:
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".incoming-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for ref in shipped.chunks:
-                chunk = ray.get(ref)
-                digest.update(chunk)
-                out.write(chunk)
+    # a copy that a killed task left half written goes when the next one starts here
+    with owned_file(final.parent, ".incoming-") as (out, tmp):
+        for ref in shipped.chunks:
+            chunk = ray.get(ref)
+            digest.update(chunk)
+            out.write(chunk)
+        out.flush()
         if digest.hexdigest() != shipped.sha256:
             raise HashMismatch(
                 f"model arrived with sha256 {digest.hexdigest()}, expected {shipped.sha256}"
             )
         os.replace(tmp, final)  # two tasks of one node may race here: same content either way
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     return final
 
 

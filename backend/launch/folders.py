@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 FOLDER_PREFIX = "optiboard-child-"
 
@@ -69,10 +70,31 @@ def _remove_if_unlocked(folder: Path, owner: Path) -> None:
         os.close(fd)  # held: its owner lives (or this file system has no locks: never sweep)
         return
     try:
-        shutil.rmtree(folder, ignore_errors=True)
-        owner.unlink(missing_ok=True)
+        if folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+        owner.unlink(missing_ok=True)  # the folder's lock file, or the stale file itself
     finally:
         os.close(fd)
+
+
+@contextmanager
+def owned_file(directory: Path, prefix: str) -> Iterator[tuple[BinaryIO, Path]]:
+    """A temporary file (open for writing, and its path) beside where it will be renamed, locked
+    until closed and removed unless renamed first; one a killed writer left (its lock free) goes
+    when the next is made in that folder. Made under another name until it is locked."""
+    for stale in directory.glob(f"{prefix}*"):
+        _remove_if_unlocked(stale, stale)
+    fd, made = tempfile.mkstemp(dir=directory, prefix=f".unlocked{prefix}")
+    path = directory / Path(made).name.replace(f".unlocked{prefix}", prefix, 1)
+    with os.fdopen(fd, "wb") as out:
+        try:
+            with suppress(OSError):  # no locks on this file system: it is never swept
+                fcntl.flock(out.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(made, path)
+            yield out, path
+        finally:
+            Path(made).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)  # gone already when it was renamed into place
 
 
 def _old_and_pid_gone(folder: Path) -> bool:

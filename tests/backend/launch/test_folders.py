@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backend.launch.folders import FOLDER_PREFIX, owned_folder
+from backend.launch.folders import FOLDER_PREFIX, owned_file, owned_folder
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -125,3 +125,35 @@ def test_a_live_owner_in_another_pid_namespace_keeps_its_folder(tmp_path: Path) 
         holder.wait()
     with owned_folder(under=root):
         assert not folder.exists() and not lock.exists()
+
+
+def test_a_file_a_killed_writer_left_half_written_goes_when_the_next_is_made_beside_it(
+    tmp_path: Path,
+) -> None:
+    """A cluster node's model cache: a task killed mid-copy left its .incoming- file for good."""
+    writer = _holder(
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from backend.launch.folders import owned_file\n"
+        "with owned_file(Path(sys.argv[1]), '.incoming-') as (out, path):\n"
+        "    out.write(b'half a model')\n"
+        "    out.flush()\n"
+        "    print(path, flush=True)\n"
+        "    time.sleep(300)\n",
+        str(tmp_path),
+    )
+    try:
+        half = Path(writer.stdout.readline().strip())
+        with owned_file(tmp_path, ".incoming-") as (_, mine):
+            assert half.read_bytes() == b"half a model"  # its writer lives: kept
+            assert mine.exists()
+    finally:
+        writer.kill()
+        writer.wait()
+    assert half.exists() and not mine.exists()  # the writer's stays; this one was not renamed
+    with owned_file(tmp_path, ".incoming-") as (out, path):
+        assert not half.exists()
+        out.write(b"a whole model")
+        out.flush()
+        path.replace(tmp_path / "model")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
