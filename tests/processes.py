@@ -3,6 +3,7 @@ check, the launch tests, the browser's renderers)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 
@@ -36,3 +37,10 @@ def descendants(root: int) -> list[int]:
         found += below
         todo += below
     return found
+
+
+def ended_pid() -> int:
+    """The pid of a process that has ended (and been reaped): one no process holds now."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid

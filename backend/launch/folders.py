@@ -2,9 +2,10 @@
 and a job's own temporary folder (the outputs its children leave), kept beside them.
 
 A parent that was SIGKILLed cannot remove its folders; the next parent sweeps them. Each folder's
-owner holds a lock on its `.owner` file, which the kernel lets go when the owner dies: a folder
-whose lock anyone can take is an orphan. A pid would not do where two PID namespaces share a
-volume (the worker and dashboard containers of one pod share the data folder, not their pids).
+owner holds a lock on the `<folder>.owner` file beside it, which the kernel lets go when the owner
+dies: a folder whose lock anyone can take is an orphan. A pid would not do where two PID
+namespaces share a volume (the worker and dashboard containers of one pod share the data folder,
+not their pids).
 """
 
 from __future__ import annotations
@@ -59,9 +60,11 @@ def _sweep_orphans(root: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _remove_if_unlocked(folder: Path, owner: Path) -> None:
+def _remove_if_unlocked(target: Path, lock: Path) -> None:
+    """Remove `target` (a folder, or an owned file that is its own lock) and `lock` when nobody
+    holds the lock."""
     try:
-        fd = os.open(owner, os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
     except OSError:
         return  # removed meanwhile, or not ours to open
     try:
@@ -70,9 +73,9 @@ def _remove_if_unlocked(folder: Path, owner: Path) -> None:
         os.close(fd)  # held: its owner lives (or this file system has no locks: never sweep)
         return
     try:
-        if folder.is_dir():
-            shutil.rmtree(folder, ignore_errors=True)
-        owner.unlink(missing_ok=True)  # the folder's lock file, or the stale file itself
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        lock.unlink(missing_ok=True)
     finally:
         os.close(fd)
 

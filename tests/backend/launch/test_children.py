@@ -1,6 +1,5 @@
 import os
 import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -10,6 +9,7 @@ import pytest
 from backend.errors import UserError
 from backend.launch.children import run_call, run_in_child, run_module
 from backend.launch.folders import UNLOCKED_GRACE_S
+from tests.processes import ended_pid
 
 
 def _square(x: int) -> int:
@@ -81,7 +81,7 @@ def test_the_parent_removes_the_folder_of_a_child_it_killed() -> None:
 def test_folders_left_by_a_dead_parent_are_swept(tmp_path: Path) -> None:
     root = Path(tempfile.gettempdir()) / "optiboard-children"
     root.mkdir(parents=True, exist_ok=True)
-    orphan = root / f"optiboard-child-{_ended_pid()}-abc"  # an older version's: no lock file
+    orphan = root / f"optiboard-child-{ended_pid()}-abc"  # an older version's: no lock file
     orphan.mkdir()
     made = time.time() - 2 * UNLOCKED_GRACE_S  # one being made has a minute to lock its folder
     os.utime(orphan, (made, made))
@@ -89,12 +89,6 @@ def test_folders_left_by_a_dead_parent_are_swept(tmp_path: Path) -> None:
     assert run_in_child(_square, 3, timeout_s=60).value == 9
 
     assert not orphan.exists()
-
-
-def _ended_pid() -> int:
-    process = subprocess.Popen(["true"])
-    process.wait()
-    return process.pid
 
 
 def test_run_call_passes_json_and_moves_named_outputs(tmp_path: Path) -> None:

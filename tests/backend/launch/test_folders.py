@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from backend.launch.folders import FOLDER_PREFIX, owned_file, owned_folder
+from tests.processes import ended_pid
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -102,9 +103,7 @@ def test_a_live_owner_in_another_pid_namespace_keeps_its_folder(tmp_path: Path) 
     a folder named with a pid that is gone here is kept while anyone holds its lock."""
     root = tmp_path / "tmp"
     root.mkdir()
-    ended = subprocess.Popen(["true"])
-    ended.wait()
-    folder = root / f"{FOLDER_PREFIX}{ended.pid}-ingest-abc"
+    folder = root / f"{FOLDER_PREFIX}{ended_pid()}-ingest-abc"
     folder.mkdir()
     lock = root / f"{folder.name}.owner"
     lock.touch()
