@@ -250,14 +250,14 @@ def cmd_mixed(args: argparse.Namespace) -> int:
     queues a job, audited as `cli:<os user>` like `optiboard submit`."""
     from backend.auth.audit import Action, audited
     from backend.auth.cli import cli_principal
-    from backend.engine import mixed
+    from backend.engine import mixedcli
     from backend.queue import jobs
 
     def submit(model_id: int, spec: SweepSpec, label: str) -> int:
         with audited(cli_principal(), Action.SUBMIT, f"model {model_id}", via="mixed --submit"):
             return jobs.submit_sweep(model_id, spec, label=label).id
 
-    return mixed.run_command(args, submit=submit)
+    return mixedcli.run_command(args, submit=submit)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

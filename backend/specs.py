@@ -232,7 +232,7 @@ class SweepSpec(PointKnobs):
         (),
         label="Mixed INT8: nodes to keep in FP32, one per line (adds a mixed point)",
         help="Names as the Graph page shows them (an unnamed node is OP_INDEX, e.g. Conv_3), "
-        "from the profile or `python -m backend.engine.mixed`; a name not in the graph is "
+        "from the profile or `optiboard mixed`; a name not in the graph is "
         "refused when you submit.",
         url="fp32_nodes",
         codec=LINES,

@@ -5,17 +5,17 @@ Sources, best first, and each cell names the one it used:
 2. the versioned support lists in backend/compat/data for backends not installed here;
 3. real placement from a session on each available provider, shown beside the prediction.
 
-`python -m backend.compat.build MODEL [FORMAT]` builds one matrix and prints it as JSON; the
-dashboard and the worker run it that way (build_matrix_in_child), because onnx's C++ function
-builders can crash on odd models.
+The dashboard and the worker never open the uploaded model themselves (build_matrix_in_child):
+onnx's C++ function builders can crash on odd models, and the OpenVINO column reads and compiles
+it, so the matrix is built in a child that is sandboxed wherever bubblewrap works (as an upload's
+parsing is), and each real placement in a sandboxed child of its own (compat/placement.py).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import json
-import sys
 from pathlib import Path
+from typing import Any
 
 from backend.compat import datafiles
 from backend.compat.cells import MATRIX_VERSION, UNSUPPORTED, CompatCell, CompatMatrix
@@ -23,6 +23,8 @@ from backend.compat.columns import COLUMNS, ModelContext
 from backend.compat.facts import NodeFacts, load_model, node_protos, read_nodes, value_types
 from backend.compat.placement import Placement, read_placement
 from backend.compat.registry import KernelRegistry, load_registry
+from backend.compat.registry import from_json as registry_from_json
+from backend.compat.registry import to_json as registry_to_json
 
 ONNX_DOMAINS = {"", "ai.onnx.ml", "ai.onnx.preview.training"}
 KNOWN_CONTRIB_DOMAINS = {"com.microsoft", "com.microsoft.nchwc", "org.openvinotoolkit"}
@@ -64,13 +66,13 @@ def fingerprint(registry: KernelRegistry, with_placement: bool) -> str:
 
 
 def model_context(
-    model_path: Path, model_format: str = "onnx"
+    model_path: Path, model_format: str = "onnx", registry: KernelRegistry | None = None
 ) -> tuple[list[NodeFacts], ModelContext]:
     """The model's nodes and what the columns need to judge them."""
     model = load_model(Path(model_path))
     context = ModelContext(
         model_format=model_format,
-        registry=load_registry(),
+        registry=registry or load_registry(),
         protos=node_protos(model),
         types=value_types(model),
         model_path=Path(model_path),
@@ -79,10 +81,16 @@ def model_context(
 
 
 def build_matrix(
-    model_path: Path, model_format: str = "onnx", with_placement: bool = True
+    model_path: Path,
+    model_format: str = "onnx",
+    with_placement: bool = True,
+    *,
+    registry: KernelRegistry | None = None,
+    placements: dict[str, Placement] | None = None,
 ) -> CompatMatrix:
-    """Every node of the model against every column; placement from real sessions if asked."""
-    nodes, context = model_context(model_path, model_format)
+    """Every node of the model against every column; placement from real sessions if asked
+    (`placements`: those already read; else read here, each in its sandboxed child)."""
+    nodes, context = model_context(model_path, model_format, registry)
     columns = []
     notes: dict[str, str] = {}
     for name, column in COLUMNS.items():
@@ -96,8 +104,9 @@ def build_matrix(
         custom = custom_domain_cell(node, context.registry)
         for column in columns:
             cells[column.name].append(custom or context.cell(column, node))
-    placements: dict[str, Placement] = {}
-    if with_placement:
+    if not with_placement:
+        placements = {}
+    elif placements is None:
         placements = real_placements(Path(model_path))
     for column in columns:
         if column.name in placements:
@@ -162,20 +171,43 @@ def _graph_file(model_id: int) -> Path:
 def build_matrix_in_child(
     model_path: Path, model_format: str = "onnx", timeout: float = 900.0
 ) -> CompatMatrix:
-    """build_matrix in a child process: onnx's C++ function builders can crash on odd models,
-    and that must not take the dashboard or the worker down."""
-    from backend.launch.children import run_module
+    """build_matrix without opening the model in this process: the placements first, each in
+    its sandboxed child, then the matrix in a child sandboxed wherever bubblewrap works, given
+    the kernel registry and those placements (it sees the model's folder, not the data folder).
+    RuntimeError says why when that child fails."""
+    from backend.launch import sandbox
+    from backend.launch.children import call_in_child
 
-    stdout = run_module(
-        "backend.compat.build",
-        str(model_path),
+    path = Path(model_path).resolve()
+    registry = load_registry()
+    placements = real_placements(path)
+    sandboxed = sandbox.available().ok
+    outcome = call_in_child(
+        "backend.compat.build:matrix_in_child",
+        str(path),
         model_format,
+        registry_to_json(registry),
+        {name: placement.to_dict() for name, placement in placements.items()},
         timeout_s=timeout,
-        what="building the compatibility matrix",
+        what="Building the compatibility matrix",
+        sandboxed=sandboxed,
+        binds=sandbox.Binds.of(read_only=[path.parent]) if sandboxed else None,
     )
-    return CompatMatrix.from_dict(json.loads(stdout))
+    if not outcome.ok:
+        raise RuntimeError(outcome.error or "Building the compatibility matrix failed")
+    try:
+        return CompatMatrix.from_dict(outcome.value)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RuntimeError(
+            f"The compatibility matrix child answered what does not read ({exc})"
+        ) from None
 
 
-if __name__ == "__main__":
-    built = build_matrix(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "onnx")
-    sys.stdout.write(json.dumps(built.to_dict()))
+def matrix_in_child(
+    model_path: str, model_format: str, registry: dict[str, Any], placements: dict[str, Any]
+) -> dict[str, Any]:
+    """In the child: build_matrix with the parent's registry and placements, as JSON."""
+    given = {name: Placement.from_dict(p) for name, p in placements.items()}
+    return build_matrix(
+        Path(model_path), model_format, registry=registry_from_json(registry), placements=given
+    ).to_dict()

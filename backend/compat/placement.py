@@ -1,18 +1,16 @@
 """Real node placement: which execution provider ONNX Runtime actually gave each node.
 
-The session (backend.runtimes.placement_session) runs in a child process started by
-backend/launch/children.py, with verbose logging; ORT's C++ logger writes the "Node placements"
-block, which the child returns and the parent parses. A crash or a provider that fails to load in
-the child cannot take the dashboard down. Graph optimizations are disabled so that the nodes ORT
-places are the model's own nodes, not fused replacements.
+The session (backend.runtimes.placement_session) opens the uploaded model, so it runs where every
+measurement does: in a sandboxed child (backend/launch/sandbox.py) that sees the model's folder
+read-only and returns JSON, never a pickle; without a working sandbox the placement says why and
+no session is opened. ORT's C++ logger writes the "Node placements" block, which the child parses
+into a Placement. Graph optimizations are disabled so that the nodes ORT places are the model's
+own nodes, not fused replacements.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +19,9 @@ from typing import Any
 import onnx
 
 from backend.compat.facts import read_nodes, unique_names
-from backend.launch.children import run_in_child
-from backend.launch.folders import owned_folder
-from backend.models.inspect import external_data_files
+from backend.launch import sandbox
+from backend.launch.children import call_in_child
+from backend.launch.limits import ChildLimits
 from backend.runtimes import onnxruntime_provider_name, placement_session
 
 _PLACED = re.compile(r"placed on \[(\w+)\]\.\s*Number of nodes:\s*(\d+)")
@@ -72,6 +70,32 @@ class Placement:
     def from_dict(cls, data: dict[str, Any]) -> Placement:
         return cls(**data)
 
+    @classmethod
+    def from_child(cls, data: Any) -> Placement:
+        """What a sandboxed child returned, checked field by field (a child that an uploaded
+        model took over may answer anything): ValueError when it is not a placement."""
+        strings = (str, type(None))
+        checks = {
+            "requested": lambda v: isinstance(v, str),
+            "session_providers": lambda v: (
+                isinstance(v, list) and all(isinstance(p, str) for p in v)
+            ),
+            "nodes": lambda v: isinstance(v, dict) and all(isinstance(p, str) for p in v.values()),
+            "counts": lambda v: (
+                isinstance(v, dict)
+                and all(isinstance(n, int) and not isinstance(n, bool) for n in v.values())
+            ),
+            "error": lambda v: isinstance(v, strings),
+            "method": lambda v: isinstance(v, str),
+            "inserted": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        }
+        if not isinstance(data, dict) or set(data) != set(checks):
+            raise ValueError("not the fields of a placement")
+        wrong = [name for name, ok in checks.items() if not ok(data[name])]
+        if wrong:
+            raise ValueError(f"{wrong[0]} is not of its type")
+        return cls(**data)
+
 
 def parse_placement_log(text: str) -> tuple[dict[str, str], dict[str, int], str | None]:
     """Parse ORT's verbose 'Node placements' block.
@@ -108,51 +132,48 @@ def parse_placement_log(text: str) -> tuple[dict[str, str], dict[str, int], str 
     return nodes, counts, everything_on
 
 
-def link_external_data(locations: list[str], source: Path, target: Path) -> None:
-    """Hard links (copies across file systems) in `target` to the external-data files the graph
-    names (`locations`) in `source`, so a renamed copy of the graph opens with its weights
-    without Python reading them (a model past protobuf's 2 GB, or a GenAI folder's hard-linked
-    files, which onnx's loader refuses). ONNX Runtime reads external data only inside the
-    graph's own folder, which rules out symbolic links. A location that leaves `source` is not
-    linked: the session then says the file is missing."""
-    folder = source.resolve()
-    for location in locations:
-        real, link = (folder / location).resolve(), target / location
-        if not (real.is_relative_to(folder) and real.is_file()) or link.exists():
-            continue
-        link.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(real, link)
-        except OSError:
-            shutil.copyfile(real, link)
-
-
 def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> Placement:
-    """Create a session for `provider` (with CPU fallback) in a child and read its placement."""
+    """Create a session for `provider` (with CPU fallback) in a sandboxed child and read its
+    placement; a placement that could not be read says why in `error`."""
     native = onnxruntime_provider_name(provider)
-    model = onnx.load(str(model_path), load_external_data=False)
-    names = [f.name for f in read_nodes(model)]
-    source, locations = Path(model_path).parent, external_data_files(model)
-    # beside the weights where we may write, so the links are hard links and nothing is copied;
-    # else an owned folder, swept if this process is killed: the graph holds its inline weights
-    near = source if locations and os.access(source, os.W_OK) else None
-    folder = (
-        tempfile.TemporaryDirectory(prefix=".optiboard-placement-", dir=near)
-        if near is not None
-        else owned_folder("placement")
+    state = sandbox.available()
+    if not state.ok:
+        return Placement(
+            native,
+            error=f"not placed: a session opens the uploaded model only inside the sandbox, "
+            f"and {state.reason}",
+        )
+    gpu = native != "CPUExecutionProvider"
+    folder = Path(model_path).resolve().parent  # the graph and its external weights, read-only
+    outcome = call_in_child(
+        "backend.compat.placement:placement_in_child",
+        str(Path(model_path).resolve()),
+        native,
+        timeout_s=timeout,
+        what="The placement child",
+        sandboxed=True,
+        binds=sandbox.Binds.of(read_only=[folder], gpu=gpu),
+        limits=ChildLimits.from_settings(gpu=gpu),
     )
-    with folder as tmp:
-        named = Path(tmp) / "named.onnx"
-        onnx.save(unique_names(model), str(named))  # the graph; its weights stay where they are
-        link_external_data(locations, source, Path(tmp))
-        outcome = run_in_child(placement_session, str(named), native, timeout_s=timeout)
     if not outcome.ok:  # a crash, a time-out, or a traceback whose last line says what it was
         last = (outcome.error or "").strip().splitlines()[-1:] or ["no reason given"]
         return Placement(native, error=f"the placement child failed: {last[0]}")
-    report = outcome.value
+    try:
+        return Placement.from_child(outcome.value)
+    except (TypeError, ValueError) as exc:
+        return Placement(native, error=f"the placement child answered what does not read ({exc})")
+
+
+def placement_in_child(model_path: str, native: str) -> dict[str, Any]:
+    """In the sandboxed child: the graph with every node named (ORT's log names nodes), opened
+    from memory with its external weights read where they lie, so nothing is copied."""
+    model = onnx.load(model_path, load_external_data=False)
+    names = [f.name for f in read_nodes(model)]
+    graph = unique_names(model).SerializeToString()
+    report = placement_session(graph, native, str(Path(model_path).parent))
     if report["error"]:
-        return Placement(native, error=report["error"])
-    return placement_from_log(native, report["providers"], report["log"], names)
+        return Placement(native, error=report["error"]).to_dict()
+    return placement_from_log(native, report["providers"], report["log"], names).to_dict()
 
 
 def placement_from_log(

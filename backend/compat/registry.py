@@ -90,7 +90,24 @@ def cache_dir() -> Path:
     return settings.data_dir() / "cache"
 
 
-def _from_json(payload: dict[str, Any]) -> KernelRegistry:
+def to_json(registry: KernelRegistry) -> dict[str, Any]:
+    """The registry as the child wrote it (open-ended kernels as INT_MAX), plus its error:
+    what the sandboxed matrix child gets instead of reading the data folder's cache."""
+    kernels = [
+        {
+            "op": k.op,
+            "domain": k.domain,
+            "since": k.since,
+            "until": INT_MAX if k.until is None else k.until,
+            "provider": k.provider,
+            "types": k.types,
+        }
+        for k in registry.kernels
+    ]
+    return {"runtime": registry.runtime, "kernels": kernels, "error": registry.error}
+
+
+def from_json(payload: dict[str, Any]) -> KernelRegistry:
     kernels = [
         Kernel(
             op=k["op"],
@@ -102,7 +119,7 @@ def _from_json(payload: dict[str, Any]) -> KernelRegistry:
         )
         for k in payload["kernels"]
     ]
-    return KernelRegistry(runtime=payload["runtime"], kernels=kernels)
+    return KernelRegistry(runtime=payload["runtime"], kernels=kernels, error=payload.get("error"))
 
 
 def read_in_child(timeout: float = 180.0) -> dict[str, Any]:
@@ -122,7 +139,7 @@ def load_registry(refresh: bool = False) -> KernelRegistry:
     dist, version = installed
     path = cache_dir() / f"ort-kernels-{dist}-{version}.json"
     if path.is_file() and not refresh:
-        return _from_json(json.loads(path.read_text()))
+        return from_json(json.loads(path.read_text()))
     try:
         payload = read_in_child()
     except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
@@ -131,7 +148,7 @@ def load_registry(refresh: bool = False) -> KernelRegistry:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(payload))
     os.replace(tmp, path)
-    return _from_json(payload)
+    return from_json(payload)
 
 
 def dump() -> dict[str, Any]:

@@ -8,11 +8,11 @@ kept in FP32 too, and the step is kept only if it is faster and still meets the 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Generator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -21,7 +21,6 @@ from backend.engine import accuracy, inputs, layerloss, variants
 from backend.engine.evidence import float_islands
 from backend.engine.interleave import Interleaved, interleaved
 from backend.engine.measure import measure
-from backend.engine.mixed_args import add_arguments
 from backend.engine.mixedresult import (  # noqa: F401 (the search's names, used from here)
     FP32,
     MIN_GAIN,
@@ -30,12 +29,11 @@ from backend.engine.mixedresult import (  # noqa: F401 (the search's names, used
     MixedStep,
 )
 from backend.engine.profile import Profile, profile_model
-from backend.errors import UserError
 from backend.knobs.serialize import from_json
 from backend.results import AccuracyReport
 from backend.runtimes import get_runtime
 from backend.runtimes.base import SessionOptions
-from backend.specs import Configuration, MeasureSettings, Precision, SweepSpec
+from backend.specs import Configuration, MeasureSettings, Precision
 
 MAX_STEPS = 8
 MIN_LOSS_DB = 0.5  # a node losing less than this is noise, not a cause
@@ -267,71 +265,30 @@ def time_built_models(paths: dict[str, str], config: dict, measure: dict) -> dic
     return timing.to_dict()
 
 
-# Queues a sweep of a model under a label and gives the job's id. The engine never imports the
-# queue (it stands above the engine), so the caller above passes it in: `optiboard mixed`.
-Submit = Callable[[int, SweepSpec, str], int]
-
-
-def _base(source: Path, pairs: list[str]) -> Configuration:
-    """Static INT8 with the --dim values, each checked against the model's own names."""
-    from backend.cli_parsing import dims_from_pairs
-    from backend.engine.shapes import all_dim_params, check_dim_names
-
-    dims = dims_from_pairs(pairs)
-    check_dim_names(dims, all_dim_params(onnx.load(str(source), load_external_data=False)))
-    return Configuration(precision=Precision.INT8_STATIC, symbolic_dims=tuple(dims.items()))
-
-
-def run_command(args: argparse.Namespace, submit: Submit | None = None) -> int:
-    """Search, print each measured step and the verdict against plain FP32, and with --submit
-    (only where the caller passes `submit`: `optiboard mixed`) queue FP32, INT8 and the best mix
-    as a profiled sweep (its results join the Compare page and the accuracy-vs-speed chart)."""
-    import sys
-    import tempfile
-
-    from backend.models import library
-    from backend.specs import MEASURE_PRESETS
-
-    try:
-        if args.submit and submit is None:  # refused before the search, not after it
-            raise UserError(
-                "--submit queues a job, which the engine alone cannot; run "
-                "`python -m backend.cli mixed` with the same arguments."
-            )
-        bound = AccuracyBound.parse(args.bound)
-        settings = MEASURE_PRESETS["quick" if args.quick else "standard"]
-        source = library.onnx_path(args.model)
-        base = _base(source, args.dim)
-        with tempfile.TemporaryDirectory(prefix="optiboard-mixed-") as tmp:
-            found = search(source, bound, Path(tmp), settings, base)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print("\n".join(found.lines()))
-    print(found.verdict())
+def search_in_child(source: str, bound: str, measure: dict, base: dict) -> dict[str, Any]:
+    """Child side of mixedcli.search_in_sandbox: the search in the child's scratch folder (the
+    uploaded model is read-only there), as JSON."""
+    found = search(
+        Path(source),
+        AccuracyBound.parse(bound),
+        Path.cwd(),  # the scratch folder, removed with the child
+        from_json(MeasureSettings, measure),
+        Configuration.from_dict(base),
+    )
     best = found.best
-    if best is None:
-        print("nothing to submit")
-        return 1
-    if submit is not None and args.submit and best.fp32_nodes:
-        spec = SweepSpec(
-            precisions=(Precision.FP32, Precision.INT8_STATIC),
-            symbolic_dims=base.symbolic_dims,
-            fp32_nodes=best.fp32_nodes,
-            profile=True,
-            measure=settings,
-        )
-        job_id = submit(args.model, spec, f"mixed precision, {args.bound}")
-        print(f"queued job {job_id}; follow it with `optiboard show {job_id}`")
-    return 0
+    return {
+        "lines": found.lines(),
+        "verdict": found.verdict(),
+        "best": None if best is None else list(best.fp32_nodes),
+    }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m backend.engine.mixed MODEL --bound cosine=0.99`: the search, printed."""
-    parser = argparse.ArgumentParser(prog="python -m backend.engine.mixed", description=__doc__)
-    add_arguments(parser)
-    return run_command(parser.parse_args(argv))
+if __name__ == "__main__":  # the search runs in a sandboxed child now, from the CLI's module
+    import sys
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    print(
+        "error: run the search as `python -m backend.engine.mixedcli` or `python -m backend.cli "
+        "mixed` with the same arguments; this module is the search's engine only.",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)

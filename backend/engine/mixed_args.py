@@ -1,6 +1,6 @@
 """The mixed-precision search's arguments, apart from the search (numpy, ONNX) so that building
-`optiboard`'s parser imports only argparse: `python -m backend.engine.mixed` and `optiboard mixed`
-share this one list."""
+`optiboard`'s parser imports only argparse: `python -m backend.engine.mixedcli` and `optiboard
+mixed` share this one list."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The search's arguments, one list for `python -m backend.engine.mixed` and `optiboard
+    """The search's arguments, one list for `python -m backend.engine.mixedcli` and `optiboard
     mixed`."""
     parser.add_argument("model", type=int, help="model id (see `optiboard models`)")
     parser.add_argument("--bound", default="cosine=0.99", help="cosine=0.99 or top1=0.98")

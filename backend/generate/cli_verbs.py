@@ -242,6 +242,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     if args.submit:
         return cmd_submit_generation(args)
+    if args.in_process and args.model.isdigit():
+        raise UserError(
+            f"--in-process runs the model in this terminal's own process, outside the sandbox, so "
+            f"it takes a folder of your own, not library model {args.model} (an upload); drop "
+            "--in-process to measure it in the sandboxed child."
+        )
 
     openvino = Path(args.openvino_folder) if args.openvino_folder else None
     if args.openvino_from and not openvino:
@@ -343,7 +349,9 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", choices=list(GENERATION_PRESETS), default="standard")
     p.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     p.add_argument(
-        "--in-process", action="store_true", help="measure here, not in the sandboxed child"
+        "--in-process",
+        action="store_true",
+        help="measure a folder of your own here, not in the sandboxed child (never a library id)",
     )
     p.add_argument(
         "--env",

@@ -7,8 +7,9 @@ offers them: `rtn` (DefaultWeightOnlyQuantConfig: round to nearest, 4 or 8 bits,
 not), `hqq` (HQQWeightOnlyQuantConfig: half-quadratic optimisation of scales and zero points,
 4 bits, always with zero points, needs torch) and `gptq` (GPTQWeightOnlyQuantConfig: error-
 compensating rounding fed by calibration text, cut into windows with the model's own tokenizer,
-4 bits).  The quantizer loads the whole model, so it runs in a limited child (in the
-sandbox where one works); the variant states what its graph holds (facts.py), not what was asked.
+4 bits).  The quantizer loads the whole model, so it runs in a sandboxed child (refused
+with the reason where none works); the variant states what its graph holds (facts.py), not what
+was asked.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from backend.errors import UserError
 from backend.generate.facts import WeightFacts, weight_facts
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
+from backend.launch.converter import require_sandbox
 from backend.models.genai import read_genai_config
 
 ALGORITHMS = ("rtn", "hqq", "gptq")
@@ -128,6 +130,10 @@ def quantize_folder(
             f"The model in {source.name} has no float MatMul weights left to quantize "
             f"({source_facts.summary()}); start from its FP32 or FP16 variant."
         )
+    require_sandbox(
+        "Weight-only quantizations",
+        "the quantizer reads the uploaded model's weights in native code, and GPTQ runs the model",
+    )
     output.mkdir(parents=True, exist_ok=False)
     try:
         outcome = call_in_child(
@@ -138,7 +144,7 @@ def quantize_folder(
             config.to_dict(),
             timeout_s=timeout_s or settings.CONVERT_TIMEOUT_S.get(),
             what=f"Weight-only quantization ({config.label})",
-            sandboxed=sandbox.available().ok,
+            sandboxed=True,
             binds=sandbox.Binds.of(read_only=[source], writable=[output]),
         )
         result = outcome.value_or_raise(f"Weight-only quantization ({config.label})")

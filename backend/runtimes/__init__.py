@@ -128,11 +128,12 @@ def kernel_definitions() -> list[dict[str, Any]]:
     return definitions()
 
 
-def placement_session(model_path: str, native: str) -> dict[str, Any]:
-    """A verbose ORT session on one provider: {providers, error, log}; run it in a child."""
+def placement_session(model: str | bytes, native: str, weights_folder: str = "") -> dict[str, Any]:
+    """A verbose ORT session on one provider: {providers, error, log}; run it in a sandboxed
+    child (backend/compat/placement.py)."""
     from backend.runtimes.onnxruntime import placement_session as session
 
-    return session(model_path, native)
+    return session(model, native, weights_folder)
 
 
 def run_on_cpu_once(model_bytes: bytes, inputs: list[Any]) -> str:

@@ -310,22 +310,24 @@ def kernel_definitions() -> list[dict[str, Any]]:
     ]
 
 
-def placement_session(model_path: str, native: str) -> dict[str, Any]:
-    """Open a verbose session on `native` (CPU as fallback) and return its placement log.
-
-    Graph optimizations are off so the nodes placed are the model's own, not fused ones. ORT's
-    C++ logger writes the "Node placements" block to fd 2, which is captured and returned.
-    """
+def placement_session(model: str | bytes, native: str, weights_folder: str = "") -> dict[str, Any]:
+    """A verbose session on `native` (CPU as fallback) on a path, or on a serialized graph whose
+    external data lies in `weights_folder`; its placement log. Graph optimizations are off so
+    the nodes placed are the model's own. ORT's C++ logger writes to fd 2, captured here."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 0
     options.log_verbosity_level = 0
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if weights_folder:
+        options.add_session_config_entry(  # ORT 1.18+: external data of a graph from bytes
+            "session.model_external_initializers_file_folder_path", weights_folder
+        )
     providers = [native] if native == "CPUExecutionProvider" else [native, "CPUExecutionProvider"]
     with ort_cuda.quiet_native_output() as logged:
         try:
-            session = ort.InferenceSession(model_path, options, providers=providers)
+            session = ort.InferenceSession(model, options, providers=providers)
             got, error = session.get_providers(), None
         except Exception as exc:  # the runtime's message is the result here
             text = str(exc).strip()

@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 from backend import cli
-from backend.engine import mixed
+from backend.engine import mixed, mixedcli
 from backend.engine.variants import OptimizationError, build_variant
 from backend.errors import UserError
 from backend.graphview.structure import structure_of
@@ -139,12 +139,33 @@ def test_mixed_command_queues_the_best_mix_which_joins_the_results_as_its_own_se
     assert rows[0] == (who, "submit", f"model {model.id}", "ok", {"via": "mixed --submit"})
 
 
+def test_the_cli_search_runs_the_upload_only_in_the_sandbox_and_is_refused_without_one(
+    data_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It built, opened and timed the upload in the terminal's own process until 2026-12-06."""
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    model = ingest_file(source, "bad.onnx")
+    missing = tmp_path / "no-bwrap"
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(missing))
+    assert cli.main(["mixed", str(model.id), "--quick", "--submit"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (
+        "error: The mixed-precision search runs the uploaded model only inside the sandbox, and "
+        f"the bubblewrap sandbox ({str(missing)!r}) is not installed; install the Debian package "
+        "bubblewrap or set OPTIBOARD_BWRAP to its path."
+    )
+    assert captured.out == "" and jobs.list_jobs() == []
+
+
 def test_the_engine_alone_refuses_submit_before_searching_and_queues_nothing(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
     model = ingest_file(source, "bad.onnx")
-    assert mixed.main([str(model.id), "--quick", "--submit"]) == 2
+    assert mixedcli.main([str(model.id), "--quick", "--submit"]) == 2
     captured = capsys.readouterr()
     assert "python -m backend.cli mixed" in captured.err and captured.out == ""  # no step ran
     assert jobs.list_jobs() == []

@@ -170,6 +170,16 @@ def test_a_generation_past_the_context_is_refused_with_one_sentence(fp32, capsys
     )
 
 
+def test_in_process_is_refused_for_a_library_model_in_one_sentence(capsys) -> None:
+    """A library model is an upload: it never runs in the terminal's own process."""
+    assert cli.main(["generate", "7", "--in-process"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --in-process runs the model in this terminal's own process, outside the "
+        "sandbox, so it takes a folder of your own, not library model 7 (an upload); drop "
+        "--in-process to measure it in the sandboxed child."
+    )
+
+
 def test_cuda_without_onnxruntime_genai_cuda_says_why(fp32) -> None:
     import onnxruntime_genai as og
 

@@ -78,6 +78,23 @@ def test_quantizing_a_quantized_folder_is_refused_and_leaves_nothing(tmp_path) -
     assert not (tmp_path / "again").exists()
 
 
+def test_without_a_working_sandbox_quantizing_is_refused_and_leaves_nothing(
+    tmp_path, fp32_folder, monkeypatch
+) -> None:
+    """The quantizer reads every weight of an upload in native code: never outside the sandbox
+    (it fell back to a plain child, which sees the data folder and the environment)."""
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(tmp_path / "no-bwrap"))
+    with pytest.raises(UserError) as refused:
+        quantize_folder(fp32_folder, tmp_path / "int4", WeightOnlyConfig())
+    assert str(refused.value) == (
+        "Weight-only quantizations are refused here because the bubblewrap sandbox "
+        f"({str(tmp_path / 'no-bwrap')!r}) is not installed; install the Debian package "
+        "bubblewrap or set OPTIBOARD_BWRAP to its path (the quantizer reads the uploaded model's "
+        "weights in native code, and GPTQ runs the model)."
+    )
+    assert not (tmp_path / "int4").exists()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

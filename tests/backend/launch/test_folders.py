@@ -21,13 +21,11 @@ PLAIN = {
     "backend/engine/run.py::run_configuration": "the measurement child (TMPDIR is its folder)",
     "backend/engine/variants.py::build_variant": "inside the configuration's own work folder",
     "backend/engine/layerloss.py::activations": "the layer-loss child",
-    "backend/engine/mixed.py::run_command": "the `mixed` CLI in the foreground",
     "backend/runtimes/openvino.py::_compress_weights": "runtimes run in children only",
     "backend/runtimes/openvino.py::run_once": "runtimes run in children only",
     "backend/models/safezip.py::extract_zip": "inside the ingest's work folder",
     "backend/compat/groundtruth_openvino.py::_worker": "the OpenVINO ground-truth child",
     "backend/compat/groundtruth.py::run_batch": "the node-test ground truth: tests and bench only",
-    "backend/compat/placement.py::read_placement": "beside external weights: links and the graph",
     "backend/generate/library.py::genai_folder": "staged beside its target in the data folder",
     "backend/launch/sandbox.py::_trial": "bubblewrap's trial run, a few bytes",
 }

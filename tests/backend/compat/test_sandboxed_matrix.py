@@ -1,0 +1,92 @@
+"""The compatibility matrix opens an uploaded model only in sandboxed children: its placement
+sessions (ONNX Runtime) and its columns' reads of the model (onnx's function builders, OpenVINO's
+read_model and compile_model) never run in the dashboard's or the worker's process, nor in a
+plain child that sees the data folder and the environment."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from backend.compat.build import build_matrix_in_child
+from backend.compat.placement import Placement
+from tests import models as model_factory
+
+
+def _logging_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """bwrap itself runs each child; a wrapper in front of it only writes its argv down."""
+    log = tmp_path / "bwrap-calls.txt"
+    wrapper = tmp_path / "bwrap"
+    wrapper.write_text(
+        f'#!/bin/sh\necho "$@" >> {shlex.quote(str(log))}\nexec /usr/bin/bwrap "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(wrapper))
+    return log
+
+
+def test_the_matrix_and_its_placement_read_the_upload_only_in_sandboxed_children(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _logging_bwrap(tmp_path, monkeypatch)
+    folder = tmp_path / "library" / "mlp"
+    path = model_factory.save_with_external_data(model_factory.make_mlp(), folder)
+    before = sorted(p.name for p in folder.iterdir())
+
+    matrix = build_matrix_in_child(path)
+
+    placement = matrix.placements["ort-cpu"]
+    assert placement.ok, placement.error
+    assert placement.counts == {"CPUExecutionProvider": 6}  # its weights read where they lie
+    assert len(matrix.nodes) == 6
+    assert all("(query_model)" in cell.reason for cell in matrix.cells["openvino"])  # it ran
+    calls = [c for c in log.read_text().splitlines() if "backend.launch.children" in c]
+    assert len(calls) == 2, calls  # the availability trial aside: the placement, the matrix
+    for call in calls:
+        argv = call.split()
+        assert "--unshare-all" in argv and "--clearenv" in argv and "--share-net" not in argv
+        assert f"--ro-bind {folder} {folder}" in call
+        assert str(data_dir) not in call  # never the database or the other models
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing copied or left beside
+
+
+def test_without_a_working_sandbox_no_placement_session_is_opened_and_the_matrix_says_why(
+    data_dir: Path, mlp_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "no-bwrap"
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(missing))
+
+    matrix = build_matrix_in_child(mlp_path)
+
+    placement = matrix.placements["ort-cpu"]
+    assert placement.error == (
+        "not placed: a session opens the uploaded model only inside the sandbox, and the "
+        f"bubblewrap sandbox ({str(missing)!r}) is not installed; install the Debian package "
+        "bubblewrap or set OPTIBOARD_BWRAP to its path"
+    )
+    assert placement.nodes == {} and placement.counts == {}
+    assert len(matrix.nodes) == 6  # the prediction still stands, as an upload's parsing does
+
+
+def test_a_placement_child_is_believed_only_when_its_answer_reads_as_a_placement() -> None:
+    real = Placement(
+        "CPUExecutionProvider",
+        ["CPUExecutionProvider"],
+        {"MatMul_0": "CPUExecutionProvider"},
+        {"CPUExecutionProvider": 1},
+    )
+    assert Placement.from_child(real.to_dict()) == real
+    wrong = [
+        None,
+        ["CPUExecutionProvider"],
+        {**real.to_dict(), "extra": 1},
+        {**real.to_dict(), "counts": {"CPUExecutionProvider": "1"}},
+        {**real.to_dict(), "nodes": {"MatMul_0": ["CPUExecutionProvider"]}},
+        {**real.to_dict(), "inserted": True},
+        {k: v for k, v in real.to_dict().items() if k != "error"},
+    ]
+    for answer in wrong:
+        with pytest.raises(ValueError):
+            Placement.from_child(answer)
