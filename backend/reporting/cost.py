@@ -73,6 +73,11 @@ def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def rate_text(value: float) -> str:
+    """79,972 or 45.7 or 0.412: whole numbers with separators where the decimals say nothing."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 @dataclass(frozen=True)
 class Cheapest:
     """The cheapest ok configuration and the runner-up, with the sentence that says so."""
@@ -99,7 +104,7 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
     sentence = (
         f"The cheapest configuration is {best['label']} at "
         f"{pricing.dollars(best['cost_per_million'])} per million inferences "
-        f"({best['throughput']:.1f} samples/s measured, ${best['price_per_hour']:g}/h for "
+        f"({rate_text(best['throughput'])} samples/s measured, ${best['price_per_hour']:g}/h for "
         f"{best['priced_as']})"
     )
     caveat = _stability_caveat(ok, steady, best)

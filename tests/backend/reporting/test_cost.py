@@ -30,6 +30,9 @@ def test_wrong_outputs_are_never_the_cheapest(
     assert ok["cost_per_million"] == pytest.approx(1000.0 / (ok["throughput"] * 3600) * 1e6)
     found = cost.cheapest(frame)
     assert found is not None and "FP32" in found.label and found.runner_up is None
+    throughput = cost.rate_text(ok["throughput"])  # 79,972 where it used to read 79972.0
+    assert f"({throughput} samples/s measured, $1000/h for cpu)" in found.sentence
+    assert [cost.rate_text(v) for v in (79972.04, 45.678, 0.41234)] == ["79,972", "45.7", "0.412"]
     assert main(["show", str(job.id), "--price", "cpu=1000"]) == 0
     printed = capsys.readouterr().out
     assert f"The cheapest configuration is {found.label} at $" in printed
