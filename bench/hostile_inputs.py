@@ -1,7 +1,8 @@
 """Every hostile builder of tests/hostile.py fed to the real upload paths (model ingest, and the
 calibration and evaluation .npz stores of backend.queue.jobs), as the web process would; then the
 cases of bench/hostile_web_cases.py against a real `streamlit run serve.py` on the same data
-directory (upload flood), the Graph page's cost call, `serve export` and the pages themselves.
+directory (upload flood), the Graph page's cost call, `serve export` and the pages themselves;
+and the compatibility matrix of every upload that was stored.
 
 For each input: the outcome (a clean rejection with its sentence, or an acceptance and why it is
 harmless or not), seconds spent in the call, peak RSS growth of this process (the one calling
@@ -286,6 +287,25 @@ def with_canary(path: Path, canary: Path) -> Callable[[], str]:
     return call
 
 
+def matrix_cases() -> list[tuple[str, Callable[[], str]]]:
+    """The Compatibility page's matrix of every upload that was stored: built in sandboxed
+    children (the matrix, and a real ONNX Runtime session for the placement), never here."""
+    from backend.compat import matrix_for_model
+    from backend.compat.placement import described
+    from backend.models import library
+
+    def build(model_id: int) -> Callable[[], str]:
+        def call() -> str:
+            matrix = matrix_for_model(model_id, refresh=True)
+            placement = matrix.placements.get("ort-cpu")
+            placed = described(placement.to_dict()) if placement else "no CPU placement"
+            return f"{len(matrix.nodes)} nodes; real placement {placed}"
+
+        return call
+
+    return [(f"matrix of model {m.id} ({m.name[:24]})", build(m.id)) for m in library.list_models()]
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hostile-bench-") as scratch:
         root = Path(scratch)
@@ -297,6 +317,7 @@ def main() -> None:
         inputs.mkdir()
         canary = root / "canary.txt"
         results = [measure(name, call, data) for name, call in cases(inputs, canary)]
+        results += [measure(name, call, data) for name, call in matrix_cases()]
         with hostile_web.dashboard(data, root / "dashboard.log") as dash:
             results += [measure(name, call, data) for name, call in web_cases(inputs, data, dash)]
     print(f"{'input':48} {'s':>7} {'peak MB':>8} {'wrote MB':>9} {'left MB':>8}  outcome")

@@ -147,7 +147,10 @@ def matrix_for_model(model_id: int, refresh: bool = False) -> CompatMatrix:
     model = library.get_model(model_id)
     generative = is_generative_format(model.format)
     path = _graph_file(model_id) if generative else library.onnx_path(model_id)
-    key = fingerprint(load_registry(), with_placement=True)
+    from backend.launch import sandbox
+
+    # placed only where a sandbox works: a matrix cached without one is not reused once it does
+    key = fingerprint(load_registry(), with_placement=sandbox.available().ok)
     if not refresh:
         cached = compat_cache.get_compat(model.sha256, key)
         if cached is not None and cached.get("version") == MATRIX_VERSION:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.compat.build import build_matrix_in_child
+from backend.compat.build import build_matrix_in_child, matrix_for_model
 from backend.compat.placement import Placement
+from backend.models.ingest import ingest_file
 from tests import models as model_factory
 
 
@@ -68,6 +69,19 @@ def test_without_a_working_sandbox_no_placement_session_is_opened_and_the_matrix
     )
     assert placement.nodes == {} and placement.counts == {}
     assert len(matrix.nodes) == 6  # the prediction still stands, as an upload's parsing does
+
+
+def test_a_matrix_cached_without_a_sandbox_is_placed_for_real_once_one_works(
+    data_dir: Path, mlp_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = ingest_file(mlp_path, "mlp.onnx")
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(tmp_path / "no-bwrap"))
+    assert matrix_for_model(model.id).placements["ort-cpu"].error.startswith("not placed:")
+    monkeypatch.delenv("OPTIBOARD_BWRAP")  # bubblewrap installed since
+
+    placement = matrix_for_model(model.id).placements["ort-cpu"]
+
+    assert placement.ok and placement.counts == {"CPUExecutionProvider": 6}
 
 
 def test_a_placement_child_is_believed_only_when_its_answer_reads_as_a_placement() -> None:
