@@ -5,7 +5,6 @@ plain child that sees the data folder and the environment."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import pytest
@@ -14,24 +13,13 @@ from backend.compat.build import build_matrix_in_child, matrix_for_model
 from backend.compat.placement import Placement
 from backend.models.ingest import ingest_file
 from tests import models as model_factory
-
-
-def _logging_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """bwrap itself runs each child; a wrapper in front of it only writes its argv down."""
-    log = tmp_path / "bwrap-calls.txt"
-    wrapper = tmp_path / "bwrap"
-    wrapper.write_text(
-        f'#!/bin/sh\necho "$@" >> {shlex.quote(str(log))}\nexec /usr/bin/bwrap "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("OPTIBOARD_BWRAP", str(wrapper))
-    return log
+from tests.bwrap_calls import child_calls, logging_bwrap
 
 
 def test_the_matrix_and_its_placement_read_the_upload_only_in_sandboxed_children(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = _logging_bwrap(tmp_path, monkeypatch)
+    log = logging_bwrap(tmp_path, monkeypatch)
     folder = tmp_path / "library" / "mlp"
     path = model_factory.save_with_external_data(model_factory.make_mlp(), folder)
     before = sorted(p.name for p in folder.iterdir())
@@ -43,8 +31,8 @@ def test_the_matrix_and_its_placement_read_the_upload_only_in_sandboxed_children
     assert placement.counts == {"CPUExecutionProvider": 6}  # its weights read where they lie
     assert len(matrix.nodes) == 6
     assert all("(query_model)" in cell.reason for cell in matrix.cells["openvino"])  # it ran
-    calls = [c for c in log.read_text().splitlines() if "backend.launch.children" in c]
-    assert len(calls) == 2, calls  # the availability trial aside: the placement, the matrix
+    calls = child_calls(log)
+    assert len(calls) == 2, calls  # the placement, the matrix
     for call in calls:
         argv = call.split()
         assert "--unshare-all" in argv and "--clearenv" in argv and "--share-net" not in argv

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from backend.measure_settings import MeasureSettings
 from backend.models.ingest import ingest_file
 from backend.results import ResultStatus
 from backend.specs import SweepSpec
+from tests.bwrap_calls import child_calls, logging_bwrap
 
 TESTS = settings.PROJECT_ROOT / "tests"
 QUICK = MeasureSettings(
@@ -74,13 +74,7 @@ def test_a_real_measurement_runs_through_bwrap_with_only_its_binds(
     data_dir: Path, mlp_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """bwrap itself runs the child; a wrapper in front of it only writes its argv down."""
-    log = tmp_path / "bwrap-calls.txt"
-    wrapper = tmp_path / "bwrap"
-    wrapper.write_text(
-        f'#!/bin/sh\necho "$@" >> {shlex.quote(str(log))}\nexec /usr/bin/bwrap "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("OPTIBOARD_BWRAP", str(wrapper))
+    log = logging_bwrap(tmp_path, monkeypatch)
     output = tmp_path / "out"
 
     task = _task(mlp_path, output)
@@ -89,8 +83,8 @@ def test_a_real_measurement_runs_through_bwrap_with_only_its_binds(
     assert result is not None and result.status == ResultStatus.OK, result and result.error
     assert result.configuration is task.configuration  # sent once, not echoed back and re-read
     assert result.latency is not None and result.latency.mean > 0
-    calls = [c for c in log.read_text().splitlines() if "backend.launch.children" in c]
-    assert len(calls) == 1, calls  # the availability trial aside, one sandboxed child
+    calls = child_calls(log)
+    assert len(calls) == 1, calls  # one sandboxed child
     argv = calls[0].split()
     assert "--unshare-all" in argv and "--share-net" not in argv and "--clearenv" in argv
     assert f"--ro-bind {mlp_path} {mlp_path}" in calls[0]
