@@ -203,5 +203,8 @@ def described(placement: dict[str, Any]) -> str:
     if placement.get("error"):
         return str(placement["error"])
     line = ", ".join(f"{p}: {n}" for p, n in placement.get("counts", {}).items())
+    requested, got = placement.get("requested"), placement.get("session_providers") or []
+    if got and requested not in got:  # the provider did not start: no node could go to it
+        line = f"{requested} did not start in the session, which got {', '.join(got)}: {line}"
     inserted = placement.get("inserted", 0)
     return line + (f" (+{inserted} copies ONNX Runtime put between devices)" if inserted else "")

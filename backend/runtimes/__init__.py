@@ -123,7 +123,7 @@ def exact_int8_matmul_setting() -> tuple[str, str] | None:
 
 def kernel_definitions() -> list[dict[str, Any]]:
     """The installed ONNX Runtime's kernels; run it in a child (it can segfault)."""
-    from backend.runtimes.onnxruntime import kernel_definitions as definitions
+    from backend.runtimes.ort_compat import kernel_definitions as definitions
 
     return definitions()
 
@@ -131,14 +131,14 @@ def kernel_definitions() -> list[dict[str, Any]]:
 def placement_session(model: str | bytes, native: str, weights_folder: str = "") -> dict[str, Any]:
     """A verbose ORT session on one provider: {providers, error, log}; run it in a sandboxed
     child (backend/compat/placement.py)."""
-    from backend.runtimes.onnxruntime import placement_session as session
+    from backend.runtimes.ort_compat import placement_session as session
 
     return session(model, native, weights_folder)
 
 
 def run_on_cpu_once(model_bytes: bytes, inputs: list[Any]) -> str:
     """'' when ORT's CPU provider runs the model on the inputs, else the error's first line."""
-    from backend.runtimes.onnxruntime import run_on_cpu_once as run_once
+    from backend.runtimes.ort_compat import run_on_cpu_once as run_once
 
     return run_once(model_bytes, inputs)
 

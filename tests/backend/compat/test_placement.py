@@ -75,9 +75,13 @@ def test_cuda_placement_is_real_on_a_gpu_and_an_announced_cpu_fallback_elsewhere
     if cuda_works:
         assert "CUDAExecutionProvider" in set(placement.nodes.values())
         assert len(placement.fallbacks()) < 6
-    else:
+    else:  # said as such, never read as six nodes CUDA sent back to the CPU
         assert set(placement.nodes.values()) == {"CPUExecutionProvider"}
         assert len(placement.fallbacks()) == 6
+        assert described(placement.to_dict()) == (
+            "CUDAExecutionProvider did not start in the session, which got CPUExecutionProvider: "
+            "CPUExecutionProvider: 6"
+        )
 
 
 def test_parser_reads_real_cuda_placement_with_a_cpu_fallback():
