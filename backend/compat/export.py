@@ -97,8 +97,8 @@ def summary(matrix: CompatMatrix) -> list[BackendSummary]:
         placement = matrix.placements.get(backend)
         column = COLUMNS.get(backend)
         fallbacks = counts[UNSUPPORTED] if column is not None and column.falls_back else 0
-        if placement is not None and placement.ok:
-            fallbacks = len(placement.fallbacks())
+        if placement is not None and placement.ok and placement.requested_active:
+            fallbacks = len(placement.fallbacks())  # a provider that never started sends none
         n = len(cells)
         out.append(
             BackendSummary(

@@ -72,6 +72,26 @@ def test_mlp_runs_on_every_backend_and_real_cpu_placement_agrees(data_dir, mlp_p
     assert summary[TFTRT].applicable is False and "SavedModel" in summary[TFTRT].note
 
 
+def test_a_provider_that_did_not_start_counts_no_fallback_and_says_it_did_not_start(
+    data_dir, mlp_path
+):
+    """A CUDA session that got only the CPU (here: no CUDA; on the H100: its libraries not
+    loaded) read as 'fall back 25' of 25 nodes; it sends nothing back, it never started."""
+    from backend.compat.placement import described, read_placement
+
+    placement = read_placement(mlp_path, "cuda")
+    if placement.requested_active:
+        return  # a GPU host: the session has CUDA, its fallbacks are real
+    matrix = build_matrix(
+        mlp_path, placements={CPU: read_placement(mlp_path, "cpu"), CUDA: placement}
+    )
+    summary = {s.backend: s for s in compat_export.summary(matrix)}
+    assert summary[CUDA].fallbacks == summary[CUDA].unsupported == 0  # the prediction's count
+    assert described(summary[CUDA].placement).startswith(
+        "CUDAExecutionProvider did not start in the session, which got CPUExecutionProvider"
+    )
+
+
 def test_node_with_no_kernel_for_its_type_is_unsupported_and_the_real_session_fails(
     data_dir, tmp_path
 ):
