@@ -14,6 +14,7 @@ from typing import Any
 
 import onnx
 
+import settings
 from backend.engine import mixed
 from backend.engine.mixed import MAX_STEPS
 from backend.engine.mixed_args import add_arguments
@@ -53,10 +54,10 @@ def run_command(args: argparse.Namespace, submit: Submit | None = None) -> int:
                 "`python -m backend.cli mixed` with the same arguments."
             )
         AccuracyBound.parse(args.bound)  # a malformed bound is refused before any child
-        settings = MEASURE_PRESETS["quick" if args.quick else "standard"]
+        measure = MEASURE_PRESETS["quick" if args.quick else "standard"]
         source = library.onnx_path(args.model)
         base = _base(source, args.dim)
-        found = search_in_sandbox(source, args.bound, settings, base)
+        found = search_in_sandbox(source, args.bound, measure, base)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -71,7 +72,7 @@ def run_command(args: argparse.Namespace, submit: Submit | None = None) -> int:
             symbolic_dims=base.symbolic_dims,
             fp32_nodes=found.best,
             profile=True,
-            measure=settings,
+            measure=measure,
         )
         job_id = submit(args.model, spec, f"mixed precision, {args.bound}")
         print(f"queued job {job_id}; follow it with `optiboard show {job_id}`")
@@ -90,7 +91,9 @@ class SearchReport:
     @classmethod
     def from_child(cls, data: Any) -> SearchReport:
         """A sandboxed child's answer, checked (the uploaded model ran there)."""
-        lines, verdict, best = (data or {}).get("lines"), data.get("verdict"), data.get("best")
+        if not isinstance(data, dict):
+            raise UserError("The mixed-precision search's child answered what does not read.")
+        lines, verdict, best = data.get("lines"), data.get("verdict"), data.get("best")
         texts = isinstance(lines, list) and all(isinstance(line, str) for line in lines)
         nodes = best is None or isinstance(best, list) and all(isinstance(n, str) for n in best)
         if not (texts and isinstance(verdict, str) and nodes):
@@ -99,7 +102,7 @@ class SearchReport:
 
 
 def search_in_sandbox(
-    source: Path, bound: str, settings: MeasureSettings, base: Configuration
+    source: Path, bound: str, measure: MeasureSettings, base: Configuration
 ) -> SearchReport:
     """search() on an uploaded model in one sandboxed child (refused where none works), as the
     worker runs a queued search's steps: it builds, opens and times the model throughout."""
@@ -113,12 +116,12 @@ def search_in_sandbox(
             f"The mixed-precision search runs the uploaded model only inside the sandbox, and "
             f"{state.reason}."
         )
-    per_step = settings.max_seconds + config_timeout_s()
+    per_step = measure.max_seconds + settings.CONFIG_TIMEOUT_S.get()
     outcome = call_in_child(
         "backend.engine.mixed:search_in_child",
         str(source),
         bound,
-        to_json(settings),
+        to_json(measure),
         base.to_dict(),
         timeout_s=(MAX_STEPS + 2) * per_step,
         what="The mixed-precision search",
@@ -127,12 +130,6 @@ def search_in_sandbox(
         limits=ChildLimits.from_settings(gpu=base.provider != "cpu"),
     )
     return SearchReport.from_child(outcome.value_or_raise("The mixed-precision search"))
-
-
-def config_timeout_s() -> float:
-    import settings
-
-    return settings.CONFIG_TIMEOUT_S.get()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -160,6 +160,17 @@ def test_the_cli_search_runs_the_upload_only_in_the_sandbox_and_is_refused_witho
     assert captured.out == "" and jobs.list_jobs() == []
 
 
+def test_a_search_childs_answer_is_believed_only_when_it_reads() -> None:
+    """The uploaded model ran in that child: its answer is data to check, nothing more."""
+    good = {"lines": ["step 1"], "verdict": "meets the bound", "best": ["MatMul_0"]}
+    assert mixedcli.SearchReport.from_child(good).best == ("MatMul_0",)
+    assert mixedcli.SearchReport.from_child({**good, "best": None}).best is None
+    wrong = [None, ["step 1"], {**good, "lines": "step 1"}, {**good, "best": [1]}]
+    for answer in [*wrong, {**good, "verdict": None}]:
+        with pytest.raises(UserError, match="answered what does not read"):
+            mixedcli.SearchReport.from_child(answer)
+
+
 def test_the_engine_alone_refuses_submit_before_searching_and_queues_nothing(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
