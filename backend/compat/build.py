@@ -13,7 +13,9 @@ parsing is), and each real placement in a sandboxed child of its own (compat/pla
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from backend.compat.placement import Placement, read_placement
 from backend.compat.registry import KernelRegistry, load_registry
 from backend.compat.registry import from_json as registry_from_json
 from backend.compat.registry import to_json as registry_to_json
+from backend.errors import UserError
 
 ONNX_DOMAINS = {"", "ai.onnx.ml", "ai.onnx.preview.training"}
 KNOWN_CONTRIB_DOMAINS = {"com.microsoft", "com.microsoft.nchwc", "org.openvinotoolkit"}
@@ -128,14 +131,36 @@ def build_matrix(
 
 def real_placements(model_path: Path) -> dict[str, Placement]:
     """A real session per column with an ORT provider available here; the others are skipped."""
-    from backend.runtimes import get_runtime
-
-    available = {s.name for s in get_runtime("onnxruntime").providers() if s.available}
+    available = placement_providers()
     return {
         name: read_placement(model_path, column.placement_provider)
         for name, column in COLUMNS.items()
         if column.placement_provider in available
     }
+
+
+@functools.cache
+def placement_providers() -> frozenset[str]:
+    """ONNX Runtime's providers that start here (short names), probed once per process: in a
+    child unless ONNX Runtime is loaded already (the worker), since loading it and probing adds
+    about 140 MB to the dashboard's process. A probe that fails places on no provider."""
+    if "onnxruntime" in sys.modules:
+        return frozenset(available_providers())
+    from backend.launch.children import run_call
+
+    try:
+        found = run_call(
+            "backend.compat.build:available_providers", timeout_s=120, what="The provider probe"
+        )
+    except (UserError, RuntimeError):
+        return frozenset()
+    return frozenset(name for name in found if isinstance(name, str))
+
+
+def available_providers() -> list[str]:
+    from backend.runtimes import get_runtime
+
+    return [s.name for s in get_runtime("onnxruntime").providers() if s.available]
 
 
 def matrix_for_model(model_id: int, refresh: bool = False) -> CompatMatrix:

@@ -5,10 +5,14 @@ plain child that sees the data folder and the environment."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import settings
 from backend.compat.build import build_matrix_in_child, matrix_for_model
 from backend.compat.placement import Placement
 from backend.models.ingest import ingest_file
@@ -70,6 +74,31 @@ def test_a_matrix_cached_without_a_sandbox_is_placed_for_real_once_one_works(
     placement = matrix_for_model(model.id).placements["ort-cpu"]
 
     assert placement.ok and placement.counts == {"CPUExecutionProvider": 6}
+
+
+def test_building_a_matrix_loads_no_runtime_into_the_calling_process(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The dashboard asks for a matrix: ONNX Runtime (about 140 MB with its provider probe) and
+    OpenVINO load only in its children."""
+    code = (
+        "import sys; from pathlib import Path; "
+        "from backend.compat.build import build_matrix_in_child; "
+        "m = build_matrix_in_child(Path(sys.argv[1])); "
+        "print(m.placements['ort-cpu'].counts, 'onnxruntime' in sys.modules, "
+        "'openvino' in sys.modules)"
+    )
+    root = str(settings.PROJECT_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(mlp_path)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{'CPUExecutionProvider': 6} False False"
 
 
 def test_a_placement_child_is_believed_only_when_its_answer_reads_as_a_placement() -> None:
