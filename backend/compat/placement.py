@@ -144,15 +144,15 @@ def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> P
             f"and {state.reason}",
         )
     gpu = native != "CPUExecutionProvider"
-    folder = Path(model_path).resolve().parent  # the graph and its external weights, read-only
+    path = Path(model_path).resolve()  # its folder holds the external weights: bound read-only
     outcome = call_in_child(
         "backend.compat.placement:placement_in_child",
-        str(Path(model_path).resolve()),
+        str(path),
         native,
         timeout_s=timeout,
         what="The placement child",
         sandboxed=True,
-        binds=sandbox.Binds.of(read_only=[folder], gpu=gpu),
+        binds=sandbox.Binds.of(read_only=[path.parent], gpu=gpu),
         limits=ChildLimits.from_settings(gpu=gpu),
     )
     if not outcome.ok:  # a crash, a time-out, or a traceback whose last line says what it was
