@@ -200,8 +200,9 @@ def build_matrix_in_child(
     model_path: Path, model_format: str = "onnx", timeout: float = 900.0
 ) -> CompatMatrix:
     """build_matrix without opening the model in this process: the placements first, each in
-    its sandboxed child, then the matrix in a child sandboxed wherever bubblewrap works, given
-    the kernel registry and those placements (it sees the model's folder, not the data folder).
+    its sandboxed child, then the matrix in a child sandboxed wherever bubblewrap works (else
+    confined to the same view by Landlock), given the kernel registry and those placements (it
+    sees the model's folder, not the data folder).
     RuntimeError says why when that child fails."""
     from backend.launch import sandbox
     from backend.launch.children import call_in_child
@@ -219,7 +220,8 @@ def build_matrix_in_child(
         timeout_s=timeout,
         what="Building the compatibility matrix",
         sandboxed=sandboxed,
-        binds=sandbox.Binds.of(read_only=[path.parent]) if sandboxed else None,
+        binds=sandbox.Binds.of(read_only=[path.parent]),
+        confine=True,  # without bubblewrap: Landlock's view of the same binds
     )
     if not outcome.ok:
         raise RuntimeError(outcome.error or "Building the compatibility matrix failed")

@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
     """Child entry: set the limits first, then run what the parent asked for."""
     limits, mode, *rest = argv
     # a fork server's forks set the process count when each starts (fork_server)
-    child_limits.apply(child_limits.ChildLimits(**json.loads(limits)), mode != "forks")
+    child_limits.apply(child_limits.ChildLimits.from_dict(json.loads(limits)), mode != "forks")
     skip_unused_imports()
     if mode == "module":
         import runpy

@@ -15,6 +15,7 @@ services.py, with the same process group and death-with-parent rules.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -29,8 +30,8 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
+from backend.launch import landlock, pids, sandbox
 from backend.launch import limits as child_limits
-from backend.launch import pids, sandbox
 from backend.launch.folders import ChildFolder, child_folder
 from backend.launch.outcomes import (
     ChildOutcome,
@@ -42,9 +43,13 @@ from backend.launch.outcomes import (
 )
 
 
-def child_environment(sandboxed: bool) -> dict[str, str] | None:
+def child_environment(sandboxed: bool, confined_to: Path | None = None) -> dict[str, str] | None:
+    """None in the sandbox (bwrap --clearenv sets it); a confined child's is the sandbox's, with
+    its scratch folder `confined_to` as HOME; a plain child's is this process's."""
     if sandboxed:
-        return None  # bwrap --clearenv sets what the child gets
+        return None
+    if confined_to is not None:
+        return sandbox.environment(confined_to)
     env = {**os.environ, **child_limits.CHILD_ENVIRONMENT}
     root = str(settings.PROJECT_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
@@ -96,18 +101,28 @@ def run_process(
     limits: child_limits.ChildLimits | None = None,
     binds: sandbox.Binds | None = None,
     python: str | None = None,
+    confine: bool = False,
 ) -> ProcessOutcome:
     """Run `python -m backend.launch.children <limits> *entry` and wait for it (the one core).
 
     Sandboxed, the child runs under bubblewrap (sandbox.py) and raises UserError when no working
     sandbox exists: never a silent fallback. python: another interpreter than this one (a runtime
-    environment's, backend/runtimeenvs.py), whose folder the binds must name.
+    environment's, backend/runtimeenvs.py), whose folder the binds must name. confine, for a
+    child that reads an untrusted file where it runs without the sandbox: the sandbox's
+    environment, in its scratch folder, and where the kernel has Landlock only the files the
+    sandbox would show it (landlock.py).
     """
     limits = limits or child_limits.ChildLimits.from_settings()
+    confined_to = folder.scratch if confine and not sandboxed else None
+    if confined_to is not None and landlock.abi() > 0:
+        seen = sandbox.Binds.of(read_only=[*read_only, *(binds.read_only if binds else ())])
+        seen = dataclasses.replace(seen, writable=binds.writable if binds else ())
+        limits = dataclasses.replace(limits, confine=sandbox.confinement(folder.scratch, seen))
     argv = child_argv(entry, folder, limits, sandboxed, read_only, binds, python)
     resident = limits.memory_bytes if limits.gpu else None  # GPU children: a memory cgroup
     with pids.group(limits.extra_procs, resident) as tasks:
-        process = _start(tasks.wrap(argv) if tasks else argv, folder, sandboxed, merge_output)
+        argv = tasks.wrap(argv) if tasks else argv
+        process = _start(argv, folder, sandboxed, merge_output, confined_to)
         try:
             timed_out, cancelled = _wait(process, timeout_s, should_cancel, on_tick, tick_s)
         finally:
@@ -152,7 +167,11 @@ def child_argv(
 
 
 def _start(
-    argv: list[str], folder: ChildFolder, sandboxed: bool, merge_output: bool
+    argv: list[str],
+    folder: ChildFolder,
+    sandboxed: bool,
+    merge_output: bool,
+    confined_to: Path | None = None,
 ) -> subprocess.Popen:
     """Start the child with its output in files beside its scratch folder."""
     out_path, err_path = folder.root / "stdout", folder.root / "stderr"
@@ -162,8 +181,8 @@ def _start(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out if merge_output else err,
-            cwd=folder.scratch if sandboxed else None,
-            env=child_environment(sandboxed),
+            cwd=folder.scratch if sandboxed or confined_to else None,
+            env=child_environment(sandboxed, confined_to),
             start_new_session=True,  # one process group, killed as a whole
         )
 
@@ -207,11 +226,13 @@ def call_in_child(
     outputs: Mapping[str, Path] | None = None,
     limits: child_limits.ChildLimits | None = None,
     python: str | None = None,
+    confine: bool = False,
 ) -> ChildOutcome:
     """JSON in, JSON out (never unpickled: a child an untrusted model took over returns data
     only): `module:function(*args)` in a limited (optionally sandboxed) child, in its scratch
     folder; files it leaves there under the names in `outputs` are moved to the given paths.
-    python: a runtime environment's interpreter (backend/runtimeenvs.py) instead of this one."""
+    python: a runtime environment's interpreter (backend/runtimeenvs.py) instead of this one.
+    confine: run_process's, for a child that reads an untrusted file."""
     with child_folder() as folder:
         request, result = folder.scratch / "request.json", folder.scratch / "result.json"
         request.write_text(json.dumps({"target": target, "args": list(args)}))
@@ -224,6 +245,7 @@ def call_in_child(
             binds=binds,
             limits=limits,
             python=python,
+            confine=confine,
         )
         outcome = child_outcome(done, read_result(result, as_pickle=False), what, timeout_s)
         if outcome.ok:
@@ -242,11 +264,12 @@ def run_call(
     sandboxed: bool = False,
     read_only: Sequence[Path] = (),
     outputs: Mapping[str, Path] | None = None,
+    confine: bool = False,
 ) -> Any:
     """call_in_child's value; UserError for the user's problems and limits, else RuntimeError."""
     binds = sandbox.Binds(read_only=tuple(map(Path, read_only)))
     kwargs = {"timeout_s": timeout_s, "what": what, "sandboxed": sandboxed, "outputs": outputs}
-    outcome = call_in_child(target, *args, binds=binds, **kwargs)
+    outcome = call_in_child(target, *args, binds=binds, confine=confine, **kwargs)
     if outcome.ok:
         return outcome.value
     if outcome.timed_out:
@@ -268,9 +291,10 @@ def run_parse(
     outputs: Mapping[str, Path] | None = None,
 ) -> Any:
     """run_call for a child that parses an untrusted file (an upload, a stored model): under
-    OPTIBOARD_PARSE_TIMEOUT_S, sandboxed wherever bubblewrap works here, `read_only` bound."""
+    OPTIBOARD_PARSE_TIMEOUT_S, sandboxed wherever bubblewrap works here, else confined, seeing
+    `read_only`."""
     timeout_s, sandboxed = settings.PARSE_TIMEOUT_S.get(), sandbox.available().ok
-    kwargs = {"timeout_s": timeout_s, "sandboxed": sandboxed, "outputs": outputs}
+    kwargs = {"timeout_s": timeout_s, "sandboxed": sandboxed, "outputs": outputs, "confine": True}
     return run_call(target, *args, what=what, read_only=read_only, **kwargs)
 
 

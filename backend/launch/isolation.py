@@ -11,7 +11,7 @@ import platform
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from backend.launch import pids, sandbox, syscalls
+from backend.launch import landlock, pids, sandbox, syscalls
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class Isolation:
     user_namespaces_forbidden: bool
     syscall_filter: bool
     process_cap: str  # "pids cgroup", "RLIMIT_NPROC" or "none"
+    landlock_abi: int = 0  # what confines a child that reads an upload where no sandbox works
 
     def complete(self) -> bool:
         """Every guard holds."""
@@ -42,6 +43,11 @@ class Isolation:
             )
         else:
             held = [f"NOT SANDBOXED ({self.why_not_sandboxed})"]
+            held += (
+                [f"uploads parsed under Landlock ABI {self.landlock_abi}, no capabilities"]
+                if self.landlock_abi
+                else ["NO LANDLOCK EITHER (an upload's parse child sees what the service sees)"]
+            )
         held += ["seccomp filter"] if self.syscall_filter else ["NO SECCOMP FILTER"]
         if self.process_cap == "none":
             held.append("PROCESSES NOT CAPPED (root without a pids cgroup)")
@@ -61,4 +67,5 @@ def this_host() -> Isolation:
         user_namespaces_forbidden=state.ok and sandbox.forbids_user_namespaces(state.binary),
         syscall_filter=platform.machine() in syscalls.TABLES,
         process_cap=pids.process_cap(),
+        landlock_abi=landlock.abi(),
     )

@@ -25,9 +25,11 @@ import resource
 import signal
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import settings
-from backend.launch.syscalls import prctl, refuse_exploit_interfaces
+from backend.launch import landlock
+from backend.launch.syscalls import drop_capabilities, prctl, refuse_exploit_interfaces
 
 MB = 1 << 20
 PR_SET_PDEATHSIG = 1
@@ -53,6 +55,8 @@ class ChildLimits:
     file_bytes: int
     extra_procs: int
     gpu: bool = False  # memory_bytes is then resident memory (a cgroup), not address space
+    # the files a child outside the sandbox may touch (Landlock), for one reading an untrusted file
+    confine: landlock.Confinement | None = None
 
     @classmethod
     def from_settings(cls, gpu: bool = False) -> ChildLimits:
@@ -66,8 +70,14 @@ class ChildLimits:
             gpu=gpu,
         )
 
-    def to_dict(self) -> dict[str, int | bool]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChildLimits:
+        confine = data.get("confine")
+        fields = {**data, "confine": landlock.Confinement.from_dict(confine) if confine else None}
+        return cls(**fields)
 
 
 def _ram_bytes() -> int:
@@ -120,6 +130,9 @@ def apply(limits: ChildLimits, processes: bool = True) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     if processes:
         limit_processes(limits.extra_procs)
+    if limits.confine is not None:  # what bubblewrap would have given it, as far as it can
+        drop_capabilities()
+        landlock.restrict(limits.confine)
     refuse_exploit_interfaces()  # last: inherited by every process the child starts
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import settings
 from backend.errors import UnavailableError
+from backend.launch import landlock
 from backend.launch.limits import CHILD_ENVIRONMENT
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt")
@@ -138,6 +139,43 @@ def _python_paths() -> list[Path]:
     return found
 
 
+def environment(scratch: Path) -> dict[str, str]:
+    """A sandboxed or confined child's whole environment: never the database URL or a secret."""
+    env = {
+        "PATH": SANDBOX_PATH,
+        "HOME": str(scratch),
+        "TMPDIR": str(scratch),
+        # getpass.getuser() (torch's cache paths) reads these before the passwd file, which a
+        # host may not hold the sandbox's uid in ("getpwuid(): uid not found: 0" on a GPU host)
+        "LOGNAME": "optiboard",
+        "USER": "optiboard",
+        "PYTHONPATH": str(settings.PROJECT_ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **CHILD_ENVIRONMENT,
+    }
+    for setting in PASSED_SETTINGS:
+        if setting.name in os.environ:
+            env[setting.name] = os.environ[setting.name]
+    return env
+
+
+def visible_paths(read_only: Sequence[Path | str] = ()) -> list[Path]:
+    """What a child sees read-only: the system, Python, the project's code (no data), and
+    read_only."""
+    root = settings.PROJECT_ROOT
+    code = [root / "backend", root / "storage", root / "settings.py"]
+    paths = [Path(p) for p in (*SYSTEM_DIRS, *SYSTEM_FILES, CPU_TOPOLOGY, *ENERGY_COUNTERS)]
+    return [*paths, *_python_paths(), *code, *(Path(p) for p in read_only)]
+
+
+def confinement(scratch: Path, binds: Binds) -> landlock.Confinement:
+    """The sandbox's view as Landlock rules, for a child that runs where bubblewrap does not."""
+    readable = [*visible_paths(binds.read_only), *landlock.READABLE_PROC]
+    readable += landlock.READABLE_DEVICES
+    writable = [scratch, *binds.writable, *landlock.WRITABLE_DEVICES]
+    return landlock.Confinement(tuple(map(str, readable)), tuple(map(str, writable)))
+
+
 def command(
     argv: Sequence[str],
     scratch: Path,
@@ -152,8 +190,6 @@ def command(
     new_session=False so that signals to its process group reach every process of the server.
     """
     binds = binds or Binds()
-    root = settings.PROJECT_ROOT
-    code = [root / "backend", root / "storage", root / "settings.py"]  # code only, no data
     # run as root, bwrap keeps the caller's capabilities: with CAP_SYS_ADMIN a child remounted a
     # read-only bind writable and wrote to the host; dropped, nothing in the sandbox holds any
     binary = binary or available().binary
@@ -164,34 +200,18 @@ def command(
     # in here until 2026-12-06 and now fails (the nesting limit bwrap sets)
     args += ["--unshare-user", "--disable-userns"] if forbids_user_namespaces(binary) else []
     args += ["--new-session"] if binds.new_session else []
-    args += [
-        "--clearenv",
-        "--setenv", "PATH", SANDBOX_PATH,
-        "--setenv", "HOME", str(scratch),
-        "--setenv", "TMPDIR", str(scratch),
-        # getpass.getuser() (torch's cache paths) reads these before the passwd file, which a
-        # host may not hold the sandbox's uid in ("getpwuid(): uid not found: 0" on a GPU host)
-        "--setenv", "LOGNAME", "optiboard",
-        "--setenv", "USER", "optiboard",
-        "--setenv", "PYTHONPATH", str(root),
-        "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-        "--proc", "/proc",
-        "--dev", "/dev",
-    ]  # fmt: skip
+    args += ["--clearenv"]
+    for name, value in environment(scratch).items():
+        args += ["--setenv", name, value]
+    args += ["--proc", "/proc", "--dev", "/dev"]
     for path in PROC_READ_ONLY:  # over the fresh /proc, before anything else is bound
         args += ["--ro-bind-try", path, path]
-    for name, value in CHILD_ENVIRONMENT.items():
-        args += ["--setenv", name, value]
-    for setting in PASSED_SETTINGS:
-        if setting.name in os.environ:
-            args += ["--setenv", setting.name, os.environ[setting.name]]
     if binds.gpu:
         args += _gpu_args()
     for name, value in binds.env:  # after the GPU environment: the caller's values win
         args += ["--setenv", name, value]
     args += ["--tmpfs", "/tmp"] if binds.private_tmp else []  # before binds under /tmp
-    paths = [Path(p) for p in (*SYSTEM_DIRS, *SYSTEM_FILES, CPU_TOPOLOGY, *ENERGY_COUNTERS)]
-    paths += [*_python_paths(), *code, *(Path(p) for p in (*read_only, *binds.read_only))]
+    paths = visible_paths((*read_only, *binds.read_only))
     args += _mounts(sorted(paths, key=lambda p: len(p.parts)), "--ro-bind")  # parents first
     writable = sorted({scratch, *binds.writable}, key=lambda p: len(p.parts))
     for folder in writable:  # after the read-only binds, so an output folder inside one is

@@ -18,6 +18,7 @@ import platform
 import signal
 import struct
 import sys
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,27 @@ def prctl(option: int, *args: int, name: str) -> None:
     padded = [ctypes.c_ulong(a) for a in (*args, 0, 0, 0, 0)[:4]]
     if libc.prctl(option, *padded) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({name}) failed")
+
+
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
+
+
+def drop_capabilities() -> None:
+    """Hold no capability, now or after an exec (what bubblewrap's --cap-drop ALL gives a child
+    of a root service); a process that holds none already changes nothing."""
+    last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    for capability in range(last + 1):
+        try:
+            prctl(PR_CAPBSET_DROP, capability, name="PR_CAPBSET_DROP")
+        except OSError:  # EPERM without CAP_SETPCAP: nothing of the set is then held
+            break
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, name="PR_CAP_AMBIENT")
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    empty = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; two words each
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.capset(header, empty) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
 
 
 def exec_filtered(argv: list[str]) -> None:

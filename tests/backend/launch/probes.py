@@ -21,6 +21,29 @@ def try_writes(paths: list[str]) -> dict[str, str]:
     return found
 
 
+def try_reads(paths: list[str]) -> dict[str, str]:
+    """'read' or the error's type, for each path (a folder is listed)."""
+    found = {}
+    for path in paths:
+        try:
+            if os.path.isdir(path):
+                os.listdir(path)
+            else:
+                with open(path, "rb") as file:
+                    file.read(1)
+            found[path] = "read"
+        except OSError as exc:
+            found[path] = type(exc).__name__
+    return found
+
+
+def capabilities() -> dict[str, int]:
+    """This process's capability sets, from its own /proc status."""
+    names = ("CapEff", "CapPrm", "CapBnd", "CapAmb")
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return {k: int(v, 16) for k, _, v in (x.partition(":\t") for x in lines) if k in names}
+
+
 def environment() -> dict[str, str]:
     return dict(os.environ)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from backend.launch import isolation
+from backend.launch import isolation, landlock
 from tests.backend.launch.sandboxed import in_sandbox
 
 
@@ -29,6 +29,9 @@ def test_a_host_with_less_names_each_missing_guard() -> None:
     assert seen["sandboxed"] is False and seen["why_not_sandboxed"] and not seen["complete"]
     assert str(seen["summary"]).startswith("NOT SANDBOXED (the bubblewrap sandbox")
     assert "; seccomp filter;" in str(seen["summary"])
+    # what confines an upload's parse child there instead: Landlock, where the kernel has it
+    said = f"; uploads parsed under Landlock ABI {landlock.abi()}, no capabilities;"
+    assert said in str(seen["summary"]) if landlock.abi() else "NO LANDLOCK" in seen["summary"]
     if os.geteuid() == 0:  # root without a pids cgroup caps nothing: said in capitals
         assert seen["process_cap"] == "none"
         assert str(seen["summary"]).endswith("PROCESSES NOT CAPPED (root without a pids cgroup)")
