@@ -13,8 +13,8 @@ parsing is), and each real placement in a sandboxed child of its own (compat/pla
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,10 @@ from backend.compat.registry import KernelRegistry, load_registry
 from backend.compat.registry import from_json as registry_from_json
 from backend.compat.registry import to_json as registry_to_json
 from backend.errors import UserError
+from backend.runtimes import onnxruntime_provider_name
+
+log = logging.getLogger(__name__)
+PROBE_FAILED = "not placed: probing ONNX Runtime's providers failed"
 
 ONNX_DOMAINS = {"", "ai.onnx.ml", "ai.onnx.preview.training"}
 KNOWN_CONTRIB_DOMAINS = {"com.microsoft", "com.microsoft.nchwc", "org.openvinotoolkit"}
@@ -130,8 +134,20 @@ def build_matrix(
 
 
 def real_placements(model_path: Path) -> dict[str, Placement]:
-    """A real session per column with an ORT provider available here; the others are skipped."""
-    available = placement_providers()
+    """A real session per column with an ORT provider available here; the others are skipped.
+    A provider probe that failed says so on the CPU column, whose provider is always there."""
+    try:
+        available = placement_providers()
+    except (UserError, RuntimeError) as exc:  # a fault of ours: its traceback to the log only
+        log.warning("the provider probe failed: %s", exc)
+        said = str(exc) if isinstance(exc, UserError) else "the service's log has its traceback"
+        why = f"{PROBE_FAILED} ({said})"
+        native = onnxruntime_provider_name("cpu")
+        return {
+            n: Placement(native, error=why)
+            for n, c in COLUMNS.items()
+            if c.placement_provider == "cpu"
+        }
     return {
         name: read_placement(model_path, column.placement_provider)
         for name, column in COLUMNS.items()
@@ -139,22 +155,24 @@ def real_placements(model_path: Path) -> dict[str, Placement]:
     }
 
 
-@functools.cache
+_probed: list[frozenset[str]] = []  # the one probe of this process, once it worked
+
+
 def placement_providers() -> frozenset[str]:
     """ONNX Runtime's providers that start here (short names), probed once per process: in a
     child unless ONNX Runtime is loaded already (the worker), since loading it and probing adds
-    about 140 MB to the dashboard's process. A probe that fails places on no provider."""
+    about 140 MB to the dashboard's process. A probe that fails raises, and is tried again by
+    the next matrix rather than kept."""
     if "onnxruntime" in sys.modules:
         return frozenset(available_providers())
-    from backend.launch.children import run_call
+    if not _probed:
+        from backend.launch.children import run_call
 
-    try:
         found = run_call(
             "backend.compat.build:available_providers", timeout_s=120, what="The provider probe"
         )
-    except (UserError, RuntimeError):
-        return frozenset()
-    return frozenset(name for name in found if isinstance(name, str))
+        _probed.append(frozenset(name for name in found if isinstance(name, str)))
+    return _probed[0]
 
 
 def available_providers() -> list[str]:
@@ -182,7 +200,9 @@ def matrix_for_model(model_id: int, refresh: bool = False) -> CompatMatrix:
             return CompatMatrix.from_dict(cached)
     # a generation model's decoder is placed as the plain ONNX graph it is
     matrix = build_matrix_in_child(path, "onnx" if generative else model.format)
-    compat_cache.put_compat(model.sha256, key, matrix.to_dict())
+    errors = [p.error or "" for p in matrix.placements.values()]
+    if not any(e.startswith(PROBE_FAILED) for e in errors):  # else the next view probes again
+        compat_cache.put_compat(model.sha256, key, matrix.to_dict())
     return matrix
 
 
@@ -203,33 +223,33 @@ def build_matrix_in_child(
     its sandboxed child, then the matrix in a child sandboxed wherever bubblewrap works (else
     confined to the same view by Landlock), given the kernel registry and those placements (it
     sees the model's folder, not the data folder).
-    RuntimeError says why when that child fails."""
+    A child that fails on the upload (a crash, a limit, the time) is a UserError in one
+    sentence, as an upload's parsing is; a fault of ours in it stays a RuntimeError."""
     from backend.launch import sandbox
-    from backend.launch.children import call_in_child
+    from backend.launch.children import run_call
 
     path = Path(model_path).resolve()
     registry = load_registry()
     placements = real_placements(path)
-    sandboxed = sandbox.available().ok
-    outcome = call_in_child(
+    what = "Building the compatibility matrix"
+    answer = run_call(
         "backend.compat.build:matrix_in_child",
         str(path),
         model_format,
         registry_to_json(registry),
         {name: placement.to_dict() for name, placement in placements.items()},
         timeout_s=timeout,
-        what="Building the compatibility matrix",
-        sandboxed=sandboxed,
-        binds=sandbox.Binds.of(read_only=[path.parent]),
-        confine=True,  # without bubblewrap: Landlock's view of the same binds
+        what=what,
+        sandboxed=sandbox.available().ok,
+        read_only=[path.parent],
+        confine=True,  # without bubblewrap: Landlock's view of the same folder
     )
-    if not outcome.ok:
-        raise RuntimeError(outcome.error or "Building the compatibility matrix failed")
     try:
-        return CompatMatrix.from_dict(outcome.value)
+        return CompatMatrix.from_dict(answer)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise RuntimeError(
-            f"The compatibility matrix child answered what does not read ({exc})"
+        raise UserError(
+            f"{what} gave an answer that does not read ({exc}); the model may be hostile or "
+            "damaged: check the file and upload it again."
         ) from None
 
 

@@ -15,6 +15,7 @@ import pytest
 import settings
 from backend.compat.build import build_matrix_in_child, matrix_for_model
 from backend.compat.placement import Placement
+from backend.errors import UserError
 from backend.models.ingest import ingest_file
 from tests import models as model_factory
 from tests.bwrap_calls import child_calls, logging_bwrap
@@ -101,6 +102,41 @@ def test_building_a_matrix_loads_no_runtime_into_the_calling_process(
     assert done.stdout.strip() == "{'CPUExecutionProvider': 6} False False"
 
 
+def test_a_failed_provider_probe_is_said_on_the_cpu_column_and_tried_again_next_time(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """In a fresh process (the dashboard's case: no ONNX Runtime loaded), a probe child that
+    cannot start ONNX Runtime under a tiny memory limit; then the same process with the limit
+    lifted. Until 2026-12-07 the failure placed nothing and said nothing, for the process's
+    whole life."""
+    code = (
+        "import os, sys; from pathlib import Path; "
+        "from backend.compat.build import real_placements; "
+        "os.environ['OPTIBOARD_CHILD_MEMORY_MB'] = '40'; "
+        "first = real_placements(Path(sys.argv[1])); "
+        "del os.environ['OPTIBOARD_CHILD_MEMORY_MB']; "
+        "second = real_placements(Path(sys.argv[1])); "
+        "print(sorted(first), first['ort-cpu'].error); "
+        "print(sorted(second), second['ort-cpu'].counts)"
+    )
+    root = str(settings.PROJECT_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(mlp_path)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.strip().splitlines()
+    assert first == (
+        "['ort-cpu'] not placed: probing ONNX Runtime's providers failed (the service's log has "
+        "its traceback)"
+    )  # numpy's import fails under 40 MB of address space: no server path on the page
+    assert second == "['ort-cpu'] {'CPUExecutionProvider': 6}"
+
+
 def test_a_placement_child_is_believed_only_when_its_answer_reads_as_a_placement() -> None:
     real = Placement(
         "CPUExecutionProvider",
@@ -121,3 +157,17 @@ def test_a_placement_child_is_believed_only_when_its_answer_reads_as_a_placement
     for answer in wrong:
         with pytest.raises(ValueError):
             Placement.from_child(answer)
+
+
+def test_a_matrix_child_stopped_on_the_upload_is_one_sentence_for_the_page(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """What the Compatibility page and the graph overlay catch: a UserError (a RuntimeError
+    drew Streamlit's bare error box there)."""
+    with pytest.raises(UserError) as refused:
+        build_matrix_in_child(mlp_path, timeout=0.2)
+
+    assert str(refused.value) == (
+        "Building the compatibility matrix took longer than 0.2 s and was stopped; try a "
+        "smaller file."
+    )
