@@ -136,13 +136,9 @@ def read_placement(model_path: Path, provider: str, timeout: float = 300.0) -> P
     """Create a session for `provider` (with CPU fallback) in a sandboxed child and read its
     placement; a placement that could not be read says why in `error`."""
     native = onnxruntime_provider_name(provider)
-    state = sandbox.available()
-    if not state.ok:
-        return Placement(
-            native,
-            error=f"not placed: a session opens the uploaded model only inside the sandbox, "
-            f"and {state.reason}",
-        )
+    refused = sandbox.needed_for("a session opens the uploaded model")
+    if refused:
+        return Placement(native, error=f"not placed: {refused}")
     gpu = native != "CPUExecutionProvider"
     path = Path(model_path).resolve()  # its folder holds the external weights: bound read-only
     outcome = call_in_child(

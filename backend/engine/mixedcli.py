@@ -110,12 +110,9 @@ def search_in_sandbox(
     from backend.launch.children import call_in_child
     from backend.launch.limits import ChildLimits
 
-    state = sandbox.available()
-    if not state.ok:
-        raise UserError(
-            f"The mixed-precision search runs the uploaded model only inside the sandbox, and "
-            f"{state.reason}."
-        )
+    refused = sandbox.needed_for("The mixed-precision search runs the uploaded model")
+    if refused:
+        raise UserError(f"{refused}.")
     per_step = measure.max_seconds + settings.CONFIG_TIMEOUT_S.get()
     outcome = call_in_child(
         "backend.engine.mixed:search_in_child",

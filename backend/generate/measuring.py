@@ -137,11 +137,9 @@ def run_generation(
         report = GenerationReport.from_dict(measure_generation(request))
         report.notes.append("measured in-process (not in the sandboxed child)")
         return report
-    state = sandbox.available()
-    if not state.ok:
-        raise UserError(
-            f"A generation benchmark runs the model only inside the sandbox, and {state.reason}."
-        )
+    refused = sandbox.needed_for("A generation benchmark runs the model")
+    if refused:
+        raise UserError(f"{refused}.")
     gpu = spec.device != "cpu"
     binds = sandbox.Binds.of(
         read_only=[folder, reference, openvino, torch_hf, text_path, *env.read_only()], gpu=gpu

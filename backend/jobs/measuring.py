@@ -84,13 +84,9 @@ def measure_in_child(
         env = ready_env(runtime_env)
     except UserError as exc:  # this host lacks the environment: the configuration fails, says why
         return _failed(config, f"Not measured: {exc}")
-    state = sandbox.available()
-    if not state.ok:
-        return _failed(
-            config,
-            f"Not measured: a configuration runs the uploaded model only inside the sandbox, "
-            f"and {state.reason}.",
-        )
+    refused = sandbox.needed_for("a configuration runs the uploaded model")
+    if refused:
+        return _failed(config, f"Not measured: {refused}.")
     try:
         binds = measurement_binds(task, env)
     except OSError as exc:  # no output folder: this configuration fails, never the job

@@ -74,8 +74,8 @@ def _wait(
     """(timed_out, cancelled) once the child exits or one of the two happens."""
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            process.wait(timeout=tick_s)
+        try:  # a tick, or less where the deadline comes first
+            process.wait(timeout=max(0.0, min(tick_s, deadline - time.monotonic())))
             return False, False
         except subprocess.TimeoutExpired:
             pass

@@ -300,6 +300,13 @@ def _check(configured: str) -> Availability:
     return Availability(True, "", binary)
 
 
+def needed_for(doing: str) -> str:
+    """'' where the sandbox works here; else the reason `doing` is refused, to end a sentence:
+    "{doing} only inside the sandbox, and <why none works here>"."""
+    state = available()
+    return "" if state.ok else f"{doing} only inside the sandbox, and {state.reason}"
+
+
 def available() -> Availability:
     """Checked once per configured binary: bwrap exists AND a trial child runs inside it."""
     return _check(settings.BWRAP.get())

@@ -170,6 +170,19 @@ def test_a_generation_past_the_context_is_refused_with_one_sentence(fp32, capsys
     )
 
 
+def test_without_bubblewrap_a_generation_benchmark_is_refused_in_one_sentence(
+    fp32, tmp_path, monkeypatch, capsys
+) -> None:
+    missing = tmp_path / "no-bwrap"
+    monkeypatch.setenv("OPTIBOARD_BWRAP", str(missing))
+    assert cli.main(["generate", str(fp32), "--prompt-lengths", "8", "--new-tokens", "2"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: A generation benchmark runs the model only inside the sandbox, and the "
+        f"bubblewrap sandbox ({str(missing)!r}) is not installed; install the Debian package "
+        "bubblewrap or set OPTIBOARD_BWRAP to its path."
+    )
+
+
 def test_in_process_is_refused_for_a_library_model_in_one_sentence(capsys) -> None:
     """A library model is an upload: it never runs in the terminal's own process."""
     assert cli.main(["generate", "7", "--in-process"]) == 2
