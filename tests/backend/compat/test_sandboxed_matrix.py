@@ -77,6 +77,21 @@ def test_a_matrix_cached_without_a_sandbox_is_placed_for_real_once_one_works(
     assert placement.ok and placement.counts == {"CPUExecutionProvider": 6}
 
 
+def _in_a_fresh_process(code: str, model: Path) -> str:
+    """What `python -c code model` printed, as the dashboard's process would run it."""
+    root = str(settings.PROJECT_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(model)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_building_a_matrix_loads_no_runtime_into_the_calling_process(
     data_dir: Path, mlp_path: Path
 ) -> None:
@@ -89,17 +104,7 @@ def test_building_a_matrix_loads_no_runtime_into_the_calling_process(
         "print(m.placements['ort-cpu'].counts, 'onnxruntime' in sys.modules, "
         "'openvino' in sys.modules)"
     )
-    root = str(settings.PROJECT_ROOT)
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(mlp_path)],
-        capture_output=True,
-        text=True,
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": root},
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "{'CPUExecutionProvider': 6} False False"
+    assert _in_a_fresh_process(code, mlp_path) == "{'CPUExecutionProvider': 6} False False"
 
 
 def test_a_failed_provider_probe_is_said_on_the_cpu_column_and_tried_again_next_time(
@@ -119,17 +124,7 @@ def test_a_failed_provider_probe_is_said_on_the_cpu_column_and_tried_again_next_
         "print(sorted(first), first['ort-cpu'].error); "
         "print(sorted(second), second['ort-cpu'].counts)"
     )
-    root = str(settings.PROJECT_ROOT)
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(mlp_path)],
-        capture_output=True,
-        text=True,
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": root},
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    first, second = done.stdout.strip().splitlines()
+    first, second = _in_a_fresh_process(code, mlp_path).splitlines()
     assert first == (
         "['ort-cpu'] not placed: probing ONNX Runtime's providers failed (the service's log has "
         "its traceback)"
