@@ -32,6 +32,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import settings
+from backend.errors import UserError
 
 ROOT = settings.PROJECT_ROOT
 STATIC_DIR = ROOT / "static" / "netron"
@@ -204,9 +205,32 @@ def focus_keys(path: Path) -> dict[str, str]:
 
 
 def op_histogram(path: Path) -> dict[str, int]:
-    """Operator counts of an ONNX graph (weights are not loaded), for graphs ingestion never saw."""
+    """Operator counts of an ONNX graph (weights are not loaded), for graphs ingestion never saw
+    (a worker's variant, up to OPTIBOARD_VIEWER_MAX_MB): past graphview.structure's
+    IN_PROCESS_BYTES the protobuf is parsed in a limited child, as the structure's is."""
+    from backend.graphview.structure import IN_PROCESS_BYTES
+
+    path = Path(path).resolve()
+    if path.stat().st_size <= IN_PROCESS_BYTES:
+        return child_op_histogram(str(path))
+    from backend.launch.children import run_parse
+
+    counts = run_parse(
+        "backend.viewer:child_op_histogram",
+        str(path),
+        what=f"Counting the operators of {path.name!r}",
+        read_only=[path],
+    )
+    if not isinstance(counts, dict) or not all(isinstance(n, int) for n in counts.values()):
+        raise UserError(
+            f"Counting the operators of {path.name!r} gave an answer that does not read."
+        )
+    return {str(op): n for op, n in counts.items()}
+
+
+def child_op_histogram(path: str) -> dict[str, int]:
     import onnx
 
     from backend.models.inspect import op_histogram as histogram_of
 
-    return histogram_of(onnx.load(str(path), load_external_data=False))
+    return histogram_of(onnx.load(path, load_external_data=False))

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from backend.engine.inputs import fixed_batch, specs_of_model
+from backend.engine.inputs import fixed_batch, input_specs_of, specs_of_model
 from backend.engine.npzfeeds import read_calibration_npz
 from backend.errors import UserError
 from backend.launch.children import run_parse
@@ -168,35 +168,36 @@ def finish_kept_in_fp32(path: Path, excluded: list[str], bypass: list[str], key:
     onnx.save(model, str(path))
 
 
-def check_calibration(path: Path, specs: list[dict], symbolic_dims: dict[str, int]) -> dict:
-    """{'samples', 'notes'} of an uploaded calibration .npz checked against the inputs."""
+def check_calibration(path: Path, model: Path, symbolic_dims: dict[str, int]) -> dict:
+    """{'samples', 'notes'} of an uploaded calibration .npz checked against the model's inputs."""
     return check_npz_in_child(
-        "backend.engine.calibration:child_check_calibration", path, specs, symbolic_dims
+        "backend.engine.calibration:child_check_calibration", path, model, symbolic_dims
     )
 
 
-def check_npz_in_child(
-    target: str, path: Path, specs: list[dict], symbolic_dims: dict[str, int]
-) -> dict:
-    """The JSON answer of `target` (a child_check_* function) on an uploaded .npz.
+def check_npz_in_child(target: str, path: Path, model: Path, symbolic_dims: dict[str, int]) -> dict:
+    """The JSON answer of `target` (a child_check_* function) on an uploaded .npz, checked
+    against the inputs of the ONNX file `model`.
 
-    numpy's reader is fed an untrusted file, so it runs in a limited (sandboxed where bubblewrap
-    works) child; the web process only sees the JSON answer or the child's one sentence. The
-    calibration and evaluation uploads both come through here.
+    numpy's reader is fed an untrusted file and the model's inputs are read from an upload (its
+    protobuf, embedded weights and all), so both happen in one limited (sandboxed where
+    bubblewrap works, else confined) child; the web process only sees the JSON answer or the
+    child's one sentence. The calibration and evaluation uploads both come through here.
     """
-    path = Path(path).resolve()
+    path, model = Path(path).resolve(), Path(model).resolve()
     return run_parse(
         target,
         str(path),
-        specs,
+        str(model),
         dict(symbolic_dims),
         what=f"Checking the uploaded file {path.name!r}",
-        read_only=[path],
+        read_only=[path, model],
     )
 
 
-def child_check_calibration(path: str, specs: list[dict], symbolic_dims: dict) -> dict[str, Any]:
+def child_check_calibration(path: str, model: str, symbolic_dims: dict) -> dict[str, Any]:
     """Child side of check_calibration: JSON in, JSON out."""
+    specs = input_specs_of(Path(model))
     checked = read_calibration_npz(Path(path), specs, symbolic_dims)
     return {"samples": len(checked.feeds), "notes": checked.notes}
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from backend.counts import counted
+from backend.engine.inputs import input_specs_of
 from backend.engine.npzfeeds import read_calibration_npz
 from backend.errors import UserError
 
@@ -58,9 +59,10 @@ def read_evaluation_npz(
     return EvaluationSet(checked.feeds, labels.astype(np.int64), checked.notes)
 
 
-def child_check_evaluation(path: str, specs: list[dict], symbolic_dims: dict) -> dict[str, Any]:
-    """Child side of the upload check (backend.engine.calibration.check_npz_in_child)."""
-    checked = read_evaluation_npz(Path(path), specs, symbolic_dims)
+def child_check_evaluation(path: str, model: str, symbolic_dims: dict) -> dict[str, Any]:
+    """Child side of the upload check (backend.engine.calibration.check_npz_in_child): the
+    .npz against the inputs of the ONNX file `model`."""
+    checked = read_evaluation_npz(Path(path), input_specs_of(Path(model)), symbolic_dims)
     return {
         "samples": len(checked.feeds),
         "labelled": checked.labels is not None,

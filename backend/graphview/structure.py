@@ -9,6 +9,7 @@ process.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -109,9 +110,16 @@ def structure_of(model: Any) -> GraphStructure:
 
 def read_structure(path: Path) -> GraphStructure:
     """The structure of the .onnx at `path`; external data is never read, and a file past
-    IN_PROCESS_BYTES (weights embedded) is parsed in a limited child."""
+    IN_PROCESS_BYTES (weights embedded) is parsed in a limited child. Kept per file (its size
+    and time say it is the same), so a page's reruns do not parse it again."""
     path = Path(path).resolve()
-    if path.stat().st_size <= IN_PROCESS_BYTES:
+    stat = path.stat()
+    return _structure_of_file(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _structure_of_file(path: Path, size: int, _mtime_ns: int) -> GraphStructure:
+    if size <= IN_PROCESS_BYTES:
         return GraphStructure.from_dict(child_structure(str(path)))
     from backend.launch.children import run_parse
 

@@ -255,11 +255,10 @@ def _store_checked_npz(
     """Check the .npz in a limited child (the upload is untrusted and this may be the web
     process), then store it as an artifact of `kind`; a refused file stores nothing."""
     from backend.engine.calibration import check_npz_in_child
-    from backend.engine.inputs import input_specs_of
     from backend.models.library import onnx_path, store
 
-    specs = input_specs_of(onnx_path(model_id))
-    check_npz_in_child(_CHECKERS[kind], Path(npz_path), specs, dict(symbolic_dims or {}))
+    model = onnx_path(model_id)  # its inputs are read in the check's child, not here
+    check_npz_in_child(_CHECKERS[kind], Path(npz_path), model, dict(symbolic_dims or {}))
     artifacts = store()
     # the lock is held until the link commits; if it does not, `putting` takes the blob back
     with artifacts.putting([Path(npz_path)]) as (stored,):

@@ -195,7 +195,12 @@ def _unbatched(inputs: list[dict]) -> list[dict]:
 def can_batch(model_path: Path) -> bool:
     """Whether Triton can stack requests for this file (every input's batch axis is symbolic);
     False: plan_model serves it as a fixed-batch server, whatever policy is asked."""
-    inputs = specs_of_model(onnx.load(str(model_path), load_external_data=False))
+    return inputs_can_batch(specs_of_model(onnx.load(str(model_path), load_external_data=False)))
+
+
+def inputs_can_batch(inputs: list[dict]) -> bool:
+    """can_batch from the inputs' [{name, dtype, shape}], e.g. a library model's, read at ingest
+    in the parse child (so the dashboard never parses the upload for it)."""
     return bool(inputs) and not _unbatched(inputs)
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from google.protobuf.message import DecodeError
 
 from backend.errors import UserError
 from backend.models import library
 from backend.pricing import Price
 from backend.serving.recommend import MeasuredVariant
-from backend.serving.repository import can_batch
+from backend.serving.repository import inputs_can_batch
 from backend.serving.servercosts import StudyCosts
 from backend.serving.types import LatencyCurve
 from backend.specs import Precision
@@ -124,9 +123,9 @@ def _served(rows: pd.DataFrame) -> tuple[bool, str, str]:
             fixed_own,
             "its batch size is fixed (the upload stands in on ONNX Runtime only)",
         )
-    try:
-        upload = can_batch(library.onnx_path(int(first["model_id"])))
-    except (UserError, OSError, ValueError, DecodeError):  # unreadable: take it as fixed
+    try:  # the inputs read at ingest, in its child: this runs in the dashboard
+        upload = inputs_can_batch(library.get_model(int(first["model_id"])).inputs)
+    except UserError:  # deleted since: take it as fixed
         upload = False
     if not upload:
         return False, fixed_own, "its batch size is fixed, and so is the uploaded model's"

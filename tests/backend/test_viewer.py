@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from backend import viewer
+from backend.graphview import structure
 from tests.browsing import chromium, serving_folder, skip_without_chromium, viewer_link
+from tests.bwrap_calls import child_calls, logging_bwrap
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +85,22 @@ def served_viewer(prepared: Path, mlp_path: Path, tmp_path: Path) -> Iterator[st
     shutil.copy(mlp_path, root / "mlp.onnx")
     with serving_folder(root) as url:
         yield url
+
+
+def test_a_large_graphs_operators_are_counted_in_a_sandboxed_child(
+    mlp_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past IN_PROCESS_BYTES (set to 0 here) the Graph page's operator counts come from a child,
+    as the structure's do: a variant of up to OPTIBOARD_VIEWER_MAX_MB (512) was parsed, weights
+    and all, in the dashboard's own process until 2026-12-07."""
+    in_process = viewer.op_histogram(mlp_path)
+    log = logging_bwrap(tmp_path, monkeypatch)
+    monkeypatch.setattr(structure, "IN_PROCESS_BYTES", 0)
+
+    assert viewer.op_histogram(mlp_path) == in_process
+    assert in_process == {"MatMul": 2, "Add": 2, "Relu": 1, "Softmax": 1}
+    (call,) = child_calls(log)  # one sandboxed child, seeing the file read-only
+    assert f"--ro-bind {mlp_path} {mlp_path}" in call
 
 
 @pytest.mark.e2e

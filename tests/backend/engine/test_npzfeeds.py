@@ -103,7 +103,7 @@ def test_npz_that_declares_far_more_than_it_holds_is_refused_in_a_child(
     before = rss_bytes()
 
     with pytest.raises(UserError) as refused:
-        check_calibration(bomb, input_specs_of(cnn_path), {})
+        check_calibration(bomb, cnn_path, {})
 
     assert str(refused.value).startswith(
         "Array 'input' in bomb.npz declares 512.0 MB in 0.50 MB of file, more than the "
@@ -132,14 +132,14 @@ def test_npz_over_the_input_limit_is_refused(
     np.savez(path, input=np.random.default_rng(0).normal(size=(128, 3, 32, 32)).astype(np.float32))
 
     with pytest.raises(UserError, match=r"declares 2 MB of arrays, over the input limit of 1 MB"):
-        check_calibration(path, input_specs_of(cnn_path), {})
+        check_calibration(path, cnn_path, {})
 
 
 def test_good_calibration_npz_is_checked_in_a_child(tmp_path: Path, cnn_path: Path) -> None:
     path = tmp_path / "calib.npz"
     np.savez(path, input=np.random.default_rng(0).normal(size=(3, 3, 32, 32)))
 
-    checked = check_calibration(path, input_specs_of(cnn_path), {})
+    checked = check_calibration(path, cnn_path, {})
 
     assert checked == {
         "samples": 3,

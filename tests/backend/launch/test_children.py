@@ -106,12 +106,12 @@ def test_run_call_passes_json_and_moves_named_outputs(tmp_path: Path) -> None:
     assert destination.read_text() == "escaped"
 
 
-def test_run_call_turns_a_user_error_into_the_same_sentence(tmp_path: Path) -> None:
+def test_run_call_turns_a_user_error_into_the_same_sentence(tmp_path: Path, mlp_path: Path) -> None:
     with pytest.raises(UserError, match=r"^tests.txt is not a readable .npz file"):
         run_call(
             "backend.engine.calibration:child_check_calibration",
             str(tmp_path / "tests.txt"),
-            [{"name": "x", "dtype": "float32", "shape": ["N", 2]}],
+            str(mlp_path),
             {},
             timeout_s=60,
             what="The check",

@@ -12,6 +12,7 @@ from backend.models import library
 from backend.models.ingest import ingest_file
 from backend.queue import uploads
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
+from tests.bwrap_calls import child_calls, logging_bwrap
 from tests.models import npz_bytes
 
 INT8 = SweepSpec(precisions=(Precision.FP32, Precision.INT8_STATIC))
@@ -28,6 +29,22 @@ def test_an_uploaded_npz_is_stored_and_named_in_the_sweep(data_dir: Path, mlp_pa
     assert spec.calibration_sha256 is not None
     assert library.artifact_path(spec.calibration_sha256).read_bytes() == data
     assert _calibration_files(model.id) == ["my-cal.npz"]
+
+
+def test_the_models_inputs_are_read_in_the_checks_sandboxed_child_not_here(
+    data_dir: Path, mlp_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dashboard's submit parsed the whole model (weights and all, up to 2 GB) in its own
+    process for the inputs to check a .npz against, until 2026-12-07; one child does both now."""
+    model = ingest_file(mlp_path, "mlp.onnx")
+    log = logging_bwrap(tmp_path, monkeypatch)
+    data = npz_bytes(x=np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32))
+
+    uploads.with_calibration(INT8, model.id, data, "cal.npz", wanted=True)
+
+    (call,) = child_calls(log)
+    stored = library.onnx_path(model.id)
+    assert f"--ro-bind {stored} {stored}" in call
 
 
 def test_a_wrong_input_name_is_refused_and_nothing_is_stored(
