@@ -26,6 +26,7 @@ from typing import Any
 
 from backend.errors import UserError
 from backend.models.safezip import ZipLimits, checked_zip
+from backend.models.zipdir import read_stream_directory
 
 EXPORT_HINT = (
     "export it with torch.export.export(model, example_inputs, dynamic_shapes=...) and save that "
@@ -35,6 +36,7 @@ JSON_CAP = 256 << 20  # bytes of models/model.json read (a large model's graph i
 CONFIG_CAP = 16 << 20  # bytes of a weights or constants config
 PICKLE_CAP = 16 << 20  # bytes of the sample inputs' data.pkl
 SAMPLE_CAP = 1 << 30  # bytes of the nested sample-inputs archive
+SAMPLE_MEMBERS = 10_000  # its members: a pickle, a few records and one file per tensor storage
 # members of a torch.export.save archive (below its root folder), torch 2.13
 FIXED_MEMBERS = {
     "archive_format",
@@ -314,20 +316,34 @@ def _check_sample_inputs(handle: zipfile.ZipFile, name: str, filename: str) -> N
             f"The .pt2 file {filename!r} has {info.file_size >> 20} MB of sample inputs, more "
             f"than {SAMPLE_CAP >> 20} MB; {EXPORT_HINT} with smaller example inputs."
         )
-    try:
-        with handle.open(info) as member, zipfile.ZipFile(io.BytesIO(member.read())) as inner:
-            pickles = [n for n in inner.namelist() if n.endswith(".pkl")]
-            if len(inner.namelist()) > 100_000 or [p.rsplit("/", 1)[-1] for p in pickles] != [
-                "data.pkl"
-            ]:
-                raise ValueError("not one data.pkl")
-            data = _read(inner, pickles[0], PICKLE_CAP, filename)
-    except (zipfile.BadZipFile, ValueError, OSError, KeyError) as exc:
-        raise UserError(
-            f"The .pt2 file {filename!r} has sample inputs that are not a torch.save archive "
-            f"({exc}); {EXPORT_HINT}."
-        ) from None
+    with handle.open(info) as member:  # read as a stream: it never sits whole in memory
+        _walk_sample_directory(member, info.file_size, filename)
+        try:
+            member.seek(0)
+            with zipfile.ZipFile(member) as inner:
+                pickles = [n for n in inner.namelist() if n.endswith(".pkl")]
+                if [p.rsplit("/", 1)[-1] for p in pickles] != ["data.pkl"]:
+                    raise ValueError("not one data.pkl")
+                data = _read(inner, pickles[0], PICKLE_CAP, filename)
+        except (zipfile.BadZipFile, ValueError, OSError, KeyError) as exc:
+            raise UserError(
+                f"The .pt2 file {filename!r} has sample inputs that are not a torch.save "
+                f"archive ({exc}); {EXPORT_HINT}."
+            ) from None
     check_pickle(data, filename)
+
+
+def _walk_sample_directory(member: Any, size: int, filename: str) -> None:
+    """The nested archive's end records and directory, checked before zipfile reads them (it
+    builds an object per entry: millions of tiny entries in a small file)."""
+    try:
+        read_stream_directory(member, size, SAMPLE_MEMBERS)
+    except UserError as exc:  # its sentence, without the advice meant for an upload
+        reason = str(exc).split(";")[0]
+        raise UserError(
+            f"The .pt2 file {filename!r} has sample inputs that are not a plain torch.save "
+            f"archive ({reason[:1].lower()}{reason[1:]}); {EXPORT_HINT}."
+        ) from None
 
 
 def check_pickle(data: bytes, filename: str) -> None:

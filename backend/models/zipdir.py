@@ -82,23 +82,27 @@ def _end_records(handle: BinaryIO, size: int) -> tuple[int, int, int, int]:
 
 def read_directory(archive: Path, max_members: int) -> Directory:
     """Check the end records and walk the central directory, stopping past `max_members`."""
-    size = Path(archive).stat().st_size
     with open(archive, "rb") as handle:
-        entries, cd_size, cd_offset, cd_end = _end_records(handle, size)
-        if entries > max_members:
-            raise UserError(
-                f"The zip holds {entries} entries, more than the limit of {max_members}; "
-                "zip only the model files."
-            )
-        start = cd_end - cd_size  # any bytes before cd_offset were prepended (self-extractor)
-        if start < 0 or cd_offset > start:
-            raise _damaged(
-                f"its directory claims {cd_size} bytes at offset {cd_offset}, past the "
-                f"{size}-byte file"
-            )
-        if entries * CENTRAL.size > cd_size:
-            raise _damaged(f"its directory of {cd_size} bytes cannot hold {entries} entries")
-        walked = _walk(handle, start, cd_end, max_members)
+        return read_stream_directory(handle, Path(archive).stat().st_size, max_members)
+
+
+def read_stream_directory(handle: BinaryIO, size: int, max_members: int) -> Directory:
+    """read_directory of a seekable stream of `size` bytes (a zip inside a zip member), before
+    zipfile builds an entry object per member of its directory."""
+    entries, cd_size, cd_offset, cd_end = _end_records(handle, size)
+    if entries > max_members:
+        raise UserError(
+            f"The zip holds {entries} entries, more than the limit of {max_members}; "
+            "zip only the model files."
+        )
+    start = cd_end - cd_size  # any bytes before cd_offset were prepended (self-extractor)
+    if start < 0 or cd_offset > start:
+        raise _damaged(
+            f"its directory claims {cd_size} bytes at offset {cd_offset}, past the {size}-byte file"
+        )
+    if entries * CENTRAL.size > cd_size:
+        raise _damaged(f"its directory of {cd_size} bytes cannot hold {entries} entries")
+    walked = _walk(handle, start, cd_end, max_members)
     if walked != entries:
         raise _damaged(f"its end record says {entries} entries but the directory holds {walked}")
     return Directory(entries=entries, start=start, end=cd_end)

@@ -17,7 +17,7 @@ import pytest
 from backend.errors import UserError
 from backend.models import library, pt2check, pt2convert
 from backend.models.ingest import ingest_file
-from tests import torch_models
+from tests import hostile, torch_models
 from tests.backend.models.test_ingest import assert_nothing_stored, reject
 from tests.backend.test_cli import optiboard
 
@@ -77,6 +77,24 @@ def test_a_sample_inputs_pickle_that_runs_code_is_refused_and_never_runs(
     )
     reject(crafted, "crafted.pt2", "sample inputs whose pickle would call 'posix.system'", data_dir)
     assert not marker.exists()
+
+
+def test_sample_inputs_with_a_huge_directory_are_refused_before_zipfile_reads_them(
+    data_dir: Path, linear_pt2: Path, tmp_path: Path
+) -> None:
+    """Until 2026-12-07 the nested archive (up to 1 GiB) was read whole into the dashboard's
+    memory and zipfile built an object per entry before any count was checked."""
+    nested = hostile.huge_directory_zip(tmp_path / "inner.zip").read_bytes()  # 200,000 entries
+
+    def change(name: str, data: bytes) -> bytes:
+        return nested if name == "data/sample_inputs/model.pt" else data
+
+    crafted = torch_models.rewrite(linear_pt2, tmp_path / "many.pt2", change)
+    said = (
+        r"has sample inputs that are not a plain torch\.save archive \(the zip holds 200000 "
+        r"entries, more than the limit of 10000\)"
+    )
+    reject(crafted, "many.pt2", said, data_dir)
 
 
 def _target(graph: dict, target: str) -> None:
