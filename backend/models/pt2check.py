@@ -20,7 +20,7 @@ import pickletools
 import re
 import tokenize
 import zipfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,11 @@ def check_archive(path: Path, filename: str, limits: ZipLimits | None = None) ->
             _check_sample_inputs(handle, f"{root}/data/sample_inputs/model.pt", filename)
     nodes = len(graph.get("graph_module", {}).get("graph", {}).get("nodes", []))
     return Pt2Archive(root, weights, constants, nodes, tuple(sorted(operators)))
+
+
+def child_check_archive(path: str, filename: str) -> dict[str, Any]:
+    """check_archive in a parse child (pt2convert.check_archive_in_child): what it found."""
+    return asdict(check_archive(Path(path), filename))
 
 
 def _check_members(inner: list[str], filename: str) -> None:

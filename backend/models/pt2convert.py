@@ -19,10 +19,10 @@ from typing import Any
 import settings
 from backend.errors import ConversionFailed, UserError
 from backend.launch import sandbox
-from backend.launch.children import child_folder
+from backend.launch.children import child_folder, run_parse
 from backend.launch.converter import require_sandbox, run_converter, stopped
 from backend.launch.outcomes import ProcessOutcome, last_line
-from backend.models.pt2check import EXPORT_HINT, check_archive
+from backend.models.pt2check import EXPORT_HINT
 
 EXPORTER_MODULES = ("torch", "onnxscript")
 # every torch.load inside torch.export.load runs weights-only (its sample-inputs fallback too)
@@ -52,6 +52,19 @@ def _importable(name: str) -> bool:
         return False
 
 
+def check_archive_in_child(program: Path, filename: str) -> None:
+    """pt2check.check_archive in a limited child (sandboxed, else confined): the archive's
+    JSON graph (up to 256 MiB), configs and pickle opcodes are an upload's bytes, and this may be
+    the web process; a refusal keeps its sentence."""
+    run_parse(
+        "backend.models.pt2check:child_check_archive",
+        str(program),
+        filename,
+        what=f"Checking the .pt2 file {filename!r}",
+        read_only=[program],
+    )
+
+
 def require_exporter(filename: str) -> None:
     missing = exporter_missing()
     if missing:
@@ -67,7 +80,7 @@ def convert_exported_program(
 ) -> Conversion:
     """Check the archive, then export it to `output_path` and check the result in a child."""
     program = Path(program).resolve()
-    check_archive(program, filename)
+    check_archive_in_child(program, filename)
     require_exporter(filename)
     require_sandbox("PyTorch .pt2 uploads", "loading one is only ever done inside that sandbox")
     timeout = settings.CONVERT_TIMEOUT_S.get() if timeout_s is None else timeout_s

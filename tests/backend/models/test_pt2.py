@@ -20,6 +20,7 @@ from backend.models.ingest import ingest_file
 from tests import hostile, torch_models
 from tests.backend.models.test_ingest import assert_nothing_stored, reject
 from tests.backend.test_cli import optiboard
+from tests.bwrap_calls import child_calls, logging_bwrap
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -129,6 +130,23 @@ def test_a_graph_that_would_run_python_is_refused(
     crafted = torch_models.with_graph(linear_pt2, tmp_path / "graph.pt2", edit)
     with pytest.raises(UserError, match=message):
         pt2check.check_archive(crafted, "graph.pt2")
+
+
+def test_an_uploaded_pt2_is_checked_in_a_sandboxed_child_not_in_the_uploading_process(
+    data_dir: Path, linear_pt2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph's JSON (up to 256 MiB), configs and pickle were read in the web process until
+    2026-12-07; the refusal keeps its sentence."""
+    crafted = torch_models.with_graph(
+        linear_pt2, tmp_path / "graph.pt2", lambda g: _target(g, "builtins.eval")
+    )
+    log = logging_bwrap(tmp_path, monkeypatch)
+
+    reject(crafted, "graph.pt2", r"builtins\.eval", data_dir)
+
+    (call,) = child_calls(log)  # the check's, refused there: no conversion child
+    program = str(crafted.resolve())
+    assert f"--ro-bind {program} {program}" in call and " call " in call
 
 
 def _pickled_weight(name: str, data: bytes) -> bytes:
@@ -271,7 +289,7 @@ def test_a_crafted_pickle_that_slipped_past_the_checks_still_never_runs(
     print it hides never reaches the conversion log."""
     payload = torch_models.RunsCode(builtins.print, "CRAFTED-PICKLE-RAN")
     crafted = torch_models.with_hostile_sample_inputs(linear_pt2, tmp_path / "c.pt2", payload)
-    monkeypatch.setattr(pt2convert, "check_archive", lambda *args: None)
+    monkeypatch.setattr(pt2convert, "check_archive_in_child", lambda *args: None)
     with pytest.raises(pt2convert.ConversionFailed) as caught:
         pt2convert.convert_exported_program(crafted, tmp_path / "out.onnx", crafted.name)
     assert str(caught.value).startswith("torch.export.load could not read the program")
