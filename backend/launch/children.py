@@ -30,8 +30,8 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.launch import landlock, pids, sandbox
 from backend.launch import limits as child_limits
+from backend.launch import pids, sandbox
 from backend.launch.folders import ChildFolder, child_folder
 from backend.launch.outcomes import (
     ChildOutcome,
@@ -114,7 +114,7 @@ def run_process(
     """
     limits = limits or child_limits.ChildLimits.from_settings()
     confined_to = folder.scratch if confine and not sandboxed else None
-    if confined_to is not None and landlock.abi() > 0:
+    if confined_to is not None:
         seen = sandbox.Binds.of(read_only=[*read_only, *(binds.read_only if binds else ())])
         seen = dataclasses.replace(seen, writable=binds.writable if binds else ())
         limits = dataclasses.replace(limits, confine=sandbox.confinement(folder.scratch, seen))

@@ -4,9 +4,12 @@ Where bubblewrap cannot run (a container without user namespaces), a child that 
 untrusted file (upload parsing, the compatibility matrix) still gets the sandbox's view of the
 file system through it: it reads only the paths the sandbox would bind, writes only its scratch
 folder, binds and connects no TCP port, and cannot signal or reach the abstract sockets of
-processes outside it. Landlock also keeps it from tracing another process or reading its /proc
-files (another process's environment). It needs Linux 5.13 or later with Landlock enabled; each
-newer ABI adds rights (REFER 2, TRUNCATE 3, TCP 4, device ioctl 5, scopes 6), used where present.
+processes outside it. Landlock also refuses it ptrace on processes outside; of /proc it reads only
+its own folder and a few host-wide files (another process's environ, which Landlock alone leaves
+readable, held the service's database URL). It needs Linux 5.13 or later with Landlock enabled;
+each newer ABI adds rights (REFER 2, TRUNCATE 3, TCP 4, device ioctl 5, scopes 6), used where
+present. Where the kernel has none, a confined child still gets the sandbox's environment and no
+capabilities (limits.apply), and the worker's isolation summary says Landlock is missing.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import functools
 import os
 import stat
 from dataclasses import dataclass
+from typing import Any
 
 from backend.launch.syscalls import PR_SET_NO_NEW_PRIVS, prctl
 
@@ -53,17 +57,16 @@ class _PathBeneathAttr(ctypes.Structure):
 
 @dataclass(frozen=True)
 class Confinement:
-    """What a confined child may touch: read (and execute) these, read and write those."""
+    """What a confined child may touch: read (and execute) these, read and write those; with
+    landlock False (a kernel without it) only its environment and capabilities are confined."""
 
     readable: tuple[str, ...]
     writable: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, list[str]]:
-        return {"readable": list(self.readable), "writable": list(self.writable)}
+    landlock: bool = True
 
     @classmethod
-    def from_dict(cls, data: dict[str, list[str]]) -> Confinement:
-        return cls(tuple(data["readable"]), tuple(data["writable"]))
+    def from_dict(cls, data: dict[str, Any]) -> Confinement:
+        return cls(tuple(data["readable"]), tuple(data["writable"]), bool(data["landlock"]))
 
 
 def _syscall(number: int, *args: object) -> int:
@@ -106,8 +109,8 @@ def restrict(confinement: Confinement) -> None:
     if version == 0:
         raise OSError(f"Landlock cannot confine this child: {unavailable_reason()}")
     handled = _fs_rights(version)
-    attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP, SCOPE_ABSTRACT_UNIX_SOCKET)
-    attr.scoped |= SCOPE_SIGNAL
+    scopes = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+    attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP, scopes)
     size = 8 if version < 4 else 16 if version < 6 else 24  # the fields this ABI reads
     ruleset = _syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
     try:

@@ -132,7 +132,8 @@ def apply(limits: ChildLimits, processes: bool = True) -> None:
         limit_processes(limits.extra_procs)
     if limits.confine is not None:  # what bubblewrap would have given it, as far as it can
         drop_capabilities()
-        landlock.restrict(limits.confine)
+        if limits.confine.landlock:
+            landlock.restrict(limits.confine)
     refuse_exploit_interfaces()  # last: inherited by every process the child starts
 
 

@@ -173,7 +173,8 @@ def confinement(scratch: Path, binds: Binds) -> landlock.Confinement:
     readable = [*visible_paths(binds.read_only), *landlock.READABLE_PROC]
     readable += landlock.READABLE_DEVICES
     writable = [scratch, *binds.writable, *landlock.WRITABLE_DEVICES]
-    return landlock.Confinement(tuple(map(str, readable)), tuple(map(str, writable)))
+    rules = tuple(map(str, readable)), tuple(map(str, writable))
+    return landlock.Confinement(*rules, landlock=landlock.abi() > 0)
 
 
 def command(

@@ -18,7 +18,7 @@ from backend.launch.children import run_parse
 from backend.models.ingest import ingest_file
 from tests.backend.launch.sandboxed import TESTS
 
-pytestmark = pytest.mark.skipif(landlock.abi() == 0, reason="this kernel has no Landlock")
+needs_landlock = pytest.mark.skipif(landlock.abi() == 0, reason="this kernel has no Landlock")
 
 
 @pytest.fixture
@@ -34,6 +34,7 @@ def _probe(target: str, *args: object, model: Path) -> Any:
     )
 
 
+@needs_landlock
 def test_a_parse_child_without_bubblewrap_reads_only_the_upload_and_its_scratch(
     data_dir: Path, mlp_path: Path, no_bubblewrap: None
 ) -> None:
@@ -54,6 +55,7 @@ def test_a_parse_child_without_bubblewrap_reads_only_the_upload_and_its_scratch(
     assert not (data_dir / "x").exists() and not (mlp_path.parent / "x").exists()
 
 
+@needs_landlock
 def test_a_parse_child_without_bubblewrap_gets_no_secret_capability_or_port(
     mlp_path: Path, no_bubblewrap: None
 ) -> None:
@@ -72,6 +74,7 @@ def test_a_parse_child_without_bubblewrap_gets_no_secret_capability_or_port(
     assert capabilities == {"CapEff": 0, "CapPrm": 0, "CapBnd": 0, "CapAmb": 0}
 
 
+@needs_landlock
 def test_an_upload_is_parsed_and_its_matrix_built_without_bubblewrap_each_child_confined(
     data_dir: Path, cnn_path: Path, no_bubblewrap: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,3 +98,19 @@ def test_an_upload_is_parsed_and_its_matrix_built_without_bubblewrap_each_child_
         ("backend.models.parse:child_check_onnx", True),
         ("backend.compat.build:matrix_in_child", True),
     ]
+
+
+def test_on_a_kernel_without_landlock_a_parse_child_still_gets_no_secret_or_capability(
+    mlp_path: Path, no_bubblewrap: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This host as one without Landlock (an old kernel): the file view is the service's, which
+    the isolation summary says in capitals, but the environment and capabilities are not."""
+    monkeypatch.setattr(landlock, "abi", lambda: 0)
+
+    environment = _probe("environment", model=mlp_path)
+    capabilities = _probe("capabilities", model=mlp_path)
+    reads = _probe("try_reads", [str(TESTS.parent / "README.md")], model=mlp_path)
+
+    assert "PGPASSWORD" not in environment and environment["USER"] == "optiboard"
+    assert capabilities == {"CapEff": 0, "CapPrm": 0, "CapBnd": 0, "CapAmb": 0}
+    assert set(reads.values()) == {"read"}  # no Landlock: nothing narrows the files it sees
