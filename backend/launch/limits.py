@@ -29,7 +29,12 @@ from typing import Any
 
 import settings
 from backend.launch import landlock
-from backend.launch.syscalls import drop_capabilities, prctl, refuse_exploit_interfaces
+from backend.launch.syscalls import (
+    NO_SOCKETS,
+    drop_capabilities,
+    prctl,
+    refuse_exploit_interfaces,
+)
 
 MB = 1 << 20
 PR_SET_PDEATHSIG = 1
@@ -134,7 +139,8 @@ def apply(limits: ChildLimits, processes: bool = True) -> None:
         drop_capabilities()
         if limits.confine.landlock:
             landlock.restrict(limits.confine)
-    refuse_exploit_interfaces()  # last: inherited by every process the child starts
+    # last: inherited by every process the child starts; a confined child makes no socket
+    refuse_exploit_interfaces(NO_SOCKETS if limits.confine is not None else ())
 
 
 def limit_processes(extra_procs: int) -> None:

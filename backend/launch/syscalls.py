@@ -34,6 +34,10 @@ DENIED = (
     "userfaultfd",
     "ptrace",
 )
+# also refused to a confined child (no bubblewrap, so no network namespace of its own): Landlock
+# leaves UDP and pathname Unix sockets open (PostgreSQL's, whose peer authentication takes the
+# service's own user), and no parse needs a socket
+NO_SOCKETS = ("socket",)
 # (AUDIT_ARCH_*, its syscall numbers) per machine; io_uring's numbers are the same everywhere
 TABLES: dict[str, tuple[int, dict[str, int]]] = {
     "x86_64": (
@@ -49,6 +53,7 @@ TABLES: dict[str, tuple[int, dict[str, int]]] = {
             "perf_event_open": 298,
             "userfaultfd": 323,
             "ptrace": 101,
+            "socket": 41,
         },
     ),
     "aarch64": (
@@ -64,6 +69,7 @@ TABLES: dict[str, tuple[int, dict[str, int]]] = {
             "perf_event_open": 241,
             "userfaultfd": 282,
             "ptrace": 117,
+            "socket": 198,
         },
     ),
 }
@@ -95,15 +101,16 @@ class _Program(ctypes.Structure):
     _fields_ = [("length", ctypes.c_ushort), ("steps", ctypes.c_void_p)]
 
 
-def refuse_exploit_interfaces() -> bool:
-    """Install the filter on this process and its future children (it cannot be lifted);
-    False, with a log line, on a machine whose syscall table is not written out above."""
+def refuse_exploit_interfaces(also: tuple[str, ...] = ()) -> bool:
+    """Install the filter on this process and its future children (it cannot be lifted), with
+    the calls named in `also` refused too; False, with a log line, on a machine whose syscall
+    table is not written out above."""
     machine = platform.machine()
     if machine not in TABLES:
         log.warning("no seccomp filter for %s: children run without one", machine)
         return False
     arch, table = TABLES[machine]
-    steps = program(arch, [table[name] for name in DENIED])
+    steps = program(arch, [table[name] for name in (*DENIED, *also)])
     packed = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *s) for s in steps))
     filter_ = _Program(len(steps), ctypes.cast(packed, ctypes.c_void_p))
     prctl(PR_SET_NO_NEW_PRIVS, 1, name="PR_SET_NO_NEW_PRIVS")

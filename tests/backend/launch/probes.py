@@ -44,6 +44,24 @@ def capabilities() -> dict[str, int]:
     return {k: int(v, 16) for k, _, v in (x.partition(":\t") for x in lines) if k in names}
 
 
+def unix_connect(path: str) -> str:
+    try:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(path)
+            return "connected"
+    except OSError as exc:
+        return type(exc).__name__
+
+
+def udp_send(port: int) -> str:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+            client.sendto(b"probe", ("127.0.0.1", port))
+            return "sent"
+    except OSError as exc:
+        return type(exc).__name__
+
+
 def environment() -> dict[str, str]:
     return dict(os.environ)
 

@@ -59,18 +59,23 @@ def test_a_parse_child_without_bubblewrap_reads_only_the_upload_and_its_scratch(
 def test_a_parse_child_without_bubblewrap_gets_no_secret_capability_or_port(
     mlp_path: Path, no_bubblewrap: None
 ) -> None:
+    unix_path = str(mlp_path.parent / "service.sock")  # as PostgreSQL's, peer authentication
     listening = socket.create_server(("127.0.0.1", 0))
-    with listening:
+    with listening, socket.socket(socket.AF_UNIX) as unix_server:
+        unix_server.bind(unix_path)
+        unix_server.listen()
         port = listening.getsockname()[1]
         environment = _probe("environment", model=mlp_path)
         connected = _probe("connect", port, model=mlp_path)
+        unix = _probe("unix_connect", unix_path, model=mlp_path)
+        udp = _probe("udp_send", port, model=mlp_path)
         status = _probe("try_reads", ["/proc/self/status"], model=mlp_path)
         capabilities = _probe("capabilities", model=mlp_path)
 
     assert status == {"/proc/self/status": "read"}  # its own /proc folder stays readable
     assert "PGPASSWORD" not in environment and environment["HOME"] != os.environ.get("HOME")
     assert environment["PATH"] == "/usr/local/bin:/usr/bin:/bin"
-    assert connected == "PermissionError"  # Landlock: no TCP connection from it
+    assert connected == unix == udp == "PermissionError"  # no socket at all (seccomp)
     assert capabilities == {"CapEff": 0, "CapPrm": 0, "CapBnd": 0, "CapAmb": 0}
 
 
