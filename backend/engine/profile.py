@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -26,6 +27,8 @@ from backend.engine.ortrace import PROFILE_RUNS, parse_trace, trace_events
 from backend.models.nodenames import node_name
 from backend.runtimes import onnxruntime_provider_name
 from backend.runtimes.base import SessionOptions
+
+log = logging.getLogger(__name__)
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 KEPT_IN_FP32 = "optiboard.kept_in_fp32"  # model metadata: nodes left unquantized on purpose
@@ -365,6 +368,7 @@ def profile_model(
     return build_profile(events, native, optimized, source, built, feed)
 
 
+MAX_PROFILE_BYTES = 256 << 20  # as a child's JSON answer (launch/outcomes.RESULT_CAP)
 MAX_STEM_BYTES = 120  # file names stop at 255 bytes; keys with node names go far past that
 
 
@@ -419,8 +423,25 @@ def untraced_sentence(subject: str) -> str:
 
 
 def stored_profile(telemetry: dict[str, Any]) -> Profile | None:
-    """The profile a stored result points to (telemetry['profile_sha256']), or None."""
+    """The profile a stored result points to (telemetry['profile_sha256']), or None; also None,
+    with a log line, for a file no profile of ours can be (its measurement child wrote it: one
+    an upload took over could write anything up to its file limit, and pages read it)."""
     from backend.models import library
 
     sha256 = telemetry.get("profile_sha256")
-    return Profile.load(library.artifact_path(sha256)) if sha256 else None
+    if not sha256:
+        return None
+    path = library.artifact_path(sha256)
+    if path.stat().st_size > MAX_PROFILE_BYTES:
+        log.warning(
+            "profile %s is %d bytes, past %d: not read",
+            sha256,
+            path.stat().st_size,
+            MAX_PROFILE_BYTES,
+        )
+        return None
+    try:
+        return Profile.load(path)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        log.warning("profile %s does not read as one (%s): not used", sha256, exc)
+        return None

@@ -146,3 +146,22 @@ def test_cli_submit_with_profile_queues_a_profiled_sweep(
     assert cli_main(["submit", str(model.id), "--profile", "--quick"]) == 0
     spec = jobs.spec_of(jobs.list_jobs()[0])
     assert spec.profile and all(c.profile for c in spec.configurations())
+
+
+def test_a_stored_profile_that_is_no_profile_of_ours_is_not_used(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A measurement child writes the profile; one an upload took over could write anything up
+    to its file limit, and the dashboard's pages read it: they get None (no profile), not a
+    crash or gigabytes of JSON."""
+    from backend.engine import profile as profile_module
+    from backend.engine.profile import stored_profile
+    from backend.models import library
+
+    foreign = library.store().put_bytes(b'{"runs": 1, "provider": "x", "nodes": [{"bogus": 1}]}')
+    large = library.store().put_bytes(b'{"runs": 1, "provider": "x", "nodes": []}' + b" " * 64)
+    monkeypatch.setattr(profile_module, "MAX_PROFILE_BYTES", 64)
+
+    assert stored_profile({"profile_sha256": foreign.sha256}) is None
+    assert stored_profile({"profile_sha256": large.sha256}) is None
+    assert stored_profile({}) is None
