@@ -101,6 +101,10 @@ class EvaluationReport:
     cosine_similarity: float | None = None
 
 
+# environment keys naming files a configuration's child produced: the worker stores them
+PRODUCED_KEYS = ("optimized_path", "ort_optimized_path", "profile_path")
+
+
 @dataclass
 class ConfigurationResult:
     """Everything measured for one configuration, or why it could not be."""

@@ -19,9 +19,9 @@ from typing import Any
 
 import settings
 from backend.launch.folders import owned_file
+from backend.results import PRODUCED_KEYS
 
 CHUNK_BYTES = 32 << 20
-PRODUCED_KEYS = ("optimized_path", "ort_optimized_path", "profile_path")
 
 
 class HashMismatch(RuntimeError):

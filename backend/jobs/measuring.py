@@ -22,9 +22,10 @@ from backend.engine.run import ConfigurationTask, run_configuration
 from backend.errors import UserError, last_line
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
+from backend.launch.folders import file_inside
 from backend.launch.forks import Forks
 from backend.launch.limits import ChildLimits
-from backend.results import ConfigurationResult, ResultStatus
+from backend.results import PRODUCED_KEYS, ConfigurationResult, ResultStatus
 from backend.runtimeenvs import DEFAULT, RuntimeEnv, ready_env
 from backend.specs import GPU_PROVIDERS, Configuration, Precision, SweepSpec
 
@@ -105,14 +106,47 @@ def measure_in_child(
     if outcome.cancelled:
         return None
     if outcome.ok:
-        result = ConfigurationResult.from_dict(outcome.value, configuration=config)
-        result.notes.extend(outcome.notes)
-        return result
+        return result_of_child(outcome.value, task, outcome.notes)
     error = outcome.error or "the configuration's child failed without a reason"
     if outcome.value == "error":  # a bug's traceback: the log keeps it, the result one line
         log.warning("configuration %s failed:\n%s", config.key, error)
         error = last_line(error)[:500]
     return _failed(config, error, outcome.notes)
+
+
+def result_of_child(
+    answer: dict[str, Any], task: ConfigurationTask, notes: list[str] | None = None
+) -> ConfigurationResult:
+    """The measurement child's answer as its result, when every file it names lies in the
+    task's output folder; else a failed result: the worker would copy, read and delete a file
+    named elsewhere (the database, the link secret), and a child that names one was taken over,
+    so none of its figures stand."""
+    try:
+        result = ConfigurationResult.from_dict(answer, configuration=task.configuration)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        return _failed(task.configuration, f"Not stored: the child's answer does not read ({exc}).")
+    result.notes.extend(notes or [])
+    output_dir = Path(task.output_dir)
+    for key in PRODUCED_KEYS:
+        named = result.environment.get(key)
+        if named is None:
+            continue
+        inside = file_inside(output_dir, named)
+        if inside is None:
+            log.warning(
+                "configuration %s named %s=%r outside its output folder",
+                result.config_key,
+                key,
+                named,
+            )
+            return _failed(
+                result.configuration,
+                f"Not stored: the measurement child named a file ({key}) outside its output "
+                "folder, which only a child the model took over does; none of its figures are "
+                "kept.",
+            )
+        result.environment[key] = str(inside)
+    return result
 
 
 def _failed(

@@ -38,7 +38,7 @@ from backend.jobs.regressspec import SIDES, RegressionSpec
 from backend.jobs.regressview import pair_rows, summary_lines
 from backend.launch import sandbox
 from backend.launch.dialog import Dialog, DialogFailed, dialog
-from backend.launch.folders import owned_folder
+from backend.launch.folders import file_inside, owned_folder
 from backend.launch.limits import ChildLimits
 from backend.records import JobKind, stored_results
 from backend.reporting import regression as stats
@@ -141,7 +141,22 @@ def run_pair(
                     run.profiles = {
                         s: Path(d.ask({"op": "profile"}, timeout)) for s, d in sides.items()
                     }
+    # checked once every side has ended: the worker reads, stores and deletes these files
+    run.outputs = {s: _inside(out / s, p) for s, p in run.outputs.items()}
+    run.profiles = {s: _inside(out / s, p) for s, p in run.profiles.items()}
     return run
+
+
+def _inside(folder: Path, named: Path) -> Path:
+    """The file a side named, when it lies in that side's folder (launch/folders.file_inside);
+    DialogFailed else: only a side the model took over names another."""
+    inside = file_inside(folder, str(named))
+    if inside is None:
+        raise DialogFailed(
+            f"A side named a file outside its folder ({named.name!r}); only a side the model "
+            "took over does, so nothing it measured is kept"
+        )
+    return inside
 
 
 def _timed(spec: RegressionSpec, sides: dict[str, Dialog], timeout: float) -> Interleaved:

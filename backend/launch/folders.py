@@ -152,3 +152,20 @@ def owned_folder(label: str = "", under: Path | None = None) -> Iterator[Path]:
         shutil.rmtree(path if path.exists() else staging, ignore_errors=True)
         owner.unlink(missing_ok=True)
         os.close(lock)
+
+
+def file_inside(folder: Path, named: object) -> Path | None:
+    """The regular file a child named, resolved, when it lies inside `folder` (the one folder
+    the child could write); else None. The parent copies, reads and then deletes such files with
+    its own rights, so a child an upload took over must not name the database or a secret, nor a
+    link to one."""
+    if not isinstance(named, str) or not named:
+        return None
+    path = Path(named)
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if path.is_symlink() or not resolved.is_file():
+        return None
+    return resolved if resolved.is_relative_to(Path(folder).resolve()) else None

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backend.launch.folders import FOLDER_PREFIX, owned_file, owned_folder
+from backend.launch.folders import FOLDER_PREFIX, file_inside, owned_file, owned_folder
 from tests.processes import ended_pid
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -154,3 +154,21 @@ def test_a_file_a_killed_writer_left_half_written_goes_when_the_next_is_made_bes
         out.flush()
         path.replace(tmp_path / "model")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_a_file_a_child_names_is_taken_only_from_inside_its_folder(tmp_path: Path) -> None:
+    """What the worker copies, reads and deletes after a child names it (launch/folders.py)."""
+    folder, elsewhere = tmp_path / "out", tmp_path / "data"
+    folder.mkdir()
+    elsewhere.mkdir()
+    made, secret = folder / "model.onnx", elsewhere / "link_secret"
+    made.write_bytes(b"graph")
+    secret.write_bytes(b"key")
+    (folder / "link").symlink_to(secret)
+    (folder / "sub").mkdir()
+
+    assert file_inside(folder, str(made)) == made.resolve()
+    assert file_inside(folder, str(folder / "sub" / ".." / "model.onnx")) == made.resolve()
+    for named in (str(secret), str(folder / "link"), str(folder / ".." / "data" / "link_secret"),
+                  str(folder / "sub"), str(folder / "missing"), "", None, 7):  # fmt: skip
+        assert file_inside(folder, named) is None, named
