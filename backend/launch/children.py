@@ -32,7 +32,7 @@ import settings
 from backend.errors import UserError
 from backend.launch import limits as child_limits
 from backend.launch import pids, sandbox
-from backend.launch.folders import ChildFolder, child_folder
+from backend.launch.folders import ChildFolder, child_folder, strays_in
 from backend.launch.outcomes import (
     ChildOutcome,
     ProcessOutcome,
@@ -130,6 +130,8 @@ def run_process(
                 _kill_group(process)
         procs_hit = tasks is not None and tasks.limit_hit()
         memory_hit = tasks is not None and tasks.out_of_memory()
+    # a sandboxed child's output folders are read here, where a link's target is the host's
+    strays = strays_in(binds.writable) if sandboxed and binds is not None else []
     unlimited = limits.gpu and (tasks is None or tasks.memory is None)
     notes = [child_limits.unlimited_memory_note("This GPU child")] if unlimited else []
     return process_outcome(
@@ -142,6 +144,7 @@ def run_process(
         memory_hit=memory_hit,
         merge_output=merge_output,
         notes=notes,
+        strays=bool(strays),
     )
 
 

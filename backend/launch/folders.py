@@ -13,9 +13,10 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,3 +170,17 @@ def file_inside(folder: Path, named: object) -> Path | None:
     if path.is_symlink() or not resolved.is_file():
         return None
     return resolved if resolved.is_relative_to(Path(folder).resolve()) else None
+
+
+def strays_in(folders: Sequence[Path]) -> list[Path]:
+    """What is neither a plain file nor a folder (a link, a FIFO, a socket) in these folders,
+    walked without following links: a sandboxed child writes them, and its parent reads them
+    on the host, where a link's target is the host's (the database, a secret)."""
+    found: list[Path] = []
+    for folder in folders:
+        for root, dirs, files in os.walk(folder, followlinks=False):
+            for name in [*dirs, *files]:
+                mode = os.lstat(Path(root) / name).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    found.append(Path(root) / name)
+    return found

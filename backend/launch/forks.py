@@ -33,6 +33,7 @@ from backend.launch import limits as child_limits
 from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.dialog import Dialog, DialogFailed, dialog
+from backend.launch.folders import strays_in
 from backend.launch.outcomes import ChildOutcome, child_outcome, process_outcome, read_result
 
 ServerKey = tuple[str | None, bool, sandbox.Binds | None, child_limits.ChildLimits]
@@ -112,8 +113,15 @@ class Forks:
             timed_out = failed is not None and failed.timed_out
             cancelled = failed is not None and failed.cancelled
             procs_hit = _refused(server) > refused
+            strays = strays_in(binds.writable) if sandboxed and binds is not None else []
             done = process_outcome(
-                code, folder, limits, timed_out=timed_out, cancelled=cancelled, procs_hit=procs_hit
+                code,
+                folder,
+                limits,
+                timed_out=timed_out,
+                cancelled=cancelled,
+                procs_hit=procs_hit,
+                strays=bool(strays),
             )
             outcome = child_outcome(done, read_result(folder / "result.json"), what, timeout_s)
             if failed is not None and not (timed_out or cancelled):  # the server itself died

@@ -230,6 +230,11 @@ def sentence(kind: str, what: str, limits: ChildLimits) -> str:
         return cpu_sentence(what, limits)
     if kind == "file":
         return file_sentence(what, limits)
+    if kind == "links":
+        return (
+            f"{what} left a link or a special file in its output folder, which only a child "
+            "the model took over does; nothing it made is used."
+        )
     return (
         f"{what} was killed (SIGKILL): it went past the hard CPU-time limit of "
         f"{limits.cpu_s + CPU_GRACE_S} s or the host ran out of memory; use a smaller model or "

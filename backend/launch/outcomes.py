@@ -77,12 +77,13 @@ def process_outcome(
     memory_hit: bool = False,
     merge_output: bool = False,
     notes: list[str] | None = None,
+    strays: bool = False,
 ) -> ProcessOutcome:
     """How a child ended: its exit code, its stdout and stderr files in `logs` and the limit a
     cgroup saw it hit (procs_hit, memory_hit) or its exit says it hit."""
     stdout = read_log(logs / "stdout", LOG_TAIL if merge_output else RESULT_CAP, tail=merge_output)
     stderr = read_log(logs / "stderr", LOG_TAIL, tail=True)
-    limit = "procs" if procs_hit else "memory" if memory_hit else None
+    limit = "links" if strays else "procs" if procs_hit else "memory" if memory_hit else None
     if not (timed_out or cancelled or limit) and code != 0 and code is not None:
         limit = child_limits.limit_hit_by_exit(code, stderr if not merge_output else stdout)
     return ProcessOutcome(code, stdout, stderr, timed_out, cancelled, limit, limits, notes or [])
@@ -110,8 +111,8 @@ def last_line(text: str) -> str:
 
 def read_result(path: Path, as_pickle: bool = False) -> dict[str, Any] | None:
     """The result a child left (JSON, or pickle from the project's own children), or None when it
-    left none, too large a one or nothing readable."""
-    if not path.is_file() or path.stat().st_size > RESULT_CAP:
+    left none, too large a one, a link (its target is the host's) or nothing readable."""
+    if path.is_symlink() or not path.is_file() or path.stat().st_size > RESULT_CAP:
         return None
     data = path.read_bytes()
     try:
@@ -132,6 +133,9 @@ def child_outcome(
             False, error=f"time limit of {timeout_s:.0f} s exceeded", timed_out=True
         )
     kind = result.get("kind") if result else None
+    if done.limit == "links":  # whatever it answered: its output folder is not to be read
+        text = child_limits.sentence("links", what, limits)
+        return ChildOutcome(False, "limit", text, done.returncode, limit="links", notes=done.notes)
     if kind == "ok":
         value = result["value"]  # type: ignore[index]
         return ChildOutcome(True, value=value, exitcode=done.returncode, notes=done.notes)

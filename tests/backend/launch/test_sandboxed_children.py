@@ -203,3 +203,28 @@ def test_no_child_starts_blas_threads_beside_the_runtime(
     )
     unsandboxed = run_in_child(probes.threads_after_numpy, timeout_s=60)
     assert (sandboxed.value, unsandboxed.value) == (1, 1)
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+@pytest.mark.parametrize("through", ["child", "fork"])
+def test_a_child_that_leaves_a_link_or_fifo_in_its_output_folder_fails_whatever_it_answers(
+    data_dir: Path, tmp_path: Path, kind: str, through: str
+) -> None:
+    """Its parent reads that folder on the host, where the link's target is the host's (the
+    database here) and a FIFO blocks the reader; until 2026-12-07 such a child's answer stood."""
+    out = tmp_path / "out"
+    out.mkdir()
+    binds = sandbox.Binds.of(read_only=[TESTS], writable=[out])
+    args = ("tests.backend.launch.probes:leave_in", str(out), kind, str(data_dir / "optiboard.db"))
+    kwargs: dict = {"timeout_s": 60, "what": "The probe", "sandboxed": True, "binds": binds}
+    if through == "fork":
+        with Forks(("tests.backend.launch.probes",)) as forks:
+            outcome = forks.call(*args, **kwargs)
+    else:
+        outcome = call_in_child(*args, **kwargs)
+
+    assert not outcome.ok and outcome.limit == "links"
+    assert outcome.error == (
+        "The probe left a link or a special file in its output folder, which only a child the "
+        "model took over does; nothing it made is used."
+    )
