@@ -423,25 +423,23 @@ def untraced_sentence(subject: str) -> str:
 
 
 def stored_profile(telemetry: dict[str, Any]) -> Profile | None:
-    """The profile a stored result points to (telemetry['profile_sha256']), or None; also None,
-    with a log line, for a file no profile of ours can be (its measurement child wrote it: one
-    an upload took over could write anything up to its file limit, and pages read it)."""
+    """The profile a stored result points to (telemetry['profile_sha256']), or None."""
     from backend.models import library
 
     sha256 = telemetry.get("profile_sha256")
-    if not sha256:
-        return None
-    path = library.artifact_path(sha256)
-    if path.stat().st_size > MAX_PROFILE_BYTES:
-        log.warning(
-            "profile %s is %d bytes, past %d: not read",
-            sha256,
-            path.stat().st_size,
-            MAX_PROFILE_BYTES,
-        )
+    return read_profile(library.artifact_path(sha256)) if sha256 else None
+
+
+def read_profile(path: Path) -> Profile | None:
+    """The profile in `path`, or None, with a log line, for a file no profile of ours can be:
+    its measurement child wrote it, one an upload took over could write anything up to its file
+    limit, and the worker and the pages read it."""
+    size = Path(path).stat().st_size
+    if size > MAX_PROFILE_BYTES:
+        log.warning("profile %s is %d bytes, past %d: not read", path, size, MAX_PROFILE_BYTES)
         return None
     try:
         return Profile.load(path)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        log.warning("profile %s does not read as one (%s): not used", sha256, exc)
+        log.warning("profile %s does not read as one (%s): not used", path, exc)
         return None

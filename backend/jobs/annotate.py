@@ -6,7 +6,7 @@ from pathlib import Path
 
 from backend.engine.explain import explain
 from backend.engine.layerloss import from_dicts
-from backend.engine.profile import Profile
+from backend.engine.profile import read_profile
 from backend.results import ConfigurationResult, StoredResult
 from backend.specs import Configuration, Precision
 
@@ -29,7 +29,7 @@ def annotate(
     if config.precision != Precision.FP32 and baseline is not None and baseline.latency is not None:
         speedup = baseline.latency.p50 / result.latency.p50
     profile_path = result.environment.get("profile_path")
-    profile = Profile.load(Path(profile_path)) if profile_path else None
+    profile = read_profile(Path(profile_path)) if profile_path else None
     explained = speedup
     if (
         speedup is not None

@@ -29,7 +29,7 @@ from typing import Any
 import settings
 from backend.engine import accuracy
 from backend.engine.interleave import Interleaved, Window, interleaved_windows
-from backend.engine.profile import Profile
+from backend.engine.profile import read_profile
 from backend.engine.side import SideTask, read_outputs
 from backend.errors import UserError
 from backend.host import own_cpu_s
@@ -247,8 +247,9 @@ def compare_sides(spec: RegressionSpec, run: PairRun) -> dict[str, Any]:
         read_outputs(run.outputs["a"]), read_outputs(run.outputs["b"]), names
     )
     report["accuracy_vs_a"] = asdict(versus)
-    if run.profiles:
-        diff = stats.profile_diff(Profile.load(run.profiles["a"]), Profile.load(run.profiles["b"]))
+    profiles = {side: read_profile(path) for side, path in run.profiles.items()}
+    if profiles and None not in profiles.values():
+        diff = stats.profile_diff(profiles["a"], profiles["b"])  # type: ignore[arg-type]
         report["profile_diff"] = stats.diff_to_dict(diff)
     return report
 

@@ -113,16 +113,9 @@ class Forks:
             timed_out = failed is not None and failed.timed_out
             cancelled = failed is not None and failed.cancelled
             procs_hit = _refused(server) > refused
-            strays = strays_in(binds.writable) if sandboxed and binds is not None else []
-            done = process_outcome(
-                code,
-                folder,
-                limits,
-                timed_out=timed_out,
-                cancelled=cancelled,
-                procs_hit=procs_hit,
-                strays=bool(strays),
-            )
+            strays = bool(strays_in(binds.writable)) if sandboxed and binds is not None else False
+            ended = {"timed_out": timed_out, "cancelled": cancelled, "procs_hit": procs_hit}
+            done = process_outcome(code, folder, limits, strays=strays, **ended)
             outcome = child_outcome(done, read_result(folder / "result.json"), what, timeout_s)
             if failed is not None and not (timed_out or cancelled):  # the server itself died
                 outcome.error = str(failed)
