@@ -208,19 +208,10 @@ def op_histogram(path: Path) -> dict[str, int]:
     """Operator counts of an ONNX graph (weights are not loaded), for graphs ingestion never saw
     (a worker's variant, up to OPTIBOARD_VIEWER_MAX_MB): past graphview.structure's
     IN_PROCESS_BYTES the protobuf is parsed in a limited child, as the structure's is."""
-    from backend.graphview.structure import IN_PROCESS_BYTES
+    from backend.graphview.structure import parse_graph
 
-    path = Path(path).resolve()
-    if path.stat().st_size <= IN_PROCESS_BYTES:
-        return child_op_histogram(str(path))
-    from backend.launch.children import run_parse
-
-    counts = run_parse(
-        "backend.viewer:child_op_histogram",
-        str(path),
-        what=f"Counting the operators of {path.name!r}",
-        read_only=[path],
-    )
+    path = Path(path)
+    counts = parse_graph(path, child_op_histogram, f"Counting the operators of {path.name!r}")
     if not isinstance(counts, dict) or not all(isinstance(n, int) for n in counts.values()):
         raise UserError(
             f"Counting the operators of {path.name!r} gave an answer that does not read."

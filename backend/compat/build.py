@@ -13,6 +13,7 @@ parsing is), and each real placement in a sandboxed child of its own (compat/pla
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import logging
 import sys
@@ -155,24 +156,20 @@ def real_placements(model_path: Path) -> dict[str, Placement]:
     }
 
 
-_probed: list[frozenset[str]] = []  # the one probe of this process, once it worked
-
-
+@functools.cache
 def placement_providers() -> frozenset[str]:
     """ONNX Runtime's providers that start here (short names), probed once per process: in a
     child unless ONNX Runtime is loaded already (the worker), since loading it and probing adds
-    about 140 MB to the dashboard's process. A probe that fails raises, and is tried again by
-    the next matrix rather than kept."""
+    about 140 MB to the dashboard's process. A probe that fails raises, which the cache does
+    not keep: the next matrix probes again."""
     if "onnxruntime" in sys.modules:
         return frozenset(available_providers())
-    if not _probed:
-        from backend.launch.children import run_call
+    from backend.launch.children import run_call
 
-        found = run_call(
-            "backend.compat.build:available_providers", timeout_s=120, what="The provider probe"
-        )
-        _probed.append(frozenset(name for name in found if isinstance(name, str)))
-    return _probed[0]
+    found = run_call(
+        "backend.compat.build:available_providers", timeout_s=120, what="The provider probe"
+    )
+    return frozenset(name for name in found if isinstance(name, str))
 
 
 def available_providers() -> list[str]:

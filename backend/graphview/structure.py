@@ -10,6 +10,7 @@ process.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -118,18 +119,21 @@ def read_structure(path: Path) -> GraphStructure:
 
 
 @functools.lru_cache(maxsize=16)
-def _structure_of_file(path: Path, size: int, _mtime_ns: int) -> GraphStructure:
-    if size <= IN_PROCESS_BYTES:
-        return GraphStructure.from_dict(child_structure(str(path)))
+def _structure_of_file(path: Path, _size: int, _mtime_ns: int) -> GraphStructure:
+    what = f"Reading the graph of {path.name!r}"
+    return GraphStructure.from_dict(parse_graph(path, child_structure, what))
+
+
+def parse_graph(path: Path, child: Callable[[str], Any], what: str) -> Any:
+    """child(path) on an .onnx file: in this process up to IN_PROCESS_BYTES, past that (weights
+    embedded) in a limited child that sees only the file and answers JSON."""
+    path = Path(path).resolve()
+    if path.stat().st_size <= IN_PROCESS_BYTES:
+        return child(str(path))
     from backend.launch.children import run_parse
 
-    value = run_parse(
-        "backend.graphview.structure:child_structure",
-        str(path),
-        what=f"Reading the graph of {path.name!r}",
-        read_only=[path],
-    )
-    return GraphStructure.from_dict(value)
+    target = f"{child.__module__}:{child.__name__}"
+    return run_parse(target, str(path), what=what, read_only=[path])
 
 
 def child_structure(path: str) -> dict[str, Any]:

@@ -139,7 +139,7 @@ def drop_capabilities() -> None:
     for capability in range(last + 1):
         try:
             prctl(PR_CAPBSET_DROP, capability, name="PR_CAPBSET_DROP")
-        except OSError:  # EPERM without CAP_SETPCAP: nothing of the set is then held
+        except OSError:  # EPERM without CAP_SETPCAP: a process that cannot drop them holds none
             break
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, name="PR_CAP_AMBIENT")
     header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
