@@ -206,9 +206,9 @@ def focus_keys(path: Path) -> dict[str, str]:
 
 def op_histogram(path: Path) -> dict[str, int]:
     """Operator counts of an ONNX graph (weights are not loaded), for graphs ingestion never saw
-    (a worker's variant, up to OPTIBOARD_VIEWER_MAX_MB): past graphview.structure's
+    (a worker's variant, up to OPTIBOARD_VIEWER_MAX_MB): past models.graphread's
     IN_PROCESS_BYTES the protobuf is parsed in a limited child, as the structure's is."""
-    from backend.graphview.structure import parse_graph
+    from backend.models.graphread import parse_graph
 
     path = Path(path)
     counts = parse_graph(path, child_op_histogram, f"Counting the operators of {path.name!r}")

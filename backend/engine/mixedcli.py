@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import onnx
-
 import settings
 from backend.engine import mixed
 from backend.engine.mixed import MAX_STEPS
@@ -31,10 +29,10 @@ Submit = Callable[[int, SweepSpec, str], int]
 def _base(source: Path, pairs: list[str]) -> Configuration:
     """Static INT8 with the --dim values, each checked against the model's own names."""
     from backend.cli_parsing import dims_from_pairs
-    from backend.engine.shapes import all_dim_params, check_dim_names
+    from backend.engine.shapes import check_dim_names, dim_params_of
 
     dims = dims_from_pairs(pairs)
-    check_dim_names(dims, all_dim_params(onnx.load(str(source), load_external_data=False)))
+    check_dim_names(dims, dim_params_of(source))
     return Configuration(precision=Precision.INT8_STATIC, symbolic_dims=tuple(dims.items()))
 
 

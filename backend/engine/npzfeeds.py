@@ -52,60 +52,74 @@ def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tup
 
 
 def check_npz_headers(path: Path, expected: list[str], optional: tuple[str, ...] = ()) -> None:
-    """Refuse an .npz from its headers alone, before any array is loaded: object arrays, arrays
-    whose declared size disagrees with the member, or declares far more than the file holds
-    (OPTIBOARD_MAX_COMPRESSION_RATIO), or more than OPTIBOARD_MAX_INPUT_MB in all."""
+    """Refuse an .npz from its headers alone, before any array is loaded: other names than the
+    model's inputs, then check_npz_arrays."""
     name = path.name
-    try:
-        archive = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise UserError(
-            f"{name} is not a readable .npz file ({exc}); save it with numpy.savez({expected[0]}"
-            "=array, ...)."
-        ) from None
-    ratio_cap = settings.MAX_COMPRESSION_RATIO.get()
-    total = 0
-    with archive:
-        members = archive.infolist()
-        keys = [m.filename.removesuffix(".npy") for m in members]
+    with _open_npz(path, f"numpy.savez({expected[0]}=array, ...)") as archive:
+        keys = [m.filename.removesuffix(".npy") for m in archive.infolist()]
         if sorted(k for k in keys if k not in optional) != sorted(expected):
             also = f" (and optionally {', '.join(optional)})" if optional else ""
             raise UserError(
                 f"{name} has arrays named {', '.join(keys[:20]) or 'nothing'}, but the model's "
                 f"inputs are {', '.join(expected)}; use exactly those names as keys{also}."
             )
-        for info, key in zip(members, keys, strict=True):
-            try:
-                shape, dtype, header = _member_header(archive, info)
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-                raise UserError(
-                    f"Array {key!r} in {name} has no readable .npy header ({exc}); save it with "
-                    "numpy.savez."
-                ) from None
-            if dtype.hasobject:
-                raise UserError(
-                    f"Array {key!r} in {name} is an object array, which is refused because it "
-                    "would need unpickling; save plain numeric arrays."
-                )
-            declared = math.prod(shape) * dtype.itemsize
-            total += declared
-            if info.file_size != header + declared:
-                raise UserError(
-                    f"Array {key!r} in {name} declares shape {list(shape)} ({declared / MB:,.1f} "
-                    f"MB) but holds {max(info.file_size - header, 0) / MB:,.1f} MB; the file is "
-                    "damaged, save it again with numpy.savez."
-                )
-            if declared > RATIO_FLOOR and declared > ratio_cap * max(info.compress_size, 1):
-                raise UserError(
-                    f"Array {key!r} in {name} declares {declared / MB:,.1f} MB in "
-                    f"{info.compress_size / MB:,.2f} MB of file, more than the compression "
-                    f"limit of {ratio_cap:g}:1 allows; save real samples with numpy.savez."
-                )
-            if total > max_input_bytes():
-                raise UserError(
-                    f"{name} declares {total / MB:,.0f} MB of arrays, over the input limit of "
-                    f"{settings.MAX_INPUT_MB.get()} MB (OPTIBOARD_MAX_INPUT_MB); use fewer samples."
-                )
+        _check_arrays(archive, name)
+
+
+def check_npz_arrays(path: Path) -> None:
+    """Refuse an .npz whose headers lie, before any array is loaded: object arrays, arrays
+    whose declared size disagrees with the member, or declares far more than the file holds
+    (OPTIBOARD_MAX_COMPRESSION_RATIO), or more than OPTIBOARD_MAX_INPUT_MB in all. For an .npz
+    a child wrote (a regression side's outputs) as much as for an upload."""
+    with _open_npz(Path(path), "numpy.savez") as archive:
+        _check_arrays(archive, Path(path).name)
+
+
+def _open_npz(path: Path, how: str) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise UserError(
+            f"{path.name} is not a readable .npz file ({exc}); save it with {how}."
+        ) from None
+
+
+def _check_arrays(archive: zipfile.ZipFile, name: str) -> None:
+    ratio_cap = settings.MAX_COMPRESSION_RATIO.get()
+    total = 0
+    for info in archive.infolist():
+        key = info.filename.removesuffix(".npy")
+        try:
+            shape, dtype, header = _member_header(archive, info)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise UserError(
+                f"Array {key!r} in {name} has no readable .npy header ({exc}); save it with "
+                "numpy.savez."
+            ) from None
+        if dtype.hasobject:
+            raise UserError(
+                f"Array {key!r} in {name} is an object array, which is refused because it "
+                "would need unpickling; save plain numeric arrays."
+            )
+        declared = math.prod(shape) * dtype.itemsize
+        total += declared
+        if info.file_size != header + declared:
+            raise UserError(
+                f"Array {key!r} in {name} declares shape {list(shape)} ({declared / MB:,.1f} "
+                f"MB) but holds {max(info.file_size - header, 0) / MB:,.1f} MB; the file is "
+                "damaged, save it again with numpy.savez."
+            )
+        if declared > RATIO_FLOOR and declared > ratio_cap * max(info.compress_size, 1):
+            raise UserError(
+                f"Array {key!r} in {name} declares {declared / MB:,.1f} MB in "
+                f"{info.compress_size / MB:,.2f} MB of file, more than the compression "
+                f"limit of {ratio_cap:g}:1 allows; save real samples with numpy.savez."
+            )
+        if total > max_input_bytes():
+            raise UserError(
+                f"{name} declares {total / MB:,.0f} MB of arrays, over the input limit of "
+                f"{settings.MAX_INPUT_MB.get()} MB (OPTIBOARD_MAX_INPUT_MB); use fewer samples."
+            )
 
 
 def _load_arrays(

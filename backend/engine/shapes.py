@@ -4,12 +4,14 @@ and whether ONNX's own shape inference knows every shape of a graph."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import onnx
 
 from backend import ort_tools
 from backend.engine.inputs import concrete_shape, specs_of_model
 from backend.errors import UserError
+from backend.models.graphread import parse_graph
 from backend.specs import Configuration
 
 
@@ -28,6 +30,17 @@ def all_dim_params(model: onnx.ModelProto) -> set[str]:
             if dim.HasField("dim_param") and dim.dim_param:
                 params.add(dim.dim_param)
     return params
+
+
+def dim_params_of(path: Path) -> set[str]:
+    """all_dim_params of the .onnx at `path`, parsed through models.graphread (a large one in a
+    limited child)."""
+    what = f"Reading the dimension names of {path.name!r}"
+    return set(parse_graph(Path(path), child_dim_params, what))
+
+
+def child_dim_params(path: str) -> list[str]:
+    return sorted(all_dim_params(onnx.load(path, load_external_data=False)))
 
 
 def stored_dim_names(*specs: list[dict]) -> set[str]:

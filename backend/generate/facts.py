@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.models.graphread import parse_graph
+
 # bits per element of the ONNX tensor types a weight can have
 ELEMENT_BITS = {
     1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64, 16: 16,
@@ -67,6 +69,16 @@ class WeightFacts:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "bits": self.bits, "block_sizes": self.block_sizes}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WeightFacts:
+        return cls(
+            total_bytes=int(data["total_bytes"]),
+            matmul_bytes=int(data["matmul_bytes"]),
+            float_matmuls=int(data["float_matmuls"]),
+            quantized=[QuantizedMatMul(**q) for q in data["quantized"]],
+            op_counts={str(op): int(n) for op, n in data["op_counts"].items()},
+        )
+
 
 def tensor_bytes(tensor: Any) -> int:
     """Stored bytes of an initializer from its dims and type (external data is not read)."""
@@ -77,10 +89,18 @@ def tensor_bytes(tensor: Any) -> int:
 
 
 def weight_facts(model_path: Path) -> WeightFacts:
-    """The facts of one .onnx graph; its external data is never loaded."""
+    """The facts of one .onnx graph; its external data is never loaded, and a graph with its
+    weights embedded (an upload's, or what a quantizer child wrote) is parsed in a limited
+    child (models.graphread), not in the worker."""
+    path = Path(model_path)
+    what = f"Reading the weights' layout of {path.name!r}"
+    return WeightFacts.from_dict(parse_graph(path, child_weight_facts, what))
+
+
+def child_weight_facts(model_path: str) -> dict[str, Any]:
     import onnx
 
-    model = onnx.load(str(model_path), load_external_data=False)
+    model = onnx.load(model_path, load_external_data=False)
     graph = model.graph
     sizes = {t.name: tensor_bytes(t) for t in graph.initializer}
     facts = WeightFacts(total_bytes=sum(sizes.values()))
@@ -105,4 +125,4 @@ def weight_facts(model_path: Path) -> WeightFacts:
                     weight_bytes=stored,
                 )
             )
-    return facts
+    return facts.to_dict()

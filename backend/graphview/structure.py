@@ -10,15 +10,12 @@ process.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from backend.models.graphread import parse_graph
 from backend.models.nodenames import BodyNode, body_nodes, node_name
-
-# Past this the protobuf holds weights worth keeping out of the web process: parse in a child.
-IN_PROCESS_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -111,8 +108,8 @@ def structure_of(model: Any) -> GraphStructure:
 
 def read_structure(path: Path) -> GraphStructure:
     """The structure of the .onnx at `path`; external data is never read, and a file past
-    IN_PROCESS_BYTES (weights embedded) is parsed in a limited child. Kept per file (its size
-    and time say it is the same), so a page's reruns do not parse it again."""
+    models.graphread's IN_PROCESS_BYTES (weights embedded) is parsed in a limited child. Kept
+    per file (its size and time say it is the same), so a page's reruns do not parse it again."""
     path = Path(path).resolve()
     stat = path.stat()
     return _structure_of_file(path, stat.st_size, stat.st_mtime_ns)
@@ -122,18 +119,6 @@ def read_structure(path: Path) -> GraphStructure:
 def _structure_of_file(path: Path, _size: int, _mtime_ns: int) -> GraphStructure:
     what = f"Reading the graph of {path.name!r}"
     return GraphStructure.from_dict(parse_graph(path, child_structure, what))
-
-
-def parse_graph(path: Path, child: Callable[[str], Any], what: str) -> Any:
-    """child(path) on an .onnx file: in this process up to IN_PROCESS_BYTES, past that (weights
-    embedded) in a limited child that sees only the file and answers JSON."""
-    path = Path(path).resolve()
-    if path.stat().st_size <= IN_PROCESS_BYTES:
-        return child(str(path))
-    from backend.launch.children import run_parse
-
-    target = f"{child.__module__}:{child.__name__}"
-    return run_parse(target, str(path), what=what, read_only=[path])
 
 
 def child_structure(path: str) -> dict[str, Any]:

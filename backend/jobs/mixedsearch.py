@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import replace
 
-import onnx
-
 from backend.engine.interleave import Interleaved
 from backend.engine.layerloss import NodeLoss, from_dicts
 from backend.engine.mixed import (
@@ -38,6 +36,7 @@ from backend.launch import sandbox
 from backend.launch.children import call_in_child
 from backend.launch.limits import ChildLimits
 from backend.models import library
+from backend.models.graphread import node_names
 from backend.results import AccuracyReport, ConfigurationResult, StoredResult, fp32_baseline
 from backend.specs import GPU_PROVIDERS, Configuration, MeasureSettings, Precision, SweepSpec
 
@@ -139,10 +138,8 @@ class _Steps:
         profile = stored_profile(result.telemetry)
         if profile is None or not result.optimized_sha256:
             return []
-        built = onnx.load(
-            str(library.artifact_path(result.optimized_sha256)), load_external_data=False
-        )
-        return island_candidates(profile, {n.name for n in built.graph.node})
+        built = library.artifact_path(result.optimized_sha256)
+        return island_candidates(profile, node_names(built))
 
 
 def timing_note(settings: MeasureSettings, fp32: StoredResult, steps: _Steps) -> str:

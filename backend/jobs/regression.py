@@ -29,6 +29,7 @@ from typing import Any
 import settings
 from backend.engine import accuracy
 from backend.engine.interleave import Interleaved, Window, interleaved_windows
+from backend.engine.npzfeeds import check_npz_arrays
 from backend.engine.profile import read_profile
 from backend.engine.side import SideTask, read_outputs
 from backend.errors import UserError
@@ -142,7 +143,7 @@ def run_pair(
                         s: Path(d.ask({"op": "profile"}, timeout)) for s, d in sides.items()
                     }
     # checked once every side has ended: the worker reads, stores and deletes these files
-    run.outputs = {s: _inside(out / s, p) for s, p in run.outputs.items()}
+    run.outputs = {s: checked_outputs(out / s, p) for s, p in run.outputs.items()}
     run.profiles = {s: _inside(out / s, p) for s, p in run.profiles.items()}
     return run
 
@@ -157,6 +158,17 @@ def _inside(folder: Path, named: Path) -> Path:
             "took over does, so nothing it measured is kept"
         )
     return inside
+
+
+def checked_outputs(folder: Path, named: Path) -> Path:
+    """A side's outputs .npz, inside its folder and with headers that do not lie (sizes, no
+    object arrays, under OPTIBOARD_MAX_INPUT_MB): the worker loads it whole to compare."""
+    path = _inside(folder, named)
+    try:
+        check_npz_arrays(path)
+    except UserError as exc:
+        raise DialogFailed(f"A side's outputs were not read: {exc}") from None
+    return path
 
 
 def _timed(spec: RegressionSpec, sides: dict[str, Dialog], timeout: float) -> Interleaved:

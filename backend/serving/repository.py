@@ -23,6 +23,7 @@ from tritonclient.grpc import model_config_pb2
 
 from backend.engine.inputs import specs_of_model
 from backend.errors import UserError
+from backend.models.graphread import parse_graph
 from backend.runtimes import exact_int8_matmul_setting
 from backend.serving.types import BatchingPolicy, ServingProvider
 
@@ -129,8 +130,8 @@ def plan_model(
     (export): an input dimension without a size becomes -1 instead of an error, since no load
     generator has to build requests for it.
     """
-    model = onnx.load(str(model_path), load_external_data=False)
-    inputs, outputs = specs_of_model(model), _outputs(model)
+    graph = read_graph_io(model_path)
+    inputs, outputs = graph["inputs"], graph["outputs"]
     if not inputs:
         raise UserError("The model has no inputs to send requests to; it cannot be served.")
     fixed = _unbatched(inputs)
@@ -151,7 +152,7 @@ def plan_model(
     batched = not fixed
     threads = intra_op_threads or max(1, (os.cpu_count() or 1) // policy.instance_count)
     named = dict(dims or {})
-    int8 = exact_int8_matmul_setting() if _saturable(model) else None
+    int8 = exact_int8_matmul_setting() if graph["saturable"] else None
     return ServedModel(
         name=MODEL_NAME,
         inputs=tuple(
@@ -195,7 +196,21 @@ def _unbatched(inputs: list[dict]) -> list[dict]:
 def can_batch(model_path: Path) -> bool:
     """Whether Triton can stack requests for this file (every input's batch axis is symbolic);
     False: plan_model serves it as a fixed-batch server, whatever policy is asked."""
-    return inputs_can_batch(specs_of_model(onnx.load(str(model_path), load_external_data=False)))
+    return inputs_can_batch(read_graph_io(model_path)["inputs"])
+
+
+def read_graph_io(model_path: Path) -> dict[str, Any]:
+    """What serving reads of a graph (inputs, outputs, whether its int8 weights can saturate),
+    parsed through models.graphread: a large variant, the child's work on an upload, is parsed
+    in a limited child, not in the worker or the CLI."""
+    path = Path(model_path)
+    return parse_graph(path, child_graph_io, f"Reading the inputs and outputs of {path.name!r}")
+
+
+def child_graph_io(path: str) -> dict[str, Any]:
+    model = onnx.load(path, load_external_data=False)
+    saturable = _saturable(model)
+    return {"inputs": specs_of_model(model), "outputs": _outputs(model), "saturable": saturable}
 
 
 def inputs_can_batch(inputs: list[dict]) -> bool:

@@ -4,6 +4,7 @@ ONNX Runtime profile, the real layer-loss ranking and a real INT8 static (QDQ) v
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import onnx
@@ -15,6 +16,7 @@ from backend.engine.variants import build_variant
 from backend.graphview import overlay as ov
 from backend.graphview import structure as st
 from backend.graphview.diff import CAST, QDQ, REMOVED, variant_diff
+from backend.models import graphread
 from backend.models.cost import model_cost
 from backend.models.inspect import op_histogram
 from backend.reporting.profilecharts import hottest_rows
@@ -98,7 +100,8 @@ def test_structure_never_reads_external_data(tmp_path: Path, monkeypatch) -> Non
     data.write_bytes(b"")  # were anything to read the weights, it would fail on this
     data.chmod(0)
     in_process = st.read_structure(path)
-    monkeypatch.setattr(st, "IN_PROCESS_BYTES", 0)  # a large graph: parsed in a limited child
+    monkeypatch.setattr(graphread, "IN_PROCESS_BYTES", 0)  # a large graph: parsed in a child
+    touch_later(path)  # a changed file: not the structure kept for it
     assert st.read_structure(path) == in_process
     assert len(in_process.nodes) == len(onnx.load(str(path), load_external_data=False).graph.node)
 
@@ -147,3 +150,9 @@ def test_int4_weight_only_diff_names_each_matmul_it_replaced() -> None:
     assert len(changed) == replaced > 0
     assert all(c.op_type == "MatMulNBits" and c.source_ops == ("MatMul",) for c in changed)
     assert diff.counts()[REMOVED] == 0 and diff.counts()[QDQ] == 0
+
+
+def touch_later(path: Path) -> None:
+    """Move the file's time on, as a rewrite would."""
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from backend import viewer
-from backend.graphview import structure
+from backend.models import graphread
 from tests.browsing import chromium, serving_folder, skip_without_chromium, viewer_link
 from tests.bwrap_calls import child_calls, logging_bwrap
 
@@ -95,7 +95,7 @@ def test_a_large_graphs_operators_are_counted_in_a_sandboxed_child(
     and all, in the dashboard's own process until 2026-12-07."""
     in_process = viewer.op_histogram(mlp_path)
     log = logging_bwrap(tmp_path, monkeypatch)
-    monkeypatch.setattr(structure, "IN_PROCESS_BYTES", 0)
+    monkeypatch.setattr(graphread, "IN_PROCESS_BYTES", 0)
 
     assert viewer.op_histogram(mlp_path) == in_process
     assert in_process == {"MatMul": 2, "Add": 2, "Relu": 1, "Softmax": 1}
