@@ -14,11 +14,14 @@ costs nothing, and a host without the optional generative requirements can still
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -135,17 +138,15 @@ def trained_llama(spec: LlamaSpec = TINY, cache_root: Path = CACHE_ROOT) -> Trai
     folder = Path(cache_root) / spec.key(text)
     report = folder / "training.json"
     if not report.exists():
-        Path(cache_root).mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix="building-", dir=cache_root))
-        try:
-            _build(spec, text, building)
-            try:
-                os.replace(building, folder)  # atomic: a concurrent builder's copy or ours wins
-            except OSError:
-                shutil.rmtree(building, ignore_errors=True)
-        finally:
-            if building.exists():
-                shutil.rmtree(building, ignore_errors=True)
+        with _one_builder(folder):
+            if not report.exists():  # not built while this process waited
+                building = Path(tempfile.mkdtemp(prefix="building-", dir=cache_root))
+                try:
+                    _build(spec, text, building)
+                    os.replace(building, folder)
+                finally:
+                    if building.exists():
+                        shutil.rmtree(building, ignore_errors=True)
     losses = json.loads(report.read_text())
     train_text, eval_text = split_text(text)
     return TrainedLlama(
@@ -238,15 +239,25 @@ def _build_once(target: Path, marker: str, build: Any) -> None:
     """build(output folder) into a fresh folder, moved to `target` unless another got there."""
     if (target / marker).is_file():
         return
-    building = Path(tempfile.mkdtemp(prefix="building-", dir=target.parent)) / "out"
-    try:
-        build(building)
+    with _one_builder(target):
+        if (target / marker).is_file():  # built while this process waited
+            return
+        building = Path(tempfile.mkdtemp(prefix="building-", dir=target.parent)) / "out"
         try:
+            build(building)
             os.replace(building, target)
-        except OSError:  # another session built it meanwhile
-            pass
-    finally:
-        shutil.rmtree(building.parent, ignore_errors=True)
+        finally:
+            shutil.rmtree(building.parent, ignore_errors=True)
+
+
+@contextmanager
+def _one_builder(target: Path) -> Iterator[None]:
+    """One process of a test run builds `target`; the others (xdist workers, the serial lane)
+    wait on its lock and then find it built, instead of each training or converting it too."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def genai_folder(tmp: Path, spec: LlamaSpec = TINY, precision: str = "fp32") -> Path:
