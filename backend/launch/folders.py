@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from backend.vendortelemetry import decline_openvino
+
 FOLDER_PREFIX = "optiboard-child-"
 
 
@@ -110,23 +112,13 @@ def _old_and_pid_gone(folder: Path) -> bool:
     return pid.isdigit() and age > UNLOCKED_GRACE_S and not Path(f"/proc/{pid}").exists()
 
 
-def _decline_openvino_telemetry(home: Path) -> None:
-    """OpenVINO's converter and NNCF report each use to Google Analytics unless a consent file
-    under HOME says no, and a sandboxed child's HOME is its scratch folder. Optiboard sends
-    nothing about its users' models; and with no network in the sandbox, each report only cost
-    the child a process start (2% of a test run's CPU)."""
-    consent = home / "intel" / "openvino_telemetry"  # where openvino_telemetry looks on Linux
-    consent.parent.mkdir()
-    consent.write_text("0")
-
-
 @contextmanager
 def child_folder() -> Iterator[ChildFolder]:
     """A fresh folder for one child, removed by the parent whatever happened to the child."""
     with owned_folder() as path:
         folder = ChildFolder(path)
         folder.scratch.mkdir()
-        _decline_openvino_telemetry(folder.scratch)
+        decline_openvino(folder.scratch)  # a child's HOME is its scratch folder
         yield folder
 
 

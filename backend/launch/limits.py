@@ -35,6 +35,7 @@ from backend.launch.syscalls import (
     prctl,
     refuse_exploit_interfaces,
 )
+from backend.vendortelemetry import ORT_OPT_OUT
 
 MB = 1 << 20
 PR_SET_PDEATHSIG = 1
@@ -47,8 +48,9 @@ OUT_OF_MEMORY_MARKERS = ("bad_alloc", "bad allocation", "Failed to allocate memo
 # numpy's OpenBLAS starts a thread per core that busy-waits after it starts and after each call it
 # shares (0.13 of a child's 0.39 CPU-s to import numpy, onnx and onnxruntime on a 2-core host). No
 # child needs BLAS threads (the runtimes it measures run their own pools), and a spinning one takes
-# a core from them, so every child gets one.
-CHILD_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
+# a core from them, so every child gets one. ONNX Runtime's telemetry opt-out too, for a child that
+# loads it without importing backend first (the Triton server's Python backend).
+CHILD_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", **ORT_OPT_OUT}
 
 
 @dataclass(frozen=True)

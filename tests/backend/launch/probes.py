@@ -311,3 +311,15 @@ def isolation_here() -> dict[str, object]:
     from backend.launch import isolation
 
     return isolation.this_host().to_dict()
+
+
+def runtimes_loaded_home(model: str) -> list[str]:
+    """What ONNX Runtime (a session run) and OpenVINO (its import) leave in this child's HOME."""
+    import numpy as np
+    import onnxruntime
+    import openvino  # noqa: F401
+
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    session.run(None, {"x": np.ones((1, 16), np.float32)})
+    home = Path(os.environ["HOME"])
+    return sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
