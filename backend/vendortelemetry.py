@@ -4,8 +4,9 @@ ONNX Runtime (1.29 and later) and ONNX Runtime GenAI send usage events to Micros
 collector from Linux, and keep a device id and an event queue under ~/.cache/Microsoft, unless
 ORT_DISABLE_TELEMETRY is set before they load (read once, at load). `import openvino` sends a
 Google Analytics event and keeps a client id under ~/intel unless a consent file there says no
-(OpenVINO's own opt-out, what its `opt_in_out --opt_out` writes). Measured on 2026-12-07: the
-CLI's `run` left both in the user's home. Standard library only: backend/__init__.py calls
+(OpenVINO's own opt-out, what its `opt_in_out --opt_out` writes). Ray reports usage to Anyscale
+unless RAY_USAGE_STATS_ENABLED is 0. Measured on 2026-12-07: the CLI's `run` left ONNX
+Runtime's and OpenVINO's ids in the user's home. Standard library only: backend/__init__.py calls
 `decline` before any module of the domain imports a runtime.
 """
 
@@ -15,6 +16,8 @@ import os
 from pathlib import Path
 
 ORT_OPT_OUT = {"ORT_DISABLE_TELEMETRY": "1"}  # ONNX Runtime's and ONNX Runtime GenAI's
+# Ray's usage reports to Anyscale, on by default, decided by each `ray start` (join's nodes)
+RAY_OPT_OUT = {"RAY_USAGE_STATS_ENABLED": "0"}
 OPENVINO_CONSENT = Path("intel") / "openvino_telemetry"  # under HOME, where OpenVINO looks
 
 
@@ -32,7 +35,9 @@ def decline_openvino(home: Path) -> None:
 
 
 def decline() -> None:
-    """This process's opt-outs: ONNX Runtime's by its variable (inherited by every child
-    started with this environment), OpenVINO's by its file in this account's home."""
-    os.environ.update(ORT_OPT_OUT)
+    """This process's opt-outs, each unless the account chose already: ONNX Runtime's and
+    Ray's by their variables (inherited by every child started with this environment: a
+    node's `ray start` too), OpenVINO's by its file in this account's home."""
+    for name, value in {**ORT_OPT_OUT, **RAY_OPT_OUT}.items():
+        os.environ.setdefault(name, value)
     decline_openvino(Path.home())

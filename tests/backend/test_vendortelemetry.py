@@ -67,3 +67,22 @@ def test_a_child_that_does_not_import_the_domain_gets_the_opt_out_too(tmp_path: 
     """The Triton server's Python backend loads ONNX Runtime without importing backend: the
     sandbox's environment (Triton's and every sandboxed child's) carries the variable."""
     assert sandbox.environment(tmp_path)["ORT_DISABLE_TELEMETRY"] == "1"
+
+
+def test_ray_reports_no_usage_from_a_process_of_ours_unless_its_account_asked(
+    tmp_path: Path,
+) -> None:
+    """Ray's own decision, read in a fresh process: a node's `ray start` (join) inherits it."""
+    ask = "from ray._common.usage import usage_lib; print(usage_lib.usage_stats_enabled())"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_USAGE_STATS_ENABLED"}
+    env |= {"HOME": str(tmp_path), "PYTHONPATH": str(TESTS.parent)}
+
+    def enabled(code: str, **extra: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env | extra, capture_output=True, text=True
+        )
+        return done.stdout.strip()
+
+    assert enabled(ask) == "True"  # Ray's default
+    assert enabled("import backend; " + ask) == "False"
+    assert enabled("import backend; " + ask, RAY_USAGE_STATS_ENABLED="1") == "True"
