@@ -15,6 +15,7 @@ from backend.launch.children import run_in_child
 from backend.launch.limits import CHILD_ENVIRONMENT
 from backend.models.ingest import ingest_file
 from backend.models.tfconvert import convert_savedmodel
+from backend.vendortelemetry import ORT_OPT_OUT, RAY_OPT_OUT
 from storage.repo import models as model_store
 from tests import models
 from tests.backend.launch import probes
@@ -85,6 +86,7 @@ def test_sandboxed_child_sees_no_secrets_from_the_environment(
     assert (seen.get("USER"), seen.get("LOGNAME")) == ("optiboard", "optiboard")
     passed |= {setting.name for setting in sandbox.PASSED_SETTINGS}  # parsing caps only
     passed |= set(CHILD_ENVIRONMENT)  # one BLAS thread, set for every child
+    passed |= {*ORT_OPT_OUT, *RAY_OPT_OUT}  # the child's own, set by its `import backend`
     assert set(seen) <= passed | {"PWD", "LC_CTYPE"}  # the last two set by bwrap and Python
     assert (
         run_in_child(probes.environment, timeout_s=60).value["AWS_SECRET_ACCESS_KEY"] == "hunter2"
