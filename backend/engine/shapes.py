@@ -11,7 +11,7 @@ import onnx
 from backend import ort_tools
 from backend.engine.inputs import concrete_shape, specs_of_model
 from backend.errors import UserError
-from backend.models.graphread import parse_graph
+from backend.models.graphread import parse_graph, strings
 from backend.specs import Configuration
 
 
@@ -36,7 +36,7 @@ def dim_params_of(path: Path) -> set[str]:
     """all_dim_params of the .onnx at `path`, parsed through models.graphread (a large one in a
     limited child)."""
     what = f"Reading the dimension names of {path.name!r}"
-    return set(parse_graph(Path(path), child_dim_params, what))
+    return parse_graph(Path(path), child_dim_params, what, read=strings)
 
 
 def child_dim_params(path: str) -> list[str]:

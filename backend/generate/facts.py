@@ -94,7 +94,7 @@ def weight_facts(model_path: Path) -> WeightFacts:
     child (models.graphread), not in the worker."""
     path = Path(model_path)
     what = f"Reading the weights' layout of {path.name!r}"
-    return WeightFacts.from_dict(parse_graph(path, child_weight_facts, what))
+    return parse_graph(path, child_weight_facts, what, read=WeightFacts.from_dict)
 
 
 def child_weight_facts(model_path: str) -> dict[str, Any]:

@@ -118,7 +118,7 @@ def read_structure(path: Path) -> GraphStructure:
 @functools.lru_cache(maxsize=16)
 def _structure_of_file(path: Path, _size: int, _mtime_ns: int) -> GraphStructure:
     what = f"Reading the graph of {path.name!r}"
-    return GraphStructure.from_dict(parse_graph(path, child_structure, what))
+    return parse_graph(path, child_structure, what, read=GraphStructure.from_dict)
 
 
 def child_structure(path: str) -> dict[str, Any]:

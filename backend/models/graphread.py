@@ -6,30 +6,52 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from backend.errors import UserError
+
+T = TypeVar("T")
 
 # Past this the protobuf holds weights worth keeping out of the dashboard's and the worker's
 # processes: parse in a child.
 IN_PROCESS_BYTES = 16 * 1024 * 1024
 
 
-def parse_graph(path: Path, child: Callable[[str], Any], what: str) -> Any:
-    """child(path) on an .onnx file: in this process up to IN_PROCESS_BYTES, past that (weights
-    embedded) in a limited child that sees only the file and answers JSON. `child` returns
-    what JSON can carry, so both ways give the caller the same value."""
+def parse_graph(
+    path: Path, child: Callable[[str], Any], what: str, read: Callable[[Any], T] | None = None
+) -> T:
+    """read(child(path)) on an .onnx file: child in this process up to IN_PROCESS_BYTES, past
+    that (weights embedded) in a limited child that sees only the file and answers JSON, whose
+    answer a child the upload took over may have shaped. `read` types the answer; one that
+    does not read is a UserError, never an exception deep in the caller."""
     path = Path(path).resolve()
     if path.stat().st_size <= IN_PROCESS_BYTES:
-        return child(str(path))
-    from backend.launch.children import run_parse
+        answer = child(str(path))
+    else:
+        from backend.launch.children import run_parse
 
-    target = f"{child.__module__}:{child.__name__}"
-    return run_parse(target, str(path), what=what, read_only=[path])
+        target = f"{child.__module__}:{child.__name__}"
+        answer = run_parse(target, str(path), what=what, read_only=[path])
+    if read is None:
+        return answer
+    try:
+        return read(answer)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UserError(f"{what} gave an answer that does not read ({exc}).") from None
 
 
 def node_names(path: Path) -> set[str]:
     """The main graph's node names as stored (an unnamed node's is '')."""
     path = Path(path)
-    return set(parse_graph(path, child_node_names, f"Reading the node names of {path.name!r}"))
+    what = f"Reading the node names of {path.name!r}"
+    return parse_graph(path, child_node_names, what, read=strings)
+
+
+def strings(answer: Any) -> set[str]:
+    """A child's list of names, each a string."""
+    if not isinstance(answer, list) or not all(isinstance(n, str) for n in answer):
+        raise TypeError("not a list of names")
+    return set(answer)
 
 
 def child_node_names(path: str) -> list[str]:

@@ -204,7 +204,21 @@ def read_graph_io(model_path: Path) -> dict[str, Any]:
     parsed through models.graphread: a large variant, the child's work on an upload, is parsed
     in a limited child, not in the worker or the CLI."""
     path = Path(model_path)
-    return parse_graph(path, child_graph_io, f"Reading the inputs and outputs of {path.name!r}")
+    what = f"Reading the inputs and outputs of {path.name!r}"
+    return parse_graph(path, child_graph_io, what, read=_graph_io)
+
+
+def _graph_io(answer: Any) -> dict[str, Any]:
+    """child_graph_io's answer, checked: tensors with a name, a numpy dtype and a shape of
+    sizes, names or None."""
+    for tensor in (*answer["inputs"], *answer["outputs"]):
+        dims_read = all(d is None or isinstance(d, int | str) for d in tensor["shape"])
+        if not (isinstance(tensor["name"], str) and dims_read):
+            raise ValueError(f"tensor {tensor!r:.80}")
+        np.dtype(tensor["dtype"])
+    if not isinstance(answer["saturable"], bool):
+        raise TypeError("saturable is not a bool")
+    return answer
 
 
 def child_graph_io(path: str) -> dict[str, Any]:

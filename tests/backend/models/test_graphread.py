@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from backend.engine.shapes import dim_params_of
 from backend.errors import UserError
-from backend.generate.facts import weight_facts
+from backend.generate.facts import WeightFacts, weight_facts
 from backend.models import graphread
 from backend.serving.repository import plan_model, read_graph_io
 from backend.serving.types import BatchingPolicy
@@ -130,3 +130,15 @@ def test_node_names_and_dimension_names_of_a_large_graph_are_read_in_a_child(
     log.unlink()
     assert dim_params_of(symbolic) == dims and dims
     only_child_saw(log, symbolic)
+
+
+def test_an_answer_that_does_not_read_is_one_sentence(tmp_path: Path) -> None:
+    """What a child the upload took over may answer: the reader's type check turns it into a
+    UserError, not an exception deep in the worker."""
+    path = save(make_mlp(), tmp_path / "mlp.onnx")
+    with pytest.raises(UserError, match="Reading it gave an answer that does not read"):
+        graphread.parse_graph(
+            path, lambda _: {"total_bytes": 1}, "Reading it", WeightFacts.from_dict
+        )
+    with pytest.raises(UserError, match="does not read"):
+        graphread.parse_graph(path, lambda _: ["a", 3], "Reading it", graphread.strings)
