@@ -8,6 +8,8 @@ kills the child's process group on the way out.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import socket
 import tempfile
 import time
@@ -18,6 +20,8 @@ from typing import Any
 from backend.cluster.artifacts import FileBlob, ShippedFile, fetch, pack_outputs
 from backend.cluster.targets import targets_of
 from backend.launch.folders import owned_folder
+
+REPLICAS_FOLDER = "optiboard-replicas"  # under the node's temporary folder: replicas' barriers
 
 
 @dataclass(frozen=True)
@@ -99,11 +103,24 @@ def start_line(group: str, replica: int, count: int, timeout_s: float = 300.0) -
     Ray starts the replicas' worker processes one after another, seconds apart on a busy
     machine; without this the first replica could finish before the last one starts, and the
     aggregate would not be a throughput measured at the same time. The replicas share one node
-    (STRICT_PACK), so a folder of marker files there is the barrier.
+    (STRICT_PACK), so a folder of marker files there is the barrier. No replica knows when
+    the others have counted, so a group's folder stays; the folders of groups past any wait
+    are swept here, so a node does not keep one per replicated configuration forever.
     """
-    folder = Path(tempfile.gettempdir()) / "optiboard-replicas" / group
+    root = Path(tempfile.gettempdir()) / REPLICAS_FOLDER
+    sweep_barriers(root, older_than_s=2 * timeout_s)
+    folder = root / group
     folder.mkdir(parents=True, exist_ok=True)
     (folder / str(replica)).touch()
     deadline = time.monotonic() + timeout_s
     while len(list(folder.iterdir())) < count and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def sweep_barriers(root: Path, older_than_s: float) -> None:
+    """Remove the groups' barrier folders under `root` untouched for `older_than_s`."""
+    cutoff = time.time() - older_than_s
+    for folder in root.glob("*") if root.is_dir() else ():
+        with contextlib.suppress(OSError):
+            if folder.stat().st_mtime < cutoff:
+                shutil.rmtree(folder, ignore_errors=True)

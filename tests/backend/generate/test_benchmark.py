@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -97,8 +96,10 @@ def int4_rtn(fp32, tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("variant", ["int4", "int4_rtn"])
-def test_int4_perplexity_is_within_ten_percent_of_fp32(fp32, variant, tiny_llama, request):
-    text = Path(tempfile.mkdtemp()) / "held_out.txt"
+def test_int4_perplexity_is_within_ten_percent_of_fp32(
+    fp32, variant, tiny_llama, request, tmp_path: Path
+):
+    text = tmp_path / "held_out.txt"
     text.write_text(tiny_llama.eval_text)
     spec = GenerationSpec(prompt_lengths=(32,), new_tokens=(8,), **QUICK)
     full = run_generation(fp32, spec, text, in_process=True)
