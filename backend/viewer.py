@@ -32,7 +32,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import settings
-from backend.errors import UserError
 
 ROOT = settings.PROJECT_ROOT
 STATIC_DIR = ROOT / "static" / "netron"
@@ -211,12 +210,15 @@ def op_histogram(path: Path) -> dict[str, int]:
     from backend.models.graphread import parse_graph
 
     path = Path(path)
-    counts = parse_graph(path, child_op_histogram, f"Counting the operators of {path.name!r}")
-    if not isinstance(counts, dict) or not all(isinstance(n, int) for n in counts.values()):
-        raise UserError(
-            f"Counting the operators of {path.name!r} gave an answer that does not read."
-        )
-    return {str(op): n for op, n in counts.items()}
+    what = f"Counting the operators of {path.name!r}"
+    return parse_graph(path, child_op_histogram, what, read=_counts)
+
+
+def _counts(answer: object) -> dict[str, int]:
+    """A child's operator counts: a number per operator."""
+    if not isinstance(answer, dict) or not all(isinstance(n, int) for n in answer.values()):
+        raise TypeError("not a count per operator")
+    return {str(op): n for op, n in answer.items()}
 
 
 def child_op_histogram(path: str) -> dict[str, int]:

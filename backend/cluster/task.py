@@ -120,7 +120,7 @@ def start_line(group: str, replica: int, count: int, timeout_s: float = 300.0) -
 def sweep_barriers(root: Path, older_than_s: float) -> None:
     """Remove the groups' barrier folders under `root` untouched for `older_than_s`."""
     cutoff = time.time() - older_than_s
-    for folder in root.glob("*") if root.is_dir() else ():
+    for folder in root.glob("*"):  # none where root does not exist
         with contextlib.suppress(OSError):
             if folder.stat().st_mtime < cutoff:
                 shutil.rmtree(folder, ignore_errors=True)
