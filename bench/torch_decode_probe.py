@@ -6,12 +6,14 @@ per mode in a fresh process, then timed two ways over 128 steps after a 1,024-to
   gpu     CUDA events around 128 back-to-back steps (the GPU's floor for this step)
 and, with --kernels, the step's GPU kernels by name from torch.profiler (CUPTI).
 
-  python3 bench/torch_decode_probe.py FOLDER MODE [--kernels]
+  python3 bench/torch_decode_probe.py FOLDER MODE [--kernels] [--attention grouped]
   MODE: reduce-overhead | cdt (reduce-overhead + coordinate_descent_tuning) |
         max-autotune (+ coordinate_descent_tuning) |
         graph (inductor without its cudagraph trees, + coordinate_descent_tuning, the step
         captured once by hand in one torch.cuda.CUDAGraph over static token/position buffers and
         replayed per token: no per-call input checks or copies of cudagraph trees)
+  --attention grouped: the runtime's grouped_decode_attention for the decode step (each key/value
+        head read once for its query heads) instead of sdpa's copies of them (PYTHONPATH=.)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("mode", choices=["reduce-overhead", "cdt", "max-autotune", "graph"])
     parser.add_argument("--kernels", action="store_true")
+    parser.add_argument("--attention", choices=["sdpa", "grouped"], default="sdpa")
     args = parser.parse_args()
 
     import torch
@@ -45,6 +48,11 @@ def main() -> None:
         str(args.folder), dtype=torch.float16, attn_implementation="sdpa"
     ).to("cuda")
     model.eval()
+    if args.attention == "grouped":
+        from backend.runtimes import genai_torch
+
+        genai_torch.register_attention()
+        model.set_attn_implementation(genai_torch.GROUPED_DECODE)
     length = PROMPT + NEW
     cache = StaticCache(config=model.config, max_cache_len=length)
 
@@ -112,11 +120,17 @@ def main() -> None:
             torch.cuda.synchronize()
             gpu.append(start.elapsed_time(end) / (NEW - 1) * 1000)
         kernels = _kernels(torch, steps, prefill) if args.kernels else {}
+        attention = model.config._attn_implementation  # before the check below switches it
         agree = _agreement(torch, step, decode, prefill, positions)
+        if args.attention == "grouped":  # the same step against sdpa's uncompiled decode
+            model.set_attn_implementation("sdpa")
+            agree += " of grouped eager; " + _agreement(torch, step, decode, prefill, positions)
+            agree += " of sdpa eager"
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     synced_us = statistics.median(synced) * 1e6
     result = {
         "mode": args.mode,
+        "attention": attention,
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(),
         "compile_s": round(compile_s, 1),

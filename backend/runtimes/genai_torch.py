@@ -8,9 +8,11 @@ step instead of 2.10 (host time 22 us instead of 270, GPU 1.67 ms instead of 1.8
 tokens equal to the uncompiled step's (bench/results/h100_torch_graph.txt).
 
 Only config.json + *.safetensors are read (hfcheck refuses pickled weights), fp32 on CPU and fp16
-on CUDA, attention through sdpa. A compiled decode step is compiled and captured for each
-(sequences, cache length) shape in an untimed warm-up inside the first generate() of that shape,
-before the clock starts, so no timed window holds a compilation; its seconds are a point fact.
+on CUDA, attention through sdpa except a grouped-query model's one-token decode step, which reads
+each key/value head of the cache once for its group of query heads (grouped_decode_attention).
+A compiled decode step is compiled and captured for each (sequences, cache length) shape in an
+untimed warm-up inside the first generate() of that shape, before the clock starts, so no timed
+window holds a compilation; its seconds are a point fact.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import numpy as np
 from backend.errors import UnavailableError, UserError
 from backend.runtimes.base import GenAISession, TokenTimes
 
+GROUPED_DECODE = "optiboard-grouped-decode"  # its name in transformers' attention registry
+ATTENTION_RAN = "sdpa; decode steps of grouped-query heads: one matmul per key/value head"
 WARMUP_STEPS = 3  # compile and autotune, on a side stream, before the step is captured
 COMPILED = "torch.compile(fullgraph=True, coordinate descent tuning), one CUDA graph per shape"
 
@@ -39,6 +43,51 @@ def inductor_cache() -> str:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
     os.environ.setdefault("TRITON_CACHE_DIR", str(Path(path) / "triton"))
     return path
+
+
+def grouped_decode_attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[Any, None]:
+    """A one-token step's attention with each key/value head matched against its group of query
+    heads by a reshape, instead of sdpa's path for a masked grouped-query step on CUDA, which
+    copies every key and value head of the whole cache once per query head in its group, every
+    layer, every token. The arithmetic is transformers' eager attention (scores in the model's
+    dtype, softmax in fp32), the mask sdpa's. Prefill, chunks and ungrouped models: sdpa."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    if query.shape[2] != 1 or groups == 1 or dropout:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    import torch
+
+    batch, heads, _, dim = query.shape
+    scale = dim**-0.5 if scaling is None else scaling
+    grouped = query.view(batch, key.shape[1], groups, dim)  # query head h reads kv head h // groups
+    scores = torch.matmul(grouped, key.transpose(-1, -2)) * scale
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    elif attention_mask is not None:
+        scores = scores + attention_mask
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+    return torch.matmul(weights, value).reshape(batch, 1, heads, dim), None
+
+
+def register_attention() -> None:
+    """grouped_decode_attention under its name, with sdpa's mask (a boolean one per step)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(GROUPED_DECODE, grouped_decode_attention)
+    AttentionMaskInterface.register(GROUPED_DECODE, sdpa_mask)
 
 
 class TorchGenAISession(GenAISession):
@@ -73,6 +122,10 @@ class TorchGenAISession(GenAISession):
             local_files_only=True,
         ).to(device)
         self.model.eval()
+        config = self.model.config
+        if config.num_key_value_heads < config.num_attention_heads:
+            register_attention()
+            self.model.set_attn_implementation(GROUPED_DECODE)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
         self.compile = compile
         self._caches: dict[tuple[int, int], Any] = {}
@@ -103,7 +156,9 @@ class TorchGenAISession(GenAISession):
             "architecture": architecture,
             "inference_precision": dtype,  # the dtype the weights were loaded in and run
             "kv_cache_precision": dtype,
-            "attention": self.model.config._attn_implementation,
+            "attention": ATTENTION_RAN
+            if self.model.config._attn_implementation == GROUPED_DECODE
+            else self.model.config._attn_implementation,
             "compiled": COMPILED if compile else "eager",
             "cuda_graphs": bool(compile and device == "cuda"),
             "kv_cache": "transformers StaticCache (prompt + new tokens)",
