@@ -59,11 +59,13 @@ def grouped_decode_attention(
     heads by a reshape, instead of sdpa's path for a masked grouped-query step on CUDA, which
     copies every key and value head of the whole cache once per query head in its group, every
     layer, every token. The arithmetic is transformers' eager attention (scores in the model's
-    dtype, softmax in fp32), the mask sdpa's. Prefill, chunks and ungrouped models: sdpa."""
+    dtype, softmax in fp32), the mask sdpa's. Prefill, chunks, ungrouped models and a layer
+    that hands sdpa more than a mask (a position bias, attention sinks, a soft cap): sdpa."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     groups = getattr(module, "num_key_value_groups", 1)
-    if query.shape[2] != 1 or groups == 1 or dropout:
+    more = any(kwargs.get(name) is not None for name in ("position_bias", "s_aux", "softcap"))
+    if query.shape[2] != 1 or groups == 1 or dropout or more:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
@@ -123,7 +125,8 @@ class TorchGenAISession(GenAISession):
         ).to(device)
         self.model.eval()
         config = self.model.config
-        if config.num_key_value_heads < config.num_attention_heads:
+        kv_heads = getattr(config, "num_key_value_heads", None)  # absent or None: not grouped
+        if kv_heads and kv_heads < getattr(config, "num_attention_heads", kv_heads):
             register_attention()
             self.model.set_attn_implementation(GROUPED_DECODE)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)

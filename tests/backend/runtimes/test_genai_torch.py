@@ -60,6 +60,12 @@ def test_prefill_and_ungrouped_layers_are_sdpa_itself() -> None:
     ours, _ = grouped_decode_attention(_Layer(2), query, key, value, None)
     theirs, _ = sdpa_attention_forward(_Layer(2), query, key, value, None)
     assert torch.equal(ours, theirs)
+    # one token, but a position bias: what sdpa does with it, not a plain grouped product
+    one, bias = query[:, :, :1], torch.randn(1, 4, 1, 5, generator=gen)
+    ours, _ = grouped_decode_attention(_Layer(2), one, key, value, None, position_bias=bias)
+    theirs, _ = sdpa_attention_forward(_Layer(2), one, key, value, None, position_bias=bias)
+    plain, _ = grouped_decode_attention(_Layer(2), one, key, value, None)
+    assert torch.equal(ours, theirs) and not torch.allclose(ours, plain)
 
 
 def test_a_grouped_query_model_decodes_through_it_with_sdpas_tokens(tiny_gqa_llama) -> None:
