@@ -6,14 +6,14 @@ per mode in a fresh process, then timed two ways over 128 steps after a 1,024-to
   gpu     CUDA events around 128 back-to-back steps (the GPU's floor for this step)
 and, with --kernels, the step's GPU kernels by name from torch.profiler (CUPTI).
 
-  python3 bench/torch_decode_probe.py FOLDER MODE [--kernels] [--attention grouped]
+  python3 bench/torch_decode_probe.py FOLDER MODE [--kernels] [--layers model|grouped|runtime]
   MODE: reduce-overhead | cdt (reduce-overhead + coordinate_descent_tuning) |
         max-autotune (+ coordinate_descent_tuning) |
         graph (inductor without its cudagraph trees, + coordinate_descent_tuning, the step
         captured once by hand in one torch.cuda.CUDAGraph over static token/position buffers and
         replayed per token: no per-call input checks or copies of cudagraph trees)
-  --attention grouped: the runtime's grouped_decode_attention for the decode step (each key/value
-        head read once for its query heads) instead of sdpa's copies of them (PYTHONPATH=.)
+  --layers runtime: the runtime's layer changes (backend/runtimes/torch_layers.py: grouped decode
+        attention, q/k/v as one matmul); --layers grouped: only the attention (PYTHONPATH=.)
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("mode", choices=["reduce-overhead", "cdt", "max-autotune", "graph"])
     parser.add_argument("--kernels", action="store_true")
-    parser.add_argument("--attention", choices=["sdpa", "grouped"], default="sdpa")
+    parser.add_argument("--layers", choices=["model", "grouped", "runtime"], default="model")
     args = parser.parse_args()
 
     import torch
@@ -48,11 +48,15 @@ def main() -> None:
         str(args.folder), dtype=torch.float16, attn_implementation="sdpa"
     ).to("cuda")
     model.eval()
-    if args.attention == "grouped":
-        from backend.runtimes import genai_torch
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    fused = 0
+    if args.layers in ("grouped", "runtime"):
+        from backend.runtimes import torch_layers
 
-        genai_torch.register_attention()
-        model.set_attn_implementation(genai_torch.GROUPED_DECODE)
+        torch_layers.register_attention()
+        model.set_attn_implementation(torch_layers.GROUPED_DECODE)
+        if args.layers == "runtime":
+            fused = torch_layers.fuse_projections(model)
     length = PROMPT + NEW
     cache = StaticCache(config=model.config, max_cache_len=length)
 
@@ -121,16 +125,19 @@ def main() -> None:
             gpu.append(start.elapsed_time(end) / (NEW - 1) * 1000)
         kernels = _kernels(torch, steps, prefill) if args.kernels else {}
         attention = model.config._attn_implementation  # before the check below switches it
-        agree = _agreement(torch, step, decode, prefill, positions)
-        if args.attention == "grouped":  # the same step against sdpa's uncompiled decode
-            model.set_attn_implementation("sdpa")
-            agree += " of grouped eager; " + _agreement(torch, step, decode, prefill, positions)
-            agree += " of sdpa eager"
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+        agree, timed = _agreement(torch, step, decode, prefill, positions)
+        if args.layers != "model":  # the timed step against the model as transformers loads it
+            del step, compiled, cache, prefill.cache  # type: ignore[attr-defined]
+            model = None
+            torch.cuda.empty_cache()
+            plain = _plain_tokens(torch, args.folder, ids, 32)
+            same = sum(a == b for a, b in zip(timed, plain, strict=True))
+            agree += f" of the changed layers uncompiled; {same}/32 of the model as loaded (sdpa)"
     synced_us = statistics.median(synced) * 1e6
     result = {
         "mode": args.mode,
         "attention": attention,
+        "fused_qkv_layers": fused,
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(),
         "compile_s": round(compile_s, 1),
@@ -158,7 +165,40 @@ def _agreement(torch, step, decode, prefill, positions) -> str:  # noqa: ANN001
             tokens.append(int(nxt))
         runs.append(tokens)
     same = sum(a == b for a, b in zip(*runs, strict=True))
-    return f"{same}/32"
+    return f"{same}/32", runs[0]
+
+
+def _plain_tokens(torch, folder, ids, count: int) -> list[int]:  # noqa: ANN001
+    """32 greedy decode tokens of the model as transformers loads it (sdpa, its own projections),
+    uncompiled, after the same prefill: the reference for a step whose layers were changed."""
+    from transformers import AutoModelForCausalLM, StaticCache
+
+    model = AutoModelForCausalLM.from_pretrained(
+        str(folder), dtype=torch.float16, attn_implementation="sdpa"
+    ).to("cuda")
+    model.eval()
+    prompt = ids.shape[1]
+    cache = StaticCache(config=model.config, max_cache_len=PROMPT + NEW)  # as the timed step's
+    out = model(
+        input_ids=ids,
+        cache_position=torch.arange(prompt, device="cuda"),
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    nxt, tokens = out.logits[:, -1, :].argmax(dim=-1, keepdim=True), []
+    for i in range(count):
+        where = torch.tensor([[prompt + i]], device="cuda")
+        out = model(
+            input_ids=nxt,
+            position_ids=where,
+            cache_position=where[0],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        tokens.append(int(nxt))
+    return tokens
 
 
 def _captured(torch, compiled, cache, position: int):  # noqa: ANN001, ANN202
@@ -197,7 +237,7 @@ def _kernels(torch, steps, prefill) -> dict[str, float]:  # noqa: ANN001
     totals: dict[str, float] = {}
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
-            name = event.name[:70]
+            name = event.name[:110]
             totals[name] = totals.get(name, 0.0) + event.device_time_total
     ranked = sorted(totals.items(), key=lambda kv: -kv[1])
     out = {name: round(us / 64, 1) for name, us in ranked[:25]}

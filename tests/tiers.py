@@ -97,6 +97,9 @@ SLOW_MODULES = {
     "tests/backend/generate/test_openvino_genai.py": (
         "exports the tiny Llama to OpenVINO IR in a sandboxed child and measures two runtimes"
     ),
+    "tests/backend/runtimes/test_genai_torch.py": (
+        "trains the grouped-query tiny Llama on first use, traces its decode step"
+    ),
     "tests/backend/generate/test_torch_genai.py": (
         "trains the tiny Llama, measures ort-genai and transformers + PyTorch in sandboxed children"
     ),
@@ -111,7 +114,6 @@ SLOW_MODULES = {
 }
 
 SLOW_TESTS = {
-    "tests/backend/runtimes/test_genai_torch.py::test_a_grouped_query_model_decodes_through_it_with_sdpas_tokens": "trains the grouped-query tiny Llama on first use",  # noqa: E501
     "tests/backend/generate/test_job_reports.py::test_show_and_export_read_a_generation_jobs_points": "a generation job's worker run, then CLI calls",  # noqa: E501
     "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "CLI runs, two pairs of dialog children per check",  # noqa: E501
     "tests/backend/jobs/test_regression_check.py::test_openvino_versions_are_checked_like_onnx_runtimes": "two dialog children under two OpenVINO versions",  # noqa: E501

@@ -153,7 +153,9 @@ def ran_line(runtime: str, facts: dict[str, Any], environment: dict[str, Any] | 
     if "compiled" in facts:  # the torch runtime: what it loaded and how it ran
         line += (
             f"; {facts['inference_precision']} weights and KV cache, attention "
-            f"{facts['attention']}, {facts['compiled']}, CUDA graphs "
+            f"{facts['attention']}, "
+            + (f"{facts['projections']}, " if "projections" in facts else "")
+            + f"{facts['compiled']}, CUDA graphs "
             f"{'on' if facts['cuda_graphs'] else 'off'}"
         )
     elif "kv_cache_precision" in facts:

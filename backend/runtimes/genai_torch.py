@@ -28,8 +28,6 @@ import numpy as np
 from backend.errors import UnavailableError, UserError
 from backend.runtimes.base import GenAISession, TokenTimes
 
-GROUPED_DECODE = "optiboard-grouped-decode"  # its name in transformers' attention registry
-ATTENTION_RAN = "sdpa; decode steps of grouped-query heads: one matmul per key/value head"
 WARMUP_STEPS = 3  # compile and autotune, on a side stream, before the step is captured
 COMPILED = "torch.compile(fullgraph=True, coordinate descent tuning), one CUDA graph per shape"
 
@@ -43,53 +41,6 @@ def inductor_cache() -> str:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
     os.environ.setdefault("TRITON_CACHE_DIR", str(Path(path) / "triton"))
     return path
-
-
-def grouped_decode_attention(
-    module: Any,
-    query: Any,
-    key: Any,
-    value: Any,
-    attention_mask: Any,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    **kwargs: Any,
-) -> tuple[Any, None]:
-    """A one-token step's attention with each key/value head matched against its group of query
-    heads by a reshape, instead of sdpa's path for a masked grouped-query step on CUDA, which
-    copies every key and value head of the whole cache once per query head in its group, every
-    layer, every token. The arithmetic is transformers' eager attention (scores in the model's
-    dtype, softmax in fp32), the mask sdpa's. Prefill, chunks, ungrouped models and a layer
-    that hands sdpa more than a mask (a position bias, attention sinks, a soft cap): sdpa."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    groups = getattr(module, "num_key_value_groups", 1)
-    more = any(kwargs.get(name) is not None for name in ("position_bias", "s_aux", "softcap"))
-    if query.shape[2] != 1 or groups == 1 or dropout or more:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
-    import torch
-
-    batch, heads, _, dim = query.shape
-    scale = dim**-0.5 if scaling is None else scaling
-    grouped = query.view(batch, key.shape[1], groups, dim)  # query head h reads kv head h // groups
-    scores = torch.matmul(grouped, key.transpose(-1, -2)) * scale
-    if attention_mask is not None and attention_mask.dtype == torch.bool:
-        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-    elif attention_mask is not None:
-        scores = scores + attention_mask
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
-    return torch.matmul(weights, value).reshape(batch, 1, heads, dim), None
-
-
-def register_attention() -> None:
-    """grouped_decode_attention under its name, with sdpa's mask (a boolean one per step)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(GROUPED_DECODE, grouped_decode_attention)
-    AttentionMaskInterface.register(GROUPED_DECODE, sdpa_mask)
 
 
 class TorchGenAISession(GenAISession):
@@ -124,11 +75,7 @@ class TorchGenAISession(GenAISession):
             local_files_only=True,
         ).to(device)
         self.model.eval()
-        config = self.model.config
-        kv_heads = getattr(config, "num_key_value_heads", None)  # absent or None: not grouped
-        if kv_heads and kv_heads < getattr(config, "num_attention_heads", kv_heads):
-            register_attention()
-            self.model.set_attn_implementation(GROUPED_DECODE)
+        self._decode_layers()
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
         self.compile = compile
         self._caches: dict[tuple[int, int], Any] = {}
@@ -145,9 +92,23 @@ class TorchGenAISession(GenAISession):
             self._step = torch.compile(self._decode, fullgraph=True, dynamic=False)
         self.facts = self._facts(checked.architecture)
 
+    def _decode_layers(self) -> None:
+        """The decode step's layer changes (backend/runtimes/torch_layers.py): grouped-query
+        attention without copies of the cache's heads, q/k/v projections as one matmul."""
+        from backend.runtimes import torch_layers
+
+        config = self.model.config
+        kv_heads = getattr(config, "num_key_value_heads", None)  # absent or None: not grouped
+        if kv_heads and kv_heads < getattr(config, "num_attention_heads", kv_heads):
+            torch_layers.register_attention()
+            self.model.set_attn_implementation(torch_layers.GROUPED_DECODE)
+        self.fused_layers = torch_layers.fuse_projections(self.model)
+
     def _facts(self, architecture: str) -> dict[str, Any]:
         """What ran, read back from the loaded model: dtype, attention, compiled or eager."""
         import transformers
+
+        from backend.runtimes import torch_layers
 
         torch, device, compile = self._torch, self.device, self.compile
         dtype = {torch.float16: "fp16", torch.float32: "fp32"}[self.dtype]
@@ -159,9 +120,12 @@ class TorchGenAISession(GenAISession):
             "architecture": architecture,
             "inference_precision": dtype,  # the dtype the weights were loaded in and run
             "kv_cache_precision": dtype,
-            "attention": ATTENTION_RAN
-            if self.model.config._attn_implementation == GROUPED_DECODE
+            "attention": torch_layers.ATTENTION_RAN
+            if self.model.config._attn_implementation == torch_layers.GROUPED_DECODE
             else self.model.config._attn_implementation,
+            "projections": f"{torch_layers.FUSED_RAN} ({self.fused_layers} layers)"
+            if self.fused_layers
+            else "as the model defines them",
             "compiled": COMPILED if compile else "eager",
             "cuda_graphs": bool(compile and device == "cuda"),
             "kv_cache": "transformers StaticCache (prompt + new tokens)",

@@ -1,8 +1,11 @@
-"""The torch runtime's decode attention for grouped-query models: the same numbers as sdpa's
-(which copies every key/value head of the cache for each query head of its group) on real
-tensors and on the tests' trained grouped-query Llama, and the session says which ran."""
+"""The torch runtime session on the tests' trained grouped-query Llama: with its layer changes
+(grouped decode attention, q/k/v as one matmul) its greedy tokens are those of the model as
+transformers loads it, its facts say what ran, and the decode step still traces as one graph
+(what --torch-compile needs on a GPU)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,70 +13,63 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from transformers import AttentionInterface  # noqa: E402
-from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
+from transformers import AttentionInterface, AutoModelForCausalLM, StaticCache  # noqa: E402
 
-from backend.runtimes.genai_torch import (  # noqa: E402
+from backend.runtimes.genai_torch import TorchGenAISession  # noqa: E402
+from backend.runtimes.torch_layers import (  # noqa: E402
     ATTENTION_RAN,
+    FUSED_RAN,
     GROUPED_DECODE,
-    TorchGenAISession,
     grouped_decode_attention,
 )
 
-
-class _Layer(torch.nn.Module):
-    """What transformers' attention functions read from the layer that calls them."""
-
-    def __init__(self, groups: int) -> None:
-        super().__init__()
-        self.num_key_value_groups, self.is_causal = groups, True
+PROMPTS = np.array([[1, 5, 9, 13, 17, 21, 25, 29], [2, 6, 10, 14, 18, 22, 26, 30]])
+NEW = 24
 
 
-@pytest.mark.parametrize("mask_kind", ["bool", "additive", "none"])
-def test_one_token_attention_matches_sdpa_over_a_partly_filled_cache(mask_kind: str) -> None:
-    gen = torch.Generator().manual_seed(0)
-    query = torch.randn(2, 8, 1, 16, generator=gen)  # 8 query heads over 2 key/value heads
-    key, value = (torch.randn(2, 2, 24, 16, generator=gen) for _ in range(2))
-    filled = torch.arange(24) < torch.tensor([[9], [17]])  # each sequence's cache, in part
-    mask = {
-        "bool": filled.view(2, 1, 1, 24),
-        "additive": torch.where(filled, 0.0, torch.finfo(torch.float32).min).view(2, 1, 1, 24),
-        "none": None,
-    }[mask_kind]
-    layer = _Layer(groups=4)
-    ours, _ = grouped_decode_attention(layer, query, key, value, mask, scaling=0.25)
-    theirs, _ = sdpa_attention_forward(layer, query, key, value, mask, scaling=0.25)
-    assert ours.shape == theirs.shape == (2, 1, 8, 16)
-    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
-    # a query head reads only its own key/value head: moving another head's keys changes nothing
-    moved = key.clone()
-    moved[:, 1] += 3.0
-    again, _ = grouped_decode_attention(layer, query, moved, value, mask, scaling=0.25)
-    torch.testing.assert_close(again[:, :, :4], ours[:, :, :4])
-    assert not torch.allclose(again[:, :, 4:], ours[:, :, 4:])
+def _greedy(model, step, prompts: np.ndarray, new: int):  # noqa: ANN001, ANN202
+    """Prefill, then `new` - 1 one-token steps through `step`, over a fresh StaticCache."""
+    ids = torch.as_tensor(prompts)
+    cache = StaticCache(config=model.config, max_cache_len=ids.shape[1] + new)
+    with torch.inference_mode():
+        out = model(
+            input_ids=ids,
+            cache_position=torch.arange(ids.shape[1]),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        tokens = [out.logits[:, -1:].argmax(-1)]
+        for at in range(ids.shape[1], ids.shape[1] + new - 1):
+            tokens.append(step(tokens[-1], torch.tensor([[at]]), cache))
+    return torch.cat(tokens, 1).numpy()
 
 
-def test_prefill_and_ungrouped_layers_are_sdpa_itself() -> None:
-    gen = torch.Generator().manual_seed(1)
-    query = torch.randn(1, 4, 5, 8, generator=gen)
-    key, value = (torch.randn(1, 2, 5, 8, generator=gen) for _ in range(2))
-    ours, _ = grouped_decode_attention(_Layer(2), query, key, value, None)
-    theirs, _ = sdpa_attention_forward(_Layer(2), query, key, value, None)
-    assert torch.equal(ours, theirs)
-    # one token, but a position bias: what sdpa does with it, not a plain grouped product
-    one, bias = query[:, :, :1], torch.randn(1, 4, 1, 5, generator=gen)
-    ours, _ = grouped_decode_attention(_Layer(2), one, key, value, None, position_bias=bias)
-    theirs, _ = sdpa_attention_forward(_Layer(2), one, key, value, None, position_bias=bias)
-    plain, _ = grouped_decode_attention(_Layer(2), one, key, value, None)
-    assert torch.equal(ours, theirs) and not torch.allclose(ours, plain)
+def _as_loaded(folder: Path):  # noqa: ANN202
+    model = AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="sdpa").eval()
+
+    def step(tokens, at, cache):  # noqa: ANN001, ANN202
+        out = model(
+            input_ids=tokens,
+            position_ids=at.expand(tokens.shape[0], 1),
+            cache_position=at[0],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        return out.logits[:, -1:].argmax(-1)
+
+    return model, step
 
 
-def test_a_grouped_query_model_decodes_through_it_with_sdpas_tokens(tiny_gqa_llama) -> None:
+def test_a_grouped_query_model_decodes_with_the_tokens_of_the_model_as_loaded(
+    tiny_gqa_llama,
+) -> None:
     session = TorchGenAISession(tiny_gqa_llama.folder, "cpu")
     assert session.model.config._attn_implementation == GROUPED_DECODE
     assert AttentionInterface()[GROUPED_DECODE] is grouped_decode_attention
     assert session.facts["attention"] == ATTENTION_RAN
-    prompts = np.array([[1, 5, 9, 13, 17, 21, 25, 29], [2, 6, 10, 14, 18, 22, 26, 30]])
-    grouped = session.generate(prompts, 24).tokens
-    session.model.set_attn_implementation("sdpa")
-    assert np.array_equal(session.generate(prompts, 24).tokens, grouped)
+    assert session.facts["projections"] == f"{FUSED_RAN} ({tiny_gqa_llama.spec.layers} layers)"
+    ours = session.generate(PROMPTS, NEW).tokens
+    assert np.array_equal(ours, _greedy(*_as_loaded(tiny_gqa_llama.folder), PROMPTS, NEW))
+    # the decode step as --torch-compile traces it: one graph (fullgraph), the same tokens
+    traced = torch.compile(session._decode, fullgraph=True, dynamic=False, backend="aot_eager")
+    assert np.array_equal(_greedy(session.model, traced, PROMPTS, NEW), ours)
