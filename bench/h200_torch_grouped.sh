@@ -15,7 +15,6 @@
 # Every step's stderr goes to $out/errors.log (a call brings back only a few files).
 set -uo pipefail
 source "$(dirname "$0")/device_setup.sh"
-export PYTHONPATH=.
 python3 bench/torch_hf_shape.py /tmp/llm/hf-1b | tail -1
 
 probe() {  # name, timeout, probe arguments

@@ -13,7 +13,8 @@ and, with --kernels, the step's GPU kernels by name from torch.profiler (CUPTI).
         captured once by hand in one torch.cuda.CUDAGraph over static token/position buffers and
         replayed per token: no per-call input checks or copies of cudagraph trees)
   --layers runtime: the runtime's layer changes (backend/runtimes/torch_layers.py: grouped decode
-        attention, q/k/v as one matmul); --layers grouped: only the attention (PYTHONPATH=.)
+        attention, q/k/v as one matmul); --layers grouped: only the attention
+Run with PYTHONPATH=. (the step is the runtime's own, backend/runtimes/genai_torch.greedy_step).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def main() -> None:
     import torch._inductor.config as inductor
     from transformers import AutoModelForCausalLM, StaticCache
 
+    from backend.runtimes.genai_torch import greedy_step
+
     if args.mode in ("cdt", "max-autotune", "graph"):
         inductor.coordinate_descent_tuning = True
     compile_mode = {"max-autotune": "max-autotune", "graph": "default"}.get(
@@ -60,15 +63,8 @@ def main() -> None:
     length = PROMPT + NEW
     cache = StaticCache(config=model.config, max_cache_len=length)
 
-    def decode(tokens, position, cache):  # noqa: ANN001, ANN202 - as genai_torch._decode
-        out = model(
-            input_ids=tokens,
-            position_ids=position.expand(tokens.shape[0], 1),
-            cache_position=position[0],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+    def decode(tokens, position, cache):  # noqa: ANN001, ANN202 - the runtime's own step
+        return greedy_step(model, tokens, position, cache)
 
     compiled = torch.compile(decode, mode=compile_mode, fullgraph=True, dynamic=False)
     step = compiled
@@ -79,14 +75,7 @@ def main() -> None:
 
     def prefill():  # noqa: ANN202
         cache.reset()
-        out = model(
-            input_ids=ids,
-            cache_position=torch.arange(PROMPT, device="cuda"),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        return _first_token(torch, model, ids, cache)
 
     prefill.cache = cache  # type: ignore[attr-defined]
 
@@ -173,32 +162,30 @@ def _plain_tokens(torch, folder, ids, count: int) -> list[int]:  # noqa: ANN001
     uncompiled, after the same prefill: the reference for a step whose layers were changed."""
     from transformers import AutoModelForCausalLM, StaticCache
 
+    from backend.runtimes.genai_torch import greedy_step
+
     model = AutoModelForCausalLM.from_pretrained(
         str(folder), dtype=torch.float16, attn_implementation="sdpa"
     ).to("cuda")
     model.eval()
-    prompt = ids.shape[1]
     cache = StaticCache(config=model.config, max_cache_len=PROMPT + NEW)  # as the timed step's
+    nxt, tokens = _first_token(torch, model, ids, cache), []
+    for i in range(count):
+        nxt = greedy_step(model, nxt, torch.tensor([[PROMPT + i]], device="cuda"), cache)
+        tokens.append(int(nxt))
+    return tokens
+
+
+def _first_token(torch, model, ids, cache):  # noqa: ANN001, ANN202
+    """The prompt's prefill into the cache and its greedy next token."""
     out = model(
         input_ids=ids,
-        cache_position=torch.arange(prompt, device="cuda"),
+        cache_position=torch.arange(ids.shape[1], device="cuda"),
         past_key_values=cache,
         use_cache=True,
         logits_to_keep=1,
     )
-    nxt, tokens = out.logits[:, -1, :].argmax(dim=-1, keepdim=True), []
-    for i in range(count):
-        where = torch.tensor([[prompt + i]], device="cuda")
-        out = model(
-            input_ids=nxt,
-            position_ids=where,
-            cache_position=where[0],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
-        tokens.append(int(nxt))
-    return tokens
+    return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
 
 
 def _captured(torch, compiled, cache, position: int):  # noqa: ANN001, ANN202

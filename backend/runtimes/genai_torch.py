@@ -43,6 +43,19 @@ def inductor_cache() -> str:
     return path
 
 
+def greedy_step(model: Any, tokens: Any, position: Any, cache: Any) -> Any:
+    """One decode step of `model` over `cache`: the next greedy token of every sequence (argmax
+    inside, so a compiled step hands back one small tensor)."""
+    out = model(
+        input_ids=tokens,
+        position_ids=position.expand(tokens.shape[0], 1),
+        cache_position=position[0],
+        past_key_values=cache,
+        use_cache=True,
+    )
+    return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+
+
 class TorchGenAISession(GenAISession):
     name = "torch"
 
@@ -142,16 +155,7 @@ class TorchGenAISession(GenAISession):
             self._torch.cuda.empty_cache()
 
     def _decode(self, tokens: Any, position: Any, cache: Any) -> Any:
-        """One decode step: the next greedy token of every sequence (argmax inside, so a
-        compiled step hands back one small tensor)."""
-        out = self.model(
-            input_ids=tokens,
-            position_ids=position.expand(tokens.shape[0], 1),
-            cache_position=position[0],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        return greedy_step(self.model, tokens, position, cache)
 
     def _cache(self, sequences: int, length: int) -> Any:
         """One StaticCache per (sequences, length), reset in place between generations: the

@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 from transformers import AttentionInterface, AutoModelForCausalLM, StaticCache  # noqa: E402
 
-from backend.runtimes.genai_torch import TorchGenAISession  # noqa: E402
+from backend.runtimes.genai_torch import TorchGenAISession, greedy_step  # noqa: E402
 from backend.runtimes.torch_layers import (  # noqa: E402
     ATTENTION_RAN,
     FUSED_RAN,
@@ -47,17 +47,7 @@ def _greedy(model, step, prompts: np.ndarray, new: int):  # noqa: ANN001, ANN202
 def _as_loaded(folder: Path):  # noqa: ANN202
     model = AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="sdpa").eval()
 
-    def step(tokens, at, cache):  # noqa: ANN001, ANN202
-        out = model(
-            input_ids=tokens,
-            position_ids=at.expand(tokens.shape[0], 1),
-            cache_position=at[0],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        return out.logits[:, -1:].argmax(-1)
-
-    return model, step
+    return model, lambda tokens, at, cache: greedy_step(model, tokens, at, cache)
 
 
 def test_a_grouped_query_model_decodes_with_the_tokens_of_the_model_as_loaded(
