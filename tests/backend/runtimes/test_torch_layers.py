@@ -80,3 +80,20 @@ def test_fused_projections_give_the_models_logits_and_keep_no_second_copy(tiny_l
         attention.q_proj(torch.randn(1, 3, tiny_llama.spec.hidden))
         expected = plain.model.layers[0].self_attn.k_proj(other)
         torch.testing.assert_close(attention.k_proj(other), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_projections_with_biases_are_fused_and_mismatched_ones_are_left_alone() -> None:
+    torch.manual_seed(0)
+    with_bias, mixed = torch.nn.Module(), torch.nn.Module()
+    for layer, biases in ((with_bias, (True, True, True)), (mixed, (True, False, True))):
+        for name, out, bias in zip(("q_proj", "k_proj", "v_proj"), (8, 4, 4), biases, strict=True):
+            setattr(layer, name, torch.nn.Linear(6, out, bias=bias))
+    x = torch.randn(2, 6)
+    before = [getattr(with_bias, n)(x) for n in ("q_proj", "k_proj", "v_proj")]
+    root = torch.nn.ModuleList([with_bias, mixed])
+    assert fuse_projections(root) == 1  # one bias missing: three separate matmuls stay
+    assert type(mixed.k_proj) is torch.nn.Linear
+    with torch.inference_mode():
+        after = [getattr(with_bias, n)(x) for n in ("q_proj", "k_proj", "v_proj")]
+    for old, new in zip(before, after, strict=True):
+        torch.testing.assert_close(new, old)
