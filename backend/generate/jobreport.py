@@ -12,10 +12,11 @@ import pandas as pd
 
 from backend import pricing
 from backend.errors import UserError
-from backend.generate.cli_verbs import HEADERS, of_peak, ran_line, roofline_notes
+from backend.generate.cli_verbs import HEADERS, of_peak, roofline_notes
 from backend.generate.points import generation_frame
 from backend.reporting import exports
 from backend.reporting.metrics import cell
+from backend.reporting.provenance import ran_line
 from backend.reporting.text import table
 from storage.repo import serving as point_store
 

@@ -22,7 +22,7 @@ from backend.reporting.charts import (
     series_colors,
 )
 from backend.reporting.metrics import REGISTRY, pick
-from backend.reporting.provenance import hardware, ran_on
+from backend.reporting.provenance import hardware, ran_line, ran_on
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import serving as point_store
@@ -66,6 +66,7 @@ COLUMNS = (
     "runtime_versions",
     "hardware",  # the GPU for a GPU point, else the CPU and its cores (reporting.provenance)
     "ran_on",  # the host
+    "ran",  # what ran the point, as the CLI says it (reporting.provenance.ran_line)
     "model_id",  # the library model that ran: the upload, or its weight-only copy
     "facts",  # every fact the runtime stored with the point, as JSON
     "price_per_hour",
@@ -121,6 +122,7 @@ def _row(
     environment = payload.get("environment") or {}  # none on points stored before it was kept
     row["hardware"] = hardware(environment, environment.get("device", "cpu"))
     row["ran_on"] = ran_on(environment)
+    row["ran"] = ran_line(payload.get("runtime") or "", facts, environment)
     row["model_id"] = payload.get("model_id")
     row["facts"] = json.dumps(facts, sort_keys=True)
     row["perplexity"] = (payload.get("perplexity") or {}).get("perplexity")

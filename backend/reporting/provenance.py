@@ -61,3 +61,32 @@ def what_ran(rows: Iterable[tuple[str, str, str]]) -> list[str]:
         line += f" (host {host})" if host else ""
         lines.append(line)
     return lines
+
+
+def ran_line(runtime: str, facts: dict[str, Any], environment: dict[str, Any] | None = None) -> str:
+    """What ran a generation runtime's points, as the CLI and the dashboard say it: versions,
+    providers, device, environment and, per runtime, the precision it computed and kept its KV
+    cache in; then the hardware and host (points stored before they kept their host's
+    environment have none)."""
+    versions = ", ".join(f"{k} {v}" for k, v in facts.get("versions", {}).items())
+    placed = facts.get("device_type", "")
+    providers = ", ".join(facts.get("providers", []))
+    line = f"{runtime}: {versions}; providers {providers} {placed}".rstrip()
+    if "runtime_env" in facts:
+        line += f"; environment {facts['runtime_env']}"
+    if "compiled" in facts:  # the torch runtime: what it loaded and how it ran
+        line += (
+            f"; {facts['inference_precision']} weights and KV cache, attention "
+            f"{facts['attention']}, "
+            + (f"{facts['projections']}, " if "projections" in facts else "")
+            + f"{facts['compiled']}, CUDA graphs "
+            f"{'on' if facts['cuda_graphs'] else 'off'}"
+        )
+    elif "kv_cache_precision" in facts:
+        line += (
+            f"; computes in {facts['inference_precision']}, KV cache in "
+            f"{facts['kv_cache_precision']} (the plugin's defaults)"
+        )
+    if environment and (device := hardware(environment, environment.get("device", "cpu"))):
+        line += f"; on {device}" + (f" (host {host})" if (host := ran_on(environment)) else "")
+    return line

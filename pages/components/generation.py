@@ -23,7 +23,6 @@ from backend.knobs import knobs
 from backend.queue import jobs, progress
 from backend.records import ModelRow
 from backend.reporting import frames
-from backend.reporting.provenance import what_ran
 from pages.access import can, cannot, guarded, link_scope, signed_link_control
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
@@ -302,7 +301,8 @@ def job_points(job_id: int, planned: list[progress.ConfigurationProgress]) -> No
 
 def what_the_points_stand_on(measured: pd.DataFrame) -> list[str]:
     """Under the table: the peak the bandwidth shares are of (and where a share is no DRAM
-    figure: the bytes sat in cache), and the runtime versions that ran the points."""
+    figure: the bytes sat in cache), and what ran the points: each runtime's versions, the
+    precision it computed in, and the hardware and host (the CLI's own line)."""
 
     def distinct(column: str) -> list[str]:
         return [plain(v) for v in dict.fromkeys(measured[column].dropna()) if v]
@@ -315,10 +315,7 @@ def what_the_points_stand_on(measured: pd.DataFrame) -> list[str]:
         if note:
             notes.setdefault(note, []).append(label)
     lines += [f"{plain(note)} ({plain(', '.join(labels))})" for note, labels in notes.items()]
-    setups = zip(
-        measured["runtime_versions"], measured["hardware"], measured["ran_on"], strict=True
-    )
-    lines += [f"What ran: {plain(line)}" for line in what_ran(setups)]
+    lines += [f"What ran: {line}" for line in distinct("ran")]  # distinct: already plain
     return lines
 
 
