@@ -235,6 +235,15 @@ def built_openvino_folder(spec: LlamaSpec = TINY, compression: Any = None) -> Pa
     return target
 
 
+def build_all() -> None:
+    """Every model of this module the suite opens, trained or converted once (each a no-op when
+    cached): what scripts/test builds while the rest of its set-up waits on the network."""
+    for spec in (TINY, TINY_GQA):
+        built_openvino_folder(spec)
+    for precision in ("fp32", "int4"):
+        built_genai_folder(TINY, precision)
+
+
 def _build_once(target: Path, marker: str, build: Any) -> None:
     """build(output folder) into a fresh folder, moved to `target` unless another got there."""
     if (target / marker).is_file():
@@ -372,3 +381,7 @@ def _train(model, ids, spec: LlamaSpec) -> list[float]:  # noqa: ANN001 - torch 
         schedule.step()
         losses.append(float(loss.detach()))
     return losses
+
+
+if __name__ == "__main__":
+    build_all()
