@@ -57,6 +57,14 @@ class HfFolder:
     safetensors: tuple[str, ...]
 
 
+def is_hf_only(folder: Path) -> bool:
+    """A Hugging Face folder (config.json, no genai_config.json): the torch runtime's format."""
+    folder = Path(folder)
+    return (folder / "config.json").is_file() and not (
+        (folder / "genai_config.json").is_file() or (folder / "openvino_model.xml").is_file()
+    )
+
+
 def builder_missing() -> str:
     """'' when the model builder's requirements import here, else which ones are missing."""
     return ", ".join(name for name in BUILDER_MODULES if not _importable(name))

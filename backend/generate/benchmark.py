@@ -27,10 +27,11 @@ from backend.generate.perplexity import perplexity, read_text, tokens_until_dive
 from backend.generate.roofline import PeakBandwidth, roofline
 from backend.generate.timing import measure_point
 from backend.hardware import visible_gpu_index
+from backend.hfcheck import is_hf_only
 from backend.host import describe_environment
 from backend.measure_settings import MeasureSettings
 from backend.runtimeenvs import current_env_name
-from backend.runtimes import GenAISession, TokenTimes, open_genai
+from backend.runtimes import GenAISession, TokenTimes, open_genai, open_torch_reference
 
 KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
 
@@ -271,12 +272,18 @@ def _vocab(folder: Path) -> int:
 def reference_tokens(
     folder: Path, spec: GenerationSpec, text: str | None
 ) -> dict[tuple[int, int, int], np.ndarray]:
-    """The FP32 reference's greedy tokens on the same prompts (one untimed run per point).
+    """The FP32 reference's greedy tokens on the same prompts (one untimed run per point): an
+    ONNX Runtime GenAI FP32 folder's, or a Hugging Face folder's as transformers loads it (fp32,
+    uncompiled; open_torch_reference).
 
     The reference runs without CUDA graphs (the plainest path), and a point the reference cannot
     run is left out (that point then has no agreement) rather than failing every point."""
     tokens = {}
-    with open_genai("ort-genai", folder, spec.device, False, spec.engine) as session:
+    if is_hf_only(folder):
+        opened = open_torch_reference(folder, spec.device)
+    else:
+        opened = open_genai("ort-genai", folder, spec.device, False, spec.engine)
+    with opened as session:
         text_ids = session.encode(text) if text else None
         vocab = _vocab(folder)
         for prompt_len, new_tokens, sequences in spec.points():

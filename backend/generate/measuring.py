@@ -17,12 +17,17 @@ import settings
 from backend.errors import UserError
 from backend.generate.benchmark import GenerationReport, GenerationSpec, measure_generation
 from backend.generate.roofline import device_peak
+from backend.hfcheck import is_hf_only
 from backend.launch import sandbox
 from backend.launch.forks import Forks
 from backend.launch.limits import ChildLimits
 from backend.runtimeenvs import DEFAULT, ready_env
 
 TARGET = "backend.generate.benchmark:measure_generation"
+OWN_REFERENCE = (
+    "agreement: greedy tokens against the same Hugging Face folder as transformers loads it, in "
+    "fp32, uncompiled, without the torch runtime's layer changes (no GenAI FP32 folder given)"
+)
 REFERENCE_TARGET = "backend.generate.benchmark:reference_generation"
 PRELOAD = ("backend.generate.benchmark",)  # numpy and the benchmark's code; no runtime
 
@@ -53,14 +58,6 @@ def check_folder(folder: Path, what: str = "model") -> Path:
             "(model.onnx, genai_config.json, tokenizer files)."
         )
     return folder.resolve()
-
-
-def is_hf_only(folder: Path) -> bool:
-    """A Hugging Face folder (config.json, no genai_config.json): the torch runtime's format."""
-    folder = Path(folder)
-    return (folder / "config.json").is_file() and not (
-        (folder / "genai_config.json").is_file() or (folder / "openvino_model.xml").is_file()
-    )
 
 
 def check_text_size(path: Path) -> Path:
@@ -110,7 +107,8 @@ def run_generation(
     """The benchmark of one model folder: every runtime x point, perplexity on the text, greedy
     agreement with the reference folder's tokens; openvino-genai runs openvino_folder (the same
     model as OpenVINO IR) when given, torch runs torch_folder (its Hugging Face folder), and a
-    Hugging Face folder given as the model is torch's when torch is the only runtime.
+    Hugging Face folder given as the model is torch's when torch is the only runtime, and its
+    own reference when none is given (fp32, uncompiled, as transformers loads it).
     in_process=True runs here (tests, bench). runtime_env: the children run under that
     environment's interpreter (its onnxruntime under GenAI)."""
     env = ready_env(runtime_env)
@@ -120,6 +118,8 @@ def run_generation(
         )
     folder, torch_hf = _model_folders(folder, spec, torch_folder)
     reference = check_folder(reference, "reference") if reference else None
+    own = reference is None and is_hf_only(folder)  # agreement with the model as loaded, fp32
+    reference = folder if own else reference
     openvino = check_folder(openvino_folder, "OpenVINO") if openvino_folder else None
     text_path = check_text_size(text_path) if text_path else None
     request = {
@@ -136,15 +136,18 @@ def run_generation(
     if in_process:
         report = GenerationReport.from_dict(measure_generation(request))
         report.notes.append("measured in-process (not in the sandboxed child)")
-        return report
-    refused = sandbox.needed_for("A generation benchmark runs the model")
-    if refused:
-        raise UserError(f"{refused}.")
-    gpu = spec.device != "cpu"
-    binds = sandbox.Binds.of(
-        read_only=[folder, reference, openvino, torch_hf, text_path, *env.read_only()], gpu=gpu
-    )
-    return in_children(request, spec, binds, should_cancel, env.python)
+    else:
+        refused = sandbox.needed_for("A generation benchmark runs the model")
+        if refused:
+            raise UserError(f"{refused}.")
+        binds = sandbox.Binds.of(
+            read_only=[folder, reference, openvino, torch_hf, text_path, *env.read_only()],
+            gpu=spec.device != "cpu",
+        )
+        report = in_children(request, spec, binds, should_cancel, env.python)
+    if own:
+        report.notes.append(OWN_REFERENCE)
+    return report
 
 
 def in_children(

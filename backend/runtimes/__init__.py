@@ -246,6 +246,18 @@ def open_genai(
     return GENAI_RUNTIMES[name][1](Path(folder), device, cuda_graph, engine, torch_compile)
 
 
+def open_torch_reference(folder: Path, device: str = "cpu") -> GenAISession:
+    """The torch runtime's FP32 reference on a Hugging Face folder: the model as transformers
+    loads it, in fp32, uncompiled, without the decode step's layer changes (greedy agreement's
+    reference where no ONNX Runtime GenAI FP32 folder is given)."""
+    status = genai_status("torch")
+    if not status.available:
+        raise UnavailableError(f"torch cannot run here: {status.reason}.")
+    from backend.runtimes.genai_torch import TorchGenAISession
+
+    return TorchGenAISession(Path(folder), device, reference=True)
+
+
 __all__ = [
     "RUNTIMES",
     "ENGINE_MODES",
@@ -255,6 +267,7 @@ __all__ = [
     "TokenTimes",
     "genai_status",
     "open_genai",
+    "open_torch_reference",
     "PrecisionGap",
     "precision_gaps",
     "ProviderStatus",

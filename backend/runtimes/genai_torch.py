@@ -59,7 +59,11 @@ def greedy_step(model: Any, tokens: Any, position: Any, cache: Any) -> Any:
 class TorchGenAISession(GenAISession):
     name = "torch"
 
-    def __init__(self, folder: Path, device: str, compile: bool = False) -> None:
+    def __init__(
+        self, folder: Path, device: str, compile: bool = False, reference: bool = False
+    ) -> None:
+        """reference: the model as transformers loads it, in fp32 on any device, uncompiled and
+        without the decode step's layer changes: what greedy agreement compares with."""
         super().__init__(folder, device)
         from backend.hfcheck import check_hf_folder
 
@@ -79,7 +83,7 @@ class TorchGenAISession(GenAISession):
         if device not in ("cpu", "cuda"):
             raise UnavailableError(f"torch runs on cpu or cuda, not {device!r}.")
         self._torch = torch
-        self.dtype = torch.float16 if device == "cuda" else torch.float32
+        self.dtype = torch.float16 if device == "cuda" and not reference else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(
             str(self.folder),
             dtype=self.dtype,
@@ -88,14 +92,16 @@ class TorchGenAISession(GenAISession):
             local_files_only=True,
         ).to(device)
         self.model.eval()
-        self._decode_layers()
+        self.fused_layers = 0
+        if not reference:
+            self._decode_layers()
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
-        self.compile = compile
+        self.compile = compile and not reference
         self._caches: dict[tuple[int, int], Any] = {}
         self._compiled_s: dict[tuple[int, int], float] = {}
         self._captured: dict[tuple[int, int], _CapturedStep] = {}
         self._step = self._decode
-        if compile:
+        if self.compile:
             import torch._inductor.config as inductor
 
             for limit in ("recompile_limit", "cache_size_limit"):  # renamed in torch 2.6

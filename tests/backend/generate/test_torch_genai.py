@@ -11,7 +11,7 @@ import pytest
 from backend.errors import UserError
 from backend.generate.benchmark import GenerationSpec
 from backend.generate.hffootprint import hf_footprint
-from backend.generate.measuring import run_generation
+from backend.generate.measuring import OWN_REFERENCE, run_generation
 from backend.generate.perplexity import perplexity
 from backend.runtimes import open_genai
 from tests import llm_models
@@ -63,6 +63,8 @@ def test_torch_hf_folder_as_the_model_and_refusals(tiny_llama, tmp_path) -> None
     )
     report = run_generation(hf, spec, in_process=True)
     assert [(r.runtime, r.status, len(r.tokens[0])) for r in report.results] == [("torch", "ok", 4)]
+    # no GenAI folder to compare with: the same folder as transformers loads it is the reference
+    assert report.results[0].agreement == [4] and OWN_REFERENCE in report.notes
     with pytest.raises(UserError, match="only the torch runtime opens"):
         run_generation(hf, GenerationSpec(runtimes=("ort-genai",)), in_process=True)
     with pytest.raises(UserError, match="add torch to --runtimes"):

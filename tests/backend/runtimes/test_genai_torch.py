@@ -15,6 +15,8 @@ pytest.importorskip("transformers")
 
 from transformers import AttentionInterface, AutoModelForCausalLM, StaticCache  # noqa: E402
 
+from backend.generate.benchmark import GenerationSpec  # noqa: E402
+from backend.generate.measuring import OWN_REFERENCE, run_generation  # noqa: E402
 from backend.runtimes.genai_torch import TorchGenAISession, greedy_step  # noqa: E402
 from backend.runtimes.torch_layers import (  # noqa: E402
     ATTENTION_RAN,
@@ -63,3 +65,16 @@ def test_a_grouped_query_model_decodes_with_the_tokens_of_the_model_as_loaded(
     # the decode step as --torch-compile traces it: one graph (fullgraph), the same tokens
     traced = torch.compile(session._decode, fullgraph=True, dynamic=False, backend="aot_eager")
     assert np.array_equal(_greedy(session.model, traced, PROMPTS, NEW), ours)
+
+
+def test_a_cli_run_on_the_folder_alone_compares_with_the_model_as_loaded(tiny_gqa_llama) -> None:
+    """In the sandboxed children, as `optiboard generate HF_FOLDER --runtimes torch` runs it: the
+    changed layers' tokens against the fp32 model as loaded, point by point."""
+    spec = GenerationSpec(
+        runtimes=("torch",), prompt_lengths=(16,), new_tokens=(12,), sequences=(1, 2),
+        preset="quick",
+    )  # fmt: skip
+    report = run_generation(tiny_gqa_llama.folder, spec)
+    assert [(r.status, r.agreement) for r in report.results] == [("ok", [12]), ("ok", [12, 12])]
+    assert OWN_REFERENCE in report.notes
+    assert report.results[0].facts["attention"] == ATTENTION_RAN
