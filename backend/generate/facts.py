@@ -126,3 +126,64 @@ def child_weight_facts(model_path: str) -> dict[str, Any]:
                 )
             )
     return facts.to_dict()
+
+
+# ONNX element types a decoder computes or caches in, in our precision names
+ELEMENT_NAMES = {1: "fp32", 10: "fp16", 16: "bf16", 11: "fp64"}
+
+
+@dataclass(frozen=True)
+class DecoderTypes:
+    """What a GenAI decoder graph computes and caches in, from its own declarations: the logits'
+    element type, the past keys' and values', and its MatMulNBits nodes' accuracy levels (what
+    ONNX Runtime's CPU kernel quantizes the activations to: 4 is int8)."""
+
+    logits: str
+    kv_cache: str
+    accuracy_levels: tuple[int, ...]
+
+    def facts(self, device: str) -> dict[str, str]:
+        """The facts a point of ONNX Runtime GenAI states (it reports no precision itself)."""
+        found = {
+            "inference_precision": self.logits,
+            "kv_cache_precision": self.kv_cache,
+            "precision_from": "the graph's logits and past key/value types",
+        }
+        if device == "cpu" and 4 in self.accuracy_levels:
+            found["int4_compute"] = "MatMulNBits at accuracy level 4: int8 activations"
+        return found
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DecoderTypes:
+        levels = tuple(sorted({int(level) for level in data["accuracy_levels"]}))
+        return cls(str(data["logits"])[:16], str(data["kv_cache"])[:16], levels)
+
+
+def decoder_types(model_path: Path) -> DecoderTypes:
+    """DecoderTypes of one decoder graph, read as weight_facts reads (a child past 16 MiB)."""
+    path = Path(model_path)
+    what = f"Reading the element types of {path.name!r}"
+    return parse_graph(path, child_decoder_types, what, read=DecoderTypes.from_dict)
+
+
+def child_decoder_types(model_path: str) -> dict[str, Any]:
+    import onnx
+
+    graph = onnx.load(model_path, load_external_data=False).graph
+
+    def types(values: Any) -> str:
+        found = {ELEMENT_NAMES.get(v.type.tensor_type.elem_type, "?") for v in values}
+        return "/".join(sorted(found)) or "?"
+
+    levels = [
+        onnx.helper.get_attribute_value(a)
+        for node in graph.node
+        if node.op_type == "MatMulNBits"
+        for a in node.attribute
+        if a.name == "accuracy_level"
+    ]
+    return {
+        "logits": types(o for o in graph.output if o.name == "logits"),
+        "kv_cache": types(i for i in graph.input if i.name.startswith("past_key_values")),
+        "accuracy_levels": levels,
+    }

@@ -147,7 +147,26 @@ def run_generation(
         report = in_children(request, spec, binds, should_cancel, env.python)
     if own:
         report.notes.append(OWN_REFERENCE)
+    if "ort-genai" in spec.runtimes:
+        _state_genai_precision(report, folder, spec.device)
     return report
+
+
+def _state_genai_precision(report: GenerationReport, folder: Path, device: str) -> None:
+    """ONNX Runtime GenAI reports no precision of its own: its points state what the decoder
+    graph declares (facts.decoder_types, read here, past 16 MiB in a limited child, never in
+    the measuring child, whose peak RSS is a reported figure)."""
+    from backend.generate.facts import decoder_types
+    from backend.generate.weightonly import decoder_name
+
+    try:
+        stated = decoder_types(folder / decoder_name(folder)).facts(device)
+    except UserError as exc:
+        report.notes.append(f"ort-genai's precision was not read: {exc}")
+        return
+    for result in report.results:
+        if result.runtime == "ort-genai":
+            result.facts.update(stated)
 
 
 def in_children(

@@ -82,11 +82,14 @@ def ran_line(runtime: str, facts: dict[str, Any], environment: dict[str, Any] | 
             + f"{facts['compiled']}, CUDA graphs "
             f"{'on' if facts['cuda_graphs'] else 'off'}"
         )
-    elif "kv_cache_precision" in facts:
+    elif "kv_cache_precision" in facts:  # OpenVINO's plugin defaults, ORT GenAI's graph types
+        source = facts.get("precision_from", "the plugin's defaults")
         line += (
             f"; computes in {facts['inference_precision']}, KV cache in "
-            f"{facts['kv_cache_precision']} (the plugin's defaults)"
+            f"{facts['kv_cache_precision']} ({source})"
         )
+        if "int4_compute" in facts:
+            line += f", {facts['int4_compute']}"
     if environment and (device := hardware(environment, environment.get("device", "cpu"))):
         line += f"; on {device}" + (f" (host {host})" if (host := ran_on(environment)) else "")
     return line

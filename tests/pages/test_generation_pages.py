@@ -101,8 +101,10 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     here = describe_environment()  # and the hardware and host that ran them
     cpu = f"{here['cpu']}, {here['cpu_count_logical']} logical cores"
     assert plain(f" on {cpu} (host {here['hostname']})") in texts(at)
-    # the CLI's own line: providers, the device the runtime placed the model on, its environment
-    assert plain("; providers cpu CPU; environment default; on ") in texts(at)
+    # the CLI's own line: providers, the device the runtime placed the model on, its environment,
+    # and what the variants' graphs compute and cache in
+    said = "; providers cpu CPU; environment default; computes in fp32, KV cache in fp32 (the "
+    assert plain(said + "graph's logits and past key/value types); on ") in texts(at)
     table = at.dataframe[0].value
     assert len(table) == 4 and set(table["status"]) == {"ok"}
     assert table["perplexity"].notna().all() and (table["ttft_p50_ms"] > 0).all()

@@ -138,6 +138,19 @@ def test_the_cli_measures_in_the_sandboxed_child_and_prints_json(fp32, tmp_path,
     assert "measured in the sandboxed, limited child (one per runtime)" in report["notes"]
 
 
+def test_ort_genai_points_state_the_precision_their_graph_computes_in(int4, capsys) -> None:
+    """ONNX Runtime GenAI reports no precision itself: the builder's INT4 decoder keeps fp32
+    logits and KV cache and asks MatMulNBits for accuracy level 4, which on this CPU quantizes
+    the activations to int8; the CLI's what-ran line says all three."""
+    argv = ["generate", str(int4), "--prompt-lengths", "16", "--new-tokens", "2"]
+    assert cli.main([*argv, "--preset", "quick"]) == 0
+    said = capsys.readouterr().out
+    assert (
+        "computes in fp32, KV cache in fp32 (the graph's logits and past key/value types), "
+        "MatMulNBits at accuracy level 4: int8 activations"
+    ) in said, said
+
+
 def test_a_library_model_is_benchmarked_by_its_id(data_dir, tmp_path, capsys) -> None:
     upload = llm_models.genai_zip(tmp_path, precision="int4")
     assert cli.main(["add", str(upload)]) == 0
