@@ -23,7 +23,12 @@ from backend.errors import UserError
 from backend.generate.footprint import Footprint
 from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec  # re-exported
 from backend.generate.hffootprint import model_footprint
-from backend.generate.perplexity import perplexity, read_text, tokens_until_divergence
+from backend.generate.perplexity import (
+    perplexity,
+    read_text,
+    split_margins,
+    tokens_until_divergence,
+)
 from backend.generate.roofline import PeakBandwidth, roofline
 from backend.generate.timing import measure_point
 from backend.hardware import visible_gpu_index
@@ -66,6 +71,8 @@ class GenerationResult:
     environment: dict[str, Any] = field(default_factory=dict)  # the host: CPU, GPUs, versions
     roofline: dict[str, Any] = field(default_factory=dict)
     agreement: list[int] = field(default_factory=list)  # tokens until divergence, per sequence
+    # where a sequence left the reference: its logit of its token minus the reference's token's
+    split_margins: list[float] = field(default_factory=list)
     tokens: list[list[int]] = field(default_factory=list)  # the first run's, for agreement
     # J per generated token over the kept windows, idle power apart, or why not measurable
     energy: energy.EnergyReport | None = None
@@ -233,9 +240,9 @@ def run_runtime(
                 session, shape, point, prompts, GENERATION_PRESETS[spec.preset], peak
             )
             if reference is not None and point in reference and result.status == "ok":
-                result.agreement = tokens_until_divergence(
-                    np.asarray(result.tokens), reference[point]
-                )
+                ours = np.asarray(result.tokens)
+                result.agreement = tokens_until_divergence(ours, reference[point])
+                result.split_margins = split_margins(session, prompts, ours, reference[point])
             results.append(result)
         scored = None
         if text:

@@ -141,7 +141,10 @@ def roofline_notes(points: list[tuple[str, dict[str, Any]]]) -> list[str]:
 
 
 def explain(report: GenerationReport) -> list[str]:
-    """What ran, the peak the fractions are of, and every runtime or point that did not run."""
+    """What ran, the peak the fractions are of, every runtime or point that did not run, and
+    where a point's tokens left the reference."""
+    from backend.generate.perplexity import split_note  # numpy: not for the parser's import
+
     lines = [f"peak bandwidth: {report.peak_bandwidth['source']}"]
     seen: set[str] = set()
     for r in report.results:
@@ -166,6 +169,16 @@ def explain(report: GenerationReport) -> list[str]:
         )
     for source in sorted({r.energy.source for r in report.results if r.energy is not None}):
         lines.append(f"J/token: {source}")
+    lines += [
+        split_note(
+            f"{r.runtime} {r.prompt_tokens},{r.new_tokens},{r.sequences}",
+            r.agreement,
+            r.new_tokens,
+            r.split_margins,
+        )
+        for r in report.results
+        if r.agreement and min(r.agreement) < r.new_tokens
+    ]
     return lines + report.notes
 
 
@@ -319,7 +332,11 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
         "--openvino-from", help="a Hugging Face folder to export for openvino-genai (cached)"
     )
     _torch_arguments(p)
-    p.add_argument("--reference", help="the FP32 GenAI folder greedy agreement compares with")
+    p.add_argument(
+        "--reference",
+        help="what greedy agreement compares with: an FP32 GenAI folder, or a Hugging Face folder "
+        "(run in fp32, uncompiled, by transformers)",
+    )
     p.add_argument("--preset", choices=list(GENERATION_PRESETS), default="standard")
     p.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     p.add_argument(

@@ -13,6 +13,7 @@ import pandas as pd
 from backend import pricing
 from backend.errors import UserError
 from backend.generate.cli_verbs import HEADERS, of_peak, roofline_notes
+from backend.generate.perplexity import split_note
 from backend.generate.points import generation_frame
 from backend.reporting import exports
 from backend.reporting.metrics import cell
@@ -99,6 +100,11 @@ def _explained(points: list[point_store.ServingPointRow]) -> list[str]:
             lines.append(f"{p.point_key} {p.payload.get('status')}: {p.payload.get('error')}")
     sources = {(p.payload.get("energy") or {}).get("source") for p in points}
     lines += [f"J/token: {source}" for source in sorted(s for s in sources if s)]
+    lines += [
+        split_note(p.point_key, agreed, p.payload["new_tokens"], p.payload.get("split_margins", []))
+        for p in points
+        if (agreed := p.payload.get("agreement")) and min(agreed) < p.payload["new_tokens"]
+    ]
     notes = [n for p in points for n in p.payload.get("notes", [])]
     return lines + list(dict.fromkeys(notes))
 

@@ -117,7 +117,9 @@ def run_generation(
             f"--in-process measures in this interpreter, not under {env.name!r}; drop one of them."
         )
     folder, torch_hf = _model_folders(folder, spec, torch_folder)
-    reference = check_folder(reference, "reference") if reference else None
+    if reference:  # a GenAI FP32 folder, or a Hugging Face folder run in fp32 by transformers
+        kind = "Hugging Face" if is_hf_only(reference) else "reference"
+        reference = check_folder(reference, kind)
     own = reference is None and is_hf_only(folder)  # agreement with the model as loaded, fp32
     reference = folder if own else reference
     openvino = check_folder(openvino_folder, "OpenVINO") if openvino_folder else None

@@ -13,7 +13,7 @@ from backend.generate.benchmark import GenerationSpec
 from backend.generate.hffootprint import hf_footprint
 from backend.generate.measuring import OWN_REFERENCE, run_generation
 from backend.generate.perplexity import perplexity
-from backend.runtimes import open_genai
+from backend.runtimes import open_genai, open_torch_reference
 from tests import llm_models
 
 pytest.importorskip("transformers")
@@ -87,3 +87,36 @@ def test_torch_perplexity_through_the_static_cache_matches_a_full_pass(tiny_llam
         reference = perplexity(ort, ids, window=128, chunk=128, max_tokens=512)
     assert through_cache.perplexity == pytest.approx(one_pass.perplexity, rel=1e-3)
     assert through_cache.perplexity == pytest.approx(reference.perplexity, rel=1e-3)
+
+
+def test_a_split_from_the_reference_is_scored_by_the_runtimes_own_logits(
+    tiny_llama, tiny_gqa_llama, tmp_path
+) -> None:
+    """Two different trained models (same tokenizer): their greedy tokens part early, and each
+    split gets the runtime's logit of its token minus the reference's, which the CLI prints."""
+    from backend.generate.benchmark import prompts_for
+    from backend.generate.cli_verbs import explain
+
+    hf = llm_models.hf_folder(tmp_path, tiny_llama.spec)
+    spec = GenerationSpec(
+        runtimes=("torch",), prompt_lengths=(16,), new_tokens=(12,), sequences=(2,),
+        preset="quick",
+    )  # fmt: skip
+    report = run_generation(hf, spec, reference=tiny_gqa_llama.folder, in_process=True)
+    [result] = report.results
+    assert result.status == "ok" and min(result.agreement) < 12
+    left = [a for a in result.agreement if a < 12]
+    assert len(result.split_margins) == len(left)
+    prompts = prompts_for(tiny_llama.spec.vocab, 16, 2, spec.seed, None)
+    with open_genai("torch", hf) as session:  # the first split, scored again by hand
+        row = next(i for i, a in enumerate(result.agreement) if a < 12)
+        agreed, ours = result.agreement[row], result.tokens[row]
+        prefix = np.concatenate([prompts[row], ours[:agreed]]).astype(np.int64)
+        last = session.logits(prefix, len(prefix))[-1]
+    with open_torch_reference(tiny_gqa_llama.folder) as theirs:
+        reference = theirs.generate(prompts[row : row + 1], 12).tokens[0]
+    assert result.split_margins[0] == pytest.approx(
+        float(last[ours[agreed]] - last[reference[agreed]]), abs=1e-3
+    )
+    assert result.split_margins[0] > -1e-3  # its own greedy token is its own argmax there
+    assert any("sequences left the reference" in line for line in explain(report))
