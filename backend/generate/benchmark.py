@@ -232,6 +232,7 @@ def run_runtime(
     if held:  # the runtime keeps its KV cache in another type than the model's state
         shape = replace(shape, kv_item_bytes=held)
     results: list[GenerationResult] = []
+    splits = []  # scored after every point: a forward pass's logits must not sit in a point's RSS
     with session:
         text_ids = session.encode(text) if text else None
         for point in spec.points():
@@ -242,8 +243,10 @@ def run_runtime(
             if reference is not None and point in reference and result.status == "ok":
                 ours = np.asarray(result.tokens)
                 result.agreement = tokens_until_divergence(ours, reference[point])
-                result.split_margins = split_margins(session, prompts, ours, reference[point])
+                splits.append((result, prompts, ours, reference[point]))
             results.append(result)
+        for result, prompts, ours, theirs in splits:
+            result.split_margins = split_margins(session, prompts, ours, theirs)
         scored = None
         if text:
             scored = perplexity(
