@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from backend import pricing
 from backend.generate.jobspec import GenerationJobSpec
+from backend.generate.perplexity import split_note
 from backend.knobs.serialize import field_from_json
 from backend.reporting import front
 from backend.reporting.charts import (
@@ -67,6 +68,7 @@ COLUMNS = (
     "hardware",  # the GPU for a GPU point, else the CPU and its cores (reporting.provenance)
     "ran_on",  # the host
     "ran",  # what ran the point, as the CLI says it (reporting.provenance.ran_line)
+    "split",  # where its tokens left the reference, with the margins there ("" where none did)
     "model_id",  # the library model that ran: the upload, or its weight-only copy
     "facts",  # every fact the runtime stored with the point, as JSON
     "price_per_hour",
@@ -127,6 +129,9 @@ def _row(
     row["facts"] = json.dumps(facts, sort_keys=True)
     row["perplexity"] = (payload.get("perplexity") or {}).get("perplexity")
     row["greedy_agreement"] = min(agreement) / new if agreement and new else None
+    margins = payload.get("split_margins", [])  # where it left the reference, as the CLI says
+    split = bool(agreement and new and min(agreement) < new)
+    row["split"] = split_note(row["label"], agreement, new, margins) if split else ""
     return row
 
 

@@ -301,8 +301,9 @@ def job_points(job_id: int, planned: list[progress.ConfigurationProgress]) -> No
 
 def what_the_points_stand_on(measured: pd.DataFrame) -> list[str]:
     """Under the table: the peak the bandwidth shares are of (and where a share is no DRAM
-    figure: the bytes sat in cache), and what ran the points: each runtime's versions, the
-    precision it computed in, and the hardware and host (the CLI's own line)."""
+    figure: the bytes sat in cache), what ran the points: each runtime's versions, the
+    precision it computed in, and the hardware and host (the CLI's own line), and where a
+    point's tokens left the reference, with the margins at the splits."""
 
     def distinct(column: str) -> list[str]:
         return [plain(v) for v in dict.fromkeys(measured[column].dropna()) if v]
@@ -316,6 +317,7 @@ def what_the_points_stand_on(measured: pd.DataFrame) -> list[str]:
             notes.setdefault(note, []).append(label)
     lines += [f"{plain(note)} ({plain(', '.join(labels))})" for note, labels in notes.items()]
     lines += [f"What ran: {line}" for line in distinct("ran")]  # distinct: already plain
+    lines += distinct("split")  # where a point's tokens left the reference, margins there
     return lines
 
 

@@ -107,6 +107,12 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     assert plain(said + "graph's logits and past key/value types); on ") in texts(at)
     table = at.dataframe[0].value
     assert len(table) == 4 and set(table["status"]) == {"ok"}
+    # a point whose tokens left FP32's says where and by what margin, under the table
+    left = table[table["greedy_agreement"] < 1]["label"].tolist()
+    said = [line for line in texts(at).splitlines() if "left the reference" in line]
+    assert len(said) == len(left), (left, said)
+    for label in left:
+        assert any(line.startswith(plain(f"{label}: ")) for line in said), (label, said)
     assert table["perplexity"].notna().all() and (table["ttft_p50_ms"] > 0).all()
     int4 = table[table["label"].str.contains("INT4")]
     fp32 = table[table["label"].str.contains("FP32")]
