@@ -71,8 +71,8 @@ def fuse_projections(model: Any) -> int:
     """Every attention layer's q_proj, k_proj and v_proj (plain Linear layers over one input)
     as one Linear holding the three weights end to end: q_proj computes all three and keeps k's
     and v's parts for k_proj and v_proj, which hand them back when given the same input (and
-    compute their own otherwise). The three weights are views of the one: no memory added.
-    Returns how many layers were fused."""
+    compute their own otherwise, from views of the one). The three weights move into the one
+    and the old layers are released: no memory added. Returns how many layers were fused."""
     fused = 0
     for layer in list(model.modules()):
         parts = [getattr(layer, name, None) for name in PROJECTIONS]
