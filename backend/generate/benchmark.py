@@ -246,7 +246,7 @@ def run_runtime(
                 splits.append((result, prompts, ours, reference[point]))
             results.append(result)
         for result, prompts, ours, theirs in splits:
-            result.split_margins = split_margins(session, prompts, ours, theirs)
+            result.split_margins = split_margins(session, prompts, ours, theirs, result.agreement)
         scored = None
         if text:
             scored = perplexity(

@@ -17,7 +17,7 @@ from backend.reporting.text import table
 from backend.runtimes import ENGINE_MODES
 
 if TYPE_CHECKING:  # the run (numpy, the runtimes) is imported by the command
-    from backend.generate.benchmark import GenerationReport
+    from backend.generate.benchmark import GenerationReport, GenerationResult
 
 HEADERS = [
     "runtime",
@@ -154,13 +154,11 @@ def explain(report: GenerationReport) -> list[str]:
         elif r.status != "ok" and f"{r.runtime}:{r.error}" not in seen:
             seen.add(f"{r.runtime}:{r.error}")
             lines.append(f"{r.runtime} {r.status}: {r.error}")
-    lines += roofline_notes(
-        [
-            (f"{r.runtime} {r.prompt_tokens},{r.new_tokens},{r.sequences}", r.roofline)
-            for r in report.results
-            if r.status == "ok"
-        ]
-    )
+
+    def point(r: GenerationResult) -> str:
+        return f"{r.runtime} {r.prompt_tokens},{r.new_tokens},{r.sequences}"
+
+    lines += roofline_notes([(point(r), r.roofline) for r in report.results if r.status == "ok"])
     for name, scored in report.perplexity.items():
         lines.append(
             f"{name} perplexity {scored['perplexity']:.3f} on {scored['tokens']} of "
@@ -169,17 +167,10 @@ def explain(report: GenerationReport) -> list[str]:
         )
     for source in sorted({r.energy.source for r in report.results if r.energy is not None}):
         lines.append(f"J/token: {source}")
-    lines += [
-        split_note(
-            f"{r.runtime} {r.prompt_tokens},{r.new_tokens},{r.sequences}",
-            r.agreement,
-            r.new_tokens,
-            r.split_margins,
-        )
-        for r in report.results
-        if r.agreement and min(r.agreement) < r.new_tokens
-    ]
-    return lines + report.notes
+    splits = (
+        split_note(point(r), r.agreement, r.new_tokens, r.split_margins) for r in report.results
+    )
+    return lines + [line for line in splits if line] + report.notes
 
 
 def model_folder(model: str) -> Path:

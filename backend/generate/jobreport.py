@@ -100,11 +100,16 @@ def _explained(points: list[point_store.ServingPointRow]) -> list[str]:
             lines.append(f"{p.point_key} {p.payload.get('status')}: {p.payload.get('error')}")
     sources = {(p.payload.get("energy") or {}).get("source") for p in points}
     lines += [f"J/token: {source}" for source in sorted(s for s in sources if s)]
-    lines += [
-        split_note(p.point_key, agreed, p.payload["new_tokens"], p.payload.get("split_margins", []))
+    splits = (
+        split_note(
+            p.point_key,
+            p.payload.get("agreement") or [],
+            p.payload["new_tokens"],
+            p.payload.get("split_margins", []),
+        )
         for p in points
-        if (agreed := p.payload.get("agreement")) and min(agreed) < p.payload["new_tokens"]
-    ]
+    )
+    lines += [line for line in splits if line]
     notes = [n for p in points for n in p.payload.get("notes", [])]
     return lines + list(dict.fromkeys(notes))
 

@@ -94,19 +94,22 @@ SPLITS_LOOKED_AT = 4  # sequences per point whose split is scored: one forward p
 
 
 def split_margins(
-    session: GenAISession, prompts: np.ndarray, tokens: np.ndarray, reference: np.ndarray
+    session: GenAISession,
+    prompts: np.ndarray,
+    tokens: np.ndarray,
+    reference: np.ndarray,
+    agreement: list[int],
 ) -> list[float]:
     """Where a sequence left the reference, the runtime's own logit of its token minus that of
     the reference's token, from its plain path (GenAISession.logits: one forward pass over the
     prompt and the tokens both agreed on): a few hundredths is a near-tie that rounding can tip,
     whole units a model that computes something else. Up to SPLITS_LOOKED_AT sequences, in
-    order; none where the runtime exposes no logits."""
+    order; none where the runtime exposes no logits. agreement: tokens_until_divergence's."""
     from backend.errors import UnavailableError
 
     margins: list[float] = []
     ours_all, theirs_all = np.atleast_2d(tokens), np.atleast_2d(reference)
-    agreed_all = tokens_until_divergence(ours_all, theirs_all)
-    for prompt, ours, theirs, agreed in zip(prompts, ours_all, theirs_all, agreed_all, strict=True):
+    for prompt, ours, theirs, agreed in zip(prompts, ours_all, theirs_all, agreement, strict=True):
         if agreed >= len(ours) or len(margins) >= SPLITS_LOOKED_AT:
             continue
         prefix = np.concatenate([np.asarray(prompt), ours[:agreed]]).astype(np.int64)
@@ -119,8 +122,11 @@ def split_margins(
 
 
 def split_note(label: str, agreement: list[int], new_tokens: int, margins: list[float]) -> str:
-    """One line for a point whose tokens left the reference, with the margins at the splits."""
+    """One line for a point whose tokens left the reference, with the margins at the splits;
+    "" where every sequence kept to it (or none was compared)."""
     left = [a for a in agreement if a < new_tokens]
+    if not left:
+        return ""
     gaps = ", ".join(f"{m:.4f}" for m in margins) or "not scored (no logits from this runtime)"
     return (
         f"{label}: {len(left)} of {len(agreement)} sequences left the reference (after "

@@ -130,8 +130,7 @@ def _row(
     row["perplexity"] = (payload.get("perplexity") or {}).get("perplexity")
     row["greedy_agreement"] = min(agreement) / new if agreement and new else None
     margins = payload.get("split_margins", [])  # where it left the reference, as the CLI says
-    split = bool(agreement and new and min(agreement) < new)
-    row["split"] = split_note(row["label"], agreement, new, margins) if split else ""
+    row["split"] = split_note(row["label"], agreement, new or 0, margins)
     return row
 
 
