@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.errors import UserError
 from backend.models.graphread import parse_graph
 
 # bits per element of the ONNX tensor types a weight can have
@@ -168,8 +169,13 @@ def decoder_types(model_path: Path) -> DecoderTypes:
 
 def child_decoder_types(model_path: str) -> dict[str, Any]:
     import onnx
+    from google.protobuf.message import DecodeError
 
-    graph = onnx.load(model_path, load_external_data=False).graph
+    try:
+        graph = onnx.load(model_path, load_external_data=False).graph
+    except (DecodeError, ValueError) as exc:  # in the child too: back as one sentence
+        name = Path(model_path).name
+        raise UserError(f"{name} does not read as an ONNX graph ({exc}).") from None
 
     def types(values: Any) -> str:
         found = {ELEMENT_NAMES.get(v.type.tensor_type.elem_type, "?") for v in values}

@@ -149,7 +149,7 @@ def run_generation(
         report = in_children(request, spec, binds, should_cancel, env.python)
     if own:
         report.notes.append(OWN_REFERENCE)
-    if "ort-genai" in spec.runtimes:
+    if any(r.runtime == "ort-genai" and r.status == "ok" for r in report.results):
         _state_genai_precision(report, folder, spec.device)
     return report
 

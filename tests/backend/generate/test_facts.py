@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
+from backend.errors import UserError
 from backend.generate.facts import DecoderTypes, decoder_types
 
 
@@ -57,3 +59,11 @@ def test_int4_matmuls_at_accuracy_level_4_compute_int8_activations_on_cpu(tmp_pa
     assert (types.logits, types.kv_cache, types.accuracy_levels) == ("fp32", "fp32", (0, 4))
     assert types.facts("cpu")["int4_compute"] == "MatMulNBits at accuracy level 4: int8 activations"
     assert "int4_compute" not in types.facts("cuda")  # the CUDA kernel ignores the level
+
+
+@pytest.mark.parametrize("size", [64, 17 << 20])  # read here, and in the limited child
+def test_a_decoder_that_is_no_graph_is_one_sentence_either_way(tmp_path: Path, size: int) -> None:
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes((b"\xff\xfe not protobuf " * (size // 16 + 1))[:size])
+    with pytest.raises(UserError, match="model.onnx does not read as an ONNX graph"):
+        decoder_types(bad)
