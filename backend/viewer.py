@@ -222,8 +222,7 @@ def _counts(answer: object) -> dict[str, int]:
 
 
 def child_op_histogram(path: str) -> dict[str, int]:
-    import onnx
-
+    from backend.models.graphread import load_graph
     from backend.models.inspect import op_histogram as histogram_of
 
-    return histogram_of(onnx.load(path, load_external_data=False))
+    return histogram_of(load_graph(path))

@@ -11,7 +11,7 @@ import onnx
 from backend import ort_tools
 from backend.engine.inputs import concrete_shape, specs_of_model
 from backend.errors import UserError
-from backend.models.graphread import parse_graph, strings
+from backend.models.graphread import load_graph, parse_graph, strings
 from backend.specs import Configuration
 
 
@@ -40,7 +40,7 @@ def dim_params_of(path: Path) -> set[str]:
 
 
 def child_dim_params(path: str) -> list[str]:
-    return sorted(all_dim_params(onnx.load(path, load_external_data=False)))
+    return sorted(all_dim_params(load_graph(path)))
 
 
 def stored_dim_names(*specs: list[dict]) -> set[str]:

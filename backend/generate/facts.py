@@ -12,8 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.errors import UserError
-from backend.models.graphread import parse_graph
+from backend.models.graphread import load_graph, parse_graph
 
 # bits per element of the ONNX tensor types a weight can have
 ELEMENT_BITS = {
@@ -101,7 +100,7 @@ def weight_facts(model_path: Path) -> WeightFacts:
 def child_weight_facts(model_path: str) -> dict[str, Any]:
     import onnx
 
-    model = onnx.load(model_path, load_external_data=False)
+    model = load_graph(model_path)
     graph = model.graph
     sizes = {t.name: tensor_bytes(t) for t in graph.initializer}
     facts = WeightFacts(total_bytes=sum(sizes.values()))
@@ -169,13 +168,8 @@ def decoder_types(model_path: Path) -> DecoderTypes:
 
 def child_decoder_types(model_path: str) -> dict[str, Any]:
     import onnx
-    from google.protobuf.message import DecodeError
 
-    try:
-        graph = onnx.load(model_path, load_external_data=False).graph
-    except (DecodeError, ValueError) as exc:  # in the child too: back as one sentence
-        name = Path(model_path).name
-        raise UserError(f"{name} does not read as an ONNX graph ({exc}).") from None
+    graph = load_graph(model_path).graph
 
     def types(values: Any) -> str:
         found = {ELEMENT_NAMES.get(v.type.tensor_type.elem_type, "?") for v in values}

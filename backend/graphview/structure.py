@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.models.graphread import parse_graph
+from backend.models.graphread import load_graph, parse_graph
 from backend.models.nodenames import BodyNode, body_nodes, node_name
 
 
@@ -122,6 +122,4 @@ def _structure_of_file(path: Path, _size: int, _mtime_ns: int) -> GraphStructure
 
 
 def child_structure(path: str) -> dict[str, Any]:
-    import onnx
-
-    return structure_of(onnx.load(path, load_external_data=False)).to_dict()
+    return structure_of(load_graph(path)).to_dict()

@@ -54,7 +54,18 @@ def strings(answer: Any) -> set[str]:
     return set(answer)
 
 
-def child_node_names(path: str) -> list[str]:
+def load_graph(path: str) -> Any:
+    """The onnx.ModelProto at `path`, external data unopened; a file that is no ONNX graph is a
+    UserError naming it (in a child too, where it comes back as that sentence), not protobuf's
+    DecodeError here or a RuntimeError carrying the child's traceback."""
     import onnx
+    from google.protobuf.message import DecodeError
 
-    return [node.name for node in onnx.load(path, load_external_data=False).graph.node]
+    try:
+        return onnx.load(path, load_external_data=False)
+    except (DecodeError, ValueError) as exc:
+        raise UserError(f"{Path(path).name} does not read as an ONNX graph ({exc}).") from None
+
+
+def child_node_names(path: str) -> list[str]:
+    return [node.name for node in load_graph(path).graph.node]

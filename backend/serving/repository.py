@@ -23,7 +23,7 @@ from tritonclient.grpc import model_config_pb2
 
 from backend.engine.inputs import specs_of_model
 from backend.errors import UserError
-from backend.models.graphread import parse_graph
+from backend.models.graphread import load_graph, parse_graph
 from backend.runtimes import exact_int8_matmul_setting
 from backend.serving.types import BatchingPolicy, ServingProvider
 
@@ -222,7 +222,7 @@ def _graph_io(answer: Any) -> dict[str, Any]:
 
 
 def child_graph_io(path: str) -> dict[str, Any]:
-    model = onnx.load(path, load_external_data=False)
+    model = load_graph(path)
     saturable = _saturable(model)
     return {"inputs": specs_of_model(model), "outputs": _outputs(model), "saturable": saturable}
 

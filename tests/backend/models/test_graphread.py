@@ -18,9 +18,11 @@ from onnx import TensorProto, helper, numpy_helper
 from backend.engine.shapes import dim_params_of
 from backend.errors import UserError
 from backend.generate.facts import WeightFacts, weight_facts
+from backend.graphview.structure import read_structure
 from backend.models import graphread
 from backend.serving.repository import plan_model, read_graph_io
 from backend.serving.types import BatchingPolicy
+from backend.viewer import op_histogram
 from tests.bwrap_calls import child_calls, logging_bwrap
 from tests.models import make_mlp, make_saturating_int8_matmul, make_symbolic_dim_model, save
 
@@ -142,3 +144,29 @@ def test_an_answer_that_does_not_read_is_one_sentence(tmp_path: Path) -> None:
         )
     with pytest.raises(UserError, match="does not read"):
         graphread.parse_graph(path, lambda _: ["a", 3], "Reading it", graphread.strings)
+
+
+READERS = {
+    "node names": graphread.node_names,
+    "dimension names": dim_params_of,
+    "structure": read_structure,
+    "weight facts": weight_facts,
+    "operator counts": op_histogram,
+    "serving inputs and outputs": read_graph_io,
+}
+
+
+@pytest.mark.parametrize("reader", READERS, ids=list(READERS))
+@pytest.mark.parametrize("large", [False, True], ids=["here", "in a child"])
+def test_a_file_that_is_no_graph_is_one_sentence_for_every_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str, large: bool
+) -> None:
+    """Until graphread.load_graph each reader let protobuf's DecodeError out here, or a
+    RuntimeError carrying the child's traceback; now either way it is the file's sentence."""
+    bad = tmp_path / f"{reader.replace(' ', '_')}.onnx"
+    bad.write_bytes(b"\xff\xfe not protobuf " * 4)
+    log = in_a_child(tmp_path, monkeypatch) if large else None
+    with pytest.raises(UserError, match=rf"^{bad.name} does not read as an ONNX graph \("):
+        READERS[reader](bad)
+    if log:
+        only_child_saw(log, bad)
