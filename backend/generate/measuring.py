@@ -21,7 +21,7 @@ from backend.hfcheck import is_hf_only
 from backend.launch import sandbox
 from backend.launch.forks import Forks
 from backend.launch.limits import ChildLimits
-from backend.runtimeenvs import DEFAULT, ready_env
+from backend.runtimeenvs import DEFAULT, RuntimeEnv, ready_env
 
 TARGET = "backend.generate.benchmark:measure_generation"
 OWN_REFERENCE = (
@@ -139,19 +139,29 @@ def run_generation(
         report = GenerationReport.from_dict(measure_generation(request))
         report.notes.append("measured in-process (not in the sandboxed child)")
     else:
-        refused = sandbox.needed_for("A generation benchmark runs the model")
-        if refused:
-            raise UserError(f"{refused}.")
-        binds = sandbox.Binds.of(
-            read_only=[folder, reference, openvino, torch_hf, text_path, *env.read_only()],
-            gpu=spec.device != "cpu",
-        )
-        report = in_children(request, spec, binds, should_cancel, env.python)
+        seen = [folder, reference, openvino, torch_hf, text_path, *env.read_only()]
+        report = _sandboxed(request, spec, seen, should_cancel, env)
     if own:
         report.notes.append(OWN_REFERENCE)
     if any(r.runtime == "ort-genai" and r.status == "ok" for r in report.results):
         _state_genai_precision(report, folder, spec.device)
     return report
+
+
+def _sandboxed(
+    request: dict[str, Any],
+    spec: GenerationSpec,
+    seen: list[Path | None],
+    should_cancel: Callable[[], bool] | None,
+    env: RuntimeEnv,
+) -> GenerationReport:
+    """The benchmark in its sandboxed children, which see `seen` read-only, the GPU for a GPU
+    spec, and RAPL's counters (they measure energy)."""
+    refused = sandbox.needed_for("A generation benchmark runs the model")
+    if refused:
+        raise UserError(f"{refused}.")
+    binds = sandbox.Binds.of(read_only=seen, gpu=spec.device != "cpu", energy=True)
+    return in_children(request, spec, binds, should_cancel, env.python)
 
 
 def _state_genai_precision(report: GenerationReport, folder: Path, device: str) -> None:

@@ -64,6 +64,7 @@ def measurement_binds(task: ConfigurationTask, runtime: RuntimeEnv | None = None
         writable=writable,
         gpu=config.provider != "cpu",
         env=env,
+        energy=True,
     )
 
 

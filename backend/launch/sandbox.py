@@ -9,9 +9,9 @@ no network (every namespace unshared; a Triton server keeps the host's network n
 loopback ports), no capabilities (also when the service runs as root), no user namespace of its
 own (where bubblewrap can forbid them), the kernel's settings (/proc/sys) read-only, its own
 session, and it dies with its parent. A child that uses a GPU also gets the GPU device nodes and
-a read-only /sys; every child sees the CPU topology and RAPL's energy counters
-(/sys/class/powercap) read-only. The resource limits of limits.py are set by the
-child itself before it runs (see children.py).
+a read-only /sys; every child sees the CPU topology, and only a child that measures
+(Binds.energy) RAPL's energy counters (/sys/class/powercap), read-only. The resource limits of
+limits.py are set by the child itself before it runs (see children.py).
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf")
 # the CPU topology and caches ONNX Runtime and OpenVINO size their thread pools and streams from
 CPU_TOPOLOGY = "/sys/devices/system/cpu"
-# RAPL's energy counters, read-only, for a CPU measurement child's energy (backend/energy):
-# the class folder holds links into the devices folder; absent folders are not bound
+# RAPL's energy counters, read-only, for a measurement child's energy (backend/energy), and for
+# no other child: a power side channel (CVE-2020-8694) where the host leaves them readable to the
+# service's user; the class folder holds links into the devices folder; absent folders are skipped
 ENERGY_COUNTERS = ("/sys/class/powercap", "/sys/devices/virtual/powercap")
 # NVIDIA's control, per-GPU, unified-memory, modeset and capability nodes; DRI for other GPUs
 GPU_DEVICE_PATTERNS = ("nvidia*", "nvidia-caps", "dri")
@@ -72,6 +73,7 @@ class Binds:
     new_session: bool = True  # False: stays in its parent's process group (see command)
     env: tuple[tuple[str, str], ...] = ()  # extra environment variables
     private_tmp: bool = False  # an empty writable /tmp (Triton's Python backend writes there)
+    energy: bool = False  # RAPL's energy counters, read-only: only for a child that measures
 
     @classmethod
     def of(
@@ -159,18 +161,19 @@ def environment(scratch: Path) -> dict[str, str]:
     return env
 
 
-def visible_paths(read_only: Sequence[Path | str] = ()) -> list[Path]:
-    """What a child sees read-only: the system, Python, the project's code (no data), and
-    read_only."""
+def visible_paths(read_only: Sequence[Path | str] = (), energy: bool = False) -> list[Path]:
+    """What a child sees read-only: the system, Python, the project's code (no data), RAPL's
+    counters for a child that measures energy, and read_only."""
     root = settings.PROJECT_ROOT
     code = [root / "backend", root / "storage", root / "settings.py"]
-    paths = [Path(p) for p in (*SYSTEM_DIRS, *SYSTEM_FILES, CPU_TOPOLOGY, *ENERGY_COUNTERS)]
+    counters = ENERGY_COUNTERS if energy else ()
+    paths = [Path(p) for p in (*SYSTEM_DIRS, *SYSTEM_FILES, CPU_TOPOLOGY, *counters)]
     return [*paths, *_python_paths(), *code, *(Path(p) for p in read_only)]
 
 
 def confinement(scratch: Path, binds: Binds) -> landlock.Confinement:
     """The sandbox's view as Landlock rules, for a child that runs where bubblewrap does not."""
-    readable = [*visible_paths(binds.read_only), *landlock.READABLE_PROC]
+    readable = [*visible_paths(binds.read_only, binds.energy), *landlock.READABLE_PROC]
     readable += landlock.READABLE_DEVICES
     writable = [scratch, *binds.writable, *landlock.WRITABLE_DEVICES]
     rules = tuple(map(str, readable)), tuple(map(str, writable))
@@ -209,10 +212,13 @@ def command(
         args += ["--ro-bind-try", path, path]
     if binds.gpu:
         args += _gpu_args()
+        if not binds.energy:  # the whole /sys is bound for the driver: the counters emptied
+            for path in filter(os.path.isdir, ENERGY_COUNTERS):
+                args += ["--tmpfs", path, "--remount-ro", path]
     for name, value in binds.env:  # after the GPU environment: the caller's values win
         args += ["--setenv", name, value]
     args += ["--tmpfs", "/tmp"] if binds.private_tmp else []  # before binds under /tmp
-    paths = visible_paths((*read_only, *binds.read_only))
+    paths = visible_paths((*read_only, *binds.read_only), binds.energy)
     args += _mounts(sorted(paths, key=lambda p: len(p.parts)), "--ro-bind")  # parents first
     writable = sorted({scratch, *binds.writable}, key=lambda p: len(p.parts))
     for folder in writable:  # after the read-only binds, so an output folder inside one is

@@ -37,6 +37,17 @@ def try_reads(paths: list[str]) -> dict[str, str]:
     return found
 
 
+def listings(paths: list[str]) -> dict[str, object]:
+    """Each folder's entries, sorted, or the error's type."""
+    found: dict[str, object] = {}
+    for path in paths:
+        try:
+            found[path] = sorted(os.listdir(path))
+        except OSError as exc:
+            found[path] = type(exc).__name__
+    return found
+
+
 def capabilities() -> dict[str, int]:
     """This process's capability sets, from its own /proc status."""
     names = ("CapEff", "CapPrm", "CapBnd", "CapAmb")

@@ -11,7 +11,7 @@ import pytest
 import settings
 from backend.errors import UserError
 from backend.launch import sandbox
-from backend.launch.children import run_in_child
+from backend.launch.children import call_in_child, run_in_child
 from backend.launch.limits import CHILD_ENVIRONMENT
 from backend.models.ingest import ingest_file
 from backend.models.tfconvert import convert_savedmodel
@@ -19,7 +19,7 @@ from backend.vendortelemetry import ORT_OPT_OUT, RAY_OPT_OUT
 from storage.repo import models as model_store
 from tests import models
 from tests.backend.launch import probes
-from tests.backend.launch.sandboxed import in_sandbox
+from tests.backend.launch.sandboxed import TESTS, in_sandbox
 
 
 def test_the_sandbox_works_here() -> None:
@@ -158,3 +158,29 @@ def test_hostile_savedmodel_initializer_never_reaches_the_host(
     assert not canary.exists()
     assert model_store.list_models() == []
     assert not any((data_dir / "artifacts").rglob("*.*"))
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu child", "gpu child (all of /sys)"])
+def test_only_a_measuring_child_sees_the_energy_counters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu: bool
+) -> None:
+    """RAPL's counters are a power side channel (CVE-2020-8694); until 2026-12-07 every sandboxed
+    child saw them, converters and upload parsers included. This host has no powercap, so a
+    folder of the test's stands in for them (and, where a GPU child gets all of /sys, a folder
+    of /sys, emptied over for a child that does not measure)."""
+    counters = Path("/sys/kernel/mm") if gpu else tmp_path / "powercap"
+    if not gpu:
+        (counters / "intel-rapl:0").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "ENERGY_COUNTERS", (str(counters),))
+    seen = {}
+    for energy in (False, True):
+        binds = sandbox.Binds.of(read_only=[TESTS], gpu=gpu, energy=energy)
+        outcome = call_in_child(
+            "tests.backend.launch.probes:listings", [str(counters)], timeout_s=60,
+            what="The sandboxed child", sandboxed=True, binds=binds,
+        )  # fmt: skip
+        assert outcome.ok, outcome.error
+        seen[energy] = outcome.value[str(counters)]
+
+    assert seen[True] == sorted(p.name for p in counters.iterdir()) and seen[True]
+    assert seen[False] == ([] if gpu else "FileNotFoundError")
