@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from backend.commas import comma_list
 from backend.errors import UserError
 
 
@@ -186,7 +187,7 @@ def text_codec(tp: Any) -> Codec:
         return Codec(
             lambda v: ",".join(f"{k}:{n}" for k, n in v),
             lambda t: tuple(
-                (name, int(n)) for name, n in (p.split(":", 1) for p in csv(t) if ":" in p)
+                (name, int(n)) for name, n in (p.split(":", 1) for p in comma_list(t) if ":" in p)
             ),
         )
     if inner is not None:  # enum items read as their enum: the link's "fp32" is Precision.FP32
@@ -194,7 +195,7 @@ def text_codec(tp: Any) -> Codec:
         load_item = int if inner is int else inner if is_enum else str
         return Codec(
             lambda v: ",".join(str(scalar(x)) for x in v),
-            lambda t: tuple(load_item(p) for p in csv(t)),
+            lambda t: tuple(load_item(p) for p in comma_list(t)),
         )
     base, _ = optional_of(tp)
     if base is bool:
@@ -213,11 +214,6 @@ def as_member(obj: Any, name: str, what: str) -> None:
     except ValueError:
         choices = ", ".join(str(member.value) for member in kind)
         raise UserError(f"Unknown {what} {value!r}; choose one of {choices}.") from None
-
-
-def csv(text: str) -> list[str]:
-    """A comma list, blanks dropped: the one comma-list reader of links and flags."""
-    return [part.strip() for part in str(text or "").split(",") if part.strip()]
 
 
 def by_native(cls: type) -> Mapping[str, str]:

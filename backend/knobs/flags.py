@@ -13,8 +13,9 @@ import dataclasses
 import enum
 from typing import Any
 
+from backend.commas import comma_list
 from backend.errors import UserError
-from backend.knobs import Cli, Knob, by_native, csv, default_of, item_type, knobs, optional_of
+from backend.knobs import Cli, Knob, by_native, default_of, item_type, knobs, optional_of
 from backend.knobs.serialize import from_json
 
 BOOLEANS = {"1": True, "true": True, "on": True, "yes": True}
@@ -115,7 +116,7 @@ def _value(f: dataclasses.Field, k: Knob, tp: Any, given: Any) -> Any:
         return tuple(pair(flag, text) for text in given)
     if kind == "csv":
         inner = item_type(tp)
-        return tuple(_text_value(flag, k, inner, part) for part in csv(given))
+        return tuple(_text_value(flag, k, inner, part) for part in comma_list(given))
     return given
 
 
