@@ -9,7 +9,7 @@ from typing import Any
 
 from backend.errors import UserError
 from backend.measure_settings import MeasureSettings
-from backend.runtimes import ENGINE_MODES
+from backend.runtimes import ENGINE_MODES, GENAI_RUNTIMES
 
 # A generation is one call of seconds, not milliseconds: few runs per window, same rule.
 GENERATION_PRESETS: dict[str, MeasureSettings] = {
@@ -53,6 +53,12 @@ class GenerationSpec:
     torch_compile: bool = False  # the torch runtime: decode step via torch.compile (CUDA graphs)
 
     def __post_init__(self) -> None:
+        for name in ("runtimes", "prompt_lengths", "new_tokens", "sequences"):  # each once
+            object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
+        unknown = [name for name in self.runtimes if name not in GENAI_RUNTIMES]
+        if unknown:
+            known = ", ".join(GENAI_RUNTIMES)
+            raise UserError(f"Unknown generative runtime {unknown[0]!r}; choose from {known}.")
         if self.engine not in ENGINE_MODES:
             raise UserError(f"--engine takes {', '.join(ENGINE_MODES)}, not {self.engine!r}.")
         if self.cuda_graph and self.device != "cuda":

@@ -184,6 +184,23 @@ def test_a_generation_past_the_context_is_refused_with_one_sentence(fp32, capsys
     )
 
 
+def test_an_unknown_runtime_is_refused_before_anything_runs(fp32, data_dir, capsys) -> None:
+    """Until 2026-12-07 a typo measured the host's bandwidth and started a child per runtime
+    before 'foo unavailable' came back as a result."""
+    argv = ["generate", str(fp32), "--runtimes", "ort-genai,foo", "--new-tokens", "2"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: Unknown generative runtime 'foo'; choose from ort-genai, openvino-genai, torch."
+    )
+    assert not any(data_dir.rglob("*.json"))  # no bandwidth measured, nothing kept
+
+
+def test_a_runtime_or_point_given_twice_is_measured_once() -> None:
+    spec = GenerationSpec(runtimes=("ort-genai", "torch", "ort-genai"), new_tokens=(4, 2, 4))
+    assert spec.runtimes == ("ort-genai", "torch") and spec.new_tokens == (4, 2)
+    assert len(spec.points()) == 2
+
+
 def test_without_bubblewrap_a_generation_benchmark_is_refused_in_one_sentence(
     fp32, tmp_path, monkeypatch, capsys
 ) -> None:
