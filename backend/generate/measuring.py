@@ -36,27 +36,32 @@ class GenerationCancelled(Exception):
     """should_cancel said stop: the child was killed and nothing was measured to the end."""
 
 
+# what each kind of folder `check_folder` takes is, said where one is missing or wrong
+FOLDER_KINDS = {
+    "model": "an ONNX Runtime GenAI model folder (model.onnx, genai_config.json, tokenizer "
+    "files), or a Hugging Face folder (config.json, model.safetensors) with --runtimes torch",
+    "reference": "an ONNX Runtime GenAI FP32 folder or a Hugging Face folder",
+    "OpenVINO": "an OpenVINO GenAI folder (openvino_model.xml; or export one with "
+    "--openvino-from HF_FOLDER)",
+    "Hugging Face": "a Hugging Face folder (config.json, model.safetensors)",
+}
+
+
 def check_folder(folder: Path, what: str = "model") -> Path:
-    """A GenAI model folder (or, for openvino-genai, an OpenVINO IR folder), or one sentence
-    saying what is wrong."""
+    """A GenAI model folder (or, for openvino-genai, an OpenVINO IR folder; for torch and a
+    reference, a Hugging Face folder), or one sentence saying what is wrong."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise UserError(f"The {what} folder {folder} does not exist; give a GenAI model folder.")
+        raise UserError(f"The {what} folder {folder} does not exist; give {FOLDER_KINDS[what]}.")
     if what == "OpenVINO" and not (folder / "openvino_model.xml").is_file():
-        raise UserError(
-            f"{folder} has no openvino_model.xml; give an OpenVINO GenAI folder (or export one "
-            "with --openvino-from HF_FOLDER)."
-        )
+        raise UserError(f"{folder} has no openvino_model.xml; give {FOLDER_KINDS[what]}.")
     if what == "Hugging Face":
         from backend.hfcheck import check_hf_folder
 
         check_hf_folder(folder, folder.name)  # safetensors only: pickled weights refused
         return folder.resolve()
     if what != "OpenVINO" and not (folder / "genai_config.json").is_file():
-        raise UserError(
-            f"{folder} has no genai_config.json; give an ONNX Runtime GenAI model folder "
-            "(model.onnx, genai_config.json, tokenizer files)."
-        )
+        raise UserError(f"{folder} has no genai_config.json; give {FOLDER_KINDS[what]}.")
     return folder.resolve()
 
 

@@ -195,6 +195,25 @@ def test_an_unknown_runtime_is_refused_before_anything_runs(fp32, data_dir, caps
     assert not any(data_dir.rglob("*.json"))  # no bandwidth measured, nothing kept
 
 
+def test_a_missing_or_wrong_folder_names_the_folders_that_flag_takes(
+    fp32, tmp_path, capsys
+) -> None:
+    """Each said 'give a GenAI model folder' until 2026-12-07, a Hugging Face folder for torch
+    and an OpenVINO folder included."""
+    missing = tmp_path / "missing"
+    openvino = [str(fp32), "--runtimes", "openvino-genai", "--openvino-folder", str(missing)]
+    cases = [
+        ([str(missing)], "The model folder", "or a Hugging Face folder (config.json, "),
+        ([str(fp32), "--reference", str(tmp_path)], "has no genai_config.json", "FP32 folder or a"),
+        (openvino, "The OpenVINO folder", "openvino_model.xml"),
+    ]
+    for args, start, said in cases:
+        assert cli.main(["generate", *args, "--in-process"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert start in err and said in err, err
+        assert "give a GenAI model folder" not in err
+
+
 def test_a_runtime_or_point_given_twice_is_measured_once() -> None:
     spec = GenerationSpec(runtimes=("ort-genai", "torch", "ort-genai"), new_tokens=(4, 2, 4))
     assert spec.runtimes == ("ort-genai", "torch") and spec.new_tokens == (4, 2)
