@@ -308,7 +308,8 @@ class SweepSpec(PointKnobs):
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(dict.fromkeys(str(t) for t in self.targets)))
         object.__setattr__(self, "prices", checked(self.prices) if self.prices else ())
-        object.__setattr__(self, "precisions", tuple(Precision(p) for p in self.precisions))
+        precisions = dict.fromkeys(Precision(p) for p in self.precisions)  # each once
+        object.__setattr__(self, "precisions", tuple(precisions))
         object.__setattr__(self, "io_modes", tuple(dict.fromkeys(IoMode(m) for m in self.io_modes)))
         self._typed_groups()
         if self.find_knee:
@@ -316,7 +317,8 @@ class SweepSpec(PointKnobs):
                 raise UserError("The largest batch of a knee search must be at least 1.")
             doubling = [2**i for i in range(self.knee_max_batch.bit_length())]
             object.__setattr__(self, "batch_sizes", tuple(doubling))
-        object.__setattr__(self, "providers", tuple(str(p).lower() for p in self.providers))
+        providers = dict.fromkeys(str(p).lower() for p in self.providers)
+        object.__setattr__(self, "providers", tuple(providers))
         object.__setattr__(self, "tensorrt", trt_for_sweep(self.tensorrt, self.providers))
         object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
         object.__setattr__(self, "symbolic_dims", tuple(dict(self.symbolic_dims).items()))

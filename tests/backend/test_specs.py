@@ -13,6 +13,18 @@ def test_sweep_is_the_cross_product_of_its_axes() -> None:
     assert len({c.key for c in configs}) == 8
 
 
+def test_an_axis_value_given_twice_is_one_point() -> None:
+    """fp32,fp32 queued two configurations with one key until 2026-12-07: the worker stored one
+    and the finished job said 1/2."""
+    spec = SweepSpec(
+        precisions=("fp32", "int8_static", "fp32"), providers=("cpu", "CPU"), batch_sizes=(1, 1)
+    )
+    assert spec.precisions == (Precision.FP32, Precision.INT8_STATIC)
+    assert spec.providers == ("cpu",)
+    configs = spec.configurations()
+    assert len(configs) == len({c.key for c in configs}) == 2
+
+
 def test_spec_round_trips_through_json_dict() -> None:
     spec = SweepSpec(
         precisions=(Precision.FP16,),
