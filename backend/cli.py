@@ -63,7 +63,15 @@ def cmd_add(args: argparse.Namespace) -> int:
     from backend.models import library
     from backend.models.ingest import ingest_file
 
-    model = ingest_file(Path(args.path), Path(args.path).name, name=args.name)
+    path = Path(args.path)
+    if path.is_dir():
+        raise UserError(
+            f"{path} is a folder; zip its files and add the zip (cd {path} && zip -r "
+            f"../{path.name}.zip .): Hugging Face, SavedModel and GenAI folders are added so."
+        )
+    if not path.is_file():
+        raise UserError(f"There is no file {path}; give the path of a model file.")
+    model = ingest_file(path, path.name, name=args.name)
     print(
         f"added model {model.id}: {model.name} ({model.format}, opset {model.opset}, "
         f"{model.size_bytes / 2**20:.1f} MiB, {model.parameter_count:,} parameters)"

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import onnxruntime
+import pytest
 
 from backend import cli, energy
 
@@ -120,6 +121,23 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(data_dir: Path, tmp_path: P
     providers = optiboard("providers")
     assert "onnxruntime" in providers.stdout and "cpu" in providers.stdout
     assert providers.stdout.split()[:2] == ["runtime", "provider"]  # docs/runtimes.md's words
+
+
+def test_adding_a_missing_file_or_a_folder_is_one_sentence(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both ended in a traceback (FileNotFoundError, IsADirectoryError) until 2026-12-07."""
+    folder = tmp_path / "hf-model"
+    folder.mkdir()
+    assert cli.main(["add", str(tmp_path / "missing.onnx")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: There is no file {tmp_path / 'missing.onnx'}; give the path of a model file."
+    )
+    assert cli.main(["add", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {folder} is a folder; zip its files and add the zip (cd ")
+    assert "\n" not in err and "Traceback" not in err
+    assert cli.main(["models"]) == 0 and "no models yet" in capsys.readouterr().out
 
 
 def test_real_calibration_samples_reach_static_int8(
