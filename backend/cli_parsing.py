@@ -1,4 +1,5 @@
-"""Small parsers for the CLI: NAME=VALUE dimensions, the measurement preset, TensorRT options.
+"""Small parsers for the CLI: NAME=VALUE dimensions, the measurement preset, TensorRT options,
+the files its -o/--output options write.
 
 The sweep's own knobs (CUDA and TensorRT options included) are read by backend.knobs.flags from
 their declarations; what stays here is shared with verbs that have no SweepSpec (serving, mixed).
@@ -7,8 +8,10 @@ their declarations; what stays here is shared with verbs that have no SweepSpec 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from backend.errors import UserError
 from backend.knobs.flags import options_from_pairs, pair
 from backend.measure_settings import MEASURE_PRESETS, MeasureSettings
 from backend.trtoptions import TrtOptions
@@ -29,3 +32,30 @@ def measure_from(args: Any) -> MeasureSettings:
 def trt_options_from_pairs(pairs: list[str]) -> TrtOptions:
     """--trt-option NAME=VALUE, by our field name or ONNX Runtime's (trt_fp16_enable=1)."""
     return options_from_pairs(TrtOptions, pairs, "--trt-option")
+
+
+def output_path(text: str) -> Path:
+    """An -o/--output file, checked before any work: not a folder; its folder is made if it is
+    missing (as `serve export` always did); one that cannot be is a sentence, not a traceback."""
+    path = Path(text)
+    if path.is_dir():
+        raise UserError(f"{path} is a folder; give a file to write, such as {path / 'out'}.")
+    for folder in path.parents:
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder} is a file, not a folder; give another path to write.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"Cannot make the folder {path.parent} ({exc.strerror}).") from None
+    return path
+
+
+def write_output(text: str, data: bytes) -> Path:
+    """`data` written to the -o/--output file `text` (output_path's checks); a write the system
+    refuses (permissions, a full disk) is one sentence."""
+    path = output_path(text)
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise UserError(f"Cannot write {path} ({exc.strerror}).") from None
+    return path

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.baselinecli import drift_lines
+from backend.cli_parsing import output_path, write_output
 from backend.errors import UserError
 from backend.jobkind import JobKind
 from backend.jobs.knee import knee_summary
@@ -139,6 +139,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from backend.reporting import comparison, exports
 
     prices = _prices(args)
+    if args.output:
+        output_path(args.output)  # before the export is read
     kind = export_family(args.job)
     if kind == JobKind.GENERATION:
         from backend.generate import jobreport
@@ -156,10 +158,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         csv = args.format == "csv"
         data = exports.export_csv(frame) if csv else exports.results_records_json(stored)
     if args.output:
-        Path(args.output).write_bytes(data)
-        print(
-            f"wrote {count} {'records' if kind == JobKind.SERVING else 'results'} to {args.output}"
-        )
+        write_output(args.output, data)
+        noun = "record" if kind == JobKind.SERVING else "result"
+        print(f"wrote {count} {noun}{'' if count == 1 else 's'} to {args.output}")
     else:
         sys.stdout.write(data.decode())
     return 0

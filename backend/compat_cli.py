@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from backend.cli_parsing import output_path, write_output
 
 if TYPE_CHECKING:
     from backend.compat.cells import CompatMatrix
@@ -80,6 +81,8 @@ def cmd_compat(args: argparse.Namespace) -> int:
     from backend.compat import export
     from backend.compat.build import matrix_for_model
 
+    if args.output:
+        output_path(args.output)  # before the matrix is built
     matrix = matrix_for_model(args.model, refresh=args.refresh)
     if args.format == "csv":
         text = export.to_csv(matrix)
@@ -88,7 +91,7 @@ def cmd_compat(args: argparse.Namespace) -> int:
     else:
         text = "\n".join([*summary_lines(matrix), "", *node_lines(matrix)]) + "\n"
     if args.output:
-        Path(args.output).write_text(text)
+        write_output(args.output, text.encode())
         print(f"wrote the compatibility of model {args.model} ({args.format}) to {args.output}")
     else:
         sys.stdout.write(text)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.cli_parsing import dims_from_pairs as _dims
+from backend.cli_parsing import output_path
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.pricing import Prices, or_default, parse_prices
@@ -227,7 +228,7 @@ def cmd_serve_export(args: argparse.Namespace) -> int:
     target = ServingTarget(
         args.name or exported_name(args.model), policy_of(args), device, args.precision
     )
-    output = Path(args.output or f"{target.name}-triton.zip")
+    output = output_path(args.output or f"{target.name}-triton.zip")
     export_repository(target, source, output, _load(args))
     print(f"wrote {output}: {target.name}/1/model.onnx, {target.name}/config.pbtxt")
     for note in notes_in(output, target.name):

@@ -140,6 +140,25 @@ def test_adding_a_missing_file_or_a_folder_is_one_sentence(
     assert cli.main(["models"]) == 0 and "no models yet" in capsys.readouterr().out
 
 
+def test_an_output_file_that_cannot_be_written_is_one_sentence_before_any_work(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`export -o FOLDER` and `compat -o FOLDER` ended in IsADirectoryError, a missing folder in
+    FileNotFoundError, after the work (the compatibility matrix built) until 2026-12-07."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    for verb in (["export", "99"], ["compat", "99"]):
+        assert cli.main([*verb, "-o", str(tmp_path)]) == 2
+        said = capsys.readouterr().err.strip()
+        assert (
+            said
+            == f"error: {tmp_path} is a folder; give a file to write, such as {tmp_path / 'out'}."
+        )
+        assert cli.main([*verb, "-o", str(blocked / "x.csv")]) == 2  # its folder is a file
+        said = capsys.readouterr().err.strip()
+        assert said == f"error: {blocked} is a file, not a folder; give another path to write."
+
+
 def test_real_calibration_samples_reach_static_int8(
     data_dir: Path, cnn_path: Path, tmp_path: Path
 ) -> None:
