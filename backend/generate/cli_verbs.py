@@ -61,17 +61,15 @@ def _shared(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "perplexity_window": args.perplexity_window,
         "perplexity_tokens": args.perplexity_tokens,
+        "perplexity_chunk": args.perplexity_chunk,
+        "cuda_graph": args.cuda_graph,
+        "engine": args.engine,
+        "torch_compile": args.torch_compile,
     }
 
 
 def spec_of(args: argparse.Namespace) -> GenerationSpec:
-    return GenerationSpec(
-        **_shared(args),
-        perplexity_chunk=args.perplexity_chunk,
-        cuda_graph=args.cuda_graph,
-        engine=args.engine,
-        torch_compile=args.torch_compile,
-    )
+    return GenerationSpec(**_shared(args))
 
 
 def rows_of(report: GenerationReport) -> list[list[str]]:
@@ -191,6 +189,20 @@ def cmd_submit_generation(args: argparse.Namespace) -> int:
         raise UserError(
             f"--submit queues a library model by its id (`optiboard models`), not {args.model!r}; "
             "upload the folder as a .zip first, or drop --submit to measure it here."
+        )
+    here_only = {
+        "--in-process": args.in_process,
+        "--openvino-folder": args.openvino_folder,
+        "--openvino-from": args.openvino_from,
+        "--torch-from": args.torch_from,
+        "--reference": args.reference,
+        "--json": args.json,
+    }
+    given = [flag for flag, value in here_only.items() if value]
+    if given:
+        raise UserError(
+            f"{given[0]} is for a measurement here, not a queued job (which runs the library "
+            f"model's own folders, FP32 its reference); drop {given[0]} or --submit."
         )
     spec = GenerationJobSpec(
         **knob_values(GenerationJobSpec, args),  # --variants, each name read by variantnames

@@ -69,6 +69,16 @@ class GenerationSpec:
                 raise UserError(f"--{name.replace('_', '-')} takes positive integers, e.g. 1,4.")
         if not self.runtimes:
             raise UserError("--runtimes needs at least one runtime, e.g. ort-genai.")
+        least = {"perplexity_window": 2, "perplexity_chunk": 1, "perplexity_tokens": 2, "seed": 0}
+        for name, low in least.items():
+            if getattr(self, name) < low:
+                flag = f"--{name.replace('_', '-')}"
+                raise UserError(f"{flag} takes {low} or more, not {getattr(self, name)}.")
+        if self.cuda_graph and "ort-genai" not in self.runtimes:
+            raise UserError(
+                "--cuda-graph is an option of ONNX Runtime GenAI; add ort-genai to --runtimes (the "
+                "torch runtime replays CUDA graphs through --torch-compile)."
+            )
         if self.torch_compile and "torch" not in self.runtimes:
             raise UserError(
                 "--torch-compile is an option of the torch runtime; add torch to --runtimes."

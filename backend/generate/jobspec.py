@@ -69,6 +69,12 @@ class GenerationJobSpec:
     perplexity_bound: float = PERPLEXITY_BOUND
     runtime_env: str = DEFAULT  # the children's interpreter (backend/runtimeenvs.py)
     kind: str = KIND
+    # the runtime options GenerationSpec holds, each handed only to the runtime it belongs to
+    # (jobs stored before 2026-12-07 lack them: the defaults they ran with)
+    perplexity_chunk: int = 32
+    cuda_graph: bool = False  # ort-genai's
+    engine: str = "auto"  # ort-genai's
+    torch_compile: bool = False  # torch's
 
     def __post_init__(self) -> None:
         if not self.variants:
@@ -78,7 +84,7 @@ class GenerationJobSpec:
         get_env(self.runtime_env)  # an unknown name in one sentence; not set up: at submit
         if self.perplexity_bound <= 0:
             raise UserError("The perplexity bound is a positive fraction, e.g. 0.1 for 10%.")
-        self.generation_spec(self.runtimes[0] if self.runtimes else "")  # checks the rest
+        self.generation_spec("")  # checks the rest, every runtime at once
 
     @property
     def ordered_variants(self) -> tuple[str, ...]:
@@ -88,9 +94,11 @@ class GenerationJobSpec:
         return tuple(sorted(self.variants, key=lambda v: rank.get(v, len(rank))))
 
     def generation_spec(self, runtime: str) -> GenerationSpec:
-        """The benchmark of one runtime (measuring.run_generation's spec)."""
+        """The benchmark of one runtime (measuring.run_generation's spec), with only the options
+        that are that runtime's; "" gives every runtime's, with all of them."""
+        ours = {name: not runtime or runtime == name for name in ("ort-genai", "torch")}
         return GenerationSpec(
-            runtimes=(runtime,) if runtime else (),
+            runtimes=(runtime,) if runtime else self.runtimes,
             device=self.device,
             prompt_lengths=self.prompt_lengths,
             new_tokens=self.new_tokens,
@@ -98,8 +106,11 @@ class GenerationJobSpec:
             preset=self.preset,
             seed=self.seed,
             perplexity_window=self.perplexity_window,
-            perplexity_chunk=min(32, self.perplexity_window),
+            perplexity_chunk=min(self.perplexity_chunk, self.perplexity_window),
             perplexity_tokens=self.perplexity_tokens,
+            cuda_graph=self.cuda_graph and ours["ort-genai"],
+            engine=self.engine if ours["ort-genai"] else "auto",
+            torch_compile=self.torch_compile and ours["torch"],
         )
 
     def point_keys(self) -> list[str]:
