@@ -183,6 +183,7 @@ def model_folder(model: str) -> Path:
 def cmd_submit_generation(args: argparse.Namespace) -> int:
     """--submit: queue the benchmark as a job of a library model (the worker runs it)."""
     from backend.generate.jobspec import GenerationJobSpec, submit_generation
+    from backend.generate.measuring import check_text_size
     from backend.knobs.flags import knob_values
 
     if not args.model.isdigit():
@@ -209,9 +210,7 @@ def cmd_submit_generation(args: argparse.Namespace) -> int:
         **_shared(args),
         runtime_env=args.env,
     )
-    text = Path(args.perplexity_text) if args.perplexity_text else None
-    if text is not None and not text.is_file():
-        raise UserError(f"The perplexity text {text} does not exist; give a text file.")
+    text = check_text_size(Path(args.perplexity_text)) if args.perplexity_text else None
     job = submit_generation(
         int(args.model),
         spec,

@@ -69,7 +69,8 @@ def check_text_size(path: Path) -> Path:
     """The size cap applied before any child starts (the child checks it again as it reads)."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"The perplexity text {path} does not exist; give a text file.")
+        being = "is a folder" if path.is_dir() else "does not exist"
+        raise UserError(f"The perplexity text {path} {being}; give a text file.")
     cap = settings.PERPLEXITY_TEXT_MB.get()
     size = path.stat().st_size
     if size > cap * 2**20:

@@ -59,3 +59,17 @@ def test_flags_a_queued_job_cannot_carry_are_refused_with_submit(
         f"error: {flag} is for a measurement here, not a queued job (which runs the library "
         f"model's own folders, FP32 its reference); drop {flag} or --submit."
     )
+
+
+@pytest.mark.parametrize("submit", [[], ["--submit"]], ids=["here", "queued"])
+def test_a_folder_given_as_the_perplexity_text_is_called_a_folder(
+    submit: list[str], data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "genai"  # what a GenAI folder is checked for before the text
+    folder.mkdir()
+    (folder / "genai_config.json").write_text("{}")
+    model = "7" if submit else str(folder)
+    assert cli.main(["generate", model, *submit, "--perplexity-text", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: The perplexity text {tmp_path} is a folder; give a text file."
+    )
