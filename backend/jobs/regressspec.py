@@ -78,8 +78,10 @@ class RegressionSpec:
     kind: str = KIND
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "precisions", tuple(self.precisions))
-        object.__setattr__(self, "batch_sizes", tuple(int(b) for b in self.batch_sizes))
+        # each once: a value given twice would be checked twice under one name
+        object.__setattr__(self, "precisions", tuple(dict.fromkeys(self.precisions)))
+        batches = dict.fromkeys(int(b) for b in self.batch_sizes)
+        object.__setattr__(self, "batch_sizes", tuple(batches))
         object.__setattr__(
             self, "dims", tuple((str(k), int(v)) for k, v in dict(self.dims).items())
         )
@@ -112,6 +114,8 @@ class RegressionSpec:
             raise UserError(f"Rounds must be between 1 and 1000, not {self.min_rounds}.")
         if not 0 <= self.min_change < 1:
             raise UserError(f"The smallest change must be in [0, 1), not {self.min_change}.")
+        if self.seed < 0:  # numpy's generator takes none (a ValueError in the worker)
+            raise UserError(f"The seed must be 0 or more, not {self.seed}.")
         if not 1 <= self.processes <= MAX_PROCESSES:
             raise UserError(
                 f"Processes must be between 1 and {MAX_PROCESSES}, not {self.processes}."

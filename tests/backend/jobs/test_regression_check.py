@@ -320,3 +320,17 @@ def test_bad_model_lists_get_one_sentence_and_queue_nothing(
     assert jobs.list_jobs() == []
     assert main(["regress", "1", "--env-b", "default", "--submit"]) == 0  # one model, as always
     assert RegressionSpec.from_dict(jobs.get_job(1).spec).models == (1,)
+
+
+def test_a_negative_seed_is_one_sentence_and_a_value_given_twice_is_checked_once(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A negative seed queued a job that failed in the worker with numpy's ValueError until
+    2026-12-07."""
+    assert main(["add", str(mlp_path)]) == 0
+    capsys.readouterr()
+    assert main(["regress", "1", "--env-b", "default", "--seed", "-1", "--submit"]) == 2
+    assert capsys.readouterr().err == "error: The seed must be 0 or more, not -1.\n"
+    assert jobs.list_jobs() == []
+    spec = RegressionSpec(env_b="default", precisions=("fp32", "fp32"), batch_sizes=(1, 4, 1))
+    assert (spec.precisions, spec.batch_sizes) == (("fp32",), (1, 4))
