@@ -48,6 +48,12 @@ def test_serve_load_without_a_rate_or_with_an_unknown_variant_says_what_to_do(
     assert "needs --rate" in capsys.readouterr().err
     assert main(["serve", "load", str(model.id), "--variant", "nope.onnx"]) == 2
     assert "no optimized variant matching 'nope.onnx'" in capsys.readouterr().err
+    for verb in ("load", "submit"):  # numpy's ValueError in the run, a failed job, before
+        assert main(["serve", verb, str(model.id), "--seed", "-1"]) == 2
+        assert capsys.readouterr().err == "error: The seed must be 0 or more, not -1.\n"
+    from backend.queue import jobs
+
+    assert jobs.list_jobs() == []
 
 
 def test_serve_submit_queues_one_study_with_a_policy_per_delay_and_instance_count(
