@@ -79,6 +79,15 @@ def _check_name(name: str) -> str:
     return name
 
 
+def check_new_name(name: str) -> str:
+    """A name a new account can take (usable, not taken), checked before its password is asked
+    for; add_account checks again as it creates the account."""
+    name = _check_name(name)
+    if user_store.get_user(name) is not None:
+        raise UserError(f"An account named {name!r} already exists; pick another name.")
+    return name
+
+
 def list_accounts() -> list[Account]:
     return [_account(r) for r in user_store.list_users()]
 
@@ -164,7 +173,7 @@ def add_account(actor: Principal, name: str, role: str, password: str | None) ->
     return _account(row)
 
 
-def _existing(name: str) -> UserRow:
+def existing_account(name: str) -> UserRow:
     row = user_store.get_user(name)
     if row is None:
         raise UserError(f"There is no account named {name!r}; check the name in the user list.")
@@ -181,7 +190,7 @@ def _keep_an_admin(row: UserRow, new_role: Role | None) -> None:
 def set_role(actor: Principal, name: str, role: str) -> None:
     parsed = parse_role(role)
     with audited(actor, Action.USER_ROLE, name, role=parsed.value):
-        _keep_an_admin(_existing(name), parsed)
+        _keep_an_admin(existing_account(name), parsed)
         user_store.set_role(name, parsed.value)
         user_store.end_sessions(name)  # signed-in tabs sign in again, under the new role
 
@@ -190,7 +199,7 @@ def set_password(actor: Principal, name: str, password: str) -> None:
     """A new password, which also ends the account's sign-in wait."""
     password_hash = hash_password(password)
     with audited(actor, Action.USER_PASSWORD, name):
-        _existing(name)
+        existing_account(name)
         user_store.set_password_hash(name, password_hash)
         user_store.end_sessions(name)  # whoever knew the old password is out at their next run
         throttle.lift(name)
@@ -198,7 +207,7 @@ def set_password(actor: Principal, name: str, password: str) -> None:
 
 def remove_account(actor: Principal, name: str) -> None:
     with audited(actor, Action.USER_REMOVE, name):
-        _keep_an_admin(_existing(name), None)
+        _keep_an_admin(existing_account(name), None)
         user_store.delete_user(name)
 
 

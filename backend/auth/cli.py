@@ -30,8 +30,15 @@ def _password(args: argparse.Namespace) -> str:
     """From --password-stdin (scripts) or asked twice without echo (people)."""
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\n")
-    first = getpass.getpass("Password: ")
-    if first != getpass.getpass("Repeat password: "):
+    try:
+        first = getpass.getpass("Password: ")
+        again = getpass.getpass("Repeat password: ")
+    except EOFError:  # no terminal and nothing piped in
+        raise UserError(
+            "No password was typed (the input ended); run it in a terminal, or pipe the "
+            "password in with --password-stdin."
+        ) from None
+    if first != again:
         raise UserError("The two passwords differ; run the command again.")
     return first
 
@@ -39,6 +46,7 @@ def _password(args: argparse.Namespace) -> str:
 def cmd_add(args: argparse.Namespace) -> int:
     from backend.auth import accounts
 
+    accounts.check_new_name(args.name)  # before the password is asked for
     password = None if args.no_password else _password(args)
     account = accounts.add_account(cli_principal(), args.name, args.role, password)
     print(f"added {account.name} ({account.role.value})")
@@ -70,6 +78,7 @@ def cmd_role(args: argparse.Namespace) -> int:
 def cmd_password(args: argparse.Namespace) -> int:
     from backend.auth import accounts
 
+    accounts.existing_account(args.name)  # before the password is asked for
     accounts.set_password(cli_principal(), args.name, _password(args))
     print(f"password of {args.name} changed")
     return 0

@@ -270,6 +270,34 @@ def test_users_cli_makes_the_first_admin_who_can_then_sign_in(data_dir: Path) ->
     assert [(e.actor, e.outcome) for e in entries if e.action == "sign_in"] == [("root", "ok")]
 
 
+def test_users_add_and_password_check_the_name_before_asking_and_say_when_input_ends(
+    data_dir: Path,
+) -> None:
+    """With no terminal and nothing piped in, `users add NAME` ended in getpass's EOFError
+    traceback, and a bad or taken name was refused only after the password was asked twice,
+    until 2026-12-07."""
+
+    def users(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "backend.cli", "users", *args], cwd=ROOT, env=os.environ.copy(),
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    bad = users("add", "", "--role", "admin")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: '' is not a usable account name")
+    assert "Password" not in bad.stdout + bad.stderr
+    ended = users("add", "root", "--role", "admin")
+    assert ended.returncode == 2 and "Traceback" not in ended.stderr
+    assert ended.stderr.endswith(
+        "error: No password was typed (the input ended); run it in a terminal, or pipe the "
+        "password in with --password-stdin.\n"
+    )
+    nobody = users("password", "nobody")
+    assert nobody.returncode == 2 and "Password" not in nobody.stdout + nobody.stderr
+    assert "There is no account named 'nobody'" in nobody.stderr
+    assert "no accounts yet" in optiboard("users", "list").stdout
+
+
 def test_gpu_flags_reach_the_sweep_and_impossible_ones_are_refused(
     data_dir: Path, mlp_path: Path
 ) -> None:
