@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from backend.auth.cli import register_users, run_command
 from backend.baselinecli import register_baseline
 from backend.cli_parsing import dims_from_pairs as _dims
-from backend.cli_parsing import measure_from
+from backend.cli_parsing import measure_from, positive
 from backend.cli_reports import cmd_compare, cmd_export, cmd_show
 from backend.compat_cli import register_compat
 from backend.counts import counted
@@ -325,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_sweep_options(p)
         p.set_defaults(func=func)
     p = sub.add_parser("jobs", help="list jobs")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=positive(int), default=50)
     p.set_defaults(func=cmd_jobs)
     p = sub.add_parser("show", help="show a job and its results")
     p.add_argument("job", type=int)

@@ -7,14 +7,18 @@ their declarations; what stays here is shared with verbs that have no SweepSpec 
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from backend.errors import UserError
 from backend.knobs.flags import options_from_pairs, pair
 from backend.measure_settings import MEASURE_PRESETS, MeasureSettings
 from backend.trtoptions import TrtOptions
+
+N = TypeVar("N", int, float)
 
 
 def dims_from_pairs(pairs: list[str]) -> dict[str, int]:
@@ -59,3 +63,16 @@ def write_output(text: str, data: bytes) -> Path:
     except OSError as exc:
         raise UserError(f"Cannot write {path} ({exc.strerror}).") from None
     return path
+
+
+def positive(kind: Callable[[str], N]) -> Callable[[str], N]:
+    """An argparse type: a number of `kind` above 0, else argparse's own one-line error (exit 2)."""
+
+    def parse(text: str) -> N:
+        value = kind(text)  # ValueError: argparse says "invalid int value"
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"takes a number above 0, not {text}")
+        return value
+
+    parse.__name__ = getattr(kind, "__name__", "number")
+    return parse

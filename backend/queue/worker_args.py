@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 
+from backend.cli_parsing import positive
+
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     """--once, --poll-seconds, --lease-seconds (read by backend.queue.worker.run_from_args)."""
     parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
-    parser.add_argument("--poll-seconds", type=float, default=1.0)
+    parser.add_argument("--poll-seconds", type=positive(float), default=1.0)
     parser.add_argument(
         "--lease-seconds", type=float, default=None, help="default: $OPTIBOARD_LEASE_SECONDS"
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.cli_parsing import dims_from_pairs as _dims
-from backend.cli_parsing import output_path
+from backend.cli_parsing import output_path, positive
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.pricing import Prices, or_default, parse_prices
@@ -255,7 +255,7 @@ def register_advice(group: argparse._SubParsersAction) -> None:
     p.add_argument("--min-rate", type=float, default=0.0, help="required req/s, if any")
     p.add_argument("--overhead", type=float, default=0.3, help="ms per request outside compute")
     p.add_argument("--server-cost", type=float, default=0.1, help="ms per execution on the server")
-    p.add_argument("--top", type=int, default=10, help="configurations listed")
+    p.add_argument("--top", type=positive(int), default=10, help="configurations listed")
     p.add_argument(
         "--confirm",
         type=int,

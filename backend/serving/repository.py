@@ -130,6 +130,8 @@ def plan_model(
     (export): an input dimension without a size becomes -1 instead of an error, since no load
     generator has to build requests for it.
     """
+    if intra_op_threads is not None and intra_op_threads < 0:
+        raise UserError("Thread count cannot be negative; 0 lets the runtime choose.")
     graph = read_graph_io(model_path)
     inputs, outputs = graph["inputs"], graph["outputs"]
     if not inputs:

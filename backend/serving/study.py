@@ -105,6 +105,8 @@ class ServingStudy:
         object.__setattr__(self, "prices", pricing.checked(self.prices) if self.prices else ())
         if not self.slo_p99_ms > 0:
             raise UserError("The p99 bound must be above 0 milliseconds.")
+        if self.intra_op_threads < 0:
+            raise UserError("Thread count cannot be negative; 0 lets the runtime choose.")
         if self.measure not in MEASURE_PRESETS:
             raise UserError(
                 f"Unknown measurement {self.measure!r}; use one of {', '.join(MEASURE_PRESETS)}."

@@ -105,6 +105,8 @@ class LoadSpec:
             raise UserError("Concurrency must be at least 1 request in flight.")
         if self.samples_per_request < 1:
             raise UserError("Each request must carry at least one sample.")
+        if self.requests is not None and self.requests < 1:
+            raise UserError(f"An offline burst needs at least 1 request, not {self.requests}.")
         if self.seed < 0:  # numpy's generators take none (a ValueError deep in the run)
             raise UserError(f"The seed must be 0 or more, not {self.seed}.")
 

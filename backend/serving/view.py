@@ -126,6 +126,10 @@ def serve_view(
     `prices` (an override) prices it instead of the sweep's stored prices."""
     if overhead_ms < 0 or execution_ms < 0:
         raise UserError("Overheads cannot be negative; use 0 or more milliseconds.")
+    if min_rps < 0:
+        raise UserError(
+            f"The required rate cannot be negative, not {min_rps:g} req/s; 0 asks none."
+        )
     frame = frames.results_frame([job_id])
     if prices:
         frame = reprice(frame, prices)

@@ -16,6 +16,7 @@ import onnxruntime
 import pytest
 
 from backend import cli, energy
+from backend.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 # Verbs that set process-wide state (the worker configures logging on the stderr it starts with),
@@ -157,6 +158,22 @@ def test_an_output_file_that_cannot_be_written_is_one_sentence_before_any_work(
         assert cli.main([*verb, "-o", str(blocked / "x.csv")]) == 2  # its folder is a file
         said = capsys.readouterr().err.strip()
         assert said == f"error: {blocked} is a file, not a folder; give another path to write."
+
+
+def test_counts_the_cli_takes_above_zero_are_refused_by_argparse_at_zero(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jobs --limit -1 listed jobs, worker --poll-seconds 0 polled without pause and serve
+    recommend --top 0 listed none, until 2026-12-07."""
+    for verb, flag in (("jobs", "--limit"), ("worker", "--poll-seconds")):
+        with pytest.raises(SystemExit) as ended:
+            cli.main([verb, flag, "0"])
+        assert ended.value.code == 2
+        assert f"argument {flag}: takes a number above 0, not 0" in capsys.readouterr().err
+    from backend.serving.view import serve_view
+
+    with pytest.raises(UserError, match="The required rate cannot be negative, not -1 req/s"):
+        serve_view(1, 10.0, min_rps=-1)
 
 
 def test_real_calibration_samples_reach_static_int8(

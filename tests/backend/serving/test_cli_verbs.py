@@ -51,6 +51,18 @@ def test_serve_load_without_a_rate_or_with_an_unknown_variant_says_what_to_do(
     for verb in ("load", "submit"):  # numpy's ValueError in the run, a failed job, before
         assert main(["serve", verb, str(model.id), "--seed", "-1"]) == 2
         assert capsys.readouterr().err == "error: The seed must be 0 or more, not -1.\n"
+    threads = "error: Thread count cannot be negative; 0 lets the runtime choose.\n"
+    refused = {  # each started Triton (or queued a study) with it until 2026-12-07
+        ("load", "--threads", "-1"): threads,
+        ("submit", "--threads", "-1"): threads,
+        ("curve", "--threads", "-1"): threads,
+        ("load", "--scenario", "offline", "--requests", "0"): (
+            "error: An offline burst needs at least 1 request, not 0.\n"
+        ),
+    }
+    for (verb, *flags), said in refused.items():
+        assert main(["serve", verb, str(model.id), *flags]) == 2
+        assert capsys.readouterr().err == said, (verb, flags)
     from backend.queue import jobs
 
     assert jobs.list_jobs() == []
