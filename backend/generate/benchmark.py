@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from backend import energy
-from backend.errors import UserError
+from backend.errors import UnavailableError, UserError
 from backend.generate.footprint import Footprint
 from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec  # re-exported
 from backend.generate.hffootprint import model_footprint
@@ -310,6 +310,11 @@ def _point_key(point: tuple[int, int, int]) -> str:
     return ",".join(map(str, point))
 
 
+def reference_failed(exc: Exception) -> str:
+    """The note a run gets when its reference cannot run here (its points are still measured)."""
+    return f"greedy agreement was not measured: the reference could not run here ({exc})"
+
+
 def reference_generation(request: dict[str, Any]) -> dict[str, list[list[int]]]:
     """reference_tokens as JSON ("prompt,new,sequences" -> tokens): a child of its own, so the
     reference session's memory is not in any measured runtime's peak."""
@@ -317,6 +322,23 @@ def reference_generation(request: dict[str, Any]) -> dict[str, list[list[int]]]:
     text = read_text(Path(request["text_path"])) if request.get("text_path") else None
     found = reference_tokens(Path(request["reference"]), spec, text)
     return {_point_key(point): tokens.tolist() for point, tokens in found.items()}
+
+
+def _reference_of(
+    request: dict[str, Any], spec: GenerationSpec, text: str | None
+) -> tuple[dict[tuple[int, int, int], np.ndarray] | None, list[str]]:
+    """The reference's tokens per point (given, from reference_generation's child, or run here
+    from the reference folder), and the note saying why there are none where it cannot run."""
+    given = request.get("reference_tokens")
+    if given is not None:
+        points = [p for p in spec.points() if _point_key(p) in given]
+        return {p: np.asarray(given[_point_key(p)]) for p in points}, []
+    if not request.get("reference"):
+        return None, []
+    try:
+        return reference_tokens(Path(request["reference"]), spec, text), []
+    except UnavailableError as exc:  # the points still run; their agreement is unknown
+        return None, [reference_failed(exc)]
 
 
 def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
@@ -329,17 +351,8 @@ def measure_generation(request: dict[str, Any]) -> dict[str, Any]:
     spec = GenerationSpec.from_dict(request["spec"])
     peak = PeakBandwidth(**request["peak"])
     text = read_text(Path(request["text_path"])) if request.get("text_path") else None
-    reference = None
-    if request.get("reference_tokens") is not None:
-        given = request["reference_tokens"]
-        reference = {
-            point: np.asarray(given[_point_key(point)])
-            for point in spec.points()
-            if _point_key(point) in given
-        }
-    elif request.get("reference"):
-        reference = reference_tokens(Path(request["reference"]), spec, text)
-    report = GenerationReport(str(folder), spec.to_dict(), peak.to_dict())
+    reference, unmeasured = _reference_of(request, spec, text)
+    report = GenerationReport(str(folder), spec.to_dict(), peak.to_dict(), notes=unmeasured)
     folders = {name: Path(f) for name, f in (request.get("folders") or {}).items()}
     for name in spec.runtimes:
         results, scored = run_runtime(name, folders.get(name, folder), spec, peak, text, reference)

@@ -104,7 +104,7 @@ def _explained(points: list[point_store.ServingPointRow]) -> list[str]:
         split_note(
             p.point_key,
             p.payload.get("agreement") or [],
-            p.payload["new_tokens"],
+            p.payload.get("new_tokens", 0),  # a failed point stores none
             p.payload.get("split_margins", []),
         )
         for p in points

@@ -15,7 +15,12 @@ from typing import Any
 
 import settings
 from backend.errors import UserError
-from backend.generate.benchmark import GenerationReport, GenerationSpec, measure_generation
+from backend.generate.benchmark import (
+    GenerationReport,
+    GenerationSpec,
+    measure_generation,
+    reference_failed,
+)
 from backend.generate.roofline import device_peak
 from backend.hfcheck import is_hf_only
 from backend.launch import sandbox
@@ -147,11 +152,22 @@ def run_generation(
     else:
         seen = [folder, reference, openvino, torch_hf, text_path, *env.read_only()]
         report = _sandboxed(request, spec, seen, should_cancel, env)
-    if own:
-        report.notes.append(OWN_REFERENCE)
+    report.notes += _reference_notes(reference, own)
     if any(r.runtime == "ort-genai" and r.status == "ok" for r in report.results):
         _state_genai_precision(report, folder, spec.device)
     return report
+
+
+def _reference_notes(reference: Path | None, own: bool) -> list[str]:
+    """What greedy agreement was measured against, where that is a Hugging Face folder."""
+    if own:
+        return [OWN_REFERENCE]
+    if reference is None or not is_hf_only(reference):
+        return []
+    return [
+        f"agreement: greedy tokens against the Hugging Face folder {reference.name} as "
+        "transformers loads it, in fp32, uncompiled, without the torch runtime's layer changes"
+    ]
 
 
 def _sandboxed(
@@ -228,7 +244,10 @@ def _in_children(
 
     notes: list[str] = []
     if request.get("reference"):
-        tokens, notes = child(REFERENCE_TARGET, request)
+        try:
+            tokens, notes = child(REFERENCE_TARGET, request)
+        except UserError as exc:  # e.g. no CUDA build of ort-genai here: the points still run
+            tokens, notes = None, [reference_failed(exc)]
         request = {**request, "reference": None, "reference_tokens": tokens}
     parts = []
     for name in spec.runtimes:

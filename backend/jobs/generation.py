@@ -6,9 +6,10 @@ in its limited child and kept as a library model of its own; GPTQ calibrates on 
 perplexity text) and each runtime, the benchmark runs in the sandboxed, limited children
 (backend/generate/measuring.py run_generation, as `optiboard generate` does), and each point is
 stored as it comes back under the job's lease, so Compare plots it at once. Greedy agreement is
-against the uploaded model's tokens on the same prompts; a variant whose perplexity is more than
-the spec's bound above FP32's on the same runtime, or whose every sequence diverges at the first
-token, is stored as "wrong outputs".
+against the uploaded model's tokens on the same prompts (its GenAI FP32 folder; for torch its
+Hugging Face folder in fp32, which runs wherever torch does); a variant whose perplexity is more
+than the spec's bound above FP32's on the same runtime, or whose every sequence diverges at the
+first token, is stored as "wrong outputs".
 """
 
 from __future__ import annotations
@@ -234,6 +235,8 @@ class GenerationRun:
             f"{label} on {runtime}: measuring {len(self.keys(variant, runtime))} "
             "points in the sandboxed child"
         )
+        if runtime == "torch":  # its own weights in fp32, which run wherever torch does
+            reference = folders[1] or reference
         report = run_generation(
             folders[0],
             self.spec.generation_spec(runtime),

@@ -283,3 +283,22 @@ def test_generation_under_a_runtime_environment_records_the_onnxruntime_that_ran
     assert result.status == "ok", result.error
     assert result.facts["runtime_env"] == "ort-1.31"
     assert result.facts["versions"]["onnxruntime"] == "1.31.1"  # GenAI on the pinned runtime
+
+
+@pytest.mark.parametrize("in_process", [True, False], ids=["here", "sandboxed children"])
+def test_a_reference_that_cannot_run_here_leaves_the_points_measured_and_says_why(
+    fp32, tiny_llama, in_process: bool
+) -> None:
+    """The GenAI FP32 reference on CUDA on a host whose onnxruntime-genai has no CUDA (this one;
+    the lent H200 too): until 2026-12-07 its error failed the whole run, every runtime's points
+    with it. Now the points run (torch on CUDA fails here on its own account) and the report
+    says agreement was not measured, and why."""
+    spec = GenerationSpec(
+        runtimes=("torch",), device="cuda", prompt_lengths=(8,), new_tokens=(2,), preset="quick"
+    )
+    report = run_generation(
+        tiny_llama.folder, spec, None, fp32, torch_folder=tiny_llama.folder, in_process=in_process
+    )
+    (note,) = [n for n in report.notes if n.startswith("greedy agreement was not measured")]
+    assert "the reference could not run here (ort-genai cannot use CUDA here" in note
+    assert [r.runtime for r in report.results] == ["torch"]

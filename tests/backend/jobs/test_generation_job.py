@@ -215,3 +215,32 @@ def test_openvino_genai_runs_beside_ort_genai_on_its_own_export(
     assert len(fp32["agreement"]) == 1  # against ONNX Runtime GenAI's FP32 tokens
     ort = by_key["fp32|ort-genai|16,8,1"]["perplexity"]["perplexity"]
     assert abs(fp32["perplexity"]["perplexity"] / ort - 1) < 0.01  # the same model, two runtimes
+
+
+def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Torch's points are compared with the uploaded Hugging Face folder in fp32 (until
+    2026-12-07 with the GenAI FP32 folder run by ONNX Runtime GenAI on the job's device, so a
+    CUDA job on a host whose onnxruntime-genai has no CUDA failed every torch point with
+    ort-genai's error), and `show` of a job with a failed point (INT4 is not torch's) printed a
+    KeyError traceback."""
+    model = seed.add_model(llm_models.hf_zip(tmp_path))
+    spec = jobspec.GenerationJobSpec(
+        variants=("fp32", "int4"), runtimes=("torch",), prompt_lengths=(16,), new_tokens=(8,)
+    )
+    job = jobspec.submit_generation(model.id, spec, None, None)
+    run_worker_once(timeout=600)
+
+    assert job_store.get_job(job.id).state == JobState.SUCCEEDED
+    by_key = {
+        p.point_key: p.payload
+        for p in point_store.list_points([job.id], kind=point_store.GENERATION)
+    }
+    fp32, int4 = by_key["fp32|torch|16,8,1"], by_key["int4|torch|16,8,1"]
+    assert fp32["status"] == "ok" and fp32["agreement"] == [8]  # its own weights, all 8 tokens
+    assert any("against the Hugging Face folder" in n for n in fp32["notes"])
+    assert int4["status"] == "failed" and "measure torch on fp32" in int4["error"]
+    shown = optiboard("show", str(job.id))
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    assert "int4|torch|16,8,1 failed: The torch runtime runs the uploaded" in shown.stdout
