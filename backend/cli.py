@@ -236,7 +236,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     from backend.queue import jobs
 
     state = jobs.cancel_job(args.job)
-    print(f"job {args.job}: {'cancelled' if state == JobState.CANCELLED else 'cancel requested'}")
+    said = jobs.cancel_said(args.job, state)
+    if state in (JobState.SUCCEEDED, JobState.FAILED):
+        raise UserError(said)
+    print(said)
     return 0
 
 

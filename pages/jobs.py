@@ -433,8 +433,8 @@ def _cancel_or_retry(job: JobRow, actions: list[DeltaGenerator]) -> None:
     if not job.state.finished:
         if can(Permission.CANCEL) and actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
             with guarded(Action.CANCEL, f"job {job.id}"):
-                cancelled = jobs.cancel_job(job.id)
-            st.toast(f"Job {job.id}: {'cancelled' if cancelled.finished else 'cancel requested'}.")
+                state = jobs.cancel_job(job.id)
+            st.toast(jobs.cancel_said(job.id, state))
             st.rerun()
     elif why := cannot("retry a job", Permission.SUBMIT):
         actions[-1].caption(why)  # a viewer: no Retry, and the reason where it would be

@@ -89,6 +89,16 @@ def cancel_job(job_id: int) -> JobState:
     return job_store.cancel_job(job_id)
 
 
+def cancel_said(job_id: int, state: JobState) -> str:
+    """What a cancel did, from the state cancel_job returned: a job that had already succeeded
+    or failed (it may have ended as the cancel came) was not cancelled."""
+    if state == JobState.RUNNING:
+        return f"Job {job_id}: cancel requested; the worker stops it."
+    if state == JobState.CANCELLED:
+        return f"Job {job_id}: cancelled."
+    return f"Job {job_id} had already {state.value}; nothing was cancelled."
+
+
 def _check_fixed_batch(inputs: list[dict], batch_sizes: set[int]) -> None:
     """Batch sizes an input's fixed first dimension cannot take (the measurement's own rule,
     engine/inputs.runs_at_batch): refused here, not as failed rows of a queued job."""

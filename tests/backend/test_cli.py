@@ -85,6 +85,9 @@ def test_add_inspect_run_show_and_export(data_dir: Path, cnn_path: Path, tmp_pat
     assert len(records) == 4 and all(r["samples_ms"] for r in records)
     assert {r["configuration"]["precision"] for r in records} == {"fp32", "int8_static"}
     assert {r["energy"]["source"] for r in records} == {cpu_energy}  # stored with each result
+    late = optiboard("cancel", "1")  # said "cancel requested" of a finished job until 2026-12-07
+    assert late.returncode == 2
+    assert late.stderr == "error: Job 1 had already succeeded; nothing was cancelled.\n"
 
 
 def test_submit_queues_a_job_for_the_worker(data_dir: Path, mlp_path: Path) -> None:
