@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+import settings
 from backend import viewer
 from backend.auth.roles import Permission, Via
 from backend.queue.jobs import list_workers
@@ -11,6 +12,10 @@ from pages import access, signin
 from pages.components.widgets import fill_copy_link
 
 st.set_page_config(page_title="Optiboard", page_icon="⚡", layout="wide")
+if unread := settings.problems():  # scripts/run checks them first; a server started otherwise
+    for problem in unread:
+        st.error(problem)
+    st.stop()
 
 
 @st.cache_resource(show_spinner="Preparing the graph viewer…")

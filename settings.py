@@ -28,9 +28,24 @@ class Setting(Generic[T]):
     help: str
     shell_only: bool = False  # read by scripts/run, not by Python
     shown_default: str = ""  # what docs/settings.md shows when the raw default means something else
+    minimum: float | None = None  # a number's least value (with `above`: the bound it exceeds)
+    above: bool = False
 
     def get(self) -> T:
-        return self.parse(os.environ.get(self.name, self.default))
+        """The value; one that does not read, or is below its minimum, is a SettingError naming
+        the variable (it was a bare ValueError from whatever read it first)."""
+        raw = os.environ.get(self.name, self.default)
+        try:
+            value = self.parse(raw)
+        except ValueError as exc:
+            kind = NUMBER_KINDS.get(self.parse)
+            problem = f"is not {kind}" if kind else f"does not read ({exc})"
+            raise SettingError(self, raw, problem) from None
+        low = self.minimum
+        if low is not None and (value <= low if self.above else value < low):  # type: ignore[operator]
+            bound = f"a number above {low:g}" if self.above else f"{low:g} or more"
+            raise SettingError(self, raw, f"is out of range: it takes {bound}")
+        return value
 
     def set(self, value: str | None) -> None:
         """Change it for this process and the children it starts (None restores the default)."""
@@ -38,6 +53,19 @@ class Setting(Generic[T]):
             os.environ.pop(self.name, None)
         else:
             os.environ[self.name] = value
+
+
+NUMBER_KINDS: dict[Callable, str] = {int: "a whole number", float: "a number"}
+
+
+class SettingError(ValueError):
+    """A setting whose value does not read: one sentence naming the variable and its default."""
+
+    def __init__(self, setting: Setting, raw: str, problem: str) -> None:
+        super().__init__(
+            f"{setting.name}={raw!r} {problem}; set it again, or unset it for the default "
+            f"({setting.shown_default or setting.default}). docs/settings.md says what it is for."
+        )
 
 
 def _path(text: str) -> Path:
@@ -52,23 +80,46 @@ def _declare(setting: Setting[T]) -> Setting[T]:
     return setting
 
 
+def problems() -> list[str]:
+    """The Python side's settings that do not read, one sentence each: what `python -m settings
+    check` (scripts/run, before anything starts), the CLI and the worker say and stop on."""
+    found = []
+    for setting in SETTINGS.values():
+        if setting.shell_only:
+            continue
+        try:
+            setting.get()
+        except SettingError as exc:
+            found.append(str(exc))
+    return found
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
 def settings_table() -> str:
     """docs/settings.md's table, in markdown; tests/test_docs.py keeps that page equal to it."""
-    lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    lines = ["| variable | default | takes | meaning |", "| --- | --- | --- | --- |"]
     for setting in SETTINGS.values():
         default = setting.shown_default or setting.default
-        lines.append(f"| `{setting.name}` | `{_cell(default)}` | {_cell(setting.help)} |")
+        low = setting.minimum
+        takes = "" if low is None else f"> {low:g}" if setting.above else f">= {low:g}"
+        row = f"| `{setting.name}` | `{_cell(default)}` | {takes} | {_cell(setting.help)} |"
+        lines.append(row)
     return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
-    # Print from the imported module, so every declaration in this file counts, wherever it is.
+    # From the imported module, so every declaration in this file counts, wherever it is.
+    import sys
+
     import settings
 
+    if sys.argv[1:] == ["check"]:
+        for problem in settings.problems():
+            print(f"error: {problem}", file=sys.stderr)
+        raise SystemExit(1 if settings.problems() else 0)
     print(settings.settings_table(), end="")
     raise SystemExit(0)
 
@@ -95,7 +146,14 @@ ADDRESS = _declare(
     )
 )
 PORT = _declare(
-    Setting("OPTIBOARD_PORT", "8501", int, "the dashboard's port (`scripts/run`)", shell_only=True)
+    Setting(
+        "OPTIBOARD_PORT",
+        "8501",
+        int,
+        "the dashboard's port (`scripts/run`)",
+        shell_only=True,
+        minimum=1,
+    )
 )
 REQUIREMENTS = _declare(
     Setting(
@@ -112,6 +170,7 @@ MAX_UPLOAD_MB = _declare(
         "2048",
         int,
         "largest accepted upload (the Streamlit limit in `.streamlit/config.toml` matches)",
+        minimum=1,
     )
 )
 VIEWER_MAX_MB = _declare(
@@ -121,6 +180,7 @@ VIEWER_MAX_MB = _declare(
         int,
         "largest .onnx the Graph page hands to Netron whole (the browser tab holds all of it); "
         "past this it shows a copy without the weights' bytes",
+        minimum=1,
     )
 )
 UPLOAD_SESSION_FILES = _declare(
@@ -129,6 +189,7 @@ UPLOAD_SESSION_FILES = _declare(
         "6",
         int,
         "uploaded files one browser session may hold in the web process's memory at once",
+        minimum=1,
     )
 )
 UPLOAD_SESSION_MB = _declare(
@@ -139,13 +200,26 @@ UPLOAD_SESSION_MB = _declare(
         "megabytes of uploads one browser session may hold in the web process's memory at once "
         "(the largest model plus its calibration and evaluation files); only signed-in editors "
         "and admins upload at all",
+        minimum=1,
     )
 )
 MAX_UNCOMPRESSED_MB = _declare(
-    Setting("OPTIBOARD_MAX_UNCOMPRESSED_MB", "8192", int, "cap on a zip's total uncompressed size")
+    Setting(
+        "OPTIBOARD_MAX_UNCOMPRESSED_MB",
+        "8192",
+        int,
+        "cap on a zip's total uncompressed size",
+        minimum=1,
+    )
 )
 MAX_ZIP_MEMBERS = _declare(
-    Setting("OPTIBOARD_MAX_ZIP_MEMBERS", "10000", int, "cap on the number of entries in a zip")
+    Setting(
+        "OPTIBOARD_MAX_ZIP_MEMBERS",
+        "10000",
+        int,
+        "cap on the number of entries in a zip",
+        minimum=1,
+    )
 )
 MAX_COMPRESSION_RATIO = _declare(
     Setting(
@@ -153,6 +227,7 @@ MAX_COMPRESSION_RATIO = _declare(
         "200",
         float,
         "cap on a zip entry's uncompressed/compressed size ratio",
+        minimum=1,
     )
 )
 CONVERT_TIMEOUT_S = _declare(
@@ -162,6 +237,8 @@ CONVERT_TIMEOUT_S = _declare(
         float,
         "time limit of a conversion child: SavedModel or PyTorch .pt2 -> ONNX, the GenAI model "
         "builder, weight-only quantization, the OpenVINO export and NNCF compression",
+        minimum=0,
+        above=True,
     )
 )
 LEASE_SECONDS = _declare(
@@ -170,6 +247,8 @@ LEASE_SECONDS = _declare(
         "60",
         float,
         "a worker's lease on a running job; a dead worker's job is requeued after it",
+        minimum=0,
+        above=True,
     )
 )
 CONFIG_TIMEOUT_S = _declare(
@@ -178,6 +257,7 @@ CONFIG_TIMEOUT_S = _declare(
         "900",
         float,
         "time allowed per configuration on top of its measurement cap",
+        minimum=0,
     )
 )
 
@@ -187,6 +267,7 @@ MAX_CONFIGS_PER_JOB = _declare(
         "512",
         int,
         "most configurations one sweep may hold; a larger one is refused at submit",
+        minimum=1,
     )
 )
 MAX_QUEUED_JOBS_PER_USER = _declare(
@@ -195,6 +276,7 @@ MAX_QUEUED_JOBS_PER_USER = _declare(
         "20",
         int,
         "most jobs one user (an account, or `cli:<os user>`) may have waiting for a worker",
+        minimum=1,
     )
 )
 
@@ -221,6 +303,7 @@ DB_RETRY_MAX_S = _declare(
         float,
         "longest wait between a worker's retries while the database does not answer "
         "(the wait doubles from 1 s up to this)",
+        minimum=0,
     )
 )
 WORKER_RESTART_S = _declare(
@@ -230,6 +313,7 @@ WORKER_RESTART_S = _declare(
         float,
         "pause before `scripts/run` restarts a worker that died",
         shell_only=True,
+        minimum=0,
     )
 )
 
@@ -241,6 +325,7 @@ UPLOAD_DISK_QUOTA_MB = _declare(
         "10240",
         int,
         "disk space all zip uploads being unpacked at once may use (under the data dir's tmp/)",
+        minimum=1,
     )
 )
 MIN_FREE_DISK_MB = _declare(
@@ -249,6 +334,7 @@ MIN_FREE_DISK_MB = _declare(
         "1024",
         int,
         "a zip upload is refused if unpacking it would leave less free disk than this",
+        minimum=0,
     )
 )
 
@@ -297,6 +383,7 @@ SIGNIN_MAX_FAILURES = _declare(
         "failed sign-ins from one address that cost nothing; each further one doubles that "
         "address's wait before its next try (1, 2, 4 ... s). An account failed from many "
         "addresses makes new addresses wait after 4 times this; its usual ones never do",
+        minimum=1,
     )
 )
 SIGNIN_LOCK_SECONDS = _declare(
@@ -305,6 +392,7 @@ SIGNIN_LOCK_SECONDS = _declare(
         "900",
         float,
         "the longest wait a sign-in throttle imposes (nothing locks an account)",
+        minimum=0,
     )
 )
 TRUSTED_PROXY_HOPS = _declare(
@@ -314,11 +402,17 @@ TRUSTED_PROXY_HOPS = _declare(
         int,
         "reverse proxies in front of the dashboard; with n > 0 the sign-in throttle counts the "
         "client address the outermost proxy appended to X-Forwarded-For, not the proxy's own",
+        minimum=0,
     )
 )
 LINK_MAX_DAYS = _declare(
     Setting(
-        "OPTIBOARD_LINK_MAX_DAYS", "30", float, "longest life of a signed read-only comparison link"
+        "OPTIBOARD_LINK_MAX_DAYS",
+        "30",
+        float,
+        "longest life of a signed read-only comparison link",
+        minimum=0,
+        above=True,
     )
 )
 ALLOWED_HOSTS = _declare(
@@ -352,13 +446,26 @@ CHILD_MEMORY_MB = _declare(
         "resident memory (a memory cgroup, where the service can make one) for GPU children, "
         "whose CUDA driver maps far more address space than it uses; 0 means half of the "
         "host's RAM (at least 16384 on an NVIDIA host: CUDA reserves ~14 GB of address space)",
+        minimum=0,
     )
 )
 CHILD_CPU_S = _declare(
-    Setting("OPTIBOARD_CHILD_CPU_S", "7200", int, "CPU-time limit (RLIMIT_CPU) of every child")
+    Setting(
+        "OPTIBOARD_CHILD_CPU_S",
+        "7200",
+        int,
+        "CPU-time limit (RLIMIT_CPU) of every child",
+        minimum=1,
+    )
 )
 CHILD_FILE_MB = _declare(
-    Setting("OPTIBOARD_CHILD_FILE_MB", "8192", int, "largest file a child may write (RLIMIT_FSIZE)")
+    Setting(
+        "OPTIBOARD_CHILD_FILE_MB",
+        "8192",
+        int,
+        "largest file a child may write (RLIMIT_FSIZE)",
+        minimum=1,
+    )
 )
 CHILD_PROCS = _declare(
     Setting(
@@ -367,6 +474,7 @@ CHILD_PROCS = _declare(
         int,
         "processes and threads a child may have: pids.max of its own pids cgroup where one can "
         "be made (also for root), else RLIMIT_NPROC above the service user's current count",
+        minimum=1,
     )
 )
 BWRAP = _declare(
@@ -384,6 +492,8 @@ PARSE_TIMEOUT_S = _declare(
         "300",
         float,
         "time limit of checking one uploaded model or calibration file (a child process)",
+        minimum=0,
+        above=True,
     )
 )
 MAX_INPUT_MB = _declare(
@@ -392,6 +502,7 @@ MAX_INPUT_MB = _declare(
         "2048",
         int,
         "largest model input (batch x dims x item size) or calibration file content accepted",
+        minimum=1,
     )
 )
 
@@ -401,6 +512,8 @@ PERPLEXITY_TEXT_MB = _declare(
         "16",
         float,
         "largest text file a generation benchmark scores perplexity on; a larger one is refused",
+        minimum=0,
+        above=True,
     )
 )
 
@@ -421,6 +534,8 @@ TRITON_START_TIMEOUT_S = _declare(
         "60",
         float,
         "how long a Triton server may take to start and load its model before it is unavailable",
+        minimum=0,
+        above=True,
     )
 )
 LOADGEN_PROCESSES = _declare(
@@ -430,6 +545,7 @@ LOADGEN_PROCESSES = _declare(
         int,
         "most load-generator processes one Server point spreads its arrivals over (one per "
         "300 req/s); 0 picks half the host's cores less one, so 1 on a 2-core host",
+        minimum=0,
     )
 )
 WORKER_METRICS_PORT = _declare(
@@ -439,6 +555,7 @@ WORKER_METRICS_PORT = _declare(
         int,
         "port of the worker's Prometheus metrics (jobs, configurations, durations, queue depth); "
         "0 turns them off (several workers on one host would need a port each)",
+        minimum=0,
     )
 )
 WORKER_METRICS_ADDRESS = _declare(
@@ -456,6 +573,8 @@ SESSION_HOURS = _declare(
         "12",
         float,
         "how long a password sign-in lasts in a browser (its signed, HttpOnly session cookie)",
+        minimum=0,
+        above=True,
     )
 )
 # --- cluster ---
@@ -483,6 +602,7 @@ CLUSTER_MAX_RETRIES = _declare(
         "3",
         int,
         "times Ray runs a configuration again elsewhere when its node or worker process dies",
+        minimum=0,
     )
 )
 # --- cluster: head restarts ---
@@ -493,6 +613,7 @@ RAY_RETRY_MAX_S = _declare(
         float,
         "longest wait between two tries to reach a Ray head that went away mid-sweep (the waits "
         "grow 1, 2, 4 ... seconds up to this)",
+        minimum=0,
     )
 )
 RAY_GIVE_UP_S = _declare(
@@ -502,6 +623,8 @@ RAY_GIVE_UP_S = _declare(
         float,
         "how long a job waits for an unreachable Ray head before it fails with a sentence; 0 waits "
         "until the job is cancelled",
+        minimum=0,
+        above=True,
     )
 )
 # --- cost ---

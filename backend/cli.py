@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import settings
 from backend.auth.cli import register_users, run_command
 from backend.baselinecli import register_baseline
 from backend.cli_parsing import dims_from_pairs as _dims
@@ -371,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for problem in settings.problems():  # before anything reads one deep inside a command
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         return run_command(args)  # audited when it changes something
     except UserError as exc:

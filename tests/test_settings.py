@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,3 +204,47 @@ def test_set_changes_the_value_for_this_process_and_none_restores_the_default(
     finally:
         settings.PORT.set(None)
     assert settings.PORT.get() == 8501
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("OPTIBOARD_LEASE_SECONDS", "abc", "is not a number"),
+        ("OPTIBOARD_MAX_UPLOAD_MB", "1.5", "is not a whole number"),
+        ("OPTIBOARD_MAX_UPLOAD_MB", "0", "is out of range: it takes 1 or more"),
+        ("OPTIBOARD_LEASE_SECONDS", "0", "is out of range: it takes a number above 0"),
+        ("OPTIBOARD_AUTH", "maybe", "does not read (OPTIBOARD_AUTH takes on or off, not 'maybe')"),
+    ],
+)
+def test_a_setting_that_does_not_read_is_one_sentence_naming_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, problem: str
+) -> None:
+    """Until 2026-12-07 a mistyped setting was a bare ValueError ("could not convert string to
+    float: 'abc'") from whatever read it first, naming no variable, and 0 or a negative went
+    through (a lease of -5 s, an upload cap of 0 MB)."""
+    monkeypatch.setenv(name, value)
+    default = settings.SETTINGS[name].default
+    said = (
+        f"{name}={value!r} {problem}; set it again, or unset it for the default ({default}). "
+        "docs/settings.md says what it is for."
+    )
+    with pytest.raises(settings.SettingError) as raised:
+        settings.SETTINGS[name].get()
+    assert str(raised.value) == said
+    assert settings.problems() == [said]
+
+
+def test_every_number_has_its_least_value_and_the_cli_and_check_stop_on_one_that_does_not_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    numbers = [s.name for s in settings.SETTINGS.values() if s.parse in (int, float)]
+    assert numbers and all(settings.SETTINGS[n].minimum is not None for n in numbers)
+    env = {**os.environ, "OPTIBOARD_DATA_DIR": str(tmp_path), "OPTIBOARD_CHILD_PROCS": "x"}
+    said = "error: OPTIBOARD_CHILD_PROCS='x' is not a whole number; set it again"
+    for argv in (["-m", "settings", "check"], ["-m", "backend.cli", "jobs"]):
+        done = subprocess.run(
+            [sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode in (1, 2) and done.stderr.startswith(said), done.stderr
+        assert "Traceback" not in done.stderr
+    assert not any(tmp_path.iterdir())  # the CLI stopped before it made its database

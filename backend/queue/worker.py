@@ -153,7 +153,11 @@ def run_from_args(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="optiboard-worker", description=__doc__)
     add_worker_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    for problem in settings.problems():  # scripts/worker restarts it: say why, once a start
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    return run_from_args(args)
 
 
 if __name__ == "__main__":

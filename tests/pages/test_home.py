@@ -91,3 +91,18 @@ def test_a_worker_on_a_host_with_less_is_a_warning_naming_what_is_missing(data_d
     [warning] = [w.value for w in at.warning]
     assert warning.startswith(plain("Untrusted models run under: NOT SANDBOXED (the bubblewrap"))
     assert warning.endswith(plain("(w-2)."))
+
+
+def test_a_setting_that_does_not_read_stops_every_page_with_its_sentence(
+    data_dir: Path, monkeypatch
+) -> None:
+    """A server started without scripts/run's check: every page said a bare ValueError from
+    whichever read the setting first until 2026-12-07."""
+    monkeypatch.setenv("OPTIBOARD_CONVERT_TIMEOUT_S", "ten minutes")
+    at = open_page("home")
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "OPTIBOARD_CONVERT_TIMEOUT_S='ten minutes' is not a number; set it again, or unset it "
+        "for the default (600). docs/settings.md says what it is for."
+    ]
+    assert "Nothing here yet" not in texts(at)
