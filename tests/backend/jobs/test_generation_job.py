@@ -47,6 +47,14 @@ def submitted(tmp_path: Path) -> tuple[int, int]:
     return model.id, job.id
 
 
+def run_to_success(job_id: int) -> dict[str, dict]:
+    """The queued job run by a real worker to success; its stored points' payloads by key."""
+    run_worker_once(timeout=600)
+    assert job_store.get_job(job_id).state == JobState.SUCCEEDED
+    stored = point_store.list_points([job_id], kind=point_store.GENERATION)
+    return {p.point_key: p.payload for p in stored}
+
+
 def test_worker_runs_fp32_and_int4_and_stores_every_point(data_dir: Path, tmp_path: Path) -> None:
     model_id, job_id = submitted(tmp_path)
     job = job_store.get_job(job_id)
@@ -201,13 +209,7 @@ def test_openvino_genai_runs_beside_ort_genai_on_its_own_export(
     )
     text = llm_models.trained_llama().eval_text.encode()
     job = jobspec.submit_generation(model.id, spec, text, "held-out.txt")
-    run_worker_once(timeout=600)
-
-    assert job_store.get_job(job.id).state == JobState.SUCCEEDED
-    by_key = {
-        p.point_key: p.payload
-        for p in point_store.list_points([job.id], kind=point_store.GENERATION)
-    }
+    by_key = run_to_success(job.id)
     fp32, int4 = by_key["fp32|openvino-genai|16,8,1"], by_key["int4|openvino-genai|16,8,1"]
     assert fp32["status"] == int4["status"] == "ok"
     assert "INT4_SYM" in int4["statement"] or "int4" in int4["statement"].lower()
@@ -230,13 +232,7 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
         variants=("fp32", "int4"), runtimes=("torch",), prompt_lengths=(16,), new_tokens=(8,)
     )
     job = jobspec.submit_generation(model.id, spec, None, None)
-    run_worker_once(timeout=600)
-
-    assert job_store.get_job(job.id).state == JobState.SUCCEEDED
-    by_key = {
-        p.point_key: p.payload
-        for p in point_store.list_points([job.id], kind=point_store.GENERATION)
-    }
+    by_key = run_to_success(job.id)
     fp32, int4 = by_key["fp32|torch|16,8,1"], by_key["int4|torch|16,8,1"]
     assert fp32["status"] == "ok" and fp32["agreement"] == [8]  # its own weights, all 8 tokens
     assert any("against the Hugging Face folder" in n for n in fp32["notes"])
