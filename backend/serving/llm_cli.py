@@ -49,6 +49,8 @@ def llm_specs(args: argparse.Namespace) -> list[LoadSpec]:
 def slo_of(args: argparse.Namespace) -> TokenSlo | None:
     if args.slo_ttft_ms is None and args.slo_itl_ms is None:
         return None
+    if any(b is not None and b <= 0 for b in (args.slo_ttft_ms, args.slo_itl_ms)):
+        TokenSlo(args.slo_ttft_ms or 0, args.slo_itl_ms or 0)  # its sentence: positive bounds
     if args.slo_ttft_ms is None or args.slo_itl_ms is None:
         raise UserError("An SLO needs both bounds: give --slo-ttft-ms and --slo-itl-ms.")
     return TokenSlo(args.slo_ttft_ms, args.slo_itl_ms)

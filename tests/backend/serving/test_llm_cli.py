@@ -19,6 +19,7 @@ from backend.serving.types import ServingProvider
         (["--concurrency", "1", "--rate", "2"], "Give --concurrency or --rate, not both"),
         (["--slo-ttft-ms", "100"], "An SLO needs both bounds"),
         (["--slo-ttft-ms", "0", "--slo-itl-ms", "5"], "An SLO needs positive bounds"),
+        (["--slo-ttft-ms", "-1"], "An SLO needs positive bounds"),  # was: "needs both"
         (["--output-tokens", "0"], "at least 1 token each"),
         (["--sequences", "0"], "at least one sequence"),
         ([], "has no genai_config.json"),
