@@ -221,6 +221,7 @@ def submit_regression(
     """Check both environments and every model, then queue one job (its model: the first
     checked); a refusal stores nothing. `model`: one id, or the ids of several models in order.
     held_by: created already claimed by that worker (the terminal running it, create_job)."""
+    from backend.models.library import onnx_path
     from storage.repo import jobs as job_store
     from storage.repo import models as model_store
 
@@ -233,6 +234,7 @@ def submit_regression(
     for mid in dict.fromkeys([*models, *([spec.model_b] if spec.model_b else [])]):
         if model_store.get_model(mid) is None:
             raise UserError(f"There is no model {mid}; list models to see which exist.")
+        onnx_path(mid)  # a generative model (a folder of files) in one sentence, nothing queued
     total = 2 * len(spec.configurations()) * len(models)
     label = label or f"regression: {spec.env_a} vs {spec.env_b}" + (
         f", {len(models)} models" if len(models) > 1 else ""

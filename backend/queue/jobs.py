@@ -37,6 +37,7 @@ def submit_sweep(
     from backend.engine.shapes import check_dim_names, stored_dim_names
 
     model = get_model(model_id)
+    onnx_path(model_id)  # a generative model (a folder of files) in one sentence
     check_dim_names(dict(spec.symbolic_dims), stored_dim_names(model.inputs, model.outputs))
     if spec.fp32_nodes:
         _check_fp32_nodes(model.id, model.name, spec.fp32_nodes)

@@ -240,3 +240,20 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
     shown = optiboard("show", str(job.id))
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
     assert "int4|torch|16,8,1 failed: The torch runtime runs the uploaded" in shown.stdout
+
+
+def test_a_sweep_or_regression_check_of_a_generative_model_is_refused_and_queues_nothing(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Both were queued until 2026-12-07 and failed in the worker: a generative upload is a
+    folder of files, not the one ONNX file a sweep or a check measures."""
+    from backend.jobs.regressspec import RegressionSpec, submit_regression
+    from backend.specs import SweepSpec
+
+    model = seed.add_model(llm_models.genai_zip(tmp_path))
+    said = "is a folder of files, not one ONNX file; use it with the generation benchmark."
+    with pytest.raises(UserError, match=said):
+        jobs.submit_sweep(model.id, SweepSpec())
+    with pytest.raises(UserError, match=said):
+        submit_regression(model.id, RegressionSpec(env_b="default"))
+    assert jobs.list_jobs() == []
