@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from backend.commas import comma_numbers
 from backend.errors import UserError
@@ -85,6 +84,7 @@ def llm_row(point: LlmLoadPoint) -> list[str]:
 
 
 def cmd_serve_llm(args: argparse.Namespace) -> int:
+    from backend.generate.cli_verbs import model_folder
     from backend.serving.llm import LlmServing
     from backend.serving.llm_loadgen import serve_and_measure_llm
 
@@ -97,7 +97,7 @@ def cmd_serve_llm(args: argparse.Namespace) -> int:
             print(json.dumps(point.to_dict()), flush=True)
 
     points = serve_and_measure_llm(
-        Path(args.folder),
+        model_folder(args.folder),  # a library id, as `generate` takes, or a folder
         serving,
         specs,
         shape,
@@ -123,7 +123,11 @@ def cmd_serve_llm(args: argparse.Namespace) -> int:
 def register_llm_serving(group: argparse._SubParsersAction) -> None:
     """Add `serve llm` to the `serve` group."""
     p = group.add_parser("llm", help="serve a GenAI model folder on Triton, streamed, under load")
-    p.add_argument("folder", help="an ONNX Runtime GenAI model folder (genai_config.json)")
+    p.add_argument(
+        "folder",
+        help="a generative model's id (`optiboard models`) or an ONNX Runtime GenAI model folder "
+        "(genai_config.json)",
+    )
     p.add_argument("--concurrency", help="requests in flight, e.g. 1,2,4 (default 1)")
     p.add_argument("--rate", help="Poisson arrivals instead, in req/s, e.g. 2,5,10")
     p.add_argument("--prompt-tokens", type=int, default=32, help="prompt length in tokens")

@@ -34,6 +34,19 @@ def test_serve_llm_refuses_bad_input_with_one_sentence_before_any_server(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_serve_llm_takes_a_library_id_as_generate_does(
+    data_dir: Path, mlp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It took a folder only: `serve llm 1` said "1 has no genai_config.json" until 2026-12-07."""
+    from backend.models.ingest import ingest_file
+
+    model = ingest_file(mlp_path, "mlp.onnx")
+    assert main(["serve", "llm", str(model.id)]) == 2
+    assert "Model mlp is a single-pass ONNX model, not a generative one" in capsys.readouterr().err
+    assert main(["serve", "llm", "99"]) == 2
+    assert "There is no model 99" in capsys.readouterr().err
+
+
 def test_the_llm_config_is_decoupled_unbatched_and_names_its_instances() -> None:
     config = llm_config(LlmServing(instances=3, sequences_per_instance=4))
     assert config.model_transaction_policy.decoupled
