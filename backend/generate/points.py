@@ -124,7 +124,8 @@ def _row(
     environment = payload.get("environment") or {}  # none on points stored before it was kept
     row["hardware"] = hardware(environment, environment.get("device", "cpu"))
     row["ran_on"] = ran_on(environment)
-    row["ran"] = ran_line(payload.get("runtime") or "", facts, environment)
+    ran = facts or environment  # a point that failed before its runtime opened says nothing
+    row["ran"] = ran_line(payload.get("runtime") or "", facts, environment) if ran else ""
     row["model_id"] = payload.get("model_id")
     row["facts"] = json.dumps(facts, sort_keys=True)
     row["perplexity"] = (payload.get("perplexity") or {}).get("perplexity")

@@ -137,16 +137,17 @@ class GenerationRun:
                     return
                 except UserError as exc:  # one sentence for every point it stopped
                     self.context.log(f"{variantnames.label(variant)} on {runtime}: {exc}", "error")
-                    for key in (k for k in keys if k not in self.done):
-                        self.store(
-                            key,
-                            {
-                                "variant": variant,
-                                "runtime": runtime,
-                                "status": FAILED,
-                                "error": str(exc),
-                            },
-                        )
+                    self.store_failed(variant, runtime, str(exc))
+
+    def store_failed(self, variant: str, runtime: str, error: str) -> None:
+        """Each point of the variant on the runtime not stored yet, failed with `error`, with its
+        shape (labels and exports name its prompt, new tokens and sequences)."""
+        for point in self.spec.generation_spec(runtime).points():
+            key = point_key(variant, runtime, point)
+            if key not in self.done:
+                shape = dict(zip(("prompt_tokens", "new_tokens", "sequences"), point, strict=True))
+                failed = {"variant": variant, "runtime": runtime, "status": FAILED, "error": error}
+                self.store(key, {**failed, **shape})
 
     def keys(self, variant: str, runtime: str) -> list[str]:
         points = self.spec.generation_spec(runtime).points()

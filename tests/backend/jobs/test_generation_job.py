@@ -240,6 +240,10 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
     shown = optiboard("show", str(job.id))
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
     assert "int4|torch|16,8,1 failed: The torch runtime runs the uploaded" in shown.stdout
+    assert (int4["prompt_tokens"], int4["new_tokens"], int4["sequences"]) == (16, 8, 1)
+    frame = points.generation_frame([job.id])
+    failed = frame[frame["status"] == "failed"].iloc[0]  # its label said "prompt None" before
+    assert failed["label"].endswith("prompt 16, 8 new, 1 seq") and failed["ran"] == ""
 
 
 def test_a_sweep_or_regression_check_of_a_generative_model_is_refused_and_queues_nothing(
