@@ -257,11 +257,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
             torch_hf = hf_folder(int(args.model))
         except UserError as exc:
             notes.append(f"torch has no Hugging Face folder of model {args.model}: {exc}")
+    reference = Path(args.reference) if args.reference else None
+    if reference is None and args.model.isdigit():  # its uploaded weights, as a job judges torch
+        reference = torch_hf
     report = run_generation(
         model_folder(args.model),
         spec_of(args),
         Path(args.perplexity_text) if args.perplexity_text else None,
-        Path(args.reference) if args.reference else None,
+        reference,
         openvino_folder=openvino,
         torch_folder=torch_hf,
         in_process=args.in_process,
@@ -337,7 +340,8 @@ def register_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reference",
         help="what greedy agreement compares with: an FP32 GenAI folder, or a Hugging Face folder "
-        "(run in fp32, uncompiled, by transformers)",
+        "(run in fp32, uncompiled, by transformers); a library model run with torch defaults to "
+        "its uploaded Hugging Face folder",
     )
     p.add_argument("--preset", choices=list(GENERATION_PRESETS), default="standard")
     p.add_argument("--seed", type=int, default=0, help="seed of the random prompts")

@@ -9,6 +9,7 @@ openvino-genai test alone uploads the HF zip, since its export is made from the 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -244,6 +245,16 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
     frame = points.generation_frame([job.id])
     failed = frame[frame["status"] == "failed"].iloc[0]  # its label said "prompt None" before
     assert failed["label"].endswith("prompt 16, 8 new, 1 seq") and failed["ran"] == ""
+    # `generate ID` with torch: every runtime judged against those weights (it had no reference)
+    argv = ["generate", str(model.id), "--runtimes", "ort-genai,torch", "--prompt-lengths", "16"]
+    ran = optiboard(*argv, "--new-tokens", "8", "--preset", "quick", "--json")
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads(ran.stdout)
+    assert [(r["runtime"], r["agreement"]) for r in report["results"]] == [
+        ("ort-genai", [8]),
+        ("torch", [8]),
+    ]
+    assert any("against the Hugging Face folder" in n for n in report["notes"])
 
 
 def test_a_sweep_or_regression_check_of_a_generative_model_is_refused_and_queues_nothing(
