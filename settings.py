@@ -8,6 +8,7 @@ each call, so tests and tools can change them at run time.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,14 @@ def problems() -> list[str]:
     return found
 
 
+def report_problems() -> bool:
+    """Each problem as an `error:` line on stderr; True when there was one (the caller stops)."""
+    found = problems()
+    for problem in found:
+        print(f"error: {problem}", file=sys.stderr)
+    return bool(found)
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -112,14 +121,10 @@ def settings_table() -> str:
 
 if __name__ == "__main__":
     # From the imported module, so every declaration in this file counts, wherever it is.
-    import sys
-
     import settings
 
     if sys.argv[1:] == ["check"]:
-        for problem in settings.problems():
-            print(f"error: {problem}", file=sys.stderr)
-        raise SystemExit(1 if settings.problems() else 0)
+        raise SystemExit(1 if settings.report_problems() else 0)
     print(settings.settings_table(), end="")
     raise SystemExit(0)
 
@@ -624,7 +629,6 @@ RAY_GIVE_UP_S = _declare(
         "how long a job waits for an unreachable Ray head before it fails with a sentence; 0 waits "
         "until the job is cancelled",
         minimum=0,
-        above=True,
     )
 )
 # --- cost ---

@@ -372,8 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    for problem in settings.problems():  # before anything reads one deep inside a command
-        print(f"error: {problem}", file=sys.stderr)
+    if settings.report_problems():  # before anything reads one deep inside a command
         return 2
     try:
         return run_command(args)  # audited when it changes something

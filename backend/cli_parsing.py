@@ -54,10 +54,9 @@ def output_path(text: str) -> Path:
     return path
 
 
-def write_output(text: str, data: bytes) -> Path:
-    """`data` written to the -o/--output file `text` (output_path's checks); a write the system
-    refuses (permissions, a full disk) is one sentence."""
-    path = output_path(text)
+def write_output(path: Path, data: bytes) -> Path:
+    """`data` written to an -o/--output file output_path checked before the work; a write the
+    system refuses (permissions, a full disk) is one sentence."""
     try:
         path.write_bytes(data)
     except OSError as exc:

@@ -139,8 +139,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from backend.reporting import comparison, exports
 
     prices = _prices(args)
-    if args.output:
-        output_path(args.output)  # before the export is read
+    target = output_path(args.output) if args.output else None  # before the export is read
     kind = export_family(args.job)
     if kind == JobKind.GENERATION:
         from backend.generate import jobreport
@@ -157,8 +156,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         count, stored = len(frame), [r for j in args.job for r in jobs.stored_results(j)]
         csv = args.format == "csv"
         data = exports.export_csv(frame) if csv else exports.results_records_json(stored)
-    if args.output:
-        write_output(args.output, data)
+    if target:
+        write_output(target, data)
         noun = "record" if kind == JobKind.SERVING else "result"
         print(f"wrote {count} {noun}{'' if count == 1 else 's'} to {args.output}")
     else:

@@ -81,8 +81,7 @@ def cmd_compat(args: argparse.Namespace) -> int:
     from backend.compat import export
     from backend.compat.build import matrix_for_model
 
-    if args.output:
-        output_path(args.output)  # before the matrix is built
+    target = output_path(args.output) if args.output else None  # before the matrix is built
     matrix = matrix_for_model(args.model, refresh=args.refresh)
     if args.format == "csv":
         text = export.to_csv(matrix)
@@ -90,8 +89,8 @@ def cmd_compat(args: argparse.Namespace) -> int:
         text = export.to_json(matrix) + "\n"
     else:
         text = "\n".join([*summary_lines(matrix), "", *node_lines(matrix)]) + "\n"
-    if args.output:
-        write_output(args.output, text.encode())
+    if target:
+        write_output(target, text.encode())
         print(f"wrote the compatibility of model {args.model} ({args.format}) to {args.output}")
     else:
         sys.stdout.write(text)

@@ -77,6 +77,12 @@ SAME_SET = (
 )
 
 
+def check_threads(count: int) -> None:
+    """A thread count a runtime takes (a measured point's, a served model's)."""
+    if count < 0:
+        raise UserError("Thread count cannot be negative; 0 lets the runtime choose.")
+
+
 @dataclass(frozen=True)
 class Configuration(PointKnobs):
     """One point of a sweep: what to build and how to run it."""
@@ -120,8 +126,7 @@ class Configuration(PointKnobs):
                 f"Unknown optimization level {self.optimization_level!r}; "
                 f"choose one of {', '.join(OPTIMIZATION_LEVELS)}."
             )
-        if self.intra_op_threads < 0:
-            raise UserError("Thread count cannot be negative; 0 lets the runtime choose.")
+        check_threads(self.intra_op_threads)
         dims = tuple(sorted((str(k), int(v)) for k, v in dict(self.symbolic_dims).items()))
         for name, value in dims:
             if value < 1:

@@ -239,6 +239,9 @@ def test_every_number_has_its_least_value_and_the_cli_and_check_stop_on_one_that
 ) -> None:
     numbers = [s.name for s in settings.SETTINGS.values() if s.parse in (int, float)]
     assert numbers and all(settings.SETTINGS[n].minimum is not None for n in numbers)
+    monkeypatch.setenv("OPTIBOARD_RAY_GIVE_UP_S", "0")  # its help: 0 waits until cancelled
+    assert settings.RAY_GIVE_UP_S.get() == 0 and settings.problems() == []
+    monkeypatch.delenv("OPTIBOARD_RAY_GIVE_UP_S")
     env = {**os.environ, "OPTIBOARD_DATA_DIR": str(tmp_path), "OPTIBOARD_CHILD_PROCS": "x"}
     said = "error: OPTIBOARD_CHILD_PROCS='x' is not a whole number; set it again"
     for argv in (["-m", "settings", "check"], ["-m", "backend.cli", "jobs"]):

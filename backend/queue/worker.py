@@ -154,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="optiboard-worker", description=__doc__)
     add_worker_arguments(parser)
     args = parser.parse_args(argv)
-    for problem in settings.problems():  # scripts/worker restarts it: say why, once a start
-        print(f"error: {problem}", file=sys.stderr)
+    if settings.report_problems():  # scripts/worker restarts it: say why, once a start
         return 2
     return run_from_args(args)
 

@@ -26,6 +26,7 @@ from backend.errors import UserError
 from backend.models.graphread import load_graph, parse_graph
 from backend.runtimes import exact_int8_matmul_setting
 from backend.serving.types import BatchingPolicy, ServingProvider
+from backend.specs import check_threads
 
 MODEL_NAME = "model"
 # cuDNN's algorithm search for the served CUDA model. ORT's default, EXHAUSTIVE, re-benchmarked
@@ -130,8 +131,7 @@ def plan_model(
     (export): an input dimension without a size becomes -1 instead of an error, since no load
     generator has to build requests for it.
     """
-    if intra_op_threads is not None and intra_op_threads < 0:
-        raise UserError("Thread count cannot be negative; 0 lets the runtime choose.")
+    check_threads(intra_op_threads or 0)
     graph = read_graph_io(model_path)
     inputs, outputs = graph["inputs"], graph["outputs"]
     if not inputs:

@@ -31,7 +31,7 @@ from backend.serving.types import (
     ServingProvider,
     shortest_queue_delay_us,
 )
-from backend.specs import MEASURE_PRESETS
+from backend.specs import MEASURE_PRESETS, check_threads
 
 # The stored rows are read and written by the functions that do so: the CLI's parser reads this
 # module's declarations, without SQLAlchemy.
@@ -105,8 +105,7 @@ class ServingStudy:
         object.__setattr__(self, "prices", pricing.checked(self.prices) if self.prices else ())
         if not self.slo_p99_ms > 0:
             raise UserError("The p99 bound must be above 0 milliseconds.")
-        if self.intra_op_threads < 0:
-            raise UserError("Thread count cannot be negative; 0 lets the runtime choose.")
+        check_threads(self.intra_op_threads)
         if self.measure not in MEASURE_PRESETS:
             raise UserError(
                 f"Unknown measurement {self.measure!r}; use one of {', '.join(MEASURE_PRESETS)}."
