@@ -33,6 +33,7 @@ from tests.postgres import free_port
 from tests.waiting import wait_for
 
 RAY = str(Path(sys.executable).with_name("ray"))
+STARTED = "Ray runtime started."
 # never stable, so each measurement runs to its 2 s cap: long enough to kill the head during one
 CAPPED = MeasureSettings(
     warmup_runs=2,
@@ -51,6 +52,9 @@ class Head:
     def __init__(self, port: int, root: Path) -> None:
         self.port, self.root = port, root
         self.process: subprocess.Popen | None = None
+        self.output = root / "head.out"
+        self.output.touch()
+        self.starts = 0
 
     def start(self) -> None:
         command = [
@@ -66,13 +70,50 @@ class Head:
             "--block",
         ]
         env = {**os.environ, "OPTIBOARD_CLUSTER_CACHE_DIR": str(self.root / "cache")}
-        self.process = subprocess.Popen(
-            command, env=env, start_new_session=True, stdout=subprocess.DEVNULL
-        )
+        self.starts += 1
+        with open(self.output, "a") as output:
+            self.process = subprocess.Popen(
+                command, env=env, start_new_session=True, stdout=output, stderr=output
+            )
+
+    def start_until_up(self, tries: int = 3) -> None:
+        """Start it and wait until `ray start` says the node is up. Its port answers long before
+        (18 s on the idle dev host), so the worker's driver meets a half-started head meanwhile.
+        Ray's own start-up gives up when the raylet has not registered within 30 s (ray
+        _private/node.py, not configurable), which a loaded CI host reaches: that head exits by
+        itself, the host's failure and not the product's, and is started again."""
+        for _ in range(tries):
+            self.start()
+            if self._started():
+                return
+            self.kill()
+        raise AssertionError(self.said())
+
+    def _started(self) -> bool:
+        """True once this start printed STARTED; False if the head exited before it did."""
+        deadline = time.monotonic() + 240
+        while self.output.read_text().count(STARTED) < self.starts:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                return False
+            assert time.monotonic() < deadline, "timed out waiting for the Ray head to start"
+            time.sleep(0.2)
+        return True
+
+    def said(self) -> str:
+        """What the head printed, for a failure: a head that exits by itself is the host's."""
+        exits = sorted((self.root / "ray").glob("session_*/logs/ray_process_exit.log"))
+        tail = "".join(p.read_text()[-2000:] for p in exits[-1:])
+        code = None if self.process is None else self.process.poll()
+        return f"the Ray head exited ({code}); it printed:\n{self.output.read_text()[-3000:]}{tail}"
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
+        """The whole process group, also after `ray start` exited and left its children."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.process.wait()
 
 
@@ -91,7 +132,7 @@ def test_a_head_restarted_mid_sweep_ends_with_every_configuration_stored_once(
     model = ingest_file(mlp_path, "mlp.onnx")
     spec = SweepSpec(precisions=("fp32", "int8_dynamic"), targets=("alpha",), measure=CAPPED)
     job_id = jobs.submit_sweep(model.id, spec).id
-    head.start()
+    head.start_until_up()
     outcome: list[JobState] = []
 
     def work() -> None:
@@ -100,9 +141,14 @@ def test_a_head_restarted_mid_sweep_ends_with_every_configuration_stored_once(
 
     runner = threading.Thread(target=work)
     try:
-        wait_for(lambda: port_reason(address) is None, "the head's port")
+        assert port_reason(address) is None
         runner.start()
-        wait_for(lambda: len(result_store.list_results(job_ids=[job_id])) == 1, "a result")
+
+        def one_result() -> bool:
+            assert head.process is not None and head.process.poll() is None, head.said()
+            return len(result_store.list_results(job_ids=[job_id])) == 1
+
+        wait_for(one_result, "a result")
         time.sleep(1)  # the other configuration is on the node now
         head.kill()
         wait_for(
@@ -118,8 +164,8 @@ def test_a_head_restarted_mid_sweep_ends_with_every_configuration_stored_once(
             w.value.replace("\\", "").startswith(f"Ray cluster at {address} is unreachable")
             for w in page.warning
         )
-        head.start()
-        runner.join(timeout=120)
+        head.start_until_up()
+        runner.join(timeout=300)
     finally:
         head.kill()
         shutil.rmtree(root, ignore_errors=True)  # the head's sessions and sockets, 0.4 MB a run
