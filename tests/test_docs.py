@@ -8,8 +8,8 @@ the description. Every name must exist, and every folder holding Python files un
 storage/ and pages/, plus every module directly in backend/ and storage/, must be named.
 
 Links: a relative link in README.md or a docs/ page must name an existing file (and, with
-`#anchor`, one of its headings); README.md must link every docs/*.md page. The one exception is
-the README's screenshot under test-artifacts/, which the browser test writes and git ignores.
+`#anchor`, one of its headings); README.md must link every docs/*.md page. The README's
+screenshot is a committed PNG the browser test also writes, fresh, under test-artifacts/.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ README_MAX_LINES = 200
 DOCUMENTED_ROOTS = ("backend", "storage", "pages")
 NAME = re.compile(r"^[\w.-]+(/[\w.-]+)*(/|\.py)$")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
-WRITTEN_BY_TESTS = "test-artifacts/"  # screenshots the e2e tests write; git ignores the folder
+SCREENSHOT = "docs/images/compare.png"  # a copy of the browser test's e2e-3-compare.png
 
 
 def doc_pages() -> list[Path]:
@@ -68,8 +68,6 @@ def broken_links(page: Path) -> list[str]:
     broken = []
     for target in relative_links(page.read_text()):
         path, _, anchor = target.partition("#")
-        if path.startswith(WRITTEN_BY_TESTS) and page == README:
-            continue  # checked by test_readme_screenshot_is_one_the_browser_test_writes
         linked = (page.parent / path).resolve()
         if not linked.is_file():
             broken.append(f"{target} (no such file)")
@@ -220,13 +218,17 @@ def test_every_relative_link_resolves() -> None:
     assert not problems, f"links that lead nowhere: {problems}"
 
 
-def test_readme_screenshot_is_one_the_browser_test_writes() -> None:
-    shots = [t for t in relative_links(README.read_text()) if t.startswith(WRITTEN_BY_TESTS)]
-    assert shots, "README.md shows no screenshot"
+def test_readme_shows_a_committed_screenshot_the_browser_test_takes() -> None:
+    """A reader of the repository sees it without running anything (an ignored file under
+    test-artifacts/ showed as a broken image); the browser test takes the same view each run."""
+    assert SCREENSHOT in relative_links(README.read_text()), "README.md shows no screenshot"
+    tracked = subprocess.run(
+        ["git", "ls-files", "--error-unmatch", SCREENSHOT], cwd=ROOT, capture_output=True
+    )
+    assert tracked.returncode == 0, f"{SCREENSHOT} is not committed"
+    assert (ROOT / SCREENSHOT).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     browser_test = (ROOT / "tests" / "e2e" / "test_browser.py").read_text()
-    for shot in shots:
-        name = shot.removeprefix(WRITTEN_BY_TESTS)
-        assert f'ARTIFACTS / "{name}"' in browser_test, f"no e2e test writes {shot}"
+    assert 'ARTIFACTS / "e2e-3-compare.png"' in browser_test
 
 
 def test_link_checks_catch_what_they_claim(tmp_path: Path) -> None:
