@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -269,6 +270,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         torch_folder=torch_hf,
         in_process=args.in_process,
         runtime_env=args.env,
+        progress=lambda line: print(f"measuring {line}", file=sys.stderr, flush=True),
     )
     report.notes[:0] = notes
     if args.json:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import settings
+from backend.counts import counted
 from backend.errors import UserError
 from backend.generate.benchmark import (
     GenerationReport,
@@ -114,6 +115,7 @@ def run_generation(
     in_process: bool = False,
     should_cancel: Callable[[], bool] | None = None,
     runtime_env: str = DEFAULT,
+    progress: Callable[[str], None] | None = None,
 ) -> GenerationReport:
     """The benchmark of one model folder: every runtime x point, perplexity on the text, greedy
     agreement with the reference folder's tokens; openvino-genai runs openvino_folder (the same
@@ -121,7 +123,8 @@ def run_generation(
     Hugging Face folder given as the model is torch's when torch is the only runtime, and its
     own reference when none is given (fp32, uncompiled, as transformers loads it).
     in_process=True runs here (tests, bench). runtime_env: the children run under that
-    environment's interpreter (its onnxruntime under GenAI)."""
+    environment's interpreter (its onnxruntime under GenAI). progress hears a line as each
+    child starts (a runtime's points can take minutes, with nothing else to show)."""
     env = ready_env(runtime_env)
     if in_process and env.name != DEFAULT:
         raise UserError(
@@ -151,7 +154,7 @@ def run_generation(
         report.notes.append("measured in-process (not in the sandboxed child)")
     else:
         seen = [folder, reference, openvino, torch_hf, text_path, *env.read_only()]
-        report = _sandboxed(request, spec, seen, should_cancel, env)
+        report = _sandboxed(request, spec, seen, should_cancel, env, progress)
     report.notes += _reference_notes(reference, own)
     if any(r.runtime == "ort-genai" and r.status == "ok" for r in report.results):
         _state_genai_precision(report, folder, spec.device)
@@ -176,6 +179,7 @@ def _sandboxed(
     seen: list[Path | None],
     should_cancel: Callable[[], bool] | None,
     env: RuntimeEnv,
+    progress: Callable[[str], None] | None = None,
 ) -> GenerationReport:
     """The benchmark in its sandboxed children, which see `seen` read-only, the GPU for a GPU
     spec, and RAPL's counters (they measure energy)."""
@@ -183,7 +187,7 @@ def _sandboxed(
     if refused:
         raise UserError(f"{refused}.")
     binds = sandbox.Binds.of(read_only=seen, gpu=spec.device != "cpu", energy=True)
-    return in_children(request, spec, binds, should_cancel, env.python)
+    return in_children(request, spec, binds, should_cancel, env.python, progress)
 
 
 def _state_genai_precision(report: GenerationReport, folder: Path, device: str) -> None:
@@ -209,13 +213,14 @@ def in_children(
     binds: sandbox.Binds,
     should_cancel: Callable[[], bool] | None,
     python: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> GenerationReport:
     """The reference's tokens in one sandboxed child, then a child per runtime, so each
     runtime's peak RSS holds that runtime only (nor the reference's session). On the CPU each
     is a fork of one server that imported the benchmark's code once (backend/launch/forks.py),
     as a sweep's configurations are; each fork imports its runtime itself."""
     with Forks(PRELOAD) as forks:
-        return _in_children(forks, request, spec, binds, should_cancel, python)
+        return _in_children(forks, request, spec, binds, should_cancel, python, progress)
 
 
 def _in_children(
@@ -225,12 +230,17 @@ def _in_children(
     binds: sandbox.Binds,
     should_cancel: Callable[[], bool] | None,
     python: str | None,
+    progress: Callable[[str], None] | None,
 ) -> GenerationReport:
+    say = progress or (lambda line: None)
+    points = len(spec.points())
+    timeout_s = settings.CONFIG_TIMEOUT_S.get() * points
+
     def child(target: str, request: dict[str, Any]) -> tuple[Any, list[str]]:
         outcome = forks.call(
             target,
             request,
-            timeout_s=settings.CONFIG_TIMEOUT_S.get() * len(spec.points()),
+            timeout_s=timeout_s,
             what="The generation benchmark",
             should_cancel=should_cancel,
             sandboxed=True,
@@ -244,6 +254,8 @@ def _in_children(
 
     notes: list[str] = []
     if request.get("reference"):
+        reference = Path(request["reference"]).name
+        say(f"the reference's greedy tokens ({reference}) in a sandboxed child")
         try:
             tokens, notes = child(REFERENCE_TARGET, request)
         except UserError as exc:  # e.g. no CUDA build of ort-genai here: the points still run
@@ -251,6 +263,7 @@ def _in_children(
         request = {**request, "reference": None, "reference_tokens": tokens}
     parts = []
     for name in spec.runtimes:
+        say(f"{name}: {counted(points, 'point')} in a sandboxed child (at most {timeout_s:.0f} s)")
         value, more = child(TARGET, {**request, "spec": {**request["spec"], "runtimes": [name]}})
         parts.append(GenerationReport.from_dict(value))
         notes += [n for n in more if n not in notes]

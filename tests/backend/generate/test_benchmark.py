@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import settings
 from backend import cli
 from backend.energy import meter_for
 from backend.errors import UserError
@@ -125,7 +126,13 @@ def test_the_cli_measures_in_the_sandboxed_child_and_prints_json(fp32, tmp_path,
     argv += ["--runtimes", "ort-genai,openvino-genai", "--perplexity-text", str(text)]
     argv += ["--perplexity-window", "64", "--preset", "quick", "--json"]
     assert cli.main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
+    said = capsys.readouterr()
+    report = json.loads(said.out)  # the JSON alone on stdout; what runs now, on stderr
+    timeout_s = settings.CONFIG_TIMEOUT_S.get()
+    assert said.err.splitlines() == [
+        f"measuring ort-genai: 1 point in a sandboxed child (at most {timeout_s:.0f} s)",
+        f"measuring openvino-genai: 1 point in a sandboxed child (at most {timeout_s:.0f} s)",
+    ]
     by_runtime = {r["runtime"]: r for r in report["results"]}
     assert by_runtime["ort-genai"]["status"] == "ok"
     assert len(by_runtime["ort-genai"]["tokens"][0]) == 4

@@ -249,6 +249,8 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
     argv = ["generate", str(model.id), "--runtimes", "ort-genai,torch", "--prompt-lengths", "16"]
     ran = optiboard(*argv, "--new-tokens", "8", "--preset", "quick", "--json")
     assert ran.returncode == 0, ran.stderr
+    assert "measuring the reference's greedy tokens (" in ran.stderr  # each child, as it starts
+    assert "measuring torch: 1 point in a sandboxed child (at most " in ran.stderr
     report = json.loads(ran.stdout)
     assert [(r["runtime"], r["agreement"]) for r in report["results"]] == [
         ("ort-genai", [8]),
