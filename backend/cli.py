@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import settings
 from backend.auth.cli import register_users, run_command
 from backend.baselinecli import register_baseline
+from backend.cli_parsing import JobNumbers, job_list, measure_from, positive
 from backend.cli_parsing import dims_from_pairs as _dims
-from backend.cli_parsing import measure_from, positive
 from backend.cli_reports import cmd_compare, cmd_export, cmd_show
 from backend.compat_cli import register_compat
 from backend.counts import counted
@@ -338,14 +338,14 @@ def build_parser() -> argparse.ArgumentParser:
     _price_option(p)
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("compare", help="compare sweeps as the Compare page does, in a table")
-    p.add_argument("job", type=int, nargs="+")
+    p.add_argument("job", type=job_list, nargs="+", action=JobNumbers, help="e.g. 7 8 or 7,8")
     _price_option(p)
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("cancel", help="cancel a queued or running job")
     p.add_argument("job", type=int)
     p.set_defaults(func=cmd_cancel)
     p = sub.add_parser("export", help="export results (or a study's load points) as CSV or JSON")
-    p.add_argument("job", type=int, nargs="+")
+    p.add_argument("job", type=job_list, nargs="+", action=JobNumbers, help="e.g. 7 8 or 7,8")
     p.add_argument("--format", choices=["csv", "json"], default="csv")
     p.add_argument("-o", "--output")
     _price_option(p)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from backend.commas import comma_list
 from backend.errors import UserError
 from backend.knobs.flags import options_from_pairs, pair
 from backend.measure_settings import MEASURE_PRESETS, MeasureSettings
@@ -75,3 +76,19 @@ def positive(kind: Callable[[str], N]) -> Callable[[str], N]:
 
     parse.__name__ = getattr(kind, "__name__", "number")
     return parse
+
+
+def job_list(text: str) -> list[int]:
+    """An argparse type for one of several job arguments: `7` or `7,8` (the pages' links and the
+    other list flags take commas, so `compare 7,8` is what people type)."""
+    parts = comma_list(text)
+    if not parts or not all(part.isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"takes job numbers such as 7 or 7,8, not {text!r}")
+    return [int(part) for part in parts]
+
+
+class JobNumbers(argparse.Action):
+    """The job lists of several arguments as one list, each job once, in the order given."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        setattr(namespace, self.dest, list(dict.fromkeys(i for ids in values for i in ids)))

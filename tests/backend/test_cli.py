@@ -428,6 +428,9 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
     assert "These jobs were priced differently, so their costs are not like for like: cpu at" in own
     assert "$0.80/h in job 2" in own and "give one with --price to compare them alike" in own
     assert f"ran: onnxruntime {onnxruntime.__version__} (default env)" in compared.stdout
+    assert optiboard("compare", "1,2", "2").stdout == own  # commas too; each job once
+    bad = optiboard("compare", "1,x")
+    assert bad.returncode == 2 and "takes job numbers such as 7 or 7,8, not '1,x'" in bad.stderr
 
     queued = optiboard("serve", "submit", "1", "--concurrency", "1", "--duration", "0.5")
     assert queued.returncode == 0, queued.stderr  # job 3, a serving study, never run here
