@@ -25,7 +25,8 @@ from backend.launch import sandbox  # noqa: E402
 
 PROBE = r"""
 import glob, json, os
-seen = {"zones": sorted(os.listdir("/sys/class/powercap")) if os.path.isdir("/sys/class/powercap") else None}
+zones = "/sys/class/powercap"
+seen = {"zones": sorted(os.listdir(zones)) if os.path.isdir(zones) else None}
 files = glob.glob("/sys/class/powercap/*/energy_uj")
 try:
     seen["energy_uj"] = int(open(files[0]).read()) if files else None
