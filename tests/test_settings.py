@@ -138,8 +138,9 @@ def test_every_optiboard_variable_mentioned_is_declared() -> None:
         for file in files:
             if "__pycache__" in file.parts:
                 continue
-            for name in re.findall(r"OPTIBOARD_[A-Z0-9_]*[A-Z0-9]", file.read_text()):
-                mentioned.setdefault(name, set()).add(str(file.relative_to(ROOT)))
+            # bytes: docs/ holds a screenshot beside the text
+            for name in re.findall(rb"OPTIBOARD_[A-Z0-9_]*[A-Z0-9]", file.read_bytes()):
+                mentioned.setdefault(name.decode(), set()).add(str(file.relative_to(ROOT)))
     undeclared = {n: sorted(f) for n, f in mentioned.items() if n not in settings.SETTINGS}
     assert not undeclared, f"declare these in settings.py with _declare(Setting(...)): {undeclared}"
 
