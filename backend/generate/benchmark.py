@@ -310,9 +310,12 @@ def _point_key(point: tuple[int, int, int]) -> str:
     return ",".join(map(str, point))
 
 
+NOT_MEASURED = "greedy agreement was not measured: the reference could not run here"
+
+
 def reference_failed(exc: Exception) -> str:
     """The note a run gets when its reference cannot run here (its points are still measured)."""
-    return f"greedy agreement was not measured: the reference could not run here ({exc})"
+    return f"{NOT_MEASURED} ({exc})"
 
 
 def reference_generation(request: dict[str, Any]) -> dict[str, list[list[int]]]:

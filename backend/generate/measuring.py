@@ -17,6 +17,7 @@ import settings
 from backend.counts import counted
 from backend.errors import UserError
 from backend.generate.benchmark import (
+    NOT_MEASURED,
     GenerationReport,
     GenerationSpec,
     measure_generation,
@@ -155,7 +156,8 @@ def run_generation(
     else:
         seen = [folder, reference, openvino, torch_hf, text_path, *env.read_only()]
         report = _sandboxed(request, spec, seen, should_cancel, env, progress)
-    report.notes += _reference_notes(reference, own)
+    if not any(note.startswith(NOT_MEASURED) for note in report.notes):
+        report.notes += _reference_notes(reference, own)  # not beside "was not measured"
     if any(r.runtime == "ort-genai" and r.status == "ok" for r in report.results):
         _state_genai_precision(report, folder, spec.device)
     return report

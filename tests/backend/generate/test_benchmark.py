@@ -309,3 +309,15 @@ def test_a_reference_that_cannot_run_here_leaves_the_points_measured_and_says_wh
     (note,) = [n for n in report.notes if n.startswith("greedy agreement was not measured")]
     assert "the reference could not run here (ort-genai cannot use CUDA here" in note
     assert [r.runtime for r in report.results] == ["torch"]
+    # a Hugging Face reference (torch in fp32) that cannot run either: the note that names it as
+    # what agreement was measured against is not printed beside "was not measured" (it was)
+    report = run_generation(
+        tiny_llama.folder,
+        spec,
+        None,
+        tiny_llama.folder,
+        torch_folder=tiny_llama.folder,
+        in_process=in_process,
+    )
+    assert any(n.startswith("greedy agreement was not measured") for n in report.notes)
+    assert not [n for n in report.notes if "against the Hugging Face folder" in n], report.notes
