@@ -242,7 +242,11 @@ def cmd_serve_check(args: argparse.Namespace) -> int:
     path = Path(args.config)
     if not path.is_file():
         raise UserError(f"{path} is not a file; give the path of a config.pbtxt.")
-    config = parse_config(path.read_text(encoding="utf-8", errors="replace"))
+    try:  # a binary file's bytes were echoed into the parse error's sentence
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not text; give the path of a config.pbtxt.") from None
+    config = parse_config(text)
     print(f"{path}: parses as Triton's ModelConfig (name {config.name or '-'!r}).")
     return 0
 

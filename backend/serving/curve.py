@@ -121,6 +121,15 @@ async def _measure(
         await client.close()
 
 
+def curve_sizes(batch_sizes: Sequence[int]) -> list[int]:
+    """The sizes a curve measures, ascending, each once; refused in one sentence before any
+    server starts (a size below 1 was found by the child, after Triton had started)."""
+    sizes = sorted(set(batch_sizes))
+    if not sizes or sizes[0] < 1:
+        raise UserError("A latency curve needs batch sizes of 1 or more, e.g. 1,2,4,8.")
+    return sizes
+
+
 def measure_latency_curve(
     endpoint: ServerEndpoint,
     batch_sizes: Sequence[int] = (1, 2, 4, 8, 16),
@@ -132,9 +141,7 @@ def measure_latency_curve(
     smallest size, from a running server that no other client uses (one instance, so the
     executions are serial). A fixed-batch server runs one request per execution: its curve has
     the one size 1."""
-    sizes = sorted(set(batch_sizes))
-    if not sizes or sizes[0] < 1:
-        raise UserError("A latency curve needs batch sizes of 1 or more, e.g. 1,2,4,8.")
+    sizes = curve_sizes(batch_sizes)
     if not endpoint.max_batch_size:
         sizes = [1]
     elif sizes[-1] > endpoint.max_batch_size:
@@ -158,6 +165,7 @@ def measure_model_curve(
     """Serve the file on one instance without dynamic batching (client batches only) and measure
     its curve from a child process started by the one launcher; with what ran the model
     ("onnxruntime 1.31.1 (ort-1.31)")."""
+    batch_sizes = curve_sizes(batch_sizes)
     policy = BatchingPolicy(max_batch_size=max(batch_sizes), dynamic_batching=False)
     with serve(
         model_path,

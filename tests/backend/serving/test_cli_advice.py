@@ -39,6 +39,9 @@ def test_export_writes_a_repository_triton_parses_and_check_accepts_it(
     capsys.readouterr()
     assert main(["serve", "check", str(pasted)]) == 2
     assert "does not parse at line 1, column 1" in capsys.readouterr().err
+    assert main(["serve", "check", str(mlp_path)]) == 2  # its bytes were echoed in the sentence
+    said = capsys.readouterr().err
+    assert said == f"error: {mlp_path} is not text; give the path of a config.pbtxt.\n"
 
 
 def test_recommend_from_a_measured_sweep_prints_the_evidence_and_the_sentence(
