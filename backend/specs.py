@@ -121,6 +121,10 @@ class Configuration(PointKnobs):
             )
         if self.batch_size < 1:
             raise UserError(f"Batch size must be at least 1, not {self.batch_size}.")
+        if self.calibration_samples < 1:  # was taken as 1 in silence, the key saying n0
+            raise UserError(
+                f"Random calibration samples must be at least 1, not {self.calibration_samples}."
+            )
         if self.optimization_level not in OPTIMIZATION_LEVELS:
             raise UserError(
                 f"Unknown optimization level {self.optimization_level!r}; "

@@ -43,6 +43,7 @@ def test_spec_round_trips_through_json_dict() -> None:
     ("kwargs", "message"),
     [
         ({"batch_sizes": (0,)}, "Batch size must be at least 1"),
+        ({"calibration_samples": 0}, "Random calibration samples must be at least 1, not 0"),
         ({"precisions": ("int4",)}, "int4"),
         ({"optimization_level": "max"}, "Unknown optimization level"),
         ({"symbolic_dims": (("seq", 0),)}, "'seq' must be at least 1"),
