@@ -109,6 +109,17 @@ def price_for(prices: Prices, provider: str, target: str = "") -> Price | None:
     return None
 
 
+def unpriced_sentence(targets: Iterable[str]) -> str:
+    """What a table says of measured targets its prices do not name (their costs are empty)."""
+    missing = sorted(set(targets))
+    if not missing:
+        return ""
+    return (
+        f"No price for {', '.join(missing)}, so its configurations have no cost: add "
+        f"{missing[0]}=DOLLARS to --price."
+    )
+
+
 def cost_per_million(per_hour: float | None, items_per_second: float | None) -> float | None:
     """Dollars per million items: per_hour / (items_per_second x 3600) x 1e6; None without a
     price or a positive finite rate (nothing measured is never free)."""

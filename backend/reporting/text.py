@@ -11,6 +11,7 @@ from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.metrics import pick
 from backend.reporting.provenance import hardware, ran_on, software, what_ran
 from backend.results import ConfigurationResult
+from backend.specs import Configuration
 
 
 def table(rows: list[list[Any]], headers: list[str]) -> str:
@@ -54,6 +55,18 @@ def _cost(r: ConfigurationResult, prices: pricing.Prices) -> float | None:
     return pricing.cost_per_million(price.per_hour if price and r.ok else None, r.throughput)
 
 
+def _unpriced(results: list[ConfigurationResult], prices: pricing.Prices) -> str:
+    """Which measured targets the table has no price for (`--price gpu=1` left cpu's column
+    empty without a word)."""
+
+    def unpriced(config: Configuration) -> bool:
+        return pricing.price_for(prices, config.provider, config.target) is None
+
+    confs = [r.configuration for r in results if r.ok]
+    said = pricing.unpriced_sentence(c.target or c.provider for c in confs if unpriced(c))
+    return f" {said}" if said else ""
+
+
 def results_table(results: list[ConfigurationResult], prices: pricing.Prices = ()) -> str:
     """One line per configuration; the RSS column's scope and the prices are said under it."""
     prices = pricing.or_default(prices)
@@ -92,6 +105,7 @@ def results_table(results: list[ConfigurationResult], prices: pricing.Prices = (
         + f"\n{rss}: peak resident memory over {scope}."
         + f"\n{money}: dollars per million inferences = price per hour / (samples/s x 3600) x 1e6"
         + f" at {pricing.prices_text(prices)} (set by --price or OPTIBOARD_PRICE_PER_HOUR)."
+        + _unpriced(results, prices)
         + f"\n{TOP1_NOTE}"
         + (f"\n{EVAL_NOTE}" if scored else "")
     )

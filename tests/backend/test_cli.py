@@ -403,6 +403,11 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
     assert "top-1 vs FP32: share of rows whose top class is FP32's" in shown.stdout
     plain = optiboard("show", "2").stdout  # no evaluation set: no such column
     assert "top-1 on eval set" not in plain and "top-1 vs FP32" in plain
+    assert "No price for" not in plain
+    unpriced = optiboard("show", "2", "--price", "gpu=1").stdout  # a typo: cpu's costs were "-"
+    assert "No price for cpu, so its configurations have no cost: add cpu=DOLLARS" in unpriced
+    unpriced = optiboard("compare", "2", "--price", "gpu=1").stdout
+    assert "No price for cpu, so its configurations have no cost: add cpu=DOLLARS" in unpriced
 
     compared = optiboard("compare", "1", "2", "--price", "cpu=1.5")
     assert compared.returncode == 0, compared.stderr
