@@ -109,14 +109,15 @@ def price_for(prices: Prices, provider: str, target: str = "") -> Price | None:
     return None
 
 
-def unpriced_sentence(targets: Iterable[str]) -> str:
-    """What a table says of measured targets its prices do not name (their costs are empty)."""
+def unpriced_sentence(targets: Iterable[str], where: str = "--price") -> str:
+    """What a table says of measured targets its prices do not name (their costs are empty);
+    `where` is where the reader gives prices."""
     missing = sorted(set(targets))
     if not missing:
         return ""
     return (
         f"No price for {', '.join(missing)}, so its configurations have no cost: add "
-        f"{missing[0]}=DOLLARS to --price."
+        f"{missing[0]}=DOLLARS to {where}."
     )
 
 

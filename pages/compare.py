@@ -265,6 +265,8 @@ def comparison() -> None:
     )
     if (found := cost.cheapest(view)) is not None:
         st.info(plain(found.sentence), icon="💲")
+    if said := cost.unpriced_sentence(view, "the price per hour above"):
+        st.warning(plain(said), icon="💲")  # else the cost chart is left out without a word
     if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices
         st.warning(plain(mixed), icon="💲")
     figures = _figures(view, chosen, samples, loss_label, cost_key)

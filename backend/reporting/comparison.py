@@ -90,10 +90,7 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
             + ", ".join(f"{name}=${rate:g}/h" for name, rate in rates)
             + " (each job's stored prices, or --price)."
         )
-    measured = frame[frame["status"] == ResultStatus.OK.value]
-    bare = measured[measured["price_per_hour"].isna()]  # measured, yet no cost: say why
-    pairs = zip(bare["target"], bare["provider"], strict=True)
-    if said := pricing.unpriced_sentence(t if isinstance(t, str) and t else p for t, p in pairs):
+    if said := cost.unpriced_sentence(frame):  # measured, yet no cost: say why
         lines.append(said)
     if not prices and (mixed := price_mix.mixed_prices(frame, "give one with --price")):
         lines.append(mixed)

@@ -73,6 +73,16 @@ def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def unpriced_sentence(frame: pd.DataFrame, where: str = "--price") -> str:
+    """What to say of measured configurations whose target the prices do not name (their cost
+    is empty, and the cost chart and the cheapest sentence leave them out); '' when none."""
+    bare = frame[(frame["status"] == ResultStatus.OK.value) & frame["price_per_hour"].isna()]
+    pairs = zip(bare["target"], bare["provider"], strict=True)
+    return pricing.unpriced_sentence(
+        (t if isinstance(t, str) and t else p for t, p in pairs), where
+    )
+
+
 def rate_text(value: float) -> str:
     """79,972 or 45.7 or 0.412: whole numbers with separators where the decimals say nothing."""
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"

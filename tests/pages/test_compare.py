@@ -218,6 +218,13 @@ def test_compare_prices_by_the_link_and_draws_the_cost_axis(data_dir: Path, mlp_
     offered = at.selectbox(key="url_cost").options  # energy too where this host measures it
     assert offered[0] == metrics.REGISTRY["cost_per_million"].axis_title  # money first
     assert "The cheapest configuration is " in texts(at)
+    assert "No price for" not in texts(at)
+    unpriced = open_page("compare", jobs=job.id, price="gpu=1")  # the cost chart was left out
+    assert "chart_cost" not in [c.key for c in unpriced.get("plotly_chart")]  # without a word
+    assert plain(
+        "No price for cpu, so its configurations have no cost: add cpu=DOLLARS to the price per "
+        "hour above."
+    ) in [w.value for w in unpriced.warning]
     box = at.text_input(key="url_price")  # the sweep's declared knob, as on Optimize and Serve
     assert box.label == PRICE_KNOB["label"] and box.help.startswith(PRICE_KNOB["help"])
     box.input("cpu=free").run()  # refused: the job's own prices stay
