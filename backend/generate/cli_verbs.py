@@ -227,11 +227,27 @@ def cmd_submit_generation(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_job_only(args: argparse.Namespace) -> None:
+    """--variants and --label belong to a queued job; a run here measured the folder as it is
+    and dropped them in silence (`--variants int4` measured FP32 only)."""
+    from backend.generate.jobspec import GenerationJobSpec
+    from backend.knobs.flags import knob_values
+
+    if knob_values(GenerationJobSpec, args)["variants"] != GenerationJobSpec().variants:
+        raise UserError(
+            "--variants names the weight-only variants a queued job builds from a library model; "
+            "add --submit, or drop --variants to measure the folder as it is."
+        )
+    if args.label is not None:
+        raise UserError("--label names a queued job; add --submit or drop --label.")
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from backend.generate.measuring import openvino_from, run_generation
 
     if args.submit:
         return cmd_submit_generation(args)
+    _refuse_job_only(args)
     if args.in_process and args.model.isdigit():
         raise UserError(
             f"--in-process runs the model in this terminal's own process, outside the sandbox, so "

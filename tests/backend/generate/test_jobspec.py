@@ -61,6 +61,22 @@ def test_flags_a_queued_job_cannot_carry_are_refused_with_submit(
     )
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--variants", "int4"], "--variants names the weight-only variants a queued job builds"),
+        (["--label", "x"], "--label names a queued job; add --submit or drop --label."),
+    ],
+)
+def test_flags_only_a_queued_job_takes_are_refused_without_submit(
+    flags: list[str], says: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run here measures the folder as it is: `--variants int4` measured FP32 only, in
+    silence, until 2026-12-07."""
+    assert cli.main(["generate", "7", *flags]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {says}")
+
+
 @pytest.mark.parametrize("submit", [[], ["--submit"]], ids=["here", "queued"])
 def test_a_folder_given_as_the_perplexity_text_is_called_a_folder(
     submit: list[str], data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
