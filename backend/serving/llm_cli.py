@@ -130,8 +130,13 @@ def register_llm_serving(group: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--concurrency", help="requests in flight, e.g. 1,2,4 (default 1)")
     p.add_argument("--rate", help="Poisson arrivals instead, in req/s, e.g. 2,5,10")
-    p.add_argument("--prompt-tokens", type=int, default=32, help="prompt length in tokens")
-    p.add_argument("--output-tokens", type=int, default=32, help="tokens generated, exactly")
+    # generate's names too: the same two lengths, one value each here
+    p.add_argument(
+        "--prompt-tokens", "--prompt-lengths", type=int, default=32, help="prompt length in tokens"
+    )
+    p.add_argument(
+        "--output-tokens", "--new-tokens", type=int, default=32, help="tokens generated, exactly"
+    )
     p.add_argument("--slo-ttft-ms", type=float, help="goodput: time to first token bound, ms")
     p.add_argument("--slo-itl-ms", type=float, help="goodput: bound on a request's ITL p99, ms")
     p.add_argument("--instances", type=int, default=1, help="Triton model instances")

@@ -21,6 +21,8 @@ from backend.serving.types import ServingProvider
         (["--slo-ttft-ms", "0", "--slo-itl-ms", "5"], "An SLO needs positive bounds"),
         (["--slo-ttft-ms", "-1"], "An SLO needs positive bounds"),  # was: "needs both"
         (["--output-tokens", "0"], "at least 1 token each"),
+        (["--new-tokens", "0"], "at least 1 token each"),  # generate's names read the same
+        (["--prompt-lengths", "0"], "at least 1 token each"),
         (["--sequences", "0"], "at least one sequence"),
         ([], "has no genai_config.json"),
     ],
