@@ -123,7 +123,7 @@ st.dataframe(
 model = model_picker(models)
 assert model is not None
 
-cols = st.columns(5)
+cols = st.columns([2, 1, 1, 1, 1])  # "pytorch-exported" was cut to "pytorch-ex…" in a fifth
 cols[0].metric("Format", model.format)
 cols[1].metric("Opset", model.opset if model.opset is not None else EMPTY)
 cols[2].metric("Size", fmt_bytes(model.size_bytes))
