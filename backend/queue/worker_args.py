@@ -15,5 +15,8 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
     parser.add_argument("--poll-seconds", type=positive(float), default=1.0)
     parser.add_argument(
-        "--lease-seconds", type=float, default=None, help="default: $OPTIBOARD_LEASE_SECONDS"
+        "--lease-seconds",
+        type=positive(float),  # 0 took every job with a lease already lapsed: run twice
+        default=None,
+        help="default: $OPTIBOARD_LEASE_SECONDS",
     )

@@ -167,8 +167,10 @@ def test_counts_the_cli_takes_above_zero_are_refused_by_argparse_at_zero(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """jobs --limit -1 listed jobs, worker --poll-seconds 0 polled without pause and serve
-    recommend --top 0 listed none, until 2026-12-07."""
-    for verb, flag in (("jobs", "--limit"), ("worker", "--poll-seconds")):
+    recommend --top 0 listed none, until 2026-12-07; worker --lease-seconds 0 held leases that
+    lapse as they are taken (so another worker may take the same job)."""
+    flags = (("jobs", "--limit"), ("worker", "--poll-seconds"), ("worker", "--lease-seconds"))
+    for verb, flag in flags:
         with pytest.raises(SystemExit) as ended:
             cli.main([verb, flag, "0"])
         assert ended.value.code == 2
