@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,7 +116,12 @@ def _shape(spec: dict[str, Any]) -> str:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from backend.models import library
 
-    m = library.get_model(args.model)
+    if not args.model.isdigit():  # a file given: argparse said "invalid int value"
+        raise UserError(
+            f"inspect takes a library model's id, not {args.model!r}; add a file first with "
+            "`optiboard add FILE`, or list the ids with `optiboard models`."
+        )
+    m = library.get_model(int(args.model))
     print(
         f"model {m.id}: {m.name}\n  format {m.format}, opset {m.opset}, IR {m.ir_version}, "
         f"producer {m.producer}\n  {counted(m.node_count, 'node')}, "
@@ -319,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_add)
     sub.add_parser("models", help="list models").set_defaults(func=cmd_models)
     p = sub.add_parser("inspect", help="show a model's metadata")
-    p.add_argument("model", type=int)
+    p.add_argument("model", help="a library model's id (`optiboard models`)")
     p.set_defaults(func=cmd_inspect)
     for verb, func, what in (
         ("submit", cmd_submit, "queue a sweep for the worker"),
@@ -379,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `optiboard jobs | head` closed the pipe: no traceback for it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # as Python's docs say
+        return 141  # what a shell reports for SIGPIPE
 
 
 if __name__ == "__main__":

@@ -454,3 +454,20 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
     waiting = optiboard("show", "3")
     assert "0 of 1 load point measured\nNo load point is measured yet" in waiting.stdout
     assert optiboard("show", "1", "--slo", "5").returncode == 2  # a sweep has no p99 bound
+
+
+def test_inspect_of_a_file_points_to_add_and_a_closed_pipe_ends_quietly(
+    data_dir: Path, mlp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`inspect model.onnx` was argparse's "invalid int value"; `optiboard inspect 1 | head -1`
+    ended in a BrokenPipeError traceback."""
+    assert cli.main(["inspect", str(mlp_path)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: inspect takes a library model's id, not {str(mlp_path)!r}; add a file first"
+    )
+    assert cli.main(["add", str(mlp_path)]) == 0
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone, as `head` is after its line
+    with open(write, "w", buffering=1) as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        assert cli.main(["inspect", "1"]) == 141  # a shell's code for SIGPIPE, no traceback
