@@ -11,6 +11,7 @@ import streamlit as st
 from backend.auth.roles import Permission
 from backend.counts import counted
 from backend.forms import compare as compare_link
+from backend.pricing import unpriced_sentence
 from backend.reporting import charts, cost, exports, frames, front, price_mix
 from backend.reporting.metrics import cost_axes
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
@@ -265,7 +266,7 @@ def comparison() -> None:
     )
     if (found := cost.cheapest(view)) is not None:
         st.info(plain(found.sentence), icon="💲")
-    if said := cost.unpriced_sentence(view, "the price per hour above"):
+    if said := unpriced_sentence(cost.unpriced_targets(view), "the price per hour above"):
         st.warning(plain(said), icon="💲")  # else the cost chart is left out without a word
     if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices
         st.warning(plain(mixed), icon="💲")

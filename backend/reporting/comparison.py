@@ -90,7 +90,7 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
             + ", ".join(f"{name}=${rate:g}/h" for name, rate in rates)
             + " (each job's stored prices, or --price)."
         )
-    if said := cost.unpriced_sentence(frame):  # measured, yet no cost: say why
+    if said := pricing.unpriced_sentence(cost.unpriced_targets(frame)):  # measured, no cost
         lines.append(said)
     if not prices and (mixed := price_mix.mixed_prices(frame, "give one with --price")):
         lines.append(mixed)

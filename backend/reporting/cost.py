@@ -73,14 +73,12 @@ def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def unpriced_sentence(frame: pd.DataFrame, where: str = "--price") -> str:
-    """What to say of measured configurations whose target the prices do not name (their cost
-    is empty, and the cost chart and the cheapest sentence leave them out); '' when none."""
+def unpriced_targets(frame: pd.DataFrame) -> list[str]:
+    """The targets of measured configurations that the prices do not name: their cost is
+    empty, and the cost chart and the cheapest sentence leave them out."""
     bare = frame[(frame["status"] == ResultStatus.OK.value) & frame["price_per_hour"].isna()]
     pairs = zip(bare["target"], bare["provider"], strict=True)
-    return pricing.unpriced_sentence(
-        (t if isinstance(t, str) and t else p for t, p in pairs), where
-    )
+    return sorted({t if isinstance(t, str) and t else p for t, p in pairs})
 
 
 def rate_text(value: float) -> str:
