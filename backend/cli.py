@@ -71,6 +71,8 @@ def cmd_add(args: argparse.Namespace) -> int:
             f"{path} is a folder; zip its files and add the zip (cd {path} && zip -r "
             f"../{path.name}.zip .): Hugging Face, SavedModel and GenAI folders are added so."
         )
+    if path.exists() and not path.is_file():  # /dev/null, a pipe: "there is no file" was wrong
+        raise UserError(f"{path} is not a regular file; give the path of a model file.")
     if not path.is_file():
         raise UserError(f"There is no file {path}; give the path of a model file.")
     model = ingest_file(path, path.name, name=args.name)

@@ -141,6 +141,10 @@ def test_adding_a_missing_file_or_a_folder_is_one_sentence(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {folder} is a folder; zip its files and add the zip (cd ")
     assert "\n" not in err and "Traceback" not in err
+    assert cli.main(["add", "/dev/null"]) == 2  # it exists: "There is no file" was wrong
+    assert capsys.readouterr().err.strip() == (
+        "error: /dev/null is not a regular file; give the path of a model file."
+    )
     assert cli.main(["models"]) == 0 and "no models yet" in capsys.readouterr().out
 
 
