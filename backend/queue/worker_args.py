@@ -16,7 +16,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--poll-seconds", type=positive(float), default=1.0)
     parser.add_argument(
         "--lease-seconds",
-        type=positive(float),  # 0 took every job with a lease already lapsed: run twice
+        type=positive(float),  # a lease of 0 lapses as it is taken: another worker may take it too
         default=None,
         help="default: $OPTIBOARD_LEASE_SECONDS",
     )
