@@ -6,15 +6,14 @@ per mode in a fresh process, then timed two ways over 128 steps after a 1,024-to
   gpu     CUDA events around 128 back-to-back steps (the GPU's floor for this step)
 and, with --kernels, the step's GPU kernels by name from torch.profiler (CUPTI).
 
-  python3 bench/torch_decode_probe.py FOLDER MODE [--kernels] [--layers model|grouped|runtime|flex]
+  python3 bench/torch_decode_probe.py FOLDER MODE [--kernels] [--layers model|grouped|runtime]
   MODE: reduce-overhead | cdt (reduce-overhead + coordinate_descent_tuning) |
         max-autotune (+ coordinate_descent_tuning) |
         graph (inductor without its cudagraph trees, + coordinate_descent_tuning, the step
         captured once by hand in one torch.cuda.CUDAGraph over static token/position buffers and
         replayed per token: no per-call input checks or copies of cudagraph trees)
   --layers runtime: the runtime's layer changes (backend/runtimes/torch_layers.py: grouped decode
-        attention, q/k/v as one matmul); --layers grouped: only the attention; --layers flex:
-        FlexAttention for the decode step's attention, q/k/v as one matmul
+        attention, q/k/v as one matmul); --layers grouped: only the attention
 Run with PYTHONPATH=. (the step is the runtime's own, backend/runtimes/genai_torch.greedy_step).
 """
 
@@ -34,9 +33,7 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("mode", choices=["reduce-overhead", "cdt", "max-autotune", "graph"])
     parser.add_argument("--kernels", action="store_true")
-    parser.add_argument(
-        "--layers", choices=["model", "grouped", "runtime", "flex"], default="model"
-    )
+    parser.add_argument("--layers", choices=["model", "grouped", "runtime"], default="model")
     args = parser.parse_args()
 
     import torch
@@ -56,14 +53,12 @@ def main() -> None:
     model.eval()
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     fused = 0
-    if args.layers in ("grouped", "runtime", "flex"):
+    if args.layers in ("grouped", "runtime"):
         from backend.runtimes import torch_layers
 
         torch_layers.register_attention()
-        model.set_attn_implementation(
-            torch_layers.FLEX_DECODE if args.layers == "flex" else torch_layers.GROUPED_DECODE
-        )
-        if args.layers in ("runtime", "flex"):
+        model.set_attn_implementation(torch_layers.GROUPED_DECODE)
+        if args.layers == "runtime":
             fused = torch_layers.fuse_projections(model)
     length = PROMPT + NEW
     cache = StaticCache(config=model.config, max_cache_len=length)

@@ -93,10 +93,10 @@ class TorchGenAISession(GenAISession):
         ).to(device)
         self.model.eval()
         self.fused_layers = 0
-        self.compile = compile and not reference
         if not reference:
             self._decode_layers()
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
+        self.compile = compile and not reference
         self._caches: dict[tuple[int, int], Any] = {}
         self._compiled_s: dict[tuple[int, int], float] = {}
         self._captured: dict[tuple[int, int], _CapturedStep] = {}
@@ -113,17 +113,14 @@ class TorchGenAISession(GenAISession):
 
     def _decode_layers(self) -> None:
         """The decode step's layer changes (backend/runtimes/torch_layers.py): grouped-query
-        attention without copies of the cache's heads (FlexAttention in a compiled step, where
-        inductor makes it one kernel a layer), q/k/v projections as one matmul."""
+        attention without copies of the cache's heads, q/k/v projections as one matmul."""
         from backend.runtimes import torch_layers
 
         config = self.model.config
         kv_heads = getattr(config, "num_key_value_heads", None)  # absent or None: not grouped
         if kv_heads and kv_heads < getattr(config, "num_attention_heads", kv_heads):
             torch_layers.register_attention()
-            self.model.set_attn_implementation(
-                torch_layers.FLEX_DECODE if self.compile else torch_layers.GROUPED_DECODE
-            )
+            self.model.set_attn_implementation(torch_layers.GROUPED_DECODE)
         self.fused_layers = torch_layers.fuse_projections(self.model)
 
     def _facts(self, architecture: str) -> dict[str, Any]:
@@ -142,10 +139,9 @@ class TorchGenAISession(GenAISession):
             "architecture": architecture,
             "inference_precision": dtype,  # the dtype the weights were loaded in and run
             "kv_cache_precision": dtype,
-            "attention": {
-                torch_layers.GROUPED_DECODE: torch_layers.ATTENTION_RAN,
-                torch_layers.FLEX_DECODE: torch_layers.FLEX_RAN,
-            }.get(self.model.config._attn_implementation, self.model.config._attn_implementation),
+            "attention": torch_layers.ATTENTION_RAN
+            if self.model.config._attn_implementation == torch_layers.GROUPED_DECODE
+            else self.model.config._attn_implementation,
             "projections": f"{torch_layers.FUSED_RAN} ({self.fused_layers} layers)"
             if self.fused_layers
             else "as the model defines them",

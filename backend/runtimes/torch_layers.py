@@ -4,9 +4,6 @@ same numbers as the layers it replaces (tests/backend/runtimes/test_torch_layers
 - grouped_decode_attention: a grouped-query model's one-token step matches each key/value head of
   the cache against its own query heads, instead of sdpa's masked grouped path, which copies every
   key/value head of the whole cache once per query head of its group, every layer, every token;
-- flex_decode_attention: the same step as one FlexAttention call, for a compiled step: inductor
-  makes it one fused kernel per layer (scores, mask, softmax and the weighted sum) where the
-  grouped path runs two matmuls and a softmax, three launches a layer at batch 1;
 - fuse_projections: an attention layer's q, k and v projections (three small matmuls over the
   same input, each too small at batch 1 to stream its weights at the memory's speed) as one.
 """
@@ -18,10 +15,7 @@ from typing import Any
 import torch
 
 GROUPED_DECODE = "optiboard-grouped-decode"  # its name in transformers' attention registry
-FLEX_DECODE = "optiboard-flex-decode"
 ATTENTION_RAN = "sdpa; decode steps of grouped-query heads: one matmul per key/value head"
-FLEX_RAN = "sdpa; decode steps of grouped-query heads: FlexAttention, compiled (one kernel a layer)"
-MORE_THAN_A_MASK = ("position_bias", "s_aux", "softcap")
 FUSED_RAN = "q, k and v projections of each attention layer as one matmul"
 PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 
@@ -45,10 +39,13 @@ def grouped_decode_attention(
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     groups = getattr(module, "num_key_value_groups", 1)
-    if not _grouped_decode_step(query, groups, dropout, kwargs):
+    more = any(kwargs.get(name) is not None for name in ("position_bias", "s_aux", "softcap"))
+    if query.shape[2] != 1 or groups == 1 or dropout or more:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
+    import torch
+
     batch, heads, _, dim = query.shape
     scale = dim**-0.5 if scaling is None else scaling
     grouped = query.view(batch, key.shape[1], groups, dim)  # query head h reads kv head h // groups
@@ -61,68 +58,13 @@ def grouped_decode_attention(
     return torch.matmul(weights, value).reshape(batch, 1, heads, dim), None
 
 
-def flex_decode_attention(
-    module: Any,
-    query: Any,
-    key: Any,
-    value: Any,
-    attention_mask: Any,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    **kwargs: Any,
-) -> tuple[Any, None]:
-    """grouped_decode_attention's step as one FlexAttention call (grouped-query heads read once,
-    sdpa's mask applied to the scores, softmax in fp32), for a step torch.compile compiles:
-    inductor then emits one fused kernel a layer. Uncompiled, FlexAttention runs an unfused
-    reference, so the runtime uses this only for a compiled step. The rest: sdpa, as there."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    groups = getattr(module, "num_key_value_groups", 1)
-    if not _grouped_decode_step(query, groups, dropout, kwargs):
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
-    from torch.nn.attention.flex_attention import flex_attention
-
-    mask = attention_mask
-    if mask is not None and mask.shape[0] == 1:
-        mask = mask.expand(query.shape[0], *mask.shape[1:])
-
-    def masked(score: Any, b: Any, h: Any, q: Any, kv: Any) -> Any:
-        if mask.dtype == torch.bool:
-            return torch.where(mask[b, 0, q, kv], score, -float("inf"))
-        return score + mask[b, 0, q, kv]
-
-    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-    out = flex_attention(
-        query,
-        key,
-        value,
-        score_mod=None if mask is None else masked,
-        scale=scale,
-        enable_gqa=True,
-    )
-    return out.transpose(1, 2).contiguous(), None
-
-
-def _grouped_decode_step(query: Any, groups: int, dropout: float, kwargs: dict[str, Any]) -> bool:
-    """A one-token step of a grouped-query layer that hands the attention a mask at most."""
-    more = any(kwargs.get(name) is not None for name in MORE_THAN_A_MASK)
-    return query.shape[2] == 1 and groups > 1 and not dropout and not more
-
-
 def register_attention() -> None:
-    """grouped_decode_attention and flex_decode_attention under their names, with sdpa's mask (a
-    boolean one per step)."""
+    """grouped_decode_attention under its name, with sdpa's mask (a boolean one per step)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    for name, attention in (
-        (GROUPED_DECODE, grouped_decode_attention),
-        (FLEX_DECODE, flex_decode_attention),
-    ):
-        AttentionInterface.register(name, attention)
-        AttentionMaskInterface.register(name, sdpa_mask)
+    AttentionInterface.register(GROUPED_DECODE, grouped_decode_attention)
+    AttentionMaskInterface.register(GROUPED_DECODE, sdpa_mask)
 
 
 def fuse_projections(model: Any) -> int:

@@ -1,7 +1,6 @@
 """The torch runtime's layer changes give the numbers of the layers they replace: grouped decode
-attention, and its FlexAttention form (eager and compiled), against sdpa's (which copies every
-key/value head of the cache for each query head of its group) on real tensors, and q/k/v fused
-into one matmul on the tests' trained Llama."""
+attention against sdpa's (which copies every key/value head of the cache for each query head of
+its group) on real tensors, and q/k/v fused into one matmul on the tests' trained Llama."""
 
 from __future__ import annotations
 
@@ -13,13 +12,7 @@ pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
 
-from backend.runtimes.torch_layers import (  # noqa: E402
-    flex_decode_attention,
-    fuse_projections,
-    grouped_decode_attention,
-)
-
-ATTENTIONS = {"grouped": grouped_decode_attention, "flex": flex_decode_attention}
+from backend.runtimes.torch_layers import fuse_projections, grouped_decode_attention  # noqa: E402
 
 
 class _Layer(torch.nn.Module):
@@ -30,13 +23,8 @@ class _Layer(torch.nn.Module):
         self.num_key_value_groups, self.is_causal = groups, True
 
 
-@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
-@pytest.mark.parametrize("attention", sorted(ATTENTIONS))
 @pytest.mark.parametrize("mask_kind", ["bool", "additive", "none"])
-def test_one_token_attention_matches_sdpa_over_a_partly_filled_cache(
-    mask_kind: str, attention: str
-) -> None:
-    decode_attention = ATTENTIONS[attention]
+def test_one_token_attention_matches_sdpa_over_a_partly_filled_cache(mask_kind: str) -> None:
     gen = torch.Generator().manual_seed(0)
     query = torch.randn(2, 8, 1, 16, generator=gen)  # 8 query heads over 2 key/value heads
     key, value = (torch.randn(2, 2, 24, 16, generator=gen) for _ in range(2))
@@ -47,51 +35,31 @@ def test_one_token_attention_matches_sdpa_over_a_partly_filled_cache(
         "none": None,
     }[mask_kind]
     layer = _Layer(groups=4)
-    ours, _ = decode_attention(layer, query, key, value, mask, scaling=0.25)
+    ours, _ = grouped_decode_attention(layer, query, key, value, mask, scaling=0.25)
     theirs, _ = sdpa_attention_forward(layer, query, key, value, mask, scaling=0.25)
     assert ours.shape == theirs.shape == (2, 1, 8, 16)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
     # a query head reads only its own key/value head: moving another head's keys changes nothing
     moved = key.clone()
     moved[:, 1] += 3.0
-    again, _ = decode_attention(layer, query, moved, value, mask, scaling=0.25)
+    again, _ = grouped_decode_attention(layer, query, moved, value, mask, scaling=0.25)
     torch.testing.assert_close(again[:, :, :4], ours[:, :, :4])
     assert not torch.allclose(again[:, :, 4:], ours[:, :, 4:])
 
 
-@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
-@pytest.mark.parametrize("attention", sorted(ATTENTIONS))
-def test_prefill_and_ungrouped_layers_are_sdpa_itself(attention: str) -> None:
-    decode_attention = ATTENTIONS[attention]
+def test_prefill_and_ungrouped_layers_are_sdpa_itself() -> None:
     gen = torch.Generator().manual_seed(1)
     query = torch.randn(1, 4, 5, 8, generator=gen)
     key, value = (torch.randn(1, 2, 5, 8, generator=gen) for _ in range(2))
-    ours, _ = decode_attention(_Layer(2), query, key, value, None)
+    ours, _ = grouped_decode_attention(_Layer(2), query, key, value, None)
     theirs, _ = sdpa_attention_forward(_Layer(2), query, key, value, None)
     assert torch.equal(ours, theirs)
     # one token, but a position bias: what sdpa does with it, not a plain grouped product
     one, bias = query[:, :, :1], torch.randn(1, 4, 1, 5, generator=gen)
-    ours, _ = decode_attention(_Layer(2), one, key, value, None, position_bias=bias)
+    ours, _ = grouped_decode_attention(_Layer(2), one, key, value, None, position_bias=bias)
     theirs, _ = sdpa_attention_forward(_Layer(2), one, key, value, None, position_bias=bias)
-    plain, _ = decode_attention(_Layer(2), one, key, value, None)
+    plain, _ = grouped_decode_attention(_Layer(2), one, key, value, None)
     assert torch.equal(ours, theirs) and not torch.allclose(ours, plain)
-
-
-@pytest.mark.slow
-def test_flex_attention_compiled_matches_sdpa() -> None:
-    """What the runtime runs: the FlexAttention step compiled by inductor (C++ on this CPU)."""
-    gen = torch.Generator().manual_seed(2)
-    query = torch.randn(2, 8, 1, 16, generator=gen)
-    key, value = (torch.randn(2, 2, 24, 16, generator=gen) for _ in range(2))
-    mask = (torch.arange(24) < torch.tensor([[9], [17]])).view(2, 1, 1, 24)
-    layer = _Layer(groups=4)
-
-    def step(q, k, v, m):  # noqa: ANN001, ANN202
-        return flex_decode_attention(layer, q, k, v, m, scaling=0.25)[0]
-
-    compiled = torch.compile(step, fullgraph=True, dynamic=False)
-    theirs, _ = sdpa_attention_forward(layer, query, key, value, mask, scaling=0.25)
-    torch.testing.assert_close(compiled(query, key, value, mask), theirs, rtol=1e-5, atol=1e-5)
 
 
 def test_fused_projections_give_the_models_logits_and_keep_no_second_copy(tiny_llama) -> None:
