@@ -11,6 +11,7 @@ import getpass
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from backend.auth.actions import Action
@@ -92,27 +93,46 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
-# The commands that change something, with what the audit log names as their target.
-AUDITED: dict[str, tuple[Action, Callable[[argparse.Namespace], str]]] = {
-    "add": (Action.UPLOAD, lambda args: Path(args.path).name),
-    "submit": (Action.SUBMIT, lambda args: f"model {args.model}"),
-    "run": (Action.SUBMIT, lambda args: f"model {args.model}"),
-    "regress": (Action.SUBMIT, lambda args: f"model {args.model}"),
-    "cancel": (Action.CANCEL, lambda args: f"job {args.job}"),
+def _always(args: argparse.Namespace) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Audited:
+    """A command that changes something: its action, the target the audit log names, and (for a
+    command that also has a form that only reads or measures in the terminal) when it changes."""
+
+    action: Action
+    target: Callable[[argparse.Namespace], str]
+    changes: Callable[[argparse.Namespace], bool] = _always
+
+
+AUDITED: dict[str, Audited] = {
+    "add": Audited(Action.UPLOAD, lambda args: Path(args.path).name),
+    "submit": Audited(Action.SUBMIT, lambda args: f"model {args.model}"),
+    "run": Audited(Action.SUBMIT, lambda args: f"model {args.model}"),
+    "regress": Audited(  # --report JOB prints a stored check
+        Action.SUBMIT, lambda args: f"model {args.model}", lambda args: args.report is None
+    ),
+    "generate": Audited(  # without --submit it measures a folder here and stores nothing
+        Action.SUBMIT, lambda args: f"model {args.model}", lambda args: args.submit
+    ),
+    "cancel": Audited(Action.CANCEL, lambda args: f"job {args.job}"),
 }
 
 
 def run_command(args: argparse.Namespace) -> int:
     """Run a parsed command; one that changes something is audited as `cli:<os user>`.
 
-    `users` commands audit themselves in backend.auth.accounts, with the account as target.
+    `users`, `baseline`, `serve submit`, `mixed --submit` and signed links audit themselves,
+    with the account, job or model as target.
     """
-    if args.command not in AUDITED:
+    audit = AUDITED.get(args.command)
+    if audit is None or not audit.changes(args):
         return args.func(args)
     from backend.auth.audit import audited
 
-    action, target = AUDITED[args.command]
-    with audited(cli_principal(), action, target(args)):
+    with audited(cli_principal(), audit.action, audit.target(args)):
         return args.func(args)
 
 

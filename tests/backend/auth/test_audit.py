@@ -70,3 +70,19 @@ def test_a_user_change_refused_by_a_rule_is_marked_failed_and_changes_nothing(
 def test_an_entry_left_started_shows_an_action_cut_short(data_dir: Path) -> None:
     entry = audit_store.open_entry("ed", Action.SUBMIT.value, "model 1", {})
     assert recent()[0].id == entry and recent()[0].outcome == Outcome.STARTED
+
+
+def test_cli_commands_are_audited_only_in_their_forms_that_change_something(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    from backend import cli
+
+    # a stored check's report and a folder measured in the terminal change nothing
+    assert cli.main(["regress", "--report", "99"]) == 2
+    assert cli.main(["generate", str(tmp_path / "no-such-folder")]) == 2
+    assert recent() == []
+    # a generation job queued (here refused: no such model) is a submit, audited as it ended
+    assert cli.main(["generate", "99", "--submit"]) == 2
+    entry = recent()[0]
+    assert (entry.action, entry.target, entry.outcome) == ("submit", "model 99", Outcome.FAILED)
+    assert entry.actor == f"cli:{cli_principal().name}"
