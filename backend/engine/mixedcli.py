@@ -64,7 +64,7 @@ def run_command(args: argparse.Namespace, submit: Submit | None = None) -> int:
     if found.best is None:
         print("nothing to submit")
         return 1
-    if submit is not None and args.submit and found.best:
+    if submit is not None and args.submit:  # a best step of no FP32 node is plain INT8
         spec = SweepSpec(
             precisions=(Precision.FP32, Precision.INT8_STATIC),
             symbolic_dims=base.symbolic_dims,
@@ -73,7 +73,8 @@ def run_command(args: argparse.Namespace, submit: Submit | None = None) -> int:
             measure=measure,
         )
         job_id = submit(args.model, spec, f"mixed precision, {args.bound}")
-        print(f"queued job {job_id}; follow it with `optiboard show {job_id}`")
+        plain = "" if found.best else " (the best step keeps no node in FP32: plain INT8 static)"
+        print(f"queued job {job_id}{plain}; follow it with `optiboard show {job_id}`")
     return 0
 
 

@@ -139,6 +139,23 @@ def test_mixed_command_queues_the_best_mix_which_joins_the_results_as_its_own_se
     assert rows[0] == (who, "submit", f"model {model.id}", "ok", {"via": "mixed --submit"})
 
 
+def test_a_best_step_of_no_fp32_node_is_queued_as_plain_int8_and_said(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A loose bound that plain INT8 meets: --submit queued nothing and said nothing until
+    2026-12-07."""
+    source = model_factory.save(make_bad_layer_mlp(), tmp_path / "bad.onnx")
+    model = ingest_file(source, "bad.onnx")
+    argv = ["mixed", str(model.id), "--bound", "cosine=0.1", "--quick", "--submit"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    job = jobs.list_jobs()[0]
+    assert f"queued job {job.id} (the best step keeps no node in FP32: plain INT8" in printed
+    spec = jobs.spec_of(job)
+    assert spec.fp32_nodes == () and spec.profile
+    assert [c.precision.value for c in spec.configurations()] == ["fp32", "int8_static"]
+
+
 def test_the_cli_search_runs_the_upload_only_in_the_sandbox_and_is_refused_without_one(
     data_dir: Path,
     tmp_path: Path,
