@@ -12,6 +12,7 @@ is shown is what the samples say (and equals what the job logged).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from backend.jobs.regressspec import RegressionSpec, split_key
@@ -43,6 +44,8 @@ class PairRow:
     error: str | None = None
     model_id: int = 0
     model: str = ""  # 'model 3 (cnn.onnx)'
+    loaded_a: str = ""  # the runtime package's folder A's child imported ('' if not stored)
+    loaded_b: str = ""
 
     @property
     def judged(self) -> bool:
@@ -118,7 +121,31 @@ def _measured(
         max_abs=versus.get("max_abs_error"),
         diff_lines=list(diff.get("lines") or []),
         diff=diff,
+        loaded_a=_loaded(a),
+        loaded_b=_loaded(b),
     )
+
+
+def _loaded(side: StoredResult) -> str:
+    """The runtime package's folder the side's child imported, from the module file it stored
+    (empty for results stored without one)."""
+    module = str(side.result.environment.get("runtime_file") or "")
+    return str(Path(module).parent) if module else ""
+
+
+def loaded_lines(spec: RegressionSpec, rows: list[PairRow]) -> list[str]:
+    """Once per side and folder: 'A (default): onnxruntime 1.32.0 from /path/onnxruntime', so
+    two environments with the same version still show which files each one ran."""
+    lines: list[str] = []
+    for r in rows:
+        for side, env, version, folder in (
+            ("A", r.env_a, r.version_a, r.loaded_a),
+            ("B", r.env_b, r.version_b, r.loaded_b),
+        ):
+            line = f"{side} ({env}): {spec.runtime} {version} from {folder}"
+            if folder and line not in lines:
+                lines.append(line)
+    return lines
 
 
 # A model's verdict over its configurations: the first of these that any configuration has;
@@ -258,6 +285,7 @@ def text_report(spec: RegressionSpec, rows: list[PairRow], job_model: int) -> st
     headers = (["model"] if several else []) + ["configuration", "A", "B", "A p50 ms", "B p50 ms"]
     headers += ["B/A", "interval", "samples A/B", "verdict", "cosine B~A", "max abs B-A"]
     lines = summary_lines(spec, rows, job_model) + ["", table(body, headers), ""]
+    lines += loaded_lines(spec, rows)
     lines.append(
         f"{spec.confidence:.0%} bootstrap interval of {ratio_said(spec)}, {spec.resamples:,} "
         f"resamples (seed {spec.seed}); {rule_said(spec)}."

@@ -13,6 +13,7 @@ from backend.auth.roles import Permission
 from backend.jobs.regressspec import RegressionSpec
 from backend.jobs.regressview import (
     PairRow,
+    loaded_lines,
     pair_rows,
     ratio_said,
     rule_said,
@@ -85,6 +86,8 @@ def live_check(job_id: int, active: bool) -> None:
             st.markdown(plain(line))
         table = [_table_row(r, several) for r in rows]
         st.dataframe(table, hide_index=True, key=f"regress-{job_id}", placeholder=EMPTY)
+        for line in loaded_lines(spec, rows):
+            st.caption(plain(line))
         for r in rows:
             _details(r, several)
 

@@ -53,6 +53,9 @@ def test_a_real_check_and_a_planted_regression_found_with_its_op_named_and_shown
     assert table["processes A/B"].tolist() == ["5/5"]  # each side in five processes
     plain = shown.replace("\\", "")  # the page escapes Markdown
     assert "; A in 5 processes: " in plain and "; B in 5 processes: " in plain, plain
+    ort_131 = ROOT / ".runtime-envs" / "ort-1.31"
+    assert f"B (ort-1.31): onnxruntime 1.31.1 from {ort_131}/lib/" in plain, plain
+    assert "A (default): onnxruntime 1.32.0 from /" in plain and "A (default)" in run.stdout
     assert at.dataframe[1].value["op"].tolist()[0] == "MatMul"  # the diff, open for slower
 
     board = open_page("jobs", job=1)

@@ -222,6 +222,12 @@ def test_openvino_versions_are_checked_like_onnx_runtimes(
     printed = capsys.readouterr().out
     row = next(line for line in printed.splitlines() if line.startswith("openvino/cpu/fp32/b1"))
     assert "default 2026.4.1" in row and "ov-2026.3 2026.3.1" in row, printed
+    loaded = [line for line in printed.splitlines() if line.startswith(("A (", "B ("))]
+    assert len(loaded) == 2, printed
+    assert loaded[0].startswith("A (default): openvino 2026.4.1 from /")
+    assert "/.venv/lib/" in loaded[0] and loaded[0].endswith("/site-packages/openvino")
+    assert loaded[1].startswith("B (ov-2026.3): openvino 2026.3.1 from /")
+    assert "/.runtime-envs/ov-2026.3/lib/" in loaded[1]
     for side in jobs.stored_results(1):
         facts = side.result.environment
         version, folder = (
