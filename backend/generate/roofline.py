@@ -77,10 +77,13 @@ class Roofline:
     @property
     def note(self) -> str:
         """What the fraction is not, said beside it: "" when it is a DRAM (HBM) figure."""
-        read = f"weights + KV ({_mib(self.bytes_per_step)})"
+        read = (  # not the chart's weights + KV: no lookup tables, KV at the mean context
+            f"the {_mb(self.bytes_per_step)} a decode step reads (weights less the lookup "
+            "tables, + KV cache)"
+        )
         if self.in_cache:
             return (
-                f"{read} fit in the {_mib(self.peak.cache_bytes)} {self.peak.cache_level}: "
+                f"{read} fit in the {_mb(self.peak.cache_bytes)} {self.peak.cache_level}: "
                 "this is not a memory-bandwidth figure"
             )
         if self.peak.cache_level and not self.peak.cache_bytes:
@@ -99,8 +102,9 @@ class Roofline:
         }
 
 
-def _mib(size: float) -> str:
-    return f"{size / 2**20:.3g} MiB"
+def _mb(size: float) -> str:
+    """In the product's MB (2**20 bytes), as the memory columns and charts beside it."""
+    return f"{size / 2**20:.3g} MB"
 
 
 def roofline(bytes_per_step: float, itl_ms: float, peak: PeakBandwidth) -> Roofline:

@@ -58,7 +58,7 @@ def test_show_and_export_read_a_generation_jobs_points(
         if size:  # this host says its cache: the note says the bytes sit in it
             assert roof["in_cache"] is (roof["bytes_per_step"] <= size)
             if roof["in_cache"]:
-                assert f"MiB {level}: this is not a memory-bandwidth figure" in roof["note"]
+                assert f" MB {level}: this is not a memory-bandwidth figure" in roof["note"]
         else:
             assert roof["in_cache"] is None and "cache size is unknown" in roof["note"]
 
@@ -182,8 +182,9 @@ def test_the_roofline_says_when_its_share_is_not_of_dram() -> None:
     inside = roofline(size // 20, 0.05, peak).to_dict()
     assert inside["in_cache"] is True
     assert inside["note"] == (
-        f"weights + KV ({size / 20 / 2**20:.3g} MiB) fit in the {size / 2**20:.3g} MiB {level}: "
-        "this is not a memory-bandwidth figure"
+        f"the {size / 20 / 2**20:.3g} MB a decode step reads (weights less the lookup tables, "
+        f"+ KV cache) fit in the {size / 2**20:.3g} MB {level}: this is not a memory-bandwidth "
+        "figure"
     )
     outside = roofline(size * 4, 5.0, peak).to_dict()
     assert outside["in_cache"] is False and outside["note"] == ""
@@ -194,6 +195,7 @@ def test_the_roofline_says_when_its_share_is_not_of_dram() -> None:
     assert roofline(1e6, 0.01, unrecorded).to_dict()["note"] == ""
     gpu = PeakBandwidth("H100", 3.35e12, "datasheet", "L2", 50 * 2**20, "CUDA driver")
     assert roofline(2**20, 0.01, gpu).to_dict()["note"] == (
-        "weights + KV (1 MiB) fit in the 50 MiB L2: this is not a memory-bandwidth figure"
+        "the 1 MB a decode step reads (weights less the lookup tables, + KV cache) fit in the "
+        "50 MB L2: this is not a memory-bandwidth figure"
     )
     assert roofline(2**30, 0.5, gpu).to_dict()["note"] == ""
