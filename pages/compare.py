@@ -309,7 +309,9 @@ def comparison() -> None:
                 "Stable", help="The measurement's windows agreed; an unstable one claims nothing"
             ),
             "speedup_firm": st.column_config.CheckboxColumn(
-                "Firm speedup", help="Its baseline measured stable, so the speedup is a firm figure"
+                "Speedup firm",
+                help="The speedup (above or below 1) is a firm figure: this row and the baseline "
+                "row it divides by both measured stable",
             ),
             "eval_top1_accuracy": _number(
                 "eval_top1_accuracy", help="Against the evaluation set's labels"

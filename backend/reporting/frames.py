@@ -333,8 +333,8 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     Latency per call grows with the batch, so a row is only compared with the baseline's row of
     the same batch size; rows without such a partner get NaN rather than a misleading ratio, and
     so do rows that are not ok (wrong outputs were timed, but are no speedup and no Pareto point).
-    `speedup_firm`: False where the baseline row the speedup divides by was unstable, so the
-    speedup is no firm figure even when the row's own measurement is (front.py).
+    `speedup_firm`: True only where there is a speedup and both the row and the baseline row it
+    divides by measured stable; an unstable side makes the ratio no firm figure (front.py).
     """
     out = frame.copy()
     out["speedup"] = np.nan
@@ -349,14 +349,17 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     keys = pd.MultiIndex.from_arrays([out["model_id"], out["batch_size"]])
     base_p50 = base["p50_ms"].reindex(keys).to_numpy(dtype=float)
     base_tp = base["throughput"].reindex(keys).to_numpy(dtype=float)
-    if "stable" in base:
-        shaky_base = base["stable"].eq(False).reindex(keys).fillna(False).to_numpy(dtype=bool)
-        out["speedup_firm"] = ~shaky_base
     ok = (out["status"] == ResultStatus.OK.value).to_numpy()  # wrong outputs have timings too
     with np.errstate(divide="ignore", invalid="ignore"):
         out["speedup"] = np.where(ok, base_p50 / out["p50_ms"].to_numpy(dtype=float), np.nan)
         tp = out["throughput"].to_numpy(dtype=float)
         out["throughput_ratio"] = np.where(ok, tp / base_tp, np.nan)
+    firm = np.isfinite(out["speedup"].to_numpy(dtype=float))
+    if "stable" in base:
+        firm &= ~base["stable"].eq(False).reindex(keys).fillna(False).to_numpy(dtype=bool)
+    if "stable" in out:
+        firm &= ~out["stable"].eq(False).to_numpy(dtype=bool)
+    out["speedup_firm"] = firm
     return out
 
 

@@ -38,7 +38,7 @@ def unstable(frame: pd.DataFrame) -> np.ndarray:
 
 def _shaky(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
     """Rows whose figures on this front are not firm: an unstable measurement, or, where the
-    front reads speedup, a speedup against an unstable baseline (frames.add_speedups)."""
+    front reads speedup, a speedup that is not firm (frames.add_speedups)."""
     shaky = unstable(frame)
     if "speedup" in keys and "speedup_firm" in frame:
         shaky = shaky | ~frame["speedup_firm"].fillna(True).astype(bool).to_numpy()

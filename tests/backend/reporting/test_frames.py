@@ -38,6 +38,27 @@ def test_speedup_compares_with_the_baseline_at_the_same_batch(
         assert np.isclose(row.speedup, base["p50_ms"].iloc[0] / row.p50_ms)
 
 
+def test_a_speedup_is_firm_only_where_both_sides_measured_stable(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """A browser walkthrough saw "Firm speedup" ticked beside an unstable row's speedup of 1.35
+    (its throughput ratio 0.18): the row's own stability counts too, and no speedup is none."""
+    job, _ = finished_sweep(add_model(mlp_path).id, batch_sizes=(1, 4))
+    frame = frames.results_frame(job_ids=[job.id])
+    frame["stable"] = True
+    fp32 = next(s for s in frame["series"] if "FP32" in s)
+    other = frame.index[(frame["series"] != fp32) & (frame["batch_size"] == 1)][0]
+    frame.loc[other, "stable"] = False
+    frame = frame[~((frame["series"] == fp32) & (frame["batch_size"] == 4))]  # no partner at 4
+    out = frames.add_speedups(frame, fp32)
+    assert np.isfinite(out.at[other, "speedup"]) and not out.at[other, "speedup_firm"]
+    unpartnered = out.index[out["batch_size"] == 4]
+    assert out.loc[unpartnered, "speedup"].isna().all()
+    assert not out.loc[unpartnered, "speedup_firm"].any()
+    steady = out.index[(out["batch_size"] == 1) & (out.index != other)]
+    assert out.loc[steady, "speedup_firm"].all()  # FP32 against itself: stable both sides
+
+
 def test_pareto_front_keeps_only_undominated_points() -> None:
     speedup = np.array([1.0, 2.0, 2.0, 1.5, np.nan])
     loss = np.array([0.0, 0.01, 0.02, 0.05, 0.0])
