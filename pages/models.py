@@ -64,17 +64,14 @@ if can(Permission.UPLOAD):
             "(`server.maxUploadSize` in `.streamlit/config.toml`)."
         )
         with st.form("upload", clear_on_submit=True, border=False):
-            upload = st.file_uploader(
-                "Model file",
-                type=["onnx", "zip", "pt2"],
-                max_upload_size=max_upload_mb,
-                key="upload_file",
+            upload = st.file_uploader(  # any type: ingest's sentence says why one is refused
+                "Model file", max_upload_size=max_upload_mb, key="upload_file"
             )
             name = st.text_input("Name (optional)", placeholder="defaults to the file name")
             submitted = st.form_submit_button("Add to library", type="primary")
         if submitted:
             if upload is None:
-                st.error("Choose a file first: drag it onto the box above or click Browse files.")
+                st.error("Choose a file first: drag it onto the box above or use its button.")
             else:
                 try:
                     with (

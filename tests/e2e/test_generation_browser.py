@@ -86,8 +86,16 @@ def test_newcomer_uploads_an_hf_zip_and_compares_fp32_with_int4_live(
         page.goto(f"{url}/models")
         expect(page.get_by_text("The library is empty")).to_be_visible(timeout=60_000)
         before = _stored_files(data)
-        for name, (spoil, sentence) in spoilt.items():
-            upload = llm_models.hf_zip(tmp_path, name=name, **spoil)
+        notes = tmp_path / "notes.txt"  # no model at all: the uploader let it vanish silently
+        notes.write_text("held-out prompts, not a model\n")
+        uploads = {
+            name: llm_models.hf_zip(tmp_path, name=name, **spoil)
+            for name, (spoil, _) in spoilt.items()
+        }
+        uploads["notes.txt"] = notes
+        spoilt["notes.txt"] = ({}, "is a text file, not a model")
+        for name, (_, sentence) in spoilt.items():
+            upload = uploads[name]
             page.locator("input[type=file]").first.set_input_files(str(upload))
             expect(page.get_by_text(name).first).to_be_visible(timeout=30_000)
             page.get_by_role("button", name="Add to library").click()
