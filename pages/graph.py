@@ -179,6 +179,12 @@ with graph_col:
     except viewer.ViewerPatchError as exc:
         st.error(f"The graph viewer could not be prepared: {plain(exc)}")
 
+if artifact.kind in ("original", "converted"):  # the upload's own, read when it was stored
+    graph_inputs, graph_outputs = model.inputs, model.outputs
+else:  # a variant's (a fixed batch, a cast input): its own file's
+    shown_structure = graphoverlay.structure(artifact.sha256)
+    graph_inputs, graph_outputs = list(shown_structure.inputs), list(shown_structure.outputs)
+
 with side_col:
     histogram = (
         model.op_histogram
@@ -198,7 +204,7 @@ with side_col:
                 "dtype": value.get("dtype"),
                 "shape": fmt_shape(value.get("shape")),
             }
-            for role, values in (("input", model.inputs), ("output", model.outputs))
+            for role, values in (("input", graph_inputs), ("output", graph_outputs))
             for value in values
         ],
         hide_index=True,
@@ -215,13 +221,20 @@ st.caption(
 )
 batch_col, dims_col = st.columns(2)
 cost_batch = batch_col.number_input("Batch size", min_value=1, max_value=65536, value=1)
-cost_dims = dims_col.text_input("Other dimensions", placeholder="seq=128", key="cost_dims")
+cost_dims = dims_col.text_input(
+    "Other dimensions", placeholder=costview.dims_example(graph_inputs), key="cost_dims"
+)
 try:
-    with st.spinner("Counting in a limited child process..."):
-        cost = _cost(artifact.sha256, int(cost_batch), cost_dims, artifact.filename)
+    needed = costview.dims_still_needed(graph_inputs, cost_dims)
+    if needed is None:
+        with st.spinner("Counting in a limited child process..."):
+            cost = _cost(artifact.sha256, int(cost_batch), cost_dims, artifact.filename)
 except UserError as exc:
     show_error(exc)
 else:
+    if needed is not None:  # a prompt, not an error: nothing was asked yet
+        st.info(plain(needed.replace("The model has", "This graph has")))
+        st.stop()
     for column, (label, value) in zip(st.columns(5), costview.totals(cost).items(), strict=True):
         column.metric(label, value)
     if note := costview.uncounted_note(cost):

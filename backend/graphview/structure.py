@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.models.graphread import load_graph, parse_graph
+from backend.models.inspect import value_info
 from backend.models.nodenames import BodyNode, body_nodes, node_name
 
 
@@ -44,6 +45,10 @@ class Found:
 class GraphStructure:
     nodes: tuple[GraphNode, ...]
     bodies: tuple[BodyNode, ...] = ()  # nodes inside If/Loop/Scan bodies, as compat names them
+    # this file's own inputs and outputs (name, dtype, shape): a fixed-batch variant's are not
+    # the upload's
+    inputs: tuple[dict[str, Any], ...] = ()
+    outputs: tuple[dict[str, Any], ...] = ()
 
     def by_key(self) -> dict[str, GraphNode]:
         return {n.key: n for n in self.nodes}
@@ -74,6 +79,8 @@ class GraphStructure:
         return {
             "nodes": [asdict(n) for n in self.nodes],
             "bodies": [asdict(b) for b in self.bodies],
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
         }
 
     @classmethod
@@ -91,6 +98,8 @@ class GraphStructure:
                 for n in data["nodes"]
             ),
             tuple(BodyNode(**b) for b in data.get("bodies", ())),
+            tuple(data.get("inputs", ())),
+            tuple(data.get("outputs", ())),
         )
 
 
@@ -103,7 +112,13 @@ def structure_of(model: Any) -> GraphStructure:
         nodes.append(
             GraphNode(key, node.op_type, focus, tuple(node.input), tuple(node.output), node.domain)
         )
-    return GraphStructure(tuple(nodes), tuple(body_nodes(model.graph)))
+    weights = {t.name for t in model.graph.initializer}
+    return GraphStructure(
+        tuple(nodes),
+        tuple(body_nodes(model.graph)),
+        tuple(value_info(v) for v in model.graph.input if v.name not in weights),
+        tuple(value_info(v) for v in model.graph.output),
+    )
 
 
 def read_structure(path: Path) -> GraphStructure:

@@ -311,26 +311,45 @@ def _fix_inputs(model: onnx.ModelProto, batch_size: int, dims: dict[str, int]) -
             else:
                 missing[dim.dim_param or f"{value.name}[{index}]"] = None
     if missing:
-        raise UserError(_missing_dims_sentence(list(missing)))
+        raise UserError(missing_dims_sentence(list(missing)))
     _check_input_size(inputs)
     leading = [v.type.tensor_type.shape.dim for v in inputs if v.type.tensor_type.shape.dim]
     return leading[0][0].dim_value if leading else batch_size
 
 
-def _missing_dims_sentence(names: list[str]) -> str:
+def missing_dims_sentence(names: list[str]) -> str:
     """Every free dimension at once, with an example in the model's own names (an unnamed one,
     shown as input[axis], has no name to give a value by, so it gets no example)."""
     first, rest = names[0], names[1:]
     more = f" and {len(rest)} more ({', '.join(repr(n) for n in rest)})" if rest else ""
-    named = [n for n in names if "[" not in n]
-    # a cache's past length 0 and every other length 128 agree with each other (total = past +
-    # new): a 128-token prompt's first pass
-    values = ", ".join(f"{n}={0 if 'past' in n.lower() else 128}" for n in named)
-    example = f" (e.g. {values})" if named else ""
+    values = example_dims(names)
+    example = f" (e.g. {values})" if values else ""
     return (
         f"The model has a free dimension {first!r}{more} without a value; give "
         f"{'each' if rest else 'it'} a value{example} to count FLOPs."
     )
+
+
+def example_dims(names: list[str]) -> str:
+    """'sequence_length=128, past_sequence_length=0' for the named ones of `names`: a cache's
+    past length 0 and every other length 128 agree with each other (total = past + new), a
+    128-token prompt's first pass."""
+    named = [n for n in names if "[" not in n]
+    return ", ".join(f"{n}={0 if 'past' in n.lower() else 128}" for n in named)
+
+
+def free_dims(inputs: list[dict[str, Any]], given: dict[str, int]) -> list[str]:
+    """The free dimensions _fix_inputs would still lack, from inputs as inspect describes them
+    (name, dtype, shape): named ones not in `given` and unnamed ones ('input[axis]'), the
+    leading one of each input left to the batch size."""
+    missing: dict[str, None] = {}
+    for value in inputs:
+        for index, dim in enumerate(value.get("shape") or []):
+            if isinstance(dim, int) and dim > 0 or dim in given or index == 0:
+                continue
+            named = isinstance(dim, str) and dim != "?"
+            missing[dim if named else f"{value['name']}[{index}]"] = None
+    return list(missing)
 
 
 def _check_input_size(inputs: list[onnx.ValueInfoProto]) -> None:

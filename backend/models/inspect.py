@@ -73,7 +73,8 @@ def load_proto(path: Path, display_name: str | None = None) -> onnx.ModelProto:
     return model
 
 
-def _value_info(value: onnx.ValueInfoProto) -> dict[str, Any]:
+def value_info(value: onnx.ValueInfoProto) -> dict[str, Any]:
+    """A graph input's or output's name, element type and shape (a name for a free dim)."""
     kind = value.type.WhichOneof("value")
     if kind != "tensor_type":
         return {"name": value.name, "dtype": kind or "unknown", "shape": None}
@@ -155,8 +156,8 @@ def inspect_model(
         opset=opset,
         ir_version=int(model.ir_version),
         producer=producer,
-        inputs=[_value_info(v) for v in model.graph.input if v.name not in initializer_names],
-        outputs=[_value_info(v) for v in model.graph.output],
+        inputs=[value_info(v) for v in model.graph.input if v.name not in initializer_names],
+        outputs=[value_info(v) for v in model.graph.output],
         op_histogram=op_histogram(model),
         parameter_count=parameters,
         node_count=nodes,

@@ -6,7 +6,7 @@ from typing import Any
 
 from backend.commas import comma_list
 from backend.errors import UserError
-from backend.models.cost import ModelCost
+from backend.models.cost import ModelCost, example_dims, free_dims, missing_dims_sentence
 
 
 def parse_dims(text: str) -> dict[str, int]:
@@ -18,6 +18,20 @@ def parse_dims(text: str) -> dict[str, int]:
             raise UserError(f"Dimensions take NAME=VALUE pairs such as seq=128, not {part!r}.")
         dims[name.strip()] = int(value)
     return dims
+
+
+def dims_example(inputs: list[dict[str, Any]]) -> str:
+    """The 'Other dimensions' box's example in the graph's own names: 'sequence_length=128,
+    past_sequence_length=0', or seq=128 for a graph with no free dimension past the batch."""
+    return example_dims(free_dims(inputs, {})) or "seq=128"
+
+
+def dims_still_needed(inputs: list[dict[str, Any]], text: str) -> str | None:
+    """What the count still needs before a child is started for it: the sentence naming every
+    free dimension without a value (None: nothing), so a graph with free dimensions opens on
+    a prompt instead of a refusal nobody caused."""
+    missing = free_dims(inputs, parse_dims(text))
+    return missing_dims_sentence(missing) if missing else None
 
 
 def human(value: float, unit: str = "") -> str:
