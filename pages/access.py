@@ -303,10 +303,12 @@ def link_scope(frame: pd.DataFrame, column: str = "job_id") -> pd.DataFrame:
 def signed_link_control(job_ids: list[int]) -> None:
     """For editors: a signed, expiring, read-only link to this comparison (no account needed).
 
-    The made link is kept in the session and shown under the popover, not in it: the click's
-    rerun may close the popover, and the link must stay in sight until it is copied."""
+    The made link is kept in the session and shown above the popover's button, not in it: the
+    click's rerun may close the popover, and the link must stay in sight until it is copied. Under
+    the button, the open popover (it stays open) covered the link it had just made."""
     if not can(Permission.SHARE) or current().via == Via.OPEN:
         return
+    above = st.container()  # filled after the button: the link is made inside the popover
     with st.popover("🔏 Read-only link", help="A link for someone without an account"):
         longest = settings.LINK_MAX_DAYS.get()
         days = st.number_input("Valid for (days)", 0.1, longest, min(7.0, longest), key="link_days")
@@ -322,8 +324,8 @@ def signed_link_control(job_ids: list[int]) -> None:
             st.session_state[MADE_LINK_KEY] = (tuple(job_ids), url)
     made = st.session_state.get(MADE_LINK_KEY)
     if made is not None and made[0] == tuple(job_ids):  # a link to what is on screen only
-        st.code(made[1], language=None, wrap_lines=True)
-        st.caption("Anyone with this link sees these jobs read-only until it expires.")
+        above.code(made[1], language=None, wrap_lines=True)
+        above.caption("Anyone with this link sees these jobs read-only until it expires.")
 
 
 def links_base_url() -> str:

@@ -285,8 +285,9 @@ def comparison() -> None:
                 col.caption(plain(beyond[key] or ""))
 
     st.subheader("Speedups" + (f" against {plain(baseline)}" if baseline else ""))
-    columns = ["label", "status", "stable", "p50_ms", "p90_ms", "p99_ms", "throughput"]
-    columns += ["cost_per_million", "price_per_hour", "speedup", "speedup_firm"]
+    # batch apart: a long label is cut before its " b8", and then rows looked the same
+    columns = ["label", "batch_size", "status", "stable", "p50_ms", "p90_ms", "p99_ms"]
+    columns += ["throughput", "cost_per_million", "price_per_hour", "speedup", "speedup_firm"]
     columns += ["throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
     columns += ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
     columns += ["j_per_sample_above_idle", "idle_w"]
@@ -298,6 +299,7 @@ def comparison() -> None:
         view[[*columns, "notes"]],
         hide_index=True,
         column_config={
+            "batch_size": st.column_config.NumberColumn("batch", format="%d"),
             **{key: _number(key) for key in ("p50_ms", "p90_ms", "p99_ms", "throughput")},
             "cost_per_million": _number("cost_per_million", help=COST_HELP),
             "price_per_hour": _number("price_per_hour"),

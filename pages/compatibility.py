@@ -100,12 +100,15 @@ if problems_only and not ops.empty:
     bad = set(ops.loc[ops["status"] != "supported", "op"])
     ops = ops[ops["op"].isin(bad)]
 
-graph_links = st.columns(min(len(matrix.backends), 4) or 1)
+# the backend leads each label, in three columns wide enough for it: "Graph coloured for ONNX
+# Runtime ..." in four was cut before the part that tells CPU, CUDA and TensorRT apart
+graph_links = st.columns(min(len(matrix.backends), 3) or 1)
 for index, name in enumerate(matrix.backends):
     graph_links[index % len(graph_links)].page_link(
         "pages/graph.py",
-        label=f"Graph coloured for {BACKEND_LABELS.get(name, name)}",
+        label=f"{BACKEND_LABELS.get(name, name)}: graph",
         icon="🕸️",
+        help="The Graph page, each node coloured by this backend's support for it",
         query_params={"model": model.id, "overlay": "compat", "backend": name},
     )
 

@@ -42,8 +42,10 @@ def apply_layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
         template="plotly_white",
     )
-    if log_x:
-        fig.update_xaxes(type="log", dtick=np.log10(2))
+    if log_x:  # ticked at the sizes drawn only: left alone, a log axis adds 0.125, 0.25...
+        ticks = sorted({v for t in fig.data if t.x is not None for v in t.x if v == v})
+        text = [f"{v:g}" for v in ticks]
+        fig.update_xaxes(type="log", tickmode="array", tickvals=ticks, ticktext=text)
     return fig
 
 
@@ -328,7 +330,9 @@ def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:
         )
     )
     fig = apply_layout(fig, "Operators", "count", "")
-    fig.update_layout(height=max(260, 22 * len(items) + 80))
+    # counts are whole: up to 10 Plotly would tick every 0.5; above, its steps are whole anyway
+    whole = 1 if items and items[0][1] <= 10 else None
+    fig.update_layout(height=max(260, 22 * len(items) + 80), xaxis_dtick=whole)
     return fig
 
 

@@ -64,6 +64,15 @@ def what_ran_in(frame: pd.DataFrame) -> list[str]:
     return what_ran(zip(frame["software"], frame["hardware"], frame["ran_on"], strict=True))
 
 
+def _table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each figure as the registry formats it (148807.0, not .4g's 1.488e+05), every empty cell
+    "–" (na_rep misses a column of None only)."""
+    shown = frame.astype(object).where(frame.notna(), "–")
+    for key in (c for c in frame.columns if c in METRICS):
+        shown[key] = [METRICS[key].text(v) if pd.notna(v) else "–" for v in frame[key]]
+    return shown
+
+
 def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: str | None) -> str:
     """One self-contained HTML file: plotly.js inlined once, every figure and the summary table."""
     parts = []
@@ -72,9 +81,7 @@ def html_report(title: str, frame: pd.DataFrame, figures: list[Any], baseline: s
             figure.to_html(full_html=False, include_plotlyjs=index == 0, default_height="480px")
         )
     columns = [c for c in REPORT_COLUMNS if c in frame.columns]
-    shown = frame[columns]  # na_rep misses a column of None only: every empty cell made "–"
-    shown = shown.astype(object).where(shown.notna(), "–")
-    table = shown.to_html(index=False, float_format=lambda v: f"{v:.4g}")
+    table = _table(frame[columns]).to_html(index=False, float_format=lambda v: f"{v:.4g}")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     base = html.escape(baseline) if baseline else "none"
     ran = [html.escape(line) for line in what_ran_in(frame)]

@@ -66,8 +66,11 @@ def queue_compute_split(points: dict[str, LoadPoint]) -> go.Figure:
             go.Bar(name="compute", x=labels, y=[points[n].compute_ms for n in labels]),
         ]
     )
-    fig.update_layout(barmode="stack")
-    return apply_layout(fig, "Queue vs compute (mean per request)", "configuration", "milliseconds")
+    fig = apply_layout(fig, "Queue vs compute (mean per request)", "configuration", "milliseconds")
+    # the legend above the bars: below, the slanted configuration names ran over it
+    legend = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0}
+    fig.update_layout(barmode="stack", legend=legend, margin_t=80)
+    return fig.update_xaxes(automargin=True)
 
 
 def batch_histogram(point: LoadPoint, label: str) -> go.Figure:
@@ -75,4 +78,7 @@ def batch_histogram(point: LoadPoint, label: str) -> go.Figure:
     sizes = sorted(point.batch_histogram)
     fig = go.Figure(go.Bar(x=[str(s) for s in sizes], y=[point.batch_histogram[s] for s in sizes]))
     kind = "predicted" if point.predicted else "measured"
-    return apply_layout(fig, f"Batch sizes formed ({kind}): {label}", "batch size", "executions")
+    # the configuration on a line of its own: on one line a half-width chart cut it off
+    title = f"Batch sizes formed ({kind}):<br>{label}"
+    fig = apply_layout(fig, title, "batch size", "executions")
+    return fig.update_layout(margin_t=80)

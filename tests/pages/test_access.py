@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
@@ -111,12 +113,31 @@ def test_only_admins_reach_the_users_page_and_changes_are_audited(data_dir: Path
     assert recent()[0].action == "user_add" and recent()[0].actor == "admin"
 
 
+def _walk(node: Any) -> Iterator[Any]:
+    """A page's elements and blocks in the order they are drawn."""
+    yield node
+    for index in sorted(getattr(node, "children", {})):
+        yield from _walk(node.children[index])
+
+
+def _named(node: Any) -> str:
+    """The made link and the popover that makes it, by name; anything else by its type."""
+    if node.type == "code" and "share=" in node.value:
+        return "the link"
+    if node.type == "popover" and "Read-only link" in node.proto.popover.label:
+        return "its popover"
+    return node.type
+
+
 def test_an_editor_makes_a_signed_link_and_it_is_audited(data_dir: Path, mlp_path: Path) -> None:
     job, _ = finished_sweep(add_model(mlp_path, "mlp").id)
     at = open_page("compare", role="editor", jobs=job.id)
     at.button(key="make_link").click().run()
     assert not at.exception, at.exception
     url = next(c.value for c in at.code if "share=" in c.value)
+    # above the popover's button: under it, the popover (it stays open) covered the link
+    drawn = [_named(n) for n in _walk(at.main)]
+    assert drawn.index("the link") < drawn.index("its popover"), drawn
     token = url.split("share=")[1].split("&")[0]
     assert links.verify(token).jobs == (job.id,)
     assert (recent()[0].action, recent()[0].actor) == ("link_create", "editor")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import platform
 from pathlib import Path
 
@@ -46,6 +47,11 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     baseline = at.selectbox(key="url_baseline").value
     assert "FP32" in baseline
     batch = table["label"].str.extract(r"b(\d+)$")[0]
+    # a column of its own: a long label is cut before its batch, and rows then looked the same
+    assert table["batch_size"].tolist() == batch.astype(int).tolist()
+    # accuracy loss in its registry format (.3g: 0.0236), never Streamlit's 2.36e-2 of "%.2e"
+    config = json.loads(at.dataframe[0].proto.columns)
+    assert '"%.3g"' in json.dumps(config) and '"%.2e"' not in json.dumps(config), config
     fp32 = table["label"].str.contains("FP32")
     baseline_p50 = dict(zip(batch[fp32], table.loc[fp32, "p50_ms"], strict=True))
     assert np.allclose(table["speedup"], batch.map(baseline_p50) / table["p50_ms"])

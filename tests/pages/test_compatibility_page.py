@@ -51,7 +51,10 @@ def test_page_shows_per_backend_summary_heat_map_and_nodes_behind_a_problem_op(d
     assert list(table["node"]) == ["Relu_0"]
     assert table["reason"].iloc[0].startswith("no bfloat16 kernel for Relu on CPU")
     # each backend's column opens the Graph page coloured by its statuses
-    links = [e.proto for e in app.get("page_link") if "Graph coloured for" in e.proto.label]
+    links = [e.proto for e in app.get("page_link") if e.proto.label.endswith(": graph")]
+    # each label leads with its backend, so a cut-off end still tells CPU from CUDA
+    labels = {link.label for link in links}
+    assert {"ONNX Runtime CPU: graph", "ONNX Runtime CUDA: graph"} <= labels, labels
     assert any(
         link.page == "graph"
         and "overlay=compat" in link.query_string

@@ -1,0 +1,45 @@
+"""Chart axes read as what was measured: batch sizes and operator counts are whole numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from backend.reporting import charts
+
+
+def _measured(batches: list[int]) -> pd.DataFrame:
+    """Rows as the results frame holds them, the columns these charts read."""
+    return pd.DataFrame(
+        {
+            "status": "ok",
+            "series": "#1 mlp CPU FP32",
+            "label": [f"#1 mlp CPU FP32 b{b}" for b in batches],
+            "batch_size": batches,
+            "p50_ms": 1.0,
+            "p90_ms": 1.5,
+            "p99_ms": 2.0,
+            "throughput": [1000.0 * b for b in batches],
+        }
+    )
+
+
+@pytest.mark.parametrize("draw", [charts.latency_vs_batch, charts.throughput_vs_batch])
+@pytest.mark.parametrize("batches", [[1], [1, 8, 32]])
+def test_the_batch_axis_ticks_at_the_measured_sizes_only(
+    draw: Callable[[pd.DataFrame], go.Figure], batches: list[int]
+) -> None:
+    """One size measured: a log axis left to itself ticks 0.125, 0.25, 0.5, 1, 2, 4, 8."""
+    axis = draw(_measured(batches)).layout.xaxis
+    assert axis.type == "log" and axis.tickmode == "array"
+    assert list(axis.tickvals) == batches
+    assert list(axis.ticktext) == [str(b) for b in batches]
+
+
+def test_few_operators_are_counted_in_whole_steps() -> None:
+    assert charts.op_histogram({"Gemm": 2, "Relu": 1}).layout.xaxis.dtick == 1
+    # many: Plotly's own steps (2, 5, 10...) are whole, and a step of 1 would crowd the axis
+    assert charts.op_histogram({"Conv": 300, "Relu": 12}).layout.xaxis.dtick is None
