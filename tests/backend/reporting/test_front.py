@@ -56,7 +56,7 @@ def test_an_unstable_point_beyond_the_front_is_left_off_it_and_named(
     sentence = front.beyond_sentence(shaky, front.SPEEDUP_FRONT, "beyond_pareto")
     assert sentence == (
         f"{row['label']} measured beyond the Pareto front (speedup vs baseline "
-        f"{row['speedup']:.2f}x, accuracy loss {row['accuracy_loss']:.2e}), but its measurement "
+        f"{row['speedup']:.2f}x, accuracy loss {row['accuracy_loss']:.3g}), but its measurement "
         "was unstable, so it is drawn hollow and left off the front: re-run it on a quiet host."
     )
 
