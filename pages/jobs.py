@@ -438,7 +438,11 @@ def _cancel_or_retry(job: JobRow, actions: list[DeltaGenerator]) -> None:
             st.rerun()
     elif why := cannot("retry a job", Permission.SUBMIT):
         actions[-1].caption(why)  # a viewer: no Retry, and the reason where it would be
-    elif actions[-1].button("Retry", key=f"retry_{job.id}", icon="🔁"):
+    elif actions[-1].button(  # a job that succeeded is not retried: it is run again as it was
+        "Run again" if job.state == JobState.SUCCEEDED else "Retry",
+        key=f"retry_{job.id}",
+        icon="🔁",
+    ):
         try:
             with guarded(Action.RETRY, f"job {job.id}"):
                 new = jobs.retry_job(job.id)

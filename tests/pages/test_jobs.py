@@ -77,6 +77,7 @@ def test_cancel_a_queued_job(data_dir: Path, mlp_path: Path) -> None:
     assert jobs.get_job(job.id).state == JobState.CANCELLED
     # the job ended: Retry is drawn in the last column, so a second click on Cancel misses it
     assert _action_column(at, f"retry_{job.id}") == 3
+    assert at.button(key=f"retry_{job.id}").label == "Retry"  # cancelled: a retry
 
 
 def _action_column(at: AppTest, key: str) -> int:
@@ -91,6 +92,7 @@ def test_retry_a_finished_job_queues_a_copy_and_shows_it(data_dir: Path, mlp_pat
     model = add_model(mlp_path)
     job, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(1,))
     at = open_page("jobs", job=job.id)
+    assert at.button(key=f"retry_{job.id}").label == "Run again"  # it succeeded: not a retry
     at.button(key=f"retry_{job.id}").click().run()
     newest = jobs.list_jobs()[0]
     assert newest.id != job.id and newest.state == JobState.QUEUED
