@@ -55,9 +55,15 @@ with add, st.form("add_user", clear_on_submit=True):
 
 with change:
     st.subheader("Change an account")
-    names = [a.name for a in accounts.list_accounts()]
-    who = st.selectbox("Account", names, key="edit_name") if names else None
+    roles_of = {a.name: a.role.value for a in accounts.list_accounts()}
+
+    def _picked() -> None:  # "New role" starts at the picked account's role, not at viewer
+        st.session_state["edit_role"] = roles_of.get(st.session_state.get("edit_name"), ROLES[0])
+
+    names = list(roles_of)
+    who = st.selectbox("Account", names, key="edit_name", on_change=_picked) if names else None
     if who is not None:
+        st.session_state.setdefault("edit_role", roles_of[who])
         new_role = st.selectbox("New role", ROLES, key="edit_role")
         new_password = st.text_input("New password", type="password", key="edit_password")
         buttons = st.columns(3)

@@ -278,7 +278,10 @@ def test_the_users_address_tells_a_non_admin_it_is_for_admins(data_dir: Path) ->
 def test_a_refused_change_keeps_every_control_and_removal_asks_to_confirm(data_dir: Path) -> None:
     make_account("viewer")
     at = open_page("users")
+    at.selectbox(key="edit_name").select("viewer").run()
+    assert at.selectbox(key="edit_role").value == "viewer"  # the picked account's role
     at.selectbox(key="edit_name").select("admin").run()
+    assert at.selectbox(key="edit_role").value == "admin"  # not left at the last one's
     at.selectbox(key="edit_role").select("viewer")
     at.button(key="set_role").click().run()
     assert not at.exception, at.exception
