@@ -25,7 +25,7 @@ def _who(at: AppTest) -> list[str]:
 def _admin_changes(name: str, button: str, **inputs: str) -> None:
     """What an admin does on the Users page, in the admin's own session."""
     admin = open_page("users")
-    admin.selectbox(key="edit_name").select(name)
+    admin.selectbox(key="edit_name").select(name).run()  # a pick reruns, as in a browser
     for key, value in inputs.items():
         widget = admin.selectbox(key=key) if key == "edit_role" else admin.text_input(key=key)
         widget.select(value) if key == "edit_role" else widget.input(value)
