@@ -12,6 +12,7 @@ read together.
 
 from __future__ import annotations
 
+import resource
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,11 @@ from backend.generate.timing import measure_point
 from backend.hardware import visible_gpu_index
 from backend.hfcheck import is_hf_only
 from backend.host import describe_environment
+from backend.launch.limits import limit_hit_by_exception
 from backend.measure_settings import MeasureSettings
 from backend.runtimeenvs import current_env_name
 from backend.runtimes import GenAISession, TokenTimes, open_genai, open_torch_reference
+from backend.runtimes.base import is_out_of_memory
 
 KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
 
@@ -171,6 +174,8 @@ def run_point(
             )
     except Exception as exc:  # the runtime's failure is this point's result
         result.status, result.error = "failed", runtime_error_line(exc)
+        if is_out_of_memory(exc) or limit_hit_by_exception(exc) == "memory":
+            result.error = out_of_memory_sentence(result, session.device) + f" ({result.error})"
         return result
     result.energy = energy.energy_report(meter, spent, idle, per="token")
     result.facts.update(session.point_facts(sequences, kept[0].together))
@@ -196,6 +201,32 @@ def run_point(
     ).to_dict()
     result.tokens = kept[0].tokens.tolist()
     return result
+
+
+def out_of_memory_sentence(result: GenerationResult, device: str) -> str:
+    """What a point that ran out of memory asked for, in the figures a user changes: its
+    sequences and tokens, the KV cache they need beside the weights, and the memory it had."""
+    point = (
+        f"{result.sequences:,} sequence{'s' if result.sequences != 1 else ''} of "
+        f"{result.prompt_tokens:,} + {result.new_tokens:,} tokens"
+    )
+    needs = (
+        f"their KV cache alone needs {result.kv_cache_mb:,.0f} MB beside "
+        f"{result.weights_mb:,.0f} MB of weights"
+    )
+    if device == "cpu":
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        had = (
+            f"the measuring child may use {soft // 2**20:,} MB (OPTIBOARD_CHILD_MEMORY_MB)"
+            if soft != resource.RLIM_INFINITY
+            else "the host's memory"
+        )
+    else:
+        had = f"the {device} device's memory"
+    return (
+        f"Out of memory at {point}: {needs}, with the prefill's activations on top, and {had}; "
+        "measure fewer sequences or shorter prompts."
+    )
 
 
 def run_runtime(

@@ -195,13 +195,15 @@ class MissingRuntime(Runtime):
 
 
 _OUT_OF_MEMORY = re.compile(
-    r"out of memory|failed to allocate memory|alloc_failed|bfcarena|cudaErrorMemoryAllocation",
+    r"out of memory|failed to allocate memory|alloc_failed|bfcarena|cudaErrorMemoryAllocation"
+    r"|can't allocate memory",  # torch's CPU allocator
     re.IGNORECASE,
 )
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """A full device, as ORT words it: the arena, CUDA or cuDNN failing to allocate."""
+    """A full device, as ORT words it (the arena, CUDA or cuDNN failing to allocate), or torch's
+    CPU allocator."""
     return bool(_OUT_OF_MEMORY.search(str(exc)))
 
 

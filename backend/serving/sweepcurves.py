@@ -41,30 +41,17 @@ def variants_from_results(
     ok = frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
     variants = []
     for _, rows in ok.groupby("series", sort=True):
-        by_batch = rows.groupby("batch_size").agg(
-            p50=("p50_ms", "median"), p90=("p90_ms", "median")
-        )
-        by_batch = by_batch.sort_index()
-        compute = by_batch["p50"] + execution_ms  # what the curve holds and the jitter scales
-        spread = (robust_sigma(by_batch["p50"], by_batch["p90"]) / compute).replace(
-            [np.inf], np.nan
-        )
-        spread = spread.dropna()
-        curve = LatencyCurve(
-            batch_sizes=tuple(int(b) for b in by_batch.index),
-            compute_ms=tuple(float(v) for v in compute),
-            overhead_ms=overhead_ms,
-            compute_jitter=float(spread.median()) if not spread.empty else 0.0,
-        )
+        curve = _sweep_curve(rows, overhead_ms, execution_ms)
         first = rows.iloc[0]
         price = None
         if pd.notna(first.get("price_per_hour")) and first.get("priced_as"):
             price = Price(str(first["priced_as"]), float(first["price_per_hour"]))
         sizes = ", ".join(str(b) for b in curve.batch_sizes)
+        plural = "s" if len(curve.batch_sizes) > 1 else ""
         batchable, served_file, why = _served(rows)
         rests_on = (
-            f"the sweep's in-process latency at batch size{'s' if len(by_batch) > 1 else ''} "
-            f"{sizes} and an assumed {overhead_ms:g} ms per request outside compute and "
+            f"the sweep's in-process latency at batch size{plural} {sizes} and an assumed "
+            f"{overhead_ms:g} ms per request outside compute and "
             f"{execution_ms:g} ms of server cost per batch; the server's own costs on this host "
             "were not measured (a serving study measures them)"
         )
@@ -88,6 +75,22 @@ def variants_from_results(
             )
         )
     return variants
+
+
+def _sweep_curve(rows: pd.DataFrame, overhead_ms: float, execution_ms: float) -> LatencyCurve:
+    """One series' median latency per batch size plus the server's cost per batch, and its
+    jitter relative to that compute."""
+    by_batch = rows.groupby("batch_size").agg(p50=("p50_ms", "median"), p90=("p90_ms", "median"))
+    by_batch = by_batch.sort_index()
+    compute = by_batch["p50"] + execution_ms  # what the curve holds and the jitter scales
+    spread = (robust_sigma(by_batch["p50"], by_batch["p90"]) / compute).replace([np.inf], np.nan)
+    spread = spread.dropna()
+    return LatencyCurve(
+        batch_sizes=tuple(int(b) for b in by_batch.index),
+        compute_ms=tuple(float(v) for v in compute),
+        overhead_ms=overhead_ms,
+        compute_jitter=float(spread.median()) if not spread.empty else 0.0,
+    )
 
 
 def robust_sigma(p50: pd.Series, p90: pd.Series) -> pd.Series:
