@@ -321,3 +321,32 @@ def test_a_reference_that_cannot_run_here_leaves_the_points_measured_and_says_wh
     )
     assert any(n.startswith("greedy agreement was not measured") for n in report.notes)
     assert not [n for n in report.notes if "against the Hugging Face folder" in n], report.notes
+
+
+def test_a_point_out_of_memory_says_what_it_asked_for_and_what_it_had() -> None:
+    """`generate --runtimes torch --sequences 20000` on the tiny Llama failed with torch's
+    'DefaultCPUAllocator: can't allocate memory: you tried to allocate 1310720000 bytes' alone."""
+    import resource
+
+    import torch
+
+    from backend.generate.benchmark import GenerationResult, out_of_memory_sentence
+    from backend.runtimes.base import is_out_of_memory
+
+    with pytest.raises(RuntimeError) as caught:
+        torch.empty(2**46, dtype=torch.uint8)  # 64 TiB: refused by the allocator at once
+    assert is_out_of_memory(caught.value), caught.value
+    result = GenerationResult("torch", 128, 2, 20_000)
+    result.kv_cache_mb, result.weights_mb = 5078.1, 1.8
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    had = (
+        "the host's memory"
+        if soft == resource.RLIM_INFINITY
+        else f"the measuring child may use {soft // 2**20:,} MB (OPTIBOARD_CHILD_MEMORY_MB)"
+    )
+    assert out_of_memory_sentence(result, "cpu") == (
+        "Out of memory at 20,000 sequences of 128 + 2 tokens: their KV cache alone needs 5,078 "
+        f"MB beside 2 MB of weights, with the prefill's activations on top, and {had}; measure "
+        "fewer sequences or shorter prompts."
+    )
+    assert "the cuda device's memory" in out_of_memory_sentence(result, "cuda")
