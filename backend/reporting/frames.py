@@ -77,6 +77,7 @@ COLUMNS = [
     "calibration_set",
     "providers_used",
     "execution_precision",
+    "layer_precisions",  # 'i8 12 layers, f32 30': how many layers ran at each precision
     "int8_kernels",  # ONNX Runtime's int8 matmul kernels that ran: u8u8 or u8s8 (runtimes/ort_int8)
     "timing",
     "copy_share",
@@ -187,6 +188,7 @@ def _record(
         "providers_used": ", ".join(r.providers_used),
         # what the runtime says it ran (OpenVINO's compiled precision), where it says so
         "execution_precision": r.runtime_facts.get("execution_precision"),
+        "layer_precisions": layers_said(r.runtime_facts.get("layer_precisions")),
         "int8_kernels": r.runtime_facts.get("int8_matmul") if conf.precision.is_int8 else None,
         **_distance_columns(stored),
         **energy_columns(r.energy),
@@ -319,6 +321,17 @@ def comparable_jobs(
             "created_at": [j.created_at for j in jobs],
         }
     )
+
+
+def layers_said(counts: Any) -> str | None:
+    """'i8 12 layers, f32 30': the compiled graph's layers by the precision each runs at, most
+    first (OpenVINO reports them); None where the runtime reports none or runs them all at one
+    precision (then its execution precision says it)."""
+    if not isinstance(counts, dict) or len(counts) < 2:
+        return None
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    first, *rest = [f"{name} {count}" for name, count in ordered]
+    return ", ".join([f"{first} layers", *rest])
 
 
 def samples_for(result_ids: list[int]) -> dict[int, np.ndarray]:

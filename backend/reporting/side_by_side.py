@@ -29,10 +29,16 @@ def runtime_label(runtime: str, provider: str) -> str:
 
 
 def _ran_as(row: pd.Series) -> str:
-    """What really ran: the runtime's own execution precision, or why nothing ran."""
+    """What really ran: the layers at each precision where the runtime reports them (OpenVINO's
+    INT8 compiles for f32 and runs its int8 layers in i8), else its execution precision, else
+    the graph as built (ONNX Runtime reports none); or why nothing ran."""
     if row["status"] != "ok":
         return f"{row['status']}: {row['error'] or ''}".strip(": ")
-    return str(row.get("execution_precision") or "as built")
+    hint, layers = row.get("execution_precision"), row.get("layer_precisions")
+    hint = hint if isinstance(hint, str) and hint else None
+    if isinstance(layers, str) and layers:
+        return f"{layers} (compiled for {hint})" if hint else layers
+    return hint or "as built"
 
 
 def runtimes_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:

@@ -250,7 +250,15 @@ def test_run_measures_onnxruntime_and_openvino_side_by_side(
     assert table.at["FP32", "OpenVINO CPU · cosine"] > 0.9999
     assert table.at["BF16", "ONNX Runtime CPU · ran as"].startswith("unavailable: ")
     if records["openvino/bf16"]["status"] == "ok":
-        assert table.at["BF16", "OpenVINO CPU · ran as"] == "bf16"
+        # what ran, layer by layer: OpenVINO keeps some layers of a bf16 compile in f32 (on this
+        # host 12 of 20), which a bare "bf16" hid
+        ran = table.at["BF16", "OpenVINO CPU · ran as"]
+        counts = records["openvino/bf16"]["runtime_facts"]["layer_precisions"]
+        if len(counts) > 1:
+            assert ran.endswith("(compiled for bf16)") and "bf16 " in ran
+            assert all(f"{name} {n}" in ran for name, n in counts.items()), (ran, counts)
+        else:
+            assert ran == "bf16"
         assert table.at["BF16", "OpenVINO CPU · vs FP32"] > 0
 
 
