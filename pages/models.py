@@ -14,7 +14,7 @@ from backend.errors import UserError
 from backend.models import library
 from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.records import ArtifactRow, ModelRow
-from pages.access import can, guarded
+from pages.access import cannot, guarded
 from pages.components.formatting import EMPTY, fmt_bytes, fmt_count, fmt_shape, plain
 from pages.components.gate import require_access
 from pages.components.url_state import set_url
@@ -52,7 +52,9 @@ def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
         progress.empty()
 
 
-if can(Permission.UPLOAD):
+if why := cannot("upload a model", Permission.UPLOAD):
+    st.caption(why)  # the upload box is not drawn: say why, as Optimize and Serve do
+else:
     # keyed, so choosing a file (a rerun) does not fold the panel over the file and its button
     with st.expander("⬆️ Upload a model", expanded=not library.list_models(), key="upload_panel"):
         max_upload_mb = settings.MAX_UPLOAD_MB.get()
@@ -186,7 +188,9 @@ for art in artifacts:
 for line in library.export_check(artifacts):
     st.caption(plain(line))
 
-if can(Permission.DELETE):
+if why := cannot("delete a model", Permission.DELETE):
+    st.caption(why)
+else:
     with st.expander("🗑️ Delete this model"):
         st.markdown(
             f"Deletes **{plain(model.name)}** with its jobs, results and stored files. "

@@ -66,6 +66,9 @@ def test_a_viewer_cannot_see_upload_delete_submit_or_cancel(data_dir: Path, mlp_
     assert not at.exception, at.exception
     assert not [u for u in at.get("file_uploader")]
     assert "delete_model" not in [b.key for b in at.button]
+    said = [c.value for c in at.caption]  # each missing control says why, as Optimize does
+    assert "Your role (viewer) cannot upload a model; editors and admins can." in said, said
+    assert "Your role (viewer) cannot delete a model; admins can." in said, said
     at = open_page("optimize", role="viewer", model=model.id)
     assert at.button(key="submit_sweep").disabled
     at = open_page("jobs", role="viewer", job=job.id)
