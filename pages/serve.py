@@ -18,6 +18,8 @@ from backend.reporting import frames
 from backend.runtimeenvs import describe
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer
+from backend.serving.download import repository_zip
+from backend.serving.evidence import Evidence
 from backend.serving.export import parse_config
 from backend.serving.study import (
     load_label,
@@ -323,6 +325,7 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
             )
         )
         st.code(view.reproduce(point), language="bash")
+        _repository_download(job_id, rec.best, view.model_name)
     studied = [v for v in view.variants if v.costs_from]
     fed = (
         "the server costs a serving study measured"
@@ -331,7 +334,7 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
     )
     st.caption(
         f"Predicted by a simulation of Triton's dynamic batcher fed by {fed}; "
-        "`optiboard serve export` writes the model repository for a configuration."
+        "`optiboard serve export` writes the model repository for any other configuration."
     )
     if len(studied) < len(view.variants):  # the one action that measures what is left out
         st.page_link(
@@ -342,6 +345,22 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
         )
         st.caption("Or measure them and confirm the best configurations from a terminal:")
         st.code(f"optiboard serve recommend {job_id} --slo {slo:g} --confirm 3", language="bash")
+
+
+def _repository_download(job_id: int, best: Evidence, model_name: str) -> None:
+    """The recommended configuration's Triton model repository, built only when clicked."""
+    if best.candidate.variant.provider != "cpu":
+        st.caption(f"Export {plain(best.candidate.label)} from a terminal: `serve export --gpu`.")
+        return
+    st.download_button(
+        f"Triton model repository of {best.candidate.label} (zip)",
+        lambda: repository_zip(job_id, best, model_name)[1],
+        f"{model_name}-triton.zip",
+        "application/zip",
+        icon="⬇️",
+        key="download_repository",
+        on_click="ignore",  # as Compare's downloads: a rerun would drop the deferred file
+    )
 
 
 def _config_check() -> None:

@@ -324,13 +324,11 @@ def comparable_jobs(
 
 
 def layers_said(counts: Any) -> str | None:
-    """'i8 12 layers, f32 30': the compiled graph's layers by the precision each runs at, most
-    first (OpenVINO reports them); None where the runtime reports none or runs them all at one
-    precision (then its execution precision says it)."""
+    """'i8 12 layers, f32 30': layers by the precision each runs at, most first (OpenVINO's);
+    None for none or one precision (its execution precision says that)."""
     if not isinstance(counts, dict) or len(counts) < 2:
         return None
-    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    first, *rest = [f"{name} {count}" for name, count in ordered]
+    first, *rest = [f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     return ", ".join([f"{first} layers", *rest])
 
 

@@ -17,7 +17,6 @@ from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.pricing import Prices, or_default, parse_prices
 from backend.reporting.text import table
-from backend.results import StoredResult
 from backend.runtimeenvs import DEFAULT
 from backend.serving.cli_verbs import env_from_args, env_option, policy_of
 from backend.serving.types import (
@@ -30,7 +29,6 @@ from backend.serving.types import (
 # The predictor and Triton's confirmation (numpy's simulation under them) are imported by the
 # commands: every CLI call builds this module's flags.
 if TYPE_CHECKING:
-    from backend.serving.confirm import ServedFile
     from backend.serving.recommend import Evidence, Recommendation
 
 EVIDENCE_HEADERS = [
@@ -87,47 +85,6 @@ def _source(evidence: Evidence) -> str:
     return how + verdict
 
 
-def job_files(
-    job_id: int, providers: tuple[ServingProvider, ...] = (ServingProvider.CPU,)
-) -> list[ServedFile]:
-    """One file per precision and provider of a finished sweep that Triton's ONNX Runtime can
-    serve on those providers: the optimized file the sweep stored, or the model's own for FP32;
-    one that can batch first (a fixed-shape sweep's files have the batch size baked in, and
-    Triton serves those without dynamic batching), so FP32 falls back on the upload."""
-    from backend.models import library
-    from backend.records import get_job
-    from backend.serving.confirm import ServedFile
-    from backend.serving.repository import can_batch
-    from storage.repo import results as result_store
-
-    job = get_job(job_id)
-    stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
-    wanted = {p.value for p in providers}
-    found: dict[tuple[str, str], list[Path]] = {}
-    for item in stored:
-        precision, provider = item.configuration.precision.value, item.configuration.provider
-        if provider not in wanted:
-            continue
-        paths = found.setdefault((precision, provider), [])
-        if item.result.optimized_sha256:
-            paths.append(library.artifact_path(item.result.optimized_sha256))
-        if precision == "fp32":
-            paths.append(library.onnx_path(job.model_id))
-    files: dict[tuple[str, str], ServedFile] = {}
-    for (precision, provider), paths in found.items():
-        batching = [path for path in dict.fromkeys(paths) if can_batch(path)]
-        if paths:
-            path = (batching or paths)[0]
-            files[precision, provider] = ServedFile(precision, provider, path, bool(batching))
-    if not files:
-        names = " or ".join(p.value.upper() for p in providers)
-        raise UserError(
-            f"Job #{job_id} has no {names} variant with a model file to serve; "
-            f"run a sweep on {names} first."
-        )
-    return list(files.values())
-
-
 def _providers(text: str) -> tuple[ServingProvider, ...]:
     try:
         return tuple(ServingProvider(p) for p in comma_list(text))
@@ -139,7 +96,7 @@ def _providers(text: str) -> tuple[ServingProvider, ...]:
 def _confirmed(args: argparse.Namespace) -> Recommendation:
     """Curves measured through the real server, predictions, the best few measured there."""
     from backend.serving.cheapest import with_prices
-    from backend.serving.confirm import served_variants, triton_confirm
+    from backend.serving.confirm import job_files, served_variants, triton_confirm
     from backend.serving.recommend import recommend, recommendation_grid
 
     dims, env = _dims(args.dim), env_from_args(args)

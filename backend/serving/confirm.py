@@ -104,3 +104,44 @@ def served_variants(
         )
         for f in files
     ]
+
+
+def job_files(
+    job_id: int, providers: tuple[ServingProvider, ...] = (ServingProvider.CPU,)
+) -> list[ServedFile]:
+    """One file per precision and provider of a finished sweep that Triton's ONNX Runtime can
+    serve on those providers: the optimized file the sweep stored, or the model's own for FP32;
+    one that can batch first (a fixed-shape sweep's files have the batch size baked in, and
+    Triton serves those without dynamic batching), so FP32 falls back on the upload."""
+    from backend.models import library
+    from backend.records import get_job
+    from backend.results import StoredResult
+    from backend.serving.repository import can_batch
+    from storage.repo import results as result_store
+
+    job = get_job(job_id)
+    stored = [StoredResult.from_row(row) for row in result_store.list_results(job_ids=[job_id])]
+    wanted = {p.value for p in providers}
+    found: dict[tuple[str, str], list[Path]] = {}
+    for item in stored:
+        precision, provider = item.configuration.precision.value, item.configuration.provider
+        if provider not in wanted:
+            continue
+        paths = found.setdefault((precision, provider), [])
+        if item.result.optimized_sha256:
+            paths.append(library.artifact_path(item.result.optimized_sha256))
+        if precision == "fp32":
+            paths.append(library.onnx_path(job.model_id))
+    files: dict[tuple[str, str], ServedFile] = {}
+    for (precision, provider), paths in found.items():
+        batching = [path for path in dict.fromkeys(paths) if can_batch(path)]
+        if paths:
+            path = (batching or paths)[0]
+            files[precision, provider] = ServedFile(precision, provider, path, bool(batching))
+    if not files:
+        names = " or ".join(p.value.upper() for p in providers)
+        raise UserError(
+            f"Job #{job_id} has no {names} variant with a model file to serve; "
+            f"run a sweep on {names} first."
+        )
+    return list(files.values())

@@ -97,7 +97,7 @@ def _upload(model_id: int) -> str | None:
 
 def series_files(job_id: int, frame: pd.DataFrame, upload: str) -> dict[str, set[str]]:
     """Per sweep series, the files Triton would serve for it: each optimized file its results
-    stored, and the upload for FP32 (cli_advice.job_files serves the same)."""
+    stored, and the upload for FP32 (confirm.job_files serves the same)."""
     series_of = dict(zip(frame["config_key"], frame["series"], strict=True))
     files: dict[str, set[str]] = {}
     for row in result_store.list_results(job_ids=[job_id]):

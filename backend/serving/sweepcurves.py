@@ -116,7 +116,7 @@ def _served(rows: pd.DataFrame) -> tuple[bool, str, str]:
     why it batches or not, in words. A series swept with fixed shapes has the batch size baked
     into each file (Triton serves those without dynamic batching, repository.plan_model), so
     only FP32 on ONNX Runtime can batch, as the uploaded model when its batch axis is dynamic
-    (what `serve recommend --confirm` serves, cli_advice.job_files)."""
+    (what `serve recommend --confirm` serves, confirm.job_files)."""
     first = rows.iloc[0]
     precision = str(first["precision"])
     try:
@@ -126,7 +126,7 @@ def _served(rows: pd.DataFrame) -> tuple[bool, str, str]:
     own = f"the sweep's {name} file"
     sizes = sorted({int(b) for b in rows["batch_size"]})
     # a fixed-shape sweep stores one file per batch size; one that cannot batch is served as
-    # the smallest's (recommend.servable: no dynamic batching, batch 1; cli_advice.job_files)
+    # the smallest's (recommend.servable: no dynamic batching, batch 1; confirm.job_files)
     fixed_own = f"{own} for batch size {sizes[0]}" if len(sizes) > 1 else own
     if "fixed_shapes" not in rows or not rows["fixed_shapes"].fillna(False).astype(bool).all():
         return True, own, "its batch axis is dynamic"
