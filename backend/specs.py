@@ -110,9 +110,13 @@ class Configuration(PointKnobs):
         )
         object.__setattr__(self, "tensorrt", trt_checked(self))
         object.__setattr__(self, "fp32_nodes", tuple(sorted(set(self.fp32_nodes))))
-        # 7-bit weights are a setting of ONNX Runtime's INT8 builds only
+        # 7-bit weights and the int8 matmul kernels are settings of ONNX Runtime's INT8 only: an
+        # FP32 configuration named "int8mm-u8s8" was the same measurement under another name
         if not (self.precision.is_int8 and self.backend == "onnxruntime"):
             object.__setattr__(self, "int8_reduce_range", False)
+            if self.onnxruntime.int8_matmul != Int8Matmul.AUTO:
+                plain = replace(self.onnxruntime, int8_matmul=Int8Matmul.AUTO)
+                object.__setattr__(self, "onnxruntime", plain)
         if self.fp32_nodes and (
             self.precision != Precision.INT8_STATIC or self.backend != "onnxruntime"
         ):

@@ -85,10 +85,23 @@ def test_a_real_session_runs_the_kernels_chosen_and_exact_ones_do_not_saturate(
 
 def test_it_is_keyed_stored_linked_and_flagged() -> None:
     exact = OrtOptions(int8_matmul=Int8Matmul.U8U8)
-    spec = SweepSpec(backends=("onnxruntime", "openvino"), onnxruntime=exact)
-    by_runtime = {c.backend: c for c in spec.configurations()}
+    spec = SweepSpec(
+        precisions=(Precision.FP32, Precision.INT8_STATIC),
+        backends=("onnxruntime", "openvino"),
+        onnxruntime=exact,
+    )
+    by_runtime = {
+        c.backend: c for c in spec.configurations() if c.precision == Precision.INT8_STATIC
+    }
     assert by_runtime["onnxruntime"].key.endswith("/int8mm-u8u8")
     assert by_runtime["openvino"].onnxruntime == OrtOptions()  # OpenVINO has no such kernels
+    # nor has FP32: its configuration is the plain one, not "CPU FP32 int8mm-u8u8"
+    [fp32] = [
+        c
+        for c in spec.configurations()
+        if c.precision == Precision.FP32 and c.backend == "onnxruntime"
+    ]
+    assert fp32.onnxruntime == OrtOptions() and "int8mm" not in fp32.key
     assert "int8mm" not in Configuration(Precision.INT8_STATIC).key  # auto keeps old keys
     assert columns(by_runtime["onnxruntime"])["int8_matmul"] == "u8u8"
     assert spec.to_dict()["onnxruntime"]["int8_matmul"] == "u8u8"
