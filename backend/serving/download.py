@@ -4,10 +4,8 @@ configuration's batching policy, written by the writer `optiboard serve export` 
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 from backend.errors import UserError
+from backend.launch.folders import owned_folder
 from backend.serving.confirm import job_files
 from backend.serving.evidence import Evidence
 from backend.serving.export import Device, ServingTarget, export_repository
@@ -28,6 +26,6 @@ def repository_zip(job_id: int, evidence: Evidence, model_name: str) -> tuple[st
     if served is None:
         raise UserError(f"Job #{job_id} stored no file for {evidence.candidate.label}.")
     target = ServingTarget(model_name, evidence.candidate.policy, Device.CPU)
-    with tempfile.TemporaryDirectory(prefix="optiboard-export-") as folder:
-        written = export_repository(target, served.path, Path(folder) / f"{model_name}-triton.zip")
+    with owned_folder("download") as folder:  # gone with this process, even when it is killed
+        written = export_repository(target, served.path, folder / f"{model_name}-triton.zip")
         return written.name, written.read_bytes()
