@@ -114,6 +114,8 @@ SLOW_MODULES = {
 }
 
 SLOW_TESTS = {
+    "tests/backend/serving/test_download.py": "a worker run, a repository zip and the Serve page",
+    "tests/backend/engine/test_mixed.py::test_a_best_step_of_no_fp32_node_is_queued_as_plain_int8_and_said": "a search in sandboxed children",  # noqa: E501
     "tests/backend/generate/test_job_reports.py::test_show_and_export_read_a_generation_jobs_points": "a generation job's worker run, then CLI calls",  # noqa: E501
     "tests/backend/jobs/test_regression_check.py::test_an_a_a_check_says_same": "CLI runs, two pairs of dialog children per check",  # noqa: E501
     "tests/backend/jobs/test_regression_check.py::test_openvino_versions_are_checked_like_onnx_runtimes": "two dialog children under two OpenVINO versions",  # noqa: E501
