@@ -179,8 +179,8 @@ class LatencyCurve:
             f"instance) · generator CPU {self.request_cost_ms:.2f} ms per request · host "
             f"slowdown {self.host_slowdown:.2f}x · {self._instances_words} · "
             f"host {self.host_cpu_ms:.2f} ms CPU per request on {self.host_cores:.2f} cores · "
-            f"held batches leave {self.delay_overshoot_ms:.2f} ms late, back "
-            f"{self.held_wake_ms:.2f} ms later"
+            f"a batch held for the queue delay leaves {self.delay_overshoot_ms:.2f} ms after "
+            f"the delay and comes back {self.held_wake_ms:.2f} ms slower than one sent at once"
         )
 
     @property

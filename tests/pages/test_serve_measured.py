@@ -56,7 +56,7 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     shown = texts(at)  # the cost measurement the predictions come from, as evidence
     assert "never fitted to a measured point" in shown
     assert "original, measured on Triton: compute " in shown and " ms at 4 · " in shown
-    assert "generator CPU" in shown and "held batches leave" in shown
+    assert "generator CPU" in shown and "a batch held for the queue delay leaves" in shown
     served = r"Served on onnxruntime \d+\.\d+\.\d+ \(default\) in Triton's Python backend\."
     assert re.search(served, shown), shown  # what ran the model, as its points recorded it
 
