@@ -47,6 +47,7 @@ from pages.components.prices import price_override
 from pages.components.url_state import (
     bound_number,
     bound_selectbox,
+    set_url,
     url_int,
 )
 from pages.components.widgets import (
@@ -126,7 +127,14 @@ def _measured_charts(view: StudyView) -> None:
         st.code(view.reproduce(point), language="bash")
 
 
+QUEUED_STUDY = "_queued_study"  # (job id, load points) of the study just queued, shown once
+
+
 def measured() -> None:
+    if queued := st.session_state.pop(QUEUED_STUDY, None):  # drawn before the study it names
+        st.success(
+            f"Queued job {queued[0]}: {counted(queued[1], 'load point')} on Triton.", icon="✅"
+        )
     wanted = url_int("study")
     studies = link_scope(frames.comparable_jobs(serving=True, include=(wanted,) if wanted else ()))
     if studies.empty:
@@ -231,17 +239,10 @@ def submit_form() -> None:
                     job = submit_study(model_id, study)
             except UserError as exc:
                 show_error(exc)
-            else:
-                st.success(
-                    f"Queued job {job.id}: {counted(study.point_count, 'load point')} on Triton.",
-                    icon="✅",
-                )
-                st.page_link(
-                    "pages/serve.py",
-                    label=f"Follow study #{job.id}",
-                    icon="🚀",
-                    query_params={"view": "measured", "study": job.id},
-                )
+            else:  # run again: the view above drew "No serving study yet" before the click
+                st.session_state[QUEUED_STUDY] = (job.id, study.point_count)
+                set_url("study", job.id)
+                st.rerun()
 
 
 @st.cache_data(show_spinner="Simulating every batching policy…", max_entries=16)

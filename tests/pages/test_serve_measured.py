@@ -127,6 +127,8 @@ def test_viewers_cannot_queue_a_study_and_editors_can(data_dir: Path, mlp_path: 
     assert job.model_id == model.id and job.progress_total == 4
     assert study.runtime_env == "ort-1.31"  # the queued study carries its environment
     assert f"Queued job {job.id}: 4 load points on Triton." in texts(at)
+    assert "No serving study yet" not in texts(at)  # drawn above the confirmation until 12-07
+    assert at.query_params["study"] == str(job.id)  # the view shows the study just queued
 
     at.text_input(key="study_levels").input("two").run()
     at.button(key="submit_study").click().run()
