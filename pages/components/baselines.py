@@ -70,12 +70,17 @@ def drift_flags(key: str) -> None:
     if not flagged:
         return
     jobs_hit = sorted({d.baseline_id for d in flagged})
-    st.warning(
+    slower = sum(d.verdict == stats.SLOWER for d in flagged)
+    ways = ", ".join(
+        f"{n} {word}" for n, word in ((slower, "slower"), (len(flagged) - slower, "faster")) if n
+    )
+    # a warning where something got slower; drift that only got faster is news, not a warning
+    (st.warning if slower else st.info)(
         f"Drift beyond the interval: {counted(len(flagged), 'configuration')} of "
         f"{'baseline job' if len(jobs_hit) == 1 else 'baseline jobs'} "
         f"{', '.join(map(str, jobs_hit))} moved in "
-        f"{'its newest re-run' if len(jobs_hit) == 1 else 'their newest re-runs'}.",
-        icon="📉",
+        f"{'its newest re-run' if len(jobs_hit) == 1 else 'their newest re-runs'} ({ways}).",
+        icon="📉" if slower else "📈",
     )
     drift_table(flagged, key)
 

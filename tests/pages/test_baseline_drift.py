@@ -47,7 +47,7 @@ def test_a_rerun_of_a_pinned_sweep_on_a_slower_export_is_flagged_on_home_and_job
         assert not at.exception, at.exception
         assert (
             "Drift beyond the interval: 1 configuration of baseline job 1 moved in its newest "
-            "re-run." in texts(at)
+            "re-run (1 slower)." in [w.value for w in at.warning]
         )
         frames = [d.value for d in at.dataframe if "re-run" in d.value.columns]
         row = frames[0].iloc[0]
