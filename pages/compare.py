@@ -299,6 +299,7 @@ def comparison() -> None:
         view[[*columns, "notes"]],
         hide_index=True,
         column_config={
+            "label": st.column_config.TextColumn("label", width="large"),  # names are long
             "batch_size": st.column_config.NumberColumn("batch", format="%d"),
             **{key: _number(key) for key in ("p50_ms", "p90_ms", "p99_ms", "throughput")},
             "cost_per_million": _number("cost_per_million", help=COST_HELP),
