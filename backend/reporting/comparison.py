@@ -98,7 +98,9 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
         lines.append(sentence)
     lines += [f"ran: {line}" for line in exports.what_ran_in(frame)]
     notes = _notes(frame)
-    return lines + (["why:", *notes] if notes else [])
+    several = frame["job_id"].nunique() > 1  # its notes compare with its own job's FP32
+    why = "why (each against its own job's FP32, not the baseline above):" if several else "why:"
+    return lines + ([why, *notes] if notes else [])
 
 
 def _notes(frame: pd.DataFrame) -> list[str]:

@@ -187,7 +187,11 @@ def cmd_serve_export(args: argparse.Namespace) -> int:
     )
     output = output_path(args.output or f"{target.name}-triton.zip")
     export_repository(target, source, output, _load(args))
-    print(f"wrote {output}: {target.name}/1/model.onnx, {target.name}/config.pbtxt")
+    import zipfile
+
+    with zipfile.ZipFile(output) as archive:  # every file it holds, not two of them
+        names = archive.namelist()
+    print(f"wrote {output}: {', '.join(names)}")
     for note in notes_in(output, target.name):
         print(f"note ({target.name}/{NOTES}): {note}")
     return 0

@@ -184,7 +184,10 @@ def cmd_serve_curve(args: argparse.Namespace) -> int:
     print(f"served on {ran or 'an onnxruntime that did not report its version'}")
     rows = [[b, f"{ms:.3f}"] for b, ms in zip(curve.batch_sizes, curve.compute_ms, strict=True)]
     print(table(rows, ["batch", "compute ms (median)"]))
-    print(f"overhead per request {curve.overhead_ms:.3f} ms, jitter {curve.compute_jitter:.2f}")
+    print(
+        f"overhead per request {curve.overhead_ms:.3f} ms, compute spread "
+        f"{curve.compute_jitter:.2f} (coefficient of variation: sigma / median)"
+    )
     return 0
 
 

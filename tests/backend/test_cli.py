@@ -442,6 +442,10 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
     assert "baseline #1 cnn CPU FP32, each model's first measured FP32 series" in compared.stdout
     assert "The cheapest configuration is #" in compared.stdout
     assert "$1.5/h for cpu" in compared.stdout  # the --price table, not the jobs' own
+    # a note's speed is against its own job's FP32, which two jobs' table may not use
+    assert "\nwhy:\n" not in compared.stdout
+    if "why (" in compared.stdout:
+        assert "why (each against its own job's FP32, not the baseline above):" in compared.stdout
     assert "priced differently" not in compared.stdout
     own = optiboard("compare", "1", "2").stdout  # each job's own prices: said apart
     assert "These jobs were priced differently, so their costs are not like for like: cpu at" in own

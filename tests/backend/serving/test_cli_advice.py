@@ -28,6 +28,10 @@ def test_export_writes_a_repository_triton_parses_and_check_accepts_it(
     with zipfile.ZipFile(out) as archive:
         config_text = archive.read("mlp/config.pbtxt").decode()
         command = archive.read("mlp/perf_analyzer.txt").decode()
+        names = archive.namelist()
+    # the line names every file the zip holds (it named two of six)
+    assert f"wrote {out}: {', '.join(names)}\n" in capsys.readouterr().out
+    assert len(names) > 2 and "mlp/perf_analyzer.txt" in names
     config = parse_config(config_text)
     assert config.max_batch_size == 8 and list(config.dynamic_batching.preferred_batch_size) == [4]
     assert config.instance_group[0].count == 2
