@@ -56,12 +56,12 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
     return [
         [
             e.candidate.label + (" (default)" if e.candidate == default else ""),
-            f"{e.rate:.0f}",
+            f"{rate:.0f}" if (rate := rec.rate_under_bound(e)) is not None else "-",
             f"{e.point.latency.p50:.2f}",
             f"{e.point.latency.p99:.2f}",
             f"{(e.expected or e.predicted).latency.p99:.2f}",
             f"{e.point.mean_batch:.1f}",
-            f"{c:.4g}" if (c := evidence_cost(e)) is not None else "-",
+            f"{c:.4g}" if rate is not None and (c := evidence_cost(e)) is not None else "-",
             _source(e),
         ]
         for e in shown

@@ -161,18 +161,19 @@ def evidence_table(view: ServeView) -> pd.DataFrame:
     the file it serves (and why it batches or not, where they differ: phrasing.serves) and the
     unstable sweep measurements it rests on, if any."""
     rows, differs = [], batching_differs(view.variants)
-    for evidence in view.recommendation.ranked[:TABLE_ROWS]:
-        point = evidence.point
+    rec = view.recommendation
+    for evidence in rec.ranked[:TABLE_ROWS]:
+        point, rate = evidence.point, rec.rate_under_bound(evidence)
         rows.append(
             {
                 "configuration": evidence.candidate.label,
-                "rate under the bound (req/s)": round(evidence.rate),
+                "rate under the bound (req/s)": None if rate is None else round(rate),
                 "p50 (ms)": round(point.latency.p50, 2),
                 "p99 (ms)": round(point.latency.p99, 2),
                 "queue (ms)": round(point.queue_ms, 2),
                 "compute (ms)": round(point.compute_ms, 2),
                 "mean batch": round(point.mean_batch, 1),
-                COST_HEADER: evidence_cost(evidence),
+                COST_HEADER: None if rate is None else evidence_cost(evidence),
                 "source": "measured" if evidence.measured else "predicted",
                 UNSTABLE_HEADER: unstable_input(evidence),
                 "serves": serves(evidence.candidate.variant, differs),
