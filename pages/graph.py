@@ -233,7 +233,7 @@ except UserError as exc:
     show_error(exc)
 else:
     if needed is not None:  # a prompt, not an error: nothing was asked yet
-        st.info(plain(needed.replace("The model has", "This graph has")))
+        st.info(plain(needed))
         st.stop()
     for column, (label, value) in zip(st.columns(5), costview.totals(cost).items(), strict=True):
         column.metric(label, value)

@@ -25,6 +25,7 @@ from onnx import shape_inference
 import settings
 from backend import ort_tools
 from backend.errors import UserError
+from backend.models.inspect import value_info
 from backend.models.nodenames import node_name
 from backend.models.params import attribute, charged_parameters
 
@@ -299,25 +300,19 @@ def _fix_inputs(model: onnx.ModelProto, batch_size: int, dims: dict[str, int]) -
     """
     initializers = {i.name for i in model.graph.initializer}
     inputs = [v for v in model.graph.input if v.name not in initializers]
-    missing: dict[str, None] = {}  # every free dimension still without a value, in input order
-    for value in inputs:
-        for index, dim in enumerate(value.type.tensor_type.shape.dim):
-            if dim.HasField("dim_value") and dim.dim_value > 0:
-                continue
-            if dim.dim_param in dims:
-                dim.dim_value = dims[dim.dim_param]
-            elif index == 0:
-                dim.dim_value = batch_size
-            else:
-                missing[dim.dim_param or f"{value.name}[{index}]"] = None
+    missing = free_dims([value_info(v) for v in inputs], dims)  # the Graph page asks the same
     if missing:
-        raise UserError(missing_dims_sentence(list(missing)))
+        raise UserError(missing_dims_sentence(missing))
+    for value in inputs:  # every free dimension left is named in dims or leads (the batch)
+        for dim in value.type.tensor_type.shape.dim:
+            if not (dim.HasField("dim_value") and dim.dim_value > 0):
+                dim.dim_value = dims.get(dim.dim_param, batch_size)
     _check_input_size(inputs)
     leading = [v.type.tensor_type.shape.dim for v in inputs if v.type.tensor_type.shape.dim]
     return leading[0][0].dim_value if leading else batch_size
 
 
-def missing_dims_sentence(names: list[str]) -> str:
+def missing_dims_sentence(names: list[str], subject: str = "The model") -> str:
     """Every free dimension at once, with an example in the model's own names (an unnamed one,
     shown as input[axis], has no name to give a value by, so it gets no example)."""
     first, rest = names[0], names[1:]
@@ -325,7 +320,7 @@ def missing_dims_sentence(names: list[str]) -> str:
     values = example_dims(names)
     example = f" (e.g. {values})" if values else ""
     return (
-        f"The model has a free dimension {first!r}{more} without a value; give "
+        f"{subject} has a free dimension {first!r}{more} without a value; give "
         f"{'each' if rest else 'it'} a value{example} to count FLOPs."
     )
 

@@ -31,7 +31,7 @@ def dims_still_needed(inputs: list[dict[str, Any]], text: str) -> str | None:
     free dimension without a value (None: nothing), so a graph with free dimensions opens on
     a prompt instead of a refusal nobody caused."""
     missing = free_dims(inputs, parse_dims(text))
-    return missing_dims_sentence(missing) if missing else None
+    return missing_dims_sentence(missing, "This graph") if missing else None
 
 
 def human(value: float, unit: str = "") -> str:
