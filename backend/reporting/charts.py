@@ -2,63 +2,27 @@
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 
 from backend.engine.measure import PEAK_SCOPE
 from backend.reporting.metrics import REGISTRY, pick
+from backend.reporting.style import (
+    PALETTE,
+    apply_layout,
+    escaped,
+    rgba,
+    series_colors,
+    svg_text,
+)
 from backend.results import ResultStatus
 
-PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Safe
 # Above this many series, distributions are drawn as boxes from precomputed quantiles of the raw
 # samples rather than violins of every sample: the page stays fast and still readable.
 MAX_VIOLINS = 12
 P50, P90, P99, THROUGHPUT = pick("p50_ms", "p90_ms", "p99_ms", "throughput")
 SPEEDUP, LOSS, RSS, GPU_MEMORY = pick("speedup", "accuracy_loss", "peak_rss_mb", "gpu_memory_mb")
-
-
-def series_colors(series: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    hex_color = hex_color.lstrip("#")
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (0, 2, 4))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
-def apply_layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> go.Figure:
-    """The house style every x/y chart shares (serving charts too), so pages look alike."""
-    fig.update_layout(
-        title=title,
-        xaxis_title=x,
-        yaxis_title=y,
-        hovermode="closest",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
-        margin={"l": 60, "r": 20, "t": 50, "b": 40},
-        template="plotly_white",
-    )
-    if log_x:  # ticked at the sizes drawn only: left alone, a log axis adds 0.125, 0.25...
-        ticks = sorted({v for t in fig.data if t.x is not None for v in t.x if v == v})
-        text = [f"{v:g}" for v in ticks]
-        fig.update_xaxes(type="log", tickmode="array", tickvals=ticks, ticktext=text)
-    return fig
-
-
-def _svg_text(text: str) -> str:
-    """An untrusted name (model, op type, domain) for Plotly, whose text reads <a href> tags."""
-    return html.escape(str(text), quote=False)
-
-
-def escaped(frame: pd.DataFrame) -> pd.DataFrame:
-    """Series and labels (they hold model names from uploads) escaped for Plotly's text markup."""
-    return frame.assign(
-        **{col: frame[col].map(_svg_text) for col in ("series", "label") if col in frame}
-    )
 
 
 UNSTABLE_MARK = " (unstable: hollow, treat with care)"
@@ -137,7 +101,7 @@ def _latency_traces(name: str, group: pd.DataFrame, color: str) -> list[go.Scatt
         y=group["p99_ms"].tolist() + group["p50_ms"].tolist()[::-1],
         mode="lines",
         fill="toself",
-        fillcolor=_rgba(color, 0.15),
+        fillcolor=rgba(color, 0.15),
         line={"width": 0},
         hoverinfo="skip",
         showlegend=False,
@@ -166,7 +130,7 @@ def _latency_traces(name: str, group: pd.DataFrame, color: str) -> list[go.Scatt
             "symmetric": False,
             "array": (group["p99_ms"] - group["p50_ms"]).tolist(),
             "arrayminus": [0.0] * len(group),
-            "color": _rgba(color, 0.5),
+            "color": rgba(color, 0.5),
             "thickness": 1,
         },
         customdata=np.stack([group["p90_ms"], group["p99_ms"]], axis=-1),
@@ -324,7 +288,7 @@ def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:
     fig = go.Figure(
         go.Bar(
             x=[count for _, count in items][::-1],
-            y=[_svg_text(op) for op, _ in items][::-1],
+            y=[svg_text(op) for op, _ in items][::-1],
             orientation="h",
             marker_color="#00a3a3",
             hovertemplate="%{y}: %{x}<extra></extra>",
@@ -363,7 +327,7 @@ def compat_heat_map(ops: pd.DataFrame, backends: list[str], labels: dict[str, st
         text.append([str(nodes) for _, nodes in statuses])
         hover.append(
             [
-                f"{_svg_text(op)} on {labels[backend]}: {status}, {nodes} node(s)"
+                f"{svg_text(op)} on {labels[backend]}: {status}, {nodes} node(s)"
                 for backend, (status, nodes) in zip(backends, statuses, strict=True)
             ]
         )
@@ -390,7 +354,7 @@ def compat_heat_map(ops: pd.DataFrame, backends: list[str], labels: dict[str, st
             "autorange": "reversed",
             "tickmode": "array",
             "tickvals": order,
-            "ticktext": [_svg_text(op) for op in order],
+            "ticktext": [svg_text(op) for op in order],
         },
         xaxis={"side": "top"},
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from backend.reporting.charts import apply_layout
+from backend.reporting.style import apply_layout
 from backend.serving.types import LoadPoint
 
 PALETTE = qualitative.Plotly

@@ -1,4 +1,4 @@
-"""Chart axes read as what was measured: batch sizes and operator counts are whole numbers."""
+"""Chart axes and titles read as what was measured, and fit the columns the pages draw them in."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from backend.reporting import charts
+from backend.reporting import charts, style
 
 
 def _measured(batches: list[int]) -> pd.DataFrame:
@@ -52,3 +52,25 @@ def test_a_latency_violin_spans_the_calls_measured_not_below_zero() -> None:
     samples = {1: pd.Series([0.4, 0.5, 0.5, 0.6, 9.0, 12.0]).to_numpy()}
     [violin] = charts.latency_distribution(frame, samples).data
     assert violin.type == "violin" and violin.spanmode == "hard"
+
+
+def test_a_long_title_is_wrapped_to_fit_a_half_width_chart_and_keeps_every_word() -> None:
+    frame = pd.DataFrame(
+        {
+            "series": ["fp32", "fp32"],
+            "label": ["fp32 b1", "fp32 b8"],
+            "status": ["ok", "ok"],
+            "batch_size": [1, 8],
+            "p50_ms": [0.9, 1.0],
+            "p90_ms": [1.0, 1.2],
+            "p99_ms": [1.2, 40.0],
+            "throughput": [1100.0, 8000.0],
+        }
+    )
+    fig = charts.latency_vs_batch(frame)  # a p99 past 10x the largest p50 lengthens the title
+    lines = fig.layout.title.text.split("<br>")
+    assert len(lines) >= 2 and all(len(line) <= style.TITLE_WIDTH for line in lines)
+    assert " ".join(lines).endswith("log scale: a p99 is over 10x the largest p50")
+    assert fig.layout.margin.t >= 28 + 22 * len(lines)  # room above the plot for every line
+    short = charts.throughput_vs_batch(frame)
+    assert short.layout.title.text == "Throughput" and short.layout.margin.t == 50
