@@ -21,7 +21,7 @@ from backend.queue import jobs, progress
 from backend.records import JobKind, JobRow, JobState, is_serving, utcnow
 from backend.reporting import profilecharts
 from backend.reporting.metrics import pick
-from backend.results import StoredResult, fp32_baseline
+from backend.results import ResultStatus, StoredResult, fp32_baseline
 from backend.specs import SweepSpec
 from pages.access import can, cannot, guarded
 from pages.components.baselines import baseline_control, drift_flags
@@ -37,7 +37,7 @@ from pages.components.url_state import (
     url_int,
     url_value,
 )
-from pages.components.widgets import page_header, show_error
+from pages.components.widgets import page_header, show_error, why_in_full
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
@@ -330,6 +330,8 @@ def _configurations_table(
         key=f"configs_{job_id}",
         placeholder=EMPTY,
     )
+    failed = {s.value for s in ResultStatus if s != ResultStatus.OK}
+    why_in_full([(c.label, c.why, c.status in failed) for c in configurations], f"why_{job_id}")
     sources = sorted({c.energy_source for c in configurations if c.energy_source})
     if sources:  # what measured the energy columns, or why they are empty
         st.caption(f"{ENERGY.header}, {IDLE.header}: " + "; ".join(plain(s) for s in sources))

@@ -34,7 +34,7 @@ from pages.components.url_state import (
     url_ids,
     url_list,
 )
-from pages.components.widgets import job_label, job_queued, show_error
+from pages.components.widgets import job_label, job_queued, show_error, why_in_full
 
 PROMPTS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 NEW_TOKENS = [8, 16, 32, 64, 128, 256, 512]
@@ -296,6 +296,10 @@ def job_points(job_id: int, planned: list[progress.ConfigurationProgress]) -> No
         column_config=point_columns(),
         key=f"points_{job_id}",
         placeholder=EMPTY,
+    )
+    why_in_full(
+        [(r["configuration"], r.get("why / error") or "", r["status"] != "ok") for r in rows],
+        f"why_{job_id}",
     )
 
 

@@ -121,3 +121,21 @@ def job_queued(job_id: int, what: str, compare: dict[str, Any] | None = None) ->
         icon="📊",
         query_params={**(compare or {}), "jobs": job_id},
     )
+
+
+WHY_FITS = 60  # characters a table's "why / error" cell shows before it cuts the sentence
+
+
+def why_in_full(rows: list[tuple[str, str, bool]], key: str) -> None:
+    """Under a table of configurations: each why or error the table's cell cut, whole. Rows are
+    (label, text, failed); open at once when one failed, as its error is what the user needs."""
+    long = [(label, text, failed) for label, text, failed in rows if len(text) > WHY_FITS]
+    if not long:
+        return
+    with st.expander(
+        f"Why / error in full ({len(long)} cut in the table)",
+        expanded=any(failed for _, _, failed in long),
+        key=key,
+    ):
+        for label, text, failed in long:
+            st.markdown(f"{'🚫 ' if failed else ''}**{plain(label)}**: {plain(text)}")

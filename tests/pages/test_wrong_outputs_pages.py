@@ -12,6 +12,7 @@ import pytest
 
 from backend.queue import jobs
 from backend.specs import Precision, SweepSpec
+from pages.components.formatting import plain
 from tests import models as model_factory
 from tests.pages.seed import add_model, open_page, run_sweep, texts
 
@@ -30,7 +31,12 @@ def test_jobs_and_compare_show_wrong_outputs_and_compare_ranks_only_ok_rows(
     assert not at.exception
     configs = next(d.value for d in at.dataframe if "configuration" in d.value.columns)
     assert list(configs["status"]) == ["ok", "wrong outputs"]
-    assert configs["why / error"].iloc[1].startswith("Outputs are wrong: 8 NaN values of 8")
+    why = configs["why / error"].iloc[1]
+    assert why.startswith("Outputs are wrong: 8 NaN values of 8")
+    # the cell cuts a sentence this long; below the table it is whole, opened as the row failed
+    [full] = [e for e in at.expander if e.label.startswith("Why / error in full")]
+    assert full.proto.expanded and len(why) > 60
+    assert any(plain(why) in m.value for m in full.markdown)
 
     at = open_page("compare", jobs=job.id)
     assert not at.exception
