@@ -203,6 +203,9 @@ def _number(k: Knob, w: Widget, tp: type, start: Any, words: str | None) -> Any:
     shown = tp(start) // w.scale if w.scale > 1 else tp(start)
     if w.limits:
         shown = min(max(shown, low), high)
+        # a number typed past a limit is dropped by the widget, which keeps the last one: say
+        # the range where the user looks for why
+        words = f"{words + ' ' if words else ''}From {low:g} to {high:g}."
     if w.slider:
         value = st.slider(k.label, low, high, shown, key=w.key, help=words)
     else:

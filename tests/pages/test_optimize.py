@@ -285,6 +285,8 @@ def test_every_drawn_knob_starts_from_the_link_and_submits_the_linked_sweep(
     assert at.selectbox(key="url_opt").value == "basic"
     assert at.number_input(key="url_threads").value == 3 and at.toggle(key="url_simplify").value
     assert at.number_input(key="url_cal_samples").value == 5
+    # a number typed past a limit is dropped by the widget: its help says the range
+    assert at.number_input(key="url_threads").help.endswith("From 0 to 256.")
     assert at.number_input(key="url_streams").value == 2
     assert at.text_area(key="fp32_nodes").value == "MatMul_3"
     at.button(key="submit_sweep").click().run()
