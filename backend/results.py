@@ -25,6 +25,7 @@ __all__ = [
     "ResultStatus",
     "StoredResult",
     "fp32_baseline",
+    "speeds_disagree",
 ]
 
 
@@ -246,3 +247,18 @@ def fp32_baseline(stored: list[StoredResult], config: Configuration) -> StoredRe
         ),
         None,
     )
+
+
+ONE_WAY = 0.1  # a speed ratio more than this from 1 says a way: faster, or slower, than FP32
+GAP = 1.25  # median-call and throughput speedups further apart than this are not one speed
+
+
+def speeds_disagree(speedup: Any, throughput_ratio: Any) -> Any:
+    """True where the median call's speed against FP32 and the throughput's tell different
+    speeds: opposite ways, or more than GAP apart (stalls in either run do it). Such a speedup
+    is explained by no rule (jobs/annotate) and is no firm figure (reporting/frames); floats or
+    numpy arrays alike, NaN never disagrees."""
+    faster, slower = 1 + ONE_WAY, 1 - ONE_WAY
+    opposite = (speedup > faster) & (throughput_ratio < slower)
+    opposite = opposite | (speedup < slower) & (throughput_ratio > faster)
+    return opposite | (speedup > GAP * throughput_ratio) | (throughput_ratio > GAP * speedup)

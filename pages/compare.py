@@ -314,7 +314,8 @@ def comparison() -> None:
             "speedup_firm": st.column_config.CheckboxColumn(
                 "Speedup firm",
                 help="The speedup (above or below 1) is a firm figure: this row and the baseline "
-                "row it divides by both measured stable",
+                "row it divides by both measured stable, and its median call and its throughput "
+                "tell one speed",
             ),
             "eval_top1_accuracy": _number(
                 "eval_top1_accuracy", help="Against the evaluation set's labels"

@@ -7,11 +7,8 @@ from pathlib import Path
 from backend.engine.explain import explain
 from backend.engine.layerloss import from_dicts
 from backend.engine.profile import read_profile
-from backend.results import ConfigurationResult, StoredResult
+from backend.results import ConfigurationResult, StoredResult, speeds_disagree
 from backend.specs import Configuration, Precision
-
-ONE_WAY = 0.1  # a speed ratio more than this from 1 says a way: faster, or slower, than FP32
-GAP = 1.25  # median-call and throughput speedups further apart than this are not one speed
 
 
 def annotate(
@@ -62,7 +59,7 @@ def speed_in_doubt(
 ) -> str:
     """Why no reason is given for this speed against FP32 ('' when one may be): either run was
     unstable, or its median call and its throughput tell different speeds (opposite ways, or
-    more than GAP apart), which stalls in either run cause."""
+    more than results.GAP apart), which stalls in either run cause."""
     unstable = [name for name, r in (("this configuration's", result), ("FP32's", baseline))
                 if r.stable is False]  # fmt: skip
     if unstable:
@@ -75,9 +72,7 @@ def speed_in_doubt(
     if not result.throughput or not baseline.throughput:
         return ""
     ratio = result.throughput / baseline.throughput
-    faster, slower = 1 + ONE_WAY, 1 - ONE_WAY
-    opposite = speedup > faster and ratio < slower or speedup < slower and ratio > faster
-    if not opposite and max(speedup, ratio) <= GAP * min(speedup, ratio):
+    if not speeds_disagree(speedup, ratio):
         return ""
     return (
         f"Speed not explained: the median call says {speedup:.2f}x FP32's speed but the "

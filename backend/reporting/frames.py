@@ -16,9 +16,9 @@ from backend.pricing import Prices
 from backend.records import JobKind
 from backend.reporting import cost, distance, metrics
 from backend.reporting.cost import add_cost_pareto, job_prices
-from backend.reporting.front import add_pareto
+from backend.reporting.front import add_pareto, add_speedups
 from backend.reporting.provenance import hardware, ran_on, software
-from backend.results import EnergyReport, LatencyStats, ResultStatus, StoredResult
+from backend.results import EnergyReport, LatencyStats, StoredResult
 from backend.specs import Configuration, Precision
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -336,42 +336,6 @@ def samples_for(result_ids: list[int]) -> dict[int, np.ndarray]:
     """Raw per-call latencies (ms) of each result, as float arrays."""
     raw = result_store.result_samples(list(result_ids))
     return {rid: np.asarray(values, dtype=np.float64) for rid, values in raw.items()}
-
-
-def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFrame:
-    """Speedup of each row over the baseline family at the same model and batch size.
-
-    Latency per call grows with the batch, so a row is only compared with the baseline's row of
-    the same batch size; rows without such a partner get NaN rather than a misleading ratio, and
-    so do rows that are not ok (wrong outputs were timed, but are no speedup and no Pareto point).
-    `speedup_firm`: True only where there is a speedup and both the row and the baseline row it
-    divides by measured stable; an unstable side makes the ratio no firm figure (front.py).
-    """
-    out = frame.copy()
-    out["speedup"] = np.nan
-    out["throughput_ratio"] = np.nan
-    out["speedup_firm"] = True
-    if baseline_series is None or out.empty:
-        return out
-    base = out[(out["series"] == baseline_series) & (out["status"] == ResultStatus.OK.value)]
-    base = base.drop_duplicates(["model_id", "batch_size"]).set_index(["model_id", "batch_size"])
-    if base.empty:
-        return out
-    keys = pd.MultiIndex.from_arrays([out["model_id"], out["batch_size"]])
-    base_p50 = base["p50_ms"].reindex(keys).to_numpy(dtype=float)
-    base_tp = base["throughput"].reindex(keys).to_numpy(dtype=float)
-    ok = (out["status"] == ResultStatus.OK.value).to_numpy()  # wrong outputs have timings too
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["speedup"] = np.where(ok, base_p50 / out["p50_ms"].to_numpy(dtype=float), np.nan)
-        tp = out["throughput"].to_numpy(dtype=float)
-        out["throughput_ratio"] = np.where(ok, tp / base_tp, np.nan)
-    firm = np.isfinite(out["speedup"].to_numpy(dtype=float))
-    if "stable" in base:
-        firm &= ~base["stable"].eq(False).reindex(keys).fillna(False).to_numpy(dtype=bool)
-    if "stable" in out:
-        firm &= ~out["stable"].eq(False).to_numpy(dtype=bool)
-    out["speedup_firm"] = firm
-    return out
 
 
 def add_accuracy_loss(frame: pd.DataFrame, metric: str = "mean_rel_error") -> pd.DataFrame:

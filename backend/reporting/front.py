@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from backend.reporting import metrics
-from backend.results import ResultStatus
+from backend.results import ResultStatus, speeds_disagree
 
 # The figures of each front, each read its registered way: the accuracy/speedup chart's and the
 # cost/speed/accuracy chart's (its first figure, the cost axis, is picked on the page).
@@ -100,13 +100,63 @@ def beyond_sentence(frame: pd.DataFrame, keys: Sequence[str], column: str) -> st
     beyond = frame[frame[column].fillna(False).astype(bool)]
     first = beyond.iloc[0]
     more = f" (and {len(beyond) - 1} more)" if len(beyond) > 1 else ""
-    own = bool(unstable(beyond)[0])  # its own measurement, not only its baseline, moved
-    why = (
-        "its measurement was unstable, so it is drawn hollow and left off the front"
-        if own or "speedup" not in keys
-        else "its speedup divides by an unstable baseline measurement, so it is left off the front"
-    )
     return (
         f"{first['label']}{more} measured beyond the Pareto front ({figures_text(first, keys)}), "
-        f"but {why}: re-run it on a quiet host."
+        f"but {_why_shaky(beyond, keys)}: re-run it on a quiet host."
     )
+
+
+def _why_shaky(beyond: pd.DataFrame, keys: Sequence[str]) -> str:
+    """Why the first row beyond the front is left off it: its own measurement moved, its
+    baseline's did, or its median call and its throughput give two speeds (add_speedups)."""
+    first = beyond.iloc[0]
+    if bool(unstable(beyond)[0]) or "speedup" not in keys:
+        return "its measurement was unstable, so it is drawn hollow and left off the front"
+    ratio = float(first.get("throughput_ratio", np.nan))
+    if bool(speeds_disagree(float(first["speedup"]), ratio)):
+        return (
+            f"its median call says {float(first['speedup']):.2f}x the baseline's speed and its "
+            f"throughput {ratio:.2f}x, so its speedup is no firm figure and it is left off the "
+            "front"
+        )
+    return "its speedup divides by an unstable baseline measurement, so it is left off the front"
+
+
+def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFrame:
+    """Speedup of each row over the baseline family at the same model and batch size.
+
+    Latency per call grows with the batch, so a row is only compared with the baseline's row of
+    the same batch size; rows without such a partner get NaN rather than a misleading ratio, and
+    so do rows that are not ok (wrong outputs were timed, but are no speedup and no Pareto point).
+    `speedup_firm`: True only where there is a speedup, both the row and the baseline row it
+    divides by measured stable, and the median call's speedup and the throughput ratio tell one
+    speed (results.speeds_disagree, the rule the row's "Speed not explained" line cites): an
+    unstable side, or stalls that make the two disagree, make the ratio no firm figure (front.py).
+    """
+    out = frame.copy()
+    out["speedup"] = np.nan
+    out["throughput_ratio"] = np.nan
+    out["speedup_firm"] = True
+    if baseline_series is None or out.empty:
+        return out
+    base = out[(out["series"] == baseline_series) & (out["status"] == ResultStatus.OK.value)]
+    base = base.drop_duplicates(["model_id", "batch_size"]).set_index(["model_id", "batch_size"])
+    if base.empty:
+        return out
+    keys = pd.MultiIndex.from_arrays([out["model_id"], out["batch_size"]])
+    base_p50 = base["p50_ms"].reindex(keys).to_numpy(dtype=float)
+    base_tp = base["throughput"].reindex(keys).to_numpy(dtype=float)
+    ok = (out["status"] == ResultStatus.OK.value).to_numpy()  # wrong outputs have timings too
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["speedup"] = np.where(ok, base_p50 / out["p50_ms"].to_numpy(dtype=float), np.nan)
+        tp = out["throughput"].to_numpy(dtype=float)
+        out["throughput_ratio"] = np.where(ok, tp / base_tp, np.nan)
+    speedup = out["speedup"].to_numpy(dtype=float)
+    firm = np.isfinite(speedup)
+    firm &= ~speeds_disagree(speedup, out["throughput_ratio"].to_numpy(dtype=float))
+    if "stable" in base:
+        firm &= ~base["stable"].eq(False).reindex(keys).fillna(False).to_numpy(dtype=bool)
+    if "stable" in out:
+        firm &= ~out["stable"].eq(False).to_numpy(dtype=bool)
+    out["speedup_firm"] = firm
+    return out

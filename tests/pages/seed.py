@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Collection
 from pathlib import Path
 
+import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from backend.models.ingest import ingest_file
@@ -91,15 +92,28 @@ def finished_sweep(
     return job, jobs.stored_results(job.id)
 
 
+def steady(frame: pd.DataFrame) -> pd.DataFrame:
+    """A results frame with every measurement judged stable and without stalls (its throughput
+    at its median call), which a busy host cannot be made to give: tests then set the verdict
+    or the figure they test."""
+    frame["stable"] = True
+    frame["throughput"] = frame["batch_size"] * 1000.0 / frame["p50_ms"]
+    return frame
+
+
 def stored_again(job: JobRow, unstable: Collection[str]) -> int:
     """The worker's rows of a finished sweep stored in a new job as the worker stores them, the
     configurations keyed in `unstable` judged unstable and the rest stable (which runs stall
-    cannot be chosen on a real host); returns the new job's id."""
+    cannot be chosen on a real host), a stable one's throughput that of its median call (no
+    stall: its speedup and throughput ratio tell one speed); returns the new job's id."""
     again = jobs.submit_sweep(job.model_id, SweepSpec.from_dict(job.spec), label="stored again")
     rows = result_store.list_results(job_ids=[job.id])
     samples = result_store.result_samples([r.id for r in rows])
     for row in rows:
         payload = {**row.payload, "stable": row.payload["config_key"] not in unstable}
+        if payload["stable"] and payload.get("latency"):
+            batch = payload["configuration"]["batch_size"]
+            payload["throughput"] = batch * 1000.0 / payload["latency"]["p50"]
         assert result_store.save_result(again.id, payload, samples[row.id]) is not None
     return again.id
 

@@ -12,7 +12,7 @@ import onnxruntime
 from backend.reporting import charts, exports, frames
 from backend.reporting.metrics import REGISTRY, pareto_front
 from backend.specs import Precision
-from tests.pages.seed import add_model, finished_sweep
+from tests.pages.seed import add_model, finished_sweep, steady
 
 
 def test_results_frame_has_one_row_per_configuration_with_latency(
@@ -44,8 +44,7 @@ def test_a_speedup_is_firm_only_where_both_sides_measured_stable(
     """A browser walkthrough saw "Firm speedup" ticked beside an unstable row's speedup of 1.35
     (its throughput ratio 0.18): the row's own stability counts too, and no speedup is none."""
     job, _ = finished_sweep(add_model(mlp_path).id, batch_sizes=(1, 4))
-    frame = frames.results_frame(job_ids=[job.id])
-    frame["stable"] = True
+    frame = steady(frames.results_frame(job_ids=[job.id]))
     fp32 = next(s for s in frame["series"] if "FP32" in s)
     other = frame.index[(frame["series"] != fp32) & (frame["batch_size"] == 1)][0]
     frame.loc[other, "stable"] = False
@@ -55,8 +54,26 @@ def test_a_speedup_is_firm_only_where_both_sides_measured_stable(
     unpartnered = out.index[out["batch_size"] == 4]
     assert out.loc[unpartnered, "speedup"].isna().all()
     assert not out.loc[unpartnered, "speedup_firm"].any()
-    steady = out.index[(out["batch_size"] == 1) & (out.index != other)]
-    assert out.loc[steady, "speedup_firm"].all()  # FP32 against itself: stable both sides
+    calm = out.index[(out["batch_size"] == 1) & (out.index != other)]
+    assert out.loc[calm, "speedup_firm"].all()  # FP32 against itself: stable both sides
+
+
+def test_a_speedup_its_own_throughput_disputes_is_not_firm(data_dir: Path, mlp_path: Path) -> None:
+    """The audit's row (bench/audit_sweep.py): a CNN's static INT8 at batch 8, both sides
+    stable, its median call 4.99x FP32's and its throughput 2.53x (stalls: mean 2x its median);
+    its why line said "Speed not explained", yet the speedup was ticked firm and starred on the
+    front. An independent timing gave 2.81x. Speeds that disagree are no firm figure."""
+    job, _ = finished_sweep(add_model(mlp_path).id, batch_sizes=(1,))
+    frame = steady(frames.results_frame(job_ids=[job.id]))
+    fp32 = next(s for s in frame["series"] if "FP32" in s)
+    other = frame.index[frame["series"] != fp32][0]
+    assert frames.add_speedups(frame, fp32).at[other, "speedup_firm"]  # one speed: firm
+    frame.loc[other, "throughput"] /= 1.97  # 4.99x by the median call, 2.53x by throughput
+    out = frames.add_speedups(frame, fp32)
+    assert out.at[other, "stable"] and np.isfinite(out.at[other, "speedup"])
+    assert np.isclose(out.at[other, "speedup"] / out.at[other, "throughput_ratio"], 1.97)
+    assert not out.at[other, "speedup_firm"]
+    assert out.loc[out["series"] == fp32, "speedup_firm"].all()
 
 
 def test_pareto_front_keeps_only_undominated_points() -> None:

@@ -10,7 +10,7 @@ import pandas as pd
 from backend.reporting import charts, cost, frames, front
 from backend.reporting.metrics import REGISTRY, pareto_front
 from backend.specs import Precision, SweepSpec
-from tests.pages.seed import add_model, run_sweep
+from tests.pages.seed import add_model, run_sweep, steady
 
 
 def _real_frame(mlp_path: Path) -> tuple:
@@ -18,10 +18,9 @@ def _real_frame(mlp_path: Path) -> tuple:
     series' fastest row is on the front and alone (no other row matches its speedup)."""
     spec = SweepSpec(precisions=(Precision.FP32, Precision.INT8_DYNAMIC), batch_sizes=(1, 4))
     job = run_sweep(add_model(mlp_path).id, spec)
-    frame = cost.reprice(frames.results_frame(job_ids=[job.id]), (("cpu", 1.0),))
     # which run stalls cannot be chosen on a real host, so the stored verdicts are set here:
     # every row measured stable, then the fastest one not (as test_cost does for the cheapest)
-    frame["stable"] = True
+    frame = cost.reprice(steady(frames.results_frame(job_ids=[job.id])), (("cpu", 1.0),))
     at_one = frame[frame["batch_size"] == 1].sort_values("p50_ms")
     baseline = str(at_one.iloc[-1]["series"])
     view = frames.add_accuracy_loss(frames.add_speedups(frame, baseline))
@@ -33,9 +32,9 @@ def test_an_unstable_point_beyond_the_front_is_left_off_it_and_named(
     data_dir: Path, mlp_path: Path
 ) -> None:
     view, fastest = _real_frame(mlp_path)
-    steady = front.add_pareto(view)
-    assert steady.at[fastest, "pareto"] and not steady["beyond_pareto"].any()
-    assert front.beyond_sentence(steady, front.SPEEDUP_FRONT, "beyond_pareto") is None
+    calm = front.add_pareto(view)
+    assert calm.at[fastest, "pareto"] and not calm["beyond_pareto"].any()
+    assert front.beyond_sentence(calm, front.SPEEDUP_FRONT, "beyond_pareto") is None
 
     view.loc[fastest, "stable"] = False
     shaky = front.add_pareto(view)
@@ -130,8 +129,7 @@ def test_a_speedup_over_an_unstable_baseline_is_no_firm_front_point(
     speedup over it is no firm figure; it is left off the front and named, not starred."""
     spec = SweepSpec(precisions=(Precision.FP32, Precision.INT8_DYNAMIC), batch_sizes=(1,))
     job = run_sweep(add_model(mlp_path).id, spec)
-    frame = frames.results_frame(job_ids=[job.id])
-    frame["stable"] = True
+    frame = steady(frames.results_frame(job_ids=[job.id]))
     baseline = str(frame.sort_values("p50_ms").iloc[-1]["series"])  # the slower one
     frame.loc[frame["series"] == baseline, "stable"] = False
     view = front.add_pareto(frames.add_accuracy_loss(frames.add_speedups(frame, baseline)))
@@ -144,5 +142,26 @@ def test_a_speedup_over_an_unstable_baseline_is_no_firm_front_point(
     sentence = front.beyond_sentence(view.loc[[other]], front.SPEEDUP_FRONT, "beyond_pareto")
     assert sentence is not None and (
         "but its speedup divides by an unstable baseline measurement, so it is left off the "
+        "front: re-run it on a quiet host." in sentence
+    ), sentence
+
+
+def test_a_speedup_its_throughput_disputes_is_left_off_the_front_and_says_why(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """Both sides stable, but the fastest row's throughput ratio is under half its median
+    call's speedup (stalls): no star, and the caption cites the two speeds, not instability."""
+    view, fastest = _real_frame(mlp_path)
+    assert front.add_pareto(view).at[fastest, "pareto"]
+    view.loc[fastest, "throughput"] /= 2.0
+    base = view[view["series"] != view.at[fastest, "series"]]["series"].iloc[0]
+    view = front.add_pareto(frames.add_speedups(view, str(base)))
+    assert view.at[fastest, "stable"] and not view.at[fastest, "speedup_firm"]
+    assert not view.at[fastest, "pareto"] and view.at[fastest, "beyond_pareto"]
+    row = view.loc[fastest]
+    sentence = front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto") or ""
+    assert (
+        f"but its median call says {row['speedup']:.2f}x the baseline's speed and its throughput "
+        f"{row['throughput_ratio']:.2f}x, so its speedup is no firm figure and it is left off the "
         "front: re-run it on a quiet host." in sentence
     ), sentence
