@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from backend import pricing
+from backend.counts import counted
+from backend.serving.phrasing import predicted_words
 from backend.serving.recommend import Evidence, MeasuredVariant, Recommendation, comparable
 from backend.serving.types import LoadPoint
 
@@ -113,8 +115,10 @@ def recommendation_cost(rec: Recommendation) -> CostAnswer:
             seen[evidence.candidate] = evidence
     meeting = [e for e in seen.values() if e.meets(rec.slo_p99_ms, rec.min_rps)]
     # like with like: measured rates (confirmed on the server) are not ranked against predicted
-    # ones; where some were measured, the answer is among those
-    if any(e.measured is not None for e in meeting):
+    # ones; where some were measured, the answer is among those, as the verdict's is: a
+    # predicted one was named cheapest beside a measured "none meets the bound"
+    predicted_only = [e for e in meeting if e.measured is None]
+    if rec.measurements:
         meeting = [e for e in meeting if e.measured is not None]
     priced = [
         Priced(e.candidate.label, rate_of(e), e.point, _basis(e), e.candidate.variant.price, e)
@@ -125,6 +129,8 @@ def recommendation_cost(rec: Recommendation) -> CostAnswer:
         dict.fromkeys(e.candidate.variant.label for e in meeting if not e.candidate.variant.price)
     )
     found = answer(priced, rec.slo_p99_ms, rec.min_rps, unpriced)
+    if rec.measurements and not meeting:
+        return replace(found, sentence=_none_measured(rec, len(predicted_only)))
     first, second = found.cheapest, found.runner_up
     if first and second and first.evidence and second.evidence:
         if not comparable(first.evidence, second.evidence):  # the generator fell back unevenly
@@ -137,9 +143,32 @@ def recommendation_cost(rec: Recommendation) -> CostAnswer:
     return found
 
 
+def _none_measured(rec: Recommendation, predicted_only: int) -> str:
+    """No cheapest where nothing measured on the server meets the bound, and the predicted
+    ones that would, counted apart and labelled predicted (never priced beside the verdict)."""
+    measured = {
+        e.candidate for e in [*rec.ranked, *([rec.default] if rec.default else [])] if e.measured
+    }
+    bound = bound_words(rec.slo_p99_ms, rec.min_rps)
+    verdict = (
+        f"the one configuration measured on Triton does not meet {bound}"
+        if len(measured) == 1
+        else f"none of the {counted(len(measured), 'configuration')} measured on Triton meets "
+        f"{bound}"
+    )
+    sentence = f"No cheapest configuration: {verdict}"
+    if predicted_only:
+        were = "is" if predicted_only == 1 else "are"
+        sentence += (
+            f"; {predicted_only} more {were} only predicted to meet it, not measured (a larger "
+            "--confirm measures them)"
+        )
+    return sentence + "."
+
+
 def _basis(evidence: Evidence) -> str:
     """How its rate was obtained, short: the recommendation's sentence says the detail."""
-    return "measured on Triton" if evidence.measured else "predicted"
+    return "measured on Triton" if evidence.measured else predicted_words(evidence)
 
 
 def rate_of(evidence: Evidence) -> float:
@@ -152,7 +181,7 @@ def evidence_cost(evidence: Evidence) -> float | None:
     """Dollars per million inferences at the rate under the bound; None when unpriced or when
     no rate meets the bound."""
     price = evidence.candidate.variant.price
-    if price is None or evidence.rate_rps <= 0:
+    if price is None or rate_of(evidence) <= 0:
         return None
     per_request = evidence.point.spec.samples_per_request
     return pricing.cost_per_million(price.per_hour, rate_of(evidence) * per_request)

@@ -141,11 +141,14 @@ def cmd_serve_recommend(args: argparse.Namespace) -> int:
             "or drop --env to predict from the sweep alone."
         )
     else:
+        from backend.serving.phrasing import uncalibrated_headline
         from backend.serving.view import serve_view
 
         rec = serve_view(
             args.job, args.slo, args.min_rate, args.overhead, args.server_cost, prices=_prices(args)
         ).recommendation
+        if headline := uncalibrated_headline(rec):  # first, above the numbers it bounds
+            print(headline)
     print(table(_evidence_rows(rec, args.top), EVIDENCE_HEADERS))
     print(recommendation_cost(rec).sentence)
     print(rec.sentence)  # last: the recommendation's own sentence, as before

@@ -132,11 +132,12 @@ class Evidence:
     def meets(self, slo_p99_ms: float, min_rps: float) -> bool:
         """Within the bound: a predicted point in steady state, or a server measurement the
         generator kept up with (perf_analyzer's window verdict is shown, not required: on a
-        shared host it flaps with the neighbours while the p99 is what the bound is about)."""
+        shared host it flaps with the neighbours while the p99 is what the bound is about),
+        also where the prediction said no rate meets it (the closest confirmed anyway)."""
         point = self.point
         steady = not point.generator_saturated if self.measured else point.stable
         return (
-            self.rate_rps > 0
+            (self.rate_rps > 0 or self.measured is not None)  # measured: the server's answer
             and steady
             and point.latency.p99 <= slo_p99_ms
             and point.achieved_rps >= min_rps
@@ -157,6 +158,8 @@ class Recommendation:
     ranked: list[Evidence] = field(default_factory=list)
     sentence: str = ""
     asked: tuple[BatchingPolicy, ...] = ()  # the policy grid, before each variant's limits
+    # True: no configuration was predicted to meet the bound, so the closest were confirmed
+    confirmed_closest: bool = False
 
     def rate_under_bound(self, evidence: Evidence) -> float | None:
         """The rate a table quotes "under the bound": None for a configuration whose point does

@@ -30,10 +30,13 @@ def _lead(rec: Recommendation) -> str:
     served = len({e.candidate for e in measured})
     runs = "measurement" if rec.measurements == 1 else "measurements"
     configurations = "configuration" if served == 1 else "configurations"
-    return (
-        f"In {rec.measurements} {runs} across {served} {configurations} "
-        f"(the best of {rec.configurations} predicted)"
+    which = (
+        f"the closest of {rec.configurations} predicted, none of which was predicted to meet "
+        "the bound"
+        if rec.confirmed_closest
+        else f"the best of {rec.configurations} predicted"
     )
+    return f"In {rec.measurements} {runs} across {served} {configurations} ({which})"
 
 
 def phrase(rec: Recommendation, default_label: str) -> str:
@@ -165,7 +168,7 @@ def _answer(rec: Recommendation, default_label: str) -> str:
         if closest is None:
             return f"{lead}, none meets {bound}."
         p = closest.point
-        source = "predicted"
+        source = predicted_words(closest)
         if closest.measured is not None:
             source = "measured"
             if p.generator_saturated:
@@ -176,7 +179,9 @@ def _answer(rec: Recommendation, default_label: str) -> str:
         )
     rate = rec.best.rate
     if rec.best is rec.default:
-        runner_up = next((e for e in rec.ranked if e.measured is not None), None)
+        runner_up = next(  # never itself: the closest confirmed may be the default
+            (e for e in rec.ranked if e.measured is not None and e is not rec.best), None
+        )
         beaten = (
             f"; the best predicted policy, {runner_up.candidate.label}, measured "
             f"{runner_up.rate:.0f} req/s"
@@ -186,10 +191,22 @@ def _answer(rec: Recommendation, default_label: str) -> str:
         return (
             f"{lead}, the default ({default_label}) is the best: "
             f"{rec.best.candidate.variant.label} meets {bound} at "
-            f"{rate:.0f} req/s{beaten}{_generator_note(rec)}."
+            f"{rate:.0f} req/s{_light(rec.best)}{_uncalibrated(rec.best)}{beaten}"
+            f"{_generator_note(rec)}."
         )
+    return (
+        f"{lead}, {rec.best.candidate.label} meets {bound} at {rate:.0f} req/s"
+        f"{_light(rec.best)}{_uncalibrated(rec.best)}, {_versus(rec, rec.best, default_label)}"
+        f"{_generator_note(rec)}."
+    )
+
+
+def _versus(rec: Recommendation, best: Evidence, default_label: str) -> str:
+    """How the pick compares with Triton's default: the gain, or why there is none to say."""
     versus = f"the default ({default_label}) does not meet it at any rate"
     default = rec.default
+    if default is not None and default.measured is None and rec.measurements:
+        versus += " (predicted, not measured)"  # beside measured figures: said apart
     if default is not None and default.rate_rps > 0:
         base = default.point
         if default.measured is not None and base.generator_saturated:
@@ -202,18 +219,60 @@ def _answer(rec: Recommendation, default_label: str) -> str:
                 f"where the default ({default_label}) missed it "
                 f"(p99 {base.latency.p99:.1f} ms at {base.achieved_rps:.0f} req/s)"
             )
-        elif not comparable(rec.best, default):
+        elif not comparable(best, default):
             versus = (
                 f"and the default ({default_label}) met it at {default.rate:.0f} req/s; "
-                f"not compared, the pick {rec.best.basis} and the default {default.basis}"
+                f"not compared, the pick {best.basis} and the default {default.basis}"
             )
         elif default.rate:
-            gain = (rate / default.rate - 1) * 100
+            gain = (best.rate / default.rate - 1) * 100
             more = "more" if gain >= 0 else "less"
             versus = f"{abs(gain):.0f}% {more} than the default ({default_label})"
+    return versus
+
+
+def predicted_words(evidence: Evidence) -> str:
+    """How a predicted figure was obtained, short, for tables and the cost sentence: a sweep's
+    in-process latency alone (no serving study's costs) is uncalibrated and says so."""
+    if evidence.candidate.variant.rests_on:
+        return "predicted from the sweep alone, uncalibrated"
+    return "predicted"
+
+
+def uncalibrated_headline(rec: Recommendation) -> str:
+    """The line printed above rates predicted from a sweep alone (no serving study's costs
+    apply), so the caveat stands where the numbers are read, with the one action that fixes
+    it (or the study of this model that exists, and why it does not apply); "" otherwise."""
+    alone = [e for e in rec.ranked if e.measured is None and e.candidate.variant.rests_on]
+    if not alone:
+        return ""
+    remedy = alone[0].candidate.variant.remedy
     return (
-        f"{lead}, {rec.best.candidate.label} meets {bound} at {rate:.0f} req/s, {versus}"
-        f"{_generator_note(rec)}."
+        "Uncalibrated: the rates below are predicted from the sweep's in-process latency alone, "
+        "which leaves out the server's per-request cost (for a small model often 10-100x too "
+        "high)." + (f" {remedy}" if remedy else "")
+    )
+
+
+def _uncalibrated(evidence: Evidence) -> str:
+    """Beside a figure predicted from the sweep alone, the caveat that bounds it: at the
+    number, not after the sentence (a tiny MLP: 40,470 req/s predicted, 1,643 served)."""
+    if evidence.measured is not None or not evidence.candidate.variant.rests_on:
+        return ""
+    return (
+        " (predicted from the sweep's in-process latency alone, uncalibrated: it leaves out "
+        "the server's per-request cost, which can cap the rate far below this)"
+    )
+
+
+def _light(best: Evidence) -> str:
+    """Say so where the pick was measured only at the light load it was confirmed at: the
+    prediction said no rate meets the bound, so no higher rate was searched."""
+    if best.measured is None or best.rate_rps > 0:
+        return ""
+    return (
+        " (measured at a light load only: no rate was predicted to meet the bound, so none "
+        "higher was searched)"
     )
 
 

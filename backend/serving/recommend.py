@@ -127,7 +127,7 @@ def recommend(
     candidates = [Candidate(v, p) for v in variants for p in servable(v, policies)]
     predicted = [best_rate(c, slo_p99_ms, seed) for c in candidates]
     predicted.sort(key=lambda e: (-_predicted_rate(e), e.predicted.latency.p99))
-    top = [e for e in predicted if e.rate_rps >= max(min_rps, 1e-9)][:confirm_top]
+    top, closest_only = _to_confirm(predicted, min_rps, confirm_top, confirm is not None)
     measurements = 0
     if confirm is not None:
         top = [_confirm(e, confirm, seed, confirm_duration_s) for e in top]
@@ -160,9 +160,23 @@ def recommend(
         len(candidates),
         ranked,
         asked=tuple(policies),
+        confirmed_closest=closest_only and measurements > 0,
     )
     label = "no dynamic batching, one instance"
     return Recommendation(**{**rec.__dict__, "sentence": phrase(rec, label)})
+
+
+def _to_confirm(
+    predicted: list[Evidence], min_rps: float, count: int, confirming: bool
+) -> tuple[list[Evidence], bool]:
+    """The best few predicted to meet the bound; where none is and a confirmation was asked,
+    the few closest to it (lowest predicted p99), so `--confirm N` still measures N on the
+    server instead of nothing (a prediction that misses may be the prediction's error). The
+    flag says the second: those were measured although predicted to miss."""
+    top = [e for e in predicted if e.rate_rps >= max(min_rps, 1e-9)][:count]
+    if top or not confirming:
+        return top, False
+    return sorted(predicted, key=lambda e: e.point.latency.p99)[:count], True
 
 
 def _is_default(candidate: Candidate, variant: MeasuredVariant) -> bool:

@@ -18,7 +18,7 @@ from datetime import datetime
 
 import pandas as pd
 
-from backend.records import is_serving
+from backend.records import JobRow, is_serving
 from backend.reporting.provenance import hardware
 from backend.results import StoredResult
 from backend.serving.study import ServingStudy, cost_key, study_points
@@ -141,10 +141,59 @@ def series_costs(job_id: int, frame: pd.DataFrame) -> dict[str, StudyCosts]:
     return {series: costs for series, costs in found.items() if costs is not None}
 
 
-def remedy(job_id: int, slo_p99_ms: float) -> str:
-    """The one action that measures what a sweep alone cannot, in words a user can follow."""
-    return (
-        "To count them, run a serving study of this model (Serve page, Measured on Triton: "
+def remedy(job_id: int, slo_p99_ms: float, frame: pd.DataFrame | None = None) -> str:
+    """The one action that measures what a sweep alone cannot, in words a user can follow;
+    where a finished study of the same model exists whose costs do not apply (another host, a
+    resumed attempt...), it comes first with the rate it measured and why it is not used: the
+    sweep alone once predicted 40,470 req/s beside a study that served 1,643."""
+    action = (
+        "run a serving study of this model (Serve page, Measured on Triton: "
         "/serve?view=measured), or `optiboard serve recommend "
         f"{job_id} --slo {slo_p99_ms:g} --confirm 3`."
     )
+    study = _newest_study(frame) if frame is not None else None
+    if study is None:
+        return f"To count them, {action}"
+    job, why = study
+    served = [p for p in study_points(job.id).points if not p.generator_saturated]
+    measured = (
+        f"measured up to {max(p.achieved_rps for p in served):,.0f} req/s on Triton"
+        if served
+        else "measured no point the load generator kept up with"
+    )
+    return (
+        f"Study {job.id} of this model {measured} (`optiboard show {job.id}`, "
+        f"/serve?study={job.id}), but its server costs do not apply here: {why}. To count them "
+        f"for this sweep, {action}"
+    )
+
+
+def _newest_study(frame: pd.DataFrame) -> tuple[JobRow, str] | None:
+    """The newest finished serving study of the sweep's model, and why its costs were not
+    reused for it (servercosts reuses only the same file and provider on the same host)."""
+    ok = frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
+    if ok.empty or pd.isna(ok["model_id"].iloc[0]):
+        return None
+    studies = [
+        job
+        for job in job_store.list_jobs(
+            model_id=int(ok["model_id"].iloc[0]), states=[JobState.SUCCEEDED]
+        )
+        if is_serving(job)
+    ]
+    if not studies:
+        return None
+    job = max(studies, key=lambda j: j.id)
+    worker = {w.id: w for w in worker_store.list_workers()}.get(job.worker_id or "")
+    host = str(ok["ran_on"].iloc[0] or "") if "ran_on" in ok else ""
+    if job.attempts != 1:
+        why = "it was resumed by a second attempt, so its costs may come from another worker"
+    elif not study_points(job.id).costs:
+        why = "it measured no server costs"
+    elif worker is None:
+        why = "the worker that ran it is no longer known"
+    elif worker.hostname != host:
+        why = f"it ran on {worker.hostname}, this sweep on {host or 'an unrecorded host'}"
+    else:
+        why = "it served another file, provider or hardware than this sweep's"
+    return job, why

@@ -134,9 +134,8 @@ def serve_view(
     if prices:
         frame = reprice(frame, prices)
     # a finished study's server costs for the same file and host, else the sweep's (servercosts)
-    variants = variants_from_results(
-        frame, overhead_ms, execution_ms, series_costs(job_id, frame), remedy(job_id, slo_p99_ms)
-    )
+    costs, fix = series_costs(job_id, frame), remedy(job_id, slo_p99_ms, frame)
+    variants = variants_from_results(frame, overhead_ms, execution_ms, costs, fix)
     if not variants:
         raise UserError(
             f"Job #{job_id} has no measured latency yet; pick a finished sweep with results."

@@ -5,6 +5,7 @@ recommendation grid predicted), and across hardware targets with their own price
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,9 @@ def test_the_cheapest_configuration_of_a_real_sweep_meets_the_bound_and_names_th
     assert answer.sentence.startswith(
         f"The cheapest configuration that meets p99 <= 50 ms at >= 100 req/s is {best.label}, at $"
     )
-    assert f"ms at {best.rate_rps:,.0f} req/s predicted, $0.4/h for cpu)" in answer.sentence
+    # a sweep alone, no serving study: the figure says it is uncalibrated where it stands
+    uncalibrated = "req/s predicted from the sweep alone, uncalibrated, $0.4/h for cpu)"
+    assert f"ms at {best.rate_rps:,.0f} {uncalibrated}" in answer.sentence
     assert f"; the runner-up, {answer.runner_up.label}, costs $" in answer.sentence
     difference = r"\((\$[\d.]+ more per million, \d+% more|the same to within 0.5%); p99 "
     assert re.search(difference, answer.sentence)
@@ -115,3 +118,34 @@ def test_a_study_stores_its_prices_and_a_bad_one_stores_nothing(
     assert stamped.prices == (("cpu", 0.40), ("cuda", 3.50))  # OPTIBOARD_PRICE_PER_HOUR's
     assert given.prices == (("cpu", 0.3),)
     assert ServingStudy.from_dict(given.to_dict()) == given
+
+
+def test_after_a_confirmation_that_misses_the_cheapest_is_never_a_predicted_one() -> None:
+    """`serve recommend --confirm 1 --slo 5`: the one configuration confirmed measured p99 5.7
+    ms ("none meets the p99 bound of 5 ms ... (measured)"), and the cost line beside it named a
+    predicted configuration the cheapest that meets p99 <= 5 ms. The cheapest now comes from
+    the same measured figures as the verdict; the predicted ones are counted apart."""
+    variant = MeasuredVariant(
+        "fp32",
+        "cpu",
+        LatencyCurve((1, 4, 16, 32), (0.7, 1.0, 2.2, 4.0), 0.2, 0.05),
+        price=Price("cpu", CPU),
+    )
+
+    def slower(trial):  # the server missed what the simulation predicted
+        point = simulate(trial.candidate.variant.curve, trial.load, trial.candidate.policy,
+                         requests=2000)  # fmt: skip
+        return replace(point, latency=replace(point.latency, p99=9.0))
+
+    rec = recommend([variant], slo_p99_ms=8.0, confirm=slower, confirm_top=1)
+    assert rec.best is None and rec.measurements == 1
+    assert "none meets the p99 bound of 8 ms" in rec.sentence
+    predicted = [e for e in rec.ranked if e.measured is None and e.meets(8.0, 0.0)]
+    assert predicted  # what the cost line used to name
+    answer = recommendation_cost(rec)
+    assert answer.cheapest is None
+    assert answer.sentence == (
+        "No cheapest configuration: the one configuration measured on Triton does not meet "
+        f"p99 <= 8 ms; {len(predicted)} more are only predicted to meet it, not measured (a "
+        "larger --confirm measures them)."
+    )

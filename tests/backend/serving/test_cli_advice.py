@@ -56,6 +56,17 @@ def test_recommend_from_a_measured_sweep_prints_the_evidence_and_the_sentence(
     capsys.readouterr()
     assert main(["serve", "recommend", "1", "--slo", "40", "--top", "3"]) == 0
     printed = capsys.readouterr().out
+    # a sweep alone: the caveat comes first, above the rates it bounds, and beside the figure
+    assert printed.startswith(
+        "Uncalibrated: the rates below are predicted from the sweep's in-process latency alone, "
+        "which leaves out the server's per-request cost (for a small model often 10-100x too "
+        "high). To count them, run a serving study of this model"
+    ), printed
+    assert re.search(
+        r"meets the p99 bound of 40 ms at \d+ req/s \(predicted from the sweep's in-process "
+        r"latency alone, uncalibrated: it leaves out the server's per-request cost",
+        printed,
+    ), printed
     assert "In 4 predicted configurations" in printed  # max 8 (as measured), one instance
     assert "meets the p99 bound of 40 ms" in printed and "rate under bound" in printed
     # no serving study of the model: the action that measures the server's costs
@@ -253,3 +264,78 @@ def test_a_confirmed_row_prints_the_predicted_p99_beside_the_measured_one() -> N
     predicted = rows[unmeasured.candidate.label]  # never measured: its own prediction
     assert predicted["source"] == "predicted"
     assert predicted["predicted p99 ms"] == predicted["p99 ms"]
+
+
+def test_recommend_with_confirm_under_a_bound_nothing_is_predicted_to_meet_measures_the_closest(
+    data_dir: Path,
+    mlp_path: Path,
+    triton_environment: TritonEnvironment,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--confirm 1` under a bound no prediction met measured the costs, then confirmed
+    nothing: "confirmed on no measured point" and "In 7 predicted configurations (none measured
+    on the server yet)". It now measures the closest on the server, and the verdict and the
+    cost line both rest on that measurement."""
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["run", "1", "--precisions", "fp32", "--batch-sizes", "1,8", "--quick"]) == 0
+    capsys.readouterr()
+    argv = ["serve", "recommend", "1", "--slo", "0.05", "--confirm", "1", "--duration", "1"]
+    assert main([*argv, "--instances", "1"]) == 3  # no server answers within 0.05 ms
+    printed = capsys.readouterr().out
+    assert "confirmed on onnxruntime " in printed and "no measured point" not in printed
+    sentence = printed.strip().splitlines()[-1]
+    assert sentence.startswith(
+        "In 1 measurement across 1 configuration (the closest of 7 predicted, none of which was "
+        "predicted to meet the bound), none meets the p99 bound of 0.05 ms; the closest is FP32 "
+        "on CPU, "
+    ), sentence
+    assert "(measured" in sentence and "(predicted" not in sentence
+    cost = printed.strip().splitlines()[-2]
+    assert cost == (
+        "No cheapest configuration: the one configuration measured on Triton does not meet "
+        "p99 <= 0.05 ms."
+    ), cost
+
+
+def test_a_sweep_only_prediction_points_to_the_study_of_the_model_it_could_not_use(
+    data_dir: Path,
+    mlp_path: Path,
+    triton_environment: TritonEnvironment,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A sweep alone predicted 40,470 req/s where a serving study of the same model (whose
+    costs did not apply) measured 1,643 req/s on Triton, and said only, deep in its sentence,
+    to run a serving study. The first line now says the rates are uncalibrated and names the
+    study, what it measured and why its costs are not used."""
+    from backend.serving.view import study_view
+    from storage.repo import workers as worker_store
+    from tests.pages.seed import run_queued
+
+    assert main(["add", str(mlp_path)]) == 0
+    assert main(["run", "1", "--precisions", "fp32", "--batch-sizes", "1,8", "--quick"]) == 0
+    argv = ["serve", "submit", "1", "--concurrency", "4", "--duration", "1", "--slo", "50"]
+    assert main(argv) == 0
+    run_queued()
+    study = get_job(2)
+    assert study.state.value == "succeeded", study.error
+    served = [p for c in study_view(2).configurations for p in c.measured]
+    kept_up = [p.achieved_rps for p in served if not p.generator_saturated]
+    # as if another machine had run the study: its costs are not this host's
+    for worker in worker_store.list_workers():
+        worker_store.register_worker(
+            worker.id, "another-host", worker.pid, worker.hardware, worker.providers
+        )
+    capsys.readouterr()
+    assert main(["serve", "recommend", "1", "--slo", "50", "--top", "3"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("Uncalibrated: the rates below are predicted from the sweep's "), first
+    measured = (
+        f"measured up to {max(kept_up):,.0f} req/s on Triton"
+        if kept_up
+        else "measured no point the load generator kept up with"
+    )
+    assert (
+        f"Study 2 of this model {measured} (`optiboard show 2`, /serve?study=2), but its server "
+        "costs do not apply here: it ran on another-host, this sweep on "
+    ) in first, first
+    assert first.endswith("`optiboard serve recommend 1 --slo 50 --confirm 3`."), first

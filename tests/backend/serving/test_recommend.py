@@ -135,3 +135,52 @@ def test_a_default_the_generator_could_not_measure_is_said_so_not_called_a_miss(
         "where the default (no dynamic batching, one instance) could not be measured: the load "
         f"generator fell behind even at {rec.default.point.achieved_rps:.0f} req/s"
     ) in rec.sentence
+
+
+def _served_as_is(trial: Trial) -> LoadPoint:
+    """A measured world that serves each trial as the simulation predicts it."""
+    return simulate(trial.candidate.variant.curve, trial.load, trial.candidate.policy,
+                    requests=2000)  # fmt: skip
+
+
+def test_confirm_with_nothing_predicted_to_meet_the_bound_measures_the_closest() -> None:
+    """`--confirm 1` under a bound no prediction met confirmed nothing (0 measurements, "none
+    measured on the server yet"): it now measures the closest, and the sentence says why."""
+    rec = recommend([SLOW, FAST], slo_p99_ms=0.5, confirm=_served_as_is, confirm_top=1)
+    assert rec.measurements == 1 and rec.confirmed_closest
+    (measured,) = [e for e in rec.ranked if e.measured is not None]
+    assert measured.rate_rps == 0  # predicted to miss at every rate, measured at a light load
+    assert rec.best is None and rec.closest is measured
+    assert rec.sentence.startswith(
+        "In 1 measurement across 1 configuration (the closest of 20 predicted, none of which "
+        "was predicted to meet the bound), none meets the p99 bound of 0.5 ms; the closest is "
+        f"{measured.candidate.label} with p99 "
+    ), rec.sentence
+    assert rec.sentence.endswith("(measured).")
+
+
+def test_a_closest_confirmed_that_meets_the_bound_on_the_server_is_the_measured_answer() -> None:
+    """The prediction missed the bound, the server met it: the measurement is the answer, at
+    the light load it was measured at, and the sentence says no higher rate was searched."""
+
+    def quicker(trial: Trial) -> LoadPoint:
+        point = _served_as_is(trial)
+        return replace(point, latency=replace(point.latency, p99=0.4))
+
+    rec = recommend([FAST], slo_p99_ms=0.5, confirm=quicker, confirm_top=1)
+    assert rec.best is not None and rec.best.measured is not None and rec.best.rate_rps == 0
+    rate = f"{rec.best.measured.achieved_rps:.0f}"
+    assert f"meets the p99 bound of 0.5 ms at {rate} req/s (measured at a light load only" in (
+        rec.sentence
+    )
+    assert rec.rate_under_bound(rec.best) == rec.best.measured.achieved_rps
+    # the closest at a light load is Triton's default, measured: never compared with itself
+    assert rec.best is rec.default
+    assert "the default (no dynamic batching, one instance) is the best" in rec.sentence
+    assert "the best predicted policy" not in rec.sentence, rec.sentence
+
+
+def test_without_confirm_nothing_predicted_to_meet_measures_nothing() -> None:
+    rec = recommend([SLOW, FAST], slo_p99_ms=0.5)
+    assert rec.measurements == 0 and not rec.confirmed_closest
+    assert rec.sentence.startswith("In 20 predicted configurations (none measured")
