@@ -34,6 +34,7 @@ from backend.serving.host_sample import HostSample, sample_load
 from backend.serving.loadgen import run_load
 from backend.serving.server import ServerEndpoint, TritonServer, serve
 from backend.serving.types import (
+    MAX_SIGMA,
     BatchingPolicy,
     LatencyCurve,
     LoadPoint,
@@ -47,7 +48,6 @@ LOADED_IN_FLIGHT = 4  # the cost measurement's load; the bench judges 1 and 8 in
 PAIR_IN_FLIGHT = 4  # on the two-instance server: two queued per instance keep both busy
 Z99 = 2.326  # standard normal quantile at 0.99
 MAX_SLOWDOWN = 10.0
-MAX_SIGMA = 1.5  # a lognormal's p99 reaches 13x its mean: beyond, noise is not the way's spread
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ subtraction and charts draw both from one type.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -13,6 +14,11 @@ from typing import Any
 
 from backend.errors import UserError
 from backend.results import EnergyReport, LatencyStats
+
+# the way in and out's spread is a lognormal's of at most this sigma (its p99 10.6x its mean):
+# past it, the tail is not the way's noise; a spread at the cap says so where it is printed
+MAX_SIGMA = 1.5
+MAX_OVERHEAD_JITTER = math.sqrt(math.expm1(MAX_SIGMA * MAX_SIGMA))
 
 # a CPU point's energy note (loadgen): about its J/request column, not about what the server did
 CPU_ENERGY_NOTE = (
@@ -168,6 +174,13 @@ class LatencyCurve:
             raise UserError("Instance slowdown factors must be positive; 1.0 means no slowdown.")
 
     @property
+    def _capped(self) -> str:
+        """The spread at the model's cap is no measured figure: the tail measured was longer."""
+        if self.overhead_jitter < MAX_OVERHEAD_JITTER - 1e-9:
+            return ""
+        return ", the most the model takes: its p99 was further out"
+
+    @property
     def summary(self) -> str:
         """The simulation's inputs in one line, as captions, the CLI and the bench state them."""
         compute = ", ".join(
@@ -175,7 +188,8 @@ class LatencyCurve:
         )
         return (
             f"compute {compute} · way in and out {self.overhead_ms:.2f} ms (spread "
-            f"{self.overhead_jitter:.2f}; +{self.response_cost_ms:.2f} ms per request on the "
+            f"{self.overhead_jitter:.2f}{self._capped}; +{self.response_cost_ms:.2f} ms per "
+            "request on the "
             f"instance) · generator CPU {self.request_cost_ms:.2f} ms per request · host "
             f"slowdown {self.host_slowdown:.2f}x · {self._instances_words} · "
             f"host {self.host_cpu_ms:.2f} ms CPU per request on {self.host_cores:.2f} cores · "

@@ -194,6 +194,15 @@ def test_a_lognormal_spread_is_recovered_from_its_mean_and_p99() -> None:
     assert _lognormal_cv(1.0, 0.9) == 0.0
 
 
+def test_a_spread_at_the_models_cap_is_printed_as_the_cap_not_as_a_measurement() -> None:
+    capped = _lognormal_cv(0.05, 0.05 + 0.6)  # a p99 13x the mean: past what the model takes
+    assert capped == pytest.approx(2.91, abs=0.01)
+    way = replace(FLAT, overhead_ms=0.05, overhead_jitter=capped)
+    assert "(spread 2.91, the most the model takes: its p99 was further out;" in way.summary
+    measured = replace(way, overhead_jitter=_lognormal_cv(1.0, 3.0))
+    assert "the most the model takes" not in measured.summary
+
+
 def test_a_server_schedule_dealt_to_two_generator_processes_reads_answers_in_parallel() -> None:
     # the client reads each answer for 1 ms: one event loop serves at most 1000 req/s
     curve = LatencyCurve((1, 8), (0.2, 0.4), request_cost_ms=1.0)
