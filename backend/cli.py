@@ -117,6 +117,7 @@ def _shape(spec: dict[str, Any]) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from backend.models import library
+    from backend.reporting.text import table
 
     if not args.model.isdigit():  # a file given: argparse said "invalid int value"
         raise UserError(
@@ -132,12 +133,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print("inputs:\n" + "\n".join(f"  {_shape(i)}" for i in m.inputs))
     print("outputs:\n" + "\n".join(f"  {_shape(o)}" for o in m.outputs))
     ops = sorted(m.op_histogram.items(), key=lambda kv: -kv[1])
-    print("ops:\n" + "\n".join(f"  {op:<28}{count}" for op, count in ops))
+    width = max((len(op) for op, _ in ops), default=0) + 2  # "com.microsoft::..." is long
+    print("ops:\n" + "\n".join(f"  {op:<{width}}{count}" for op, count in ops))
     for warning in m.warnings:
         print(f"warning: {warning}")
-    print("artifacts:")
-    for a in library.list_artifacts(m.id):
-        print(f"  {a.kind:<15}{a.filename:<50}{a.size_bytes:>12,}  {a.sha256[:12]}")
+    rows = [
+        [a.kind, a.filename, f"{a.size_bytes:,}", a.sha256[:12]]
+        for a in library.list_artifacts(m.id)
+    ]
+    print("artifacts:\n" + table(rows, ["kind", "file", "bytes", "sha256"]))
     return 0
 
 

@@ -487,3 +487,27 @@ def test_inspect_of_a_file_points_to_add_and_a_closed_pipe_ends_quietly(
     with open(write, "w", buffering=1) as closed:
         monkeypatch.setattr(sys, "stdout", closed)
         assert cli.main(["inspect", "1"]) == 141  # a shell's code for SIGPIPE, no traceback
+
+
+def test_inspect_lists_artifacts_as_a_table_under_a_header(data_dir: Path, tmp_path: Path) -> None:
+    """The artifacts were printed in fixed widths without a header: a file name longer than 50
+    characters pushed its size and digest out of their columns."""
+    from tests import models as model_factory
+
+    stem = "a_rather_long_model_name_exported_from_training_run_2026_v3"
+    model_factory.save_with_external_data(model_factory.make_mlp(), tmp_path / "bundle", stem)
+    archive = model_factory.zip_folder(tmp_path / "bundle", tmp_path / "ext.zip")
+    assert optiboard("add", str(archive)).returncode == 0
+    inspected = optiboard("inspect", "1")
+    assert inspected.returncode == 0, inspected.stderr
+    rows = table_rows(inspected.stdout, "kind")
+    assert [(r["kind"], r["file"]) for r in rows] == [
+        ("original", "ext.zip"),
+        ("converted", f"{stem}.onnx"),
+    ]
+    from backend.models import library
+
+    stored = library.list_artifacts(1)
+    assert [r["bytes"] for r in rows] == [f"{a.size_bytes:,}" for a in stored]
+    assert [r["sha256"] for r in rows] == [a.sha256[:12] for a in stored]
+
