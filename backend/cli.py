@@ -223,8 +223,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     from backend.queue import jobs
-    from backend.reporting.text import table
+    from backend.reporting.text import footnoted, last_line, table
 
+    listed = jobs.list_jobs(limit=args.limit)
+    marks, errors = footnoted([last_line(j.error) for j in listed])  # in full, under the table
     rows = [
         [
             j.id,
@@ -233,15 +235,13 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             f"{j.progress_done}/{j.progress_total}",
             j.attempts,
             j.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            ((j.error or "").strip().splitlines() or [""])[-1],  # its last line, as text
+            mark,
         ]
-        for j in jobs.list_jobs(limit=args.limit)
+        for j, mark in zip(listed, marks, strict=True)
     ]
-    print(
-        table(rows, ["id", "model", "state", "progress", "attempts", "created", "error"])
-        if rows
-        else "no jobs yet: submit one with `optiboard submit MODEL_ID`"
-    )
+    headers = ["id", "model", "state", "progress", "attempts", "created", "error"]
+    empty = "no jobs yet: submit one with `optiboard submit MODEL_ID`"
+    print("\n".join([table(rows, headers), *errors]) if rows else empty)
     return 0
 
 

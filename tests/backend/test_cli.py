@@ -511,3 +511,50 @@ def test_inspect_lists_artifacts_as_a_table_under_a_header(data_dir: Path, tmp_p
     assert [r["bytes"] for r in rows] == [f"{a.size_bytes:,}" for a in stored]
     assert [r["sha256"] for r in rows] == [a.sha256[:12] for a in stored]
 
+
+def test_show_and_jobs_give_long_errors_in_full_under_the_table_and_costs_in_one_notation(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """A failed configuration's error was cut at 80 characters ("Load model from /tmp/o"), a
+    failed job's padded the jobs table to some 380 characters a line, and $/M read 0.0008441
+    beside 1.296e-05 with '-' for configurations that did not run, unexplained."""
+    from tests import models as model_factory
+
+    custom = model_factory.save(model_factory.make_custom_op_model(), tmp_path / "custom.onnx")
+    wrong = model_factory.save(model_factory.make_fp16_wrong_model(), tmp_path / "wrong.onnx")
+    assert optiboard("add", str(custom)).returncode == 0
+    assert optiboard("add", str(wrong)).returncode == 0
+    failed = optiboard("run", "1", "--precisions", "fp32", "--quick")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    sweep = optiboard(
+        "run", "2", "--precisions", "fp32,fp16", "--providers", "cpu,cuda",
+        "--batch-sizes", "1,64", "--quick", "--price", "cpu=0.4,cuda=3.5",
+    )  # fmt: skip
+    assert sweep.returncode == 0, sweep.stdout + sweep.stderr
+
+    listed = optiboard("jobs").stdout
+    table = listed.split("errors:\n")[0]
+    assert max(len(line) for line in table.splitlines()) < 100  # no column padded to the error
+    assert [r["error"] for r in table_rows(listed, "id")] == ["", "[1]"]  # newest first
+    said = " ".join(listed.split("errors:\n")[1].split())  # the wrapped note, unwrapped
+    assert said.startswith("[1] the only configuration failed: The runtime failed:")
+    assert said.endswith("com.acme:MyOp(-1) is not a registered function/op")
+
+    shown = optiboard("show", "1").stdout
+    (row,) = table_rows(shown, "configuration")
+    assert row["error"] == "[1]"
+    note = " ".join(shown.split("errors:\n")[1].split("\nRSS MB")[0].split())
+    assert note.endswith("is not a registered function/op")
+
+    shown = optiboard("show", "2").stdout
+    rows = table_rows(shown, "configuration")
+    costs = [r["$/M"] for r in rows if r["$/M"] != "-"]
+    assert len(costs) == 2 and all("e" not in c for c in costs), costs  # b1 and b64 on cpu
+    assert {r["status"] for r in rows if r["$/M"] == "-"} == {"unavailable", "wrong outputs"}
+    assert (
+        "$/M is - where there is no cost: 4 configurations did not run (4 unavailable); 2 "
+        "computed wrong outputs, which are never priced." in shown
+    )
+    compared = optiboard("compare", "2").stdout
+    assert sorted(r["$/M"] for r in table_rows(compared, "job") if r["$/M"] != "-") == sorted(costs)
+    assert "$/M is - where there is no cost: 4 configurations did not run" in compared
