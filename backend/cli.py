@@ -14,7 +14,7 @@ from backend.auth.cli import register_users, run_command
 from backend.baselinecli import register_baseline
 from backend.cli_parsing import JobNumbers, job_list, measure_from, positive
 from backend.cli_parsing import dims_from_pairs as _dims
-from backend.cli_reports import cmd_compare, cmd_export, cmd_show
+from backend.cli_reports import cmd_compare, cmd_export, cmd_jobs, cmd_show
 from backend.compat_cli import register_compat
 from backend.counts import counted
 from backend.engine.mixed_args import add_arguments as add_mixed_arguments
@@ -75,7 +75,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         raise UserError(f"{path} is not a regular file; give the path of a model file.")
     if not path.is_file():
         raise UserError(f"There is no file {path}; give the path of a model file.")
-    model = ingest_file(path, path.name, name=args.name)
+    model = ingest_file(path, path.name, name=args.name, copy=args.copy)
     print(
         f"added model {model.id}: {model.name} ({model.format}, opset {model.opset}, "
         f"{model.size_bytes / 2**20:.1f} MiB, {model.parameter_count:,} parameters)"
@@ -137,10 +137,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print("ops:\n" + "\n".join(f"  {op:<{width}}{count}" for op, count in ops))
     for warning in m.warnings:
         print(f"warning: {warning}")
-    rows = [
-        [a.kind, a.filename, f"{a.size_bytes:,}", a.sha256[:12]]
-        for a in library.list_artifacts(m.id)
-    ]
+    arts = library.list_artifacts(m.id)
+    rows = [[a.kind, a.filename, f"{a.size_bytes:,}", a.sha256[:12]] for a in arts]
     print("artifacts:\n" + table(rows, ["kind", "file", "bytes", "sha256"]))
     return 0
 
@@ -221,30 +219,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome.state == JobState.SUCCEEDED else 1
 
 
-def cmd_jobs(args: argparse.Namespace) -> int:
-    from backend.queue import jobs
-    from backend.reporting.text import footnoted, last_line, table
-
-    listed = jobs.list_jobs(limit=args.limit)
-    marks, errors = footnoted([last_line(j.error) for j in listed])  # in full, under the table
-    rows = [
-        [
-            j.id,
-            j.model_id,
-            j.state.value,
-            f"{j.progress_done}/{j.progress_total}",
-            j.attempts,
-            j.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            mark,
-        ]
-        for j, mark in zip(listed, marks, strict=True)
-    ]
-    headers = ["id", "model", "state", "progress", "attempts", "created", "error"]
-    empty = "no jobs yet: submit one with `optiboard submit MODEL_ID`"
-    print("\n".join([table(rows, headers), *errors]) if rows else empty)
-    return 0
-
-
 def cmd_cancel(args: argparse.Namespace) -> int:
     from backend.queue import jobs
 
@@ -320,15 +294,22 @@ def _price_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="optiboard", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _register_add(sub: Any) -> None:
     p = sub.add_parser(
         "add", help="add a model (.onnx, .zip with external data, SavedModel .zip, PyTorch .pt2)"
     )
     p.add_argument("path")
     p.add_argument("--name")
+    p.add_argument(
+        "--copy", action="store_true", help="add it as a new model even if the library has it"
+    )
     p.set_defaults(func=cmd_add)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="optiboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _register_add(sub)
     sub.add_parser("models", help="list models").set_defaults(func=cmd_models)
     p = sub.add_parser("inspect", help="show a model's metadata")
     p.add_argument("model", help="a library model's id (`optiboard models`)")

@@ -1,6 +1,6 @@
-"""`optiboard show`, `export` and `compare`: stored jobs in a terminal, each kind as its page shows
-it. Sweeps and regression checks read the results table (backend/reporting), generation jobs and
-serving studies their stored points (backend/generate/jobreport.py, backend/serving/
+"""`optiboard jobs`, `show`, `export` and `compare`: stored jobs in a terminal, each kind as its
+page shows it. Sweeps and regression checks read the results table (backend/reporting), generation
+jobs and serving studies their stored points (backend/generate/jobreport.py, backend/serving/
 studyreport.py); an export mixing those is refused in one sentence, as their columns differ.
 """
 
@@ -43,6 +43,31 @@ def cheapest_line(job_ids: list[int], prices: Prices = ()) -> str | None:
     from backend.reporting import comparison
 
     return comparison.cheapest_sentence(comparison.priced_frame(job_ids, prices))
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    """The newest jobs, one a line; a failed one's error in full under the table."""
+    from backend.queue import jobs
+    from backend.reporting.text import footnoted, last_line, table
+
+    listed = jobs.list_jobs(limit=args.limit)
+    marks, errors = footnoted([last_line(j.error) for j in listed])  # in full, under the table
+    rows = [
+        [
+            j.id,
+            j.model_id,
+            j.state.value,
+            f"{j.progress_done}/{j.progress_total}",
+            j.attempts,
+            j.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            mark,
+        ]
+        for j, mark in zip(listed, marks, strict=True)
+    ]
+    headers = ["id", "model", "state", "progress", "attempts", "created", "error"]
+    empty = "no jobs yet: submit one with `optiboard submit MODEL_ID`"
+    print("\n".join([table(rows, headers), *errors]) if rows else empty)
+    return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -558,3 +558,20 @@ def test_show_and_jobs_give_long_errors_in_full_under_the_table_and_costs_in_one
     compared = optiboard("compare", "2").stdout
     assert sorted(r["$/M"] for r in table_rows(compared, "job") if r["$/M"] != "-") == sorted(costs)
     assert "$/M is - where there is no cost: 4 configurations did not run" in compared
+
+
+def test_adding_the_same_file_twice_names_its_model_and_adds_nothing_unless_copy(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """`add` of the same file twice made a second model without a word."""
+    assert optiboard("add", str(mlp_path)).returncode == 0
+    again = optiboard("add", str(mlp_path), "--name", "again")
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr.startswith(
+        "error: The file 'mlp.onnx' is already model 1 \"mlp\" (the same content, sha256 "
+    )
+    assert again.stderr.endswith("so nothing was added; use model 1, or ask for a second copy "
+        "(--copy, or \"Add even if already in the library\" on the Models page).\n")  # fmt: skip
+    assert [r["id"] for r in table_rows(optiboard("models").stdout, "id")] == ["1"]
+    copied = optiboard("add", str(mlp_path), "--name", "again", "--copy")
+    assert copied.returncode == 0 and copied.stdout.startswith("added model 2: again (onnx")
