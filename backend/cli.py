@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cancel)
     p = sub.add_parser("export", help="export results (or a study's load points) as CSV or JSON")
     p.add_argument("job", type=job_list, nargs="+", action=JobNumbers, help="e.g. 7 8 or 7,8")
-    p.add_argument("--format", choices=["csv", "json"], default="csv")
+    p.add_argument("--format", choices=["csv", "json", "html"], default="csv")
     p.add_argument("-o", "--output")
     _price_option(p)
     p.set_defaults(func=cmd_export)

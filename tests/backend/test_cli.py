@@ -575,3 +575,36 @@ def test_adding_the_same_file_twice_names_its_model_and_adds_nothing_unless_copy
     assert [r["id"] for r in table_rows(optiboard("models").stdout, "id")] == ["1"]
     copied = optiboard("add", str(mlp_path), "--name", "again", "--copy")
     assert copied.returncode == 0 and copied.stdout.startswith("added model 2: again (onnx")
+
+
+def test_export_html_writes_the_compare_pages_report_of_a_sweep(
+    data_dir: Path, mlp_path: Path, tmp_path: Path
+) -> None:
+    """The Compare page offered an HTML report; `export` had csv and json only."""
+    from backend.reporting import htmlreport
+
+    assert optiboard("add", str(mlp_path)).returncode == 0
+    run = optiboard(
+        "run", "1", "--precisions", "fp32,int8_dynamic", "--batch-sizes", "1", "--quick"
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    target = tmp_path / "out" / "report.html"
+    written = optiboard("export", "1", "--format", "html", "-o", str(target))
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == f"wrote 2 results to {target}\n"
+    report = target.read_text()
+    assert report.startswith("<!DOCTYPE html>") and report.endswith("</html>")
+    assert (
+        "<h1>Optiboard comparison: job 1</h1>" in report and "baseline: #1 mlp CPU FP32." in report
+    )
+    assert report.count('class="plotly-graph-div"') == len(htmlreport.CHARTS)  # cpu is priced
+    table = report.split("<h2>All configurations</h2>")[1]
+    assert "#1 mlp CPU FP32 b1" in table and "#1 mlp CPU INT8 dynamic b1" in table
+    assert optiboard("export", "1", "--format", "html").stdout.startswith("<!DOCTYPE html>")
+
+    assert optiboard("serve", "submit", "1", "--concurrency", "1").returncode == 0  # job 2
+    refused = optiboard("export", "2", "--format", "html")
+    assert refused.returncode == 2 and refused.stderr == (
+        "error: Job 2 is a serving study, not a sweep; --format html is the Compare page's report "
+        "of sweeps, so export it as csv or json.\n"
+    )
