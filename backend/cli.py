@@ -14,7 +14,7 @@ from backend.auth.cli import register_users, run_command
 from backend.baselinecli import register_baseline
 from backend.cli_parsing import JobNumbers, job_list, measure_from, positive
 from backend.cli_parsing import dims_from_pairs as _dims
-from backend.cli_reports import cmd_compare, cmd_export, cmd_show
+from backend.cli_reports import cmd_compare, cmd_export, cmd_jobs, cmd_show
 from backend.compat_cli import register_compat
 from backend.counts import counted
 from backend.engine.mixed_args import add_arguments as add_mixed_arguments
@@ -75,7 +75,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         raise UserError(f"{path} is not a regular file; give the path of a model file.")
     if not path.is_file():
         raise UserError(f"There is no file {path}; give the path of a model file.")
-    model = ingest_file(path, path.name, name=args.name)
+    model = ingest_file(path, path.name, name=args.name, copy=args.copy)
     print(
         f"added model {model.id}: {model.name} ({model.format}, opset {model.opset}, "
         f"{model.size_bytes / 2**20:.1f} MiB, {model.parameter_count:,} parameters)"
@@ -117,6 +117,7 @@ def _shape(spec: dict[str, Any]) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from backend.models import library
+    from backend.reporting.text import table
 
     if not args.model.isdigit():  # a file given: argparse said "invalid int value"
         raise UserError(
@@ -132,12 +133,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print("inputs:\n" + "\n".join(f"  {_shape(i)}" for i in m.inputs))
     print("outputs:\n" + "\n".join(f"  {_shape(o)}" for o in m.outputs))
     ops = sorted(m.op_histogram.items(), key=lambda kv: -kv[1])
-    print("ops:\n" + "\n".join(f"  {op:<28}{count}" for op, count in ops))
+    width = max((len(op) for op, _ in ops), default=0) + 2  # "com.microsoft::..." is long
+    print("ops:\n" + "\n".join(f"  {op:<{width}}{count}" for op, count in ops))
     for warning in m.warnings:
         print(f"warning: {warning}")
-    print("artifacts:")
-    for a in library.list_artifacts(m.id):
-        print(f"  {a.kind:<15}{a.filename:<50}{a.size_bytes:>12,}  {a.sha256[:12]}")
+    arts = library.list_artifacts(m.id)
+    rows = [[a.kind, a.filename, f"{a.size_bytes:,}", a.sha256[:12]] for a in arts]
+    print("artifacts:\n" + table(rows, ["kind", "file", "bytes", "sha256"]))
     return 0
 
 
@@ -217,30 +219,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome.state == JobState.SUCCEEDED else 1
 
 
-def cmd_jobs(args: argparse.Namespace) -> int:
-    from backend.queue import jobs
-    from backend.reporting.text import table
-
-    rows = [
-        [
-            j.id,
-            j.model_id,
-            j.state.value,
-            f"{j.progress_done}/{j.progress_total}",
-            j.attempts,
-            j.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            ((j.error or "").strip().splitlines() or [""])[-1],  # its last line, as text
-        ]
-        for j in jobs.list_jobs(limit=args.limit)
-    ]
-    print(
-        table(rows, ["id", "model", "state", "progress", "attempts", "created", "error"])
-        if rows
-        else "no jobs yet: submit one with `optiboard submit MODEL_ID`"
-    )
-    return 0
-
-
 def cmd_cancel(args: argparse.Namespace) -> int:
     from backend.queue import jobs
 
@@ -316,15 +294,22 @@ def _price_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="optiboard", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _register_add(sub: Any) -> None:
     p = sub.add_parser(
         "add", help="add a model (.onnx, .zip with external data, SavedModel .zip, PyTorch .pt2)"
     )
     p.add_argument("path")
     p.add_argument("--name")
+    p.add_argument(
+        "--copy", action="store_true", help="add it as a new model even if the library has it"
+    )
     p.set_defaults(func=cmd_add)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="optiboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _register_add(sub)
     sub.add_parser("models", help="list models").set_defaults(func=cmd_models)
     p = sub.add_parser("inspect", help="show a model's metadata")
     p.add_argument("model", help="a library model's id (`optiboard models`)")
@@ -354,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cancel)
     p = sub.add_parser("export", help="export results (or a study's load points) as CSV or JSON")
     p.add_argument("job", type=job_list, nargs="+", action=JobNumbers, help="e.g. 7 8 or 7,8")
-    p.add_argument("--format", choices=["csv", "json"], default="csv")
+    p.add_argument("--format", choices=["csv", "json", "html"], default="csv")
     p.add_argument("-o", "--output")
     _price_option(p)
     p.set_defaults(func=cmd_export)

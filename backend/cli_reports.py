@@ -1,6 +1,6 @@
-"""`optiboard show`, `export` and `compare`: stored jobs in a terminal, each kind as its page shows
-it. Sweeps and regression checks read the results table (backend/reporting), generation jobs and
-serving studies their stored points (backend/generate/jobreport.py, backend/serving/
+"""`optiboard jobs`, `show`, `export` and `compare`: stored jobs in a terminal, each kind as its
+page shows it. Sweeps and regression checks read the results table (backend/reporting), generation
+jobs and serving studies their stored points (backend/generate/jobreport.py, backend/serving/
 studyreport.py); an export mixing those is refused in one sentence, as their columns differ.
 """
 
@@ -43,6 +43,31 @@ def cheapest_line(job_ids: list[int], prices: Prices = ()) -> str | None:
     from backend.reporting import comparison
 
     return comparison.cheapest_sentence(comparison.priced_frame(job_ids, prices))
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    """The newest jobs, one a line; a failed one's error in full under the table."""
+    from backend.queue import jobs
+    from backend.reporting.text import footnoted, last_line, table
+
+    listed = jobs.list_jobs(limit=args.limit)
+    marks, errors = footnoted([last_line(j.error) for j in listed])  # in full, under the table
+    rows = [
+        [
+            j.id,
+            j.model_id,
+            j.state.value,
+            f"{j.progress_done}/{j.progress_total}",
+            j.attempts,
+            j.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            mark,
+        ]
+        for j, mark in zip(listed, marks, strict=True)
+    ]
+    headers = ["id", "model", "state", "progress", "attempts", "created", "error"]
+    empty = "no jobs yet: submit one with `optiboard submit MODEL_ID`"
+    print("\n".join([table(rows, headers), *errors]) if rows else empty)
+    return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -134,14 +159,16 @@ def export_family(job_ids: list[int]) -> JobKind:
 def cmd_export(args: argparse.Namespace) -> int:
     """CSV: the comparison table (a study's: the Serve page's table of measured points). JSON:
     every result's full record (environment, samples), a generation job's or a study's stored
-    points."""
+    points. HTML: sweeps' report as the Compare page's download builds it."""
     from backend.queue import jobs
     from backend.reporting import comparison, exports
 
     prices = _prices(args)
     target = output_path(args.output) if args.output else None  # before the export is read
     kind = export_family(args.job)
-    if kind == JobKind.GENERATION:
+    if args.format == "html":  # the Compare page's report, from the page's own builder
+        data, count = _html_report(args.job, prices)
+    elif kind == JobKind.GENERATION:
         from backend.generate import jobreport
 
         data, count = jobreport.export_generation(args.job, args.format, prices)
@@ -163,6 +190,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(data.decode())
     return 0
+
+
+def _html_report(job_ids: list[int], prices: Prices) -> tuple[bytes, int]:
+    """The Compare page's "HTML report" of sweeps, with the page's default choices."""
+    from backend.reporting import htmlreport
+
+    for job_id, kind in _kinds(job_ids).items():
+        if kind != JobKind.SWEEP:
+            raise UserError(
+                f"Job {job_id} is {KIND_NAMES[kind]}, not a sweep; --format html is the Compare "
+                "page's report of sweeps, so export it as csv or json."
+            )
+    text, count = htmlreport.default_html(job_ids, prices)
+    if count == 0:
+        have = _jobs(job_ids).replace(" is", " has").replace(" are", " have")
+        raise UserError(
+            f"{have} no measured configuration to report; `optiboard show {job_ids[0]}` says why."
+        )
+    return text.encode("utf-8"), count
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

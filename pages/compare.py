@@ -12,8 +12,8 @@ from backend.auth.roles import Permission
 from backend.counts import counted
 from backend.forms import compare as compare_link
 from backend.pricing import unpriced_sentence
-from backend.reporting import charts, cost, exports, frames, front, price_mix
-from backend.reporting.metrics import cost_axes
+from backend.reporting import cost, exports, frames, front, htmlreport, price_mix
+from backend.reporting.htmlreport import CHARTS
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import ResultStatus
 from pages.access import current, link_scope, signed_link_control
@@ -41,15 +41,6 @@ from pages.components.widgets import (
 )
 
 require_access(Permission.COMPARE)  # before anything is drawn or read: components/gate.py
-
-CHARTS = {
-    "latency": "Latency vs batch",
-    "throughput": "Throughput vs batch",
-    "distribution": "Latency distribution",
-    "pareto": "Accuracy vs speedup",
-    "cost": "Accuracy vs cost (cost/speed/accuracy Pareto)",
-    "memory": "Memory",
-}
 
 
 def _number(
@@ -159,22 +150,6 @@ def _samples(result_ids: tuple[int, ...]) -> dict:
     return frames.samples_for(list(result_ids))
 
 
-def _figures(
-    view: pd.DataFrame, chosen: list[str], samples: dict, loss_label: str, cost_key: str | None
-) -> list[tuple[str, object]]:
-    if cost_key is None:  # nothing priced (no price for these targets): no cost chart
-        chosen = [key for key in chosen if key != "cost"]
-    builders = {
-        "latency": lambda: charts.latency_vs_batch(view),
-        "throughput": lambda: charts.throughput_vs_batch(view),
-        "distribution": lambda: charts.latency_distribution(view, samples),
-        "pareto": lambda: charts.accuracy_vs_speedup(view, loss_label),
-        "memory": lambda: charts.memory_chart(view),
-        "cost": lambda: charts.cost_vs_accuracy(view, cost_key or "", loss_label),
-    }
-    return [(key, builders[key]()) for key in CHARTS if key in chosen]
-
-
 COST_HELP = "Price per hour / (samples/s x 3600) x 1e6; only results with the right outputs."
 
 
@@ -187,7 +162,7 @@ def _priced(view: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     )
     if prices:
         view = cost.reprice(view, prices)
-    axes = [m for m in cost_axes(view.columns) if view[m.key].notna().any()]
+    axes = htmlreport.priced_axes(view)
     if not axes:
         return view, None
     names = {m.key: m.axis_title for m in axes}
@@ -251,11 +226,8 @@ def comparison() -> None:
     if view.empty:
         st.info("No configuration selected.")
         return
-    view = frames.add_speedups(view, baseline)
-    view = frames.add_accuracy_loss(view, loss_metric or "mean_rel_error")
-    view = frames.add_pareto(view)  # of stable measurements; an unstable one beyond it is named
-    if cost_key is not None:
-        view = frames.add_cost_pareto(view, cost_key)
+    # speedups, accuracy loss, the fronts of stable measurements (an unstable one beyond is named)
+    view = htmlreport.prepared(view, baseline, loss_metric or htmlreport.DEFAULT_LOSS, cost_key)
     loss_label = frames.LOSS_METRICS[loss_metric or "mean_rel_error"]
     measured = view[view["status"] == ResultStatus.OK.value]
     samples = _samples(tuple(measured["result_id"])) if "distribution" in chosen else {}
@@ -270,7 +242,7 @@ def comparison() -> None:
         st.warning(plain(said), icon="💲")  # else the cost chart is left out without a word
     if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices
         st.warning(plain(mixed), icon="💲")
-    figures = _figures(view, chosen, samples, loss_label, cost_key)
+    figures = htmlreport.figures(view, chosen, samples, loss_label, cost_key)
     beyond = {
         "pareto": front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto"),
         "cost": front.beyond_sentence(
@@ -436,11 +408,9 @@ def comparison() -> None:
         on_click="ignore",
     )
 
-    def report() -> str:
+    def report() -> str:  # the same builder as `optiboard export --format html`
         samples = _samples(tuple(measured["result_id"]))
-        every = _figures(view, list(CHARTS), samples, loss_label, cost_key)
-        title = "Optiboard comparison: " + ", ".join(f"job {j}" for j in sorted(job_ids))
-        return exports.html_report(title, view, [f for _, f in every], baseline)
+        return htmlreport.report_html(view, job_ids, baseline, loss_label, cost_key, samples)
 
     downloads[2].download_button(
         "HTML report",

@@ -34,7 +34,7 @@ KIND_LABELS = {
 page_header("Models", "Upload models and manage the library.")
 
 
-def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
+def _ingest(upload: UploadedFile, name: str | None, copy: bool) -> ModelRow:
     """Hand the upload to the library chunk by chunk, with a progress bar while it is saved."""
     progress = st.progress(0.0, text="Saving the upload…")
     total = max(upload.size, 1)
@@ -46,7 +46,11 @@ def _ingest(upload: UploadedFile, name: str | None) -> ModelRow:
     upload.seek(0)
     try:
         return library.ingest_upload(
-            iter(lambda: upload.read(COPY_CHUNK), b""), upload.name, name=name, on_saved=saved
+            iter(lambda: upload.read(COPY_CHUNK), b""),
+            upload.name,
+            name=name,
+            on_saved=saved,
+            copy=copy,
         )
     finally:
         progress.empty()
@@ -70,6 +74,12 @@ else:
                 "Model file", max_upload_size=max_upload_mb, key="upload_file"
             )
             name = st.text_input("Name (optional)", placeholder="defaults to the file name")
+            copy = st.checkbox(
+                "Add even if already in the library",
+                key="upload_copy",
+                help="The same file (same sha256) is refused, naming the model it already is; "
+                "tick this for a second model of it.",
+            )
             submitted = st.form_submit_button("Add to library", type="primary")
         if submitted:
             if upload is None:
@@ -80,7 +90,7 @@ else:
                         guarded(Action.UPLOAD, upload.name),
                         st.spinner(f"Ingesting {plain(upload.name)}…"),
                     ):
-                        added = _ingest(upload, name.strip())
+                        added = _ingest(upload, name.strip(), copy)
                 except UserError as exc:
                     show_error(exc)
                 else:

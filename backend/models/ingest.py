@@ -25,7 +25,7 @@ from backend.models.pt2check import refuse_other_kinds, sniff_torch_zip
 from backend.models.pt2convert import convert_exported_program
 from backend.models.safezip import extract_zip
 from backend.models.tfconvert import DEFAULT_OPSET, convert_savedmodel
-from storage.artifacts import ArtifactStore
+from storage.artifacts import ArtifactStore, sha256_file
 from storage.repo import models as model_store
 from storage.repo.models import ModelRow, NewArtifact
 
@@ -47,19 +47,42 @@ class _Plan:
     files: list[tuple[str, Path, str, dict[str, Any]]] = field(default_factory=list)
 
 
+class AlreadyInLibrary(UserError):
+    """This exact file (the same sha256) is already a library model; nothing was added."""
+
+    def __init__(self, filename: str, model: ModelRow) -> None:
+        self.model_id = model.id
+        super().__init__(
+            f'The file {filename!r} is already model {model.id} "{model.name}" (the same '
+            f"content, sha256 {model.sha256[:12]}), so nothing was added; use model {model.id}, "
+            'or ask for a second copy (--copy, or "Add even if already in the library" on '
+            "the Models page)."
+        )
+
+
+def _refuse_duplicate(sha256: str, filename: str) -> None:
+    if (model := model_store.model_with_sha256(sha256)) is not None:
+        raise AlreadyInLibrary(filename, model)
+
+
 def ingest_file(
     path: Path,
     original_filename: str,
     name: str | None = None,
     store: ArtifactStore | None = None,
+    copy: bool = False,
 ) -> ModelRow:
-    """Check, convert if needed, store and register one uploaded file; UserError says why not."""
+    """Check, convert if needed, store and register one uploaded file; UserError says why not.
+    The same file twice is refused (AlreadyInLibrary) before any parsing, unless `copy` asks
+    for a second model of it."""
     path = Path(path)
     store = store or ArtifactStore()
     filename = _clean_filename(original_filename)
     size = path.stat().st_size
     if size == 0:
         raise UserError(f"The file {filename!r} is empty; choose the model file and upload again.")
+    if not copy:  # before the children parse or convert it: a second add costs a hash only
+        _refuse_duplicate(sha256_file(path), filename)
     limit = max_upload_bytes()
     if size > limit:
         raise UserError(
@@ -76,17 +99,21 @@ def ingest_file(
             plan = _plan_pt2(path, filename, work, torch_kind)
         else:
             plan = _plan_zip(path, filename, work) if is_zip else _plan_onnx(path, filename)
-        return _store_model(store, path, filename, size, model_name, plan)
+        return _store_model(store, path, filename, size, model_name, plan, copy)
 
 
 def _store_model(
-    store: ArtifactStore, path: Path, filename: str, size: int, name: str, plan: _Plan
+    store: ArtifactStore, path: Path, filename: str, size: int, name: str, plan: _Plan, copy: bool
 ) -> ModelRow:
     """Copy the checked files in and register the model while their digests stay locked, so a
     remover (a refused result write, a model deletion) never takes a blob this row is about to
-    reference; if the row is not written, `putting` removes the blobs this call added."""
+    reference; if the row is not written, `putting` removes the blobs this call added. The
+    upload's lock also makes the duplicate check exact: two uploads of one file at once, one
+    model."""
     with store.putting([path, *(file for _, file, _, _ in plan.files)]) as stored:
         upload, *files = stored
+        if not copy:
+            _refuse_duplicate(upload.sha256, filename)
         artifacts = [NewArtifact("original", upload.sha256, size, filename, {})]
         for (kind, _, stored_name, meta), blob in zip(plan.files, files, strict=True):
             artifacts.append(NewArtifact(kind, blob.sha256, blob.size_bytes, stored_name, meta))

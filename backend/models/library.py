@@ -56,11 +56,13 @@ def ingest_upload(
     filename: str,
     name: str | None = None,
     on_saved: Callable[[int], None] | None = None,
+    copy: bool = False,
 ) -> ModelRow:
     """Write an upload (as it streams in) to a private temp folder, then ingest it.
 
     on_saved(bytes written so far) is called after each chunk, for a progress bar; the temp
-    folder is removed whatever happens, and ingest stores nothing on a rejection.
+    folder is removed whatever happens, and ingest stores nothing on a rejection (the same
+    file as a library model too, unless `copy`).
     """
     from backend.models.ingest import ingest_file  # heavy (onnx, tf2onnx): only when uploading
 
@@ -73,7 +75,7 @@ def ingest_upload(
                 written += len(chunk)
                 if on_saved is not None:
                     on_saved(written)
-        return ingest_file(path, filename, name=name or None)
+        return ingest_file(path, filename, name=name or None, copy=copy)
 
 
 def symbolic_dims(model: ModelRow) -> list[str]:

@@ -14,7 +14,7 @@ from backend import pricing
 from backend.reporting import cost, exports, frames, price_mix
 from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.metrics import cell, pick
-from backend.reporting.text import EVAL_NOTE, TOP1_NOTE, table
+from backend.reporting.text import EVAL_NOTE, TOP1_NOTE, no_cost_line, table
 from backend.results import ResultStatus, StoredResult
 from storage.repo.results import list_results
 
@@ -91,6 +91,9 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
             + " (each job's stored prices, or --price)."
         )
     if said := pricing.unpriced_sentence(cost.unpriced_targets(frame)):  # measured, no cost
+        lines.append(said)
+    bare = frame[frame["cost_per_million"].isna()]  # why its $/M cell reads "-"
+    if said := no_cost_line(list(zip(bare["status"], bare["price_per_hour"].notna(), strict=True))):
         lines.append(said)
     if not prices and (mixed := price_mix.mixed_prices(frame, "give one with --price")):
         lines.append(mixed)

@@ -12,6 +12,8 @@ Not to be confused with backend/jobs/prometheus.py: the worker's Prometheus coun
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -50,11 +52,30 @@ class Aggregation(StrEnum):
     GIVEN = "given by the user, not measured"  # a price per hour
 
 
+SIGNIFICANT = re.compile(r"^\.(\d+)g$")  # ".4g": that many significant digits
+
+
+def positional(value: float, digits: int) -> str:
+    """`value` to `digits` significant digits in plain decimals, never in exponent notation
+    (0.00001296, not 1.296e-05; 148807, not 1.488e+05), trailing zeros dropped as g does."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    magnitude = math.floor(math.log10(abs(value)))
+    if magnitude >= digits - 1:  # whole units already carry the digits asked for
+        return f"{value:.0f}"
+    text = f"{value:.{digits - 1 - magnitude}f}"
+    return text.rstrip("0").rstrip(".")
+
+
 def cell(value: float | None, spec: str) -> str:
-    """A number as the terminal's tables print it: formatted by `spec`, '-' when absent (None
-    or NaN)."""
+    """A number as tables print it: formatted by `spec`, '-' when absent (None or NaN). A
+    significant-digits spec (".4g") is printed in plain decimals, so one column never mixes
+    0.0008441 with 1.296e-05; charts' hover templates (d3) keep the spec as it is."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    digits = SIGNIFICANT.match(spec)
+    if digits and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return positional(float(value), int(digits.group(1)))
     return f"{value:{spec}}"
 
 
@@ -194,7 +215,7 @@ COST = (  # a price per hour (given) over a measured rate: backend/pricing.py
     Metric("price_per_hour", "price per hour of the hardware target", "$/h", L, A.GIVEN, ".2f",
            "$/h"),
     Metric("cost_per_million", "cost per million inferences", "$/M", L, A.PRICE, ".4g",
-           "$ per M inferences", cli="$/M inf"),
+           "$ per M inferences", cli="$/M"),  # not "$/M inf": read as infinity
     Metric("cost_per_million_tokens", "cost per million output tokens", "$/M tokens", L,
            A.PRICE, ".4g", "$ per M tokens"),
 )

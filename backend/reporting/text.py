@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from backend import pricing
+from backend.counts import counted
 from backend.measure_settings import PEAK_SCOPE
 from backend.reporting import distance
 from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.metrics import pick
 from backend.reporting.provenance import hardware, ran_on, software, what_ran
-from backend.results import ConfigurationResult
+from backend.results import ConfigurationResult, ResultStatus
 from backend.specs import Configuration
 
 
@@ -21,6 +23,34 @@ def table(rows: list[list[Any]], headers: list[str]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+NOTE_WIDTH = 100  # where a footnote's text wraps; a word longer than that (a path) stays whole
+
+
+def last_line(text: str | None) -> str:
+    """The line of an error that says what went wrong (a traceback's last), '' for none."""
+    return ((text or "").strip().splitlines() or [""])[-1]
+
+
+def footnoted(texts: list[str], title: str = "errors") -> tuple[list[str], list[str]]:
+    """Long texts (errors) kept out of a table's column, which they padded to hundreds of
+    characters or were cut mid-word in: each row's mark ("[1]", "" for none) and, under the
+    table, each distinct text once, in full, wrapped without breaking a word or a path."""
+    numbers: dict[str, int] = {}
+    for text in texts:
+        if text and text not in numbers:
+            numbers[text] = len(numbers) + 1
+    marks = [f"[{numbers[t]}]" if t else "" for t in texts]
+    lines = [f"{title}:"] if numbers else []
+    for text, number in numbers.items():
+        lead = f"  [{number}] "
+        wrap = textwrap.TextWrapper(
+            NOTE_WIDTH, initial_indent=lead, subsequent_indent=" " * len(lead),
+            break_long_words=False, break_on_hyphens=False,
+        )  # fmt: skip
+        lines.append(wrap.fill(text))
+    return marks, lines
 
 
 # The results table's figures in column order; headers and formats are the registry's.
@@ -67,12 +97,47 @@ def _unpriced(results: list[ConfigurationResult], prices: pricing.Prices) -> str
     return f" {said}" if said else ""
 
 
+def no_cost_line(unpriced: list[tuple[str, bool]]) -> str:
+    """Why the cost column shows '-', said once under the table instead of leaving a blank to
+    be guessed at: `unpriced` holds (status, has a price) of each row without a cost. A row
+    measured without a price is left to the "No price for" sentence."""
+    ok, wrong = ResultStatus.OK.value, ResultStatus.WRONG_OUTPUTS.value
+    not_run = [status for status, _ in unpriced if status not in (ok, wrong)]
+    parts = []
+    if not_run:
+        kinds = ", ".join(f"{not_run.count(k)} {k}" for k in dict.fromkeys(not_run))
+        parts.append(f"{counted(len(not_run), 'configuration')} did not run ({kinds})")
+    if wrongs := sum(status == wrong for status, _ in unpriced):
+        parts.append(f"{wrongs} computed wrong outputs, which are never priced")
+    if rateless := sum(status == ok and priced for status, priced in unpriced):
+        parts.append(f"{rateless} measured no throughput to price")
+    money = METRICS["cost_per_million"].cli_header
+    return f"{money} is - where there is no cost: {'; '.join(parts)}." if parts else ""
+
+
+def _costless(results: list[ConfigurationResult], prices: pricing.Prices) -> list[tuple[str, bool]]:
+    """(status, has a price) of each result the table prints no cost for."""
+    return [
+        (
+            r.status.value,
+            pricing.price_for(prices, r.configuration.provider, r.configuration.target) is not None,
+        )
+        for r in results
+        if _cost(r, prices) is None
+    ]
+
+
+def _said(sentence: str) -> str:
+    return f"\n{sentence}" if sentence else ""
+
+
 def results_table(results: list[ConfigurationResult], prices: pricing.Prices = ()) -> str:
     """One line per configuration; the RSS column's scope and the prices are said under it."""
     prices = pricing.or_default(prices)
     scored = _scored(results)
+    marks, errors = footnoted([last_line(r.error) for r in results])
     rows = []
-    for r in results:
+    for r, mark in zip(results, marks, strict=True):
         lat, acc, energy = r.latency, r.accuracy, r.energy
         measured = energy is not None and energy.measured
         values = [
@@ -93,7 +158,7 @@ def results_table(results: list[ConfigurationResult], prices: pricing.Prices = (
                 r.status.value,
                 *(m.text(v) for m, v in zip(RESULT_METRICS, values, strict=True)),
                 *([EVAL_TOP1.text(evaluated)] if scored else []),
-                (r.error or "").splitlines()[-1][:80] if r.error else "",
+                mark,
             ]
         )
     scopes = {r.peak_rss_scope for r in results if r.peak_rss_mb is not None}
@@ -101,11 +166,12 @@ def results_table(results: list[ConfigurationResult], prices: pricing.Prices = (
     rss, money = METRICS["peak_rss_mb"].cli_header, METRICS["cost_per_million"].cli_header
     headers = RESULT_HEADERS[:-1] + [EVAL_TOP1.cli_header] * scored + RESULT_HEADERS[-1:]
     text = (
-        table(rows, headers)
+        "\n".join([table(rows, headers), *errors])
         + f"\n{rss}: peak resident memory over {scope}."
         + f"\n{money}: dollars per million inferences = price per hour / (samples/s x 3600) x 1e6"
         + f" at {pricing.prices_text(prices)} (set by --price or OPTIBOARD_PRICE_PER_HOUR)."
         + _unpriced(results, prices)
+        + _said(no_cost_line(_costless(results, prices)))
         + f"\n{TOP1_NOTE}"
         + (f"\n{EVAL_NOTE}" if scored else "")
     )

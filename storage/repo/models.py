@@ -117,6 +117,13 @@ def list_models(url: str | None = None) -> list[ModelRow]:
         return [row_of(ModelRow, m) for m in models]
 
 
+def model_with_sha256(sha256: str) -> ModelRow | None:
+    """The first model uploaded as exactly this file (models.sha256 is the upload's digest)."""
+    with session_scope() as session:
+        model = session.scalar(select(Model).where(Model.sha256 == sha256).order_by(Model.id))
+        return row_of(ModelRow, model) if model else None
+
+
 def get_model(model_id: int) -> ModelRow | None:
     with session_scope() as session:
         model = session.get(Model, model_id)

@@ -487,3 +487,124 @@ def test_inspect_of_a_file_points_to_add_and_a_closed_pipe_ends_quietly(
     with open(write, "w", buffering=1) as closed:
         monkeypatch.setattr(sys, "stdout", closed)
         assert cli.main(["inspect", "1"]) == 141  # a shell's code for SIGPIPE, no traceback
+
+
+def test_inspect_lists_artifacts_as_a_table_under_a_header(data_dir: Path, tmp_path: Path) -> None:
+    """The artifacts were printed in fixed widths without a header: a file name longer than 50
+    characters pushed its size and digest out of their columns."""
+    from tests import models as model_factory
+
+    stem = "a_rather_long_model_name_exported_from_training_run_2026_v3"
+    model_factory.save_with_external_data(model_factory.make_mlp(), tmp_path / "bundle", stem)
+    archive = model_factory.zip_folder(tmp_path / "bundle", tmp_path / "ext.zip")
+    assert optiboard("add", str(archive)).returncode == 0
+    inspected = optiboard("inspect", "1")
+    assert inspected.returncode == 0, inspected.stderr
+    rows = table_rows(inspected.stdout, "kind")
+    assert [(r["kind"], r["file"]) for r in rows] == [
+        ("original", "ext.zip"),
+        ("converted", f"{stem}.onnx"),
+    ]
+    from backend.models import library
+
+    stored = library.list_artifacts(1)
+    assert [r["bytes"] for r in rows] == [f"{a.size_bytes:,}" for a in stored]
+    assert [r["sha256"] for r in rows] == [a.sha256[:12] for a in stored]
+
+
+def test_show_and_jobs_give_long_errors_in_full_under_the_table_and_costs_in_one_notation(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """A failed configuration's error was cut at 80 characters ("Load model from /tmp/o"), a
+    failed job's padded the jobs table to some 380 characters a line, and $/M read 0.0008441
+    beside 1.296e-05 with '-' for configurations that did not run, unexplained."""
+    from tests import models as model_factory
+
+    custom = model_factory.save(model_factory.make_custom_op_model(), tmp_path / "custom.onnx")
+    wrong = model_factory.save(model_factory.make_fp16_wrong_model(), tmp_path / "wrong.onnx")
+    assert optiboard("add", str(custom)).returncode == 0
+    assert optiboard("add", str(wrong)).returncode == 0
+    failed = optiboard("run", "1", "--precisions", "fp32", "--quick")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    sweep = optiboard(
+        "run", "2", "--precisions", "fp32,fp16", "--providers", "cpu,cuda",
+        "--batch-sizes", "1,64", "--quick", "--price", "cpu=0.4,cuda=3.5",
+    )  # fmt: skip
+    assert sweep.returncode == 0, sweep.stdout + sweep.stderr
+
+    listed = optiboard("jobs").stdout
+    table = listed.split("errors:\n")[0]
+    assert max(len(line) for line in table.splitlines()) < 100  # no column padded to the error
+    assert [r["error"] for r in table_rows(listed, "id")] == ["", "[1]"]  # newest first
+    said = " ".join(listed.split("errors:\n")[1].split())  # the wrapped note, unwrapped
+    assert said.startswith("[1] the only configuration failed: The runtime failed:")
+    assert said.endswith("com.acme:MyOp(-1) is not a registered function/op")
+
+    shown = optiboard("show", "1").stdout
+    (row,) = table_rows(shown, "configuration")
+    assert row["error"] == "[1]"
+    note = " ".join(shown.split("errors:\n")[1].split("\nRSS MB")[0].split())
+    assert note.endswith("is not a registered function/op")
+
+    shown = optiboard("show", "2").stdout
+    rows = table_rows(shown, "configuration")
+    costs = [r["$/M"] for r in rows if r["$/M"] != "-"]
+    assert len(costs) == 2 and all("e" not in c for c in costs), costs  # b1 and b64 on cpu
+    assert {r["status"] for r in rows if r["$/M"] == "-"} == {"unavailable", "wrong outputs"}
+    assert (
+        "$/M is - where there is no cost: 4 configurations did not run (4 unavailable); 2 "
+        "computed wrong outputs, which are never priced." in shown
+    )
+    compared = optiboard("compare", "2").stdout
+    assert sorted(r["$/M"] for r in table_rows(compared, "job") if r["$/M"] != "-") == sorted(costs)
+    assert "$/M is - where there is no cost: 4 configurations did not run" in compared
+
+
+def test_adding_the_same_file_twice_names_its_model_and_adds_nothing_unless_copy(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """`add` of the same file twice made a second model without a word."""
+    assert optiboard("add", str(mlp_path)).returncode == 0
+    again = optiboard("add", str(mlp_path), "--name", "again")
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr.startswith(
+        "error: The file 'mlp.onnx' is already model 1 \"mlp\" (the same content, sha256 "
+    )
+    assert again.stderr.endswith("so nothing was added; use model 1, or ask for a second copy "
+        "(--copy, or \"Add even if already in the library\" on the Models page).\n")  # fmt: skip
+    assert [r["id"] for r in table_rows(optiboard("models").stdout, "id")] == ["1"]
+    copied = optiboard("add", str(mlp_path), "--name", "again", "--copy")
+    assert copied.returncode == 0 and copied.stdout.startswith("added model 2: again (onnx")
+
+
+def test_export_html_writes_the_compare_pages_report_of_a_sweep(
+    data_dir: Path, mlp_path: Path, tmp_path: Path
+) -> None:
+    """The Compare page offered an HTML report; `export` had csv and json only."""
+    from backend.reporting import htmlreport
+
+    assert optiboard("add", str(mlp_path)).returncode == 0
+    run = optiboard(
+        "run", "1", "--precisions", "fp32,int8_dynamic", "--batch-sizes", "1", "--quick"
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    target = tmp_path / "out" / "report.html"
+    written = optiboard("export", "1", "--format", "html", "-o", str(target))
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == f"wrote 2 results to {target}\n"
+    report = target.read_text()
+    assert report.startswith("<!DOCTYPE html>") and report.endswith("</html>")
+    assert (
+        "<h1>Optiboard comparison: job 1</h1>" in report and "baseline: #1 mlp CPU FP32." in report
+    )
+    assert report.count('class="plotly-graph-div"') == len(htmlreport.CHARTS)  # cpu is priced
+    table = report.split("<h2>All configurations</h2>")[1]
+    assert "#1 mlp CPU FP32 b1" in table and "#1 mlp CPU INT8 dynamic b1" in table
+    assert optiboard("export", "1", "--format", "html").stdout.startswith("<!DOCTYPE html>")
+
+    assert optiboard("serve", "submit", "1", "--concurrency", "1").returncode == 0  # job 2
+    refused = optiboard("export", "2", "--format", "html")
+    assert refused.returncode == 2 and refused.stderr == (
+        "error: Job 2 is a serving study, not a sweep; --format html is the Compare page's report "
+        "of sweeps, so export it as csv or json.\n"
+    )

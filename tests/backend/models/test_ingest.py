@@ -13,7 +13,7 @@ import pytest
 
 from backend.errors import UserError
 from backend.models.accepted import ACCEPTED_UPLOADS
-from backend.models.ingest import ingest_file
+from backend.models.ingest import AlreadyInLibrary, ingest_file
 from storage.artifacts import ArtifactStore
 from storage.repo import models as model_store
 from tests import models, tf_models, tfchild
@@ -80,12 +80,45 @@ def test_given_name_wins_over_the_file_name(data_dir: Path, cnn_path: Path) -> N
     assert model_store.list_artifacts(row.id)[0].filename == "resnet.onnx"
 
 
-def test_same_file_twice_makes_two_models_sharing_one_blob(data_dir: Path, mlp_path: Path) -> None:
+def test_the_same_file_twice_is_refused_naming_its_model_unless_a_copy_is_asked(
+    data_dir: Path, mlp_path: Path, tmp_path: Path
+) -> None:
+    """A second add of the same file silently made a second model."""
     first = ingest_file(mlp_path, "mlp.onnx")
-    second = ingest_file(mlp_path, "mlp.onnx", name="again")
+    before = sorted(stored_files(data_dir))
+    renamed = tmp_path / "other-name.onnx"  # the content decides, not the file's name
+    renamed.write_bytes(mlp_path.read_bytes())
 
+    with pytest.raises(AlreadyInLibrary) as refused:
+        ingest_file(renamed, "other-name.onnx", name="again")
+    assert str(refused.value) == (
+        f"The file 'other-name.onnx' is already model {first.id} \"mlp\" (the same content, "
+        f"sha256 {first.sha256[:12]}), so nothing was added; use model {first.id}, or ask for "
+        'a second copy (--copy, or "Add even if already in the library" on the Models page).'
+    )
+    assert refused.value.model_id == first.id
+    assert model_store.list_models() == [first] and sorted(stored_files(data_dir)) == before
+
+    second = ingest_file(mlp_path, "mlp.onnx", name="again", copy=True)
     assert [m.id for m in model_store.list_models()] == [second.id, first.id]
-    assert len(blob_files(data_dir)) == 1
+    assert len(blob_files(data_dir)) == 1  # two models, one blob
+
+
+def test_two_uploads_of_one_file_at_once_make_one_model(data_dir: Path, mlp_path: Path) -> None:
+    """Both pass the early check while the other is parsed in its child; the check under the
+    upload's lock, just before the row is written, lets only one through."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def add(_: int) -> str:
+        try:
+            return f"model {ingest_file(mlp_path, 'mlp.onnx').id}"
+        except AlreadyInLibrary as exc:
+            return f"refused, model {exc.model_id}"
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = sorted(pool.map(add, range(2)))
+    (model,) = model_store.list_models()
+    assert outcomes == [f"model {model.id}", f"refused, model {model.id}"]
 
 
 def test_custom_domain_model_is_accepted_with_the_warning(data_dir: Path, tmp_path: Path) -> None:
@@ -341,7 +374,7 @@ def test_failed_registration_removes_new_blobs_but_keeps_shared_ones(
     monkeypatch.setenv("OPTIBOARD_DATABASE_URL", f"sqlite:///{tmp_path}/no/such/dir/x.db")
 
     with pytest.raises(Exception, match="unable to open database file"):
-        ingest_file(mlp_path, "mlp.onnx")
+        ingest_file(mlp_path, "mlp.onnx", copy=True)  # past the duplicate check, to the write
     with pytest.raises(Exception, match="unable to open database file"):
         ingest_file(cnn_path, "cnn.onnx")
 

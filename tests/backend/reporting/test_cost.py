@@ -36,7 +36,7 @@ def test_wrong_outputs_are_never_the_cheapest(
     assert main(["show", str(job.id), "--price", "cpu=1000"]) == 0
     printed = capsys.readouterr().out
     assert f"The cheapest configuration is {found.label} at $" in printed
-    assert "$/M inf: dollars per million inferences" in printed and "at cpu=1000 " in printed
+    assert "$/M: dollars per million inferences" in printed and "at cpu=1000 " in printed
 
 
 def test_an_unstable_measurement_is_named_but_never_recommended_as_the_cheapest(

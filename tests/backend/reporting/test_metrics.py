@@ -158,3 +158,19 @@ def test_an_unstable_point_is_drawn_hollow_and_says_so() -> None:
     (points, _front) = charts.accuracy_vs_speedup(frame, "loss").data
     assert list(points.marker.symbol) == ["circle", "circle-open"]
     assert points.text[0] == "int8 b1" and points.text[1].startswith("int8 b8 (unstable")
+
+
+def test_significant_digit_figures_print_in_plain_decimals_never_in_exponents() -> None:
+    """$/M printed 0.0008441 beside 1.296e-05 in one column (.4g switches notation)."""
+    cost = REGISTRY["cost_per_million"]
+    assert cost.spec == ".4g"  # the pages' and charts' format is unchanged
+    assert [cost.text(v) for v in (0.0008441, 1.296e-05, 9.99996e-05, 148807.3, 12.5, 0.0)] == [
+        "0.0008441",
+        "0.00001296",
+        "0.0001",
+        "148807",
+        "12.5",
+        "0",
+    ]
+    assert REGISTRY["accuracy_loss"].text(1.2e-07) == "0.00000012"
+    assert cost.text(None) == "-" and cost.text(float("nan")) == "-"

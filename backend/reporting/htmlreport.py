@@ -1,0 +1,90 @@
+"""The Compare page's HTML report, built one way for the page's "HTML report" download and for
+`optiboard export --format html`: the view prepared as the page prepares it (speedups, accuracy
+loss, Pareto fronts), every chart the page can draw, then exports.html_report.
+
+The page passes its own choices (picked configurations, baseline, accuracy loss, cost axis); the
+CLI passes the page's defaults for the jobs (default_html), so both files hold the same report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from backend import pricing
+from backend.reporting import charts, comparison, exports, frames
+from backend.reporting.metrics import Metric, cost_axes
+from backend.results import ResultStatus
+
+CHARTS = {
+    "latency": "Latency vs batch",
+    "throughput": "Throughput vs batch",
+    "distribution": "Latency distribution",
+    "pareto": "Accuracy vs speedup",
+    "cost": "Accuracy vs cost (cost/speed/accuracy Pareto)",
+    "memory": "Memory",
+}
+DEFAULT_LOSS = "mean_rel_error"  # the page's first "Accuracy loss" choice
+
+
+def priced_axes(view: pd.DataFrame) -> list[Metric]:
+    """The cost axes (money, energy per item) that have a value in `view`, money first."""
+    return [m for m in cost_axes(view.columns) if view[m.key].notna().any()]
+
+
+def prepared(
+    view: pd.DataFrame, baseline: str | None, loss: str, cost_key: str | None
+) -> pd.DataFrame:
+    """Speedups against `baseline`, accuracy loss read as `loss`, the speed/accuracy front of
+    stable measurements and, with a cost axis, the cost/speed/accuracy front."""
+    view = frames.add_speedups(view, baseline)
+    view = frames.add_accuracy_loss(view, loss)
+    view = frames.add_pareto(view)  # an unstable result beyond it is named, never on it
+    return frames.add_cost_pareto(view, cost_key) if cost_key is not None else view
+
+
+def figures(
+    view: pd.DataFrame, chosen: list[str], samples: dict, loss_label: str, cost_key: str | None
+) -> list[tuple[str, Any]]:
+    """The chosen charts in CHARTS' order; no cost chart when nothing is priced."""
+    if cost_key is None:
+        chosen = [key for key in chosen if key != "cost"]
+    builders = {
+        "latency": lambda: charts.latency_vs_batch(view),
+        "throughput": lambda: charts.throughput_vs_batch(view),
+        "distribution": lambda: charts.latency_distribution(view, samples),
+        "pareto": lambda: charts.accuracy_vs_speedup(view, loss_label),
+        "memory": lambda: charts.memory_chart(view),
+        "cost": lambda: charts.cost_vs_accuracy(view, cost_key or "", loss_label),
+    }
+    return [(key, builders[key]()) for key in CHARTS if key in chosen]
+
+
+def report_html(
+    view: pd.DataFrame,
+    job_ids: list[int],
+    baseline: str | None,
+    loss_label: str,
+    cost_key: str | None,
+    samples: dict,
+) -> str:
+    """One self-contained file: every chart of the prepared view and its table."""
+    every = figures(view, list(CHARTS), samples, loss_label, cost_key)
+    title = "Optiboard comparison: " + ", ".join(f"job {j}" for j in sorted(job_ids))
+    return exports.html_report(title, view, [figure for _, figure in every], baseline)
+
+
+def default_html(job_ids: list[int], prices: pricing.Prices = ()) -> tuple[str, int]:
+    """The report the page offers for these jobs before any choice is changed: every measured
+    configuration, the first FP32 series as baseline, mean relative error, the first cost axis
+    with values; `prices` as the page's price override. Also how many configurations it holds."""
+    frame = comparison.priced_frame(job_ids, prices)
+    view = frame[frame["status"] == ResultStatus.OK.value]
+    axes = priced_axes(view)
+    cost_key = axes[0].key if axes else None
+    baseline = comparison.baseline_of(view)
+    view = prepared(view, baseline, DEFAULT_LOSS, cost_key)
+    samples = frames.samples_for([int(i) for i in view["result_id"]])
+    loss_label = frames.LOSS_METRICS[DEFAULT_LOSS]
+    return report_html(view, job_ids, baseline, loss_label, cost_key, samples), len(view)
