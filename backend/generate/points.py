@@ -16,9 +16,9 @@ from backend.generate.perplexity import split_note
 from backend.knobs.serialize import field_from_json
 from backend.reporting import front
 from backend.reporting.charts import markers_by_series, pareto_trace
-from backend.reporting.style import apply_layout, escaped, series_colors
 from backend.reporting.metrics import REGISTRY, pick
 from backend.reporting.provenance import hardware, ran_line, ran_on
+from backend.reporting.style import apply_layout, escaped, series_colors
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
 from storage.repo import serving as point_store
