@@ -29,6 +29,9 @@ import numpy as np
 import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import settings  # noqa: E402  (the data folder, read as the product reads it)
+
 LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -350,7 +353,6 @@ def audit_cli(rows: list[dict], base: dict, job_ids: list[int]) -> None:
 
 def firm_verdicts(rows: list[dict], job_ids: list[int]) -> None:
     """The Compare page's "Speedup firm" (the product's frame) against this script's rule."""
-    sys.path.insert(0, str(ROOT))
     from backend.reporting import comparison, frames
 
     frame = frames.results_frame(job_ids=job_ids)
@@ -373,7 +375,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.3, help="per configuration per round")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    data = Path(os.environ["OPTIBOARD_DATA_DIR"])
+    data = settings.data_dir()
     rows = load(data, args.jobs)
     measured = [row for row in rows if row["r"]["status"] in ("ok", "wrong_outputs")]
     base = {
