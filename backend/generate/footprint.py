@@ -135,7 +135,8 @@ def openvino_footprint(folder: Path) -> Footprint:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError) as exc:
         raise UserError(f"{folder.name} has no readable config.json ({exc}).") from None
-    by_type = ir_facts(ov.Core().read_model(str(folder / "openvino_model.xml")))["bytes_by_type"]
+    model = ov.Core().read_model(str(folder / "openvino_model.xml"))
+    by_type = ir_facts(model)["bytes_by_type"]
     hidden, vocab = int(config["hidden_size"]), int(config["vocab_size"])
     heads = int(config["num_attention_heads"])
     floats = {k: v for k, v in by_type.items() if k in ("f32", "f16", "bf16")}
@@ -147,6 +148,7 @@ def openvino_footprint(folder: Path) -> Footprint:
     elif by_type.get("u8", 0) + by_type.get("i8", 0) > sum(floats.values()):
         precision = "int8 (OpenVINO weight compression)"
     row = hidden * (2 if precision == "fp16" else 4)
+    table = embedding_table_bytes(model)  # NNCF keeps it u8 with scales: far below vocab x row
     return Footprint(
         layers=int(config["num_hidden_layers"]),
         kv_heads=int(config.get("num_key_value_heads", heads)),
@@ -154,8 +156,41 @@ def openvino_footprint(folder: Path) -> Footprint:
         kv_item_bytes=4,  # the IR's state type; the CPU plugin may hold it smaller (facts say)
         context_length=int(config.get("max_position_embeddings", 0)),
         weight_bytes=int(sum(by_type.values())),
-        lookup_bytes=vocab * row,
-        embedding_row_bytes=row,
+        lookup_bytes=table or vocab * row,
+        embedding_row_bytes=table // vocab if table else row,
         precision=precision,
         file_bytes=sum(p.stat().st_size for p in folder.glob("openvino_model.*")),
     )
+
+
+# the ops between an embedding table's constants and its Gather: NNCF's decompression
+DECOMPRESSION = {"Convert", "Subtract", "Multiply", "Reshape", "Constant"}
+
+
+def embedding_table_bytes(model: Any) -> int:
+    """The bytes of the token embedding as the IR stores it (table, scales, zero points): the
+    constants behind the Gather that input_ids index; 0 where no such Gather is found."""
+
+    def source(value: Any) -> Any:
+        node = value.get_node()
+        while node.get_type_name() == "Convert":
+            node = node.input_value(0).get_node()
+        return node
+
+    for op in model.get_ordered_ops():
+        if op.get_type_name() != "Gather" or op.get_input_size() < 2:
+            continue
+        indices = source(op.input_value(1))
+        if indices.get_type_name() != "Parameter" or indices.get_friendly_name() != "input_ids":
+            continue
+        found, todo, seen = 0, [op.input_value(0).get_node()], set()
+        while todo:
+            node = todo.pop()
+            if node.get_friendly_name() in seen or node.get_type_name() not in DECOMPRESSION:
+                continue
+            seen.add(node.get_friendly_name())
+            if node.get_type_name() == "Constant":
+                found += int(node.get_byte_size())
+            todo += [node.input_value(i).get_node() for i in range(node.get_input_size())]
+        return found
+    return 0
