@@ -23,7 +23,17 @@ FIGURES = pick(
     "top1_agreement",
 )  # fmt: skip
 EVAL_TOP1 = METRICS["eval_top1_accuracy"]
-HEADERS = ["job", "label", "precision", "provider", "batch", *(m.cli_header for m in FIGURES)]
+SPEEDUP_AT = [m.key for m in FIGURES].index("speedup") + 1  # firm follows it, as on the page
+FIRM = "firm"  # the speedup is a firm figure (frames.add_speedups): FIRM_NOTE
+HEADERS = [
+    "job", "label", "precision", "provider", "batch",
+    *(m.cli_header for m in FIGURES[:SPEEDUP_AT]), FIRM,
+    *(m.cli_header for m in FIGURES[SPEEDUP_AT:]),
+]  # fmt: skip
+FIRM_NOTE = (
+    f"{FIRM}: the speedup is a firm figure: this row and the baseline row it divides by both "
+    "measured stable, and its median call and its throughput tell one speed."
+)
 
 
 def priced_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.DataFrame:
@@ -45,18 +55,24 @@ def baseline_of(frame: pd.DataFrame) -> str | None:
     return next((s for s in dict.fromkeys(measured["series"]) if "FP32" in s), None)
 
 
+def _yes_no(value: object) -> str:
+    return {True: "yes", False: "no"}.get(bool(value), "-") if pd.notna(value) else "-"
+
+
 def _row(r: pd.Series, scored: bool) -> list[str]:
-    stable = {True: "yes", False: "no"}.get(r["stable"], "-") if pd.notna(r["stable"]) else "-"
+    firm = _yes_no(r["speedup_firm"]) if pd.notna(r["speedup"]) else "-"
     return [
         str(r["job_id"]),
         str(r["label"]),
         cell(r["precision"], ""),
         cell(r["provider"], ""),
         cell(r["batch_size"], ""),
-        *(m.text(r[m.key]) for m in FIGURES),
+        *(m.text(r[m.key]) for m in FIGURES[:SPEEDUP_AT]),
+        firm,
+        *(m.text(r[m.key]) for m in FIGURES[SPEEDUP_AT:]),
         *([EVAL_TOP1.text(r["eval_top1_accuracy"])] if scored else []),
         str(r["status"]),
-        stable,
+        _yes_no(r["stable"]),
     ]
 
 
@@ -81,7 +97,7 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
         + ("; ".join(named) if named else "none")
         + (", each model's first measured FP32 series." if named else " (no FP32 measured).")
     )
-    lines += [TOP1_NOTE] + ([EVAL_NOTE] if scored else [])
+    lines += [FIRM_NOTE, TOP1_NOTE] + ([EVAL_NOTE] if scored else [])
     priced = frame.dropna(subset=["price_per_hour"])
     if not priced.empty:
         rates = dict.fromkeys(zip(priced["priced_as"], priced["price_per_hour"], strict=True))

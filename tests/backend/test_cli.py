@@ -438,6 +438,10 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
         ratio = p50[("1", "fp32")] / p50[(row["job"], row["precision"])]
         assert abs(float(speed) - ratio) <= 0.02 * ratio + 0.01, (speed, ratio)
     assert all(r["status"] == "ok" and r["stable"] in {"yes", "no"} for r in table)
+    # the page's "Speedup firm", beside the speedup: no firm figure from an unstable row
+    assert all(r["firm"] in {"yes", "no"} for r in table)
+    assert all(r["firm"] == "no" for r in table if r["stable"] == "no")
+    assert "firm: the speedup is a firm figure: this row and the baseline row" in compared.stdout
     assert table[2]["top-1 on eval set"] == "-" and table[0]["top-1 on eval set"].endswith("%")
     assert "baseline #1 cnn CPU FP32, each model's first measured FP32 series" in compared.stdout
     assert "The cheapest configuration is #" in compared.stdout
