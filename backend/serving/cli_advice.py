@@ -16,6 +16,7 @@ from backend.cli_parsing import output_path, positive
 from backend.commas import comma_list, comma_numbers
 from backend.errors import UserError
 from backend.pricing import Prices, or_default, parse_prices
+from backend.reporting.metrics import REGISTRY
 from backend.reporting.text import table
 from backend.runtimeenvs import DEFAULT
 from backend.serving.cli_verbs import env_from_args, env_option, policy_of
@@ -31,6 +32,7 @@ from backend.serving.types import (
 if TYPE_CHECKING:
     from backend.serving.recommend import Evidence, Recommendation
 
+COST = REGISTRY["cost_per_million"]
 EVIDENCE_HEADERS = [
     "configuration",
     "rate under bound",
@@ -38,7 +40,7 @@ EVIDENCE_HEADERS = [
     "p99 ms",
     "predicted p99 ms",
     "mean batch",
-    "$/M inf",
+    COST.cli_header,
     "source",
 ]
 
@@ -61,7 +63,7 @@ def _evidence_rows(rec: Recommendation, top: int) -> list[list[str]]:
             f"{e.point.latency.p99:.2f}",
             f"{(e.expected or e.predicted).latency.p99:.2f}",
             f"{e.point.mean_batch:.1f}",
-            f"{c:.4g}" if rate is not None and (c := evidence_cost(e)) is not None else "-",
+            COST.text(evidence_cost(e) if rate is not None else None),
             _source(e),
         ]
         for e in shown
