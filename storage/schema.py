@@ -147,6 +147,7 @@ class Worker(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
     current_job_id: Mapped[int | None] = mapped_column(Integer)
+    stopped_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)  # exited
 
 
 class CompatCache(Base):

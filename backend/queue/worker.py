@@ -110,33 +110,46 @@ def serve(once: bool = False, poll_seconds: float = 1.0, lease_seconds: float | 
     uncapped = pids.uncapped_reason()
     if uncapped:
         log.warning(uncapped)
-    while True:
-        try:
-            if not registered:
-                register(worker_id)
-                registered = True
-                log.info("worker %s ready", worker_id)
-            worker_store.worker_heartbeat(worker_id, None)
-            if prometheus.WORKER.enabled:
-                prometheus.WORKER.observe_jobs(job_store.count_jobs_by_state())
-            job = job_store.claim_job(worker_id, lease_seconds)
-            backoff.reset()
-            if job is None:
-                if once:
-                    return processed
-                time.sleep(poll_seconds)
-                continue
-            log.info("job %s claimed (attempt %s)", job.id, job.attempts)
-            started = time.monotonic()
-            outcome = JobRunner(worker_id, lease_seconds).run(job)
-            seconds = time.monotonic() - started
-            prometheus.WORKER.job_finished(outcome.state, seconds, kind=job.kind)
-            log.info("job %s %s", job.id, outcome.state.value)
-            processed += 1
-        except DatabaseUnavailable as exc:
-            delay = backoff.next_delay()
-            log.warning("database unavailable, retrying in %.0f s: %s", delay, exc)
-            time.sleep(delay)
+    try:
+        while True:
+            try:
+                if not registered:
+                    register(worker_id)
+                    registered = True
+                    log.info("worker %s ready", worker_id)
+                worker_store.worker_heartbeat(worker_id, None)
+                if prometheus.WORKER.enabled:
+                    prometheus.WORKER.observe_jobs(job_store.count_jobs_by_state())
+                job = job_store.claim_job(worker_id, lease_seconds)
+                backoff.reset()
+                if job is None:
+                    if once:
+                        return processed
+                    time.sleep(poll_seconds)
+                    continue
+                log.info("job %s claimed (attempt %s)", job.id, job.attempts)
+                started = time.monotonic()
+                outcome = JobRunner(worker_id, lease_seconds).run(job)
+                seconds = time.monotonic() - started
+                prometheus.WORKER.job_finished(outcome.state, seconds, kind=job.kind)
+                log.info("job %s %s", job.id, outcome.state.value)
+                processed += 1
+            except DatabaseUnavailable as exc:
+                delay = backoff.next_delay()
+                log.warning("database unavailable, retrying in %.0f s: %s", delay, exc)
+                time.sleep(delay)
+    finally:  # the queue done, or Ctrl-C: not counted alive any more (a kill leaves the
+        # heartbeat to age out, as before)
+        if registered:
+            _say_stopped(worker_id)
+
+
+def _say_stopped(worker_id: str) -> None:
+    """Best effort: a database that does not answer leaves the heartbeat to age out."""
+    try:
+        worker_store.worker_stopped(worker_id)
+    except DatabaseUnavailable as exc:
+        log.warning("could not mark worker %s stopped: %s", worker_id, exc)
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ class WorkerRow:
     started_at: datetime
     heartbeat_at: datetime
     current_job_id: int | None
+    stopped_at: datetime | None = None  # it exited: never alive, whatever its heartbeat
 
 
 def register_worker(
@@ -38,6 +39,7 @@ def register_worker(
         worker.hostname, worker.pid = hostname, pid
         worker.hardware, worker.providers = hardware, providers
         worker.started_at = worker.heartbeat_at = db_utcnow()
+        worker.stopped_at = None
         session.add(worker)
 
 
@@ -51,9 +53,17 @@ def worker_heartbeat(worker_id: str, current_job_id: int | None) -> None:
         )
 
 
+def worker_stopped(worker_id: str) -> None:
+    """The worker exited: it is no longer counted alive (its row stays: jobs name it)."""
+    with session_scope() as session:
+        session.execute(update(Worker).where(Worker.id == worker_id).values(stopped_at=db_utcnow()))
+
+
 def list_workers(alive_within_seconds: float | None = None) -> list[WorkerRow]:
+    """Every worker, or those alive: a heartbeat within the window and not stopped."""
     with session_scope() as session:
         query = select(Worker).order_by(Worker.heartbeat_at.desc())
         if alive_within_seconds is not None:
             query = query.where(Worker.heartbeat_at >= db_utcnow(-alive_within_seconds))
+            query = query.where(Worker.stopped_at.is_(None))
         return [row_of(WorkerRow, w) for w in session.scalars(query)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from storage import db
 from storage.db import MIGRATIONS_DIR
 from storage.repo import jobs as job_store
 from storage.repo import results as result_store
+from storage.repo import workers as worker_store
 
 LATENCY = {"p50": 1.5, "p90": 2.0, "p99": 3.0}
 
@@ -91,6 +93,36 @@ def test_0010_adds_baselines_and_downgrades_without_them(tmp_path: Path) -> None
     assert columns == {"job_id", "pinned_by", "pinned_at"}
     _migrate(url, "0009_session_generation", down=True)
     assert "baselines" not in inspect(create_engine(url)).get_table_names()
+
+
+def test_0013_a_worker_registered_before_is_alive_by_its_heartbeat_and_can_stop(
+    data_dir: Path,
+) -> None:
+    """A worker row from before 0013 has no stopped_at: its heartbeat alone says it is alive,
+    as before; marked stopped, it is not; downgrade drops the column in place, rows kept."""
+    url = settings.database_url()
+    _migrate(url, "0012_job_kind")
+    now = datetime.now(UTC).replace(tzinfo=None)  # the database's clock is UTC, naive
+    with create_engine(url).begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO workers (id, hostname, pid, hardware, providers, started_at, "
+                "heartbeat_at) VALUES ('w1', 'h', 1, '{}', '{}', :now, :now)"
+            ),
+            {"now": now},
+        )
+    # the first use upgrades to head
+    assert [w.id for w in worker_store.list_workers(alive_within_seconds=600)] == ["w1"]
+    worker_store.worker_stopped("w1")
+    assert worker_store.list_workers(alive_within_seconds=600) == []
+    assert worker_store.list_workers()[0].stopped_at is not None
+    _migrate(url, "0012_job_kind", down=True, make=db.make_engine)
+    engine = create_engine(url)
+    columns = {c["name"] for c in inspect(engine).get_columns("workers")}
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT count(*) FROM workers")).scalar_one()
+    engine.dispose()
+    assert "stopped_at" not in columns and rows == 1
 
 
 def _insert_model(conn: Connection) -> None:

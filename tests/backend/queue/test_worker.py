@@ -75,8 +75,10 @@ def test_worker_runs_a_sweep_and_stores_every_configuration(data_dir: Path, mlp_
     assert len(built) == 4 and len(ort_graphs) == 2  # ORT's own graph for each FP32 config
     for artifact in optimized:
         onnx.checker.check_model(str(library.artifact_path(artifact.sha256)))
-    workers = jobs.list_workers()
+    workers = jobs.list_workers(alive_within_seconds=None)  # every one registered
     assert workers and workers[0].providers["onnxruntime"][0]["name"] == "cpu"
+    # the queue done, it exited and said so: not counted alive for the heartbeat's 30 s
+    assert workers[0].stopped_at is not None and jobs.list_workers() == []
 
 
 def library_providers():
