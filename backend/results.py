@@ -151,6 +151,11 @@ class ConfigurationResult:
         return self.status == ResultStatus.OK
 
     @property
+    def notes_text(self) -> str:
+        """The notes as one text, each a sentence: joined with "; " they read "care.; While"."""
+        return " ".join(n if n.rstrip()[-1:] in ".!?)" else f"{n}." for n in self.notes if n)
+
+    @property
     def measured(self) -> bool:
         """It ran to the end and was timed: ok, or wrong outputs (whose figures say how wrong,
         so a mixed-precision search may start from them; nothing ranks them)."""

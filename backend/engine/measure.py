@@ -126,7 +126,11 @@ def measure(
     keep = -settings.stable_windows
     kept = np.concatenate(windows[keep:])
     if stable and (stalled := stall_reason(kept)):
-        stable, reason = False, f"{reason}, but {stalled}"
+        # what made it unstable first, then what agreed ("Unstable: 2 windows' medians
+        # within 25% ..." opened the verdict on agreement)
+        agreed = f"{settings.stable_windows} windows' medians were within"
+        stable, reason = False, f"{stalled}, though the {agreed} {settings.stability_tolerance:.0%}"
+        reason += " of their mean"
     return Measurement(
         first_inference_ms=first_ms,
         samples_ms=kept.tolist(),

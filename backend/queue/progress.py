@@ -121,7 +121,7 @@ def _from_result(label: str, key: str, result: ConfigurationResult) -> Configura
         p50_ms=latency.p50 if latency else None,
         p99_ms=latency.p99 if latency else None,
         throughput=result.throughput,
-        why=result.error or "; ".join(result.notes),
+        why=result.error or result.notes_text,
         ran_on=ran_on(result.environment),
         peak_fraction=found.fraction if (found := distance.distance(result)) else None,
         **_energy(result),

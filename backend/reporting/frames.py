@@ -192,7 +192,7 @@ def _record(
         "int8_kernels": r.runtime_facts.get("int8_matmul") if conf.precision.is_int8 else None,
         **_distance_columns(stored),
         **energy_columns(r.energy),
-        "notes": "; ".join(r.notes),
+        "notes": r.notes_text,
         "ran_on": ran_on(r.environment),
         "software": software(r.environment),
         "hardware": hardware(r.environment, conf.provider),
