@@ -43,6 +43,15 @@ class Measurement:
 STALL_RATIO = 2.0
 
 
+def _stalled_though_agreed(stalled: str, settings: MeasureSettings) -> str:
+    """What made it unstable first, then what agreed: "Unstable: 2 windows' medians within
+    25% ..." opened the verdict on the agreement."""
+    return (
+        f"{stalled}, though the {settings.stable_windows} windows' medians were within "
+        f"{settings.stability_tolerance:.0%} of their mean"
+    )
+
+
 def stall_reason(samples_ms: np.ndarray) -> str:
     """Why the kept calls are dominated by stalls, with the numbers; '' when they are not."""
     mean, median = float(samples_ms.mean()), float(np.median(samples_ms))
@@ -126,11 +135,7 @@ def measure(
     keep = -settings.stable_windows
     kept = np.concatenate(windows[keep:])
     if stable and (stalled := stall_reason(kept)):
-        # what made it unstable first, then what agreed ("Unstable: 2 windows' medians
-        # within 25% ..." opened the verdict on agreement)
-        agreed = f"{settings.stable_windows} windows' medians were within"
-        stable, reason = False, f"{stalled}, though the {agreed} {settings.stability_tolerance:.0%}"
-        reason += " of their mean"
+        stable, reason = False, _stalled_though_agreed(stalled, settings)
     return Measurement(
         first_inference_ms=first_ms,
         samples_ms=kept.tolist(),
