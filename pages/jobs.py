@@ -298,6 +298,7 @@ def _configurations_table(
 ) -> None:
     """One row per configuration with its figures; under it, what measured the energy."""
     st.markdown("**Configurations**")
+    gpu = any(c.peak_fraction is not None for c in configurations)
     st.dataframe(
         [
             {
@@ -306,13 +307,14 @@ def _configurations_table(
                 "p50 ms": c.p50_ms,
                 "p99 ms": c.p99_ms,
                 "throughput /s": c.throughput,
-                "of GPU peak": c.peak_fraction,
                 ENERGY.header: c.j_per_sample,
                 IDLE.header: c.idle_w,
                 "why / error": c.why,
                 "key": c.key,
             }
             | ({"ran on": c.ran_on} if any(x.ran_on for x in configurations) else {})
+            # GPU results only: a column of dashes on a CPU sweep says nothing
+            | ({"of GPU peak": c.peak_fraction} if gpu else {})
             for c in configurations
         ],
         hide_index=True,

@@ -31,6 +31,7 @@ def test_jobs_and_compare_show_wrong_outputs_and_compare_ranks_only_ok_rows(
     assert not at.exception
     configs = next(d.value for d in at.dataframe if "configuration" in d.value.columns)
     assert list(configs["status"]) == ["ok", "wrong outputs"]
+    assert "of GPU peak" not in configs.columns  # a CPU sweep: no column of dashes
     why = configs["why / error"].iloc[1]
     assert why.startswith("Outputs are wrong: 8 NaN values of 8")
     # the cell cuts a sentence this long; below the table it is whole, opened as the row failed
