@@ -13,6 +13,7 @@ from backend.auth.roles import Permission
 from backend.errors import UserError
 from backend.models import library
 from backend.models.accepted import ACCEPTED_UPLOADS
+from backend.models.ingest import AlreadyInLibrary
 from backend.records import ArtifactRow, ModelRow
 from pages.access import cannot, guarded
 from pages.components.formatting import EMPTY, fmt_bytes, fmt_count, fmt_shape, plain
@@ -32,6 +33,13 @@ KIND_LABELS = {
 }
 
 page_header("Models", "Upload models and manage the library.")
+
+
+def _select(model_id: int) -> None:
+    """Open a model below: the link and the picker's own state (popping only the link left
+    the browser's selectbox showing, and sending back, the model chosen before)."""
+    set_url("model", model_id)
+    st.session_state["url_model"] = model_id
 
 
 def _ingest(upload: UploadedFile, name: str | None, copy: bool) -> ModelRow:
@@ -91,13 +99,13 @@ else:
                         st.spinner(f"Ingesting {plain(upload.name)}…"),
                     ):
                         added = _ingest(upload, name.strip(), copy)
+                except AlreadyInLibrary as exc:  # nothing went wrong: open the model it is
+                    _select(exc.model_id)
+                    st.info(plain(exc.said('tick "Add even if already in the library" above')))
                 except UserError as exc:
                     show_error(exc)
                 else:
-                    set_url("model", added.id)
-                    # the picker's own state, not only the link: popping it left the browser's
-                    # selectbox showing (and sending back) the model chosen before the upload
-                    st.session_state["url_model"] = added.id
+                    _select(added.id)
                     size = fmt_bytes(added.size_bytes)
                     st.success(f"Added {plain(added.name)} ({added.format}, {size}).")
                     for warning in added.warnings:

@@ -51,12 +51,18 @@ class AlreadyInLibrary(UserError):
     """This exact file (the same sha256) is already a library model; nothing was added."""
 
     def __init__(self, filename: str, model: ModelRow) -> None:
-        self.model_id = model.id
+        self.model_id, self.filename, self.model = model.id, filename, model
         super().__init__(
-            f'The file {filename!r} is already model {model.id} "{model.name}" (the same '
+            self.said('--copy, or "Add even if already in the library" on the Models page')
+        )
+
+    def said(self, how_to_copy: str) -> str:
+        """The sentence, with how to ask for a second copy where it is read (CLI or page)."""
+        model = self.model
+        return (
+            f'The file {self.filename!r} is already model {model.id} "{model.name}" (the same '
             f"content, sha256 {model.sha256[:12]}), so nothing was added; use model {model.id}, "
-            'or ask for a second copy (--copy, or "Add even if already in the library" on '
-            "the Models page)."
+            f"or ask for a second copy ({how_to_copy})."
         )
 
 

@@ -46,23 +46,25 @@ def test_uploading_an_onnx_adds_it_to_the_library_with_metadata(
     assert at.query_params["model"] == str(library.list_models()[0].id)
 
 
-def test_the_same_file_again_is_refused_with_the_clis_sentence_unless_ticked(
-    data_dir: Path, mlp_path: Path
+def test_the_same_file_again_adds_nothing_opens_its_model_and_says_how_to_copy_it(
+    data_dir: Path, mlp_path: Path, cnn_path: Path
 ) -> None:
     at = _upload(open_page("models"), "mlp.onnx", mlp_path.read_bytes())
     (first,) = library.list_models()
+    at = _upload(at, "cnn.onnx", cnn_path.read_bytes())  # the picker moves to the cnn
     at = _upload(at, "mlp.onnx", mlp_path.read_bytes())
-    assert not at.exception, at.exception
-    assert [e.value.replace("\\", "") for e in at.error] == [
+    assert not at.exception and not at.error, at.error  # nothing went wrong: no red box
+    assert [i.value.replace("\\", "") for i in at.info] == [
         f"The file 'mlp.onnx' is already model {first.id} \"mlp\" (the same content, sha256 "
         f"{first.sha256[:12]}), so nothing was added; use model {first.id}, or ask for a second "
-        'copy (--copy, or "Add even if already in the library" on the Models page).'
-    ]
-    assert library.list_models() == [first]
+        'copy (tick "Add even if already in the library" above).'
+    ]  # the page's way to copy it, not the CLI's --copy
+    assert at.session_state["url_model"] == first.id  # the model it is, opened below
+    assert len(library.list_models()) == 2
     at.checkbox(key="upload_copy").check()
     at = _upload(at, "mlp.onnx", mlp_path.read_bytes())
     assert not at.exception and not at.error, at.error
-    assert [m.name for m in library.list_models()] == ["mlp", "mlp"]
+    assert [m.name for m in library.list_models()] == ["mlp", "cnn", "mlp"]
 
 
 def test_garbage_upload_shows_the_ingestion_error_and_stores_nothing(data_dir: Path) -> None:
