@@ -10,7 +10,7 @@ from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.queue import jobs, progress
 from backend.records import JobRow, JobState, WorkerRow, utcnow
 from pages.components.baselines import drift_flags
-from pages.components.formatting import EMPTY, fmt_ago, fmt_bytes, plain
+from pages.components.formatting import EMPTY, fmt_ago, fmt_bytes, fmt_count, plain
 from pages.components.gate import require_access
 from pages.components.live import refresh_every, rerun_if_changed, work_in_progress
 from pages.components.widgets import page_header
@@ -154,8 +154,8 @@ if models:
                 "format": m.format,
                 "opset": m.opset,
                 "size": fmt_bytes(m.size_bytes),
-                "parameters": m.parameter_count,
-                "uploaded": m.created_at.strftime("%Y-%m-%d %H:%M"),
+                "parameters": fmt_count(m.parameter_count),
+                "uploaded (UTC)": m.created_at.strftime("%Y-%m-%d %H:%M"),
             }
             for m in models[:10]
         ],

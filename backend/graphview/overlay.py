@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from backend.compat.cells import CellStatus, CompatMatrix
-from backend.counts import counted
+from backend.counts import counted, scaled
 from backend.engine.evidence import per_source_us
 from backend.engine.fusion import LAYOUT_OPS, split_by_flops
 from backend.engine.layerloss import NodeLoss
@@ -292,13 +292,6 @@ def compat_overlay(structure: GraphStructure, matrix: CompatMatrix, backend: str
     return Overlay("compat", f"Compatibility on {backend}", legend, marks)
 
 
-def _human(value: float, unit: str) -> str:
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
 def cost_overlay(structure: GraphStructure, cost: ModelCost, kind: str) -> Overlay:
     """FLOPs ("flops") or output activation bytes ("memory") per node, from the counted cost."""
     flops = kind == "flops"
@@ -312,7 +305,7 @@ def cost_overlay(structure: GraphStructure, cost: ModelCost, kind: str) -> Overl
         what = "" if flops else " of output activations"
         gap = "" if counted.get(key, True) or not flops else " (no rule for this op: not counted)"
         return (
-            f"{key} ({ops[key]}): {_human(value, unit)}{what}, {value / total:.1%} of the "
+            f"{key} ({ops[key]}): {scaled(value, unit)}{what}, {value / total:.1%} of the "
             f"model at batch {cost.batch_size}{gap}"
         )
 
@@ -323,5 +316,5 @@ def cost_overlay(structure: GraphStructure, cost: ModelCost, kind: str) -> Overl
         structure,
         values,
         describe,
-        lambda v: _human(v, unit),
+        lambda v: scaled(v, unit),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend.commas import comma_list
+from backend.counts import scaled
 from backend.errors import UserError
 from backend.models.cost import ModelCost, example_dims, free_dims, missing_dims_sentence
 
@@ -34,20 +35,12 @@ def dims_still_needed(inputs: list[dict[str, Any]], text: str) -> str | None:
     return missing_dims_sentence(missing, "This graph") if missing else None
 
 
-def human(value: float, unit: str = "") -> str:
-    """1.23 G, 45.6 M...: the scale a reader compares models by."""
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f} {prefix}{unit}"
-    return f"{value:.0f} {unit}".strip()
-
-
 def totals(cost: ModelCost) -> dict[str, str]:
     return {
-        "FLOPs": human(cost.flops),
-        "FLOPs per sample": human(cost.flops_per_sample),
-        "Parameters": human(cost.params),
-        "Activations": human(cost.activation_bytes, "B"),
+        "FLOPs": scaled(cost.flops),
+        "FLOPs per sample": scaled(cost.flops_per_sample),
+        "Parameters": scaled(cost.params),
+        "Activations": scaled(cost.activation_bytes, "B"),
         "Batch": str(cost.batch_size),
     }
 

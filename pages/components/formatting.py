@@ -13,6 +13,8 @@ import string
 from datetime import datetime
 from typing import Any
 
+from backend.counts import scaled
+
 # Every ASCII punctuation character may be backslash-escaped in CommonMark, and an escaped one is
 # always literal: no link, image, emphasis, heading, HTML, LaTeX ($), directive (:red[...]) or
 # autolink (http\:\/\/, www\.) can start from it.
@@ -44,12 +46,7 @@ def fmt_bytes(size: int | float | None) -> str:
 
 
 def fmt_count(value: int | None) -> str:
-    if value is None:
-        return EMPTY
-    for threshold, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if value >= threshold:
-            return f"{value / threshold:.1f}{suffix}"
-    return str(value)
+    return EMPTY if value is None else scaled(value)
 
 
 def fmt_duration(seconds: float | None) -> str:
