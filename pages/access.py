@@ -311,7 +311,9 @@ def signed_link_control(job_ids: list[int]) -> None:
     above = st.container()  # filled after the button: the link is made inside the popover
     with st.popover("🔏 Read-only link", help="A link for someone without an account"):
         longest = settings.LINK_MAX_DAYS.get()
-        days = st.number_input("Valid for (days)", 0.1, longest, min(7.0, longest), key="link_days")
+        days = st.number_input(  # "7", not "7.00": a day count, a fraction where typed
+            "Valid for (days)", 0.1, longest, min(7.0, longest), 1.0, "%g", key="link_days"
+        )
         if st.button("Make link", key="make_link"):
             try:
                 token = links.create_link(current(), tuple(job_ids), float(days))  # audited

@@ -135,6 +135,8 @@ def _named(node: Any) -> str:
 def test_an_editor_makes_a_signed_link_and_it_is_audited(data_dir: Path, mlp_path: Path) -> None:
     job, _ = finished_sweep(add_model(mlp_path, "mlp").id)
     at = open_page("compare", role="editor", jobs=job.id)
+    days = at.number_input(key="link_days")
+    assert (days.value, days.proto.format, days.step) == (7.0, "%g", 1.0)  # "7", not "7.00"
     at.button(key="make_link").click().run()
     assert not at.exception, at.exception
     url = next(c.value for c in at.code if "share=" in c.value)
