@@ -220,7 +220,16 @@ st.caption(
     "Gemm, Einsum and attention, one per element in elementwise operators."
 )
 batch_col, dims_col = st.columns(2)
-cost_batch = batch_col.number_input("Batch size", min_value=1, max_value=65536, value=1)
+fixed = costview.fixed_batch(graph_inputs)  # a fixed-batch graph: the input would do nothing
+cost_batch = batch_col.number_input(
+    "Batch size",
+    min_value=1,
+    max_value=65536,
+    value=fixed or 1,
+    disabled=fixed is not None,
+    key=f"cost_batch_{fixed}",  # a fixed graph's own widget: its value is the graph's batch
+    help=f"This graph's inputs fix its batch at {fixed}." if fixed else None,
+)
 cost_dims = dims_col.text_input(
     "Other dimensions", placeholder=costview.dims_example(graph_inputs), key="cost_dims"
 )

@@ -71,3 +71,12 @@ def uncounted_note(cost: ModelCost) -> str:
         + ", ".join(cost.uncounted_ops)
         + "."
     )
+
+
+def fixed_batch(inputs: list[dict[str, Any]]) -> int | None:
+    """The batch a graph's inputs fix (a fixed-batch variant's 8), or None where a leading
+    dimension is free and the count's batch size gives it its value."""
+    leading = [value.get("shape")[0] for value in inputs if value.get("shape")]
+    if not leading or not all(isinstance(d, int) and d > 0 for d in leading):
+        return None
+    return int(leading[0])

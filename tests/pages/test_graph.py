@@ -56,24 +56,32 @@ def test_graph_shows_operator_histogram_and_io_table(data_dir: Path, cnn_path: P
     assert list(io["name"]) == ["input", "logits"]
 
 
-def test_a_fixed_batch_variants_inputs_are_its_own_not_the_uploads(
+def test_a_fixed_batch_variants_inputs_and_cost_are_its_own_not_the_uploads(
     data_dir: Path, cnn_path: Path
 ) -> None:
     """A walkthrough saw [batch, 3, 32, 32] beside Netron's 1x3x32x32 for a fixed-b1 variant:
-    the table showed the upload's inputs for every graph picked."""
+    the table showed the upload's inputs for every graph picked. Another saw a fixed-b8
+    variant's "Batch size" at 1 beside "Batch 8" and 8 samples' FLOPs: the input did nothing."""
     from backend.models import library
+    from backend.models.cost import model_cost
     from tests.pages.seed import finished_sweep
 
     model = add_model(cnn_path, "cnn")
-    finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(1,))
+    finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(2,))
     variant = next(a for a in library.list_artifacts(model.id) if a.kind == "optimized")
     at = open_page("graph", model=model.id, artifact=variant.id)
     assert not at.exception, at.exception
     io = next(d.value for d in at.dataframe if "role" in d.value.columns).set_index("role")
-    assert io.loc["input", "shape"].startswith("[1, "), io
+    assert io.loc["input", "shape"].startswith("[2, "), io
+    batch = at.number_input[0]
+    assert (batch.value, batch.proto.disabled) == (2, True)
+    assert batch.help == "This graph's inputs fix its batch at 2."
+    nodes = next(d.value for d in at.dataframe if "FLOPs" in d.value.columns)
+    assert int(nodes["FLOPs"].sum()) == model_cost(cnn_path, batch_size=2).flops
     plain = open_page("graph", model=model.id)
     upload = next(d.value for d in plain.dataframe if "role" in d.value.columns).set_index("role")
-    assert not upload.loc["input", "shape"].startswith("[1, "), upload  # symbolic there
+    assert not upload.loc["input", "shape"].startswith("[2, "), upload  # symbolic there
+    assert not plain.number_input[0].proto.disabled  # the upload's batch is the count's to set
 
 
 def test_graph_shows_the_static_compute_cost_per_node_and_for_a_batch(
