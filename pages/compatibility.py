@@ -58,9 +58,10 @@ matrix = CompatMatrix.from_dict(data)
 summaries = compat_export.summary(matrix)
 
 st.subheader("Per backend")
-columns = st.columns(len(summaries))
-for column, s in zip(columns, summaries, strict=True):
-    with column:
+PER_ROW = 3  # six backends in one row cut their names ("ONNX Runtime Tens...")
+rows = [st.columns(PER_ROW) for _ in range(0, len(summaries), PER_ROW)]
+for index, s in enumerate(summaries):
+    with rows[index // PER_ROW][index % PER_ROW]:
         if not s.applicable:
             st.metric(s.label, "n/a")
             st.caption(plain(s.note))
