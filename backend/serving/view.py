@@ -436,6 +436,8 @@ def measured_table(view: StudyView) -> pd.DataFrame:
                     "mean batch": round(point.mean_batch, 1),
                     "J/request": point.energy.j_p50 if point.energy else None,
                     "idle W": point.energy.idle_w if point.energy else None,
+                    # what measured the two figures, or why they are blank (a sweep's CSV too)
+                    "energy source": point.energy.source if point.energy else None,
                     "verdict": "client saturated"
                     if point.generator_saturated
                     else point.stability_note.split(":")[0],

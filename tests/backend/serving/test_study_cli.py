@@ -10,9 +10,15 @@ from pathlib import Path
 import pandas as pd
 
 from backend.serving.server import TritonEnvironment
-from backend.serving.view import measured_table, study_view
+from backend.serving.types import LoadPoint
+from backend.serving.view import StudyView, measured_table, study_view
 from storage.repo import serving as point_store
 from tests.backend.test_cli import optiboard, table_rows
+
+
+def view_points(view: StudyView) -> list[LoadPoint]:
+    """The measured points in the page table's row order."""
+    return [p for c in view.configurations for p in c.measured]
 
 
 def test_show_and_export_a_measured_study_as_the_serve_page_shows_it(
@@ -57,6 +63,9 @@ def test_show_and_export_a_measured_study_as_the_serve_page_shows_it(
     exported = pd.read_csv(io.StringIO(csv.stdout))
     assert list(exported.columns) == ["job", *page.columns]
     assert list(exported["req/s"]) == list(page["req/s"]) and set(exported["job"]) == {1}
+    # the J/request column says what measured it, or why it is blank, as a sweep's CSV does
+    sources = [p.energy.source for p in view_points(view)]
+    assert all(sources) and list(exported["energy source"]) == sources
     out = tmp_path / "study.json"
     assert optiboard("export", "1", "--format", "json", "-o", str(out)).returncode == 0
     records = json.loads(out.read_text())
