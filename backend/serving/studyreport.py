@@ -18,7 +18,7 @@ from backend.reporting import exports
 from backend.reporting.metrics import cell
 from backend.reporting.text import table
 from backend.serving.study import load_label
-from backend.serving.types import LoadPoint
+from backend.serving.types import LoadPoint, Scenario
 from backend.serving.view import StudyView, energy_sources, measured_table, study_view
 from storage.repo import serving as point_store
 
@@ -44,11 +44,18 @@ def _points(view: StudyView) -> list[tuple[str, LoadPoint]]:
 
 def _rows(view: StudyView) -> list[list[str]]:
     """The page's table, its shown columns, with whether each point is stable and whether the
-    load generator kept up (a saturated client says nothing about the server)."""
+    load generator kept up with its Server schedule (a saturated client says nothing about the
+    server; a closed loop's N in flight has no schedule to fall behind, so it says so)."""
     frame = measured_table(view)
     rows = []
     for (_, row), (_, point) in zip(frame.iterrows(), _points(view), strict=True):
-        client = "saturated" if point.generator_saturated else "kept up"
+        client = (  # only a Server schedule can be fallen behind; a closed loop is not checked
+            "saturated"
+            if point.generator_saturated
+            else "kept up"
+            if point.scenario is Scenario.SERVER
+            else "closed loop"
+        )
         rows.append([*(cell(row[c], "") for c in SHOWN), "yes" if point.stable else "no", client])
     return rows
 
