@@ -11,6 +11,7 @@ from backend.reporting.metrics import REGISTRY, pick
 from backend.reporting.style import (
     PALETTE,
     apply_layout,
+    category_ticks,
     escaped,
     rgba,
     series_colors,
@@ -255,8 +256,7 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
     if many:
         title += " (box: quartiles, whiskers p1–p99)"
     fig = apply_layout(fig, title, "", P50.unit)
-    fig.update_xaxes(tickangle=-30, automargin=True)
-    return fig
+    return category_ticks(fig, len(rows))
 
 
 def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
@@ -316,8 +316,7 @@ def memory_chart(frame: pd.DataFrame) -> go.Figure:
     if data["gpu_memory_mb"].notna().any():
         fig.add_trace(go.Bar(x=data["label"], y=data["gpu_memory_mb"], name=GPU_MEMORY.axis_title))
     fig = apply_layout(fig, f"Memory (peak RSS over {PEAK_SCOPE})", "", RSS.unit)
-    fig.update_xaxes(tickangle=-30, automargin=True)
-    return fig
+    return category_ticks(fig, len(data))
 
 
 def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:
