@@ -15,7 +15,7 @@ from backend.pricing import unpriced_sentence
 from backend.reporting import cost, exports, frames, front, htmlreport, price_mix
 from backend.reporting.htmlreport import CHARTS
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
-from backend.results import ResultStatus
+from backend.results import GAP, ResultStatus
 from pages.access import current, link_scope, signed_link_control
 from pages.components.formatting import EMPTY, plain
 from pages.components.gate import require_access
@@ -170,6 +170,37 @@ def _priced(view: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return view, picked
 
 
+EACH_MODEL_TEXT = "Each model's first FP32 series"
+# the speedup table's columns: speedup right after the label and batch (batch apart: a long
+# label is cut before its " b8", and then rows looked the same), then the measurement
+TABLE_COLUMNS = ["label", "batch_size", "speedup", "speedup_firm", "status", "stable"]
+TABLE_COLUMNS += ["p50_ms", "p90_ms", "p99_ms", "throughput", "cost_per_million"]
+TABLE_COLUMNS += ["price_per_hour", "throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
+ENERGY_COLUMNS = ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
+ENERGY_COLUMNS += ["j_per_sample_above_idle", "idle_w"]
+ENERGY_HEADERS = "energy (J/sample, its min and max, J/sample above idle, idle W)"
+
+
+def table_columns(view: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The speedup table's columns, and the headers of those left out as empty in every row
+    (five energy columns with nothing in them took the width speedup needed)."""
+    columns = list(TABLE_COLUMNS)
+    absent = []
+    if view[ENERGY_COLUMNS].notna().any().any():
+        columns += ENERGY_COLUMNS
+    else:
+        absent.append(ENERGY_HEADERS)
+    for key in ("price_per_hour", "cost_per_million", "peak_rss_mb"):
+        if view[key].isna().all():
+            columns.remove(key)
+            absent.append(frames.METRICS[key].header)
+    if view["evaluation_set"].notna().any():  # task accuracy on the user's own data
+        columns += ["eval_top1_accuracy", "eval_top1_agreement", "evaluation_set"]
+    if view["calibration_set"].notna().any():
+        columns.append("calibration_set")
+    return columns, absent
+
+
 @st.fragment(run_every=refresh_every(ACTIVE))
 def comparison() -> None:
     require_access(Permission.COMPARE)  # a timed fragment rerun skips the page's first line
@@ -206,10 +237,13 @@ def comparison() -> None:
             )
     view = frame[frame["result_id"].isin(selected)]
     series = list(dict.fromkeys(view["series"]))
-    fp32 = [s for s in series if "FP32" in s]
-    with controls[1]:
+    with controls[1]:  # by default each model against its own FP32, as `optiboard compare`
         baseline = bound_selectbox(
-            "Baseline", series, "baseline", default=fp32[0] if fp32 else None
+            "Baseline",
+            [htmlreport.EACH_MODEL, *series],
+            "baseline",
+            default=htmlreport.EACH_MODEL,
+            format_func=lambda s: EACH_MODEL_TEXT if s == htmlreport.EACH_MODEL else s,
         )
     with controls[2]:
         loss_metric = bound_selectbox(
@@ -256,17 +290,12 @@ def comparison() -> None:
             if beyond.get(key):  # an unstable point the front leaves out, with its numbers
                 col.caption(plain(beyond[key] or ""))
 
-    st.subheader("Speedups" + (f" against {plain(baseline)}" if baseline else ""))
-    # batch apart: a long label is cut before its " b8", and then rows looked the same
-    columns = ["label", "batch_size", "status", "stable", "p50_ms", "p90_ms", "p99_ms"]
-    columns += ["throughput", "cost_per_million", "price_per_hour", "speedup", "speedup_firm"]
-    columns += ["throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
-    columns += ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
-    columns += ["j_per_sample_above_idle", "idle_w"]
-    if view["evaluation_set"].notna().any():  # task accuracy on the user's own data
-        columns += ["eval_top1_accuracy", "eval_top1_agreement", "evaluation_set"]
-    if view["calibration_set"].notna().any():
-        columns.append("calibration_set")
+    against = htmlreport.baseline_text(view, baseline)
+    each = baseline == htmlreport.EACH_MODEL and against
+    st.subheader("Speedups" + (f" against {plain(against)}" if against else ""))
+    if each:
+        st.caption("Each model's rows are divided by that model's first FP32 series.")
+    columns, absent = table_columns(view)
     st.dataframe(
         view[[*columns, "notes"]],
         hide_index=True,
@@ -286,8 +315,8 @@ def comparison() -> None:
             "speedup_firm": st.column_config.CheckboxColumn(
                 "Speedup firm",
                 help="The speedup (above or below 1) is a firm figure: this row and the baseline "
-                "row it divides by both measured stable, and its median call and its throughput "
-                "tell one speed",
+                "row it divides by both measured stable, and its median-call speedup and its "
+                f"throughput ratio agree within {GAP:g}x",
             ),
             "eval_top1_accuracy": _number(
                 "eval_top1_accuracy", help="Against the evaluation set's labels"
@@ -308,6 +337,8 @@ def comparison() -> None:
         key="speedup_table",
         placeholder=EMPTY,
     )
+    if absent:  # said once, rather than columns of empty cells pushing speedup off-screen
+        st.caption("Not shown, empty in every row: " + ", ".join(absent) + ".")
     sources = sorted(set(view["energy_source"].dropna()))
     if sources:  # what measured the energy columns, or why they are empty
         st.caption("Energy (J/sample, idle W): " + "; ".join(plain(s) for s in sources))

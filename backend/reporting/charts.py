@@ -11,6 +11,7 @@ from backend.reporting.metrics import REGISTRY, pick
 from backend.reporting.style import (
     PALETTE,
     apply_layout,
+    category_ticks,
     escaped,
     rgba,
     series_colors,
@@ -26,7 +27,16 @@ SPEEDUP, LOSS, RSS, GPU_MEMORY = pick("speedup", "accuracy_loss", "peak_rss_mb",
 
 
 UNSTABLE_MARK = " (unstable: hollow, treat with care)"
-BEYOND_MARK = "<br>measured beyond the Pareto front, left off it as unstable: re-run it"
+BEYOND_MARK = (
+    "<br>measured beyond the Pareto front, left off it as its figures are not firm: re-run it"
+)
+NOT_FIRM_MARK = (
+    " (speedup not firm: hollow diamond; its median-call speedup and throughput ratio disagree, "
+    "or its baseline was unstable)"
+)
+# legend-only entries that say what the hollow marks mean, added where such a point is drawn
+KEY_UNSTABLE = "hollow circle: measurement unstable"
+KEY_NOT_FIRM = "hollow diamond: speedup not firm"
 
 
 def markers_by_series(
@@ -37,13 +47,15 @@ def markers_by_series(
     hover: str,
     custom: str | None = None,
     beyond: str | None = None,
+    firm: str | None = None,
 ) -> None:
     """One marker trace per series (names and labels already escaped), coloured in order;
     `custom` names a column the hover reads as %{customdata}; `beyond` a column marking the
-    unstable points that measured beyond the front (front.py), which their hover says."""
+    unstable points that measured beyond the front (front.py), which their hover says; `firm`
+    a column whose False draws a stable point as a hollow diamond (a speedup not firm)."""
     colors = series_colors(list(dict.fromkeys(data["series"])))
     for name, group in data.groupby("series", sort=False):
-        symbols, labels = _stability_marks(group)
+        symbols, labels = _stability_marks(group, firm)
         if beyond is not None and beyond in group:
             marks = group[beyond].fillna(False).astype(bool).tolist()
             labels = [f"{t}{BEYOND_MARK if b else ''}" for t, b in zip(labels, marks, strict=True)]
@@ -61,15 +73,38 @@ def markers_by_series(
         )
 
 
-def _stability_marks(group: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """Marker symbols and labels: an unstable measurement is drawn hollow and says so in its
-    label, a point to treat with care rather than a firm figure."""
+def _stability_marks(group: pd.DataFrame, firm: str | None) -> tuple[list[str], list[str]]:
+    """Marker symbols and labels: an unstable measurement is drawn hollow, a stable one whose
+    speedup is not firm (column `firm` False) a hollow diamond, and each says so in its label:
+    a point to treat with care rather than a firm figure."""
     unstable = group["stable"].eq(False).tolist() if "stable" in group else [False] * len(group)
-    symbols = ["circle-open" if u else "circle" for u in unstable]
-    labels = [
-        f"{t}{UNSTABLE_MARK if u else ''}" for t, u in zip(group["label"], unstable, strict=True)
-    ]
+    shaky = [False] * len(group)
+    if firm is not None and firm in group:
+        shaky = (~group[firm].fillna(True).astype(bool)).tolist()
+    symbols, labels = [], []
+    for text, moved, loose in zip(group["label"], unstable, shaky, strict=True):
+        symbols.append("circle-open" if moved else "diamond-open" if loose else "circle")
+        labels.append(f"{text}{UNSTABLE_MARK if moved else NOT_FIRM_MARK if loose else ''}")
     return symbols, labels
+
+
+def symbol_key(fig: go.Figure) -> None:
+    """Legend entries (no data) for the hollow marks drawn in `fig`, so the legend says what a
+    hollow circle and a hollow diamond mean."""
+    drawn = {s for t in fig.data if isinstance(t.marker.symbol, tuple) for s in t.marker.symbol}
+    for symbol, name in (("circle-open", KEY_UNSTABLE), ("diamond-open", KEY_NOT_FIRM)):
+        if symbol in drawn:
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    name=name,
+                    text=[name],  # as every marker trace has: readers iterate it
+                    marker={"symbol": symbol, "size": 10, "color": "grey"},
+                    hoverinfo="skip",
+                )
+            )
 
 
 def pareto_trace(front: pd.DataFrame, x: str, y: str) -> go.Scatter:
@@ -221,8 +256,7 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
     if many:
         title += " (box: quartiles, whiskers p1–p99)"
     fig = apply_layout(fig, title, "", P50.unit)
-    fig.update_xaxes(tickangle=-30, automargin=True)
-    return fig
+    return category_ticks(fig, len(rows))
 
 
 def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
@@ -231,10 +265,13 @@ def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
     data = escaped(frame[frame["speedup"].notna() & frame["accuracy_loss"].notna()])
     fig = go.Figure()
     hover = f"%{{text}}<br>speedup {SPEEDUP.hover('x')}<br>loss {LOSS.hover('y', '.3g')}"
-    markers_by_series(fig, data, "speedup", "accuracy_loss", hover, beyond="beyond_pareto")
+    markers_by_series(
+        fig, data, "speedup", "accuracy_loss", hover, beyond="beyond_pareto", firm="speedup_firm"
+    )
     front = data[data["pareto"]].sort_values("speedup")
     if not front.empty:
         fig.add_trace(pareto_trace(front, "speedup", "accuracy_loss"))
+    symbol_key(fig)
     return apply_layout(fig, "Accuracy loss against speedup", SPEEDUP.axis_title, loss_label)
 
 
@@ -260,6 +297,7 @@ def cost_vs_accuracy(frame: pd.DataFrame, cost_key: str, loss_label: str) -> go.
     front = data[data["cost_pareto"]].sort_values(cost_key)
     if not front.empty:
         fig.add_trace(pareto_trace(front, cost_key, "accuracy_loss"))
+    symbol_key(fig)
     title = f"Accuracy loss against {x.label}"
     return apply_layout(fig, title, x.axis_title, loss_label)
 
@@ -278,8 +316,7 @@ def memory_chart(frame: pd.DataFrame) -> go.Figure:
     if data["gpu_memory_mb"].notna().any():
         fig.add_trace(go.Bar(x=data["label"], y=data["gpu_memory_mb"], name=GPU_MEMORY.axis_title))
     fig = apply_layout(fig, f"Memory (peak RSS over {PEAK_SCOPE})", "", RSS.unit)
-    fig.update_xaxes(tickangle=-30, automargin=True)
-    return fig
+    return category_ticks(fig, len(data))
 
 
 def op_histogram(histogram: dict[str, int], top: int = 40) -> go.Figure:

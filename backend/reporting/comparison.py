@@ -15,7 +15,7 @@ from backend.reporting import cost, exports, frames, price_mix
 from backend.reporting.metrics import REGISTRY as METRICS
 from backend.reporting.metrics import cell, pick
 from backend.reporting.text import EVAL_NOTE, TOP1_NOTE, no_cost_line, table
-from backend.results import ResultStatus, StoredResult
+from backend.results import GAP, ResultStatus, StoredResult
 from storage.repo.results import list_results
 
 FIGURES = pick(
@@ -32,7 +32,7 @@ HEADERS = [
 ]  # fmt: skip
 FIRM_NOTE = (
     f"{FIRM}: the speedup is a firm figure: this row and the baseline row it divides by both "
-    "measured stable, and its median call and its throughput tell one speed."
+    f"measured stable, and its median-call speedup and its throughput ratio agree within {GAP:g}x."
 )
 
 
@@ -53,6 +53,20 @@ def baseline_of(frame: pd.DataFrame) -> str | None:
     """The page's default baseline: the first FP32 series among the measured configurations."""
     measured = frame[frame["status"] == ResultStatus.OK.value]
     return next((s for s in dict.fromkeys(measured["series"]) if "FP32" in s), None)
+
+
+def speedups_each_model(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Speedups of each model's rows against that model's own first FP32 series (a CNN's rows
+    divided by an MLP's baseline had no partner and no speedup at all), and those baselines:
+    the default of `optiboard compare` and of the Compare page."""
+    if frame.empty:
+        return frames.add_speedups(frame, None), []
+    parts, named = [], []
+    for _, rows in frame.groupby("model_id", sort=False, dropna=False):  # each model's own
+        baseline = baseline_of(rows)
+        named += [baseline] if baseline else []
+        parts.append(frames.add_speedups(rows, baseline))
+    return pd.concat(parts).sort_index(), named
 
 
 def _yes_no(value: object) -> str:
@@ -82,12 +96,7 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
     frame = priced_frame(job_ids, prices)
     if frame.empty:
         return [f"No result is stored yet for job {', '.join(map(str, job_ids))}."]
-    parts, named = [], []
-    for _, rows in frame.groupby("model_id", sort=False, dropna=False):  # each model's own
-        baseline = baseline_of(rows)
-        named += [baseline] if baseline else []
-        parts.append(frames.add_speedups(rows, baseline))
-    frame = pd.concat(parts).sort_index()
+    frame, named = speedups_each_model(frame)
     scored = bool(frame["eval_top1_accuracy"].notna().any())
     headers = HEADERS + [EVAL_TOP1.cli_header] * scored + ["status", "stable"]
     lines = [table([_row(r, scored) for _, r in frame.iterrows()], headers)]

@@ -99,9 +99,10 @@ class Cheapest:
 
 def cheapest(frame: pd.DataFrame) -> Cheapest | None:
     """The lowest cost per million among ok results (never wrong outputs or failed) whose
-    measurement was stable; where only unstable ones are priced, among those, and the sentence
-    says so. An unstable result cheaper than the pick is named, not recommended: its throughput
-    (so its cost) moved while it was measured. None when no result is priced."""
+    measurement was stable, and the runner-up among those; where only unstable ones are priced,
+    among those, and the sentence says so. Where unstable results are priced too, the sentence
+    says it ranks stable ones only and names each unstable one cheaper than the runner-up as
+    left out: its throughput (so its cost) moved while it was measured. None when none priced."""
     ok = frame[(frame["status"] == ResultStatus.OK.value) & np.isfinite(frame["cost_per_million"])]
     if ok.empty:
         return None
@@ -109,18 +110,19 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
     pool = ok[steady] if steady.any() else ok
     ranked = pool.sort_values(["cost_per_million", "result_id"], kind="stable")
     best = ranked.iloc[0]
+    second = ranked.iloc[1] if len(ranked) > 1 else None
+    among = " among stable measurements" if steady.any() and not steady.all() else ""
     sentence = (
         f"The cheapest configuration is {best['label']} at "
         f"{pricing.dollars(best['cost_per_million'])} per million inferences "
         f"({rate_text(best['throughput'])} samples/s measured, ${best['price_per_hour']:g}/h for "
-        f"{best['priced_as']})"
+        f"{best['priced_as']}){among}"
     )
-    caveat = _stability_caveat(ok, steady, best)
-    if len(ranked) < 2:
+    caveat = _stability_caveat(ok, steady, best if second is None else second, second is None)
+    if second is None:
         return Cheapest(
             best["label"], float(best["cost_per_million"]), None, None, sentence + "." + caveat
         )
-    second = ranked.iloc[1]
     extra = second["cost_per_million"] - best["cost_per_million"]
     share = extra / best["cost_per_million"] * 100 if best["cost_per_million"] else 0.0
     sentence += (
@@ -136,23 +138,32 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
     )
 
 
-def _stability_caveat(ok: pd.DataFrame, steady: pd.Series, best: pd.Series) -> str:
-    """The sentence after the pick: nothing, the cheaper results left out as unstable, or that
-    every priced measurement was unstable."""
+NAMED = 3  # unstable results named one by one in the cheapest sentence; more are counted
+
+
+def _stability_caveat(ok: pd.DataFrame, steady: pd.Series, bar: pd.Series, pick: bool) -> str:
+    """The sentence after the ranking: nothing, the unstable results cheaper than `bar` (the
+    runner-up, or the pick when there is none) left out with their costs, or that every priced
+    measurement was unstable."""
     if not steady.any():
         return (
             " Every priced measurement was unstable, so this ranking may not hold: re-run on a "
             "quiet host before relying on it."
         )
-    cheaper = ok[~steady & (ok["cost_per_million"] < best["cost_per_million"])]
+    cheaper = ok[~steady & (ok["cost_per_million"] < bar["cost_per_million"])]
     if cheaper.empty:
         return ""
-    first = cheaper.sort_values(["cost_per_million", "result_id"], kind="stable").iloc[0]
-    more = f" (and {len(cheaper) - 1} more)" if len(cheaper) > 1 else ""
+    cheaper = cheaper.sort_values(["cost_per_million", "result_id"], kind="stable")
+    named = [
+        f"{r['label']} at {pricing.dollars(r['cost_per_million'])}" for _, r in cheaper.iterrows()
+    ]
+    more = f" (and {len(named) - NAMED} more)" if len(named) > NAMED else ""
+    its, it = ("its", "it") if len(named) == 1 else ("their", "them")
+    than = "pick" if pick else "runner-up"
     return (
-        f" {first['label']}{more} measured cheaper, at "
-        f"{pricing.dollars(first['cost_per_million'])}, but its measurement was unstable, so it "
-        "is not recommended: re-run it on a quiet host."
+        f" Left out as unstable, though measured cheaper than the {than}: "
+        f"{', '.join(named[:NAMED])}{more}; {its} throughput, so {its} cost, moved while "
+        f"measured: re-run {it} on a quiet host."
     )
 
 

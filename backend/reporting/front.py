@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from backend.reporting import metrics
-from backend.results import ResultStatus, speeds_disagree
+from backend.results import GAP, ResultStatus, speeds_disagree
 
 # The figures of each front, each read its registered way: the accuracy/speedup chart's and the
 # cost/speed/accuracy chart's (its first figure, the cost axis, is picked on the page).
@@ -93,33 +93,63 @@ def figures_text(row: pd.Series, keys: Sequence[str]) -> str:
 
 
 def beyond_sentence(frame: pd.DataFrame, keys: Sequence[str], column: str) -> str | None:
-    """One sentence naming the first unstable row `column` marks beyond the front, with its
-    figures, or None when there is none."""
+    """The rows `column` marks beyond the front, each with its figures and its own reason for
+    being left off (rows sharing a reason said together), or None when there is none."""
     if column not in frame or not frame[column].fillna(False).astype(bool).any():
         return None
     beyond = frame[frame[column].fillna(False).astype(bool)]
-    first = beyond.iloc[0]
-    more = f" (and {len(beyond) - 1} more)" if len(beyond) > 1 else ""
-    return (
-        f"{first['label']}{more} measured beyond the Pareto front ({figures_text(first, keys)}), "
-        f"but {_why_shaky(beyond, keys)}: re-run it on a quiet host."
-    )
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for position in range(len(beyond)):
+        reason, figures = _why_shaky(beyond, keys, position)
+        groups.setdefault(reason, []).append((str(beyond.iloc[position]["label"]), figures))
+    sentences = []
+    for reason, rows in groups.items():
+        if len(rows) == 1:
+            said = f"{rows[0][0]} measured beyond the Pareto front ({rows[0][1]})"
+        else:
+            named = [f"{label} ({figures})" for label, figures in rows]
+            said = ", ".join(named[:-1]) + f" and {named[-1]} measured beyond the Pareto front"
+        why = REASONS[reason][0 if len(rows) == 1 else 1]
+        them = "it" if len(rows) == 1 else "them"
+        sentences.append(f"{said}, but {why}: re-run {them} on a quiet host.")
+    return " ".join(sentences)
 
 
-def _why_shaky(beyond: pd.DataFrame, keys: Sequence[str]) -> str:
-    """Why the first row beyond the front is left off it: its own measurement moved, its
-    baseline's did, or its median call and its throughput give two speeds (add_speedups)."""
-    first = beyond.iloc[0]
-    if bool(unstable(beyond)[0]) or "speedup" not in keys:
-        return "its measurement was unstable, so it is drawn hollow and left off the front"
-    ratio = float(first.get("throughput_ratio", np.nan))
-    if bool(speeds_disagree(float(first["speedup"]), ratio)):
-        return (
-            f"its median call says {float(first['speedup']):.2f}x the baseline's speed and its "
-            f"throughput {ratio:.2f}x, so its speedup is no firm figure and it is left off the "
-            "front"
-        )
-    return "its speedup divides by an unstable baseline measurement, so it is left off the front"
+# Why a row beyond the front is left off it, said of one row and of several.
+REASONS = {
+    "unstable": (
+        "its measurement was unstable, so it is drawn hollow and left off the front",
+        "their measurements were unstable, so they are drawn hollow and left off the front",
+    ),
+    "disagree": (
+        "its median-call speedup and its throughput ratio disagree by more than "
+        f"{GAP:g}x, so its speedup is no firm figure; it is drawn as a hollow diamond and left "
+        "off the front",
+        "each one's median-call speedup and throughput ratio disagree by more than "
+        f"{GAP:g}x, so their speedups are no firm figures; they are drawn as hollow diamonds and "
+        "left off the front",
+    ),
+    "baseline": (
+        "its speedup divides by an unstable baseline measurement, so it is drawn as a hollow "
+        "diamond and left off the front",
+        "their speedups divide by an unstable baseline measurement, so they are drawn as hollow "
+        "diamonds and left off the front",
+    ),
+}
+
+
+def _why_shaky(beyond: pd.DataFrame, keys: Sequence[str], position: int) -> tuple[str, str]:
+    """Why one row beyond the front is left off it (a REASONS key): its own measurement moved,
+    its median call and its throughput give two speeds (add_speedups), or its baseline's
+    measurement moved; and its figures, with the throughput ratio where that is the reason."""
+    row = beyond.iloc[position]
+    figures = figures_text(row, keys)
+    if bool(unstable(beyond)[position]) or "speedup" not in keys:
+        return "unstable", figures
+    ratio = float(row.get("throughput_ratio", np.nan))
+    if bool(speeds_disagree(float(row["speedup"]), ratio)):
+        return "disagree", f"{figures}, throughput ratio {ratio:.2f}x"
+    return "baseline", figures
 
 
 def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFrame:

@@ -26,6 +26,16 @@ CHARTS = {
     "memory": "Memory",
 }
 DEFAULT_LOSS = "mean_rel_error"  # the page's first "Accuracy loss" choice
+EACH_MODEL = "each model"  # the baseline choice "each model's first FP32 series" (no series name)
+
+
+def baseline_text(view: pd.DataFrame, baseline: str | None) -> str | None:
+    """The baseline as the page and the report name it: the series picked, or each model's
+    first FP32 series, joined (None where no model has one)."""
+    if baseline is not None and baseline != EACH_MODEL:
+        return baseline
+    named = comparison.speedups_each_model(view)[1]
+    return "; ".join(named) if named else None
 
 
 def priced_axes(view: pd.DataFrame) -> list[Metric]:
@@ -36,9 +46,13 @@ def priced_axes(view: pd.DataFrame) -> list[Metric]:
 def prepared(
     view: pd.DataFrame, baseline: str | None, loss: str, cost_key: str | None
 ) -> pd.DataFrame:
-    """Speedups against `baseline`, accuracy loss read as `loss`, the speed/accuracy front of
+    """Speedups against `baseline` (None or EACH_MODEL: each model's first FP32 series, as
+    `optiboard compare` divides), accuracy loss read as `loss`, the speed/accuracy front of
     stable measurements and, with a cost axis, the cost/speed/accuracy front."""
-    view = frames.add_speedups(view, baseline)
+    if baseline is None or baseline == EACH_MODEL:
+        view = comparison.speedups_each_model(view)[0]
+    else:
+        view = frames.add_speedups(view, baseline)
     view = frames.add_accuracy_loss(view, loss)
     view = frames.add_pareto(view)  # an unstable result beyond it is named, never on it
     return frames.add_cost_pareto(view, cost_key) if cost_key is not None else view
@@ -72,18 +86,20 @@ def report_html(
     """One self-contained file: every chart of the prepared view and its table."""
     every = figures(view, list(CHARTS), samples, loss_label, cost_key)
     title = "Optiboard comparison: " + ", ".join(f"job {j}" for j in sorted(job_ids))
-    return exports.html_report(title, view, [figure for _, figure in every], baseline)
+    named = baseline_text(view, baseline)
+    return exports.html_report(title, view, [figure for _, figure in every], named)
 
 
 def default_html(job_ids: list[int], prices: pricing.Prices = ()) -> tuple[str, int]:
     """The report the page offers for these jobs before any choice is changed: every measured
-    configuration, the first FP32 series as baseline, mean relative error, the first cost axis
-    with values; `prices` as the page's price override. Also how many configurations it holds."""
+    configuration, each model's first FP32 series as its baseline, mean relative error, the
+    first cost axis with values; `prices` as the page's price override. Also how many
+    configurations it holds."""
     frame = comparison.priced_frame(job_ids, prices)
     view = frame[frame["status"] == ResultStatus.OK.value]
     axes = priced_axes(view)
     cost_key = axes[0].key if axes else None
-    baseline = comparison.baseline_of(view)
+    baseline = EACH_MODEL
     view = prepared(view, baseline, DEFAULT_LOSS, cost_key)
     samples = frames.samples_for([int(i) for i in view["result_id"]])
     loss_label = frames.LOSS_METRICS[DEFAULT_LOSS]

@@ -22,19 +22,34 @@ def rgba(hex_color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-TITLE_WIDTH = 60  # characters on a line of a chart's title: what a half-width column shows
+# Characters on a line of a chart's title: at a 1100 px window a half-width column showed 44
+# characters of "Latency per call (p50; band and whisker to |" before cutting the rest off.
+TITLE_WIDTH = 38
+# The horizontal legend's top, in plot heights below the plot: at -0.2 it sat on the x-axis
+# title (tick labels and title take about 60 px under a plot about 250 px high at 1100 px).
+LEGEND_Y = -0.35
+# The legend below pushes the bottom margin by its height, which shrank the plot (and so the
+# legend's offset, a share of the plot's height) until the legend sat on the axis title: the
+# figure grows by a row per legend entry (a half-width column shows one a row) and keeps a plot
+# about PLOT_HEIGHT / 1.35 px high, the 1.35 for the gap LEGEND_Y leaves.
+MIN_HEIGHT = 450  # Plotly's own default
+PLOT_HEIGHT = 300
+LEGEND_ROW = 26
+MANY_TICKS = 6  # more category labels than this stand upright: at -30 degrees 16 overlapped
 
 
 def apply_layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False) -> go.Figure:
     """The house style every x/y chart shares (serving charts too), so pages look alike."""
     lines = wrapped_title(title)
+    top = 28 + 22 * len(lines)
     fig.update_layout(
+        height=max(MIN_HEIGHT, PLOT_HEIGHT + top + LEGEND_ROW * legend_entries(fig)),
         title="<br>".join(lines),
         xaxis_title=x,
         yaxis_title=y,
         hovermode="closest",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
-        margin={"l": 60, "r": 20, "t": 28 + 22 * len(lines), "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": LEGEND_Y},
+        margin={"l": 60, "r": 20, "t": top, "b": 40},
         template="plotly_white",
     )
     if log_x:  # ticked at the sizes drawn only: left alone, a log axis adds 0.125, 0.25...
@@ -42,6 +57,21 @@ def apply_layout(fig: go.Figure, title: str, x: str, y: str, log_x: bool = False
         text = [f"{v:g}" for v in ticks]
         fig.update_xaxes(type="log", tickmode="array", tickvals=ticks, ticktext=text)
     return fig
+
+
+def legend_entries(fig: go.Figure) -> int:
+    """How many entries the legend shows: named traces not hidden from it, one a legend group."""
+    shown = [t for t in fig.data if t.showlegend is not False and t.name]
+    return len({t.legendgroup or t.name for t in shown})
+
+
+def category_ticks(fig: go.Figure, count: int) -> go.Figure:
+    """Category labels (configuration names) on the x axis: slanted when few, upright when many,
+    so that 16 long labels no longer overlap; the margin grows to hold them."""
+    if count <= MANY_TICKS:
+        return fig.update_xaxes(tickangle=-30, automargin=True)
+    # every label (Plotly hid every other one of 16), upright and a little smaller
+    return fig.update_xaxes(tickangle=-90, automargin=True, dtick=1, tickfont={"size": 10})
 
 
 def wrapped_title(title: str) -> list[str]:

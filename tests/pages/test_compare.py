@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from backend.energy import meter_for
 from backend.pricing import PRICE_KNOB
-from backend.reporting import exports, frames, metrics
+from backend.reporting import comparison, exports, frames, htmlreport, metrics
 from backend.specs import MEASURE_PRESETS, Precision, SweepSpec
 from pages.components.formatting import plain
 from tests.pages.seed import (
@@ -44,8 +44,9 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     assert len(at.get("plotly_chart")) == 6  # the cost chart too (CPU is priced by default)
     table = at.dataframe[0].value
     assert len(table) == len(rows) == 4
-    baseline = at.selectbox(key="url_baseline").value
-    assert "FP32" in baseline
+    assert at.selectbox(key="url_baseline").value == htmlreport.EACH_MODEL
+    [heading] = [h.value for h in at.subheader if h.value.startswith("Speedups against")]
+    assert "mlp CPU FP32" in heading
     batch = table["label"].str.extract(r"b(\d+)$")[0]
     # a column of its own: a long label is cut before its batch, and rows then looked the same
     assert table["batch_size"].tolist() == batch.astype(int).tolist()
@@ -60,7 +61,7 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     firm = table["stable"].ne(False) & table["speedup_firm"]
     assert table["pareto"].any() == firm.any() and not (table["pareto"] & ~firm).any(), table
     cpu = meter_for("cpu")  # J/sample is measured where RAPL reads, else the reason is shown
-    assert table["j_per_sample"].notna().all() == cpu.measurable
+    assert ("j_per_sample" in table and table["j_per_sample"].notna().all()) == cpu.measurable
     assert f"Energy (J/sample, idle W): {plain(cpu.source)}" in texts(at)
     # and what ran them: the runtime's own version and this host
     ran = plain(f"onnxruntime {onnxruntime.__version__} (default env)")
@@ -91,6 +92,41 @@ def test_compare_state_lives_in_the_url_and_restores_the_same_view(
     assert fresh.selectbox(key="url_baseline").value == url["baseline"]
 
 
+def test_two_models_each_get_their_own_baseline_and_the_table_leads_with_speedup(
+    data_dir: Path, mlp_path: Path, cnn_path: Path
+) -> None:
+    """The walkthrough compared an MLP and a CNN job: every CNN row had no speedup (all were
+    divided by the MLP's FP32), so the accuracy/speedup chart showed the MLP alone; and the
+    speedup columns sat behind five empty energy columns, off a 1500 px screen."""
+    first, _ = finished_sweep(add_model(mlp_path, "mlp").id, batch_sizes=(1,), label="mlp sweep")
+    two = (Precision.FP32, Precision.FP16)
+    second, _ = finished_sweep(add_model(cnn_path, "cnn").id, precisions=two, batch_sizes=(1,))
+    at = open_page("compare", jobs=f"{first.id},{second.id}")
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert list(table.columns[:4]) == ["label", "batch_size", "speedup", "speedup_firm"]
+    assert table["speedup"].notna().all(), table  # the CNN's rows too, over the CNN's FP32
+    fp32 = table[table["label"].str.contains("FP32")]
+    assert len(fp32) == 2 and np.allclose(fp32["speedup"], 1.0)
+    texts_now = texts(at)
+    assert "Each model's rows are divided by that model's first FP32 series." in texts_now
+    if table.filter(like="j_per_sample").empty:  # energy not measurable on this host
+        assert "Not shown, empty in every row: energy (J/sample" in texts_now
+    chart = next(
+        c for c in at.get("plotly_chart") if "Accuracy loss against speedup" in c.proto.spec
+    )
+    assert "cnn" in chart.proto.spec and "mlp" in chart.proto.spec
+
+    # the picker still works: the MLP's FP32 gives the CNN's rows no partner, so no speedup
+    mlp_fp32 = next(
+        s for s in at.selectbox(key="url_baseline").options if "mlp" in s and "FP32" in s
+    )
+    at.selectbox(key="url_baseline").set_value(mlp_fp32).run()
+    table = at.dataframe[0].value
+    assert table.loc[table["label"].str.contains("cnn"), "speedup"].isna().all()
+    assert table.loc[table["label"].str.contains("mlp"), "speedup"].notna().all()
+
+
 def test_failed_configurations_are_listed_with_their_error(data_dir: Path, mlp_path: Path) -> None:
     missing = unavailable_provider()
     if missing is None:
@@ -108,8 +144,13 @@ def _compared(job_id: int, baseline: str, keep: list[int] | None = None) -> pd.D
     view = frames.results_frame(job_ids=[job_id])
     if keep is not None:
         view = view[view["result_id"].isin(keep)]
-    view = frames.add_accuracy_loss(frames.add_speedups(view, baseline))
-    view = frames.add_pareto(view)  # of stable measurements, as the page computes it
+    if baseline == htmlreport.EACH_MODEL:  # the page's default: each model's first FP32
+        view = comparison.speedups_each_model(view)[0]
+    else:
+        view = frames.add_speedups(view, baseline)
+    view = frames.add_pareto(
+        frames.add_accuracy_loss(view)
+    )  # of stable measurements, as the page computes it
     return frames.add_cost_pareto(view, "cost_per_million")  # CPU is priced by default
 
 

@@ -74,3 +74,36 @@ def test_a_long_title_is_wrapped_to_fit_a_half_width_chart_and_keeps_every_word(
     assert fig.layout.margin.t >= 28 + 22 * len(lines)  # room above the plot for every line
     short = charts.throughput_vs_batch(frame)
     assert short.layout.title.text == "Throughput" and short.layout.margin.t == 50
+
+
+def test_titles_legends_and_labels_fit_a_half_width_column_at_1100_px() -> None:
+    """The walkthrough at 1100 px: titles cut after 44 characters, a legend of 8 series on the
+    x-axis title, and 16 configuration names at -30 degrees overlapping each other."""
+    series = [f"#{j} {m} CPU {p}" for j, m in ((1, "mlp"), (2, "cnn")) for p in ("FP16", "FP32")]
+    series += [f"#{j} {m} CPU INT8 {q}" for j, m in ((1, "mlp"), (2, "cnn")) for q in ("a", "b")]
+    rows = [(s, b) for s in series for b in (1, 8)]
+    frame = pd.DataFrame(
+        {
+            "series": [s for s, _ in rows],
+            "label": [f"{s} b{b}" for s, b in rows],
+            "status": "ok",
+            "batch_size": [b for _, b in rows],
+            "p50_ms": 1.0,
+            "p90_ms": 1.5,
+            "p99_ms": 2.0,
+            "throughput": 1000.0,
+            "peak_rss_mb": 100.0,
+            "gpu_memory_mb": float("nan"),
+        }
+    )
+    latency = charts.latency_vs_batch(frame)
+    lines = latency.layout.title.text.split("<br>")
+    assert all(len(line) < 44 for line in lines), lines  # 44 were shown, the rest cut off
+    # 8 legend entries: the figure grows so that the plot keeps its height and the legend,
+    # a share of that height below it, stays clear of the axis title
+    assert latency.layout.legend.y <= -0.3
+    top = latency.layout.margin.t
+    assert latency.layout.height >= style.PLOT_HEIGHT + top + style.LEGEND_ROW * 8
+    memory = charts.memory_chart(frame)
+    assert memory.layout.xaxis.tickangle == -90 and memory.layout.xaxis.dtick == 1
+    assert charts.memory_chart(frame.head(4)).layout.xaxis.tickangle == -30

@@ -55,10 +55,23 @@ def test_an_unstable_measurement_is_named_but_never_recommended_as_the_cheapest(
     frame.loc[frame["result_id"] == cheapest_row["result_id"], "stable"] = False
     found = cost.cheapest(frame)
     assert (found.label, found.runner_up) == (second["label"], third["label"])
+    assert f"for cpu) among stable measurements; the runner-up, {third['label']}" in found.sentence
     assert found.sentence.endswith(
-        f" {cheapest_row['label']} measured cheaper, at "
-        f"{pricing.dollars(cheapest_row['cost_per_million'])}, but its measurement was unstable, "
-        "so it is not recommended: re-run it on a quiet host."
+        " Left out as unstable, though measured cheaper than the runner-up: "
+        f"{cheapest_row['label']} at {pricing.dollars(cheapest_row['cost_per_million'])}; its "
+        "throughput, so its cost, moved while measured: re-run it on a quiet host."
+    )
+
+    # the walkthrough's case: an unstable row cheaper than the runner-up, not than the pick,
+    # is named too (the sentence's runner-up was not the table's second cheapest row)
+    frame["stable"] = True
+    frame.loc[frame["result_id"] == second["result_id"], "stable"] = False
+    found = cost.cheapest(frame)
+    assert (found.label, found.runner_up) == (cheapest_row["label"], third["label"])
+    assert found.sentence.endswith(
+        " Left out as unstable, though measured cheaper than the runner-up: "
+        f"{second['label']} at {pricing.dollars(second['cost_per_million'])}; its "
+        "throughput, so its cost, moved while measured: re-run it on a quiet host."
     )
 
     frame["stable"] = False  # nothing stable: the ranking stands, with its warning

@@ -141,8 +141,8 @@ def test_a_speedup_over_an_unstable_baseline_is_no_firm_front_point(
     # baseline is beyond the front too and leads the page's sentence with its own reason
     sentence = front.beyond_sentence(view.loc[[other]], front.SPEEDUP_FRONT, "beyond_pareto")
     assert sentence is not None and (
-        "but its speedup divides by an unstable baseline measurement, so it is left off the "
-        "front: re-run it on a quiet host." in sentence
+        "but its speedup divides by an unstable baseline measurement, so it is drawn as a "
+        "hollow diamond and left off the front: re-run it on a quiet host." in sentence
     ), sentence
 
 
@@ -161,7 +161,48 @@ def test_a_speedup_its_throughput_disputes_is_left_off_the_front_and_says_why(
     row = view.loc[fastest]
     sentence = front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto") or ""
     assert (
-        f"but its median call says {row['speedup']:.2f}x the baseline's speed and its throughput "
-        f"{row['throughput_ratio']:.2f}x, so its speedup is no firm figure and it is left off the "
-        "front: re-run it on a quiet host." in sentence
+        f"speedup vs baseline {row['speedup']:.2f}x, accuracy loss {row['accuracy_loss']:.3g}, "
+        f"throughput ratio {row['throughput_ratio']:.2f}x), but its median-call speedup and its "
+        "throughput ratio disagree by more than 1.25x, so its speedup is no firm figure; it is "
+        "drawn as a hollow diamond and left off the front: re-run it on a quiet host." in sentence
     ), sentence
+
+
+def test_each_row_beyond_the_front_is_given_its_own_reason_and_a_mark_the_legend_explains(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    view, fastest = _real_frame(mlp_path)
+    # a stall that halves the fastest row's throughput, not its median call: the two speeds
+    # disagree, so its speedup is no firm figure, though its measurement was stable
+    view.loc[fastest, "throughput"] = view.at[fastest, "throughput"] / 2
+    baseline = str(view.loc[view["speedup"].idxmin(), "series"])
+    redone = frames.add_speedups(view.drop(columns=["speedup"]), baseline)
+    view["speedup_firm"], view["throughput_ratio"] = (
+        redone["speedup_firm"],
+        redone["throughput_ratio"],
+    )
+    assert not view.at[fastest, "speedup_firm"] and view.at[fastest, "stable"]
+    marked = front.add_pareto(view)
+    assert marked.at[fastest, "beyond_pareto"] and not marked.at[fastest, "pareto"]
+    # and a second row left off for another reason: its own measurement was unstable
+    other = next(i for i in view.index if i != fastest and view.at[i, "speedup"] != 1.0)
+    marked.loc[other, "stable"] = False
+    marked.loc[other, "beyond_pareto"] = True
+    sentence = front.beyond_sentence(marked, front.SPEEDUP_FRONT, "beyond_pareto") or ""
+    fast, slow = marked.loc[fastest], marked.loc[other]
+    ratio = f"throughput ratio {fast['throughput_ratio']:.2f}x"
+    assert f"{fast['label']} measured beyond the Pareto front (speedup vs baseline" in sentence
+    assert f"{ratio}), but its median-call speedup and its throughput ratio disagree" in sentence
+    assert f"{slow['label']} measured beyond the Pareto front" in sentence
+    assert sentence.count("its measurement was unstable, so it is drawn hollow") == 1
+
+    figure = charts.accuracy_vs_speedup(marked, "loss")
+    [point] = [
+        (t.marker.symbol[i], text)
+        for t in figure.data
+        if t.text is not None and t.name != "Pareto front"
+        for i, text in enumerate(t.text)
+        if text.startswith(str(fast["label"]))
+    ]
+    assert point[0] == "diamond-open" and "speedup not firm" in point[1]
+    assert {charts.KEY_UNSTABLE, charts.KEY_NOT_FIRM} <= {t.name for t in figure.data}
