@@ -155,7 +155,7 @@ def test_an_unstable_point_is_drawn_hollow_and_says_so() -> None:
             "stable": [True, False],
         }
     )
-    (points, _front) = charts.accuracy_vs_speedup(frame, "loss").data
+    points = charts.accuracy_vs_speedup(frame, "loss").data[0]  # then the front and the key
     assert list(points.marker.symbol) == ["circle", "circle-open"]
     assert points.text[0] == "int8 b1" and points.text[1].startswith("int8 b8 (unstable")
 
