@@ -277,7 +277,10 @@ def run_load(
         compute_ms=server.compute_ms,
         batch_histogram=server.batch_histogram,
         stable=verdict.stable and not saturated,
-        stability_note=f"{verdict.note}; {saturated}" if saturated else verdict.note,
+        # saturated: never stable, so the note opens on why ("stable: ..." first misread)
+        stability_note=(
+            f"{saturated}; its windows alone: {verdict.note}" if saturated else verdict.note
+        ),
         generator_saturated=bool(saturated),
         errors=len(records) - len(good),
         arrival_schedule_s=schedule,

@@ -141,3 +141,6 @@ def test_a_rate_no_client_can_send_stops_a_second_behind_and_is_saturated(
     assert f"stopped sending after {sent} of {planned} requests, 1 s behind" in (
         point.stability_note
     )
+    # a point never stable opens on why, not on its windows' "stable: ..."
+    assert not point.stability_note.startswith(("stable", "unstable"))
+    assert "; its windows alone: " in point.stability_note
