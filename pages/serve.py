@@ -21,6 +21,7 @@ from backend.serving.cheapest import CostAnswer
 from backend.serving.download import repository_zip
 from backend.serving.evidence import Evidence
 from backend.serving.export import parse_config
+from backend.serving.phrasing import firm, uncalibrated_headline
 from backend.serving.study import (
     load_label,
     model_variants,
@@ -30,6 +31,7 @@ from backend.serving.study import (
 )
 from backend.serving.types import Scenario
 from backend.serving.view import (
+    COST_HEADER,
     ServeView,
     StudyView,
     energy_sources,
@@ -260,6 +262,10 @@ def _view(
     return serve_view(job_id, slo, min_rps, overhead, execution, prices=prices)
 
 
+# the prediction's inputs, labelled short (each help says the rest)
+LABELS = {"rate": "Min rate (req/s)", "overhead": "Overhead (ms)", "exec": "Server cost (ms)"}
+
+
 def _prediction_controls(meta: pd.DataFrame) -> tuple[int, float, float, float, float]:
     """The sweep and the prediction's settings, each bound to the link."""
     left, middle, right, last, server = st.columns([3, 1, 1, 1, 1])
@@ -267,36 +273,71 @@ def _prediction_controls(meta: pd.DataFrame) -> tuple[int, float, float, float, 
         job_id = bound_selectbox("Sweep", meta.index.tolist(), "job", format_func=job_label(meta))
     with middle:
         slo = bound_number("p99 bound (ms)", "slo", 10.0, 0.01, 60_000.0, step=1.0)
-    with right:
-        min_rps = bound_number("Minimum rate (req/s)", "rate", 0.0, 0.0, 1e7, step=10.0)
+    with right:  # short labels: at 1100 px a long one wrapped to four lines (LABELS)
+        min_rps = bound_number(
+            LABELS["rate"],
+            "rate",
+            0.0,
+            0.0,
+            1e7,
+            step=10.0,
+            help="Minimum rate: the least a configuration must answer within the bound.",
+        )
     with last:
         overhead = bound_number(
-            "Per-request overhead (ms)",
+            LABELS["overhead"],
             "overhead",
             0.3,
             0.0,
             1000.0,
             step=0.1,
-            help="Client, network and (de)serialisation time per request outside compute.",
+            help="Per-request overhead: client, network and (de)serialisation time per request "
+            "outside compute.",
         )
     with server:
         execution = bound_number(
-            "Server cost per batch (ms)",
+            LABELS["exec"],
             "exec",
             0.1,
             0.0,
             1000.0,
             step=0.05,
-            help="Triton's scheduling and backend call per execution, which an in-process "
-            "sweep never pays; it caps the rate a tiny model reaches.",
+            help="Server cost per batch: Triton's scheduling and backend call per execution, "
+            "which an in-process sweep never pays; it caps the rate a tiny model reaches.",
         )
     return job_id, slo, min_rps, overhead, execution
 
 
+def _verdict(view: ServeView) -> None:
+    """The uncalibrated headline above the figures (as `serve recommend` prints it), the verdict
+    in a box whose colour says how firm it is, and what it rests on as a list."""
+    rec = view.recommendation
+    if headline := uncalibrated_headline(rec):
+        st.warning(headline, icon="⚠️")
+    if rec.best is None:
+        st.warning(rec.verdict, icon="⚠️")
+    elif firm(rec.best):  # measured, or calibrated by a study's costs, on stable inputs
+        st.success(rec.verdict, icon="✅")
+    else:  # a prediction from the sweep alone, or resting on an unstable measurement
+        st.info(rec.verdict, icon="🔮")
+    if rec.details:
+        st.markdown("\n".join(f"- {detail}" for detail in rec.details))
+    _cost_sentence(view.cost)
+
+
+_EVIDENCE_COLUMNS = {  # the cost to the registry's digits ($0.049, not a cut "0.04")
+    COST_HEADER: st.column_config.NumberColumn(
+        COST_HEADER,
+        format=frames.METRICS["cost_per_million"].printf(),
+        help="Dollars per million inferences at the rate under the bound, at the hardware's "
+        "price per hour; empty where no rate meets the bound or no price applies.",
+    )
+}
+
+
 def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
     rec = view.recommendation
-    (st.success if rec.best else st.warning)(rec.sentence, icon="✅" if rec.best else "⚠️")
-    _cost_sentence(view.cost)
+    _verdict(view)
     st.plotly_chart(charts.throughput_vs_p99(view.curves, slo), key="serve_curves")
     if view.chart_caption:
         st.caption(view.chart_caption)
@@ -311,7 +352,9 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
                 key="serve_batches",
             )
     st.subheader("Evidence")
-    st.dataframe(evidence_table(view), hide_index=True, placeholder=EMPTY)
+    st.dataframe(
+        evidence_table(view), hide_index=True, placeholder=EMPTY, column_config=_EVIDENCE_COLUMNS
+    )
     if rec.best is not None:
         point = rec.best.point
         offered = point.spec.target_rps
@@ -319,8 +362,8 @@ def _recommendation(view: ServeView, job_id: int, slo: float) -> None:
         st.caption(
             "Reproduce the quoted point against your own Triton server"
             + (
-                f" (it offers {offered:.0f} req/s, the rate the prediction was fed; "
-                f"{point.achieved_rps:.0f} req/s is what it predicts the server answers):"
+                f" (it offers {offered:,.0f} req/s, the rate the prediction was fed; "
+                f"{point.achieved_rps:,.0f} req/s is what it predicts the server answers):"
                 if apart
                 else ":"
             )

@@ -97,6 +97,9 @@ class Evidence:
     measured: LoadPoint | None = None
     asked_rps: float = 0.0  # the Server rate the confirmation asked for
     expected: LoadPoint | None = None  # the prediction at the load really measured
+    # True: the predicted rate is capped by the server's saturation (the next rate tried made
+    # its queue grow), not by the bound: the p99 there may sit far below it
+    saturated: bool = False
 
     @property
     def share(self) -> float:
@@ -156,7 +159,9 @@ class Recommendation:
     measurements: int
     configurations: int
     ranked: list[Evidence] = field(default_factory=list)
-    sentence: str = ""
+    sentence: str = ""  # verdict and details as one paragraph (the CLI's)
+    verdict: str = ""  # the answer in one sentence (the Serve page's box)
+    details: tuple[str, ...] = ()  # what it rests on, one sentence each (the page's list)
     asked: tuple[BatchingPolicy, ...] = ()  # the policy grid, before each variant's limits
     # True: no configuration was predicted to meet the bound, so the closest were confirmed
     confirmed_closest: bool = False

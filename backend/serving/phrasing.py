@@ -39,11 +39,11 @@ def _lead(rec: Recommendation) -> str:
     return f"In {rec.measurements} {runs} across {served} {configurations} ({which})"
 
 
-def phrase(rec: Recommendation, default_label: str) -> str:
-    """The answer, then any unstable measurement it rests on, then what a predicted one rests
-    on and where it is conservative."""
-    caveats = " ".join([*_unstable(rec), *_caveats(rec)])
-    return _answer(rec, default_label) + (f" {caveats}" if caveats else "")
+def phrase(rec: Recommendation, default_label: str) -> tuple[str, tuple[str, ...]]:
+    """The verdict (the answer in one sentence), then the sentences it rests on: any unstable
+    measurement, what a predicted answer rests on and where it is conservative. The CLI prints
+    them as one paragraph; the Serve page shows the verdict apart, the rest as a list."""
+    return _answer(rec, default_label), (*_unstable(rec), *_caveats(rec))
 
 
 def unstable_input(evidence: Evidence) -> str:
@@ -53,6 +53,16 @@ def unstable_input(evidence: Evidence) -> str:
     if not sizes:
         return ""
     return f"batch size{'s' if len(sizes) > 1 else ''} {', '.join(map(str, sizes))}"
+
+
+def firm(evidence: Evidence) -> bool:
+    """An answer to state without hedging: measured on the server with stable windows, or
+    predicted from a serving study's costs (calibrated) on stable sweep measurements. A rate
+    from the sweep alone, or resting on an unstable measurement, is not (the page's box says
+    which by its colour)."""
+    if evidence.measured is not None:
+        return evidence.measured.stable and not evidence.measured.generator_saturated
+    return not evidence.candidate.variant.rests_on and not unstable_input(evidence)
 
 
 def _unstable(rec: Recommendation) -> list[str]:
@@ -175,7 +185,7 @@ def _answer(rec: Recommendation, default_label: str) -> str:
                 source += "; the load generator could not offer more, so not the server's limit"
         return (
             f"{lead}, none meets {bound}; the closest is {closest.candidate.label} "
-            f"with p99 {p.latency.p99:.1f} ms at {p.achieved_rps:.0f} req/s ({source})."
+            f"with p99 {p.latency.p99:.1f} ms at {p.achieved_rps:,.0f} req/s ({source})."
         )
     rate = rec.best.rate
     if rec.best is rec.default:
@@ -184,20 +194,20 @@ def _answer(rec: Recommendation, default_label: str) -> str:
         )
         beaten = (
             f"; the best predicted policy, {runner_up.candidate.label}, measured "
-            f"{runner_up.rate:.0f} req/s"
+            f"{runner_up.rate:,.0f} req/s"
             if runner_up is not None
             else ""
         )
         return (
             f"{lead}, the default ({default_label}) is the best: "
             f"{rec.best.candidate.variant.label} meets {bound} at "
-            f"{rate:.0f} req/s{_light(rec.best)}{_uncalibrated(rec.best)}{beaten}"
-            f"{_generator_note(rec)}."
+            f"{rate:,.0f} req/s{_light(rec.best)}{_uncalibrated(rec.best)}{beaten}"
+            f"{_generator_note(rec)}{_saturated(rec.best)}."
         )
     return (
-        f"{lead}, {rec.best.candidate.label} meets {bound} at {rate:.0f} req/s"
+        f"{lead}, {rec.best.candidate.label} meets {bound} at {rate:,.0f} req/s"
         f"{_light(rec.best)}{_uncalibrated(rec.best)}, {_versus(rec, rec.best, default_label)}"
-        f"{_generator_note(rec)}."
+        f"{_generator_note(rec)}{_saturated(rec.best)}."
     )
 
 
@@ -212,16 +222,16 @@ def _versus(rec: Recommendation, best: Evidence, default_label: str) -> str:
         if default.measured is not None and base.generator_saturated:
             versus = (
                 f"where the default ({default_label}) could not be measured: the load "
-                f"generator fell behind even at {base.achieved_rps:.0f} req/s"
+                f"generator fell behind even at {base.achieved_rps:,.0f} req/s"
             )
         elif not default.meets(rec.slo_p99_ms, 0.0):
             versus = (
                 f"where the default ({default_label}) missed it "
-                f"(p99 {base.latency.p99:.1f} ms at {base.achieved_rps:.0f} req/s)"
+                f"(p99 {base.latency.p99:.1f} ms at {base.achieved_rps:,.0f} req/s)"
             )
         elif not comparable(best, default):
             versus = (
-                f"and the default ({default_label}) met it at {default.rate:.0f} req/s; "
+                f"and the default ({default_label}) met it at {default.rate:,.0f} req/s; "
                 f"not compared, the pick {best.basis} and the default {default.basis}"
             )
         elif default.rate:
@@ -265,6 +275,17 @@ def _uncalibrated(evidence: Evidence) -> str:
     )
 
 
+def _saturated(evidence: Evidence) -> str:
+    """Where the server's predicted saturation, not the bound, limits the rate, the clause that
+    says so: a p99 of 7.83 ms "meeting" 10 ms at 2,267 req/s read as if the bound decided it."""
+    if evidence.measured is not None or not evidence.saturated:
+        return ""
+    return (
+        "; saturation, not the p99 bound, limits the pick's rate (offered more, the server is "
+        "predicted to fall behind)"
+    )
+
+
 def _light(best: Evidence) -> str:
     """Say so where the pick was measured only at the light load it was confirmed at: the
     prediction said no rate meets the bound, so no higher rate was searched."""
@@ -285,7 +306,7 @@ def _generator_note(rec: Recommendation) -> str:
     ]
     if not short:
         return ""
-    asked = ", ".join(f"{e.asked_rps:.0f}" for e in short)
+    asked = " and ".join(f"{e.asked_rps:,.0f}" for e in short)
     return (
         f" (the load generator could not offer the predicted {asked} req/s on this host, so a "
         "lower rate was measured)"

@@ -62,6 +62,7 @@ def best_rate(candidate: Candidate, slo_p99_ms: float, seed: int = 0) -> Evidenc
     low, high = 0.0, capacity
     light = simulate(curve, _server(capacity * 0.05, seed), policy, requests=RANKING_REQUESTS)
     best: LoadPoint | None = None
+    saturated = True  # until a faster rate is refused for its p99 alone: capacity limits it
     if light.stable and light.latency.p99 <= slo_p99_ms:
         low, best = capacity * 0.05, light
         for _ in range(BISECTION_STEPS):
@@ -69,11 +70,11 @@ def best_rate(candidate: Candidate, slo_p99_ms: float, seed: int = 0) -> Evidenc
             point = simulate(curve, _server(middle, seed), policy, requests=RANKING_REQUESTS)
             if point.stable and point.latency.p99 <= slo_p99_ms:
                 low, best = middle, point
-            else:
-                high = middle
+            else:  # the nearest rate refused says why: its queue grew, or its p99 passed
+                high, saturated = middle, not point.stable
     if best is None:
         return Evidence(candidate, 0.0, light)
-    return Evidence(candidate, low, best)
+    return Evidence(candidate, low, best, saturated=saturated)
 
 
 def _predicted_rate(evidence: Evidence) -> float:
@@ -162,8 +163,14 @@ def recommend(
         asked=tuple(policies),
         confirmed_closest=closest_only and measurements > 0,
     )
-    label = "no dynamic batching, one instance"
-    return Recommendation(**{**rec.__dict__, "sentence": phrase(rec, label)})
+    return _phrased(rec)
+
+
+def _phrased(rec: Recommendation) -> Recommendation:
+    """With its verdict, the sentences it rests on, and both as the CLI's one paragraph."""
+    verdict, details = phrase(rec, "no dynamic batching, one instance")
+    sentence = " ".join((verdict, *details))
+    return replace(rec, sentence=sentence, verdict=verdict, details=details)
 
 
 def _to_confirm(

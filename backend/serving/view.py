@@ -151,7 +151,7 @@ def serve_view(
     return ServeView(rec, variants, curves, chosen, recommendation_cost(rec), name)
 
 
-COST_HEADER = "$ per M inferences (at that rate)"
+COST_HEADER = "$ per M inferences"  # short: the page's column help says at which rate
 UNSTABLE_HEADER = "rests on an unstable sweep measurement at"
 
 
@@ -305,7 +305,7 @@ def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> 
         config, point = max(meeting, key=lambda cp: cp[1].achieved_rps)
         return (
             f"{head}, {config.label} meets the p99 bound of {slo:g} ms at "
-            f"{point.achieved_rps:.0f} req/s (p99 {point.latency.p99:.2f} ms).",
+            f"{point.achieved_rps:,.0f} req/s (p99 {point.latency.p99:.2f} ms).",
             True,
         )
     miss = f"{head}, none meets the p99 bound of {slo:g} ms"
@@ -330,7 +330,7 @@ def _study_sentence(configurations: list[MeasuredConfiguration], slo: float) -> 
     )
     return (
         f"{miss}; the lowest p99 measured is {closest.latency.p99:.2f} ms at "
-        f"{closest.achieved_rps:.0f} req/s ({config.label}{unstable}){left_out}.",
+        f"{closest.achieved_rps:,.0f} req/s ({config.label}{unstable}){left_out}.",
         False,
     )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from streamlit.testing.v1 import AppTest
@@ -208,3 +209,19 @@ def texts(at: AppTest) -> str:
         parts += [e.value for e in getattr(at, kind)]
     parts += [f"{m.label}={m.value}" for m in at.metric]
     return "\n".join(str(p) for p in parts)
+
+
+def verdict_box(at: AppTest) -> Any:
+    """The Serve page's predicted verdict: the one alert that starts like Model Analyzer's
+    summary ("In 4 predicted configurations ..."), success, info or warning by its firmness."""
+    alerts = [*at.main.success, *at.main.info, *at.main.warning]
+    found = [a for a in alerts if str(a.value).startswith("In ")]
+    assert len(found) == 1, [a.value for a in alerts]
+    return found[0]
+
+
+def recommendation(at: AppTest) -> str:
+    """The verdict and the list of what it rests on, as the CLI's one paragraph joins them."""
+    listed = [m.value for m in at.main.markdown if str(m.value).startswith("- ")]
+    details = [line[2:] for block in listed[:1] for line in block.splitlines()]
+    return " ".join([verdict_box(at).value, *details])

@@ -6,7 +6,15 @@ import re
 from pathlib import Path
 
 from backend.specs import Precision
-from tests.pages.seed import add_model, finished_sweep, open_page, stored_again, texts
+from tests.pages.seed import (
+    add_model,
+    finished_sweep,
+    open_page,
+    recommendation,
+    stored_again,
+    texts,
+    verdict_box,
+)
 
 
 def test_empty_serve_page_points_to_optimize(data_dir: Path) -> None:
@@ -23,7 +31,7 @@ def test_serve_recommends_from_a_measured_sweep_and_keeps_its_settings_in_the_ur
     at = open_page("serve", job=job.id, slo=50, overhead=0.5)
     assert not at.exception
     assert at.number_input(key="url_slo").value == 50.0
-    sentence = at.main.success[0].value
+    sentence = recommendation(at)
     # one variant: its upload batches, so max 8 (the largest batch measured) with each delay,
     # and no batching, one instance each (how two share the host was not measured)
     assert sentence.startswith("In 4 predicted configurations")
@@ -35,7 +43,7 @@ def test_serve_recommends_from_a_measured_sweep_and_keeps_its_settings_in_the_ur
     at.number_input(key="url_slo").set_value(0.01).run()  # below the 0.5 ms overhead alone
     assert not at.exception
     assert at.query_params["slo"] == "0.01"
-    assert "none meets the p99 bound of 0.01 ms; the closest is" in at.main.warning[0].value
+    assert "none meets the p99 bound of 0.01 ms; the closest is" in verdict_box(at).value
     # no row is under the bound, so none quotes a rate or a cost there (a confirmation measured
     # p99 23 ms against 5 ms showed 285 req/s "under the bound" and its cost)
     table = at.dataframe[0].value
@@ -69,7 +77,7 @@ def test_a_fixed_shape_sweep_is_predicted_conservatively_with_one_rate_per_confi
     job, _ = finished_sweep(model.id, batch_sizes=(1, 8))
     at = open_page("serve", job=job.id, slo=10)
     assert not at.exception
-    sentence = (at.main.success or at.main.warning)[0].value
+    sentence = recommendation(at)
     rests_on = (
         "Predicted, not measured: it rests on the sweep's in-process latency at batch sizes 1, 8"
     )
@@ -94,21 +102,22 @@ def test_a_fixed_shape_sweep_is_predicted_conservatively_with_one_rate_per_confi
     assert not [label for label in labels if re.search(r"max (16|32)", label)], labels
     int8 = [label for label in labels if label.startswith("INT8 static")]
     assert int8 and all("no batching" in label for label in int8), int8  # its file cannot batch
-    best = re.search(r"\), (.+?) meets the p99 bound of 10 ms at (\d+) req/s", sentence)
+    best = re.search(r"\), (.+?) meets the p99 bound of 10 ms at ([\d,]+) req/s", sentence)
     assert best is not None, sentence
+    rate = int(best.group(2).replace(",", ""))
     if ", max " in best.group(1):
         assert "The max batch stops at 8, the largest batch size measured" in sentence
     # one rate for the configuration: the sentence, its evidence row and its cost
     row = table[table["configuration"] == best.group(1)].iloc[0]
-    assert row["rate under the bound (req/s)"] == int(best.group(2))
-    cost = at.info[0].value.replace("\\", "").replace(",", "")
+    assert row["rate under the bound (req/s)"] == rate
+    cost = next(i.value for i in at.info if i.value.startswith("The cheapest")).replace("\\", "")
     assert f"ms at {best.group(2)} req/s predicted" in cost, cost
     # the perf_analyzer line offers the rate the prediction was fed; where that is not the
     # quoted rate, the caption says both
     [reproduce] = [c.value for c in at.caption if c.value.startswith("Reproduce the quoted")]
     offered = re.search(r"--request-rate-range=([\d.]+):", "\n".join(c.value for c in at.code))
-    if offered and abs(float(offered.group(1)) / int(best.group(2)) - 1) > 0.03:
-        assert f"{int(best.group(2))} req/s is what it predicts" in reproduce, reproduce
+    if offered and abs(float(offered.group(1)) / rate - 1) > 0.03:
+        assert f"{best.group(2)} req/s is what it predicts" in reproduce, reproduce
 
 
 def test_each_predicted_row_says_which_file_it_serves_and_why_it_batches_or_not(
@@ -132,7 +141,7 @@ def test_each_predicted_row_says_which_file_it_serves_and_why_it_batches_or_not(
     for label, served in zip(table["configuration"], table["serves"], strict=True):
         assert served == (fp32 if label.startswith("FP32") else int8), (label, served)
     assert set(table["serves"]) == {fp32, int8}  # both kinds of row are ranked
-    sentence = (at.main.success or at.main.warning)[0].value
+    sentence = recommendation(at)
     for said in (f"FP32 on CPU serves {fp32}", f"INT8 static (QDQ) on CPU serves {int8}"):
         assert said in sentence, sentence  # in the order ranked
 
@@ -145,7 +154,7 @@ def test_one_variant_says_which_file_it_serves_without_a_comparison(
     at = open_page("serve", job=job.id, slo=50, overhead=0.5)
     assert not at.exception
     assert set(at.dataframe[0].value["serves"]) == {"the uploaded model"}
-    assert "Triton would serve the uploaded model." in at.main.success[0].value
+    assert "Triton would serve the uploaded model." in recommendation(at)
 
 
 def test_the_perf_analyzer_line_names_the_model_serve_export_writes(
@@ -173,7 +182,7 @@ def test_the_chart_says_which_configurations_it_draws_and_the_table_lists_them_a
     job, _ = finished_sweep(model.id, precisions=precisions, batch_sizes=(1, 2))
     at = open_page("serve", job=job.id, slo=50)
     assert not at.exception
-    sentence = (at.main.success or at.main.warning)[0].value
+    sentence = recommendation(at)
     assert sentence.startswith("In 6 predicted configurations"), sentence
     labels = list(at.dataframe[0].value["configuration"])
     assert len(labels) == 6, labels
@@ -197,7 +206,7 @@ def test_a_prediction_resting_on_unstable_sweep_measurements_says_so_and_marks_i
     shaky = stored_again(job, {r.config_key for r in results})  # every measurement unstable
     at = open_page("serve", job=shaky, slo=50)
     assert not at.exception
-    sentence = at.main.success[0].value
+    sentence = recommendation(at)
     table = at.dataframe[0].value.set_index("configuration")
     marks = table["rests on an unstable sweep measurement at"]
     # no dynamic batching forms batches of 1; max 2 rests on batches 1 and 2
@@ -221,5 +230,5 @@ def test_a_prediction_resting_on_unstable_sweep_measurements_says_so_and_marks_i
     steady = stored_again(job, set())
     at = open_page("serve", job=steady, slo=50)
     assert not at.exception
-    assert "unstable" not in at.main.success[0].value
+    assert "unstable" not in recommendation(at)
     assert (at.dataframe[0].value["rests on an unstable sweep measurement at"] == "").all()

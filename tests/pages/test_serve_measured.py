@@ -26,6 +26,7 @@ from tests.pages.seed import (
     finished_sweep,
     open_page,
     queued_study,
+    recommendation,
     run_queued,
     texts,
 )
@@ -272,7 +273,7 @@ def test_a_study_of_the_swept_file_on_this_host_feeds_the_sweeps_prediction(
     assert named in capsys.readouterr().out  # `serve recommend` without --confirm too
     at = open_page("serve", view="predicted", job=sweep.id, slo=50)
     assert not at.exception
-    assert named in at.main.success[0].value
+    assert named in recommendation(at)
     assert "fed by the server costs a serving study measured" in texts(at)
 
     # the same row as if another machine had run the study: not this host's costs

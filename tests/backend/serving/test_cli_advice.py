@@ -63,7 +63,7 @@ def test_recommend_from_a_measured_sweep_prints_the_evidence_and_the_sentence(
         "high). To count them, run a serving study of this model"
     ), printed
     assert re.search(
-        r"meets the p99 bound of 40 ms at \d+ req/s \(predicted from the sweep's in-process "
+        r"meets the p99 bound of 40 ms at [\d,]+ req/s \(predicted from the sweep's in-process "
         r"latency alone, uncalibrated: it leaves out the server's per-request cost",
         printed,
     ), printed
@@ -168,26 +168,28 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
         policy = r"FP32 on CPU, max \d+, delay \d+ us, x1"
         if re.search(default + " is the best", sentence):  # it measured more on this host
             assert re.match(
-                lead + default + r" is the best: FP32 on CPU meets the p99 bound of 200 ms at \d+ "
-                r"req/s; the best predicted policy, " + policy + r", measured \d+ req/s",
+                lead + default + r" is the best: FP32 on CPU meets the p99 bound of 200 ms at "
+                r"[\d,]+ req/s; the best predicted policy, " + policy + r", measured [\d,]+ req/s",
                 sentence,
             ), sentence
         else:
             assert re.match(
-                lead + policy + r" meets the p99 bound of 200 ms at \d+ req/s, ", sentence
+                lead + policy + r" meets the p99 bound of 200 ms at [\d,]+ req/s, ", sentence
             ), sentence
             pick = re.search(
-                r"\), (FP32 on CPU, [^,]+, [^,]+, x1) meets the p99 bound of 200 ms at (\d+) req/s",
+                r"\), (FP32 on CPU, [^,]+, [^,]+, x1) meets the p99 bound of 200 ms at "
+                r"([\d,]+) req/s",
                 sentence,
             )
             assert pick is not None, sentence
             row = next(line for line in table.splitlines() if line.startswith(pick.group(1)))
-            assert row.split()[len(pick.group(1).split())] == pick.group(2), (row, sentence)
+            rate = pick.group(2).replace(",", "")  # the sentence's thousands separators
+            assert row.split()[len(pick.group(1).split())] == rate, (row, sentence)
             assert re.search(  # then the gain, where the default missed, or why unmeasured,
                 # or why not compared (measured at different shares of their asked rates)
                 r"\d+% (more|less) than " + default + "|where " + default + " missed it"
                 r"|where " + default + r" could not be measured: the load generator fell "
-                r"behind even at \d+ req/s|and " + default + r" met it at \d+ req/s; not "
+                r"behind even at [\d,]+ req/s|and " + default + r" met it at [\d,]+ req/s; not "
                 r"compared, the pick measured at \d+% of the rate asked and the default "
                 r"measured at \d+% of the rate asked",
                 sentence,
@@ -258,7 +260,8 @@ def test_a_confirmed_row_prints_the_predicted_p99_beside_the_measured_one() -> N
     # one rate for the row, as the sentence quotes it: the rate achieved, measured here (not
     # the predicted rate it was asked at, nor the rate offered)
     rate = f"{rec.best.measured.achieved_rps:.0f}"
-    assert best["rate under bound"] == rate and f" at {rate} req/s" in rec.sentence
+    said = f"{rec.best.measured.achieved_rps:,.0f}"  # the sentence's thousands separators
+    assert best["rate under bound"] == rate and f" at {said} req/s" in rec.sentence
     assert rate != f"{rec.best.rate_rps:.0f}"
     unmeasured = next(e for e in rec.ranked[:3] if e.measured is None)
     predicted = rows[unmeasured.candidate.label]  # never measured: its own prediction

@@ -82,7 +82,7 @@ def test_a_default_measured_at_another_generator_step_is_never_declared_best() -
     assert "% less" not in rec.sentence
     assert (
         "and the default (no dynamic batching, one instance) met it at "
-        f"{rec.default.point.achieved_rps:.0f} req/s; not compared, the pick measured at 20% "
+        f"{rec.default.point.achieved_rps:,.0f} req/s; not compared, the pick measured at 20% "
         "of the rate asked and the default measured at 100% of the rate asked"
     ) in rec.sentence
     # the confirmed keep their predicted order: a fallback does not rank them either
@@ -133,7 +133,7 @@ def test_a_default_the_generator_could_not_measure_is_said_so_not_called_a_miss(
     assert "missed it" not in rec.sentence
     assert (
         "where the default (no dynamic batching, one instance) could not be measured: the load "
-        f"generator fell behind even at {rec.default.point.achieved_rps:.0f} req/s"
+        f"generator fell behind even at {rec.default.point.achieved_rps:,.0f} req/s"
     ) in rec.sentence
 
 
@@ -184,3 +184,25 @@ def test_without_confirm_nothing_predicted_to_meet_measures_nothing() -> None:
     rec = recommend([SLOW, FAST], slo_p99_ms=0.5)
     assert rec.measurements == 0 and not rec.confirmed_closest
     assert rec.sentence.startswith("In 20 predicted configurations (none measured")
+
+
+def test_a_rate_limited_by_saturation_says_so_and_one_limited_by_the_bound_does_not() -> None:
+    """A walkthrough quoted "meets the p99 bound of 10 ms at 2267 req/s (p99 7.83 ms)": the
+    bound did not decide that rate, the server's predicted capacity did, and nothing said so."""
+    saturation = "; saturation, not the p99 bound, limits the pick's rate (offered more"
+    loose = recommend([SLOW], slo_p99_ms=1000.0)  # no p99 near it: capacity decides
+    assert loose.best is not None and loose.best.saturated
+    assert loose.best.point.latency.p99 < 100
+    assert saturation in loose.verdict, loose.verdict
+    # rates in thousands are written with separators, as the cost sentence beside them is
+    assert f" at {loose.best.rate:,.0f} req/s" in loose.verdict and loose.best.rate >= 1000
+    tight = recommend([SLOW], slo_p99_ms=8.0)  # p99 7.9 ms at the rate found: the bound decides
+    assert tight.best is not None and not tight.best.saturated
+    assert "saturation" not in tight.sentence, tight.sentence
+
+
+def test_the_verdict_and_its_details_make_the_cli_paragraph() -> None:
+    """The page shows the verdict apart and the rest as a list; the CLI joins them."""
+    rec = recommend([SLOW, FAST], slo_p99_ms=8.0)
+    assert rec.sentence == " ".join((rec.verdict, *rec.details))
+    assert rec.verdict.endswith(".") and rec.verdict.count(". ") == 0, rec.verdict
