@@ -61,12 +61,12 @@ def upload_flood(dash: hostile_web.Dashboard, cookies: dict[str, str] | None) ->
 
 def cost_bomb(path: Path, seq: int) -> Callable[[], str]:
     """The Graph page's compute cost at seq (the page's own call)."""
+    from backend.counts import scaled
     from backend.models.costing import cost_in_child
-    from backend.reporting.costview import human
 
     def call() -> str:
         cost = cost_in_child(path, 1, {"seq": seq}, path.name)
-        return f"counted in a limited child: {human(cost.flops)} FLOPs, nothing sized here"
+        return f"counted in a limited child: {scaled(cost.flops)} FLOPs, nothing sized here"
 
     return call
 
