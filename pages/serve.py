@@ -32,6 +32,7 @@ from backend.serving.study import (
 from backend.serving.types import Scenario
 from backend.serving.view import (
     COST_HEADER,
+    RATE_HEADER,
     ServeView,
     StudyView,
     energy_sources,
@@ -120,7 +121,9 @@ def _measured_charts(view: StudyView) -> None:
     st.subheader("Measured points")
     for note in view.notes:  # e.g. a fixed-batch file served without the batching asked for
         st.warning(plain(note), icon="⚠️")
-    st.dataframe(measured_table(view), hide_index=True, placeholder=EMPTY)
+    st.dataframe(
+        measured_table(view), hide_index=True, placeholder=EMPTY, column_config=_MEASURED_COLUMNS
+    )
     sources = energy_sources(view)
     if sources:  # what measured J/request and idle W, or why they are empty
         st.caption("J/request, idle W: " + "; ".join(plain(s) for s in sources))
@@ -331,7 +334,14 @@ _EVIDENCE_COLUMNS = {  # the cost to the registry's digits ($0.049, not a cut "0
         format=frames.METRICS["cost_per_million"].printf(),
         help="Dollars per million inferences at the rate under the bound, at the hardware's "
         "price per hour; empty where no rate meets the bound or no price applies.",
-    )
+    ),
+    # 30,180 as the sentences above write it, not 30180 (grouped by the browser's locale)
+    RATE_HEADER: st.column_config.NumberColumn(RATE_HEADER, format="localized"),
+}
+# the measured points' rates, grouped as the sentences group them
+_MEASURED_COLUMNS = {
+    name: st.column_config.NumberColumn(name, format="localized")
+    for name in ("req/s", "predicted req/s")
 }
 
 

@@ -152,6 +152,7 @@ def serve_view(
 
 
 COST_HEADER = "$ per M inferences"  # short: the page's column help says at which rate
+RATE_HEADER = "rate under the bound (req/s)"
 UNSTABLE_HEADER = "rests on an unstable sweep measurement at"
 
 
@@ -166,7 +167,7 @@ def evidence_table(view: ServeView) -> pd.DataFrame:
         rows.append(
             {
                 "configuration": evidence.candidate.label,
-                "rate under the bound (req/s)": None if rate is None else round(rate),
+                RATE_HEADER: None if rate is None else round(rate),
                 "p50 (ms)": round(point.latency.p50, 2),
                 "p99 (ms)": round(point.latency.p99, 2),
                 "queue (ms)": round(point.queue_ms, 2),

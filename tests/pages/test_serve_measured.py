@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from dataclasses import asdict
@@ -53,6 +54,10 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     assert "Batch sizes formed (measured)" in _figure(batches)["layout"]["title"]["text"]
     table = at.dataframe[0].value
     assert list(table["load"]) == ["1 in flight", "4 in flight"]
+    rates = json.loads(at.dataframe[0].proto.columns)  # grouped as the sentences write them
+    assert {rates[c]["type_config"]["format"] for c in ("req/s", "predicted req/s")} == {
+        "localized"
+    }
     assert table["predicted p99 (ms)"].notna().all() and (table["p99 (ms)"] > 0).all()
     shown = texts(at)  # the cost measurement the predictions come from, as evidence
     assert "never fitted to a measured point" in shown

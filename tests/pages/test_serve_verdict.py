@@ -50,6 +50,8 @@ def test_the_cost_column_has_the_registry_digits_and_a_short_header(
     cost = columns["$ per M inferences"]
     assert cost["type_config"]["format"] == "%.4g", cost
     assert "at the rate under the bound" in cost["help"], cost
+    # its rates grouped as the sentences write them (30,180, not 30180)
+    assert columns["rate under the bound (req/s)"]["type_config"]["format"] == "localized"
 
 
 def test_the_prediction_inputs_have_short_labels_and_say_the_rest_in_help(
