@@ -5,10 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.auth.roles import Permission
+from backend.forms.compare import job_view
 from backend.models import library
 from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.queue import jobs, progress
-from backend.records import JobRow, JobState, WorkerRow, utcnow
+from backend.records import JobRow, JobState, WorkerRow, job_kind, utcnow
 from pages.components.baselines import drift_flags
 from pages.components.formatting import EMPTY, fmt_ago, fmt_bytes, fmt_count, plain
 from pages.components.gate import require_access
@@ -127,11 +128,13 @@ def overview() -> None:
     linked = _job_to_compare(recent)
     if linked is not None:
         ended = "" if linked.state == JobState.SUCCEEDED else f" ({linked.state.value})"
+        page, query = job_view(job_kind(linked), linked.id)  # a generation job: Compare's own view
         st.page_link(
-            "pages/compare.py",
-            label=f"Compare the results of job {linked.id}{ended}",
+            f"pages/{page}.py",
+            label=f"{'Open' if page == 'serve' else 'Compare'} the results of job {linked.id}"
+            + ended,
             icon="📊",
-            query_params={"jobs": str(linked.id)},
+            query_params=query,
         )
 
 

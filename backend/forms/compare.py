@@ -28,6 +28,16 @@ _ELSEWHERE = {  # a job kind Compare's sweep view does not draw -> (what it is, 
 _PAGE_NAMES = {"serve": "the Serve page", "compare": "Compare's own view for it"}
 
 
+def job_view(kind: JobKind, job_id: int) -> tuple[str, dict[str, str]]:
+    """The page (url_path) and query that show a job's results: Compare's sweep view for a
+    sweep, else its kind's own view (a link to ?jobs= of a generation job opened on "Pick at
+    least one job above")."""
+    if kind not in _ELSEWHERE:
+        return "compare", {"jobs": str(job_id)}
+    _, page, query = _ELSEWHERE[kind]
+    return page, {key: value.format(id=job_id) for key, value in query.items()}
+
+
 @dataclass(frozen=True)
 class DroppedJob:
     """One value of the link's jobs= that is not shown: the sentence, and the view that shows

@@ -88,6 +88,11 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     job = jobspec.submit_generation(model.id, SPEC, text, "held-out.txt", label="fp32 vs int4")
     run_worker_once(timeout=600)
 
+    home = open_page("home")  # its link opens Compare's generation view, not the sweep one
+    [link] = [e.proto for e in home.get("page_link") if "the results of job" in e.proto.label]
+    assert link.label == f"Compare the results of job {job.id}", link
+    assert "view=generation" in link.query_string and f"jobs={job.id}" in link.query_string
+
     at = open_page("compare", view="generation", jobs=job.id)
     assert not at.exception, at.exception
     assert len(at.get("plotly_chart")) == 4
