@@ -175,12 +175,16 @@ def _to_int8_dynamic(build: _Build) -> Path:
         "activations quantized at run time"
     )
     if CONV_OPS & set(op_histogram(build.model)):
-        build.notes.append(
-            "dynamic INT8 turns Conv into ConvInteger, which has no fast CPU kernel and quantizes "
-            "activations at run time: expect it to be much slower than FP32 on CPU; use static "
-            "INT8 (QDQ) for conv nets"
-        )
+        build.notes.append(CONV_DYNAMIC_EXPECTATION)
     return path
+
+
+# Said when the variant is built; the measured speed against FP32 replaces it (jobs/annotate)
+CONV_DYNAMIC_EXPECTATION = (
+    "Dynamic INT8 turns Conv into ConvInteger, which has no fast CPU kernel and quantizes "
+    "activations at run time: expect it to be much slower than FP32 on CPU; use static INT8 "
+    "(QDQ) for conv nets."
+)
 
 
 def _calibration_feeds(build: _Build, method: str) -> list[dict[str, np.ndarray]]:

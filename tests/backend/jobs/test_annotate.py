@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from backend.engine.variants import CONV_DYNAMIC_EXPECTATION
 from backend.jobs.annotate import annotate
 from backend.results import ConfigurationResult, LatencyStats, ResultStatus, StoredResult
 from backend.specs import Configuration, Precision
@@ -72,3 +73,18 @@ def test_no_speed_is_explained_against_or_from_an_unstable_measurement() -> None
         assert f"Speed not explained: {whose} unstable, so the 2.92x against FP32" in "".join(
             int8.notes
         )
+
+
+def test_the_builds_conv_expectation_gives_way_to_the_measured_line() -> None:
+    """A walkthrough read the ConvInteger advice twice on one row: the build's expectation
+    ("expect it to be much slower") and the measured line ("ran at 0.09x ... ConvInteger")."""
+    dynamic = _result(Precision.INT8_DYNAMIC, [40.0] * 100)
+    dynamic.notes.append(CONV_DYNAMIC_EXPECTATION)  # as engine/run copies the variant's notes
+    annotate(dynamic, dynamic.configuration, CNN_OPS, VNNI_CPU, _baseline([3.5] * 100))
+    assert CONV_DYNAMIC_EXPECTATION not in dynamic.notes
+    assert sum("ConvInteger" in n for n in dynamic.notes) == 1
+    assert any(n.startswith("Dynamic INT8 ran at 0.09x the speed of FP32") for n in dynamic.notes)
+    unmeasured = _result(Precision.INT8_DYNAMIC, [40.0] * 100)
+    unmeasured.notes.append(CONV_DYNAMIC_EXPECTATION)
+    annotate(unmeasured, unmeasured.configuration, CNN_OPS, VNNI_CPU, None)  # no FP32 to beat
+    assert unmeasured.notes == [CONV_DYNAMIC_EXPECTATION]  # the expectation is all there is
