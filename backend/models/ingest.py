@@ -118,8 +118,11 @@ def _store_model(
     model."""
     with store.putting([path, *(file for _, file, _, _ in plan.files)]) as stored:
         upload, *files = stored
-        if not copy:
-            _refuse_duplicate(upload.sha256, filename)
+        original = model_store.model_with_sha256(upload.sha256)
+        if original is not None and not copy:
+            raise AlreadyInLibrary(filename, original)
+        if original is not None and name == Path(filename).stem[:255]:  # no name was given
+            name = f"{name} (copy of #{original.id})"[:255]  # two rows both "mlp" read as one
         artifacts = [NewArtifact("original", upload.sha256, size, filename, {})]
         for (kind, _, stored_name, meta), blob in zip(plan.files, files, strict=True):
             artifacts.append(NewArtifact(kind, blob.sha256, blob.size_bytes, stored_name, meta))

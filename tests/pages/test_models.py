@@ -64,7 +64,8 @@ def test_the_same_file_again_adds_nothing_opens_its_model_and_says_how_to_copy_i
     at.checkbox(key="upload_copy").check()
     at = _upload(at, "mlp.onnx", mlp_path.read_bytes())
     assert not at.exception and not at.error, at.error
-    assert [m.name for m in library.list_models()] == ["mlp", "cnn", "mlp"]
+    names = [m.name for m in library.list_models()]
+    assert names == [f"mlp (copy of #{first.id})", "cnn", "mlp"]  # newest first, told apart
 
 
 def test_garbage_upload_shows_the_ingestion_error_and_stores_nothing(data_dir: Path) -> None:
