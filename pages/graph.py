@@ -243,6 +243,12 @@ except UserError as exc:
 else:
     if needed is not None:  # a prompt, not an error: nothing was asked yet
         st.info(plain(needed))
+        example = costview.dims_example(graph_inputs)  # in the graph's own names
+        st.button(  # one click, not four values typed from the placeholder
+            f"Count with {plain(example)}",  # the names are the upload's: text, not Markdown
+            key="cost_dims_example",
+            on_click=lambda: st.session_state.update(cost_dims=example),
+        )
         st.stop()
     for column, (label, value) in zip(st.columns(5), costview.totals(cost).items(), strict=True):
         column.metric(label, value)

@@ -105,6 +105,10 @@ def test_graph_shows_the_static_compute_cost_per_node_and_for_a_batch(
     prompt = " ".join(i.value for i in at.info).replace("\\", "")  # plain() escapes
     assert "This graph has a free dimension 'seq' without a value" in prompt, prompt
     assert at.text_input(key="cost_dims").placeholder == "seq=128"
+    # the example one click away: the LLM's four dimensions had to be typed from the placeholder
+    at.button(key="cost_dims_example").click().run()
+    assert at.text_input(key="cost_dims").value == "seq=128" and not at.info
+    assert any("FLOPs" in d.value.columns for d in at.dataframe)
     at.text_input(key="cost_dims").set_value("seq=16").run()
     assert any("FLOPs" in d.value.columns for d in at.dataframe)
 
