@@ -158,7 +158,7 @@ if models:
                 "opset": m.opset,
                 "size": fmt_bytes(m.size_bytes),
                 "parameters": fmt_count(m.parameter_count),
-                "uploaded (UTC)": m.created_at.strftime("%Y-%m-%d %H:%M"),
+                "added (UTC)": m.created_at.strftime("%Y-%m-%d %H:%M"),
             }
             for m in models[:10]
         ],

@@ -129,7 +129,7 @@ st.dataframe(
             "nodes": m.node_count,
             "inputs": ", ".join(f"{i.get('name')}{fmt_shape(i.get('shape'))}" for i in m.inputs),
             "outputs": ", ".join(o.get("name", "?") for o in m.outputs),
-            "uploaded (UTC)": m.created_at.strftime("%Y-%m-%d %H:%M"),
+            "added (UTC)": m.created_at.strftime("%Y-%m-%d %H:%M"),
         }
         for m in models
     ],

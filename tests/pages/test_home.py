@@ -33,6 +33,9 @@ def test_populated_home_counts_models_and_lists_latest_jobs(data_dir: Path, mlp_
     at = open_page("home")
     assert not at.exception
     assert "Models=1" in texts(at)
+    library = next(d.value for d in at.dataframe if "format" in d.value.columns)
+    # "added": a generation job's INT4 variant is a library model nobody uploaded
+    assert "added (UTC)" in library.columns and list(library["parameters"]) == ["874"]
     assert "Jobs finished=1" in texts(at)
     latest = next(d.value for d in at.dataframe if "label" in d.value.columns)
     assert "first sweep" in set(latest["label"])
