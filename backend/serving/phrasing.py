@@ -265,14 +265,13 @@ def uncalibrated_headline(rec: Recommendation) -> str:
 
 
 def _uncalibrated(evidence: Evidence) -> str:
-    """Beside a figure predicted from the sweep alone, the caveat that bounds it: at the
-    number, not after the sentence (a tiny MLP: 40,470 req/s predicted, 1,643 served)."""
+    """Beside a figure predicted from the sweep alone, the word that bounds it: at the number,
+    not after the sentence (a tiny MLP: 40,470 req/s predicted, 1,643 served). Short: the
+    "Uncalibrated: ..." line above the sentence (CLI and page) says why and what to do; said
+    in full here too, the page read the same caveat four times."""
     if evidence.measured is not None or not evidence.candidate.variant.rests_on:
         return ""
-    return (
-        " (predicted from the sweep's in-process latency alone, uncalibrated: it leaves out "
-        "the server's per-request cost, which can cap the rate far below this)"
-    )
+    return " (predicted from the sweep alone, uncalibrated)"
 
 
 def _saturated(evidence: Evidence) -> str:
