@@ -21,6 +21,8 @@ from pages.components.formatting import EMPTY, plain
 from pages.components.url_state import bound_selectbox
 from pages.components.widgets import show_error
 
+DIFF_PER_ROW = 4  # the variant diff's counts in the side column: seven in a row cut their names
+
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def structure(sha256: str) -> GraphStructure:
@@ -117,8 +119,10 @@ def variant_diff(model_id: int, artifact: Any) -> ov.Overlay | None:
         f"**Against the upload**: {counted(diff.uploaded_nodes, 'node')} uploaded, "
         f"{diff.variant_nodes} in this variant."
     )
-    for column, (kind, count) in zip(st.columns(len(counts)), counts.items(), strict=True):
-        column.metric(kind, count)
+    kinds = list(counts.items())  # four to a row: seven in the side column cut "Q/DQ inse..."
+    for start in range(0, len(kinds), DIFF_PER_ROW):
+        for column, (kind, count) in zip(st.columns(DIFF_PER_ROW), kinds[start:], strict=False):
+            column.metric(kind, count)
     rows = diff.rows(view.profile)
     if view.result is not None and view.profile is not None:
         job = view.result.job_id

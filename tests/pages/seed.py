@@ -14,7 +14,7 @@ of seconds, a copy milliseconds).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +199,20 @@ def open_page(page: str, role: str | None = "admin", **query: object) -> AppTest
         at.query_params[key] = str(value)
     at.switch_page(f"pages/{page}.py")
     return at.run()
+
+
+def metric_rows(node: Any) -> Iterator[list[str]]:
+    """For each row of columns on a page, the labels of the metrics its columns hold: a page
+    draws a few to a row where more would cut their names."""
+    children = [node.children[i] for i in sorted(getattr(node, "children", {}))]
+    columns = [c for c in children if c.type == "column"]
+    nested = any(any(True for _ in c.get("column")) for c in columns)  # a layout, not a row
+    if columns and not nested:
+        labels = [m.label for c in columns for m in c.get("metric")]
+        if labels:
+            yield labels
+    for child in children:
+        yield from metric_rows(child)
 
 
 def texts(at: AppTest) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import onnx
 from onnx import TensorProto, helper
@@ -12,7 +10,7 @@ from onnx import TensorProto, helper
 from backend.models.ingest import ingest_file
 from backend.models.nodenames import body_nodes
 from tests import models
-from tests.pages.seed import open_page, texts
+from tests.pages.seed import metric_rows, open_page, texts
 
 
 def _store(path: Path, name: str) -> int:
@@ -32,16 +30,6 @@ def _bf16_model(path: Path) -> Path:
     return path
 
 
-def _metrics_per_row(node: Any) -> Iterator[int]:
-    """For each row of columns on the page, how many of its columns hold a metric."""
-    children = [node.children[i] for i in sorted(getattr(node, "children", {}))]
-    columns = [c for c in children if c.type == "column"]
-    if columns:
-        yield sum(any(True for _ in c.get("metric")) for c in columns)
-    for child in children:
-        yield from _metrics_per_row(child)
-
-
 def test_empty_library_says_to_upload_a_model_first(data_dir):
     app = open_page("compatibility", role="viewer")  # through app.py: the page's own gate
     assert not app.exception
@@ -55,7 +43,7 @@ def test_page_shows_per_backend_summary_heat_map_and_nodes_behind_a_problem_op(d
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["ONNX Runtime CPU"] == "50%"  # Identity runs, Relu has no bfloat16 kernel
     # three to a row: six in one cut their names ("ONNX Runtime Tens...")
-    assert len(metrics) > 3 and max(_metrics_per_row(app.main)) == 3
+    assert len(metrics) > 3 and max(map(len, metric_rows(app.main))) == 3
     assert metrics["ONNX Runtime CUDA"] == "100%"
     assert metrics["TF-TRT"] == "n/a"
     assert any("Real session failed" in c.value for c in app.caption)

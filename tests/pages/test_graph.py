@@ -9,7 +9,7 @@ import pytest
 
 from backend.specs import Precision
 from tests import hostile, models
-from tests.pages.seed import add_model, open_page, texts
+from tests.pages.seed import add_model, metric_rows, open_page, texts
 from tests.rss import MB, rss_bytes
 
 
@@ -75,6 +75,10 @@ def test_a_fixed_batch_variants_inputs_and_cost_are_its_own_not_the_uploads(
     assert io.loc["input", "shape"].startswith("[2, "), io
     batch = at.number_input[0]
     assert (batch.value, batch.proto.disabled) == (2, True)
+    # the diff against the upload counts seven kinds, four to a row: seven cut "Q/DQ inse..."
+    assert {"Q/DQ inserted", "removed"} <= {m.label for m in at.metric}
+    diff_rows = [row for row in metric_rows(at.main) if {"kept", "removed"} & set(row)]
+    assert [len(row) for row in diff_rows] == [4, 3], diff_rows
     assert batch.help == "This graph's inputs fix its batch at 2."
     nodes = next(d.value for d in at.dataframe if "FLOPs" in d.value.columns)
     assert int(nodes["FLOPs"].sum()) == model_cost(cnn_path, batch_size=2).flops
