@@ -73,6 +73,10 @@ def test_show_and_export_read_a_generation_jobs_points(
         if line.split()[:2] in (["fp32", "ort-genai"], ["int4", "ort-genai"])
     ]
     assert len(rows) == 4
+    for row, payload in zip(rows, stored.values(), strict=True):  # in cache: no share printed
+        cached = bool(payload["roofline"]["in_cache"])
+        assert ("in cache" in " ".join(row)) is cached
+        assert any(cell.endswith("%") for cell in row[-6:]) is not cached, row
     assert out.count("peak bandwidth: ") == 1  # the one peak, with where it came from
     genai = metadata.version("onnxruntime-genai")
     assert "FP32 (model " in out and f"onnxruntime-genai {genai}" in out  # what ran
@@ -102,7 +106,12 @@ def test_show_and_export_read_a_generation_jobs_points(
         assert float(row["weights_mb"]) + float(row["kv_cache_mb"]) == pytest.approx(
             float(row["memory_mb"])
         )
-        assert float(row["bandwidth_fraction"]) == pytest.approx(payload["roofline"]["fraction"])
+        if payload["roofline"]["in_cache"]:  # no share of DRAM peak for bytes held in cache
+            assert row["bandwidth_fraction"] == "" and row["bandwidth_in_cache"] == "True"
+        else:
+            assert float(row["bandwidth_fraction"]) == pytest.approx(
+                payload["roofline"]["fraction"]
+            )
         assert row["bandwidth_note"] == payload["roofline"]["note"]
         assert float(row["perplexity"]) == pytest.approx(payload["perplexity"]["perplexity"])
         assert f"onnxruntime-genai {genai}" in row["runtime_versions"]
