@@ -251,6 +251,7 @@ def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
     best = data[front.front_mask(data, keys)]  # wrong outputs are drawn, never a best trade-off
     if not best.empty:
         fig.add_trace(pareto_trace(best.sort_values(keys[0]), *keys))
+    fig.update_traces(cliponaxis=False)  # a star at the range's edge was cut in half
     return apply_layout(fig, "Perplexity against speed", TOKENS.axis_title, PPL.axis_title)
 
 

@@ -142,6 +142,12 @@ def test_show_and_export_read_a_generation_jobs_points(
 
     # the concurrency axis ticks at the counts measured, 1 and 2, never at 0.125 or 0.25
     frame = points.generation_frame([job_id])
+    # the speed axis says its unit once ("output tokens/s (all sequences) (tokens/s)" lost its
+    # ")" at 1100 px), and the Pareto stars at the range's edge are drawn whole
+    speed = points.perplexity_vs_speed(frame)
+    assert speed.layout.xaxis.title.text == "output tokens, all sequences (tokens/s)"
+    assert speed.data and all(trace.cliponaxis is False for trace in speed.data)
+    assert points.tokens_vs_memory(frame).layout.yaxis.title.text.count("tokens/s") == 1
     for draw in (points.ttft_vs_sequences, points.itl_vs_sequences):
         axis = draw(frame).layout.xaxis
         assert axis.type == "log" and list(axis.tickvals) == [1, 2]
