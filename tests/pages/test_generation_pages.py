@@ -106,7 +106,7 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     assert plain(f" on {cpu} (host {here['hostname']})") in texts(at)
     # the CLI's own line: providers, the device the runtime placed the model on, its environment,
     # and what the variants' graphs compute and cache in
-    said = "; providers cpu CPU; environment default; computes in fp32, KV cache in fp32 (the "
+    said = "; providers cpu; environment default; computes in fp32, KV cache in fp32 (the "
     assert plain(said + "graph's logits and past key/value types); on ") in texts(at)
     table = at.dataframe[0].value
     assert len(table) == 4 and set(table["status"]) == {"ok"}
