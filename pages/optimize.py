@@ -39,7 +39,11 @@ from pages.components.widgets import (
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
-page_header("Optimize", "Every combination you pick becomes one configuration of a sweep.")
+page_header(  # drawn before the model is picked: it says what either form does
+    "Optimize",
+    "Every combination you pick becomes one configuration of a sweep; for a generative model, "
+    "one point of a generation benchmark (variant x runtime x prompt x new tokens x sequences).",
+)
 
 models = library.list_models()
 if not models:

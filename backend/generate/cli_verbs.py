@@ -108,10 +108,11 @@ def rows_of(report: GenerationReport) -> list[list[str]]:
 
 
 def of_peak(roof: dict[str, Any]) -> str:
-    """The share of peak bandwidth, marked where the step's bytes sat in the CPU's cache."""
+    """The share of peak bandwidth; "in cache", no share, where the step's bytes sat in the
+    last-level cache (the share would be of cache traffic, not of the DRAM peak)."""
     if not roof:
         return "-"
-    return f"{roof.get('fraction', 0):.0%}" + (" (cache)" if roof.get("in_cache") else "")
+    return "in cache" if roof.get("in_cache") else f"{roof.get('fraction', 0):.0%}"
 
 
 def roofline_notes(points: list[tuple[str, dict[str, Any]]]) -> list[str]:

@@ -32,7 +32,8 @@ def _points(job_ids: list[int]) -> list[point_store.ServingPointRow]:
 def _row(point: pd.Series) -> list[str]:
     agreement, new = point["greedy_agreement"], int(point["new_tokens"])
     agreed = "-" if pd.isna(agreement) else f"{round(agreement * new)}/{new}"
-    roof = {"fraction": point["bandwidth_fraction"], "in_cache": point["bandwidth_in_cache"]}
+    in_cache = point["bandwidth_in_cache"] in (True,)  # None or NaN where not recorded
+    roof = {"fraction": point["bandwidth_fraction"], "in_cache": in_cache}
     stable = "stable" if point["stable"] else "unstable"
     return [
         str(point["variant"]),
@@ -50,7 +51,7 @@ def _row(point: pd.Series) -> list[str]:
         cell(point["kv_cache_mb"], ".2f"),
         cell(point["peak_rss_mb"], ".0f"),
         cell(point["bandwidth_gb_s"], ".2f"),
-        of_peak(roof) if not pd.isna(point["bandwidth_fraction"]) else "-",
+        of_peak(roof) if in_cache or not pd.isna(point["bandwidth_fraction"]) else "-",
         agreed,
         cell(point["perplexity"], ".3f"),
         cell(point["j_per_token"], ".4g"),

@@ -11,8 +11,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend import pricing
+from backend.counts import counted
 from backend.generate.jobspec import GenerationJobSpec
 from backend.generate.perplexity import split_note
+from backend.generate.roofline import mb
 from backend.knobs.serialize import field_from_json
 from backend.reporting import front
 from backend.reporting.charts import markers_by_series, pareto_trace
@@ -57,6 +59,8 @@ COLUMNS = (
     "bandwidth_gb_s",
     "bandwidth_in_cache",  # the bytes a step reads fit in the last-level cache (L3, GPU L2)
     "bandwidth_note",  # what the share of peak is not, beside it ("" for a DRAM figure)
+    "bandwidth_step_mb",  # the bytes a decode step reads (weights less lookup tables, + KV)
+    "bandwidth_cache",  # the cache those bytes fit in ("32 MB L3"), "" where they did not
     "peak_bandwidth",  # the peak the share is of, and where it came from
     "j_per_token",
     "runtime_versions",
@@ -105,13 +109,8 @@ def _row(
     for key in FIGURES[:9]:
         row[key] = payload.get(key) if ok else None
     row["memory_mb"] = weights + kv if ok and weights is not None and kv is not None else None
-    roof = payload.get("roofline") or {}
-    row["bandwidth_fraction"] = roof.get("fraction") if ok else None
+    row |= _bandwidth(payload.get("roofline") or {}, ok)
     row["peak_rss_mb"] = payload.get("peak_rss_mb") if ok else None
-    achieved = roof.get("achieved_bytes_s")
-    row["bandwidth_gb_s"] = achieved / 1e9 if ok and achieved is not None else None
-    row["bandwidth_in_cache"] = roof.get("in_cache") if ok else None
-    row["bandwidth_note"] = roof.get("note", "") if ok else ""
     row["peak_bandwidth"] = (payload.get("peak_bandwidth") or {}).get("source", "")
     row["j_per_token"] = (payload.get("energy") or {}).get("j_p50") if ok else None
     facts = payload.get("facts") or {}
@@ -128,6 +127,22 @@ def _row(
     margins = payload.get("split_margins", [])  # where it left the reference, as the CLI says
     row["split"] = split_note(row["label"], agreement, new or 0, margins)
     return row
+
+
+def _bandwidth(roof: dict[str, Any], ok: bool) -> dict[str, Any]:
+    """The roofline's columns; a step whose bytes sat in cache has no share of the DRAM (HBM)
+    peak: left empty, and bandwidth_in_cache, _cache and _note say why."""
+    achieved, step = roof.get("achieved_bytes_s"), roof.get("bytes_per_step")
+    peak = roof.get("peak") or {}
+    cached = ok and roof.get("in_cache") and peak.get("cache_bytes")
+    return {
+        "bandwidth_fraction": roof.get("fraction") if ok and not roof.get("in_cache") else None,
+        "bandwidth_gb_s": achieved / 1e9 if ok and achieved is not None else None,
+        "bandwidth_in_cache": roof.get("in_cache") if ok else None,
+        "bandwidth_note": roof.get("note", "") if ok else "",
+        "bandwidth_step_mb": step / 2**20 if ok and step is not None else None,
+        "bandwidth_cache": f"{mb(peak['cache_bytes'])} {peak['cache_level']}" if cached else "",
+    }
 
 
 def generation_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.DataFrame:
@@ -152,6 +167,28 @@ def generation_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.Data
         )
         rows.append(row)
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def in_cache_notes(measured: pd.DataFrame) -> list[str]:
+    """One sentence per cache for every point whose decode step's bytes fit in it, naming the
+    points (the page said it once per point, four near-identical lower-case lines): why their
+    share of peak bandwidth is left empty."""
+    lines = []
+    cached = measured[measured["bandwidth_cache"] != ""]
+    for cache, group in cached.groupby("bandwidth_cache", sort=False):
+        low, high = group["bandwidth_step_mb"].min(), group["bandwidth_step_mb"].max()
+        read = f"{high:.3g} MB" if f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g} to {high:.3g} MB"
+        who = (
+            f"all {len(group)} points"
+            if len(group) == len(measured) > 1
+            else f"{counted(len(group), 'point')} ({'; '.join(group['label'])})"
+        )
+        lines.append(
+            f"No share of peak bandwidth is shown for {who}: the {read} a decode step reads "
+            f"(weights less the lookup tables, + KV cache) fit in the {cache}, so the share "
+            "would be of cache traffic, not a memory-bandwidth figure."
+        )
+    return lines
 
 
 def _measured(frame: pd.DataFrame) -> pd.DataFrame:
@@ -214,6 +251,7 @@ def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
     best = data[front.front_mask(data, keys)]  # wrong outputs are drawn, never a best trade-off
     if not best.empty:
         fig.add_trace(pareto_trace(best.sort_values(keys[0]), *keys))
+    fig.update_traces(cliponaxis=False)  # a star at the range's edge was cut in half
     return apply_layout(fig, "Perplexity against speed", TOKENS.axis_title, PPL.axis_title)
 
 

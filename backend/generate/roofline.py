@@ -102,9 +102,12 @@ class Roofline:
         }
 
 
-def _mb(size: float) -> str:
+def mb(size: float) -> str:
     """In the product's MB (2**20 bytes), as the memory columns and charts beside it."""
     return f"{size / 2**20:.3g} MB"
+
+
+_mb = mb
 
 
 def roofline(bytes_per_step: float, itl_ms: float, peak: PeakBandwidth) -> Roofline:

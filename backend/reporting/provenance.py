@@ -70,6 +70,8 @@ def ran_line(runtime: str, facts: dict[str, Any], environment: dict[str, Any] | 
     environment have none)."""
     versions = ", ".join(f"{k} {v}" for k, v in facts.get("versions", {}).items())
     placed = facts.get("device_type", "")
+    if placed.lower() in (p.lower() for p in facts.get("providers", [])):
+        placed = ""  # ORT GenAI's "CPU" beside provider "cpu" said it twice
     providers = ", ".join(facts.get("providers", []))
     line = f"{runtime}: {versions}; providers {providers} {placed}".rstrip()
     if "runtime_env" in facts:

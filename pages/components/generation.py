@@ -264,6 +264,13 @@ def _frame(job_ids: tuple[int, ...], progress: tuple[int, ...]) -> pd.DataFrame:
 POINT_COLUMNS = (*points.FIGURES, "cost_per_million_tokens")
 
 
+# A point's label, wide: at 1500 px a narrow one cut "#3 llama · INT4 RTN b32 · ort-genai ·
+# prompt 16, 8 nev" before its sequences, and the 1- and 2-sequence rows read alike.
+def wide(header: str) -> Any:
+    """A text column wide enough for a point's whole label."""
+    return st.column_config.TextColumn(header, width="large")
+
+
 def point_columns() -> dict[str, Any]:
     """Header, format and help of each of POINT_COLUMNS, from the figures' registry."""
     return {
@@ -289,11 +296,13 @@ def job_points(job_id: int, planned: list[progress.ConfigurationProgress]) -> No
             row["why / error"] = stored["verdict"] or stored["error"]
         rows.append(row | {"key": point.key})
     columns = ["configuration", "status", *POINT_COLUMNS, "stable", "why / error", "key"]
+    if not any(row.get("why / error") for row in rows):  # a column empty in every row
+        columns.remove("why / error")
     st.markdown("**Points**")
     st.dataframe(
         pd.DataFrame(rows, columns=columns),
         hide_index=True,
-        column_config=point_columns(),
+        column_config=point_columns() | {"configuration": wide("configuration")},
         key=f"points_{job_id}",
         placeholder=EMPTY,
     )
@@ -314,12 +323,17 @@ def what_the_points_stand_on(measured: pd.DataFrame) -> list[str]:
 
     lines = []
     if peaks := distinct("peak_bandwidth"):
-        lines.append("Share of peak bandwidth: of " + "; ".join(peaks))
-    notes: dict[str, list[str]] = {}  # each note once, with the points it is about
-    for note, label in zip(measured["bandwidth_note"], measured["label"], strict=True):
+        lines.append("Peak bandwidth, which each share of peak is of: " + "; ".join(peaks) + ".")
+    lines += [plain(line) for line in points.in_cache_notes(measured)]
+    notes: dict[str, list[str]] = {}  # each other note once, with the points it is about
+    uncached = measured[measured["bandwidth_cache"] == ""]
+    for note, label in zip(uncached["bandwidth_note"], uncached["label"], strict=True):
         if note:
             notes.setdefault(note, []).append(label)
-    lines += [f"{plain(note)} ({plain(', '.join(labels))})" for note, labels in notes.items()]
+    lines += [
+        f"{plain(note[:1].upper() + note[1:])} ({plain('; '.join(labels))})."
+        for note, labels in notes.items()
+    ]
     lines += [f"What ran: {line}" for line in distinct("ran")]  # distinct: already plain
     lines += distinct("split")  # where a point's tokens left the reference, margins there
     return lines
@@ -349,11 +363,12 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             cols = st.columns(2)
             for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
                 col.plotly_chart(figure, key=f"gen_chart_{key}")
-        shown = ["label", "status", *POINT_COLUMNS, "precision", "stable", "verdict"]
+        said = bool(measured["verdict"].fillna("").astype(bool).any())  # else empty in every row
+        shown = ["label", "status", *POINT_COLUMNS, "precision", "stable", *["verdict"] * said]
         st.dataframe(
             measured[shown],
             hide_index=True,
-            column_config=point_columns(),
+            column_config=point_columns() | {"label": wide("label")},
             key="generation_table",
             placeholder=EMPTY,
         )

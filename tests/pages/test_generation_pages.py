@@ -16,6 +16,7 @@ from backend.models.ingest import ingest_file
 from backend.reporting import metrics
 from pages.components.formatting import plain
 from storage.repo import jobs as job_store
+from storage.repo import serving as point_store
 from tests import llm_models
 from tests.backend.jobs.test_generation_job import SPEC
 from tests.pages.seed import add_model, open_page, texts
@@ -30,6 +31,8 @@ def test_optimize_offers_the_generation_benchmark_for_a_generative_model(
     at = open_page("optimize", model=model.id)
     assert not at.exception, at.exception
     assert "is a generative model (context 256 tokens)" in texts(at)
+    # the subtitle says what the generation form does, not only a sweep's configurations
+    assert "for a generative model, one point of a generation benchmark" in texts(at)
     assert at.multiselect(key="url_g_variants").value == ["fp32", "int4"]
     assert 256 not in at.multiselect(key="url_g_prompts").options  # past the context
     # nor new tokens that no picked prompt leaves room for (128 + 256 > 256)
@@ -98,7 +101,7 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     assert len(at.get("plotly_chart")) == 4
     assert "4 measured points in 2 series" in texts(at)
     # under the table: the peak the bandwidth shares are of, and the versions that ran them
-    assert "Share of peak bandwidth: of numpy copy of" in texts(at)
+    assert "Peak bandwidth, which each share of peak is of: numpy copy of" in texts(at)
     # its points download as `optiboard export` writes them: the CSV's rows, the JSON's points
     csv, points_json = (at.get("download_button")[i].proto for i in (0, 1))
     assert [csv.label, points_json.label] == ["CSV", "JSON"]
@@ -108,10 +111,25 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     assert plain(f" on {cpu} (host {here['hostname']})") in texts(at)
     # the CLI's own line: providers, the device the runtime placed the model on, its environment,
     # and what the variants' graphs compute and cache in
-    said = "; providers cpu CPU; environment default; computes in fp32, KV cache in fp32 (the "
+    said = "; providers cpu; environment default; computes in fp32, KV cache in fp32 (the "
     assert plain(said + "graph's logits and past key/value types); on ") in texts(at)
     table = at.dataframe[0].value
     assert len(table) == 4 and set(table["status"]) == {"ok"}
+    # the label column is wide enough for the sequences at its end, and a verdict column
+    # empty in every row is left out
+    assert json.loads(at.dataframe[0].proto.columns)["label"]["width"] == "large"
+    verdicts = any(p.payload.get("verdict") for p in point_store.list_points([job.id]))
+    assert ("verdict" in table.columns) is verdicts
+    # a step whose bytes fit in the cache shows no share of the DRAM peak (it showed 82%
+    # beside a note saying it is not a memory-bandwidth figure)
+    stored = point_store.list_points([job.id], point_store.GENERATION)
+    cached = sum(bool(p.payload["roofline"]["in_cache"]) for p in stored)
+    assert table["bandwidth_fraction"].isna().sum() == cached
+    # and why, said once for all of them, as a sentence (it was one lower-case line a point)
+    said = [line for line in texts(at).splitlines() if "fit in the " in line]
+    if cached:
+        assert len(said) == 1, said
+        assert said[0].startswith(f"No share of peak bandwidth is shown for all {cached} points")
     # a point whose tokens left FP32's says where and by what margin, under the table
     left = table[table["greedy_agreement"] < 1]["label"].tolist()
     said = [line for line in texts(at).splitlines() if "left the reference" in line]
@@ -138,6 +156,8 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     assert "4 of 4 points" in [p.proto.text for p in detail.get("progress")][0]
     points = next(d.value for d in detail.dataframe if "ttft_p50_ms" in d.value.columns)
     assert list(points["status"]) == ["ok"] * 4
+    assert points["bandwidth_fraction"].isna().sum() == cached  # the Jobs page alike
+    assert "why / error" not in points.columns  # every point ran, none has a why
     for key in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "output_tokens_per_s"):
         assert (points[key] > 0).all(), key
     assert points["perplexity"].notna().all() and (points["memory_mb"] > 0).all()

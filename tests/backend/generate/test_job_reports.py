@@ -73,6 +73,10 @@ def test_show_and_export_read_a_generation_jobs_points(
         if line.split()[:2] in (["fp32", "ort-genai"], ["int4", "ort-genai"])
     ]
     assert len(rows) == 4
+    for row, payload in zip(rows, stored.values(), strict=True):  # in cache: no share printed
+        cached = bool(payload["roofline"]["in_cache"])
+        assert ("in cache" in " ".join(row)) is cached
+        assert any(cell.endswith("%") for cell in row[-6:]) is not cached, row
     assert out.count("peak bandwidth: ") == 1  # the one peak, with where it came from
     genai = metadata.version("onnxruntime-genai")
     assert "FP32 (model " in out and f"onnxruntime-genai {genai}" in out  # what ran
@@ -102,7 +106,12 @@ def test_show_and_export_read_a_generation_jobs_points(
         assert float(row["weights_mb"]) + float(row["kv_cache_mb"]) == pytest.approx(
             float(row["memory_mb"])
         )
-        assert float(row["bandwidth_fraction"]) == pytest.approx(payload["roofline"]["fraction"])
+        if payload["roofline"]["in_cache"]:  # no share of DRAM peak for bytes held in cache
+            assert row["bandwidth_fraction"] == "" and row["bandwidth_in_cache"] == "True"
+        else:
+            assert float(row["bandwidth_fraction"]) == pytest.approx(
+                payload["roofline"]["fraction"]
+            )
         assert row["bandwidth_note"] == payload["roofline"]["note"]
         assert float(row["perplexity"]) == pytest.approx(payload["perplexity"]["perplexity"])
         assert f"onnxruntime-genai {genai}" in row["runtime_versions"]
@@ -133,6 +142,12 @@ def test_show_and_export_read_a_generation_jobs_points(
 
     # the concurrency axis ticks at the counts measured, 1 and 2, never at 0.125 or 0.25
     frame = points.generation_frame([job_id])
+    # the speed axis says its unit once ("output tokens/s (all sequences) (tokens/s)" lost its
+    # ")" at 1100 px), and the Pareto stars at the range's edge are drawn whole
+    speed = points.perplexity_vs_speed(frame)
+    assert speed.layout.xaxis.title.text == "output tokens, all sequences (tokens/s)"
+    assert speed.data and all(trace.cliponaxis is False for trace in speed.data)
+    assert points.tokens_vs_memory(frame).layout.yaxis.title.text.count("tokens/s") == 1
     for draw in (points.ttft_vs_sequences, points.itl_vs_sequences):
         axis = draw(frame).layout.xaxis
         assert axis.type == "log" and list(axis.tickvals) == [1, 2]
