@@ -170,7 +170,7 @@ def _priced(view: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return view, picked
 
 
-EACH_MODEL_TEXT = "Each model's first FP32 series"
+EACH_MODEL_TEXT = "Each job's own first FP32 series"
 # the speedup table's columns: speedup right after the label and batch (batch apart: a long
 # label is cut before its " b8", and then rows looked the same), then the measurement
 TABLE_COLUMNS = ["label", "batch_size", "speedup", "speedup_firm", "status", "stable"]
@@ -237,7 +237,7 @@ def comparison() -> None:
             )
     view = frame[frame["result_id"].isin(selected)]
     series = list(dict.fromkeys(view["series"]))
-    with controls[1]:  # by default each model against its own FP32, as `optiboard compare`
+    with controls[1]:  # by default each job against its own FP32, as `optiboard compare`
         baseline = bound_selectbox(
             "Baseline",
             [htmlreport.EACH_MODEL, *series],
@@ -294,7 +294,10 @@ def comparison() -> None:
     each = baseline == htmlreport.EACH_MODEL and against
     st.subheader("Speedups" + (f" against {plain(against)}" if against else ""))
     if each:
-        st.caption("Each model's rows are divided by that model's first FP32 series.")
+        st.caption(
+            "Each job's rows are divided by that job's own first FP32 series (a job that "
+            "measured no FP32: its model's first)."
+        )
     columns, absent = table_columns(view)
     st.dataframe(
         view[[*columns, "notes"]],

@@ -26,12 +26,12 @@ CHARTS = {
     "memory": "Memory",
 }
 DEFAULT_LOSS = "mean_rel_error"  # the page's first "Accuracy loss" choice
-EACH_MODEL = "each model"  # the baseline choice "each model's first FP32 series" (no series name)
+EACH_MODEL = "each model"  # the choice "each job's own first FP32 series" (kept in old links)
 
 
 def baseline_text(view: pd.DataFrame, baseline: str | None) -> str | None:
-    """The baseline as the page and the report name it: the series picked, or each model's
-    first FP32 series, joined (None where no model has one)."""
+    """The baseline as the page and the report name it: the series picked, or each job's
+    own first FP32 series (its model's where it has none), joined (None where no model has one)."""
     if baseline is not None and baseline != EACH_MODEL:
         return baseline
     named = comparison.speedups_each_model(view)[1]
@@ -46,7 +46,7 @@ def priced_axes(view: pd.DataFrame) -> list[Metric]:
 def prepared(
     view: pd.DataFrame, baseline: str | None, loss: str, cost_key: str | None
 ) -> pd.DataFrame:
-    """Speedups against `baseline` (None or EACH_MODEL: each model's first FP32 series, as
+    """Speedups against `baseline` (None or EACH_MODEL: each job's own first FP32 series, as
     `optiboard compare` divides), accuracy loss read as `loss`, the speed/accuracy front of
     stable measurements and, with a cost axis, the cost/speed/accuracy front."""
     if baseline is None or baseline == EACH_MODEL:
@@ -92,7 +92,7 @@ def report_html(
 
 def default_html(job_ids: list[int], prices: pricing.Prices = ()) -> tuple[str, int]:
     """The report the page offers for these jobs before any choice is changed: every measured
-    configuration, each model's first FP32 series as its baseline, mean relative error, the
+    configuration, each job's own first FP32 series as its baseline, mean relative error, the
     first cost axis with values; `prices` as the page's price override. Also how many
     configurations it holds."""
     frame = comparison.priced_frame(job_ids, prices)
