@@ -270,8 +270,8 @@ def comparison() -> None:
         f"{counted(len(measured), 'measured configuration')} in {len(series)} series"
         + (" · refreshing while the sweep runs" if ACTIVE else "")
     )
-    if (found := cost.cheapest(view)) is not None:
-        st.info(plain(found.sentence), icon="💲")
+    for sentence in cost.cheapest_sentences(view):  # one per model: never one model over another
+        st.info(plain(sentence), icon="💲")
     if said := unpriced_sentence(cost.unpriced_targets(view), "the price per hour above"):
         st.warning(plain(said), icon="💲")  # else the cost chart is left out without a word
     if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices

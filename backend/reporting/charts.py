@@ -107,13 +107,13 @@ def symbol_key(fig: go.Figure) -> None:
             )
 
 
-def pareto_trace(front: pd.DataFrame, x: str, y: str) -> go.Scatter:
-    """The Pareto front's points, joined and starred."""
+def pareto_trace(front: pd.DataFrame, x: str, y: str, name: str = "") -> go.Scatter:
+    """The Pareto front's points (of one model, `name`, where each has its own), starred."""
     return go.Scatter(
         x=front[x],
         y=front[y],
         mode="lines+markers",
-        name="Pareto front",
+        name=f"Pareto front {name}".strip(),
         line={"color": "black", "dash": "dash"},
         marker={"symbol": "star", "size": 16, "color": "gold", "line": {"width": 1}},
         text=front["label"],
@@ -294,9 +294,10 @@ def cost_vs_accuracy(frame: pd.DataFrame, cost_key: str, loss_label: str) -> go.
         custom="throughput",
         beyond="beyond_cost_pareto",
     )
-    front = data[data["cost_pareto"]].sort_values(cost_key)
-    if not front.empty:
-        fig.add_trace(pareto_trace(front, cost_key, "accuracy_loss"))
+    several = data["model_id"].nunique() > 1  # each model's own front (cost.add_cost_pareto)
+    for model, front in data[data["cost_pareto"]].groupby("model", sort=False):
+        name = f"({model})" if several else ""
+        fig.add_trace(pareto_trace(front.sort_values(cost_key), cost_key, "accuracy_loss", name))
     symbol_key(fig)
     title = f"Accuracy loss against {x.label}"
     return apply_layout(fig, title, x.axis_title, loss_label)

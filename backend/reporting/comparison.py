@@ -45,10 +45,9 @@ def priced_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.DataFram
 
 
 def cheapest_sentence(frame: pd.DataFrame) -> str | None:
-    """The cheapest stable configuration and the runner-up, as the page says it (None: nothing
-    priced)."""
-    found = cost.cheapest(frame)
-    return found.sentence if found is not None else None
+    """The cheapest stable configuration and the runner-up, as the page says it, one sentence
+    per model where the jobs span several (None: nothing priced)."""
+    return " ".join(cost.cheapest_sentences(frame)) or None
 
 
 def baseline_of(frame: pd.DataFrame) -> str | None:
@@ -129,8 +128,7 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
         lines.append(said)
     if not prices and (mixed := price_mix.mixed_prices(frame, "give one with --price")):
         lines.append(mixed)
-    if sentence := cheapest_sentence(frame):
-        lines.append(sentence)
+    lines += cost.cheapest_sentences(frame)  # one per model where the jobs span several
     lines += [f"ran: {line}" for line in exports.what_ran_in(frame)]
     notes = _notes(frame)
     several = frame["job_id"].nunique() > 1  # its notes compare with its own job's FP32
