@@ -30,7 +30,7 @@ def _ok(frame: pd.DataFrame) -> np.ndarray:
 
 def unstable(frame: pd.DataFrame) -> np.ndarray:
     """Measurements whose windows did not agree (stable False); unknown (None) is not unstable,
-    as charts._stability_marks draws it filled."""
+    as marks._stability_marks draws it filled."""
     if "stable" not in frame:
         return np.zeros(len(frame), dtype=bool)
     return frame["stable"].eq(False).to_numpy()
