@@ -53,6 +53,8 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     # accuracy loss in its registry format (.3g: 0.0236), never Streamlit's 2.36e-2 of "%.2e"
     config = json.loads(at.dataframe[0].proto.columns)
     assert '"%.3g"' in json.dumps(config) and '"%.2e"' not in json.dumps(config), config
+    # throughput grouped as the cheapest sentence writes it (1,136,658), not 1136657.5
+    assert config["throughput"]["type_config"]["format"] == "localized", config["throughput"]
     fp32 = table["label"].str.contains("FP32")
     baseline_p50 = dict(zip(batch[fp32], table.loc[fp32, "p50_ms"], strict=True))
     assert np.allclose(table["speedup"], batch.map(baseline_p50) / table["p50_ms"])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from backend import pricing
 from backend.reporting import charts, cost, frames, front, marks
 from backend.reporting.metrics import REGISTRY, pareto_front
 from backend.specs import Precision, SweepSpec
@@ -94,7 +95,14 @@ def test_the_cost_front_leaves_out_an_unstable_result_and_names_it(
     keys = ("cost_per_million", *front.COST_FRONT)
     sentence = front.beyond_sentence(priced, keys, "beyond_cost_pareto") or ""
     assert sentence.startswith(f"{view.at[cheapest, 'label']} measured beyond the Pareto front")
-    assert f"cost per million inferences {view.at[cheapest, 'cost_per_million']:.4g}" in sentence
+    # as the cheapest sentence writes them ($0.0000666, 1,667,673), not 0.00006663 $/M and
+    # throughput 1667673.4 samples/s beside it (the walkthrough's note)
+    dollars = pricing.dollars(view.at[cheapest, "cost_per_million"])
+    assert f"cost per million inferences {dollars}, " in sentence, sentence
+    rate = view.at[cheapest, "throughput"]
+    assert f"throughput {cost.rate_text(rate) if rate >= 100 else f'{rate:.1f}'} samples/s" in (
+        sentence
+    )
     figure = charts.cost_vs_accuracy(priced, "cost_per_million", "loss")
     starred = next(t for t in figure.data if t.name == "Pareto front")
     assert view.at[cheapest, "cost_per_million"] not in list(starred.x)
