@@ -294,10 +294,7 @@ def comparison() -> None:
     each = baseline == htmlreport.EACH_MODEL and against
     st.subheader("Speedups" + (f" against {plain(against)}" if against else ""))
     if each:
-        st.caption(
-            "Each job's rows are divided by that job's own first FP32 series (a job that "
-            "measured no FP32: its model's first)."
-        )
+        st.caption(htmlreport.EACH_JOB_CAPTION)  # the HTML report says it too
     columns, absent = table_columns(view)
     st.dataframe(
         view[[*columns, "notes"]],

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from backend import pricing
-from backend.reporting import charts, comparison, exports, frames
+from backend.reporting import charts, comparison, cost, exports, frames, front
 from backend.reporting.metrics import Metric, cost_axes
 from backend.results import ResultStatus
 
@@ -87,7 +87,28 @@ def report_html(
     every = figures(view, list(CHARTS), samples, loss_label, cost_key)
     title = "Optiboard comparison: " + ", ".join(f"job {j}" for j in sorted(job_ids))
     named = baseline_text(view, baseline)
-    return exports.html_report(title, view, [figure for _, figure in every], named)
+    said = report_sentences(view, baseline, cost_key)
+    return exports.html_report(title, view, [figure for _, figure in every], named, said)
+
+
+EACH_JOB_CAPTION = (
+    "Each job's rows are divided by that job's own first FP32 series (a job that measured no "
+    "FP32: its model's first)."
+)
+
+
+def report_sentences(view: pd.DataFrame, baseline: str | None, cost_key: str | None) -> list[str]:
+    """The page's sentences beside its charts and table: how the baselines divide, the cheapest
+    configuration (per model), and the points each front leaves out with their reasons."""
+    said = (
+        [EACH_JOB_CAPTION] if baseline in (None, EACH_MODEL) and baseline_text(view, None) else []
+    )
+    said += cost.cheapest_sentences(view)
+    said.append(front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto") or "")
+    if cost_key is not None:
+        keys = (cost_key, *front.COST_FRONT)
+        said.append(front.beyond_sentence(view, keys, "beyond_cost_pareto") or "")
+    return [s for s in said if s]
 
 
 def default_html(job_ids: list[int], prices: pricing.Prices = ()) -> tuple[str, int]:

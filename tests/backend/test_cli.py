@@ -607,6 +607,9 @@ def test_export_html_writes_the_compare_pages_report_of_a_sweep(
     assert report.count('class="plotly-graph-div"') == len(htmlreport.CHARTS)  # cpu is priced
     table = report.split("<h2>All configurations</h2>")[1]
     assert "#1 mlp CPU FP32 b1" in table and "#1 mlp CPU INT8 dynamic b1" in table
+    # the page's sentences and its Stable / Speedup firm columns (shots/f04: none of them)
+    assert "The cheapest configuration is #1 mlp" in report
+    assert "<th>Stable</th>" in table and "<th>Speedup firm</th>" in table
     assert optiboard("export", "1", "--format", "html").stdout.startswith("<!DOCTYPE html>")
 
     assert optiboard("serve", "submit", "1", "--concurrency", "1").returncode == 0  # job 2
