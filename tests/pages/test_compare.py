@@ -172,7 +172,7 @@ def _compared(job_id: int, baseline: str, keep: list[int] | None = None) -> pd.D
     view = frames.results_frame(job_ids=[job_id])
     if keep is not None:
         view = view[view["result_id"].isin(keep)]
-    if baseline == htmlreport.EACH_MODEL:  # the page's default: each model's first FP32
+    if baseline == htmlreport.EACH_MODEL:  # the page's default: each job's own first FP32
         view = comparison.speedups_each_model(view)[0]
     else:
         view = frames.add_speedups(view, baseline)
