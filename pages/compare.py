@@ -170,7 +170,7 @@ def _priced(view: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return view, picked
 
 
-EACH_MODEL_TEXT = "Each model's first FP32 series"
+EACH_MODEL_TEXT = "Each job's own first FP32 series"
 # the speedup table's columns: speedup right after the label and batch (batch apart: a long
 # label is cut before its " b8", and then rows looked the same), then the measurement
 TABLE_COLUMNS = ["label", "batch_size", "speedup", "speedup_firm", "status", "stable"]
@@ -237,7 +237,7 @@ def comparison() -> None:
             )
     view = frame[frame["result_id"].isin(selected)]
     series = list(dict.fromkeys(view["series"]))
-    with controls[1]:  # by default each model against its own FP32, as `optiboard compare`
+    with controls[1]:  # by default each job against its own FP32, as `optiboard compare`
         baseline = bound_selectbox(
             "Baseline",
             [htmlreport.EACH_MODEL, *series],
@@ -270,8 +270,8 @@ def comparison() -> None:
         f"{counted(len(measured), 'measured configuration')} in {len(series)} series"
         + (" · refreshing while the sweep runs" if ACTIVE else "")
     )
-    if (found := cost.cheapest(view)) is not None:
-        st.info(plain(found.sentence), icon="💲")
+    for sentence in cost.cheapest_sentences(view):  # one per model: never one model over another
+        st.info(plain(sentence), icon="💲")
     if said := unpriced_sentence(cost.unpriced_targets(view), "the price per hour above"):
         st.warning(plain(said), icon="💲")  # else the cost chart is left out without a word
     if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices
@@ -294,7 +294,7 @@ def comparison() -> None:
     each = baseline == htmlreport.EACH_MODEL and against
     st.subheader("Speedups" + (f" against {plain(against)}" if against else ""))
     if each:
-        st.caption("Each model's rows are divided by that model's first FP32 series.")
+        st.caption(htmlreport.EACH_JOB_CAPTION)  # the HTML report says it too
     columns, absent = table_columns(view)
     st.dataframe(
         view[[*columns, "notes"]],
@@ -302,7 +302,11 @@ def comparison() -> None:
         column_config={
             "label": st.column_config.TextColumn("label", width="large"),  # names are long
             "batch_size": st.column_config.NumberColumn("batch", format="%d"),
-            **{key: _number(key) for key in ("p50_ms", "p90_ms", "p99_ms", "throughput")},
+            **{key: _number(key) for key in ("p50_ms", "p90_ms", "p99_ms")},
+            # 1,136,658 as the cheapest sentence writes it, not 1136657.5 (the browser's locale)
+            "throughput": st.column_config.NumberColumn(
+                frames.METRICS["throughput"].header, format="localized"
+            ),
             "cost_per_million": _number("cost_per_million", help=COST_HELP),
             "price_per_hour": _number("price_per_hour"),
             "speedup": _number("speedup"),

@@ -7,9 +7,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend.engine.measure import PEAK_SCOPE
+from backend.reporting.marks import markers_by_series, symbol_key  # generation reads it here
 from backend.reporting.metrics import REGISTRY, pick
 from backend.reporting.style import (
-    PALETTE,
     apply_layout,
     category_ticks,
     escaped,
@@ -26,94 +26,13 @@ P50, P90, P99, THROUGHPUT = pick("p50_ms", "p90_ms", "p99_ms", "throughput")
 SPEEDUP, LOSS, RSS, GPU_MEMORY = pick("speedup", "accuracy_loss", "peak_rss_mb", "gpu_memory_mb")
 
 
-UNSTABLE_MARK = " (unstable: hollow, treat with care)"
-BEYOND_MARK = (
-    "<br>measured beyond the Pareto front, left off it as its figures are not firm: re-run it"
-)
-NOT_FIRM_MARK = (
-    " (speedup not firm: hollow diamond; its median-call speedup and throughput ratio disagree, "
-    "or its baseline was unstable)"
-)
-# legend-only entries that say what the hollow marks mean, added where such a point is drawn
-KEY_UNSTABLE = "hollow circle: measurement unstable"
-KEY_NOT_FIRM = "hollow diamond: speedup not firm"
-
-
-def markers_by_series(
-    fig: go.Figure,
-    data: pd.DataFrame,
-    x: str,
-    y: str,
-    hover: str,
-    custom: str | None = None,
-    beyond: str | None = None,
-    firm: str | None = None,
-) -> None:
-    """One marker trace per series (names and labels already escaped), coloured in order;
-    `custom` names a column the hover reads as %{customdata}; `beyond` a column marking the
-    unstable points that measured beyond the front (front.py), which their hover says; `firm`
-    a column whose False draws a stable point as a hollow diamond (a speedup not firm)."""
-    colors = series_colors(list(dict.fromkeys(data["series"])))
-    for name, group in data.groupby("series", sort=False):
-        symbols, labels = _stability_marks(group, firm)
-        if beyond is not None and beyond in group:
-            marks = group[beyond].fillna(False).astype(bool).tolist()
-            labels = [f"{t}{BEYOND_MARK if b else ''}" for t, b in zip(labels, marks, strict=True)]
-        fig.add_trace(
-            go.Scatter(
-                x=group[x],
-                y=group[y],
-                mode="markers",
-                name=name,
-                marker={"color": colors[name], "size": 10, "symbol": symbols},
-                text=labels,
-                customdata=group[custom] if custom else None,
-                hovertemplate=f"{hover}<extra></extra>",
-            )
-        )
-
-
-def _stability_marks(group: pd.DataFrame, firm: str | None) -> tuple[list[str], list[str]]:
-    """Marker symbols and labels: an unstable measurement is drawn hollow, a stable one whose
-    speedup is not firm (column `firm` False) a hollow diamond, and each says so in its label:
-    a point to treat with care rather than a firm figure."""
-    unstable = group["stable"].eq(False).tolist() if "stable" in group else [False] * len(group)
-    shaky = [False] * len(group)
-    if firm is not None and firm in group:
-        shaky = (~group[firm].fillna(True).astype(bool)).tolist()
-    symbols, labels = [], []
-    for text, moved, loose in zip(group["label"], unstable, shaky, strict=True):
-        symbols.append("circle-open" if moved else "diamond-open" if loose else "circle")
-        labels.append(f"{text}{UNSTABLE_MARK if moved else NOT_FIRM_MARK if loose else ''}")
-    return symbols, labels
-
-
-def symbol_key(fig: go.Figure) -> None:
-    """Legend entries (no data) for the hollow marks drawn in `fig`, so the legend says what a
-    hollow circle and a hollow diamond mean."""
-    drawn = {s for t in fig.data if isinstance(t.marker.symbol, tuple) for s in t.marker.symbol}
-    for symbol, name in (("circle-open", KEY_UNSTABLE), ("diamond-open", KEY_NOT_FIRM)):
-        if symbol in drawn:
-            fig.add_trace(
-                go.Scatter(
-                    x=[None],
-                    y=[None],
-                    mode="markers",
-                    name=name,
-                    text=[name],  # as every marker trace has: readers iterate it
-                    marker={"symbol": symbol, "size": 10, "color": "grey"},
-                    hoverinfo="skip",
-                )
-            )
-
-
-def pareto_trace(front: pd.DataFrame, x: str, y: str) -> go.Scatter:
-    """The Pareto front's points, joined and starred."""
+def pareto_trace(front: pd.DataFrame, x: str, y: str, name: str = "") -> go.Scatter:
+    """The Pareto front's points (of one model, `name`, where each has its own), starred."""
     return go.Scatter(
         x=front[x],
         y=front[y],
         mode="lines+markers",
-        name="Pareto front",
+        name=f"Pareto front {name}".strip(),
         line={"color": "black", "dash": "dash"},
         marker={"symbol": "star", "size": 16, "color": "gold", "line": {"width": 1}},
         text=front["label"],
@@ -214,6 +133,22 @@ def throughput_vs_batch(frame: pd.DataFrame) -> go.Figure:
     return apply_layout(fig, "Throughput", "batch size", THROUGHPUT.unit, log_x=True)
 
 
+def _boxes(rows: list, samples: dict[int, np.ndarray], color: str) -> go.Box:
+    """One series' boxes from precomputed quartiles and p1/p99 whiskers of the raw samples."""
+    stats = np.array([np.percentile(samples[r.result_id], [25, 50, 75, 1, 99]) for r in rows])
+    return go.Box(
+        x=[r.label for r in rows],
+        q1=stats[:, 0],
+        median=stats[:, 1],
+        q3=stats[:, 2],
+        lowerfence=stats[:, 3],
+        upperfence=stats[:, 4],
+        mean=[float(samples[r.result_id].mean()) for r in rows],
+        marker_color=color,
+        showlegend=False,
+    )
+
+
 def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) -> go.Figure:
     """Distribution of raw per-call latencies of each configuration."""
     data = _ok(frame)
@@ -222,22 +157,9 @@ def latency_distribution(frame: pd.DataFrame, samples: dict[int, np.ndarray]) ->
     colors = series_colors(list(dict.fromkeys(data["series"])))
     many = len(data) > MAX_VIOLINS
     rows = [row for row in data.itertuples(index=False) if samples[row.result_id].size]
-    if many:  # one trace of precomputed boxes: hundreds of traces are slow to build and draw
-        stats = np.array([np.percentile(samples[r.result_id], [25, 50, 75, 1, 99]) for r in rows])
-        stats = stats.reshape(-1, 5)
-        fig.add_trace(
-            go.Box(
-                x=[r.label for r in rows],
-                q1=stats[:, 0],
-                median=stats[:, 1],
-                q3=stats[:, 2],
-                lowerfence=stats[:, 3],
-                upperfence=stats[:, 4],
-                mean=[float(samples[r.result_id].mean()) for r in rows],
-                marker_color=PALETTE[0],
-                showlegend=False,
-            )
-        )
+    if many:  # precomputed boxes, a trace per series (not per box: hundreds are slow to draw)
+        for name in dict.fromkeys(r.series for r in rows):  # each in its series' colour
+            fig.add_trace(_boxes([r for r in rows if r.series == name], samples, colors[name]))
     else:
         for row in rows:
             fig.add_trace(
@@ -294,9 +216,10 @@ def cost_vs_accuracy(frame: pd.DataFrame, cost_key: str, loss_label: str) -> go.
         custom="throughput",
         beyond="beyond_cost_pareto",
     )
-    front = data[data["cost_pareto"]].sort_values(cost_key)
-    if not front.empty:
-        fig.add_trace(pareto_trace(front, cost_key, "accuracy_loss"))
+    several = data["model_id"].nunique() > 1  # each model's own front (cost.add_cost_pareto)
+    for model, front in data[data["cost_pareto"]].groupby("model", sort=False):
+        name = f"({model})" if several else ""
+        fig.add_trace(pareto_trace(front.sort_values(cost_key), cost_key, "accuracy_loss", name))
     symbol_key(fig)
     title = f"Accuracy loss against {x.label}"
     return apply_layout(fig, title, x.axis_title, loss_label)

@@ -2,8 +2,9 @@
 `optiboard show` and `run` print its cheapest-configuration sentence for one job.
 
 Read from the same results frame the page reads (frames.results_frame), priced again by a --price
-table like the page's price override, with speedups against the page's default baseline (the
-first FP32 series, frames.add_speedups) and the page's "What ran" lines (exports.what_ran_in).
+table like the page's price override, with speedups against the page's default baseline (each
+job's own first FP32 series, speedups_each_model) and the page's "What ran" lines
+(exports.what_ran_in).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ HEADERS = [
     *(m.cli_header for m in FIGURES[:SPEEDUP_AT]), FIRM,
     *(m.cli_header for m in FIGURES[SPEEDUP_AT:]),
 ]  # fmt: skip
+EACH_JOB = "each job's own first measured FP32 series (a job without FP32: its model's first)"
 FIRM_NOTE = (
     f"{FIRM}: the speedup is a firm figure: this row and the baseline row it divides by both "
     f"measured stable, and its median-call speedup and its throughput ratio agree within {GAP:g}x."
@@ -43,10 +45,9 @@ def priced_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.DataFram
 
 
 def cheapest_sentence(frame: pd.DataFrame) -> str | None:
-    """The cheapest stable configuration and the runner-up, as the page says it (None: nothing
-    priced)."""
-    found = cost.cheapest(frame)
-    return found.sentence if found is not None else None
+    """The cheapest stable configuration and the runner-up, as the page says it, one sentence
+    per model where the jobs span several (None: nothing priced)."""
+    return " ".join(cost.cheapest_sentences(frame)) or None
 
 
 def baseline_of(frame: pd.DataFrame) -> str | None:
@@ -56,16 +57,21 @@ def baseline_of(frame: pd.DataFrame) -> str | None:
 
 
 def speedups_each_model(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Speedups of each model's rows against that model's own first FP32 series (a CNN's rows
-    divided by an MLP's baseline had no partner and no speedup at all), and those baselines:
-    the default of `optiboard compare` and of the Compare page."""
+    """Speedups of each job's rows against that job's own first FP32 series, or, for a job that
+    measured no FP32, its model's first (two jobs of one MLP: the second job's b16 and b64 were
+    divided by the first job's FP32, which ran b1 and b8 only, and had no speedup; a CNN's rows
+    divided by an MLP's baseline had none at all), and those baselines: the default of
+    `optiboard compare`, of the Compare page and of its HTML report."""
     if frame.empty:
         return frames.add_speedups(frame, None), []
     parts, named = [], []
     for _, rows in frame.groupby("model_id", sort=False, dropna=False):  # each model's own
-        baseline = baseline_of(rows)
-        named += [baseline] if baseline else []
-        parts.append(frames.add_speedups(rows, baseline))
+        fallback = baseline_of(rows)
+        for job_id in dict.fromkeys(rows["job_id"]):
+            own = rows["job_id"] == job_id
+            baseline = baseline_of(rows[own]) or fallback
+            named += [baseline] if baseline and baseline not in named else []
+            parts.append(frames.add_speedups(rows, baseline)[own])  # the fallback's rows too
     return pd.concat(parts).sort_index(), named
 
 
@@ -104,7 +110,7 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
     lines.append(
         f"{speedup}: the baseline's p50 / p50 at the same batch size; baseline "
         + ("; ".join(named) if named else "none")
-        + (", each model's first measured FP32 series." if named else " (no FP32 measured).")
+        + (f", {EACH_JOB}." if named else " (no FP32 measured).")
     )
     lines += [FIRM_NOTE, TOP1_NOTE] + ([EVAL_NOTE] if scored else [])
     priced = frame.dropna(subset=["price_per_hour"])
@@ -122,8 +128,7 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
         lines.append(said)
     if not prices and (mixed := price_mix.mixed_prices(frame, "give one with --price")):
         lines.append(mixed)
-    if sentence := cheapest_sentence(frame):
-        lines.append(sentence)
+    lines += cost.cheapest_sentences(frame)  # one per model where the jobs span several
     lines += [f"ran: {line}" for line in exports.what_ran_in(frame)]
     notes = _notes(frame)
     several = frame["job_id"].nunique() > 1  # its notes compare with its own job's FP32

@@ -138,6 +138,18 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
     )
 
 
+def cheapest_sentences(frame: pd.DataFrame) -> list[str]:
+    """The cheapest sentence, or one per model where the frame holds several ("For cnn: ..."):
+    an MLP's configuration is no cheaper alternative to a CNN's (the walkthrough's jobs=1,2
+    picked the MLP over the CNN)."""
+    models = list(frame.groupby("model_id", sort=False, dropna=False))
+    if len(models) < 2:
+        found = cheapest(frame)
+        return [found.sentence] if found is not None else []
+    found_each = [(rows["model"].iloc[0], cheapest(rows)) for _, rows in models]
+    return [f"For {name}: {found.sentence}" for name, found in found_each if found is not None]
+
+
 NAMED = 3  # unstable results named one by one in the cheapest sentence; more are counted
 
 
@@ -171,8 +183,14 @@ def add_cost_pareto(frame: pd.DataFrame, cost_key: str) -> pd.DataFrame:
     """Columns `cost_pareto`: on the cost (or energy), speed and accuracy front, each figure read
     its registered way, of ok results with stable measurements only (wrong outputs carry no
     cost; an unstable one's cost moved while measured); `beyond_cost_pareto`: unstable results
-    that measured beyond it (front.py)."""
+    that measured beyond it (front.py).
+    Each model has its own front: an MLP's cheap rows do not push a CNN's off it (the walkthrough's
+    MLP-and-CNN front held the MLP alone)."""
+    import pandas as pd
+
     keys = (cost_key, *front.COST_FRONT)
-    return frame.assign(
-        cost_pareto=front.front_mask(frame, keys), beyond_cost_pareto=front.beyond_mask(frame, keys)
-    )
+    on, beyond = pd.Series(False, index=frame.index), pd.Series(False, index=frame.index)
+    for _, rows in frame.groupby("model_id", sort=False, dropna=False):
+        on[rows.index] = front.front_mask(rows, keys)
+        beyond[rows.index] = front.beyond_mask(rows, keys)
+    return frame.assign(cost_pareto=on.to_numpy(), beyond_cost_pareto=beyond.to_numpy())

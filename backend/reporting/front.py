@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from backend import pricing
 from backend.reporting import metrics
 from backend.results import GAP, ResultStatus, speeds_disagree
 
@@ -30,7 +31,7 @@ def _ok(frame: pd.DataFrame) -> np.ndarray:
 
 def unstable(frame: pd.DataFrame) -> np.ndarray:
     """Measurements whose windows did not agree (stable False); unknown (None) is not unstable,
-    as charts._stability_marks draws it filled."""
+    as marks._stability_marks draws it filled."""
     if "stable" not in frame:
         return np.zeros(len(frame), dtype=bool)
     return frame["stable"].eq(False).to_numpy()
@@ -85,11 +86,18 @@ def add_pareto(frame: pd.DataFrame) -> pd.DataFrame:
 
 def figures_text(row: pd.Series, keys: Sequence[str]) -> str:
     """'speedup vs baseline 2.90x, accuracy loss 1.00e-02': one row's figures with units."""
-    said = []
-    for key in keys:
-        metric = metrics.metric(key)
-        said.append(f"{metric.label} {metric.text(float(row[key]))}{metric.suffix}")
-    return ", ".join(said)
+    return ", ".join(_figure(metrics.metric(key), float(row[key])) for key in keys)
+
+
+def _figure(metric: metrics.Metric, value: float) -> str:
+    """One figure as the page's sentences write it: money as the cheapest sentence does
+    ($0.0000666, not 0.00006663 $/M beside it), a rate of 100 or more grouped (1,667,673, not
+    1667673.4)."""
+    if metric.aggregation is metrics.Aggregation.PRICE and np.isfinite(value):
+        return f"{metric.label} {pricing.dollars(value)}"
+    if metric.aggregation is metrics.Aggregation.RATE and np.isfinite(value) and value >= 100:
+        return f"{metric.label} {value:,.0f}{metric.suffix}"
+    return f"{metric.label} {metric.text(value)}{metric.suffix}"
 
 
 def beyond_sentence(frame: pd.DataFrame, keys: Sequence[str], column: str) -> str | None:

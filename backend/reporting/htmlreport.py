@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from backend import pricing
-from backend.reporting import charts, comparison, exports, frames
+from backend.reporting import charts, comparison, cost, exports, frames, front
 from backend.reporting.metrics import Metric, cost_axes
 from backend.results import ResultStatus
 
@@ -26,12 +26,12 @@ CHARTS = {
     "memory": "Memory",
 }
 DEFAULT_LOSS = "mean_rel_error"  # the page's first "Accuracy loss" choice
-EACH_MODEL = "each model"  # the baseline choice "each model's first FP32 series" (no series name)
+EACH_MODEL = "each model"  # the choice "each job's own first FP32 series" (kept in old links)
 
 
 def baseline_text(view: pd.DataFrame, baseline: str | None) -> str | None:
-    """The baseline as the page and the report name it: the series picked, or each model's
-    first FP32 series, joined (None where no model has one)."""
+    """The baseline as the page and the report name it: the series picked, or each job's
+    own first FP32 series (its model's where it has none), joined (None where no model has one)."""
     if baseline is not None and baseline != EACH_MODEL:
         return baseline
     named = comparison.speedups_each_model(view)[1]
@@ -46,7 +46,7 @@ def priced_axes(view: pd.DataFrame) -> list[Metric]:
 def prepared(
     view: pd.DataFrame, baseline: str | None, loss: str, cost_key: str | None
 ) -> pd.DataFrame:
-    """Speedups against `baseline` (None or EACH_MODEL: each model's first FP32 series, as
+    """Speedups against `baseline` (None or EACH_MODEL: each job's own first FP32 series, as
     `optiboard compare` divides), accuracy loss read as `loss`, the speed/accuracy front of
     stable measurements and, with a cost axis, the cost/speed/accuracy front."""
     if baseline is None or baseline == EACH_MODEL:
@@ -87,12 +87,33 @@ def report_html(
     every = figures(view, list(CHARTS), samples, loss_label, cost_key)
     title = "Optiboard comparison: " + ", ".join(f"job {j}" for j in sorted(job_ids))
     named = baseline_text(view, baseline)
-    return exports.html_report(title, view, [figure for _, figure in every], named)
+    said = report_sentences(view, baseline, cost_key)
+    return exports.html_report(title, view, [figure for _, figure in every], named, said)
+
+
+EACH_JOB_CAPTION = (
+    "Each job's rows are divided by that job's own first FP32 series (a job that measured no "
+    "FP32: its model's first)."
+)
+
+
+def report_sentences(view: pd.DataFrame, baseline: str | None, cost_key: str | None) -> list[str]:
+    """The page's sentences beside its charts and table: how the baselines divide, the cheapest
+    configuration (per model), and the points each front leaves out with their reasons."""
+    said = (
+        [EACH_JOB_CAPTION] if baseline in (None, EACH_MODEL) and baseline_text(view, None) else []
+    )
+    said += cost.cheapest_sentences(view)
+    said.append(front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto") or "")
+    if cost_key is not None:
+        keys = (cost_key, *front.COST_FRONT)
+        said.append(front.beyond_sentence(view, keys, "beyond_cost_pareto") or "")
+    return [s for s in said if s]
 
 
 def default_html(job_ids: list[int], prices: pricing.Prices = ()) -> tuple[str, int]:
     """The report the page offers for these jobs before any choice is changed: every measured
-    configuration, each model's first FP32 series as its baseline, mean relative error, the
+    configuration, each job's own first FP32 series as its baseline, mean relative error, the
     first cost axis with values; `prices` as the page's price override. Also how many
     configurations it holds."""
     frame = comparison.priced_frame(job_ids, prices)

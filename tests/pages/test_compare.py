@@ -53,6 +53,8 @@ def test_compare_draws_every_chart_and_a_speedup_table(data_dir: Path, mlp_path:
     # accuracy loss in its registry format (.3g: 0.0236), never Streamlit's 2.36e-2 of "%.2e"
     config = json.loads(at.dataframe[0].proto.columns)
     assert '"%.3g"' in json.dumps(config) and '"%.2e"' not in json.dumps(config), config
+    # throughput grouped as the cheapest sentence writes it (1,136,658), not 1136657.5
+    assert config["throughput"]["type_config"]["format"] == "localized", config["throughput"]
     fp32 = table["label"].str.contains("FP32")
     baseline_p50 = dict(zip(batch[fp32], table.loc[fp32, "p50_ms"], strict=True))
     assert np.allclose(table["speedup"], batch.map(baseline_p50) / table["p50_ms"])
@@ -109,7 +111,7 @@ def test_two_models_each_get_their_own_baseline_and_the_table_leads_with_speedup
     fp32 = table[table["label"].str.contains("FP32")]
     assert len(fp32) == 2 and np.allclose(fp32["speedup"], 1.0)
     texts_now = texts(at)
-    assert "Each model's rows are divided by that model's first FP32 series." in texts_now
+    assert "Each job's rows are divided by that job's own first FP32 series" in texts_now
     if table.filter(like="j_per_sample").empty:  # energy not measurable on this host
         assert "Not shown, empty in every row: energy (J/sample" in texts_now
     chart = next(
@@ -125,6 +127,32 @@ def test_two_models_each_get_their_own_baseline_and_the_table_leads_with_speedup
     table = at.dataframe[0].value
     assert table.loc[table["label"].str.contains("cnn"), "speedup"].isna().all()
     assert table.loc[table["label"].str.contains("mlp"), "speedup"].notna().all()
+
+
+def test_two_jobs_of_one_model_each_divide_by_their_own_fp32(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The walkthrough compared two jobs of one MLP (jobs=1,4): job 4's b16 and b64 rows read
+    speedup "-", divided by job 1's FP32 (which ran b1 and b8 only) though job 4 measured its
+    own FP32 b16 and b64. A job with no FP32 of its own still falls back to its model's first."""
+    model = add_model(mlp_path, "mlp")
+    first, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(1,))
+    second, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(2,))
+    third, _ = finished_sweep(model.id, precisions=(Precision.INT8_STATIC,), batch_sizes=(1,))
+    ids = [first.id, second.id, third.id]
+    view, named = comparison.speedups_each_model(frames.results_frame(job_ids=ids))
+    assert view["speedup"].notna().all(), view[["label", "speedup"]]
+    assert named == [f"#{first.id} mlp CPU FP32", f"#{second.id} mlp CPU FP32"], named
+    at = open_page("compare", jobs=",".join(map(str, ids)))
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert table["speedup"].notna().all(), table[["label", "speedup"]]
+    [heading] = [h.value for h in at.subheader if h.value.startswith("Speedups against")]
+    assert f"#{first.id} mlp CPU FP32" in heading and f"#{second.id} mlp CPU FP32" in heading
+    # the picker still works: the first job's FP32 leaves the second job's b2 with no partner
+    at.selectbox(key="url_baseline").set_value(f"#{first.id} mlp CPU FP32").run()
+    table = at.dataframe[0].value
+    assert table.loc[table["batch_size"] == 2, "speedup"].isna().all(), table
 
 
 def test_failed_configurations_are_listed_with_their_error(data_dir: Path, mlp_path: Path) -> None:
@@ -144,7 +172,7 @@ def _compared(job_id: int, baseline: str, keep: list[int] | None = None) -> pd.D
     view = frames.results_frame(job_ids=[job_id])
     if keep is not None:
         view = view[view["result_id"].isin(keep)]
-    if baseline == htmlreport.EACH_MODEL:  # the page's default: each model's first FP32
+    if baseline == htmlreport.EACH_MODEL:  # the page's default: each job's own first FP32
         view = comparison.speedups_each_model(view)[0]
     else:
         view = frames.add_speedups(view, baseline)

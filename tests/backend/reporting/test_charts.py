@@ -107,3 +107,37 @@ def test_titles_legends_and_labels_fit_a_half_width_column_at_1100_px() -> None:
     memory = charts.memory_chart(frame)
     assert memory.layout.xaxis.tickangle == -90 and memory.layout.xaxis.dtick == 1
     assert charts.memory_chart(frame.head(4)).layout.xaxis.tickangle == -30
+
+
+def test_boxes_past_max_violins_take_each_series_colour() -> None:
+    """The walkthrough's two-model distribution, drawn as boxes past MAX_VIOLINS, was all one
+    colour (PALETTE[0]) while every other chart coloured by series."""
+    batches = list(range(1, charts.MAX_VIOLINS + 1))
+    mlp, cnn = _measured(batches), _measured(batches)
+    cnn["series"], cnn["label"] = "#2 cnn CPU FP32", [f"#2 cnn CPU FP32 b{b}" for b in batches]
+    frame = pd.concat([mlp, cnn], ignore_index=True)
+    frame["result_id"] = range(len(frame))
+    samples = {i: pd.Series([0.5, 0.6, 0.7, 0.9]).to_numpy() for i in frame["result_id"]}
+    boxes = charts.latency_distribution(frame, samples).data
+    colors = style.series_colors(["#1 mlp CPU FP32", "#2 cnn CPU FP32"])
+    assert [b.type for b in boxes] == ["box", "box"] and len(set(colors.values())) == 2
+    assert [b.marker.color for b in boxes] == list(colors.values())
+    assert [len(b.x) for b in boxes] == [len(batches)] * 2
+
+
+def test_a_series_legend_key_is_a_filled_marker_whatever_its_first_point() -> None:
+    """A mostly stable series whose first point was unstable showed a hollow circle in the
+    legend, the very mark keyed 'hollow circle: measurement unstable'."""
+    frame = _measured([1, 8, 32]).assign(
+        speedup=[1.0, 2.0, 3.0],
+        accuracy_loss=0.0,
+        speedup_firm=True,
+        stable=[False, True, True],
+        pareto=False,
+    )
+    figure = charts.accuracy_vs_speedup(frame, "loss")
+    shown = [t for t in figure.data if t.showlegend is not False]
+    [key] = [t for t in shown if t.name == "#1 mlp CPU FP32"]
+    assert key.marker.symbol == "circle", key.marker.symbol
+    points = next(t for t in figure.data if t.name == key.name and t.showlegend is False)
+    assert points.marker.symbol[0] == "circle-open" and points.legendgroup == key.legendgroup

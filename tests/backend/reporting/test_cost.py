@@ -78,3 +78,27 @@ def test_an_unstable_measurement_is_named_but_never_recommended_as_the_cheapest(
     found = cost.cheapest(frame)
     assert found.label == cheapest_row["label"]
     assert "Every priced measurement was unstable" in found.sentence
+
+
+def test_two_models_are_priced_each_on_its_own(
+    data_dir: Path, mlp_path: Path, cnn_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The walkthrough's jobs=1,2 (an MLP and a CNN): the cheapest sentence picked the MLP's
+    configuration over the CNN's, and the cost front held the MLP alone (the MLP's cheap rows
+    dominated every CNN row, though no CNN row can be swapped for an MLP one)."""
+    spec = SweepSpec(precisions=(Precision.FP32, Precision.INT8_DYNAMIC), batch_sizes=(1,))
+    mlp = run_sweep(add_model(mlp_path, "mlp").id, spec)
+    cnn = run_sweep(add_model(cnn_path, "cnn").id, spec)
+    frame = cost.reprice(frames.results_frame(job_ids=[mlp.id, cnn.id]), (("cpu", 1.0),))
+    said = cost.cheapest_sentences(frame)
+    assert len(said) == 2 and said[0].startswith("For mlp: The cheapest configuration is #")
+    assert said[1].startswith(f"For cnn: The cheapest configuration is #{cnn.id} cnn"), said
+    frame["stable"] = True  # a busy host's verdicts cannot be chosen: every row judged stable
+    fronted = cost.add_cost_pareto(frames.add_accuracy_loss(frame), "cost_per_million")
+    for model in ("mlp", "cnn"):  # each model has a front of its own
+        on = fronted.loc[fronted["model"] == model, "cost_pareto"]
+        assert on.any(), fronted[["label", "cost_per_million", "accuracy_loss", "cost_pareto"]]
+    assert main(["compare", str(mlp.id), str(cnn.id), "--price", "cpu=1"]) == 0
+    printed = capsys.readouterr().out
+    assert "\nFor mlp: The cheapest configuration is" in printed
+    assert "\nFor cnn: The cheapest configuration is" in printed

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from backend.reporting import charts, cost, frames, front
+from backend import pricing
+from backend.reporting import charts, cost, frames, front, marks
 from backend.reporting.metrics import REGISTRY, pareto_front
 from backend.specs import Precision, SweepSpec
 from tests.pages.seed import add_model, run_sweep, steady
@@ -94,7 +95,14 @@ def test_the_cost_front_leaves_out_an_unstable_result_and_names_it(
     keys = ("cost_per_million", *front.COST_FRONT)
     sentence = front.beyond_sentence(priced, keys, "beyond_cost_pareto") or ""
     assert sentence.startswith(f"{view.at[cheapest, 'label']} measured beyond the Pareto front")
-    assert f"cost per million inferences {view.at[cheapest, 'cost_per_million']:.4g}" in sentence
+    # as the cheapest sentence writes them ($0.0000666, 1,667,673), not 0.00006663 $/M and
+    # throughput 1667673.4 samples/s beside it (the walkthrough's note)
+    dollars = pricing.dollars(view.at[cheapest, "cost_per_million"])
+    assert f"cost per million inferences {dollars}, " in sentence, sentence
+    rate = view.at[cheapest, "throughput"]
+    assert f"throughput {cost.rate_text(rate) if rate >= 100 else f'{rate:.1f}'} samples/s" in (
+        sentence
+    )
     figure = charts.cost_vs_accuracy(priced, "cost_per_million", "loss")
     starred = next(t for t in figure.data if t.name == "Pareto front")
     assert view.at[cheapest, "cost_per_million"] not in list(starred.x)
@@ -116,7 +124,7 @@ def test_the_generation_front_leaves_out_an_unstable_point_and_its_hover_says_so
     figure = points.perplexity_vs_speed(frame)
     starred = next(t for t in figure.data if t.name == "Pareto front")
     assert list(starred.x) == [100.0, 180.0]
-    [int4] = [t for t in figure.data if t.name == "int4"]
+    [int4] = [t for t in figure.data if t.name == "int4" and t.showlegend is False]  # its points
     assert list(int4.marker.symbol) == ["circle", "circle-open"]
     assert "measured beyond the Pareto front" in int4.text[1]
     assert "beyond" not in int4.text[0]
@@ -205,4 +213,4 @@ def test_each_row_beyond_the_front_is_given_its_own_reason_and_a_mark_the_legend
         if text.startswith(str(fast["label"]))
     ]
     assert point[0] == "diamond-open" and "speedup not firm" in point[1]
-    assert {charts.KEY_UNSTABLE, charts.KEY_NOT_FIRM} <= {t.name for t in figure.data}
+    assert {marks.KEY_UNSTABLE, marks.KEY_NOT_FIRM} <= {t.name for t in figure.data}
