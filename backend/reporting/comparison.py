@@ -3,7 +3,7 @@
 
 Read from the same results frame the page reads (frames.results_frame), priced again by a --price
 table like the page's price override, with speedups against the page's default baseline (each
-job's own first FP32 series, speedups_each_model) and the page's "What ran" lines
+job's own first FP32 series, speedups_each_job) and the page's "What ran" lines
 (exports.what_ran_in).
 """
 
@@ -56,7 +56,7 @@ def baseline_of(frame: pd.DataFrame) -> str | None:
     return next((s for s in dict.fromkeys(measured["series"]) if "FP32" in s), None)
 
 
-def speedups_each_model(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def speedups_each_job(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Speedups of each job's rows against that job's own first FP32 series, or, for a job that
     measured no FP32, its model's first (two jobs of one MLP: the second job's b16 and b64 were
     divided by the first job's FP32, which ran b1 and b8 only, and had no speedup; a CNN's rows
@@ -102,7 +102,7 @@ def compare_lines(job_ids: list[int], prices: pricing.Prices = ()) -> list[str]:
     frame = priced_frame(job_ids, prices)
     if frame.empty:
         return [f"No result is stored yet for job {', '.join(map(str, job_ids))}."]
-    frame, named = speedups_each_model(frame)
+    frame, named = speedups_each_job(frame)
     scored = bool(frame["eval_top1_accuracy"].notna().any())
     headers = HEADERS + [EVAL_TOP1.cli_header] * scored + ["status", "stable"]
     lines = [table([_row(r, scored) for _, r in frame.iterrows()], headers)]

@@ -34,7 +34,7 @@ def baseline_text(view: pd.DataFrame, baseline: str | None) -> str | None:
     own first FP32 series (its model's where it has none), joined (None where no model has one)."""
     if baseline is not None and baseline != EACH_MODEL:
         return baseline
-    named = comparison.speedups_each_model(view)[1]
+    named = comparison.speedups_each_job(view)[1]
     return "; ".join(named) if named else None
 
 
@@ -50,7 +50,7 @@ def prepared(
     `optiboard compare` divides), accuracy loss read as `loss`, the speed/accuracy front of
     stable measurements and, with a cost axis, the cost/speed/accuracy front."""
     if baseline is None or baseline == EACH_MODEL:
-        view = comparison.speedups_each_model(view)[0]
+        view = comparison.speedups_each_job(view)[0]
     else:
         view = frames.add_speedups(view, baseline)
     view = frames.add_accuracy_loss(view, loss)

@@ -140,7 +140,7 @@ def test_two_jobs_of_one_model_each_divide_by_their_own_fp32(
     second, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(2,))
     third, _ = finished_sweep(model.id, precisions=(Precision.INT8_STATIC,), batch_sizes=(1,))
     ids = [first.id, second.id, third.id]
-    view, named = comparison.speedups_each_model(frames.results_frame(job_ids=ids))
+    view, named = comparison.speedups_each_job(frames.results_frame(job_ids=ids))
     assert view["speedup"].notna().all(), view[["label", "speedup"]]
     assert named == [f"#{first.id} mlp CPU FP32", f"#{second.id} mlp CPU FP32"], named
     at = open_page("compare", jobs=",".join(map(str, ids)))
@@ -173,7 +173,7 @@ def _compared(job_id: int, baseline: str, keep: list[int] | None = None) -> pd.D
     if keep is not None:
         view = view[view["result_id"].isin(keep)]
     if baseline == htmlreport.EACH_MODEL:  # the page's default: each job's own first FP32
-        view = comparison.speedups_each_model(view)[0]
+        view = comparison.speedups_each_job(view)[0]
     else:
         view = frames.add_speedups(view, baseline)
     view = frames.add_pareto(
