@@ -64,15 +64,26 @@ def speedups_each_job(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     `optiboard compare`, of the Compare page and of its HTML report."""
     if frame.empty:
         return frames.add_speedups(frame, None), []
-    parts, named = [], []
+    baselines = each_job_baselines(frame)
+    parts = []
     for _, rows in frame.groupby("model_id", sort=False, dropna=False):  # each model's own
+        for job_id in dict.fromkeys(rows["job_id"]):
+            own = rows["job_id"] == job_id  # the fallback's rows are the model's, so all of them
+            parts.append(frames.add_speedups(rows, baselines.get(job_id))[own])
+    return pd.concat(parts).sort_index(), list(dict.fromkeys(baselines.values()))
+
+
+def each_job_baselines(frame: pd.DataFrame) -> dict[int, str]:
+    """Each job's default baseline: its own first FP32 series, else its model's first (a job
+    with neither is left out). The names alone, for a caption, without dividing anything."""
+    found: dict[int, str] = {}
+    for _, rows in frame.groupby("model_id", sort=False, dropna=False):
         fallback = baseline_of(rows)
         for job_id in dict.fromkeys(rows["job_id"]):
-            own = rows["job_id"] == job_id
-            baseline = baseline_of(rows[own]) or fallback
-            named += [baseline] if baseline and baseline not in named else []
-            parts.append(frames.add_speedups(rows, baseline)[own])  # the fallback's rows too
-    return pd.concat(parts).sort_index(), named
+            baseline = baseline_of(rows[rows["job_id"] == job_id]) or fallback
+            if baseline:
+                found[job_id] = baseline
+    return found
 
 
 def _yes_no(value: object) -> str:

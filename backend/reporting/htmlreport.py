@@ -34,7 +34,7 @@ def baseline_text(view: pd.DataFrame, baseline: str | None) -> str | None:
     own first FP32 series (its model's where it has none), joined (None where no model has one)."""
     if baseline is not None and baseline != EACH_MODEL:
         return baseline
-    named = comparison.speedups_each_job(view)[1]
+    named = dict.fromkeys(comparison.each_job_baselines(view).values())  # no speedups again
     return "; ".join(named) if named else None
 
 
