@@ -62,14 +62,20 @@ def markers_by_series(
 def series_key(name: str, color: str) -> go.Scatter:
     """A series' legend entry: a plain filled circle, whatever its points' marks (a series whose
     first point was unstable showed the hollow circle that keys "measurement unstable")."""
+    # in the series' group: a click on it hides the series' points too
+    return _legend_only(name, {"color": color, "symbol": "circle"}, group=name)
+
+
+def _legend_only(name: str, marker: dict[str, str], group: str | None = None) -> go.Scatter:
+    """A legend entry with no point of its own."""
     return go.Scatter(
         x=[None],
         y=[None],
         mode="markers",
         name=name,
-        legendgroup=name,  # a click on it hides the series' points too
+        legendgroup=group,
         text=[name],  # as every marker trace has: readers iterate it
-        marker={"color": color, "size": 10, "symbol": "circle"},
+        marker={**marker, "size": 10},
         hoverinfo="skip",
     )
 
@@ -95,14 +101,4 @@ def symbol_key(fig: go.Figure) -> None:
     drawn = {s for t in fig.data if isinstance(t.marker.symbol, tuple) for s in t.marker.symbol}
     for symbol, name in (("circle-open", KEY_UNSTABLE), ("diamond-open", KEY_NOT_FIRM)):
         if symbol in drawn:
-            fig.add_trace(
-                go.Scatter(
-                    x=[None],
-                    y=[None],
-                    mode="markers",
-                    name=name,
-                    text=[name],  # as every marker trace has: readers iterate it
-                    marker={"symbol": symbol, "size": 10, "color": "grey"},
-                    hoverinfo="skip",
-                )
-            )
+            fig.add_trace(_legend_only(name, {"symbol": symbol, "color": "grey"}))
