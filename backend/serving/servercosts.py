@@ -21,7 +21,7 @@ import pandas as pd
 from backend.records import JobRow, is_serving
 from backend.reporting.provenance import hardware
 from backend.results import StoredResult
-from backend.serving.study import ServingStudy, cost_key, study_points
+from backend.serving.study import ServingStudy, StudyPoints, cost_key, study_points
 from backend.serving.types import LatencyCurve
 from storage.repo import jobs as job_store
 from storage.repo import models as model_store
@@ -154,8 +154,8 @@ def remedy(job_id: int, slo_p99_ms: float, frame: pd.DataFrame | None = None) ->
     study = _newest_study(frame) if frame is not None else None
     if study is None:
         return f"To count them, {action}"
-    job, why = study
-    served = [p for p in study_points(job.id).points if not p.generator_saturated]
+    job, stored, why = study
+    served = [p for p in stored.points if not p.generator_saturated]
     measured = (
         f"measured up to {max(p.achieved_rps for p in served):,.0f} req/s on Triton"
         if served
@@ -168,9 +168,10 @@ def remedy(job_id: int, slo_p99_ms: float, frame: pd.DataFrame | None = None) ->
     )
 
 
-def _newest_study(frame: pd.DataFrame) -> tuple[JobRow, str] | None:
-    """The newest finished serving study of the sweep's model, and why its costs were not
-    reused for it (servercosts reuses only the same file and provider on the same host)."""
+def _newest_study(frame: pd.DataFrame) -> tuple[JobRow, StudyPoints, str] | None:
+    """The newest finished serving study of the sweep's model, its stored points (read once),
+    and why its costs were not reused for it (servercosts reuses only the same file and
+    provider on the same host)."""
     ok = frame[(frame["status"] == "ok") & frame["p50_ms"].notna()]
     if ok.empty or pd.isna(ok["model_id"].iloc[0]):
         return None
@@ -184,11 +185,12 @@ def _newest_study(frame: pd.DataFrame) -> tuple[JobRow, str] | None:
     if not studies:
         return None
     job = max(studies, key=lambda j: j.id)
+    stored = study_points(job.id)
     worker = {w.id: w for w in worker_store.list_workers()}.get(job.worker_id or "")
     host = str(ok["ran_on"].iloc[0] or "") if "ran_on" in ok else ""
     if job.attempts != 1:
         why = "it was resumed by a second attempt, so its costs may come from another worker"
-    elif not study_points(job.id).costs:
+    elif not stored.costs:
         why = "it measured no server costs"
     elif worker is None:
         why = "the worker that ran it is no longer known"
@@ -196,4 +198,4 @@ def _newest_study(frame: pd.DataFrame) -> tuple[JobRow, str] | None:
         why = f"it ran on {worker.hostname}, this sweep on {host or 'an unrecorded host'}"
     else:
         why = "it served another file, provider or hardware than this sweep's"
-    return job, why
+    return job, stored, why
