@@ -65,7 +65,13 @@ RESULT_METRICS = pick(
     "cosine_similarity",
     "top1_agreement",
 )
-RESULT_HEADERS = ["configuration", "status", *(m.cli_header for m in RESULT_METRICS), "error"]
+RESULT_HEADERS = [
+    "configuration",
+    "status",
+    "stable",
+    *(m.cli_header for m in RESULT_METRICS),
+    "error",
+]
 EVAL_TOP1 = METRICS["eval_top1_accuracy"]  # its own column, only when a job has labelled data
 TOP1_NOTE = (
     f"{METRICS['top1_agreement'].cli_header}: share of rows whose top class is FP32's on the same "
@@ -131,8 +137,24 @@ def _said(sentence: str) -> str:
     return f"\n{sentence}" if sentence else ""
 
 
+def _stable_text(stable: bool | None) -> str:
+    """The stability verdict as `compare` prints it: a row measured unstable reads "ok" in the
+    status column, so the verdict needs a column of its own."""
+    return "-" if stable is None else ("yes" if stable else "no")
+
+
+def _drop_empty(rows: list[list[str]], headers: list[str], keep: int) -> tuple[list, list, list]:
+    """Rows and headers without the columns past the first `keep` that are empty ('-' or '') in
+    every row, and the names of those left out (said once under the table, as Compare does)."""
+    empty = [i >= keep and all(row[i] in ("-", "") for row in rows) for i in range(len(headers))]
+    kept = [i for i, gone in enumerate(empty) if not gone]
+    dropped = [h for h, gone in zip(headers, empty, strict=True) if gone and h != "error"]
+    return [[row[i] for i in kept] for row in rows], [headers[i] for i in kept], dropped
+
+
 def results_table(results: list[ConfigurationResult], prices: pricing.Prices = ()) -> str:
-    """One line per configuration; the RSS column's scope and the prices are said under it."""
+    """One line per configuration; the RSS column's scope and the prices are said under it.
+    Columns empty in every row are left out and named."""
     prices = pricing.or_default(prices)
     scored = _scored(results)
     marks, errors = footnoted([last_line(r.error) for r in results])
@@ -156,6 +178,7 @@ def results_table(results: list[ConfigurationResult], prices: pricing.Prices = (
             [
                 r.config_key,
                 r.status.value,
+                _stable_text(r.stable),
                 *(m.text(v) for m, v in zip(RESULT_METRICS, values, strict=True)),
                 *([EVAL_TOP1.text(evaluated)] if scored else []),
                 mark,
@@ -165,14 +188,17 @@ def results_table(results: list[ConfigurationResult], prices: pricing.Prices = (
     scope = ", ".join(sorted(s or "whole process (older result)" for s in scopes)) or PEAK_SCOPE
     rss, money = METRICS["peak_rss_mb"].cli_header, METRICS["cost_per_million"].cli_header
     headers = RESULT_HEADERS[:-1] + [EVAL_TOP1.cli_header] * scored + RESULT_HEADERS[-1:]
+    rows, headers, dropped = _drop_empty(rows, headers, keep=3)
+    top1 = METRICS["top1_agreement"].cli_header
     text = (
         "\n".join([table(rows, headers), *errors])
-        + f"\n{rss}: peak resident memory over {scope}."
+        + (f"\nNot shown, empty in every row: {', '.join(dropped)}." if dropped else "")
+        + (f"\n{rss}: peak resident memory over {scope}." if rss in headers else "")
         + f"\n{money}: dollars per million inferences = price per hour / (samples/s x 3600) x 1e6"
         + f" at {pricing.prices_text(prices)} (set by --price or OPTIBOARD_PRICE_PER_HOUR)."
         + _unpriced(results, prices)
         + _said(no_cost_line(_costless(results, prices)))
-        + f"\n{TOP1_NOTE}"
+        + (f"\n{TOP1_NOTE}" if top1 in headers else "")
         + (f"\n{EVAL_NOTE}" if scored else "")
     )
     return "\n".join([text, *ran_lines(results), *energy_lines(results)])

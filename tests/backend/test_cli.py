@@ -72,6 +72,17 @@ def test_add_inspect_run_show_and_export(data_dir: Path, cnn_path: Path, tmp_pat
     assert f"{ran} on " in run.stdout and f"(host {platform.node()})" in run.stdout
     cpu_energy = energy.meter_for("cpu").source  # this host's RAPL, or why it is not readable
     assert f"J/sample, idle W: {cpu_energy}" in run.stdout
+    # each row's stability verdict beside its status ("ok" alone hid an unstable measurement),
+    # and the columns empty in every row left out and named, as on the Compare page
+    from backend.queue import jobs
+
+    rows = {row["configuration"]: row for row in table_rows(run.stdout, "configuration")}
+    for stored in jobs.stored_results(1):
+        verdict = {True: "yes", False: "no", None: "-"}[stored.result.stable]
+        assert rows[stored.result.config_key]["stable"] == verdict
+    measured = energy.meter_for("cpu").measurable
+    assert ("J/sample" in next(iter(rows.values()))) == measured
+    assert ("Not shown, empty in every row: J/sample, idle W" in run.stdout) != measured
 
     shown = optiboard("show", "1", "--log")
     assert "succeeded, 4/4 configurations" in shown.stdout and "claimed by" in shown.stdout
@@ -406,7 +417,8 @@ def test_show_says_agreement_apart_from_eval_accuracy_and_compare_prints_the_com
 
     shown = optiboard("show", "1")
     rows = table_rows(shown.stdout, "configuration")
-    assert list(rows[0])[-4:] == ["cosine", "top-1 vs FP32", "top-1 on eval set", "error"]
+    assert list(rows[0])[-3:] == ["cosine", "top-1 vs FP32", "top-1 on eval set"]
+    assert "error" not in rows[0]  # no row failed: the empty column is left out
     accuracy = {
         s.result.configuration.precision.value: s.result.evaluation.top1_accuracy
         for s in jobs.stored_results(1)
