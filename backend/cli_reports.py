@@ -55,6 +55,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     rows = [
         [
             j.id,
+            j.kind,  # as stored: a listing names a newer version's kind rather than failing
             j.model_id,
             j.state.value,
             f"{j.progress_done}/{j.progress_total}",
@@ -64,7 +65,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         ]
         for j, mark in zip(listed, marks, strict=True)
     ]
-    headers = ["id", "model", "state", "progress", "attempts", "created", "error"]
+    headers = ["id", "kind", "model", "state", "progress", "attempts", "created (UTC)", "error"]
     empty = "no jobs yet: submit one with `optiboard submit MODEL_ID`"
     print("\n".join([table(rows, headers), *errors]) if rows else empty)
     return 0

@@ -109,6 +109,8 @@ def test_submit_queues_a_job_for_the_worker(data_dir: Path, mlp_path: Path) -> N
     assert "queued job 1 with 4 configurations" in submitted.stdout
     listed = optiboard("jobs")
     assert "queued" in listed.stdout and "0/4" in listed.stdout
+    (row,) = table_rows(listed.stdout, "id")  # what it runs, and the clock its time is on
+    assert row["kind"] == "sweep" and row["created (UTC)"].startswith("20")
     assert "cancelled" in optiboard("cancel", "1").stdout
     from backend.auth.audit import recent
 
@@ -562,8 +564,10 @@ def test_show_and_jobs_give_long_errors_in_full_under_the_table_and_costs_in_one
     shown = optiboard("show", "1").stdout
     (row,) = table_rows(shown, "configuration")
     assert row["error"] == "[1]"
-    note = " ".join(shown.split("errors:\n")[1].split("\nRSS MB")[0].split())
+    note = " ".join(shown.split("errors:\n")[1].split("\nNot shown")[0].split())
     assert note.endswith("is not a registered function/op")
+    assert "\nNot shown, empty in every row: p50 ms, p99 ms, samples/s" in shown  # nothing ran
+    assert "RSS MB: peak" not in shown  # no note on a column left out
 
     shown = optiboard("show", "2").stdout
     rows = table_rows(shown, "configuration")
