@@ -21,7 +21,7 @@ import numpy as np
 
 from backend import energy
 from backend.errors import UnavailableError, UserError
-from backend.generate.footprint import Footprint
+from backend.generate.footprint import KV_ITEM_BYTES, Footprint, as_held
 from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec  # re-exported
 from backend.generate.hffootprint import model_footprint
 from backend.generate.perplexity import (
@@ -40,8 +40,6 @@ from backend.measure_settings import MeasureSettings
 from backend.runtimeenvs import current_env_name
 from backend.runtimes import GenAISession, TokenTimes, open_genai, open_torch_reference
 from backend.runtimes.base import is_out_of_memory
-
-KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
 
 
 @dataclass
@@ -259,9 +257,7 @@ def run_runtime(
             for p, n, s in spec.points()
         ]
         return failed, None
-    held = KV_ITEM_BYTES.get(session.facts.get("kv_cache_precision", ""))
-    if held:  # the runtime keeps its KV cache in another type than the model's state
-        shape = replace(shape, kv_item_bytes=held)
+    shape = as_held(shape, session.facts)  # the KV cache in the type and layout it ran in
     results: list[GenerationResult] = []
     splits = []  # scored after every point: a forward pass's logits must not sit in a point's RSS
     with session:

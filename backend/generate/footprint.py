@@ -4,7 +4,7 @@ decode step must read (the numerator of the bandwidth roofline)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,37 @@ ONNX_ITEM_BYTES = {1: 4, 10: 2, 16: 2, 11: 8, 2: 1, 3: 1, 6: 4, 7: 8, 12: 4, 13:
 ONNX_DTYPE = {1: "fp32", 10: "fp16", 16: "bf16"}
 # the inputs that are cos/sin caches, read one row per position, not whole per token
 ROTARY_INPUTS = {"GroupQueryAttention": (7, 8), "RotaryEmbedding": (2, 3)}
+KV_ITEM_BYTES = {"u8": 1, "i8": 1, "bf16": 2, "fp16": 2, "fp32": 4}  # a runtime's KV type
+SCALE_ZERO_POINT_BYTES = 8  # a u8 or u4 cache's f32 scale and f32 zero point
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """How a runtime holds each KV head of each layer where that is more than elements x item
+    bytes: OpenVINO's CPU PagedAttention keeps blocks of 32 tokens and, for a u8 or u4 cache,
+    an f32 scale and zero point per channel per block (keys, by channel) or per token and group
+    of the head (values). Which fields hold for which settings: OpenVinoGenAISession."""
+
+    key_bits: int
+    value_bits: int
+    key_by_channel: bool
+    key_group: int = 0  # head elements per scale and zero point, by token; 0: the whole head
+    value_group: int = 0
+    block_tokens: int = 1
+
+    def block_bytes(self, head_dim: int) -> int:
+        """K and V of one block of one KV head, scales and zero points included."""
+        key = self._part(self.key_bits, self.key_by_channel, self.key_group, head_dim)
+        return key + self._part(self.value_bits, False, self.value_group, head_dim)
+
+    def _part(self, bits: int, by_channel: bool, group: int, head_dim: int) -> int:
+        elements = self.block_tokens * head_dim * bits // 8
+        if bits >= 16:  # a float cache: elements only
+            return elements
+        if by_channel:  # one scale and zero point per channel of the block
+            return elements + SCALE_ZERO_POINT_BYTES * head_dim
+        groups = head_dim // (group or head_dim)  # the plugin refuses a group that does not divide
+        return elements + self.block_tokens * SCALE_ZERO_POINT_BYTES * groups
 
 
 @dataclass(frozen=True)
@@ -32,9 +63,14 @@ class Footprint:
     embedding_row_bytes: int
     precision: str  # "fp32", "fp16", "int4 (MatMulNBits, block 32)", ...
     file_bytes: int  # model files on disk (graph + external data)
+    kv_layout: KVLayout | None = None  # as the runtime holds it, where it said (as_held)
 
     def kv_bytes(self, tokens: int, sequences: int) -> int:
-        """2 (K and V) x layers x kv heads x head dim x tokens x sequences x item bytes."""
+        """2 (K and V) x layers x kv heads x head dim x tokens x sequences x item bytes; with a
+        layout, the whole blocks that hold the tokens, scales and zero points included."""
+        if self.kv_layout:
+            blocks = -(-tokens // self.kv_layout.block_tokens) * sequences
+            return self.layers * self.kv_heads * blocks * self.kv_layout.block_bytes(self.head_dim)
         return (
             2
             * self.layers
@@ -49,11 +85,25 @@ class Footprint:
         """Bytes one decode step reads: every weight once (of the lookup tables only the rows of
         the tokens fed), plus the KV cache of `context` tokens per sequence."""
         weights = self.weight_bytes - self.lookup_bytes + self.embedding_row_bytes * sequences
+        if self.kv_layout:  # per token, a block's scales and zero points shared by its tokens
+            token = self.kv_layout.block_bytes(self.head_dim) / self.kv_layout.block_tokens
+            return weights + self.layers * self.kv_heads * context * sequences * token
         kv = 2 * self.layers * self.kv_heads * self.head_dim * context * sequences
         return weights + kv * self.kv_item_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def as_held(shape: Footprint, facts: dict[str, Any]) -> Footprint:
+    """The footprint with the KV cache as the runtime's facts say it holds it: in the type of
+    kv_cache_precision and, where they give one, the layout of kv_cache_layout."""
+    held = KV_ITEM_BYTES.get(facts.get("kv_cache_precision", ""))
+    if held:  # the runtime keeps its KV cache in another type than the model's state
+        shape = replace(shape, kv_item_bytes=held)
+    if layout := facts.get("kv_cache_layout"):
+        shape = replace(shape, kv_layout=KVLayout(**layout))
+    return shape
 
 
 def _genai_config(folder: Path) -> dict[str, Any]:
@@ -153,7 +203,7 @@ def openvino_footprint(folder: Path) -> Footprint:
         layers=int(config["num_hidden_layers"]),
         kv_heads=int(config.get("num_key_value_heads", heads)),
         head_dim=int(config.get("head_dim") or hidden // heads),
-        kv_item_bytes=4,  # the IR's state type; the CPU plugin may hold it smaller (facts say)
+        kv_item_bytes=4,  # the IR's state type; the plugin holds it otherwise (as_held)
         context_length=int(config.get("max_position_embeddings", 0)),
         weight_bytes=int(sum(by_type.values())),
         lookup_bytes=table or vocab * row,

@@ -28,6 +28,12 @@ from backend.models.hfconvert import OFFLINE_ENV
 MODEL_XML = "openvino_model.xml"
 NNCF_MODES = ("INT4_SYM", "INT4_ASYM", "INT8_SYM", "INT8_ASYM")
 COPIED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
+TOKENIZER_IRS = (
+    "openvino_tokenizer.xml",
+    "openvino_tokenizer.bin",
+    "openvino_detokenizer.xml",
+    "openvino_detokenizer.bin",
+)
 
 
 @dataclass(frozen=True)
@@ -197,7 +203,9 @@ def child_compress(source: str, output: str, config: dict[str, Any]) -> dict[str
         ratio=chosen.ratio,
     )
     ov.save_model(compressed, str(Path(output) / MODEL_XML), compress_to_fp16=False)
-    for item in Path(source).iterdir():
-        if item.is_file() and not item.name.startswith("openvino_model."):
-            shutil.copyfile(item, Path(output) / item.name)
+    # what the export wrote beside its IR, and nothing else: the FP32 folder's own facts file
+    # (variants.FACTS_FILE) describes the FP32 IR, not this one
+    for name in (*TOKENIZER_IRS, *COPIED):
+        if (Path(source) / name).is_file():
+            shutil.copyfile(Path(source) / name, Path(output) / name)
     return {"facts": ir_facts(compressed), "versions": _versions()}

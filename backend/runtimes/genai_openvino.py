@@ -6,13 +6,19 @@ files only, so such a folder is refused with that reason rather than converted s
 (backend/generate/openvino_export.py makes the IR folder from the Hugging Face folder).
 Perplexity reads logits from the same stateful IR compiled on the same device (LLMPipeline does
 not return a prompt's logits), chunk by chunk through its KV-cache state.
+
+LLMPipeline runs PagedAttention (its continuous-batching scheduler) where it can and falls back to
+the stateful SDPA graph silently; the session names the backend, so the facts say which ran and
+the KV cache is counted in that backend's layout (kv_layout).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import platform
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +26,63 @@ from backend.errors import UnavailableError
 from backend.runtimes.base import GenAISession, TokenTimes
 
 NEEDED = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
+CACHE_BITS = {"u8": 8, "u4": 4, "bf16": 16, "fp16": 16, "fp32": 32}
+KV = ("KEY", "VALUE")  # the CPU plugin's {KEY,VALUE}_CACHE_{PRECISION,GROUP_SIZE} properties
+BLOCK_TOKENS = 32  # GenAI's CPU block size, which the CPU plugin's cache inputs are shaped for
+
+
+def kv_layout(
+    key: str, value: str, key_group: int, value_group: int, machine: str
+) -> dict[str, Any] | None:
+    """The CPU plugin's PagedAttention cache layout (footprint.KVLayout's fields) for its key and
+    value cache precisions and group sizes, as OpenVINO 2026.4's CPU plugin shapes the
+    key_cache.N / value_cache.N inputs that GenAI allocates (test_openvino_genai checks it on
+    the installed one): keys in u8 or u4 keep an f32 scale and zero point per channel per block
+    (the x86 default of KEY_CACHE_QUANT_MODE, an internal property no plugin call returns;
+    openvinotoolkit/openvino PR 30166), values one per token per group of `value_group` (0: the
+    whole head). None where that is not established here: a machine other than x86-64, or
+    another precision."""
+    if machine.lower() not in ("x86_64", "amd64") or not {key, value} <= CACHE_BITS.keys():
+        return None
+    return {
+        "key_bits": CACHE_BITS[key],
+        "value_bits": CACHE_BITS[value],
+        "key_by_channel": CACHE_BITS[key] < 16,
+        "key_group": key_group,
+        "value_group": value_group,
+        "block_tokens": BLOCK_TOKENS,
+    }
+
+
+def kv_counted(layout: dict[str, Any] | None, backend: str) -> str:
+    """What the KV cache figure counts, said beside its precision (provenance's ran line)."""
+    if layout is None:
+        return (
+            f"the plugin's defaults; {backend}: KV MB counts elements only, scales and zero "
+            "points of a u8/u4 cache not counted (their layout here is not established)"
+        )
+    quantized = [
+        f"{name} with an f32 scale and zero point per {per}"
+        for name, bits, per in (
+            ("keys", layout["key_bits"], "channel per block"),
+            ("values", layout["value_bits"], "token per KV head" + _group(layout["value_group"])),
+        )
+        if bits < 16
+    ]
+    return (
+        f"the plugin's defaults; {backend}: KV MB counts whole blocks of {layout['block_tokens']} "
+        "tokens" + (", " + " and ".join(quantized) if quantized else "")
+    )
+
+
+def precision_name(value: Any) -> str:
+    """An OpenVINO element type (a precision property's value) in our names (bf16, fp32, u8)."""
+    name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+    return {"f32": "fp32", "f16": "fp16"}.get(name, name)
+
+
+def _group(size: int) -> str:
+    return f" per group of {size}" if size else ""
 
 
 def pipeline_stamps(times_ms: list[float], start_ns: int, end_ns: int) -> list[int]:
@@ -55,8 +118,8 @@ class OpenVinoGenAISession(GenAISession):
         self._ov = ov_genai
         self._core = ov.Core()
         self._request: object | None = None
-        self.pipeline = ov_genai.LLMPipeline(str(self.folder), device.upper())
         plugin = device.upper()
+        backend, layout = self._open(plugin)
         self.facts = {
             "runtime": "openvino-genai",
             "versions": {
@@ -67,9 +130,28 @@ class OpenVinoGenAISession(GenAISession):
             # the plugin's own defaults, which LLMPipeline keeps: what precision really ran
             "inference_precision": self._precision(plugin, "INFERENCE_PRECISION_HINT"),
             "kv_cache_precision": self._precision(plugin, "KV_CACHE_PRECISION"),
+            "attention_backend": backend,
+            "precision_from": kv_counted(layout, backend.split(" (")[0]),
+            **({"kv_cache_layout": layout} if layout else {}),
             "timing": "a streamer's token times (1 sequence); LLMPipeline's raw metrics (more)",
             "ttft_from": "the call: LLMPipeline.generate on token ids, up to its first token",
         }
+
+    def _open(self, plugin: str) -> tuple[str, dict[str, Any] | None]:
+        """LLMPipeline with its attention backend named (PagedAttention, else SDPA, as its own
+        fallback goes), and the KV layout of the one that opened (None: not established)."""
+        folder = str(self.folder)
+        try:
+            self.pipeline = self._ov.LLMPipeline(folder, plugin, ATTENTION_BACKEND="PA")
+        except RuntimeError as exc:
+            self.pipeline = self._ov.LLMPipeline(folder, plugin, ATTENTION_BACKEND="SDPA")
+            reason = (str(exc).strip().splitlines() or ["?"])[-1][:160]
+            return f"SDPA (PagedAttention did not open: {reason})", None
+        if plugin != "CPU":
+            return "PagedAttention", None
+        key, value = (self._precision(plugin, f"{k}_CACHE_PRECISION") for k in KV)
+        groups = (int(self._core.get_property(plugin, f"{k}_CACHE_GROUP_SIZE")) for k in KV)
+        return "PagedAttention", kv_layout(key, value, *groups, platform.machine())
 
     def _precision(self, plugin: str, key: str) -> str:
         """The plugin's default for a precision property, in our names (bf16, fp32, u8)."""
@@ -77,8 +159,7 @@ class OpenVinoGenAISession(GenAISession):
             value = self._core.get_property(plugin, key)
         except RuntimeError:  # a plugin without that property
             return "not reported"
-        name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
-        return {"f32": "fp32", "f16": "fp16"}.get(name, name)
+        return precision_name(value)
 
     def close(self) -> None:
         self.pipeline = None

@@ -4,24 +4,92 @@ and scored side by side."""
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from backend.generate.benchmark import GenerationSpec
+from backend.generate.footprint import as_held, footprint
 from backend.generate.measuring import run_generation
 from backend.generate.perplexity import perplexity
 from backend.runtimes import open_genai
+from backend.runtimes.genai_openvino import kv_layout, precision_name
 from tests import llm_models
 
 pytest.importorskip("openvino_genai")
 pytest.importorskip("onnxruntime_genai")
+X86_LAYOUT = kv_layout("u8", "u8", 0, 0, platform.machine()) is not None  # established there
 
 
 @pytest.fixture(scope="module")
 def openvino_folder(tiny_llama) -> Path:
     return llm_models.built_openvino_folder(tiny_llama.spec)
+
+
+def paged_cache_bytes(folder: Path, sequences: int, prompt: int, new_tokens: int) -> int:
+    """The KV cache OpenVINO GenAI's scheduler allocated for these sequences, as it reports it
+    (PipelineMetrics.cache_size_in_bytes), under the settings LLMPipeline gives it on a CPU
+    (utils::get_latency_oriented_scheduler_config: no token limit, prefix caching)."""
+    import openvino as ov
+    import openvino_genai
+
+    scheduler = openvino_genai.SchedulerConfig()
+    scheduler.max_num_batched_tokens, scheduler.enable_prefix_caching = 2**63, True
+    pipe = openvino_genai.ContinuousBatchingPipeline(str(folder), scheduler, "CPU")
+    config = openvino_genai.GenerationConfig()
+    config.max_new_tokens = config.min_new_tokens = new_tokens
+    config.ignore_eos, config.do_sample = True, False
+    ids = np.random.default_rng(0).integers(3, 512, size=(sequences, 1, prompt))
+    pipe.generate([ov.Tensor(row) for row in ids], [config] * sequences)
+    return int(pipe.get_metrics().cache_size_in_bytes)
+
+
+@pytest.mark.skipif(
+    not X86_LAYOUT,
+    reason="the CPU plugin's KV layout is established on x86-64 only",
+)
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {},  # the defaults: u8 keys by channel, u8 values by token
+        {"VALUE_CACHE_GROUP_SIZE": 16, "KEY_CACHE_GROUP_SIZE": 8},
+        {"KEY_CACHE_PRECISION": "u4", "VALUE_CACHE_PRECISION": "u4", "VALUE_CACHE_GROUP_SIZE": 8},
+        {"KV_CACHE_PRECISION": "bf16"},
+    ],
+)
+def test_kv_layout_is_the_cpu_plugins_paged_cache(properties) -> None:
+    """The layout the session states is the one the installed CPU plugin shapes PagedAttention's
+    key_cache.N / value_cache.N inputs in, which GenAI allocates block by block (bytes of a
+    block: kv_heads x rows x columns of each input, as its KVCacheManager counts them): u8 keys
+    are [blocks, 2, 32 + 8, 32] (an f32 scale and zero point per channel), u8 values
+    [blocks, 2, 32, 32 + 8] (one per token), 40 bytes a token and head where the u8 elements
+    alone are 32. On the grouped-query tiny Llama: 2 KV heads of 4."""
+    import openvino as ov
+    from openvino._offline_transformations import paged_attention_transformation
+
+    folder = llm_models.built_openvino_folder(llm_models.TINY_GQA)
+    core = ov.Core()
+    model = core.read_model(str(folder / "openvino_model.xml"))
+    paged_attention_transformation(model)
+    compiled = core.compile_model(model, "CPU", properties)
+    block = 0
+    for cache in (i for i in compiled.inputs if i.get_any_name().split(".")[0].endswith("cache")):
+        shape = cache.get_partial_shape()
+        rows = shape[1].get_length() * shape[2].get_length() * shape[3].get_length()
+        block += rows * cache.get_element_type().bitwidth // 8
+    key, value = (
+        precision_name(compiled.get_property(f"{k}_CACHE_PRECISION")) for k in ("KEY", "VALUE")
+    )
+    groups = (int(compiled.get_property(f"{k}_CACHE_GROUP_SIZE")) for k in ("KEY", "VALUE"))
+    layout = kv_layout(key, value, *groups, platform.machine())
+    shape = as_held(footprint(folder), {"kv_cache_layout": layout})
+    assert (shape.layers, shape.kv_heads, shape.head_dim) == (2, 2, 32)
+    assert shape.kv_bytes(32, 1) == block  # one block of 32 tokens, every layer
+    assert shape.kv_bytes(33, 3) == 6 * block
+    if not properties:
+        assert block == 2 * 2 * (40 * 32 + 32 * 40)
 
 
 def test_openvino_genai_runs_beside_ort_genai_with_exact_counts(
@@ -50,6 +118,13 @@ def test_openvino_genai_runs_beside_ort_genai_with_exact_counts(
     # what ran is the runtime's own answer, not the request: the CPU plugin's compute precision
     assert ov.facts["inference_precision"] in ov.precision or ov.precision == "fp32"
     assert ov.facts["kv_cache_precision"]
+    if X86_LAYOUT:  # KV MB is the paged cache GenAI allocates, as its scheduler reports it
+        assert ov.facts["attention_backend"] == "PagedAttention" and ov.facts["kv_cache_layout"]
+        # u8 elements alone, 2 x 2 layers x 4 heads x 32 x 58 tokens, were 29,696 bytes a
+        # sequence; two blocks of 32 tokens with their scales and zero points are 40,960
+        for r in report.results[2:]:
+            allocated = paged_cache_bytes(openvino_folder, r.sequences, 48, 10)
+            assert r.kv_cache_mb * 2**20 == allocated == 40_960 * r.sequences
     assert "measured in the sandboxed, limited child (one per runtime)" in report.notes
 
 

@@ -47,6 +47,13 @@ def test_openvino_folder_of_an_hf_upload(data_dir: Path, tmp_path) -> None:
     int4 = variants.openvino_folder(model.id, NncfConfig("INT4_ASYM", 64, 1.0))
     assert "u4" in int4.facts.bytes_by_type
     assert ov_greedy(int4.folder).strip()
+    # the FP32 export's facts file says what the FP32 IR holds; a copy beside the INT4 IR
+    # (which nothing read) said the same of it
+    assert (fp32.folder / variants.FACTS_FILE).is_file()
+    assert not (int4.folder / variants.FACTS_FILE).exists()
+    assert {p.name for p in int4.folder.iterdir()} == {p.name for p in fp32.folder.iterdir()} - {
+        variants.FACTS_FILE
+    }
     assert variants.openvino_folder(model.id).folder == fp32.folder  # exported once
     hf = variants.hf_folder(model.id)  # what the torch runtime opens: the upload, kept once
     assert (hf / "config.json").is_file() and (hf / "model.safetensors").is_file()
