@@ -89,6 +89,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 def cmd_models(args: argparse.Namespace) -> int:
     from backend.models import library
+    from backend.models.origin import origin_short
     from backend.reporting.text import table
 
     rows = [
@@ -100,11 +101,12 @@ def cmd_models(args: argparse.Namespace) -> int:
             f"{m.size_bytes / 2**20:.2f}",
             m.node_count,
             f"{m.parameter_count:,}",
+            origin_short(m),
         ]
         for m in library.list_models()
     ]
     print(
-        table(rows, ["id", "name", "format", "opset", "MiB", "nodes", "parameters"])
+        table(rows, ["id", "name", "format", "opset", "MiB", "nodes", "parameters", "origin"])
         if rows
         else "no models yet: add one with `optiboard add model.onnx`"
     )
@@ -117,6 +119,7 @@ def _shape(spec: dict[str, Any]) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from backend.models import library
+    from backend.models.origin import origin_sentence
     from backend.reporting.text import table
 
     if not args.model.isdigit():  # a file given: argparse said "invalid int value"
@@ -130,6 +133,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         f"producer {m.producer}\n  {counted(m.node_count, 'node')}, "
         f"{m.parameter_count:,} parameters, {m.size_bytes:,} bytes, sha256 {m.sha256}"
     )
+    print(f"  {origin_sentence(m) or 'Uploaded.'}")
     print("inputs:\n" + "\n".join(f"  {_shape(i)}" for i in m.inputs))
     print("outputs:\n" + "\n".join(f"  {_shape(o)}" for o in m.outputs))
     ops = sorted(m.op_histogram.items(), key=lambda kv: -kv[1])

@@ -11,12 +11,20 @@ import settings
 from backend.auth.audit import Action
 from backend.auth.roles import Permission
 from backend.errors import UserError
-from backend.models import library
+from backend.models import library, origin
 from backend.models.accepted import ACCEPTED_UPLOADS
 from backend.models.ingest import AlreadyInLibrary
 from backend.records import ArtifactRow, ModelRow
 from pages.access import cannot, guarded
-from pages.components.formatting import EMPTY, fmt_bytes, fmt_count, fmt_shape, plain
+from pages.components.formatting import (
+    EMPTY,
+    fmt_bytes,
+    fmt_count,
+    fmt_shape,
+    plain,
+    tensors_cell,
+    wrapped_rows,
+)
 from pages.components.gate import require_access
 from pages.components.url_state import set_url
 from pages.components.widgets import model_picker, page_header, show_error
@@ -24,6 +32,10 @@ from pages.components.widgets import model_picker, page_header, show_error
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
 COPY_CHUNK = 8 << 20
+# characters a cell shows on one line before its row wraps: the library's wide inputs column,
+# the shape column of the half-width Inputs and Outputs tables ("[batch_size, 4, past_seq…")
+INPUTS_ONE_LINE = 48
+SHAPE_ONE_LINE = 24
 KIND_LABELS = {
     "original": "Original upload",
     "converted": "Converted to ONNX",
@@ -117,24 +129,28 @@ if not models:
     st.stop()
 
 st.subheader(f"Library ({len(models)})")
+library_rows = [
+    {
+        "id": m.id,
+        "name": m.name,
+        "format": m.format,
+        "opset": m.opset,
+        "size": fmt_bytes(m.size_bytes),
+        "parameters": fmt_count(m.parameter_count),
+        "nodes": m.node_count,
+        "inputs": tensors_cell(m.inputs),
+        "outputs": tensors_cell(m.outputs, shown=3, shapes=False),
+        "origin": origin.origin_short(m),
+        "added (UTC)": m.created_at.strftime("%Y-%m-%d %H:%M"),
+    }
+    for m in models
+]
 st.dataframe(
-    [
-        {
-            "id": m.id,
-            "name": m.name,
-            "format": m.format,
-            "opset": m.opset,
-            "size": fmt_bytes(m.size_bytes),
-            "parameters": fmt_count(m.parameter_count),
-            "nodes": m.node_count,
-            "inputs": ", ".join(f"{i.get('name')}{fmt_shape(i.get('shape'))}" for i in m.inputs),
-            "outputs": ", ".join(o.get("name", "?") for o in m.outputs),
-            "added (UTC)": m.created_at.strftime("%Y-%m-%d %H:%M"),
-        }
-        for m in models
-    ],
+    library_rows,
     hide_index=True,
     placeholder=EMPTY,
+    column_config={"inputs": st.column_config.TextColumn("inputs", width="large")},
+    row_height=wrapped_rows((r["inputs"] for r in library_rows), one_line=INPUTS_ONE_LINE),
 )
 
 model = model_picker(models)
@@ -146,30 +162,34 @@ cols[1].metric("Opset", model.opset if model.opset is not None else EMPTY)
 cols[2].metric("Size", fmt_bytes(model.size_bytes))
 cols[3].metric("Parameters", fmt_count(model.parameter_count))
 cols[4].metric("Nodes", model.node_count)
+if made := origin.origin_sentence(model):
+    st.caption(plain(made))
 for warning in model.warnings:
     st.warning(plain(warning))
 
+
+def _tensors(title: str, values: list[dict]) -> None:
+    """A model's inputs or outputs, each shape written out in full: a row wraps (up to three
+    lines) when a shape is longer than its half-width column shows on one line."""
+    rows = [
+        {"name": v.get("name"), "dtype": v.get("dtype"), "shape": fmt_shape(v.get("shape"))}
+        for v in values
+    ]
+    st.markdown(f"**{title}**")
+    st.dataframe(
+        rows,
+        hide_index=True,
+        placeholder=EMPTY,
+        column_config={"shape": st.column_config.TextColumn("shape", width="large")},
+        row_height=wrapped_rows((r["shape"] for r in rows), one_line=SHAPE_ONE_LINE),
+    )
+
+
 left, right = st.columns(2)
 with left:
-    st.markdown("**Inputs**")
-    st.dataframe(
-        [
-            {"name": i.get("name"), "dtype": i.get("dtype"), "shape": fmt_shape(i.get("shape"))}
-            for i in model.inputs
-        ],
-        hide_index=True,
-        placeholder=EMPTY,
-    )
+    _tensors("Inputs", model.inputs)
 with right:
-    st.markdown("**Outputs**")
-    st.dataframe(
-        [
-            {"name": o.get("name"), "dtype": o.get("dtype"), "shape": fmt_shape(o.get("shape"))}
-            for o in model.outputs
-        ],
-        hide_index=True,
-        placeholder=EMPTY,
-    )
+    _tensors("Outputs", model.outputs)
 
 links = st.columns(3)
 links[0].page_link("pages/graph.py", label="View graph", icon="🕸️", query_params={"model": model.id})
@@ -214,6 +234,8 @@ else:
             f"Deletes **{plain(model.name)}** with its jobs, results and stored files. "
             "This cannot be undone."
         )
+        if kept := origin.kept_on_delete(model):
+            st.markdown(plain(kept))
         sure = st.checkbox(f"Yes, delete {plain(model.name)}", key=f"confirm_delete_{model.id}")
         if st.button("Delete model", disabled=not sure, type="primary", key="delete_model"):
             try:

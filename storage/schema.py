@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from storage.clock import db_utcnow
-from storage.states import JobState
+from storage.states import JobState, ModelOrigin
 
 
 class Base(DeclarativeBase):
@@ -45,6 +45,15 @@ class Model(Base):
     node_count: Mapped[int] = mapped_column(Integer, default=0)
     warnings: Mapped[list[Any]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
+    # provenance (0014, storage.states.ModelOrigin): what it was made from and by which job;
+    # both set to NULL when that model or job is deleted, so a variant outlives its source
+    origin: Mapped[str] = mapped_column(String(16), server_default=ModelOrigin.UPLOAD.value)
+    source_model_id: Mapped[int | None] = mapped_column(
+        ForeignKey("models.id", ondelete="SET NULL"), index=True
+    )
+    source_job_id: Mapped[int | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="SET NULL", use_alter=True)  # jobs refer to models too
+    )
 
     artifacts: Mapped[list[Artifact]] = relationship(
         back_populates="model", cascade="all, delete-orphan", passive_deletes=True

@@ -23,6 +23,16 @@ class JobState(str, enum.Enum):
         return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
+class ModelOrigin(str, enum.Enum):
+    """How a library model came to be (models.origin, 0014): uploaded, a second copy of an
+    upload (models.source_model_id names the first), or a variant a job or the library made
+    from another model (source_model_id, and source_job_id when a job made it)."""
+
+    UPLOAD = "upload"
+    COPY = "copy"
+    VARIANT = "variant"
+
+
 class ResultStatus(str, enum.Enum):
     """What happened to one configuration."""
 

@@ -33,7 +33,8 @@ from backend.models.genai import FORMAT_GENAI, FORMAT_HF, plan_genai_folder
 from backend.models.hfconvert import BuilderOptions, build_genai_folder
 from backend.models.safezip import extracted
 from storage.repo import models as model_store
-from storage.repo.models import ModelRow, NewArtifact
+from storage.repo.models import ModelRow, NewArtifact, Provenance
+from storage.states import ModelOrigin
 
 FACTS_FILE = "optiboard_facts.json"  # what the export's IR holds and the versions that ran
 
@@ -43,8 +44,11 @@ def _work() -> AbstractContextManager[Path]:
     return owned_folder("variant", under=library.store().root.parent / "tmp")
 
 
-def quantize_model(model_id: int, config: WeightOnlyConfig, name: str | None = None) -> ModelRow:
-    """A weight-only quantized copy of a generative model, stored as a new library model."""
+def quantize_model(
+    model_id: int, config: WeightOnlyConfig, name: str | None = None, job_id: int | None = None
+) -> ModelRow:
+    """A weight-only quantized copy of a generative model, stored as a new library model that
+    names its source and the job that made it (`job_id`; None when no job did)."""
     source = generative.generative_model(model_id)
     with _work() as work:
         variant = quantize_folder(generative.genai_folder(model_id), work / "q", config)
@@ -52,6 +56,7 @@ def quantize_model(model_id: int, config: WeightOnlyConfig, name: str | None = N
             variant.folder,
             name or f"{source.name} ({config.label})",
             variant_meta(source, "weight-only", config.to_dict(), variant),
+            Provenance(ModelOrigin.VARIANT, source.id, job_id),
         )
 
 
@@ -67,7 +72,8 @@ def rebuild_model(model_id: int, options: BuilderOptions, name: str | None = Non
             "versions": built.versions,
         }
         label = options.precision + (f" b{options.block_size}" if options.block_size else "")
-        return store_folder(built.folder, name or f"{source.name} ({label})", meta)
+        made = Provenance(ModelOrigin.VARIANT, source.id)
+        return store_folder(built.folder, name or f"{source.name} ({label})", meta, made)
 
 
 def openvino_folder(model_id: int, compression: NncfConfig | None = None) -> OpenVinoFolder:
@@ -142,7 +148,9 @@ def calibration_sha256(text: str) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest() if text else None
 
 
-def store_folder(folder: Path, name: str, meta: dict[str, Any]) -> ModelRow:
+def store_folder(
+    folder: Path, name: str, meta: dict[str, Any], provenance: Provenance = Provenance()
+) -> ModelRow:
     """Register a GenAI folder as a library model (all or nothing, as ingest does)."""
     plan = plan_genai_folder(folder, name, FORMAT_GENAI, meta)
     store = library.store()
@@ -160,4 +168,5 @@ def store_folder(folder: Path, name: str, meta: dict[str, Any]) -> ModelRow:
             size_bytes=sum(blob.size_bytes for blob in stored),
             metadata=plan.metadata,
             artifacts=artifacts,
+            provenance=provenance,
         )

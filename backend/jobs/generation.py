@@ -200,23 +200,19 @@ class GenerationRun:
     def quantized(self, config: WeightOnlyConfig) -> int:
         """The stored weight-only variant of the job's model with this whole config (and, for
         GPTQ, this calibration text), quantized now if there is none."""
-        from backend.generate.library import folder_artifacts, is_generative
+        from backend.generate.library import folder_artifacts
         from backend.generate.variants import calibration_sha256, quantize_model
-        from backend.models.library import list_models
+        from backend.models.library import made_from
 
         wanted = {k: v for k, v in config.to_dict().items() if k != "calibration_text"}
         wanted["calibration_sha256"] = calibration_sha256(config.calibration_text)
-        for model in list_models():
-            if not is_generative(model):
-                continue
+        for model in made_from(self.job.model_id):  # its variants (and copies, which match none)
             for artifact in folder_artifacts(model.id):
                 made = artifact.meta.get("variant") or {}
-                if artifact.meta.get("variant_of") == self.job.model_id and all(
-                    made.get(k) == v for k, v in wanted.items()
-                ):
+                if all(made.get(k) == v for k, v in wanted.items()):
                     return model.id
         self.context.log(f"quantizing the model to {config.label} (weight-only, in a child)")
-        row = quantize_model(self.job.model_id, config)
+        row = quantize_model(self.job.model_id, config, job_id=self.job.id)
         self.context.log(f"stored {row.name} as model {row.id}")
         return row.id
 

@@ -27,7 +27,8 @@ from backend.models.safezip import extract_zip
 from backend.models.tfconvert import DEFAULT_OPSET, convert_savedmodel
 from storage.artifacts import ArtifactStore, sha256_file
 from storage.repo import models as model_store
-from storage.repo.models import ModelRow, NewArtifact
+from storage.repo.models import ModelRow, NewArtifact, Provenance
+from storage.states import ModelOrigin
 
 MB = 1 << 20
 SAVEDMODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
@@ -123,6 +124,9 @@ def _store_model(
             raise AlreadyInLibrary(filename, original)
         if original is not None and name == Path(filename).stem[:255]:  # no name was given
             name = f"{name} (copy of #{original.id})"[:255]  # two rows both "mlp" read as one
+        provenance = Provenance()  # an upload; a copy says of which model (a name may not)
+        if original is not None:
+            provenance = Provenance(ModelOrigin.COPY, source_model_id=original.id)
         artifacts = [NewArtifact("original", upload.sha256, size, filename, {})]
         for (kind, _, stored_name, meta), blob in zip(plan.files, files, strict=True):
             artifacts.append(NewArtifact(kind, blob.sha256, blob.size_bytes, stored_name, meta))
@@ -133,6 +137,7 @@ def _store_model(
             size_bytes=size,
             metadata=plan.metadata.to_dict(),
             artifacts=artifacts,
+            provenance=provenance,
         )
 
 

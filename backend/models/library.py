@@ -28,6 +28,11 @@ def get_model(model_id: int) -> ModelRow:
     return model
 
 
+def made_from(model_id: int) -> list[ModelRow]:
+    """The library models made from this one (variants, copies), oldest first."""
+    return model_store.made_from(model_id)
+
+
 def list_artifacts(model_id: int) -> list[ArtifactRow]:
     return model_store.list_artifacts(model_id)
 

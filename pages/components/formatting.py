@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -72,3 +73,24 @@ def fmt_shape(shape: Any) -> str:
     if isinstance(shape, list | tuple):
         return "[" + ", ".join(str(d) if d not in (None, 0, "") else "?" for d in shape) + "]"
     return json.dumps(shape)
+
+
+# Streamlit's table wraps a text cell only in rows taller than 4rem (64 px; DataFrame.js of
+# streamlit 1.67 sets allowWrapping when rowHeight > 4rem): 68 px holds three lines.
+WRAP_ROW_HEIGHT = 68
+
+
+def wrapped_rows(cells: Iterable[str], one_line: int) -> int | None:
+    """The row height that wraps the table's text when a cell is longer than `one_line`
+    characters (what its column shows on one line); None keeps one line per row."""
+    return WRAP_ROW_HEIGHT if any(len(cell) > one_line for cell in cells) else None
+
+
+def tensors_cell(values: list[dict[str, Any]], shown: int = 2, shapes: bool = True) -> str:
+    """The first `shown` tensors (with their shapes), then how many more: a model's cell in a
+    list of models (an LLM has dozens of past_key_values inputs; its page lists them all)."""
+    text = ", ".join(
+        f"{v.get('name', '?')}{fmt_shape(v.get('shape')) if shapes else ''}" for v in values[:shown]
+    )
+    more = len(values) - shown
+    return f"{text} +{more} more" if more > 0 else text

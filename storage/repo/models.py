@@ -14,7 +14,7 @@ from storage.artifacts import ArtifactStore
 from storage.db import session_scope
 from storage.repo.rows import row_of
 from storage.schema import Artifact, Job, Model
-from storage.states import JobState
+from storage.states import JobState, ModelOrigin
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,18 @@ class ModelRow:
     node_count: int
     warnings: list[str]
     created_at: datetime
+    origin: str  # a ModelOrigin value: upload, copy, variant
+    source_model_id: int | None  # the model it was made from; None once that is deleted
+    source_job_id: int | None  # the job that made it; None for uploads, or once deleted
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a new model was made from: nothing (an upload), or a model and perhaps a job."""
+
+    origin: ModelOrigin = ModelOrigin.UPLOAD
+    source_model_id: int | None = None
+    source_job_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,10 +98,14 @@ def create_model(
     size_bytes: int,
     metadata: dict[str, Any],
     artifacts: list[NewArtifact],
+    provenance: Provenance = Provenance(),
 ) -> ModelRow:
     """Insert a model and its artifacts in one transaction (all or nothing)."""
     with session_scope() as session:
         model = Model(
+            origin=provenance.origin.value,
+            source_model_id=provenance.source_model_id,
+            source_job_id=provenance.source_job_id,
             name=name,
             sha256=sha256,
             format=format,
@@ -124,6 +140,15 @@ def model_with_sha256(sha256: str) -> ModelRow | None:
         return row_of(ModelRow, model) if model else None
 
 
+def made_from(model_id: int) -> list[ModelRow]:
+    """The models made from this one (its variants and copies), oldest first."""
+    with session_scope() as session:
+        rows = session.scalars(
+            select(Model).where(Model.source_model_id == model_id).order_by(Model.id)
+        )
+        return [row_of(ModelRow, m) for m in rows]
+
+
 def get_model(model_id: int) -> ModelRow | None:
     with session_scope() as session:
         model = session.get(Model, model_id)
@@ -136,6 +161,8 @@ class ModelInUse(Exception):
 
 def delete_model(model_id: int, store: ArtifactStore | None = None) -> None:
     """Delete a model with its jobs and results; blobs no other row references are removed.
+    Models made from it stay, their source_model_id (and source_job_id, its job) set to NULL
+    by the foreign keys.
 
     Refused with ModelInUse while one of its jobs runs. On PostgreSQL the model's job rows are
     locked first, so a claim in flight finishes before the check; on SQLite the conditional DELETE

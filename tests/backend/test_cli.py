@@ -598,6 +598,12 @@ def test_adding_the_same_file_twice_names_its_model_and_adds_nothing_unless_copy
     assert [r["id"] for r in table_rows(optiboard("models").stdout, "id")] == ["1"]
     copied = optiboard("add", str(mlp_path), "--name", "again", "--copy")
     assert copied.returncode == 0 and copied.stdout.startswith("added model 2: again (onnx")
+    # the copy says of which model, though its own name does not (0014's origin)
+    listed = {r["id"]: r["origin"] for r in table_rows(optiboard("models").stdout, "id")}
+    assert listed == {"1": "upload", "2": "copy of #1"}
+    inspected = optiboard("inspect", "2").stdout.splitlines()
+    assert inspected[3].startswith("  A second copy of model #1 (mlp): the same file (sha256 ")
+    assert optiboard("inspect", "1").stdout.splitlines()[3] == "  Uploaded."
 
 
 def test_export_html_writes_the_compare_pages_report_of_a_sweep(

@@ -10,7 +10,14 @@ import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from pages.components.formatting import fmt_ago, fmt_bytes, fmt_duration, fmt_shape, plain
+from pages.components.formatting import (
+    fmt_ago,
+    fmt_bytes,
+    fmt_duration,
+    fmt_shape,
+    plain,
+    tensors_cell,
+)
 
 HOSTILE = [
     "[x](http://evil)![b](http://evil/b.png)",
@@ -51,6 +58,9 @@ def test_sizes_durations_ages_and_shapes_read_naturally() -> None:
     assert fmt_ago(now - timedelta(seconds=90), now) == "1 min 30 s ago"
     assert fmt_ago(now + timedelta(seconds=5), now) == "0.0 s ago"  # clock skew is not negative
     assert fmt_shape(["N", 3, None, 0]) == "[N, 3, ?, ?]"
+    kv = [{"name": f"past.{i}", "shape": ["batch", 2, "past"]} for i in range(3)]
+    assert tensors_cell(kv) == "past.0[batch, 2, past], past.1[batch, 2, past] +1 more"
+    assert tensors_cell(kv, shown=3, shapes=False) == "past.0, past.1, past.2"
 
 
 def _bound_widgets() -> None:

@@ -1,12 +1,19 @@
-"""Models page: upload through the browser, bad uploads, the library, delete."""
+"""Models page: upload through the browser, bad uploads, the library, each model's origin (a
+copy, a generation job's variant), long shapes, delete."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from onnx import TensorProto, helper
+
+from backend.generate import jobspec
 from backend.models import library
-from pages.components.formatting import plain
+from pages.components.formatting import WRAP_ROW_HEIGHT, plain
+from tests import llm_models
+from tests.models import _finish, save
 from tests.pages.seed import add_model, open_page, texts
+from tests.workers import run_worker_once
 
 
 def _upload(at, name: str, content: bytes):  # noqa: ANN001, ANN202 - AppTest objects
@@ -66,6 +73,12 @@ def test_the_same_file_again_adds_nothing_opens_its_model_and_says_how_to_copy_i
     assert not at.exception and not at.error, at.error
     names = [m.name for m in library.list_models()]
     assert names == [f"mlp (copy of #{first.id})", "cnn", "mlp"]  # newest first, told apart
+    copy = library.list_models()[0]  # opened below, saying of which model it is a copy
+    assert list(at.dataframe[0].value["origin"]) == [f"copy of #{first.id}", "upload", "upload"]
+    assert plain(
+        f"A second copy of model #{first.id} (mlp): the same file (sha256 {copy.sha256[:12]}), "
+        "added again on request."
+    ) in [c.value for c in at.caption]
 
 
 def test_garbage_upload_shows_the_ingestion_error_and_stores_nothing(data_dir: Path) -> None:
@@ -99,3 +112,78 @@ def test_delete_needs_confirmation_then_removes_the_model(data_dir: Path, mlp_pa
     assert not at.exception
     assert library.list_models() == []
     assert "The library is empty" in texts(at)
+
+
+def _shape_tables(at):  # noqa: ANN001, ANN202 - AppTest objects
+    return [d for d in at.dataframe if list(d.value.columns) == ["name", "dtype", "shape"]]
+
+
+def test_a_long_symbolic_shape_is_written_out_and_its_row_wraps(
+    data_dir: Path, tmp_path: Path, mlp_path: Path
+) -> None:
+    """A cache tensor with four symbolic dims was cut to "[batch_size, num_key_v…" in the
+    half-width Inputs table: its shape is written out whole and the row is tall enough to wrap
+    (Streamlit wraps above 64 px); the mlp's short shapes keep one line per row."""
+    dims = ["batch_size", "num_key_value_heads", "past_sequence_length", "head_size"]
+    value = helper.make_tensor_value_info("past_key_values.0.key", TensorProto.FLOAT, dims)
+    out = helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT, dims)
+    graph = helper.make_graph(
+        [helper.make_node("Identity", [value.name], [out.name])], "cache", [value], [out]
+    )
+    cache = save(_finish(graph), tmp_path / "cache.onnx")
+    long = add_model(cache, "cache")
+    add_model(mlp_path, "mlp")
+
+    at = open_page("models", model=long.id)
+    assert not at.exception, at.exception
+    full = "[batch_size, num_key_value_heads, past_sequence_length, head_size]"
+    inputs, outputs = _shape_tables(at)
+    assert list(inputs.value["shape"]) == list(outputs.value["shape"]) == [full]
+    assert inputs.proto.row_height == outputs.proto.row_height == WRAP_ROW_HEIGHT
+    library_table = at.dataframe[0]
+    assert list(library_table.value["inputs"]) == ["x[N, 16]", f"past_key_values.0.key{full}"]
+    assert library_table.proto.row_height == WRAP_ROW_HEIGHT  # the cache's cell is long
+
+    at = open_page("models", model=library.list_models()[0].id)  # the mlp
+    assert [t.proto.row_height for t in _shape_tables(at)] == [0, 0]  # one line: [N, 16]
+
+
+def test_an_int4_variant_names_its_job_and_source_and_outlives_the_source(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """A real generation job makes the INT4 copy: its page says which job made it from which
+    model with which settings; the source's delete box names the copy it keeps, and after the
+    delete the copy is still in the library, saying its source model was deleted."""
+    fp32 = add_model(llm_models.genai_zip(tmp_path))
+    spec = jobspec.GenerationJobSpec(
+        variants=("int4",), prompt_lengths=(16,), new_tokens=(4,), sequences=(1,)
+    )
+    job = jobspec.submit_generation(fp32.id, spec)
+    run_worker_once(timeout=600)
+    int4 = next(m for m in library.list_models() if m.id != fp32.id)
+
+    at = open_page("models", model=int4.id)
+    assert not at.exception, at.exception
+    made = (
+        f"Made by job #{job.id} from model #{fp32.id} ({fp32.name}), INT4 RTN block 32 symmetric."
+    )
+    assert plain(made) in [c.value for c in at.caption]
+    origins = dict(zip(at.dataframe[0].value["id"], at.dataframe[0].value["origin"], strict=True))
+    assert origins == {int4.id: f"job #{job.id} from #{fp32.id}", fp32.id: "upload"}
+
+    at = open_page("models", model=fp32.id)
+    kept = (
+        f"The models made from it (#{int4.id} {int4.name}) stay in the library, marked "
+        '"source model deleted"; delete them on their own if you no longer want them.'
+    )
+    assert plain(kept) in texts(at)
+    at.checkbox(key=f"confirm_delete_{fp32.id}").check().run()
+    at.button(key="delete_model").click().run()
+    assert not at.exception, at.exception
+    assert [m.id for m in library.list_models()] == [int4.id]
+    at = open_page("models", model=int4.id)
+    assert plain(
+        f"Made from model #{fp32.id}, INT4 RTN block 32 symmetric; source model deleted, with "
+        "the job that made it."
+    ) in [c.value for c in at.caption]
+    assert list(at.dataframe[0].value["origin"]) == ["variant; source model deleted"]

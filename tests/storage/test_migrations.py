@@ -1,6 +1,7 @@
 """Migrations on a real SQLite file that holds data: 0003 keeps latency in the payload, 0011
-keeps the configuration there, 0012 reads each job's kind out of its spec (the last two on a
-real PostgreSQL server too)."""
+keeps the configuration there, 0012 reads each job's kind out of its spec, 0014 reads each
+model's origin out of its artifacts, events and sha256 (the last three on a real PostgreSQL
+server too)."""
 
 from __future__ import annotations
 
@@ -286,3 +287,90 @@ def test_head_revision_is_the_newest_migration_and_a_migrated_database_is_recogn
         columns = {c["name"] for c in inspect(connection).get_columns("results")}
     assert "configuration" not in columns  # 0011 ran again
     engine.dispose()
+
+
+def _seed_library_at_0013(url: str) -> None:
+    """A library as the code before 0014 left it: #1 an upload, #2 its copy (the same sha256),
+    #3 the INT4 variant job #1 made from #1 (its artifact meta and its job's event say so),
+    #4 a variant of a model deleted before (#99), #5 another upload."""
+    _migrate(url, "0013_worker_stopped")
+    models = [(1, "a"), (2, "a"), (3, "b"), (4, "c"), (5, "d")]
+    variants = {3: 1, 4: 99}
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        for model_id, sha in models:
+            conn.execute(
+                text(
+                    "INSERT INTO models (id, name, sha256, format, size_bytes, inputs, outputs, "
+                    "op_histogram, parameter_count, node_count, warnings, created_at) VALUES "
+                    "(:id, :name, :sha, 'genai', 1, '[]', '[]', '{}', 0, 0, '[]', '2026-01-01')"
+                ),
+                {"id": model_id, "name": f"m{model_id}", "sha": sha * 64},
+            )
+            meta = {"role": "decoder"}
+            if model_id in variants:
+                meta |= {"variant_of": variants[model_id], "variant": {"kind": "weight-only"}}
+            conn.execute(
+                text(
+                    "INSERT INTO artifacts (model_id, kind, sha256, size_bytes, filename, meta, "
+                    "created_at) VALUES (:id, 'genai', :sha, 1, 'model.onnx', :meta, "
+                    "'2026-01-01')"
+                ),
+                {"id": model_id, "sha": sha * 64, "meta": json.dumps(meta)},
+            )
+        conn.execute(
+            text(
+                "INSERT INTO jobs (id, model_id, state, kind, spec, created_at, attempts, "
+                "max_attempts, progress_done, progress_total, cancel_requested) VALUES "
+                "(1, 1, 'succeeded', 'generation', '{}', '2026-01-01', 1, 3, 1, 1, false)"
+            )
+        )
+        for message in ("quantizing the model to int4 rtn b32 sym", "stored m3 as model 3"):
+            conn.execute(
+                text(
+                    "INSERT INTO events (job_id, level, message, created_at) VALUES "
+                    "(1, 'info', :message, '2026-01-01')"
+                ),
+                {"message": message},
+            )
+    engine.dispose()
+
+
+def test_0014_records_each_models_origin_and_a_variant_outlives_its_source(
+    database: str,
+) -> None:
+    """A database at 0013 is upgraded on first use (foreign keys on): the copy, the variant
+    and the job that made it are read from what the rows already said. Deleting the source
+    keeps its variant and copy, their source and job ids NULL (ON DELETE SET NULL on both
+    databases); downgrade drops the columns in place, no artifact cascaded away."""
+    from storage.repo import models as model_store
+
+    url = settings.database_url()
+    _seed_library_at_0013(url)
+    origins = {
+        m.id: (m.origin, m.source_model_id, m.source_job_id) for m in model_store.list_models()
+    }
+    assert origins == {
+        1: ("upload", None, None),
+        2: ("copy", 1, None),
+        3: ("variant", 1, 1),
+        4: ("variant", None, None),  # its source was gone before 0014
+        5: ("upload", None, None),
+    }
+    model_store.delete_model(1)
+    kept = {m.id: (m.origin, m.source_model_id, m.source_job_id) for m in model_store.list_models()}
+    assert kept == {
+        2: ("copy", None, None),
+        3: ("variant", None, None),
+        4: ("variant", None, None),
+        5: ("upload", None, None),
+    }
+    assert job_store.list_jobs() == []  # the source's job went with it, as before
+
+    _migrate(url, "0013_worker_stopped", down=True, make=db.make_engine)
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        columns = {c["name"] for c in inspect(conn).get_columns("models")}
+        artifacts = conn.execute(text("SELECT count(*) FROM artifacts")).scalar_one()
+    engine.dispose()
+    assert not {"origin", "source_model_id", "source_job_id"} & columns and artifacts == 4

@@ -12,7 +12,7 @@ from backend.generate import library as generative
 from backend.generate import variants
 from backend.generate.ovexport import NncfConfig
 from backend.generate.weightonly import WeightOnlyConfig
-from backend.models import library
+from backend.models import library, origin
 from tests import llm_models
 from tests.backend.generate.test_openvino import ov_greedy
 from tests.backend.models.test_genai_ingest import greedy
@@ -37,6 +37,35 @@ def test_int4_copy_is_a_library_model_that_says_what_it_is(data_dir: Path, tmp_p
     library.delete_model(int4.id)
     assert not folder.exists()
     assert generative.genai_folder(fp32.id).is_dir()  # the source is untouched
+
+
+def test_an_int4_copy_outlives_its_source_and_says_the_source_is_deleted(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Deleting the FP32 upload keeps the INT4 copy made from it, usable (the tokenizer blobs
+    both reference stay), its source id NULL and its origin saying so; the delete warned."""
+    fp32 = seed.add_model(llm_models.genai_zip(tmp_path))
+    int4 = variants.quantize_model(fp32.id, WeightOnlyConfig("rtn", 4, 32))
+    assert (int4.origin, int4.source_model_id, int4.source_job_id) == ("variant", fp32.id, None)
+    assert origin.origin_sentence(int4) == (
+        f"Made from model #{fp32.id} ({fp32.name}), INT4 RTN block 32 symmetric; no job is "
+        "recorded as making it."
+    )
+    assert origin.kept_on_delete(fp32) == (
+        f"The models made from it (#{int4.id} {int4.name}) stay in the library, marked "
+        '"source model deleted"; delete them on their own if you no longer want them.'
+    )
+
+    library.delete_model(fp32.id)
+    kept = library.get_model(int4.id)
+    assert kept.source_model_id is None and origin.origin_short(kept) == (
+        "variant; source model deleted"
+    )
+    assert origin.origin_sentence(kept) == (
+        f"Made from model #{fp32.id}, INT4 RTN block 32 symmetric; source model deleted, with "
+        "the job that made it."
+    )
+    assert greedy(generative.genai_folder(int4.id), "The assert statement", 8).strip()
 
 
 def test_openvino_folder_of_an_hf_upload(data_dir: Path, tmp_path) -> None:

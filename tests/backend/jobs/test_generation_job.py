@@ -18,7 +18,7 @@ from backend.errors import UserError
 from backend.generate import jobspec, points
 from backend.generate import library as generative
 from backend.jobs.generation import judge
-from backend.models import library
+from backend.models import library, origin
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
 from storage.repo import jobs as job_store
@@ -90,6 +90,13 @@ def test_worker_runs_fp32_and_int4_and_stores_every_point(data_dir: Path, tmp_pa
     # the INT4 copy is a library model of its own, made once and named by every INT4 point
     int4_model = library.get_model(int4["model_id"])
     assert generative.is_generative(int4_model) and int4_model.id != model_id
+    # ... that names the model and the job that made it, and with which settings
+    source = library.get_model(model_id)
+    assert (int4_model.source_model_id, int4_model.source_job_id) == (model_id, job_id)
+    assert origin.origin_sentence(int4_model) == (
+        f"Made by job #{job_id} from model #{model_id} ({source.name}), INT4 RTN block 32 "
+        "symmetric."
+    )
     events = [e.message for e in jobs.job_events(job_id)]
     assert any("quantizing the model to int4 rtn b32 sym" in m for m in events)
     assert any(m.startswith("int4|ort-genai|16,8,2: TTFT p50") for m in events)
@@ -155,6 +162,9 @@ def test_a_job_queued_from_the_cli_reuses_int4_and_quantizes_hqq_b64_once(
     }
     hqq = by_key["int4-hqq-b64|ort-genai|16,8,1"]
     assert hqq["status"] == "ok" and hqq["variant_label"] == "INT4 HQQ b64 asym"
+    hqq_model = library.get_model(hqq["model_id"])  # made by this job; INT4 by the first
+    assert (hqq_model.source_model_id, hqq_model.source_job_id) == (model_id, again.id)
+    assert origin.origin_short(hqq_model) == f"job #{again.id} from #{model_id}"
     made = generative.folder_artifacts(hqq["model_id"])[0].meta
     assert made["variant"]["algorithm"] == "hqq" and made["variant"]["block_size"] == 64
     assert made["facts"]["block_sizes"] == [64] and made["facts"]["bits"] == [4]
