@@ -12,7 +12,7 @@ from backend.auth.roles import Permission
 from backend.counts import counted
 from backend.forms import compare as compare_link
 from backend.pricing import unpriced_sentence
-from backend.reporting import cost, exports, frames, front, htmlreport, price_mix
+from backend.reporting import cost, exports, frames, htmlreport, price_mix
 from backend.reporting.htmlreport import CHARTS
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import GAP, ResultStatus
@@ -277,18 +277,13 @@ def comparison() -> None:
     if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices
         st.warning(plain(mixed), icon="💲")
     figures = htmlreport.figures(view, chosen, samples, loss_label, cost_key)
-    beyond = {
-        "pareto": front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto"),
-        "cost": front.beyond_sentence(
-            view, (cost_key or "", *front.COST_FRONT), "beyond_cost_pareto"
-        ),
-    }
+    captions = htmlreport.chart_captions(view, cost_key)  # as the HTML report says them
     for index in range(0, len(figures), 2):
         cols = st.columns(2)
         for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
             col.plotly_chart(figure, key=f"chart_{key}")
-            if beyond.get(key):  # an unstable point the front leaves out, with its numbers
-                col.caption(plain(beyond[key] or ""))
+            if key in captions:  # what its fronts span, a point one leaves out with its numbers
+                col.caption(plain(captions[key]))
 
     against = htmlreport.baseline_text(view, baseline)
     each = baseline == htmlreport.EACH_MODEL and against

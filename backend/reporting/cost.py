@@ -185,12 +185,6 @@ def add_cost_pareto(frame: pd.DataFrame, cost_key: str) -> pd.DataFrame:
     cost; an unstable one's cost moved while measured); `beyond_cost_pareto`: unstable results
     that measured beyond it (front.py).
     Each model has its own front: an MLP's cheap rows do not push a CNN's off it (the walkthrough's
-    MLP-and-CNN front held the MLP alone)."""
-    import pandas as pd
-
-    keys = (cost_key, *front.COST_FRONT)
-    on, beyond = pd.Series(False, index=frame.index), pd.Series(False, index=frame.index)
-    for _, rows in frame.groupby("model_id", sort=False, dropna=False):
-        on[rows.index] = front.front_mask(rows, keys)
-        beyond[rows.index] = front.beyond_mask(rows, keys)
-    return frame.assign(cost_pareto=on.to_numpy(), beyond_cost_pareto=beyond.to_numpy())
+    MLP-and-CNN front held the MLP alone), as the accuracy/speedup front (front.each_front)."""
+    on, beyond = front.each_front(frame, (cost_key, *front.COST_FRONT))
+    return frame.assign(cost_pareto=on, beyond_cost_pareto=beyond)

@@ -99,16 +99,29 @@ EACH_JOB_CAPTION = (
 
 def report_sentences(view: pd.DataFrame, baseline: str | None, cost_key: str | None) -> list[str]:
     """The page's sentences beside its charts and table: how the baselines divide, the cheapest
-    configuration (per model), and the points each front leaves out with their reasons."""
+    configuration (per model), what each front spans and the points it leaves out with their
+    reasons (chart_captions)."""
     said = (
         [EACH_JOB_CAPTION] if baseline in (None, EACH_MODEL) and baseline_text(view, None) else []
     )
     said += cost.cheapest_sentences(view)
-    said.append(front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto") or "")
-    if cost_key is not None:
-        keys = (cost_key, *front.COST_FRONT)
-        said.append(front.beyond_sentence(view, keys, "beyond_cost_pareto") or "")
+    said += chart_captions(view, cost_key).values()
     return [s for s in said if s]
+
+
+def chart_captions(view: pd.DataFrame, cost_key: str | None) -> dict[str, str]:
+    """The sentences under the accuracy/speedup ("pareto") and cost charts, by CHARTS key: what
+    each front spans where the view holds several (each model's, each baseline's), then the
+    points it leaves out with their reasons; a chart with nothing to say is left out."""
+    fronts = {"pareto": (front.SPEEDUP_FRONT, "beyond_pareto")}
+    if cost_key is not None:
+        fronts["cost"] = ((cost_key, *front.COST_FRONT), "beyond_cost_pareto")
+    captions = {}
+    for chart, (keys, beyond) in fronts.items():
+        said = [front.span_sentence(view, keys), front.beyond_sentence(view, keys, beyond)]
+        if sentences := [s for s in said if s]:
+            captions[chart] = " ".join(sentences)
+    return captions
 
 
 def default_html(job_ids: list[int], prices: pricing.Prices = ()) -> tuple[str, int]:
