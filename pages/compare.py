@@ -170,37 +170,6 @@ def _priced(view: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return view, picked
 
 
-EACH_MODEL_TEXT = "Each job's own first FP32 series"
-# the speedup table's columns: speedup right after the label and batch (batch apart: a long
-# label is cut before its " b8", and then rows looked the same), then the measurement
-TABLE_COLUMNS = ["label", "batch_size", "speedup", "speedup_firm", "status", "stable"]
-TABLE_COLUMNS += ["p50_ms", "p90_ms", "p99_ms", "throughput", "cost_per_million"]
-TABLE_COLUMNS += ["price_per_hour", "throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
-ENERGY_COLUMNS = ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
-ENERGY_COLUMNS += ["j_per_sample_above_idle", "idle_w"]
-ENERGY_HEADERS = "energy (J/sample, its min and max, J/sample above idle, idle W)"
-
-
-def table_columns(view: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """The speedup table's columns, and the headers of those left out as empty in every row
-    (five energy columns with nothing in them took the width speedup needed)."""
-    columns = list(TABLE_COLUMNS)
-    absent = []
-    if view[ENERGY_COLUMNS].notna().any().any():
-        columns += ENERGY_COLUMNS
-    else:
-        absent.append(ENERGY_HEADERS)
-    for key in ("price_per_hour", "cost_per_million", "peak_rss_mb"):
-        if view[key].isna().all():
-            columns.remove(key)
-            absent.append(frames.METRICS[key].header)
-    if view["evaluation_set"].notna().any():  # task accuracy on the user's own data
-        columns += ["eval_top1_accuracy", "eval_top1_agreement", "evaluation_set"]
-    if view["calibration_set"].notna().any():
-        columns.append("calibration_set")
-    return columns, absent
-
-
 @st.fragment(run_every=refresh_every(ACTIVE))
 def comparison() -> None:
     require_access(Permission.COMPARE)  # a timed fragment rerun skips the page's first line
@@ -243,7 +212,7 @@ def comparison() -> None:
             [htmlreport.EACH_MODEL, *series],
             "baseline",
             default=htmlreport.EACH_MODEL,
-            format_func=lambda s: EACH_MODEL_TEXT if s == htmlreport.EACH_MODEL else s,
+            format_func=lambda s: htmlreport.EACH_MODEL_TEXT if s == htmlreport.EACH_MODEL else s,
         )
     with controls[2]:
         loss_metric = bound_selectbox(
@@ -290,7 +259,7 @@ def comparison() -> None:
     st.subheader("Speedups" + (f" against {plain(against)}" if against else ""))
     if each:
         st.caption(htmlreport.EACH_JOB_CAPTION)  # the HTML report says it too
-    columns, absent = table_columns(view)
+    columns, absent = htmlreport.table_columns(view)
     st.dataframe(
         view[[*columns, "notes"]],
         hide_index=True,
