@@ -12,7 +12,7 @@ from backend.auth.roles import Permission
 from backend.counts import counted
 from backend.forms import compare as compare_link
 from backend.pricing import unpriced_sentence
-from backend.reporting import cost, exports, frames, front, htmlreport, price_mix
+from backend.reporting import cost, exports, frames, htmlreport, price_mix
 from backend.reporting.htmlreport import CHARTS
 from backend.reporting.side_by_side import runtimes_side_by_side, targets_side_by_side
 from backend.results import GAP, ResultStatus
@@ -170,37 +170,6 @@ def _priced(view: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return view, picked
 
 
-EACH_MODEL_TEXT = "Each job's own first FP32 series"
-# the speedup table's columns: speedup right after the label and batch (batch apart: a long
-# label is cut before its " b8", and then rows looked the same), then the measurement
-TABLE_COLUMNS = ["label", "batch_size", "speedup", "speedup_firm", "status", "stable"]
-TABLE_COLUMNS += ["p50_ms", "p90_ms", "p99_ms", "throughput", "cost_per_million"]
-TABLE_COLUMNS += ["price_per_hour", "throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
-ENERGY_COLUMNS = ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
-ENERGY_COLUMNS += ["j_per_sample_above_idle", "idle_w"]
-ENERGY_HEADERS = "energy (J/sample, its min and max, J/sample above idle, idle W)"
-
-
-def table_columns(view: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """The speedup table's columns, and the headers of those left out as empty in every row
-    (five energy columns with nothing in them took the width speedup needed)."""
-    columns = list(TABLE_COLUMNS)
-    absent = []
-    if view[ENERGY_COLUMNS].notna().any().any():
-        columns += ENERGY_COLUMNS
-    else:
-        absent.append(ENERGY_HEADERS)
-    for key in ("price_per_hour", "cost_per_million", "peak_rss_mb"):
-        if view[key].isna().all():
-            columns.remove(key)
-            absent.append(frames.METRICS[key].header)
-    if view["evaluation_set"].notna().any():  # task accuracy on the user's own data
-        columns += ["eval_top1_accuracy", "eval_top1_agreement", "evaluation_set"]
-    if view["calibration_set"].notna().any():
-        columns.append("calibration_set")
-    return columns, absent
-
-
 @st.fragment(run_every=refresh_every(ACTIVE))
 def comparison() -> None:
     require_access(Permission.COMPARE)  # a timed fragment rerun skips the page's first line
@@ -243,7 +212,7 @@ def comparison() -> None:
             [htmlreport.EACH_MODEL, *series],
             "baseline",
             default=htmlreport.EACH_MODEL,
-            format_func=lambda s: EACH_MODEL_TEXT if s == htmlreport.EACH_MODEL else s,
+            format_func=lambda s: htmlreport.EACH_MODEL_TEXT if s == htmlreport.EACH_MODEL else s,
         )
     with controls[2]:
         loss_metric = bound_selectbox(
@@ -277,25 +246,20 @@ def comparison() -> None:
     if (mixed := price_mix.mixed_prices(view)) is not None:  # the same hardware, two prices
         st.warning(plain(mixed), icon="💲")
     figures = htmlreport.figures(view, chosen, samples, loss_label, cost_key)
-    beyond = {
-        "pareto": front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto"),
-        "cost": front.beyond_sentence(
-            view, (cost_key or "", *front.COST_FRONT), "beyond_cost_pareto"
-        ),
-    }
+    captions = htmlreport.chart_captions(view, cost_key)  # as the HTML report says them
     for index in range(0, len(figures), 2):
         cols = st.columns(2)
         for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
             col.plotly_chart(figure, key=f"chart_{key}")
-            if beyond.get(key):  # an unstable point the front leaves out, with its numbers
-                col.caption(plain(beyond[key] or ""))
+            if key in captions:  # what its fronts span, a point one leaves out with its numbers
+                col.caption(plain(captions[key]))
 
     against = htmlreport.baseline_text(view, baseline)
     each = baseline == htmlreport.EACH_MODEL and against
     st.subheader("Speedups" + (f" against {plain(against)}" if against else ""))
     if each:
         st.caption(htmlreport.EACH_JOB_CAPTION)  # the HTML report says it too
-    columns, absent = table_columns(view)
+    columns, absent = htmlreport.table_columns(view)
     st.dataframe(
         view[[*columns, "notes"]],
         hide_index=True,

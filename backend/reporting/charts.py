@@ -7,6 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend.engine.measure import PEAK_SCOPE
+from backend.reporting.front import COST_FRONT, SPEEDUP_FRONT, scope_names
 from backend.reporting.marks import markers_by_series, symbol_key  # generation reads it here
 from backend.reporting.metrics import REGISTRY, pick
 from backend.reporting.style import (
@@ -38,6 +39,17 @@ def pareto_trace(front: pd.DataFrame, x: str, y: str, name: str = "") -> go.Scat
         text=front["label"],
         hovertemplate="%{text}<br>on the Pareto front<extra></extra>",
     )
+
+
+def _fronts(fig: go.Figure, data: pd.DataFrame, column: str, keys: tuple[str, ...]) -> None:
+    """One starred line per front (front.each_front: each model's, and each baseline's for
+    speedups), named where there are several: a line joining two models' points drew a trade-off
+    between configurations that are no alternatives to each other."""
+    names = scope_names(data, keys)
+    on = data[column].fillna(False).astype(bool)
+    for name, rows in data[on].groupby(names[on], sort=False):
+        named = svg_text(str(name))  # a model's name from an upload, as escaped() does labels
+        fig.add_trace(pareto_trace(rows.sort_values(keys[0]), keys[0], keys[-1], named))
 
 
 TAIL_FOR_LOG_Y = 10.0  # a p99 this many times the largest p50 puts latency on a log axis
@@ -190,9 +202,7 @@ def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
     markers_by_series(
         fig, data, "speedup", "accuracy_loss", hover, beyond="beyond_pareto", firm="speedup_firm"
     )
-    front = data[data["pareto"]].sort_values("speedup")
-    if not front.empty:
-        fig.add_trace(pareto_trace(front, "speedup", "accuracy_loss"))
+    _fronts(fig, data, "pareto", (*SPEEDUP_FRONT,))
     symbol_key(fig)
     return apply_layout(fig, "Accuracy loss against speedup", SPEEDUP.axis_title, loss_label)
 
@@ -216,10 +226,7 @@ def cost_vs_accuracy(frame: pd.DataFrame, cost_key: str, loss_label: str) -> go.
         custom="throughput",
         beyond="beyond_cost_pareto",
     )
-    several = data["model_id"].nunique() > 1  # each model's own front (cost.add_cost_pareto)
-    for model, front in data[data["cost_pareto"]].groupby("model", sort=False):
-        name = f"({model})" if several else ""
-        fig.add_trace(pareto_trace(front.sort_values(cost_key), cost_key, "accuracy_loss", name))
+    _fronts(fig, data, "cost_pareto", (cost_key, *COST_FRONT))
     symbol_key(fig)
     title = f"Accuracy loss against {x.label}"
     return apply_layout(fig, title, x.axis_title, loss_label)

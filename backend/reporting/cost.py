@@ -97,12 +97,13 @@ class Cheapest:
     sentence: str
 
 
-def cheapest(frame: pd.DataFrame) -> Cheapest | None:
+def cheapest(frame: pd.DataFrame, model: str | None = None) -> Cheapest | None:
     """The lowest cost per million among ok results (never wrong outputs or failed) whose
     measurement was stable, and the runner-up among those; where only unstable ones are priced,
     among those, and the sentence says so. Where unstable results are priced too, the sentence
     says it ranks stable ones only and names each unstable one cheaper than the runner-up as
-    left out: its throughput (so its cost) moved while it was measured. None when none priced."""
+    left out: its throughput (so its cost) moved while it was measured. None when none priced.
+    `model` leads the sentence where each model has its own ("For cnn, the cheapest ...")."""
     ok = frame[(frame["status"] == ResultStatus.OK.value) & np.isfinite(frame["cost_per_million"])]
     if ok.empty:
         return None
@@ -112,8 +113,9 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
     best = ranked.iloc[0]
     second = ranked.iloc[1] if len(ranked) > 1 else None
     among = " among stable measurements" if steady.any() and not steady.all() else ""
+    lead = f"For {model}, the cheapest" if model is not None else "The cheapest"
     sentence = (
-        f"The cheapest configuration is {best['label']} at "
+        f"{lead} configuration is {best['label']} at "
         f"{pricing.dollars(best['cost_per_million'])} per million inferences "
         f"({rate_text(best['throughput'])} samples/s measured, ${best['price_per_hour']:g}/h for "
         f"{best['priced_as']}){among}"
@@ -139,15 +141,15 @@ def cheapest(frame: pd.DataFrame) -> Cheapest | None:
 
 
 def cheapest_sentences(frame: pd.DataFrame) -> list[str]:
-    """The cheapest sentence, or one per model where the frame holds several ("For cnn: ..."):
-    an MLP's configuration is no cheaper alternative to a CNN's (the walkthrough's jobs=1,2
-    picked the MLP over the CNN)."""
+    """The cheapest sentence, or one per model where the frame holds several ("For cnn, the
+    cheapest configuration is ..."): an MLP's configuration is no cheaper alternative to a
+    CNN's (the walkthrough's jobs=1,2 picked the MLP over the CNN)."""
     models = list(frame.groupby("model_id", sort=False, dropna=False))
-    if len(models) < 2:
-        found = cheapest(frame)
-        return [found.sentence] if found is not None else []
-    found_each = [(rows["model"].iloc[0], cheapest(rows)) for _, rows in models]
-    return [f"For {name}: {found.sentence}" for name, found in found_each if found is not None]
+    several = len(models) > 1
+    found_each = [
+        cheapest(rows, str(rows["model"].iloc[0]) if several else None) for _, rows in models
+    ]
+    return [found.sentence for found in found_each if found is not None]
 
 
 NAMED = 3  # unstable results named one by one in the cheapest sentence; more are counted
@@ -185,12 +187,6 @@ def add_cost_pareto(frame: pd.DataFrame, cost_key: str) -> pd.DataFrame:
     cost; an unstable one's cost moved while measured); `beyond_cost_pareto`: unstable results
     that measured beyond it (front.py).
     Each model has its own front: an MLP's cheap rows do not push a CNN's off it (the walkthrough's
-    MLP-and-CNN front held the MLP alone)."""
-    import pandas as pd
-
-    keys = (cost_key, *front.COST_FRONT)
-    on, beyond = pd.Series(False, index=frame.index), pd.Series(False, index=frame.index)
-    for _, rows in frame.groupby("model_id", sort=False, dropna=False):
-        on[rows.index] = front.front_mask(rows, keys)
-        beyond[rows.index] = front.beyond_mask(rows, keys)
-    return frame.assign(cost_pareto=on.to_numpy(), beyond_cost_pareto=beyond.to_numpy())
+    MLP-and-CNN front held the MLP alone), as the accuracy/speedup front (front.each_front)."""
+    on, beyond = front.each_front(frame, (cost_key, *front.COST_FRONT))
+    return frame.assign(cost_pareto=on, beyond_cost_pareto=beyond)

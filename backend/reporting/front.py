@@ -76,12 +76,87 @@ def beyond_mask(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
     return mask
 
 
+def _scope_columns(frame: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    """What divides a view into fronts: the model, and where the front reads speedup, the
+    baseline that speedup divides by (add_speedups' speedup_baseline)."""
+    by = ["model_id", *(["speedup_baseline"] if "speedup" in keys else [])]
+    return [column for column in by if column in frame]
+
+
+def _scopes(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """Each row's front, numbered; -1 for a row with a figure missing (it is on none)."""
+    values = _values(frame, keys, np.ones(len(frame), dtype=bool))
+    drawn = np.isfinite(values).all(axis=1)
+    by = _scope_columns(frame, keys)
+    if not by or frame.empty:
+        return np.where(drawn, 0, -1)
+    number = frame.groupby(by, sort=False, dropna=False).ngroup().to_numpy()
+    return np.where(drawn, number, -1)
+
+
+def each_front(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """front_mask and beyond_mask within each model's rows (and, for speedups, each baseline's):
+    speedups over an MLP's FP32 and over a CNN's are ratios of different denominators, and an
+    MLP's configuration is no alternative to a CNN's, so one model's point never pushes
+    another's off its front (two models' FP32 rows, both 1.00x, starred one of them)."""
+    on, beyond = np.zeros(len(frame), dtype=bool), np.zeros(len(frame), dtype=bool)
+    scopes = _scopes(frame, keys)
+    for scope in np.unique(scopes[scopes >= 0]):
+        rows = np.flatnonzero(scopes == scope)
+        on[rows] = front_mask(frame.iloc[rows], keys)
+        beyond[rows] = beyond_mask(frame.iloc[rows], keys)
+    return on, beyond
+
+
+def scope_names(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
+    """Each row's front as the legend names it: "" where the rows make one front, else its
+    model ("(mlp)"), or, where one model's rows divide by several baselines, the baseline
+    ("(vs #1 mlp CPU FP32)", which names the model too)."""
+    scopes = pd.Series(_scopes(frame, keys), index=frame.index)
+    drawn = scopes >= 0
+    if scopes[drawn].nunique() < 2:
+        return pd.Series("", index=frame.index)
+    if "speedup_baseline" in _scope_columns(frame, keys) and _by_baseline(frame, drawn):
+        return "(vs " + frame["speedup_baseline"].astype(str) + ")"
+    return "(" + frame["model"].astype(str) + ")"
+
+
+def _by_baseline(frame: pd.DataFrame, drawn: pd.Series) -> bool:
+    """Whether some model's drawn rows divide by more than one baseline."""
+    if not {"model_id", "speedup_baseline"} <= set(frame.columns):
+        return False
+    rows = frame[drawn]
+    return bool((rows.groupby("model_id")["speedup_baseline"].nunique() > 1).any())
+
+
+SPANS = {
+    "model": "Starred: each model's own Pareto front, not one across models: {why}.",
+    "baseline": "Starred: each baseline's own Pareto front (each job divides by its own): {why}.",
+}
+SPAN_WHY = {
+    "speedup": "a speedup is a ratio over its own baseline, and ratios over different "
+    "baselines are not one scale",
+    "cost": "one model's configuration is no alternative to another's, as the cheapest "
+    "configuration is named per model",
+}
+
+
+def span_sentence(frame: pd.DataFrame, keys: Sequence[str]) -> str | None:
+    """What the starred fronts span where the view holds several (None: one front)."""
+    names = scope_names(frame, keys)
+    if not names.ne("").any():
+        return None
+    drawn = pd.Series(_scopes(frame, keys) >= 0, index=frame.index)
+    by_baseline = "speedup" in keys and _by_baseline(frame, drawn)
+    why = SPAN_WHY["speedup" if "speedup" in keys else "cost"]
+    return SPANS["baseline" if by_baseline else "model"].format(why=why)
+
+
 def add_pareto(frame: pd.DataFrame) -> pd.DataFrame:
-    """Columns `pareto` (the accuracy/speedup front of stable, ok rows) and `beyond_pareto`
-    (unstable rows that measured beyond it)."""
-    return frame.assign(
-        pareto=front_mask(frame, SPEEDUP_FRONT), beyond_pareto=beyond_mask(frame, SPEEDUP_FRONT)
-    )
+    """Columns `pareto` (the accuracy/speedup front of stable, ok rows, each model's and each
+    baseline's own: each_front) and `beyond_pareto` (unstable rows that measured beyond it)."""
+    on, beyond = each_front(frame, SPEEDUP_FRONT)
+    return frame.assign(pareto=on, beyond_pareto=beyond)
 
 
 def figures_text(row: pd.Series, keys: Sequence[str]) -> str:
@@ -166,6 +241,8 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     Latency per call grows with the batch, so a row is only compared with the baseline's row of
     the same batch size; rows without such a partner get NaN rather than a misleading ratio, and
     so do rows that are not ok (wrong outputs were timed, but are no speedup and no Pareto point).
+    `speedup_baseline`: the series divided by, where there is a speedup (each_front keeps
+    ratios over different baselines on fronts of their own).
     `speedup_firm`: True only where there is a speedup, both the row and the baseline row it
     divides by measured stable, and the median call's speedup and the throughput ratio tell one
     speed (results.speeds_disagree, the rule the row's "Speed not explained" line cites): an
@@ -175,6 +252,7 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     out["speedup"] = np.nan
     out["throughput_ratio"] = np.nan
     out["speedup_firm"] = True
+    out["speedup_baseline"] = None  # the series a row's speedup divides by: its front's scope
     if baseline_series is None or out.empty:
         return out
     base = out[(out["series"] == baseline_series) & (out["status"] == ResultStatus.OK.value)]
@@ -197,4 +275,5 @@ def add_speedups(frame: pd.DataFrame, baseline_series: str | None) -> pd.DataFra
     if "stable" in out:
         firm &= ~out["stable"].eq(False).to_numpy(dtype=bool)
     out["speedup_firm"] = firm
+    out["speedup_baseline"] = np.where(np.isfinite(speedup), baseline_series, None)
     return out

@@ -4,6 +4,8 @@ loss, Pareto fronts), every chart the page can draw, then exports.html_report.
 
 The page passes its own choices (picked configurations, baseline, accuracy loss, cost axis); the
 CLI passes the page's defaults for the jobs (default_html), so both files hold the same report.
+What the page shows beside its charts that is no drawing lives here too, so that the page stays
+thin: the sentences under the charts (chart_captions) and the speedup table's columns.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ CHARTS = {
 }
 DEFAULT_LOSS = "mean_rel_error"  # the page's first "Accuracy loss" choice
 EACH_MODEL = "each model"  # the choice "each job's own first FP32 series" (kept in old links)
+EACH_MODEL_TEXT = "Each job's own first FP32 series"  # how the page's picker writes EACH_MODEL
 
 
 def baseline_text(view: pd.DataFrame, baseline: str | None) -> str | None:
@@ -36,6 +39,37 @@ def baseline_text(view: pd.DataFrame, baseline: str | None) -> str | None:
         return baseline
     named = dict.fromkeys(comparison.each_job_baselines(view).values())  # no speedups again
     return "; ".join(named) if named else None
+
+
+# the speedup table's columns: speedup right after the label and batch (batch apart: a long
+# label is cut before its " b8", and then rows looked the same), then the measurement
+TABLE_COLUMNS = ["label", "batch_size", "speedup", "speedup_firm", "status", "stable"]
+TABLE_COLUMNS += ["p50_ms", "p90_ms", "p99_ms", "throughput", "cost_per_million"]
+TABLE_COLUMNS += ["price_per_hour", "throughput_ratio", "accuracy_loss", "pareto", "peak_rss_mb"]
+ENERGY_COLUMNS = ["j_per_sample", "j_per_sample_min", "j_per_sample_max"]  # backend/energy
+ENERGY_COLUMNS += ["j_per_sample_above_idle", "idle_w"]
+ENERGY_HEADERS = "energy (J/sample, its min and max, J/sample above idle, idle W)"
+
+
+def table_columns(view: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The page's speedup table's columns, and the headers of those left out as empty in every
+    row (five energy columns with nothing in them took the width speedup needed); the report's
+    table is exports.REPORT_COLUMNS, its empty columns left out the same way."""
+    columns = list(TABLE_COLUMNS)
+    absent = []
+    if view[ENERGY_COLUMNS].notna().any().any():
+        columns += ENERGY_COLUMNS
+    else:
+        absent.append(ENERGY_HEADERS)
+    for key in ("price_per_hour", "cost_per_million", "peak_rss_mb"):
+        if view[key].isna().all():
+            columns.remove(key)
+            absent.append(frames.METRICS[key].header)
+    if view["evaluation_set"].notna().any():  # task accuracy on the user's own data
+        columns += ["eval_top1_accuracy", "eval_top1_agreement", "evaluation_set"]
+    if view["calibration_set"].notna().any():
+        columns.append("calibration_set")
+    return columns, absent
 
 
 def priced_axes(view: pd.DataFrame) -> list[Metric]:
@@ -99,16 +133,29 @@ EACH_JOB_CAPTION = (
 
 def report_sentences(view: pd.DataFrame, baseline: str | None, cost_key: str | None) -> list[str]:
     """The page's sentences beside its charts and table: how the baselines divide, the cheapest
-    configuration (per model), and the points each front leaves out with their reasons."""
+    configuration (per model), what each front spans and the points it leaves out with their
+    reasons (chart_captions)."""
     said = (
         [EACH_JOB_CAPTION] if baseline in (None, EACH_MODEL) and baseline_text(view, None) else []
     )
     said += cost.cheapest_sentences(view)
-    said.append(front.beyond_sentence(view, front.SPEEDUP_FRONT, "beyond_pareto") or "")
-    if cost_key is not None:
-        keys = (cost_key, *front.COST_FRONT)
-        said.append(front.beyond_sentence(view, keys, "beyond_cost_pareto") or "")
+    said += chart_captions(view, cost_key).values()
     return [s for s in said if s]
+
+
+def chart_captions(view: pd.DataFrame, cost_key: str | None) -> dict[str, str]:
+    """The sentences under the accuracy/speedup ("pareto") and cost charts, by CHARTS key: what
+    each front spans where the view holds several (each model's, each baseline's), then the
+    points it leaves out with their reasons; a chart with nothing to say is left out."""
+    fronts = {"pareto": (front.SPEEDUP_FRONT, "beyond_pareto")}
+    if cost_key is not None:
+        fronts["cost"] = ((cost_key, *front.COST_FRONT), "beyond_cost_pareto")
+    captions = {}
+    for chart, (keys, beyond) in fronts.items():
+        said = [front.span_sentence(view, keys), front.beyond_sentence(view, keys, beyond)]
+        if sentences := [s for s in said if s]:
+            captions[chart] = " ".join(sentences)
+    return captions
 
 
 def default_html(job_ids: list[int], prices: pricing.Prices = ()) -> tuple[str, int]:

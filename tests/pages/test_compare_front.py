@@ -45,3 +45,27 @@ def test_an_unstable_result_beyond_the_front_is_left_off_and_the_caption_names_i
     table = again.dataframe[0].value.set_index("label")
     assert table.at[label.replace(f"#{job_id}", f"#{steady}"), "pareto"]
     assert "measured beyond the Pareto front" not in texts(again)
+
+
+def test_two_models_each_keep_their_own_front_on_the_page(
+    data_dir: Path, mlp_path: Path, cnn_path: Path
+) -> None:
+    """Both models' FP32 rows read 1.00x against their own FP32; one front over both starred
+    one of them only. Each model's own: both starred, and the caption says what a front spans."""
+    spec = SweepSpec(precisions=(Precision.FP32, Precision.INT8_DYNAMIC), batch_sizes=(1,))
+    mlp = run_sweep(add_model(mlp_path, "mlp").id, spec)
+    cnn = run_sweep(add_model(cnn_path, "cnn").id, spec)
+    # every verdict stable (a busy host's cannot be chosen): an unstable row is on no front
+    jobs = [stored_again(mlp, set()), stored_again(cnn, set())]
+    at = open_page("compare", jobs=",".join(map(str, jobs)))
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    fp32 = table[table["label"].str.contains(" FP32 ")]
+    assert len(fp32) == 2 and (fp32["speedup"] == 1.0).all(), table
+    assert fp32["pareto"].all(), table[["label", "speedup", "accuracy_loss", "pareto"]]
+    captions = [c.value.replace("\\", "") for c in at.caption]
+    assert any(c.startswith("Starred: each model's own Pareto front") for c in captions)
+    chart = next(
+        c for c in at.get("plotly_chart") if "Accuracy loss against speedup" in c.proto.spec
+    )
+    assert "Pareto front (mlp)" in chart.proto.spec and "Pareto front (cnn)" in chart.proto.spec

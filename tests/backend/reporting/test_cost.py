@@ -91,8 +91,10 @@ def test_two_models_are_priced_each_on_its_own(
     cnn = run_sweep(add_model(cnn_path, "cnn").id, spec)
     frame = cost.reprice(frames.results_frame(job_ids=[mlp.id, cnn.id]), (("cpu", 1.0),))
     said = cost.cheapest_sentences(frame)
-    assert len(said) == 2 and said[0].startswith("For mlp: The cheapest configuration is #")
-    assert said[1].startswith(f"For cnn: The cheapest configuration is #{cnn.id} cnn"), said
+    assert len(said) == 2 and said[0].startswith(
+        f"For mlp, the cheapest configuration is #{mlp.id} mlp"
+    )
+    assert said[1].startswith(f"For cnn, the cheapest configuration is #{cnn.id} cnn"), said
     frame["stable"] = True  # a busy host's verdicts cannot be chosen: every row judged stable
     fronted = cost.add_cost_pareto(frames.add_accuracy_loss(frame), "cost_per_million")
     for model in ("mlp", "cnn"):  # each model has a front of its own
@@ -100,5 +102,5 @@ def test_two_models_are_priced_each_on_its_own(
         assert on.any(), fronted[["label", "cost_per_million", "accuracy_loss", "cost_pareto"]]
     assert main(["compare", str(mlp.id), str(cnn.id), "--price", "cpu=1"]) == 0
     printed = capsys.readouterr().out
-    assert "\nFor mlp: The cheapest configuration is" in printed
-    assert "\nFor cnn: The cheapest configuration is" in printed
+    assert "\nFor mlp, the cheapest configuration is" in printed
+    assert "\nFor cnn, the cheapest configuration is" in printed
