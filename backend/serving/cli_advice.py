@@ -194,10 +194,10 @@ def cmd_serve_export(args: argparse.Namespace) -> int:
     export_repository(target, source, output, _load(args))
     import zipfile
 
-    with zipfile.ZipFile(output) as archive:  # every file it holds, not two of them
-        names = archive.namelist()
+    with zipfile.ZipFile(output) as archive:  # read back once: every file it holds, its notes
+        names, notes = archive.namelist(), notes_in(archive, target.name)
     print(f"wrote {output}: {', '.join(names)}")
-    for note in notes_in(output, target.name):
+    for note in notes:
         print(f"note ({target.name}/{NOTES}): {note}")
     return 0
 

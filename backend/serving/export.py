@@ -105,13 +105,13 @@ def deployment_notes(served: ServedModel, target: ServingTarget) -> list[str]:
     ]
 
 
-def notes_in(zip_path: Path, name: str) -> list[str]:
+def notes_in(archive: zipfile.ZipFile, name: str) -> list[str]:
     """The deployment notes an exported zip holds for model `name`, as export_repository wrote
-    them (read back rather than planned again)."""
-    with zipfile.ZipFile(zip_path) as archive:
-        if f"{name}/{NOTES}" not in archive.namelist():
-            return []
-        return archive.read(f"{name}/{NOTES}").decode().strip().split("\n\n")
+    them (read back rather than planned again), from the archive the caller opened to list it,
+    so `serve export` reads its zip once."""
+    if f"{name}/{NOTES}" not in archive.namelist():
+        return []
+    return archive.read(f"{name}/{NOTES}").decode().strip().split("\n\n")
 
 
 def deployment_of(target: ServingTarget) -> Deployment:

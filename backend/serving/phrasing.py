@@ -107,7 +107,9 @@ def batching_differs(variants: Iterable[MeasuredVariant]) -> bool:
 def _caveats(rec: Recommendation) -> list[str]:
     """What a predicted answer rests on, and where it is conservative for want of a measurement:
     instances not measured are taken to add nothing, a max batch never passes the largest batch
-    measured, and a file with a fixed batch size is never predicted to batch."""
+    measured, and a file with a fixed batch size is never predicted to batch. A sweep-only
+    answer's remedy is not repeated here: it is quoted, so it is ranked, so the uncalibrated
+    headline (page and CLI, above this) already says it; the page's first bullet repeated it."""
     quoted = rec.best or rec.closest
     if quoted is None or quoted.measured is not None:
         return []
@@ -119,11 +121,10 @@ def _caveats(rec: Recommendation) -> list[str]:
             "compute per batch size and the CPU of the server and the load generator, for this "
             "file on Triton), not on the sweep's in-process latency alone."
         )
-    elif variant.rests_on:
+    elif variant.rests_on:  # why it matters and what to do: the "Uncalibrated: ..." line, once
         said.append(
             f"Predicted, not measured: it rests on {variant.rests_on}; no per-request CPU work "
-            "of the server or the load generator is counted, which on a shared host can cap "
-            "the rate far below this." + (f" {variant.remedy}" if variant.remedy else "")
+            "of the server or the load generator is counted, as none was measured on this host."
         )
     if max(p.instance_count for p in rec.asked) > 1 and not variant.curve.instances_measured:
         said.append(

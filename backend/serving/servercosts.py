@@ -62,7 +62,7 @@ def measured_costs(model_id: int) -> Measured:
     upload = _upload(model_id) if studies else None
     if upload is None:
         return {}
-    workers = {w.id: w for w in worker_store.list_workers()}
+    workers = {w.id: w for w in worker_store.list_workers()}  # several studies: one query
     found: Measured = {}
     for job in studies:
         worker = workers.get(job.worker_id or "")
@@ -186,7 +186,7 @@ def _newest_study(frame: pd.DataFrame) -> tuple[JobRow, StudyPoints, str] | None
         return None
     job = max(studies, key=lambda j: j.id)
     stored = study_points(job.id)
-    worker = {w.id: w for w in worker_store.list_workers()}.get(job.worker_id or "")
+    worker = worker_store.get_worker(job.worker_id) if job.worker_id else None
     host = str(ok["ran_on"].iloc[0] or "") if "ran_on" in ok else ""
     if job.attempts != 1:
         why = "it was resumed by a second attempt, so its costs may come from another worker"

@@ -52,8 +52,7 @@ def variants_from_results(
         rests_on = (
             f"the sweep's in-process latency at batch size{plural} {sizes} and an assumed "
             f"{overhead_ms:g} ms per request outside compute and "
-            f"{execution_ms:g} ms of server cost per batch; the server's own costs on this host "
-            "were not measured (a serving study measures them)"
+            f"{execution_ms:g} ms of server cost per batch"
         )
         studied = server_costs.get(str(first["series"]))
         unstable = () if studied else _unstable_batches(rows)

@@ -67,3 +67,10 @@ def list_workers(alive_within_seconds: float | None = None) -> list[WorkerRow]:
             query = query.where(Worker.heartbeat_at >= db_utcnow(-alive_within_seconds))
             query = query.where(Worker.stopped_at.is_(None))
         return [row_of(WorkerRow, w) for w in session.scalars(query)]
+
+
+def get_worker(worker_id: str) -> WorkerRow | None:
+    """One worker by its id, in one query (a job names the worker that ran it); None: unknown."""
+    with session_scope() as session:
+        worker = session.get(Worker, worker_id)
+        return row_of(WorkerRow, worker) if worker is not None else None

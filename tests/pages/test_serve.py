@@ -83,9 +83,12 @@ def test_a_fixed_shape_sweep_is_predicted_conservatively_with_one_rate_per_confi
     )
     assert rests_on in sentence, sentence
     assert "no per-request CPU work of the server or the load generator is counted" in sentence
-    # no study of this model yet: the one action that measures those costs, as words and a link
+    # no study of this model yet: the one action that measures those costs, as words (in the
+    # "Uncalibrated: ..." line above the verdict, not again in its list) and a link
     remedy = f"`optiboard serve recommend {job.id} --slo 10 --confirm 3`"
-    assert "run a serving study of this model" in sentence and remedy in sentence, sentence
+    headline = at.main.warning[0].value
+    assert "run a serving study of this model" in headline and remedy in headline, headline
+    assert remedy not in sentence, sentence
     command = f"optiboard serve recommend {job.id} --slo 10 --confirm 3"
     assert command in [c.value for c in at.code]
     links = [link.proto for link in at.get("page_link")]

@@ -6,9 +6,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from backend.serving.servercosts import remedy
 from backend.serving.view import serve_view
 from backend.specs import Precision
-from tests.pages.seed import add_model, finished_sweep, open_page, recommendation, verdict_box
+from tests.pages.seed import (
+    add_model,
+    finished_sweep,
+    open_page,
+    recommendation,
+    texts,
+    verdict_box,
+)
 
 UNCALIBRATED = "Uncalibrated: the rates below are predicted from the sweep's in-process latency"
 
@@ -33,6 +41,25 @@ def test_an_uncalibrated_prediction_is_headed_as_such_and_not_shown_as_a_firm_an
     listed = next(m.value for m in at.main.markdown if m.value.startswith("- "))
     assert listed.splitlines() == [f"- {detail}" for detail in rec.details]
     assert recommendation(at) == rec.sentence  # every fact the CLI prints
+
+
+def test_the_remedy_is_said_once_in_the_headline_not_again_as_the_first_detail(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """The "Uncalibrated: ..." line ended with the action that measures the server's costs, and
+    the list's first bullet ended with the same sentence again: now the headline says it, the
+    bullet says what the prediction rests on."""
+    model = add_model(mlp_path, "mlp")
+    job, _ = finished_sweep(model.id, precisions=(Precision.FP32,), batch_sizes=(1, 8))
+    at = open_page("serve", job=job.id, slo=50)
+    assert not at.exception
+    action = remedy(job.id, 50.0)  # no study of this model: "To count them, run a serving ..."
+    assert action.startswith("To count them, run a serving study of this model"), action
+    page = texts(at)
+    assert page.count(action) == 1, page
+    assert at.main.warning[0].value.endswith(action)  # in the headline, above the figures
+    listed = next(m.value for m in at.main.markdown if m.value.startswith("- "))
+    assert "- Predicted, not measured: it rests on the sweep's in-process" in listed, listed
 
 
 def test_the_cost_column_has_the_registry_digits_and_a_short_header(

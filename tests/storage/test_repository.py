@@ -117,6 +117,16 @@ def test_deleting_a_model_removes_jobs_results_and_unshared_blobs(data_dir: Path
     assert not store.exists(blob.sha256)
 
 
+def test_one_worker_is_read_by_its_id_and_an_unknown_id_is_none(data_dir: Path) -> None:
+    worker_store.register_worker("w1", "host-a", 1, {"cpu": "x"}, {})
+    worker_store.register_worker("w2", "host-b", 2, {"cpu": "y"}, {"cpu": True})
+    found = worker_store.get_worker("w2")
+    assert found is not None and (found.id, found.hostname, found.pid) == ("w2", "host-b", 2)
+    assert found.hardware == {"cpu": "y"} and found.providers == {"cpu": True}
+    assert found == next(w for w in worker_store.list_workers() if w.id == "w2")
+    assert worker_store.get_worker("w3") is None
+
+
 def test_workers_list_only_recent_heartbeats(data_dir: Path) -> None:
     worker_store.register_worker("w1", "host", 1, {"cpu": "x"}, {})
     assert [w.id for w in worker_store.list_workers(alive_within_seconds=30)] == ["w1"]
