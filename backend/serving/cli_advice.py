@@ -153,7 +153,11 @@ def cmd_serve_recommend(args: argparse.Namespace) -> int:
             print(headline)
     print(table(_evidence_rows(rec, args.top), EVIDENCE_HEADERS))
     print(recommendation_cost(rec).sentence)
-    print(rec.sentence)  # last: the recommendation's own sentence, as before
+    # last: the recommendation's verdict, then what it rests on a line each (the page's list;
+    # as one paragraph it ran to some 250 words)
+    print(
+        "\n".join([rec.verdict, *(f"- {d}" for d in rec.details)]) if rec.verdict else rec.sentence
+    )
     return 0 if rec.best else 3
 
 

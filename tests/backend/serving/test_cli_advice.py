@@ -120,7 +120,9 @@ def test_recommend_from_unstable_sweep_measurements_says_so_and_marks_the_rows(
     for row in _table(printed):  # no batching rests on batch 1 alone, max 8 on 1 and 8
         batched = ", max 8," in row
         assert row.rstrip().endswith("predicted; unstable sweep at batch size 8") == batched, row
-    sentence = printed.strip().splitlines()[-1]
+    verdict, *details = printed[printed.rindex("\nIn ") :].strip().split("\n- ")  # a line each
+    assert details and all("\n" not in d for d in details), printed
+    sentence = " ".join([verdict, *details])
     pick = re.search(r"\), (FP32 on CPU, [^,]+(, [^,]+)?, x1) meets the p99 bound", sentence)
     assert pick is not None, sentence
     said = (
