@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from backend.commas import comma_list, comma_numbers
 from backend.counts import counted
 from backend.errors import UserError
+from backend.generate.dramshare import of_peak
 from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec
 from backend.reporting.provenance import ran_line
 from backend.reporting.text import table
@@ -105,14 +106,6 @@ def rows_of(report: GenerationReport) -> list[list[str]]:
             ]
         )
     return rows
-
-
-def of_peak(roof: dict[str, Any]) -> str:
-    """The share of peak bandwidth; "in cache", no share, where the step's bytes sat in the
-    last-level cache (the share would be of cache traffic, not of the DRAM peak)."""
-    if not roof:
-        return "-"
-    return "in cache" if roof.get("in_cache") else f"{roof.get('fraction', 0):.0%}"
 
 
 def roofline_notes(points: list[tuple[str, dict[str, Any]]]) -> list[str]:

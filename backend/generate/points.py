@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from backend import pricing
 from backend.counts import counted
+from backend.generate.dramshare import dram_share
 from backend.generate.jobspec import GenerationJobSpec
 from backend.generate.perplexity import split_note
 from backend.generate.roofline import mb
@@ -109,7 +110,7 @@ def _row(
     for key in FIGURES[:9]:
         row[key] = payload.get(key) if ok else None
     row["memory_mb"] = weights + kv if ok and weights is not None and kv is not None else None
-    row |= _bandwidth(payload.get("roofline") or {}, ok)
+    row |= bandwidth_columns(payload.get("roofline") or {}, ok)
     row["peak_rss_mb"] = payload.get("peak_rss_mb") if ok else None
     row["peak_bandwidth"] = (payload.get("peak_bandwidth") or {}).get("source", "")
     row["j_per_token"] = (payload.get("energy") or {}).get("j_p50") if ok else None
@@ -129,14 +130,14 @@ def _row(
     return row
 
 
-def _bandwidth(roof: dict[str, Any], ok: bool) -> dict[str, Any]:
+def bandwidth_columns(roof: dict[str, Any], ok: bool) -> dict[str, Any]:
     """The roofline's columns; a step whose bytes sat in cache has no share of the DRAM (HBM)
-    peak: left empty, and bandwidth_in_cache, _cache and _note say why."""
+    peak (dramshare.dram_share): left empty, and bandwidth_in_cache, _cache and _note say why."""
     achieved, step = roof.get("achieved_bytes_s"), roof.get("bytes_per_step")
     peak = roof.get("peak") or {}
     cached = ok and roof.get("in_cache") and peak.get("cache_bytes")
     return {
-        "bandwidth_fraction": roof.get("fraction") if ok and not roof.get("in_cache") else None,
+        "bandwidth_fraction": dram_share(roof) if ok else None,
         "bandwidth_gb_s": achieved / 1e9 if ok and achieved is not None else None,
         "bandwidth_in_cache": roof.get("in_cache") if ok else None,
         "bandwidth_note": roof.get("note", "") if ok else "",
