@@ -73,6 +73,19 @@ def test_the_page_the_report_frame_and_the_cli_agree_on_a_share_of_dram_peak() -
     assert cells == ["in cache", f"{share:.0%}"]
 
 
+def test_the_cli_says_why_no_share_is_shown_once_naming_the_points_it_covers() -> None:
+    """`show` and `generate` wrote "of peak, POINT: the 1 MB a decode step reads ... fit in the
+    32 MB L3" once a point; the page said it once, naming them."""
+    peak = PeakBandwidth("cpu", 25e9, "copy", "L3", 32 * 2**20, "sysfs")
+    steps = {"a": 2**20, "b": 2**21, "c": 2**30}  # two steps in the L3, one from DRAM
+    named = [(name, roofline(step, 0.05, peak).to_dict()) for name, step in steps.items()]
+    assert cli_verbs.roofline_notes(named) == [
+        "No share of peak bandwidth is shown for 2 points (a; b): the 1 to 2 MB a decode step "
+        "reads (weights less the lookup tables, + KV cache) fit in the 32 MB L3, so the share "
+        "would be of cache traffic, not a memory-bandwidth figure."
+    ]
+
+
 def test_bad_spec_values_get_one_sentence() -> None:
     with pytest.raises(UserError, match="--sequences takes positive integers"):
         GenerationSpec(sequences=(0,))
