@@ -16,7 +16,7 @@ from backend.cli_parsing import JobNumbers, job_list, measure_from, positive
 from backend.cli_parsing import dims_from_pairs as _dims
 from backend.cli_reports import cmd_compare, cmd_export, cmd_jobs, cmd_show
 from backend.compat_cli import register_compat
-from backend.counts import counted
+from backend.counts import byte_size, counted
 from backend.engine.mixed_args import add_arguments as add_mixed_arguments
 from backend.errors import UserError
 from backend.generate.cli_verbs import register_generate
@@ -78,7 +78,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     model = ingest_file(path, path.name, name=args.name, copy=args.copy)
     print(
         f"added model {model.id}: {model.name} ({model.format}, opset {model.opset}, "
-        f"{model.size_bytes / 2**20:.1f} MiB, {model.parameter_count:,} parameters)"
+        f"{byte_size(model.size_bytes)}, {model.parameter_count:,} parameters)"
     )
     for line in library.export_check(library.list_artifacts(model.id)):
         print(line)
@@ -98,7 +98,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             m.name,
             m.format,
             m.opset,
-            f"{m.size_bytes / 2**20:.2f}",
+            byte_size(m.size_bytes),
             m.node_count,
             f"{m.parameter_count:,}",
             origin_short(m),
@@ -106,7 +106,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         for m in library.list_models()
     ]
     print(
-        table(rows, ["id", "name", "format", "opset", "MiB", "nodes", "parameters", "origin"])
+        table(rows, ["id", "name", "format", "opset", "size", "nodes", "parameters", "origin"])
         if rows
         else "no models yet: add one with `optiboard add model.onnx`"
     )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from backend.commas import comma_list, comma_numbers
 from backend.counts import counted
 from backend.errors import UserError
+from backend.generate.dramshare import held_in, in_cache_notes, of_peak
 from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec
 from backend.reporting.provenance import ran_line
 from backend.reporting.text import table
@@ -107,18 +108,21 @@ def rows_of(report: GenerationReport) -> list[list[str]]:
     return rows
 
 
-def of_peak(roof: dict[str, Any]) -> str:
-    """The share of peak bandwidth; "in cache", no share, where the step's bytes sat in the
-    last-level cache (the share would be of cache traffic, not of the DRAM peak)."""
-    if not roof:
-        return "-"
-    return "in cache" if roof.get("in_cache") else f"{roof.get('fraction', 0):.0%}"
-
-
 def roofline_notes(points: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    """Each (point name, roofline) whose share of peak is not a DRAM figure, said once per
-    name; the old sentence for a share above 100% where the cache size was not recorded."""
-    lines = [f"of peak, {name}: {roof['note']}" for name, roof in points if roof.get("note")]
+    """Why a share of peak is not a DRAM figure: the cache's sentence once, naming the points
+    it covers (it was one line a point), any other note beside its point's name; the old
+    sentence for a share above 100% where the cache size was not recorded."""
+    cached = [
+        (name, cache, roof["bytes_per_step"] / 2**20)
+        for name, roof in points
+        if (cache := held_in(roof))
+    ]
+    lines = in_cache_notes(cached, len(points))
+    lines += [
+        f"of peak, {name}: {roof['note']}"
+        for name, roof in points
+        if roof.get("note") and not held_in(roof)
+    ]
     unrecorded = [  # CPU points stored before the cache was recorded beside the roofline
         roof["bytes_per_step"]
         for _, roof in points

@@ -12,7 +12,8 @@ import pandas as pd
 
 from backend import pricing
 from backend.errors import UserError
-from backend.generate.cli_verbs import HEADERS, of_peak, roofline_notes
+from backend.generate.cli_verbs import HEADERS, roofline_notes
+from backend.generate.dramshare import of_peak
 from backend.generate.perplexity import split_note
 from backend.generate.points import generation_frame
 from backend.reporting import exports

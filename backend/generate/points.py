@@ -11,10 +11,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend import pricing
-from backend.counts import counted
+from backend.generate import dramshare
+from backend.generate.dramshare import dram_share, held_in
 from backend.generate.jobspec import GenerationJobSpec
 from backend.generate.perplexity import split_note
-from backend.generate.roofline import mb
 from backend.knobs.serialize import field_from_json
 from backend.reporting import front
 from backend.reporting.charts import markers_by_series, pareto_trace
@@ -109,7 +109,7 @@ def _row(
     for key in FIGURES[:9]:
         row[key] = payload.get(key) if ok else None
     row["memory_mb"] = weights + kv if ok and weights is not None and kv is not None else None
-    row |= _bandwidth(payload.get("roofline") or {}, ok)
+    row |= bandwidth_columns(payload.get("roofline") or {}, ok)
     row["peak_rss_mb"] = payload.get("peak_rss_mb") if ok else None
     row["peak_bandwidth"] = (payload.get("peak_bandwidth") or {}).get("source", "")
     row["j_per_token"] = (payload.get("energy") or {}).get("j_p50") if ok else None
@@ -129,19 +129,17 @@ def _row(
     return row
 
 
-def _bandwidth(roof: dict[str, Any], ok: bool) -> dict[str, Any]:
+def bandwidth_columns(roof: dict[str, Any], ok: bool) -> dict[str, Any]:
     """The roofline's columns; a step whose bytes sat in cache has no share of the DRAM (HBM)
-    peak: left empty, and bandwidth_in_cache, _cache and _note say why."""
+    peak (dramshare.dram_share): left empty, and bandwidth_in_cache, _cache and _note say why."""
     achieved, step = roof.get("achieved_bytes_s"), roof.get("bytes_per_step")
-    peak = roof.get("peak") or {}
-    cached = ok and roof.get("in_cache") and peak.get("cache_bytes")
     return {
-        "bandwidth_fraction": roof.get("fraction") if ok and not roof.get("in_cache") else None,
+        "bandwidth_fraction": dram_share(roof) if ok else None,
         "bandwidth_gb_s": achieved / 1e9 if ok and achieved is not None else None,
         "bandwidth_in_cache": roof.get("in_cache") if ok else None,
         "bandwidth_note": roof.get("note", "") if ok else "",
         "bandwidth_step_mb": step / 2**20 if ok and step is not None else None,
-        "bandwidth_cache": f"{mb(peak['cache_bytes'])} {peak['cache_level']}" if cached else "",
+        "bandwidth_cache": held_in(roof) if ok else "",
     }
 
 
@@ -170,25 +168,14 @@ def generation_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.Data
 
 
 def in_cache_notes(measured: pd.DataFrame) -> list[str]:
-    """One sentence per cache for every point whose decode step's bytes fit in it, naming the
-    points (the page said it once per point, four near-identical lower-case lines): why their
-    share of peak bandwidth is left empty."""
-    lines = []
+    """Why a share of peak bandwidth is left empty: dramshare's one sentence per cache, naming
+    the points by their labels (the page said it once per point, four near-identical lower-case
+    lines; `optiboard show` says the same sentence, naming them by key)."""
     cached = measured[measured["bandwidth_cache"] != ""]
-    for cache, group in cached.groupby("bandwidth_cache", sort=False):
-        low, high = group["bandwidth_step_mb"].min(), group["bandwidth_step_mb"].max()
-        read = f"{high:.3g} MB" if f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g} to {high:.3g} MB"
-        who = (
-            f"all {len(group)} points"
-            if len(group) == len(measured) > 1
-            else f"{counted(len(group), 'point')} ({'; '.join(group['label'])})"
-        )
-        lines.append(
-            f"No share of peak bandwidth is shown for {who}: the {read} a decode step reads "
-            f"(weights less the lookup tables, + KV cache) fit in the {cache}, so the share "
-            "would be of cache traffic, not a memory-bandwidth figure."
-        )
-    return lines
+    named = zip(
+        cached["label"], cached["bandwidth_cache"], cached["bandwidth_step_mb"], strict=True
+    )
+    return dramshare.in_cache_notes(named, len(measured))
 
 
 def _measured(frame: pd.DataFrame) -> pd.DataFrame:

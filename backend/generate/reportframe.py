@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from backend.generate.benchmark import GenerationReport
+from backend.generate.dramshare import dram_share
 
 
 def generation_frame(report: GenerationReport) -> pd.DataFrame:
@@ -34,8 +35,8 @@ def generation_frame(report: GenerationReport) -> pd.DataFrame:
                 "kv_cache_mb": r.kv_cache_mb,
                 "peak_rss_mb": r.peak_rss_mb,
                 "bandwidth_gb_s": roof.get("achieved_bytes_s", 0.0) / 1e9,
-                # no share of the DRAM peak where the step's bytes sat in cache (points.py)
-                "bandwidth_fraction": None if roof.get("in_cache") else roof.get("fraction", 0.0),
+                # none where the step's bytes sat in cache; 0.0, as its GB/s, where it did not run
+                "bandwidth_fraction": dram_share(roof) if roof else 0.0,
                 "agreement_tokens": min(r.agreement) if r.agreement else None,
                 "perplexity": scored.get("perplexity"),
                 "j_per_token": r.energy.j_p50 if r.energy else None,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 import settings
+from backend.generate.dramshare import mb
 from backend.hardware import nvml
 
 # Datasheet peaks (bytes/s) where NVML's bus width x clock is not readable; matched on the name.
@@ -100,11 +101,6 @@ class Roofline:
             "in_cache": self.in_cache,
             "note": self.note,
         }
-
-
-def mb(size: float) -> str:
-    """In the product's MB (2**20 bytes), as the memory columns and charts beside it."""
-    return f"{size / 2**20:.3g} MB"
 
 
 _mb = mb

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from backend.counts import scaled
+from backend.counts import byte_size, scaled
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark, and an escaped one is
 # always literal: no link, image, emphasis, heading, HTML, LaTeX ($), directive (:red[...]) or
@@ -36,14 +36,8 @@ def plain(text: object) -> str:
 
 
 def fmt_bytes(size: int | float | None) -> str:
-    if size is None:
-        return EMPTY
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GB"
+    """A size as the CLI writes it too (backend.counts.byte_size), EMPTY where none is known."""
+    return EMPTY if size is None else byte_size(size)
 
 
 def fmt_count(value: int | None) -> str:

@@ -606,6 +606,22 @@ def test_adding_the_same_file_twice_names_its_model_and_adds_nothing_unless_copy
     assert optiboard("inspect", "1").stdout.splitlines()[3] == "  Uploaded."
 
 
+def test_add_and_models_write_a_small_models_size_as_the_pages_do(
+    data_dir: Path, mlp_path: Path
+) -> None:
+    """`add` printed the 3,784-byte test MLP as "0.0 MiB" and `models` as "0.00" under "MiB",
+    where the Models page said "3.7 KB"."""
+    from pages.components.formatting import fmt_bytes
+
+    size = mlp_path.stat().st_size
+    assert fmt_bytes(size) == f"{size / 1024:.1f} KB"  # a few KB: the page's unit, not 0.0
+    added = optiboard("add", str(mlp_path))
+    assert added.returncode == 0, added.stderr
+    assert f"(onnx, opset 17, {fmt_bytes(size)}, 874 parameters)" in added.stdout
+    (row,) = table_rows(optiboard("models").stdout, "id")
+    assert row["size"] == fmt_bytes(size)
+
+
 def test_export_html_writes_the_compare_pages_report_of_a_sweep(
     data_dir: Path, mlp_path: Path, tmp_path: Path
 ) -> None:

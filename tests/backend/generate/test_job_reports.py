@@ -84,10 +84,20 @@ def test_show_and_export_read_a_generation_jobs_points(
     cpu = f"{here['cpu']}, {here['cpu_count_logical']} logical cores"
     assert f"; on {cpu} (host {socket.gethostname()})" in out
     assert all(p["environment"]["device"] == "cpu" for p in stored.values())
-    for key, payload in stored.items():
-        if payload["roofline"]["note"]:
-            assert f"of peak, {key}: {payload['roofline']['note']}" in out
+    held = [key for key, payload in stored.items() if payload["roofline"]["in_cache"]]
+    for key, payload in stored.items():  # a note other than the cache's: beside its point
+        note = payload["roofline"]["note"]
+        assert (f"of peak, {key}: {note}" in out) is (bool(note) and key not in held), out
         assert f"{payload['perplexity']['perplexity']:.3f}" in out
+    # the cache's sentence once, naming the points it covers, as Compare says it under its
+    # table (show printed "of peak, KEY: the 1.x MB ... fit in the 32 MB L3" for every point)
+    said = [line for line in out.splitlines() if "fit in the " in line]
+    assert len(said) == (1 if held else 0), said
+    if held:
+        who = f"all {len(held)} points" if len(held) == len(stored) else "; ".join(held)
+        assert said[0].startswith("No share of peak bandwidth is shown for ") and who in said[0]
+        if len(held) == len(stored):  # the page's own sentence, its points named alike
+            assert said == points.in_cache_notes(points.generation_frame([job_id]))
 
     # a point stored before the cache was recorded beside it: said unknown, not left bare
     before = {k: v for k, v in stored[key]["roofline"].items() if k not in ("in_cache", "note")}
