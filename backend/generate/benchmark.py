@@ -262,7 +262,9 @@ def run_runtime(
     splits = []  # scored after every point: a forward pass's logits must not sit in a point's RSS
     with session:
         text_ids = session.encode(text) if text else None
-        for point in spec.points():
+        for index, point in enumerate(spec.points()):
+            if index and hasattr(session, "reopen"):  # frees what an earlier point left held
+                session.reopen()
             prompts = prompts_for(_vocab(folder), point[0], point[2], spec.seed, text_ids)
             result = run_point(
                 session, shape, point, prompts, GENERATION_PRESETS[spec.preset], peak
