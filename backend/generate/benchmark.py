@@ -263,8 +263,8 @@ def run_runtime(
     with session:
         text_ids = session.encode(text) if text else None
         for index, point in enumerate(spec.points()):
-            if index and hasattr(session, "reopen"):  # frees what an earlier point left held
-                session.reopen()
+            if index:
+                session.between_points()
             prompts = prompts_for(_vocab(folder), point[0], point[2], spec.seed, text_ids)
             result = run_point(
                 session, shape, point, prompts, GENERATION_PRESETS[spec.preset], peak

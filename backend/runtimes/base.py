@@ -285,6 +285,11 @@ class GenAISession(ABC):
         """Greedy decoding of exactly new_tokens per sequence (EOS ignored) from prompts
         [sequences, prompt length], timed token by token."""
 
+    def between_points(self) -> None:
+        """Before each point after the first: free what an earlier point left held, so a point's
+        peak memory is its own (OpenVINO GenAI reopens its pipeline); most runtimes hold nothing."""
+        return None
+
     def point_facts(self, sequences: int, together: int | None) -> dict[str, Any]:
         """What ran a point of `sequences` beyond the session's facts (e.g. which scheduler and
         how many sequences it decoded together); runtimes with one path say nothing more."""

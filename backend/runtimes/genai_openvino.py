@@ -10,7 +10,7 @@ not return a prompt's logits), chunk by chunk through its KV-cache state.
 LLMPipeline runs PagedAttention (its continuous-batching scheduler) where it can and falls back to
 the stateful SDPA graph silently; the session names the backend, so the facts say which ran and
 the KV cache is counted in that backend's layout (kv_layout). Its scheduler runs with prefix
-caching off (no_prefix_cache), and each point gets a fresh pipeline (reopen).
+caching off (no_prefix_cache), and each point gets a fresh pipeline (between_points).
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class OpenVinoGenAISession(GenAISession):
             return "not reported"
         return precision_name(value)
 
-    def reopen(self) -> None:
+    def between_points(self) -> None:
         """A fresh LLMPipeline before a point: GenAI grows its paged KV cache (and the CPU plugin
         its buffers) to the largest point so far and frees them only with the pipeline, so a
         later point's peak RSS held an earlier, larger point's (tiny Llama, 1 sequence of 200
