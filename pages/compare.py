@@ -186,27 +186,28 @@ def comparison() -> None:
     ok = frame[frame["status"] == ResultStatus.OK.value]
     labels = dict(zip(frame["result_id"], frame["label"], strict=True))
 
-    controls = st.columns([3, 2, 2])
-    with controls[0]:
-        everything = st.toggle(
-            "All measured configurations (new results join as they arrive)",
-            value=url_value("all") != "0",
-            key="url_all",
+    # the toggle on a line of its own: in a column of 3/7 its label was cut at 1100 px ("All
+    # measured configurations (new r..."), and so was the baseline's "Each job's own first F..."
+    everything = st.toggle(
+        "All measured configurations (new results join as they arrive)",
+        value=url_value("all") != "0",
+        key="url_all",
+    )
+    set_url("all", None if everything else "0")
+    if everything:
+        selected = ok["result_id"].tolist()
+    else:
+        selected = bound_multiselect(
+            "Configurations",
+            frame["result_id"].tolist(),
+            "configs",
+            default=ok["result_id"].tolist(),
+            format_func=lambda rid: labels.get(rid, str(rid)),
         )
-        set_url("all", None if everything else "0")
-        if everything:
-            selected = ok["result_id"].tolist()
-        else:
-            selected = bound_multiselect(
-                "Configurations",
-                frame["result_id"].tolist(),
-                "configs",
-                default=ok["result_id"].tolist(),
-                format_func=lambda rid: labels.get(rid, str(rid)),
-            )
+    controls = st.columns(2)
     view = frame[frame["result_id"].isin(selected)]
     series = list(dict.fromkeys(view["series"]))
-    with controls[1]:  # by default each job against its own FP32, as `optiboard compare`
+    with controls[0]:  # by default each job against its own FP32, as `optiboard compare`
         baseline = bound_selectbox(
             "Baseline",
             [htmlreport.EACH_MODEL, *series],
@@ -214,7 +215,7 @@ def comparison() -> None:
             default=htmlreport.EACH_MODEL,
             format_func=lambda s: htmlreport.EACH_MODEL_TEXT if s == htmlreport.EACH_MODEL else s,
         )
-    with controls[2]:
+    with controls[1]:
         loss_metric = bound_selectbox(
             "Accuracy loss",
             list(frames.LOSS_METRICS),

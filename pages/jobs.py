@@ -7,7 +7,6 @@ from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
-from streamlit.delta_generator import DeltaGenerator
 
 from backend import viewer
 from backend.auth.audit import Action
@@ -37,7 +36,7 @@ from pages.components.url_state import (
     url_int,
     url_value,
 )
-from pages.components.widgets import page_header, show_error, why_in_full
+from pages.components.widgets import metric_row, page_header, show_error, why_in_full
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
@@ -366,14 +365,17 @@ def _job_detail(job_id: int, was_live: bool) -> None:
     state = progress.progress_of(job)
     stored = jobs.stored_results(job.id)  # once per redraw: the summary, the rows, the views
     _summary(job, state, stored)
-    actions = st.columns(4)
-    _cancel_or_retry(job, actions)
     try:
         spec, configurations = progress.configuration_progress(job, stored)
     except UserError as exc:
         spec, configurations = None, []
         st.warning(f"This job's sweep can no longer be read: {plain(exc)}")
-    _links(job, spec, state, actions)
+    # one row, each action as wide as its label (a quarter of the page cut "Run again with cha"
+    # at 1100 px): Cancel first while the job runs, Retry last once it ended
+    with st.container(horizontal=True, wrap=True):
+        _cancel(job)
+        _links(job, spec, state)
+        _retry(job)
 
     if job.kind == JobKind.GENERATION:  # tokens: TTFT, ITL, tokens/s, memory, perplexity
         job_points(job.id, configurations)
@@ -416,11 +418,15 @@ def _summary(job: JobRow, state: progress.JobProgress, stored: list[StoredResult
         + counted(state.total, "point" if job.kind == JobKind.GENERATION else "configuration")
         + "".join(f" · {count} {status}" for status, count in not_ok.items()),
     )
-    info = st.columns(4)
-    info[0].metric("State", job.state.value)
-    info[1].metric("Duration", fmt_duration(state.duration_s))
-    info[2].metric("Attempts", f"{job.attempts}/{job.max_attempts}")
-    info[3].metric("Worker", plain(job.worker_id or EMPTY))
+    metric_row(
+        [
+            ("State", job.state.value),
+            ("Duration", fmt_duration(state.duration_s)),
+            ("Attempts", f"{job.attempts}/{job.max_attempts}"),
+        ]
+    )
+    # a line, not a metric: host-pid-hex ids ("vm-22068-0a3d0f") were cut to "vm-220..."
+    st.caption(f"Worker: {plain(job.worker_id or EMPTY)}")
     latest = jobs.job_events(job.id, limit=1)
     if not job.state.finished and latest and latest[0].level == "warning":
         st.warning(plain(latest[0].message))  # e.g. a Ray head the worker is waiting for
@@ -431,18 +437,24 @@ def _summary(job: JobRow, state: progress.JobProgress, stored: list[StoredResult
                 st.code(job.error, language=None)
 
 
-def _cancel_or_retry(job: JobRow, actions: list[DeltaGenerator]) -> None:
-    """Cancel while the job runs (first column), retry once it ended (last column: a second
-    click on Cancel as the job ends lands on nothing, not on Retry); each reruns the page."""
-    if not job.state.finished:
-        if can(Permission.CANCEL) and actions[0].button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
+def _cancel(job: JobRow) -> None:
+    """Cancel while the job runs, first in the row (a second click on it as the job ends lands
+    on a link, never on Retry, which comes last); it reruns the page."""
+    if not job.state.finished and can(Permission.CANCEL):
+        if st.button("Cancel", key=f"cancel_{job.id}", icon="⏹️"):
             with guarded(Action.CANCEL, f"job {job.id}"):
                 state = jobs.cancel_job(job.id)
             st.toast(jobs.cancel_said(job.id, state))
             st.rerun()
-    elif why := cannot("retry a job", Permission.SUBMIT):
-        actions[-1].caption(why)  # a viewer: no Retry, and the reason where it would be
-    elif actions[-1].button(  # a job that succeeded is not retried: it is run again as it was
+
+
+def _retry(job: JobRow) -> None:
+    """Run again (or Retry) once the job ended, last in the row; it reruns the page."""
+    if not job.state.finished:
+        return
+    if why := cannot("retry a job", Permission.SUBMIT):
+        st.caption(why)  # a viewer: no Retry, and the reason where it would be
+    elif st.button(  # a job that succeeded is not retried: it is run again as it was
         "Run again" if job.state == JobState.SUCCEEDED else "Retry",
         key=f"retry_{job.id}",
         icon="🔁",
@@ -458,12 +470,10 @@ def _cancel_or_retry(job: JobRow, actions: list[DeltaGenerator]) -> None:
             st.rerun()
 
 
-def _links(
-    job: JobRow, spec: SweepSpec | None, state: progress.JobProgress, actions: list[DeltaGenerator]
-) -> None:
+def _links(job: JobRow, spec: SweepSpec | None, state: progress.JobProgress) -> None:
     """Run again with changes (a sweep), and where the job's results are drawn."""
     if spec is not None:
-        actions[1].page_link(
+        st.page_link(
             "pages/optimize.py",
             label="Run again with changes",
             icon="✏️",
@@ -474,14 +484,14 @@ def _links(
             },
         )
     if state.done and is_serving(job):  # a serving study: its points are drawn on Serve
-        actions[2].page_link(
+        st.page_link(
             "pages/serve.py", label="Open on Serve", icon="🚀", query_params={"study": job.id}
         )
     elif state.done:
         views = {JobKind.GENERATION: "generation", JobKind.REGRESSION: "regression"}
         view = views.get(job.kind)  # a kind this version does not know: the plain view
         generation = {"view": view} if view else {}
-        actions[2].page_link(
+        st.page_link(
             "pages/compare.py",
             label="Compare results",
             icon="📊",

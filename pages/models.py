@@ -27,7 +27,7 @@ from pages.components.formatting import (
 )
 from pages.components.gate import require_access
 from pages.components.url_state import set_url
-from pages.components.widgets import model_picker, page_header, show_error
+from pages.components.widgets import metric_row, model_picker, page_header, show_error
 
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
@@ -156,12 +156,16 @@ st.dataframe(
 model = model_picker(models)
 assert model is not None
 
-cols = st.columns([2, 1, 1, 1, 1])  # "pytorch-exported" was cut to "pytorch-ex…" in a fifth
-cols[0].metric("Format", model.format)
-cols[1].metric("Opset", model.opset if model.opset is not None else EMPTY)
-cols[2].metric("Size", fmt_bytes(model.size_bytes))
-cols[3].metric("Parameters", fmt_count(model.parameter_count))
-cols[4].metric("Nodes", model.node_count)
+# each as wide as its value ("pytorch-exported" was cut in a fifth, "569.6 KB" at 1100 px)
+metric_row(
+    [
+        ("Format", model.format),
+        ("Opset", model.opset if model.opset is not None else EMPTY),
+        ("Size", fmt_bytes(model.size_bytes)),
+        ("Parameters", fmt_count(model.parameter_count)),
+        ("Nodes", model.node_count),
+    ]
+)
 if made := origin.origin_sentence(model):
     st.caption(plain(made))
 for warning in model.warnings:

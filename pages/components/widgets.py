@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import pandas as pd
@@ -54,13 +54,23 @@ def fill_copy_link() -> None:
 def page_header(title: str, caption: str | None = None) -> None:
     """Title, caption and copy link; also makes sure app.py routes this request."""
     ensure_router()
-    left, right = st.columns([5, 1], vertical_alignment="bottom")
-    with left:
-        st.title(title)
-        if caption:
-            st.caption(caption)
-    with right:
+    # A row, not st.columns([5, 1]): a sixth of the page was narrower than the button at 1100 px
+    # ("Cop..."); here the title takes what the button, as wide as its label, leaves.
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        with st.container():
+            st.title(title)
+            if caption:
+                st.caption(caption)
         copy_link()
+
+
+def metric_row(metrics: Sequence[tuple[str, Any]]) -> None:
+    """Metrics side by side, each as wide as its value and wrapping onto a new line where the
+    page is narrow: in equal columns a value wider than its column was cut ("succee..." at 1100
+    px)."""
+    with st.container(horizontal=True, wrap=True, horizontal_alignment="distribute"):
+        for label, value in metrics:
+            st.metric(label, value, width="content")
 
 
 def model_label(model: ModelRow) -> str:

@@ -72,20 +72,23 @@ def test_cancel_a_queued_job(data_dir: Path, mlp_path: Path) -> None:
     model = add_model(mlp_path)
     job = add_job(model.id, SweepSpec())
     at = open_page("jobs", job=job.id)
-    assert _action_column(at, f"cancel_{job.id}") == 0
+    assert _action_row(at, f"cancel_{job.id}")[0] == f"cancel_{job.id}"
     at.button(key=f"cancel_{job.id}").click().run()
     assert jobs.get_job(job.id).state == JobState.CANCELLED
-    # the job ended: Retry is drawn in the last column, so a second click on Cancel misses it
-    assert _action_column(at, f"retry_{job.id}") == 3
+    # the job ended: Retry comes last, after the links, so a second click on Cancel misses it
+    row = _action_row(at, f"retry_{job.id}")
+    assert row[-1] == f"retry_{job.id}" and len(row) > 1, row
     assert at.button(key=f"retry_{job.id}").label == "Retry"  # cancelled: a retry
 
 
-def _action_column(at: AppTest, key: str) -> int:
-    """Which of the detail's action columns holds the button with this key."""
-    rows = [block for block in at.get("flex_container") if block.children]
-    row = next(b for b in rows if any(c.type == "column" and c.button for c in b.children.values()))
-    columns = list(row.children.values())
-    return next(i for i, column in enumerate(columns) if any(b.key == key for b in column.button))
+def _action_row(at: AppTest, key: str) -> list[str | None]:
+    """The detail's row of actions holding the button with this key, in the order drawn: each
+    button's key (None for a page link)."""
+    for block in at.get("flex_container"):
+        keys = [getattr(child, "key", None) for child in block.children.values()]
+        if key in keys:
+            return keys
+    raise AssertionError(f"no action row holds {key}")
 
 
 def test_retry_a_finished_job_queues_a_copy_and_shows_it(data_dir: Path, mlp_path: Path) -> None:
@@ -186,7 +189,7 @@ def test_a_running_jobs_detail_follows_the_worker_and_stops_polling_once_it_ende
     assert not at.exception, at.exception
     shown = texts(at)
     assert "running · 0 of 2 configurations" in [p.proto.text for p in at.get("progress")][0]
-    assert "Attempts=1/3" in shown and "Worker=worker7" in shown
+    assert "Attempts=1/3" in shown and "Worker: worker7" in shown
     assert "claimed by worker7" in at.code[0].value  # the log follows too
     # in an expander of its own identity, which a redraw or the job ending does not reset
     assert [e.key for e in at.expander if e.label == "Log"] == [f"log_{job.id}"]
