@@ -199,4 +199,22 @@ def test_upload_sweep_compare_share_and_graph_in_a_real_browser(
         page.goto(f"{dashboard}/compare?jobs=2")
         _wait_for(page, lambda: "#2 cnn CPU FP32" in _legend(page), 180, "the .pt2 sweep's row")
         page.screenshot(path=str(ARTIFACTS / "e2e-8-pt2-compare.png"), full_page=True)
+
+        # 8. At 1100 px (a laptop with the sidebar open) no label, metric or link is cut with an
+        # ellipsis: "Copy link" read "Cop...", a job's state "succee...", its worker "vm-220..."
+        page.set_viewport_size({"width": 1100, "height": 1400})
+        for path in ("jobs?job=1", "compare?jobs=1", "models?model=1"):
+            page.goto(f"{dashboard}/{path}")
+            page.wait_for_selector("[data-test-script-state=notRunning]", timeout=60_000)
+            page.wait_for_timeout(1500)  # let the last deltas paint
+            page.screenshot(path=str(ARTIFACTS / f"e2e-9-narrow-{path.split('?')[0]}.png"))
+            assert page.evaluate(_CUT) == [], path
     assert external == [], f"the dashboard reached outside its origin: {external}"
+
+
+# Text the page shows in one line, ellipsised when its box is narrower: metric values, widget
+# labels, buttons (the popover's "Copy link" among them) and page links.
+_CUT = """() => [...document.querySelectorAll(
+    '[data-testid=stMetricValue] div, [data-testid=stWidgetLabel] p, '
+    + '[data-testid=stPopover] button p, [data-testid=stPageLink] p, button p'
+)].filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
