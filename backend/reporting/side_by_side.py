@@ -69,6 +69,10 @@ def runtimes_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
         aggfunc="first",
         dropna=False,
     )
+    # dropna=False keeps a runtime's all-empty cells, but also crosses the index levels: keep the
+    # (model, precision, batch) rows some runtime measured, not every model at every precision
+    measured = pd.MultiIndex.from_frame(data[["model", "precision", "batch_size"]])
+    wide = wide[wide.index.isin(measured)]
     runtimes = list(dict.fromkeys(data["runtime"]))
     columns = [(field, runtime) for runtime in runtimes for field in FIELDS]
     wide = wide.reindex(columns=pd.MultiIndex.from_tuples(columns))

@@ -213,9 +213,11 @@ def test_downloads_hold_the_compared_configurations(data_dir: Path, mlp_path: Pa
 
 
 def test_runtimes_side_by_side_per_precision_against_one_reference(
-    data_dir: Path, cnn_path: Path
+    data_dir: Path, cnn_path: Path, mlp_path: Path
 ) -> None:
-    """ONNX Runtime and OpenVINO measured by the real worker, shown next to each other."""
+    """ONNX Runtime and OpenVINO measured by the real worker, shown next to each other; with a
+    second model swept at FP32 only, no row for a precision that model never ran (the pivot gave
+    every model every precision, rows of dashes)."""
     pytest.importorskip("openvino")
     model = add_model(cnn_path, "cnn")
     spec = SweepSpec(
@@ -224,11 +226,17 @@ def test_runtimes_side_by_side_per_precision_against_one_reference(
         measure=MEASURE_PRESETS["quick"],
     )
     job = run_sweep(model.id, spec)
-    at = open_page("compare", jobs=job.id)
+    other = run_sweep(
+        add_model(mlp_path, "mlp").id, dataclasses.replace(spec, precisions=(Precision.FP32,))
+    )
+    at = open_page("compare", jobs=f"{job.id},{other.id}")
     assert not at.exception
     assert "Runtimes side by side" in texts(at)
     [table] = [d.value for d in at.dataframe if "OpenVINO CPU · ran as" in d.value.columns]
-    table = table.set_index("precision")
+    assert sorted(zip(table["model"], table["precision"], strict=True)) == [
+        ("cnn", "BF16"), ("cnn", "FP32"), ("mlp", "FP32")
+    ]  # fmt: skip
+    table = table[table["model"] == "cnn"].set_index("precision")
     assert list(table.index) == ["FP32", "BF16"]
     assert table.at["FP32", "ONNX Runtime CPU · vs FP32"] == pytest.approx(1.0)
     assert table.at["FP32", "OpenVINO CPU · ran as"] == "f32"
