@@ -277,6 +277,15 @@ def test_a_point_the_runtime_cannot_run_fails_alone(fp32) -> None:
     assert (one.status, one.agreement) == ("ok", [3])
     assert many.status == "failed" and "must be in [1, 32]" in many.error
     assert many.agreement == []
+    # the CLI report's frame gives the failed point no figures (it read 0.0 GB/s, a 0.0 share
+    # of peak, 0.0 ms and tokens/s, as if measured), the measured one all of them
+    frame = generation_frame(report).set_index("sequences")
+    figures = [c for c in frame.columns if c.endswith(("_ms", "_s", "_mb", "_fraction"))]
+    assert len(figures) == 12, figures  # the ten figures, GB/s and the share of peak
+    assert frame.loc[33, figures].isna().all()
+    measured = frame.loc[1, figures].drop("bandwidth_fraction")  # none in cache (the tiny Llama)
+    assert measured.notna().all() and (measured > 0).all()
+    assert frame.loc[33, "error"] == many.error
 
 
 def test_generation_under_a_runtime_environment_records_the_onnxruntime_that_ran(fp32) -> None:

@@ -9,13 +9,15 @@ openvino-genai test alone uploads the HF zip, since its export is made from the 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
 import pytest
 
 from backend.errors import UserError
-from backend.generate import jobspec, points
+from backend.generate import jobreport, jobspec, points
 from backend.generate import library as generative
 from backend.jobs.generation import judge
 from backend.models import library, origin
@@ -255,6 +257,13 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
     frame = points.generation_frame([job.id])
     failed = frame[frame["status"] == "failed"].iloc[0]  # its label said "prompt None" before
     assert failed["label"].endswith("prompt 16, 8 new, 1 seq") and failed["ran"] == ""
+    # no figure for a point that did not run, on the page and in the CSV export: never a 0.0
+    # that reads as measured (GB/s and the share of peak, as the CLI report's frame gave them)
+    figures = [*points.FIGURES, "peak_rss_mb", "bandwidth_gb_s", "j_per_token"]
+    assert failed[figures].isna().all(), failed[figures]
+    exported, _ = jobreport.export_generation([job.id], "csv")
+    [row] = [r for r in csv.DictReader(io.StringIO(exported.decode())) if r["status"] == "failed"]
+    assert [row[f] for f in figures] == [""] * len(figures), row
     # `generate ID` with torch: every runtime judged against those weights (it had no reference)
     argv = ["generate", str(model.id), "--runtimes", "ort-genai,torch", "--prompt-lengths", "16"]
     ran = optiboard(*argv, "--new-tokens", "8", "--preset", "quick", "--json")
