@@ -17,7 +17,7 @@ from backend.generate.jobspec import GenerationJobSpec
 from backend.generate.perplexity import split_note
 from backend.knobs.serialize import field_from_json
 from backend.reporting import front
-from backend.reporting.charts import markers_by_series, pareto_trace
+from backend.reporting.charts import front_traces, markers_by_series
 from backend.reporting.metrics import REGISTRY, pick
 from backend.reporting.provenance import hardware, ran_line, ran_on
 from backend.reporting.style import apply_layout, escaped, series_colors
@@ -69,6 +69,8 @@ COLUMNS = (
     "ran",  # what ran the point, as the CLI says it (reporting.provenance.ran_line)
     "split",  # where its tokens left the reference, with the margins there ("" where none did)
     "model_id",  # the library model that ran: the upload, or its weight-only copy
+    "job_model_id",  # the model the job was asked for: its variants' one Pareto front
+    "model",  # that model's name
     "facts",  # every fact the runtime stored with the point, as JSON
     "price_per_hour",
     "cost_per_million_tokens",  # price per hour / (output tokens/s x 3600) x 1e6, ok points
@@ -81,16 +83,18 @@ TTFT, ITL, TOKENS, MEMORY, PPL = pick(
 
 
 def _row(
-    job_id: int, model: str, point_id: int, key: str, payload: dict[str, Any]
+    job_id: int, model: tuple[int | None, str], point_id: int, key: str, payload: dict[str, Any]
 ) -> dict[str, Any]:
     variant = payload.get("variant_label") or payload.get("variant", "")
-    series = f"#{job_id} {model} · {variant} · {payload.get('runtime', '')}"
+    series = f"#{job_id} {model[1]} · {variant} · {payload.get('runtime', '')}"
     prompt, new, seqs = (payload.get(k) for k in ("prompt_tokens", "new_tokens", "sequences"))
     agreement = payload.get("agreement") or []
     ok = payload.get("status") in ("ok", "wrong outputs")
     weights, kv = payload.get("weights_mb"), payload.get("kv_cache_mb")
     row = {
         "job_id": job_id,
+        "job_model_id": model[0],
+        "model": model[1],
         "point_id": point_id,
         "key": key,
         "series": series,
@@ -151,7 +155,9 @@ def generation_frame(job_ids: list[int], prices: pricing.Prices = ()) -> pd.Data
     models, price = {}, {}
     for job_id in job_ids:
         job = job_store.get_job(job_id)
-        models[job_id] = names.get(job.model_id, f"model {job.model_id}") if job else "?"
+        models[job_id] = (
+            (job.model_id, names.get(job.model_id, f"model {job.model_id}")) if job else (None, "?")
+        )
         device = field_from_json(GenerationJobSpec, job.spec, "device") if job else ""
         price[job_id] = pricing.price_for(table, device)
     rows = []
@@ -224,20 +230,33 @@ def tokens_vs_memory(frame: pd.DataFrame) -> go.Figure:
     return apply_layout(fig, "Tokens/s against memory", MEMORY.axis_title, TOKENS.axis_title)
 
 
-def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
-    """Perplexity against output tokens/s; the Pareto front of the points with FP32-like outputs
-    and a stable measurement is joined and starred (reporting/front.py); an unstable point
-    beyond it is drawn hollow and its hover says so."""
+PPL_FRONT = ("output_tokens_per_s", "perplexity")
+
+
+def with_fronts(frame: pd.DataFrame) -> pd.DataFrame:
+    """The measured points with a perplexity and a speed, with `pareto` (each model's own
+    perplexity/speed front of stable FP32-like points; front.each_front) and `beyond_pareto`
+    (unstable points that measured beyond it). Two models' points are no alternatives to each
+    other, so one model's never pushes another's off its front. A front is the job's model's,
+    its weight-only variants on it: model_id here is job_model_id, which each_front divides by."""
     data = _measured(frame)
     data = data[data["perplexity"].notna() & data["output_tokens_per_s"].notna()]
-    keys = ("output_tokens_per_s", "perplexity")
-    data = data.assign(beyond_pareto=front.beyond_mask(data, keys))
+    data = data.assign(model_id=data.get("job_model_id"))  # absent: one front
+    on, beyond = front.each_front(data, PPL_FRONT)
+    return data.assign(pareto=on, beyond_pareto=beyond)
+
+
+def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
+    """Perplexity against output tokens/s; each model's Pareto front of the points with
+    FP32-like outputs and a stable measurement is joined and starred (with_fronts), named by the
+    model where the view holds several; an unstable point beyond it is drawn hollow and its
+    hover says so."""
+    data = with_fronts(frame)
     fig = go.Figure()
     hover = f"%{{text}}<br>{TOKENS.hover('x')}<br>perplexity {PPL.hover('y')}"
-    markers_by_series(fig, data, "output_tokens_per_s", "perplexity", hover, beyond="beyond_pareto")
-    best = data[front.front_mask(data, keys)]  # wrong outputs are drawn, never a best trade-off
-    if not best.empty:
-        fig.add_trace(pareto_trace(best.sort_values(keys[0]), *keys))
+    markers_by_series(fig, data, *PPL_FRONT, hover, beyond="beyond_pareto")
+    # wrong outputs are drawn, never a best trade-off
+    front_traces(fig, data, "pareto", PPL_FRONT)
     fig.update_traces(cliponaxis=False)  # a star at the range's edge was cut in half
     return apply_layout(fig, "Perplexity against speed", TOKENS.axis_title, PPL.axis_title)
 

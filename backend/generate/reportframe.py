@@ -5,17 +5,46 @@ from __future__ import annotations
 
 import pandas as pd
 
-from backend.generate.benchmark import GenerationReport
+from backend.generate.benchmark import GenerationReport, GenerationResult
 from backend.generate.dramshare import dram_share
+
+MEASURED = ("ok", "wrong outputs")
+# what a point measured: none for a point that did not run (a failed point's result holds 0.0
+# in each, which read as measured: 0.0 GB/s, a 0.0 share of peak)
+FIGURES = (
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "e2e_p50_ms",
+    "output_tokens_per_s",
+    "decode_tokens_per_s",
+    "weights_mb",
+    "kv_cache_mb",
+    "peak_rss_mb",
+)
+
+
+def _figures(r: GenerationResult) -> dict[str, object]:
+    """The point's figures and roofline; every one None where it did not run (status, error)."""
+    if r.status not in MEASURED:
+        return dict.fromkeys((*FIGURES, "bandwidth_gb_s", "bandwidth_fraction", "stable"))
+    roof = r.roofline or {}
+    achieved = roof.get("achieved_bytes_s")
+    return {
+        **{key: getattr(r, key) for key in FIGURES},
+        "bandwidth_gb_s": achieved / 1e9 if achieved is not None else None,
+        "bandwidth_fraction": dram_share(roof),  # none where the step's bytes sat in cache
+        "stable": r.stable,
+    }
 
 
 def generation_frame(report: GenerationReport) -> pd.DataFrame:
-    """Every result, measured or not (status and error say why not), with its runtime's
-    perplexity and the bandwidth roofline flattened."""
+    """Every result, measured or not (status and error say why not; no figures then), with its
+    runtime's perplexity and the bandwidth roofline flattened."""
     rows = []
     for r in report.results:
-        roof = r.roofline or {}
-        scored = report.perplexity.get(r.runtime, {})
+        scored = report.perplexity.get(r.runtime, {}) if r.status in MEASURED else {}
         rows.append(
             {
                 "runtime": r.runtime,
@@ -24,24 +53,11 @@ def generation_frame(report: GenerationReport) -> pd.DataFrame:
                 "new_tokens": r.new_tokens,
                 "sequences": r.sequences,
                 "status": r.status,
-                "ttft_p50_ms": r.ttft_p50_ms,
-                "ttft_p99_ms": r.ttft_p99_ms,
-                "itl_p50_ms": r.itl_p50_ms,
-                "itl_p99_ms": r.itl_p99_ms,
-                "e2e_p50_ms": r.e2e_p50_ms,
-                "output_tokens_per_s": r.output_tokens_per_s,
-                "decode_tokens_per_s": r.decode_tokens_per_s,
-                "weights_mb": r.weights_mb,
-                "kv_cache_mb": r.kv_cache_mb,
-                "peak_rss_mb": r.peak_rss_mb,
-                "bandwidth_gb_s": roof.get("achieved_bytes_s", 0.0) / 1e9,
-                # none where the step's bytes sat in cache; 0.0, as its GB/s, where it did not run
-                "bandwidth_fraction": dram_share(roof) if roof else 0.0,
+                **_figures(r),
                 "agreement_tokens": min(r.agreement) if r.agreement else None,
                 "perplexity": scored.get("perplexity"),
                 "j_per_token": r.energy.j_p50 if r.energy else None,
                 "energy_source": r.energy.source if r.energy else "",
-                "stable": r.stable,
                 "error": r.error,
             }
         )

@@ -41,7 +41,7 @@ def pareto_trace(front: pd.DataFrame, x: str, y: str, name: str = "") -> go.Scat
     )
 
 
-def _fronts(fig: go.Figure, data: pd.DataFrame, column: str, keys: tuple[str, ...]) -> None:
+def front_traces(fig: go.Figure, data: pd.DataFrame, column: str, keys: tuple[str, ...]) -> None:
     """One starred line per front (front.each_front: each model's, and each baseline's for
     speedups), named where there are several: a line joining two models' points drew a trade-off
     between configurations that are no alternatives to each other."""
@@ -202,7 +202,7 @@ def accuracy_vs_speedup(frame: pd.DataFrame, loss_label: str) -> go.Figure:
     markers_by_series(
         fig, data, "speedup", "accuracy_loss", hover, beyond="beyond_pareto", firm="speedup_firm"
     )
-    _fronts(fig, data, "pareto", (*SPEEDUP_FRONT,))
+    front_traces(fig, data, "pareto", (*SPEEDUP_FRONT,))
     symbol_key(fig)
     return apply_layout(fig, "Accuracy loss against speedup", SPEEDUP.axis_title, loss_label)
 
@@ -226,7 +226,7 @@ def cost_vs_accuracy(frame: pd.DataFrame, cost_key: str, loss_label: str) -> go.
         custom="throughput",
         beyond="beyond_cost_pareto",
     )
-    _fronts(fig, data, "cost_pareto", (cost_key, *COST_FRONT))
+    front_traces(fig, data, "cost_pareto", (cost_key, *COST_FRONT))
     symbol_key(fig)
     title = f"Accuracy loss against {x.label}"
     return apply_layout(fig, title, x.axis_title, loss_label)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.errors import UnavailableError
-from backend.runtimes.base import GenAISession, TokenTimes, timed_steps
+from backend.runtimes.base import GenAISession, TokenTimes, return_freed_memory, timed_steps
 from backend.runtimes.genai_engine import (
     ENGINE_MODES,
     GENERATOR_MAX_SEQUENCES,
@@ -107,6 +107,7 @@ class OrtGenAISession(GenAISession):
             "cuda_graph": cuda_graph,
             "attention_kernels": "flash, memory-efficient, math" if device == "cuda" else "cpu",
             "ttft_from": "the call: generator and KV cache creation, prefill, first token",
+            "model": "a fresh og.Model per point (ONNX Runtime's arena grows, never shrinks)",
         }
 
     def _config(self, overlay: dict[str, object]) -> object:
@@ -122,6 +123,18 @@ class OrtGenAISession(GenAISession):
         if self._cuda_graph:  # one decode step's kernels replayed as one graph launch
             config.set_provider_option("cuda", "enable_cuda_graph", "1")
         return config
+
+    def between_points(self) -> None:
+        """A fresh og.Model before a point: ONNX Runtime's CPU arena keeps the buffers of the
+        largest point so far for the model's life, so a later point's peak RSS held an earlier,
+        larger point's (tiny Llama, 1 sequence of 200 tokens: 221.1 MB after 32 sequences, 93.7
+        MB alone). Dropping the model frees the arena, and trimming the heap the pages glibc
+        kept; this took 0.11 s on the tiny Llama, untimed."""
+        self.close()
+        return_freed_memory()
+        self._engine_batch = 0
+        self.model = self._og.Model(self._config(engine_overlay(self.folder, 1)))
+        self.tokenizer = self._og.Tokenizer(self.model)
 
     def close(self) -> None:
         self._engine = None

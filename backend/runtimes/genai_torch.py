@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from backend.errors import UnavailableError, UserError
-from backend.runtimes.base import GenAISession, TokenTimes
+from backend.runtimes.base import GenAISession, TokenTimes, return_freed_memory
 
 WARMUP_STEPS = 3  # compile and autotune, on a side stream, before the step is captured
 COMPILED = "torch.compile(fullgraph=True, coordinate descent tuning), one CUDA graph per shape"
@@ -153,6 +153,18 @@ class TorchGenAISession(GenAISession):
             else "our loop: a stamp per token",
             "ttft_from": "the call: prefill of the prompt and its first token",
         }
+
+    def between_points(self) -> None:
+        """Before a point, drop the last one's StaticCache and CUDA graphs and return the freed
+        memory: the cache was dropped only when the next point made its own, inside that
+        point's memory scope, and the heap kept the pages of its prefill's activations, so 1
+        sequence of 200 tokens on the tiny Llama peaked at 537.7 MB after a point of 64 (599.6
+        MB), 390.0 MB alone (0.3-0.5 s, untimed; a point of the same shape records its graphs
+        again, untimed too)."""
+        self._caches, self._captured, self._compiled_s = {}, {}, {}
+        return_freed_memory()
+        if self.device == "cuda":  # the caching allocator's blocks back to the driver
+            self._torch.cuda.empty_cache()
 
     def close(self) -> None:
         self._caches.clear()

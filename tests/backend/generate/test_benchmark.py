@@ -277,6 +277,15 @@ def test_a_point_the_runtime_cannot_run_fails_alone(fp32) -> None:
     assert (one.status, one.agreement) == ("ok", [3])
     assert many.status == "failed" and "must be in [1, 32]" in many.error
     assert many.agreement == []
+    # the CLI report's frame gives the failed point no figures (it read 0.0 GB/s, a 0.0 share
+    # of peak, 0.0 ms and tokens/s, as if measured), the measured one all of them
+    frame = generation_frame(report).set_index("sequences")
+    figures = [c for c in frame.columns if c.endswith(("_ms", "_s", "_mb", "_fraction"))]
+    assert len(figures) == 12, figures  # the ten figures, GB/s and the share of peak
+    assert frame.loc[33, figures].isna().all()
+    measured = frame.loc[1, figures].drop("bandwidth_fraction")  # none in cache (the tiny Llama)
+    assert measured.notna().all() and (measured > 0).all()
+    assert frame.loc[33, "error"] == many.error
 
 
 def test_generation_under_a_runtime_environment_records_the_onnxruntime_that_ran(fp32) -> None:
@@ -350,3 +359,26 @@ def test_a_point_out_of_memory_says_what_it_asked_for_and_what_it_had() -> None:
         "fewer sequences or shorter prompts."
     )
     assert "the cuda device's memory" in out_of_memory_sentence(result, "cuda")
+
+
+def test_a_point_after_a_larger_one_does_not_hold_its_memory(fp32) -> None:
+    """ONNX Runtime's CPU arena keeps the largest point's buffers for the og.Model's life: in one
+    model, 1 sequence of 200 tokens peaked at 221.1 MB after a point of 32 sequences, 93.7 MB as
+    the only point. Each later point now gets a fresh model (and the heap trimmed), so its peak
+    is its own (94.4 MB after the 32): far nearer the point alone than the larger point before."""
+
+    def peaks(sequences: tuple[int, ...]) -> list[float]:
+        spec = GenerationSpec(
+            runtimes=("ort-genai",),
+            prompt_lengths=(200,),
+            new_tokens=(8,),
+            sequences=sequences,
+            preset="quick",
+        )
+        report = run_generation(fp32, spec)
+        assert [r.status for r in report.results] == ["ok"] * len(sequences)
+        return [r.peak_rss_mb for r in report.results]
+
+    (alone,) = peaks((1,))
+    larger, after = peaks((32, 1))
+    assert after < alone + (larger - alone) / 4, (alone, larger, after)

@@ -9,13 +9,15 @@ openvino-genai test alone uploads the HF zip, since its export is made from the 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
 import pytest
 
 from backend.errors import UserError
-from backend.generate import jobspec, points
+from backend.generate import jobreport, jobspec, points
 from backend.generate import library as generative
 from backend.jobs.generation import judge
 from backend.models import library, origin
@@ -255,6 +257,13 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
     frame = points.generation_frame([job.id])
     failed = frame[frame["status"] == "failed"].iloc[0]  # its label said "prompt None" before
     assert failed["label"].endswith("prompt 16, 8 new, 1 seq") and failed["ran"] == ""
+    # no figure for a point that did not run, on the page and in the CSV export: never a 0.0
+    # that reads as measured (GB/s and the share of peak, as the CLI report's frame gave them)
+    figures = [*points.FIGURES, "peak_rss_mb", "bandwidth_gb_s", "j_per_token"]
+    assert failed[figures].isna().all(), failed[figures]
+    exported, _ = jobreport.export_generation([job.id], "csv")
+    [row] = [r for r in csv.DictReader(io.StringIO(exported.decode())) if r["status"] == "failed"]
+    assert [row[f] for f in figures] == [""] * len(figures), row
     # `generate ID` with torch: every runtime judged against those weights (it had no reference)
     argv = ["generate", str(model.id), "--runtimes", "ort-genai,torch", "--prompt-lengths", "16"]
     ran = optiboard(*argv, "--new-tokens", "8", "--preset", "quick", "--json")
@@ -267,6 +276,39 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
         ("torch", [8]),
     ]
     assert any("against the Hugging Face folder" in n for n in report["notes"])
+
+
+def test_two_models_picked_together_get_a_perplexity_front_each(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Two jobs of two models (the tiny Llama and its grouped-query sibling), as Compare's
+    generation view holds them when both are picked: one front spanned both models, so the
+    model with the better figures starred alone; each model's points are now their own front,
+    named by the model, the front its own points alone make."""
+    from backend.reporting import front
+
+    spec = jobspec.GenerationJobSpec(
+        variants=("fp32",), prompt_lengths=(16,), new_tokens=(8,), sequences=(1, 2)
+    )
+    text = llm_models.trained_llama().eval_text.encode()
+    job_ids = []
+    for llama in (llm_models.TINY, llm_models.TINY_GQA):
+        model = seed.add_model(llm_models.genai_zip(tmp_path, llama), name=f"llama{llama.seed}")
+        job_ids.append(jobspec.submit_generation(model.id, spec, text, "held-out.txt").id)
+    run_worker_once(timeout=600)
+    assert [job_store.get_job(i).state for i in job_ids] == [JobState.SUCCEEDED] * 2
+    frame = points.generation_frame(job_ids).assign(stable=True)  # as a quiet host measures
+    assert frame["perplexity"].notna().all() and frame["model"].nunique() == 2
+    fronts = {
+        t.name: sorted(t.x)
+        for t in points.perplexity_vs_speed(frame).data
+        if t.name and "Pareto" in t.name
+    }
+    assert set(fronts) == {"Pareto front (llama0)", "Pareto front (llama1)"}, fronts
+    keys = points.PPL_FRONT
+    for name, rows in frame.groupby("model"):
+        own = rows[front.front_mask(rows, keys)]["output_tokens_per_s"]
+        assert fronts[f"Pareto front ({name})"] == sorted(own)
 
 
 def test_a_sweep_or_regression_check_of_a_generative_model_is_refused_and_queues_nothing(
