@@ -261,6 +261,18 @@ def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
     return apply_layout(fig, "Perplexity against speed", TOKENS.axis_title, PPL.axis_title)
 
 
+def nothing_to_draw(key: str, frame: pd.DataFrame) -> str:
+    """Why a chart of CHARTS would be empty axes, in one sentence ('' where it has points): a
+    job given no text has no perplexity, and an empty chart with axes from -1 to 4 said nothing."""
+    if key != "perplexity" or not with_fronts(frame).empty:
+        return ""
+    return (
+        "Perplexity against speed: no measured point has a perplexity, as no perplexity text was "
+        "given; run the job again with one (Optimize's \"Perplexity text\", or the CLI's "
+        "--perplexity-text) to score each variant."
+    )
+
+
 CHARTS = {
     "ttft": ("TTFT vs sequences", ttft_vs_sequences),
     "itl": ("ITL vs sequences", itl_vs_sequences),

@@ -358,7 +358,11 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             f"{counted(len(measured), 'measured point')} in {frame['series'].nunique()} series"
             + (" · refreshing while the benchmark runs" if active else "")
         )
-        figures = [(key, points.CHARTS[key][1](frame)) for key in points.CHARTS if key in chosen]
+        drawn = [key for key in points.CHARTS if key in chosen]
+        for why in filter(None, (points.nothing_to_draw(key, frame) for key in drawn)):
+            st.caption(why)
+        drawn = [key for key in drawn if not points.nothing_to_draw(key, frame)]
+        figures = [(key, points.CHARTS[key][1](frame)) for key in drawn]
         for index in range(0, len(figures), 2):
             cols = st.columns(2)
             for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):

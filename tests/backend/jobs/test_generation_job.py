@@ -256,6 +256,11 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
     assert (int4["prompt_tokens"], int4["new_tokens"], int4["sequences"]) == (16, 8, 1)
     frame = points.generation_frame([job.id])
     failed = frame[frame["status"] == "failed"].iloc[0]  # its label said "prompt None" before
+    # no text, no perplexity: Compare says so instead of drawing empty axes from -1 to 4
+    assert points.nothing_to_draw("perplexity", frame).startswith(
+        "Perplexity against speed: no measured point has a perplexity, as no perplexity text"
+    )
+    assert points.nothing_to_draw("ttft", frame) == ""
     assert failed["label"].endswith("prompt 16, 8 new, 1 seq") and failed["ran"] == ""
     # no figure for a point that did not run, on the page and in the CSV export: never a 0.0
     # that reads as measured (GB/s and the share of peak, as the CLI report's frame gave them)
