@@ -56,7 +56,9 @@ def test_the_cheapest_configuration_of_a_real_sweep_meets_the_bound_and_names_th
     assert main(["serve", "recommend", str(job.id), "--slo", "50", "--min-rate", "100",
                  "--price", "cpu=0.4", "--top", "3"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
-    assert printed.strip().splitlines()[-2] == answer.sentence
+    lines = printed.strip().splitlines()  # the cost sentence, the verdict, its "- " details
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("In "))
+    assert lines[verdict - 1] == answer.sentence
     # its cost column as every CLI table heads and prints costs (plain decimals, never "inf")
     rows = [line for line in printed.splitlines() if "(default)" in line or "$/M" in line]
     assert "$/M " in rows[0] and "$/M inf" not in printed and "e-0" not in printed

@@ -146,7 +146,7 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
     printed = capsys.readouterr().out
     # the servers that measured costs and confirmed ran the environment's onnxruntime
     assert "confirmed on onnxruntime 1.31.1 (ort-1.31)\n" in printed, printed
-    sentence = printed.strip().splitlines()[-1]
+    sentence, cost = _verdict_and_cost(printed)
     with capsys.disabled():
         print(printed)  # the evidence, shown with -s or when the test fails
     lead = r"In (\d) measurements? across \1 configurations? \(the best of 7 predicted\), "
@@ -157,7 +157,7 @@ def test_recommend_with_confirm_measures_the_best_policies_on_the_real_server(
     ), printed
     default = r"the default \(no dynamic batching, one instance\)"
     assert "p99 ms  predicted p99 ms" in printed  # beside each other, measured or not
-    cost = printed.strip().splitlines()[-2]  # the cheapest, ranked among the measured ones
+    # cost: the cheapest, ranked among the measured ones
     if code == 0:  # the best predicted policy and the default were both served and measured
         assert cost.startswith("The cheapest configuration that meets p99 <= 200 ms is FP32 on ")
         assert "measured on Triton, $0.4/h for cpu" in cost and "predicted" not in cost
@@ -290,14 +290,13 @@ def test_recommend_with_confirm_under_a_bound_nothing_is_predicted_to_meet_measu
     assert main([*argv, "--instances", "1"]) == 3  # no server answers within 0.05 ms
     printed = capsys.readouterr().out
     assert "confirmed on onnxruntime " in printed and "no measured point" not in printed
-    sentence = printed.strip().splitlines()[-1]
+    sentence, cost = _verdict_and_cost(printed)
     assert sentence.startswith(
         "In 1 measurement across 1 configuration (the closest of 7 predicted, none of which was "
         "predicted to meet the bound), none meets the p99 bound of 0.05 ms; the closest is FP32 "
         "on CPU, "
     ), sentence
     assert "(measured" in sentence and "(predicted" not in sentence
-    cost = printed.strip().splitlines()[-2]
     assert cost == (
         "No cheapest configuration: the one configuration measured on Triton does not meet "
         "p99 <= 0.05 ms."
@@ -346,3 +345,11 @@ def test_a_sweep_only_prediction_points_to_the_study_of_the_model_it_could_not_u
         "costs do not apply here: it ran on another-host, this sweep on "
     ) in first, first
     assert first.endswith("`optiboard serve recommend 1 --slo 50 --confirm 3`."), first
+
+
+def _verdict_and_cost(printed: str) -> tuple[str, str]:
+    """The verdict line (what its "- " detail lines under it rest on left out) and the cost
+    sentence printed just above it."""
+    lines = printed.strip().splitlines()
+    at = max(i for i, line in enumerate(lines) if line.startswith("In "))
+    return lines[at], lines[at - 1]
