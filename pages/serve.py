@@ -18,6 +18,7 @@ from backend.reporting import frames
 from backend.runtimeenvs import describe
 from backend.serving import charts
 from backend.serving.cheapest import CostAnswer
+from backend.serving.distribution import Distribution, latency_distribution
 from backend.serving.download import repository_zip
 from backend.serving.evidence import Evidence
 from backend.serving.export import parse_config
@@ -48,6 +49,7 @@ from pages.components.gate import require_access
 from pages.components.live import refresh_every
 from pages.components.prices import price_override
 from pages.components.url_state import (
+    bound_multiselect,
     bound_number,
     bound_selectbox,
     set_url,
@@ -130,6 +132,28 @@ def _measured_charts(view: StudyView) -> None:
     if point is not None:
         st.caption("Reproduce this configuration's shown point with perf_analyzer:")
         st.code(view.reproduce(point), language="bash")
+    _distribution_chart(view, label)
+
+
+@st.cache_data(show_spinner="Reading the points' requests…", max_entries=16)
+def _distribution(job_id: int, point_ids: tuple[int, ...], _view: StudyView) -> Distribution:
+    del job_id  # in the key with the ids: a stored point and its samples never change
+    return latency_distribution(_view, list(point_ids))
+
+
+def _distribution_chart(view: StudyView, configuration: str | None) -> None:
+    """The picked points' latency distributions (the shown configuration's by default)."""
+    st.subheader("Latency distribution")
+    labels = view.point_labels
+    default = next((c.point_ids for c in view.configurations if c.label == configuration), [])
+    picked = bound_multiselect(
+        "Load points", list(labels), "points", default=default, format_func=labels.get
+    )
+    shown = _distribution(view.job_id, tuple(picked), view)
+    for sentence in shown.sentences:
+        st.info(plain(sentence), icon="ℹ️")
+    if shown.figure is not None:
+        st.plotly_chart(shown.figure, key="study_cdf")
 
 
 QUEUED_STUDY = "_queued_study"  # (job id, load points) of the study just queued, shown once

@@ -95,7 +95,7 @@ def _hold_migration_lock(connection: Connection) -> None:
 # The newest migration's revision: a database already there is recognised with one SELECT,
 # without importing Alembic (0.1 s of every CLI, worker and child start that touches the
 # database). tests/storage/test_migrations.py fails when a new migration does not update it.
-HEAD_REVISION = "0014_model_origin"
+HEAD_REVISION = "0015_point_samples"
 
 
 def _at_head(connection: Connection) -> bool:

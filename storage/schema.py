@@ -13,6 +13,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -234,6 +235,24 @@ class ServingPoint(Base):
     kind: Mapped[str] = mapped_column(String(16))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=db_utcnow())
+
+
+class ServingPointSamples(Base):
+    """A load point's raw per-request timings, one row per point (kept apart so listings stay
+    light), written in the point's transaction; packed arrays (backend/serving/samples.py), each
+    of `kept` values of the `total` successful requests; points stored before 0015 have none."""
+
+    __tablename__ = "serving_point_samples"
+
+    point_id: Mapped[int] = mapped_column(
+        ForeignKey("serving_points.id", ondelete="CASCADE"), primary_key=True
+    )
+    encoding: Mapped[str] = mapped_column(String(32))
+    kept: Mapped[int] = mapped_column(Integer)
+    total: Mapped[int] = mapped_column(Integer)
+    latency_ms: Mapped[bytes] = mapped_column(LargeBinary)
+    sent_s: Mapped[bytes] = mapped_column(LargeBinary)
+    scheduled_s: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
 
 class SessionRevocation(Base):

@@ -6,8 +6,9 @@ do: every simulation input measured, none fitted to a point the predictions are 
 stores that curve once per variant. Then for each batching policy it starts a real tritonserver
 (backend/serving/server.py, which health-checks it and stops it whatever happens), measures each
 load point from a child process (the load generator's CPU apart from the worker's), and stores
-every point as it lands. A server that fails to start ends the job with Triton's own log line; a
-cancel kills the measuring child (the cost measurement's too) and the server stops with the block.
+every point as it lands, its requests' samples in the same transaction (serving/samples.py). A
+server that fails to start ends the job with Triton's own log line; a cancel kills the measuring
+child (the cost measurement's too) and the server stops with the block.
 
 ServingStudyKind is the `serving` entry of the job kinds (backend/jobs/kinds.py); it asks the
 worker only through the job's public JobContext (stop check, events, lease, finish).
@@ -26,8 +27,9 @@ from backend.jobs import prometheus
 from backend.jobs.context import JobContext, JobOutcome
 from backend.launch.children import run_in_child
 from backend.serving.costmodel import CostMeasurementCancelled, measure_costs_on_server
-from backend.serving.loadgen import load_time_limit_s, run_load
+from backend.serving.loadgen import load_time_limit_s, measure_load
 from backend.serving.repository import plan_model
+from backend.serving.samples import MeasuredLoad
 from backend.serving.server import ServerEndpoint, serve
 from backend.serving.study import (
     KIND,
@@ -194,16 +196,18 @@ class ServingJob:
                 continue
             if self._should_stop(job):
                 raise Cancelled
-            point: LoadPoint = self._child(
+            measured: MeasuredLoad = self._child(
                 job,
-                run_load,
+                measure_load,
                 endpoint,
                 load,
                 measure,
                 timeout_s=load_time_limit_s(load),
                 what="The load generator",
             )
-            self._save(job, key, label, serving_store.POINT, point.to_dict())
+            point, samples = measured.point, measured.samples
+            stored = serving_store.StoredSamples(**samples.packed())
+            self._save(job, key, label, serving_store.POINT, point.to_dict(), stored)
             prometheus.WORKER.serving_point(point.stable, point.generator_saturated)
             job_store.log_event(job.id, f"{label} | {load_label(load)}: {_summary(point)}")
 
@@ -223,9 +227,18 @@ class ServingJob:
             raise Cancelled
         return outcome.value_or_raise(what)
 
-    def _save(self, job: JobRow, key: str, label: str, kind: str, payload: dict) -> None:
+    def _save(
+        self,
+        job: JobRow,
+        key: str,
+        label: str,
+        kind: str,
+        payload: dict,
+        samples: serving_store.StoredSamples | None = None,
+    ) -> None:
+        """The point (with its requests' samples, in one transaction) or a warning why not."""
         saved = serving_store.save_point(
-            job.id, key, label, kind, payload, lease=job_store.lease_of(job)
+            job.id, key, label, kind, payload, lease=job_store.lease_of(job), samples=samples
         )
         if saved is None:
             held = self.context.still_held()

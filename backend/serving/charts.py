@@ -1,7 +1,9 @@
-"""Plotly figures for serving: throughput vs p99 per configuration, queue/compute, batch sizes."""
+"""Plotly figures for serving: throughput vs p99 per configuration, queue/compute, batch sizes,
+and the latency distribution of load points from their stored requests."""
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
@@ -82,3 +84,32 @@ def batch_histogram(point: LoadPoint, label: str) -> go.Figure:
     title = f"Batch sizes formed ({kind}):<br>{label}"
     fig = apply_layout(fig, title, "batch size", "executions")
     return fig.update_layout(margin_t=80)
+
+
+MAX_DRAWN = 2000  # steps drawn per CDF: a point of 500,000 requests drew slowly in the browser
+
+
+def latency_cdf(samples: dict[str, np.ndarray]) -> go.Figure:
+    """Per load point, the share of its requests answered within each latency: the empirical
+    CDF of its samples (at most MAX_DRAWN of its steps, the slowest request always among them),
+    with the 99% line, where a curve crosses it is the point's p99."""
+    fig = go.Figure()
+    for index, (label, latency_ms) in enumerate(samples.items()):
+        ordered = np.sort(latency_ms)
+        steps = np.unique(np.linspace(0, ordered.size - 1, min(ordered.size, MAX_DRAWN)).round())
+        at = steps.astype(int)
+        fig.add_trace(
+            go.Scatter(
+                x=ordered[at].tolist(),
+                y=(100 * (at + 1) / ordered.size).tolist(),
+                mode="lines",
+                line={"color": PALETTE[index % len(PALETTE)], "shape": "hv"},
+                name=f"{label} ({ordered.size:,} requests)",
+                hovertemplate="%{y:.2f}% within %{x:.2f} ms<extra>%{fullData.name}</extra>",
+            )
+        )
+    fig.add_hline(y=99, line={"color": "grey", "dash": "dot"}, annotation_text="p99")
+    fig = apply_layout(
+        fig, "Latency distribution of every request", "latency (ms)", "requests within (%)"
+    )
+    return fig.update_yaxes(range=[0, 100.5])

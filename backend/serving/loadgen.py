@@ -5,6 +5,7 @@ moment a request actually leaves (a late Server arrival is the generator's lag, 
 server's latency). Queue time, compute time and the batches Triton formed come from Triton's own
 statistics, diffed around the measurement; its Prometheus counters likewise. Run it in a child
 process (`run_load_in_child`) so the generator never shares the caller's CPU accounting.
+`measure_load` returns the point with the requests it was computed from (samples.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from backend.host import HostWatch, contention_note
 from backend.launch.children import run_in_child
 from backend.results import LatencyStats
 from backend.runtimeenvs import DEFAULT
+from backend.serving.samples import MeasuredLoad, RequestSamples
 from backend.serving.scenarios import (
     GIVE_UP_LAG_S,
     SCENARIOS,
@@ -239,6 +241,14 @@ def run_load(
     endpoint: ServerEndpoint, spec: LoadSpec, measure: MeasureSettings | None = None
 ) -> LoadPoint:
     """Generate one load point against a running server (this process; see run_load_in_child)."""
+    return measure_load(endpoint, spec, measure).point
+
+
+def measure_load(
+    endpoint: ServerEndpoint, spec: LoadSpec, measure: MeasureSettings | None = None
+) -> MeasuredLoad:
+    """run_load, with each request's timings kept (a serving study stores them beside the
+    point); the point's latency figures are computed from exactly those samples."""
     measure = measure or MEASURE_PRESETS["quick"]
     parts = generator_processes(spec)
     # the server's device: its GPU (Triton's KIND_GPU is GPU 0 of what it sees), else the CPU
@@ -251,28 +261,20 @@ def run_load(
         spent = energy.energy_report(meter, [(reading, len(good))], idle, per="request")
     if not good:
         raise UserError(f"No request of the {spec.scenario.value} load point succeeded.")
+    samples = RequestSamples.from_records(good)
+    # from every request even where the samples keep one in k (samples.MAX_KEPT)
+    every = samples if not samples.thinned else RequestSamples.from_records(good, len(good))
     first = min(r.sent_s for r in records)
     last = max(r.done_s for r in good)
     verdict = stability([Completed(r.sent_s, r.done_s, r.burst) for r in good], measure)
     saturated = _saturation(spec, records, schedule, parts)
-    metrics = {
-        **server.metrics,
-        "ort_intra_op_threads": float(endpoint.intra_op_threads),
-    }
-    notes = endpoint.notes
-    if host.share is not None:  # the server is another process: only the machine's totals
-        metrics["host_busy_cores"] = round(host.share.busy_cores, 3)
-        metrics["host_steal_fraction"] = round(host.share.steal_fraction, 4)
-        stolen = contention_note({"host_steal_fraction": host.share.steal_fraction})
-        notes = (*notes, stolen) if stolen else notes
-    if spent.measured and endpoint.provider is ServingProvider.CPU:
-        notes = (*notes, CPU_ENERGY_NOTE)
-    return LoadPoint(
+    metrics, notes = _metrics_and_notes(endpoint, server, host, spent)
+    point = LoadPoint(
         scenario=spec.scenario,
         policy=endpoint.policy,
         spec=spec,
         achieved_rps=len(good) / (last - first) if last > first else 0.0,
-        latency=LatencyStats.from_samples([1000 * (r.done_s - r.sent_s) for r in good]),
+        latency=LatencyStats.from_samples(every.latency_ms),
         queue_ms=server.queue_ms,
         compute_ms=server.compute_ms,
         batch_histogram=server.batch_histogram,
@@ -294,6 +296,26 @@ def run_load(
         runtime_env=endpoint.runtime_env,
         onnxruntime=endpoint.onnxruntime,
     )
+    return MeasuredLoad(point, samples)
+
+
+def _metrics_and_notes(
+    endpoint: ServerEndpoint, server: ServerSide, host: HostWatch, spent: energy.EnergyReport
+) -> tuple[dict[str, float], tuple[str, ...]]:
+    """The point's server metrics with the host's share, and its notes (a busy host, energy)."""
+    metrics = {
+        **server.metrics,
+        "ort_intra_op_threads": float(endpoint.intra_op_threads),
+    }
+    notes = endpoint.notes
+    if host.share is not None:  # the server is another process: only the machine's totals
+        metrics["host_busy_cores"] = round(host.share.busy_cores, 3)
+        metrics["host_steal_fraction"] = round(host.share.steal_fraction, 4)
+        stolen = contention_note({"host_steal_fraction": host.share.steal_fraction})
+        notes = (*notes, stolen) if stolen else notes
+    if spent.measured and endpoint.provider is ServingProvider.CPU:
+        notes = (*notes, CPU_ENERGY_NOTE)
+    return metrics, notes
 
 
 def run_load_in_child(

@@ -215,13 +215,15 @@ def submit_study(model_id: int, study: ServingStudy, label: str | None = None) -
 @dataclass(frozen=True)
 class StudyPoints:
     """A study's stored measurements, typed: points in the order measured, grouped by
-    configuration, each variant's measured cost curve (by cost_key), and how many bare
-    curves a study stored before cost measurements were kept (they predict nothing)."""
+    configuration, each variant's measured cost curve (by cost_key), how many bare curves a
+    study stored before cost measurements were kept (they predict nothing), and the stored
+    id of each grouped point, in the same order (its samples are read by it)."""
 
     points: list[LoadPoint]
     by_configuration: dict[str, list[LoadPoint]]
     costs: dict[str, LatencyCurve]
     old_curves: int = 0
+    ids: dict[str, list[int]] = field(default_factory=dict)
 
 
 def study_points(job_id: int) -> StudyPoints:
@@ -229,6 +231,7 @@ def study_points(job_id: int) -> StudyPoints:
 
     points: list[LoadPoint] = []
     grouped: dict[str, list[LoadPoint]] = {}
+    ids: dict[str, list[int]] = {}
     costs: dict[str, LatencyCurve] = {}
     old_curves = 0
     for row in serving_store.list_points([job_id]):
@@ -238,9 +241,10 @@ def study_points(job_id: int) -> StudyPoints:
             point = LoadPoint.from_dict(row.payload)
             points.append(point)
             grouped.setdefault(row.configuration, []).append(point)
+            ids.setdefault(row.configuration, []).append(row.id)
         elif row.kind == serving_store.OLD_CURVE:
             old_curves += 1
-    return StudyPoints(points, grouped, costs, old_curves)
+    return StudyPoints(points, grouped, costs, old_curves, ids)
 
 
 def runtime_labels(points: list[LoadPoint]) -> list[str]:

@@ -2,7 +2,9 @@
 view shows (its points, the sentence saying which configuration meets the p99 bound, the cheapest
 one, what the predictions come from, what ran), and `optiboard export` writes it: CSV is the
 page's table of measured points (view.measured_table), JSON every point and cost measurement as
-the worker stored it. Everything is read through view.study_view, as the page reads it.
+the worker stored it, each load point with its requests' samples (backend/serving/samples.py) as
+a sweep's JSON carries its results' samples. Everything is read through view.study_view, as the
+page reads it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from backend.errors import UserError
 from backend.reporting import exports
 from backend.reporting.metrics import cell
 from backend.reporting.text import table
+from backend.serving.distribution import BEFORE, stored_samples
+from backend.serving.samples import RequestSamples
 from backend.serving.study import load_label
 from backend.serving.types import LoadPoint, Scenario
 from backend.serving.view import StudyView, energy_sources, measured_table, study_view
@@ -90,7 +94,8 @@ def show_lines(
 
 def export_studies(job_ids: list[int], fmt: str, prices: pricing.Prices = ()) -> tuple[bytes, int]:
     """(the file's bytes, how many points): CSV the page's table of each study (a job column
-    first), JSON every stored point and cost measurement with its job and kind."""
+        first), JSON every stored point and cost measurement with its job and kind, a load point
+    with its samples (or the sentence saying it was stored before they were kept)."""
     if fmt == "csv":
         frames = [measured_table(study_view(j, None, prices)).assign(job=j) for j in job_ids]
         frame = pd.concat([f for f in frames if not f.empty] or [pd.DataFrame()])
@@ -101,8 +106,23 @@ def export_studies(job_ids: list[int], fmt: str, prices: pricing.Prices = ()) ->
     stored = point_store.list_points(job_ids)
     if not stored:
         raise UserError(f"Jobs {', '.join(map(str, job_ids))} have no load points yet.")
+    samples = stored_samples([p.id for p in stored if p.kind == point_store.POINT])
     records = [
-        {"job_id": p.job_id, "point_id": p.id, "kind": p.kind, "key": p.point_key, **p.payload}
+        {
+            "job_id": p.job_id,
+            "point_id": p.id,
+            "kind": p.kind,
+            "key": p.point_key,
+            **p.payload,
+            **(_samples_record(samples.get(p.id)) if p.kind == point_store.POINT else {}),
+        }
         for p in stored
     ]
     return json.dumps(records, indent=2, default=str).encode(), len(records)
+
+
+def _samples_record(samples: RequestSamples | None) -> dict[str, object]:
+    """A load point's requests as its record carries them, or the sentence why it has none."""
+    if samples is None:
+        return {"samples": None, "samples_note": f"This point was {BEFORE}, so it has none."}
+    return {"samples": samples.to_dict()}

@@ -193,6 +193,7 @@ class MeasuredConfiguration:
     label: str
     measured: list[LoadPoint]
     predicted: list[LoadPoint]
+    point_ids: list[int] = field(default_factory=list)  # each measured point's stored id
 
     @property
     def notes(self) -> list[str]:
@@ -268,6 +269,15 @@ class StudyView:
             c.label: sorted(c.measured, key=lambda p: p.achieved_rps)
             + sorted(c.predicted, key=lambda p: p.achieved_rps)
             for c in self.configurations
+        }
+
+    @property
+    def point_labels(self) -> dict[int, str]:
+        """Each measured point's stored id and its name, "configuration | load", table order."""
+        return {
+            point_id: f"{c.label} | {load_label(p.spec)}"
+            for c in self.configurations
+            for point_id, p in zip(c.point_ids, c.measured, strict=True)
         }
 
     def shown_point(self, label: str) -> LoadPoint | None:
@@ -380,7 +390,8 @@ def study_view(job_id: int, slo_p99_ms: float | None = None, prices: Prices = ()
         curve = stored.costs.get(cost_key(variant)) if variant else None
         predicted = predicted_points(curve, points) if curve is not None else []
         shown = ran_label(variant, policy, points) if variant and policy else label
-        configurations.append(MeasuredConfiguration(shown, points, predicted))
+        ids = stored.ids.get(label, [])
+        configurations.append(MeasuredConfiguration(shown, points, predicted, ids))
     costs = [
         VariantCosts(v.name, stored.costs[cost_key(v)])
         for v in study.variants

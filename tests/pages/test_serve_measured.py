@@ -48,7 +48,7 @@ def test_a_finished_study_draws_measured_and_predicted_curves_and_its_link_reope
     sentence = (at.main.success or at.main.warning)[0].value
     assert sentence.startswith("In 2 measurements across 1 configuration,")
     assert "2 of 2 load points measured" in texts(at)
-    curves, split, batches = at.get("plotly_chart")
+    curves, split, batches, _ = at.get("plotly_chart")  # the last: the latency distribution
     names = [trace["name"] for trace in _figure(curves)["data"]]
     assert any(n.endswith("(measured)") for n in names)
     assert any(n.endswith("(predicted)") for n in names)  # labelled, beside the measurements
@@ -99,7 +99,7 @@ def test_a_running_study_fills_in_and_says_why_nothing_is_predicted(
     at.run()
     assert not at.exception
     assert "2 of 2 load points measured" in texts(at)
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 4
     assert "This study asked for no cost measurement, so nothing is predicted" in texts(at)
     assert at.dataframe[0].value["predicted p99 (ms)"].isna().all()
 
@@ -217,6 +217,64 @@ def test_points_the_load_generator_could_not_offer_are_never_quoted_as_server_la
     _, rows = progress.configuration_progress(jobs.get_job(job.id))
     assert [r.status for r in rows] == ["client saturated"] * 2
     assert all(r.p99_ms is None and r.why.startswith("the load generator could not") for r in rows)
+
+
+def test_the_latency_distribution_draws_the_picked_points_and_says_which_have_no_samples(
+    data_dir: Path, mlp_path: Path, tmp_path: Path
+) -> None:
+    """Each picked point's CDF is drawn from its stored requests (by default the shown
+    configuration's points; the pick is kept in the link); a point stored before its requests
+    were kept is said in one sentence, on the page and in the JSON export."""
+    import streamlit as st
+    from sqlalchemy import text
+
+    from storage.db import get_engine
+
+    model = add_model(mlp_path, "mlp")
+    job = finished_study(model.id)
+    view = study_view(job.id)
+    labels = view.point_labels
+    (config,) = view.configurations
+    first, second = config.point_ids
+    at = open_page("serve", study=job.id)
+    assert not at.exception
+    assert at.query_params["points"] == f"{first},{second}"  # the configuration's, by default
+    cdf = _figure(at.get("plotly_chart")[3])
+    assert cdf["layout"]["title"]["text"] == "Latency distribution of every request"
+    for trace, point in zip(cdf["data"], config.measured, strict=True):
+        name = labels[config.point_ids[config.measured.index(point)]]
+        assert trace["name"] == f"{name} ({point.latency.count:,} requests)"
+        assert trace["y"][-1] == 100.0 and trace["x"][-1] == pytest.approx(point.latency.max)
+        assert trace["x"][0] == pytest.approx(point.latency.min)
+
+    at.multiselect(key="url_points").set_value([second]).run()
+    assert not at.exception and at.query_params["points"] == str(second)
+    (only,) = _figure(at.get("plotly_chart")[3])["data"]
+    assert only["name"].startswith(labels[second])
+
+    with get_engine().begin() as connection:  # as a point stored before migration 0015 is
+        connection.execute(
+            text("DELETE FROM serving_point_samples WHERE point_id = :id"), {"id": second}
+        )
+    st.cache_data.clear()  # the page caches a point's samples: stored once, never changed
+    again = open_page("serve", study=job.id, points=f"{first},{second}")
+    assert not again.exception
+    said = [i.value.replace("\\", "") for i in again.info]  # shown as escaped plain text
+    assert f"{labels[second]} was stored before Optiboard kept each request's latency" in (
+        " ".join(said)
+    ), said
+    (drawn,) = _figure(again.get("plotly_chart")[3])["data"]
+    assert drawn["name"].startswith(labels[first])
+
+    out = tmp_path / "study.json"
+    assert main(["export", str(job.id), "--format", "json", "-o", str(out)]) == 0
+    records = {r["point_id"]: r for r in json.loads(out.read_text())}
+    assert records[first]["samples"]["kept"] == config.measured[0].latency.count
+    assert records[second]["samples"] is None
+    assert records[second]["samples_note"] == (
+        "This point was stored before Optiboard kept each request's latency (migration 0015), "
+        "so it has none."
+    )
 
 
 # How far the prediction from a study's server costs may stray from the rate the study measured.

@@ -1,7 +1,7 @@
 """Migrations on a real SQLite file that holds data: 0003 keeps latency in the payload, 0011
 keeps the configuration there, 0012 reads each job's kind out of its spec, 0014 reads each
-model's origin out of its artifacts, events and sha256 (the last three on a real PostgreSQL
-server too)."""
+model's origin out of its artifacts, events and sha256, 0015 keeps a load point's samples in
+the point's transaction (the last four on a real PostgreSQL server too)."""
 
 from __future__ import annotations
 
@@ -374,3 +374,78 @@ def test_0014_records_each_models_origin_and_a_variant_outlives_its_source(
         artifacts = conn.execute(text("SELECT count(*) FROM artifacts")).scalar_one()
     engine.dispose()
     assert not {"origin", "source_model_id", "source_job_id"} & columns and artifacts == 4
+
+
+def _seed_points_at_0014(url: str) -> None:
+    """Two models, a serving job of each, and one load point each, as the code before 0015
+    stored them: no samples."""
+    _migrate(url, "0014_model_origin")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        for n in (1, 2):
+            conn.execute(
+                text(
+                    "INSERT INTO models (id, name, sha256, format, size_bytes, inputs, outputs, "
+                    "op_histogram, parameter_count, node_count, warnings, created_at) VALUES "
+                    "(:n, 'm', :sha, 'onnx', 1, '[]', '[]', '{}', 0, 0, '[]', '2026-01-01')"
+                ),
+                {"n": n, "sha": str(n) * 64},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO jobs (id, model_id, state, kind, spec, created_at, attempts, "
+                    "max_attempts, progress_done, progress_total, cancel_requested) VALUES "
+                    "(:n, :n, 'succeeded', 'serving', :spec, '2026-01-01', 1, 3, 1, 3, false)"
+                ),
+                {"n": n, "spec": json.dumps(SERVING_SPEC)},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO serving_points (job_id, point_key, configuration, kind, "
+                    "payload, created_at) VALUES (:n, 'old', 'c', 'point', '{}', "
+                    "'2026-01-01')"
+                ),
+                {"n": n},
+            )
+    engine.dispose()
+
+
+def test_0015_keeps_a_points_samples_in_its_transaction_and_its_job_takes_them_along(
+    database: str,
+) -> None:
+    """A database at 0014 with points stored before is upgraded on first use (foreign keys
+    on): those points have no samples. A new point and its samples are stored together, read
+    back byte for byte; a samples row the database refuses leaves no point either (one
+    transaction), and a point refused as a duplicate writes no samples. Deleting a model (and
+    so its job) deletes its points' samples, not another's; downgrade drops the table in place,
+    every point kept."""
+    from storage.repo import models as model_store
+    from storage.repo import serving as point_store
+
+    url = settings.database_url()
+    _seed_points_at_0014(url)
+    assert point_store.point_samples([1, 2]) == {}  # the first use upgrades to head
+    kept = point_store.StoredSamples("f8le-byteplanes-zlib", 2, 3, b"\x01\x02", b"\x03", b"\x04")
+    new = point_store.save_point(1, "new", "c", point_store.POINT, {"n": 1}, samples=kept)
+    other = point_store.save_point(2, "new", "c", point_store.POINT, {"n": 2}, samples=kept)
+    assert new is not None and other is not None
+    assert point_store.point_samples([new.id, other.id, 1]) == {new.id: kept, other.id: kept}
+    assert job_store.get_job(1).progress_done == 2  # the old point and the new one
+
+    again = point_store.save_point(1, "new", "c", point_store.POINT, {"n": 3}, samples=kept)
+    assert again is None  # already stored: the first point and its samples stay
+    refused = point_store.StoredSamples("f8le-byteplanes-zlib", 1, 1, None, b"")  # type: ignore[arg-type]
+    with pytest.raises(Exception, match="(?i)null"):
+        point_store.save_point(1, "half", "c", point_store.POINT, {"n": 4}, samples=refused)
+    assert [p.point_key for p in point_store.list_points([1])] == ["old", "new"]
+    assert job_store.get_job(1).progress_done == 2
+
+    model_store.delete_model(1)
+    assert point_store.point_samples([new.id, other.id]) == {other.id: kept}
+    _migrate(url, "0014_model_origin", down=True, make=db.make_engine)
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        tables = inspect(conn).get_table_names()
+        points = conn.execute(text("SELECT count(*) FROM serving_points")).scalar_one()
+    engine.dispose()
+    assert "serving_point_samples" not in tables and points == 2
