@@ -74,7 +74,7 @@ def _costs(job_id: int) -> list:
 
 
 def test_worker_process_measures_costs_once_resumes_measures_stores_typed_points_and_counts(
-    data_dir: Path, mlp_path: Path
+    data_dir: Path, mlp_path: Path, tmp_path: Path
 ) -> None:
     model = ingest_file(mlp_path, "mlp.onnx")
     job = submit_study(model.id, _study())
@@ -152,6 +152,47 @@ def test_worker_process_measures_costs_once_resumes_measures_stores_typed_points
     assert sum(verdicts) == 2
     assert samples[("optiboard_jobs", (("state", "succeeded"),))] == 1
     assert samples[("optiboard_queue_depth", ())] == 0
+    _points_keep_their_requests(model.id, job.id, tmp_path)
+
+
+def _points_keep_their_requests(model_id: int, job_id: int, tmp_path: Path) -> None:
+    """The worker stored each load point with its requests' timings in the same transaction;
+    `optiboard export --format json` carries them, and the generator's own percentile method
+    (LatencyStats.from_samples) on the exported latencies finds the stored p50 and p99 exactly.
+    A Server point's scheduled and sent offsets give back its lateness, and the generator's own
+    saturation rule on them gives the stored verdict. Deleting the study's model (and so the
+    job) deletes the samples. (Checked on the study above rather than a study of its own.)"""
+    from backend.cli import main
+    from backend.results import LatencyStats
+    from backend.serving.loadgen import saturation_reason
+    from backend.serving.sender import Record
+    from storage.repo import models as model_store
+
+    job = jobs.get_job(job_id)
+    out = tmp_path / "study.json"
+    assert main(["export", str(job.id), "--format", "json", "-o", str(out)]) == 0
+    records = [r for r in json.loads(out.read_text()) if r["kind"] == "point"]  # not the costs
+    assert [r["spec"]["scenario"] for r in records] == ["concurrency", "server"]
+    for record in records:
+        samples, stored = record["samples"], record["latency"]
+        assert samples["kept"] == samples["of"] == stored["count"] and record["errors"] == 0
+        again = LatencyStats.from_samples(samples["latency_ms"])
+        assert (again.p50, again.p99) == (stored["p50"], stored["p99"])
+        assert again == LatencyStats(**stored)  # every figure, from the same samples
+        assert len(samples["sent_s"]) == samples["kept"]
+    concurrency, server = records
+    assert concurrency["samples"]["scheduled_s"] is None  # a closed loop has no schedule
+    sent, scheduled = server["samples"]["sent_s"], server["samples"]["scheduled_s"]
+    assert sorted(scheduled) == server["arrival_schedule_s"]  # every request sent, once
+    assert all(s >= t for s, t in zip(sent, scheduled, strict=True))  # none left early
+    spec = LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=80, seed=5)
+    rebuilt = [Record(t, s, s, True) for s, t in zip(sent, scheduled, strict=True)]
+    assert bool(saturation_reason(spec, rebuilt)) == server["generator_saturated"]
+
+    ids = [r["point_id"] for r in records]
+    assert set(serving_store.point_samples(ids)) == set(ids)
+    model_store.delete_model(model_id)
+    assert serving_store.point_samples(ids) == {}
 
 
 def test_a_server_that_cannot_start_ends_the_job_with_tritons_log_line(
@@ -224,48 +265,3 @@ def test_cancel_during_the_cost_measurement_ends_the_job_before_any_configuratio
     messages = [e.message for e in jobs.job_events(job.id)]
     assert any(m.startswith("measuring original's costs") for m in messages), messages
     assert not any("Triton ready" in m for m in messages)  # no configuration was served
-
-
-def test_each_point_keeps_its_requests_and_the_export_recomputes_its_percentiles(
-    data_dir: Path, mlp_path: Path, tmp_path: Path
-) -> None:
-    """The worker stores each load point with its requests' timings in the same transaction;
-    `optiboard export --format json` carries them, and the generator's own percentile method
-    (LatencyStats.from_samples) on the exported latencies finds the stored p50 and p99 exactly.
-    A Server point's scheduled and sent offsets give back its lateness, and the generator's own
-    saturation rule on them gives the stored verdict. Deleting the study's model (and so the
-    job) deletes the samples."""
-    from backend.cli import main
-    from backend.results import LatencyStats
-    from backend.serving.loadgen import saturation_reason
-    from backend.serving.sender import Record
-    from storage.repo import models as model_store
-
-    model = ingest_file(mlp_path, "mlp.onnx")
-    job = submit_study(model.id, _study(sizes=()))
-    worker.serve(once=True, poll_seconds=0.05)
-    assert jobs.get_job(job.id).state == JobState.SUCCEEDED, jobs.get_job(job.id).error
-    out = tmp_path / "study.json"
-    assert main(["export", str(job.id), "--format", "json", "-o", str(out)]) == 0
-    records = json.loads(out.read_text())
-    assert [r["spec"]["scenario"] for r in records] == ["concurrency", "server"]
-    for record in records:
-        samples, stored = record["samples"], record["latency"]
-        assert samples["kept"] == samples["of"] == stored["count"] and record["errors"] == 0
-        again = LatencyStats.from_samples(samples["latency_ms"])
-        assert (again.p50, again.p99) == (stored["p50"], stored["p99"])
-        assert again == LatencyStats(**stored)  # every figure, from the same samples
-        assert len(samples["sent_s"]) == samples["kept"]
-    concurrency, server = records
-    assert concurrency["samples"]["scheduled_s"] is None  # a closed loop has no schedule
-    sent, scheduled = server["samples"]["sent_s"], server["samples"]["scheduled_s"]
-    assert sorted(scheduled) == server["arrival_schedule_s"]  # every request sent, once
-    assert all(s >= t for s, t in zip(sent, scheduled, strict=True))  # none left early
-    spec = LoadSpec(Scenario.SERVER, duration_s=1.0, target_rps=80, seed=5)
-    rebuilt = [Record(t, s, s, True) for s, t in zip(sent, scheduled, strict=True)]
-    assert bool(saturation_reason(spec, rebuilt)) == server["generator_saturated"]
-
-    ids = [r["point_id"] for r in records]
-    assert set(serving_store.point_samples(ids)) == set(ids)
-    model_store.delete_model(model.id)
-    assert serving_store.point_samples(ids) == {}
