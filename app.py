@@ -26,8 +26,12 @@ def _prepare_viewer() -> str:
 
 _prepare_viewer()
 
+# Home is the default page, served at /; its url_path only names it (Streamlit keys a page by
+# it). /home, where a person may well look for it, is Home too: a hidden page of the same
+# script. Otherwise Streamlit answers it with a modal "Page not found" that, before sign-in,
+# left the sign-in form beneath it taking no input until it was closed.
 PAGES = [
-    st.Page("pages/home.py", title="Home", url_path="home", icon="🏠", default=True),
+    st.Page("pages/home.py", title="Home", url_path="start", icon="🏠", default=True),
     st.Page("pages/models.py", title="Models", url_path="models", icon="📦"),
     st.Page("pages/graph.py", title="Graph", url_path="graph", icon="🕸️"),
     st.Page("pages/compatibility.py", title="Compatibility", url_path="compatibility", icon="🧩"),
@@ -37,15 +41,16 @@ PAGES = [
     st.Page("pages/compare.py", title="Compare", url_path="compare", icon="📊"),
 ]
 USERS = st.Page("pages/users.py", title="Users", url_path="users", icon="👤")
+HOME = st.Page("pages/home.py", title="Home", url_path="home", icon="🏠", visibility="hidden")
 
 principal = access.gate()
 if principal is None:  # routed but not run: the address (page + query) survives sign-in
-    signin.render(st.navigation([*PAGES, USERS], position="hidden"))
+    signin.render(st.navigation([*PAGES, USERS, HOME], position="hidden"))
     st.stop()
 if principal.via == Via.LINK:  # a signed link: that comparison, read-only, and nothing else
     # Every page is routed (hidden) so /compare keeps its path; a lone page would be the default,
     # reachable only at /, and /compare would be "Page not found". Only Compare ever runs.
-    linked = st.navigation(PAGES, position="hidden")
+    linked = st.navigation([*PAGES, HOME], position="hidden")
     if linked.url_path != access.LINK_PAGE:
         st.switch_page(PAGES[-1], query_params=st.query_params.to_dict())
     try:
@@ -60,7 +65,7 @@ allowed = [*PAGES, USERS] if admin else PAGES
 hidden_users = st.Page(
     "pages/users.py", title="Users", url_path="users", icon="👤", visibility="hidden"
 )
-page = st.navigation(allowed if admin else [*PAGES, hidden_users])
+page = st.navigation([*allowed, HOME] if admin else [*PAGES, hidden_users, HOME])
 access.resume_view(principal, allowed)  # the shared link's view, after an identity provider
 
 with st.sidebar:

@@ -32,10 +32,12 @@ from pages.components.widgets import metric_row, model_picker, page_header, show
 require_access(Permission.BROWSE)  # before anything is drawn or read: components/gate.py
 
 COPY_CHUNK = 8 << 20
-# characters a cell shows on one line before its row wraps: the library's wide inputs column,
-# the shape column of the half-width Inputs and Outputs tables ("[batch_size, 4, past_seq…")
+# characters a "large" (400 px) text column holds on one line before its text wraps: 48 of
+# Source Sans at 14 px (6.8 px a character in tensor names and shapes; capitals take 7.9). The
+# library's inputs column and the shape column of the Inputs and Outputs tables are both large
+# (a half-width table shows only part of it at 1100 px: the text wraps at the column's width).
 INPUTS_ONE_LINE = 48
-SHAPE_ONE_LINE = 24
+SHAPE_ONE_LINE = INPUTS_ONE_LINE
 KIND_LABELS = {
     "original": "Original upload",
     "converted": "Converted to ONNX",
@@ -173,8 +175,8 @@ for warning in model.warnings:
 
 
 def _tensors(title: str, values: list[dict]) -> None:
-    """A model's inputs or outputs, each shape written out in full: a row wraps (up to three
-    lines) when a shape is longer than its half-width column shows on one line."""
+    """A model's inputs or outputs, each shape written out in full: the rows are as tall as
+    the longest shape's lines (formatting.wrapped_rows) when one is longer than its column."""
     rows = [
         {"name": v.get("name"), "dtype": v.get("dtype"), "shape": fmt_shape(v.get("shape"))}
         for v in values

@@ -70,14 +70,37 @@ def fmt_shape(shape: Any) -> str:
 
 
 # Streamlit's table wraps a text cell only in rows taller than 4rem (64 px; DataFrame.js of
-# streamlit 1.67 sets allowWrapping when rowHeight > 4rem): 68 px holds three lines.
+# streamlit 1.67 sets allowWrapping when rowHeight > 4rem). Its text is 14 px at line-height 1.4
+# (19.6 px a line), centred in the row: 68 px holds three lines, each further line takes 20 px.
 WRAP_ROW_HEIGHT = 68
+WRAP_LINE_HEIGHT = 20
+
+
+def wrapped_lines(text: str, one_line: int) -> int:
+    """How many lines the table's word wrap gives `text` when a line holds `one_line` characters:
+    it breaks at spaces, and a word longer than a line takes as many lines as it fills."""
+    lines, used = 1, 0
+    for word in text.split(" "):
+        if used and used + 1 + len(word) <= one_line:
+            used += 1 + len(word)
+            continue
+        if used:
+            lines += 1
+        extra, used = divmod(len(word), one_line)
+        if extra and not used:  # a word of exactly k lines ends its last line full
+            extra, used = extra - 1, one_line
+        lines += extra
+    return lines
 
 
 def wrapped_rows(cells: Iterable[str], one_line: int) -> int | None:
-    """The row height that wraps the table's text when a cell is longer than `one_line`
-    characters (what its column shows on one line); None keeps one line per row."""
-    return WRAP_ROW_HEIGHT if any(len(cell) > one_line for cell in cells) else None
+    """The row height that shows the table's longest cell whole, its text wrapped at `one_line`
+    characters a line (what its column holds); None keeps one line per row. A row is as tall
+    as that cell's lines: a fixed three-line row cut a fourth line ("... +5 more")."""
+    lines = max((wrapped_lines(cell, one_line) for cell in cells), default=1)
+    if lines == 1:
+        return None
+    return WRAP_ROW_HEIGHT + WRAP_LINE_HEIGHT * max(0, lines - 3)
 
 
 def tensors_cell(values: list[dict[str, Any]], shown: int = 2, shapes: bool = True) -> str:

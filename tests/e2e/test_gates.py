@@ -22,7 +22,7 @@ from tests.browsing import chromium, serving, skip_without_chromium
 from tests.dashboard import seeding, serve_py
 from tests.e2e.test_signin import PASSWORD, _settled, _sign_in
 
-# Home is the default page, at the root ("/home" is not one of the app's addresses). The root
+# Home is the default page, at the root (/home is a hidden alias of it, app.py). The root
 # comes last: app.py runs there even in legacy mode and its st.navigation ends that mode.
 PAGES = ("graph", "compatibility", "jobs", "optimize", "models", "serve", "compare", "users", "")
 VISITORS_PER_PAGE = 2  # 18 at once still race the first seconds; 27 took 58 s, the slowest

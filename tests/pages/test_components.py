@@ -11,12 +11,16 @@ from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from pages.components.formatting import (
+    WRAP_LINE_HEIGHT,
+    WRAP_ROW_HEIGHT,
     fmt_ago,
     fmt_bytes,
     fmt_duration,
     fmt_shape,
     plain,
     tensors_cell,
+    wrapped_lines,
+    wrapped_rows,
 )
 
 HOSTILE = [
@@ -61,6 +65,18 @@ def test_sizes_durations_ages_and_shapes_read_naturally() -> None:
     kv = [{"name": f"past.{i}", "shape": ["batch", 2, "past"]} for i in range(3)]
     assert tensors_cell(kv) == "past.0[batch, 2, past], past.1[batch, 2, past] +1 more"
     assert tensors_cell(kv, shown=3, shapes=False) == "past.0, past.1, past.2"
+
+
+def test_a_row_is_as_tall_as_its_longest_cell_wraps() -> None:
+    """Lines are counted as the table wraps them (at spaces, a long word over several lines);
+    one line keeps Streamlit's row, two or three take 68 px, each further line 20 px more."""
+    assert wrapped_lines("x[N, 16]", 48) == 1
+    assert wrapped_lines("ab cd", 5) == 1 and wrapped_lines("ab cd", 4) == 2
+    assert wrapped_lines("a" * 48, 48) == 1 and wrapped_lines("a" * 97, 48) == 3
+    assert wrapped_lines("x " + "a" * 10, 4) == 4  # x, then aaaa aaaa aa
+    assert wrapped_rows(["x[N, 16]", "tokens[batch, seq]"], 48) is None
+    assert wrapped_rows(["x[N, 16]", "a" * 60], 48) == WRAP_ROW_HEIGHT == 68
+    assert wrapped_rows(["a" * 48 * 5], 48) == WRAP_ROW_HEIGHT + 2 * WRAP_LINE_HEIGHT
 
 
 def _bound_widgets() -> None:

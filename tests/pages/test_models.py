@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 
 from backend.generate import jobspec
 from backend.models import library
-from pages.components.formatting import WRAP_ROW_HEIGHT, plain
+from pages.components.formatting import WRAP_LINE_HEIGHT, WRAP_ROW_HEIGHT, plain
 from tests import llm_models
 from tests.models import _finish, save
 from tests.pages.seed import add_model, open_page, texts
@@ -146,6 +146,27 @@ def test_a_long_symbolic_shape_is_written_out_and_its_row_wraps(
 
     at = open_page("models", model=library.list_models()[0].id)  # the mlp
     assert [t.proto.row_height for t in _shape_tables(at)] == [0, 0]  # one line: [N, 16]
+
+
+def test_a_four_line_inputs_cell_gets_a_row_tall_enough_for_four_lines(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Seven inputs [batch_size, sequence_length_dimension, 16] with long names: the library's
+    inputs cell wrapped to four lines in the browser (1100 and 1500 px) in a 68 px row that
+    holds three, so "... +5 more" was cut. The row now has a fourth line's 20 px."""
+    dims = ["batch_size", "sequence_length_dimension", 16]
+    names = [f"very_long_input_tensor_name_number_{i}" for i in range(7)]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in names]
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+    graph = helper.make_graph([helper.make_node("Sum", names, ["y"])], "many", inputs, [out])
+    model = add_model(save(_finish(graph), tmp_path / "many.onnx"), "many")
+
+    at = open_page("models", model=model.id)
+    assert not at.exception, at.exception
+    library_table = at.dataframe[0]
+    cell = library_table.value["inputs"][0]
+    assert cell.endswith("[batch_size, sequence_length_dimension, 16] +5 more"), cell
+    assert library_table.proto.row_height == WRAP_ROW_HEIGHT + WRAP_LINE_HEIGHT == 88
 
 
 def test_an_int4_variant_names_its_job_and_source_and_outlives_the_source(
