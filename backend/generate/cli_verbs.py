@@ -19,7 +19,7 @@ from backend.reporting.text import table
 from backend.runtimes import ENGINE_MODES
 
 if TYPE_CHECKING:  # the run (numpy, the runtimes) is imported by the command
-    from backend.generate.benchmark import GenerationReport, GenerationResult
+    from backend.generate.results import GenerationReport, GenerationResult
 
 HEADERS = [
     "runtime",

@@ -15,6 +15,7 @@ from backend.generate import dramshare
 from backend.generate.dramshare import dram_share, held_in
 from backend.generate.jobspec import GenerationJobSpec
 from backend.generate.perplexity import split_note
+from backend.generate.results import without_figures
 from backend.knobs.serialize import field_from_json
 from backend.reporting import front
 from backend.reporting.charts import front_traces, markers_by_series
@@ -85,6 +86,7 @@ TTFT, ITL, TOKENS, MEMORY, PPL = pick(
 def _row(
     job_id: int, model: tuple[int | None, str], point_id: int, key: str, payload: dict[str, Any]
 ) -> dict[str, Any]:
+    payload = without_figures(payload)  # a point that did not run: none, not a stored 0.0
     variant = payload.get("variant_label") or payload.get("variant", "")
     series = f"#{job_id} {model[1]} · {variant} · {payload.get('runtime', '')}"
     prompt, new, seqs = (payload.get(k) for k in ("prompt_tokens", "new_tokens", "sequences"))
