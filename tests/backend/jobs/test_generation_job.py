@@ -343,6 +343,18 @@ def test_two_models_picked_together_get_a_perplexity_front_each(
     for name, rows in frame.groupby("model"):
         own = rows[front.front_mask(rows, keys)]["output_tokens_per_s"]
         assert fronts[f"Pareto front ({name})"] == sorted(own)
+    # said under the chart as the sweep view says its fronts (it said nothing), and an unstable
+    # point that measured beyond its model's front named with its figures
+    spans = "Starred: each model's own Pareto front, not one across models: one model's variant"
+    assert points.chart_captions(frame) == {"perplexity": front.span_sentence(frame, keys)}
+    assert points.chart_captions(frame)["perplexity"].startswith(spans)
+    fastest = frame["output_tokens_per_s"].idxmax()  # on its model's front: nothing beats it
+    shaky = frame.assign(stable=frame.index != fastest)
+    said = points.chart_captions(shaky)["perplexity"]
+    row = shaky.loc[fastest]
+    beyond = f" {row['label']} measured beyond the Pareto front ({front.figures_text(row, keys)})"
+    assert said.startswith(spans) and beyond in said, said
+    assert said.endswith("so it is drawn hollow and left off the front: re-run it on a quiet host.")
 
 
 def test_a_sweep_or_regression_check_of_a_generative_model_is_refused_and_queues_nothing(
