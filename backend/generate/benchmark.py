@@ -6,14 +6,14 @@ accuracy columns (perplexity, greedy agreement with an FP32 reference).
 measuring.run_generation runs this inside sandboxed, limited children (launch/children) the way
 sweeps measure: the model folders and the text bound read-only, only JSON coming back.
 
-Why long: the result the spec (backend/generate/genspec.py) asks for and the run that fills it,
-read together.
+The run fills results.py's GenerationResult per point (a point that did not run keeps none of
+its figures); the spec it runs is backend/generate/genspec.py's.
 """
 
 from __future__ import annotations
 
 import resource
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from backend.generate.perplexity import (
     split_margins,
     tokens_until_divergence,
 )
+from backend.generate.results import GenerationReport, GenerationResult
 from backend.generate.roofline import PeakBandwidth, roofline
 from backend.generate.timing import measure_point
 from backend.hardware import visible_gpu_index
@@ -40,71 +41,6 @@ from backend.measure_settings import MeasureSettings
 from backend.runtimeenvs import current_env_name
 from backend.runtimes import GenAISession, TokenTimes, open_genai, open_torch_reference
 from backend.runtimes.base import is_out_of_memory
-
-
-@dataclass
-class GenerationResult:
-    """One runtime on one (prompt length, new tokens, sequences) point."""
-
-    runtime: str
-    prompt_tokens: int
-    new_tokens: int
-    sequences: int
-    status: str = "ok"  # "ok", "failed" or "unavailable"
-    error: str = ""
-    ttft_p50_ms: float = 0.0
-    ttft_p99_ms: float = 0.0
-    itl_p50_ms: float = 0.0
-    itl_p99_ms: float = 0.0
-    e2e_p50_ms: float = 0.0
-    output_tokens_per_s: float = 0.0  # sequences x new tokens / end-to-end latency
-    decode_tokens_per_s: float = 0.0  # sequences / inter-token latency
-    first_run_ms: float = 0.0
-    runs: int = 0
-    stable: bool = False
-    stop_reason: str = ""
-    weights_mb: float = 0.0
-    kv_cache_mb: float = 0.0  # at prompt + new tokens, every sequence
-    peak_rss_mb: float = 0.0
-    rss_scope: str = ""
-    precision: str = ""
-    facts: dict[str, Any] = field(default_factory=dict)
-    environment: dict[str, Any] = field(default_factory=dict)  # the host: CPU, GPUs, versions
-    roofline: dict[str, Any] = field(default_factory=dict)
-    agreement: list[int] = field(default_factory=list)  # tokens until divergence, per sequence
-    # where a sequence left the reference: its logit of its token minus the reference's token's
-    split_margins: list[float] = field(default_factory=list)
-    tokens: list[list[int]] = field(default_factory=list)  # the first run's, for agreement
-    # J per generated token over the kept windows, idle power apart, or why not measurable
-    energy: energy.EnergyReport | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class GenerationReport:
-    """Every runtime's points and accuracy columns for one model folder."""
-
-    folder: str
-    spec: dict[str, Any]
-    peak_bandwidth: dict[str, Any]
-    results: list[GenerationResult] = field(default_factory=list)
-    perplexity: dict[str, dict[str, Any]] = field(default_factory=dict)  # runtime -> Perplexity
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GenerationReport:
-        results = [
-            GenerationResult(**{**r, "energy": energy.EnergyReport(**r["energy"])})
-            if r.get("energy")
-            else GenerationResult(**r)
-            for r in data.get("results", [])
-        ]
-        return cls(**{**data, "results": results})
 
 
 def prompts_for(
@@ -170,10 +106,11 @@ def run_point(
             kept, first_ms, stable, reason, peak_mb, spent = measure_point(
                 session, prompts, new_tokens, settings, meter
             )
-    except Exception as exc:  # the runtime's failure is this point's result
-        result.status, result.error = "failed", runtime_error_line(exc)
+    except Exception as exc:  # the runtime's failure is this point's result, with no figures
+        error = runtime_error_line(exc)
         if is_out_of_memory(exc) or limit_hit_by_exception(exc) == "memory":
-            result.error = out_of_memory_sentence(result, session.device) + f" ({result.error})"
+            error = out_of_memory_sentence(result, session.device) + f" ({error})"
+        result.did_not_run("failed", error)
         return result
     result.energy = energy.energy_report(meter, spent, idle, per="token")
     result.facts.update(session.point_facts(sequences, kept[0].together))

@@ -14,12 +14,13 @@ from backend.counts import counted
 from backend.errors import UserError
 from backend.generate.dramshare import held_in, in_cache_notes, of_peak
 from backend.generate.genspec import GENERATION_PRESETS, GenerationSpec
+from backend.reporting.metrics import cell
 from backend.reporting.provenance import ran_line
 from backend.reporting.text import table
 from backend.runtimes import ENGINE_MODES
 
 if TYPE_CHECKING:  # the run (numpy, the runtimes) is imported by the command
-    from backend.generate.benchmark import GenerationReport, GenerationResult
+    from backend.generate.results import GenerationReport, GenerationResult
 
 HEADERS = [
     "runtime",
@@ -89,14 +90,14 @@ def rows_of(report: GenerationReport) -> list[list[str]]:
                 str(r.prompt_tokens),
                 str(r.new_tokens),
                 str(r.sequences),
-                f"{r.ttft_p50_ms:.2f}/{r.ttft_p99_ms:.2f}",
-                f"{r.itl_p50_ms:.3f}/{r.itl_p99_ms:.3f}",
-                f"{r.output_tokens_per_s:.1f}",
-                f"{r.decode_tokens_per_s:.1f}",
-                f"{r.e2e_p50_ms:.1f}",
-                f"{r.weights_mb:.1f}",
-                f"{r.kv_cache_mb:.2f}",
-                f"{r.peak_rss_mb:.0f}",
+                f"{cell(r.ttft_p50_ms, '.2f')}/{cell(r.ttft_p99_ms, '.2f')}",
+                f"{cell(r.itl_p50_ms, '.3f')}/{cell(r.itl_p99_ms, '.3f')}",
+                cell(r.output_tokens_per_s, ".1f"),  # '-' where a figure is None (results.py)
+                cell(r.decode_tokens_per_s, ".1f"),
+                cell(r.e2e_p50_ms, ".1f"),
+                cell(r.weights_mb, ".1f"),
+                cell(r.kv_cache_mb, ".2f"),
+                cell(r.peak_rss_mb, ".0f"),
                 f"{roof.get('achieved_bytes_s', 0) / 1e9:.2f}",
                 of_peak(roof),
                 agree,

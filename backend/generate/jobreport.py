@@ -16,13 +16,13 @@ from backend.generate.cli_verbs import HEADERS, roofline_notes
 from backend.generate.dramshare import of_peak
 from backend.generate.perplexity import split_note
 from backend.generate.points import generation_frame
+from backend.generate.results import MEASURED, without_figures
 from backend.reporting import exports
 from backend.reporting.metrics import cell
 from backend.reporting.provenance import ran_line
 from backend.reporting.text import table
 from storage.repo import serving as point_store
 
-MEASURED = ("ok", "wrong outputs")
 SHOW_HEADERS = ["variant", *HEADERS[:-1], "status"]
 
 
@@ -137,14 +137,15 @@ def show_lines(job_id: int, prices: pricing.Prices = ()) -> list[str]:
 def export_generation(
     job_ids: list[int], fmt: str, prices: pricing.Prices = ()
 ) -> tuple[bytes, int]:
-    """(the file's bytes, how many points): CSV the Compare frame, JSON every stored point."""
+    """(the file's bytes, how many points): CSV the Compare frame, JSON every stored point (one
+    that did not run with no figures, though stored with 0.0 before 2026-12-08)."""
     frame = generation_frame(job_ids, prices)
     if frame.empty:
         raise UserError(f"Jobs {', '.join(map(str, job_ids))} have no results to export yet.")
     if fmt == "csv":
         return exports.export_csv(frame), len(frame)
     records = [
-        {"job_id": p.job_id, "point_id": p.id, "key": p.point_key, **p.payload}
+        {"job_id": p.job_id, "point_id": p.id, "key": p.point_key, **without_figures(p.payload)}
         for p in _points(job_ids)
     ]
     return json.dumps(records, indent=2, default=str).encode(), len(records)

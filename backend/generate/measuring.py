@@ -18,11 +18,11 @@ from backend.counts import counted
 from backend.errors import UserError
 from backend.generate.benchmark import (
     NOT_MEASURED,
-    GenerationReport,
     GenerationSpec,
     measure_generation,
     reference_failed,
 )
+from backend.generate.results import GenerationReport
 from backend.generate.roofline import device_peak
 from backend.hfcheck import is_hf_only
 from backend.launch import sandbox

@@ -15,6 +15,7 @@ from backend.generate import dramshare
 from backend.generate.dramshare import dram_share, held_in
 from backend.generate.jobspec import GenerationJobSpec
 from backend.generate.perplexity import split_note
+from backend.generate.results import without_figures
 from backend.knobs.serialize import field_from_json
 from backend.reporting import front
 from backend.reporting.charts import front_traces, markers_by_series
@@ -85,6 +86,7 @@ TTFT, ITL, TOKENS, MEMORY, PPL = pick(
 def _row(
     job_id: int, model: tuple[int | None, str], point_id: int, key: str, payload: dict[str, Any]
 ) -> dict[str, Any]:
+    payload = without_figures(payload)  # a point that did not run: none, not a stored 0.0
     variant = payload.get("variant_label") or payload.get("variant", "")
     series = f"#{job_id} {model[1]} · {variant} · {payload.get('runtime', '')}"
     prompt, new, seqs = (payload.get(k) for k in ("prompt_tokens", "new_tokens", "sequences"))
@@ -233,13 +235,14 @@ def tokens_vs_memory(frame: pd.DataFrame) -> go.Figure:
 PPL_FRONT = ("output_tokens_per_s", "perplexity")
 
 
-def with_fronts(frame: pd.DataFrame) -> pd.DataFrame:
+def with_fronts(frame: pd.DataFrame, markup: bool = True) -> pd.DataFrame:
     """The measured points with a perplexity and a speed, with `pareto` (each model's own
     perplexity/speed front of stable FP32-like points; front.each_front) and `beyond_pareto`
     (unstable points that measured beyond it). Two models' points are no alternatives to each
     other, so one model's never pushes another's off its front. A front is the job's model's,
-    its weight-only variants on it: model_id here is job_model_id, which each_front divides by."""
-    data = _measured(frame)
+    its weight-only variants on it: model_id here is job_model_id, which each_front divides by.
+    markup: series and labels escaped for Plotly's text (a chart's), else as stored (captions)."""
+    data = _measured(frame) if markup else frame[frame["status"].isin(["ok", "wrong outputs"])]
     data = data[data["perplexity"].notna() & data["output_tokens_per_s"].notna()]
     data = data.assign(model_id=data.get("job_model_id"))  # absent: one front
     on, beyond = front.each_front(data, PPL_FRONT)
@@ -259,6 +262,14 @@ def perplexity_vs_speed(frame: pd.DataFrame) -> go.Figure:
     front_traces(fig, data, "pareto", PPL_FRONT)
     fig.update_traces(cliponaxis=False)  # a star at the range's edge was cut in half
     return apply_layout(fig, "Perplexity against speed", TOKENS.axis_title, PPL.axis_title)
+
+
+def chart_captions(frame: pd.DataFrame) -> dict[str, str]:
+    """The sentence under the perplexity chart (by CHARTS key), as the sweep view says its own
+    (htmlreport.chart_captions): what the starred fronts span where the view holds several
+    models, and each unstable point that measured beyond its model's front, with its figures."""
+    fronts = {"perplexity": (PPL_FRONT, "beyond_pareto")}
+    return front.captions(with_fronts(frame, markup=False), fronts)
 
 
 def nothing_to_draw(key: str, frame: pd.DataFrame) -> str:

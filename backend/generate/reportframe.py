@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from backend.generate.benchmark import GenerationReport, GenerationResult
 from backend.generate.dramshare import dram_share
+from backend.generate.results import MEASURED, GenerationReport, GenerationResult
 
-MEASURED = ("ok", "wrong outputs")
-# what a point measured: none for a point that did not run (a failed point's result holds 0.0
-# in each, which read as measured: 0.0 GB/s, a 0.0 share of peak)
+# what a point measured: none for a point that did not run (its result holds None in each; one
+# from before 2026-12-08 held 0.0, which read as measured: 0.0 GB/s, a 0.0 share of peak)
 FIGURES = (
     "ttft_p50_ms",
     "ttft_p99_ms",

@@ -138,6 +138,8 @@ SPAN_WHY = {
     "baselines are not one scale",
     "cost": "one model's configuration is no alternative to another's, as the cheapest "
     "configuration is named per model",
+    "perplexity": "one model's variant is no alternative to another's, and each model's "
+    "perplexity is of its own weights",
 }
 
 
@@ -148,8 +150,21 @@ def span_sentence(frame: pd.DataFrame, keys: Sequence[str]) -> str | None:
         return None
     drawn = pd.Series(_scopes(frame, keys) >= 0, index=frame.index)
     by_baseline = "speedup" in keys and _by_baseline(frame, drawn)
-    why = SPAN_WHY["speedup" if "speedup" in keys else "cost"]
+    why = SPAN_WHY[next((key for key in ("speedup", "perplexity") if key in keys), "cost")]
     return SPANS["baseline" if by_baseline else "model"].format(why=why)
+
+
+def captions(view: pd.DataFrame, fronts: dict[str, tuple[Sequence[str], str]]) -> dict[str, str]:
+    """The sentences under each chart of `fronts` (chart key -> the front's figures and the
+    column marking rows beyond it): what its fronts span where the view holds several, then the
+    rows it leaves out with their reasons; a chart with nothing to say is left out. The sweep
+    view's charts (htmlreport.chart_captions) and the generation view's (points.py) alike."""
+    said = {}
+    for chart, (keys, beyond) in fronts.items():
+        sentences = [span_sentence(view, keys), beyond_sentence(view, keys, beyond)]
+        if found := [s for s in sentences if s]:
+            said[chart] = " ".join(found)
+    return said
 
 
 def add_pareto(frame: pd.DataFrame) -> pd.DataFrame:

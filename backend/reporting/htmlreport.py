@@ -10,6 +10,7 @@ thin: the sentences under the charts (chart_captions) and the speedup table's co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -147,15 +148,12 @@ def chart_captions(view: pd.DataFrame, cost_key: str | None) -> dict[str, str]:
     """The sentences under the accuracy/speedup ("pareto") and cost charts, by CHARTS key: what
     each front spans where the view holds several (each model's, each baseline's), then the
     points it leaves out with their reasons; a chart with nothing to say is left out."""
-    fronts = {"pareto": (front.SPEEDUP_FRONT, "beyond_pareto")}
+    fronts: dict[str, tuple[Sequence[str], str]] = {
+        "pareto": (front.SPEEDUP_FRONT, "beyond_pareto")
+    }
     if cost_key is not None:
         fronts["cost"] = ((cost_key, *front.COST_FRONT), "beyond_cost_pareto")
-    captions = {}
-    for chart, (keys, beyond) in fronts.items():
-        said = [front.span_sentence(view, keys), front.beyond_sentence(view, keys, beyond)]
-        if sentences := [s for s in said if s]:
-            captions[chart] = " ".join(sentences)
-    return captions
+    return front.captions(view, fronts)
 
 
 def default_html(job_ids: list[int], prices: pricing.Prices = ()) -> tuple[str, int]:

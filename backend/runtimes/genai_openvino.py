@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from backend.errors import UnavailableError
-from backend.runtimes.base import GenAISession, TokenTimes
+from backend.runtimes.base import GenAISession, TokenTimes, return_freed_memory
 
 NEEDED = ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
 CACHE_BITS = {"u8": 8, "u4": 4, "bf16": 16, "fp16": 16, "fp32": 32}
@@ -184,8 +184,12 @@ class OpenVinoGenAISession(GenAISession):
         its buffers) to the largest point so far and frees them only with the pipeline, so a
         later point's peak RSS held an earlier, larger point's (tiny Llama, 1 sequence of 200
         tokens: 190.9 MB after 64 sequences, 137.6 MB alone, 140.6 MB reopened). Reopening took
-        0.2-0.5 s here, on a 365 MB IR too; it is not timed."""
+        0.2-0.5 s here, on a 365 MB IR too; it is not timed. The heap is trimmed between dropping
+        and reopening, as ORT GenAI's and torch's sessions do; on the tiny Llama that moved the
+        point little (141.0-141.5 MB to 140.7-141.3, 136.7-137.5 alone, three runs each): most
+        of what remains is the new pipeline's compile (139.3-139.6 MB trimmed after it too)."""
         self.pipeline = None  # freed before the next one compiles
+        return_freed_memory()
         backend, _ = self._open(self.device.upper())
         if backend != self.facts["attention_backend"]:
             raise RuntimeError(

@@ -363,10 +363,13 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             st.caption(why)
         drawn = [key for key in drawn if not points.nothing_to_draw(key, frame)]
         figures = [(key, points.CHARTS[key][1](frame)) for key in drawn]
+        captions = points.chart_captions(frame)  # as the sweep view says its fronts'
         for index in range(0, len(figures), 2):
             cols = st.columns(2)
             for col, (key, figure) in zip(cols, figures[index : index + 2], strict=False):
                 col.plotly_chart(figure, key=f"gen_chart_{key}")
+                if key in captions:  # what its fronts span, a point one leaves out with numbers
+                    col.caption(plain(captions[key]))
         said = bool(measured["verdict"].fillna("").astype(bool).any())  # else empty in every row
         shown = ["label", "status", *POINT_COLUMNS, "precision", "stable", *["verdict"] * said]
         st.dataframe(

@@ -9,12 +9,16 @@ import json
 from pathlib import Path
 
 import onnxruntime_genai
+import streamlit as st
+from sqlalchemy import text as sql
 
 from backend.generate import jobspec
+from backend.generate import points as generation_points
 from backend.host import describe_environment
 from backend.models.ingest import ingest_file
 from backend.reporting import metrics
 from pages.components.formatting import plain
+from storage.db import get_engine
 from storage.repo import jobs as job_store
 from storage.repo import serving as point_store
 from tests import llm_models
@@ -141,6 +145,8 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
     fp32 = table[table["label"].str.contains("FP32")]
     assert int4["weights_mb"].max() < fp32["weights_mb"].min() / 2
 
+    _an_unstable_point_beyond_the_front_is_named_under_the_chart(job.id)
+
     # the chart choice lives in the URL, and the link reopens the same view
     at.pills(key="url_g_charts").set_value(["ttft", "perplexity"]).run()
     assert len(at.get("plotly_chart")) == 2
@@ -168,6 +174,30 @@ def test_compare_draws_a_generation_job_stored_by_the_worker(
 
     sweeps = open_page("compare")  # the sweeps' view points to the generation view
     assert any("Generation benchmarks" in str(link.proto.label) for link in sweeps.get("page_link"))
+
+
+def _an_unstable_point_beyond_the_front_is_named_under_the_chart(job_id: int) -> None:
+    """The perplexity chart's caption, as the sweep view's under its fronts (the generation view
+    said nothing): the job's fastest starred point, stored as an unstable measurement is, is
+    drawn hollow and named under the chart with its figures and a re-run asked for."""
+    starred = generation_points.with_fronts(
+        generation_points.generation_frame([job_id]), markup=False
+    )
+    star = starred[starred["pareto"]].sort_values("output_tokens_per_s").iloc[-1]
+    [stored] = [p for p in point_store.list_points([job_id]) if p.id == star["point_id"]]
+    with get_engine().begin() as connection:  # as the worker stores a point whose windows moved
+        connection.execute(
+            sql("UPDATE serving_points SET payload = :p WHERE id = :id"),
+            {"p": json.dumps({**stored.payload, "stable": False}), "id": stored.id},
+        )
+    st.cache_data.clear()
+    at = open_page("compare", view="generation", jobs=job_id)
+    assert not at.exception, at.exception
+    said = generation_points.chart_captions(generation_points.generation_frame([job_id]))
+    said = said["perplexity"]
+    assert f"{star['label']} measured beyond the Pareto front (" in said, said
+    assert "but its measurement was unstable" in said or "their measurements" in said, said
+    assert plain(said) in [c.value for c in at.caption]
 
 
 def test_jobs_page_shows_a_generation_jobs_points_with_token_figures_not_a_sweeps(

@@ -20,6 +20,7 @@ from backend.generate.footprint import footprint
 from backend.generate.measuring import run_generation
 from backend.generate.perplexity import perplexity, read_text
 from backend.generate.reportframe import generation_frame
+from backend.generate.results import FIGURES
 from backend.runtimes import open_genai
 from tests import llm_models, runtime_envs
 
@@ -286,6 +287,10 @@ def test_a_point_the_runtime_cannot_run_fails_alone(fp32) -> None:
     measured = frame.loc[1, figures].drop("bandwidth_fraction")  # none in cache (the tiny Llama)
     assert measured.notna().all() and (measured > 0).all()
     assert frame.loc[33, "error"] == many.error
+    # and `generate --json` (the report's dict) says null for each, where it said 0.0
+    said = json.loads(json.dumps(report.to_dict()))["results"]
+    assert [said[1][f] for f in FIGURES] == [None] * len(FIGURES), said[1]
+    assert all(said[0][f] is not None for f in FIGURES), said[0]
 
 
 def test_generation_under_a_runtime_environment_records_the_onnxruntime_that_ran(fp32) -> None:

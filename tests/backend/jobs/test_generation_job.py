@@ -15,14 +15,17 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text as sql
 
 from backend.errors import UserError
 from backend.generate import jobreport, jobspec, points
 from backend.generate import library as generative
+from backend.generate.results import FIGURES
 from backend.jobs.generation import judge
 from backend.models import library, origin
 from backend.models.ingest import ingest_file
 from backend.queue import jobs
+from storage.db import get_engine
 from storage.repo import jobs as job_store
 from storage.repo import serving as point_store
 from storage.states import JobState
@@ -269,6 +272,7 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
     exported, _ = jobreport.export_generation([job.id], "csv")
     [row] = [r for r in csv.DictReader(io.StringIO(exported.decode())) if r["status"] == "failed"]
     assert [row[f] for f in figures] == [""] * len(figures), row
+    _a_failed_point_exports_no_figures(job.id, int4["prompt_tokens"])
     # `generate ID` with torch: every runtime judged against those weights (it had no reference)
     argv = ["generate", str(model.id), "--runtimes", "ort-genai,torch", "--prompt-lengths", "16"]
     ran = optiboard(*argv, "--new-tokens", "8", "--preset", "quick", "--json")
@@ -281,6 +285,31 @@ def test_a_torch_job_is_judged_against_its_own_weights_and_shows_a_failed_point(
         ("torch", [8]),
     ]
     assert any("against the Hugging Face folder" in n for n in report["notes"])
+
+
+def _a_failed_point_exports_no_figures(job_id: int, prompt: int) -> None:
+    """`export --format json` gives the job's failed point null figures (it had none: the key
+    was missing), and so do the JSON, the frame and the CSV once it is stored as a failed point
+    was before 2026-12-08 (a 0.0 in every figure, stable false, which read as measured)."""
+    exported, _ = jobreport.export_generation([job_id], "json")
+    [failed] = [p for p in json.loads(exported) if p["status"] == "failed"]
+    assert [failed[f] for f in FIGURES] == [None] * len(FIGURES), failed
+    old = {**failed, **dict.fromkeys(FIGURES, 0.0), "runs": 0, "stable": False}
+    with get_engine().begin() as connection:
+        connection.execute(
+            sql("UPDATE serving_points SET payload = :p WHERE id = :id"),
+            {"p": json.dumps(old), "id": failed["point_id"]},
+        )
+    exported, _ = jobreport.export_generation([job_id], "json")
+    [again] = [p for p in json.loads(exported) if p["status"] == "failed"]
+    assert [again[f] for f in FIGURES] == [None] * len(FIGURES), again
+    assert again["prompt_tokens"] == prompt  # the rest as stored
+    frame = points.generation_frame([job_id]).set_index("status")
+    figures = [*points.FIGURES, "peak_rss_mb", "bandwidth_gb_s", "stable"]
+    assert frame.loc["failed", figures].isna().all(), frame.loc["failed", figures]
+    exported, _ = jobreport.export_generation([job_id], "csv")
+    [row] = [r for r in csv.DictReader(io.StringIO(exported.decode())) if r["status"] == "failed"]
+    assert [row[f] for f in figures] == [""] * len(figures), row
 
 
 def test_two_models_picked_together_get_a_perplexity_front_each(
@@ -314,6 +343,18 @@ def test_two_models_picked_together_get_a_perplexity_front_each(
     for name, rows in frame.groupby("model"):
         own = rows[front.front_mask(rows, keys)]["output_tokens_per_s"]
         assert fronts[f"Pareto front ({name})"] == sorted(own)
+    # said under the chart as the sweep view says its fronts (it said nothing), and an unstable
+    # point that measured beyond its model's front named with its figures
+    spans = "Starred: each model's own Pareto front, not one across models: one model's variant"
+    assert points.chart_captions(frame) == {"perplexity": front.span_sentence(frame, keys)}
+    assert points.chart_captions(frame)["perplexity"].startswith(spans)
+    fastest = frame["output_tokens_per_s"].idxmax()  # on its model's front: nothing beats it
+    shaky = frame.assign(stable=frame.index != fastest)
+    said = points.chart_captions(shaky)["perplexity"]
+    row = shaky.loc[fastest]
+    beyond = f" {row['label']} measured beyond the Pareto front ({front.figures_text(row, keys)})"
+    assert said.startswith(spans) and beyond in said, said
+    assert said.endswith("so it is drawn hollow and left off the front: re-run it on a quiet host.")
 
 
 def test_a_sweep_or_regression_check_of_a_generative_model_is_refused_and_queues_nothing(
