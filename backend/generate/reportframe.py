@@ -6,22 +6,13 @@ from __future__ import annotations
 import pandas as pd
 
 from backend.generate.dramshare import dram_share
+from backend.generate.results import FIGURES as RESULT_FIGURES
 from backend.generate.results import MEASURED, GenerationReport, GenerationResult
 
-# what a point measured: none for a point that did not run (its result holds None in each; one
-# from before 2026-12-08 held 0.0, which read as measured: 0.0 GB/s, a 0.0 share of peak)
-FIGURES = (
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "itl_p50_ms",
-    "itl_p99_ms",
-    "e2e_p50_ms",
-    "output_tokens_per_s",
-    "decode_tokens_per_s",
-    "weights_mb",
-    "kv_cache_mb",
-    "peak_rss_mb",
-)
+# the result's figures a row shows (results.FIGURES less its run count, first run and verdict):
+# none for a point that did not run (one stored before 2026-12-08 held 0.0, which read as
+# measured: 0.0 GB/s, a 0.0 share of peak)
+FIGURES = tuple(f for f in RESULT_FIGURES if f not in ("first_run_ms", "runs", "stable"))
 
 
 def _figures(r: GenerationResult) -> dict[str, object]:

@@ -23,6 +23,7 @@ from backend.generate.reportframe import generation_frame
 from backend.generate.results import FIGURES
 from backend.runtimes import open_genai
 from tests import llm_models, runtime_envs
+from tests.backend.generate.peaks import alone_larger_after
 
 pytest.importorskip("onnxruntime_genai")
 pytest.importorskip("transformers")
@@ -372,20 +373,5 @@ def test_a_point_after_a_larger_one_does_not_hold_its_memory(fp32) -> None:
     the only point. Each later point now gets a fresh model (and the heap trimmed), so its peak
     is its own (94.4 MB after the 32): far nearer the point alone than the larger point before."""
 
-    def peaks(sequences: tuple[int, ...]) -> list[float]:
-        spec = GenerationSpec(
-            runtimes=("ort-genai",),
-            prompt_lengths=(200,),
-            new_tokens=(8, 9),
-            sequences=sequences,
-            preset="quick",
-        )
-        report = run_generation(fp32, spec)
-        assert [r.status for r in report.results] == ["ok"] * 2 * len(sequences)
-        return [r.peak_rss_mb for r in report.results]
-
-    # one run, points in order 8 tokens x 1 and x 32, then 9 x 1 and x 32: the first is alone
-    # (nothing ran before it, as in a run of its own), the third comes after the larger one, its
-    # one more token's KV a few hundred bytes
-    alone, larger, after, _ = peaks((1, 32))
+    alone, larger, after = alone_larger_after(fp32, "ort-genai", 32)
     assert after < alone + (larger - alone) / 4, (alone, larger, after)

@@ -17,6 +17,7 @@ from backend.generate.perplexity import perplexity
 from backend.runtimes import open_genai
 from backend.runtimes.genai_openvino import kv_layout, precision_name
 from tests import llm_models
+from tests.backend.generate.peaks import alone_larger_after
 
 pytest.importorskip("openvino_genai")
 pytest.importorskip("onnxruntime_genai")
@@ -214,20 +215,7 @@ def test_a_point_after_a_larger_one_does_not_hold_its_memory(openvino_folder, ti
     point alone than the larger point before it."""
     fp32 = llm_models.built_genai_folder(tiny_llama.spec, "fp32")
 
-    def peaks(sequences: tuple[int, ...]) -> list[float]:
-        spec = GenerationSpec(
-            runtimes=("openvino-genai",),
-            prompt_lengths=(200,),
-            new_tokens=(8, 9),
-            sequences=sequences,
-            preset="quick",
-        )
-        report = run_generation(fp32, spec, openvino_folder=openvino_folder)
-        assert [r.status for r in report.results] == ["ok"] * 2 * len(sequences)
-        return [r.peak_rss_mb for r in report.results]
-
-    # one run, points in order 8 tokens x 1 and x 64, then 9 x 1 and x 64: the first is alone
-    # (nothing ran before it, as in a run of its own), the third comes after the larger one, its
-    # one more token's KV a few hundred bytes
-    alone, larger, after, _ = peaks((1, 64))
+    alone, larger, after = alone_larger_after(
+        fp32, "openvino-genai", 64, openvino_folder=openvino_folder
+    )
     assert after < (alone + larger) / 2, (alone, larger, after)

@@ -15,6 +15,7 @@ from backend.generate.measuring import OWN_REFERENCE, run_generation
 from backend.generate.perplexity import perplexity
 from backend.runtimes import open_genai, open_torch_reference
 from tests import llm_models
+from tests.backend.generate.peaks import alone_larger_after
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime_genai")
@@ -129,21 +130,6 @@ def test_a_point_after_a_larger_one_does_not_hold_its_memory(tiny_llama, tmp_pat
     Between points the session now drops the cache and trims the heap (390.2 MB after the 64)."""
     hf = llm_models.hf_folder(tmp_path, tiny_llama.spec)
 
-    def peaks(sequences: tuple[int, ...]) -> list[float]:
-        spec = GenerationSpec(
-            runtimes=("torch",),
-            prompt_lengths=(200,),
-            new_tokens=(8, 9),
-            sequences=sequences,
-            preset="quick",
-        )
-        report = run_generation(hf, spec)
-        assert [r.status for r in report.results] == ["ok"] * 2 * len(sequences)
-        return [r.peak_rss_mb for r in report.results]
-
-    # one run, points in order 8 tokens x 1 and x 64, then 9 x 1 and x 64: the first is alone
-    # (nothing ran before it, as in a run of its own), the third comes after the larger one, its
-    # one more token's KV a few hundred bytes
-    alone, larger, after, _ = peaks((1, 64))
+    alone, larger, after = alone_larger_after(hf, "torch", 64)
     # a quarter of the way: the held memory varied from 80 to 150 MB between runs without the fix
     assert after < alone + (larger - alone) / 4, (alone, larger, after)
