@@ -15,7 +15,7 @@ from backend.generate import dramshare
 from backend.generate.dramshare import dram_share, held_in
 from backend.generate.jobspec import GenerationJobSpec
 from backend.generate.perplexity import split_note
-from backend.generate.results import without_figures
+from backend.generate.results import MEASURED, without_figures
 from backend.knobs.serialize import field_from_json
 from backend.reporting import front
 from backend.reporting.charts import front_traces, markers_by_series
@@ -188,7 +188,14 @@ def in_cache_notes(measured: pd.DataFrame) -> list[str]:
 
 def _measured(frame: pd.DataFrame) -> pd.DataFrame:
     """Measured points, their names (from uploads) escaped for Plotly's text markup."""
-    return escaped(frame[frame["status"].isin(["ok", "wrong outputs"])])
+    return escaped(frame[frame["status"].isin(MEASURED)])
+
+
+def _scored(frame: pd.DataFrame) -> pd.DataFrame:
+    """Measured points with a perplexity and a speed (what the perplexity chart draws), as
+    stored."""
+    data = frame[frame["status"].isin(MEASURED)]
+    return data[data["perplexity"].notna() & data["output_tokens_per_s"].notna()]
 
 
 def _lines(frame: pd.DataFrame, y: str, title: str) -> go.Figure:
@@ -242,8 +249,7 @@ def with_fronts(frame: pd.DataFrame, markup: bool = True) -> pd.DataFrame:
     other, so one model's never pushes another's off its front. A front is the job's model's,
     its weight-only variants on it: model_id here is job_model_id, which each_front divides by.
     markup: series and labels escaped for Plotly's text (a chart's), else as stored (captions)."""
-    data = _measured(frame) if markup else frame[frame["status"].isin(["ok", "wrong outputs"])]
-    data = data[data["perplexity"].notna() & data["output_tokens_per_s"].notna()]
+    data = escaped(_scored(frame)) if markup else _scored(frame)
     data = data.assign(model_id=data.get("job_model_id"))  # absent: one front
     on, beyond = front.each_front(data, PPL_FRONT)
     return data.assign(pareto=on, beyond_pareto=beyond)
@@ -275,7 +281,7 @@ def chart_captions(frame: pd.DataFrame) -> dict[str, str]:
 def nothing_to_draw(key: str, frame: pd.DataFrame) -> str:
     """Why a chart of CHARTS would be empty axes, in one sentence ('' where it has points): a
     job given no text has no perplexity, and an empty chart with axes from -1 to 4 said nothing."""
-    if key != "perplexity" or not with_fronts(frame).empty:
+    if key != "perplexity" or not _scored(frame).empty:  # the points, not their fronts
         return ""
     return (
         "Perplexity against speed: no measured point has a perplexity, as no perplexity text was "

@@ -358,11 +358,10 @@ def live_points(job_ids: tuple[int, ...], chosen: tuple[str, ...], active: bool)
             f"{counted(len(measured), 'measured point')} in {frame['series'].nunique()} series"
             + (" · refreshing while the benchmark runs" if active else "")
         )
-        drawn = [key for key in points.CHARTS if key in chosen]
-        for why in filter(None, (points.nothing_to_draw(key, frame) for key in drawn)):
+        empty = {key: points.nothing_to_draw(key, frame) for key in points.CHARTS if key in chosen}
+        for why in filter(None, empty.values()):
             st.caption(why)
-        drawn = [key for key in drawn if not points.nothing_to_draw(key, frame)]
-        figures = [(key, points.CHARTS[key][1](frame)) for key in drawn]
+        figures = [(key, points.CHARTS[key][1](frame)) for key, why in empty.items() if not why]
         captions = points.chart_captions(frame)  # as the sweep view says its fronts'
         for index in range(0, len(figures), 2):
             cols = st.columns(2)
