@@ -93,9 +93,7 @@ class OrtGenAISession(GenAISession):
         self._cuda_graph = cuda_graph
         self._engine_mode = engine
         self._engine: object | None = None
-        self._engine_batch = 0  # the max batch a reopened Engine model was configured for
-        self.model = og.Model(self._config(engine_overlay(self.folder, 1)))
-        self.tokenizer = og.Tokenizer(self.model)
+        self._open_model()
         self.facts = {
             "runtime": "onnxruntime-genai",
             "versions": {
@@ -132,7 +130,12 @@ class OrtGenAISession(GenAISession):
         kept; this took 0.11 s on the tiny Llama, untimed."""
         self.close()
         return_freed_memory()
-        self._engine_batch = 0
+        self._open_model()
+
+    def _open_model(self) -> None:
+        """og.Model configured for one sequence (a point's Engine reopens it for more) and its
+        tokenizer: at the session's start and again between points."""
+        self._engine_batch = 0  # the max batch a reopened Engine model was configured for
         self.model = self._og.Model(self._config(engine_overlay(self.folder, 1)))
         self.tokenizer = self._og.Tokenizer(self.model)
 
