@@ -22,7 +22,7 @@ from backend.counts import counted
 from backend.errors import UserError
 from backend.generate import variantnames
 from backend.generate.jobspec import KIND, GenerationJobSpec, point_key
-from backend.generate.results import FIGURES
+from backend.generate.results import without_figures
 from backend.generate.weightonly import CALIBRATION_TEXT_CAP, WeightOnlyConfig
 from backend.jobs.context import JobContext, JobOutcome
 from storage.repo import jobs as job_store
@@ -148,7 +148,7 @@ class GenerationRun:
             if key not in self.done:
                 shape = dict(zip(("prompt_tokens", "new_tokens", "sequences"), point, strict=True))
                 failed = {"variant": variant, "runtime": runtime, "status": FAILED, "error": error}
-                self.store(key, {**failed, **shape, **dict.fromkeys(FIGURES)})  # none measured
+                self.store(key, without_figures({**failed, **shape}))  # none measured
 
     def keys(self, variant: str, runtime: str) -> list[str]:
         points = self.spec.generation_spec(runtime).points()
